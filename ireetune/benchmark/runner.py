@@ -1,0 +1,168 @@
+"""Supervise the benchmark worker: time candidates, survive crashes and hangs of any of them.
+
+One worker process times many candidates (cheap on a GPU, where device start-up costs seconds).
+If it hangs past a candidate's timeout or dies, that job is recorded as timed out or crashed and
+a fresh worker continues with the jobs after it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+# The worker command can be replaced (for example by a wrapper that injects faults) through this
+# variable: a JSON list of arguments, never a shell string.
+WORKER_COMMAND_VARIABLE = "IREETUNE_BENCHMARK_WORKER"
+
+
+class BenchmarkStatus(enum.Enum):
+    MEASURED = "measured"
+    FAILED = "benchmark-failed"
+    TIMED_OUT = "benchmark-timed-out"
+    CRASHED = "crashed"
+    DEVICE_ERROR = "device-error"
+
+
+@dataclass(frozen=True)
+class BenchmarkJob:
+    candidate_id: int
+    vmfb_path: Path
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    candidate_id: int
+    status: BenchmarkStatus
+    reason: str
+    times_ms: tuple[float, ...]
+    batch: int
+    stopped_early: bool
+    device: str
+
+
+def worker_command() -> list[str]:
+    """Return the worker's argument list (overridable for fault injection)."""
+    override = os.environ.get(WORKER_COMMAND_VARIABLE)
+    if override:
+        command = json.loads(override)
+        assert isinstance(command, list) and all(isinstance(a, str) for a in command)
+        return command
+    return [sys.executable, "-m", "ireetune.benchmark.worker"]
+
+
+def _read_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _failure(job: BenchmarkJob, status: BenchmarkStatus, reason: str, device: str) -> BenchmarkOutcome:
+    return BenchmarkOutcome(job.candidate_id, status, reason, (), 0, False, device)
+
+
+def run_benchmarks(
+    jobs: Sequence[BenchmarkJob],
+    device: str,
+    repetitions: int,
+    batch: int,
+    timeout_s: float,
+    hopeless_ms: float | None = None,
+    min_repetition_s: float = 0.05,
+) -> Iterator[BenchmarkOutcome]:
+    """Time each job on `device`; yield exactly one outcome per job, in job order.
+
+    `timeout_s` bounds one job from its start (load, warm-up and repetitions). `batch` 0 lets the
+    worker pick a batch that makes one repetition last at least `min_repetition_s`.
+    """
+    next_job = 0
+    while next_job < len(jobs):
+        pending = jobs[next_job:]
+        request = {
+            "device": device,
+            "repetitions": repetitions,
+            "batch": batch,
+            "min_repetition_s": min_repetition_s,
+            "hopeless_ms": hopeless_ms,
+            "jobs": [{"candidate_id": j.candidate_id, "vmfb": str(j.vmfb_path)} for j in pending],
+        }
+        process = subprocess.Popen(
+            worker_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
+        stderr_lines: list[str] = []
+        if process.stderr is not None:
+            threading.Thread(target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True).start()
+        try:
+            process.stdin.write(json.dumps(request))
+            process.stdin.close()
+        except BrokenPipeError:
+            pass
+        started = False
+        reported = 0
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                process.kill()
+                process.wait()
+                yield _failure(pending[reported], BenchmarkStatus.TIMED_OUT, f"no result within {timeout_s:.1f} s", device)
+                reported += 1
+                break
+            if line is None:
+                process.wait()
+                if reported < len(pending):
+                    tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
+                    state = "while running" if started else "before starting"
+                    reason = f"benchmark process died {state} (exit {process.returncode})"
+                    yield _failure(pending[reported], BenchmarkStatus.CRASHED, f"{reason}: {tail}" if tail else reason, device)
+                    reported += 1
+                break
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            event = record.get("event")
+            if event == "device-error":
+                process.wait()
+                for job in pending[reported:]:
+                    yield _failure(job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device)
+                return
+            if event == "start":
+                started = True
+                deadline = time.monotonic() + timeout_s
+            elif event == "result":
+                job = pending[reported]
+                reported += 1
+                started = False
+                deadline = time.monotonic() + timeout_s
+                if record.get("status") == "measured":
+                    yield BenchmarkOutcome(
+                        job.candidate_id, BenchmarkStatus.MEASURED, "",
+                        tuple(float(t) for t in record["times_ms"]), int(record["batch"]),
+                        bool(record.get("stopped_early")), device,
+                    )
+                else:
+                    yield _failure(job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device)
+        next_job += reported
+
+
+def _read_lines_into(stream: IO[str], sink: list[str]) -> None:
+    for line in stream:
+        sink.append(line)

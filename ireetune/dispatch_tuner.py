@@ -1,0 +1,630 @@
+"""Tune one dispatch end to end: problem, space, specs, compile, benchmark, verify, spec out.
+
+The stages each live in their own module; this one only sequences them and keeps the record of
+every candidate up to date on disk (results.json and candidates.csv are rewritten after every
+stage, so a crash of the tuner loses nothing already learned).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import shutil
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune import __version__
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkOutcome, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.stats import compute_stats
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, hash_binary
+from ireetune.errors import IreetuneError
+from ireetune.frontend.dispatches import (
+    dump_dispatches,
+    is_dispatch_benchmark,
+    parse_module,
+    read_mlir_file,
+    select_dispatch,
+    strip_configurations,
+)
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.report.progress import StageProgress, progress_enabled
+from ireetune.report.ranking import is_real_improvement, rank_candidates
+from ireetune.report.records import (
+    CandidateRecord,
+    CandidateStatus,
+    render_csv,
+    write_results,
+    write_text_atomically,
+)
+from ireetune.run_dir import create_run_dir
+from ireetune.search.candidate import Knobs
+from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.targets import parse_target
+from ireetune.targets.base import Target
+from ireetune.tools import find_tool, first_error_line, run_tool
+from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.reference import build_reference_module
+from ireetune.verify.runner import run_reference_programs
+
+logger = logging.getLogger(__name__)
+
+BASELINE_SPEC_TEXT = """\
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__kernel_config(%variant: !transform.any_op {transform.readonly})
+      -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
+    transform.yield %variant : !transform.any_op
+  }
+}
+"""
+# Disagreement between dispatch-level and model-level timing of the baseline worth reporting.
+MODEL_LEVEL_DISAGREEMENT = 0.20
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Everything a dispatch tuning run can be asked to do."""
+
+    input_path: Path
+    target: str = "cpu"
+    num_candidates: int = 32
+    dispatch: str | None = None
+    output_dir: Path = Path("ireetune_runs")
+    jobs: int = 0
+    seed: int = 0
+    devices: tuple[str, ...] = ()
+    repetitions: int = 5
+    compile_timeout_s: float = 120.0
+    min_repetition_s: float = 0.05
+    hopeless_factor: float = 5.0
+    verify_top: int = 3
+    confirm_top: int = 4
+    confirm_rounds: int = 3
+    show_progress: bool | None = None
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What a run produced; `best_spec_path` is None when nothing beat the default."""
+
+    run_dir: Path
+    problem: ContractionProblem
+    records: tuple[CandidateRecord, ...]
+    baseline_ms: float
+    best: CandidateRecord | None
+    best_spec_path: Path | None
+    compile_success_rate: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass
+class _RunState:
+    """The mutable bookkeeping of one run: records by id, written to disk on every save."""
+
+    run_dir: Path
+    info: dict[str, Any]
+    records: dict[int, CandidateRecord]
+
+    def update(self, record: CandidateRecord) -> None:
+        self.records[record.candidate_id] = record
+
+    def save(self) -> None:
+        ordered = sorted(self.records.values(), key=lambda r: r.candidate_id)
+        write_results(self.run_dir / "results.json", self.info, ordered)
+        write_text_atomically(self.run_dir / "candidates.csv", render_csv(ordered))
+
+
+def _resolve_benchmark_file(options: TuneOptions, target: Target, scratch: Path) -> Path:
+    text = read_mlir_file(options.input_path)
+    if is_dispatch_benchmark(text):
+        if options.dispatch is not None:
+            raise IreetuneError("--dispatch applies to models; the input is already one dispatch")
+        return options.input_path
+    parse_module(text, ir.Context(), options.input_path)
+    dispatches = dump_dispatches(options.input_path, target, scratch / "dispatches", timeout_s=600)
+    chosen = select_dispatch(dispatches, options.dispatch)
+    logger.info("tuning dispatch %d: %s", chosen.index, chosen.name)
+    return chosen.path
+
+
+def _check_backend(module: ir.Module, target: Target) -> ir.Attribute:
+    variants = iree_codegen.get_executable_variant_ops(module)
+    if len(variants) != 1:
+        raise IreetuneError(f"expected one executable variant in the dispatch, found {len(variants)}")
+    variant_target = variants[0].attributes["target"]
+    backend = str(variant_target).split('"')[1] if '"' in str(variant_target) else ""
+    if backend != target.backend:
+        raise IreetuneError(
+            f"the dispatch was compiled for '{backend}' but the target is '{target.name}' "
+            f"({target.backend}); dump it again for this target"
+        )
+    return variant_target
+
+
+def _generate(
+    target: Target,
+    problem: ContractionProblem,
+    variant_target: ir.Attribute,
+    default_knobs: Knobs | None,
+    options: TuneOptions,
+) -> list[tuple[Knobs, float | None]]:
+    pool_size = max(4 * options.num_candidates, 64)
+    pool = list(
+        itertools.islice(
+            target.generate_candidates(problem, variant_target, default_knobs, options.seed), pool_size
+        )
+    )
+    ordered = target.order_candidates(problem, pool, options.seed)[: options.num_candidates]
+    return [(knobs, score) for knobs, score in ordered]
+
+
+def _compile_flags(target: Target, spec_path: Path) -> tuple[str, ...]:
+    return (*target.compile_flags(), "--compile-from=executable-sources", *target.spec_flags(spec_path))
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def tune_dispatch(options: TuneOptions) -> TuneResult:
+    """Tune one dispatch; see the module docstring for the stages."""
+    if options.num_candidates < 1:
+        raise IreetuneError("--num-candidates must be at least 1")
+    target = parse_target(options.target)
+    context = ir.Context()
+    with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
+        scratch = Path(scratch_name)
+        benchmark_path = _resolve_benchmark_file(options, target, scratch)
+        module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
+        with context:
+            root_op = find_root_op(module)
+            problem = parse_problem(root_op)
+            variant_target = _check_backend(module, target)
+            default_knobs = target.parse_default_knobs(problem, root_op)
+        candidates = _generate(target, problem, variant_target, default_knobs, options)
+        if not candidates:
+            raise IreetuneError(f"the search space of {problem.signature} on {target.name} is empty")
+        run_dir = create_run_dir(options.output_dir, problem.signature)
+        try:
+            return _run(options, target, context, benchmark_path, root_op, problem, default_knobs, candidates, run_dir)
+        except BaseException:
+            # Whatever happened, the folder must not look like a finished run.
+            marker = run_dir / "results.json"
+            if marker.exists():
+                data = json.loads(marker.read_text())
+                data["outcome"] = "failed"
+                write_text_atomically(marker, json.dumps(data, indent=2) + "\n")
+            (run_dir / "best_spec.mlir").unlink(missing_ok=True)
+            raise
+
+
+def _run(
+    options: TuneOptions,
+    target: Target,
+    context: ir.Context,
+    benchmark_path: Path,
+    root_op: ir.Operation,
+    problem: ContractionProblem,
+    default_knobs: Knobs | None,
+    candidates: list[tuple[Knobs, float | None]],
+    run_dir: Path,
+) -> TuneResult:
+    devices = list(options.devices) or [target.runtime_device]
+    for folder in ("inputs", "specs", "binaries", "failures", "verify"):
+        (run_dir / folder).mkdir()
+    original_path = run_dir / "inputs" / "original_benchmark.mlir"
+    shutil.copyfile(benchmark_path, original_path)
+    stripped_path = run_dir / "inputs" / "stripped_benchmark.mlir"
+    strip_configurations(original_path, stripped_path, timeout_s=options.compile_timeout_s)
+
+    state = _RunState(
+        run_dir,
+        {
+            "ireetune_version": __version__,
+            "outcome": "running",
+            "input": str(options.input_path),
+            "target": target.name,
+            "devices": devices,
+            "problem": problem.signature,
+            "seed": options.seed,
+            "num_candidates": options.num_candidates,
+        },
+        {},
+    )
+    state.update(CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir"))
+    (run_dir / "specs" / "0_spec.mlir").write_text(BASELINE_SPEC_TEXT)
+    for candidate_id, (knobs, score) in enumerate(candidates, start=1):
+        info = target.compilation_info(problem, knobs, context)
+        spec = build_spec([MatcherEntry(problem, info)], context)
+        spec_name = f"specs/{candidate_id}_spec.mlir"
+        (run_dir / spec_name).write_text(render_spec(spec))
+        state.update(CandidateRecord(candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name))
+    state.save()
+
+    notes: list[str] = []
+    with StageProgress(progress_enabled(options.show_progress)) as progress:
+        _compile_stage(options, target, stripped_path, state, progress)
+        baseline = state.records[0]
+        if baseline.status is not CandidateStatus.COMPILED:
+            raise IreetuneError(f"the default configuration does not compile: {baseline.reason}")
+        _classify_binaries(state)
+        baseline_ms = _benchmark_stage(options, devices, state, progress, notes)
+        ranked = rank_candidates(list(state.records.values()))
+        best = _verify_stage(options, target, context, root_op, problem, state, ranked, progress, notes)
+
+    compile_attempts = [r for r in state.records.values() if not r.is_baseline]
+    compiled = [
+        r for r in compile_attempts
+        if r.status not in (CandidateStatus.COMPILE_FAILED, CandidateStatus.COMPILE_TIMED_OUT)
+    ]
+    success_rate = len(compiled) / len(compile_attempts) if compile_attempts else 0.0
+    state.info["compile_success_rate"] = success_rate
+    state.info["baseline_ms"] = baseline_ms
+
+    measurable = [r for r in compile_attempts if r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)]
+    if not compiled:
+        state.info["outcome"] = "failed"
+        state.info["notes"] = notes
+        state.save()
+        raise IreetuneError(f"no candidate compiled (0 of {len(compile_attempts)}); see {run_dir}/failures")
+    if not measurable:
+        state.info["outcome"] = "failed"
+        state.info["notes"] = notes
+        state.save()
+        raise IreetuneError(f"no candidate could be measured; see {run_dir}/candidates.csv")
+
+    best_spec_path: Path | None = None
+    if best is not None:
+        best_spec_path = run_dir / "best_spec.mlir"
+        _prove_config_landed(target, stripped_path, run_dir, best, problem, context)
+        shutil.copyfile(run_dir / best.spec_path, best_spec_path)
+        state.info["outcome"] = "improved"
+        state.info["best_candidate"] = best.candidate_id
+        state.info["best_speedup"] = best.speedup
+    else:
+        state.info["outcome"] = "no-improvement"
+        notes.append("no verified candidate beat the default configuration beyond the noise; no spec written")
+    state.info["notes"] = notes
+    state.save()
+    return TuneResult(
+        run_dir=run_dir,
+        problem=problem,
+        records=tuple(sorted(state.records.values(), key=lambda r: r.candidate_id)),
+        baseline_ms=baseline_ms,
+        best=best,
+        best_spec_path=best_spec_path,
+        compile_success_rate=success_rate,
+        notes=tuple(notes),
+    )
+
+
+def _compile_stage(
+    options: TuneOptions, target: Target, stripped_path: Path, state: _RunState, progress: StageProgress
+) -> None:
+    run_dir = state.run_dir
+    jobs = [
+        CompileJob(
+            candidate_id=record.candidate_id,
+            source_path=stripped_path,
+            output_path=run_dir / "binaries" / f"{record.candidate_id}.vmfb",
+            flags=_compile_flags(target, run_dir / record.spec_path),
+            log_path=run_dir / "failures" / f"{record.candidate_id}_compile.log",
+            reproducer_path=run_dir / "failures" / f"{record.candidate_id}_reproducer.mlir",
+        )
+        for record in sorted(state.records.values(), key=lambda r: r.candidate_id)
+    ]
+    workers = options.jobs or len(__import__("os").sched_getaffinity(0))
+    with progress.stage("compiling", len(jobs)):
+        for outcome in compile_all(jobs, workers, options.compile_timeout_s):
+            record = state.records[outcome.candidate_id]
+            status = {
+                CompileStatus.COMPILED: CandidateStatus.COMPILED,
+                CompileStatus.FAILED: CandidateStatus.COMPILE_FAILED,
+                CompileStatus.TIMED_OUT: CandidateStatus.COMPILE_TIMED_OUT,
+            }[outcome.status]
+            binary = f"binaries/{outcome.candidate_id}.vmfb" if status is CandidateStatus.COMPILED else ""
+            state.update(
+                replace(
+                    record,
+                    status=status,
+                    reason=outcome.reason,
+                    binary_path=binary,
+                    binary_hash=outcome.binary_hash,
+                    compile_seconds=outcome.seconds,
+                )
+            )
+            progress.advance()
+    state.save()
+
+
+def _classify_binaries(state: _RunState) -> None:
+    """Mark candidates whose binary equals the baseline's (not applied) or an earlier one's."""
+    baseline_hash = state.records[0].binary_hash
+    seen: dict[str, int] = {baseline_hash: 0}
+    for candidate_id in sorted(state.records):
+        record = state.records[candidate_id]
+        if candidate_id == 0 or record.status is not CandidateStatus.COMPILED:
+            continue
+        if record.binary_hash == baseline_hash:
+            state.update(replace(record, status=CandidateStatus.NOT_APPLIED, reason="binary identical to the baseline: config not applied"))
+        elif record.binary_hash in seen:
+            state.update(replace(record, status=CandidateStatus.DUPLICATE, reason=f"binary identical to candidate {seen[record.binary_hash]}"))
+        else:
+            seen[record.binary_hash] = candidate_id
+    state.save()
+
+
+def _benchmark_stage(
+    options: TuneOptions, devices: list[str], state: _RunState, progress: StageProgress, notes: list[str]
+) -> float:
+    """Measure baseline, candidates and baseline again per device, then confirm the leaders.
+
+    Candidates are spread over the devices; each speedup is relative to the baseline measured on
+    the candidate's own device (seeds/002: chips of one SKU differ). The confirmation round times
+    the baseline and the leading candidates interleaved, several rounds, in one process, so slow
+    drifts of the machine hit all of them alike; the final speedups come from that round.
+    """
+    run_dir = state.run_dir
+    to_measure = [
+        r for r in sorted(state.records.values(), key=lambda r: r.candidate_id)
+        if not r.is_baseline and r.status is CandidateStatus.COMPILED
+    ]
+    baseline_job = BenchmarkJob(0, run_dir / state.records[0].binary_path)
+    baseline_times: dict[str, list[float]] = {}
+    batches: dict[str, int] = {}
+    total_steps = len(to_measure) + 2 * len(devices) + len(devices) * options.confirm_rounds
+    with progress.stage("benchmarking", total_steps):
+        for device in devices:
+            outcome = next(iter(run_benchmarks(
+                [baseline_job], device, options.repetitions, 0, timeout_s=300,
+                min_repetition_s=options.min_repetition_s,
+            )))
+            progress.advance()
+            if outcome.status is not BenchmarkStatus.MEASURED:
+                raise IreetuneError(
+                    f"the default configuration could not be measured on {device}: "
+                    f"{outcome.status.value} {outcome.reason}"
+                )
+            baseline_times[device] = list(outcome.times_ms)
+            batches[device] = outcome.batch
+        assignments: dict[str, list[BenchmarkJob]] = {device: [] for device in devices}
+        for index, record in enumerate(to_measure):
+            assignments[devices[index % len(devices)]].append(
+                BenchmarkJob(record.candidate_id, run_dir / record.binary_path)
+            )
+        # TODO(multi-device): run the devices' queues concurrently, one thread per device.
+        for device in devices:
+            baseline_ms = _median(baseline_times[device])
+            batch = batches[device]
+            timeout_s = _job_timeout(options, batch, baseline_ms)
+            for outcome in run_benchmarks(
+                assignments[device], device, options.repetitions, batch, timeout_s,
+                hopeless_ms=options.hopeless_factor * baseline_ms,
+            ):
+                _record_benchmark(state, outcome, baseline_ms)
+                progress.advance()
+                state.save()
+            after = next(iter(run_benchmarks([baseline_job], device, options.repetitions, batch, timeout_s)))
+            progress.advance()
+            if after.status is BenchmarkStatus.MEASURED:
+                drift = abs(_median(after.times_ms) - baseline_ms) / baseline_ms
+                state.info.setdefault("baseline_drift", {})[device] = drift
+                if drift > 0.03:
+                    notes.append(
+                        f"baseline on {device} moved {drift:.1%} between before and after the candidates"
+                    )
+                baseline_times[device].extend(after.times_ms)
+            _confirm_leaders(options, device, state, baseline_job, baseline_times, batch, timeout_s, progress)
+    first_device = devices[0]
+    stats = compute_stats(baseline_times[first_device])
+    state.update(
+        replace(
+            state.records[0], status=CandidateStatus.MEASURED, device=first_device,
+            times_ms=tuple(baseline_times[first_device]), median_ms=stats.median_ms,
+            min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread, speedup=1.0,
+        )
+    )
+    state.info["baseline_noise"] = stats.noise
+    state.save()
+    return stats.median_ms
+
+
+def _job_timeout(options: TuneOptions, batch: int, baseline_ms: float) -> float:
+    """Allow load time plus 20x the baseline's time for one candidate's repetitions."""
+    return 10.0 + 20.0 * options.repetitions * batch * baseline_ms / 1000.0
+
+
+def _confirm_leaders(
+    options: TuneOptions,
+    device: str,
+    state: _RunState,
+    baseline_job: BenchmarkJob,
+    baseline_times: dict[str, list[float]],
+    batch: int,
+    timeout_s: float,
+    progress: StageProgress,
+) -> None:
+    """Re-time the device's leading candidates interleaved with the baseline; keep those times."""
+    leaders = [
+        r for r in rank_candidates([r for r in state.records.values() if r.device == device])
+        if not r.stopped_early
+    ][: options.confirm_top]
+    if not leaders or options.confirm_rounds < 1:
+        progress.advance(options.confirm_rounds)
+        return
+    round_jobs = [baseline_job, *(BenchmarkJob(r.candidate_id, state.run_dir / r.binary_path) for r in leaders)]
+    confirmed: dict[int, list[float]] = {job.candidate_id: [] for job in round_jobs}
+    failed: dict[int, BenchmarkOutcome] = {}
+    jobs = round_jobs * options.confirm_rounds
+    for index, outcome in enumerate(run_benchmarks(jobs, device, options.repetitions, batch, timeout_s)):
+        if outcome.status is BenchmarkStatus.MEASURED:
+            confirmed[outcome.candidate_id].extend(outcome.times_ms)
+        else:
+            failed[outcome.candidate_id] = outcome
+        if (index + 1) % len(round_jobs) == 0:
+            progress.advance()
+    if not confirmed[0]:
+        return
+    baseline_times[device] = confirmed[0]
+    baseline_ms = _median(confirmed[0])
+    for record in leaders:
+        times = confirmed[record.candidate_id]
+        if record.candidate_id in failed:
+            _record_benchmark(state, failed[record.candidate_id], baseline_ms)
+            continue
+        stats = compute_stats(times)
+        state.update(
+            replace(
+                state.records[record.candidate_id], times_ms=tuple(times), median_ms=stats.median_ms,
+                min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread,
+                speedup=baseline_ms / stats.median_ms,
+                reason=f"confirmed in {options.confirm_rounds} rounds interleaved with the baseline",
+            )
+        )
+    state.info.setdefault("confirmed", {})[device] = [r.candidate_id for r in leaders]
+    state.save()
+
+
+def _record_benchmark(state: _RunState, outcome: BenchmarkOutcome, baseline_ms: float) -> None:
+    record = state.records[outcome.candidate_id]
+    if outcome.status is BenchmarkStatus.MEASURED:
+        stats = compute_stats(outcome.times_ms)
+        reason = f"stopped early: over {stats.median_ms / baseline_ms:.1f}x the baseline" if outcome.stopped_early else ""
+        state.update(
+            replace(
+                record, status=CandidateStatus.MEASURED, device=outcome.device, reason=reason,
+                times_ms=outcome.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
+                max_ms=stats.max_ms, spread=stats.spread, stopped_early=outcome.stopped_early,
+                speedup=baseline_ms / stats.median_ms,
+            )
+        )
+        return
+    status = {
+        BenchmarkStatus.FAILED: CandidateStatus.BENCHMARK_FAILED,
+        BenchmarkStatus.TIMED_OUT: CandidateStatus.BENCHMARK_TIMED_OUT,
+        BenchmarkStatus.CRASHED: CandidateStatus.CRASHED,
+        BenchmarkStatus.DEVICE_ERROR: CandidateStatus.DEVICE_ERROR,
+    }[outcome.status]
+    state.update(replace(record, status=status, device=outcome.device, reason=outcome.reason))
+
+
+def _verify_stage(
+    options: TuneOptions,
+    target: Target,
+    context: ir.Context,
+    root_op: ir.Operation,
+    problem: ContractionProblem,
+    state: _RunState,
+    ranked: list[CandidateRecord],
+    progress: StageProgress,
+    notes: list[str],
+) -> CandidateRecord | None:
+    """Check the fastest candidates' outputs against the default's; return the best that passes."""
+    baseline = state.records[0]
+    noise = float(state.info.get("baseline_noise", 0.0))
+    confirmed_ids = {cid for ids in state.info.get("confirmed", {}).values() for cid in ids}
+    contenders = [
+        r for r in ranked
+        if r.candidate_id in confirmed_ids and is_real_improvement(r.speedup or 0.0, noise)
+    ][: options.verify_top]
+    verify_dir = state.run_dir / "verify"
+    reference_path = verify_dir / "reference.mlir"
+    reference_path.write_text(str(build_reference_module(root_op, context)))
+    shapes = [problem.lhs_shape, problem.rhs_shape]
+    inputs = make_random_inputs(shapes, [problem.lhs_type, problem.rhs_type], seed=options.seed)
+    inputs_path = verify_dir / "inputs.npz"
+    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})
+    to_build = [baseline, *contenders]
+    with progress.stage("verifying", len(to_build)):
+        hashes: dict[int, str] = {}
+        for record in to_build:
+            binary = verify_dir / f"reference_{record.candidate_id}.vmfb"
+            result = run_tool(
+                [find_tool("iree-compile"), str(reference_path), *target.compile_flags(),
+                 *target.spec_flags(state.run_dir / record.spec_path), "-o", str(binary)],
+                timeout_s=options.compile_timeout_s,
+            )
+            if result.returncode != 0:
+                if record.is_baseline:
+                    raise IreetuneError(f"the reference program does not compile: {first_error_line(result.stderr)}")
+                state.update(replace(record, status=CandidateStatus.WRONG, reason=f"reference program failed to compile: {first_error_line(result.stderr)}"))
+                continue
+            hashes[record.candidate_id] = hash_binary(binary)
+        outputs = run_reference_programs(
+            [(cid, verify_dir / f"reference_{cid}.vmfb", verify_dir / f"output_{cid}.npy") for cid in hashes],
+            device=baseline.device or target.runtime_device,
+            inputs_path=inputs_path,
+        )
+        progress.advance(len(to_build))
+    baseline_run = outputs.get(0)
+    if baseline_run is None or baseline_run.output is None:
+        raise IreetuneError("the default configuration's reference program failed to run")
+    if baseline_run.median_ms is not None and state.records[0].median_ms:
+        dispatch_ms = state.records[0].median_ms
+        model_ms = baseline_run.median_ms
+        state.info["model_level_baseline_ms"] = model_ms
+        state.info["dispatch_level_baseline_ms"] = dispatch_ms
+        if abs(model_ms - dispatch_ms) / dispatch_ms > MODEL_LEVEL_DISAGREEMENT:
+            notes.append(
+                f"baseline dispatch-level time {dispatch_ms:.4g} ms and model-level time {model_ms:.4g} ms "
+                f"(same op on real inputs, including call overhead) differ by more than {MODEL_LEVEL_DISAGREEMENT:.0%}"
+            )
+    reduction = 1
+    for size in problem.k_sizes:
+        reduction *= size
+    best: CandidateRecord | None = None
+    for record in contenders:
+        record = state.records[record.candidate_id]
+        if record.status is CandidateStatus.WRONG:
+            continue
+        if hashes.get(record.candidate_id) == hashes.get(0):
+            state.update(replace(record, reason="unverified: config did not change the reference program"))
+            continue
+        run = outputs.get(record.candidate_id)
+        if run is None or run.output is None:
+            state.update(replace(record, status=CandidateStatus.WRONG, reason=f"reference program failed: {run.reason if run else 'no result'}"))
+            continue
+        comparison = compare_outputs(baseline_run.output, run.output, problem.output_type, reduction)
+        if comparison.matches:
+            state.update(replace(record, status=CandidateStatus.VERIFIED, max_abs_error=comparison.max_abs_error))
+            if best is None:
+                best = state.records[record.candidate_id]
+        else:
+            state.update(
+                replace(
+                    record, status=CandidateStatus.WRONG, max_abs_error=comparison.max_abs_error,
+                    reason=f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements",
+                )
+            )
+    state.save()
+    return best
+
+
+def _prove_config_landed(
+    target: Target, stripped_path: Path, run_dir: Path, best: CandidateRecord, problem: ContractionProblem, context: ir.Context
+) -> None:
+    """Compile the winner to its configuration and check the root op carries the spec's config."""
+    dump_dir = run_dir / "verify" / "best_configuration"
+    result = run_tool(
+        [find_tool("iree-compile"), str(stripped_path), *_compile_flags(target, run_dir / best.spec_path),
+         "--compile-to=executable-configurations", f"--iree-hal-dump-executable-configurations-to={dump_dir}",
+         "-o", str(run_dir / "verify" / "best_configured.mlir")],
+        timeout_s=120,
+    )
+    dumped = "\n".join(p.read_text() for p in sorted(dump_dir.glob("*"))) if dump_dir.exists() else ""
+    if result.returncode != 0:
+        dumped = (run_dir / "verify" / "best_configured.mlir").read_text() if (run_dir / "verify" / "best_configured.mlir").exists() else ""
+    assert best.knobs is not None
+    expected = target.compilation_info(problem, best.knobs, context)
+    lowering = expected.split("lowering_config = ", 1)[1].split(", translation_info", 1)[0]
+    if lowering not in dumped:
+        raise IreetuneError(f"the winning spec's configuration did not land: {lowering} is not in the configuration dump")

@@ -1,0 +1,126 @@
+"""Read a dispatch benchmark file, or dump a model's dispatches and pick one.
+
+A dispatch benchmark file is what `iree-compile --iree-hal-dump-executable-benchmarks-to=DIR
+--iree-codegen-add-tuner-attributes` writes: one `hal.executable` plus a `util.func` marked
+`iree.benchmark = "dispatch"`. Anything else that parses is treated as a model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.targets.base import Target
+from ireetune.tools import find_tool, first_error_line, run_tool
+
+_BENCHMARK_MARKER = 'iree.benchmark = "dispatch"'
+_STRIP_PIPELINE = (
+    "builtin.module(hal.executable(hal.executable.variant(builtin.module("
+    "iree-codegen-strip-compilation-info))))"
+)
+
+
+@dataclass(frozen=True)
+class DumpedDispatch:
+    """One dispatch benchmark file dumped from a model."""
+
+    index: int
+    name: str
+    path: Path
+
+
+def read_mlir_file(path: Path) -> str:
+    """Read an MLIR file or raise a one-line error for a missing or unreadable one."""
+    if not path.exists():
+        raise IreetuneError(f"input file not found: {path}")
+    if not path.is_file():
+        raise IreetuneError(f"input is not a file: {path}")
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise IreetuneError(f"cannot read {path}: {error}") from error
+
+
+def parse_module(text: str, context: ir.Context, origin: Path) -> ir.Module:
+    """Parse MLIR text, turning a parse failure into a one-line error naming the file."""
+    try:
+        with context:
+            return ir.Module.parse(text)
+    except ir.MLIRError as error:
+        first = str(error).splitlines()
+        detail = next((line.strip() for line in first if "error" in line.lower()), first[0] if first else "")
+        raise IreetuneError(f"cannot parse {origin} as MLIR: {detail[:300]}") from error
+
+
+def is_dispatch_benchmark(text: str) -> bool:
+    """Say whether MLIR text is a dispatch benchmark dump rather than a model."""
+    return _BENCHMARK_MARKER in text and "hal.executable" in text
+
+
+def dump_dispatches(model_path: Path, target: Target, output_dir: Path, timeout_s: float) -> list[DumpedDispatch]:
+    """Compile a model once, dumping one benchmark file per dispatch, and list them in order."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    arguments = [
+        find_tool("iree-compile"),
+        str(model_path),
+        *target.compile_flags(),
+        f"--iree-hal-dump-executable-benchmarks-to={output_dir}",
+        "--iree-codegen-add-tuner-attributes",
+        "-o",
+        str(output_dir / "model.vmfb"),
+    ]
+    result = run_tool(arguments, timeout_s=timeout_s)
+    if result.timed_out:
+        raise IreetuneError(f"compiling {model_path} to find its dispatches took over {timeout_s:.0f} s")
+    if result.returncode != 0:
+        raise IreetuneError(f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}")
+    files = sorted(output_dir.glob("*_benchmark.mlir"), key=_dispatch_sort_key)
+    return [DumpedDispatch(i, _dispatch_name(p), p) for i, p in enumerate(files)]
+
+
+def _dispatch_sort_key(path: Path) -> tuple[int, str]:
+    match = re.search(r"_dispatch_(\d+)", path.name)
+    return (int(match.group(1)) if match else 1 << 30, path.name)
+
+
+def _dispatch_name(path: Path) -> str:
+    match = re.match(r"(?:module_)?(.*_dispatch_\d+)", path.stem)
+    return match.group(1) if match else path.stem.removesuffix("_benchmark")
+
+
+def select_dispatch(dispatches: list[DumpedDispatch], choice: str | None) -> DumpedDispatch:
+    """Pick a dispatch by index or name; with no choice, raise an error that lists them all."""
+    if not dispatches:
+        raise IreetuneError("the model has no dispatches to tune")
+    listing = "; ".join(f"{d.index}: {d.name}" for d in dispatches)
+    if choice is None and len(dispatches) == 1:
+        return dispatches[0]
+    if choice is None:
+        raise IreetuneError(f"choose a dispatch with --dispatch NAME|INDEX: {listing}")
+    if choice.isdigit():
+        index = int(choice)
+        if index < len(dispatches):
+            return dispatches[index]
+        raise IreetuneError(f"dispatch index {index} out of range 0..{len(dispatches) - 1}: {listing}")
+    matches = [d for d in dispatches if d.name == choice or d.path.name == choice]
+    if not matches:
+        matches = [d for d in dispatches if choice in d.name]
+    if len(matches) != 1:
+        raise IreetuneError(f"no single dispatch matches '{choice}': {listing}")
+    return matches[0]
+
+
+def strip_configurations(benchmark_path: Path, output_path: Path, timeout_s: float) -> None:
+    """Remove existing lowering configs so that a spec can set new ones."""
+    result = run_tool(
+        [find_tool("iree-opt"), str(benchmark_path), f"--pass-pipeline={_STRIP_PIPELINE}", "-o", str(output_path)],
+        timeout_s=timeout_s,
+    )
+    if result.returncode != 0:
+        raise IreetuneError(
+            f"cannot strip configurations from {benchmark_path}: {first_error_line(result.stderr)}"
+        )

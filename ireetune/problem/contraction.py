@@ -1,0 +1,152 @@
+"""Parse a contraction root op (matmul, mmt, batch matmul, generic contraction) into a record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import linalg
+
+from ireetune.errors import IreetuneError
+
+
+@dataclass(frozen=True)
+class ContractionProblem:
+    """A contraction's shape and types, independent of any IR context.
+
+    Loop dimensions are numbered as in the op's indexing maps; `loop_sizes[d]` is the static
+    extent of loop d. The `*_dims` tuples list loop dimensions by role, outermost first.
+    """
+
+    op_name: str
+    loop_sizes: tuple[int, ...]
+    batch_dims: tuple[int, ...]
+    m_dims: tuple[int, ...]
+    n_dims: tuple[int, ...]
+    k_dims: tuple[int, ...]
+    lhs_type: str
+    rhs_type: str
+    output_type: str
+    indexing_maps: tuple[str, str, str]
+    lhs_shape: tuple[int, ...]
+    rhs_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.batch_dims)
+
+    @property
+    def m_sizes(self) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.m_dims)
+
+    @property
+    def n_sizes(self) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.n_dims)
+
+    @property
+    def k_sizes(self) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.k_dims)
+
+    @property
+    def flops(self) -> int:
+        """Count multiply and add as two operations, as GEMM benchmarks do."""
+        count = 2
+        for size in self.loop_sizes:
+            count *= size
+        return count
+
+    @property
+    def kind(self) -> str:
+        """Name the layout: matmul, mmt, mtm, mtmt, batch_matmul or contraction."""
+        if len(self.m_dims) != 1 or len(self.n_dims) != 1 or len(self.k_dims) != 1:
+            return "contraction"
+        m, n, k = self.m_dims[0], self.n_dims[0], self.k_dims[0]
+        lhs_map, rhs_map, _ = (_map_dim_positions(text) for text in self.indexing_maps)
+        batch = list(self.batch_dims)
+        lhs_layout = "t" if lhs_map == [*batch, k, m] else "n" if lhs_map == [*batch, m, k] else "?"
+        rhs_layout = "t" if rhs_map == [*batch, n, k] else "n" if rhs_map == [*batch, k, n] else "?"
+        names = {"nn": "matmul", "nt": "mmt", "tn": "mtm", "tt": "mtmt"}
+        base = names.get(lhs_layout + rhs_layout, "contraction")
+        if base == "contraction" or len(batch) > 1:
+            return "contraction"
+        return f"batch_{base}" if batch else base
+
+    @property
+    def signature(self) -> str:
+        """Give a stable, readable name: kind, batch x M x N x K sizes and element types."""
+        sizes = "x".join(
+            str(s)
+            for s in (*self.batch_sizes, *self.m_sizes, *self.n_sizes, *self.k_sizes)
+        )
+        return f"{self.kind}_{sizes}_{self.lhs_type}_{self.rhs_type}_{self.output_type}"
+
+
+def _map_dim_positions(map_text: str) -> list[int]:
+    """Return the loop-dimension positions of an affine map's results ([-1] for non-dims)."""
+    with ir.Context():
+        affine_map = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{map_text}>")).value
+        return _result_positions(affine_map)
+
+
+def _result_positions(affine_map: ir.AffineMap) -> list[int]:
+    positions = []
+    for expr in affine_map.results:
+        if isinstance(expr, ir.AffineDimExpr):
+            positions.append(expr.position)
+        else:
+            positions.append(-1)
+    return positions
+
+
+def _element_type_name(shaped_type: ir.Type) -> str:
+    return str(ir.ShapedType(shaped_type).element_type)
+
+
+def _static_shape(value_type: ir.Type, what: str) -> tuple[int, ...]:
+    shaped = ir.ShapedType(value_type)
+    if not shaped.has_static_shape:
+        raise IreetuneError(f"dynamic shapes are not supported yet ({what} is {value_type})")
+    return tuple(shaped.shape)
+
+
+def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
+    """Parse a linalg contraction op into a ContractionProblem.
+
+    The op must implement the contraction interface with exactly two inputs and one output, all
+    statically shaped: for example
+    `linalg.matmul ins(%a, %b : tensor<256x512xf32>, tensor<512x384xf32>) outs(%c : ...)`.
+    """
+    dimensions = linalg.infer_contraction_dimensions(root_op)
+    if dimensions is None or not (len(dimensions.m) and len(dimensions.n) and len(dimensions.k)):
+        raise IreetuneError(f"root op '{root_op.name}' is not a contraction with M, N and K")
+    operands = list(root_op.operands)
+    if len(operands) != 3:
+        raise IreetuneError(
+            f"root op '{root_op.name}' has {len(operands)} operands; a contraction with two "
+            "inputs and one output is supported"
+        )
+    affine_maps = [ir.AffineMapAttr(attr).value for attr in root_op.attributes["indexing_maps"]]
+    shapes = [_static_shape(operand.type, name) for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)]
+    loop_count = affine_maps[0].n_dims
+    loop_sizes = [0] * loop_count
+    for affine_map, shape in zip(affine_maps, shapes, strict=True):
+        for position, extent in zip(_result_positions(affine_map), shape, strict=True):
+            if position >= 0:
+                loop_sizes[position] = extent
+    assert all(size > 0 for size in loop_sizes), f"unbound loop dimension in {affine_maps}"
+    return ContractionProblem(
+        op_name=root_op.name,
+        loop_sizes=tuple(loop_sizes),
+        batch_dims=tuple(dimensions.batch),
+        m_dims=tuple(dimensions.m),
+        n_dims=tuple(dimensions.n),
+        k_dims=tuple(dimensions.k),
+        lhs_type=_element_type_name(operands[0].type),
+        rhs_type=_element_type_name(operands[1].type),
+        output_type=_element_type_name(operands[2].type),
+        indexing_maps=tuple(str(m) for m in affine_maps),  # type: ignore[arg-type]
+        lhs_shape=shapes[0],
+        rhs_shape=shapes[1],
+        output_shape=shapes[2],
+    )

@@ -1,0 +1,33 @@
+"""Find a dispatch's root op and hand it to the parser of its op family."""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen, linalg
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.contraction import ContractionProblem, parse_contraction
+
+Problem = ContractionProblem
+
+
+def find_root_op(module: ir.Module) -> ir.Operation:
+    """Return the single op marked with `root_op` by `--iree-codegen-add-tuner-attributes`."""
+    root_ops = iree_codegen.get_tuner_root_ops(module)
+    if not root_ops:
+        raise IreetuneError(
+            "no root op found: the dispatch must be dumped with --iree-codegen-add-tuner-attributes"
+        )
+    if len(root_ops) > 1:
+        names = ", ".join(op.name for op in root_ops)
+        raise IreetuneError(f"{len(root_ops)} root ops found ({names}); one per dispatch is supported")
+    return root_ops[0]
+
+
+def parse_problem(root_op: ir.Operation) -> Problem:
+    """Parse the root op into the record of its op family, or say it is not supported yet."""
+    if linalg.isa_contraction_op(root_op):
+        return parse_contraction(root_op)
+    if linalg.isa_convolution_op(root_op):
+        raise IreetuneError(f"convolutions ('{root_op.name}') are not supported yet on this target")
+    raise IreetuneError(f"root op '{root_op.name}' is not supported yet (contractions are)")

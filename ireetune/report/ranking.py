@@ -1,0 +1,27 @@
+"""Rank measured candidates against the baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ireetune.report.records import CandidateRecord, CandidateStatus
+
+RANKABLE = (CandidateStatus.MEASURED, CandidateStatus.VERIFIED)
+
+
+def rank_candidates(records: Sequence[CandidateRecord]) -> list[CandidateRecord]:
+    """Return measured non-baseline candidates, fastest (highest speedup) first.
+
+    Speedups are relative to the baseline on the candidate's own device, so candidates measured
+    on different devices compare fairly. Candidates stopped early are still ranked by what was
+    measured; ties keep candidate-id order.
+    """
+    measured = [
+        r for r in records if not r.is_baseline and r.status in RANKABLE and r.speedup is not None
+    ]
+    return sorted(measured, key=lambda r: (-(r.speedup or 0.0), r.candidate_id))
+
+
+def is_real_improvement(speedup: float, noise: float, threshold: float = 0.01) -> bool:
+    """Say whether a speedup exceeds both a minimum gain and the measured noise."""
+    return speedup > 1.0 + max(threshold, noise)

@@ -1,0 +1,145 @@
+"""The record of one candidate's fate, and its CSV and JSON forms."""
+
+from __future__ import annotations
+
+import csv
+import enum
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ireetune.search.candidate import Knobs, format_knobs
+
+
+class CandidateStatus(enum.Enum):
+    """Where a candidate's journey ended (or stands, while the run is under way)."""
+
+    GENERATED = "generated"
+    COMPILED = "compiled"
+    COMPILE_FAILED = "compile-failed"
+    COMPILE_TIMED_OUT = "compile-timed-out"
+    NOT_APPLIED = "not-applied"
+    DUPLICATE = "duplicate"
+    MEASURED = "measured"
+    BENCHMARK_FAILED = "benchmark-failed"
+    BENCHMARK_TIMED_OUT = "benchmark-timed-out"
+    CRASHED = "crashed"
+    DEVICE_ERROR = "device-error"
+    VERIFIED = "verified"
+    WRONG = "wrong"
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    """Everything known about one candidate. Candidate 0 is the compiler's default."""
+
+    candidate_id: int
+    knobs: Knobs | None
+    status: CandidateStatus
+    heuristic_score: float | None = None
+    reason: str = ""
+    spec_path: str = ""
+    binary_path: str = ""
+    binary_hash: str = ""
+    compile_seconds: float | None = None
+    device: str = ""
+    times_ms: tuple[float, ...] = field(default_factory=tuple)
+    median_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    spread: float | None = None
+    speedup: float | None = None
+    stopped_early: bool = False
+    max_abs_error: float | None = None
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.candidate_id == 0
+
+
+CSV_COLUMNS = (
+    "candidate_id",
+    "is_baseline",
+    "status",
+    "reason",
+    "knobs",
+    "heuristic_score",
+    "median_ms",
+    "min_ms",
+    "max_ms",
+    "spread",
+    "speedup",
+    "repetitions",
+    "stopped_early",
+    "device",
+    "compile_seconds",
+    "binary_hash",
+    "max_abs_error",
+    "spec_path",
+)
+
+
+def _cell(value: float | None, digits: int = 6) -> str:
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def record_row(record: CandidateRecord) -> dict[str, str]:
+    """Flatten a record into the CSV row of CSV_COLUMNS."""
+    return {
+        "candidate_id": str(record.candidate_id),
+        "is_baseline": "yes" if record.is_baseline else "no",
+        "status": record.status.value,
+        "reason": record.reason,
+        "knobs": format_knobs(record.knobs),
+        "heuristic_score": _cell(record.heuristic_score, 4),
+        "median_ms": _cell(record.median_ms),
+        "min_ms": _cell(record.min_ms),
+        "max_ms": _cell(record.max_ms),
+        "spread": _cell(record.spread, 3),
+        "speedup": _cell(record.speedup, 4),
+        "repetitions": str(len(record.times_ms)),
+        "stopped_early": "yes" if record.stopped_early else "no",
+        "device": record.device,
+        "compile_seconds": _cell(record.compile_seconds, 3),
+        "binary_hash": record.binary_hash[:16],
+        "max_abs_error": _cell(record.max_abs_error, 3),
+        "spec_path": record.spec_path,
+    }
+
+
+def render_csv(records: Sequence[CandidateRecord]) -> str:
+    """Render records as CSV text, one row per candidate in id order."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for record in sorted(records, key=lambda r: r.candidate_id):
+        writer.writerow(record_row(record))
+    return buffer.getvalue()
+
+
+def record_to_json(record: CandidateRecord) -> dict[str, Any]:
+    """Return a JSON-ready dict of a record (knobs as a mapping, status as its value)."""
+    data = asdict(record)
+    data["status"] = record.status.value
+    data["knobs"] = dict(record.knobs) if record.knobs is not None else None
+    data["times_ms"] = list(record.times_ms)
+    return data
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write a file so that a reader (or a crash) never sees half of it."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def write_results(path: Path, run_info: dict[str, Any], records: Sequence[CandidateRecord]) -> None:
+    """Write results.json: the run's facts and every candidate's record."""
+    payload = {
+        **run_info,
+        "candidates": [record_to_json(r) for r in sorted(records, key=lambda r: r.candidate_id)],
+    }
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")

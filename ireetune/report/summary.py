@@ -1,0 +1,59 @@
+"""The human-readable summary of a dispatch tuning run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ireetune.report.ranking import rank_candidates
+from ireetune.report.records import CandidateRecord, CandidateStatus
+from ireetune.search.candidate import format_knobs
+
+
+def count_by_status(records: Sequence[CandidateRecord]) -> dict[str, int]:
+    """Count non-baseline candidates by final status, in the enum's order."""
+    counts: dict[str, int] = {}
+    for status in CandidateStatus:
+        number = sum(1 for r in records if not r.is_baseline and r.status is status)
+        if number:
+            counts[status.value] = number
+    return counts
+
+
+def render_summary(
+    problem_signature: str,
+    target_name: str,
+    records: Sequence[CandidateRecord],
+    baseline_ms: float,
+    compile_success_rate: float,
+    best: CandidateRecord | None,
+    notes: Sequence[str],
+    top: int = 10,
+) -> str:
+    """Render the run summary: counts, the top candidates table and the verdict."""
+    baseline = next(r for r in records if r.is_baseline)
+    lines = [
+        f"problem: {problem_signature}   target: {target_name}",
+        f"candidates: {sum(1 for r in records if not r.is_baseline)}   "
+        f"compile success: {compile_success_rate:.0%}   "
+        + "   ".join(f"{k}: {v}" for k, v in count_by_status(records).items()),
+        f"baseline (candidate 0, compiler default {format_knobs(baseline.knobs) or 'n/a'}): "
+        f"{baseline_ms:.4f} ms median, spread {baseline.spread or 0:.1%}",
+        "",
+        f"{'rank':>4} {'id':>4} {'median ms':>10} {'spread':>7} {'speedup':>8}  {'status':<10} knobs",
+    ]
+    for rank, record in enumerate(rank_candidates(records)[:top], start=1):
+        lines.append(
+            f"{rank:>4} {record.candidate_id:>4} {record.median_ms or 0:>10.4f} "
+            f"{record.spread or 0:>7.1%} {record.speedup or 0:>7.3f}x  {record.status.value:<10} "
+            f"{format_knobs(record.knobs)}"
+        )
+    lines.append("")
+    if best is not None:
+        lines.append(
+            f"best: candidate {best.candidate_id}, {best.speedup:.3f}x over the default "
+            f"({baseline_ms:.4f} -> {best.median_ms:.4f} ms), outputs verified"
+        )
+    else:
+        lines.append("best: the compiler's default; no verified candidate was faster beyond the noise")
+    lines.extend(f"note: {note}" for note in notes)
+    return "\n".join(lines) + "\n"

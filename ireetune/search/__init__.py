@@ -1,0 +1,1 @@
+"""Search: candidate records, lazy enumeration with z3, and ordering."""

@@ -1,0 +1,1 @@
+"""Tuning specs: build them with the IREE bindings, read them back, link them."""

@@ -1,0 +1,28 @@
+"""Targets: what each IREE backend needs to compile, apply a spec and run a dispatch.
+
+Generic code talks to a `Target`; knowledge of one backend lives in its own folder
+(`llvm_cpu/`, and the GPU targets beside it).
+"""
+
+from __future__ import annotations
+
+from ireetune.errors import IreetuneError
+from ireetune.targets.base import Target
+
+
+def parse_target(text: str) -> Target:
+    """Turn a `--target` value (`cpu`, `llvm-cpu`, `cpu:znver4`) into a Target."""
+    family, _, arch = text.partition(":")
+    family = family.strip().lower()
+    if family in ("cpu", "llvm-cpu", "llvmcpu", "host"):
+        from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
+
+        return LlvmCpuTarget(cpu=arch or "host")
+    if family in ("cuda", "rocm", "hip"):
+        from ireetune.targets.gpu import make_gpu_target
+
+        return make_gpu_target(family, arch)
+    raise IreetuneError(f"unknown target '{text}'; known targets: cpu, cuda:<sm_NN>, rocm:<gfxNNN>")
+
+
+__all__ = ["Target", "parse_target"]

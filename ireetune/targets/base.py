@@ -1,0 +1,63 @@
+"""The interface every target implements."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.search.candidate import Knobs
+
+
+class Target(abc.ABC):
+    """One IREE backend: compile flags, how specs are applied, runtime device, search space."""
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """Name the target as the user wrote it, normalised (`cpu`, `cuda:sm_80`)."""
+
+    @property
+    @abc.abstractmethod
+    def backend(self) -> str:
+        """Name the HAL backend as it appears in executable targets (`llvm-cpu`, `cuda`)."""
+
+    @property
+    @abc.abstractmethod
+    def runtime_device(self) -> str:
+        """Name the default runtime device URI (`local-task`, `cuda://0`)."""
+
+    @abc.abstractmethod
+    def compile_flags(self) -> list[str]:
+        """Return the iree-compile flags that select this target."""
+
+    @abc.abstractmethod
+    def spec_flags(self, spec_path: Path) -> list[str]:
+        """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
+
+    @abc.abstractmethod
+    def generate_candidates(
+        self,
+        problem: ContractionProblem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+    ) -> Iterator[Knobs]:
+        """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
+
+    @abc.abstractmethod
+    def order_candidates(
+        self, problem: ContractionProblem, pool: list[Knobs], seed: int
+    ) -> list[tuple[Knobs, float]]:
+        """Order a pool of candidates, most promising first, each with its heuristic score."""
+
+    @abc.abstractmethod
+    def compilation_info(self, problem: ContractionProblem, knobs: Knobs, context: ir.Context) -> str:
+        """Render a configuration as `#iree_codegen.compilation_info<...>` text."""
+
+    @abc.abstractmethod
+    def parse_default_knobs(self, problem: ContractionProblem, root_op: ir.Operation) -> Knobs | None:
+        """Read the compiler's own choice from a configured root op, if it can be expressed."""

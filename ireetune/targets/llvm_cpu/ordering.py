@@ -1,0 +1,78 @@
+"""Order CPU candidates so the likely-fast ones are compiled and measured first.
+
+The score follows the features that seeds/002 found predictive on GPUs, translated to a CPU:
+
+- the micro-kernel's arithmetic intensity, relative to the best the register file allows (the
+  GPU's "intrinsic area to volume ratio");
+- a power-of-two K tile of at least 8 (K tiles of 1 or 2 starve the FMA units);
+- the padding waste of distribution tiles that do not divide the problem ("quantization
+  inefficiency");
+- how evenly the tiles spread over the threads, and whether there are enough of them;
+- a distribution tile large enough to reuse what it brings into L2.
+
+The weights were set by hand from the first measurements on this project's 2-core znver4 machine
+(see docs/ordering.md); they are a starting point for a learned model, not a final word.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from ireetune.search.candidate import Knobs
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import CpuProblemSizes
+
+_K_PANEL = 256
+
+
+def best_intensity(facts: CpuFacts) -> float:
+    """Return the highest micro-kernel intensity m*r/(m+r) the register file can hold."""
+    best = 0.0
+    for rows in range(1, 17):
+        for registers_n in range(1, 5):
+            if rows * registers_n + registers_n + 1 <= facts.vector_registers:
+                best = max(best, rows * registers_n / (rows + registers_n))
+    return best
+
+
+def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> float:
+    """Score one configuration; higher is more promising."""
+    values = {name: int(value) for name, value in knobs}
+    lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
+    vec_m, vec_n, vec_k = values["vec_m"], values["vec_n"], values["vec_k"]
+    dist_m, dist_n = values["dist_m"], values["dist_n"]
+
+    registers_n = -(-vec_n // lanes)
+    intensity = (vec_m * registers_n) / (vec_m + registers_n) / best_intensity(facts)
+    good_k = 1.0 if vec_k & (vec_k - 1) == 0 and 8 <= vec_k <= 32 else 0.0
+    tiny_k = 1.0 if vec_k < 4 else 0.0
+
+    padded = math.ceil(sizes.m / dist_m) * dist_m * math.ceil(sizes.n / dist_n) * dist_n
+    padding_waste = padded / (sizes.m * sizes.n) - 1.0
+    tiles = math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * sizes.outer_parallel
+    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    too_few_tiles = 1.0 if tiles < facts.threads else 0.0
+    panel = min(sizes.k, _K_PANEL)
+    l2_use = ((dist_m + dist_n) * panel * sizes.input_bytes + dist_m * dist_n * sizes.accumulator_bytes) / facts.l2_bytes
+    small_tile = max(0.0, 0.125 - l2_use) / 0.125
+
+    return (
+        2.0 * intensity
+        + 1.0 * good_k
+        - 2.0 * tiny_k
+        - 2.0 * padding_waste
+        - 1.0 * imbalance
+        - 1.0 * too_few_tiles
+        - 1.0 * small_tile
+    )
+
+
+def order_by_score(
+    sizes: CpuProblemSizes, facts: CpuFacts, pool: list[Knobs], seed: int
+) -> list[tuple[Knobs, float]]:
+    """Sort a pool by descending score; ties are broken by a seeded shuffle, so order is stable."""
+    rng = random.Random(seed)
+    scored = [(knobs, score_candidate(sizes, facts, knobs), rng.random()) for knobs in pool]
+    scored.sort(key=lambda item: (-item[1], item[2]))
+    return [(knobs, score) for knobs, score, _ in scored]

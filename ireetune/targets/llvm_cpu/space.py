@@ -1,0 +1,211 @@
+"""The llvm-cpu search space for contractions, written as z3 constraints.
+
+IREE emits no constraints for its CPU pipelines, so this file states them by hand. A
+configuration tiles the innermost M, N and K loops at two levels:
+
+- `dist_m`, `dist_n`: the distribution (workgroup) tile, one tile per task of the thread pool;
+- `vec_m`, `vec_n`: the vector tile of the parallel loops, the register-resident micro-kernel;
+- `vec_k`: the vector tile of the reduction loop.
+
+Every other loop gets tile 1 (batch, outer M and N loops) or is left to the compiler.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import z3
+
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+
+KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
+
+_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+_VEC_M_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
+_VEC_K_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+# K is streamed through the cache in panels; this bounds the panel used in the L2 estimate.
+_K_PANEL = 256
+
+
+def element_bytes(type_name: str) -> int:
+    """Return the size in bytes of an element type name such as `f16`."""
+    return _BYTES.get(type_name, 4)
+
+
+@dataclass(frozen=True)
+class CpuProblemSizes:
+    """The sizes the CPU space tiles: innermost M, N, K and the product of batch and outer loops."""
+
+    m: int
+    n: int
+    k: int
+    outer_parallel: int
+    input_bytes: int
+    accumulator_bytes: int
+
+
+def compute_problem_sizes(problem: ContractionProblem) -> CpuProblemSizes:
+    """Reduce a contraction to the sizes the CPU space reasons about."""
+    outer = 1
+    for size in (*problem.batch_sizes, *problem.m_sizes[:-1], *problem.n_sizes[:-1]):
+        outer *= size
+    return CpuProblemSizes(
+        m=problem.m_sizes[-1],
+        n=problem.n_sizes[-1],
+        k=problem.k_sizes[-1],
+        outer_parallel=outer,
+        input_bytes=max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
+        accumulator_bytes=element_bytes(problem.output_type),
+    )
+
+
+def _divisors_and_whole(extent: int, step: int, limit: int) -> list[int]:
+    """Tile sizes for a loop: multiples of `step` that divide `extent`, or cover it in one tile."""
+    values = {v for v in range(step, min(extent, limit) + 1, step) if extent % v == 0}
+    whole = -(-extent // step) * step
+    if whole <= limit:
+        values.add(whole)
+    return sorted(values)
+
+
+def build_constraints(
+    sizes: CpuProblemSizes, facts: CpuFacts, require_parallelism: bool
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """Build the z3 variables and constraints of the space.
+
+    The constraints say: vector tiles fit the register file (accumulators plus one row of the
+    right-hand side plus a broadcast register); the M x N x K vector stays below the target's
+    stack allocation limit; the inner N tile is whole native vectors; the
+    micro-kernel's working set fits L1 and a distribution tile's fits L2; distribution tiles are
+    multiples of the vector tiles and divide the problem or cover it in one tile; and, when
+    `require_parallelism` holds, there are at least as many tiles as threads.
+    """
+    lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
+    variables = {name: z3.Int(name) for name in KNOB_NAMES}
+    dist_m, dist_n = variables["dist_m"], variables["dist_n"]
+    vec_m, vec_n, vec_k = variables["vec_m"], variables["vec_n"], variables["vec_k"]
+
+    vec_m_values = [v for v in _VEC_M_CHOICES if v <= sizes.m]
+    vec_n_values = sorted({lanes * r for r in (1, 2, 3, 4) if lanes * r <= max(sizes.n, lanes)})
+    if sizes.n < lanes:
+        vec_n_values = [sizes.n]
+    vec_k_values = [v for v in _VEC_K_CHOICES if v <= sizes.k and sizes.k % v == 0]
+    dist_m_values = sorted({d for v in vec_m_values for d in _divisors_and_whole(sizes.m, v, 1024)})
+    dist_n_values = sorted({d for v in vec_n_values for d in _divisors_and_whole(sizes.n, v, 2048)})
+
+    constraints: list[z3.BoolRef] = [
+        z3.Or([vec_m == v for v in vec_m_values]),
+        z3.Or([vec_n == v for v in vec_n_values]),
+        z3.Or([vec_k == v for v in vec_k_values]),
+        z3.Or([dist_m == v for v in dist_m_values]),
+        z3.Or([dist_n == v for v in dist_n_values]),
+        dist_m % vec_m == 0,
+        dist_n % vec_n == 0,
+    ]
+    vector_regs_n = (vec_n + lanes - 1) / lanes
+    constraints.append(vec_m * vector_regs_n + vector_regs_n + 1 <= facts.vector_registers)
+    l1_bytes = (vec_m * vec_k + vec_k * vec_n) * sizes.input_bytes + (
+        vec_m * vec_n * sizes.accumulator_bytes
+    )
+    constraints.append(l1_bytes <= facts.l1_bytes)
+    # The compiler rejects a vector.contract whose unrolled M x N x K vector reaches the stack
+    # allocation limit ("large vector sizes" error), so the product must stay below it.
+    constraints.append(vec_m * vec_n * vec_k * sizes.accumulator_bytes < facts.max_vector_bytes)
+    panel = min(sizes.k, _K_PANEL)
+    l2_bytes = (dist_m + dist_n) * panel * sizes.input_bytes + (
+        dist_m * dist_n * sizes.accumulator_bytes
+    )
+    constraints.append(l2_bytes <= facts.l2_bytes)
+    if require_parallelism:
+        tiles_m = (sizes.m + dist_m - 1) / dist_m
+        tiles_n = (sizes.n + dist_n - 1) / dist_n
+        constraints.append(tiles_m * tiles_n * sizes.outer_parallel >= facts.threads)
+    return variables, constraints
+
+
+def _model_knobs(model: z3.ModelRef, variables: dict[str, z3.ArithRef]) -> Knobs:
+    return make_knobs({name: model.eval(var).as_long() for name, var in variables.items()})
+
+
+def enumerate_space(
+    sizes: CpuProblemSizes,
+    facts: CpuFacts,
+    seed: int,
+    excluded: Knobs | None = None,
+) -> Iterator[Knobs]:
+    """Yield distinct valid configurations lazily, one z3 query each.
+
+    Diversity comes from seeded random assumptions: each query first asks for a solution with one
+    knob fixed to a random value of its domain and falls back to any solution when that is
+    unsatisfiable. The same seed gives the same sequence. Falls back to the space without the
+    parallelism requirement when the problem is too small to meet it.
+    """
+    variables, constraints = build_constraints(sizes, facts, require_parallelism=True)
+    solver = z3.Solver()
+    solver.set("random_seed", seed)
+    solver.add(constraints)
+    if solver.check() == z3.unsat:
+        variables, constraints = build_constraints(sizes, facts, require_parallelism=False)
+        solver = z3.Solver()
+        solver.set("random_seed", seed)
+        solver.add(constraints)
+    if excluded is not None and {name for name, _ in excluded} == set(KNOB_NAMES):
+        solver.add(z3.Or([variables[name] != value for name, value in excluded]))
+    rng = random.Random(seed)
+    domains = {
+        name: [
+            int(str(value))
+            for value in _domain_values(constraints, variables[name])
+        ]
+        for name in KNOB_NAMES
+    }
+    while True:
+        name = rng.choice(KNOB_NAMES)
+        hint = variables[name] == rng.choice(domains[name]) if domains[name] else None
+        result = solver.check(hint) if hint is not None else solver.check()
+        if result != z3.sat:
+            result = solver.check()
+            if result != z3.sat:
+                return
+        model = solver.model()
+        knobs = _model_knobs(model, variables)
+        yield knobs
+        solver.add(z3.Or([variables[n] != v for n, v in knobs]))
+
+
+def _domain_values(constraints: list[z3.BoolRef], variable: z3.ArithRef) -> list[int]:
+    """Read the finite domain `Or(v == a, v == b, ...)` stated for `variable`."""
+    for constraint in constraints:
+        if z3.is_or(constraint):
+            children = constraint.children()
+            if children and all(z3.is_eq(c) and c.arg(0).eq(variable) for c in children):
+                return [c.arg(1).as_long() for c in children]
+    return []
+
+
+def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """Spread the knobs over the op's loops as the three CPU tiling levels."""
+    values = dict(knobs)
+    loop_count = len(problem.loop_sizes)
+    distribution = [0] * loop_count
+    vector_parallel = [0] * loop_count
+    vector_reduction = [0] * loop_count
+    for dim in (*problem.batch_dims, *problem.m_dims[:-1], *problem.n_dims[:-1]):
+        distribution[dim] = 1
+        vector_parallel[dim] = 1
+    distribution[problem.m_dims[-1]] = int(values["dist_m"])
+    distribution[problem.n_dims[-1]] = int(values["dist_n"])
+    vector_parallel[problem.m_dims[-1]] = int(values["vec_m"])
+    vector_parallel[problem.n_dims[-1]] = int(values["vec_n"])
+    for dim in problem.k_dims[:-1]:
+        vector_reduction[dim] = 1
+    vector_reduction[problem.k_dims[-1]] = int(values["vec_k"])
+    return {
+        "distribution": distribution,
+        "vector_common_parallel": vector_parallel,
+        "vector_reduction": vector_reduction,
+    }

@@ -1,0 +1,107 @@
+"""The llvm-cpu target."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.targets.base import Target
+from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
+from ireetune.targets.llvm_cpu.ordering import order_by_score
+from ireetune.targets.llvm_cpu.space import compute_problem_sizes, enumerate_space, tile_lists
+
+PIPELINE = "DoubleTilingExpert"
+
+
+class LlvmCpuTarget(Target):
+    """IREE's llvm-cpu backend, run on the `local-task` device."""
+
+    def __init__(self, cpu: str = "host", threads: int | None = None) -> None:
+        self.cpu = cpu
+        self.threads = threads or len(os.sched_getaffinity(0))
+        self._facts: CpuFacts | None = None
+
+    @property
+    def name(self) -> str:
+        return "cpu" if self.cpu == "host" else f"cpu:{self.cpu}"
+
+    @property
+    def backend(self) -> str:
+        return "llvm-cpu"
+
+    @property
+    def runtime_device(self) -> str:
+        return "local-task"
+
+    def compile_flags(self) -> list[str]:
+        return [
+            "--iree-hal-target-device=local",
+            "--iree-hal-local-target-device-backends=llvm-cpu",
+            f"--iree-llvmcpu-target-cpu={self.cpu}",
+        ]
+
+    def spec_flags(self, spec_path: Path) -> list[str]:
+        return [f"--iree-codegen-tuning-spec-path={spec_path}"]
+
+    def facts(self, variant_target: ir.Attribute | None) -> CpuFacts:
+        """Return (and remember) the CPU facts for the dispatch's executable target."""
+        if self._facts is None:
+            self._facts = read_cpu_facts(variant_target, self.threads)
+        return self._facts
+
+    def generate_candidates(
+        self,
+        problem: ContractionProblem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+    ) -> Iterator[Knobs]:
+        sizes = compute_problem_sizes(problem)
+        return enumerate_space(sizes, self.facts(variant_target), seed, excluded=default_knobs)
+
+    def order_candidates(
+        self, problem: ContractionProblem, pool: list[Knobs], seed: int
+    ) -> list[tuple[Knobs, float]]:
+        assert self._facts is not None, "facts are read when candidates are generated"
+        return order_by_score(compute_problem_sizes(problem), self._facts, pool, seed)
+
+    def compilation_info(self, problem: ContractionProblem, knobs: Knobs, context: ir.Context) -> str:
+        tiles = tile_lists(problem, knobs)
+        fields = ", ".join(f"{level} = {values}" for level, values in tiles.items())
+        with context:
+            # iree_cpu has no Python binding in IREE 3.13, so its attribute is parsed from text;
+            # the compilation_info around it is built through the bindings.
+            lowering_config = ir.Attribute.parse(f"#iree_cpu.lowering_config<{fields}>")
+            pipeline = ir.Attribute.parse(f"#iree_cpu.pipeline<{PIPELINE}>")
+            translation_info = iree_codegen.TranslationInfoAttr.get(pipeline)
+            return str(iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info))
+
+    def parse_default_knobs(self, problem: ContractionProblem, root_op: ir.Operation) -> Knobs | None:
+        if "lowering_config" not in root_op.attributes:
+            return None
+        text = str(root_op.attributes["lowering_config"])
+        levels = {}
+        for level in ("distribution", "vector_common_parallel", "vector_reduction"):
+            match = re.search(rf"{level} = \[([0-9, ]*)\]", text)
+            if match is None:
+                return None
+            levels[level] = [int(v) for v in match.group(1).split(",") if v.strip()]
+        if any(len(values) != len(problem.loop_sizes) for values in levels.values()):
+            return None
+        m, n, k = problem.m_dims[-1], problem.n_dims[-1], problem.k_dims[-1]
+        return make_knobs(
+            {
+                "dist_m": levels["distribution"][m],
+                "dist_n": levels["distribution"][n],
+                "vec_m": levels["vector_common_parallel"][m],
+                "vec_n": levels["vector_common_parallel"][n],
+                "vec_k": levels["vector_reduction"][k],
+            }
+        )

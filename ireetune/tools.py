@@ -1,0 +1,88 @@
+"""Locate IREE's command-line tools and run them without a shell."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ireetune.errors import IreetuneError
+
+# Environment variables that replace a tool with another executable. Fault-injection tests and
+# users with a custom IREE build use them; the value is an executable path, never a shell string.
+_TOOL_OVERRIDE_VARIABLES = {
+    "iree-compile": "IREETUNE_IREE_COMPILE",
+    "iree-opt": "IREETUNE_IREE_OPT",
+    "iree-benchmark-module": "IREETUNE_IREE_BENCHMARK_MODULE",
+    "iree-import-onnx": "IREETUNE_IREE_IMPORT_ONNX",
+}
+
+
+def find_tool(name: str) -> str:
+    """Return the path of IREE tool `name`, preferring an override, then this Python's bin."""
+    override_variable = _TOOL_OVERRIDE_VARIABLES.get(name)
+    if override_variable and os.environ.get(override_variable):
+        return os.environ[override_variable]
+    beside_python = Path(sys.executable).parent / name
+    if beside_python.exists():
+        return str(beside_python)
+    on_path = shutil.which(name)
+    if on_path is None:
+        raise IreetuneError(
+            f"'{name}' was not found; install iree-base-compiler==3.13.0 into this environment"
+        )
+    return on_path
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one tool invocation returned."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+
+def run_tool(arguments: list[str], timeout_s: float | None = None, cwd: Path | None = None) -> ToolResult:
+    """Run a tool (argument list, no shell) and capture its output; never raise on failure."""
+    try:
+        completed = subprocess.run(
+            arguments,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as expired:
+        return ToolResult(
+            returncode=-1,
+            stdout=_decode(expired.stdout),
+            stderr=_decode(expired.stderr),
+            timed_out=True,
+        )
+    except OSError as error:
+        return ToolResult(returncode=-1, stdout="", stderr=str(error), timed_out=False)
+    return ToolResult(completed.returncode, completed.stdout, completed.stderr, timed_out=False)
+
+
+def _decode(output: bytes | str | None) -> str:
+    if output is None:
+        return ""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output
+
+
+def first_error_line(stderr: str) -> str:
+    """Pick the most telling line of a compiler's stderr for a one-line reason."""
+    for line in stderr.splitlines():
+        if "error:" in line:
+            return "error:" + line.split("error:", 1)[1][:300]
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"

@@ -1,0 +1,1 @@
+"""Verification: a candidate's outputs must equal the default configuration's."""

@@ -1,0 +1,85 @@
+"""Random inputs for a problem and dtype-aware comparison of outputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+def numpy_dtype(type_name: str) -> npt.DTypeLike:
+    """Map an MLIR element type name to a NumPy dtype (bf16 through ml_dtypes)."""
+    simple = {
+        "f64": np.float64, "f32": np.float32, "f16": np.float16,
+        "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
+    }
+    if type_name in simple:
+        return simple[type_name]
+    if type_name == "bf16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    raise ValueError(f"no NumPy dtype for element type {type_name}")
+
+
+def make_random_inputs(
+    shapes: list[tuple[int, ...]], type_names: list[str], seed: int
+) -> list[npt.NDArray[np.generic]]:
+    """Draw inputs: small integers for integer types, standard normals for floats."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, type_name in zip(shapes, type_names, strict=True):
+        dtype = numpy_dtype(type_name)
+        if type_name.startswith("i"):
+            arrays.append(rng.integers(-4, 5, size=shape).astype(dtype))
+        else:
+            arrays.append(rng.standard_normal(size=shape).astype(np.float32).astype(dtype))
+    return arrays
+
+
+def tolerance(output_type: str, reduction_size: int) -> tuple[float, float]:
+    """Return (rtol, atol) for a result accumulated over `reduction_size` products.
+
+    Integers must match exactly. For floats, a different tiling changes the summation order: its
+    error grows like sqrt(K) round-offs of the (at least f32) accumulator, plus the final rounding
+    to the result type; absolute errors scale with the typical magnitude sqrt(K) of a sum of K
+    standard-normal products.
+    """
+    if output_type.startswith("i"):
+        return 0.0, 0.0
+    epsilon = {"f64": 2.2e-16, "f32": 1.2e-7, "f16": 9.8e-4, "bf16": 7.8e-3}.get(output_type, 1e-3)
+    accumulator_epsilon = min(epsilon, 1.2e-7)
+    scale = math.sqrt(max(1, reduction_size))
+    rtol = 2 * epsilon + 16 * accumulator_epsilon * scale
+    return rtol, rtol * scale
+
+
+@dataclass(frozen=True)
+class Comparison:
+    matches: bool
+    max_abs_error: float
+    mismatched: int
+    total: int
+
+
+def compare_outputs(
+    expected: npt.NDArray[np.generic],
+    actual: npt.NDArray[np.generic],
+    output_type: str,
+    reduction_size: int,
+) -> Comparison:
+    """Compare a candidate's output with the default configuration's, elementwise."""
+    if expected.shape != actual.shape:
+        return Comparison(False, math.inf, int(expected.size), int(expected.size))
+    rtol, atol = tolerance(output_type, reduction_size)
+    expected64 = expected.astype(np.float64)
+    actual64 = actual.astype(np.float64)
+    close = np.isclose(actual64, expected64, rtol=rtol, atol=atol, equal_nan=False)
+    error = np.abs(actual64 - expected64)
+    max_error = float(np.nanmax(error)) if error.size else 0.0
+    if np.isnan(error).any():
+        max_error = math.inf
+    mismatched = int(close.size - np.count_nonzero(close))
+    return Comparison(mismatched == 0, max_error, mismatched, int(close.size))

@@ -1,0 +1,60 @@
+"""Run reference programs on given inputs and save their outputs (runtime only).
+
+Run as `python -m ireetune.verify.worker` with a JSON request on stdin:
+{"device": "local-task", "inputs": "inputs.npz", "repetitions": 3,
+ "jobs": [{"candidate_id": 0, "vmfb": "ref_0.vmfb", "output": "out_0.npy"}]}
+Each job prints one JSON line with its status and the median call time in milliseconds. Like
+the benchmark worker it needs only `iree-base-runtime` and `numpy`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+
+def _run_job(runtime: Any, device: Any, inputs: list[Any], job: dict[str, Any], repetitions: int) -> dict[str, Any]:
+    config = runtime.Config(device=device)
+    context = runtime.SystemContext(config=config)
+    vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
+    context.add_vm_module(vm_module)
+    function = context.modules[vm_module.name]["main"]
+    result = function(*inputs)
+    output = np.asarray(result.to_host())
+    np.save(job["output"], output)
+    times_ms = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        function(*inputs).to_host()
+        times_ms.append((time.perf_counter() - start) * 1000.0)
+    return {
+        "candidate_id": job["candidate_id"],
+        "status": "ok",
+        "median_ms": statistics.median(times_ms) if times_ms else None,
+    }
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    import iree.runtime as runtime
+
+    device = runtime.get_device(request["device"])
+    with np.load(request["inputs"]) as archive:
+        inputs = [archive[f"arg{i}"] for i in range(len(archive.files))]
+    for job in request["jobs"]:
+        try:
+            record = _run_job(runtime, device, inputs, job, int(request.get("repetitions", 3)))
+        except Exception as error:  # A broken candidate is reported, never fatal.
+            record = {"candidate_id": job["candidate_id"], "status": "error", "reason": str(error)[:300]}
+        sys.stdout.write(json.dumps(record) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
