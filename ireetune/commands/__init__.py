@@ -1,0 +1,9 @@
+"""Subcommands of the `ireetune` command line, one module each.
+
+Each module defines `register(subparsers)`, which adds its parser and sets `handler` (a function
+from the parsed arguments to an exit status) as a default. The list below is the whole registry.
+"""
+
+COMMAND_MODULES = (
+    "ireetune.commands.tune_dispatch",
+)

@@ -1,0 +1,62 @@
+"""`ireetune tune-dispatch`: tune one dispatch and write its spec."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ireetune.commands.arguments import positive_int
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("tune-dispatch", help="tune one dispatch and write its spec")
+    parser.add_argument("input", type=Path, help="a *_benchmark.mlir dispatch dump or a model .mlir")
+    parser.add_argument("--target", default="cpu", help="cpu | cuda:sm_80 | rocm:gfx942 (default cpu)")
+    parser.add_argument("--num-candidates", type=positive_int, default=32)
+    parser.add_argument("--dispatch", help="for a model: the dispatch to tune, by name or index")
+    parser.add_argument(
+        "--output-dir", type=Path, default=Path("ireetune_runs"), help="parent of the run folder"
+    )
+    parser.add_argument("--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--devices", default="", help="comma-separated runtime devices (default: the target's)")
+    parser.add_argument("--repetitions", type=positive_int, default=5)
+    parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+    from ireetune.report.summary import render_summary
+
+    options = TuneOptions(
+        input_path=arguments.input,
+        target=arguments.target,
+        num_candidates=arguments.num_candidates,
+        dispatch=arguments.dispatch,
+        output_dir=arguments.output_dir,
+        jobs=arguments.jobs or 0,
+        seed=arguments.seed,
+        devices=tuple(d for d in arguments.devices.split(",") if d),
+        repetitions=arguments.repetitions,
+        compile_timeout_s=arguments.compile_timeout,
+        show_progress=arguments.progress,
+    )
+    result = tune_dispatch(options)
+    summary = render_summary(
+        result.problem.signature,
+        options.target,
+        result.records,
+        result.baseline_ms,
+        result.compile_success_rate,
+        result.best,
+        result.notes,
+    )
+    (result.run_dir / "summary.txt").write_text(summary)
+    sys.stdout.write(summary)
+    sys.stdout.write(f"run folder: {result.run_dir}\n")
+    if result.best_spec_path is not None:
+        sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    return 0
