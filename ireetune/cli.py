@@ -28,7 +28,9 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser with every registered subcommand."""
-    parser = _ArgumentParser(prog="ireetune", description="Autotune IREE dispatches into tuning specs.")
+    parser = _ArgumentParser(
+        prog="ireetune", description="Autotune IREE dispatches into tuning specs."
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage does")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     for module_name in COMMAND_MODULES:

@@ -23,7 +23,12 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune import __version__
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkOutcome, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.runner import (
+    BenchmarkJob,
+    BenchmarkOutcome,
+    BenchmarkStatus,
+    run_benchmarks,
+)
 from ireetune.benchmark.stats import compute_stats
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, hash_binary
 from ireetune.errors import IreetuneError
@@ -139,7 +144,9 @@ def _resolve_benchmark_file(options: TuneOptions, target: Target, scratch: Path)
 def _check_backend(module: ir.Module, target: Target) -> ir.Attribute:
     variants = iree_codegen.get_executable_variant_ops(module)
     if len(variants) != 1:
-        raise IreetuneError(f"expected one executable variant in the dispatch, found {len(variants)}")
+        raise IreetuneError(
+            f"expected one executable variant in the dispatch, found {len(variants)}"
+        )
     variant_target = variants[0].attributes["target"]
     backend = str(variant_target).split('"')[1] if '"' in str(variant_target) else ""
     if backend != target.backend:
@@ -160,7 +167,8 @@ def _generate(
     pool_size = max(4 * options.num_candidates, 64)
     pool = list(
         itertools.islice(
-            target.generate_candidates(problem, variant_target, default_knobs, options.seed), pool_size
+            target.generate_candidates(problem, variant_target, default_knobs, options.seed),
+            pool_size,
         )
     )
     ordered = target.order_candidates(problem, pool, options.seed)[: options.num_candidates]
@@ -168,7 +176,11 @@ def _generate(
 
 
 def _compile_flags(target: Target, spec_path: Path) -> tuple[str, ...]:
-    return (*target.compile_flags(), "--compile-from=executable-sources", *target.spec_flags(spec_path))
+    return (
+        *target.compile_flags(),
+        "--compile-from=executable-sources",
+        *target.spec_flags(spec_path),
+    )
 
 
 def _median(values: Sequence[float]) -> float:
@@ -192,10 +204,22 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
             default_knobs = target.parse_default_knobs(problem, root_op)
         candidates = _generate(target, problem, variant_target, default_knobs, options)
         if not candidates:
-            raise IreetuneError(f"the search space of {problem.signature} on {target.name} is empty")
+            raise IreetuneError(
+                f"the search space of {problem.signature} on {target.name} is empty"
+            )
         run_dir = create_run_dir(options.output_dir, problem.signature)
         try:
-            return _run(options, target, context, benchmark_path, root_op, problem, default_knobs, candidates, run_dir)
+            return _run(
+                options,
+                target,
+                context,
+                benchmark_path,
+                root_op,
+                problem,
+                default_knobs,
+                candidates,
+                run_dir,
+            )
         except BaseException:
             # Whatever happened, the folder must not look like a finished run.
             marker = run_dir / "results.json"
@@ -240,14 +264,20 @@ def _run(
         },
         {},
     )
-    state.update(CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir"))
+    state.update(
+        CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
+    )
     (run_dir / "specs" / "0_spec.mlir").write_text(BASELINE_SPEC_TEXT)
     for candidate_id, (knobs, score) in enumerate(candidates, start=1):
         info = target.compilation_info(problem, knobs, context)
         spec = build_spec([MatcherEntry(problem, info)], context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(render_spec(spec))
-        state.update(CandidateRecord(candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name))
+        state.update(
+            CandidateRecord(
+                candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name
+            )
+        )
     state.save()
 
     notes: list[str] = []
@@ -257,25 +287,21 @@ def _run(
         if baseline.status is not CandidateStatus.COMPILED:
             raise IreetuneError(f"the default configuration does not compile: {baseline.reason}")
         _classify_binaries(state)
+        _fail_if_nothing_compiled(state, notes)
         baseline_ms = _benchmark_stage(options, devices, state, progress, notes)
         ranked = rank_candidates(list(state.records.values()))
-        best = _verify_stage(options, target, context, root_op, problem, state, ranked, progress, notes)
+        best = _verify_stage(
+            options, target, context, root_op, problem, state, ranked, progress, notes
+        )
 
-    compile_attempts = [r for r in state.records.values() if not r.is_baseline]
-    compiled = [
-        r for r in compile_attempts
-        if r.status not in (CandidateStatus.COMPILE_FAILED, CandidateStatus.COMPILE_TIMED_OUT)
-    ]
-    success_rate = len(compiled) / len(compile_attempts) if compile_attempts else 0.0
-    state.info["compile_success_rate"] = success_rate
+    success_rate = float(state.info["compile_success_rate"])
     state.info["baseline_ms"] = baseline_ms
-
-    measurable = [r for r in compile_attempts if r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)]
-    if not compiled:
-        state.info["outcome"] = "failed"
-        state.info["notes"] = notes
-        state.save()
-        raise IreetuneError(f"no candidate compiled (0 of {len(compile_attempts)}); see {run_dir}/failures")
+    measurable = [
+        r
+        for r in state.records.values()
+        if not r.is_baseline
+        and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
+    ]
     if not measurable:
         state.info["outcome"] = "failed"
         state.info["notes"] = notes
@@ -292,7 +318,9 @@ def _run(
         state.info["best_speedup"] = best.speedup
     else:
         state.info["outcome"] = "no-improvement"
-        notes.append("no verified candidate beat the default configuration beyond the noise; no spec written")
+        notes.append(
+            "no verified candidate beat the default configuration beyond the noise; no spec written"
+        )
     state.info["notes"] = notes
     state.save()
     return TuneResult(
@@ -308,7 +336,11 @@ def _run(
 
 
 def _compile_stage(
-    options: TuneOptions, target: Target, stripped_path: Path, state: _RunState, progress: StageProgress
+    options: TuneOptions,
+    target: Target,
+    stripped_path: Path,
+    state: _RunState,
+    progress: StageProgress,
 ) -> None:
     run_dir = state.run_dir
     jobs = [
@@ -331,7 +363,11 @@ def _compile_stage(
                 CompileStatus.FAILED: CandidateStatus.COMPILE_FAILED,
                 CompileStatus.TIMED_OUT: CandidateStatus.COMPILE_TIMED_OUT,
             }[outcome.status]
-            binary = f"binaries/{outcome.candidate_id}.vmfb" if status is CandidateStatus.COMPILED else ""
+            binary = (
+                f"binaries/{outcome.candidate_id}.vmfb"
+                if status is CandidateStatus.COMPILED
+                else ""
+            )
             state.update(
                 replace(
                     record,
@@ -346,6 +382,21 @@ def _compile_stage(
     state.save()
 
 
+def _fail_if_nothing_compiled(state: _RunState, notes: list[str]) -> None:
+    """Record the compile success rate; stop the run when no candidate compiled."""
+    attempts = [r for r in state.records.values() if not r.is_baseline]
+    failed = (CandidateStatus.COMPILE_FAILED, CandidateStatus.COMPILE_TIMED_OUT)
+    compiled = [r for r in attempts if r.status not in failed]
+    state.info["compile_success_rate"] = len(compiled) / len(attempts) if attempts else 0.0
+    if not compiled:
+        state.info["outcome"] = "failed"
+        state.info["notes"] = notes
+        state.save()
+        raise IreetuneError(
+            f"no candidate compiled (0 of {len(attempts)}); see {state.run_dir}/failures"
+        )
+
+
 def _classify_binaries(state: _RunState) -> None:
     """Mark candidates whose binary equals the baseline's (not applied) or an earlier one's."""
     baseline_hash = state.records[0].binary_hash
@@ -355,16 +406,32 @@ def _classify_binaries(state: _RunState) -> None:
         if candidate_id == 0 or record.status is not CandidateStatus.COMPILED:
             continue
         if record.binary_hash == baseline_hash:
-            state.update(replace(record, status=CandidateStatus.NOT_APPLIED, reason="binary identical to the baseline: config not applied"))
+            state.update(
+                replace(
+                    record,
+                    status=CandidateStatus.NOT_APPLIED,
+                    reason="binary identical to the baseline: config not applied",
+                )
+            )
         elif record.binary_hash in seen:
-            state.update(replace(record, status=CandidateStatus.DUPLICATE, reason=f"binary identical to candidate {seen[record.binary_hash]}"))
+            state.update(
+                replace(
+                    record,
+                    status=CandidateStatus.DUPLICATE,
+                    reason=f"binary identical to candidate {seen[record.binary_hash]}",
+                )
+            )
         else:
             seen[record.binary_hash] = candidate_id
     state.save()
 
 
 def _benchmark_stage(
-    options: TuneOptions, devices: list[str], state: _RunState, progress: StageProgress, notes: list[str]
+    options: TuneOptions,
+    devices: list[str],
+    state: _RunState,
+    progress: StageProgress,
+    notes: list[str],
 ) -> float:
     """Measure baseline, candidates and baseline again per device, then confirm the leaders.
 
@@ -375,7 +442,8 @@ def _benchmark_stage(
     """
     run_dir = state.run_dir
     to_measure = [
-        r for r in sorted(state.records.values(), key=lambda r: r.candidate_id)
+        r
+        for r in sorted(state.records.values(), key=lambda r: r.candidate_id)
         if not r.is_baseline and r.status is CandidateStatus.COMPILED
     ]
     baseline_job = BenchmarkJob(0, run_dir / state.records[0].binary_path)
@@ -384,10 +452,18 @@ def _benchmark_stage(
     total_steps = len(to_measure) + 2 * len(devices) + len(devices) * options.confirm_rounds
     with progress.stage("benchmarking", total_steps):
         for device in devices:
-            outcome = next(iter(run_benchmarks(
-                [baseline_job], device, options.repetitions, 0, timeout_s=300,
-                min_repetition_s=options.min_repetition_s,
-            )))
+            outcome = next(
+                iter(
+                    run_benchmarks(
+                        [baseline_job],
+                        device,
+                        options.repetitions,
+                        0,
+                        timeout_s=300,
+                        min_repetition_s=options.min_repetition_s,
+                    )
+                )
+            )
             progress.advance()
             if outcome.status is not BenchmarkStatus.MEASURED:
                 raise IreetuneError(
@@ -407,13 +483,19 @@ def _benchmark_stage(
             batch = batches[device]
             timeout_s = _job_timeout(options, batch, baseline_ms)
             for outcome in run_benchmarks(
-                assignments[device], device, options.repetitions, batch, timeout_s,
+                assignments[device],
+                device,
+                options.repetitions,
+                batch,
+                timeout_s,
                 hopeless_ms=options.hopeless_factor * baseline_ms,
             ):
                 _record_benchmark(state, outcome, baseline_ms)
                 progress.advance()
                 state.save()
-            after = next(iter(run_benchmarks([baseline_job], device, options.repetitions, batch, timeout_s)))
+            after = next(
+                iter(run_benchmarks([baseline_job], device, options.repetitions, batch, timeout_s))
+            )
             progress.advance()
             if after.status is BenchmarkStatus.MEASURED:
                 drift = abs(_median(after.times_ms) - baseline_ms) / baseline_ms
@@ -423,14 +505,22 @@ def _benchmark_stage(
                         f"baseline on {device} moved {drift:.1%} between before and after the candidates"
                     )
                 baseline_times[device].extend(after.times_ms)
-            _confirm_leaders(options, device, state, baseline_job, baseline_times, batch, timeout_s, progress)
+            _confirm_leaders(
+                options, device, state, baseline_job, baseline_times, batch, timeout_s, progress
+            )
     first_device = devices[0]
     stats = compute_stats(baseline_times[first_device])
     state.update(
         replace(
-            state.records[0], status=CandidateStatus.MEASURED, device=first_device,
-            times_ms=tuple(baseline_times[first_device]), median_ms=stats.median_ms,
-            min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread, speedup=1.0,
+            state.records[0],
+            status=CandidateStatus.MEASURED,
+            device=first_device,
+            times_ms=tuple(baseline_times[first_device]),
+            median_ms=stats.median_ms,
+            min_ms=stats.min_ms,
+            max_ms=stats.max_ms,
+            spread=stats.spread,
+            speedup=1.0,
         )
     )
     state.info["baseline_noise"] = stats.noise
@@ -455,17 +545,23 @@ def _confirm_leaders(
 ) -> None:
     """Re-time the device's leading candidates interleaved with the baseline; keep those times."""
     leaders = [
-        r for r in rank_candidates([r for r in state.records.values() if r.device == device])
+        r
+        for r in rank_candidates([r for r in state.records.values() if r.device == device])
         if not r.stopped_early
     ][: options.confirm_top]
     if not leaders or options.confirm_rounds < 1:
         progress.advance(options.confirm_rounds)
         return
-    round_jobs = [baseline_job, *(BenchmarkJob(r.candidate_id, state.run_dir / r.binary_path) for r in leaders)]
+    round_jobs = [
+        baseline_job,
+        *(BenchmarkJob(r.candidate_id, state.run_dir / r.binary_path) for r in leaders),
+    ]
     confirmed: dict[int, list[float]] = {job.candidate_id: [] for job in round_jobs}
     failed: dict[int, BenchmarkOutcome] = {}
     jobs = round_jobs * options.confirm_rounds
-    for index, outcome in enumerate(run_benchmarks(jobs, device, options.repetitions, batch, timeout_s)):
+    for index, outcome in enumerate(
+        run_benchmarks(jobs, device, options.repetitions, batch, timeout_s)
+    ):
         if outcome.status is BenchmarkStatus.MEASURED:
             confirmed[outcome.candidate_id].extend(outcome.times_ms)
         else:
@@ -484,8 +580,12 @@ def _confirm_leaders(
         stats = compute_stats(times)
         state.update(
             replace(
-                state.records[record.candidate_id], times_ms=tuple(times), median_ms=stats.median_ms,
-                min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread,
+                state.records[record.candidate_id],
+                times_ms=tuple(times),
+                median_ms=stats.median_ms,
+                min_ms=stats.min_ms,
+                max_ms=stats.max_ms,
+                spread=stats.spread,
                 speedup=baseline_ms / stats.median_ms,
                 reason=f"confirmed in {options.confirm_rounds} rounds interleaved with the baseline",
             )
@@ -498,12 +598,23 @@ def _record_benchmark(state: _RunState, outcome: BenchmarkOutcome, baseline_ms: 
     record = state.records[outcome.candidate_id]
     if outcome.status is BenchmarkStatus.MEASURED:
         stats = compute_stats(outcome.times_ms)
-        reason = f"stopped early: over {stats.median_ms / baseline_ms:.1f}x the baseline" if outcome.stopped_early else ""
+        reason = (
+            f"stopped early: over {stats.median_ms / baseline_ms:.1f}x the baseline"
+            if outcome.stopped_early
+            else ""
+        )
         state.update(
             replace(
-                record, status=CandidateStatus.MEASURED, device=outcome.device, reason=reason,
-                times_ms=outcome.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
-                max_ms=stats.max_ms, spread=stats.spread, stopped_early=outcome.stopped_early,
+                record,
+                status=CandidateStatus.MEASURED,
+                device=outcome.device,
+                reason=reason,
+                times_ms=outcome.times_ms,
+                median_ms=stats.median_ms,
+                min_ms=stats.min_ms,
+                max_ms=stats.max_ms,
+                spread=stats.spread,
+                stopped_early=outcome.stopped_early,
                 speedup=baseline_ms / stats.median_ms,
             )
         )
@@ -533,7 +644,8 @@ def _verify_stage(
     noise = float(state.info.get("baseline_noise", 0.0))
     confirmed_ids = {cid for ids in state.info.get("confirmed", {}).values() for cid in ids}
     contenders = [
-        r for r in ranked
+        r
+        for r in ranked
         if r.candidate_id in confirmed_ids and is_real_improvement(r.speedup or 0.0, noise)
     ][: options.verify_top]
     verify_dir = state.run_dir / "verify"
@@ -542,25 +654,42 @@ def _verify_stage(
     shapes = [problem.lhs_shape, problem.rhs_shape]
     inputs = make_random_inputs(shapes, [problem.lhs_type, problem.rhs_type], seed=options.seed)
     inputs_path = verify_dir / "inputs.npz"
-    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})
+    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
     to_build = [baseline, *contenders]
     with progress.stage("verifying", len(to_build)):
         hashes: dict[int, str] = {}
         for record in to_build:
             binary = verify_dir / f"reference_{record.candidate_id}.vmfb"
             result = run_tool(
-                [find_tool("iree-compile"), str(reference_path), *target.compile_flags(),
-                 *target.spec_flags(state.run_dir / record.spec_path), "-o", str(binary)],
+                [
+                    find_tool("iree-compile"),
+                    str(reference_path),
+                    *target.compile_flags(),
+                    *target.spec_flags(state.run_dir / record.spec_path),
+                    "-o",
+                    str(binary),
+                ],
                 timeout_s=options.compile_timeout_s,
             )
             if result.returncode != 0:
                 if record.is_baseline:
-                    raise IreetuneError(f"the reference program does not compile: {first_error_line(result.stderr)}")
-                state.update(replace(record, status=CandidateStatus.WRONG, reason=f"reference program failed to compile: {first_error_line(result.stderr)}"))
+                    raise IreetuneError(
+                        f"the reference program does not compile: {first_error_line(result.stderr)}"
+                    )
+                state.update(
+                    replace(
+                        record,
+                        status=CandidateStatus.WRONG,
+                        reason=f"reference program failed to compile: {first_error_line(result.stderr)}",
+                    )
+                )
                 continue
             hashes[record.candidate_id] = hash_binary(binary)
         outputs = run_reference_programs(
-            [(cid, verify_dir / f"reference_{cid}.vmfb", verify_dir / f"output_{cid}.npy") for cid in hashes],
+            [
+                (cid, verify_dir / f"reference_{cid}.vmfb", verify_dir / f"output_{cid}.npy")
+                for cid in hashes
+            ],
             device=baseline.device or target.runtime_device,
             inputs_path=inputs_path,
         )
@@ -587,21 +716,37 @@ def _verify_stage(
         if record.status is CandidateStatus.WRONG:
             continue
         if hashes.get(record.candidate_id) == hashes.get(0):
-            state.update(replace(record, reason="unverified: config did not change the reference program"))
+            state.update(
+                replace(record, reason="unverified: config did not change the reference program")
+            )
             continue
         run = outputs.get(record.candidate_id)
         if run is None or run.output is None:
-            state.update(replace(record, status=CandidateStatus.WRONG, reason=f"reference program failed: {run.reason if run else 'no result'}"))
+            state.update(
+                replace(
+                    record,
+                    status=CandidateStatus.WRONG,
+                    reason=f"reference program failed: {run.reason if run else 'no result'}",
+                )
+            )
             continue
-        comparison = compare_outputs(baseline_run.output, run.output, problem.output_type, reduction)
+        comparison = compare_outputs(
+            baseline_run.output, run.output, problem.output_type, reduction
+        )
         if comparison.matches:
-            state.update(replace(record, status=CandidateStatus.VERIFIED, max_abs_error=comparison.max_abs_error))
+            state.update(
+                replace(
+                    record, status=CandidateStatus.VERIFIED, max_abs_error=comparison.max_abs_error
+                )
+            )
             if best is None:
                 best = state.records[record.candidate_id]
         else:
             state.update(
                 replace(
-                    record, status=CandidateStatus.WRONG, max_abs_error=comparison.max_abs_error,
+                    record,
+                    status=CandidateStatus.WRONG,
+                    max_abs_error=comparison.max_abs_error,
                     reason=f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements",
                 )
             )
@@ -610,21 +755,40 @@ def _verify_stage(
 
 
 def _prove_config_landed(
-    target: Target, stripped_path: Path, run_dir: Path, best: CandidateRecord, problem: ContractionProblem, context: ir.Context
+    target: Target,
+    stripped_path: Path,
+    run_dir: Path,
+    best: CandidateRecord,
+    problem: ContractionProblem,
+    context: ir.Context,
 ) -> None:
     """Compile the winner to its configuration and check the root op carries the spec's config."""
     dump_dir = run_dir / "verify" / "best_configuration"
     result = run_tool(
-        [find_tool("iree-compile"), str(stripped_path), *_compile_flags(target, run_dir / best.spec_path),
-         "--compile-to=executable-configurations", f"--iree-hal-dump-executable-configurations-to={dump_dir}",
-         "-o", str(run_dir / "verify" / "best_configured.mlir")],
+        [
+            find_tool("iree-compile"),
+            str(stripped_path),
+            *_compile_flags(target, run_dir / best.spec_path),
+            "--compile-to=executable-configurations",
+            f"--iree-hal-dump-executable-configurations-to={dump_dir}",
+            "-o",
+            str(run_dir / "verify" / "best_configured.mlir"),
+        ],
         timeout_s=120,
     )
-    dumped = "\n".join(p.read_text() for p in sorted(dump_dir.glob("*"))) if dump_dir.exists() else ""
+    dumped = (
+        "\n".join(p.read_text() for p in sorted(dump_dir.glob("*"))) if dump_dir.exists() else ""
+    )
     if result.returncode != 0:
-        dumped = (run_dir / "verify" / "best_configured.mlir").read_text() if (run_dir / "verify" / "best_configured.mlir").exists() else ""
+        dumped = (
+            (run_dir / "verify" / "best_configured.mlir").read_text()
+            if (run_dir / "verify" / "best_configured.mlir").exists()
+            else ""
+        )
     assert best.knobs is not None
     expected = target.compilation_info(problem, best.knobs, context)
     lowering = expected.split("lowering_config = ", 1)[1].split(", translation_info", 1)[0]
     if lowering not in dumped:
-        raise IreetuneError(f"the winning spec's configuration did not land: {lowering} is not in the configuration dump")
+        raise IreetuneError(
+            f"the winning spec's configuration did not land: {lowering} is not in the configuration dump"
+        )

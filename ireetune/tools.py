@@ -47,7 +47,9 @@ class ToolResult:
     timed_out: bool
 
 
-def run_tool(arguments: list[str], timeout_s: float | None = None, cwd: Path | None = None) -> ToolResult:
+def run_tool(
+    arguments: list[str], timeout_s: float | None = None, cwd: Path | None = None
+) -> ToolResult:
     """Run a tool (argument list, no shell) and capture its output; never raise on failure."""
     try:
         completed = subprocess.run(
@@ -67,7 +69,13 @@ def run_tool(arguments: list[str], timeout_s: float | None = None, cwd: Path | N
             timed_out=True,
         )
     except OSError as error:
-        return ToolResult(returncode=-1, stdout="", stderr=str(error), timed_out=False)
+        # The tool could not be started at all (missing, not executable): like a shell's 127.
+        return ToolResult(
+            returncode=127,
+            stdout="",
+            stderr=f"error: cannot run {arguments[0]}: {error}",
+            timed_out=False,
+        )
     return ToolResult(completed.returncode, completed.stdout, completed.stderr, timed_out=False)
 
 

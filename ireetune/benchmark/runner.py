@@ -66,7 +66,9 @@ def _read_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
-def _failure(job: BenchmarkJob, status: BenchmarkStatus, reason: str, device: str) -> BenchmarkOutcome:
+def _failure(
+    job: BenchmarkJob, status: BenchmarkStatus, reason: str, device: str
+) -> BenchmarkOutcome:
     return BenchmarkOutcome(job.candidate_id, status, reason, (), 0, False, device)
 
 
@@ -107,7 +109,9 @@ def run_benchmarks(
         threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
         stderr_lines: list[str] = []
         if process.stderr is not None:
-            threading.Thread(target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True).start()
+            threading.Thread(
+                target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True
+            ).start()
         try:
             process.stdin.write(json.dumps(request))
             process.stdin.close()
@@ -122,7 +126,12 @@ def run_benchmarks(
             except queue.Empty:
                 process.kill()
                 process.wait()
-                yield _failure(pending[reported], BenchmarkStatus.TIMED_OUT, f"no result within {timeout_s:.1f} s", device)
+                yield _failure(
+                    pending[reported],
+                    BenchmarkStatus.TIMED_OUT,
+                    f"no result within {timeout_s:.1f} s",
+                    device,
+                )
                 reported += 1
                 break
             if line is None:
@@ -131,7 +140,12 @@ def run_benchmarks(
                     tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
                     state = "while running" if started else "before starting"
                     reason = f"benchmark process died {state} (exit {process.returncode})"
-                    yield _failure(pending[reported], BenchmarkStatus.CRASHED, f"{reason}: {tail}" if tail else reason, device)
+                    yield _failure(
+                        pending[reported],
+                        BenchmarkStatus.CRASHED,
+                        f"{reason}: {tail}" if tail else reason,
+                        device,
+                    )
                     reported += 1
                 break
             try:
@@ -142,7 +156,9 @@ def run_benchmarks(
             if event == "device-error":
                 process.wait()
                 for job in pending[reported:]:
-                    yield _failure(job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device)
+                    yield _failure(
+                        job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device
+                    )
                 return
             if event == "start":
                 started = True
@@ -154,12 +170,18 @@ def run_benchmarks(
                 deadline = time.monotonic() + timeout_s
                 if record.get("status") == "measured":
                     yield BenchmarkOutcome(
-                        job.candidate_id, BenchmarkStatus.MEASURED, "",
-                        tuple(float(t) for t in record["times_ms"]), int(record["batch"]),
-                        bool(record.get("stopped_early")), device,
+                        job.candidate_id,
+                        BenchmarkStatus.MEASURED,
+                        "",
+                        tuple(float(t) for t in record["times_ms"]),
+                        int(record["batch"]),
+                        bool(record.get("stopped_early")),
+                        device,
                     )
                 else:
-                    yield _failure(job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device)
+                    yield _failure(
+                        job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
+                    )
         next_job += reported
 
 

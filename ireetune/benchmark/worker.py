@@ -46,7 +46,9 @@ def _choose_batch(function: Any, min_repetition_s: float) -> int:
     return batch
 
 
-def time_job(runtime: Any, device: Any, job: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+def time_job(
+    runtime: Any, device: Any, job: dict[str, Any], request: dict[str, Any]
+) -> dict[str, Any]:
     """Load one binary and time its benchmark function; return the result record."""
     config = runtime.Config(device=device)
     context = runtime.SystemContext(config=config)

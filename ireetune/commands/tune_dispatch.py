@@ -9,20 +9,40 @@ from pathlib import Path
 from ireetune.commands.arguments import positive_int
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("tune-dispatch", help="tune one dispatch and write its spec")
-    parser.add_argument("input", type=Path, help="a *_benchmark.mlir dispatch dump or a model .mlir")
-    parser.add_argument("--target", default="cpu", help="cpu | cuda:sm_80 | rocm:gfx942 (default cpu)")
+    parser.add_argument(
+        "input", type=Path, help="a *_benchmark.mlir dispatch dump or a model .mlir"
+    )
+    parser.add_argument(
+        "--target", default="cpu", help="cpu | cuda:sm_80 | rocm:gfx942 (default cpu)"
+    )
     parser.add_argument("--num-candidates", type=positive_int, default=32)
     parser.add_argument("--dispatch", help="for a model: the dispatch to tune, by name or index")
     parser.add_argument(
         "--output-dir", type=Path, default=Path("ireetune_runs"), help="parent of the run folder"
     )
-    parser.add_argument("--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)")
+    parser.add_argument(
+        "--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--devices", default="", help="comma-separated runtime devices (default: the target's)")
+    parser.add_argument(
+        "--devices", default="", help="comma-separated runtime devices (default: the target's)"
+    )
     parser.add_argument("--repetitions", type=positive_int, default=5)
     parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile")
+    parser.add_argument(
+        "--confirm-rounds",
+        type=int,
+        default=3,
+        help="interleaved re-timing rounds of the leaders against the baseline (0 to skip)",
+    )
+    parser.add_argument(
+        "--min-repetition-time",
+        type=float,
+        default=0.05,
+        help="seconds one timed repetition should last at least (sets the batch size)",
+    )
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.set_defaults(handler=run)
 
@@ -42,6 +62,8 @@ def run(arguments: argparse.Namespace) -> int:
         devices=tuple(d for d in arguments.devices.split(",") if d),
         repetitions=arguments.repetitions,
         compile_timeout_s=arguments.compile_timeout,
+        confirm_rounds=max(0, arguments.confirm_rounds),
+        min_repetition_s=arguments.min_repetition_time,
         show_progress=arguments.progress,
     )
     result = tune_dispatch(options)

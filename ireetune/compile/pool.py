@@ -67,7 +67,11 @@ def compile_one(job: CompileJob, timeout_s: float) -> CompileOutcome:
         job.log_path.write_text(f"timed out after {timeout_s:.0f} s\n{result.stderr}")
         job.output_path.unlink(missing_ok=True)
         return CompileOutcome(
-            job.candidate_id, CompileStatus.TIMED_OUT, f"timed out after {timeout_s:.0f} s", "", seconds
+            job.candidate_id,
+            CompileStatus.TIMED_OUT,
+            f"timed out after {timeout_s:.0f} s",
+            "",
+            seconds,
         )
     if result.returncode != 0 or not job.output_path.exists():
         job.log_path.write_text(" ".join(arguments) + "\n" + result.stderr)

@@ -52,7 +52,9 @@ def parse_module(text: str, context: ir.Context, origin: Path) -> ir.Module:
             return ir.Module.parse(text)
     except ir.MLIRError as error:
         first = str(error).splitlines()
-        detail = next((line.strip() for line in first if "error" in line.lower()), first[0] if first else "")
+        detail = next(
+            (line.strip() for line in first if "error" in line.lower()), first[0] if first else ""
+        )
         raise IreetuneError(f"cannot parse {origin} as MLIR: {detail[:300]}") from error
 
 
@@ -61,7 +63,9 @@ def is_dispatch_benchmark(text: str) -> bool:
     return _BENCHMARK_MARKER in text and "hal.executable" in text
 
 
-def dump_dispatches(model_path: Path, target: Target, output_dir: Path, timeout_s: float) -> list[DumpedDispatch]:
+def dump_dispatches(
+    model_path: Path, target: Target, output_dir: Path, timeout_s: float
+) -> list[DumpedDispatch]:
     """Compile a model once, dumping one benchmark file per dispatch, and list them in order."""
     output_dir.mkdir(parents=True, exist_ok=True)
     arguments = [
@@ -75,9 +79,13 @@ def dump_dispatches(model_path: Path, target: Target, output_dir: Path, timeout_
     ]
     result = run_tool(arguments, timeout_s=timeout_s)
     if result.timed_out:
-        raise IreetuneError(f"compiling {model_path} to find its dispatches took over {timeout_s:.0f} s")
+        raise IreetuneError(
+            f"compiling {model_path} to find its dispatches took over {timeout_s:.0f} s"
+        )
     if result.returncode != 0:
-        raise IreetuneError(f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}")
+        raise IreetuneError(
+            f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+        )
     files = sorted(output_dir.glob("*_benchmark.mlir"), key=_dispatch_sort_key)
     return [DumpedDispatch(i, _dispatch_name(p), p) for i, p in enumerate(files)]
 
@@ -105,7 +113,9 @@ def select_dispatch(dispatches: list[DumpedDispatch], choice: str | None) -> Dum
         index = int(choice)
         if index < len(dispatches):
             return dispatches[index]
-        raise IreetuneError(f"dispatch index {index} out of range 0..{len(dispatches) - 1}: {listing}")
+        raise IreetuneError(
+            f"dispatch index {index} out of range 0..{len(dispatches) - 1}: {listing}"
+        )
     matches = [d for d in dispatches if d.name == choice or d.path.name == choice]
     if not matches:
         matches = [d for d in dispatches if choice in d.name]
@@ -117,7 +127,13 @@ def select_dispatch(dispatches: list[DumpedDispatch], choice: str | None) -> Dum
 def strip_configurations(benchmark_path: Path, output_path: Path, timeout_s: float) -> None:
     """Remove existing lowering configs so that a spec can set new ones."""
     result = run_tool(
-        [find_tool("iree-opt"), str(benchmark_path), f"--pass-pipeline={_STRIP_PIPELINE}", "-o", str(output_path)],
+        [
+            find_tool("iree-opt"),
+            str(benchmark_path),
+            f"--pass-pipeline={_STRIP_PIPELINE}",
+            "-o",
+            str(output_path),
+        ],
         timeout_s=timeout_s,
     )
     if result.returncode != 0:

@@ -76,8 +76,7 @@ class ContractionProblem:
     def signature(self) -> str:
         """Give a stable, readable name: kind, batch x M x N x K sizes and element types."""
         sizes = "x".join(
-            str(s)
-            for s in (*self.batch_sizes, *self.m_sizes, *self.n_sizes, *self.k_sizes)
+            str(s) for s in (*self.batch_sizes, *self.m_sizes, *self.n_sizes, *self.k_sizes)
         )
         return f"{self.kind}_{sizes}_{self.lhs_type}_{self.rhs_type}_{self.output_type}"
 
@@ -127,7 +126,10 @@ def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
             "inputs and one output is supported"
         )
     affine_maps = [ir.AffineMapAttr(attr).value for attr in root_op.attributes["indexing_maps"]]
-    shapes = [_static_shape(operand.type, name) for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)]
+    shapes = [
+        _static_shape(operand.type, name)
+        for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)
+    ]
     loop_count = affine_maps[0].n_dims
     loop_sizes = [0] * loop_count
     for affine_map, shape in zip(affine_maps, shapes, strict=True):

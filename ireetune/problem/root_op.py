@@ -20,7 +20,9 @@ def find_root_op(module: ir.Module) -> ir.Operation:
         )
     if len(root_ops) > 1:
         names = ", ".join(op.name for op in root_ops)
-        raise IreetuneError(f"{len(root_ops)} root ops found ({names}); one per dispatch is supported")
+        raise IreetuneError(
+            f"{len(root_ops)} root ops found ({names}); one per dispatch is supported"
+        )
     return root_ops[0]
 
 

@@ -7,7 +7,14 @@ import sys
 from collections.abc import Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 STDERR = Console(stderr=True)
 
@@ -25,7 +32,7 @@ class StageProgress:
             disable=not enabled,
             transient=False,
         )
-        self._task: int | None = None
+        self._task: TaskID | None = None
 
     @contextlib.contextmanager
     def stage(self, description: str, total: int) -> Iterator[None]:

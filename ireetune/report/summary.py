@@ -54,6 +54,8 @@ def render_summary(
             f"({baseline_ms:.4f} -> {best.median_ms:.4f} ms), outputs verified"
         )
     else:
-        lines.append("best: the compiler's default; no verified candidate was faster beyond the noise")
+        lines.append(
+            "best: the compiler's default; no verified candidate was faster beyond the noise"
+        )
     lines.extend(f"note: {note}" for note in notes)
     return "\n".join(lines) + "\n"

@@ -55,9 +55,13 @@ class Target(abc.ABC):
         """Order a pool of candidates, most promising first, each with its heuristic score."""
 
     @abc.abstractmethod
-    def compilation_info(self, problem: ContractionProblem, knobs: Knobs, context: ir.Context) -> str:
+    def compilation_info(
+        self, problem: ContractionProblem, knobs: Knobs, context: ir.Context
+    ) -> str:
         """Render a configuration as `#iree_codegen.compilation_info<...>` text."""
 
     @abc.abstractmethod
-    def parse_default_knobs(self, problem: ContractionProblem, root_op: ir.Operation) -> Knobs | None:
+    def parse_default_knobs(
+        self, problem: ContractionProblem, root_op: ir.Operation
+    ) -> Knobs | None:
         """Read the compiler's own choice from a configured root op, if it can be expressed."""

@@ -12,8 +12,13 @@ import numpy.typing as npt
 def numpy_dtype(type_name: str) -> npt.DTypeLike:
     """Map an MLIR element type name to a NumPy dtype (bf16 through ml_dtypes)."""
     simple = {
-        "f64": np.float64, "f32": np.float32, "f16": np.float16,
-        "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
+        "f64": np.float64,
+        "f32": np.float32,
+        "f16": np.float16,
+        "i64": np.int64,
+        "i32": np.int32,
+        "i16": np.int16,
+        "i8": np.int8,
     }
     if type_name in simple:
         return simple[type_name]

@@ -36,16 +36,24 @@ def run_reference_programs(
         "device": device,
         "inputs": str(inputs_path),
         "repetitions": repetitions,
-        "jobs": [{"candidate_id": cid, "vmfb": str(vmfb), "output": str(out)} for cid, vmfb, out in jobs],
+        "jobs": [
+            {"candidate_id": cid, "vmfb": str(vmfb), "output": str(out)} for cid, vmfb, out in jobs
+        ],
     }
     try:
         completed = subprocess.run(
             [sys.executable, "-m", "ireetune.verify.worker"],
-            input=json.dumps(request), capture_output=True, text=True, timeout=timeout_s, check=False,
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
         stdout, failure = completed.stdout, f"verification process exited {completed.returncode}"
     except subprocess.TimeoutExpired as expired:
-        stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+        stdout = (
+            expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+        )
         failure = f"verification timed out after {timeout_s:.0f} s"
     runs: dict[int, ReferenceRun] = {}
     for line in stdout.splitlines():

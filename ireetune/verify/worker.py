@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 
-def _run_job(runtime: Any, device: Any, inputs: list[Any], job: dict[str, Any], repetitions: int) -> dict[str, Any]:
+def _run_job(
+    runtime: Any, device: Any, inputs: list[Any], job: dict[str, Any], repetitions: int
+) -> dict[str, Any]:
     config = runtime.Config(device=device)
     context = runtime.SystemContext(config=config)
     vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
@@ -50,7 +52,11 @@ def main() -> int:
         try:
             record = _run_job(runtime, device, inputs, job, int(request.get("repetitions", 3)))
         except Exception as error:  # A broken candidate is reported, never fatal.
-            record = {"candidate_id": job["candidate_id"], "status": "error", "reason": str(error)[:300]}
+            record = {
+                "candidate_id": job["candidate_id"],
+                "status": "error",
+                "reason": str(error)[:300],
+            }
         sys.stdout.write(json.dumps(record) + "\n")
         sys.stdout.flush()
     return 0

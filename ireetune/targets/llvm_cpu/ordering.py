@@ -54,7 +54,9 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
     too_few_tiles = 1.0 if tiles < facts.threads else 0.0
     panel = min(sizes.k, _K_PANEL)
-    l2_use = ((dist_m + dist_n) * panel * sizes.input_bytes + dist_m * dist_n * sizes.accumulator_bytes) / facts.l2_bytes
+    l2_use = (
+        (dist_m + dist_n) * panel * sizes.input_bytes + dist_m * dist_n * sizes.accumulator_bytes
+    ) / facts.l2_bytes
     small_tile = max(0.0, 0.125 - l2_use) / 0.125
 
     return (
@@ -71,8 +73,13 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
 def order_by_score(
     sizes: CpuProblemSizes, facts: CpuFacts, pool: list[Knobs], seed: int
 ) -> list[tuple[Knobs, float]]:
-    """Sort a pool by descending score; ties are broken by a seeded shuffle, so order is stable."""
-    rng = random.Random(seed)
-    scored = [(knobs, score_candidate(sizes, facts, knobs), rng.random()) for knobs in pool]
+    """Sort a pool by descending score; ties are broken by a seeded hash of each configuration.
+
+    The tie-break depends only on the seed and the configuration, never on the pool's order.
+    """
+    scored = [
+        (knobs, score_candidate(sizes, facts, knobs), random.Random(f"{seed}:{knobs}").random())
+        for knobs in pool
+    ]
     scored.sort(key=lambda item: (-item[1], item[2]))
     return [(knobs, score) for knobs, score, _ in scored]

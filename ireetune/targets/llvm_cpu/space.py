@@ -73,7 +73,10 @@ def _divisors_and_whole(extent: int, step: int, limit: int) -> list[int]:
 
 
 def build_constraints(
-    sizes: CpuProblemSizes, facts: CpuFacts, require_parallelism: bool
+    sizes: CpuProblemSizes,
+    facts: CpuFacts,
+    require_parallelism: bool,
+    context: z3.Context | None = None,
 ) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
     """Build the z3 variables and constraints of the space.
 
@@ -85,7 +88,7 @@ def build_constraints(
     `require_parallelism` holds, there are at least as many tiles as threads.
     """
     lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
-    variables = {name: z3.Int(name) for name in KNOB_NAMES}
+    variables = {name: z3.Int(name, context) for name in KNOB_NAMES}
     dist_m, dist_n = variables["dist_m"], variables["dist_n"]
     vec_m, vec_n, vec_k = variables["vec_m"], variables["vec_n"], variables["vec_k"]
 
@@ -144,23 +147,24 @@ def enumerate_space(
     unsatisfiable. The same seed gives the same sequence. Falls back to the space without the
     parallelism requirement when the problem is too small to meet it.
     """
-    variables, constraints = build_constraints(sizes, facts, require_parallelism=True)
-    solver = z3.Solver()
+    # A private z3 context per enumeration: z3's choices depend on its internal term ids, so a
+    # shared global context would make the sequence depend on what was solved before.
+    context = z3.Context()
+    variables, constraints = build_constraints(sizes, facts, True, context)
+    solver = z3.Solver(ctx=context)
     solver.set("random_seed", seed)
     solver.add(constraints)
     if solver.check() == z3.unsat:
-        variables, constraints = build_constraints(sizes, facts, require_parallelism=False)
-        solver = z3.Solver()
+        context = z3.Context()
+        variables, constraints = build_constraints(sizes, facts, False, context)
+        solver = z3.Solver(ctx=context)
         solver.set("random_seed", seed)
         solver.add(constraints)
     if excluded is not None and {name for name, _ in excluded} == set(KNOB_NAMES):
-        solver.add(z3.Or([variables[name] != value for name, value in excluded]))
+        solver.add(z3.Or([variables[name] != value for name, value in excluded], context))
     rng = random.Random(seed)
     domains = {
-        name: [
-            int(str(value))
-            for value in _domain_values(constraints, variables[name])
-        ]
+        name: [int(str(value)) for value in _domain_values(constraints, variables[name])]
         for name in KNOB_NAMES
     }
     while True:
@@ -174,7 +178,7 @@ def enumerate_space(
         model = solver.model()
         knobs = _model_knobs(model, variables)
         yield knobs
-        solver.add(z3.Or([variables[n] != v for n, v in knobs]))
+        solver.add(z3.Or([variables[n] != v for n, v in knobs], context))
 
 
 def _domain_values(constraints: list[z3.BoolRef], variable: z3.ArithRef) -> list[int]:

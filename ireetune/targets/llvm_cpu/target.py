@@ -72,7 +72,9 @@ class LlvmCpuTarget(Target):
         assert self._facts is not None, "facts are read when candidates are generated"
         return order_by_score(compute_problem_sizes(problem), self._facts, pool, seed)
 
-    def compilation_info(self, problem: ContractionProblem, knobs: Knobs, context: ir.Context) -> str:
+    def compilation_info(
+        self, problem: ContractionProblem, knobs: Knobs, context: ir.Context
+    ) -> str:
         tiles = tile_lists(problem, knobs)
         fields = ", ".join(f"{level} = {values}" for level, values in tiles.items())
         with context:
@@ -83,7 +85,9 @@ class LlvmCpuTarget(Target):
             translation_info = iree_codegen.TranslationInfoAttr.get(pipeline)
             return str(iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info))
 
-    def parse_default_knobs(self, problem: ContractionProblem, root_op: ir.Operation) -> Knobs | None:
+    def parse_default_knobs(
+        self, problem: ContractionProblem, root_op: ir.Operation
+    ) -> Knobs | None:
         if "lowering_config" not in root_op.attributes:
             return None
         text = str(root_op.attributes["lowering_config"])

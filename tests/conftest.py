@@ -1,0 +1,113 @@
+"""Shared fixtures: real dispatch benchmark files dumped by the pinned iree-compile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CPU_FLAGS = [
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=host",
+]
+IREE_COMPILE = str(Path(sys.executable).parent / "iree-compile")
+
+MATMUL_MODEL = """
+func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>)
+                     outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %r : tensor<64x128xf32>
+}
+"""
+
+MMT_MODEL = """
+func.func @main(%lhs: tensor<32x64xf16>, %rhs: tensor<48x64xf16>) -> tensor<32x48xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<32x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<32x48xf32>) -> tensor<32x48xf32>
+  %r = linalg.matmul
+      indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+                       affine_map<(d0, d1, d2) -> (d1, d2)>,
+                       affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%lhs, %rhs : tensor<32x64xf16>, tensor<48x64xf16>)
+      outs(%init : tensor<32x48xf32>) -> tensor<32x48xf32>
+  return %r : tensor<32x48xf32>
+}
+"""
+
+BATCH_MATMUL_MODEL = """
+func.func @main(%lhs: tensor<4x32x64xf32>, %rhs: tensor<4x64x16xf32>) -> tensor<4x32x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<4x32x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+  %r = linalg.batch_matmul ins(%lhs, %rhs : tensor<4x32x64xf32>, tensor<4x64x16xf32>)
+                           outs(%init : tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+  return %r : tensor<4x32x16xf32>
+}
+"""
+
+ELEMENTWISE_MODEL = """
+func.func @main(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %r = arith.addf %a, %b : tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}
+"""
+
+
+def dump_benchmarks(model_text: str, folder: Path) -> list[Path]:
+    """Compile a model with per-dispatch benchmark dumps and tuner attributes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model_path = folder / "model.mlir"
+    model_path.write_text(model_text)
+    subprocess.run(
+        [
+            IREE_COMPILE,
+            str(model_path),
+            *CPU_FLAGS,
+            f"--iree-hal-dump-executable-benchmarks-to={folder / 'dumps'}",
+            "--iree-codegen-add-tuner-attributes",
+            "-o",
+            str(folder / "model.vmfb"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return sorted((folder / "dumps").glob("*_benchmark.mlir"))
+
+
+@pytest.fixture(scope="session")
+def matmul_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("matmul_model")
+    path = folder / "matmul.mlir"
+    path.write_text(MATMUL_MODEL)
+    return path
+
+
+@pytest.fixture(scope="session")
+def matmul_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(MATMUL_MODEL, tmp_path_factory.mktemp("matmul"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def mmt_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(MMT_MODEL, tmp_path_factory.mktemp("mmt"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def batch_matmul_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(BATCH_MATMUL_MODEL, tmp_path_factory.mktemp("bmm"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def elementwise_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(ELEMENTWISE_MODEL, tmp_path_factory.mktemp("add"))
+    return path

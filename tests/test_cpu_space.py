@@ -1,0 +1,104 @@
+"""The hand-written llvm-cpu search space and its ordering heuristic (pure, no compiler)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from ireetune.search.candidate import make_knobs
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.ordering import order_by_score, score_candidate
+from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space
+
+AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
+SIZES = CpuProblemSizes(
+    m=1024, n=1024, k=1024, outer_parallel=1, input_bytes=4, accumulator_bytes=4
+)
+
+
+def _take(sizes: CpuProblemSizes, count: int, seed: int = 0) -> list[dict[str, int]]:
+    return [
+        {name: int(value) for name, value in knobs}
+        for knobs in itertools.islice(enumerate_space(sizes, AVX512, seed), count)
+    ]
+
+
+def test_every_candidate_obeys_the_hardware_rules() -> None:
+    candidates = _take(SIZES, 80)
+    assert len(candidates) == 80
+    assert len({tuple(sorted(c.items())) for c in candidates}) == 80
+    for c in candidates:
+        registers_n = c["vec_n"] // 16
+        assert c["vec_n"] % 16 == 0
+        assert c["vec_m"] * registers_n + registers_n + 1 <= 32
+        assert c["vec_m"] * c["vec_n"] * c["vec_k"] * 4 < 32768
+        assert c["dist_m"] % c["vec_m"] == 0 and c["dist_n"] % c["vec_n"] == 0
+        assert 1024 % c["vec_k"] == 0
+        assert 1024 % c["dist_m"] == 0 or c["dist_m"] >= 1024
+        tiles = -(-1024 // c["dist_m"]) * -(-1024 // c["dist_n"])
+        assert tiles >= 2
+
+
+def test_same_seed_same_sequence_other_seed_other_sequence() -> None:
+    assert _take(SIZES, 20, seed=7) == _take(SIZES, 20, seed=7)
+    assert _take(SIZES, 20, seed=7) != _take(SIZES, 20, seed=8)
+
+
+def test_enumeration_is_lazy() -> None:
+    start = time.perf_counter()
+    first = next(iter(enumerate_space(SIZES, AVX512, seed=0)))
+    assert time.perf_counter() - start < 2.0
+    assert {name for name, _ in first} == {"dist_m", "dist_n", "vec_m", "vec_n", "vec_k"}
+
+
+def test_excluded_default_never_comes_back() -> None:
+    default = make_knobs({"dist_m": 32, "dist_n": 64, "vec_m": 8, "vec_n": 16, "vec_k": 16})
+    small = CpuProblemSizes(m=64, n=64, k=16, outer_parallel=1, input_bytes=4, accumulator_bytes=4)
+    everything = list(enumerate_space(small, AVX512, seed=0, excluded=default))
+    assert everything and default not in everything
+    with_default = list(enumerate_space(small, AVX512, seed=0))
+    assert default in with_default
+    assert len(with_default) == len(everything) + 1
+
+
+def test_problem_too_small_for_all_threads_still_has_candidates() -> None:
+    tiny = CpuProblemSizes(m=4, n=16, k=8, outer_parallel=1, input_bytes=4, accumulator_bytes=4)
+    candidates = _take(tiny, 10)
+    assert candidates
+    assert all(c["vec_n"] == 16 and c["vec_m"] <= 4 for c in candidates)
+
+
+@pytest.mark.parametrize(
+    ("better", "worse"),
+    [
+        (  # A K tile of 1 starves the FMA units.
+            {"dist_m": 64, "dist_n": 64, "vec_m": 8, "vec_n": 16, "vec_k": 16},
+            {"dist_m": 64, "dist_n": 64, "vec_m": 8, "vec_n": 16, "vec_k": 1},
+        ),
+        (  # One accumulator row wastes the register file.
+            {"dist_m": 64, "dist_n": 64, "vec_m": 8, "vec_n": 32, "vec_k": 16},
+            {"dist_m": 64, "dist_n": 64, "vec_m": 1, "vec_n": 32, "vec_k": 16},
+        ),
+        (  # Tiles that pad M by a third waste work.
+            {"dist_m": 128, "dist_n": 64, "vec_m": 8, "vec_n": 16, "vec_k": 16},
+            {"dist_m": 1368, "dist_n": 64, "vec_m": 12, "vec_n": 16, "vec_k": 16},
+        ),
+    ],
+)
+def test_heuristic_prefers_the_known_better_configuration(
+    better: dict[str, int], worse: dict[str, int]
+) -> None:
+    assert score_candidate(SIZES, AVX512, make_knobs(better)) > score_candidate(
+        SIZES, AVX512, make_knobs(worse)
+    )
+
+
+def test_ordering_is_sorted_by_score_and_reproducible() -> None:
+    pool = [make_knobs(c) for c in _take(SIZES, 40)]
+    ordered = order_by_score(SIZES, AVX512, pool, seed=3)
+    scores = [score for _, score in ordered]
+    assert scores == sorted(scores, reverse=True)
+    assert sorted(k for k, _ in ordered) == sorted(pool)
+    assert ordered == order_by_score(SIZES, AVX512, list(reversed(pool)), seed=3)

@@ -1,0 +1,63 @@
+"""Candidate records: CSV form, ranking, and the summary's verdict."""
+
+from __future__ import annotations
+
+from ireetune.report.ranking import is_real_improvement, rank_candidates
+from ireetune.report.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
+from ireetune.report.summary import render_summary
+from ireetune.search.candidate import make_knobs
+
+BASELINE = CandidateRecord(
+    0, make_knobs({"vec_m": 8}), CandidateStatus.MEASURED, median_ms=2.0, speedup=1.0, spread=0.02
+)
+FAST = CandidateRecord(
+    1,
+    make_knobs({"vec_m": 4}),
+    CandidateStatus.VERIFIED,
+    median_ms=1.0,
+    speedup=2.0,
+    times_ms=(1.0, 1.1),
+)
+SLOW = CandidateRecord(
+    2, make_knobs({"vec_m": 2}), CandidateStatus.MEASURED, median_ms=4.0, speedup=0.5
+)
+BROKEN = CandidateRecord(
+    3, make_knobs({"vec_m": 1}), CandidateStatus.COMPILE_FAILED, reason="error: boom"
+)
+WRONG = CandidateRecord(
+    4, make_knobs({"vec_m": 3}), CandidateStatus.WRONG, median_ms=0.5, speedup=4.0
+)
+
+
+def test_csv_has_one_row_per_candidate_in_id_order() -> None:
+    text = render_csv([SLOW, BROKEN, BASELINE, FAST])
+    lines = text.splitlines()
+    assert lines[0] == ",".join(CSV_COLUMNS)
+    assert [line.split(",")[0] for line in lines[1:]] == ["0", "1", "2", "3"]
+    assert lines[1].startswith("0,yes,measured,,vec_m=8,,2,")
+    assert lines[4].startswith("3,no,compile-failed,error: boom,vec_m=1,")
+
+
+def test_ranking_excludes_baseline_failures_and_wrong_results() -> None:
+    assert [r.candidate_id for r in rank_candidates([BASELINE, SLOW, BROKEN, FAST, WRONG])] == [
+        1,
+        2,
+    ]
+    assert rank_candidates([BASELINE, BROKEN]) == []
+
+
+def test_improvement_must_beat_noise_and_threshold() -> None:
+    assert is_real_improvement(1.05, noise=0.02)
+    assert not is_real_improvement(1.05, noise=0.06)
+    assert not is_real_improvement(1.005, noise=0.0)
+
+
+def test_summary_reports_the_winner_or_says_the_default_stands() -> None:
+    records = [BASELINE, FAST, SLOW, BROKEN]
+    won = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", records, 2.0, 0.67, FAST, ["a note"])
+    assert (
+        "best: candidate 1, 2.000x over the default (2.0000 -> 1.0000 ms), outputs verified" in won
+    )
+    assert "compile success: 67%" in won and "note: a note" in won
+    lost = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", [BASELINE, SLOW], 2.0, 1.0, None, [])
+    assert "best: the compiler's default" in lost

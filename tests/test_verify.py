@@ -1,0 +1,75 @@
+"""Verification: reference programs on real inputs and dtype-aware comparison."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from iree.compiler import ir
+
+from ireetune.problem.root_op import find_root_op
+from ireetune.verify.compare import compare_outputs, make_random_inputs, tolerance
+from ireetune.verify.reference import build_reference_module
+from ireetune.verify.runner import run_reference_programs
+from tests.conftest import CPU_FLAGS, IREE_COMPILE
+
+
+def test_reference_program_computes_the_matmul(matmul_benchmark: Path, tmp_path: Path) -> None:
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(matmul_benchmark.read_text())
+        reference = build_reference_module(find_root_op(module), context)
+    source = tmp_path / "reference.mlir"
+    source.write_text(str(reference))
+    assert "lowering_config" not in source.read_text() and "root_op" not in source.read_text()
+    binary = tmp_path / "reference.vmfb"
+    subprocess.run(
+        [IREE_COMPILE, str(source), *CPU_FLAGS, "-o", str(binary)], check=True, capture_output=True
+    )
+    lhs, rhs = make_random_inputs([(64, 96), (96, 128)], ["f32", "f32"], seed=1)
+    np.savez(tmp_path / "inputs.npz", arg0=lhs, arg1=rhs)
+    runs = run_reference_programs(
+        [(0, binary, tmp_path / "out.npy")], "local-task", tmp_path / "inputs.npz"
+    )
+    assert runs[0].output is not None and runs[0].median_ms is not None
+    np.testing.assert_allclose(runs[0].output, lhs @ rhs, rtol=1e-4, atol=1e-4)
+
+
+def test_broken_reference_binary_is_a_failure_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "bad.vmfb").write_bytes(b"junk")
+    np.savez(tmp_path / "inputs.npz", arg0=np.zeros(2, np.float32))
+    runs = run_reference_programs(
+        [(5, tmp_path / "bad.vmfb", tmp_path / "o.npy")], "local-task", tmp_path / "inputs.npz"
+    )
+    assert runs[5].output is None and runs[5].reason
+
+
+def test_summation_order_differences_pass_and_real_errors_fail() -> None:
+    rng = np.random.default_rng(0)
+    lhs = rng.standard_normal((64, 512)).astype(np.float32)
+    rhs = rng.standard_normal((512, 32)).astype(np.float32)
+    expected = lhs @ rhs
+    reordered = (lhs[:, :256] @ rhs[:256] + lhs[:, 256:] @ rhs[256:]).astype(np.float32)
+    assert compare_outputs(expected, reordered, "f32", 512).matches
+    wrong = expected.copy()
+    wrong[3, 7] += 0.5
+    result = compare_outputs(expected, wrong, "f32", 512)
+    assert (result.matches, result.mismatched, result.total) == (False, 1, 64 * 32)
+    assert result.max_abs_error == np.float32(0.5) or abs(result.max_abs_error - 0.5) < 1e-5
+
+
+def test_nan_and_shape_mismatch_never_match() -> None:
+    expected = np.ones((4, 4), np.float32)
+    with_nan = expected.copy()
+    with_nan[0, 0] = np.nan
+    assert not compare_outputs(expected, with_nan, "f32", 16).matches
+    assert not compare_outputs(expected, np.ones((4, 5), np.float32), "f32", 16).matches
+
+
+def test_tolerances_are_exact_for_integers_and_looser_for_half() -> None:
+    assert tolerance("i32", 1024) == (0.0, 0.0)
+    f32 = tolerance("f32", 1024)
+    f16 = tolerance("f16", 1024)
+    assert f32[0] < f16[0] and f32[1] < f16[1]
+    assert make_random_inputs([(3,)], ["i8"], seed=0)[0].dtype == np.int8
