@@ -13,6 +13,7 @@ import logging
 import shutil
 import statistics
 import tempfile
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +32,19 @@ from ireetune.benchmark.runner import (
 )
 from ireetune.benchmark.stats import compute_stats
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, hash_binary
+from ireetune.database.keys import describe_device, describe_target
+from ireetune.database.store import (
+    FINAL_STATUSES,
+    MEASURED_STATUSES,
+    ResultKey,
+    StoredResult,
+    TuningDatabase,
+    compiler_version,
+    config_key,
+    default_database_path,
+    now_utc,
+    problem_key,
+)
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import (
     dump_dispatches,
@@ -95,6 +109,10 @@ class TuneOptions:
     confirm_top: int = 4
     confirm_rounds: int = 3
     show_progress: bool | None = None
+    database_path: Path | None = None
+    use_database: bool = True
+    retune: bool = False
+    min_benchmark_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +127,7 @@ class TuneResult:
     best_spec_path: Path | None
     compile_success_rate: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    reused: bool = False
 
 
 @dataclass
@@ -118,9 +137,37 @@ class _RunState:
     run_dir: Path
     info: dict[str, Any]
     records: dict[int, CandidateRecord]
+    database: TuningDatabase | None = None
+    result_key: ResultKey | None = None
+    session: str = ""
+    compilation_infos: dict[int, str] = field(default_factory=dict)
+    restored: set[int] = field(default_factory=set)
 
     def update(self, record: CandidateRecord) -> None:
+        """Keep a record and, past generation, write it to the database at once."""
         self.records[record.candidate_id] = record
+        if self.database is None or self.result_key is None:
+            return
+        if record.status is CandidateStatus.GENERATED or record.candidate_id in self.restored:
+            return
+        self.database.write(
+            StoredResult(
+                key=self.result_key,
+                config=config_key(None if record.is_baseline else record.knobs),
+                compilation_info=self.compilation_infos.get(record.candidate_id, ""),
+                status=record.status.value,
+                reason=record.reason,
+                times_ms=record.times_ms,
+                median_ms=record.median_ms,
+                min_ms=record.min_ms,
+                max_ms=record.max_ms,
+                spread=record.spread,
+                baseline_ms=self.info.get("session_baseline_ms", {}).get(record.device),
+                speedup=record.speedup,
+                session=self.session,
+                written_at=now_utc(),
+            )
+        )
 
     def save(self) -> None:
         ordered = sorted(self.records.values(), key=lambda r: r.candidate_id)
@@ -207,6 +254,22 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
             raise IreetuneError(
                 f"the search space of {problem.signature} on {target.name} is empty"
             )
+        devices = list(options.devices) or [target.runtime_device]
+        database = _open_database(options)
+        result_key = ResultKey(
+            compiler_version(),
+            describe_target(target.name, str(variant_target)),
+            describe_device(devices[0]),
+            problem_key(problem),
+            problem.signature,
+        )
+        stored: dict[str, StoredResult] = {}
+        if database is not None:
+            stored = database.lookup(result_key)
+            reusable = _best_stored(stored)
+            if reusable is not None and not options.retune:
+                return _reuse(options, target, context, problem, reusable, result_key)
+            candidates = _add_stale_results(database, result_key, candidates)
         run_dir = create_run_dir(options.output_dir, problem.signature)
         try:
             return _run(
@@ -219,6 +282,9 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
                 default_knobs,
                 candidates,
                 run_dir,
+                database,
+                result_key,
+                stored,
             )
         except BaseException:
             # Whatever happened, the folder must not look like a finished run.
@@ -229,6 +295,102 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
                 write_text_atomically(marker, json.dumps(data, indent=2) + "\n")
             (run_dir / "best_spec.mlir").unlink(missing_ok=True)
             raise
+        finally:
+            if database is not None:
+                database.close()
+
+
+def _open_database(options: TuneOptions) -> TuningDatabase | None:
+    if not options.use_database:
+        return None
+    return TuningDatabase(options.database_path or default_database_path())
+
+
+def _best_stored(stored: dict[str, StoredResult]) -> StoredResult | None:
+    verified = [r for r in stored.values() if r.status == "verified" and r.speedup]
+    return max(verified, key=lambda r: r.speedup or 0.0, default=None)
+
+
+def _add_stale_results(
+    database: TuningDatabase, key: ResultKey, candidates: list[tuple[Knobs, float | None]]
+) -> list[tuple[Knobs, float | None]]:
+    """Put verified winners from other compiler versions first: they are re-measured and
+    re-verified like any candidate, never applied on trust."""
+    known = {knobs for knobs, _ in candidates}
+    stale = []
+    for result in database.lookup_stale(key):
+        knobs = result.knobs
+        if knobs is not None and knobs not in known:
+            stale.append((knobs, None))
+            known.add(knobs)
+    if stale:
+        logger.warning("re-verifying %d stale result(s) from other compiler versions", len(stale))
+    return [*stale, *candidates]
+
+
+def _reuse(
+    options: TuneOptions,
+    target: Target,
+    context: ir.Context,
+    problem: ContractionProblem,
+    stored: StoredResult,
+    key: ResultKey,
+) -> TuneResult:
+    """Write a run folder from a stored verified result instead of tuning again."""
+    run_dir = create_run_dir(options.output_dir, problem.signature)
+    spec = build_spec([MatcherEntry(problem, stored.compilation_info)], context)
+    best_spec_path = run_dir / "best_spec.mlir"
+    best_spec_path.write_text(render_spec(spec))
+    record = CandidateRecord(
+        1,
+        stored.knobs,
+        CandidateStatus.VERIFIED,
+        reason=f"stored result from {stored.written_at}",
+        spec_path="best_spec.mlir",
+        device=key.device,
+        times_ms=stored.times_ms,
+        median_ms=stored.median_ms,
+        min_ms=stored.min_ms,
+        max_ms=stored.max_ms,
+        spread=stored.spread,
+        speedup=stored.speedup,
+    )
+    baseline = CandidateRecord(
+        0,
+        None,
+        CandidateStatus.MEASURED,
+        reason="baseline of the stored result's session",
+        median_ms=stored.baseline_ms,
+        speedup=1.0,
+    )
+    note = (
+        f"reused the stored result written {stored.written_at} for {problem.signature} on this "
+        "target and device; pass --retune to tune again"
+    )
+    info = {
+        "ireetune_version": __version__,
+        "outcome": "reused",
+        "input": str(options.input_path),
+        "target": target.name,
+        "device": key.device,
+        "problem": problem.signature,
+        "best_candidate": 1,
+        "best_speedup": stored.speedup,
+        "notes": [note],
+    }
+    write_results(run_dir / "results.json", info, [baseline, record])
+    write_text_atomically(run_dir / "candidates.csv", render_csv([baseline, record]))
+    return TuneResult(
+        run_dir=run_dir,
+        problem=problem,
+        records=(baseline, record),
+        baseline_ms=stored.baseline_ms or 0.0,
+        best=record,
+        best_spec_path=best_spec_path,
+        compile_success_rate=1.0,
+        notes=(note,),
+        reused=True,
+    )
 
 
 def _run(
@@ -241,6 +403,9 @@ def _run(
     default_knobs: Knobs | None,
     candidates: list[tuple[Knobs, float | None]],
     run_dir: Path,
+    database: TuningDatabase | None,
+    result_key: ResultKey,
+    stored: dict[str, StoredResult],
 ) -> TuneResult:
     devices = list(options.devices) or [target.runtime_device]
     for folder in ("inputs", "specs", "binaries", "failures", "verify"):
@@ -261,8 +426,13 @@ def _run(
             "problem": problem.signature,
             "seed": options.seed,
             "num_candidates": options.num_candidates,
+            "compiler_version": result_key.compiler_version,
+            "database": str(database.path) if database is not None else None,
         },
         {},
+        database,
+        result_key,
+        uuid.uuid4().hex,
     )
     state.update(
         CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
@@ -273,10 +443,19 @@ def _run(
         spec = build_spec([MatcherEntry(problem, info)], context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(render_spec(spec))
+        state.compilation_infos[candidate_id] = info
         state.update(
             CandidateRecord(
                 candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name
             )
+        )
+        previous = stored.get(config_key(knobs))
+        if previous is not None and previous.status in FINAL_STATUSES:
+            _restore(state, candidate_id, previous)
+    if state.restored:
+        state.info["restored_from_database"] = sorted(state.restored)
+        logger.warning(
+            "resuming: %d candidate(s) already done in the database", len(state.restored)
         )
     state.save()
 
@@ -353,11 +532,24 @@ def _compile_stage(
             reproducer_path=run_dir / "failures" / f"{record.candidate_id}_reproducer.mlir",
         )
         for record in sorted(state.records.values(), key=lambda r: r.candidate_id)
+        if record.candidate_id not in state.restored or record.status.value in MEASURED_STATUSES
     ]
     workers = options.jobs or len(__import__("os").sched_getaffinity(0))
     with progress.stage("compiling", len(jobs)):
         for outcome in compile_all(jobs, workers, options.compile_timeout_s):
             record = state.records[outcome.candidate_id]
+            if outcome.candidate_id in state.restored:
+                # Measured in an earlier run: this compile only provides the binary for the
+                # confirmation round and verification.
+                state.records[outcome.candidate_id] = replace(
+                    record,
+                    binary_path=f"binaries/{outcome.candidate_id}.vmfb"
+                    if outcome.status is CompileStatus.COMPILED
+                    else "",
+                    binary_hash=outcome.binary_hash,
+                )
+                progress.advance()
+                continue
             status = {
                 CompileStatus.COMPILED: CandidateStatus.COMPILED,
                 CompileStatus.FAILED: CandidateStatus.COMPILE_FAILED,
@@ -382,6 +574,27 @@ def _compile_stage(
     state.save()
 
 
+def _restore(state: _RunState, candidate_id: int, previous: StoredResult) -> None:
+    """Take a candidate's result from the database instead of measuring it again."""
+    state.restored.add(candidate_id)
+    status = CandidateStatus(previous.status)
+    if status is CandidateStatus.VERIFIED:
+        # Verification is redone in this run against this run's baseline outputs.
+        status = CandidateStatus.MEASURED
+    state.records[candidate_id] = replace(
+        state.records[candidate_id],
+        status=status,
+        reason=previous.reason or f"from the database ({previous.written_at})",
+        device=state.info["devices"][0],
+        times_ms=previous.times_ms,
+        median_ms=previous.median_ms,
+        min_ms=previous.min_ms,
+        max_ms=previous.max_ms,
+        spread=previous.spread,
+        speedup=previous.speedup,
+    )
+
+
 def _fail_if_nothing_compiled(state: _RunState, notes: list[str]) -> None:
     """Record the compile success rate; stop the run when no candidate compiled."""
     attempts = [r for r in state.records.values() if not r.is_baseline]
@@ -403,6 +616,9 @@ def _classify_binaries(state: _RunState) -> None:
     seen: dict[str, int] = {baseline_hash: 0}
     for candidate_id in sorted(state.records):
         record = state.records[candidate_id]
+        if candidate_id in state.restored and record.binary_hash:
+            seen.setdefault(record.binary_hash, candidate_id)
+            continue
         if candidate_id == 0 or record.status is not CandidateStatus.COMPILED:
             continue
         if record.binary_hash == baseline_hash:
@@ -472,6 +688,7 @@ def _benchmark_stage(
                 )
             baseline_times[device] = list(outcome.times_ms)
             batches[device] = outcome.batch
+            state.info.setdefault("session_baseline_ms", {})[device] = _median(outcome.times_ms)
         assignments: dict[str, list[BenchmarkJob]] = {device: [] for device in devices}
         for index, record in enumerate(to_measure):
             assignments[devices[index % len(devices)]].append(
@@ -530,7 +747,9 @@ def _benchmark_stage(
 
 def _job_timeout(options: TuneOptions, batch: int, baseline_ms: float) -> float:
     """Allow load time plus 20x the baseline's time for one candidate's repetitions."""
-    return 10.0 + 20.0 * options.repetitions * batch * baseline_ms / 1000.0
+    return (
+        options.min_benchmark_timeout_s + 20.0 * options.repetitions * batch * baseline_ms / 1000.0
+    )
 
 
 def _confirm_leaders(
@@ -547,7 +766,7 @@ def _confirm_leaders(
     leaders = [
         r
         for r in rank_candidates([r for r in state.records.values() if r.device == device])
-        if not r.stopped_early
+        if not r.stopped_early and r.binary_path
     ][: options.confirm_top]
     if not leaders or options.confirm_rounds < 1:
         progress.advance(options.confirm_rounds)

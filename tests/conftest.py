@@ -111,3 +111,13 @@ def batch_matmul_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def elementwise_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (path,) = dump_benchmarks(ELEMENTWISE_MODEL, tmp_path_factory.mktemp("add"))
     return path
+
+
+@pytest.fixture(autouse=True)
+def private_database(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Give every test its own tuning database, never the user's cache."""
+    path = tmp_path_factory.mktemp("db") / "tuning.sqlite"
+    monkeypatch.setenv("IREETUNE_DB", str(path))
+    return path

@@ -44,6 +44,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds one timed repetition should last at least (sets the batch size)",
     )
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument(
+        "--db", type=Path, default=None, help="tuning database (default: user cache)"
+    )
+    parser.add_argument("--no-db", action="store_true", help="neither read nor write the database")
+    parser.add_argument("--retune", action="store_true", help="tune even if a stored result exists")
+    parser.add_argument(
+        "--benchmark-timeout",
+        type=float,
+        default=10.0,
+        help="seconds allowed for loading one candidate, on top of 20x the baseline's run time",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -64,6 +75,10 @@ def run(arguments: argparse.Namespace) -> int:
         compile_timeout_s=arguments.compile_timeout,
         confirm_rounds=max(0, arguments.confirm_rounds),
         min_repetition_s=arguments.min_repetition_time,
+        database_path=arguments.db,
+        use_database=not arguments.no_db,
+        retune=arguments.retune,
+        min_benchmark_timeout_s=arguments.benchmark_timeout,
         show_progress=arguments.progress,
     )
     result = tune_dispatch(options)

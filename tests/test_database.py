@@ -1,0 +1,195 @@
+"""The tuning database: keys, WAL, foreign files, concurrency, export and import."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ireetune.database.exchange import read_results_file, render_linked_spec, results_to_json
+from ireetune.database.store import (
+    ResultKey,
+    StoredResult,
+    TuningDatabase,
+    compiler_version,
+    config_key,
+    problem_key,
+)
+from ireetune.errors import IreetuneError
+from ireetune.problem.contraction import ContractionProblem
+
+PROBLEM = ContractionProblem(
+    "linalg.matmul",
+    (64, 128, 96),
+    (),
+    (0,),
+    (1,),
+    (2,),
+    "f32",
+    "f32",
+    "f32",
+    ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
+    (64, 96),
+    (96, 128),
+    (64, 128),
+)
+KEY = ResultKey(
+    compiler_version(),
+    "cpu#abc",
+    "local-task (test cpu, 2 cores)",
+    problem_key(PROBLEM),
+    PROBLEM.signature,
+)
+INFO = (
+    "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [32, 64, 0], "
+    "vector_common_parallel = [8, 16, 0], vector_reduction = [0, 0, 16]>, translation_info = "
+    "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
+)
+
+
+def _result(
+    config: dict[str, int] | None, status: str, speedup: float | None, key: ResultKey = KEY
+) -> StoredResult:
+    return StoredResult(
+        key,
+        config_key(None if config is None else tuple(sorted(config.items()))),
+        INFO,
+        status,
+        "",
+        (1.0, 1.1),
+        1.0,
+        1.0,
+        1.1,
+        0.1,
+        1.5,
+        speedup,
+        "session-a",
+        "2026-11-23T00:00:00+00:00",
+    )
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_write_then_lookup_returns_results_by_config(tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "t.sqlite") as database:
+        database.write(_result({"vec_m": 8}, "measured", 1.2))
+        database.write(_result({"vec_m": 4}, "verified", 1.4))
+        database.write(_result({"vec_m": 4}, "wrong", None))  # Same key: replaced, not duplicated.
+        found = database.lookup(KEY)
+        mode = database._connection.execute("PRAGMA journal_mode").fetchone()[0]
+    assert sorted(found) == ['{"vec_m": 4}', '{"vec_m": 8}']
+    assert found['{"vec_m": 4}'].status == "wrong"
+    assert found['{"vec_m": 8}'].times_ms == (1.0, 1.1)
+    assert mode == "wal"
+
+
+def test_other_compiler_versions_are_stale_not_current(tmp_path: Path) -> None:
+    old_key = ResultKey(
+        "iree-base-compiler 3.12.0", KEY.target, KEY.device, KEY.problem, KEY.signature
+    )
+    with TuningDatabase(tmp_path / "t.sqlite") as database:
+        database.write(_result({"vec_m": 2}, "verified", 1.3, old_key))
+        assert database.lookup(KEY) == {}
+        assert [r.knobs for r in database.lookup_stale(KEY)] == [(("vec_m", 2),)]
+        assert database.best_results() == []
+
+
+def test_foreign_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    foreign = tmp_path / "other.sqlite"
+    connection = sqlite3.connect(foreign)
+    connection.execute("CREATE TABLE customers (name TEXT)")
+    connection.commit()
+    connection.close()
+    before = _digest(foreign)
+    with pytest.raises(IreetuneError) as excinfo:
+        TuningDatabase(foreign)
+    assert "another program" in str(excinfo.value)
+    assert _digest(foreign) == before
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"SQLite format 3\x00" + b"\x07" * 50, b"hello world" * 100]
+)
+def test_truncated_or_garbage_file_is_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "broken.sqlite"
+    path.write_bytes(content)
+    if not content:
+        # An empty file is a new database to SQLite: it becomes a valid, empty one.
+        with TuningDatabase(path) as database:
+            assert list(database.all_results()) == []
+        return
+    with pytest.raises(IreetuneError):
+        TuningDatabase(path)
+    assert path.read_bytes() == content
+
+
+WRITER = """
+import sys
+from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
+path, worker = sys.argv[1], int(sys.argv[2])
+key = ResultKey("v", "t", "d", "p", "s")
+with TuningDatabase(__import__("pathlib").Path(path)) as database:
+    for index in range(150):
+        database.write(StoredResult(key, f"{worker}-{index}", "", "measured", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, str(worker), "now"))
+"""
+
+
+def test_four_processes_write_at_once_without_loss_or_locking(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    TuningDatabase(path).close()
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(worker)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for worker in range(4)
+    ]
+    errors = [writer.communicate(timeout=120)[1] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0, 0, 0], errors
+    with TuningDatabase(path) as database:
+        configs = [r.config for r in database.all_results()]
+        integrity = database._connection.execute("PRAGMA integrity_check").fetchone()[0]
+    assert len(configs) == 600 and len(set(configs)) == 600
+    assert integrity == "ok"
+
+
+def test_export_json_then_import_adds_only_missing_rows(tmp_path: Path) -> None:
+    source = tmp_path / "a.sqlite"
+    with TuningDatabase(source) as database:
+        database.write(_result({"vec_m": 8}, "measured", 1.2))
+        database.write(_result({"vec_m": 4}, "verified", 1.4))
+        exported = tmp_path / "export.json"
+        exported.write_text(results_to_json(list(database.all_results())))
+    with TuningDatabase(tmp_path / "b.sqlite") as target:
+        target.write(_result({"vec_m": 8}, "wrong", None))
+        assert target.import_results(read_results_file(exported)) == 1
+        assert target.import_results(read_results_file(source)) == 0
+        statuses = {r.config: r.status for r in target.all_results()}
+    assert statuses == {'{"vec_m": 4}': "verified", '{"vec_m": 8}': "wrong"}
+
+
+def test_linked_spec_export_has_one_matcher_per_best_problem(tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "t.sqlite") as database:
+        database.write(_result({"vec_m": 8}, "verified", 1.2))
+        database.write(_result({"vec_m": 4}, "verified", 1.4))
+        best = database.best_results()
+    assert [r.speedup for r in best] == [1.4]
+    spec = render_linked_spec(best)
+    assert "@match_matmul_64x128x96_f32_f32_f32 -> @apply_op_config" in spec
+    assert "transform.iree.match.dims_equal %k_dims, [96]" in spec
+
+
+def test_import_rejects_a_file_that_is_neither_format(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"something": []}))
+    with pytest.raises(IreetuneError) as excinfo:
+        read_results_file(path)
+    assert "neither an ireetune database nor a results JSON export" in str(excinfo.value)

@@ -1,0 +1,71 @@
+"""Broken candidates, injected for real: the run completes and keeps every other result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import IREE_COMPILE
+
+TESTS = Path(__file__).parent
+
+
+def test_run_survives_compile_crash_compile_hang_runtime_crash_and_benchmark_hang(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    environment = {
+        **os.environ,
+        "IREETUNE_IREE_COMPILE": str(TESTS / "fault_compiler.py"),
+        "FAULT_REAL_IREE_COMPILE": IREE_COMPILE,
+        "FAULT_COMPILE_MODE": "crash:1,hang:2",
+        "IREETUNE_BENCHMARK_WORKER": json.dumps([sys.executable, str(TESTS / "fault_worker.py")]),
+        "IREETUNE_FAULT_CRASH": "3",
+        "IREETUNE_FAULT_HANG": "4",
+        "PYTHONPATH": str(TESTS.parent),
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ireetune.cli",
+            "tune-dispatch",
+            str(matmul_benchmark),
+            "--num-candidates",
+            "7",
+            "--output-dir",
+            str(tmp_path),
+            "--compile-timeout",
+            "8",
+            "--benchmark-timeout",
+            "3",
+            "--repetitions",
+            "2",
+            "--confirm-rounds",
+            "1",
+            "--min-repetition-time",
+            "0.005",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    candidates = json.loads((run_dir / "results.json").read_text())["candidates"]
+    statuses = {c["candidate_id"]: c["status"] for c in candidates}
+    assert statuses[1] == "compile-failed"
+    assert candidates[1]["reason"].startswith("compiler crashed (signal 11)")
+    assert statuses[2] == "compile-timed-out"
+    assert statuses[3] == "crashed"
+    assert "benchmark process died while running (exit -11)" in candidates[3]["reason"]
+    assert statuses[4] == "benchmark-timed-out"
+    healthy = [statuses[i] for i in (5, 6, 7)]
+    assert all(
+        s in ("measured", "verified", "wrong", "duplicate", "not-applied") for s in healthy
+    ), healthy
+    assert any(s in ("measured", "verified") for s in healthy)
+    assert statuses[0] == "measured"

@@ -1,0 +1,173 @@
+"""Property-based bad input: one clear error line, a non-zero exit, stored results untouched."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ireetune.cli import main
+from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
+
+FUZZ = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@pytest.fixture()
+def stored_database(tmp_path: Path) -> Path:
+    path = tmp_path / "keep.sqlite"
+    with TuningDatabase(path) as database:
+        key = ResultKey("v", "cpu#x", "local-task", "{}", "matmul_1x1x1_f32_f32_f32")
+        database.write(
+            StoredResult(
+                key,
+                '{"vec_m": 1}',
+                "",
+                "verified",
+                "",
+                (1.0,),
+                1.0,
+                1.0,
+                1.0,
+                0.0,
+                2.0,
+                2.0,
+                "s",
+                "now",
+            )
+        )
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _assert_clean_failure(status: int, stderr: str) -> None:
+    assert status == 2
+    assert stderr.startswith("ireetune: error: ") and stderr.count("\n") == 1, stderr
+    assert "Traceback" not in stderr
+
+
+@FUZZ
+@given(cut=st.floats(min_value=0.0, max_value=0.97))
+def test_truncated_dispatch_files_are_rejected_cleanly(
+    cut: float,
+    matmul_benchmark: Path,
+    stored_database: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = matmul_benchmark.read_text()
+    broken = tmp_path / "broken_benchmark.mlir"
+    broken.write_text(text[: int(len(text) * cut)])
+    before = _digest(stored_database)
+    status = main(
+        [
+            "tune-dispatch",
+            str(broken),
+            "--db",
+            str(stored_database),
+            "--output-dir",
+            str(tmp_path / "runs"),
+        ]
+    )
+    _assert_clean_failure(status, capsys.readouterr().err)
+    assert _digest(stored_database) == before
+
+
+@FUZZ
+@given(noise=st.binary(min_size=1, max_size=400))
+def test_garbage_mlir_is_rejected_cleanly(
+    noise: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "garbage.mlir"
+    path.write_bytes(b"func.func @x(" + noise)
+    status = main(["tune-dispatch", str(path), "--no-db", "--output-dir", str(tmp_path / "runs")])
+    _assert_clean_failure(status, capsys.readouterr().err)
+
+
+@FUZZ
+@given(content=st.binary(max_size=600), keep=st.integers(min_value=1, max_value=4000))
+def test_truncated_or_foreign_database_is_rejected_and_untouched(
+    content: bytes,
+    keep: int,
+    stored_database: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(stored_database.read_bytes()[:keep] + content)
+    before = _digest(damaged)
+    status = main(["db", "--db", str(damaged), "list"])
+    stderr = capsys.readouterr().err
+    if status == 0:
+        # A prefix that happens to hold the whole first page is still a readable database.
+        assert stderr == ""
+        return
+    _assert_clean_failure(status, stderr)
+    assert _digest(damaged) == before
+
+
+@FUZZ
+@given(document=st.one_of(st.text(max_size=300), st.binary(max_size=300)))
+def test_malformed_import_files_never_change_stored_results(
+    document: str | bytes, stored_database: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "import.json"
+    if isinstance(document, bytes):
+        source.write_bytes(document)
+    else:
+        source.write_text(document)
+    before = _digest(stored_database)
+    status = main(["db", "--db", str(stored_database), "import", str(source)])
+    _assert_clean_failure(status, capsys.readouterr().err)
+    assert _digest(stored_database) == before
+
+
+FLAG_WORDS = st.sampled_from(
+    [
+        "tune-dispatch",
+        "db",
+        "list",
+        "export",
+        "--target",
+        "--num-candidates",
+        "--jobs",
+        "-1",
+        "0",
+        "abc",
+        "--format",
+        "xml",
+        "--seed",
+        "x.mlir",
+        "--devices",
+        "--repetitions",
+        "--frobnicate",
+        "--db",
+    ]
+)
+
+
+@FUZZ
+@given(argv=st.lists(FLAG_WORDS, min_size=0, max_size=6))
+def test_nonsense_flags_give_one_clear_line(
+    argv: list[str],
+    stored_database: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IREETUNE_DB", str(stored_database))
+    before = _digest(stored_database)
+    status = main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    if status != 0:
+        _assert_clean_failure(status, captured.err)
+    assert _digest(stored_database) == before
