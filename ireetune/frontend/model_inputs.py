@@ -1,0 +1,94 @@
+"""Model inputs: `--input` specs like iree-run-module's, and random inputs by default.
+
+A spec is `SHAPExTYPE` (random values), `SHAPExTYPE=VALUE` (every element VALUE) or
+`SHAPExTYPE=@file.npy`; for example `1x3x224x224xf32`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ireetune.errors import IreetuneError
+from ireetune.verify.compare import numpy_dtype
+
+_SPEC = re.compile(r"^((?:\d+x)*)([a-z]+\d+)(?:=(.*))?$")
+_TENSOR = re.compile(r"tensor<((?:\d+x)*)([a-z]+\d+)>")
+_TORCH_TENSOR = re.compile(r"!torch\.vtensor<\[([\d,]*)\],([a-z]+\d+)>")
+_FUNCTION = re.compile(r"func\.func (?:public )?@([\w$.-]+)\(([^)]*)\)")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: its shape, element type and where its values come from."""
+
+    shape: tuple[int, ...]
+    element_type: str
+    value: str = ""
+
+
+def parse_input_spec(text: str) -> InputSpec:
+    """Parse `1x3x224x224xf32`, `4xf32=1.5` or `8x8xf16=@values.npy`."""
+    match = _SPEC.match(text.strip())
+    if match is None:
+        raise IreetuneError(f"bad --input '{text}': expected SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32")
+    dims = tuple(int(d) for d in match.group(1).split("x") if d)
+    element_type = match.group(2)
+    try:
+        numpy_dtype(element_type)
+    except ValueError as error:
+        raise IreetuneError(f"bad --input '{text}': unknown element type {element_type}") from error
+    return InputSpec(dims, element_type, match.group(3) or "")
+
+
+def read_entry_signature(mlir_text: str) -> tuple[str, list[InputSpec]]:
+    """Find the model's first public function and its tensor arguments."""
+    for match in _FUNCTION.finditer(mlir_text):
+        prefix = mlir_text[max(0, match.start() - 40) : match.start()]
+        if "private" in prefix.splitlines()[-1] if prefix else False:
+            continue
+        specs = []
+        for argument in match.group(2).split("%")[1:]:
+            tensor = _TENSOR.search(argument)
+            torch_tensor = _TORCH_TENSOR.search(argument)
+            if tensor:
+                dims = tuple(int(d) for d in tensor.group(1).split("x") if d)
+                specs.append(InputSpec(dims, tensor.group(2)))
+            elif torch_tensor:
+                dims = tuple(int(d) for d in torch_tensor.group(1).split(",") if d)
+                specs.append(InputSpec(dims, torch_tensor.group(2)))
+            else:
+                raise IreetuneError(f"cannot make inputs for argument '%{argument.strip()}'; give --input")
+        return match.group(1), specs
+    raise IreetuneError("no public function found in the model")
+
+
+def make_model_inputs(specs: list[InputSpec], seed: int) -> list[npt.NDArray[np.generic]]:
+    """Materialise inputs: random by default, a constant, or values from a .npy file."""
+    rng = np.random.default_rng(seed)
+    arrays: list[npt.NDArray[np.generic]] = []
+    for spec in specs:
+        dtype = numpy_dtype(spec.element_type)
+        if spec.value.startswith("@"):
+            path = Path(spec.value[1:])
+            try:
+                array = np.load(path)
+            except (OSError, ValueError) as error:
+                raise IreetuneError(f"cannot read input file {path}: {error}") from error
+            if tuple(array.shape) != spec.shape:
+                raise IreetuneError(f"input file {path} has shape {array.shape}, expected {spec.shape}")
+            arrays.append(array.astype(dtype))
+        elif spec.value:
+            try:
+                arrays.append(np.full(spec.shape, float(spec.value)).astype(dtype))
+            except ValueError as error:
+                raise IreetuneError(f"bad input value '{spec.value}'") from error
+        elif spec.element_type.startswith(("i", "si", "ui")):
+            arrays.append(rng.integers(0, 8, size=spec.shape).astype(dtype))
+        else:
+            arrays.append(rng.standard_normal(size=spec.shape).astype(np.float32).astype(dtype))
+    return arrays
