@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compile", help="compile a model with a spec; fail if its configurations did not land"
     )

@@ -11,7 +11,7 @@ EXIT_PASS = 0
 EXIT_FAIL = 1
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("spec", help="check, link, show and dump tuning specs")
     commands = parser.add_subparsers(dest="spec_command", required=True, parser_class=type(parser))
 
@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     dump.add_argument("model", type=Path)
     dump.add_argument("--target", required=True, help="cpu | cuda:sm_80 | rocm:gfx942")
     dump.add_argument("--spec", type=Path)
-    dump.add_argument("--with-default-specs", action="store_true", help="add IREE's default specs (ROCm)")
+    dump.add_argument(
+        "--with-default-specs", action="store_true", help="add IREE's default specs (ROCm)"
+    )
     dump.add_argument("--compile-timeout", type=float, default=300.0)
     dump.set_defaults(handler=run_dump)
 
@@ -74,7 +76,9 @@ def run_show(arguments: argparse.Namespace) -> int:
 
         target = parse_target(arguments.target)
         with tempfile.TemporaryDirectory(prefix="ireetune_show_") as folder:
-            roots = read_dispatch_roots(arguments.model, target, Path(folder), arguments.compile_timeout)
+            roots = read_dispatch_roots(
+                arguments.model, target, Path(folder), arguments.compile_timeout
+            )
         sys.stdout.write(render_coverage(compute_coverage(matchers, roots), matchers))
     return EXIT_PASS
 

@@ -94,7 +94,9 @@ def dump_used_spec(
     with_default_specs: bool,
     timeout_s: float,
 ) -> DumpedSpec:
-    """Return the final linked spec the compiler uses for a model (`--iree-codegen-dump-tuning-specs-to`).
+    """Return the final linked spec the compiler uses for a model, as it dumps it.
+
+    The dump comes from `--iree-codegen-dump-tuning-specs-to`.
 
     The compiler links the user's spec first and its default specs after, so user matchers win.
     On CUDA the spec is a transform-dialect library that the compiler runs as given: no linking
@@ -125,7 +127,9 @@ def dump_used_spec(
         if result.timed_out:
             raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
         if result.returncode != 0:
-            raise IreetuneError(f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}")
+            raise IreetuneError(
+                f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+            )
         dumped = sorted(dump_dir.glob("*.mlir")) if dump_dir.is_dir() else []
         texts = [path.read_text() for path in dumped]
     if not target.links_specs:
@@ -137,7 +141,8 @@ def dump_used_spec(
         return DumpedSpec(spec_path.read_text(), linked_by_compiler=False, note=note)
     if not texts:
         raise IreetuneError(
-            f"the compiler used no tuning spec for {model_path} on {target.name} (no dispatch to configure?)"
+            f"the compiler used no tuning spec for {model_path} on {target.name} "
+            "(no dispatch to configure?)"
         )
     # One linked spec is dumped per compilation; several would come from several executables.
     return DumpedSpec("\n".join(texts), linked_by_compiler=True, note="")
@@ -205,7 +210,9 @@ def compile_with_spec(
         if result.timed_out:
             raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
         if result.returncode != 0:
-            raise IreetuneError(f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}")
+            raise IreetuneError(
+                f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+            )
         checks: list[LandingCheck] = []
         notes: list[str] = []
         for index, config_path in enumerate(sorted(config_dir.glob("*.mlir"))):
@@ -224,9 +231,11 @@ def compile_with_spec(
                     notes.append(f"{name}: not checked, {undecided} cannot be evaluated statically")
                 if coverage.winner is None or coverage.winner.lowering_config is None:
                     continue
-                found = root_op.attributes["lowering_config"] if "lowering_config" in root_op.attributes else None
+                found = root_op.attributes.get("lowering_config")
                 checks.append(
-                    LandingCheck(name, coverage.winner.name, coverage.winner.lowering_config, str(found))
+                    LandingCheck(
+                        name, coverage.winner.name, coverage.winner.lowering_config, str(found)
+                    )
                 )
         report = CompileReport(output_path, tuple(checks), tuple(notes))
         if report.landed:
@@ -236,7 +245,7 @@ def compile_with_spec(
 
 
 def _configured_ops(module: ir.Module) -> list[ir.Operation]:
-    """Return the ops that carry a `lowering_config` (the configuration dump keeps no root_op mark)."""
+    """Return the ops that carry a `lowering_config`; the configuration dump has no root_op mark."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:

@@ -43,7 +43,9 @@ func.func @spec_load_check(%lhs: tensor<3x7xf32>, %rhs: tensor<7x5xf32>) -> tens
   return %result : tensor<3x5xf32>
 }
 """
-_COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?P<column>\d+): error: (?P<message>.*)$")
+_COMPILER_ERROR = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?P<column>\d+): error: (?P<message>.*)$"
+)
 
 
 class ViolationSource(enum.Enum):
@@ -147,7 +149,8 @@ def check_anatomy(spec: ir.Operation) -> list[Violation]:
     if not entry_points:
         report(
             spec,
-            f"The spec has no entry point: no transform.named_sequence carries '{ENTRYPOINT_ATTR}'.",
+            "The spec has no entry point: no transform.named_sequence carries "
+            f"'{ENTRYPOINT_ATTR}'.",
         )
     effects = {}
     for entry in entry_points:
@@ -166,8 +169,8 @@ def check_anatomy(spec: ir.Operation) -> list[Violation]:
         readonly = ", ".join(f"@{n}" for n, e in effects.items() if e == "readonly")
         report(
             spec,
-            f"Entry points disagree: {consumed} consume their argument but {readonly} only read it; "
-            "linking needs them all one way.",
+            f"Entry points disagree: {consumed} consume their argument but {readonly} only read "
+            "it; linking needs them all one way.",
         )
     return violations
 
@@ -190,15 +193,30 @@ def load_with_compiler(spec_path: Path, target: CompileTarget, timeout_s: float)
             timeout_s=timeout_s,
         )
     if result.timed_out:
-        return [Violation(None, f"iree-compile took over {timeout_s:.0f} s to load the spec.", ViolationSource.LOAD)]
+        return [
+            Violation(
+                None,
+                f"iree-compile took over {timeout_s:.0f} s to load the spec.",
+                ViolationSource.LOAD,
+            )
+        ]
     if result.returncode == 0:
         return []
     violations = []
     for line in result.stderr.splitlines():
         match = _COMPILER_ERROR.match(line)
-        if match:
+        if not match:
+            continue
+        if Path(match["file"]).name == model_path.name:
+            # The error is located in our own tiny model: say what it was, not a temporary path.
+            location = None
+            message = f"Applying the spec to a 3x7x5 f32 matmul fails: {match['message'][:300]}"
+        else:
             location = SourceLocation(match["file"], int(match["line"]), int(match["column"]))
-            violations.append(Violation(location, match["message"], ViolationSource.LOAD))
+            message = match["message"][:300]
+        violations.append(Violation(location, message, ViolationSource.LOAD))
+        # Later errors repeat the first one from further up the pipeline.
+        break
     if not violations:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
         message = f"iree-compile failed to load the spec: {tail[0][:300]}"

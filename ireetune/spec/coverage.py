@@ -13,8 +13,10 @@ from ireetune.spec.inspect import DispatchRoot
 from ireetune.targets.base import Target
 
 
-def read_dispatch_roots(model_path: Path, target: Target, folder: Path, timeout_s: float) -> list[DispatchRoot]:
-    """Dump a model's dispatches and parse each root op; unsupported ones keep only their op name."""
+def read_dispatch_roots(
+    model_path: Path, target: Target, folder: Path, timeout_s: float
+) -> list[DispatchRoot]:
+    """Dump a model's dispatches and parse each root op; others keep only their op name."""
     roots = []
     context = ir.Context()
     for dispatch in dump_dispatches(model_path, target, folder, timeout_s):

@@ -57,7 +57,8 @@ class ContractionPattern:
             for role, sizes in zip(_ROLES, self.sizes, strict=True)
         )
         maps = "; ".join(self.indexing_maps) if self.indexing_maps else "any maps"
-        return f"contraction {self.lhs_type} x {self.rhs_type} -> {self.output_type}, {dims}, maps {maps}"
+        types = f"{self.lhs_type} x {self.rhs_type} -> {self.output_type}"
+        return f"contraction {types}, {dims}, maps {maps}"
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,10 @@ def _contraction_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> Co
             sizes[result.result_number] = tuple(expected)
     maps: tuple[str, ...] = ()
     if "indexing_maps" in match_op.attributes:
-        maps = tuple(str(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(match_op.attributes["indexing_maps"]))
+        maps = tuple(
+            str(ir.AffineMapAttr(a).value)
+            for a in ir.ArrayAttr(match_op.attributes["indexing_maps"])
+        )
     return ContractionPattern(
         lhs_type=str(ir.TypeAttr(match_op.attributes["lhs_type"]).value),
         rhs_type=str(ir.TypeAttr(match_op.attributes["rhs_type"]).value),
@@ -149,7 +153,11 @@ def _describe_condition(op: ir.Operation) -> str:
     if op.name == "transform.iree.match.cast_compatible_type":
         return f"a value of type {ir.TypeAttr(op.attributes['target_type']).value}"
     if op.name == "transform.iree.match.cast_compatible_dag_from_root":
-        inner = [child.operation.name for child in op.regions[0].blocks[0].operations]
+        inner = [
+            child.operation.name
+            for child in op.regions[0].blocks[0].operations
+            if not child.operation.name.endswith(".yield")
+        ]
         return "a DAG of " + ", ".join(inner)
     return f"checked by {op.name}"
 
@@ -163,11 +171,15 @@ class _Collected:
     other_params: list[str]
 
 
-def _collect(sequence: ir.Operation, table: ir.SymbolTable, found: _Collected, seen: set[str]) -> None:
+def _collect(
+    sequence: ir.Operation, table: ir.SymbolTable, found: _Collected, seen: set[str]
+) -> None:
     body = _region_ops(sequence)
     for op in body:
         if op.name == "transform.match.operation_name":
-            found.op_names.extend(ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"]))
+            found.op_names.extend(
+                ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])
+            )
         elif op.name == "transform.iree.match.contraction":
             found.contraction = _contraction_pattern(op, body)
         elif op.name == "transform.param.constant":
@@ -235,7 +247,9 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
             )
             for matcher, action in pairs:
                 matchers.append(
-                    _read_matcher(_symbol(matcher), _symbol(action), table, module_name, qualified_entry)
+                    _read_matcher(
+                        _symbol(matcher), _symbol(action), table, module_name, qualified_entry
+                    )
                 )
     return matchers
 
@@ -274,11 +288,12 @@ def pick_winner(hits: Sequence[MatcherInfo]) -> tuple[MatcherInfo, str]:
     last_entry = hits[-1].entry_point
     winner = next(m for m in hits if m.entry_point == last_entry)
     if all(m.entry_point == last_entry for m in hits):
-        reason = "it comes first in the same transform.foreach_match, which applies only the first matcher that succeeds"
-    else:
         reason = (
-            f"its entry point @{last_entry} runs after the others and annotates the op last"
+            "it comes first in the same transform.foreach_match, which applies only the first "
+            "matcher that succeeds"
         )
+    else:
+        reason = f"its entry point @{last_entry} runs after the others and annotates the op last"
     return winner, reason
 
 
@@ -310,7 +325,7 @@ HOT_FLOP_SHARE = 0.05
 def compute_coverage(
     matchers: Sequence[MatcherInfo], dispatches: Sequence[DispatchRoot]
 ) -> list[DispatchCoverage]:
-    """Say for each dispatch which matcher IREE applies (the first hit in order) and which it shadows.
+    """Say for each dispatch which matcher IREE applies (the first hit) and which it shadows.
 
     A matcher whose verdict is unknown before the first hit makes the winner undecided: it is
     listed in `undecided` and no winner is claimed.
@@ -372,7 +387,11 @@ def render_coverage(coverage: Sequence[DispatchCoverage], matchers: Sequence[Mat
             if item.shadowed:
                 verdict += " (shadows " + ", ".join(f"@{m.name}" for m in item.shadowed) + ")"
         elif item.undecided:
-            verdict = "undecided: " + ", ".join(f"@{m.name}" for m in item.undecided) + " cannot be evaluated statically"
+            verdict = (
+                "undecided: "
+                + ", ".join(f"@{m.name}" for m in item.undecided)
+                + " cannot be evaluated statically"
+            )
         else:
             verdict = "NOT COVERED"
         lines.append(f"  {dispatch.index}: {dispatch.name} [{label}]{share}: {verdict}")
@@ -383,8 +402,14 @@ def render_coverage(coverage: Sequence[DispatchCoverage], matchers: Sequence[Mat
     uncovered.sort(key=lambda c: -(c.flop_share or 0.0))
     for item in uncovered:
         hot = item.flop_share is not None and item.flop_share >= HOT_FLOP_SHARE
-        cost = f"{item.flop_share:.0%} of FLOPs" if item.flop_share is not None else "cost unknown (not a contraction)"
-        lines.append(f"  {'HOT ' if hot else ''}{item.dispatch.index}: {item.dispatch.name} ({cost})")
+        cost = (
+            f"{item.flop_share:.0%} of FLOPs"
+            if item.flop_share is not None
+            else "cost unknown (not a contraction)"
+        )
+        lines.append(
+            f"  {'HOT ' if hot else ''}{item.dispatch.index}: {item.dispatch.name} ({cost})"
+        )
     if not uncovered:
         lines.append("  none")
     if unused:

@@ -28,7 +28,12 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
-from ireetune.spec.check import ENTRYPOINT_ATTR, WITH_NAMED_SEQUENCE_ATTR, check_anatomy, find_entry_points
+from ireetune.spec.check import (
+    ENTRYPOINT_ATTR,
+    WITH_NAMED_SEQUENCE_ATTR,
+    check_anatomy,
+    find_entry_points,
+)
 from ireetune.spec.inspect import MatcherInfo, list_matchers, pick_winner
 from ireetune.spec.source import parse_spec, read_spec
 from ireetune.tools import find_tool, first_error_line, run_tool
@@ -121,7 +126,9 @@ def assign_module_names(units: Sequence[SpecUnit]) -> list[str]:
     taken: set[str] = set()
     names = []
     for unit in units:
-        base = unit.module_name or re.sub(r"[^A-Za-z0-9_]", "_", Path(unit.label.split("::")[0]).stem)
+        base = unit.module_name or re.sub(
+            r"[^A-Za-z0-9_]", "_", Path(unit.label.split("::")[0]).stem
+        )
         name, suffix = base or "spec", 1
         while name in taken:
             suffix += 1
@@ -159,10 +166,10 @@ def make_symbols_unique(units: Sequence[SpecUnit]) -> list[Rename]:
 def combine_specs(units: Sequence[SpecUnit], context: ir.Context) -> ir.Module:
     """Nest specs as uniquely named inner modules of one module, the link pass's input.
 
-        module attributes {transform.with_named_sequence} {
-          module @tuned_a attributes {transform.with_named_sequence, ...} { ... }
-          module @tuned_b attributes {transform.with_named_sequence, ...} { ... }
-        }
+    module attributes {transform.with_named_sequence} {
+      module @tuned_a attributes {transform.with_named_sequence, ...} { ... }
+      module @tuned_b attributes {transform.with_named_sequence, ...} { ... }
+    }
     """
     with context, ir.Location.unknown():
         combined = ir.Module.create()
@@ -212,7 +219,9 @@ def find_overlaps(matchers: Sequence[MatcherInfo], origin: dict[str, str]) -> li
     return overlaps
 
 
-def link_spec_files(spec_paths: Sequence[Path], output_path: Path, timeout_s: float = 60.0) -> LinkResult:
+def link_spec_files(
+    spec_paths: Sequence[Path], output_path: Path, timeout_s: float = 60.0
+) -> LinkResult:
     """Combine and link spec files into `output_path`; report renames and overlapping matchers."""
     if not spec_paths:
         raise IreetuneError("give at least one spec to link")
@@ -225,7 +234,9 @@ def link_spec_files(spec_paths: Sequence[Path], output_path: Path, timeout_s: fl
         parsed_specs.append(spec)
         problems = check_anatomy(spec)
         if problems:
-            raise IreetuneError(f"{path} is not a valid tuning spec: {problems[0]} (run 'ireetune spec check')")
+            raise IreetuneError(
+                f"{path} is not a valid tuning spec: {problems[0]} (run 'ireetune spec check')"
+            )
         units.extend(split_into_units(str(path), spec))
     if not units:
         raise IreetuneError("the inputs hold no tuning spec with an entry point")
@@ -242,13 +253,25 @@ def link_spec_files(spec_paths: Sequence[Path], output_path: Path, timeout_s: fl
             linked_path = Path(folder) / "linked.mlir"
             combined_path.write_text(str(combined))
             result = run_tool(
-                [find_tool("iree-opt"), str(combined_path), "--iree-codegen-link-tuning-specs", "-o", str(linked_path)],
+                [
+                    find_tool("iree-opt"),
+                    str(combined_path),
+                    "--iree-codegen-link-tuning-specs",
+                    "-o",
+                    str(linked_path),
+                ],
                 timeout_s=timeout_s,
             )
             if result.returncode != 0:
-                raise IreetuneError(f"iree-opt could not link the specs: {first_error_line(result.stderr)}")
+                raise IreetuneError(
+                    f"iree-opt could not link the specs: {first_error_line(result.stderr)}"
+                )
             linked_text = linked_path.read_text()
-            warnings = tuple(line.split("warning: ", 1)[1] for line in result.stderr.splitlines() if "warning: " in line)
+            warnings = tuple(
+                line.split("warning: ", 1)[1]
+                for line in result.stderr.splitlines()
+                if "warning: " in line
+            )
         form = _linked_form(parse_spec(linked_text, str(output_path), context))
     linked = parse_spec(linked_text, str(output_path), context)
     matchers = list_matchers(linked)
@@ -256,10 +279,14 @@ def link_spec_files(spec_paths: Sequence[Path], output_path: Path, timeout_s: fl
     overlaps = find_overlaps(matchers, origin)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     output_path.write_text(linked_text)
-    return LinkResult(output_path, form, labels, len(matchers), tuple(renames), tuple(overlaps), warnings)
+    return LinkResult(
+        output_path, form, labels, len(matchers), tuple(renames), tuple(overlaps), warnings
+    )
 
 
-def _matcher_origins(units: Sequence[SpecUnit], linked: Sequence[MatcherInfo], form: LinkForm) -> dict[str, str]:
+def _matcher_origins(
+    units: Sequence[SpecUnit], linked: Sequence[MatcherInfo], form: LinkForm
+) -> dict[str, str]:
     """Map each matcher name of the linked spec to the input it came from."""
     if form is LinkForm.MERGED:
         # The merged transform.foreach_match lists the inputs' pairs in link order.
@@ -279,7 +306,10 @@ def render_link_result(result: LinkResult) -> str:
         f"({result.form.value} form, {result.matcher_count} matchers)",
     ]
     lines.extend(f"  link order {i}: {label}" for i, label in enumerate(result.spec_labels))
-    lines.extend(f"renamed @{r.old_name} to @{r.new_name} in {r.spec} (name taken by an earlier spec)" for r in result.renames)
+    lines.extend(
+        f"renamed @{r.old_name} to @{r.new_name} in {r.spec} (name taken by an earlier spec)"
+        for r in result.renames
+    )
     lines.extend(f"compiler warning: {w}" for w in result.compiler_warnings)
     for overlap in result.overlaps:
         members = ", ".join(f"@{name} ({spec})" for spec, name in overlap.matchers)

@@ -60,7 +60,9 @@ def find_location(location: ir.Location) -> SourceLocation | None:
     except ValueError:
         file_location = None
     if file_location is not None:
-        return SourceLocation(file_location.filename, file_location.start_line, file_location.start_col)
+        return SourceLocation(
+            file_location.filename, file_location.start_line, file_location.start_col
+        )
     try:
         fused = ir.FusedLoc(location)
     except ValueError:
@@ -81,10 +83,14 @@ def parse_spec(text: str, source_name: str, context: ir.Context) -> ir.Operation
             SpecDiagnostic(find_location(diagnostic.location), diagnostic.message)
             for diagnostic in error.error_diagnostics
         )
-        raise SpecParseError(source_name, diagnostics or (SpecDiagnostic(None, error.message),)) from error
+        raise SpecParseError(
+            source_name, diagnostics or (SpecDiagnostic(None, error.message),)
+        ) from error
     operation = parsed.operation
     if operation.name != "builtin.module":
-        raise IreetuneError(f"{source_name} holds a '{operation.name}', not a module: not a tuning spec")
+        raise IreetuneError(
+            f"{source_name} holds a '{operation.name}', not a module: not a tuning spec"
+        )
     return operation
 
 
