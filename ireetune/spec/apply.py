@@ -1,0 +1,274 @@
+"""Apply a spec to a model the right way for its target, and show what the compiler used.
+
+How a spec reaches the compiler depends on the target (see REFERENCE.md): llvm-cpu and ROCm read
+`--iree-codegen-tuning-spec-path`, CUDA silently ignores that flag and needs
+`--iree-codegen-transform-dialect-library`. Only ROCm ships default specs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.targets import parse_target
+from ireetune.tools import find_tool, first_error_line, run_tool
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    """What compiling with a spec needs to know about a target."""
+
+    name: str
+    compile_flags: tuple[str, ...]
+    spec_flag: str
+    links_specs: bool
+    has_default_specs: bool
+
+    def spec_flags(self, spec_path: Path) -> list[str]:
+        """Return the flag that makes iree-compile apply the spec at `spec_path`."""
+        return [f"{self.spec_flag}={spec_path}"]
+
+
+_TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
+_LIBRARY_FLAG = "--iree-codegen-transform-dialect-library"
+
+
+def resolve_compile_target(text: str) -> CompileTarget:
+    """Turn a `--target` value (`cpu`, `cuda:sm_80`, `rocm:gfx942`) into a CompileTarget."""
+    family, _, arch = text.partition(":")
+    family = family.strip().lower()
+    if family in ("cuda", "rocm", "hip"):
+        return _gpu_compile_target(family, arch.strip())
+    target = parse_target(text)
+    flags = target.spec_flags(Path("SPEC"))
+    assert len(flags) == 1 and flags[0].endswith("=SPEC"), f"unexpected spec flags {flags}"
+    return CompileTarget(
+        name=target.name,
+        compile_flags=tuple(target.compile_flags()),
+        spec_flag=flags[0].removesuffix("=SPEC"),
+        links_specs=True,
+        has_default_specs=False,
+    )
+
+
+def _gpu_compile_target(family: str, arch: str) -> CompileTarget:
+    # TODO(targets): take these flags from ireetune.targets.gpu once that target lands; they are
+    # the ones REFERENCE.md gives and compile here without a GPU.
+    if family == "cuda":
+        arch = arch or "sm_80"
+        return CompileTarget(
+            name=f"cuda:{arch}",
+            compile_flags=("--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}"),
+            spec_flag=_LIBRARY_FLAG,
+            links_specs=False,
+            has_default_specs=False,
+        )
+    arch = arch or "gfx942"
+    return CompileTarget(
+        name=f"rocm:{arch}",
+        compile_flags=("--iree-hal-target-device=hip", f"--iree-rocm-target={arch}"),
+        spec_flag=_TUNING_SPEC_FLAG,
+        links_specs=True,
+        has_default_specs=True,
+    )
+
+
+@dataclass(frozen=True)
+class DumpedSpec:
+    """The spec text the compiler used for a model, and where it came from."""
+
+    text: str
+    linked_by_compiler: bool
+    note: str
+
+
+def dump_used_spec(
+    model_path: Path,
+    target: CompileTarget,
+    spec_path: Path | None,
+    with_default_specs: bool,
+    timeout_s: float,
+) -> DumpedSpec:
+    """Return the final linked spec the compiler uses for a model, as it dumps it.
+
+    The dump comes from `--iree-codegen-dump-tuning-specs-to`.
+
+    The compiler links the user's spec first and its default specs after, so user matchers win.
+    On CUDA the spec is a transform-dialect library that the compiler runs as given: no linking
+    happens and nothing is dumped, so the spec itself is returned.
+    """
+    if not model_path.is_file():
+        raise IreetuneError(f"model not found: {model_path}")
+    if with_default_specs and not target.has_default_specs:
+        raise IreetuneError(f"IREE ships no default tuning specs for {target.name} (only for ROCm)")
+    if spec_path is None and not with_default_specs:
+        raise IreetuneError("nothing to dump: give --spec SPEC and/or --with-default-specs")
+    if spec_path is not None and not spec_path.is_file():
+        raise IreetuneError(f"spec not found: {spec_path}")
+    with tempfile.TemporaryDirectory(prefix="ireetune_dump_") as folder:
+        dump_dir = Path(folder) / "specs"
+        arguments = [
+            find_tool("iree-compile"),
+            str(model_path),
+            *target.compile_flags,
+            *(target.spec_flags(spec_path) if spec_path else []),
+            *(["--iree-codegen-enable-default-tuning-specs"] if with_default_specs else []),
+            f"--iree-codegen-dump-tuning-specs-to={dump_dir}",
+            "--compile-to=executable-configurations",
+            "-o",
+            str(Path(folder) / "configured.mlir"),
+        ]
+        result = run_tool(arguments, timeout_s=timeout_s)
+        if result.timed_out:
+            raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
+        if result.returncode != 0:
+            raise IreetuneError(
+                f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+            )
+        dumped = sorted(dump_dir.glob("*.mlir")) if dump_dir.is_dir() else []
+        texts = [path.read_text() for path in dumped]
+    if not target.links_specs:
+        assert spec_path is not None
+        note = (
+            f"{target.name} applies the spec as a transform-dialect library ({target.spec_flag}); "
+            "the compiler links nothing, so this is the spec as given."
+        )
+        return DumpedSpec(spec_path.read_text(), linked_by_compiler=False, note=note)
+    if not texts:
+        raise IreetuneError(
+            f"the compiler used no tuning spec for {model_path} on {target.name} "
+            "(no dispatch to configure?)"
+        )
+    # One linked spec is dumped per compilation; several would come from several executables.
+    return DumpedSpec("\n".join(texts), linked_by_compiler=True, note="")
+
+
+@dataclass(frozen=True)
+class LandingCheck:
+    """Whether the configuration a matcher should apply to a dispatch is the one compiled."""
+
+    dispatch: str
+    matcher: str
+    expected: str
+    found: str
+
+    @property
+    def landed(self) -> bool:
+        return self.expected == self.found
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """What `ireetune compile` compiled and whether the spec's configurations landed."""
+
+    output_path: Path
+    checks: tuple[LandingCheck, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def landed(self) -> bool:
+        return bool(self.checks) and all(check.landed for check in self.checks)
+
+
+def compile_with_spec(
+    model_path: Path, target: CompileTarget, spec_path: Path, output_path: Path, timeout_s: float
+) -> CompileReport:
+    """Compile a model with a spec and check every predicted hit against the configuration dump.
+
+    For each dispatch the static comparison says a matcher configures, the root op's
+    `lowering_config` in `--iree-hal-dump-executable-configurations-to` must equal the matcher's.
+    The `.vmfb` is written to `output_path` only when every configuration landed.
+    """
+    from ireetune.problem.root_op import parse_problem
+    from ireetune.spec.inspect import DispatchRoot, compute_coverage, list_matchers
+    from ireetune.spec.source import read_spec
+
+    if not model_path.is_file():
+        raise IreetuneError(f"model not found: {model_path}")
+    context = ir.Context()
+    matchers = list_matchers(read_spec(spec_path, context))
+    with tempfile.TemporaryDirectory(prefix="ireetune_compile_") as folder:
+        config_dir = Path(folder) / "configurations"
+        vmfb_path = Path(folder) / "model.vmfb"
+        result = run_tool(
+            [
+                find_tool("iree-compile"),
+                str(model_path),
+                *target.compile_flags,
+                *target.spec_flags(spec_path),
+                f"--iree-hal-dump-executable-configurations-to={config_dir}",
+                "-o",
+                str(vmfb_path),
+            ],
+            timeout_s=timeout_s,
+        )
+        if result.timed_out:
+            raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
+        if result.returncode != 0:
+            raise IreetuneError(
+                f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+            )
+        checks: list[LandingCheck] = []
+        notes: list[str] = []
+        for index, config_path in enumerate(sorted(config_dir.glob("*.mlir"))):
+            name = config_path.stem.removeprefix("configured_").removeprefix("module_")
+            with context:
+                module = ir.Module.parse(config_path.read_text())
+            for root_op in _configured_ops(module):
+                try:
+                    problem = parse_problem(root_op)
+                except IreetuneError:
+                    continue
+                dispatch = DispatchRoot(index, name, root_op.name, problem)
+                (coverage,) = compute_coverage(matchers, [dispatch])
+                if coverage.undecided:
+                    undecided = ", ".join(f"@{m.name}" for m in coverage.undecided)
+                    notes.append(f"{name}: not checked, {undecided} cannot be evaluated statically")
+                if coverage.winner is None or coverage.winner.lowering_config is None:
+                    continue
+                found = root_op.attributes.get("lowering_config")
+                checks.append(
+                    LandingCheck(
+                        name, coverage.winner.name, coverage.winner.lowering_config, str(found)
+                    )
+                )
+        report = CompileReport(output_path, tuple(checks), tuple(notes))
+        if report.landed:
+            output_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(vmfb_path, output_path)
+    return report
+
+
+def _configured_ops(module: ir.Module) -> list[ir.Operation]:
+    """Return the ops that carry a `lowering_config`; the configuration dump has no root_op mark."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if "lowering_config" in op.attributes:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def render_compile_report(report: CompileReport) -> str:
+    """Render one line per checked dispatch and the notes."""
+    lines = []
+    for check in report.checks:
+        if check.landed:
+            lines.append(f"landed: @{check.matcher} configured {check.dispatch}")
+        else:
+            lines.append(
+                f"NOT LANDED: @{check.matcher} should configure {check.dispatch} with "
+                f"{check.expected} but the compiler used {check.found}"
+            )
+    lines.extend(f"note: {note}" for note in report.notes)
+    if report.landed:
+        lines.append(f"wrote {report.output_path}")
+    return "\n".join(lines) + "\n"

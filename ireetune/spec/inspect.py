@@ -1,0 +1,417 @@
+"""Read what a spec's matchers match and which configuration each applies.
+
+A matcher is the first symbol of a `transform.foreach_match` pair. Its conditions are read from
+the match ops in its body (following `transform.include` into helper sequences):
+
+    %b, %m, %n, %k = transform.iree.match.contraction %root, lhs_type = f32, rhs_type = f32,
+        output_type = f32, indexing_maps = [...] : !transform.any_op -> !transform.param<i64>
+    transform.iree.match.dims_equal %m, [64] : !transform.param<i64>
+
+and its configuration from the `transform.param.constant` holding a
+`#iree_codegen.compilation_info<...>`. Contraction conditions are compared statically with a
+dispatch's parsed root op; matchers built from other ops are described but not evaluated.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.spec.check import find_entry_points
+from ireetune.spec.source import SourceLocation, find_location
+
+_ROLES = ("batch", "m", "n", "k")
+# Ops in a matcher body that bind handles or values and constrain nothing themselves.
+_NEUTRAL_OPS = frozenset(
+    {
+        "transform.yield",
+        "transform.param.constant",
+        "transform.get_operand",
+        "transform.get_result",
+        "transform.include",
+        "transform.iree.match.contraction",
+        "transform.iree.match.dims_equal",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ContractionPattern:
+    """What `transform.iree.match.contraction` plus `dims_equal` require; None sizes are free."""
+
+    lhs_type: str
+    rhs_type: str
+    output_type: str
+    indexing_maps: tuple[str, ...]
+    sizes: tuple[tuple[int, ...] | None, ...]
+
+    def describe(self) -> str:
+        """Describe the pattern: `contraction 64x128x96 (b=[] m=[64] ...) f32*f32->f32`."""
+        dims = " ".join(
+            f"{role}={list(sizes) if sizes is not None else 'any'}"
+            for role, sizes in zip(_ROLES, self.sizes, strict=True)
+        )
+        maps = "; ".join(self.indexing_maps) if self.indexing_maps else "any maps"
+        types = f"{self.lhs_type} x {self.rhs_type} -> {self.output_type}"
+        return f"contraction {types}, {dims}, maps {maps}"
+
+
+@dataclass(frozen=True)
+class MatcherInfo:
+    """One matcher/action pair of a spec and what it matches and applies."""
+
+    name: str
+    action: str
+    module: str
+    entry_point: str
+    location: SourceLocation | None
+    op_names: tuple[str, ...]
+    contraction: ContractionPattern | None
+    other_conditions: tuple[str, ...]
+    lowering_config: str | None
+    translation_info: str | None
+    other_params: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        """Name what the matcher matches: `contraction`, an op name list, or `unknown`."""
+        if self.contraction is not None:
+            return "contraction"
+        if self.op_names:
+            return " | ".join(self.op_names)
+        return "unknown"
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """List every condition the matcher checks, as readable text."""
+        found = []
+        if self.op_names:
+            found.append("op name in [" + ", ".join(self.op_names) + "]")
+        if self.contraction is not None:
+            found.append(self.contraction.describe())
+        return (*found, *self.other_conditions)
+
+    @property
+    def match_key(self) -> tuple[str, ...]:
+        """Identify what is matched: two matchers with equal keys match the same ops."""
+        return self.conditions
+
+
+class MatchVerdict(enum.Enum):
+    """Whether a matcher matches a root op, as far as a static comparison can tell."""
+
+    HIT = "hit"
+    MISS = "miss"
+    UNKNOWN = "unknown"
+
+
+def _symbol(attribute: ir.Attribute) -> str:
+    return ir.FlatSymbolRefAttr(attribute).value
+
+
+def _region_ops(op: ir.Operation) -> list[ir.Operation]:
+    return [child.operation for child in op.regions[0].blocks[0].operations]
+
+
+def _module_name(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
+
+
+def _contraction_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> ContractionPattern:
+    sizes: list[tuple[int, ...] | None] = [None, None, None, None]
+    for op in body:
+        if op.name != "transform.iree.match.dims_equal":
+            continue
+        try:
+            result = ir.OpResult(op.operands[0])
+        except ValueError:
+            continue
+        if result.owner.operation == match_op:
+            expected = ir.DenseI64ArrayAttr(op.attributes["expected_values"])
+            sizes[result.result_number] = tuple(expected)
+    maps: tuple[str, ...] = ()
+    if "indexing_maps" in match_op.attributes:
+        maps = tuple(
+            str(ir.AffineMapAttr(a).value)
+            for a in ir.ArrayAttr(match_op.attributes["indexing_maps"])
+        )
+    return ContractionPattern(
+        lhs_type=str(ir.TypeAttr(match_op.attributes["lhs_type"]).value),
+        rhs_type=str(ir.TypeAttr(match_op.attributes["rhs_type"]).value),
+        output_type=str(ir.TypeAttr(match_op.attributes["output_type"]).value),
+        indexing_maps=maps,
+        sizes=tuple(sizes),
+    )
+
+
+def _describe_condition(op: ir.Operation) -> str:
+    if op.name == "transform.iree.match.cast_compatible_type":
+        return f"a value of type {ir.TypeAttr(op.attributes['target_type']).value}"
+    if op.name == "transform.iree.match.cast_compatible_dag_from_root":
+        inner = [
+            child.operation.name
+            for child in op.regions[0].blocks[0].operations
+            if not child.operation.name.endswith(".yield")
+        ]
+        return "a DAG of " + ", ".join(inner)
+    return f"checked by {op.name}"
+
+
+@dataclass
+class _Collected:
+    op_names: list[str]
+    contraction: ContractionPattern | None
+    other_conditions: list[str]
+    compilation_infos: list[ir.Attribute]
+    other_params: list[str]
+
+
+def _collect(
+    sequence: ir.Operation, table: ir.SymbolTable, found: _Collected, seen: set[str]
+) -> None:
+    body = _region_ops(sequence)
+    for op in body:
+        if op.name == "transform.match.operation_name":
+            found.op_names.extend(
+                ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])
+            )
+        elif op.name == "transform.iree.match.contraction":
+            found.contraction = _contraction_pattern(op, body)
+        elif op.name == "transform.param.constant":
+            value = op.attributes["value"]
+            if iree_codegen.CompilationInfoAttr.isinstance(value):
+                found.compilation_infos.append(value)
+            else:
+                found.other_params.append(str(value))
+        elif op.name == "transform.include":
+            callee = _symbol(op.attributes["target"])
+            if callee not in seen:
+                seen.add(callee)
+                _collect(table[callee].operation, table, found, seen)
+        elif op.name not in _NEUTRAL_OPS:
+            found.other_conditions.append(_describe_condition(op))
+
+
+def _read_matcher(
+    name: str, action: str, table: ir.SymbolTable, module: str, entry_point: str
+) -> MatcherInfo:
+    sequence = table[name].operation
+    found = _Collected([], None, [], [], [])
+    _collect(sequence, table, found, {name})
+    lowering_config = translation_info = None
+    if found.compilation_infos:
+        info = iree_codegen.CompilationInfoAttr(found.compilation_infos[0])
+        lowering_config = str(info.lowering_config)
+        translation_info = str(info.translation_info)
+    return MatcherInfo(
+        name=name,
+        action=action,
+        module=module,
+        entry_point=entry_point,
+        location=find_location(sequence.location),
+        op_names=tuple(found.op_names),
+        contraction=found.contraction,
+        other_conditions=tuple(found.other_conditions),
+        lowering_config=lowering_config,
+        translation_info=translation_info,
+        other_params=tuple(found.other_params),
+    )
+
+
+def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
+    """List every matcher/action pair of every entry point's `transform.foreach_match`, in order.
+
+    The order is the order IREE tries them in: entry points in spec order, pairs in
+    `transform.foreach_match` order.
+    """
+    matchers = []
+    for entry in find_entry_points(spec):
+        module = entry.parent
+        assert module is not None and module.name == "builtin.module"
+        table = ir.SymbolTable(module)
+        module_name = _module_name(module)
+        entry_name = ir.StringAttr(entry.attributes["sym_name"]).value
+        qualified_entry = f"{module_name}::{entry_name}" if module_name else entry_name
+        for op in entry.regions[0].blocks[0].operations:
+            if op.operation.name != "transform.foreach_match":
+                continue
+            pairs = zip(
+                ir.ArrayAttr(op.attributes["matchers"]),
+                ir.ArrayAttr(op.attributes["actions"]),
+                strict=True,
+            )
+            for matcher, action in pairs:
+                matchers.append(
+                    _read_matcher(
+                        _symbol(matcher), _symbol(action), table, module_name, qualified_entry
+                    )
+                )
+    return matchers
+
+
+def match_problem(matcher: MatcherInfo, problem: ContractionProblem) -> MatchVerdict:
+    """Compare a matcher's conditions with a contraction root op's shape and types."""
+    if matcher.op_names and problem.op_name not in matcher.op_names:
+        return MatchVerdict.MISS
+    pattern = matcher.contraction
+    if pattern is None:
+        return MatchVerdict.UNKNOWN
+    problem_sizes = (problem.batch_sizes, problem.m_sizes, problem.n_sizes, problem.k_sizes)
+    same_types = (pattern.lhs_type, pattern.rhs_type, pattern.output_type) == (
+        problem.lhs_type,
+        problem.rhs_type,
+        problem.output_type,
+    )
+    same_maps = not pattern.indexing_maps or pattern.indexing_maps == problem.indexing_maps
+    same_sizes = all(
+        expected is None or expected == actual
+        for expected, actual in zip(pattern.sizes, problem_sizes, strict=True)
+    )
+    if not (same_types and same_maps and same_sizes):
+        return MatchVerdict.MISS
+    return MatchVerdict.UNKNOWN if matcher.other_conditions else MatchVerdict.HIT
+
+
+def pick_winner(hits: Sequence[MatcherInfo]) -> tuple[MatcherInfo, str]:
+    """Return the matcher whose configuration IREE keeps among matchers that all match an op.
+
+    Within one `transform.foreach_match` the first matcher that succeeds is applied and the rest
+    are skipped. Entry points run one after another (a spec linked with `transform.include`s), and
+    a later one annotates the op again, so the last entry point with a hit wins.
+    """
+    assert hits, "no hits to choose from"
+    last_entry = hits[-1].entry_point
+    winner = next(m for m in hits if m.entry_point == last_entry)
+    if all(m.entry_point == last_entry for m in hits):
+        reason = (
+            "it comes first in the same transform.foreach_match, which applies only the first "
+            "matcher that succeeds"
+        )
+    else:
+        reason = f"its entry point @{last_entry} runs after the others and annotates the op last"
+    return winner, reason
+
+
+@dataclass(frozen=True)
+class DispatchRoot:
+    """A model's dispatch and its parsed root op (None when it is not a supported contraction)."""
+
+    index: int
+    name: str
+    root_op_name: str
+    problem: ContractionProblem | None
+
+
+@dataclass(frozen=True)
+class DispatchCoverage:
+    """Which matcher configures a dispatch: the one IREE applies, and any it shadows."""
+
+    dispatch: DispatchRoot
+    winner: MatcherInfo | None
+    shadowed: tuple[MatcherInfo, ...]
+    undecided: tuple[MatcherInfo, ...]
+    flop_share: float | None
+
+
+# A dispatch with at least this share of the model's contraction FLOPs is called hot.
+HOT_FLOP_SHARE = 0.05
+
+
+def compute_coverage(
+    matchers: Sequence[MatcherInfo], dispatches: Sequence[DispatchRoot]
+) -> list[DispatchCoverage]:
+    """Say for each dispatch which matcher IREE applies (the first hit) and which it shadows.
+
+    A matcher whose verdict is unknown before the first hit makes the winner undecided: it is
+    listed in `undecided` and no winner is claimed.
+    """
+    total_flops = sum(d.problem.flops for d in dispatches if d.problem is not None)
+    coverage = []
+    for dispatch in dispatches:
+        hits: list[MatcherInfo] = []
+        undecided: list[MatcherInfo] = []
+        if dispatch.problem is not None:
+            for matcher in matchers:
+                verdict = match_problem(matcher, dispatch.problem)
+                if verdict is MatchVerdict.HIT:
+                    hits.append(matcher)
+                elif verdict is MatchVerdict.UNKNOWN and not hits:
+                    undecided.append(matcher)
+        else:
+            undecided = [
+                m
+                for m in matchers
+                if m.contraction is None and (not m.op_names or dispatch.root_op_name in m.op_names)
+            ]
+        winner = pick_winner(hits)[0] if hits and not undecided else None
+        shadowed = tuple(m for m in hits if m is not winner) if winner else ()
+        share = dispatch.problem.flops / total_flops if dispatch.problem and total_flops else None
+        coverage.append(DispatchCoverage(dispatch, winner, shadowed, tuple(undecided), share))
+    return coverage
+
+
+def render_matchers(matchers: Sequence[MatcherInfo]) -> str:
+    """Render the matcher list of `ireetune spec show`."""
+    if not matchers:
+        return "no matchers: this spec configures nothing\n"
+    lines = []
+    for position, matcher in enumerate(matchers):
+        where = f" ({matcher.location})" if matcher.location else ""
+        module = f"@{matcher.module}::" if matcher.module else ""
+        lines.append(f"{position}. {module}@{matcher.name} -> @{matcher.action}{where}")
+        lines.append(f"   matches: {matcher.kind}")
+        lines.extend(f"     {condition}" for condition in matcher.conditions)
+        if matcher.lowering_config:
+            lines.append(f"   lowering_config: {matcher.lowering_config}")
+            lines.append(f"   translation_info: {matcher.translation_info}")
+        lines.extend(f"   param: {param}" for param in matcher.other_params)
+        if not matcher.lowering_config and not matcher.other_params:
+            lines.append("   applies: no compilation_info found in the matcher")
+    return "\n".join(lines) + "\n"
+
+
+def render_coverage(coverage: Sequence[DispatchCoverage], matchers: Sequence[MatcherInfo]) -> str:
+    """Render which matcher hits which dispatch and which dispatches no matcher covers."""
+    lines = ["dispatches:"]
+    for item in coverage:
+        dispatch = item.dispatch
+        label = dispatch.problem.signature if dispatch.problem else dispatch.root_op_name
+        share = f" {item.flop_share:.0%} of FLOPs" if item.flop_share is not None else ""
+        if item.winner is not None:
+            verdict = f"configured by @{item.winner.name}"
+            if item.shadowed:
+                verdict += " (shadows " + ", ".join(f"@{m.name}" for m in item.shadowed) + ")"
+        elif item.undecided:
+            verdict = (
+                "undecided: "
+                + ", ".join(f"@{m.name}" for m in item.undecided)
+                + " cannot be evaluated statically"
+            )
+        else:
+            verdict = "NOT COVERED"
+        lines.append(f"  {dispatch.index}: {dispatch.name} [{label}]{share}: {verdict}")
+    used = {item.winner.name for item in coverage if item.winner}
+    unused = [m.name for m in matchers if m.name not in used]
+    uncovered = [c for c in coverage if c.winner is None and not c.undecided]
+    lines.append("uncovered dispatches, by cost:")
+    uncovered.sort(key=lambda c: -(c.flop_share or 0.0))
+    for item in uncovered:
+        hot = item.flop_share is not None and item.flop_share >= HOT_FLOP_SHARE
+        cost = (
+            f"{item.flop_share:.0%} of FLOPs"
+            if item.flop_share is not None
+            else "cost unknown (not a contraction)"
+        )
+        lines.append(
+            f"  {'HOT ' if hot else ''}{item.dispatch.index}: {item.dispatch.name} ({cost})"
+        )
+    if not uncovered:
+        lines.append("  none")
+    if unused:
+        lines.append("matchers that configure no dispatch: " + ", ".join(f"@{n}" for n in unused))
+    return "\n".join(lines) + "\n"
