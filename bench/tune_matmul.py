@@ -65,7 +65,9 @@ def measure_generation_rate(size: int, count: int) -> float:
     return produced / (time.perf_counter() - start)
 
 
-def time_models_side_by_side(default_vmfb: Path, tuned_vmfb: Path, size: int, rounds: int) -> tuple[list[float], list[float]]:
+def time_models_side_by_side(
+    default_vmfb: Path, tuned_vmfb: Path, size: int, rounds: int
+) -> tuple[list[float], list[float]]:
     """Time both binaries' `main` alternately in one process on the same inputs."""
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal((size, size)).astype(np.float32) for _ in range(2)]
@@ -105,17 +107,35 @@ def main() -> int:
         model.write_text(matmul_model(args.size))
         start = time.perf_counter()
         result = tune_dispatch(
-            TuneOptions(input_path=model, num_candidates=args.candidates, output_dir=scratch / "runs", use_database=False, show_progress=False)
+            TuneOptions(
+                input_path=model,
+                num_candidates=args.candidates,
+                output_dir=scratch / "runs",
+                use_database=False,
+                show_progress=False,
+            )
         )
         wall_s = time.perf_counter() - start
         compiled = {}
-        for name, extra in (("default", []), ("tuned", [f"--iree-codegen-tuning-spec-path={result.best_spec_path}"] if result.best_spec_path else [])):
+        for name, extra in (
+            ("default", []),
+            (
+                "tuned",
+                [f"--iree-codegen-tuning-spec-path={result.best_spec_path}"]
+                if result.best_spec_path
+                else [],
+            ),
+        ):
             output = scratch / f"{name}.vmfb"
-            subprocess.run(["iree-compile", str(model), *CPU_FLAGS, *extra, "-o", str(output)], check=True)
+            subprocess.run(
+                ["iree-compile", str(model), *CPU_FLAGS, *extra, "-o", str(output)], check=True
+            )
             compiled[name] = output
         digests = {k: hashlib.sha256(v.read_bytes()).hexdigest() for k, v in compiled.items()}
         binaries_differ = digests["default"] != digests["tuned"]
-        default_ms, tuned_ms = time_models_side_by_side(compiled["default"], compiled["tuned"], args.size, args.rounds)
+        default_ms, tuned_ms = time_models_side_by_side(
+            compiled["default"], compiled["tuned"], args.size, args.rounds
+        )
 
     statuses: dict[str, int] = {}
     for record in result.records:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from spec_support import (
+from tests.spec_support import (
     CUDA_SPEC,
     F16_MODEL,
     MATMUL_MODEL,

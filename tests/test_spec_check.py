@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from spec_support import VALID_SPEC, edit, write
+from tests.spec_support import VALID_SPEC, edit, write
 
 from ireetune.cli import main
 from ireetune.spec.apply import resolve_compile_target

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from iree.compiler import ir
-from spec_support import MIXED_MODEL, VALID_SPEC, edit, write
+from tests.spec_support import MIXED_MODEL, VALID_SPEC, edit, write
 
 from ireetune.cli import main
 from ireetune.problem.contraction import ContractionProblem

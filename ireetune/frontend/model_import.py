@@ -29,25 +29,36 @@ def _import_onnx(model_path: Path, work_dir: Path) -> Path:
         import onnx
         from onnx import version_converter
     except ImportError as error:
-        raise IreetuneError("importing ONNX models needs the onnx package: pip install onnx") from error
+        raise IreetuneError(
+            "importing ONNX models needs the onnx package: pip install onnx"
+        ) from error
     try:
         model = onnx.load(str(model_path))
     except Exception as error:  # onnx raises several unrelated types for damaged files.
         raise IreetuneError(f"cannot read {model_path} as ONNX: {error}") from error
-    opset = max((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), default=0)
+    opset = max(
+        (entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")),
+        default=0,
+    )
     work_dir.mkdir(parents=True, exist_ok=True)
     source = model_path
     if opset < ONNX_OPSET:
         try:
             model = version_converter.convert_version(model, ONNX_OPSET)
         except Exception as error:  # The converter raises plain exceptions for unsupported ops.
-            raise IreetuneError(f"cannot upgrade {model_path} from opset {opset} to {ONNX_OPSET}: {error}") from error
+            raise IreetuneError(
+                f"cannot upgrade {model_path} from opset {opset} to {ONNX_OPSET}: {error}"
+            ) from error
         source = work_dir / f"{model_path.stem}_opset{ONNX_OPSET}.onnx"
         onnx.save(model, str(source))
     output = work_dir / f"{model_path.stem}.mlir"
-    result = run_tool([find_tool("iree-import-onnx"), str(source), "-o", str(output)], timeout_s=600)
+    result = run_tool(
+        [find_tool("iree-import-onnx"), str(source), "-o", str(output)], timeout_s=600
+    )
     if result.returncode != 0:
-        raise IreetuneError(f"iree-import-onnx failed on {model_path}: {first_error_line(result.stderr)}")
+        raise IreetuneError(
+            f"iree-import-onnx failed on {model_path}: {first_error_line(result.stderr)}"
+        )
     return output
 
 

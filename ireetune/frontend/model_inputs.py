@@ -35,7 +35,9 @@ def parse_input_spec(text: str) -> InputSpec:
     """Parse `1x3x224x224xf32`, `4xf32=1.5` or `8x8xf16=@values.npy`."""
     match = _SPEC.match(text.strip())
     if match is None:
-        raise IreetuneError(f"bad --input '{text}': expected SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32")
+        raise IreetuneError(
+            f"bad --input '{text}': expected SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32"
+        )
     dims = tuple(int(d) for d in match.group(1).split("x") if d)
     element_type = match.group(2)
     try:
@@ -62,7 +64,9 @@ def read_entry_signature(mlir_text: str) -> tuple[str, list[InputSpec]]:
                 dims = tuple(int(d) for d in torch_tensor.group(1).split(",") if d)
                 specs.append(InputSpec(dims, torch_tensor.group(2)))
             else:
-                raise IreetuneError(f"cannot make inputs for argument '%{argument.strip()}'; give --input")
+                raise IreetuneError(
+                    f"cannot make inputs for argument '%{argument.strip()}'; give --input"
+                )
         return match.group(1), specs
     raise IreetuneError("no public function found in the model")
 
@@ -80,7 +84,9 @@ def make_model_inputs(specs: list[InputSpec], seed: int) -> list[npt.NDArray[np.
             except (OSError, ValueError) as error:
                 raise IreetuneError(f"cannot read input file {path}: {error}") from error
             if tuple(array.shape) != spec.shape:
-                raise IreetuneError(f"input file {path} has shape {array.shape}, expected {spec.shape}")
+                raise IreetuneError(
+                    f"input file {path} has shape {array.shape}, expected {spec.shape}"
+                )
             arrays.append(array.astype(dtype))
         elif spec.value:
             try:
