@@ -4,4 +4,7 @@ Each module defines `register(subparsers)`, which adds its parser and sets `hand
 from the parsed arguments to an exit status) as a default. The list below is the whole registry.
 """
 
-COMMAND_MODULES = ("ireetune.commands.tune_dispatch",)
+COMMAND_MODULES = (
+    "ireetune.commands.tune_dispatch",
+    "ireetune.commands.profile",
+)
