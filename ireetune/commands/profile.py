@@ -27,7 +27,7 @@ _DIMENSION_FLAGS = {
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "profile",
         help="generate, compile, verify and profile dispatches over shapes and configurations",

@@ -82,7 +82,8 @@ def verify_dispatches(
             seed,
         )
         inputs_path = folder / "inputs.npz"
-        np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})
+        arrays = {f"arg{i}": array for i, array in enumerate(inputs)}
+        np.savez(inputs_path, **arrays)  # type: ignore[arg-type]
         jobs = [
             (index, generated_dir / entry.verify_vmfb, folder / f"{entry.name}_output.npy")
             for index, entry in enumerate(operation_entries)

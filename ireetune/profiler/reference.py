@@ -12,6 +12,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +28,9 @@ from ireetune.profiler.operations import (
 from ireetune.verify.compare import numpy_dtype
 
 Array = npt.NDArray[np.generic]
+# Exact values (float64 or int64) computed from the inputs.
+Exact = npt.NDArray[Any]
+Indices = npt.NDArray[np.intp]
 # Above this many multiply-adds the reference is computed on sampled output elements only.
 FULL_REFERENCE_MACS = 1 << 24
 DEFAULT_SAMPLES = 4096
@@ -38,15 +42,13 @@ _EPSILON = {
 }
 
 
-def _exact(
-    array: Array, element_type: ElementType
-) -> npt.NDArray[np.float64] | npt.NDArray[np.int64]:
+def _exact(array: Array, element_type: ElementType) -> Exact:
     if element_type.is_integer:
         return np.asarray(array).astype(np.int64)
     return np.asarray(array).astype(np.float64)
 
 
-def _matmul_operands(operation: MatmulOperation, inputs: Sequence[Array]) -> tuple[Array, Array]:
+def _matmul_operands(operation: MatmulOperation, inputs: Sequence[Array]) -> tuple[Exact, Exact]:
     """Return A as (batch, M, K) and B as (batch, K, N) views, whatever the stored layout."""
     lhs = _exact(inputs[0], operation.input_type)
     rhs = _exact(inputs[1], operation.input_type)
@@ -60,14 +62,14 @@ def _matmul_operands(operation: MatmulOperation, inputs: Sequence[Array]) -> tup
 
 
 def _apply_epilogue(
-    operation: MatmulOperation, values: Array, columns: Array, bias: Array
-) -> Array:
+    operation: MatmulOperation, values: Exact, columns: Indices, bias: Exact
+) -> Exact:
     if operation.kind is not OperationKind.MATMUL_BIAS_RELU:
         return values
     return np.maximum(values + bias[columns], 0)
 
 
-def _conv_operands(operation: ConvOperation, inputs: Sequence[Array]) -> tuple[Array, Array]:
+def _conv_operands(operation: ConvOperation, inputs: Sequence[Array]) -> tuple[Exact, Exact]:
     """Return the image as NHWC and the filter as HWCF, whatever the stored layout."""
     image = _exact(inputs[0], operation.input_type)
     weights = _exact(inputs[1], operation.input_type)
@@ -77,7 +79,7 @@ def _conv_operands(operation: ConvOperation, inputs: Sequence[Array]) -> tuple[A
     return image, weights
 
 
-def compute_reference(operation: Operation, inputs: Sequence[Array]) -> Array:
+def compute_reference(operation: Operation, inputs: Sequence[Array]) -> Exact:
     """Compute the whole exact result (float64 or int64) in the operation's output layout."""
     if isinstance(operation, ConvOperation):
         image, weights = _conv_operands(operation, inputs)
@@ -100,8 +102,8 @@ def compute_reference(operation: Operation, inputs: Sequence[Array]) -> Array:
 
 
 def compute_reference_at(
-    operation: Operation, inputs: Sequence[Array], flat_indices: Array
-) -> Array:
+    operation: Operation, inputs: Sequence[Array], flat_indices: Indices
+) -> Exact:
     """Compute the exact result only at the given flat indices of the output."""
     positions = np.unravel_index(flat_indices, operation.output_shape)
     if isinstance(operation, ConvOperation):
@@ -164,7 +166,7 @@ class Verification:
     detail: str = ""
 
 
-def choose_sample(operation: Operation, samples: int, seed: int) -> Array | None:
+def choose_sample(operation: Operation, samples: int, seed: int) -> Indices | None:
     """Pick output elements to check, or None when the whole reference is cheap enough."""
     size = math.prod(operation.output_shape)
     if size * operation.reduction_size <= FULL_REFERENCE_MACS or size <= samples:
@@ -181,7 +183,7 @@ class Expected:
     """
 
     values: npt.NDArray[np.float64]
-    sample: Array | None
+    sample: Indices | None
 
 
 def compute_expected(

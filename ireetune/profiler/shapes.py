@@ -20,7 +20,6 @@ from ireetune.profiler.operations import (
     DEFAULT_ACCUMULATOR,
     ConvLayout,
     ConvOperation,
-    ElementType,
     MatmulLayout,
     MatmulOperation,
     Operation,
@@ -162,10 +161,10 @@ def expand_sweep(request: SweepRequest) -> list[Operation]:
         for layout, (input_type, accumulator), combo in itertools.product(
             layouts, type_pairs, itertools.product(*sizes.values())
         ):
-            values = dict(zip(names, combo, strict=True))
+            conv_sizes = dict(zip(names, combo, strict=True))
             operations.append(
                 ConvOperation(
-                    **values,
+                    **conv_sizes,
                     input_type=input_type,
                     accumulator_type=accumulator,
                     layout=ConvLayout(layout),
@@ -176,11 +175,11 @@ def expand_sweep(request: SweepRequest) -> list[Operation]:
         for layout, (input_type, accumulator), combo in itertools.product(
             layouts, type_pairs, itertools.product(*sizes.values())
         ):
-            values = dict(zip(names, combo, strict=True))
+            matmul_sizes = dict(zip(names, combo, strict=True))
             operations.append(
                 MatmulOperation(
                     kind=request.kind,
-                    **values,
+                    **matmul_sizes,
                     input_type=input_type,
                     accumulator_type=accumulator,
                     layout=MatmulLayout(layout),
