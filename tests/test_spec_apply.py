@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from ireetune.cli import main
+from ireetune.spec.apply import resolve_compile_target
 from tests.spec_support import (
     CUDA_SPEC,
     F16_MODEL,
@@ -17,9 +20,6 @@ from tests.spec_support import (
     edit,
     write,
 )
-
-from ireetune.cli import main
-from ireetune.spec.apply import resolve_compile_target
 
 
 def _compile(tmp_path: Path, model: str, spec: str, target: str) -> tuple[int, Path]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.spec_support import VALID_SPEC, edit, write
 
 from ireetune.cli import main
 from ireetune.spec.apply import resolve_compile_target
 from ireetune.spec.check import ViolationSource, check_spec
+from tests.spec_support import VALID_SPEC, edit, write
 
 ENTRY = "@__kernel_config(%variant: !transform.any_op {transform.consumed}) -> !transform.any_op\n"
 ENTRY_ATTRS = "\n      attributes {iree_codegen.tuning_spec_entrypoint} {"

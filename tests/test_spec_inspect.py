@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from iree.compiler import ir
-from tests.spec_support import MIXED_MODEL, VALID_SPEC, edit, write
 
 from ireetune.cli import main
 from ireetune.problem.contraction import ContractionProblem
@@ -21,6 +20,7 @@ from ireetune.spec.inspect import (
     match_problem,
 )
 from ireetune.spec.source import SourceLocation, parse_spec
+from tests.spec_support import MIXED_MODEL, VALID_SPEC, edit, write
 
 MAPS = ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)")
 CPU_LOWERING = (

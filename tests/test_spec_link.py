@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.spec_support import MATMUL_MODEL, VALID_SPEC, edit, write
 
 from ireetune.cli import main
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.spec.link import LinkForm, Overlap, Rename, link_spec_files
+from tests.spec_support import MATMUL_MODEL, VALID_SPEC, edit, write
 
 # The same 64x128x96 matcher as VALID_SPEC (and the same symbol names) with another config,
 # plus a 512x512x512 matcher.

@@ -9,4 +9,5 @@ COMMAND_MODULES = (
     "ireetune.commands.db",
     "ireetune.commands.spec",
     "ireetune.commands.compile",
+    "ireetune.commands.profile",
 )

@@ -41,13 +41,22 @@ def _run_job(
     }
 
 
+def _restore_bf16(array: Any) -> Any:
+    """Give back bf16 its type: .npz files store ml_dtypes' bfloat16 as raw 2-byte `V2` values."""
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2:
+        import ml_dtypes
+
+        return array.view(ml_dtypes.bfloat16)
+    return array
+
+
 def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
 
     device = runtime.get_device(request["device"])
     with np.load(request["inputs"]) as archive:
-        inputs = [archive[f"arg{i}"] for i in range(len(archive.files))]
+        inputs = [_restore_bf16(archive[f"arg{i}"]) for i in range(len(archive.files))]
     for job in request["jobs"]:
         try:
             record = _run_job(runtime, device, inputs, job, int(request.get("repetitions", 3)))

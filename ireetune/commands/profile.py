@@ -1,0 +1,212 @@
+"""`ireetune profile`: generate, compile, verify and profile dispatches across shapes and configs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ireetune.commands.arguments import positive_int
+from ireetune.errors import IreetuneError
+from ireetune.profiler.operations import ConvLayout, MatmulLayout, OperationKind
+
+# Every dimension flag, its help text, and the operations that take it.
+_DIMENSION_FLAGS = {
+    "m": "matmul M (rows of the result)",
+    "n": "matmul N (columns of the result)",
+    "k": "matmul K (reduction)",
+    "batch": "batch_matmul batch count; conv2d images",
+    "height": "conv2d image height",
+    "width": "conv2d image width",
+    "channels": "conv2d input channels",
+    "filters": "conv2d filters (output channels)",
+    "kernel_h": "conv2d kernel height",
+    "kernel_w": "conv2d kernel width",
+    "stride": "conv2d stride (both directions)",
+    "dilation": "conv2d dilation (both directions)",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "profile",
+        help="generate, compile, verify and profile dispatches over shapes and configurations",
+        description=(
+            "Sweep operations over shapes, types and configurations. Dimensions take a value "
+            "(64), a list (64,128) or an inclusive range start:stop:step (64:1024:128)."
+        ),
+    )
+    parser.add_argument(
+        "operations",
+        nargs="*",
+        default=[],
+        help="matmul, batch_matmul, conv2d, matmul_bias_relu (none with --problems)",
+    )
+    for name, text in _DIMENSION_FLAGS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, help=text)
+    parser.add_argument(
+        "--dtype", default="f32", help="input element types: f32,f16,bf16,i8 (default f32)"
+    )
+    parser.add_argument(
+        "--acc", default="", help="accumulator (result) types (default f32, i32 for i8)"
+    )
+    parser.add_argument(
+        "--layout", default="", help="matmul: nn,nt,tn,tt (default nn); conv2d: nhwc_hwcf,nchw_fchw"
+    )
+    parser.add_argument(
+        "--problems", type=Path, help="a CSV or JSON file of problems (shapes from models)"
+    )
+    parser.add_argument(
+        "--configs",
+        default="default",
+        help="default | N (first N of the target's search space) | FILE (.mlir spec or .json knobs); comma list",
+    )
+    parser.add_argument(
+        "--dispatches", default="", help="comma-separated regexes selecting dispatches by name"
+    )
+    parser.add_argument(
+        "--target", default="cpu", help="cpu | cuda:sm_80 | rocm:gfx942 (default cpu)"
+    )
+    parser.add_argument("--device", help="runtime device (default: the target's)")
+    parser.add_argument(
+        "--generated-dir", type=Path, default=Path("generated"), help="the output tree"
+    )
+    parser.add_argument(
+        "--phase",
+        choices=("all", "compile", "run"),
+        default="all",
+        help="compile only, run (verify and profile) an already compiled tree, or both",
+    )
+    parser.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--vendor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time the same problem with torch when it is importable",
+    )
+    parser.add_argument("--repetitions", type=positive_int, default=5)
+    parser.add_argument(
+        "--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--samples",
+        type=positive_int,
+        default=4096,
+        help="output elements checked when a problem is too large to check whole",
+    )
+    parser.add_argument(
+        "--peak-gflops", type=float, default=None, help="the device's peak, for Peak(%%)"
+    )
+    parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile")
+    parser.add_argument("--output", type=Path, help="write the results as CSV to this file")
+    parser.add_argument(
+        "--format", choices=("blocks", "csv"), default="blocks", help="console output"
+    )
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from ireetune.profiler.configs import parse_config_request
+    from ireetune.profiler.pipeline import Phase, ProfileOptions, run_profile
+    from ireetune.profiler.report import render_blocks, render_csv
+    from ireetune.profiler.shapes import (
+        DIMENSIONS_BY_KIND,
+        SweepRequest,
+        expand_requests,
+        parse_operation_kind,
+        read_problem_file,
+    )
+
+    phase = Phase(arguments.phase)
+    dimensions = {
+        name: getattr(arguments, name) for name in _DIMENSION_FLAGS if getattr(arguments, name)
+    }
+    kinds = [parse_operation_kind(text) for text in arguments.operations]
+    # Flags are shared by the operations named: each takes the dimensions and layouts it knows.
+    unused = sorted(set(dimensions) - {name for kind in kinds for name in DIMENSIONS_BY_KIND[kind]})
+    if kinds and unused:
+        raise IreetuneError(
+            f"no operation named takes --{', --'.join(u.replace('_', '-') for u in unused)}"
+        )
+    layouts = _split_layouts(arguments.layout, kinds)
+    requests = [
+        SweepRequest(
+            kind=kind,
+            dimensions={
+                name: value
+                for name, value in dimensions.items()
+                if name in DIMENSIONS_BY_KIND[kind]
+            },
+            dtypes=arguments.dtype,
+            accumulators=arguments.acc,
+            layouts=layouts[kind],
+        )
+        for kind in kinds
+    ]
+    if arguments.problems is not None:
+        requests.extend(read_problem_file(arguments.problems))
+    if phase is not Phase.RUN and not requests:
+        raise IreetuneError(
+            "name an operation (matmul, batch_matmul, conv2d, matmul_bias_relu) or --problems"
+        )
+    operations = expand_requests(requests) if phase is not Phase.RUN else []
+    options = ProfileOptions(
+        generated_dir=arguments.generated_dir,
+        target=arguments.target,
+        configs=parse_config_request(arguments.configs),
+        dispatch_patterns=tuple(p for p in arguments.dispatches.split(",") if p),
+        phase=phase,
+        verify=arguments.verify,
+        profile=arguments.profile,
+        device=arguments.device,
+        jobs=arguments.jobs or 0,
+        seed=arguments.seed,
+        repetitions=arguments.repetitions,
+        compile_timeout_s=arguments.compile_timeout,
+        samples=arguments.samples,
+        vendor=arguments.vendor,
+        peak_gflops=arguments.peak_gflops,
+        show_progress=arguments.progress,
+    )
+    result = run_profile(operations, options)
+    for note in result.manifest.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if phase is Phase.COMPILE:
+        for entry in result.manifest.dispatches:
+            reason = f": {entry.reason}" if entry.reason else ""
+            sys.stdout.write(f"[{entry.status.value}] {entry.name}{reason}\n")
+        sys.stdout.write(f"manifest: {arguments.generated_dir / 'manifest.json'}\n")
+        return 0
+    provider = (
+        f"IREE Codegen ({result.manifest.target}, {options.device or result.manifest.device})"
+    )
+    if arguments.format == "csv":
+        sys.stdout.write(render_csv(result.results))
+    else:
+        sys.stdout.write(render_blocks(result.results, provider))
+    if arguments.output is not None:
+        arguments.output.write_text(render_csv(result.results))
+        sys.stderr.write(f"Writing performance report to {arguments.output}\n")
+    return 0
+
+
+def _split_layouts(text: str, kinds: list[OperationKind]) -> dict[OperationKind, str]:
+    """Give each operation the `--layout` values of its family (matmul or convolution layouts)."""
+    conv_values = {layout.value for layout in ConvLayout}
+    matmul_values = {layout.value for layout in MatmulLayout}
+    families = {kind is OperationKind.CONV2D for kind in kinds}
+    if len(families) < 2:
+        return {kind: text for kind in kinds}
+    values = [item.strip().lower() for item in text.split(",") if item.strip()]
+    unknown = [value for value in values if value not in conv_values | matmul_values]
+    if unknown:
+        raise IreetuneError(f"--layout: unknown value '{unknown[0]}'")
+    return {
+        kind: ",".join(
+            value for value in values if (value in conv_values) == (kind is OperationKind.CONV2D)
+        )
+        for kind in kinds
+    }

@@ -1,0 +1,1 @@
+"""The dispatch profiler (`ireetune profile`): generate, compile, verify and profile dispatches."""

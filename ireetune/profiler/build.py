@@ -1,0 +1,390 @@
+"""The compile phase: generate each operation, find its dispatch, attach configurations, compile.
+
+For every operation (seeds/003's layout, under `generated/linalg/<kind>/<operation>/`):
+
+1. write `<operation>.mlir`, a model function computing the operation;
+2. compile it once for the target with dispatch benchmarks dumped and tuner attributes on: this
+   gives the default configuration's verification binary and the dispatch benchmark, whose
+   configuration is stripped into `<operation>_benchmark.mlir`;
+3. read the root op from the benchmark with the IREE bindings; ask the target for the first N
+   configurations of its search space (contractions) and write one tuning spec per configuration;
+4. compile every dispatch twice in parallel: the benchmark with the spec (`<dispatch>_profile.vmfb`,
+   timed at dispatch level) and the model function with the spec (`<dispatch>_verify.vmfb`, run on
+   real inputs). A profile binary identical to the default's means the configuration was not applied.
+
+Nothing here stops the sweep for one broken operation or configuration: each is recorded in the
+manifest with its reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.errors import IreetuneError
+from ireetune.frontend.dispatches import parse_module, strip_configurations
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.profiler.configs import (
+    DEFAULT_CONFIGURATION,
+    ConfigKind,
+    ConfigRequest,
+    Configuration,
+    compile_patterns,
+    is_selected,
+    name_knobs,
+)
+from ireetune.profiler.generate import operation_dir, write_operation
+from ireetune.profiler.gpu_fallback import resolve_target
+from ireetune.profiler.manifest import DispatchEntry, DispatchStatus, Manifest, write_manifest
+from ireetune.profiler.operations import Operation
+from ireetune.report.progress import StageProgress, progress_enabled
+from ireetune.search.candidate import Knobs, format_knobs
+from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.targets.base import Target
+
+logger = logging.getLogger(__name__)
+
+# Candidates drawn from the search space before ordering, per configuration asked for.
+POOL_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to generate and compile a sweep."""
+
+    generated_dir: Path
+    target: str = "cpu"
+    configs: ConfigRequest = ConfigRequest(0, ())
+    dispatch_patterns: tuple[str, ...] = ()
+    jobs: int = 0
+    seed: int = 0
+    compile_timeout_s: float = 120.0
+    device: str | None = None
+    show_progress: bool | None = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """An operation whose dispatch was found: its folder, benchmark and configurations."""
+
+    operation: Operation
+    folder: Path
+    benchmark_path: Path
+    configurations: tuple[Configuration, ...]
+    failed: tuple[tuple[Configuration, str], ...]
+
+
+def dispatch_name(operation: Operation, configuration: Configuration) -> str:
+    return f"{operation.name}_{configuration.name}"
+
+
+def _logs(folder: Path) -> Path:
+    logs = folder / "logs"
+    logs.mkdir(exist_ok=True)
+    return logs
+
+
+def _dump_job(index: int, operation: Operation, generated_dir: Path, target: Target) -> CompileJob:
+    folder = operation_dir(generated_dir, operation)
+    source = write_operation(generated_dir, operation)
+    dump_dir = folder / "benchmarks"
+    shutil.rmtree(dump_dir, ignore_errors=True)
+    logs = _logs(folder)
+    return CompileJob(
+        candidate_id=index,
+        source_path=source,
+        output_path=folder / f"{dispatch_name(operation, DEFAULT_CONFIGURATION)}_verify.vmfb",
+        flags=(
+            *target.compile_flags(),
+            f"--iree-hal-dump-executable-benchmarks-to={dump_dir}",
+            "--iree-codegen-add-tuner-attributes",
+        ),
+        log_path=logs / "dump_compile.log",
+        reproducer_path=logs / "dump_reproducer.mlir",
+    )
+
+
+def _pick_benchmark(dump_dir: Path) -> Path:
+    """Return the dispatch benchmark holding the root op (the one dispatch of the operation)."""
+    files = sorted(dump_dir.glob("*_benchmark.mlir"))
+    if not files:
+        raise IreetuneError("the compiler dumped no dispatch benchmark")
+    with_root = [path for path in files if "#iree_codegen.root_op" in path.read_text()]
+    return (with_root or files)[0]
+
+
+def _search_space_configs(
+    target: Target,
+    problem: ContractionProblem,
+    variant_target: ir.Attribute,
+    default_knobs: Knobs | None,
+    count: int,
+    seed: int,
+) -> list[Configuration]:
+    pool_size = max(POOL_FACTOR * count, 16)
+    generator = target.generate_candidates(problem, variant_target, default_knobs, seed)
+    pool = list(itertools.islice(generator, pool_size))
+    ordered = target.order_candidates(problem, pool, seed)[:count]
+    return [
+        Configuration(name_knobs(knobs), ConfigKind.SEARCH_SPACE, knobs=knobs)
+        for knobs, _ in ordered
+    ]
+
+
+def _prepare(
+    operation: Operation, folder: Path, target: Target, options: BuildOptions, notes: list[str]
+) -> _Prepared:
+    """Strip the dumped benchmark, parse its root op and write a spec for every configuration."""
+    dumped = _pick_benchmark(folder / "benchmarks")
+    benchmark_path = folder / f"{operation.name}_benchmark.mlir"
+    strip_configurations(dumped, benchmark_path, timeout_s=options.compile_timeout_s)
+    context = ir.Context()
+    module = parse_module(dumped.read_text(), context, dumped)
+    problem: ContractionProblem | None = None
+    default_knobs: Knobs | None = None
+    reason = ""
+    with context:
+        root_op = find_root_op(module)
+        variants = iree_codegen.get_executable_variant_ops(module)
+        assert len(variants) == 1, f"{dumped} holds {len(variants)} executable variants"
+        variant_target = variants[0].attributes["target"]
+        try:
+            problem = parse_problem(root_op)
+        except IreetuneError as error:
+            reason = str(error)
+        if problem is not None:
+            default_knobs = target.parse_default_knobs(problem, root_op)
+    configurations: list[Configuration] = [DEFAULT_CONFIGURATION]
+    failed: list[tuple[Configuration, str]] = []
+    wanted = list(options.configs.fixed)
+    if options.configs.search_space_count and problem is not None:
+        found = _search_space_configs(
+            target,
+            problem,
+            variant_target,
+            default_knobs,
+            options.configs.search_space_count,
+            options.seed,
+        )
+        if len(found) < options.configs.search_space_count:
+            notes.append(
+                f"{operation.name}: the search space of {target.name} gave {len(found)} of the "
+                f"{options.configs.search_space_count} configurations asked for"
+            )
+        wanted = found + wanted
+    elif options.configs.search_space_count:
+        notes.append(f"{operation.name}: no search space on {target.name} ({reason}); default only")
+    specs = folder / "configs"
+    specs.mkdir(exist_ok=True)
+    for configuration in wanted:
+        if configuration.kind is ConfigKind.SPEC:
+            configurations.append(configuration)
+            continue
+        assert configuration.knobs is not None
+        if problem is None:
+            failed.append((configuration, f"knob configurations need a contraction ({reason})"))
+            continue
+        try:
+            info = target.compilation_info(problem, configuration.knobs, context)
+            spec = build_spec([MatcherEntry(problem, info)], context)
+        except (IreetuneError, KeyError, ValueError, TypeError, ir.MLIRError) as error:
+            failed.append(
+                (configuration, f"invalid configuration: {type(error).__name__}: {error}")
+            )
+            continue
+        spec_path = specs / f"{configuration.name}.spec.mlir"
+        spec_path.write_text(render_spec(spec))
+        configurations.append(replace(configuration, spec_path=spec_path))
+    return _Prepared(operation, folder, benchmark_path, tuple(configurations), tuple(failed))
+
+
+def build_dispatches(operations: Sequence[Operation], options: BuildOptions) -> Manifest:
+    """Generate and compile every selected dispatch of the sweep; write and return the manifest."""
+    target = resolve_target(options.target)
+    patterns = compile_patterns(options.dispatch_patterns)
+    generated_dir = options.generated_dir.resolve()
+    generated_dir.mkdir(parents=True, exist_ok=True)
+    workers = options.jobs or len(os.sched_getaffinity(0))
+    notes: list[str] = []
+    entries: list[DispatchEntry] = []
+    prepared: list[_Prepared] = []
+    with StageProgress(progress_enabled(options.show_progress)) as progress:
+        dump_jobs = [_dump_job(i, op, generated_dir, target) for i, op in enumerate(operations)]
+        with progress.stage("generating dispatches", len(dump_jobs)):
+            outcomes = {
+                o.candidate_id: o
+                for o in compile_all(dump_jobs, workers, options.compile_timeout_s)
+            }
+            progress.advance(len(dump_jobs))
+        for index, operation in enumerate(operations):
+            outcome = outcomes[index]
+            folder = operation_dir(generated_dir, operation)
+            if outcome.status is not CompileStatus.COMPILED:
+                reason = f"the operation does not compile with the default configuration: {outcome.reason}"
+                entries.append(
+                    _entry(operation, DEFAULT_CONFIGURATION, DispatchStatus.COMPILE_FAILED, reason)
+                )
+                continue
+            try:
+                prepared.append(_prepare(operation, folder, target, options, notes))
+            except IreetuneError as error:
+                entries.append(
+                    _entry(
+                        operation, DEFAULT_CONFIGURATION, DispatchStatus.CONFIG_FAILED, str(error)
+                    )
+                )
+        jobs: list[CompileJob] = []
+        owners: dict[int, tuple[int, str]] = {}
+        staged: list[DispatchEntry] = []
+        hidden: set[int] = set()
+        for item in prepared:
+            selected = [
+                c
+                for c in item.configurations
+                if is_selected(dispatch_name(item.operation, c), patterns)
+            ]
+            for configuration, reason in item.failed:
+                if is_selected(dispatch_name(item.operation, configuration), patterns):
+                    entries.append(
+                        _entry(item.operation, configuration, DispatchStatus.CONFIG_FAILED, reason)
+                    )
+            if not selected:
+                continue
+            if DEFAULT_CONFIGURATION not in selected:
+                # The default's profile binary is still built (not reported): it tells which
+                # configurations were applied.
+                selected.insert(0, DEFAULT_CONFIGURATION)
+                hidden.add(len(staged))
+            for configuration in selected:
+                entry_index = len(staged)
+                staged.append(_entry(item.operation, configuration, DispatchStatus.COMPILED, ""))
+                jobs.extend(
+                    _compile_jobs(item, configuration, target, len(jobs), entry_index, owners)
+                )
+        with progress.stage("compiling", len(jobs)):
+            results: dict[int, dict[str, tuple[CompileStatus, str, str]]] = {}
+            for outcome in compile_all(jobs, workers, options.compile_timeout_s):
+                entry_index, role = owners[outcome.candidate_id]
+                results.setdefault(entry_index, {})[role] = (
+                    outcome.status,
+                    outcome.reason,
+                    outcome.binary_hash,
+                )
+                progress.advance()
+    entries.extend(_classify(staged, results, hidden, generated_dir))
+    device = options.device or target.runtime_device
+    manifest = Manifest(target.name, device, tuple(entries), tuple(notes))
+    write_manifest(generated_dir, manifest)
+    return manifest
+
+
+def _entry(
+    operation: Operation, configuration: Configuration, status: DispatchStatus, reason: str
+) -> DispatchEntry:
+    return DispatchEntry(
+        name=dispatch_name(operation, configuration),
+        operation=operation,
+        config_name=configuration.name,
+        config_kind=configuration.kind.value,
+        knobs=format_knobs(configuration.knobs),
+        status=status,
+        reason=reason,
+    )
+
+
+def _compile_jobs(
+    item: _Prepared,
+    configuration: Configuration,
+    target: Target,
+    first_id: int,
+    entry_index: int,
+    owners: dict[int, tuple[int, str]],
+) -> list[CompileJob]:
+    """Return the profile (and, for non-default configurations, verify) compile of a dispatch."""
+    name = dispatch_name(item.operation, configuration)
+    logs = _logs(item.folder)
+    spec_flags = (
+        target.spec_flags(configuration.spec_path) if configuration.spec_path is not None else []
+    )
+    jobs = [
+        CompileJob(
+            candidate_id=first_id,
+            source_path=item.benchmark_path,
+            output_path=item.folder / f"{name}_profile.vmfb",
+            flags=(*target.compile_flags(), "--compile-from=executable-sources", *spec_flags),
+            log_path=logs / f"{name}_profile.log",
+            reproducer_path=logs / f"{name}_profile_reproducer.mlir",
+        )
+    ]
+    owners[first_id] = (entry_index, "profile")
+    if configuration.kind is not ConfigKind.DEFAULT:
+        jobs.append(
+            CompileJob(
+                candidate_id=first_id + 1,
+                source_path=item.folder / f"{item.operation.name}.mlir",
+                output_path=item.folder / f"{name}_verify.vmfb",
+                flags=(*target.compile_flags(), *spec_flags),
+                log_path=logs / f"{name}_verify.log",
+                reproducer_path=logs / f"{name}_verify_reproducer.mlir",
+            )
+        )
+        owners[first_id + 1] = (entry_index, "verify")
+    return jobs
+
+
+def _classify(
+    staged: Sequence[DispatchEntry],
+    results: dict[int, dict[str, tuple[CompileStatus, str, str]]],
+    hidden: set[int],
+    generated_dir: Path,
+) -> list[DispatchEntry]:
+    """Turn compile outcomes into entries; flag configurations whose binary equals the default's."""
+    default_hashes: dict[str, str] = {}
+    finished: list[DispatchEntry] = []
+    for index, entry in enumerate(staged):
+        roles = results.get(index, {})
+        failures = [
+            (status, reason)
+            for status, reason, _ in roles.values()
+            if status is not CompileStatus.COMPILED
+        ]
+        folder = operation_dir(generated_dir, entry.operation)
+        relative = folder.relative_to(generated_dir)
+        if failures:
+            status, reason = failures[0]
+            kind = (
+                DispatchStatus.COMPILE_TIMED_OUT
+                if status is CompileStatus.TIMED_OUT
+                else DispatchStatus.COMPILE_FAILED
+            )
+            finished.append(replace(entry, status=kind, reason=reason))
+            continue
+        binary_hash = roles["profile"][2]
+        entry = replace(
+            entry,
+            profile_vmfb=str(relative / f"{entry.name}_profile.vmfb"),
+            verify_vmfb=str(relative / f"{entry.name}_verify.vmfb"),
+            binary_hash=binary_hash,
+        )
+        if entry.config_kind == ConfigKind.DEFAULT.value:
+            default_hashes[entry.operation.name] = binary_hash
+            if index in hidden:
+                continue
+        elif default_hashes.get(entry.operation.name) == binary_hash:
+            entry = replace(
+                entry,
+                not_applied=True,
+                reason="binary identical to the default's: configuration not applied",
+            )
+        finished.append(entry)
+    return finished

@@ -1,0 +1,114 @@
+"""Profile a sweep end to end: the API behind `ireetune profile`.
+
+The compile phase (`build.py`, needs the compiler) and the run phase (`measure.py`, needs only
+the runtime) meet at the manifest in the generated folder; `Phase.ALL` runs both here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ireetune.errors import IreetuneError
+from ireetune.profiler.configs import ConfigRequest, compile_patterns, is_selected
+from ireetune.profiler.manifest import Manifest, read_manifest
+from ireetune.profiler.measure import MeasureOptions, measure_dispatches
+from ireetune.profiler.operations import Operation
+from ireetune.profiler.reference import DEFAULT_SAMPLES
+from ireetune.profiler.report import DispatchResult
+
+
+class Phase(enum.Enum):
+    ALL = "all"
+    COMPILE = "compile"
+    RUN = "run"
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """Everything one `ireetune profile` run can be asked to do."""
+
+    generated_dir: Path = Path("generated")
+    target: str = "cpu"
+    configs: ConfigRequest = ConfigRequest(0, ())
+    dispatch_patterns: tuple[str, ...] = ()
+    phase: Phase = Phase.ALL
+    verify: bool = True
+    profile: bool = True
+    device: str | None = None
+    jobs: int = 0
+    seed: int = 0
+    repetitions: int = 5
+    min_repetition_s: float = 0.02
+    compile_timeout_s: float = 120.0
+    benchmark_timeout_s: float = 120.0
+    samples: int = DEFAULT_SAMPLES
+    vendor: bool = True
+    peak_gflops: float | None = None
+    show_progress: bool | None = None
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """The manifest of what was compiled and, unless only compiling, one result per dispatch."""
+
+    manifest: Manifest
+    results: tuple[DispatchResult, ...] = field(default_factory=tuple)
+
+
+def run_profile(operations: Sequence[Operation], options: ProfileOptions) -> ProfileResult:
+    """Compile the operations' dispatches and/or verify and profile them, as `options.phase` says."""
+    if options.phase is not Phase.RUN:
+        if not operations:
+            raise IreetuneError("the sweep is empty: nothing to profile")
+        from ireetune.profiler.build import BuildOptions, build_dispatches
+
+        manifest = build_dispatches(
+            operations,
+            BuildOptions(
+                generated_dir=options.generated_dir,
+                target=options.target,
+                configs=options.configs,
+                dispatch_patterns=options.dispatch_patterns,
+                jobs=options.jobs,
+                seed=options.seed,
+                compile_timeout_s=options.compile_timeout_s,
+                device=options.device,
+                show_progress=options.show_progress,
+            ),
+        )
+        if not manifest.dispatches:
+            raise IreetuneError("no dispatch matches --dispatches")
+        if options.phase is Phase.COMPILE:
+            return ProfileResult(manifest)
+    else:
+        manifest = _select(read_manifest(options.generated_dir), options.dispatch_patterns)
+    results = measure_dispatches(
+        manifest,
+        MeasureOptions(
+            generated_dir=options.generated_dir,
+            device=options.device,
+            verify=options.verify,
+            profile=options.profile,
+            repetitions=options.repetitions,
+            min_repetition_s=options.min_repetition_s,
+            timeout_s=options.benchmark_timeout_s,
+            samples=options.samples,
+            seed=options.seed,
+            vendor=options.vendor,
+            peak_gflops=options.peak_gflops,
+            show_progress=options.show_progress,
+        ),
+    )
+    return ProfileResult(manifest, tuple(results))
+
+
+def _select(manifest: Manifest, pattern_texts: Sequence[str]) -> Manifest:
+    """Keep the manifest's dispatches that `--dispatches` selects (run phase)."""
+    patterns = compile_patterns(pattern_texts)
+    kept = tuple(e for e in manifest.dispatches if is_selected(e.name, patterns))
+    if not kept:
+        raise IreetuneError("no dispatch of the manifest matches --dispatches")
+    return Manifest(manifest.target, manifest.device, kept, manifest.notes)
