@@ -5,6 +5,7 @@ from the parsed arguments to an exit status) as a default. The list below is the
 """
 
 COMMAND_MODULES = (
+    "ireetune.commands.tune",
     "ireetune.commands.tune_dispatch",
     "ireetune.commands.db",
     "ireetune.commands.spec",

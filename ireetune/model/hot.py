@@ -1,0 +1,102 @@
+"""Where a model's time goes: invocation counts, per-dispatch shares, the hot set to tune."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ireetune.errors import IreetuneError
+from ireetune.targets.base import Target
+from ireetune.tools import find_tool, first_error_line, run_tool
+
+_DISPATCH_SITE = re.compile(r"stream\.cmd\.dispatch @([\w$.-]+)::")
+
+
+def count_dispatch_invocations(
+    model_path: Path, target: Target, work_dir: Path, timeout_s: float = 600
+) -> Counter[str]:
+    """Count the dispatch sites of each executable in one run of the model.
+
+    The model is compiled up to the stream phase, where each `stream.cmd.dispatch @exe::...` is
+    one launch per model run. Dispatches inside loops of the program would be undercounted; the
+    models this tool targets are straight-line.
+    """
+    output = work_dir / "model_stream.mlir"
+    result = run_tool(
+        [
+            find_tool("iree-compile"),
+            str(model_path),
+            *target.compile_flags(),
+            "--compile-to=stream",
+            "-o",
+            str(output),
+        ],
+        timeout_s=timeout_s,
+    )
+    if result.returncode != 0:
+        raise IreetuneError(
+            f"cannot compile {model_path} to count its dispatches: {first_error_line(result.stderr)}"
+        )
+    return Counter(_DISPATCH_SITE.findall(output.read_text()))
+
+
+@dataclass(frozen=True)
+class DispatchProfile:
+    """One dispatch of the model: what it computes, how long one launch takes, how many launches."""
+
+    name: str
+    benchmark_path: Path
+    problem: str
+    tunable: bool
+    dispatch_ms: float | None
+    invocations: int
+
+    @property
+    def total_ms(self) -> float:
+        return (self.dispatch_ms or 0.0) * self.invocations
+
+
+@dataclass(frozen=True)
+class HotSet:
+    """The dispatches to tune, and how much of the model's measured time the profile explains."""
+
+    ranked: tuple[DispatchProfile, ...]
+    selected: tuple[DispatchProfile, ...]
+    model_ms: float
+    explained_ms: float
+    covered_ms: float
+
+    @property
+    def unexplained_ms(self) -> float:
+        return self.model_ms - self.explained_ms
+
+
+def select_hot_dispatches(
+    profiles: Sequence[DispatchProfile], model_ms: float, coverage: float, max_dispatches: int
+) -> HotSet:
+    """Rank dispatches by share of model time; pick tunable ones until `coverage` is reached.
+
+    Coverage counts every dispatch's time, tunable or not, so an untunable hot dispatch is
+    visible in the report rather than silently skipped. Problems that occur in several dispatches
+    are selected once (the spec for one problem configures all of them).
+    """
+    ranked = sorted(profiles, key=lambda p: (-p.total_ms, p.name))
+    explained = sum(p.total_ms for p in ranked)
+    basis = max(model_ms, explained)
+    selected: list[DispatchProfile] = []
+    seen_problems: set[str] = set()
+    covered = 0.0
+    for profile in ranked:
+        if covered >= coverage * basis or len(selected) >= max_dispatches:
+            break
+        covered += profile.total_ms
+        if not profile.tunable or profile.problem in seen_problems:
+            continue
+        seen_problems.add(profile.problem)
+        selected.append(profile)
+    # Later occurrences of a selected problem are covered by its spec too.
+    covered_ms = sum(p.total_ms for p in ranked if p.tunable and p.problem in seen_problems)
+    return HotSet(tuple(ranked), tuple(selected), model_ms, explained, covered_ms)

@@ -1,0 +1,84 @@
+"""Run the model worker in its own process and read back times and outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ireetune.errors import IreetuneError
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model binary's outputs and per-call times (empty when it failed)."""
+
+    model_id: str
+    outputs: tuple[npt.NDArray[np.generic], ...]
+    times_ms: tuple[float, ...]
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+def run_models_side_by_side(
+    models: Sequence[tuple[str, Path]],
+    function: str,
+    inputs_path: Path,
+    work_dir: Path,
+    device: str,
+    rounds: int,
+    repetitions: int = 1,
+    timeout_s: float = 1800.0,
+) -> dict[str, ModelRun]:
+    """Time several compiled models interleaved in one process; return each one's run."""
+    jobs = [
+        {"id": model_id, "vmfb": str(path), "outputs": str(work_dir / f"{model_id}_outputs.npz")}
+        for model_id, path in models
+    ]
+    request = {
+        "device": device,
+        "inputs": str(inputs_path),
+        "function": function,
+        "rounds": rounds,
+        "repetitions": repetitions,
+        "jobs": jobs,
+    }
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "ireetune.model.worker"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise IreetuneError(f"timing the model took over {timeout_s:.0f} s") from error
+    runs: dict[str, ModelRun] = {}
+    for line in completed.stdout.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("status") == "ok":
+            with np.load(work_dir / f"{record['id']}_outputs.npz") as archive:
+                outputs = tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))
+            runs[record["id"]] = ModelRun(record["id"], outputs, tuple(record["times_ms"]), "")
+        else:
+            runs[record["id"]] = ModelRun(record["id"], (), (), str(record.get("reason", "failed")))
+    for model_id, _ in models:
+        if model_id not in runs:
+            tail = completed.stderr.strip().splitlines()[-1:] if completed.stderr else []
+            runs[model_id] = ModelRun(
+                model_id, (), (), f"model process exited {completed.returncode}: {' '.join(tail)}"
+            )
+    return runs

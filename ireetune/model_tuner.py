@@ -1,0 +1,534 @@
+"""Tune a whole model: find its hot dispatches, tune each, keep only what speeds up the model.
+
+Stages (each writes into the run folder):
+1. import the model (MLIR as is; ONNX through iree-import-onnx) and make its inputs;
+2. compile once with per-dispatch benchmark dumps, count each dispatch's launches, time each
+   dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
+3. tune each hot problem with the dispatch tuner, keeping its top candidates even when none beats
+   the default on its own;
+4. greedy model-level selection: for each hot dispatch, the linked spec grows by a candidate only
+   if the model, timed side by side with the current best, gets faster and its outputs still
+   equal the default model's;
+5. a final side-by-side check of the default and the tuned model; specs found harmful are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from iree.compiler import ir
+
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.errors import IreetuneError
+from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
+from ireetune.frontend.model_import import import_model
+from ireetune.frontend.model_inputs import (
+    InputSpec,
+    make_model_inputs,
+    parse_input_spec,
+    read_entry_signature,
+)
+from ireetune.model.hot import (
+    DispatchProfile,
+    HotSet,
+    count_dispatch_invocations,
+    select_hot_dispatches,
+)
+from ireetune.model.select import find_harmful, is_faster
+from ireetune.model.timing import ModelRun, run_models_side_by_side
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.report.ranking import rank_candidates
+from ireetune.report.records import write_text_atomically
+from ireetune.run_dir import create_run_dir
+from ireetune.spec.link import link_spec_files
+from ireetune.targets import parse_target
+from ireetune.targets.base import Target
+from ireetune.tools import find_tool, first_error_line, run_tool
+from ireetune.verify.compare import compare_outputs
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelTuneOptions:
+    """Everything a whole-model tuning run can be asked to do."""
+
+    model_path: Path
+    target: str = "cpu"
+    inputs: tuple[str, ...] = ()
+    coverage: float = 0.9
+    max_dispatches: int = 8
+    num_candidates: int = 24
+    candidates_per_dispatch: int = 3
+    time_budget_s: float | None = None
+    with_default_specs: bool = False
+    output_dir: Path = Path("ireetune_runs")
+    rounds: int = 5
+    seed: int = 0
+    jobs: int = 0
+    database_path: Path | None = None
+    use_database: bool = True
+    retune: bool = False
+    show_progress: bool | None = None
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """What happened to one hot dispatch."""
+
+    name: str
+    problem: str
+    invocations: int
+    share: float
+    default_ms: float | None
+    tuned_ms: float | None
+    kept_spec: str | None
+    note: str
+
+
+@dataclass(frozen=True)
+class ModelTuneResult:
+    run_dir: Path
+    default_ms: float
+    tuned_ms: float
+    tuned_spec_path: Path | None
+    dispatches: tuple[DispatchOutcome, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def speedup(self) -> float:
+        return self.default_ms / self.tuned_ms if self.tuned_ms else 1.0
+
+
+@dataclass
+class _Model:
+    """The model under tuning: its MLIR, entry function, inputs and default outputs."""
+
+    mlir_path: Path
+    function: str
+    inputs_path: Path
+    target: Target
+    with_default_specs: bool
+    default_outputs: tuple[Any, ...] = ()
+
+    def compile(self, spec_path: Path | None, output: Path, timeout_s: float = 1200) -> str:
+        """Compile the model (with a spec when given); return '' or the error line."""
+        flags = [*self.target.compile_flags()]
+        if spec_path is not None:
+            flags += self.target.spec_flags(spec_path)
+        if self.with_default_specs:
+            flags.append("--iree-codegen-enable-default-tuning-specs")
+        result = run_tool(
+            [find_tool("iree-compile"), str(self.mlir_path), *flags, "-o", str(output)],
+            timeout_s=timeout_s,
+        )
+        if result.timed_out:
+            return f"compile timed out after {timeout_s:.0f} s"
+        return "" if result.returncode == 0 else first_error_line(result.stderr)
+
+
+def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path) -> str:
+    function, signature = read_entry_signature(mlir_path.read_text())
+    specs: list[InputSpec] = (
+        [parse_input_spec(text) for text in input_flags] if input_flags else signature
+    )
+    if input_flags and len(specs) != len(signature):
+        raise IreetuneError(
+            f"the model's @{function} takes {len(signature)} inputs; {len(specs)} --input given"
+        )
+    arrays = make_model_inputs(specs, seed)
+    np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
+    return function
+
+
+def _outputs_match(expected: Sequence[Any], actual: Sequence[Any]) -> tuple[bool, str]:
+    if len(expected) != len(actual):
+        return False, f"{len(actual)} outputs instead of {len(expected)}"
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        type_name = (
+            "f16" if want.dtype == np.float16 else "i32" if want.dtype.kind in "iu" else "f32"
+        )
+        # Outputs of a whole network accumulate many reductions; use a generous reduction size.
+        comparison = compare_outputs(want, got, type_name, reduction_size=4096)
+        if not comparison.matches:
+            return (
+                False,
+                f"output {index}: {comparison.mismatched} of {comparison.total} elements differ",
+            )
+    return True, ""
+
+
+def _profile_dispatches(
+    model: _Model, run_dir: Path, options: ModelTuneOptions, device: str
+) -> list[DispatchProfile]:
+    dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
+    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
+    binaries = run_dir / "dispatch_binaries"
+    binaries.mkdir()
+    jobs = [
+        CompileJob(
+            candidate_id=d.index,
+            source_path=d.path,
+            output_path=binaries / f"{d.index}.vmfb",
+            flags=(*model.target.compile_flags(), "--compile-from=executable-sources"),
+            log_path=binaries / f"{d.index}.log",
+            reproducer_path=binaries / f"{d.index}_reproducer.mlir",
+        )
+        for d in dumped
+    ]
+    compiled = {
+        o.candidate_id
+        for o in compile_all(jobs, options.jobs or 2, 300)
+        if o.status is CompileStatus.COMPILED
+    }
+    timings: dict[int, float] = {}
+    for outcome in run_benchmarks(
+        [BenchmarkJob(i, binaries / f"{i}.vmfb") for i in sorted(compiled)],
+        device,
+        repetitions=3,
+        batch=0,
+        timeout_s=120,
+        min_repetition_s=0.02,
+    ):
+        if outcome.status is BenchmarkStatus.MEASURED:
+            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
+    profiles = []
+    for dispatch in dumped:
+        problem, tunable = _describe_problem(dispatch.path)
+        executable = dispatch.name
+        profiles.append(
+            DispatchProfile(
+                name=executable,
+                benchmark_path=dispatch.path,
+                problem=problem,
+                tunable=tunable,
+                dispatch_ms=timings.get(dispatch.index),
+                invocations=counts.get(executable, 1),
+            )
+        )
+    return profiles
+
+
+def _describe_problem(benchmark_path: Path) -> tuple[str, bool]:
+    context = ir.Context()
+    try:
+        module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
+        with context:
+            problem = parse_problem(find_root_op(module))
+        return problem.signature, True
+    except IreetuneError as error:
+        return f"not tunable: {error}", False
+
+
+def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
+    """Tune a model end to end; see the module docstring for the stages."""
+    started = time.monotonic()
+    target = parse_target(options.target)
+    if not 0 < options.coverage <= 1:
+        raise IreetuneError("--coverage must be in (0, 1]")
+    run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
+    mlir_path = import_model(options.model_path, run_dir / "import")
+    inputs_path = run_dir / "inputs.npz"
+    function = _model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
+    model = _Model(mlir_path, function, inputs_path, target, options.with_default_specs)
+    device = target.runtime_device
+    notes: list[str] = []
+
+    default_vmfb = run_dir / "default.vmfb"
+    error = model.compile(None, default_vmfb)
+    if error:
+        raise IreetuneError(f"the model does not compile for {target.name}: {error}")
+    first = run_models_side_by_side(
+        [("default", default_vmfb)], function, inputs_path, run_dir, device, options.rounds
+    )
+    if not first["default"].ok:
+        raise IreetuneError(f"the default model does not run: {first['default'].reason}")
+    model.default_outputs = first["default"].outputs
+    default_ms = statistics.median(first["default"].times_ms)
+
+    profiles = _profile_dispatches(model, run_dir, options, device)
+    hot = select_hot_dispatches(profiles, default_ms, options.coverage, options.max_dispatches)
+    _write_profile(run_dir, hot)
+
+    candidates_by_dispatch: dict[str, list[Path]] = {}
+    tuned_ms: dict[str, float | None] = {}
+    dispatch_notes: dict[str, str] = {}
+    for profile in hot.selected:
+        if options.time_budget_s is not None and time.monotonic() - started > options.time_budget_s:
+            dispatch_notes[profile.name] = "not tuned: time budget spent"
+            continue
+        try:
+            result = tune_dispatch(
+                TuneOptions(
+                    input_path=profile.benchmark_path,
+                    target=options.target,
+                    num_candidates=options.num_candidates,
+                    output_dir=run_dir / "tuning",
+                    jobs=options.jobs,
+                    seed=options.seed,
+                    database_path=options.database_path,
+                    use_database=options.use_database,
+                    retune=options.retune,
+                    show_progress=options.show_progress,
+                )
+            )
+        except IreetuneError as failure:
+            dispatch_notes[profile.name] = f"not tuned: {failure}"
+            continue
+        if result.reused:
+            dispatch_notes[profile.name] = "stored result reused from the tuning database"
+        ranked = [r for r in rank_candidates(list(result.records)) if r.spec_path]
+        kept = ranked[: options.candidates_per_dispatch]
+        candidates_by_dispatch[profile.name] = [result.run_dir / r.spec_path for r in kept]
+        tuned_ms[profile.name] = kept[0].median_ms if kept else None
+        if not kept:
+            dispatch_notes[profile.name] = "no candidate could be measured"
+
+    accepted: dict[str, Path] = {}
+    trials: list[dict[str, Any]] = []
+    current_vmfb = default_vmfb
+    trial_dir = run_dir / "selection"
+    trial_dir.mkdir()
+    for trial_index, profile in enumerate(
+        p for p in hot.selected if p.name in candidates_by_dispatch
+    ):
+        for candidate_index, spec in enumerate(candidates_by_dispatch[profile.name]):
+            if (
+                options.time_budget_s is not None
+                and time.monotonic() - started > options.time_budget_s
+            ):
+                notes.append("time budget spent during model-level selection")
+                break
+            label = f"t{trial_index}_{candidate_index}"
+            trial_spec = trial_dir / f"{label}_spec.mlir"
+            link_spec_files([*accepted.values(), spec], trial_spec)
+            trial_vmfb = trial_dir / f"{label}.vmfb"
+            error = model.compile(trial_spec, trial_vmfb)
+            if error:
+                dispatch_notes[profile.name] = f"a candidate broke the model's compile: {error}"
+                continue
+            runs = run_models_side_by_side(
+                [("current", current_vmfb), ("trial", trial_vmfb)],
+                function,
+                inputs_path,
+                trial_dir,
+                device,
+                options.rounds,
+            )
+            trial = runs["trial"]
+            if not trial.ok:
+                dispatch_notes[profile.name] = f"a candidate broke the model: {trial.reason}"
+                continue
+            matches, why = _outputs_match(model.default_outputs, trial.outputs)
+            if not matches:
+                dispatch_notes[profile.name] = (
+                    f"dropped a candidate that changed the model's outputs ({why})"
+                )
+                continue
+            faster = is_faster(runs["current"].times_ms, trial.times_ms)
+            trials.append(
+                {
+                    "dispatch": profile.name,
+                    "candidate_spec": str(spec),
+                    "linked_spec": str(trial_spec),
+                    "current_ms": statistics.median(runs["current"].times_ms),
+                    "trial_ms": statistics.median(trial.times_ms),
+                    "accepted": faster,
+                }
+            )
+            write_text_atomically(trial_dir / "trials.json", json.dumps(trials, indent=2) + "\n")
+            if faster:
+                accepted[profile.name] = spec
+                current_vmfb = trial_vmfb
+                dispatch_notes[profile.name] = (
+                    f"kept candidate spec {spec.parent.parent.name}/{spec.name}"
+                )
+                break
+        else:
+            dispatch_notes.setdefault(
+                profile.name, "no candidate made the model faster; default kept"
+            )
+
+    tuned_spec_path, final_default, final_tuned = _finish(
+        model, run_dir, accepted, default_vmfb, options, notes
+    )
+    outcomes = tuple(
+        DispatchOutcome(
+            name=p.name,
+            problem=p.problem,
+            invocations=p.invocations,
+            share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
+            default_ms=p.dispatch_ms,
+            tuned_ms=tuned_ms.get(p.name),
+            kept_spec=str(accepted[p.name]) if p.name in accepted else None,
+            note=dispatch_notes.get(p.name, "" if p in hot.selected else "not selected"),
+        )
+        for p in hot.ranked
+    )
+    result = ModelTuneResult(
+        run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes)
+    )
+    _write_report(run_dir, options, hot, result, time.monotonic() - started)
+    return result
+
+
+def _finish(
+    model: _Model,
+    run_dir: Path,
+    accepted: dict[str, Path],
+    default_vmfb: Path,
+    options: ModelTuneOptions,
+    notes: list[str],
+) -> tuple[Path | None, float, float]:
+    """Link the kept specs, check the tuned model against the default side by side, drop harm."""
+    final_dir = run_dir / "final"
+    final_dir.mkdir()
+
+    def build(names: Sequence[str], label: str) -> tuple[Path, Path] | None:
+        spec = final_dir / f"{label}_spec.mlir"
+        link_spec_files([accepted[n] for n in names], spec)
+        binary = final_dir / f"{label}.vmfb"
+        return None if model.compile(spec, binary) else (spec, binary)
+
+    def compare(binary: Path) -> dict[str, ModelRun]:
+        return run_models_side_by_side(
+            [("default", default_vmfb), ("tuned", binary)],
+            model.function,
+            model.inputs_path,
+            final_dir,
+            model.target.runtime_device,
+            2 * options.rounds,
+        )
+
+    names = list(accepted)
+    if not names:
+        runs = run_models_side_by_side(
+            [("default", default_vmfb)],
+            model.function,
+            model.inputs_path,
+            final_dir,
+            model.target.runtime_device,
+            2 * options.rounds,
+        )
+        default_ms = statistics.median(runs["default"].times_ms)
+        notes.append("no dispatch spec made the model faster; no tuned spec written")
+        return None, default_ms, default_ms
+    built = build(names, "tuned")
+    runs = compare(built[1]) if built else {}
+    if (
+        built is None
+        or not runs["tuned"].ok
+        or not is_faster(runs["default"].times_ms, runs["tuned"].times_ms)
+    ):
+        counter = iter(range(1000))
+
+        def faster_without(subset: Sequence[str]) -> bool:
+            if not subset:
+                return True
+            trial = build(subset, f"drop{next(counter)}")
+            if trial is None:
+                return False
+            trial_runs = compare(trial[1])
+            return trial_runs["tuned"].ok and is_faster(
+                runs["tuned"].times_ms if runs else trial_runs["default"].times_ms,
+                trial_runs["tuned"].times_ms,
+            )
+
+        dropped = find_harmful(names, faster_without)
+        if dropped:
+            notes.append(f"dropped specs that slowed the linked model: {', '.join(dropped)}")
+        names = [n for n in names if n not in dropped]
+        if not names:
+            default_ms = statistics.median(runs["default"].times_ms) if runs else 0.0
+            notes.append("the linked spec did not make the model faster; no tuned spec written")
+            return None, default_ms, default_ms
+        built = build(names, "tuned_final")
+        assert built is not None, "a subset of compiling specs failed to compile"
+        runs = compare(built[1])
+    matches, why = _outputs_match(runs["default"].outputs, runs["tuned"].outputs)
+    if not matches:
+        raise IreetuneError(
+            f"the tuned model's outputs differ from the default's ({why}); no spec written"
+        )
+    tuned_spec = run_dir / "tuned_spec.mlir"
+    shutil.copyfile(built[0], tuned_spec)
+    return (
+        tuned_spec,
+        statistics.median(runs["default"].times_ms),
+        statistics.median(runs["tuned"].times_ms),
+    )
+
+
+def _write_profile(run_dir: Path, hot: HotSet) -> None:
+    rows = [
+        {
+            "name": p.name,
+            "problem": p.problem,
+            "invocations": p.invocations,
+            "dispatch_ms": p.dispatch_ms,
+            "total_ms": p.total_ms,
+            "selected": p in hot.selected,
+        }
+        for p in hot.ranked
+    ]
+    payload = {
+        "model_ms": hot.model_ms,
+        "explained_ms": hot.explained_ms,
+        "unexplained_ms": hot.unexplained_ms,
+        "dispatches": rows,
+    }
+    write_text_atomically(run_dir / "profile.json", json.dumps(payload, indent=2) + "\n")
+
+
+def _write_report(
+    run_dir: Path, options: ModelTuneOptions, hot: HotSet, result: ModelTuneResult, wall_s: float
+) -> None:
+    lines = [
+        f"model: {options.model_path}   target: {options.target}",
+        f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup {result.speedup:.3f}x "
+        f"(whole model, median of {2 * options.rounds} calls each, default and tuned interleaved in one process)",
+        f"profile: dispatches explain {hot.explained_ms:.3f} of {hot.model_ms:.3f} ms measured "
+        f"(unexplained {hot.unexplained_ms:+.3f} ms: launch overhead, copies, timing differences)",
+        f"tuning wall time {wall_s:.0f} s; {len(hot.selected)} dispatch problem(s) selected, covering "
+        f"{hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9):.0%} of dispatch time",
+        "",
+        f"{'share':>6} {'runs':>4} {'default ms':>10} {'tuned ms':>9}  {'dispatch':<40} problem / note",
+    ]
+    for outcome in result.dispatches:
+        if outcome.share < 0.005 and not outcome.kept_spec and outcome.note == "not selected":
+            continue
+        lines.append(
+            f"{outcome.share:>6.1%} {outcome.invocations:>4} {outcome.default_ms or 0:>10.4f} "
+            f"{outcome.tuned_ms or 0:>9.4f}  {outcome.name[:40]:<40} {outcome.problem}"
+            + (f" | {outcome.note}" if outcome.note else "")
+        )
+    lines.extend(f"note: {n}" for n in result.notes)
+    if result.tuned_spec_path is not None:
+        lines.append(f"tuned spec: {result.tuned_spec_path}")
+    text = "\n".join(lines) + "\n"
+    write_text_atomically(run_dir / "report.txt", text)
+    payload = {
+        "model": str(options.model_path),
+        "target": options.target,
+        "default_ms": result.default_ms,
+        "tuned_ms": result.tuned_ms,
+        "speedup": result.speedup,
+        "wall_s": wall_s,
+        "tuned_spec": str(result.tuned_spec_path) if result.tuned_spec_path else None,
+        "notes": list(result.notes),
+        "dispatches": [outcome.__dict__ for outcome in result.dispatches],
+    }
+    write_text_atomically(
+        run_dir / "report.json", json.dumps(payload, indent=2, default=str) + "\n"
+    )

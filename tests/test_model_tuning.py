@@ -1,0 +1,178 @@
+"""Whole-model tuning: hot-dispatch ranking, inputs, selection logic, and real end-to-end runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ireetune.errors import IreetuneError
+from ireetune.frontend.model_inputs import (
+    InputSpec,
+    make_model_inputs,
+    parse_input_spec,
+    read_entry_signature,
+)
+from ireetune.model.hot import DispatchProfile, count_dispatch_invocations, select_hot_dispatches
+from ireetune.model.select import find_harmful, is_faster
+from ireetune.targets import parse_target
+from tests.conftest import CPU_FLAGS, IREE_COMPILE
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+
+
+def _profile(
+    name: str, problem: str, ms: float, runs: int = 1, tunable: bool = True
+) -> DispatchProfile:
+    return DispatchProfile(name, Path(f"{name}.mlir"), problem, tunable, ms, runs)
+
+
+def test_hot_set_stops_at_coverage_and_counts_untunable_time() -> None:
+    profiles = [
+        _profile("d0", "matmul_a", 5.0),
+        _profile("d1", "conv_b", 3.0, tunable=False),
+        _profile("d2", "matmul_c", 1.0, runs=1),
+        _profile("d3", "matmul_d", 0.5),
+        _profile("d4", "matmul_e", 0.5),
+    ]
+    hot = select_hot_dispatches(profiles, model_ms=11.0, coverage=0.8, max_dispatches=8)
+    assert [p.name for p in hot.ranked] == ["d0", "d1", "d2", "d3", "d4"]
+    assert [p.name for p in hot.selected] == ["d0", "d2"]
+    assert (hot.explained_ms, hot.unexplained_ms, hot.covered_ms) == (10.0, 1.0, 6.0)
+
+
+def test_hot_set_tunes_a_repeated_problem_once_and_obeys_the_maximum() -> None:
+    profiles = [
+        _profile("d0", "matmul_a", 2.0, runs=3),
+        _profile("d1", "matmul_a", 2.0),
+        _profile("d2", "matmul_b", 1.0),
+    ]
+    hot = select_hot_dispatches(profiles, model_ms=9.0, coverage=1.0, max_dispatches=8)
+    assert [p.name for p in hot.selected] == ["d0", "d2"]
+    assert hot.covered_ms == 9.0
+    assert [
+        p.name for p in select_hot_dispatches(profiles, 9.0, 1.0, max_dispatches=1).selected
+    ] == ["d0"]
+
+
+def test_invocations_are_counted_from_the_compiled_program(tmp_path: Path) -> None:
+    counts = count_dispatch_invocations(EXAMPLES / "mlp.mlir", parse_target("cpu"), tmp_path)
+    assert counts == {"mlp_dispatch_0": 1, "mlp_dispatch_1": 1}
+
+
+def test_input_specs_and_the_entry_signature() -> None:
+    assert parse_input_spec("1x3x224x224xf32") == InputSpec((1, 3, 224, 224), "f32")
+    assert parse_input_spec("4xi8=2") == InputSpec((4,), "i8", "2")
+    with pytest.raises(IreetuneError):
+        parse_input_spec("banana")
+    assert read_entry_signature((EXAMPLES / "mlp.mlir").read_text()) == (
+        "mlp",
+        [
+            InputSpec((256, 512), "f32"),
+            InputSpec((512, 1024), "f32"),
+            InputSpec((1024, 256), "f32"),
+        ],
+    )
+    torch_text = (
+        "func.func @net(%arg0: !torch.vtensor<[1,3,8,8],f32>) -> !torch.vtensor<[1,10],f32> {"
+    )
+    assert read_entry_signature(torch_text) == ("net", [InputSpec((1, 3, 8, 8), "f32")])
+    arrays = make_model_inputs([InputSpec((2, 2), "f32", "1.5"), InputSpec((3,), "i32")], seed=0)
+    assert arrays[0].tolist() == [[1.5, 1.5], [1.5, 1.5]] and arrays[1].dtype == np.int32
+
+
+def test_faster_means_beyond_threshold_and_noise() -> None:
+    assert is_faster([10.0, 10.1, 9.9, 10.0], [9.0, 9.1, 8.9, 9.0])
+    assert not is_faster([10.0, 10.1, 9.9, 10.0], [9.95, 10.0, 9.9, 10.0])
+    assert not is_faster([10.0, 14.0, 6.0, 10.0, 13.0], [9.0, 13.0, 5.0, 9.0, 12.0])
+    assert not is_faster([], [1.0])
+
+
+def test_harmful_specs_are_dropped_one_at_a_time() -> None:
+    # Measured model: "b" slows everything down; "a" and "c" help.
+    cost = {"a": -1.0, "b": +3.0, "c": -0.5}
+
+    def faster_without(subset: list[str] | tuple[str, ...]) -> bool:
+        current = faster_without.current  # type: ignore[attr-defined]
+        better = sum(cost[n] for n in subset) < sum(cost[n] for n in current)
+        if better:
+            faster_without.current = list(subset)  # type: ignore[attr-defined]
+        return better
+
+    faster_without.current = ["a", "b", "c"]  # type: ignore[attr-defined]
+    assert find_harmful(["a", "b", "c"], faster_without) == ["b"]
+
+
+def _tune(model: Path, output: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ireetune.cli",
+            "tune",
+            str(model),
+            "--output-dir",
+            str(output),
+            "--num-candidates",
+            "3",
+            "--candidates-per-dispatch",
+            "1",
+            "--rounds",
+            "2",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ),
+    )
+
+
+def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -> None:
+    result = _tune(EXAMPLES / "mlp.mlir", tmp_path, "--max-dispatches", "2")
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [d["name"] for d in report["dispatches"]][:2] in (
+        ["mlp_dispatch_0", "mlp_dispatch_1"],
+        ["mlp_dispatch_1", "mlp_dispatch_0"],
+    )
+    assert all(d["problem"].startswith("matmul_") for d in report["dispatches"])
+    assert "default" in (run_dir / "report.txt").read_text()
+    profile = json.loads((run_dir / "profile.json").read_text())
+    assert profile["model_ms"] > 0 and len(profile["dispatches"]) == 2
+    if report["tuned_spec"]:
+        compiled = subprocess.run(
+            [
+                IREE_COMPILE,
+                str(EXAMPLES / "mlp.mlir"),
+                *CPU_FLAGS,
+                f"--iree-codegen-tuning-spec-path={report['tuned_spec']}",
+                "-o",
+                str(tmp_path / "tuned.vmfb"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert compiled.returncode == 0, compiled.stderr
+        assert report["speedup"] > 1.0
+    else:
+        assert report["speedup"] == 1.0
+
+
+def test_tune_squeezenet_from_the_onnx_package(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    model = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
+    result = _tune(model, tmp_path, "--max-dispatches", "1", "--time-budget", "240")
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    profile = json.loads((run_dir / "profile.json").read_text())
+    assert len(profile["dispatches"]) >= 20
+    assert sum(d["invocations"] for d in profile["dispatches"]) >= len(profile["dispatches"])
+    assert (run_dir / "import" / "light_squeezenet.mlir").exists()
+    assert "squeezenet" in (run_dir / "report.txt").read_text()
