@@ -376,11 +376,11 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
         )
         for p in hot.ranked
     )
-    result = ModelTuneResult(
+    model_result = ModelTuneResult(
         run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes)
     )
-    _write_report(run_dir, options, hot, result, time.monotonic() - started)
-    return result
+    _write_report(run_dir, options, hot, model_result, time.monotonic() - started)
+    return model_result
 
 
 def _finish(
