@@ -32,7 +32,7 @@ from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
-from ireetune.frontend.model_import import import_model
+from ireetune.frontend.model_import import export_torch_module, import_model
 from ireetune.frontend.model_inputs import (
     InputSpec,
     make_model_inputs,
@@ -381,6 +381,18 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     )
     _write_report(run_dir, options, hot, model_result, time.monotonic() - started)
     return model_result
+
+
+def tune_torch_module(
+    module: Any, example_inputs: tuple[Any, ...], work_dir: Path, **options: Any
+) -> ModelTuneResult:
+    """Export a torch.nn.Module through iree-turbine and tune the exported model.
+
+    `options` are ModelTuneOptions fields other than `model_path`; inputs are random by default,
+    with the example inputs' shapes and types (the exported function's signature).
+    """
+    mlir_path = export_torch_module(module, example_inputs, work_dir)
+    return tune_model(ModelTuneOptions(model_path=mlir_path, **options))
 
 
 def _finish(

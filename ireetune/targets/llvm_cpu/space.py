@@ -12,14 +12,14 @@ Every other loop gets tile 1 (batch, outer M and N loops) or is left to the comp
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import z3
 
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.search.candidate import Knobs
+from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
@@ -130,65 +130,25 @@ def build_constraints(
     return variables, constraints
 
 
-def _model_knobs(model: z3.ModelRef, variables: dict[str, z3.ArithRef]) -> Knobs:
-    return make_knobs({name: model.eval(var).as_long() for name, var in variables.items()})
-
-
 def enumerate_space(
     sizes: CpuProblemSizes,
     facts: CpuFacts,
     seed: int,
     excluded: Knobs | None = None,
 ) -> Iterator[Knobs]:
-    """Yield distinct valid configurations lazily, one z3 query each.
+    """Yield distinct valid configurations lazily, one z3 query each, reproducibly for a seed.
 
-    Diversity comes from seeded random assumptions: each query first asks for a solution with one
-    knob fixed to a random value of its domain and falls back to any solution when that is
-    unsatisfiable. The same seed gives the same sequence. Falls back to the space without the
-    parallelism requirement when the problem is too small to meet it.
+    Falls back to the space without the parallelism requirement when the problem is too small to
+    meet it.
     """
-    # A private z3 context per enumeration: z3's choices depend on its internal term ids, so a
-    # shared global context would make the sequence depend on what was solved before.
-    context = z3.Context()
-    variables, constraints = build_constraints(sizes, facts, True, context)
-    solver = z3.Solver(ctx=context)
-    solver.set("random_seed", seed)
-    solver.add(constraints)
-    if solver.check() == z3.unsat:
-        context = z3.Context()
-        variables, constraints = build_constraints(sizes, facts, False, context)
-        solver = z3.Solver(ctx=context)
-        solver.set("random_seed", seed)
-        solver.add(constraints)
-    if excluded is not None and {name for name, _ in excluded} == set(KNOB_NAMES):
-        solver.add(z3.Or([variables[name] != value for name, value in excluded], context))
-    rng = random.Random(seed)
-    domains = {
-        name: [int(str(value)) for value in _domain_values(constraints, variables[name])]
-        for name in KNOB_NAMES
-    }
-    while True:
-        name = rng.choice(KNOB_NAMES)
-        hint = variables[name] == rng.choice(domains[name]) if domains[name] else None
-        result = solver.check(hint) if hint is not None else solver.check()
-        if result != z3.sat:
-            result = solver.check()
-            if result != z3.sat:
-                return
-        model = solver.model()
-        knobs = _model_knobs(model, variables)
-        yield knobs
-        solver.add(z3.Or([variables[n] != v for n, v in knobs], context))
-
-
-def _domain_values(constraints: list[z3.BoolRef], variable: z3.ArithRef) -> list[int]:
-    """Read the finite domain `Or(v == a, v == b, ...)` stated for `variable`."""
-    for constraint in constraints:
-        if z3.is_or(constraint):
-            children = constraint.children()
-            if children and all(z3.is_eq(c) and c.arg(0).eq(variable) for c in children):
-                return [c.arg(1).as_long() for c in children]
-    return []
+    return enumerate_z3_space(
+        [
+            lambda context: build_constraints(sizes, facts, True, context),
+            lambda context: build_constraints(sizes, facts, False, context),
+        ],
+        seed,
+        excluded,
+    )
 
 
 def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:

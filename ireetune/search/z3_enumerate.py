@@ -1,0 +1,62 @@
+"""Lazy, seeded, diverse enumeration of a finite z3 space.
+
+Each query asks for a solution with one variable fixed to a random value of its domain (falling
+back to any solution when that is unsatisfiable), then blocks the solution found. A private z3
+context per enumeration keeps the sequence reproducible: z3's choices depend on its internal term
+ids, which a shared context would carry over from earlier solves.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+
+import z3
+
+from ireetune.search.candidate import Knobs, make_knobs
+
+SpaceBuilder = Callable[[z3.Context], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]]
+
+
+def domain_values(constraints: Sequence[z3.BoolRef], variable: z3.ArithRef) -> list[int]:
+    """Read the finite domain `Or(v == a, v == b, ...)` stated for `variable`."""
+    for constraint in constraints:
+        if z3.is_or(constraint):
+            children = constraint.children()
+            if children and all(z3.is_eq(c) and c.arg(0).eq(variable) for c in children):
+                return [c.arg(1).as_long() for c in children]
+    return []
+
+
+def enumerate_space(
+    builders: Sequence[SpaceBuilder], seed: int, excluded: Knobs | None = None
+) -> Iterator[Knobs]:
+    """Yield distinct solutions of the first satisfiable space among `builders`, lazily."""
+    for build in builders:
+        context = z3.Context()
+        variables, constraints = build(context)
+        solver = z3.Solver(ctx=context)
+        solver.set("random_seed", seed)
+        solver.add(constraints)
+        if solver.check() == z3.sat:
+            break
+    else:
+        return
+    names = sorted(variables)
+    if excluded is not None and {name for name, _ in excluded} == set(names):
+        solver.add(z3.Or([variables[name] != value for name, value in excluded], context))
+    rng = random.Random(seed)
+    domains = {name: domain_values(constraints, variables[name]) for name in names}
+    while True:
+        name = rng.choice(names)
+        result = z3.unsat
+        if domains[name]:
+            result = solver.check(variables[name] == rng.choice(domains[name]))
+        if result != z3.sat:
+            result = solver.check()
+            if result != z3.sat:
+                return
+        model = solver.model()
+        knobs = make_knobs({n: model.eval(variables[n]).as_long() for n in names})
+        yield knobs
+        solver.add(z3.Or([variables[n] != v for n, v in knobs], context))

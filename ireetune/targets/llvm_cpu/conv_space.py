@@ -1,0 +1,243 @@
+"""The llvm-cpu search space for 2-D convolutions (ConvTileAndDecomposeExpert), as z3 constraints.
+
+IREE lowers a CPU convolution by tiling, then decomposing the 2-D window into 1-D convolutions,
+which needs vector tiles of 1 on the output height and both filter loops. The knobs are:
+
+- `dist_f`, `dist_oh`, `dist_ow`: the distribution tile over output channels, rows and columns;
+- `vec_f`, `vec_ow`: the vector tile over output channels and columns (the register block);
+- `vec_c`: the vector tile of the input-channel reduction.
+
+Batch loops get tile 1; depthwise convolutions (a depth loop) are not covered.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import z3
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.search.candidate import Knobs
+from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+
+CONV_KNOB_NAMES = ("dist_f", "dist_oh", "dist_ow", "vec_f", "vec_ow", "vec_c")
+CONV_PIPELINE = "ConvTileAndDecomposeExpert"
+_VEC_F_CHOICES = (1, 2, 4, 8, 16, 32, 48, 64)
+_VEC_OW_CHOICES = (1, 2, 3, 4, 6, 7, 8, 12, 14, 16)
+_VEC_C_CHOICES = (1, 2, 4, 8, 16, 32)
+_C_PANEL = 64
+
+
+@dataclass(frozen=True)
+class CpuConvSizes:
+    """The extents a CPU convolution config tiles, plus what its working set depends on."""
+
+    batch: int
+    f: int
+    oh: int
+    ow: int
+    c: int
+    kh: int
+    kw: int
+    stride_h: int
+    stride_w: int
+    dilation_h: int
+    dilation_w: int
+    input_bytes: int
+    accumulator_bytes: int
+
+
+def compute_conv_sizes(problem: ConvolutionProblem) -> CpuConvSizes:
+    """Reduce a 2-D convolution to the sizes the space reasons about."""
+    if problem.depth_dims or len(problem.output_image_dims) != 2 or len(problem.filter_dims) != 2:
+        raise IreetuneError(
+            f"{problem.signature}: only non-depthwise 2-D convolutions are tuned on the CPU"
+        )
+    if len(problem.output_channel_dims) != 1 or len(problem.input_channel_dims) != 1:
+        raise IreetuneError(f"{problem.signature}: grouped channels are not tuned on the CPU")
+    sizes = problem.loop_sizes
+    batch = math.prod(sizes[d] for d in problem.batch_dims)
+    strides = (*problem.strides, 1, 1)[:2]
+    dilations = (*problem.dilations, 1, 1)[:2]
+    return CpuConvSizes(
+        batch=batch,
+        f=sizes[problem.output_channel_dims[0]],
+        oh=sizes[problem.output_image_dims[0]],
+        ow=sizes[problem.output_image_dims[1]],
+        c=sizes[problem.input_channel_dims[0]],
+        kh=sizes[problem.filter_dims[0]],
+        kw=sizes[problem.filter_dims[1]],
+        stride_h=strides[0],
+        stride_w=strides[1],
+        dilation_h=dilations[0],
+        dilation_w=dilations[1],
+        input_bytes=max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
+        accumulator_bytes=element_bytes(problem.output_type),
+    )
+
+
+def _tile_choices(extent: int, steps: list[int], limit: int) -> list[int]:
+    values: set[int] = set()
+    for step in steps:
+        values.update(v for v in range(step, min(extent, limit) + 1, step) if extent % v == 0)
+        whole = -(-extent // step) * step
+        if whole <= limit:
+            values.add(whole)
+    return sorted(values)
+
+
+def build_conv_constraints(
+    sizes: CpuConvSizes, facts: CpuFacts, require_parallelism: bool, context: z3.Context
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """State the space: register block fits, vectors under the stack limit, tiles nest and
+    divide the problem (or cover it whole), a distribution tile's working set fits L2, and (when
+    required) there are at least as many tiles as threads."""
+    lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
+    variables = {name: z3.Int(name, context) for name in CONV_KNOB_NAMES}
+    v = variables
+    vec_f_values = [x for x in _VEC_F_CHOICES if x <= sizes.f]
+    vec_ow_values = [x for x in _VEC_OW_CHOICES if x <= sizes.ow]
+    vec_c_values = [x for x in _VEC_C_CHOICES if x <= sizes.c and sizes.c % x == 0]
+    constraints: list[z3.BoolRef] = [
+        z3.Or([v["vec_f"] == x for x in vec_f_values]),
+        z3.Or([v["vec_ow"] == x for x in vec_ow_values]),
+        z3.Or([v["vec_c"] == x for x in vec_c_values]),
+        z3.Or([v["dist_f"] == x for x in _tile_choices(sizes.f, vec_f_values, 512)]),
+        z3.Or([v["dist_oh"] == x for x in _tile_choices(sizes.oh, [1], 256)]),
+        z3.Or([v["dist_ow"] == x for x in _tile_choices(sizes.ow, vec_ow_values, 256)]),
+        v["dist_f"] % v["vec_f"] == 0,
+        v["dist_ow"] % v["vec_ow"] == 0,
+    ]
+    accumulator_registers = (v["vec_f"] * v["vec_ow"] + lanes - 1) / lanes
+    constraints.append(accumulator_registers + 2 <= facts.vector_registers)
+    constraints.append(
+        v["vec_f"] * v["vec_ow"] * v["vec_c"] * sizes.accumulator_bytes < facts.max_vector_bytes
+    )
+    panel = min(sizes.c, _C_PANEL)
+    input_rows = v["dist_oh"] * sizes.stride_h + (sizes.kh - 1) * sizes.dilation_h
+    input_cols = v["dist_ow"] * sizes.stride_w + (sizes.kw - 1) * sizes.dilation_w
+    working_set = (
+        input_rows * input_cols * panel * sizes.input_bytes
+        + v["dist_f"] * panel * sizes.kh * sizes.kw * sizes.input_bytes
+        + v["dist_f"] * v["dist_oh"] * v["dist_ow"] * sizes.accumulator_bytes
+    )
+    constraints.append(working_set <= facts.l2_bytes)
+    if require_parallelism:
+        tiles = (
+            ((sizes.f + v["dist_f"] - 1) / v["dist_f"])
+            * ((sizes.oh + v["dist_oh"] - 1) / v["dist_oh"])
+            * ((sizes.ow + v["dist_ow"] - 1) / v["dist_ow"])
+            * sizes.batch
+        )
+        constraints.append(tiles >= facts.threads)
+    return variables, constraints
+
+
+def enumerate_conv_space(
+    sizes: CpuConvSizes, facts: CpuFacts, seed: int, excluded: Knobs | None = None
+) -> Iterator[Knobs]:
+    """Yield valid convolution configurations lazily and reproducibly for a seed."""
+    return enumerate_z3_space(
+        [
+            lambda context: build_conv_constraints(sizes, facts, True, context),
+            lambda context: build_conv_constraints(sizes, facts, False, context),
+        ],
+        seed,
+        excluded,
+    )
+
+
+def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> float:
+    """Score a convolution configuration like a contraction's: register block intensity, a
+    power-of-two channel tile, padding waste, balance over threads, and a non-trivial tile."""
+    values = {name: int(value) for name, value in knobs}
+    lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
+    registers = -(-values["vec_f"] * values["vec_ow"] // lanes)
+    register_use = min(1.0, registers / (facts.vector_registers - 4))
+    good_c = 1.0 if values["vec_c"] >= 4 and values["vec_c"] & (values["vec_c"] - 1) == 0 else 0.0
+    padded = (
+        math.ceil(sizes.f / values["dist_f"])
+        * values["dist_f"]
+        * math.ceil(sizes.ow / values["dist_ow"])
+        * values["dist_ow"]
+    )
+    padding_waste = padded / (sizes.f * sizes.ow) - 1.0
+    tiles = (
+        math.ceil(sizes.f / values["dist_f"])
+        * math.ceil(sizes.oh / values["dist_oh"])
+        * math.ceil(sizes.ow / values["dist_ow"])
+        * sizes.batch
+    )
+    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    vectorised_f = 1.0 if values["vec_f"] % lanes == 0 else 0.0
+    return (
+        2.0 * register_use
+        + 1.0 * good_c
+        + 1.0 * vectorised_f
+        - 2.0 * padding_waste
+        - 1.0 * imbalance
+    )
+
+
+def order_conv_candidates(
+    sizes: CpuConvSizes, facts: CpuFacts, pool: list[Knobs], seed: int
+) -> list[tuple[Knobs, float]]:
+    """Sort by descending score; ties broken by a seeded hash of each configuration."""
+    scored = [
+        (
+            knobs,
+            score_conv_candidate(sizes, facts, knobs),
+            random.Random(f"{seed}:{knobs}").random(),
+        )
+        for knobs in pool
+    ]
+    scored.sort(key=lambda item: (-item[1], item[2]))
+    return [(knobs, score) for knobs, score, _ in scored]
+
+
+def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """Spread the knobs over the convolution's loops as the three CPU tiling levels."""
+    values = {name: int(value) for name, value in knobs}
+    count = len(problem.loop_sizes)
+    distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
+    for dim in problem.batch_dims:
+        distribution[dim], parallel[dim] = 1, 1
+    oh_dim, ow_dim = problem.output_image_dims
+    f_dim = problem.output_channel_dims[0]
+    distribution[f_dim], parallel[f_dim] = values["dist_f"], values["vec_f"]
+    distribution[oh_dim], parallel[oh_dim] = values["dist_oh"], 1
+    distribution[ow_dim], parallel[ow_dim] = values["dist_ow"], values["vec_ow"]
+    for dim in problem.filter_dims:
+        reduction[dim] = 1
+    reduction[problem.input_channel_dims[0]] = values["vec_c"]
+    return {
+        "distribution": distribution,
+        "vector_common_parallel": parallel,
+        "vector_reduction": reduction,
+    }
+
+
+def parse_default_conv_knobs(
+    problem: ConvolutionProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's default convolution config back into knobs (None if it has no form)."""
+    try:
+        oh_dim, ow_dim = problem.output_image_dims
+        f_dim, c_dim = problem.output_channel_dims[0], problem.input_channel_dims[0]
+        values = {
+            "dist_f": levels["distribution"][f_dim],
+            "dist_oh": levels["distribution"][oh_dim],
+            "dist_ow": levels["distribution"][ow_dim],
+            "vec_f": levels["vector_common_parallel"][f_dim],
+            "vec_ow": levels["vector_common_parallel"][ow_dim],
+            "vec_c": levels["vector_reduction"][c_dim],
+        }
+    except (ValueError, IndexError, KeyError):
+        return None
+    return tuple(sorted(values.items()))
