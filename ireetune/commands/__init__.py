@@ -6,4 +6,6 @@ from the parsed arguments to an exit status) as a default. The list below is the
 
 COMMAND_MODULES = (
     "ireetune.commands.tune_dispatch",
+    "ireetune.commands.benchmark_folder",
+    "ireetune.commands.finish",
 )

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ireetune.commands.arguments import positive_int
+from ireetune.handoff.export import StopAfter
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,6 +24,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--devices", default="", help="comma-separated runtime devices (default: the target's)")
     parser.add_argument("--repetitions", type=positive_int, default=5)
     parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile")
+    parser.add_argument(
+        "--pipeline", action="append", default=[], choices=("TileAndFuse", "VectorDistribute"),
+        help="GPU targets: search only this codegen pipeline (repeatable; default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stop-after", choices=[stage.value for stage in StopAfter],
+        help="compile: write a self-contained folder to measure with `ireetune benchmark-folder`",
+    )  # fmt: skip
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.set_defaults(handler=run)
 
@@ -43,8 +52,18 @@ def run(arguments: argparse.Namespace) -> int:
         repetitions=arguments.repetitions,
         compile_timeout_s=arguments.compile_timeout,
         show_progress=arguments.progress,
+        pipelines=tuple(arguments.pipeline),
+        stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
     )
     result = tune_dispatch(options)
+    if options.stop_after is StopAfter.COMPILE:
+        sys.stdout.write(
+            f"compiled {result.problem.signature} into {result.run_dir} "
+            f"(compile success {result.compile_success_rate:.0%}); next:\n"
+            f"  ireetune benchmark-folder {result.run_dir}   (or python -m ireetune.benchmark.folder)\n"
+            f"  ireetune finish {result.run_dir}\n"
+        )
+        return 0
     summary = render_summary(
         result.problem.signature,
         options.target,
