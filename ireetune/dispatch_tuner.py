@@ -7,6 +7,7 @@ stage, so a crash of the tuner loses nothing already learned).
 
 from __future__ import annotations
 
+import enum
 import itertools
 import math
 import json
@@ -71,6 +72,13 @@ module attributes {transform.with_named_sequence} {
 MODEL_LEVEL_DISAGREEMENT = 0.20
 
 
+class CandidateOrder(enum.Enum):
+    """Which candidates of the sampled pool are compiled: the heuristic's best, or random ones."""
+
+    HEURISTIC = "heuristic"
+    RANDOM = "random"
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     """Everything a dispatch tuning run can be asked to do."""
@@ -93,6 +101,7 @@ class TuneOptions:
     show_progress: bool | None = None
     pipelines: tuple[str, ...] = ()
     stop_after: StopAfter | None = None
+    order: CandidateOrder = CandidateOrder.HEURISTIC
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,9 @@ def _generate(
             target.generate_candidates(problem, variant_target, default_knobs, options.seed), pool_size
         )
     )
+    if options.order is CandidateOrder.RANDOM:
+        # The sampler's own order is already a seeded random walk over the space.
+        return [(knobs, None) for knobs in pool[: options.num_candidates]]
     ordered = target.order_candidates(problem, pool, options.seed)[: options.num_candidates]
     return [(knobs, score) for knobs, score in ordered]
 

@@ -33,7 +33,7 @@ from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.benchmark.stats import compute_stats
 from ireetune.handoff.manifest import RESULTS_NAME, Manifest, read_manifest
 from ireetune.report.ranking import is_real_improvement
-from ireetune.verify.compare import compare_outputs
+from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.runner import run_reference_programs
 
 
@@ -74,7 +74,12 @@ def verify_contenders(run_dir: Path, manifest: Manifest, contenders: Sequence[in
             continue
         output = run_dir / "verify" / f"output_{candidate_id}.npy"
         runnable.append((candidate_id, run_dir / entry.reference_vmfb, output))
-    runs = run_reference_programs(runnable, device=device, inputs_path=run_dir / manifest.verify.inputs)
+    inputs_path = run_dir / "verify" / "inputs.npz"
+    inputs = make_random_inputs(
+        list(manifest.verify.input_shapes), list(manifest.verify.input_types), manifest.verify.seed
+    )
+    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
+    runs = run_reference_programs(runnable, device=device, inputs_path=inputs_path)
     baseline_run = runs.get(0)
     if baseline_run is None or baseline_run.output is None:
         reason = baseline_run.reason if baseline_run else "the baseline's reference program did not run"

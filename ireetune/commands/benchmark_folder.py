@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "benchmark-folder",
         help="benchmark a folder written by `tune-dispatch --stop-after compile` (needs only the runtime)",

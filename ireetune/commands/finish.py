@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("finish", help="pick the winner of a benchmarked folder and write its spec")
     parser.add_argument("run_dir", type=Path)
     parser.set_defaults(handler=run)

@@ -32,12 +32,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--stop-after", choices=[stage.value for stage in StopAfter],
         help="compile: write a self-contained folder to measure with `ireetune benchmark-folder`",
     )  # fmt: skip
+    parser.add_argument(
+        "--order", choices=("heuristic", "random"), default="heuristic",
+        help="compile the heuristic's best candidates (default) or random ones (a baseline for it)",
+    )  # fmt: skip
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+    from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
     from ireetune.report.summary import render_summary
 
     options = TuneOptions(
@@ -53,6 +57,7 @@ def run(arguments: argparse.Namespace) -> int:
         compile_timeout_s=arguments.compile_timeout,
         show_progress=arguments.progress,
         pipelines=tuple(arguments.pipeline),
+        order=CandidateOrder(arguments.order),
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
     )
     result = tune_dispatch(options)

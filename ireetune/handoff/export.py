@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings
@@ -18,7 +17,6 @@ from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress
 from ireetune.report.records import CandidateRecord, CandidateStatus
 from ireetune.targets.base import Target
-from ireetune.verify.compare import make_random_inputs
 from ireetune.verify.reference import build_reference_module
 
 
@@ -46,14 +44,13 @@ def export_for_benchmarking(
     """Compile every distinct candidate's reference program and write the folder's manifest.
 
     Which candidates win is only known after benchmarking elsewhere, so the reference program
-    (the root op on real inputs, see verify/reference.py) is compiled for each of them now.
+    (the root op on real inputs, see verify/reference.py) is compiled for each of them now. The
+    random inputs are not written: the benchmarking side draws them from the same seed.
     """
     verify_dir = run_dir / "verify"
     verify_dir.mkdir(exist_ok=True)
     reference_path = verify_dir / "reference.mlir"
     reference_path.write_text(str(build_reference_module(root_op, context)))
-    inputs = make_random_inputs([problem.lhs_shape, problem.rhs_shape], [problem.lhs_type, problem.rhs_type], seed)
-    np.savez(verify_dir / "inputs.npz", **{f"arg{i}": array for i, array in enumerate(inputs)})
 
     to_measure = [r for r in records.values() if r.is_baseline or r.status is CandidateStatus.COMPILED]
     jobs = [
@@ -97,7 +94,10 @@ def export_for_benchmarking(
         confirm_rounds=settings.confirm_rounds,
         baseline=entry(records[0]),
         candidates=tuple(entry(r) for r in sorted(to_measure, key=lambda r: r.candidate_id) if not r.is_baseline),
-        verify=VerifySettings("verify/inputs.npz", problem.output_type, reduction, verify_top),
+        verify=VerifySettings(
+            seed, (problem.lhs_shape, problem.rhs_shape), (problem.lhs_type, problem.rhs_type),
+            problem.output_type, reduction, verify_top,
+        ),
     )
     info["outcome"] = "compiled"
     return write_manifest(run_dir, manifest)

@@ -27,9 +27,12 @@ class FolderCandidate:
 
 @dataclass(frozen=True)
 class VerifySettings:
-    """How outputs are compared: the inputs file, result type and reduction size, how many."""
+    """How outputs are checked: the random inputs (made where they run, from a seed: they can be
+    hundreds of megabytes), the result type and reduction size, and how many candidates."""
 
-    inputs: str
+    seed: int
+    input_shapes: tuple[tuple[int, ...], ...]
+    input_types: tuple[str, ...]
     output_type: str
     reduction_size: int
     top: int
@@ -77,5 +80,12 @@ def read_manifest(run_dir: Path) -> Manifest:
         confirm_rounds=int(data["confirm_rounds"]),
         baseline=FolderCandidate(**data["baseline"]),
         candidates=tuple(FolderCandidate(**c) for c in data["candidates"]),
-        verify=VerifySettings(**data["verify"]),
+        verify=VerifySettings(
+            seed=int(data["verify"]["seed"]),
+            input_shapes=tuple(tuple(int(d) for d in shape) for shape in data["verify"]["input_shapes"]),
+            input_types=tuple(data["verify"]["input_types"]),
+            output_type=data["verify"]["output_type"],
+            reduction_size=int(data["verify"]["reduction_size"]),
+            top=int(data["verify"]["top"]),
+        ),
     )

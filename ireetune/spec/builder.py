@@ -105,15 +105,16 @@ def _build_convolution_matcher(name: str, entry: MatcherEntry) -> None:
     sequence = transform.NamedSequenceOp(name, [any_op], [any_op, any_param], arg_attrs=[_readonly()])
     with ir.InsertionPoint(sequence.body):
         op_handle = sequence.bodyTarget
-        maps = [ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")) for text in problem.indexing_maps]
-        i64_param = transform.ParamType.get(ir.IntegerType.get_signless(64))
+        maps = [
+            ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")).value
+            for text in problem.indexing_maps
+        ]
         match = preprocessing_transform.MatchConvolutionOp(
-            *([i64_param] * 8),
             op_handle,
-            ir.TypeAttr.get(ir.Type.parse(problem.lhs_type)),
-            ir.TypeAttr.get(ir.Type.parse(problem.rhs_type)),
-            ir.TypeAttr.get(ir.Type.parse(problem.output_type)),
-            indexing_maps=ir.ArrayAttr.get(maps),
+            lhs_type=ir.Type.parse(problem.lhs_type),
+            rhs_type=ir.Type.parse(problem.rhs_type),
+            output_type=ir.Type.parse(problem.output_type),
+            indexing_maps=maps,
         )
 
         def sizes(dims: tuple[int, ...]) -> list[int]:
@@ -124,7 +125,7 @@ def _build_convolution_matcher(name: str, entry: MatcherEntry) -> None:
             sizes(problem.filter_dims), sizes(problem.input_channel_dims), sizes(problem.depth_dims),
             list(problem.strides), list(problem.dilations),
         )  # fmt: skip
-        for dims_handle, values in zip(match.results, expected, strict=True):
+        for dims_handle, values in zip(match, expected, strict=True):
             preprocessing_transform.MatchDimsEqualOp(dims_handle, values)
         config = transform.ParamConstantOp(any_param, ir.Attribute.parse(entry.compilation_info))
         transform.YieldOp([op_handle, config.result])

@@ -16,6 +16,7 @@ def dump_configurations(
     target: Target, stripped_path: Path, spec_path: Path, work_dir: Path, timeout_s: float = 120.0
 ) -> str:
     """Compile to the configuration stage with the spec; return the dumped configurations' text."""
+    work_dir.mkdir(parents=True, exist_ok=True)
     dump_dir = work_dir / "configuration_dump"
     configured = work_dir / "configured.mlir"
     result = run_tool(
@@ -50,7 +51,6 @@ def prove_config_landed(
     context: ir.Context,
 ) -> None:
     """Raise unless the configuration dump shows the spec's lowering_config on the root op."""
-    work_dir.mkdir(parents=True, exist_ok=True)
     dumped = dump_configurations(target, stripped_path, spec_path, work_dir)
     lowering = expected_lowering_config(compilation_info, context)
     if lowering not in dumped:

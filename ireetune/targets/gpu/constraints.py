@@ -85,7 +85,7 @@ def _mma_shape(option_text: str) -> tuple[int, int, int] | None:
     attribute = ir.Attribute.parse(option_text)
     for kind in (iree_gpu.MMAAttr, iree_gpu.VirtualMMAAttr):
         if kind.isinstance(attribute):
-            m, n, k = kind(attribute).mnk_shape  # type: ignore[operator]
+            m, n, k = kind(attribute).mnk_shape
             return int(m), int(n), int(k)
     return None
 

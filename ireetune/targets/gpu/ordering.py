@@ -8,6 +8,8 @@ matrix-multiplication view of the problem (convolutions as implicit GEMMs):
   subgroup's tile (data reuse from shared memory and from registers);
 - quantization inefficiency: work padded up to whole tiles, over the real work;
 - occupancy: enough workgroups for every compute unit, and the last wave not mostly idle;
+- power-of-two workgroup tiles (aligned loads; odd tiles also fail VectorDistribute's layout
+  analysis more often);
 - 128 to 256 threads per workgroup, and accumulators that fit in registers.
 
 Each feature is read from the filled template of the compiler's own space, so the heuristic does
@@ -131,12 +133,14 @@ def score_candidate(problem: Problem, shape: TileShape, compute_units: int) -> f
         occupancy_loss = 1.0 - waves
     else:
         occupancy_loss = 1.0 - waves / math.ceil(waves)
+    power_of_two_tiles = sum(1.0 for t in (shape.tile_m, shape.tile_n) if t & (t - 1) == 0) / 2.0
     threads_off = 0.0 if 128 <= shape.threads <= 256 else 0.5 if shape.threads in (64, 512) else 1.0
     accumulators = shape.tile_m * shape.tile_n / shape.threads
     register_pressure = max(0.0, accumulators / MAX_ACCUMULATORS_PER_THREAD - 1.0)
 
     return (
         1.0 * power_of_two_k
+        + 1.0 * power_of_two_tiles
         - 1.0 * short_k
         + 1.5 * min(workgroup_reuse, 1.5)
         + 1.0 * min(subgroup_reuse, 1.5)
@@ -152,3 +156,11 @@ def order_by_score(scored: list[tuple[Knobs, float]], seed: int) -> list[tuple[K
     keyed = [(knobs, score, random.Random(f"{seed}:{knobs}").random()) for knobs, score in scored]
     keyed.sort(key=lambda item: (-item[1], item[2]))
     return [(knobs, score) for knobs, score, _ in keyed]
+
+
+def interleave(orders: list[list[tuple[Knobs, float]]]) -> list[tuple[Knobs, float]]:
+    """Merge several orders by taking their heads in turn: [a1, b1, a2, b2, b3]."""
+    merged: list[tuple[Knobs, float]] = []
+    for position in range(max((len(order) for order in orders), default=0)):
+        merged.extend(order[position] for order in orders if position < len(order))
+    return merged

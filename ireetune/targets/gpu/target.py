@@ -29,7 +29,7 @@ from ireetune.targets.gpu.constraints import (
     emit_constraints,
     read_constraint_spaces,
 )
-from ireetune.targets.gpu.ordering import compute_tile_shape, order_by_score, score_candidate
+from ireetune.targets.gpu.ordering import compute_tile_shape, interleave, order_by_score, score_candidate
 from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
 from ireetune.targets.gpu.template import (
     TRANSLATION_KEYS,
@@ -134,12 +134,18 @@ class GpuTarget(Target):
             yield make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
 
     def order_candidates(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        scored = []
+        """Rank each space's candidates by the heuristic, then take the spaces in turn.
+
+        Scores compare well within one pipeline; across pipelines they do not (the same tile
+        runs differently), so no pipeline is left unmeasured by a budget its rival fills.
+        """
+        by_space: dict[int, list[tuple[Knobs, float]]] = {}
         for knobs in pool:
             space, config = self.resolved_config(knobs)
             shape = compute_tile_shape(problem, space, config)
-            scored.append((knobs, score_candidate(problem, shape, self.arch.compute_units)))
-        return order_by_score(scored, seed)
+            score = score_candidate(problem, shape, self.arch.compute_units)
+            by_space.setdefault(space.index, []).append((knobs, score))
+        return interleave([order_by_score(scored, seed) for _, scored in sorted(by_space.items())])
 
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
         space, config = self.resolved_config(knobs)

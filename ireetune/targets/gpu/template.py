@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
@@ -164,7 +165,7 @@ def extract_knob_values(template: TemplateValue, actual: ResolvedValue) -> dict[
             index = pattern.options.index(value.text)
             return found.setdefault(pattern.name, index) == index
         if isinstance(pattern, LoweringConfigNode):
-            return isinstance(value, LoweringConfigNode) and visit(pattern.fields, value.fields)
+            return isinstance(value, LoweringConfigNode) and visit(pattern.fields, cast(ResolvedValue, value.fields))
         if isinstance(pattern, list):
             return (
                 isinstance(value, list)
