@@ -7,14 +7,14 @@ stage, so a crash of the tuner loses nothing already learned).
 
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 import logging
+import math
 import shutil
-import statistics
 import tempfile
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,13 +24,9 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune import __version__
-from ireetune.benchmark.runner import (
-    BenchmarkJob,
-    BenchmarkOutcome,
-    BenchmarkStatus,
-    run_benchmarks,
-)
-from ireetune.benchmark.stats import compute_stats
+from ireetune.benchmark.campaign import CampaignSettings, CandidateMeasurement, run_campaign
+from ireetune.benchmark.outcomes import apply_campaign
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, hash_binary
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (
@@ -54,8 +50,8 @@ from ireetune.frontend.dispatches import (
     select_dispatch,
     strip_configurations,
 )
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.handoff.export import StopAfter, export_for_benchmarking
+from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.ranking import is_real_improvement, rank_candidates
 from ireetune.report.records import (
@@ -72,6 +68,7 @@ from ireetune.targets import parse_target
 from ireetune.targets.base import Target
 from ireetune.tools import find_tool, first_error_line, run_tool
 from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.landing import prove_config_landed
 from ireetune.verify.reference import build_reference_module
 from ireetune.verify.runner import run_reference_programs
 
@@ -87,6 +84,13 @@ module attributes {transform.with_named_sequence} {
 """
 # Disagreement between dispatch-level and model-level timing of the baseline worth reporting.
 MODEL_LEVEL_DISAGREEMENT = 0.20
+
+
+class CandidateOrder(enum.Enum):
+    """Which candidates of the sampled pool are compiled: the heuristic's best, or random ones."""
+
+    HEURISTIC = "heuristic"
+    RANDOM = "random"
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,9 @@ class TuneOptions:
     use_database: bool = True
     retune: bool = False
     min_benchmark_timeout_s: float = 10.0
+    pipelines: tuple[str, ...] = ()
+    stop_after: StopAfter | None = None
+    order: CandidateOrder = CandidateOrder.HEURISTIC
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,7 @@ class TuneResult:
     """What a run produced; `best_spec_path` is None when nothing beat the default."""
 
     run_dir: Path
-    problem: ContractionProblem
+    problem: Problem
     records: tuple[CandidateRecord, ...]
     baseline_ms: float
     best: CandidateRecord | None
@@ -206,7 +213,7 @@ def _check_backend(module: ir.Module, target: Target) -> ir.Attribute:
 
 def _generate(
     target: Target,
-    problem: ContractionProblem,
+    problem: Problem,
     variant_target: ir.Attribute,
     default_knobs: Knobs | None,
     options: TuneOptions,
@@ -218,6 +225,9 @@ def _generate(
             pool_size,
         )
     )
+    if options.order is CandidateOrder.RANDOM:
+        # The sampler's own order is already a seeded random walk over the space.
+        return [(knobs, None) for knobs in pool[: options.num_candidates]]
     ordered = target.order_candidates(problem, pool, options.seed)[: options.num_candidates]
     return [(knobs, score) for knobs, score in ordered]
 
@@ -230,15 +240,11 @@ def _compile_flags(target: Target, spec_path: Path) -> tuple[str, ...]:
     )
 
 
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
-
-
 def tune_dispatch(options: TuneOptions) -> TuneResult:
     """Tune one dispatch; see the module docstring for the stages."""
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
-    target = parse_target(options.target)
+    target = parse_target(options.target, options.pipelines)
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
         scratch = Path(scratch_name)
@@ -248,6 +254,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
             root_op = find_root_op(module)
             problem = parse_problem(root_op)
             variant_target = _check_backend(module, target)
+            target.prepare(problem, benchmark_path, scratch / "target", context)
             default_knobs = target.parse_default_knobs(problem, root_op)
         candidates = _generate(target, problem, variant_target, default_knobs, options)
         if not candidates:
@@ -332,7 +339,7 @@ def _reuse(
     options: TuneOptions,
     target: Target,
     context: ir.Context,
-    problem: ContractionProblem,
+    problem: Problem,
     stored: StoredResult,
     key: ResultKey,
 ) -> TuneResult:
@@ -399,7 +406,7 @@ def _run(
     context: ir.Context,
     benchmark_path: Path,
     root_op: ir.Operation,
-    problem: ContractionProblem,
+    problem: Problem,
     default_knobs: Knobs | None,
     candidates: list[tuple[Knobs, float | None]],
     run_dir: Path,
@@ -467,6 +474,14 @@ def _run(
             raise IreetuneError(f"the default configuration does not compile: {baseline.reason}")
         _classify_binaries(state)
         _fail_if_nothing_compiled(state, notes)
+        if options.stop_after is StopAfter.COMPILE:
+            export_for_benchmarking(
+                target, context, root_op, problem, run_dir, state.records, state.info,
+                campaign_settings(options), tuple(devices), options.seed, options.verify_top,
+                options.compile_timeout_s, progress,
+            )  # fmt: skip
+            state.save()
+            return _compiled_only_result(state, problem)
         baseline_ms = _benchmark_stage(options, devices, state, progress, notes)
         ranked = rank_candidates(list(state.records.values()))
         best = _verify_stage(
@@ -490,7 +505,11 @@ def _run(
     best_spec_path: Path | None = None
     if best is not None:
         best_spec_path = run_dir / "best_spec.mlir"
-        _prove_config_landed(target, stripped_path, run_dir, best, problem, context)
+        assert best.knobs is not None
+        prove_config_landed(
+            target, stripped_path, run_dir / best.spec_path,
+            target.compilation_info(problem, best.knobs, context), run_dir / "verify" / "best_configuration", context,
+        )  # fmt: skip
         shutil.copyfile(run_dir / best.spec_path, best_spec_path)
         state.info["outcome"] = "improved"
         state.info["best_candidate"] = best.candidate_id
@@ -512,6 +531,19 @@ def _run(
         compile_success_rate=success_rate,
         notes=tuple(notes),
     )
+
+
+def _compiled_only_result(state: _RunState, problem: Problem) -> TuneResult:
+    """Describe a run stopped after compiling: no timings, no winner yet."""
+    attempts = [r for r in state.records.values() if not r.is_baseline]
+    compiled = [r for r in attempts if r.status is CandidateStatus.COMPILED]
+    return TuneResult(
+        run_dir=state.run_dir, problem=problem,
+        records=tuple(sorted(state.records.values(), key=lambda r: r.candidate_id)),
+        baseline_ms=math.nan, best=None, best_spec_path=None,
+        compile_success_rate=len([r for r in attempts if r.binary_hash]) / len(attempts) if attempts else 0.0,
+        notes=(f"{len(compiled)} distinct candidates ready to benchmark",),
+    )  # fmt: skip
 
 
 def _compile_stage(
@@ -649,202 +681,57 @@ def _benchmark_stage(
     progress: StageProgress,
     notes: list[str],
 ) -> float:
-    """Measure baseline, candidates and baseline again per device, then confirm the leaders.
-
-    Candidates are spread over the devices; each speedup is relative to the baseline measured on
-    the candidate's own device (seeds/002: chips of one SKU differ). The confirmation round times
-    the baseline and the leading candidates interleaved, several rounds, in one process, so slow
-    drifts of the machine hit all of them alike; the final speedups come from that round.
-    """
+    """Measure the compiled candidates on every device (see benchmark/campaign.py)."""
     run_dir = state.run_dir
-    to_measure = [
-        r
+    jobs = [
+        BenchmarkJob(r.candidate_id, run_dir / r.binary_path)
         for r in sorted(state.records.values(), key=lambda r: r.candidate_id)
         if not r.is_baseline and r.status is CandidateStatus.COMPILED
     ]
-    baseline_job = BenchmarkJob(0, run_dir / state.records[0].binary_path)
-    baseline_times: dict[str, list[float]] = {}
-    batches: dict[str, int] = {}
-    total_steps = len(to_measure) + 2 * len(devices) + len(devices) * options.confirm_rounds
-    with progress.stage("benchmarking", total_steps):
-        for device in devices:
-            outcome = next(
-                iter(
-                    run_benchmarks(
-                        [baseline_job],
-                        device,
-                        options.repetitions,
-                        0,
-                        timeout_s=300,
-                        min_repetition_s=options.min_repetition_s,
-                    )
-                )
-            )
-            progress.advance()
-            if outcome.status is not BenchmarkStatus.MEASURED:
-                raise IreetuneError(
-                    f"the default configuration could not be measured on {device}: "
-                    f"{outcome.status.value} {outcome.reason}"
-                )
-            baseline_times[device] = list(outcome.times_ms)
-            batches[device] = outcome.batch
-            state.info.setdefault("session_baseline_ms", {})[device] = _median(outcome.times_ms)
-        assignments: dict[str, list[BenchmarkJob]] = {device: [] for device in devices}
-        for index, record in enumerate(to_measure):
-            assignments[devices[index % len(devices)]].append(
-                BenchmarkJob(record.candidate_id, run_dir / record.binary_path)
-            )
-        # TODO(multi-device): run the devices' queues concurrently, one thread per device.
-        for device in devices:
-            baseline_ms = _median(baseline_times[device])
-            batch = batches[device]
-            timeout_s = _job_timeout(options, batch, baseline_ms)
-            for outcome in run_benchmarks(
-                assignments[device],
-                device,
-                options.repetitions,
-                batch,
-                timeout_s,
-                hopeless_ms=options.hopeless_factor * baseline_ms,
-            ):
-                _record_benchmark(state, outcome, baseline_ms)
-                progress.advance()
-                state.save()
-            after = next(
-                iter(run_benchmarks([baseline_job], device, options.repetitions, batch, timeout_s))
-            )
-            progress.advance()
-            if after.status is BenchmarkStatus.MEASURED:
-                drift = abs(_median(after.times_ms) - baseline_ms) / baseline_ms
-                state.info.setdefault("baseline_drift", {})[device] = drift
-                if drift > 0.03:
-                    notes.append(
-                        f"baseline on {device} moved {drift:.1%} between before and after the candidates"
-                    )
-                baseline_times[device].extend(after.times_ms)
-            _confirm_leaders(
-                options, device, state, baseline_job, baseline_times, batch, timeout_s, progress
-            )
-    first_device = devices[0]
-    stats = compute_stats(baseline_times[first_device])
-    state.update(
-        replace(
-            state.records[0],
-            status=CandidateStatus.MEASURED,
-            device=first_device,
-            times_ms=tuple(baseline_times[first_device]),
-            median_ms=stats.median_ms,
-            min_ms=stats.min_ms,
-            max_ms=stats.max_ms,
-            spread=stats.spread,
-            speedup=1.0,
+    premeasured = [
+        (
+            BenchmarkJob(r.candidate_id, run_dir / r.binary_path),
+            CandidateMeasurement(
+                r.candidate_id,
+                devices[0],
+                BenchmarkStatus.MEASURED,
+                r.reason,
+                r.times_ms,
+                r.speedup,
+                r.stopped_early,
+            ),
         )
-    )
-    state.info["baseline_noise"] = stats.noise
-    state.save()
-    return stats.median_ms
-
-
-def _job_timeout(options: TuneOptions, batch: int, baseline_ms: float) -> float:
-    """Allow load time plus 20x the baseline's time for one candidate's repetitions."""
-    return (
-        options.min_benchmark_timeout_s + 20.0 * options.repetitions * batch * baseline_ms / 1000.0
-    )
-
-
-def _confirm_leaders(
-    options: TuneOptions,
-    device: str,
-    state: _RunState,
-    baseline_job: BenchmarkJob,
-    baseline_times: dict[str, list[float]],
-    batch: int,
-    timeout_s: float,
-    progress: StageProgress,
-) -> None:
-    """Re-time the device's leading candidates interleaved with the baseline; keep those times."""
-    leaders = [
-        r
-        for r in rank_candidates([r for r in state.records.values() if r.device == device])
-        if not r.stopped_early and r.binary_path
-    ][: options.confirm_top]
-    if not leaders or options.confirm_rounds < 1:
-        progress.advance(options.confirm_rounds)
-        return
-    round_jobs = [
-        baseline_job,
-        *(BenchmarkJob(r.candidate_id, state.run_dir / r.binary_path) for r in leaders),
+        for r in state.records.values()
+        if r.candidate_id in state.restored
+        and r.status is CandidateStatus.MEASURED
+        and r.binary_path
     ]
-    confirmed: dict[int, list[float]] = {job.candidate_id: [] for job in round_jobs}
-    failed: dict[int, BenchmarkOutcome] = {}
-    jobs = round_jobs * options.confirm_rounds
-    for index, outcome in enumerate(
-        run_benchmarks(jobs, device, options.repetitions, batch, timeout_s)
-    ):
-        if outcome.status is BenchmarkStatus.MEASURED:
-            confirmed[outcome.candidate_id].extend(outcome.times_ms)
-        else:
-            failed[outcome.candidate_id] = outcome
-        if (index + 1) % len(round_jobs) == 0:
-            progress.advance()
-    if not confirmed[0]:
-        return
-    baseline_times[device] = confirmed[0]
-    baseline_ms = _median(confirmed[0])
-    for record in leaders:
-        times = confirmed[record.candidate_id]
-        if record.candidate_id in failed:
-            _record_benchmark(state, failed[record.candidate_id], baseline_ms)
-            continue
-        stats = compute_stats(times)
-        state.update(
-            replace(
-                state.records[record.candidate_id],
-                times_ms=tuple(times),
-                median_ms=stats.median_ms,
-                min_ms=stats.min_ms,
-                max_ms=stats.max_ms,
-                spread=stats.spread,
-                speedup=baseline_ms / stats.median_ms,
-                reason=f"confirmed in {options.confirm_rounds} rounds interleaved with the baseline",
-            )
-        )
-    state.info.setdefault("confirmed", {})[device] = [r.candidate_id for r in leaders]
+    with progress.stage("benchmarking", len(jobs)):
+        result = run_campaign(
+            run_dir / state.records[0].binary_path, jobs, devices, campaign_settings(options),
+            on_measured=lambda _: progress.advance(), premeasured=premeasured,
+        )  # fmt: skip
+    notes.extend(result.notes)
+    baseline_ms = apply_campaign(state.records, result, state.info)
+    state.info["session_baseline_ms"] = {
+        device: baseline.reference_ms
+        for device, baseline in result.baselines.items()
+        if not baseline.error
+    }
+    for record in list(state.records.values()):
+        # Write every measured result to the database (apply_campaign updated them in place).
+        state.update(record)
     state.save()
+    return baseline_ms
 
 
-def _record_benchmark(state: _RunState, outcome: BenchmarkOutcome, baseline_ms: float) -> None:
-    record = state.records[outcome.candidate_id]
-    if outcome.status is BenchmarkStatus.MEASURED:
-        stats = compute_stats(outcome.times_ms)
-        reason = (
-            f"stopped early: over {stats.median_ms / baseline_ms:.1f}x the baseline"
-            if outcome.stopped_early
-            else ""
-        )
-        state.update(
-            replace(
-                record,
-                status=CandidateStatus.MEASURED,
-                device=outcome.device,
-                reason=reason,
-                times_ms=outcome.times_ms,
-                median_ms=stats.median_ms,
-                min_ms=stats.min_ms,
-                max_ms=stats.max_ms,
-                spread=stats.spread,
-                stopped_early=outcome.stopped_early,
-                speedup=baseline_ms / stats.median_ms,
-            )
-        )
-        return
-    status = {
-        BenchmarkStatus.FAILED: CandidateStatus.BENCHMARK_FAILED,
-        BenchmarkStatus.TIMED_OUT: CandidateStatus.BENCHMARK_TIMED_OUT,
-        BenchmarkStatus.CRASHED: CandidateStatus.CRASHED,
-        BenchmarkStatus.DEVICE_ERROR: CandidateStatus.DEVICE_ERROR,
-    }[outcome.status]
-    state.update(replace(record, status=status, device=outcome.device, reason=outcome.reason))
+def campaign_settings(options: TuneOptions) -> CampaignSettings:
+    """Return the benchmark settings a run's options ask for."""
+    return CampaignSettings(
+        repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
+        hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
+        confirm_rounds=options.confirm_rounds,
+    )  # fmt: skip
 
 
 def _verify_stage(
@@ -852,7 +739,7 @@ def _verify_stage(
     target: Target,
     context: ir.Context,
     root_op: ir.Operation,
-    problem: ContractionProblem,
+    problem: Problem,
     state: _RunState,
     ranked: list[CandidateRecord],
     progress: StageProgress,
@@ -971,43 +858,3 @@ def _verify_stage(
             )
     state.save()
     return best
-
-
-def _prove_config_landed(
-    target: Target,
-    stripped_path: Path,
-    run_dir: Path,
-    best: CandidateRecord,
-    problem: ContractionProblem,
-    context: ir.Context,
-) -> None:
-    """Compile the winner to its configuration and check the root op carries the spec's config."""
-    dump_dir = run_dir / "verify" / "best_configuration"
-    result = run_tool(
-        [
-            find_tool("iree-compile"),
-            str(stripped_path),
-            *_compile_flags(target, run_dir / best.spec_path),
-            "--compile-to=executable-configurations",
-            f"--iree-hal-dump-executable-configurations-to={dump_dir}",
-            "-o",
-            str(run_dir / "verify" / "best_configured.mlir"),
-        ],
-        timeout_s=120,
-    )
-    dumped = (
-        "\n".join(p.read_text() for p in sorted(dump_dir.glob("*"))) if dump_dir.exists() else ""
-    )
-    if result.returncode != 0:
-        dumped = (
-            (run_dir / "verify" / "best_configured.mlir").read_text()
-            if (run_dir / "verify" / "best_configured.mlir").exists()
-            else ""
-        )
-    assert best.knobs is not None
-    expected = target.compilation_info(problem, best.knobs, context)
-    lowering = expected.split("lowering_config = ", 1)[1].split(", translation_info", 1)[0]
-    if lowering not in dumped:
-        raise IreetuneError(
-            f"the winning spec's configuration did not land: {lowering} is not in the configuration dump"
-        )

@@ -55,7 +55,14 @@ def test_conv_candidates_obey_register_vector_and_nesting_rules() -> None:
 
 
 def test_conv_tiles_follow_the_decomposition_rules_and_round_trip() -> None:
-    knobs = (("dist_f", 32), ("dist_oh", 8), ("dist_ow", 56), ("vec_c", 8), ("vec_f", 16), ("vec_ow", 8))
+    knobs = (
+        ("dist_f", 32),
+        ("dist_oh", 8),
+        ("dist_ow", 56),
+        ("vec_c", 8),
+        ("vec_f", 16),
+        ("vec_ow", 8),
+    )
     tiles = conv_tile_lists(CONV, knobs)
     assert tiles == {
         "distribution": [1, 32, 8, 56, 0, 0, 0],

@@ -10,7 +10,6 @@ from iree.compiler import ir
 
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
 from ireetune.profiler.generate import generate_mlir, write_operation
-from ireetune.profiler.gpu_fallback import resolve_target
 from ireetune.profiler.operations import (
     ConvLayout,
     ConvOperation,
@@ -20,6 +19,7 @@ from ireetune.profiler.operations import (
     Operation,
     OperationKind,
 )
+from ireetune.targets import parse_target as resolve_target
 
 
 def _operations(input_type: ElementType, accumulator: ElementType) -> list[Operation]:

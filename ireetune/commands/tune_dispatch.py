@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ireetune.commands.arguments import positive_int
+from ireetune.handoff.export import StopAfter
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +44,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.05,
         help="seconds one timed repetition should last at least (sets the batch size)",
     )
+    parser.add_argument(
+        "--pipeline", action="append", default=[], choices=("TileAndFuse", "VectorDistribute"),
+        help="GPU targets: search only this codegen pipeline (repeatable; default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stop-after", choices=[stage.value for stage in StopAfter],
+        help="compile: write a self-contained folder to measure with `ireetune benchmark-folder`",
+    )  # fmt: skip
+    parser.add_argument(
+        "--order", choices=("heuristic", "random"), default="heuristic",
+        help="compile the heuristic's best candidates (default) or random ones (a baseline for it)",
+    )  # fmt: skip
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument(
         "--db", type=Path, default=None, help="tuning database (default: user cache)"
@@ -59,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+    from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
     from ireetune.report.summary import render_summary
 
     options = TuneOptions(
@@ -80,8 +93,19 @@ def run(arguments: argparse.Namespace) -> int:
         retune=arguments.retune,
         min_benchmark_timeout_s=arguments.benchmark_timeout,
         show_progress=arguments.progress,
+        pipelines=tuple(arguments.pipeline),
+        order=CandidateOrder(arguments.order),
+        stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
     )
     result = tune_dispatch(options)
+    if options.stop_after is StopAfter.COMPILE:
+        sys.stdout.write(
+            f"compiled {result.problem.signature} into {result.run_dir} "
+            f"(compile success {result.compile_success_rate:.0%}); next:\n"
+            f"  ireetune benchmark-folder {result.run_dir}   (or python -m ireetune.benchmark.folder)\n"
+            f"  ireetune finish {result.run_dir}\n"
+        )
+        return 0
     summary = render_summary(
         result.problem.signature,
         options.target,

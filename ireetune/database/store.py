@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs
 
 SCHEMA_VERSION = 1
@@ -88,7 +88,7 @@ def compiler_version() -> str:
         return "iree-base-compiler unknown"
 
 
-def problem_key(problem: ContractionProblem) -> str:
+def problem_key(problem: Problem) -> str:
     """Serialise a problem canonically: op, sizes, dims, element types and indexing maps."""
     return json.dumps(asdict(problem), sort_keys=True)
 

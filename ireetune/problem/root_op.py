@@ -7,8 +7,9 @@ from iree.compiler.dialects import iree_codegen, linalg
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem, parse_contraction
+from ireetune.problem.convolution import ConvolutionProblem, parse_convolution
 
-Problem = ContractionProblem
+Problem = ContractionProblem | ConvolutionProblem
 
 
 def find_root_op(module: ir.Module) -> ir.Operation:
@@ -31,5 +32,11 @@ def parse_problem(root_op: ir.Operation) -> Problem:
     if linalg.isa_contraction_op(root_op):
         return parse_contraction(root_op)
     if linalg.isa_convolution_op(root_op):
-        raise IreetuneError(f"convolutions ('{root_op.name}') are not supported yet on this target")
-    raise IreetuneError(f"root op '{root_op.name}' is not supported yet (contractions are)")
+        return parse_convolution(root_op)
+    if iree_codegen.isa_attention_op(root_op):
+        raise IreetuneError(
+            f"attention ('{root_op.name}') is not supported yet (contractions and convolutions are)"
+        )
+    raise IreetuneError(
+        f"root op '{root_op.name}' is not supported yet (contractions and convolutions are)"
+    )

@@ -32,8 +32,7 @@ from iree.compiler.dialects import iree_codegen
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, strip_configurations
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.profiler.configs import (
     DEFAULT_CONFIGURATION,
     ConfigKind,
@@ -44,12 +43,12 @@ from ireetune.profiler.configs import (
     name_knobs,
 )
 from ireetune.profiler.generate import operation_dir, write_operation
-from ireetune.profiler.gpu_fallback import resolve_target
 from ireetune.profiler.manifest import DispatchEntry, DispatchStatus, Manifest, write_manifest
 from ireetune.profiler.operations import Operation
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.search.candidate import Knobs, format_knobs
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.targets import parse_target as resolve_target
 from ireetune.targets.base import Target
 
 logger = logging.getLogger(__name__)
@@ -125,7 +124,7 @@ def _pick_benchmark(dump_dir: Path) -> Path:
 
 def _search_space_configs(
     target: Target,
-    problem: ContractionProblem,
+    problem: Problem,
     variant_target: ir.Attribute,
     default_knobs: Knobs | None,
     count: int,
@@ -150,7 +149,7 @@ def _prepare(
     strip_configurations(dumped, benchmark_path, timeout_s=options.compile_timeout_s)
     context = ir.Context()
     module = parse_module(dumped.read_text(), context, dumped)
-    problem: ContractionProblem | None = None
+    problem: Problem | None = None
     default_knobs: Knobs | None = None
     reason = ""
     with context:

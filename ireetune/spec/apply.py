@@ -15,6 +15,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
+from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets import parse_target
 from ireetune.tools import find_tool, first_error_line, run_tool
 
@@ -39,42 +40,21 @@ _LIBRARY_FLAG = "--iree-codegen-transform-dialect-library"
 
 
 def resolve_compile_target(text: str) -> CompileTarget:
-    """Turn a `--target` value (`cpu`, `cuda:sm_80`, `rocm:gfx942`) into a CompileTarget."""
-    family, _, arch = text.partition(":")
-    family = family.strip().lower()
-    if family in ("cuda", "rocm", "hip"):
-        return _gpu_compile_target(family, arch.strip())
+    """Turn a `--target` value (`cpu`, `cuda:sm_80`, `rocm:gfx942`) into a CompileTarget.
+
+    The flags come from the target itself; CUDA ignores the tuning-spec flag, so its target applies
+    specs as a transform-dialect library, which does not link several specs (REFERENCE.md).
+    """
     target = parse_target(text)
     flags = target.spec_flags(Path("SPEC"))
     assert len(flags) == 1 and flags[0].endswith("=SPEC"), f"unexpected spec flags {flags}"
+    spec_flag = flags[0].removesuffix("=SPEC")
     return CompileTarget(
         name=target.name,
         compile_flags=tuple(target.compile_flags()),
-        spec_flag=flags[0].removesuffix("=SPEC"),
-        links_specs=True,
-        has_default_specs=False,
-    )
-
-
-def _gpu_compile_target(family: str, arch: str) -> CompileTarget:
-    # TODO(targets): take these flags from ireetune.targets.gpu once that target lands; they are
-    # the ones REFERENCE.md gives and compile here without a GPU.
-    if family == "cuda":
-        arch = arch or "sm_80"
-        return CompileTarget(
-            name=f"cuda:{arch}",
-            compile_flags=("--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}"),
-            spec_flag=_LIBRARY_FLAG,
-            links_specs=False,
-            has_default_specs=False,
-        )
-    arch = arch or "gfx942"
-    return CompileTarget(
-        name=f"rocm:{arch}",
-        compile_flags=("--iree-hal-target-device=hip", f"--iree-rocm-target={arch}"),
-        spec_flag=_TUNING_SPEC_FLAG,
-        links_specs=True,
-        has_default_specs=True,
+        spec_flag=spec_flag,
+        links_specs=spec_flag != _LIBRARY_FLAG,
+        has_default_specs=target.backend == "rocm",
     )
 
 
@@ -223,6 +203,9 @@ def compile_with_spec(
                 try:
                     problem = parse_problem(root_op)
                 except IreetuneError:
+                    continue
+                if not isinstance(problem, ContractionProblem):
+                    notes.append(f"{name}: not checked, only contraction matchers are judged")
                     continue
                 dispatch = DispatchRoot(index, name, root_op.name, problem)
                 (coverage,) = compute_coverage(matchers, [dispatch])

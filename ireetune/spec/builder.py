@@ -24,6 +24,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import preprocessing_transform, transform
 
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.root_op import Problem
 
 APPLY_OP_CONFIG = "apply_op_config"
 KERNEL_CONFIG = "__kernel_config"
@@ -33,12 +35,12 @@ KERNEL_CONFIG = "__kernel_config"
 class MatcherEntry:
     """One problem to match and the compilation_info (as IR text) to apply to it."""
 
-    problem: ContractionProblem
+    problem: Problem
     compilation_info: str
     comment: str = ""
 
 
-def matcher_name(problem: ContractionProblem) -> str:
+def matcher_name(problem: Problem) -> str:
     """Name a matcher after the problem it matches: `match_mmt_2048x1280x5120_f16_f16_f32`."""
     return "match_" + re.sub(r"[^A-Za-z0-9_]", "_", problem.signature)
 
@@ -67,6 +69,7 @@ def _build_contraction_matcher(name: str, entry: MatcherEntry) -> None:
     any_op = transform.AnyOpType.get()
     any_param = transform.AnyParamType.get()
     problem = entry.problem
+    assert isinstance(problem, ContractionProblem)
     sequence = transform.NamedSequenceOp(
         name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
     )
@@ -89,6 +92,43 @@ def _build_contraction_matcher(name: str, entry: MatcherEntry) -> None:
             strict=True,
         ):
             preprocessing_transform.MatchDimsEqualOp(dims_handle, list(sizes))
+        config = transform.ParamConstantOp(any_param, ir.Attribute.parse(entry.compilation_info))
+        transform.YieldOp([op_handle, config.result])
+
+
+def _build_convolution_matcher(name: str, entry: MatcherEntry) -> None:
+    """Match a convolution by element types, indexing maps, every loop size, strides, dilations."""
+    any_op = transform.AnyOpType.get()
+    any_param = transform.AnyParamType.get()
+    problem = entry.problem
+    assert isinstance(problem, ConvolutionProblem)
+    sequence = transform.NamedSequenceOp(
+        name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
+    )
+    with ir.InsertionPoint(sequence.body):
+        op_handle = sequence.bodyTarget
+        maps = [
+            ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")).value
+            for text in problem.indexing_maps
+        ]
+        match = preprocessing_transform.MatchConvolutionOp(
+            op_handle,
+            lhs_type=ir.Type.parse(problem.lhs_type),
+            rhs_type=ir.Type.parse(problem.rhs_type),
+            output_type=ir.Type.parse(problem.output_type),
+            indexing_maps=maps,
+        )
+
+        def sizes(dims: tuple[int, ...]) -> list[int]:
+            return [problem.loop_sizes[d] for d in dims]
+
+        expected = (
+            sizes(problem.batch_dims), sizes(problem.output_image_dims), sizes(problem.output_channel_dims),
+            sizes(problem.filter_dims), sizes(problem.input_channel_dims), sizes(problem.depth_dims),
+            list(problem.strides), list(problem.dilations),
+        )  # fmt: skip
+        for dims_handle, values in zip(match, expected, strict=True):
+            preprocessing_transform.MatchDimsEqualOp(dims_handle, values)
         config = transform.ParamConstantOp(any_param, ir.Attribute.parse(entry.compilation_info))
         transform.YieldOp([op_handle, config.result])
 
@@ -136,7 +176,10 @@ def build_spec(entries: Sequence[MatcherEntry], context: ir.Context) -> ir.Modul
                     suffix += 1
                     name = f"{matcher_name(entry.problem)}_{suffix}"
                 names.append(name)
-                _build_contraction_matcher(name, entry)
+                if isinstance(entry.problem, ConvolutionProblem):
+                    _build_convolution_matcher(name, entry)
+                else:
+                    _build_contraction_matcher(name, entry)
             _build_kernel_config(names)
         assert module.operation.verify(), "built spec does not verify"
         return module

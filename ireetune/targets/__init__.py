@@ -6,22 +6,31 @@ Generic code talks to a `Target`; knowledge of one backend lives in its own fold
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ireetune.errors import IreetuneError
 from ireetune.targets.base import Target
 
 
-def parse_target(text: str) -> Target:
-    """Turn a `--target` value (`cpu`, `llvm-cpu`, `cpu:znver4`) into a Target."""
+def parse_target(text: str, pipelines: Sequence[str] = ()) -> Target:
+    """Turn a `--target` value (`cpu`, `cpu:znver4`, `cuda:sm_80`, `rocm:gfx942`) into a Target.
+
+    `pipelines` restricts a GPU target's search to those codegen pipelines.
+    """
     family, _, arch = text.partition(":")
     family = family.strip().lower()
     if family in ("cpu", "llvm-cpu", "llvmcpu", "host"):
+        if pipelines:
+            raise IreetuneError(
+                "--pipeline applies to GPU targets; the cpu target has one pipeline"
+            )
         from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
 
         return LlvmCpuTarget(cpu=arch or "host")
     if family in ("cuda", "rocm", "hip"):
         from ireetune.targets.gpu import make_gpu_target
 
-        return make_gpu_target(family, arch)
+        return make_gpu_target(family, arch, pipelines)
     raise IreetuneError(f"unknown target '{text}'; known targets: cpu, cuda:<sm_NN>, rocm:<gfxNNN>")
 
 

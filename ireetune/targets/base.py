@@ -8,7 +8,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs
 
 
@@ -38,10 +38,19 @@ class Target(abc.ABC):
     def spec_flags(self, spec_path: Path) -> list[str]:
         """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
 
+    def prepare(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> None:
+        """Learn what the search space needs from the dispatch (default: nothing).
+
+        Called once, before `parse_default_knobs` and `generate_candidates`; a target that does not
+        support the problem raises an IreetuneError here. `scratch_dir` is a private folder.
+        """
+
     @abc.abstractmethod
     def generate_candidates(
         self,
-        problem: ContractionProblem,
+        problem: Problem,
         variant_target: ir.Attribute,
         default_knobs: Knobs | None,
         seed: int,
@@ -50,18 +59,14 @@ class Target(abc.ABC):
 
     @abc.abstractmethod
     def order_candidates(
-        self, problem: ContractionProblem, pool: list[Knobs], seed: int
+        self, problem: Problem, pool: list[Knobs], seed: int
     ) -> list[tuple[Knobs, float]]:
         """Order a pool of candidates, most promising first, each with its heuristic score."""
 
     @abc.abstractmethod
-    def compilation_info(
-        self, problem: ContractionProblem, knobs: Knobs, context: ir.Context
-    ) -> str:
+    def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
         """Render a configuration as `#iree_codegen.compilation_info<...>` text."""
 
     @abc.abstractmethod
-    def parse_default_knobs(
-        self, problem: ContractionProblem, root_op: ir.Operation
-    ) -> Knobs | None:
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         """Read the compiler's own choice from a configured root op, if it can be expressed."""

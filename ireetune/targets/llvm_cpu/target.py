@@ -10,7 +10,9 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.targets.base import Target
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
@@ -50,6 +52,11 @@ class LlvmCpuTarget(Target):
     def spec_flags(self, spec_path: Path) -> list[str]:
         return [f"--iree-codegen-tuning-spec-path={spec_path}"]
 
+    def prepare(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> None:
+        _as_contraction(problem)
+
     def facts(self, variant_target: ir.Attribute | None) -> CpuFacts:
         """Return (and remember) the CPU facts for the dispatch's executable target."""
         if self._facts is None:
@@ -58,24 +65,24 @@ class LlvmCpuTarget(Target):
 
     def generate_candidates(
         self,
-        problem: ContractionProblem,
+        problem: Problem,
         variant_target: ir.Attribute,
         default_knobs: Knobs | None,
         seed: int,
     ) -> Iterator[Knobs]:
-        sizes = compute_problem_sizes(problem)
+        sizes = compute_problem_sizes(_as_contraction(problem))
         return enumerate_space(sizes, self.facts(variant_target), seed, excluded=default_knobs)
 
     def order_candidates(
-        self, problem: ContractionProblem, pool: list[Knobs], seed: int
+        self, problem: Problem, pool: list[Knobs], seed: int
     ) -> list[tuple[Knobs, float]]:
         assert self._facts is not None, "facts are read when candidates are generated"
-        return order_by_score(compute_problem_sizes(problem), self._facts, pool, seed)
+        return order_by_score(
+            compute_problem_sizes(_as_contraction(problem)), self._facts, pool, seed
+        )
 
-    def compilation_info(
-        self, problem: ContractionProblem, knobs: Knobs, context: ir.Context
-    ) -> str:
-        tiles = tile_lists(problem, knobs)
+    def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
+        tiles = tile_lists(_as_contraction(problem), knobs)
         fields = ", ".join(f"{level} = {values}" for level, values in tiles.items())
         with context:
             # iree_cpu has no Python binding in IREE 3.13, so its attribute is parsed from text;
@@ -85,9 +92,7 @@ class LlvmCpuTarget(Target):
             translation_info = iree_codegen.TranslationInfoAttr.get(pipeline)
             return str(iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info))
 
-    def parse_default_knobs(
-        self, problem: ContractionProblem, root_op: ir.Operation
-    ) -> Knobs | None:
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         if "lowering_config" not in root_op.attributes:
             return None
         text = str(root_op.attributes["lowering_config"])
@@ -109,3 +114,9 @@ class LlvmCpuTarget(Target):
                 "vec_k": levels["vector_reduction"][k],
             }
         )
+
+
+def _as_contraction(problem: Problem) -> ContractionProblem:
+    if not isinstance(problem, ContractionProblem):
+        raise IreetuneError(f"{problem.kind} dispatches are not supported on the cpu target yet")
+    return problem

@@ -1,0 +1,352 @@
+"""Measure a dispatch's candidates on one or more devices against each device's own baseline.
+
+Per device, in one thread each (the devices' queues run concurrently): time the baseline (which
+also fixes the batch size of that device), the device's share of the candidates (dealt round
+robin), the baseline again, and then a confirmation round that re-times the device's leaders
+interleaved with the baseline. Every speedup is relative to the baseline measured on the same
+device (seeds/002: chips of one SKU differ), so results from several devices rank together.
+
+Runtime-only: this module and everything it imports run where only `iree-base-runtime` and
+`numpy` are installed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ireetune.benchmark.runner import (
+    BenchmarkJob,
+    BenchmarkOutcome,
+    BenchmarkStatus,
+    run_benchmarks,
+)
+from ireetune.benchmark.stats import compute_stats
+
+# Baseline movement between before and after the candidates that is worth a note.
+DRIFT_NOTE = 0.03
+BASELINE_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class CampaignSettings:
+    """How to time: repetitions, batch sizing, early stop and the confirmation round."""
+
+    repetitions: int = 5
+    min_repetition_s: float = 0.05
+    hopeless_factor: float = 5.0
+    confirm_top: int = 4
+    confirm_rounds: int = 3
+
+
+@dataclass(frozen=True)
+class CandidateMeasurement:
+    """One candidate's result; `speedup` is against its own device's baseline."""
+
+    candidate_id: int
+    device: str
+    status: BenchmarkStatus
+    reason: str = ""
+    times_ms: tuple[float, ...] = ()
+    speedup: float | None = None
+    stopped_early: bool = False
+    confirmed: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceBaseline:
+    """The baseline's timings on one device, and how much it moved during the run."""
+
+    device: str
+    batch: int
+    before_ms: tuple[float, ...]
+    after_ms: tuple[float, ...]
+    confirmed_ms: tuple[float, ...]
+    drift: float | None
+    error: str = ""
+
+    @property
+    def reference_ms(self) -> float:
+        """The baseline time speedups divide: the confirmation round's, else before and after."""
+        times = self.confirmed_ms or (self.before_ms + self.after_ms)
+        return float(statistics.median(times))
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    baselines: dict[str, DeviceBaseline]
+    candidates: dict[int, CandidateMeasurement]
+    notes: tuple[str, ...]
+    seconds: float
+    measured_per_second: float = field(default=0.0)
+
+
+def _job_timeout(settings: CampaignSettings, batch: int, baseline_ms: float) -> float:
+    """Allow load time plus 20x the baseline's time for one candidate's repetitions."""
+    return 10.0 + 20.0 * (settings.repetitions + 2) * batch * baseline_ms / 1000.0
+
+
+def _measurement(
+    outcome: BenchmarkOutcome, baseline_ms: float, confirmed: bool
+) -> CandidateMeasurement:
+    if outcome.status is not BenchmarkStatus.MEASURED:
+        return CandidateMeasurement(
+            outcome.candidate_id, outcome.device, outcome.status, outcome.reason
+        )
+    median = compute_stats(outcome.times_ms).median_ms
+    return CandidateMeasurement(
+        outcome.candidate_id, outcome.device, outcome.status, "", outcome.times_ms,
+        baseline_ms / median, outcome.stopped_early, confirmed,
+    )  # fmt: skip
+
+
+def _run_device(
+    device: str,
+    baseline_vmfb: Path,
+    jobs: Sequence[BenchmarkJob],
+    settings: CampaignSettings,
+    results: dict[int, CandidateMeasurement],
+    baselines: dict[str, DeviceBaseline],
+    notes: list[str],
+    on_measured: Callable[[CandidateMeasurement], None] | None,
+    lock: threading.Lock,
+    premeasured: Sequence[tuple[BenchmarkJob, CandidateMeasurement]] = (),
+) -> None:
+    baseline_job = BenchmarkJob(0, baseline_vmfb)
+    before = next(iter(run_benchmarks(
+        [baseline_job], device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
+        min_repetition_s=settings.min_repetition_s,
+    )))  # fmt: skip
+    if before.status is not BenchmarkStatus.MEASURED:
+        reason = (
+            f"baseline could not be measured on {device}: {before.status.value} {before.reason}"
+        )
+        with lock:
+            baselines[device] = DeviceBaseline(device, 0, (), (), (), None, reason)
+            for job in jobs:
+                results[job.candidate_id] = CandidateMeasurement(
+                    job.candidate_id, device, BenchmarkStatus.DEVICE_ERROR, reason
+                )
+        return
+    batch = before.batch
+    baseline_ms = compute_stats(before.times_ms).median_ms
+    timeout_s = _job_timeout(settings, batch, baseline_ms)
+    local: dict[int, CandidateMeasurement] = {}
+    for outcome in run_benchmarks(
+        jobs, device, settings.repetitions, batch, timeout_s,
+        hopeless_ms=settings.hopeless_factor * baseline_ms,
+    ):  # fmt: skip
+        measurement = _measurement(outcome, baseline_ms, confirmed=False)
+        local[outcome.candidate_id] = measurement
+        if on_measured is not None:
+            with lock:
+                on_measured(measurement)
+    after = next(
+        iter(run_benchmarks([baseline_job], device, settings.repetitions, batch, timeout_s))
+    )
+    after_ms: tuple[float, ...] = ()
+    drift: float | None = None
+    if after.status is BenchmarkStatus.MEASURED:
+        after_ms = after.times_ms
+        drift = abs(compute_stats(after_ms).median_ms - baseline_ms) / baseline_ms
+        if drift > DRIFT_NOTE:
+            with lock:
+                notes.append(
+                    f"baseline on {device} moved {drift:.1%} between before and after the candidates"
+                )
+    reference_ms = float(statistics.median(before.times_ms + after_ms))
+    local = {cid: _rescale(m, reference_ms) for cid, m in local.items()}
+    # Results from an earlier session (a resumed run) compete for the confirmation round with
+    # their stored speedups; the round re-times them side by side with this session's baseline.
+    local.update({m.candidate_id: m for _, m in premeasured})
+    all_jobs = [*jobs, *(job for job, _ in premeasured)]
+    confirmed_ms = _confirm(device, baseline_job, all_jobs, local, settings, batch, timeout_s)
+    with lock:
+        results.update(local)
+        baselines[device] = DeviceBaseline(
+            device, batch, before.times_ms, after_ms, confirmed_ms, drift
+        )
+
+
+def _rescale(measurement: CandidateMeasurement, baseline_ms: float) -> CandidateMeasurement:
+    if not measurement.times_ms:
+        return measurement
+    median = compute_stats(measurement.times_ms).median_ms
+    return CandidateMeasurement(
+        measurement.candidate_id, measurement.device, measurement.status, measurement.reason,
+        measurement.times_ms, baseline_ms / median, measurement.stopped_early, measurement.confirmed,
+    )  # fmt: skip
+
+
+def _confirm(
+    device: str,
+    baseline_job: BenchmarkJob,
+    jobs: Sequence[BenchmarkJob],
+    local: dict[int, CandidateMeasurement],
+    settings: CampaignSettings,
+    batch: int,
+    timeout_s: float,
+) -> tuple[float, ...]:
+    """Re-time the leaders interleaved with the baseline; replace their results in `local`."""
+    leaders = sorted(
+        (m for m in local.values() if m.speedup is not None and not m.stopped_early),
+        key=lambda m: (-(m.speedup or 0.0), m.candidate_id),
+    )[: settings.confirm_top]
+    if not leaders or settings.confirm_rounds < 1:
+        return ()
+    paths = {job.candidate_id: job.vmfb_path for job in jobs}
+    round_jobs = [
+        baseline_job,
+        *(BenchmarkJob(m.candidate_id, paths[m.candidate_id]) for m in leaders),
+    ]
+    times: dict[int, list[float]] = {job.candidate_id: [] for job in round_jobs}
+    failures: dict[int, BenchmarkOutcome] = {}
+    for outcome in run_benchmarks(
+        round_jobs * settings.confirm_rounds, device, settings.repetitions, batch, timeout_s
+    ):
+        if outcome.status is BenchmarkStatus.MEASURED:
+            times[outcome.candidate_id].extend(outcome.times_ms)
+        else:
+            failures[outcome.candidate_id] = outcome
+    if not times[0]:
+        return ()
+    baseline_ms = float(statistics.median(times[0]))
+    for leader in leaders:
+        if leader.candidate_id in failures:
+            local[leader.candidate_id] = _measurement(
+                failures[leader.candidate_id], baseline_ms, False
+            )
+            continue
+        confirmed = times[leader.candidate_id]
+        median = float(statistics.median(confirmed))
+        local[leader.candidate_id] = CandidateMeasurement(
+            leader.candidate_id, device, BenchmarkStatus.MEASURED,
+            f"confirmed in {settings.confirm_rounds} rounds interleaved with the baseline",
+            tuple(confirmed), baseline_ms / median, False, True,
+        )  # fmt: skip
+    return tuple(times[0])
+
+
+def run_campaign(
+    baseline_vmfb: Path,
+    jobs: Sequence[BenchmarkJob],
+    devices: Sequence[str],
+    settings: CampaignSettings,
+    on_measured: Callable[[CandidateMeasurement], None] | None = None,
+    premeasured: Sequence[tuple[BenchmarkJob, CandidateMeasurement]] = (),
+) -> CampaignResult:
+    """Measure every job on one of `devices` (round robin), each device in its own thread.
+
+    `premeasured` are results of an earlier session on the first device: not measured again,
+    but eligible for that device's confirmation round.
+    """
+    assert devices, "at least one device"
+    start = time.perf_counter()
+    shares: dict[str, list[BenchmarkJob]] = {device: [] for device in devices}
+    for index, job in enumerate(jobs):
+        shares[devices[index % len(devices)]].append(job)
+    results: dict[int, CandidateMeasurement] = {}
+    baselines: dict[str, DeviceBaseline] = {}
+    notes: list[str] = []
+    lock = threading.Lock()
+    threads = [
+        threading.Thread(
+            target=_run_device,
+            args=(
+                device,
+                baseline_vmfb,
+                shares[device],
+                settings,
+                results,
+                baselines,
+                notes,
+                on_measured,
+                lock,
+                premeasured if device == devices[0] else (),
+            ),
+            name=f"benchmark-{device}",
+        )
+        for device in devices
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - start
+    earlier = {m.candidate_id for _, m in premeasured}
+    measured = sum(
+        1
+        for m in results.values()
+        if m.status is BenchmarkStatus.MEASURED and m.candidate_id not in earlier
+    )
+    return CampaignResult(
+        baselines, results, tuple(notes), seconds, measured / seconds if seconds > 0 else 0.0
+    )
+
+
+def campaign_to_json(result: CampaignResult) -> dict[str, object]:
+    """Return a JSON-ready form of a campaign's result (read back by `campaign_from_json`)."""
+    return {
+        "seconds": result.seconds,
+        "measured_per_second": result.measured_per_second,
+        "notes": list(result.notes),
+        "baselines": [
+            {
+                "device": b.device,
+                "batch": b.batch,
+                "before_ms": list(b.before_ms),
+                "after_ms": list(b.after_ms),
+                "confirmed_ms": list(b.confirmed_ms),
+                "drift": b.drift,
+                "error": b.error,
+            }
+            for b in result.baselines.values()
+        ],  # fmt: skip
+        "candidates": [
+            {
+                "candidate_id": m.candidate_id,
+                "device": m.device,
+                "status": m.status.value,
+                "reason": m.reason,
+                "times_ms": list(m.times_ms),
+                "speedup": m.speedup,
+                "stopped_early": m.stopped_early,
+                "confirmed": m.confirmed,
+            }
+            for m in sorted(result.candidates.values(), key=lambda m: m.candidate_id)
+        ],  # fmt: skip
+    }
+
+
+def campaign_from_json(data: dict[str, object]) -> CampaignResult:
+    """Rebuild a campaign's result from `campaign_to_json` output."""
+    baselines_data = data["baselines"]
+    candidates_data = data["candidates"]
+    assert isinstance(baselines_data, list) and isinstance(candidates_data, list)
+    baselines = {
+        b["device"]: DeviceBaseline(
+            b["device"], int(b["batch"]), tuple(b["before_ms"]), tuple(b["after_ms"]),
+            tuple(b["confirmed_ms"]), b["drift"], b.get("error", ""),
+        )
+        for b in baselines_data
+    }  # fmt: skip
+    candidates = {
+        int(c["candidate_id"]): CandidateMeasurement(
+            int(c["candidate_id"]), c["device"], BenchmarkStatus(c["status"]), c["reason"],
+            tuple(c["times_ms"]), c["speedup"], bool(c["stopped_early"]), bool(c["confirmed"]),
+        )
+        for c in candidates_data
+    }  # fmt: skip
+    notes = data.get("notes", [])
+    assert isinstance(notes, list)
+    return CampaignResult(
+        baselines,
+        candidates,
+        tuple(str(n) for n in notes),
+        float(data["seconds"]),  # type: ignore[arg-type]
+        float(data.get("measured_per_second", 0.0)),  # type: ignore[arg-type]
+    )

@@ -1,0 +1,175 @@
+"""Benchmark and verify a compiled run folder with only the IREE runtime and NumPy installed.
+
+    python -m ireetune.benchmark.folder RUN_DIR [--devices cuda://0,cuda://1]
+
+Reads the folder's manifest (written by `ireetune tune-dispatch --stop-after compile`), times
+every candidate against each device's baseline (benchmark/campaign.py), runs the reference
+programs of the fastest confirmed candidates and of the baseline on the same random inputs,
+compares their outputs, and writes `benchmark_results.json` beside the manifest. `ireetune
+finish RUN_DIR` then picks the winner and writes its spec.
+
+Nothing on this path may import the IREE compiler or z3 (tests/test_handoff.py checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ireetune.benchmark.campaign import (
+    CampaignResult,
+    CampaignSettings,
+    campaign_to_json,
+    run_campaign,
+)
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.benchmark.stats import compute_stats
+from ireetune.handoff.manifest import RESULTS_NAME, Manifest, read_manifest
+from ireetune.report.ranking import is_real_improvement
+from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.runner import run_reference_programs
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
+def choose_contenders(result: CampaignResult, top: int) -> list[int]:
+    """Return the confirmed candidates that beat their baseline beyond its noise, fastest first."""
+    noise = 0.0
+    for baseline in result.baselines.values():
+        times = baseline.confirmed_ms or (baseline.before_ms + baseline.after_ms)
+        if times:
+            noise = max(noise, compute_stats(times).noise)
+    confirmed = [
+        m for m in result.candidates.values()
+        if m.confirmed and m.status is BenchmarkStatus.MEASURED and is_real_improvement(m.speedup or 0.0, noise)
+    ]  # fmt: skip
+    confirmed.sort(key=lambda m: (-(m.speedup or 0.0), m.candidate_id))
+    return [m.candidate_id for m in confirmed[:top]]
+
+
+def verify_contenders(
+    run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
+) -> dict[str, Any]:
+    """Run the baseline's and the contenders' reference programs; compare outputs to the baseline's."""
+    by_id = {c.candidate_id: c for c in (manifest.baseline, *manifest.candidates)}
+    verdicts: dict[str, Any] = {}
+    runnable = []
+    for candidate_id in (0, *contenders):
+        entry = by_id[candidate_id]
+        if not entry.reference_vmfb:
+            verdicts[str(candidate_id)] = {
+                "status": "wrong",
+                "reason": "reference program failed to compile",
+            }
+            continue
+        if candidate_id and entry.reference_hash == manifest.baseline.reference_hash:
+            verdicts[str(candidate_id)] = {
+                "status": "unverified", "reason": "config did not change the reference program",
+            }  # fmt: skip
+            continue
+        output = run_dir / "verify" / f"output_{candidate_id}.npy"
+        runnable.append((candidate_id, run_dir / entry.reference_vmfb, output))
+    inputs_path = run_dir / "verify" / "inputs.npz"
+    inputs = make_random_inputs(
+        list(manifest.verify.input_shapes), list(manifest.verify.input_types), manifest.verify.seed
+    )
+    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
+    runs = run_reference_programs(runnable, device=device, inputs_path=inputs_path)
+    baseline_run = runs.get(0)
+    if baseline_run is None or baseline_run.output is None:
+        reason = (
+            baseline_run.reason if baseline_run else "the baseline's reference program did not run"
+        )
+        return {"baseline_error": reason, "verdicts": verdicts}
+    for candidate_id, _, _ in runnable:
+        if candidate_id == 0:
+            continue
+        run = runs[candidate_id]
+        if run.output is None:
+            verdicts[str(candidate_id)] = {
+                "status": "wrong",
+                "reason": f"reference program failed: {run.reason}",
+            }
+            continue
+        comparison = compare_outputs(
+            baseline_run.output,
+            run.output,
+            manifest.verify.output_type,
+            manifest.verify.reduction_size,
+        )
+        verdicts[str(candidate_id)] = {
+            "status": "verified" if comparison.matches else "wrong",
+            "max_abs_error": comparison.max_abs_error,
+            "reason": "" if comparison.matches else (
+                f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements"
+            ),
+        }  # fmt: skip
+    return {"model_level_baseline_ms": baseline_run.median_ms, "verdicts": verdicts}
+
+
+def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
+    """Measure and verify a run folder; return the path of the results file it wrote."""
+    manifest = read_manifest(run_dir)
+    chosen = tuple(devices) or manifest.devices
+    settings = CampaignSettings(
+        repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
+        hopeless_factor=manifest.hopeless_factor, confirm_top=manifest.confirm_top,
+        confirm_rounds=manifest.confirm_rounds,
+    )  # fmt: skip
+    jobs = [BenchmarkJob(c.candidate_id, run_dir / c.vmfb) for c in manifest.candidates]
+    _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
+    result = run_campaign(run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
+    _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
+    contenders = choose_contenders(result, manifest.verify.top)
+    measured_devices = [b.device for b in result.baselines.values() if not b.error]
+    verification: dict[str, Any] = {"verdicts": {}}
+    if contenders and measured_devices:
+        _log(f"verifying candidates {', '.join(map(str, contenders))}")
+        verification = verify_contenders(run_dir, manifest, contenders, measured_devices[0])
+    payload = {
+        "devices": list(chosen),
+        "campaign": campaign_to_json(result),
+        "contenders": contenders,
+        "verification": verification,
+        "baseline_ms_by_device": {
+            b.device: statistics.median(b.confirmed_ms or (b.before_ms + b.after_ms))
+            for b in result.baselines.values()
+            if not b.error
+        },  # fmt: skip
+        "numpy_version": np.__version__,
+    }
+    path = run_dir / RESULTS_NAME
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ireetune.benchmark.folder", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument(
+        "--devices", default="", help="comma-separated runtime devices (default: the manifest's)"
+    )
+    arguments = parser.parse_args(argv)
+    try:
+        path = benchmark_folder(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
+    except ValueError as error:
+        _log(f"error: {error}")
+        return 2
+    _log(f"results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Fold a benchmark campaign's result into the candidates' records."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ireetune.benchmark.campaign import CampaignResult
+from ireetune.benchmark.runner import BenchmarkStatus
+from ireetune.benchmark.stats import compute_stats
+from ireetune.errors import IreetuneError
+from ireetune.report.records import CandidateRecord, CandidateStatus
+
+_FAILED_STATUS = {
+    BenchmarkStatus.FAILED: CandidateStatus.BENCHMARK_FAILED,
+    BenchmarkStatus.TIMED_OUT: CandidateStatus.BENCHMARK_TIMED_OUT,
+    BenchmarkStatus.CRASHED: CandidateStatus.CRASHED,
+    BenchmarkStatus.DEVICE_ERROR: CandidateStatus.DEVICE_ERROR,
+}
+
+
+def apply_campaign(
+    records: dict[int, CandidateRecord], result: CampaignResult, info: dict[str, Any]
+) -> float:
+    """Update `records` (and the run's `info`) from a campaign; return the baseline's median ms.
+
+    The baseline record (candidate 0) keeps the first device's timings; every candidate's
+    speedup stays relative to its own device's baseline.
+    """
+    for measurement in result.candidates.values():
+        record = records[measurement.candidate_id]
+        if measurement.status is not BenchmarkStatus.MEASURED:
+            records[record.candidate_id] = replace(
+                record, status=_FAILED_STATUS[measurement.status], device=measurement.device,
+                reason=measurement.reason,
+            )  # fmt: skip
+            continue
+        stats = compute_stats(measurement.times_ms)
+        reason = measurement.reason
+        if measurement.stopped_early and measurement.speedup:
+            reason = f"stopped early: over {1 / measurement.speedup:.1f}x the baseline"
+        records[record.candidate_id] = replace(
+            record, status=CandidateStatus.MEASURED, device=measurement.device, reason=reason,
+            times_ms=measurement.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
+            max_ms=stats.max_ms, spread=stats.spread, stopped_early=measurement.stopped_early,
+            speedup=measurement.speedup,
+        )  # fmt: skip
+    measured_devices = [b for b in result.baselines.values() if not b.error]
+    if not measured_devices:
+        errors = "; ".join(b.error for b in result.baselines.values())
+        raise IreetuneError(f"the default configuration could not be measured: {errors}")
+    first = measured_devices[0]
+    baseline_times = first.confirmed_ms or (first.before_ms + first.after_ms)
+    stats = compute_stats(baseline_times)
+    records[0] = replace(
+        records[0], status=CandidateStatus.MEASURED, device=first.device, times_ms=tuple(baseline_times),
+        median_ms=stats.median_ms, min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread,
+        speedup=1.0,
+    )  # fmt: skip
+    info["baseline_noise"] = stats.noise
+    info["baseline_drift"] = {b.device: b.drift for b in measured_devices if b.drift is not None}
+    info["confirmed"] = {
+        device: sorted(
+            m.candidate_id for m in result.candidates.values() if m.confirmed and m.device == device
+        )
+        for device in result.baselines
+    }
+    info["benchmark_seconds"] = result.seconds
+    info["benchmark_candidates_per_second"] = result.measured_per_second
+    return stats.median_ms

@@ -1,0 +1,113 @@
+"""Finish the compile step of a split run: reference programs, random inputs and the manifest."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iree.compiler import ir
+
+from ireetune.benchmark.campaign import CampaignSettings
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
+from ireetune.problem.root_op import Problem
+from ireetune.report.progress import StageProgress
+from ireetune.report.records import CandidateRecord, CandidateStatus
+from ireetune.targets.base import Target
+from ireetune.verify.reference import build_reference_module
+
+
+class StopAfter(enum.Enum):
+    """Where `tune-dispatch --stop-after` ends a run."""
+
+    COMPILE = "compile"
+
+
+def export_for_benchmarking(
+    target: Target,
+    context: ir.Context,
+    root_op: ir.Operation,
+    problem: Problem,
+    run_dir: Path,
+    records: Mapping[int, CandidateRecord],
+    info: dict[str, Any],
+    settings: CampaignSettings,
+    devices: tuple[str, ...],
+    seed: int,
+    verify_top: int,
+    compile_timeout_s: float,
+    progress: StageProgress,
+) -> Path:
+    """Compile every distinct candidate's reference program and write the folder's manifest.
+
+    Which candidates win is only known after benchmarking elsewhere, so the reference program
+    (the root op on real inputs, see verify/reference.py) is compiled for each of them now. The
+    random inputs are not written: the benchmarking side draws them from the same seed.
+    """
+    verify_dir = run_dir / "verify"
+    verify_dir.mkdir(exist_ok=True)
+    reference_path = verify_dir / "reference.mlir"
+    reference_path.write_text(str(build_reference_module(root_op, context)))
+
+    to_measure = [
+        r for r in records.values() if r.is_baseline or r.status is CandidateStatus.COMPILED
+    ]
+    jobs = [
+        CompileJob(
+            candidate_id=record.candidate_id,
+            source_path=reference_path,
+            output_path=verify_dir / f"reference_{record.candidate_id}.vmfb",
+            flags=(*target.compile_flags(), *target.spec_flags(run_dir / record.spec_path)),
+            log_path=run_dir / "failures" / f"{record.candidate_id}_reference_compile.log",
+            reproducer_path=run_dir
+            / "failures"
+            / f"{record.candidate_id}_reference_reproducer.mlir",
+        )
+        for record in sorted(to_measure, key=lambda r: r.candidate_id)
+    ]
+    hashes: dict[int, str] = {}
+    with progress.stage("compiling reference programs", len(jobs)):
+        for outcome in compile_all(jobs, len(os.sched_getaffinity(0)), compile_timeout_s):
+            if outcome.status is CompileStatus.COMPILED:
+                hashes[outcome.candidate_id] = outcome.binary_hash
+            progress.advance()
+
+    def entry(record: CandidateRecord) -> FolderCandidate:
+        compiled = record.candidate_id in hashes
+        return FolderCandidate(
+            record.candidate_id,
+            record.binary_path,
+            f"verify/reference_{record.candidate_id}.vmfb" if compiled else "",
+            hashes.get(record.candidate_id, ""),
+        )
+
+    reduction = 1
+    for size in problem.k_sizes:
+        reduction *= size
+    manifest = Manifest(
+        problem=problem.signature,
+        target=target.name,
+        devices=devices,
+        repetitions=settings.repetitions,
+        min_repetition_s=settings.min_repetition_s,
+        hopeless_factor=settings.hopeless_factor,
+        confirm_top=settings.confirm_top,
+        confirm_rounds=settings.confirm_rounds,
+        baseline=entry(records[0]),
+        candidates=tuple(
+            entry(r) for r in sorted(to_measure, key=lambda r: r.candidate_id) if not r.is_baseline
+        ),
+        verify=VerifySettings(
+            seed,
+            (problem.lhs_shape, problem.rhs_shape),
+            (problem.lhs_type, problem.rhs_type),
+            problem.output_type,
+            reduction,
+            verify_top,
+        ),
+    )
+    info["outcome"] = "compiled"
+    return write_manifest(run_dir, manifest)

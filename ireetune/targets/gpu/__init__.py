@@ -1,0 +1,28 @@
+"""GPU targets (CUDA and ROCm): the search space comes from the compiler's own SMT constraints.
+
+`cuda.py` and `rocm.py` hold what differs between the two (flags, runtime driver, how a spec is
+applied); `target.py` the shared target; `constraints.py`, `template.py` and `smt_space.py` the
+search space; `ordering.py` the candidate ordering heuristic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ireetune.targets.gpu.archs import GpuFamily, parse_gpu_arch
+from ireetune.targets.gpu.target import GpuTarget
+
+
+def make_gpu_target(family: str, arch: str, pipelines: Sequence[str] = ()) -> GpuTarget:
+    """Build the target for `cuda:<arch>` or `rocm:<arch>` (also spelled `hip:<arch>`)."""
+    gpu_arch = parse_gpu_arch(family, arch)
+    if gpu_arch.family is GpuFamily.CUDA:
+        from ireetune.targets.gpu.cuda import CudaTarget
+
+        return CudaTarget(gpu_arch, pipelines)
+    from ireetune.targets.gpu.rocm import RocmTarget
+
+    return RocmTarget(gpu_arch, pipelines)
+
+
+__all__ = ["GpuTarget", "make_gpu_target"]

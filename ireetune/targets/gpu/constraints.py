@@ -1,0 +1,190 @@
+"""Ask the compiler for a dispatch's search space: one SMT problem per root op and pipeline.
+
+`iree-compile --iree-codegen-emit-pipeline-constraints --compile-to=executable-configurations`
+writes `iree_codegen.smt.constraints` ops beside the configured root op:
+
+    iree_codegen.smt.constraints target = <set = 0>, pipeline = #iree_gpu.pipeline<TileAndFuse>,
+        knobs = {workgroup = [#iree_codegen.smt.int_knob<"wg_0">, ...], ...} dims(%c1024, ...) {
+      ...
+      iree_codegen.smt.assert %8, "wg_0 must be divisible by mma_m ({} % {} == 0)", ...
+    }
+
+`iree_codegen.convert_constraints_op_to_smtlib` turns each into SMT-LIB text for z3. The same
+output also carries the compiler's own (default) configuration on the root op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen, iree_gpu
+
+from ireetune.errors import IreetuneError
+from ireetune.targets.gpu.template import (
+    PIPELINE_OPTIONS_KEY,
+    SUBGROUP_SIZE_KEY,
+    WORKGROUP_SIZE_KEY,
+    ResolvedDict,
+    TemplateDict,
+    extract_knob_values,
+    knob_names,
+    one_of_options,
+    read_template,
+)
+from ireetune.tools import find_tool, first_error_line, run_tool
+
+CONSTRAINTS_OP = "iree_codegen.smt.constraints"
+
+
+@dataclass(frozen=True)
+class ConstraintSpace:
+    """One pipeline's search space for the root op: the knob template and its SMT-LIB problem."""
+
+    index: int
+    pipeline: str
+    template: TemplateDict
+    smtlib: str
+    knob_names: tuple[str, ...]
+    mma_shapes: dict[str, tuple[int, int, int]]
+
+
+@dataclass(frozen=True)
+class CompilerSpace:
+    """All spaces the compiler emitted for a dispatch, and its default configuration."""
+
+    spaces: tuple[ConstraintSpace, ...]
+    default_pipeline: str | None
+    default_config: ResolvedDict | None
+
+
+def emit_constraints(
+    stripped_path: Path, compile_flags: list[str], output_path: Path, timeout_s: float
+) -> str:
+    """Run iree-compile to the configuration stage with constraint emission; return the IR text."""
+    result = run_tool(
+        [
+            find_tool("iree-compile"),
+            str(stripped_path),
+            *compile_flags,
+            "--compile-from=executable-sources",
+            "--iree-codegen-emit-pipeline-constraints",
+            "--compile-to=executable-configurations",
+            "-o",
+            str(output_path),
+        ],
+        timeout_s=timeout_s,
+    )
+    if result.returncode != 0:
+        raise IreetuneError(
+            f"the compiler could not emit the search space: {first_error_line(result.stderr)}"
+        )
+    return output_path.read_text()
+
+
+def _mma_shape(option_text: str) -> tuple[int, int, int] | None:
+    attribute = ir.Attribute.parse(option_text)
+    for kind in (iree_gpu.MMAAttr, iree_gpu.VirtualMMAAttr):
+        if kind.isinstance(attribute):
+            m, n, k = kind(attribute).mnk_shape
+            return int(m), int(n), int(k)
+    return None
+
+
+def _pipeline_name(attribute: ir.Attribute) -> str:
+    return str(iree_gpu.PipelineAttr(attribute).value.name)
+
+
+def read_constraint_spaces(configured_text: str, context: ir.Context) -> CompilerSpace:
+    """Read every constraints op of the root op, and the root op's default configuration."""
+    with context:
+        module = ir.Module.parse(configured_text)
+        found: list[ir.Operation] = []
+
+        def collect(operation: ir.Operation) -> ir.WalkResult:
+            if operation.name == CONSTRAINTS_OP:
+                found.append(operation)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(collect)
+        spaces = []
+        for index, operation in enumerate(found):
+            view = operation.opview
+            template = read_template(view.knobs)
+            assert isinstance(template, dict), "a knob template is a dictionary"
+            shapes = {
+                option: shape
+                for options in one_of_options(template).values()
+                for option in options
+                if (shape := _mma_shape(option)) is not None
+            }
+            spaces.append(
+                ConstraintSpace(
+                    index=index,
+                    pipeline=_pipeline_name(view.pipeline),
+                    template=template,
+                    smtlib=iree_codegen.convert_constraints_op_to_smtlib(operation),
+                    knob_names=knob_names(template),
+                    mma_shapes=shapes,
+                )
+            )
+        default_pipeline, default_config = _read_default_config(module)
+        return CompilerSpace(tuple(spaces), default_pipeline, default_config)
+
+
+def _read_default_config(module: ir.Module) -> tuple[str | None, ResolvedDict | None]:
+    """Return the pipeline and the flattened fields of the compiler's chosen configuration."""
+    root_ops = iree_codegen.get_tuner_root_ops(module)
+    if len(root_ops) != 1 or "lowering_config" not in root_ops[0].attributes:
+        return None, None
+    root_op = root_ops[0]
+    attribute = root_op.attributes["lowering_config"]
+    if not iree_gpu.LoweringConfigAttr.isinstance(attribute):
+        return None, None
+    fields = read_template(iree_gpu.LoweringConfigAttr(attribute).attributes)
+    assert isinstance(fields, dict)
+    resolved: ResolvedDict = dict(fields)  # type: ignore[arg-type]
+    if "decomposition_config" in root_op.attributes:
+        resolved["decomposition_config"] = read_template(root_op.attributes["decomposition_config"])  # type: ignore[assignment]
+    function = root_op.parent
+    while function is not None and function.name != "func.func":
+        function = function.parent
+    if function is None or "translation_info" not in function.attributes:
+        return None, resolved
+    translation = iree_codegen.TranslationInfoAttr(function.attributes["translation_info"])
+    pipeline_attribute = translation.pass_pipeline
+    pipeline = (
+        _pipeline_name(pipeline_attribute)
+        if iree_gpu.PipelineAttr.isinstance(pipeline_attribute)
+        else None
+    )
+    resolved[WORKGROUP_SIZE_KEY] = [int(size) for size in translation.workgroup_size]
+    resolved[SUBGROUP_SIZE_KEY] = int(translation.subgroup_size)
+    configuration = translation.configuration
+    if configuration is not None and PIPELINE_OPTIONS_KEY in ir.DictAttr(configuration):
+        options = iree_gpu.PipelineOptionsAttr(ir.DictAttr(configuration)[PIPELINE_OPTIONS_KEY])
+        option_values: dict[str, int | bool] = {}
+        if options.prefetch_num_stages is not None:
+            option_values["prefetch_num_stages"] = int(options.prefetch_num_stages)
+        if options.no_reduce_shared_memory_bank_conflicts is not None:
+            option_values["no_reduce_shared_memory_bank_conflicts"] = bool(
+                options.no_reduce_shared_memory_bank_conflicts
+            )
+        if options.use_igemm_convolution is not None:
+            option_values["use_igemm_convolution"] = bool(options.use_igemm_convolution)
+        resolved[PIPELINE_OPTIONS_KEY] = option_values  # type: ignore[assignment]
+    return pipeline, resolved
+
+
+def default_knob_values(space: CompilerSpace) -> tuple[ConstraintSpace, dict[str, int]] | None:
+    """Express the default configuration in the knobs of the first space that can hold it."""
+    if space.default_config is None:
+        return None
+    for candidate in space.spaces:
+        if candidate.pipeline != space.default_pipeline:
+            continue
+        values = extract_knob_values(candidate.template, space.default_config)
+        if values is not None and set(values) == set(candidate.knob_names):
+            return candidate, values
+    return None

@@ -1,0 +1,25 @@
+"""AMD GPUs through IREE's ROCm (HIP) backend; specs apply through the tuning-spec flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ireetune.targets.gpu.target import GpuTarget
+
+
+class RocmTarget(GpuTarget):
+    """`rocm:gfxNNNN`: compiled with `--iree-rocm-target`, run on `hip://N`."""
+
+    @property
+    def backend(self) -> str:
+        return "rocm"
+
+    @property
+    def runtime_device(self) -> str:
+        return "hip://0"
+
+    def compile_flags(self) -> list[str]:
+        return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch.name}"]
+
+    def spec_flags(self, spec_path: Path) -> list[str]:
+        return [f"--iree-codegen-tuning-spec-path={spec_path}"]

@@ -1,0 +1,179 @@
+"""What CUDA and ROCm share: a search space read from the compiler, sampled with z3.
+
+Before candidates are generated, `prepare` strips the dispatch's configuration and compiles it to
+the configuration stage with `--iree-codegen-emit-pipeline-constraints`: the compiler writes one
+SMT problem and knob template per pipeline it could use for the root op (TileAndFuse and
+VectorDistribute for matmuls and convolutions; two TileAndFuse variants for convolutions,
+direct and implicit GEMM). A candidate's knobs are one solution plus the space it came from:
+
+    (("mma_idx", 0), ("pipeline", "TileAndFuse"), ("red_2", 4), ("sg_0", 2), ..., ("space", 0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.frontend.dispatches import strip_configurations
+from ireetune.problem.root_op import Problem
+from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.targets.base import Target
+from ireetune.targets.gpu.archs import GpuArch
+from ireetune.targets.gpu.constraints import (
+    CompilerSpace,
+    ConstraintSpace,
+    default_knob_values,
+    emit_constraints,
+    read_constraint_spaces,
+)
+from ireetune.targets.gpu.ordering import (
+    compute_tile_shape,
+    interleave,
+    order_by_score,
+    score_candidate,
+)
+from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
+from ireetune.targets.gpu.template import (
+    TRANSLATION_KEYS,
+    OpaqueAttr,
+    ResolvedDict,
+    build_compilation_info,
+    fill_template,
+)
+
+PIPELINES = ("TileAndFuse", "VectorDistribute")
+SPACE_KNOB = "space"
+PIPELINE_KNOB = "pipeline"
+EMIT_TIMEOUT_S = 300.0
+
+
+class GpuTarget(Target):
+    """A GPU target; subclasses say how to compile for it, run on it and apply a spec."""
+
+    def __init__(self, arch: GpuArch, pipelines: Sequence[str] = ()) -> None:
+        for pipeline in pipelines:
+            if pipeline not in PIPELINES:
+                raise IreetuneError(
+                    f"unknown pipeline '{pipeline}'; choose from {', '.join(PIPELINES)}"
+                )
+        self.arch = arch
+        self.pipelines = tuple(pipelines) or PIPELINES
+        self._compiler_space: CompilerSpace | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.arch.family.value}:{self.arch.name}"
+
+    @property
+    def compiler_space(self) -> CompilerSpace:
+        assert self._compiler_space is not None, "prepare() reads the space first"
+        return self._compiler_space
+
+    def prepare(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> None:
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+        stripped = scratch_dir / "space_stripped.mlir"
+        strip_configurations(benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S)
+        text = emit_constraints(
+            stripped, self.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
+        )
+        self._compiler_space = read_constraint_spaces(text, context)
+        if not self._compiler_space.spaces:
+            raise IreetuneError(
+                f"the compiler emits no search space for {problem.signature} on {self.name} "
+                f"({problem.kind} root op); it cannot be tuned on this target yet"
+            )
+        if not self._usable_spaces():
+            found = sorted({space.pipeline for space in self._compiler_space.spaces})
+            raise IreetuneError(
+                f"no search space for pipeline {', '.join(self.pipelines)}; the compiler offers {', '.join(found)}"
+            )
+
+    def _usable_spaces(self) -> list[ConstraintSpace]:
+        return [space for space in self.compiler_space.spaces if space.pipeline in self.pipelines]
+
+    def _space_of(self, knobs: Knobs) -> tuple[ConstraintSpace, dict[str, int]]:
+        values = dict(knobs)
+        space = self.compiler_space.spaces[int(values.pop(SPACE_KNOB))]
+        pipeline = values.pop(PIPELINE_KNOB)
+        assert pipeline == space.pipeline, (
+            f"knobs name {pipeline} but space {space.index} is {space.pipeline}"
+        )
+        return space, {name: int(value) for name, value in values.items()}
+
+    def resolved_config(self, knobs: Knobs) -> tuple[ConstraintSpace, ResolvedDict]:
+        """Fill the candidate's space template with its knob values.
+
+        Fields the compiler's own configuration sets beyond the template (such as
+        `convert_acc_gemm` for a matmul that accumulates into a fill) are kept for candidates of
+        the same pipeline: they are the compiler's decision about the op, not a tuning choice.
+        """
+        space, values = self._space_of(knobs)
+        resolved = fill_template(space.template, values)
+        assert isinstance(resolved, dict)
+        default = self.compiler_space.default_config
+        if default is not None and self.compiler_space.default_pipeline == space.pipeline:
+            for key, value in default.items():
+                if (
+                    key not in resolved
+                    and key not in TRANSLATION_KEYS
+                    and isinstance(value, OpaqueAttr)
+                ):
+                    resolved[key] = value
+        return space, resolved
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        found = default_knob_values(self.compiler_space)
+        if found is None:
+            return None
+        space, values = found
+        return make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
+
+    def generate_candidates(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+    ) -> Iterator[Knobs]:
+        spaces = self._usable_spaces()
+        smt_spaces = [
+            SmtSpace(str(space.index), space.smtlib, space.knob_names) for space in spaces
+        ]
+        excluded: dict[str, dict[str, int]] = {}
+        if default_knobs is not None:
+            space, values = self._space_of(default_knobs)
+            excluded[str(space.index)] = values
+        for position, values in sample_spaces(smt_spaces, seed, excluded):
+            space = spaces[position]
+            yield make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
+
+    def order_candidates(
+        self, problem: Problem, pool: list[Knobs], seed: int
+    ) -> list[tuple[Knobs, float]]:
+        """Rank each space's candidates by the heuristic, then take the spaces in turn.
+
+        Scores compare well within one pipeline; across pipelines they do not (the same tile
+        runs differently), so no pipeline is left unmeasured by a budget its rival fills.
+        """
+        by_space: dict[int, list[tuple[Knobs, float]]] = {}
+        for knobs in pool:
+            space, config = self.resolved_config(knobs)
+            shape = compute_tile_shape(problem, space, config)
+            score = score_candidate(problem, shape, self.arch.compute_units)
+            by_space.setdefault(space.index, []).append((knobs, score))
+        return interleave([order_by_score(scored, seed) for _, scored in sorted(by_space.items())])
+
+    def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
+        space, config = self.resolved_config(knobs)
+        info, separate = build_compilation_info(config, space.pipeline, context)
+        if separate:
+            raise IreetuneError(
+                f"{problem.kind} configurations need {', '.join(separate)} on the root op, which "
+                "specs do not set yet"
+            )
+        return str(info)

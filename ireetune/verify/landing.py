@@ -1,0 +1,59 @@
+"""Prove that a spec's configuration reached the compiler: find it in the configuration dump."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune.errors import IreetuneError
+from ireetune.targets.base import Target
+from ireetune.tools import find_tool, run_tool
+
+
+def dump_configurations(
+    target: Target, stripped_path: Path, spec_path: Path, work_dir: Path, timeout_s: float = 120.0
+) -> str:
+    """Compile to the configuration stage with the spec; return the dumped configurations' text."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    dump_dir = work_dir / "configuration_dump"
+    configured = work_dir / "configured.mlir"
+    result = run_tool(
+        [
+            find_tool("iree-compile"), str(stripped_path), *target.compile_flags(),
+            "--compile-from=executable-sources", *target.spec_flags(spec_path),
+            "--compile-to=executable-configurations",
+            f"--iree-hal-dump-executable-configurations-to={dump_dir}", "-o", str(configured),
+        ],
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    if dump_dir.exists() and any(dump_dir.iterdir()):
+        return "\n".join(p.read_text() for p in sorted(dump_dir.iterdir()))
+    if result.returncode == 0 and configured.exists():
+        return configured.read_text()
+    return ""
+
+
+def expected_lowering_config(compilation_info: str, context: ir.Context) -> str:
+    """Return the lowering_config of a `#iree_codegen.compilation_info` as the compiler prints it."""
+    with context:
+        info = iree_codegen.CompilationInfoAttr(ir.Attribute.parse(compilation_info))
+        return str(info.lowering_config)
+
+
+def prove_config_landed(
+    target: Target,
+    stripped_path: Path,
+    spec_path: Path,
+    compilation_info: str,
+    work_dir: Path,
+    context: ir.Context,
+) -> None:
+    """Raise unless the configuration dump shows the spec's lowering_config on the root op."""
+    dumped = dump_configurations(target, stripped_path, spec_path, work_dir)
+    lowering = expected_lowering_config(compilation_info, context)
+    if lowering not in dumped:
+        raise IreetuneError(
+            f"the winning spec's configuration did not land: {lowering} is not in the configuration dump"
+        )

@@ -1,0 +1,144 @@
+"""The split flow on the CPU: compile here, benchmark with the runtime only, finish here.
+
+The benchmark step runs in a subprocess whose imports of `iree.compiler` and `z3` raise, so any
+use of the compiler or the solver on that path (its worker processes included) fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ireetune.benchmark.campaign import CampaignSettings, run_campaign
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.errors import IreetuneError
+from ireetune.handoff.export import StopAfter
+from ireetune.handoff.finish import finish_run
+from ireetune.handoff.manifest import RESULTS_NAME, read_manifest
+from ireetune.report.records import CandidateStatus
+
+MATMUL = """
+func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>)
+                     outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %r : tensor<64x128xf32>
+}
+"""
+
+IMPORT_BLOCKER = '''
+import sys
+
+
+class _CompilerAndSolverBlocker:
+    """Fail any import of the IREE compiler or z3 in this process."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name in ("z3", "iree.compiler") or name.startswith(("z3.", "iree.compiler.")):
+            raise ImportError(f"runtime-only path imported {name}")
+        return None
+
+
+sys.meta_path.insert(0, _CompilerAndSolverBlocker())
+'''
+
+
+@pytest.fixture(scope="module")
+def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("handoff")
+    model = folder / "matmul.mlir"
+    model.write_text(MATMUL)
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=model, target="cpu", num_candidates=3, output_dir=folder / "runs", repetitions=3,
+            min_repetition_s=0.005, confirm_rounds=1, confirm_top=2, stop_after=StopAfter.COMPILE,
+            show_progress=False,
+        )
+    )  # fmt: skip
+    return result.run_dir
+
+
+def runtime_only_environment(tmp_path: Path) -> dict[str, str]:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(IMPORT_BLOCKER)
+    repository = Path(__file__).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(repository)])}
+
+
+def test_blocker_stops_compiler_imports(tmp_path: Path) -> None:
+    environment = runtime_only_environment(tmp_path)
+    for module in ("iree.compiler", "z3"):
+        completed = subprocess.run(
+            [sys.executable, "-c", f"import {module}"],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert completed.returncode != 0 and "runtime-only path imported" in completed.stderr
+
+
+def test_folder_is_benchmarked_without_compiler_then_finished(
+    compiled_folder: Path, tmp_path: Path
+) -> None:
+    manifest = read_manifest(compiled_folder)
+    assert manifest.target == "cpu" and len(manifest.candidates) >= 1
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.benchmark.folder", str(compiled_folder), "--devices", "local-task"],
+        env=runtime_only_environment(tmp_path), capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    results = json.loads((compiled_folder / RESULTS_NAME).read_text())
+    measured = [c for c in results["campaign"]["candidates"] if c["status"] == "measured"]
+    assert len(measured) == len(manifest.candidates)
+    assert [b["device"] for b in results["campaign"]["baselines"]] == ["local-task"]
+
+    result = finish_run(compiled_folder)
+    statuses = {r.status for r in result.records[1:]}
+    assert statuses <= {CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG}
+    assert result.records[0].status is CandidateStatus.MEASURED and result.baseline_ms > 0
+    outcome = json.loads((compiled_folder / "results.json").read_text())["outcome"]
+    assert outcome == ("improved" if result.best is not None else "no-improvement")
+    assert (compiled_folder / "best_spec.mlir").exists() == (result.best is not None)
+    verdicts = results["verification"]["verdicts"]
+    assert all(v["status"] in ("verified", "wrong", "unverified") for v in verdicts.values())
+
+
+def test_finish_needs_benchmark_results(tmp_path: Path) -> None:
+    with pytest.raises(IreetuneError) as excinfo:
+        finish_run(tmp_path)
+    assert "handoff.json" in str(excinfo.value)
+
+
+def test_campaign_spreads_over_devices_and_survives_a_broken_one(compiled_folder: Path) -> None:
+    manifest = read_manifest(compiled_folder)
+    jobs = [BenchmarkJob(c.candidate_id, compiled_folder / c.vmfb) for c in manifest.candidates] * 2
+    jobs = [BenchmarkJob(i + 1, job.vmfb_path) for i, job in enumerate(jobs)]
+    settings = CampaignSettings(
+        repetitions=2, min_repetition_s=0.002, confirm_top=1, confirm_rounds=1
+    )
+    result = run_campaign(
+        compiled_folder / manifest.baseline.vmfb,
+        jobs,
+        ["local-task", "local-sync", "nowhere://0"],
+        settings,
+    )
+    by_device: dict[str, set[BenchmarkStatus]] = {}
+    for measurement in result.candidates.values():
+        by_device.setdefault(measurement.device, set()).add(measurement.status)
+    assert by_device == {
+        "local-task": {BenchmarkStatus.MEASURED},
+        "local-sync": {BenchmarkStatus.MEASURED},
+        "nowhere://0": {BenchmarkStatus.DEVICE_ERROR},
+    }
+    assert result.baselines["nowhere://0"].error
+    assert not result.baselines["local-sync"].error and result.baselines["local-sync"].before_ms
