@@ -121,3 +121,23 @@ def private_database(
     path = tmp_path_factory.mktemp("db") / "tuning.sqlite"
     monkeypatch.setenv("IREETUNE_DB", str(path))
     return path
+
+
+CONV_MODEL = """
+func.func @main(%image: tensor<1x16x18x18xf32>, %filter: tensor<32x16x3x3xf32>) -> tensor<1x32x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x32x16x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x32x16x16xf32>) -> tensor<1x32x16x16xf32>
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%image, %filter : tensor<1x16x18x18xf32>, tensor<32x16x3x3xf32>)
+      outs(%init : tensor<1x32x16x16xf32>) -> tensor<1x32x16x16xf32>
+  return %r : tensor<1x32x16x16xf32>
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def conv_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("conv_model") / "conv.mlir"
+    path.write_text(CONV_MODEL)
+    return path

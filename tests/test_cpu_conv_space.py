@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets.llvm_cpu.conv_space import (
@@ -72,10 +76,69 @@ def test_conv_tiles_follow_the_decomposition_rules_and_round_trip() -> None:
     assert parse_default_conv_knobs(CONV, tiles) == knobs
 
 
-def test_conv_ordering_prefers_a_full_register_block_and_is_reproducible() -> None:
+def test_conv_ordering_prefers_small_blocks_and_is_reproducible() -> None:
     sizes = compute_conv_sizes(CONV)
     pool = list(itertools.islice(enumerate_conv_space(sizes, AVX512, seed=1), 40))
     ordered = order_conv_candidates(sizes, AVX512, pool, seed=1)
     assert ordered == order_conv_candidates(sizes, AVX512, list(reversed(pool)), seed=1)
-    best, worst = dict(ordered[0][0]), dict(ordered[-1][0])
-    assert best["vec_f"] * best["vec_ow"] >= worst["vec_f"] * worst["vec_ow"]
+    small = (
+        ("dist_f", 32),
+        ("dist_oh", 8),
+        ("dist_ow", 56),
+        ("vec_c", 8),
+        ("vec_f", 8),
+        ("vec_ow", 8),
+    )
+    large = (
+        ("dist_f", 64),
+        ("dist_oh", 8),
+        ("dist_ow", 56),
+        ("vec_c", 8),
+        ("vec_f", 64),
+        ("vec_ow", 7),
+    )
+    tiny_c = (
+        ("dist_f", 32),
+        ("dist_oh", 8),
+        ("dist_ow", 56),
+        ("vec_c", 1),
+        ("vec_f", 8),
+        ("vec_ow", 8),
+    )
+    ranked = order_conv_candidates(sizes, AVX512, [large, tiny_c, small], seed=0)
+    assert [knobs for knobs, _ in ranked] == [small, large, tiny_c]
+
+
+def test_tune_a_real_nchw_convolution_on_the_cpu(conv_model: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ireetune.cli",
+            "tune-dispatch",
+            str(conv_model),
+            "--num-candidates",
+            "4",
+            "--output-dir",
+            str(tmp_path),
+            "--no-db",
+            "--repetitions",
+            "2",
+            "--confirm-rounds",
+            "1",
+            "--min-repetition-time",
+            "0.005",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "problem: conv_1x32x16x16x16x3x3_f32_f32_f32   target: cpu" in result.stdout
+    (run_dir,) = tmp_path.iterdir()
+    candidates = json.loads((run_dir / "results.json").read_text())["candidates"]
+    statuses = [c["status"] for c in candidates[1:]]
+    assert statuses.count("compile-failed") == 0, candidates
+    assert "not-applied" not in statuses
+    spec = (run_dir / "specs" / "1_spec.mlir").read_text()
+    assert "transform.iree.match.convolution" in spec and "ConvTileAndDecomposeExpert" in spec

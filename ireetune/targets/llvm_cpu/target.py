@@ -12,9 +12,18 @@ from iree.compiler.dialects import iree_codegen
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.targets.base import Target
+from ireetune.targets.llvm_cpu.conv_space import (
+    CONV_PIPELINE,
+    compute_conv_sizes,
+    conv_tile_lists,
+    enumerate_conv_space,
+    order_conv_candidates,
+    parse_default_conv_knobs,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
 from ireetune.targets.llvm_cpu.ordering import order_by_score
 from ireetune.targets.llvm_cpu.space import compute_problem_sizes, enumerate_space, tile_lists
@@ -55,7 +64,10 @@ class LlvmCpuTarget(Target):
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:
-        _as_contraction(problem)
+        if isinstance(problem, ConvolutionProblem):
+            compute_conv_sizes(problem)  # Raises for the convolutions the CPU space does not cover.
+        else:
+            _as_contraction(problem)
 
     def facts(self, variant_target: ir.Attribute | None) -> CpuFacts:
         """Return (and remember) the CPU facts for the dispatch's executable target."""
@@ -70,25 +82,32 @@ class LlvmCpuTarget(Target):
         default_knobs: Knobs | None,
         seed: int,
     ) -> Iterator[Knobs]:
+        facts = self.facts(variant_target)
+        if isinstance(problem, ConvolutionProblem):
+            return enumerate_conv_space(compute_conv_sizes(problem), facts, seed, default_knobs)
         sizes = compute_problem_sizes(_as_contraction(problem))
-        return enumerate_space(sizes, self.facts(variant_target), seed, excluded=default_knobs)
+        return enumerate_space(sizes, facts, seed, excluded=default_knobs)
 
     def order_candidates(
         self, problem: Problem, pool: list[Knobs], seed: int
     ) -> list[tuple[Knobs, float]]:
         assert self._facts is not None, "facts are read when candidates are generated"
-        return order_by_score(
-            compute_problem_sizes(_as_contraction(problem)), self._facts, pool, seed
-        )
+        if isinstance(problem, ConvolutionProblem):
+            return order_conv_candidates(compute_conv_sizes(problem), self._facts, pool, seed)
+        sizes = compute_problem_sizes(_as_contraction(problem))
+        return order_by_score(sizes, self._facts, pool, seed)
 
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
-        tiles = tile_lists(_as_contraction(problem), knobs)
+        if isinstance(problem, ConvolutionProblem):
+            tiles, pipeline_name = conv_tile_lists(problem, knobs), CONV_PIPELINE
+        else:
+            tiles, pipeline_name = tile_lists(_as_contraction(problem), knobs), PIPELINE
         fields = ", ".join(f"{level} = {values}" for level, values in tiles.items())
         with context:
             # iree_cpu has no Python binding in IREE 3.13, so its attribute is parsed from text;
             # the compilation_info around it is built through the bindings.
             lowering_config = ir.Attribute.parse(f"#iree_cpu.lowering_config<{fields}>")
-            pipeline = ir.Attribute.parse(f"#iree_cpu.pipeline<{PIPELINE}>")
+            pipeline = ir.Attribute.parse(f"#iree_cpu.pipeline<{pipeline_name}>")
             translation_info = iree_codegen.TranslationInfoAttr.get(pipeline)
             return str(iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info))
 
@@ -104,6 +123,8 @@ class LlvmCpuTarget(Target):
             levels[level] = [int(v) for v in match.group(1).split(",") if v.strip()]
         if any(len(values) != len(problem.loop_sizes) for values in levels.values()):
             return None
+        if isinstance(problem, ConvolutionProblem):
+            return parse_default_conv_knobs(problem, levels)
         m, n, k = problem.m_dims[-1], problem.n_dims[-1], problem.k_dims[-1]
         return make_knobs(
             {
