@@ -88,3 +88,16 @@ def test_cpu_compilation_info_round_trips_through_the_bindings(matmul_benchmark:
         "distribution = [8, 64, 0], vector_common_parallel = [8, 16, 0], vector_reduction = [0, 0, 16]>, "
         "translation_info = <pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
     )
+
+
+def test_spec_without_entries_is_the_valid_no_op_spec(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+
+    context = ir.Context()
+    text = render_spec(build_spec([], context))
+    assert "tuning_spec_with_default_entrypoint" not in text
+    assert "transform.yield %arg0" in text and "{transform.readonly}" in text
+    with context:
+        assert str(ir.Module.parse(text)) == str(ir.Module.parse(BASELINE_SPEC_TEXT))

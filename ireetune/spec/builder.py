@@ -135,7 +135,9 @@ def _build_convolution_matcher(name: str, entry: MatcherEntry) -> None:
 
 def _build_kernel_config(matcher_names: Sequence[str]) -> None:
     any_op = transform.AnyOpType.get()
-    sequence = transform.NamedSequenceOp(KERNEL_CONFIG, [any_op], [any_op], arg_attrs=[_consumed()])
+    # With no matcher the entry point only yields its argument: it reads it, not consumes it.
+    argument = _consumed() if matcher_names else _readonly()
+    sequence = transform.NamedSequenceOp(KERNEL_CONFIG, [any_op], [any_op], arg_attrs=[argument])
     sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()
     with ir.InsertionPoint(sequence.body):
         variant = sequence.bodyTarget
@@ -162,9 +164,12 @@ def build_spec(entries: Sequence[MatcherEntry], context: ir.Context) -> ir.Modul
     with context, ir.Location.unknown():
         module = ir.Module.create()
         module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-        module.operation.attributes["iree_codegen.tuning_spec_with_default_entrypoint"] = (
-            ir.UnitAttr.get()
-        )
+        if entries:
+            # IREE requires a default entry point to hold exactly a foreach_match and a yield, so
+            # the no-op spec (no matcher) cannot carry this attribute.
+            module.operation.attributes["iree_codegen.tuning_spec_with_default_entrypoint"] = (
+                ir.UnitAttr.get()
+            )
         names: list[str] = []
         with ir.InsertionPoint(module.body):
             if entries:
