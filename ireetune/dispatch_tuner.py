@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import shutil
+import statistics
 import tempfile
 import uuid
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,8 @@ from ireetune.frontend.dispatches import (
     strip_configurations,
 )
 from ireetune.handoff.export import StopAfter, export_for_benchmarking
+from ireetune.model.select import is_faster
+from ireetune.model.timing import run_models_side_by_side
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.ranking import is_real_improvement, rank_candidates
@@ -112,6 +115,7 @@ class TuneOptions:
     verify_top: int = 3
     confirm_top: int = 4
     confirm_rounds: int = 3
+    model_level_rounds: int = 7
     show_progress: bool | None = None
     database_path: Path | None = None
     use_database: bool = True
@@ -749,11 +753,16 @@ def _verify_stage(
     baseline = state.records[0]
     noise = float(state.info.get("baseline_noise", 0.0))
     confirmed_ids = {cid for ids in state.info.get("confirmed", {}).values() for cid in ids}
-    contenders = [
-        r
-        for r in ranked
-        if r.candidate_id in confirmed_ids and is_real_improvement(r.speedup or 0.0, noise)
-    ][: options.verify_top]
+    if target.decides_at_model_level:
+        # Dispatch-level speedups on uninitialised data only pre-select here: the leading
+        # candidates are all verified and then timed on real inputs, which decides.
+        contenders = [r for r in ranked if not r.stopped_early][: max(options.verify_top, 6)]
+    else:
+        contenders = [
+            r
+            for r in ranked
+            if r.candidate_id in confirmed_ids and is_real_improvement(r.speedup or 0.0, noise)
+        ][: options.verify_top]
     verify_dir = state.run_dir / "verify"
     reference_path = verify_dir / "reference.mlir"
     reference_path.write_text(str(build_reference_module(root_op, context)))
@@ -856,5 +865,66 @@ def _verify_stage(
                     reason=f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements",
                 )
             )
+    if target.decides_at_model_level and best is not None:
+        best = _decide_at_model_level(options, state, verify_dir, inputs_path, notes)
     state.save()
+    return best
+
+
+def _decide_at_model_level(
+    options: TuneOptions, state: _RunState, verify_dir: Path, inputs_path: Path, notes: list[str]
+) -> CandidateRecord | None:
+    """Time the verified candidates' reference programs on real inputs, interleaved with the
+    default's, and keep the fastest only if it beats the default there too.
+
+    Dispatch benchmarks run on uninitialised buffers; on the CPU that can make a configuration
+    look much faster or slower than on real data (denormals), so there the real-input timing
+    decides.
+    """
+    verified = sorted(
+        (r for r in state.records.values() if r.status is CandidateStatus.VERIFIED),
+        key=lambda r: r.candidate_id,
+    )
+    models = [("0", verify_dir / "reference_0.vmfb")] + [
+        (str(r.candidate_id), verify_dir / f"reference_{r.candidate_id}.vmfb") for r in verified
+    ]
+    device = state.records[0].device or state.info["devices"][0]
+    runs = run_models_side_by_side(
+        models, "main", inputs_path, verify_dir, device, options.model_level_rounds, repetitions=3
+    )
+    if not runs["0"].ok:
+        notes.append(
+            f"model-level check skipped: the default's program failed ({runs['0'].reason})"
+        )
+        return None
+    baseline_times = runs["0"].times_ms
+    baseline_ms = statistics.median(baseline_times)
+    results: dict[str, dict[str, float | bool]] = {}
+    best: CandidateRecord | None = None
+    best_speedup = 0.0
+    for record in verified:
+        run = runs[str(record.candidate_id)]
+        if not run.ok:
+            continue
+        median_ms = statistics.median(run.times_ms)
+        faster = is_faster(baseline_times, run.times_ms)
+        results[str(record.candidate_id)] = {
+            "median_ms": median_ms, "speedup": baseline_ms / median_ms, "faster": faster,
+        }  # fmt: skip
+        if faster and baseline_ms / median_ms > best_speedup:
+            best, best_speedup = record, baseline_ms / median_ms
+    state.info["model_level"] = {"baseline_ms": baseline_ms, "candidates": results}
+    if best is None:
+        notes.append(
+            "verified candidates were faster at dispatch level (uninitialised data) but not on real "
+            "inputs, timed side by side with the default; no spec written"
+        )
+        return None
+    state.info["model_level_speedup"] = best_speedup
+    best_ms = float(results[str(best.candidate_id)]["median_ms"])
+    notes.append(
+        f"on real inputs, timed side by side: default {baseline_ms:.4g} ms, candidate "
+        f"{best.candidate_id} {best_ms:.4g} ms ({best_speedup:.3f}x); the table's dispatch-level "
+        "times use uninitialised buffers"
+    )
     return best

@@ -159,8 +159,11 @@ def _prepare(
         variant_target = variants[0].attributes["target"]
         try:
             problem = parse_problem(root_op)
+            # The target learns its space from the dispatch (GPU targets ask the compiler).
+            target.prepare(problem, dumped, folder / "target_space", context)
         except IreetuneError as error:
             reason = str(error)
+            problem = None
         if problem is not None:
             default_knobs = target.parse_default_knobs(problem, root_op)
     configurations: list[Configuration] = [DEFAULT_CONFIGURATION]

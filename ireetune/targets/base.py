@@ -26,6 +26,15 @@ class Target(abc.ABC):
         """Name the HAL backend as it appears in executable targets (`llvm-cpu`, `cuda`)."""
 
     @property
+    def decides_at_model_level(self) -> bool:
+        """Say whether real-input timing of the op, not the dispatch benchmark, picks the winner.
+
+        Dispatch benchmarks run on uninitialised buffers; where that distorts timings (the CPU,
+        denormals), the verified candidates are timed again on real inputs and that decides.
+        """
+        return False
+
+    @property
     @abc.abstractmethod
     def runtime_device(self) -> str:
         """Name the default runtime device URI (`local-task`, `cuda://0`)."""

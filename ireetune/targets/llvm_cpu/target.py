@@ -51,6 +51,12 @@ class LlvmCpuTarget(Target):
     def runtime_device(self) -> str:
         return "local-task"
 
+    @property
+    def decides_at_model_level(self) -> bool:
+        # Measured here: a 1024^3 f32 matmul's dispatch benchmark took 40 ms on uninitialised
+        # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real data.
+        return True
+
     def compile_flags(self) -> list[str]:
         return [
             "--iree-hal-target-device=local",
