@@ -289,6 +289,13 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
         if result.reused:
             dispatch_notes[profile.name] = "stored result reused from the tuning database"
         ranked = [r for r in rank_candidates(list(result.records)) if r.spec_path]
+        if result.best is not None:
+            # The dispatch tuner's verified winner (decided on real inputs where the target asks
+            # for it) goes first; the others follow in dispatch-level order.
+            ranked = [
+                result.best,
+                *(r for r in ranked if r.candidate_id != result.best.candidate_id),
+            ]
         kept = ranked[: options.candidates_per_dispatch]
         candidates_by_dispatch[profile.name] = [result.run_dir / r.spec_path for r in kept]
         tuned_ms[profile.name] = kept[0].median_ms if kept else None
