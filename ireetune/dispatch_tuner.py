@@ -25,9 +25,14 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune import __version__
-from ireetune.benchmark.campaign import CampaignSettings, CandidateMeasurement, run_campaign
-from ireetune.benchmark.outcomes import apply_campaign
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.benchmark.campaign import (
+    CampaignSettings,
+    CandidateMeasurement,
+    EarlierResult,
+    run_campaign,
+)
+from ireetune.benchmark.outcomes import apply_campaign, record_measurement
+from ireetune.benchmark.runner import BenchmarkJob
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, hash_binary
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (
@@ -685,46 +690,40 @@ def _benchmark_stage(
     progress: StageProgress,
     notes: list[str],
 ) -> float:
-    """Measure the compiled candidates on every device (see benchmark/campaign.py)."""
+    """Measure the compiled candidates on every device (see benchmark/campaign.py).
+
+    Each measurement is recorded (and written to the database) as it arrives; the final speedups
+    are relative to the baseline of the candidate's own device, from the confirmation round for
+    the leaders. Candidates restored from the database take part in the first device's
+    confirmation round when they lead.
+    """
     run_dir = state.run_dir
+    ordered = sorted(state.records.values(), key=lambda r: r.candidate_id)
     jobs = [
         BenchmarkJob(r.candidate_id, run_dir / r.binary_path)
-        for r in sorted(state.records.values(), key=lambda r: r.candidate_id)
+        for r in ordered
         if not r.is_baseline and r.status is CandidateStatus.COMPILED
     ]
-    premeasured = [
-        (
-            BenchmarkJob(r.candidate_id, run_dir / r.binary_path),
-            CandidateMeasurement(
-                r.candidate_id,
-                devices[0],
-                BenchmarkStatus.MEASURED,
-                r.reason,
-                r.times_ms,
-                r.speedup,
-                r.stopped_early,
-            ),
-        )
-        for r in state.records.values()
-        if r.candidate_id in state.restored
-        and r.status is CandidateStatus.MEASURED
-        and r.binary_path
+    earlier = [
+        EarlierResult(BenchmarkJob(r.candidate_id, run_dir / r.binary_path), r.speedup)
+        for r in ordered
+        if r.candidate_id in state.restored and r.binary_path and r.speedup and not r.stopped_early
     ]
+
+    def record(measurement: CandidateMeasurement) -> None:
+        state.update(record_measurement(state.records[measurement.candidate_id], measurement))
+        state.save()
+        progress.advance()
+
     with progress.stage("benchmarking", len(jobs)):
         result = run_campaign(
             run_dir / state.records[0].binary_path, jobs, devices, campaign_settings(options),
-            on_measured=lambda _: progress.advance(), premeasured=premeasured,
+            on_measured=record, earlier=earlier,
         )  # fmt: skip
     notes.extend(result.notes)
-    baseline_ms = apply_campaign(state.records, result, state.info)
-    state.info["session_baseline_ms"] = {
-        device: baseline.reference_ms
-        for device, baseline in result.baselines.items()
-        if not baseline.error
-    }
-    for record in list(state.records.values()):
-        # Write every measured result to the database (apply_campaign updated them in place).
-        state.update(record)
+    changed, baseline_ms = apply_campaign(state.records, result, state.info)
+    for updated in changed:
+        state.update(updated)
     state.save()
     return baseline_ms
 

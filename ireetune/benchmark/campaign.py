@@ -12,6 +12,7 @@ Runtime-only: this module and everything it imports run where only `iree-base-ru
 
 from __future__ import annotations
 
+import queue
 import statistics
 import threading
 import time
@@ -41,6 +42,16 @@ class CampaignSettings:
     hopeless_factor: float = 5.0
     confirm_top: int = 4
     confirm_rounds: int = 3
+    min_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class EarlierResult:
+    """A candidate measured in an earlier session (from the database): a confirmation leader
+    candidate on the first device, re-timed only if it leads."""
+
+    job: BenchmarkJob
+    speedup: float
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ class CampaignResult:
 
 def _job_timeout(settings: CampaignSettings, batch: int, baseline_ms: float) -> float:
     """Allow load time plus 20x the baseline's time for one candidate's repetitions."""
-    return 10.0 + 20.0 * (settings.repetitions + 2) * batch * baseline_ms / 1000.0
+    return settings.min_timeout_s + 20.0 * (settings.repetitions + 2) * batch * baseline_ms / 1000.0
 
 
 def _measurement(
@@ -109,19 +120,26 @@ def _run_device(
     baseline_vmfb: Path,
     jobs: Sequence[BenchmarkJob],
     settings: CampaignSettings,
+    earlier: Sequence[EarlierResult],
     results: dict[int, CandidateMeasurement],
     baselines: dict[str, DeviceBaseline],
     notes: list[str],
-    on_measured: Callable[[CandidateMeasurement], None] | None,
+    measured: queue.Queue[CandidateMeasurement],
     lock: threading.Lock,
-    premeasured: Sequence[tuple[BenchmarkJob, CandidateMeasurement]] = (),
 ) -> None:
     baseline_job = BenchmarkJob(0, baseline_vmfb)
-    before = next(iter(run_benchmarks(
-        [baseline_job], device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
-        min_repetition_s=settings.min_repetition_s,
-    )))  # fmt: skip
+    # One worker process times the baseline, the candidates and the baseline again: the first
+    # baseline fixes the batch, the early-stop threshold and the per-candidate timeout.
+    outcomes = run_benchmarks(
+        [baseline_job, *jobs, baseline_job], device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
+        min_repetition_s=settings.min_repetition_s, hopeless_factor=settings.hopeless_factor,
+        timeout_after_first=lambda first: _job_timeout(
+            settings, first.batch, compute_stats(first.times_ms).median_ms
+        ),
+    )  # fmt: skip
+    before = next(outcomes)
     if before.status is not BenchmarkStatus.MEASURED:
+        outcomes.close()
         reason = (
             f"baseline could not be measured on {device}: {before.status.value} {before.reason}"
         )
@@ -136,18 +154,11 @@ def _run_device(
     baseline_ms = compute_stats(before.times_ms).median_ms
     timeout_s = _job_timeout(settings, batch, baseline_ms)
     local: dict[int, CandidateMeasurement] = {}
-    for outcome in run_benchmarks(
-        jobs, device, settings.repetitions, batch, timeout_s,
-        hopeless_ms=settings.hopeless_factor * baseline_ms,
-    ):  # fmt: skip
+    for _, outcome in zip(jobs, outcomes, strict=False):
         measurement = _measurement(outcome, baseline_ms, confirmed=False)
         local[outcome.candidate_id] = measurement
-        if on_measured is not None:
-            with lock:
-                on_measured(measurement)
-    after = next(
-        iter(run_benchmarks([baseline_job], device, settings.repetitions, batch, timeout_s))
-    )
+        measured.put(measurement)
+    after = next(outcomes)
     after_ms: tuple[float, ...] = ()
     drift: float | None = None
     if after.status is BenchmarkStatus.MEASURED:
@@ -160,11 +171,7 @@ def _run_device(
                 )
     reference_ms = float(statistics.median(before.times_ms + after_ms))
     local = {cid: _rescale(m, reference_ms) for cid, m in local.items()}
-    # Results from an earlier session (a resumed run) compete for the confirmation round with
-    # their stored speedups; the round re-times them side by side with this session's baseline.
-    local.update({m.candidate_id: m for _, m in premeasured})
-    all_jobs = [*jobs, *(job for job, _ in premeasured)]
-    confirmed_ms = _confirm(device, baseline_job, all_jobs, local, settings, batch, timeout_s)
+    confirmed_ms = _confirm(device, baseline_job, jobs, local, earlier, settings, batch, timeout_s)
     with lock:
         results.update(local)
         baselines[device] = DeviceBaseline(
@@ -187,18 +194,30 @@ def _confirm(
     baseline_job: BenchmarkJob,
     jobs: Sequence[BenchmarkJob],
     local: dict[int, CandidateMeasurement],
+    earlier: Sequence[EarlierResult],
     settings: CampaignSettings,
     batch: int,
     timeout_s: float,
 ) -> tuple[float, ...]:
-    """Re-time the leaders interleaved with the baseline; replace their results in `local`."""
-    leaders = sorted(
-        (m for m in local.values() if m.speedup is not None and not m.stopped_early),
-        key=lambda m: (-(m.speedup or 0.0), m.candidate_id),
-    )[: settings.confirm_top]
+    """Re-time the leaders interleaved with the baseline; put their new results in `local`.
+
+    Leaders come from this session's measurements and from `earlier` results; an earlier result
+    enters `local` only when it leads (and so is re-timed here).
+    """
+    contenders = [m for m in local.values() if m.speedup is not None and not m.stopped_early]
+    contenders += [
+        CandidateMeasurement(
+            e.job.candidate_id, device, BenchmarkStatus.MEASURED, speedup=e.speedup
+        )
+        for e in earlier
+        if e.job.candidate_id not in local
+    ]
+    leaders = sorted(contenders, key=lambda m: (-(m.speedup or 0.0), m.candidate_id))[
+        : settings.confirm_top
+    ]
     if not leaders or settings.confirm_rounds < 1:
         return ()
-    paths = {job.candidate_id: job.vmfb_path for job in jobs}
+    paths = {job.candidate_id: job.vmfb_path for job in (*jobs, *(e.job for e in earlier))}
     round_jobs = [
         baseline_job,
         *(BenchmarkJob(m.candidate_id, paths[m.candidate_id]) for m in leaders),
@@ -237,12 +256,13 @@ def run_campaign(
     devices: Sequence[str],
     settings: CampaignSettings,
     on_measured: Callable[[CandidateMeasurement], None] | None = None,
-    premeasured: Sequence[tuple[BenchmarkJob, CandidateMeasurement]] = (),
+    earlier: Sequence[EarlierResult] = (),
 ) -> CampaignResult:
     """Measure every job on one of `devices` (round robin), each device in its own thread.
 
-    `premeasured` are results of an earlier session on the first device: not measured again,
-    but eligible for that device's confirmation round.
+    `on_measured` sees each first-pass measurement as it arrives (its speedup against the
+    device's first baseline timing), always on the calling thread. `earlier` results take part
+    in the first device's confirmation round.
     """
     assert devices, "at least one device"
     start = time.perf_counter()
@@ -253,38 +273,33 @@ def run_campaign(
     baselines: dict[str, DeviceBaseline] = {}
     notes: list[str] = []
     lock = threading.Lock()
+    measured: queue.Queue[CandidateMeasurement] = queue.Queue()
     threads = [
         threading.Thread(
             target=_run_device,
             args=(
-                device,
-                baseline_vmfb,
-                shares[device],
-                settings,
-                results,
-                baselines,
-                notes,
-                on_measured,
-                lock,
-                premeasured if device == devices[0] else (),
+                device, baseline_vmfb, shares[device], settings, earlier if index == 0 else (),
+                results, baselines, notes, measured, lock,
             ),
             name=f"benchmark-{device}",
         )
-        for device in devices
-    ]
+        for index, device in enumerate(devices)
+    ]  # fmt: skip
     for thread in threads:
         thread.start()
+    while any(thread.is_alive() for thread in threads) or not measured.empty():
+        try:
+            measurement = measured.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if on_measured is not None:
+            on_measured(measurement)
     for thread in threads:
         thread.join()
     seconds = time.perf_counter() - start
-    earlier = {m.candidate_id for _, m in premeasured}
-    measured = sum(
-        1
-        for m in results.values()
-        if m.status is BenchmarkStatus.MEASURED and m.candidate_id not in earlier
-    )
+    count = sum(1 for m in results.values() if m.status is BenchmarkStatus.MEASURED)
     return CampaignResult(
-        baselines, results, tuple(notes), seconds, measured / seconds if seconds > 0 else 0.0
+        baselines, results, tuple(notes), seconds, count / seconds if seconds > 0 else 0.0
     )
 
 

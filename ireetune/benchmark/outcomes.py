@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ireetune.benchmark.campaign import CampaignResult
+from ireetune.benchmark.campaign import CampaignResult, CandidateMeasurement
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.stats import compute_stats
 from ireetune.errors import IreetuneError
@@ -19,32 +19,41 @@ _FAILED_STATUS = {
 }
 
 
+def record_measurement(
+    record: CandidateRecord, measurement: CandidateMeasurement
+) -> CandidateRecord:
+    """Return the record updated with one measurement (or its failure)."""
+    if measurement.status is not BenchmarkStatus.MEASURED:
+        return replace(
+            record, status=_FAILED_STATUS[measurement.status], device=measurement.device,
+            reason=measurement.reason,
+        )  # fmt: skip
+    stats = compute_stats(measurement.times_ms)
+    reason = measurement.reason
+    if measurement.stopped_early and measurement.speedup:
+        reason = f"stopped early: over {1 / measurement.speedup:.1f}x the baseline"
+    return replace(
+        record, status=CandidateStatus.MEASURED, device=measurement.device, reason=reason,
+        times_ms=measurement.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
+        max_ms=stats.max_ms, spread=stats.spread, stopped_early=measurement.stopped_early,
+        speedup=measurement.speedup,
+    )  # fmt: skip
+
+
 def apply_campaign(
     records: dict[int, CandidateRecord], result: CampaignResult, info: dict[str, Any]
-) -> float:
-    """Update `records` (and the run's `info`) from a campaign; return the baseline's median ms.
+) -> tuple[list[CandidateRecord], float]:
+    """Fold a campaign into the run: return the changed records and the baseline's median ms.
 
-    The baseline record (candidate 0) keeps the first device's timings; every candidate's
-    speedup stays relative to its own device's baseline.
+    The caller stores the records (`records` itself is not changed); `info` gets the per-device
+    baselines, noise, drift and confirmation facts. The baseline record (candidate 0) keeps the
+    first device's timings; every candidate's speedup stays relative to its own device's
+    baseline.
     """
-    for measurement in result.candidates.values():
-        record = records[measurement.candidate_id]
-        if measurement.status is not BenchmarkStatus.MEASURED:
-            records[record.candidate_id] = replace(
-                record, status=_FAILED_STATUS[measurement.status], device=measurement.device,
-                reason=measurement.reason,
-            )  # fmt: skip
-            continue
-        stats = compute_stats(measurement.times_ms)
-        reason = measurement.reason
-        if measurement.stopped_early and measurement.speedup:
-            reason = f"stopped early: over {1 / measurement.speedup:.1f}x the baseline"
-        records[record.candidate_id] = replace(
-            record, status=CandidateStatus.MEASURED, device=measurement.device, reason=reason,
-            times_ms=measurement.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
-            max_ms=stats.max_ms, spread=stats.spread, stopped_early=measurement.stopped_early,
-            speedup=measurement.speedup,
-        )  # fmt: skip
+    changed = [
+        record_measurement(records[m.candidate_id], m)
+        for m in sorted(result.candidates.values(), key=lambda m: m.candidate_id)
+    ]
     measured_devices = [b for b in result.baselines.values() if not b.error]
     if not measured_devices:
         errors = "; ".join(b.error for b in result.baselines.values())
@@ -52,11 +61,12 @@ def apply_campaign(
     first = measured_devices[0]
     baseline_times = first.confirmed_ms or (first.before_ms + first.after_ms)
     stats = compute_stats(baseline_times)
-    records[0] = replace(
+    info["session_baseline_ms"] = {b.device: b.reference_ms for b in measured_devices}
+    changed.append(replace(
         records[0], status=CandidateStatus.MEASURED, device=first.device, times_ms=tuple(baseline_times),
         median_ms=stats.median_ms, min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread,
         speedup=1.0,
-    )  # fmt: skip
+    ))  # fmt: skip
     info["baseline_noise"] = stats.noise
     info["baseline_drift"] = {b.device: b.drift for b in measured_devices if b.drift is not None}
     info["confirmed"] = {
@@ -67,4 +77,4 @@ def apply_campaign(
     }
     info["benchmark_seconds"] = result.seconds
     info["benchmark_candidates_per_second"] = result.measured_per_second
-    return stats.median_ms
+    return changed, stats.median_ms

@@ -56,7 +56,8 @@ def finish_run(run_dir: Path) -> TuneResult:
     records = {r.candidate_id: r for r in map(record_from_json, run_data["candidates"])}
 
     campaign = campaign_from_json(results["campaign"])
-    baseline_ms = apply_campaign(records, campaign, info)
+    changed, baseline_ms = apply_campaign(records, campaign, info)
+    records.update({record.candidate_id: record for record in changed})
     info["devices"] = results["devices"]
     notes = list(campaign.notes)
     verification = results.get("verification", {})
