@@ -171,3 +171,29 @@ def test_nonsense_flags_give_one_clear_line(
     if status != 0:
         _assert_clean_failure(status, captured.err)
     assert _digest(stored_database) == before
+
+
+SPEC_TEXT = """module attributes {transform.with_named_sequence, iree_codegen.tuning_spec_with_default_entrypoint} {
+  transform.named_sequence @__kernel_config(%arg0: !transform.any_op {transform.consumed}) -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
+    transform.yield %arg0 : !transform.any_op
+  }
+}
+"""
+
+
+@FUZZ
+@given(
+    cut=st.integers(min_value=0, max_value=len(SPEC_TEXT) - 2),
+    # Without a closing brace the truncated module can never become valid again.
+    noise=st.text(alphabet=st.characters(blacklist_characters="}"), max_size=20),
+)
+def test_malformed_specs_are_rejected_cleanly(
+    cut: int, noise: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(SPEC_TEXT[:cut] + noise)
+    for command in (["spec", "check", str(spec)], ["spec", "show", str(spec)]):
+        status = main(command)
+        captured = capsys.readouterr()
+        assert status != 0
+        assert "Traceback" not in captured.err and "Traceback" not in captured.out
