@@ -133,6 +133,7 @@ def main() -> int:
                     input_path=benchmark, target=TARGET, num_candidates=arguments.num_candidates,
                     output_dir=out / "work" / problem.name / order.value, devices=("cuda://0",),
                     min_repetition_s=0.02, stop_after=StopAfter.COMPILE, order=order, show_progress=False,
+                    use_database=False,
                 )
             )  # fmt: skip
             seconds = time.perf_counter() - start

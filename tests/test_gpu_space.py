@@ -159,3 +159,23 @@ def test_interleave_takes_each_order_in_turn() -> None:
     a = [(make_knobs({"x": i}), float(i)) for i in range(3)]
     b = [(make_knobs({"y": i}), float(i)) for i in range(1)]
     assert interleave([a, b]) == [a[0], b[0], a[1], a[2]]
+
+
+def test_batch_proxy_lifts_templates_to_the_batch_loops() -> None:
+    from ireetune.targets.gpu.batch_proxy import lift_template
+
+    template = {
+        "workgroup": [IntKnob("wg_0"), IntKnob("wg_1"), 0],
+        "reduction": [0, 0, IntKnob("red_2")],
+        "subgroup": [IntKnob("sg_0"), IntKnob("sg_1"), 0],
+        "subgroup_basis": [[IntKnob("m"), IntKnob("n"), 1], [0, 1, 2]],
+        "promote_operands": [0, 1],
+    }
+    lifted = lift_template(template, batch_dims=(0,), proxy_loops=3)  # type: ignore[arg-type]
+    assert lifted == {
+        "workgroup": [1, IntKnob("wg_0"), IntKnob("wg_1"), 0],
+        "reduction": [0, 0, 0, IntKnob("red_2")],
+        "subgroup": [0, IntKnob("sg_0"), IntKnob("sg_1"), 0],
+        "subgroup_basis": [[1, IntKnob("m"), IntKnob("n"), 1], [0, 1, 2, 3]],
+        "promote_operands": [0, 1],
+    }

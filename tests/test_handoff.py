@@ -60,6 +60,7 @@ def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         TuneOptions(
             input_path=model, target="cpu", num_candidates=3, output_dir=folder / "runs", repetitions=3,
             min_repetition_s=0.005, confirm_rounds=1, confirm_top=2, stop_after=StopAfter.COMPILE,
+            use_database=False,
             show_progress=False,
         )
     )  # fmt: skip

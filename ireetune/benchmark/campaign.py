@@ -117,11 +117,18 @@ def _run_device(
     premeasured: Sequence[tuple[BenchmarkJob, CandidateMeasurement]] = (),
 ) -> None:
     baseline_job = BenchmarkJob(0, baseline_vmfb)
-    before = next(iter(run_benchmarks(
-        [baseline_job], device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
-        min_repetition_s=settings.min_repetition_s,
-    )))  # fmt: skip
+    # One worker process times the baseline, the candidates and the baseline again: the first
+    # baseline fixes the batch, the early-stop threshold and the per-candidate timeout.
+    outcomes = run_benchmarks(
+        [baseline_job, *jobs, baseline_job], device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
+        min_repetition_s=settings.min_repetition_s, hopeless_factor=settings.hopeless_factor,
+        timeout_after_first=lambda first: _job_timeout(
+            settings, first.batch, compute_stats(first.times_ms).median_ms
+        ),
+    )  # fmt: skip
+    before = next(outcomes)
     if before.status is not BenchmarkStatus.MEASURED:
+        outcomes.close()
         reason = (
             f"baseline could not be measured on {device}: {before.status.value} {before.reason}"
         )
@@ -136,18 +143,13 @@ def _run_device(
     baseline_ms = compute_stats(before.times_ms).median_ms
     timeout_s = _job_timeout(settings, batch, baseline_ms)
     local: dict[int, CandidateMeasurement] = {}
-    for outcome in run_benchmarks(
-        jobs, device, settings.repetitions, batch, timeout_s,
-        hopeless_ms=settings.hopeless_factor * baseline_ms,
-    ):  # fmt: skip
+    for _, outcome in zip(jobs, outcomes, strict=False):
         measurement = _measurement(outcome, baseline_ms, confirmed=False)
         local[outcome.candidate_id] = measurement
         if on_measured is not None:
             with lock:
                 on_measured(measurement)
-    after = next(
-        iter(run_benchmarks([baseline_job], device, settings.repetitions, batch, timeout_s))
-    )
+    after = next(outcomes)
     after_ms: tuple[float, ...] = ()
     drift: float | None = None
     if after.status is BenchmarkStatus.MEASURED:

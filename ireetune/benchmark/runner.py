@@ -11,11 +11,12 @@ import enum
 import json
 import os
 import queue
+import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -80,13 +81,20 @@ def run_benchmarks(
     timeout_s: float,
     hopeless_ms: float | None = None,
     min_repetition_s: float = 0.05,
-) -> Iterator[BenchmarkOutcome]:
+    hopeless_factor: float | None = None,
+    timeout_after_first: Callable[[BenchmarkOutcome], float] | None = None,
+) -> Generator[BenchmarkOutcome, None, None]:
     """Time each job on `device`; yield exactly one outcome per job, in job order.
 
     `timeout_s` bounds one job from its start (load, warm-up and repetitions). `batch` 0 lets the
     worker pick a batch that makes one repetition last at least `min_repetition_s`.
+
+    With `timeout_after_first`, the first job is the baseline and sets the rest, all in one
+    worker process: its batch, the early-stop threshold (`hopeless_factor` times its median) and
+    the per-job timeout (`timeout_after_first(first outcome)`).
     """
     next_job = 0
+    learn = timeout_after_first is not None
     while next_job < len(jobs):
         pending = jobs[next_job:]
         request = {
@@ -95,6 +103,8 @@ def run_benchmarks(
             "batch": batch,
             "min_repetition_s": min_repetition_s,
             "hopeless_ms": hopeless_ms,
+            "learn_from_first": learn and next_job == 0,
+            "hopeless_factor": hopeless_factor,
             "jobs": [{"candidate_id": j.candidate_id, "vmfb": str(j.vmfb_path)} for j in pending],
         }
         process = subprocess.Popen(
@@ -117,71 +127,85 @@ def run_benchmarks(
             process.stdin.close()
         except BrokenPipeError:
             pass
-        started = False
-        reported = 0
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                process.kill()
-                process.wait()
-                yield _failure(
-                    pending[reported],
-                    BenchmarkStatus.TIMED_OUT,
-                    f"no result within {timeout_s:.1f} s",
-                    device,
-                )
-                reported += 1
-                break
-            if line is None:
-                process.wait()
-                if reported < len(pending):
-                    tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
-                    state = "while running" if started else "before starting"
-                    reason = f"benchmark process died {state} (exit {process.returncode})"
+        try:
+            started = False
+            reported = 0
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    process.kill()
+                    process.wait()
                     yield _failure(
                         pending[reported],
-                        BenchmarkStatus.CRASHED,
-                        f"{reason}: {tail}" if tail else reason,
+                        BenchmarkStatus.TIMED_OUT,
+                        f"no result within {timeout_s:.1f} s",
                         device,
                     )
                     reported += 1
-                break
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            event = record.get("event")
-            if event == "device-error":
+                    break
+                if line is None:
+                    process.wait()
+                    if reported < len(pending):
+                        tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
+                        state = "while running" if started else "before starting"
+                        reason = f"benchmark process died {state} (exit {process.returncode})"
+                        yield _failure(
+                            pending[reported],
+                            BenchmarkStatus.CRASHED,
+                            f"{reason}: {tail}" if tail else reason,
+                            device,
+                        )
+                        reported += 1
+                    break
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                event = record.get("event")
+                if event == "device-error":
+                    process.wait()
+                    for job in pending[reported:]:
+                        yield _failure(
+                            job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device
+                        )
+                    return
+                if event == "start":
+                    started = True
+                    deadline = time.monotonic() + timeout_s
+                elif event == "result":
+                    job = pending[reported]
+                    reported += 1
+                    started = False
+                    deadline = time.monotonic() + timeout_s
+                    if record.get("status") == "measured":
+                        outcome = BenchmarkOutcome(
+                            job.candidate_id,
+                            BenchmarkStatus.MEASURED,
+                            "",
+                            tuple(float(t) for t in record["times_ms"]),
+                            int(record["batch"]),
+                            bool(record.get("stopped_early")),
+                            device,
+                        )
+                        if learn and next_job == 0 and reported == 1:
+                            # What the worker learned from the baseline, kept for any restart.
+                            assert timeout_after_first is not None
+                            batch = outcome.batch
+                            timeout_s = timeout_after_first(outcome)
+                            if hopeless_factor is not None:
+                                hopeless_ms = hopeless_factor * statistics.median(outcome.times_ms)
+                        yield outcome
+                    else:
+                        yield _failure(
+                            job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
+                        )
+        finally:
+            # Also when the caller stops reading early: no worker outlives its generator.
+            if process.poll() is None:
+                process.kill()
                 process.wait()
-                for job in pending[reported:]:
-                    yield _failure(
-                        job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device
-                    )
-                return
-            if event == "start":
-                started = True
-                deadline = time.monotonic() + timeout_s
-            elif event == "result":
-                job = pending[reported]
-                reported += 1
-                started = False
-                deadline = time.monotonic() + timeout_s
-                if record.get("status") == "measured":
-                    yield BenchmarkOutcome(
-                        job.candidate_id,
-                        BenchmarkStatus.MEASURED,
-                        "",
-                        tuple(float(t) for t in record["times_ms"]),
-                        int(record["batch"]),
-                        bool(record.get("stopped_early")),
-                        device,
-                    )
-                else:
-                    yield _failure(
-                        job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
-                    )
         next_job += reported
 
 

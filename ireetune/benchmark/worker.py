@@ -7,6 +7,8 @@ driver start-up that one process per candidate would pay.
 
 Request: {"device": "local-task", "repetitions": 5, "batch": 0, "min_repetition_s": 0.05,
           "hopeless_ms": null, "jobs": [{"candidate_id": 0, "vmfb": "0.vmfb"}]}
+With "learn_from_first": true, the first job (the baseline) fixes the batch for the others and,
+with "hopeless_factor": f, their early-stop threshold (f times its median).
 Each job prints {"event": "start", "job_index": i, ...} before it runs and {"event": "result",
 ...} after. A candidate may appear several times (interleaved confirmation rounds).
 """
@@ -14,6 +16,7 @@ Each job prints {"event": "start", "job_index": i, ...} before it runs and {"eve
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from typing import Any
@@ -46,10 +49,13 @@ def _choose_batch(function: Any, min_repetition_s: float) -> int:
     return batch
 
 
-def time_job(
-    runtime: Any, device: Any, job: dict[str, Any], request: dict[str, Any]
-) -> dict[str, Any]:
-    """Load one binary and time its benchmark function; return the result record."""
+# A single call slower than this (and than the hopeless threshold) ends a candidate at once:
+# below it, launch overhead could make a good kernel look slow.
+_SINGLE_CALL_FLOOR_MS = 1.0
+
+
+def load_function(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, str]:
+    """Load one binary on the device; return its benchmark function (warmed up) and name."""
     config = runtime.Config(device=device)
     context = runtime.SystemContext(config=config)
     vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
@@ -57,22 +63,60 @@ def time_job(
     function_name = job.get("function") or _find_benchmark_function(vm_module)
     function = context.modules[vm_module.name][function_name]
     function(1)  # Warm-up: loads the executable (and JIT-compiles it on a GPU).
-    batch = int(request.get("batch") or 0)
-    if batch <= 0:
-        batch = _choose_batch(function, float(request.get("min_repetition_s", 0.05)))
+    return function, function_name
+
+
+def time_function(
+    function: Any, batch: int, repetitions: int, hopeless_ms: float | None
+) -> tuple[list[float], bool]:
+    """Time `repetitions` calls of `batch` dispatches; stop early once clearly hopeless."""
+    if hopeless_ms is not None:
+        start = time.perf_counter()
+        function(1)
+        single_ms = (time.perf_counter() - start) * 1000.0
+        if single_ms > max(hopeless_ms, _SINGLE_CALL_FLOOR_MS):
+            return [single_ms], True
     # One untimed repetition lets the thread pool spin up and clocks settle; the first timed
     # repetitions were 30-50% slow without it on a 2-core machine.
     function(batch)
-    hopeless_ms = request.get("hopeless_ms")
     times_ms: list[float] = []
-    stopped_early = False
-    for _ in range(int(request.get("repetitions", 5))):
+    for _ in range(repetitions):
         start = time.perf_counter()
         function(batch)
         times_ms.append((time.perf_counter() - start) * 1000.0 / batch)
-        if hopeless_ms is not None and times_ms[-1] > float(hopeless_ms):
-            stopped_early = True
-            break
+        if hopeless_ms is not None and times_ms[-1] > hopeless_ms:
+            return times_ms, True
+    return times_ms, False
+
+
+def time_job(
+    runtime: Any,
+    device: Any,
+    job: dict[str, Any],
+    request: dict[str, Any],
+    cache: dict[str, tuple[Any, str]] | None = None,
+) -> dict[str, Any]:
+    """Load (or reuse) one binary and time its benchmark function; return the result record.
+
+    The request's `batch` (0: choose one so a repetition lasts `min_repetition_s`) and
+    `hopeless_ms` apply; `main` fills them from the first job when the request asks it to.
+    """
+    if cache is not None and job["vmfb"] in cache:
+        function, function_name = cache[job["vmfb"]]
+    else:
+        function, function_name = load_function(runtime, device, job)
+        if cache is not None:
+            cache[job["vmfb"]] = (function, function_name)
+    batch = int(request.get("batch") or 0)
+    if batch <= 0:
+        batch = _choose_batch(function, float(request.get("min_repetition_s", 0.05)))
+    hopeless_ms = request.get("hopeless_ms")
+    times_ms, stopped_early = time_function(
+        function,
+        batch,
+        int(request.get("repetitions", 5)),
+        float(hopeless_ms) if hopeless_ms is not None else None,
+    )
     return {
         "event": "result",
         "candidate_id": job["candidate_id"],
@@ -93,10 +137,22 @@ def main() -> int:
     except Exception as error:  # The runtime raises plain exceptions for unknown devices.
         _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
         return 3
+    # Binaries that appear more than once (interleaved confirmation rounds) stay loaded.
+    paths = [job["vmfb"] for job in request["jobs"]]
+    cache: dict[str, tuple[Any, str]] = {}
+    repeated = {path for path in paths if paths.count(path) > 1}
     for job_index, job in enumerate(request["jobs"]):
         _emit({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
-            record = time_job(runtime, device, job, request)
+            record = time_job(
+                runtime, device, job, request, cache if job["vmfb"] in repeated else None
+            )
+            if job_index == 0 and request.get("learn_from_first") and record["times_ms"]:
+                # The first job is the baseline: its batch and time set the rest's.
+                request["batch"] = record["batch"]
+                factor = request.get("hopeless_factor")
+                if factor is not None:
+                    request["hopeless_ms"] = float(factor) * statistics.median(record["times_ms"])
         except Exception as error:  # Any runtime failure is this candidate's, not the run's.
             record = {
                 "event": "result",

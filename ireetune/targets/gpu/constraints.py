@@ -77,9 +77,9 @@ def emit_constraints(
         timeout_s=timeout_s,
     )
     if result.returncode != 0:
-        raise IreetuneError(
-            f"the compiler could not emit the search space: {first_error_line(result.stderr)}"
-        )
+        crashed = result.returncode < 0 or "Stack dump:" in result.stderr
+        detail = "iree-compile crashed" if crashed else first_error_line(result.stderr)
+        raise IreetuneError(f"the compiler could not emit the search space: {detail}")
     return output_path.read_text()
 
 

@@ -10,7 +10,9 @@ matrix-multiplication view of the problem (convolutions as implicit GEMMs):
 - occupancy: enough workgroups for every compute unit, and the last wave not mostly idle;
 - power-of-two workgroup tiles (aligned loads; odd tiles also fail VectorDistribute's layout
   analysis more often);
-- 128 to 256 threads per workgroup, and accumulators that fit in registers.
+- 128 to 256 threads per workgroup, and accumulators that fit in registers;
+- no workgroup tile that leaves a remainder unless the configuration pads it (the guarded
+  remainder code ran up to 100x slower on the H100).
 
 Each feature is read from the filled template of the compiler's own space, so the heuristic does
 not restate any validity rule; the weights were set by hand (docs/gpu.md says how they did on the
@@ -43,6 +45,7 @@ class TileShape:
     subgroup_n: int
     threads: int
     workgroups: int
+    unpadded_remainder: bool = False
 
 
 def _product(values: list[int]) -> int:
@@ -118,7 +121,11 @@ def compute_tile_shape(problem: Problem, space: ConstraintSpace, config: Resolve
         )
     total_m, total_n = extent(problem.m_dims), extent(problem.n_dims)
     workgroups = math.ceil(total_m / tile_m) * math.ceil(total_n / tile_n)
-    return TileShape(tile_m, tile_n, tile_k, subgroup_m, subgroup_n, threads, workgroups)
+    unpadded = "padding" not in config and any(
+        0 < tile < problem.loop_sizes[i] and problem.loop_sizes[i] % tile != 0
+        for i, tile in enumerate(workgroup[: len(problem.loop_sizes)])
+    )
+    return TileShape(tile_m, tile_n, tile_k, subgroup_m, subgroup_n, threads, workgroups, unpadded)
 
 
 def score_candidate(problem: Problem, shape: TileShape, compute_units: int) -> float:
@@ -143,6 +150,7 @@ def score_candidate(problem: Problem, shape: TileShape, compute_units: int) -> f
     padding = padded / (total_m * total_n * total_k) - 1.0
 
     waves = shape.workgroups / compute_units
+    # Too few workgroups leave units idle; otherwise the last wave's idle share is lost.
     occupancy_loss = 1.0 - waves if waves < 1.0 else 1.0 - waves / math.ceil(waves)
     power_of_two_tiles = sum(1.0 for t in (shape.tile_m, shape.tile_n) if t & (t - 1) == 0) / 2.0
     threads_off = 0.0 if 128 <= shape.threads <= 256 else 0.5 if shape.threads in (64, 512) else 1.0
@@ -159,6 +167,7 @@ def score_candidate(problem: Problem, shape: TileShape, compute_units: int) -> f
         - 1.5 * occupancy_loss
         - 0.5 * threads_off
         - 2.0 * min(register_pressure, 1.0)
+        - 4.0 * shape.unpadded_remainder
     )
 
 

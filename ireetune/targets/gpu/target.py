@@ -11,6 +11,7 @@ direct and implicit GEMM). A candidate's knobs are one solution plus the space i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,10 +19,12 @@ from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
+from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.targets.base import Target
 from ireetune.targets.gpu.archs import GpuArch
+from ireetune.targets.gpu.batch_proxy import dump_proxy_benchmark, lift_spaces, supports_proxy
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
     ConstraintSpace,
@@ -37,12 +40,15 @@ from ireetune.targets.gpu.ordering import (
 )
 from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
 from ireetune.targets.gpu.template import (
+    PIPELINE_OPTIONS_KEY,
     TRANSLATION_KEYS,
     OpaqueAttr,
     ResolvedDict,
     build_compilation_info,
     fill_template,
 )
+
+logger = logging.getLogger(__name__)
 
 PIPELINES = ("TileAndFuse", "VectorDistribute")
 SPACE_KNOB = "space"
@@ -76,12 +82,19 @@ class GpuTarget(Target):
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:
         scratch_dir.mkdir(parents=True, exist_ok=True)
+        self._compiler_space = None
         stripped = scratch_dir / "space_stripped.mlir"
         strip_configurations(benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S)
-        text = emit_constraints(
-            stripped, self.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
-        )
-        self._compiler_space = read_constraint_spaces(text, context)
+        try:
+            text = emit_constraints(
+                stripped, self.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
+            )
+            self._compiler_space = read_constraint_spaces(text, context)
+        except IreetuneError as error:
+            if not (isinstance(problem, ContractionProblem) and supports_proxy(problem)):
+                raise
+            logger.warning("%s; using the space of its batch-free proxy", error)
+            self._compiler_space = self._proxy_space(problem, benchmark_path, scratch_dir, context)
         if not self._compiler_space.spaces:
             raise IreetuneError(
                 f"the compiler emits no search space for {problem.signature} on {self.name} "
@@ -92,6 +105,30 @@ class GpuTarget(Target):
             raise IreetuneError(
                 f"no search space for pipeline {', '.join(self.pipelines)}; the compiler offers {', '.join(found)}"
             )
+
+    def _proxy_space(
+        self,
+        problem: ContractionProblem,
+        benchmark_path: Path,
+        scratch_dir: Path,
+        context: ir.Context,
+    ) -> CompilerSpace:
+        proxy_benchmark = dump_proxy_benchmark(
+            problem, self.compile_flags(), scratch_dir / "proxy", EMIT_TIMEOUT_S
+        )
+        proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
+        strip_configurations(proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S)
+        text = emit_constraints(
+            proxy_stripped,
+            self.compile_flags(),
+            scratch_dir / "proxy" / "space.mlir",
+            EMIT_TIMEOUT_S,
+        )
+        proxy = read_constraint_spaces(text, context)
+        original = read_constraint_spaces(benchmark_path.read_text(), context)
+        return CompilerSpace(
+            lift_spaces(proxy.spaces, problem), original.default_pipeline, original.default_config
+        )
 
     def _usable_spaces(self) -> list[ConstraintSpace]:
         return [space for space in self.compiler_space.spaces if space.pipeline in self.pipelines]
@@ -108,25 +145,35 @@ class GpuTarget(Target):
     def resolved_config(self, knobs: Knobs) -> tuple[ConstraintSpace, ResolvedDict]:
         """Fill the candidate's space template with its knob values.
 
-        Fields the compiler's own configuration sets beyond the template (such as
-        `convert_acc_gemm` for a matmul that accumulates into a fill) are kept for candidates of
-        the same pipeline: they are the compiler's decision about the op, not a tuning choice.
+        Fields the compiler's own configuration sets beyond the template are kept for candidates
+        of the same pipeline and convolution lowering: unit flags (`convert_acc_gemm` for a
+        matmul that accumulates into a fill) as they are, and the padding of tiles that do not
+        divide the problem (`padding`, `padding_conv`) recomputed for the candidate's own tiles.
+        IREE 3.13's templates leave padding out; without it, an implicit-GEMM convolution whose
+        tile does not divide its output (56 by 64) ran 70-130x slower than the default on the H100.
         """
         space, values = self._space_of(knobs)
         resolved = fill_template(space.template, values)
         assert isinstance(resolved, dict)
         default = self.compiler_space.default_config
-        if default is not None and self.compiler_space.default_pipeline == space.pipeline:
-            for key, value in default.items():
-                if (
-                    key not in resolved
-                    and key not in TRANSLATION_KEYS
-                    and isinstance(value, OpaqueAttr)
-                ):
-                    resolved[key] = value
+        if default is None or self.compiler_space.default_pipeline != space.pipeline:
+            return space, resolved
+        if _uses_igemm(resolved) != _uses_igemm(default):
+            return space, resolved
+        for key, value in default.items():
+            if (
+                key not in resolved
+                and key not in TRANSLATION_KEYS
+                and isinstance(value, OpaqueAttr)
+            ):
+                resolved[key] = value
+        if "padding" in default and "padding" not in resolved:
+            resolved.update(compute_padding(resolved, default, space))
         return space, resolved
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        if self._compiler_space is None:
+            return None
         found = default_knob_values(self.compiler_space)
         if found is None:
             return None
@@ -177,3 +224,41 @@ class GpuTarget(Target):
                 "specs do not set yet"
             )
         return str(info)
+
+
+def _uses_igemm(config: ResolvedDict) -> bool:
+    options = config.get(PIPELINE_OPTIONS_KEY, {})
+    return isinstance(options, dict) and options.get("use_igemm_convolution") is True
+
+
+def compute_padding(
+    config: ResolvedDict, default: ResolvedDict, space: ConstraintSpace
+) -> ResolvedDict:
+    """Pad each loop to the candidate's tile, as the compiler pads its own configuration.
+
+    `padding` has one entry per loop of the tiled op: the workgroup tile of a parallel loop, and
+    the reduction tile in elements (intrinsics times the intrinsic's K) of a reduction loop.
+    `padding_conv` (convolutions lowered as implicit GEMMs) repeats the parallel entries on the
+    convolution's own loops, where the default has them.
+    """
+    workgroup = [v if isinstance(v, int) else 0 for v in _as_list(config.get("workgroup"))]
+    reduction = [v if isinstance(v, int) else 0 for v in _as_list(config.get("reduction"))]
+    mma = config.get("mma_kind")
+    mma_k = space.mma_shapes.get(mma.text, (1, 1, 1))[2] if isinstance(mma, OpaqueAttr) else 1
+    padding = [
+        wg if wg > 0 else (red * mma_k if i < len(reduction) and reduction[i] > 0 else 0)
+        for i, wg in enumerate(workgroup)
+        for red in [reduction[i] if i < len(reduction) else 0]
+    ]
+    found: ResolvedDict = {"padding": list(padding)}
+    default_conv = _as_list(default.get("padding_conv"))
+    if default_conv:
+        found["padding_conv"] = [
+            workgroup[i] if i < len(workgroup) and isinstance(v, int) and v != 0 else 0
+            for i, v in enumerate(default_conv)
+        ]
+    return found
+
+
+def _as_list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []

@@ -148,7 +148,7 @@ def fill_template(template: TemplateValue, values: Mapping[str, int | str]) -> R
     if isinstance(template, IntKnob):
         return int(values[template.name])
     if isinstance(template, OneOfKnob):
-        return OpaqueAttr(template.options[int(values[template.name])])
+        return _option_value(template.options[int(values[template.name])])
     if isinstance(template, LoweringConfigNode):
         fields = fill_template(template.fields, values)
         assert isinstance(fields, dict)
@@ -158,6 +158,11 @@ def fill_template(template: TemplateValue, values: Mapping[str, int | str]) -> R
     if isinstance(template, dict):
         return {key: fill_template(element, values) for key, element in template.items()}
     return template
+
+
+def _option_value(text: str) -> ResolvedValue:
+    """Read a one-of option: booleans (`use_igemm_convolution`) as such, others as attributes."""
+    return {"true": True, "false": False}.get(text, OpaqueAttr(text))
 
 
 def extract_knob_values(template: TemplateValue, actual: ResolvedValue) -> dict[str, int] | None:
@@ -174,9 +179,10 @@ def extract_knob_values(template: TemplateValue, actual: ResolvedValue) -> dict[
                 return False
             return found.setdefault(pattern.name, value) == value
         if isinstance(pattern, OneOfKnob):
-            if not isinstance(value, OpaqueAttr) or value.text not in pattern.options:
+            options = [_option_value(option) for option in pattern.options]
+            if value not in options:
                 return False
-            index = pattern.options.index(value.text)
+            index = options.index(value)
             return found.setdefault(pattern.name, index) == index
         if isinstance(pattern, LoweringConfigNode):
             return isinstance(value, LoweringConfigNode) and visit(

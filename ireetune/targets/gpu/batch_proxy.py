@@ -1,0 +1,135 @@
+"""Batch contractions through a proxy: IREE 3.13 crashes emitting their constraints.
+
+`iree-compile --iree-codegen-emit-pipeline-constraints` aborts (in `smt::IntModOp::create`) on
+every batch matmul tried with 3.13, on CUDA and ROCm alike. The compiler's own configurations for
+them tile each batch dimension by 1 at workgroup level and leave it out of the subgroup and
+reduction levels (`workgroup = [1, 64, 64, 0]`, `subgroup = [0, 2, 4, 0]`, `reduction =
+[0, 0, 0, 8]`). So the space of the same contraction without its batch dimensions (a plain
+matmul the emitter handles) is asked for instead, and each of its templates is lifted back by
+inserting those batch entries. The lifted candidates are checked like any other: by compiling
+them, hashing the binaries and finding the config in the configuration dump.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.targets.gpu.constraints import ConstraintSpace
+from ireetune.targets.gpu.template import TemplateDict, TemplateValue
+from ireetune.tools import find_tool, first_error_line, run_tool
+
+# What a batch loop gets at each tiling level of the lifted template.
+BATCH_TILE = {"workgroup": 1, "reduction": 0, "subgroup": 0}
+
+
+def supports_proxy(problem: ContractionProblem) -> bool:
+    """Say whether the problem is a batch contraction whose rest is one plain matmul."""
+    return bool(problem.batch_dims) and (
+        len(problem.m_dims),
+        len(problem.n_dims),
+        len(problem.k_dims),
+    ) == (1, 1, 1)
+
+
+def _without_batch(map_text: str, kept: list[int]) -> tuple[str, list[int]]:
+    """Rewrite an indexing map over the kept loops only; return it and its result loops."""
+    with ir.Context():
+        affine_map = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{map_text}>")).value
+        positions = [
+            expr.position for expr in affine_map.results if isinstance(expr, ir.AffineDimExpr)
+        ]
+    results = [kept.index(p) for p in positions if p in kept]
+    dims = ", ".join(f"d{i}" for i in range(len(kept)))
+    return f"({dims}) -> ({', '.join(f'd{r}' for r in results)})", results
+
+
+def build_proxy_model(problem: ContractionProblem) -> str:
+    """Write the contraction without its batch loops as a one-op model (a `linalg.matmul`)."""
+    kept = [d for d in range(len(problem.loop_sizes)) if d not in problem.batch_dims]
+    maps_and_dims = [_without_batch(text, kept) for text in problem.indexing_maps]
+    shapes = [[problem.loop_sizes[kept[r]] for r in dims] for _, dims in maps_and_dims]
+    types = (problem.lhs_type, problem.rhs_type, problem.output_type)
+    tensor = [
+        f"tensor<{'x'.join(map(str, shape))}x{kind}>"
+        for shape, kind in zip(shapes, types, strict=True)
+    ]
+    zero = "0.0" if types[2].startswith(("f", "bf")) else "0"
+    maps = ", ".join(f"affine_map<{text}>" for text, _ in maps_and_dims)
+    return f"""
+func.func @main(%lhs: {tensor[0]}, %rhs: {tensor[1]}) -> {tensor[2]} {{
+  %zero = arith.constant {zero} : {types[2]}
+  %empty = tensor.empty() : {tensor[2]}
+  %init = linalg.fill ins(%zero : {types[2]}) outs(%empty : {tensor[2]}) -> {tensor[2]}
+  %r = linalg.matmul indexing_maps = [{maps}]
+      ins(%lhs, %rhs : {tensor[0]}, {tensor[1]}) outs(%init : {tensor[2]}) -> {tensor[2]}
+  return %r : {tensor[2]}
+}}
+"""
+
+
+def dump_proxy_benchmark(
+    problem: ContractionProblem, compile_flags: list[str], folder: Path, timeout_s: float
+) -> Path:
+    """Compile the proxy model, dumping its dispatch benchmark; return that file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model = folder / "proxy.mlir"
+    model.write_text(build_proxy_model(problem))
+    result = run_tool(
+        [
+            find_tool("iree-compile"), str(model), *compile_flags,
+            f"--iree-hal-dump-executable-benchmarks-to={folder / 'dumps'}",
+            "--iree-codegen-add-tuner-attributes", "-o", str(folder / "proxy.vmfb"),
+        ],
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    dumps = sorted((folder / "dumps").glob("*_benchmark.mlir")) if result.returncode == 0 else []
+    if len(dumps) != 1:
+        raise IreetuneError(
+            f"the batch-free proxy of {problem.signature} did not compile: {first_error_line(result.stderr)}"
+        )
+    return dumps[0]
+
+
+def _insert_batch(
+    values: list[TemplateValue], batch_dims: tuple[int, ...], fill: int
+) -> list[TemplateValue]:
+    lifted = list(values)
+    for dim in sorted(batch_dims):
+        lifted.insert(dim, fill)
+    return lifted
+
+
+def lift_template(
+    template: TemplateDict, batch_dims: tuple[int, ...], proxy_loops: int
+) -> TemplateDict:
+    """Insert the batch loops' entries into every per-loop list of a proxy's template."""
+    lifted: TemplateDict = {}
+    for key, value in template.items():
+        if key in BATCH_TILE and isinstance(value, list) and len(value) == proxy_loops:
+            lifted[key] = _insert_batch(value, batch_dims, BATCH_TILE[key])
+        elif key == "subgroup_basis" and isinstance(value, list) and len(value) == 2:
+            counts, mapping = value
+            assert isinstance(counts, list) and isinstance(mapping, list)
+            lifted_counts = _insert_batch(counts, batch_dims, 1)
+            lifted[key] = [lifted_counts, list(range(len(lifted_counts)))]
+        else:
+            lifted[key] = value
+    return lifted
+
+
+def lift_spaces(
+    spaces: tuple[ConstraintSpace, ...], problem: ContractionProblem
+) -> tuple[ConstraintSpace, ...]:
+    """Lift every proxy space to the batch problem's loops (same SMT problem, same knobs)."""
+    proxy_loops = len(problem.loop_sizes) - len(problem.batch_dims)
+    return tuple(
+        ConstraintSpace(
+            space.index, space.pipeline, lift_template(space.template, problem.batch_dims, proxy_loops),
+            space.smtlib, space.knob_names, space.mma_shapes,
+        )
+        for space in spaces
+    )  # fmt: skip
