@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import MATMUL_MODEL as MATMUL_MODEL
+
 # A CPU spec for the 64x128x96 f32 matmul of MATMUL_MODEL and MIXED_MODEL's first dispatch.
 VALID_SPEC = """// A hand-written CPU tuning spec for a 64x128x96 f32 matmul.
 module @valid_spec attributes {transform.with_named_sequence, iree_codegen.tuning_spec_with_default_entrypoint} {
@@ -106,16 +108,6 @@ ROCM_SPEC = """module @rocm_spec attributes {transform.with_named_sequence, iree
 }
 """
 
-MATMUL_MODEL = """
-func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
-  %zero = arith.constant 0.0 : f32
-  %empty = tensor.empty() : tensor<64x128xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
-  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>)
-                     outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
-  return %r : tensor<64x128xf32>
-}
-"""
 
 # Two matmuls (64x128x96 and 64x32x128) and an elementwise add: partly covered by VALID_SPEC.
 MIXED_MODEL = """

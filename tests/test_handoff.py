@@ -22,17 +22,9 @@ from ireetune.handoff.export import StopAfter
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import RESULTS_NAME, read_manifest
 from ireetune.report.records import CandidateStatus
+from tests.conftest import MATMUL_MODEL
 
-MATMUL = """
-func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
-  %zero = arith.constant 0.0 : f32
-  %empty = tensor.empty() : tensor<64x128xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
-  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>)
-                     outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
-  return %r : tensor<64x128xf32>
-}
-"""
+MATMUL = MATMUL_MODEL
 
 IMPORT_BLOCKER = '''
 import sys
