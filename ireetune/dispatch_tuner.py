@@ -525,9 +525,10 @@ def _run(
         state.info["best_speedup"] = best.speedup
     else:
         state.info["outcome"] = "no-improvement"
-        notes.append(
-            "no verified candidate beat the default configuration beyond the noise; no spec written"
-        )
+        if not any("no spec written" in note for note in notes):
+            notes.append(
+                "no verified candidate beat the default configuration beyond the noise; no spec written"
+            )
     state.info["notes"] = notes
     state.save()
     return TuneResult(
