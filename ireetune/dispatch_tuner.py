@@ -734,7 +734,7 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
     return CampaignSettings(
         repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
         hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
-        confirm_rounds=options.confirm_rounds,
+        confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
     )  # fmt: skip
 
 

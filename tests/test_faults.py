@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,9 @@ def test_run_survives_compile_crash_compile_hang_runtime_crash_and_benchmark_han
     assert statuses[3] == "crashed"
     assert "benchmark process died while running (exit -11)" in candidates[3]["reason"]
     assert statuses[4] == "benchmark-timed-out"
+    # --benchmark-timeout 3 sets the load allowance: the hang is cut well before the default 10 s.
+    waited = float(re.search(r"no result within ([0-9.]+) s", candidates[4]["reason"]).group(1))
+    assert 3.0 <= waited < 10.0
     healthy = [statuses[i] for i in (5, 6, 7)]
     assert all(
         s in ("measured", "verified", "wrong", "duplicate", "not-applied") for s in healthy
