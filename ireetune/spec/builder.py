@@ -65,68 +65,49 @@ def _build_apply_op_config() -> None:
         transform.YieldOp([])
 
 
-def _build_contraction_matcher(name: str, entry: MatcherEntry) -> None:
-    any_op = transform.AnyOpType.get()
-    any_param = transform.AnyParamType.get()
-    problem = entry.problem
-    assert isinstance(problem, ContractionProblem)
-    sequence = transform.NamedSequenceOp(
-        name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
-    )
-    with ir.InsertionPoint(sequence.body):
-        op_handle = sequence.bodyTarget
-        maps = [
-            ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")).value
-            for text in problem.indexing_maps
-        ]
-        match = preprocessing_transform.MatchContractionOp(
-            op_handle,
-            lhs_type=ir.Type.parse(problem.lhs_type),
-            rhs_type=ir.Type.parse(problem.rhs_type),
-            output_type=ir.Type.parse(problem.output_type),
-            indexing_maps=maps,
-        )
-        for dims_handle, sizes in zip(
-            match,
-            (problem.batch_sizes, problem.m_sizes, problem.n_sizes, problem.k_sizes),
-            strict=True,
-        ):
-            preprocessing_transform.MatchDimsEqualOp(dims_handle, list(sizes))
-        config = transform.ParamConstantOp(any_param, ir.Attribute.parse(entry.compilation_info))
-        transform.YieldOp([op_handle, config.result])
-
-
-def _build_convolution_matcher(name: str, entry: MatcherEntry) -> None:
-    """Match a convolution by element types, indexing maps, every loop size, strides, dilations."""
-    any_op = transform.AnyOpType.get()
-    any_param = transform.AnyParamType.get()
-    problem = entry.problem
-    assert isinstance(problem, ConvolutionProblem)
-    sequence = transform.NamedSequenceOp(
-        name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
-    )
-    with ir.InsertionPoint(sequence.body):
-        op_handle = sequence.bodyTarget
-        maps = [
-            ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")).value
-            for text in problem.indexing_maps
-        ]
-        match = preprocessing_transform.MatchConvolutionOp(
-            op_handle,
-            lhs_type=ir.Type.parse(problem.lhs_type),
-            rhs_type=ir.Type.parse(problem.rhs_type),
-            output_type=ir.Type.parse(problem.output_type),
-            indexing_maps=maps,
-        )
+def _expected_dims(problem: Problem) -> tuple[type, list[list[int]]]:
+    """Return the matcher op for a problem and the values each of its results must equal."""
+    if isinstance(problem, ConvolutionProblem):
 
         def sizes(dims: tuple[int, ...]) -> list[int]:
             return [problem.loop_sizes[d] for d in dims]
 
-        expected = (
-            sizes(problem.batch_dims), sizes(problem.output_image_dims), sizes(problem.output_channel_dims),
-            sizes(problem.filter_dims), sizes(problem.input_channel_dims), sizes(problem.depth_dims),
+        return preprocessing_transform.MatchConvolutionOp, [
+            sizes(problem.batch_dims), sizes(problem.output_image_dims),
+            sizes(problem.output_channel_dims), sizes(problem.filter_dims),
+            sizes(problem.input_channel_dims), sizes(problem.depth_dims),
             list(problem.strides), list(problem.dilations),
-        )  # fmt: skip
+        ]  # fmt: skip
+    assert isinstance(problem, ContractionProblem)
+    return preprocessing_transform.MatchContractionOp, [
+        list(problem.batch_sizes), list(problem.m_sizes),
+        list(problem.n_sizes), list(problem.k_sizes),
+    ]  # fmt: skip
+
+
+def _build_matcher(name: str, entry: MatcherEntry) -> None:
+    """Match the root op by element types, indexing maps and every dimension group's sizes
+    (plus strides and dilations for a convolution), and yield the entry's compilation_info."""
+    any_op = transform.AnyOpType.get()
+    any_param = transform.AnyParamType.get()
+    problem = entry.problem
+    match_op, expected = _expected_dims(problem)
+    sequence = transform.NamedSequenceOp(
+        name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
+    )
+    with ir.InsertionPoint(sequence.body):
+        op_handle = sequence.bodyTarget
+        maps = [
+            ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")).value
+            for text in problem.indexing_maps
+        ]
+        match = match_op(
+            op_handle,
+            lhs_type=ir.Type.parse(problem.lhs_type),
+            rhs_type=ir.Type.parse(problem.rhs_type),
+            output_type=ir.Type.parse(problem.output_type),
+            indexing_maps=maps,
+        )
         for dims_handle, values in zip(match, expected, strict=True):
             preprocessing_transform.MatchDimsEqualOp(dims_handle, values)
         config = transform.ParamConstantOp(any_param, ir.Attribute.parse(entry.compilation_info))
@@ -181,10 +162,7 @@ def build_spec(entries: Sequence[MatcherEntry], context: ir.Context) -> ir.Modul
                     suffix += 1
                     name = f"{matcher_name(entry.problem)}_{suffix}"
                 names.append(name)
-                if isinstance(entry.problem, ConvolutionProblem):
-                    _build_convolution_matcher(name, entry)
-                else:
-                    _build_contraction_matcher(name, entry)
+                _build_matcher(name, entry)
             _build_kernel_config(names)
         assert module.operation.verify(), "built spec does not verify"
         return module
