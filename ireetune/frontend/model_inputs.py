@@ -49,10 +49,8 @@ def parse_input_spec(text: str) -> InputSpec:
 
 def read_entry_signature(mlir_text: str) -> tuple[str, list[InputSpec]]:
     """Find the model's first public function and its tensor arguments."""
+    # The pattern skips `func.func private @...` by construction: only public functions match.
     for match in _FUNCTION.finditer(mlir_text):
-        prefix = mlir_text[max(0, match.start() - 40) : match.start()]
-        if "private" in prefix.splitlines()[-1] if prefix else False:
-            continue
         specs = []
         for argument in match.group(2).split("%")[1:]:
             tensor = _TENSOR.search(argument)
