@@ -121,9 +121,14 @@ class _Model:
     target: Target
     with_default_specs: bool
     default_outputs: tuple[Any, ...] = ()
+    # Until the default has compiled, allow a long time; afterwards a compile with a spec gets
+    # ten times the default's compile time (at least a minute): seen here, iree-compile can
+    # deadlock on a candidate spec, and that must not stall the run.
+    compile_timeout_s: float = 1200.0
 
-    def compile(self, spec_path: Path | None, output: Path, timeout_s: float = 1200) -> str:
+    def compile(self, spec_path: Path | None, output: Path) -> str:
         """Compile the model (with a spec when given); return '' or the error line."""
+        timeout_s = self.compile_timeout_s
         flags = [*self.target.compile_flags()]
         if spec_path is not None:
             flags += self.target.spec_flags(spec_path)
@@ -246,9 +251,11 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     notes: list[str] = []
 
     default_vmfb = run_dir / "default.vmfb"
+    compile_started = time.monotonic()
     error = model.compile(None, default_vmfb)
     if error:
         raise IreetuneError(f"the model does not compile for {target.name}: {error}")
+    model.compile_timeout_s = max(60.0, 10.0 * (time.monotonic() - compile_started))
     first = run_models_side_by_side(
         [("default", default_vmfb)], function, inputs_path, run_dir, device, options.rounds
     )
