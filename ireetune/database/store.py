@@ -52,6 +52,9 @@ CREATE TABLE IF NOT EXISTS results (
     written_at TEXT NOT NULL,
     speedup_low REAL,
     speedup_high REAL,
+    basis TEXT NOT NULL DEFAULT '',
+    confirmed INTEGER NOT NULL DEFAULT 0,
+    rounds_ms TEXT NOT NULL DEFAULT '[]',
     outputs_match INTEGER,
     real_input_speedup REAL,
     real_input_low REAL,
@@ -68,6 +71,9 @@ CREATE INDEX IF NOT EXISTS results_by_problem ON results (signature, target, dev
 _SCHEMA_2_COLUMNS = (
     "speedup_low REAL",
     "speedup_high REAL",
+    "basis TEXT NOT NULL DEFAULT ''",
+    "confirmed INTEGER NOT NULL DEFAULT 0",
+    "rounds_ms TEXT NOT NULL DEFAULT '[]'",
     "outputs_match INTEGER",
     "real_input_speedup REAL",
     "real_input_low REAL",
@@ -161,6 +167,9 @@ class StoredResult:
     written_at: str
     speedup_low: float | None = None
     speedup_high: float | None = None
+    basis: str = ""
+    confirmed: bool = False
+    rounds_ms: tuple[tuple[float, ...], ...] = ()
     outputs_match: bool | None = None
     real_input_speedup: float | None = None
     real_input_low: float | None = None
@@ -367,6 +376,9 @@ def _row(result: StoredResult) -> dict[str, Any]:
         "written_at": result.written_at,
         "speedup_low": result.speedup_low,
         "speedup_high": result.speedup_high,
+        "basis": result.basis,
+        "confirmed": int(result.confirmed),
+        "rounds_ms": json.dumps([list(r) for r in result.rounds_ms]),
         "outputs_match": None if result.outputs_match is None else int(result.outputs_match),
         "real_input_speedup": result.real_input_speedup,
         "real_input_low": result.real_input_low,
@@ -403,6 +415,9 @@ def _result(row: dict[str, Any]) -> StoredResult:
         written_at=row["written_at"],
         speedup_low=row["speedup_low"],
         speedup_high=row["speedup_high"],
+        basis=row["basis"],
+        confirmed=bool(row["confirmed"]),
+        rounds_ms=tuple(tuple(r) for r in json.loads(row["rounds_ms"])),
         outputs_match=None if row["outputs_match"] is None else bool(row["outputs_match"]),
         real_input_speedup=row["real_input_speedup"],
         real_input_low=row["real_input_low"],
