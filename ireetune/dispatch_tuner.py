@@ -551,6 +551,7 @@ def _write_winner(
         replay=replay,
     )  # fmt: skip
     recorder.info["decision"]["replay"] = replay
+    notes.append(f"re-measure the winner against the default side by side: {replay}")
     return best, best_spec_path
 
 

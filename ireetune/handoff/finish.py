@@ -126,6 +126,7 @@ def finish_run(run_dir: Path) -> TuneResult:
             replay=replay,
         )  # fmt: skip
         info["decision"]["replay"] = replay
+        notes.append(f"re-measure the winner against the default side by side: {replay}")
     else:
         info.update(outcome="no-improvement", spec_written=False)
         notes.append(
