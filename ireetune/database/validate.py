@@ -212,10 +212,9 @@ def _outputs_match(values: Mapping[str, object]) -> bool | None:
 
 def _choice(values: Mapping[str, object], name: str, choices: frozenset[str]) -> str:
     value = values[name]
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         known = ", ".join(repr(c) for c in sorted(choices))
         raise _BadField(name, f"{name} must be one of {known}, got {_shown(value)}")
-    assert isinstance(value, str)
     return value
 
 
