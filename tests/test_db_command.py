@@ -53,6 +53,11 @@ BAD_ROWS: list[tuple[str, object, str]] = [
     ("speedup", [1.0], "speedup must be a finite number >= 0 or null, got [1.0]"),
     ("speedup", -1.0, "speedup must be a finite number >= 0 or null, got -1.0"),
     ("speedup", float("nan"), "speedup must be a finite number >= 0 or null, got nan"),
+    (
+        "speedup",
+        10**400,
+        "speedup must be a finite number >= 0 or null, got 1000000000000000000000000000000000000...",
+    ),
     ("median_ms", float("inf"), "median_ms must be a finite number >= 0 or null, got inf"),
     ("speedup_low", True, "speedup_low must be a finite number >= 0 or null, got True"),
     ("baseline_ms", {}, "baseline_ms must be a finite number >= 0 or null, got {}"),
@@ -358,9 +363,9 @@ def test_list_and_show_survive_any_stored_value(
         database.write(_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
     connection = sqlite3.connect(path)
     connection.execute(
-        "UPDATE results SET speedup = 'fast', median_ms = '[1]', times_ms = 'nonsense', "
+        "UPDATE results SET speedup = 'fast', median_ms = '[1]', times_ms = ?, "
         "speedup_low = X'00', outputs_match = 'yes', reason = ?, verdict = 7",
-        ("line one\nline two \x1b[31mred",),
+        ("[" * 100_000, "line one\nline two \x1b[31mred"),
     )
     connection.commit()
     connection.close()

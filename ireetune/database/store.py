@@ -572,7 +572,7 @@ def _times(value: object) -> tuple[float, ...]:
     """Read the stored timings; a value that is not a JSON list of numbers reads as none."""
     try:
         times = json.loads(_text(value))
-    except ValueError:
+    except (ValueError, RecursionError):
         return ()
     numbers = [_number(t) for t in times] if isinstance(times, list) else [None]
     return tuple(n for n in numbers if n is not None) if None not in numbers else ()

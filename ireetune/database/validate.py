@@ -93,12 +93,13 @@ def _text(values: Mapping[str, object], name: str, non_empty: bool = False) -> s
 
 
 def _is_number(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:  # An integer too large for a float (JSON allows any length).
+        return False
+    return math.isfinite(number) and number >= 0
 
 
 def _number(values: Mapping[str, object], name: str) -> float | None:
