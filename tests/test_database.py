@@ -59,7 +59,7 @@ INFO = (
 )
 
 
-def _result(
+def stored_result(
     config: dict[str, int] | None,
     status: str,
     speedup: float | None,
@@ -67,6 +67,7 @@ def _result(
     verdict: str = "",
     origin: str = "local",
 ) -> StoredResult:
+    """Make a row of the test problem with the given config, status and speedup."""
     return StoredResult(
         key,
         config_key(None if config is None else tuple(sorted(config.items()))),
@@ -94,9 +95,11 @@ def _digest(path: Path) -> str:
 
 def test_write_then_lookup_returns_results_by_config(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.sqlite") as database:
-        database.write(_result({"vec_m": 8}, "measured", 1.2))
-        database.write(_result({"vec_m": 4}, "verified", 1.4))
-        database.write(_result({"vec_m": 4}, "wrong", None))  # Same key: replaced, not duplicated.
+        database.write(stored_result({"vec_m": 8}, "measured", 1.2))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4))
+        database.write(
+            stored_result({"vec_m": 4}, "wrong", None)
+        )  # Same key: replaced, not duplicated.
         found = database.lookup(KEY)
         mode = database._connection.execute("PRAGMA journal_mode").fetchone()[0]
     assert sorted(found) == ['{"vec_m": 4}', '{"vec_m": 8}']
@@ -110,9 +113,9 @@ def test_other_compiler_versions_are_stale_not_current(tmp_path: Path) -> None:
         "iree-base-compiler 3.12.0", KEY.target, KEY.device, KEY.problem, KEY.signature
     )
     with TuningDatabase(tmp_path / "t.sqlite") as database:
-        database.write(_result({"vec_m": 2}, "verified", 1.3, old_key, verdict="winner"))
+        database.write(stored_result({"vec_m": 2}, "verified", 1.3, old_key, verdict="winner"))
         # A verified row that lost under the rule is no result worth carrying across versions.
-        database.write(_result({"vec_m": 4}, "verified", 1.5, old_key, verdict="beaten"))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.5, old_key, verdict="beaten"))
         assert database.lookup(KEY) == {}
         assert [r.knobs for r in database.lookup_stale(KEY)] == [(("vec_m", 2),)]
         assert database.best_results() == []
@@ -121,9 +124,11 @@ def test_other_compiler_versions_are_stale_not_current(tmp_path: Path) -> None:
 def test_only_local_winners_are_best_results(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.sqlite") as database:
         # Verified and fastest at dispatch level, but the rule did not choose it: never reused.
-        database.write(_result({"vec_m": 8}, "verified", 1.9, verdict="beaten"))
-        database.write(_result({"vec_m": 4}, "verified", 1.2, verdict="winner"))
-        database.write(_result({"vec_m": 2}, "verified", 9.9, verdict="winner", origin="imported"))
+        database.write(stored_result({"vec_m": 8}, "verified", 1.9, verdict="beaten"))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.2, verdict="winner"))
+        database.write(
+            stored_result({"vec_m": 2}, "verified", 9.9, verdict="winner", origin="imported")
+        )
         best = database.best_results()
         stale = database.lookup_stale(KEY)
     assert [r.knobs for r in best] == [(("vec_m", 4),)]
@@ -220,12 +225,12 @@ def test_four_processes_write_at_once_without_loss_or_locking(tmp_path: Path) ->
 def test_export_json_then_import_adds_only_missing_rows(tmp_path: Path) -> None:
     source = tmp_path / "a.sqlite"
     with TuningDatabase(source) as database:
-        database.write(_result({"vec_m": 8}, "measured", 1.2))
-        database.write(_result({"vec_m": 4}, "verified", 1.4))
+        database.write(stored_result({"vec_m": 8}, "measured", 1.2))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4))
         exported = tmp_path / "export.json"
         exported.write_text(results_to_json(list(database.all_results())))
     with TuningDatabase(tmp_path / "b.sqlite") as target:
-        target.write(_result({"vec_m": 8}, "wrong", None))
+        target.write(stored_result({"vec_m": 8}, "wrong", None))
         assert target.import_results(read_results_file(exported, "then")) == 1
         assert target.import_results(read_results_file(source, "then")) == 0
         rows = {r.config: (r.status, r.origin) for r in target.all_results()}
@@ -237,9 +242,9 @@ def test_export_json_then_import_adds_only_missing_rows(tmp_path: Path) -> None:
 
 def test_linked_spec_export_has_one_matcher_per_best_problem(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.sqlite") as database:
-        database.write(_result({"vec_m": 8}, "verified", 1.2, verdict="winner"))
-        database.write(_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
-        database.write(_result({"vec_m": 2}, "verified", 1.9, verdict="beaten"))
+        database.write(stored_result({"vec_m": 8}, "verified", 1.2, verdict="winner"))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
+        database.write(stored_result({"vec_m": 2}, "verified", 1.9, verdict="beaten"))
         best = database.best_results()
     assert [r.speedup for r in best] == [1.4]
     spec = render_linked_spec(best)
@@ -303,8 +308,8 @@ def test_stored_problem_keys_keep_their_text_and_read_back_into_their_family() -
 
 def test_spec_export_builds_convolution_and_contraction_matchers(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.sqlite") as database:
-        database.write(_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
-        conv = _result({"vec_f": 8}, "verified", 1.2, CONV_KEY, "winner")
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
+        conv = stored_result({"vec_f": 8}, "verified", 1.2, CONV_KEY, "winner")
         database.write(replace(conv, compilation_info=CONV_INFO))
         spec = render_linked_spec(database.best_results())
     assert "@match_conv_2x32x16x16x16x3x3_f32_f32_f32 -> @apply_op_config" in spec
@@ -319,7 +324,7 @@ def _export_rows(*results: StoredResult) -> list[dict[str, object]]:
 
 def test_imported_verdicts_are_candidates_never_local_results(tmp_path: Path) -> None:
     # Another machine claims a verified 9.99x winner for this very key.
-    claimed = _result({"vec_m": 2}, "verified", 9.99, verdict="winner")
+    claimed = stored_result({"vec_m": 2}, "verified", 9.99, verdict="winner")
     source = tmp_path / "claims.json"
     source.write_text(json.dumps({"ireetune_results": _export_rows(claimed)}))
     with TuningDatabase(tmp_path / "t.sqlite") as database:
@@ -334,7 +339,9 @@ def test_imported_verdicts_are_candidates_never_local_results(tmp_path: Path) ->
 def test_a_null_in_a_required_column_is_an_error_not_a_skipped_row(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.sqlite") as database:
         with pytest.raises(sqlite3.IntegrityError) as excinfo:
-            database.import_results([replace(_result({"vec_m": 2}, "measured", 1.0), session=None)])  # type: ignore[arg-type]
+            database.import_results(
+                [replace(stored_result({"vec_m": 2}, "measured", 1.0), session=None)]
+            )  # type: ignore[arg-type]
         assert list(database.all_results()) == []
     assert "NOT NULL constraint failed: results.session" in str(excinfo.value)
 
@@ -350,7 +357,7 @@ def _rollback_mode(path: Path) -> None:
 def test_importing_another_database_never_changes_it(tmp_path: Path) -> None:
     source = tmp_path / "other.sqlite"
     with TuningDatabase(source) as database:
-        database.write(_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
     _rollback_mode(source)
     before = _digest(source)
     results = read_results_file(source, "then")
@@ -363,8 +370,8 @@ def test_importing_another_database_never_changes_it(tmp_path: Path) -> None:
 def test_rows_of_another_database_are_validated_like_json_rows(tmp_path: Path) -> None:
     source = tmp_path / "other.sqlite"
     with TuningDatabase(source) as database:
-        database.write(_result({"vec_m": 4}, "verified", 1.4))
-        database.write(_result({"vec_m": 8}, "verified", 1.4))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4))
+        database.write(stored_result({"vec_m": 8}, "verified", 1.4))
     connection = sqlite3.connect(source)
     connection.execute("UPDATE results SET speedup = 'fast' WHERE config = '{\"vec_m\": 8}'")
     connection.commit()

@@ -15,7 +15,7 @@ import pytest
 from ireetune.cli import main
 from ireetune.database.exchange import results_to_json
 from ireetune.database.store import StoredResult, TuningDatabase
-from tests.test_database import CONV_INFO, CONV_KEY, KEY, _result
+from tests.test_database import CONV_INFO, CONV_KEY, KEY, stored_result
 
 
 def _digest(path: Path) -> str:
@@ -35,7 +35,7 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 def database_file(tmp_path: Path) -> Path:
     path = tmp_path / "keep.sqlite"
     with TuningDatabase(path) as database:
-        database.write(_result({"vec_m": 8}, "measured", 1.2))
+        database.write(stored_result({"vec_m": 8}, "measured", 1.2))
     return path
 
 
@@ -45,7 +45,7 @@ def _export_row(result: StoredResult) -> dict[str, object]:
     return row
 
 
-GOOD = _result({"vec_m": 4}, "verified", 1.4, verdict="winner")
+GOOD = stored_result({"vec_m": 4}, "verified", 1.4, verdict="winner")
 MISSING = object()
 CONTRACTION_FIELDS = json.loads(KEY.problem)
 BAD_ROWS: list[tuple[str, object, str]] = [
@@ -150,7 +150,7 @@ def test_import_refuses_the_whole_file_at_the_first_bad_field(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    bad = _export_row(_result({"vec_m": 2}, "verified", 9.99, verdict="winner"))
+    bad = _export_row(stored_result({"vec_m": 2}, "verified", 9.99, verdict="winner"))
     where = bad["key"] if field.startswith("key.") else bad
     assert isinstance(where, dict)
     name = field.removeprefix("key.")
@@ -210,7 +210,7 @@ def _wrong_columns(path: Path) -> None:
 def _ireetune_file_plus(statement: str) -> Callable[[Path], None]:
     def build(path: Path) -> None:
         with TuningDatabase(path) as database:
-            database.write(_result({"vec_m": 8}, "measured", 1.2))
+            database.write(stored_result({"vec_m": 8}, "measured", 1.2))
         connection = sqlite3.connect(path)
         connection.execute("PRAGMA journal_mode = DELETE")
         connection.execute(statement)
@@ -328,14 +328,16 @@ def test_list_and_show_give_interval_verdict_and_origin(
 ) -> None:
     path = tmp_path / "t.sqlite"
     winner = replace(
-        _result({"vec_m": 4}, "verified", 1.4, verdict="winner"), speedup_low=1.3, speedup_high=1.5
+        stored_result({"vec_m": 4}, "verified", 1.4, verdict="winner"),
+        speedup_low=1.3,
+        speedup_high=1.5,
     )
-    claimed = _result({"vec_m": 2}, "verified", 9.99, verdict="winner")
+    claimed = stored_result({"vec_m": 2}, "verified", 9.99, verdict="winner")
     source = tmp_path / "claims.json"
     source.write_text(json.dumps({"ireetune_results": [_export_row(claimed)]}))
     with TuningDatabase(path) as database:
         database.write(winner)
-        database.write(_result({"vec_m": 8}, "wrong", None, verdict="rejected"))
+        database.write(stored_result({"vec_m": 8}, "wrong", None, verdict="rejected"))
     assert main(["db", "--db", str(path), "import", str(source)]) == 0
     assert capsys.readouterr().out.startswith("imported 1 of 1 results (0 already present)")
     assert main(["db", "--db", str(path), "list"]) == 0
@@ -360,7 +362,7 @@ def test_list_and_show_survive_any_stored_value(
     # What the old `db import` let in: text and lists where numbers belong, a BLOB for a name.
     path = tmp_path / "t.sqlite"
     with TuningDatabase(path) as database:
-        database.write(_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
+        database.write(stored_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
     connection = sqlite3.connect(path)
     connection.execute(
         "UPDATE results SET speedup = 'fast', median_ms = '[1]', times_ms = ?, "
@@ -395,7 +397,7 @@ def test_spec_export_of_a_convolution_winner(
 ) -> None:
     path = tmp_path / "t.sqlite"
     with TuningDatabase(path) as database:
-        conv = _result({"vec_f": 8}, "verified", 1.2, CONV_KEY, "winner")
+        conv = stored_result({"vec_f": 8}, "verified", 1.2, CONV_KEY, "winner")
         database.write(replace(conv, compilation_info=CONV_INFO))
     assert main(["db", "--db", str(path), "export", "--format", "spec"]) == 0
     spec = capsys.readouterr().out
