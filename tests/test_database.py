@@ -412,3 +412,15 @@ def test_a_schema_1_import_source_is_read_without_upgrading_it(tmp_path: Path) -
         "imported:old.sqlite@now",
     )
     assert _digest(path) == before
+
+
+def test_a_database_whose_path_holds_uri_characters_is_inspected_and_opened(
+    tmp_path: Path,
+) -> None:
+    # The read-only inspection names the file by URI: '?', '#' and '%' must not cut it short.
+    path = tmp_path / "odd?dir #1%20" / "tuning?v=1#x%41.sqlite"
+    with TuningDatabase(path) as database:
+        database.write(stored_result({"vec_m": 8}, "measured", 1.2))
+    with TuningDatabase(path) as database:
+        assert [r.config for r in database.all_results()] == ['{"vec_m": 8}']
+    assert [r.config for r in read_results_file(path)] == ['{"vec_m": 8}']
