@@ -4,8 +4,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune.frontend.dispatches import parse_module, read_mlir_file
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
+from tests.conftest import CONV_MODEL, dump_benchmarks
 from tests.conftest import MATMUL_MODEL as MATMUL_MODEL
 
 # A CPU spec for the 64x128x96 f32 matmul of MATMUL_MODEL and MIXED_MODEL's first dispatch.
@@ -150,3 +160,50 @@ def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(text)
     return path
+
+
+# CONV_MODEL with a batch of 2: a unit batch is folded away before a tuning spec runs on the
+# whole model, so a matcher built from the dumped dispatch (which keeps it) would not apply.
+BATCH_2_CONV_MODEL = CONV_MODEL.replace("1x16x18x18", "2x16x18x18").replace(
+    "1x32x16x16", "2x32x16x16"
+)
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A real convolution spec built by the builder for BATCH_2_CONV_MODEL's dispatch."""
+
+    spec_path: Path
+    model_path: Path
+    problem: ConvolutionProblem
+    lowering_config: str
+
+
+def build_conv_spec(folder: Path) -> ConvSpec:
+    """Dump the convolution's dispatch, parse it, and build a spec for a config that differs from
+    the compiler's default in its output-channel distribution tile only."""
+    (benchmark,) = dump_benchmarks(BATCH_2_CONV_MODEL, folder)
+    context = ir.Context()
+    module = parse_module(read_mlir_file(benchmark), context, benchmark)
+    root_op = find_root_op(module)
+    problem = parse_problem(root_op)
+    assert isinstance(problem, ConvolutionProblem)
+    target = LlvmCpuTarget()
+    default = target.parse_default_knobs(problem, root_op)
+    assert default is not None
+    knobs = tuple(
+        (name, (16 if value != 16 else 32) if name == "dist_f" else value)
+        for name, value in default
+    )
+    info = target.compilation_info(problem, knobs, context)
+    with context:
+        lowering_config = str(
+            iree_codegen.CompilationInfoAttr(ir.Attribute.parse(info)).lowering_config
+        )
+    spec = render_spec(build_spec([MatcherEntry(problem, info)], context))
+    return ConvSpec(
+        write(folder, "conv_spec.mlir", spec),
+        write(folder, "conv.mlir", BATCH_2_CONV_MODEL),
+        problem,
+        lowering_config,
+    )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ireetune.cli import main
+from ireetune.database.exchange import results_to_json
 from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
 
 FUZZ = settings(
@@ -197,3 +200,114 @@ def test_malformed_specs_are_rejected_cleanly(
         captured = capsys.readouterr()
         assert status != 0
         assert "Traceback" not in captured.err and "Traceback" not in captured.out
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+ROW_FIELDS = st.sampled_from(
+    [
+        "config",
+        "compilation_info",
+        "status",
+        "reason",
+        "times_ms",
+        "median_ms",
+        "speedup",
+        "speedup_low",
+        "outputs_match",
+        "verdict",
+        "session",
+        "key.problem",
+        "key.signature",
+        "key",
+    ]
+)
+
+
+@FUZZ
+@given(field=ROW_FIELDS, value=JSON_VALUES)
+def test_any_value_in_an_import_row_is_stored_validly_or_refused_cleanly(
+    field: str,
+    value: object,
+    stored_database: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.test_database import stored_result
+
+    (row,) = json.loads(results_to_json([stored_result({"vec_m": 2}, "verified", 2.0)]))[
+        "ireetune_results"
+    ]
+    where = row["key"] if field.startswith("key.") else row
+    where[field.removeprefix("key.")] = value
+    source = tmp_path / "rows.json"
+    source.write_text(json.dumps({"ireetune_results": [row]}))
+    before = _digest(stored_database)
+    status = main(["db", "--db", str(stored_database), "import", str(source)])
+    captured = capsys.readouterr()
+    if status != 0:
+        _assert_clean_failure(status, captured.err)
+        assert captured.err.startswith("ireetune: error: rows.json: row 0: "), captured.err
+        assert _digest(stored_database) == before
+        return
+    # Accepted: then every reader copes with it.
+    for command in (["list"], ["show", ""], ["export", "--format", "json"]):
+        assert main(["db", "--db", str(stored_database), *command]) == 0
+    assert capsys.readouterr().err == ""
+
+
+SQL_VALUES = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=30),
+    st.binary(max_size=30),
+)
+STORED_COLUMNS = st.sampled_from(
+    [
+        "signature",
+        "config",
+        "status",
+        "reason",
+        "times_ms",
+        "median_ms",
+        "speedup",
+        "speedup_low",
+        "speedup_high",
+        "outputs_match",
+        "real_input_speedup",
+        "verdict",
+        "origin",
+    ]
+)
+
+
+@FUZZ
+@given(column=STORED_COLUMNS, value=SQL_VALUES)
+def test_list_and_show_never_crash_on_a_stored_value(
+    column: str,
+    value: object,
+    stored_database: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    connection = sqlite3.connect(stored_database)
+    try:
+        connection.execute(f"UPDATE results SET {column} = ?", (value,))
+        connection.commit()
+    except sqlite3.IntegrityError:
+        assume(False)  # NOT NULL columns cannot hold it.
+    finally:
+        connection.close()
+    for command in (["list"], ["show", ""]):
+        assert main(["db", "--db", str(stored_database), *command]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and len(captured.out.splitlines()) == 2

@@ -17,6 +17,7 @@ from tests.spec_support import (
     MIXED_MODEL,
     ROCM_SPEC,
     VALID_SPEC,
+    build_conv_spec,
     edit,
     write,
 )
@@ -170,4 +171,17 @@ def test_dump_refuses_default_specs_where_none_exist(
     assert (
         capsys.readouterr().err
         == "ireetune: error: IREE ships no default tuning specs for cpu (only for ROCm)\n"
+    )
+
+
+def test_a_convolution_spec_built_by_the_builder_lands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conv_spec = build_conv_spec(tmp_path)
+    output = tmp_path / "out" / "conv.vmfb"
+    arguments = [str(conv_spec.model_path), "--spec", str(conv_spec.spec_path), "-o", str(output)]
+    assert main(["compile", *arguments, "--target", "cpu"]) == 0
+    assert capsys.readouterr().out == (
+        "landed: @match_conv_2x32x16x16x16x3x3_f32_f32_f32 configured main_dispatch_0\n"
+        f"wrote {output}\n"
     )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,15 @@ from iree.compiler import ir
 from ireetune.cli import main
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.spec.inspect import (
-    ContractionPattern,
     DispatchRoot,
+    MatchPattern,
     MatchVerdict,
     compute_coverage,
     list_matchers,
     match_problem,
 )
 from ireetune.spec.source import SourceLocation, parse_spec
-from tests.spec_support import MIXED_MODEL, VALID_SPEC, edit, write
+from tests.spec_support import MIXED_MODEL, VALID_SPEC, ConvSpec, build_conv_spec, edit, write
 
 MAPS = ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)")
 CPU_LOWERING = (
@@ -87,7 +88,7 @@ def test_contraction_matcher_is_read_from_the_ir() -> None:
         matcher.action,
         matcher.entry_point,
         matcher.location,
-        matcher.contraction,
+        matcher.pattern,
         matcher.lowering_config,
         matcher.translation_info,
     ) == (
@@ -95,7 +96,14 @@ def test_contraction_matcher_is_read_from_the_ir() -> None:
         "apply_op_config",
         "valid_spec::__kernel_config",
         SourceLocation("valid.mlir", 8, 3),
-        ContractionPattern("f32", "f32", "f32", MAPS, ((), (64,), (128,), (96,))),
+        MatchPattern(
+            "transform.iree.match.contraction",
+            "f32",
+            "f32",
+            "f32",
+            MAPS,
+            ((), (64,), (128,), (96,)),
+        ),
         CPU_LOWERING,
         "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>",
     )
@@ -189,3 +197,57 @@ def test_show_reports_a_matcher_no_dispatch_uses(
     assert capsys.readouterr().out.endswith(
         "matchers that configure no dispatch: @match_matmul_64x128x96\n"
     )
+
+
+@pytest.fixture(scope="module")
+def conv_spec(tmp_path_factory: pytest.TempPathFactory) -> ConvSpec:
+    return build_conv_spec(tmp_path_factory.mktemp("conv_spec"))
+
+
+def test_convolution_matcher_is_read_from_the_ir(conv_spec: ConvSpec) -> None:
+    (matcher,) = list_matchers(parse_spec(conv_spec.spec_path.read_text(), "c.mlir", ir.Context()))
+    assert (matcher.name, matcher.kind, matcher.pattern, matcher.lowering_config) == (
+        "match_conv_2x32x16x16x16x3x3_f32_f32_f32",
+        "convolution",
+        MatchPattern(
+            "transform.iree.match.convolution",
+            "f32",
+            "f32",
+            "f32",
+            conv_spec.problem.indexing_maps,
+            ((2,), (16, 16), (32,), (3, 3), (16,), (), (1, 1), (1, 1)),
+        ),
+        conv_spec.lowering_config,
+    )
+
+
+def test_static_match_of_a_convolution_compares_sizes_strides_and_family(
+    conv_spec: ConvSpec,
+) -> None:
+    context = ir.Context()
+    (conv_matcher,) = list_matchers(parse_spec(conv_spec.spec_path.read_text(), "c.mlir", context))
+    (matmul_matcher,) = list_matchers(parse_spec(VALID_SPEC, "valid.mlir", context))
+    problem = conv_spec.problem
+    verdicts = [
+        match_problem(conv_matcher, problem),
+        match_problem(conv_matcher, replace(problem, strides=(2, 2))),
+        match_problem(conv_matcher, replace(problem, loop_sizes=(2, 64, 16, 16, 16, 3, 3))),
+        match_problem(conv_matcher, _problem(64, 128, 96)),
+        match_problem(matmul_matcher, problem),
+    ]
+    assert verdicts == [MatchVerdict.HIT, *[MatchVerdict.MISS] * 4]
+
+
+def test_show_with_model_covers_a_convolution(
+    conv_spec: ConvSpec, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["spec", "show", str(conv_spec.spec_path), "--model", str(conv_spec.model_path)]
+    assert main(arguments) == 0
+    output = capsys.readouterr().out
+    assert output[output.index("dispatches:") :] == (
+        "dispatches:\n"
+        "  0: main_dispatch_0 [conv_2x32x16x16x16x3x3_f32_f32_f32] 100% of FLOPs: configured by @match_conv_2x32x16x16x16x3x3_f32_f32_f32\n"
+        "uncovered dispatches, by cost:\n"
+        "  none\n"
+    )
+    assert "   matches: convolution\n" in output

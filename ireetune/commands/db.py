@@ -6,15 +6,20 @@ import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireetune.errors import IreetuneError
+
+if TYPE_CHECKING:
+    from ireetune.database.store import StoredResult, TuningDatabase
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("db", help="list, show, export and import stored results")
-    parser.add_argument("--db", type=Path, default=None, help="database file (default: user cache)")
+    database_help = "database file (default: $IREETUNE_DB, else the user cache)"
+    parser.add_argument("--db", type=Path, default=None, help=database_help)
     actions = parser.add_subparsers(dest="db_command", required=True, parser_class=type(parser))
-    actions.add_parser("list", help="one line per problem, target and device")
+    list_ = actions.add_parser("list", help="one line per problem, target and device")
     show = actions.add_parser("show", help="every result of the problems whose name contains TEXT")
     show.add_argument("problem", help="problem signature or part of it, e.g. matmul_512x512x512")
     export = actions.add_parser(
@@ -28,7 +33,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     import_ = actions.add_parser(
         "import", help="add results from a JSON export or another database"
     )
-    import_.add_argument("source", type=Path)
+    import_.add_argument("source", type=Path, help="a JSON export or an ireetune database file")
+    for action in (list_, show, export, import_):
+        # After the action too (`ireetune db list --db FILE`), as every tuner takes it; SUPPRESS
+        # keeps a `--db` given before the action when none follows it.
+        action.add_argument("--db", type=Path, default=argparse.SUPPRESS, help=database_help)
     parser.set_defaults(handler=run)
 
 
@@ -38,6 +47,8 @@ def run(arguments: argparse.Namespace) -> int:
     path = arguments.db or default_database_path()
     if arguments.db_command != "import" and not path.exists():
         raise IreetuneError(f"no database at {path}")
+    if arguments.db_command == "export" and arguments.output is not None:
+        _check_output(arguments.output)
     with TuningDatabase(path) as database:
         if arguments.db_command == "list":
             return _list(database)
@@ -48,12 +59,36 @@ def run(arguments: argparse.Namespace) -> int:
         return _import(database, arguments.source)
 
 
-def _list(database: object) -> int:
-    from ireetune.database.store import TuningDatabase
+def _check_output(output: Path) -> None:
+    """Refuse an output file that cannot be written, before any work."""
+    if output.is_dir():
+        raise IreetuneError(f"cannot write {output}: it is a folder")
+    if not output.parent.is_dir():
+        raise IreetuneError(f"cannot write {output}: folder {output.parent} does not exist")
 
-    assert isinstance(database, TuningDatabase)
-    groups: dict[tuple[str, str, str, str], list[float | None]] = defaultdict(list)
+
+def _printable(text: str) -> str:
+    """Show stored text on one line: control characters (a newline, a terminal escape) that an
+    imported row could hold are written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _speedup_text(result: StoredResult) -> str:
+    """Write a row's speedup with its interval: `1.234x [1.100-1.350]`, or `-`."""
+    if result.speedup is None:
+        return "-"
+    text = f"{result.speedup:.3f}x"
+    if result.speedup_low is not None and result.speedup_high is not None:
+        text += f" [{result.speedup_low:.3f}-{result.speedup_high:.3f}]"
+    return text
+
+
+def _list(database: TuningDatabase) -> int:
+    from ireetune.database.store import LOCAL_ORIGIN, deciding_speedup, is_local_winner
+
+    winners: dict[tuple[str, str, str, str], StoredResult] = {}
     counts: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    imported: dict[tuple[str, str, str, str], int] = defaultdict(int)
     for result in database.all_results():
         group = (
             result.key.signature,
@@ -62,41 +97,46 @@ def _list(database: object) -> int:
             result.key.compiler_version,
         )
         counts[group][result.status] += 1
-        if result.status == "verified":
-            groups[group].append(result.speedup)
+        if not is_local_winner(result):
+            imported[group] += result.origin != LOCAL_ORIGIN
+        elif group not in winners or deciding_speedup(winners[group]) < deciding_speedup(result):
+            winners[group] = result
     if not counts:
         sys.stdout.write("the database is empty\n")
         return 0
     for group in sorted(counts):
-        speedups = [s for s in groups.get(group, []) if s is not None]
-        best = f"best verified {max(speedups):.3f}x" if speedups else "no verified result"
+        winner = winners.get(group)
+        best = f"winner {_speedup_text(winner)}" if winner else "no winner"
         status_text = ", ".join(f"{k} {v}" for k, v in sorted(counts[group].items()))
-        sys.stdout.write(f"{group[0]}  {group[1]}  {group[2]}  {group[3]}: {best}; {status_text}\n")
-    return 0
-
-
-def _show(database: object, problem: str) -> int:
-    from ireetune.database.store import TuningDatabase
-
-    assert isinstance(database, TuningDatabase)
-    rows = [r for r in database.all_results() if problem in r.key.signature]
-    if not rows:
-        raise IreetuneError(f"no stored result for a problem matching '{problem}'")
-    for r in rows:
-        speedup = f"{r.speedup:.3f}x" if r.speedup is not None else "-"
-        median = f"{r.median_ms:.4f} ms" if r.median_ms is not None else "-"
+        origin_text = (
+            f"; {imported[group]} imported (candidates to measure again)" if imported[group] else ""
+        )
         sys.stdout.write(
-            f"{r.key.signature}  {r.key.target}  {r.status:<20} {speedup:>8} {median:>12}  {r.config}"
-            f"{'  (' + r.reason + ')' if r.reason else ''}\n"
+            _printable(f"{'  '.join(group)}: {best}; {status_text}{origin_text}") + "\n"
         )
     return 0
 
 
-def _export(database: object, output_format: str, target: str | None, output: Path | None) -> int:
-    from ireetune.database.exchange import render_linked_spec, render_results_csv, results_to_json
-    from ireetune.database.store import TuningDatabase
+def _show(database: TuningDatabase, problem: str) -> int:
+    rows = [r for r in database.all_results() if problem in r.key.signature]
+    if not rows:
+        raise IreetuneError(f"no stored result for a problem matching '{problem}'")
+    for r in rows:
+        median = f"{r.median_ms:.4f} ms" if r.median_ms is not None else "-"
+        line = (
+            f"{r.key.signature}  {r.key.target}  {r.status:<20} {r.verdict or '-':<8} "
+            f"{_speedup_text(r):>24} {median:>12}  {r.config}  origin {r.origin}"
+            f"{'  (' + r.reason + ')' if r.reason else ''}"
+        )
+        sys.stdout.write(_printable(line) + "\n")
+    return 0
 
-    assert isinstance(database, TuningDatabase)
+
+def _export(
+    database: TuningDatabase, output_format: str, target: str | None, output: Path | None
+) -> int:
+    from ireetune.database.exchange import render_linked_spec, render_results_csv, results_to_json
+
     if output_format == "spec":
         best = [
             r
@@ -113,19 +153,21 @@ def _export(database: object, output_format: str, target: str | None, output: Pa
         text = render_results_csv(rows) if output_format == "csv" else results_to_json(rows)
     if output is None:
         sys.stdout.write(text)
-    else:
+        return 0
+    try:
         output.write_text(text)
+    except OSError as error:
+        raise IreetuneError(f"cannot write {output}: {error.strerror}") from error
     return 0
 
 
-def _import(database: object, source: Path) -> int:
+def _import(database: TuningDatabase, source: Path) -> int:
     from ireetune.database.exchange import read_results_file
-    from ireetune.database.store import TuningDatabase
 
-    assert isinstance(database, TuningDatabase)
     results = read_results_file(source)
     added = database.import_results(results)
     sys.stdout.write(
-        f"imported {added} of {len(results)} results ({len(results) - added} already present)\n"
+        f"imported {added} of {len(results)} results ({len(results) - added} already present); "
+        "imported verdicts are candidates to measure again here, never reused as they are\n"
     )
     return 0

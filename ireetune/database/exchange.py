@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from iree.compiler import ir
 
-from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
+from ireetune.database.store import (
+    IMPORTED_ORIGIN,
+    StoredResult,
+    now_utc,
+    read_database_rows,
+)
+from ireetune.database.validate import read_problem_key, validate_rows
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import Problem
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 
 CSV_FIELDS = (
@@ -34,15 +39,11 @@ CSV_FIELDS = (
 )
 
 
-def problem_from_key(text: str) -> ContractionProblem:
-    """Rebuild a problem record from its canonical JSON key."""
+def problem_from_key(text: str) -> Problem:
+    """Rebuild a problem record (of its op family) from its canonical JSON key."""
     try:
-        values = json.loads(text)
-        fields: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
-        }
-        return ContractionProblem(**fields)
-    except (ValueError, TypeError) as error:
+        return read_problem_key(text, ir.Context())
+    except IreetuneError as error:
         raise IreetuneError(f"stored problem cannot be read back: {error}") from error
 
 
@@ -96,29 +97,48 @@ def results_to_json(results: Sequence[StoredResult]) -> str:
     return json.dumps({"ireetune_results": payload}, indent=1) + "\n"
 
 
-def _result_from_json(item: dict[str, Any]) -> StoredResult:
-    key = ResultKey(**item["key"])
-    values = {k: v for k, v in item.items() if k != "key"}
-    values["times_ms"] = tuple(float(t) for t in values["times_ms"])
-    return StoredResult(key=key, **values)
+def _read_json_rows(path: Path) -> list[object]:
+    try:
+        payload = json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as error:
+        raise IreetuneError(
+            f"{path} is neither an ireetune database nor a results JSON export ({error})"
+        ) from error
+    rows = payload.get("ireetune_results") if isinstance(payload, dict) else None
+    if not isinstance(rows, list):
+        raise IreetuneError(
+            f"{path} is neither an ireetune database nor a results JSON export "
+            "(no 'ireetune_results' list)"
+        )
+    return rows
 
 
-def read_results_file(path: Path) -> list[StoredResult]:
-    """Read results from a JSON export or another ireetune database file."""
+def _from_database_row(row: dict[str, object]) -> dict[str, object]:
+    """Turn a stored row's SQL values into the JSON export's: timings as a list, the outputs
+    check as a boolean. A value that does not convert is left for validation to name."""
+    values = dict(row)
+    times = values.get("times_ms")
+    if isinstance(times, str):
+        with contextlib.suppress(ValueError, RecursionError):
+            values["times_ms"] = json.loads(times)
+    if values.get("outputs_match") in (0, 1) and not isinstance(values["outputs_match"], float):
+        values["outputs_match"] = bool(values["outputs_match"])
+    return values
+
+
+def read_results_file(path: Path, imported_at: str | None = None) -> list[StoredResult]:
+    """Read and check results from a JSON export or another ireetune database file.
+
+    Every row is validated; the first bad one refuses the whole file. A database file is read
+    through a read-only connection and never changed. Each row's origin becomes
+    `imported:<file name>@<time>`: an imported verdict is a candidate to measure again here.
+    """
     if not path.is_file():
         raise IreetuneError(f"file not found: {path}")
     with path.open("rb") as handle:
         is_sqlite = handle.read(16) == b"SQLite format 3\x00"
+    origin = f"{IMPORTED_ORIGIN}:{path.name}@{imported_at or now_utc()}"
     if is_sqlite:
-        try:
-            with TuningDatabase(path) as other:
-                return list(other.all_results())
-        except sqlite3.Error as error:
-            raise IreetuneError(f"cannot read {path}: {error}") from error
-    try:
-        payload = json.loads(path.read_text())
-        return [_result_from_json(item) for item in payload["ireetune_results"]]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
-        raise IreetuneError(
-            f"{path} is neither an ireetune database nor a results JSON export ({error})"
-        ) from error
+        rows = [_from_database_row(row) for row in read_database_rows(path)]
+        return validate_rows(rows, path.name, origin)
+    return validate_rows(_read_json_rows(path), path.name, origin, nested_key=True)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
+from ireetune.report.records import CandidateStatus
 from ireetune.search.candidate import Knobs
 
 SCHEMA_VERSION = 2
@@ -83,6 +86,8 @@ _SCHEMA_2_COLUMNS = (
     "origin TEXT NOT NULL DEFAULT 'local'",
 )
 LOCAL_ORIGIN = "local"
+# Imported rows' origin: `imported:<file name>@<time>`.
+IMPORTED_ORIGIN = "imported"
 
 # Statuses after which a candidate needs no more work in a later run of the same command.
 FINAL_STATUSES = frozenset(
@@ -100,6 +105,12 @@ FINAL_STATUSES = frozenset(
     }
 )
 MEASURED_STATUSES = frozenset({"measured", "verified", "wrong"})
+# Every status a row can have: a candidate is written once it is past generation.
+WRITTEN_STATUSES = frozenset(
+    status.value for status in CandidateStatus if status is not CandidateStatus.GENERATED
+)
+# A row's verdict under its rule; empty while undecided.
+VERDICTS = frozenset({"winner", "beaten", "rejected", ""})
 
 
 def default_database_path() -> Path:
@@ -183,68 +194,220 @@ class StoredResult:
         return parse_config_key(self.config)
 
 
+def _column_names(declarations: str) -> tuple[str, ...]:
+    return tuple(line.split()[0] for line in declarations.strip().splitlines())
+
+
+# Column names of schema 1's results table, in order; schema 2 appends _SCHEMA_2_COLUMNS.
+_SCHEMA_1_RESULT_COLUMNS = _column_names(
+    """
+    compiler_version
+    target
+    device
+    problem
+    signature
+    config
+    compilation_info
+    status
+    reason
+    times_ms
+    median_ms
+    min_ms
+    max_ms
+    spread
+    baseline_ms
+    speedup
+    session
+    written_at
+    """
+)
+RESULT_COLUMNS = {
+    1: _SCHEMA_1_RESULT_COLUMNS,
+    2: _SCHEMA_1_RESULT_COLUMNS + tuple(column.split()[0] for column in _SCHEMA_2_COLUMNS),
+}
+# Everything an ireetune database's sqlite_master may hold; anything else is another program's.
+_OWN_SCHEMA_ENTRIES = frozenset(
+    {
+        ("table", "meta"),
+        ("table", "results"),
+        ("index", "results_by_problem"),
+        ("index", "sqlite_autoindex_meta_1"),
+        ("index", "sqlite_autoindex_results_1"),
+    }
+)
+
+
+def _read_only_uri(path: Path) -> str:
+    """Name a file for a read-only SQLite connection (percent-encoded, so any name is safe)."""
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
+def inspect_database_file(path: Path) -> int:
+    """Check, through a read-only connection, that a file is an ireetune database this version
+    reads, and return its schema version (0 for an empty database).
+
+    Nothing is written: a foreign SQLite file, a damaged one, garbage or a newer schema is
+    refused with an IreetuneError and left byte for byte as it was.
+    """
+    try:
+        connection = sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.Error as error:
+        raise IreetuneError(f"cannot read {path} ({error})") from error
+    try:
+        return _inspect(connection, path)
+    except sqlite3.DatabaseError as error:
+        raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
+    finally:
+        connection.close()
+
+
+def _inspect(connection: sqlite3.Connection, path: Path) -> int:
+    entries = {
+        (kind, name)
+        for kind, name in connection.execute("SELECT type, name FROM sqlite_master")
+        if not (kind == "table" and name.startswith("sqlite_"))
+    }
+    if not entries:
+        return 0
+    tables = {name for kind, name in entries if kind == "table"}
+    if not entries <= _OWN_SCHEMA_ENTRIES or tables != {"meta", "results"}:
+        foreign = sorted(f"{kind} {name}" for kind, name in entries - _OWN_SCHEMA_ENTRIES)
+        raise IreetuneError(
+            f"{path} is an SQLite file of another program (tables: {', '.join(sorted(tables))}"
+            + (f"; also {', '.join(foreign)}" if foreign and tables == {"meta", "results"} else "")
+            + ")"
+        )
+    meta_columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(meta)"))
+    if meta_columns != ("key", "value"):
+        raise IreetuneError(
+            f"{path} is an SQLite file of another program (its meta table has columns "
+            f"{', '.join(meta_columns)})"
+        )
+    stored = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+    version_text = stored[0][0] if len(stored) == 1 else None
+    if not (isinstance(version_text, str) and version_text.isdigit()):
+        raise IreetuneError(f"{path} is not an ireetune database (no schema version)")
+    version = int(version_text)
+    if version > SCHEMA_VERSION:
+        raise IreetuneError(
+            f"{path} has database schema {version}; this ireetune reads {SCHEMA_VERSION} "
+            "(a newer ireetune wrote it)"
+        )
+    result_columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(results)"))
+    if result_columns != RESULT_COLUMNS.get(version):
+        raise IreetuneError(
+            f"{path} is an SQLite file of another program (its results table has columns "
+            f"{', '.join(result_columns)}, unlike ireetune's schema {version})"
+        )
+    problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        raise IreetuneError(f"{path} is a damaged database ({problems[0]})")
+    return version
+
+
+def read_database_rows(path: Path) -> list[dict[str, object]]:
+    """Read every results row of another ireetune database file as raw column values, through a
+    read-only connection: the file is neither switched to WAL nor upgraded. The values are
+    untrusted; the caller validates them."""
+    if inspect_database_file(path) == 0:
+        return []
+    try:
+        connection = sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            return list(_dicts(connection.execute("SELECT * FROM results ORDER BY rowid")))
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        raise IreetuneError(f"cannot read {path} ({error})") from error
+
+
+def _require_writable_folder(folder: Path) -> None:
+    """Create the database's folder if needed and check that files can be made in it (the
+    database, its WAL and shared-memory files)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise IreetuneError(
+            f"cannot create the database folder {folder}: {error.strerror}"
+        ) from error
+    try:
+        # A real probe rather than os.access, which says yes to root on a read-only folder.
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise IreetuneError(
+            f"the database folder {folder} is not writable ({error.strerror})"
+        ) from error
+
+
 class TuningDatabase:
-    """A connection to one database file; safe to use from several processes at once."""
+    """A connection to one database file; safe to use from several processes at once.
+
+    An existing file is inspected read-only first; only an ireetune database of this or an older
+    schema is then opened for writing (switched to WAL, created or upgraded).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         if path.exists() and not path.is_file():
             raise IreetuneError(f"database path is not a file: {path}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _require_writable_folder(path.parent)
+        if path.is_file() and path.stat().st_size > 0:
+            inspect_database_file(path)
         try:
             self._connection = sqlite3.connect(
                 str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
             )
+        except sqlite3.Error as error:
+            raise IreetuneError(f"cannot open {path} for writing ({error})") from error
+        try:
             self._connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._refuse_foreign_file()
             self._connection.execute("PRAGMA journal_mode = WAL")
             self._connection.execute("PRAGMA synchronous = NORMAL")
-            self._check_or_create_schema()
+            self._create_or_upgrade_schema()
         except sqlite3.DatabaseError as error:
+            self._connection.close()
             raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
+        except IreetuneError:
+            self._connection.close()
+            raise
 
-    def _tables(self) -> set[str]:
-        rows = self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        return {row[0] for row in rows}
-
-    def _refuse_foreign_file(self) -> None:
-        """Refuse, before writing anything, an SQLite file that some other program made."""
-        tables = self._tables()
-        if tables and not {"meta", "results"} <= tables:
-            raise IreetuneError(
-                f"{self.path} is an SQLite file of another program (tables: {', '.join(sorted(tables))})"
-            )
-
-    def _check_or_create_schema(self) -> None:
-        tables = self._tables()
-        if not tables:
-            # CREATE ... IF NOT EXISTS makes a race between two new processes harmless.
-            self._connection.executescript(_SCHEMA)
-        self._connection.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
-        stored = self._connection.execute(
-            "SELECT value FROM meta WHERE key = 'schema_version'"
-        ).fetchone()
-        if stored is not None and stored[0] == "1":
-            self._upgrade_from_schema_1()
-            stored = (str(SCHEMA_VERSION),)
-        if stored is None or stored[0] != str(SCHEMA_VERSION):
-            raise IreetuneError(
-                f"{self.path} has database schema {stored[0] if stored else '?'}; this ireetune reads {SCHEMA_VERSION}"
-            )
+    def _create_or_upgrade_schema(self) -> None:
+        """Create the tables in a new file, or upgrade a schema-1 file, in one transaction (a
+        process that starts at the same time sees all of it or nothing)."""
+        with self._transaction():
+            tables = {
+                row[0]
+                for row in self._connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                )
+            }
+            if not tables:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._connection.execute(statement)
+                self._connection.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            stored = self._connection.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone()
+            if stored is not None and stored[0] == "1":
+                self._upgrade_from_schema_1()
+            elif stored is None or stored[0] != str(SCHEMA_VERSION):
+                # The read-only inspection passed; only a change since then gets here.
+                raise IreetuneError(f"{self.path} changed while it was opened; try again")
 
     def _upgrade_from_schema_1(self) -> None:
         """Add schema 2's columns; old rows get no verdict, so they are re-decided, never reused."""
-        with self._transaction():
-            present = {row[1] for row in self._connection.execute("PRAGMA table_info(results)")}
-            for column in _SCHEMA_2_COLUMNS:
-                if column.split()[0] not in present:
-                    self._connection.execute(f"ALTER TABLE results ADD COLUMN {column}")
-            self._connection.execute(
-                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-            )
+        present = {row[1] for row in self._connection.execute("PRAGMA table_info(results)")}
+        for column in _SCHEMA_2_COLUMNS:
+            if column.split()[0] not in present:
+                self._connection.execute(f"ALTER TABLE results ADD COLUMN {column}")
+        self._connection.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
 
     class _Transaction:
         def __init__(self, connection: sqlite3.Connection) -> None:
@@ -278,10 +441,13 @@ class TuningDatabase:
             )
 
     def lookup(self, key: ResultKey) -> dict[str, StoredResult]:
-        """Return this problem's results on this compiler, target and device, by config key."""
+        """Return this problem's results measured here on this compiler, target and device, by
+        config key. Imported rows are left out: they are candidates (`lookup_stale`), never
+        results a run may resume from."""
         rows = self._connection.execute(
-            "SELECT * FROM results WHERE compiler_version = ? AND target = ? AND device = ? AND problem = ?",
-            (key.compiler_version, key.target, key.device, key.problem),
+            "SELECT * FROM results WHERE compiler_version = ? AND target = ? AND device = ? "
+            "AND problem = ? AND origin = ?",
+            (key.compiler_version, key.target, key.device, key.problem, LOCAL_ORIGIN),
         )
         return {result.config: result for result in map(_result, _dicts(rows))}
 
@@ -325,13 +491,16 @@ class TuningDatabase:
         return sorted(best.values(), key=lambda r: (r.key.signature, r.key.target, r.key.device))
 
     def import_results(self, results: Sequence[StoredResult]) -> int:
-        """Add results from elsewhere; an existing row wins over an imported one. Return count added."""
+        """Add results from elsewhere, all or none; an existing row wins over an imported one.
+        Return the count added. Only a row with the key of one already stored is skipped: any
+        other failure (a NULL in a required column) is an error, never a silent skip."""
         added = 0
         with self._transaction():
             for result in results:
                 row = _row(result)
                 cursor = self._connection.execute(
-                    f"INSERT OR IGNORE INTO results ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                    f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) "
+                    "ON CONFLICT (compiler_version, target, device, problem, config) DO NOTHING",
                     tuple(row.values()),
                 )
                 added += cursor.rowcount
@@ -395,36 +564,84 @@ def _dicts(cursor: sqlite3.Cursor) -> Iterator[dict[str, Any]]:
         yield dict(zip(names, values, strict=True))
 
 
+def _number(value: object) -> float | None:
+    """Read a stored number; anything else (text that an old `db import` let in) is missing."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _text(value: object) -> str:
+    """Read a stored text column whatever SQLite holds in it (a BLOB, a number, NULL)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _times(value: object) -> tuple[float, ...]:
+    """Read the stored timings; a value that is not a JSON list of numbers reads as none."""
+    try:
+        times = json.loads(_text(value))
+    except (ValueError, RecursionError):
+        return ()
+    numbers = [_number(t) for t in times] if isinstance(times, list) else [None]
+    return tuple(n for n in numbers if n is not None) if None not in numbers else ()
+
+
+def _rounds(value: object) -> tuple[tuple[float, ...], ...]:
+    """Read stored rounds of timings; anything but a JSON list of lists of numbers is none."""
+    try:
+        rounds = json.loads(_text(value))
+    except (ValueError, RecursionError):
+        return ()
+    if not isinstance(rounds, list) or not all(isinstance(r, list) for r in rounds):
+        return ()
+    parsed = [_times(json.dumps(r)) for r in rounds]
+    return (
+        tuple(parsed) if all(len(p) == len(r) for p, r in zip(parsed, rounds, strict=True)) else ()
+    )
+
+
 def _result(row: dict[str, Any]) -> StoredResult:
+    """Turn a stored row into a record. Rows are validated when they come in, but a file written
+    by an older ireetune may hold anything, so every value is read defensively: no stored value
+    can crash a reader."""
+    outputs_match = row["outputs_match"]
     return StoredResult(
         key=ResultKey(
-            row["compiler_version"], row["target"], row["device"], row["problem"], row["signature"]
+            _text(row["compiler_version"]),
+            _text(row["target"]),
+            _text(row["device"]),
+            _text(row["problem"]),
+            _text(row["signature"]),
         ),
-        config=row["config"],
-        compilation_info=row["compilation_info"],
-        status=row["status"],
-        reason=row["reason"],
-        times_ms=tuple(json.loads(row["times_ms"])),
-        median_ms=row["median_ms"],
-        min_ms=row["min_ms"],
-        max_ms=row["max_ms"],
-        spread=row["spread"],
-        baseline_ms=row["baseline_ms"],
-        speedup=row["speedup"],
-        session=row["session"],
-        written_at=row["written_at"],
-        speedup_low=row["speedup_low"],
-        speedup_high=row["speedup_high"],
-        basis=row["basis"],
-        confirmed=bool(row["confirmed"]),
-        rounds_ms=tuple(tuple(r) for r in json.loads(row["rounds_ms"])),
-        outputs_match=None if row["outputs_match"] is None else bool(row["outputs_match"]),
-        real_input_speedup=row["real_input_speedup"],
-        real_input_low=row["real_input_low"],
-        real_input_high=row["real_input_high"],
-        verdict=row["verdict"],
-        rule=row["rule"],
-        origin=row["origin"],
+        config=_text(row["config"]),
+        compilation_info=_text(row["compilation_info"]),
+        status=_text(row["status"]),
+        reason=_text(row["reason"]),
+        times_ms=_times(row["times_ms"]),
+        median_ms=_number(row["median_ms"]),
+        min_ms=_number(row["min_ms"]),
+        max_ms=_number(row["max_ms"]),
+        spread=_number(row["spread"]),
+        baseline_ms=_number(row["baseline_ms"]),
+        speedup=_number(row["speedup"]),
+        session=_text(row["session"]),
+        written_at=_text(row["written_at"]),
+        speedup_low=_number(row["speedup_low"]),
+        speedup_high=_number(row["speedup_high"]),
+        basis=_text(row["basis"]),
+        confirmed=row["confirmed"] == 1,
+        rounds_ms=_rounds(row["rounds_ms"]),
+        outputs_match=bool(outputs_match) if outputs_match in (0, 1) else None,
+        real_input_speedup=_number(row["real_input_speedup"]),
+        real_input_low=_number(row["real_input_low"]),
+        real_input_high=_number(row["real_input_high"]),
+        verdict=_text(row["verdict"]),
+        rule=_text(row["rule"]),
+        origin=_text(row["origin"]),
     )
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets import parse_target
 from ireetune.tools import find_tool, first_error_line, run_tool
 
@@ -203,9 +202,6 @@ def compile_with_spec(
                 try:
                     problem = parse_problem(root_op)
                 except IreetuneError:
-                    continue
-                if not isinstance(problem, ContractionProblem):
-                    notes.append(f"{name}: not checked, only contraction matchers are judged")
                     continue
                 dispatch = DispatchRoot(index, name, root_op.name, problem)
                 (coverage,) = compute_coverage(matchers, [dispatch])

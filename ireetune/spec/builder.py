@@ -65,8 +65,10 @@ def _build_apply_op_config() -> None:
         transform.YieldOp([])
 
 
-def _expected_dims(problem: Problem) -> tuple[type, list[list[int]]]:
-    """Return the matcher op for a problem and the values each of its results must equal."""
+def match_conditions(problem: Problem) -> tuple[type[ir.OpView], list[list[int]]]:
+    """Return the match op for a problem and the values each of its results must equal: the
+    sizes of each dimension group (and for a convolution its strides and dilations), in the
+    op's result order. The spec reader compares a matcher with a problem through this too."""
     if isinstance(problem, ConvolutionProblem):
 
         def sizes(dims: tuple[int, ...]) -> list[int]:
@@ -91,7 +93,7 @@ def _build_matcher(name: str, entry: MatcherEntry) -> None:
     any_op = transform.AnyOpType.get()
     any_param = transform.AnyParamType.get()
     problem = entry.problem
-    match_op, expected = _expected_dims(problem)
+    match_op, expected = match_conditions(problem)
     sequence = transform.NamedSequenceOp(
         name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
     )

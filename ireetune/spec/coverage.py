@@ -8,7 +8,6 @@ from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
-from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.inspect import DispatchRoot
 from ireetune.targets.base import Target
@@ -30,8 +29,7 @@ def read_dispatch_roots(
         try:
             problem = parse_problem(root_op)
         except IreetuneError:
+            # Not a contraction or convolution: only matchers that name no op family can apply.
             problem = None
-        # Only contraction matchers are judged statically; other problems count as unknown.
-        contraction = problem if isinstance(problem, ContractionProblem) else None
-        roots.append(DispatchRoot(dispatch.index, dispatch.name, root_op.name, contraction))
+        roots.append(DispatchRoot(dispatch.index, dispatch.name, root_op.name, problem))
     return roots

@@ -7,9 +7,11 @@ the match ops in its body (following `transform.include` into helper sequences):
         output_type = f32, indexing_maps = [...] : !transform.any_op -> !transform.param<i64>
     transform.iree.match.dims_equal %m, [64] : !transform.param<i64>
 
-and its configuration from the `transform.param.constant` holding a
-`#iree_codegen.compilation_info<...>`. Contraction conditions are compared statically with a
-dispatch's parsed root op; matchers built from other ops are described but not evaluated.
+(or `transform.iree.match.convolution`, whose eight results are the batch, output image, output
+channel, filter, input channel and depth sizes, the strides and the dilations), and its
+configuration from the `transform.param.constant` holding a `#iree_codegen.compilation_info<...>`.
+Contraction and convolution conditions are compared statically with a dispatch's parsed root op;
+matchers built from other ops are described but not evaluated.
 """
 
 from __future__ import annotations
@@ -21,11 +23,25 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import Problem
+from ireetune.spec.builder import match_conditions
 from ireetune.spec.check import find_entry_points
 from ireetune.spec.source import SourceLocation, find_location
 
-_ROLES = ("batch", "m", "n", "k")
+# The match ops whose conditions are read, and the roles of their results in order.
+MATCH_OP_ROLES = {
+    "transform.iree.match.contraction": ("batch", "m", "n", "k"),
+    "transform.iree.match.convolution": (
+        "batch",
+        "output_image",
+        "output_channel",
+        "filter",
+        "input_channel",
+        "depth",
+        "strides",
+        "dilations",
+    ),
+}
 # Ops in a matcher body that bind handles or values and constrain nothing themselves.
 _NEUTRAL_OPS = frozenset(
     {
@@ -34,31 +50,38 @@ _NEUTRAL_OPS = frozenset(
         "transform.get_operand",
         "transform.get_result",
         "transform.include",
-        "transform.iree.match.contraction",
+        *MATCH_OP_ROLES,
         "transform.iree.match.dims_equal",
     }
 )
 
 
 @dataclass(frozen=True)
-class ContractionPattern:
-    """What `transform.iree.match.contraction` plus `dims_equal` require; None sizes are free."""
+class MatchPattern:
+    """What a `transform.iree.match.contraction` or `.convolution` plus its `dims_equal`s
+    require; None sizes are free."""
 
+    match_op: str
     lhs_type: str
     rhs_type: str
     output_type: str
     indexing_maps: tuple[str, ...]
     sizes: tuple[tuple[int, ...] | None, ...]
 
+    @property
+    def family(self) -> str:
+        """Name the op family matched: `contraction` or `convolution`."""
+        return self.match_op.rsplit(".", 1)[-1]
+
     def describe(self) -> str:
-        """Describe the pattern: `contraction 64x128x96 (b=[] m=[64] ...) f32*f32->f32`."""
+        """Describe the pattern: `contraction f32 x f32 -> f32, batch=[] m=[64] ..., maps ...`."""
         dims = " ".join(
             f"{role}={list(sizes) if sizes is not None else 'any'}"
-            for role, sizes in zip(_ROLES, self.sizes, strict=True)
+            for role, sizes in zip(MATCH_OP_ROLES[self.match_op], self.sizes, strict=True)
         )
         maps = "; ".join(self.indexing_maps) if self.indexing_maps else "any maps"
         types = f"{self.lhs_type} x {self.rhs_type} -> {self.output_type}"
-        return f"contraction {types}, {dims}, maps {maps}"
+        return f"{self.family} {types}, {dims}, maps {maps}"
 
 
 @dataclass(frozen=True)
@@ -71,7 +94,7 @@ class MatcherInfo:
     entry_point: str
     location: SourceLocation | None
     op_names: tuple[str, ...]
-    contraction: ContractionPattern | None
+    pattern: MatchPattern | None
     other_conditions: tuple[str, ...]
     lowering_config: str | None
     translation_info: str | None
@@ -79,9 +102,10 @@ class MatcherInfo:
 
     @property
     def kind(self) -> str:
-        """Name what the matcher matches: `contraction`, an op name list, or `unknown`."""
-        if self.contraction is not None:
-            return "contraction"
+        """Name what the matcher matches: `contraction`, `convolution`, an op name list, or
+        `unknown`."""
+        if self.pattern is not None:
+            return self.pattern.family
         if self.op_names:
             return " | ".join(self.op_names)
         return "unknown"
@@ -92,8 +116,8 @@ class MatcherInfo:
         found = []
         if self.op_names:
             found.append("op name in [" + ", ".join(self.op_names) + "]")
-        if self.contraction is not None:
-            found.append(self.contraction.describe())
+        if self.pattern is not None:
+            found.append(self.pattern.describe())
         return (*found, *self.other_conditions)
 
     @property
@@ -122,8 +146,8 @@ def _module_name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
 
 
-def _contraction_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> ContractionPattern:
-    sizes: list[tuple[int, ...] | None] = [None, None, None, None]
+def _match_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern:
+    sizes: list[tuple[int, ...] | None] = [None] * len(MATCH_OP_ROLES[match_op.name])
     for op in body:
         if op.name != "transform.iree.match.dims_equal":
             continue
@@ -140,7 +164,8 @@ def _contraction_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> Co
             str(ir.AffineMapAttr(a).value)
             for a in ir.ArrayAttr(match_op.attributes["indexing_maps"])
         )
-    return ContractionPattern(
+    return MatchPattern(
+        match_op=match_op.name,
         lhs_type=str(ir.TypeAttr(match_op.attributes["lhs_type"]).value),
         rhs_type=str(ir.TypeAttr(match_op.attributes["rhs_type"]).value),
         output_type=str(ir.TypeAttr(match_op.attributes["output_type"]).value),
@@ -165,7 +190,7 @@ def _describe_condition(op: ir.Operation) -> str:
 @dataclass
 class _Collected:
     op_names: list[str]
-    contraction: ContractionPattern | None
+    pattern: MatchPattern | None
     other_conditions: list[str]
     compilation_infos: list[ir.Attribute]
     other_params: list[str]
@@ -180,8 +205,8 @@ def _collect(
             found.op_names.extend(
                 ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])
             )
-        elif op.name == "transform.iree.match.contraction":
-            found.contraction = _contraction_pattern(op, body)
+        elif op.name in MATCH_OP_ROLES:
+            found.pattern = _match_pattern(op, body)
         elif op.name == "transform.param.constant":
             value = op.attributes["value"]
             if iree_codegen.CompilationInfoAttr.isinstance(value):
@@ -215,7 +240,7 @@ def _read_matcher(
         entry_point=entry_point,
         location=find_location(sequence.location),
         op_names=tuple(found.op_names),
-        contraction=found.contraction,
+        pattern=found.pattern,
         other_conditions=tuple(found.other_conditions),
         lowering_config=lowering_config,
         translation_info=translation_info,
@@ -254,14 +279,17 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
     return matchers
 
 
-def match_problem(matcher: MatcherInfo, problem: ContractionProblem) -> MatchVerdict:
-    """Compare a matcher's conditions with a contraction root op's shape and types."""
+def match_problem(matcher: MatcherInfo, problem: Problem) -> MatchVerdict:
+    """Compare a matcher's conditions with a contraction's or convolution's shape and types."""
     if matcher.op_names and problem.op_name not in matcher.op_names:
         return MatchVerdict.MISS
-    pattern = matcher.contraction
+    pattern = matcher.pattern
     if pattern is None:
         return MatchVerdict.UNKNOWN
-    problem_sizes = (problem.batch_sizes, problem.m_sizes, problem.n_sizes, problem.k_sizes)
+    match_op, expected_values = match_conditions(problem)
+    if pattern.match_op != match_op.OPERATION_NAME:
+        return MatchVerdict.MISS
+    problem_sizes = [tuple(values) for values in expected_values]
     same_types = (pattern.lhs_type, pattern.rhs_type, pattern.output_type) == (
         problem.lhs_type,
         problem.rhs_type,
@@ -299,12 +327,13 @@ def pick_winner(hits: Sequence[MatcherInfo]) -> tuple[MatcherInfo, str]:
 
 @dataclass(frozen=True)
 class DispatchRoot:
-    """A model's dispatch and its parsed root op (None when it is not a supported contraction)."""
+    """A model's dispatch and its parsed root op (None when it is no supported contraction or
+    convolution)."""
 
     index: int
     name: str
     root_op_name: str
-    problem: ContractionProblem | None
+    problem: Problem | None
 
 
 @dataclass(frozen=True)
@@ -318,7 +347,7 @@ class DispatchCoverage:
     flop_share: float | None
 
 
-# A dispatch with at least this share of the model's contraction FLOPs is called hot.
+# A dispatch with at least this share of the model's contraction and convolution FLOPs is hot.
 HOT_FLOP_SHARE = 0.05
 
 
@@ -346,7 +375,7 @@ def compute_coverage(
             undecided = [
                 m
                 for m in matchers
-                if m.contraction is None and (not m.op_names or dispatch.root_op_name in m.op_names)
+                if m.pattern is None and (not m.op_names or dispatch.root_op_name in m.op_names)
             ]
         winner = pick_winner(hits)[0] if hits and not undecided else None
         shadowed = tuple(m for m in hits if m is not winner) if winner else ()
@@ -405,7 +434,7 @@ def render_coverage(coverage: Sequence[DispatchCoverage], matchers: Sequence[Mat
         cost = (
             f"{item.flop_share:.0%} of FLOPs"
             if item.flop_share is not None
-            else "cost unknown (not a contraction)"
+            else "cost unknown (not a contraction or convolution)"
         )
         lines.append(
             f"  {'HOT ' if hot else ''}{item.dispatch.index}: {item.dispatch.name} ({cost})"
