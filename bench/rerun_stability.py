@@ -94,7 +94,7 @@ def main() -> int:
         "agree": agree,
     }
     (arguments.out / "rerun_stability.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"| run | winner | speedup [95% interval] | basis | seconds | load avg |")
+    print("| run | winner | speedup [95% interval] | basis | seconds | load avg |")
     print("|---|---|---|---|---|---|")
     for index, verdict in enumerate(verdicts):
         if "error" in verdict:
