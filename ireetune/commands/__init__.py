@@ -13,4 +13,5 @@ COMMAND_MODULES = (
     "ireetune.commands.spec",
     "ireetune.commands.compile",
     "ireetune.commands.profile",
+    "ireetune.commands.report",
 )

@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "import", help="add results from a JSON export or another database"
     )
     import_.add_argument("source", type=Path)
+    report = actions.add_parser("report", help="best speedups per problem, target and compiler")
+    report.add_argument("-o", "--output", type=Path, default=None, help="also write an HTML page")
     parser.set_defaults(handler=run)
 
 
@@ -45,6 +47,11 @@ def run(arguments: argparse.Namespace) -> int:
             return _show(database, arguments.problem)
         if arguments.db_command == "export":
             return _export(database, arguments.format, arguments.target, arguments.output)
+        if arguments.db_command == "report":
+            from ireetune.report.db_report import report_database
+
+            sys.stdout.write(report_database(database, path, arguments.output))
+            return 0
         return _import(database, arguments.source)
 
 
