@@ -29,6 +29,7 @@ from ireetune.report.run_view import (
     CandidateView,
     Decision,
     DispatchRunView,
+    ModelDispatchView,
     ModelRunView,
     ProfileRunView,
     RunView,
@@ -55,7 +56,8 @@ pre { background: #272822; color: #f8f8f2; padding: 0.6em 0.8em; overflow-x: aut
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: 0.25em 0.6em; text-align: left;
          vertical-align: top; }
-th { background: #f0f0f0; } td.number { text-align: right; font-variant-numeric: tabular-nums;
+th { background: #f0f0f0; white-space: nowrap; }
+td:last-child { overflow-wrap: anywhere; min-width: 12em; } td.number { text-align: right; font-variant-numeric: tabular-nums;
                                         white-space: nowrap; }
 .chip { display: inline-block; padding: 0 0.5em; border-radius: 0.8em; color: white;
         font-size: 0.85em; white-space: nowrap; }
@@ -296,18 +298,27 @@ def _model_verdict(run: ModelRunView) -> str:
     return f'<section class="verdict {tone}">{"".join(parts)}</section>'
 
 
-def _untuned_reason(note: str, selected: bool) -> str:
-    if not selected:
+def _untuned_reason(dispatch: ModelDispatchView, run: ModelRunView) -> str:
+    """Say why a dispatch kept the compiler's default: unsupported, not selected, or its note."""
+    if dispatch.problem.startswith("not tunable"):
+        return dispatch.problem
+    if not dispatch.selected or dispatch.note == "not selected":
         return "not selected: below the coverage or past --max-dispatches"
-    return note or "not tuned"
+    if dispatch.kept_spec is not None:
+        return (
+            "its spec was dropped: it slowed the linked model"
+            if run.tuned_spec is not None or any(dispatch.name in n for n in run.notes)
+            else "no tuned spec written: the linked spec did not make the model faster"
+        )
+    return dispatch.note or "not tuned"
 
 
 def render_model_report(run: ModelRunView) -> str:
 
     untuned: dict[str, float] = {}
     for dispatch in run.dispatches:
-        if dispatch.kept_spec is None:
-            reason = _untuned_reason(dispatch.note, dispatch.selected)
+        if not dispatch.in_tuned_spec:
+            reason = _untuned_reason(dispatch, run)
             untuned[reason] = untuned.get(reason, 0.0) + dispatch.share
     dispatch_rows = [
         [
@@ -317,7 +328,7 @@ def render_model_report(run: ModelRunView) -> str:
             f"{d.share:.1%}",
             escape_html(_format_ms(d.default_ms)),
             escape_html(_format_ms(d.tuned_ms)),
-            "yes" if d.kept_spec else "no",
+            "yes" if d.in_tuned_spec else "no",
             escape_html(d.note),
         ]
         for d in run.dispatches
@@ -328,12 +339,13 @@ def render_model_report(run: ModelRunView) -> str:
         render_figure(
             figure_svg(plot_model_shares(compute_model_shares(run))),
             "Each dispatch's share of model time before tuning (profiled) and after (estimated "
-            "from the kept candidates' dispatch-level times). Hatched: no spec kept.",
+            "from the kept candidates' dispatch-level times). Hatched: the compiler's default kept; "
+            "grey: time outside any dispatch.",
             "The run has no dispatch profile.",
         ),
         "<h3>Time left to the compiler's default, by reason</h3>",
         render_table(
-            ["reason", "share of dispatch time"],
+            ["reason", "share of model time"],
             [[escape_html(r), f"{s:.1%}"] for r, s in sorted(untuned.items(), key=lambda i: -i[1])],
             {1},
         )

@@ -17,6 +17,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from ireetune.report.run_view import CandidateView, ModelRunView, ProfileRowView
 
@@ -101,6 +102,7 @@ def plot_convergence(
     axes.set_xlabel("candidates measured (in the order tried)")
     axes.set_ylabel("speedup over default (x)")
     axes.set_xlim(0.5, len(timed) + 0.5)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     statuses = sorted({c.status for c in timed})
     handles = [
         Line2D([], [], color="#222222", label="best so far"),
@@ -239,6 +241,7 @@ _SEGMENT_COLOURS = (
     "#9c755f",
 )
 _MAX_SEGMENTS = len(_SEGMENT_COLOURS)
+OUTSIDE_LABEL = "outside dispatches (launches, copies)"
 
 
 @dataclass(frozen=True)
@@ -248,14 +251,15 @@ class ShareSegment:
     label: str
     before: float
     after: float
-    tuned: bool
+    kept_default: bool
 
 
 def compute_model_shares(run: ModelRunView) -> list[ShareSegment]:
     """Split model time into dispatches before and (estimated) after tuning, and the rest.
 
-    Before tuning the shares are the profile's. After tuning a dispatch kept with a spec takes its
-    tuned dispatch-level time; the others keep theirs; time spent outside dispatches is unchanged.
+    Before tuning the shares are the profile's. After tuning a dispatch whose spec is in the final
+    tuned spec takes its tuned dispatch-level time; the others keep theirs; time spent outside
+    dispatches is unchanged.
     """
     model_ms = run.model_ms or 0.0
     explained_ms = run.explained_ms or 0.0
@@ -265,7 +269,7 @@ def compute_model_shares(run: ModelRunView) -> list[ShareSegment]:
     for dispatch in run.dispatches:
         default_total = (dispatch.default_ms or 0.0) * max(1, dispatch.invocations)
         before_ms.append(default_total)
-        tuned = dispatch.kept_spec is not None and dispatch.tuned_ms is not None
+        tuned = dispatch.in_tuned_spec and dispatch.tuned_ms is not None
         after_ms.append(
             (dispatch.tuned_ms or 0.0) * max(1, dispatch.invocations) if tuned else default_total
         )
@@ -278,7 +282,7 @@ def compute_model_shares(run: ModelRunView) -> list[ShareSegment]:
             label=f"{d.name} ({d.problem})" if d.problem else d.name,
             before=b / before_total,
             after=a / after_total,
-            tuned=d.kept_spec is not None,
+            kept_default=not d.in_tuned_spec,
         )
         for d, b, a in zip(run.dispatches, before_ms, after_ms, strict=True)
     ]
@@ -291,16 +295,16 @@ def compute_model_shares(run: ModelRunView) -> list[ShareSegment]:
                 f"{len(rest)} other dispatches",
                 sum(s.before for s in rest),
                 sum(s.after for s in rest),
-                any(s.tuned for s in rest),
+                all(s.kept_default for s in rest),
             ),
         ]
     if outside_ms > 0:
         segments.append(
             ShareSegment(
-                "outside dispatches (launches, copies)",
+                OUTSIDE_LABEL,
                 outside_ms / before_total,
                 outside_ms / after_total,
-                False,
+                kept_default=False,
             )
         )
     return segments
@@ -315,7 +319,8 @@ def plot_model_shares(segments: Sequence[ShareSegment]) -> Figure | None:
     rows = ["before tuning", "after tuning (estimated)"]
     left = [0.0, 0.0]
     for index, segment in enumerate(segments):
-        colour = _SEGMENT_COLOURS[index % len(_SEGMENT_COLOURS)]
+        outside = index == len(segments) - 1 and segment.label.startswith(OUTSIDE_LABEL)
+        colour = "#bdbdbd" if outside else _SEGMENT_COLOURS[index % len(_SEGMENT_COLOURS)]
         widths = [segment.before, segment.after]
         axes.barh(
             rows,
@@ -323,19 +328,20 @@ def plot_model_shares(segments: Sequence[ShareSegment]) -> Figure | None:
             left=left,
             color=colour,
             edgecolor="white",
-            hatch="" if segment.tuned else "//",
-            label=segment.label + ("" if segment.tuned else " (default kept)"),
+            hatch="//" if segment.kept_default else "",
+            label=segment.label + (" (default kept)" if segment.kept_default else ""),
         )
         for row, width in enumerate(widths):
             if width >= 0.06:
                 axes.text(
-                    left[row] + width / 2, row, f"{width:.0%}", ha="center", va="center", fontsize=8
-                )
+                    left[row] + width / 2, row, f"{width:.0%}", ha="center", va="center",
+                    fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+                )  # fmt: skip
         left = [left[0] + widths[0], left[1] + widths[1]]
     axes.set_xlim(0, 1)
     axes.invert_yaxis()
     axes.set_xlabel("share of model time")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.35), ncols=1, frameon=False)
+    figure.legend(fontsize=8, loc="outside lower left", ncols=1, frameon=False)
     return figure
 
 

@@ -24,6 +24,8 @@ RESULTS_NAME = "results.json"
 MODEL_REPORT_NAME = "report.json"
 MODEL_PROFILE_NAME = "profile.json"
 PROFILE_RESULTS_NAME = "profile_results.csv"
+# The model tuner's note naming the specs it dropped from the linked spec, comma-separated.
+DROPPED_NOTE = "dropped specs that slowed the linked model:"
 
 
 class RunKind(enum.Enum):
@@ -100,6 +102,9 @@ class ModelDispatchView:
     kept_spec: str | None
     selected: bool
     note: str
+    # Whether the dispatch's spec is in the model's final tuned spec: kept in selection, not
+    # dropped afterwards as harmful, and a tuned spec written at all.
+    in_tuned_spec: bool
 
 
 @dataclass(frozen=True)
@@ -306,6 +311,14 @@ def read_model_run(run_dir: Path) -> ModelRunView:
         for p in profile.get("dispatches") or ()
         if isinstance(p, Mapping)
     }
+    notes = tuple(_text(n) for n in report.get("notes") or () if n)
+    dropped = {
+        name.strip()
+        for note in notes
+        if note.startswith(DROPPED_NOTE)
+        for name in note.removeprefix(DROPPED_NOTE).split(",")
+    }
+    tuned_spec = _text(report.get("tuned_spec")) or None
     dispatches = tuple(
         ModelDispatchView(
             name=_text(d.get("name")),
@@ -317,6 +330,9 @@ def read_model_run(run_dir: Path) -> ModelRunView:
             kept_spec=_text(d.get("kept_spec")) or None,
             selected=selected.get(_text(d.get("name")), True),
             note=_text(d.get("note")),
+            in_tuned_spec=bool(
+                tuned_spec and d.get("kept_spec") and _text(d.get("name")) not in dropped
+            ),
         )
         for d in report.get("dispatches") or ()
         if isinstance(d, Mapping)
@@ -338,9 +354,9 @@ def read_model_run(run_dir: Path) -> ModelRunView:
         default_ms=_number(report.get("default_ms")),
         tuned_ms=_number(report.get("tuned_ms")),
         speedup=_number(report.get("speedup")),
-        tuned_spec=_text(report.get("tuned_spec")) or None,
+        tuned_spec=tuned_spec,
         decision=read_decision(report.get("decision")),
-        notes=tuple(_text(n) for n in report.get("notes") or () if n),
+        notes=notes,
         model_ms=_number(profile.get("model_ms")),
         explained_ms=_number(profile.get("explained_ms")),
         dispatches=dispatches,
