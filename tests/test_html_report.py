@@ -212,7 +212,7 @@ def test_a_recorded_decision_shows_its_interval_replay_and_why(tmp_path: Path) -
         "measured on real-input timing" in page
     )
     assert f"<pre>{replay}</pre>" in page
-    assert "Spec written: <b>no</b>. the interval reaches below the threshold" in page
+    assert "Spec written: <b>no</b>. The interval reaches below the threshold" in page
     assert "compile-failed: 1 without a time" in page
     # The wrong candidate is plotted and tabled in its own colour.
     assert page.count("#e7298a") >= 2

@@ -173,7 +173,7 @@ def _dispatch_verdict(run: DispatchRunView) -> str:
         f"Spec written: <b>yes</b> ({escape_html(run.run_dir / 'best_spec.mlir')}). "
         if run.spec_written
         else "Spec written: <b>no</b>. "
-    ) + escape_html(run.spec_why)
+    ) + escape_html(run.spec_why[:1].upper() + run.spec_why[1:])
     parts = [f'<p class="headline">{escape_html(headline)}</p>', f"<p>{spec}</p>"]
     parts.extend(_decision_lines(decision))
     if winner is not None and winner.knobs:
