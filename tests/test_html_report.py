@@ -209,7 +209,7 @@ def test_a_recorded_decision_shows_its_interval_replay_and_why(tmp_path: Path) -
     page = render_dispatch_report(run)
     assert (
         "1.250× faster than the compiler&#x27;s default (interval 1.100×–1.400×): candidate 1, "
-        "measured on real-input timing" in page
+        "decided on real inputs, timed side by side with the default" in page
     )
     assert f"<pre>{replay}</pre>" in page
     assert "Spec written: <b>no</b>. The interval reaches below the threshold" in page

@@ -14,6 +14,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from ireetune.report.plots import (
+    MAX_CANDIDATE_ROWS,
     KnobPoint,
     compute_model_shares,
     plot_candidate_times,
@@ -142,6 +143,13 @@ def _decision_lines(decision: Decision | None) -> list[str]:
     return lines
 
 
+# How the run's decision was measured, as the verdict says it.
+_BASIS_TEXT = {
+    "dispatch": "decided on dispatch-level times",
+    "real-input": "decided on real inputs, timed side by side with the default",
+}
+
+
 def _winner(run: DispatchRunView) -> CandidateView | None:
     winner = run.decision.winner if run.decision is not None else run.best_candidate
     return next((c for c in run.candidates if c.candidate_id == winner), None)
@@ -156,7 +164,11 @@ def _dispatch_verdict(run: DispatchRunView) -> str:
     if low is None and winner is not None:
         low, high = winner.speedup_low, winner.speedup_high
     if winner is not None and speedup is not None:
-        basis = f", measured on {decision.basis} timing" if decision and decision.basis else ""
+        basis = (
+            f", {_BASIS_TEXT.get(decision.basis, 'decided on ' + decision.basis)}"
+            if decision and decision.basis
+            else ""
+        )
         headline = (
             f"{speedup:.3f}× faster than the compiler's default{_interval(low, high)}: "
             f"candidate {winner.candidate_id}{basis}"
@@ -235,7 +247,8 @@ def _dispatch_sections(run: DispatchRunView, heading_level: int = 2) -> list[str
         render_figure(
             figure_svg(plot_candidate_times(run.candidates, winner)),
             "Median time per call; whiskers span the fastest to the slowest repetition. The "
-            "dashed line is the default's median, the grey band its spread.",
+            "dashed line is the default's median, the grey band its spread. At most the "
+            f"{MAX_CANDIDATE_ROWS} fastest candidates are drawn; the table lists them all.",
             "No candidate has a time.",
         ),
         f"<{tag}>What the search learned: knobs against speedup</{tag}>",
@@ -490,6 +503,6 @@ def try_write_html_report(run_dir: Path) -> Path | None:
     """
     try:
         return write_html_report(run_dir)
-    except Exception as error:  # noqa: BLE001 - any failure here must leave the run standing.
+    except Exception as error:  # Any failure here must leave the finished run standing.
         logger.warning("could not write the HTML report of %s: %s", run_dir, error)
         return None

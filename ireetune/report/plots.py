@@ -124,6 +124,10 @@ def plot_convergence(
     return figure
 
 
+# The most candidates drawn one per row; past this the plot keeps the fastest (and the winner).
+MAX_CANDIDATE_ROWS = 60
+
+
 def plot_candidate_times(
     candidates: Sequence[CandidateView], winner: int | None = None
 ) -> Figure | None:
@@ -131,6 +135,10 @@ def plot_candidate_times(
     timed = _timed(candidates)
     if not timed:
         return None
+    if len(timed) > MAX_CANDIDATE_ROWS:
+        fastest = sorted(timed, key=lambda c: c.median_ms or 0.0)[:MAX_CANDIDATE_ROWS]
+        kept = {c.candidate_id for c in fastest} | {winner}
+        timed = [c for c in timed if c.candidate_id in kept]
     baseline = next((c for c in candidates if c.is_baseline and c.median_ms is not None), None)
     figure = _new_figure(7.0, max(2.4, 0.6 + 0.24 * len(timed)))
     axes = figure.add_subplot()
