@@ -418,8 +418,11 @@ def plot_speedup_bars(
     axes.set_yticks(range(len(labels)), labels, fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel("best verified speedup over the default (x)")
-    axes.legend(
-        handles=[Patch(color=colours[g], label=g) for g in group_names], fontsize=7, loc="best"
+    figure.legend(
+        handles=[Patch(color=colours[g], label=g) for g in group_names],
+        fontsize=7,
+        loc="outside lower center",
+        frameon=False,
     )
     axes.grid(axis="x", alpha=0.3)
     return figure
