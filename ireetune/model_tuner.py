@@ -29,6 +29,8 @@ from iree.compiler import ir
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.decision.rules import clears_threshold
+from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
@@ -45,7 +47,7 @@ from ireetune.model.hot import (
     count_dispatch_invocations,
     select_hot_dispatches,
 )
-from ireetune.model.select import find_harmful, is_faster
+from ireetune.model.select import MODEL_RULE, find_harmful, is_faster, model_speedup
 from ireetune.model.timing import ModelRun, run_models_side_by_side
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
@@ -105,6 +107,8 @@ class ModelTuneResult:
     tuned_spec_path: Path | None
     dispatches: tuple[DispatchOutcome, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The final side-by-side check's paired speedup and interval (None without a tuned spec).
+    estimate: SpeedupEstimate | None = None
 
     @property
     def speedup(self) -> float:
@@ -269,7 +273,8 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     _write_profile(run_dir, hot)
 
     candidates_by_dispatch: dict[str, list[Path]] = {}
-    tuned_ms: dict[str, float | None] = {}
+    # Per spec: (default ms, candidate ms) from the same tuning session of that dispatch.
+    session_ms: dict[Path, tuple[float, float]] = {}
     dispatch_notes: dict[str, str] = {}
     for profile in hot.selected:
         if options.time_budget_s is not None and time.monotonic() - started > options.time_budget_s:
@@ -305,7 +310,12 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
             ]
         kept = ranked[: options.candidates_per_dispatch]
         candidates_by_dispatch[profile.name] = [result.run_dir / r.spec_path for r in kept]
-        tuned_ms[profile.name] = kept[0].median_ms if kept else None
+        for record in kept:
+            if record.median_ms and result.baseline_ms == result.baseline_ms:
+                session_ms[result.run_dir / record.spec_path] = (
+                    result.baseline_ms,
+                    record.median_ms,
+                )
         if not kept:
             dispatch_notes[profile.name] = "no candidate could be measured"
 
@@ -350,7 +360,8 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
                     f"dropped a candidate that changed the model's outputs ({why})"
                 )
                 continue
-            faster = is_faster(runs["current"].times_ms, trial.times_ms)
+            estimate = model_speedup(runs["current"].times_ms, trial.times_ms)
+            faster = clears_threshold(estimate, MODEL_RULE)
             trials.append(
                 {
                     "dispatch": profile.name,
@@ -358,6 +369,10 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
                     "linked_spec": str(trial_spec),
                     "current_ms": statistics.median(runs["current"].times_ms),
                     "trial_ms": statistics.median(trial.times_ms),
+                    "speedup": estimate.speedup if estimate else None,
+                    "speedup_low": estimate.low if estimate else None,
+                    "speedup_high": estimate.high if estimate else None,
+                    "rule": MODEL_RULE.name,
                     "accepted": faster,
                 }
             )
@@ -374,24 +389,35 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
                 profile.name, "no candidate made the model faster; default kept"
             )
 
-    tuned_spec_path, final_default, final_tuned = _finish(
+    tuned_spec_path, final_default, final_tuned, final_estimate = _finish(
         model, run_dir, accepted, default_vmfb, options, notes
     )
+    for name in [n for n in accepted if tuned_spec_path is None or n in _dropped(notes)]:
+        dispatch_notes[name] = "candidate spec kept in selection, then dropped at the final check"
+        del accepted[name]
+
+    def columns(profile: DispatchProfile) -> tuple[float | None, float | None]:
+        # Default and tuned come from the same session: the dispatch's own tuning run.
+        spec = accepted.get(profile.name)
+        if spec is not None and spec in session_ms:
+            return session_ms[spec]
+        return profile.dispatch_ms, None
+
     outcomes = tuple(
         DispatchOutcome(
             name=p.name,
             problem=p.problem,
             invocations=p.invocations,
             share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
-            default_ms=p.dispatch_ms,
-            tuned_ms=tuned_ms.get(p.name),
+            default_ms=columns(p)[0],
+            tuned_ms=columns(p)[1],
             kept_spec=str(accepted[p.name]) if p.name in accepted else None,
             note=dispatch_notes.get(p.name, "" if p in hot.selected else "not selected"),
         )
         for p in hot.ranked
     )
     model_result = ModelTuneResult(
-        run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes)
+        run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes), final_estimate
     )
     _write_report(run_dir, options, hot, model_result, time.monotonic() - started)
     return model_result
@@ -409,6 +435,17 @@ def tune_torch_module(
     return tune_model(ModelTuneOptions(model_path=mlir_path, **options))
 
 
+def _dropped(notes: Sequence[str]) -> list[str]:
+    """Return the dispatch names the final check dropped (recorded in a note)."""
+    for note in notes:
+        if note.startswith(_DROPPED_NOTE):
+            return note.removeprefix(_DROPPED_NOTE).split(", ")
+    return []
+
+
+_DROPPED_NOTE = "dropped specs that slowed the linked model: "
+
+
 def _finish(
     model: _Model,
     run_dir: Path,
@@ -416,83 +453,106 @@ def _finish(
     default_vmfb: Path,
     options: ModelTuneOptions,
     notes: list[str],
-) -> tuple[Path | None, float, float]:
-    """Link the kept specs, check the tuned model against the default side by side, drop harm."""
+) -> tuple[Path | None, float, float, SpeedupEstimate | None]:
+    """Link the kept specs, check the tuned model against the default side by side, drop harm.
+
+    Every subset that is kept has been measured: each trial (the current set less one spec,
+    or the default model when one spec is left) is timed side by side with the current set.
+    """
     final_dir = run_dir / "final"
     final_dir.mkdir()
+    counter = iter(range(10_000))
+    binaries: dict[tuple[str, ...], Path | None] = {(): default_vmfb}
 
-    def build(names: Sequence[str], label: str) -> tuple[Path, Path] | None:
-        spec = final_dir / f"{label}_spec.mlir"
-        link_spec_files([accepted[n] for n in names], spec)
-        binary = final_dir / f"{label}.vmfb"
-        return None if model.compile(spec, binary) else (spec, binary)
+    def binary_of(names: Sequence[str]) -> Path | None:
+        key = tuple(names)
+        if key not in binaries:
+            label = f"set{next(counter)}"
+            spec = final_dir / f"{label}_spec.mlir"
+            link_spec_files([accepted[n] for n in names], spec)
+            binary = final_dir / f"{label}.vmfb"
+            binaries[key] = None if model.compile(spec, binary) else binary
+        return binaries[key]
 
-    def compare(binary: Path) -> dict[str, ModelRun]:
+    def compare(first: Path, second: Path) -> dict[str, ModelRun]:
         return run_models_side_by_side(
-            [("default", default_vmfb), ("tuned", binary)],
-            model.function,
-            model.inputs_path,
-            final_dir,
-            model.target.runtime_device,
-            2 * options.rounds,
-        )
+            [("default", first), ("tuned", second)], model.function, model.inputs_path,
+            final_dir, model.target.runtime_device, 2 * options.rounds,
+        )  # fmt: skip
 
     names = list(accepted)
-    if not names:
+    if names:
+        full = binary_of(names)
+        full_runs = compare(default_vmfb, full) if full is not None else None
+        if (
+            full_runs is None
+            or not full_runs["tuned"].ok
+            or not is_faster(full_runs["default"].times_ms, full_runs["tuned"].times_ms, MODEL_RULE)
+        ):
+
+            def better_without(current: Sequence[str], trial: Sequence[str]) -> bool:
+                current_binary = binary_of(current)
+                if current_binary is None:
+                    return True
+                trial_binary = binary_of(trial)
+                if trial_binary is None:
+                    return False
+                runs = compare(current_binary, trial_binary)
+                if not runs["tuned"].ok:
+                    return False
+                if not runs["default"].ok:
+                    return True
+                return is_faster(runs["default"].times_ms, runs["tuned"].times_ms, MODEL_RULE)
+
+            dropped = find_harmful(names, better_without)
+            if dropped:
+                notes.append(_DROPPED_NOTE + ", ".join(dropped))
+            names = [n for n in names if n not in dropped]
+    final = binary_of(names) if names else None
+    if final is None:
         runs = run_models_side_by_side(
-            [("default", default_vmfb)],
-            model.function,
-            model.inputs_path,
-            final_dir,
-            model.target.runtime_device,
-            2 * options.rounds,
-        )
+            [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
+            model.target.runtime_device, 2 * options.rounds,
+        )  # fmt: skip
         default_ms = statistics.median(runs["default"].times_ms)
         notes.append("no dispatch spec made the model faster; no tuned spec written")
-        return None, default_ms, default_ms
-    built = build(names, "tuned")
-    runs = compare(built[1]) if built else {}
-    if (
-        built is None
-        or not runs["tuned"].ok
-        or not is_faster(runs["default"].times_ms, runs["tuned"].times_ms)
-    ):
-        counter = iter(range(1000))
-
-        def faster_without(subset: Sequence[str]) -> bool:
-            if not subset:
-                return True
-            trial = build(subset, f"drop{next(counter)}")
-            if trial is None:
-                return False
-            trial_runs = compare(trial[1])
-            return trial_runs["tuned"].ok and is_faster(
-                runs["tuned"].times_ms if runs else trial_runs["default"].times_ms,
-                trial_runs["tuned"].times_ms,
-            )
-
-        dropped = find_harmful(names, faster_without)
-        if dropped:
-            notes.append(f"dropped specs that slowed the linked model: {', '.join(dropped)}")
-        names = [n for n in names if n not in dropped]
-        if not names:
-            default_ms = statistics.median(runs["default"].times_ms) if runs else 0.0
-            notes.append("the linked spec did not make the model faster; no tuned spec written")
-            return None, default_ms, default_ms
-        built = build(names, "tuned_final")
-        assert built is not None, "a subset of compiling specs failed to compile"
-        runs = compare(built[1])
+        return None, default_ms, default_ms, None
+    # The figures reported are one fresh side-by-side session of default and the final set.
+    runs = compare(default_vmfb, final)
     matches, why = _outputs_match(runs["default"].outputs, runs["tuned"].outputs)
     if not matches:
         raise IreetuneError(
             f"the tuned model's outputs differ from the default's ({why}); no spec written"
         )
+    estimate = model_speedup(runs["default"].times_ms, runs["tuned"].times_ms)
+    if not clears_threshold(estimate, MODEL_RULE):
+        default_ms = statistics.median(runs["default"].times_ms)
+        notes.append(
+            "the linked spec did not make the model faster in the final side-by-side check "
+            f"({estimate.describe() if estimate else 'no timing'}); no tuned spec written"
+        )
+        return None, default_ms, default_ms, estimate
     tuned_spec = run_dir / "tuned_spec.mlir"
-    shutil.copyfile(built[0], tuned_spec)
+    shutil.copyfile(final.with_name(final.name.removesuffix(".vmfb") + "_spec.mlir"), tuned_spec)
     return (
         tuned_spec,
         statistics.median(runs["default"].times_ms),
         statistics.median(runs["tuned"].times_ms),
+        estimate,
+    )
+
+
+def _explained_line(hot: HotSet) -> str:
+    """Say how much of the model's time the dispatch timings explain, without negative rests."""
+    if hot.unexplained_ms >= 0:
+        return (
+            f"profile: dispatches explain {hot.explained_ms:.3f} of {hot.model_ms:.3f} ms measured "
+            f"(unexplained {hot.unexplained_ms:.3f} ms: launch overhead, copies, timing differences)"
+        )
+    return (
+        f"profile: dispatch benchmarks add up to {hot.explained_ms:.3f} ms, more than the "
+        f"{hot.model_ms:.3f} ms the model takes (dispatch benchmarks time each dispatch alone, on "
+        "the CPU on uninitialised buffers): shares are of the dispatch total"
     )
 
 
@@ -522,21 +582,24 @@ def _write_report(
 ) -> None:
     lines = [
         f"model: {options.model_path}   target: {options.target}",
-        f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup {result.speedup:.3f}x "
-        f"(whole model, median of {2 * options.rounds} calls each, default and tuned interleaved in one process)",
-        f"profile: dispatches explain {hot.explained_ms:.3f} of {hot.model_ms:.3f} ms measured "
-        f"(unexplained {hot.unexplained_ms:+.3f} ms: launch overhead, copies, timing differences)",
+        f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
+        + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
+        + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
+        "process, 95% paired interval)",
+        _explained_line(hot),
         f"tuning wall time {wall_s:.0f} s; {len(hot.selected)} dispatch problem(s) selected, covering "
         f"{hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9):.0%} of dispatch time",
         "",
-        f"{'share':>6} {'runs':>4} {'default ms':>10} {'tuned ms':>9}  {'dispatch':<40} problem / note",
+        f"{'share':>6} {'runs':>4} {'default ms':>10} {'tuned ms':>9}  {'dispatch':<40} problem / note"
+        "   (default and tuned ms of a tuned dispatch: its own tuning session)",
     ]
     for outcome in result.dispatches:
         if outcome.share < 0.005 and not outcome.kept_spec and outcome.note == "not selected":
             continue
         lines.append(
             f"{outcome.share:>6.1%} {outcome.invocations:>4} {outcome.default_ms or 0:>10.4f} "
-            f"{outcome.tuned_ms or 0:>9.4f}  {outcome.name[:40]:<40} {outcome.problem}"
+            f"{'-' if outcome.tuned_ms is None else f'{outcome.tuned_ms:.4f}':>9}  "
+            f"{outcome.name[:40]:<40} {outcome.problem}"
             + (f" | {outcome.note}" if outcome.note else "")
         )
     lines.extend(f"note: {n}" for n in result.notes)
@@ -550,6 +613,9 @@ def _write_report(
         "default_ms": result.default_ms,
         "tuned_ms": result.tuned_ms,
         "speedup": result.speedup,
+        "speedup_low": result.estimate.low if result.estimate else None,
+        "speedup_high": result.estimate.high if result.estimate else None,
+        "rule": MODEL_RULE.name,
         "wall_s": wall_s,
         "tuned_spec": str(result.tuned_spec_path) if result.tuned_spec_path else None,
         "notes": list(result.notes),

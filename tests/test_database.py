@@ -53,7 +53,12 @@ INFO = (
 
 
 def _result(
-    config: dict[str, int] | None, status: str, speedup: float | None, key: ResultKey = KEY
+    config: dict[str, int] | None,
+    status: str,
+    speedup: float | None,
+    key: ResultKey = KEY,
+    verdict: str = "",
+    origin: str = "local",
 ) -> StoredResult:
     return StoredResult(
         key,
@@ -70,6 +75,9 @@ def _result(
         speedup,
         "session-a",
         "2026-11-23T00:00:00+00:00",
+        verdict=verdict,
+        rule="test-rule",
+        origin=origin,
     )
 
 
@@ -95,10 +103,51 @@ def test_other_compiler_versions_are_stale_not_current(tmp_path: Path) -> None:
         "iree-base-compiler 3.12.0", KEY.target, KEY.device, KEY.problem, KEY.signature
     )
     with TuningDatabase(tmp_path / "t.sqlite") as database:
-        database.write(_result({"vec_m": 2}, "verified", 1.3, old_key))
+        database.write(_result({"vec_m": 2}, "verified", 1.3, old_key, verdict="winner"))
+        # A verified row that lost under the rule is no result worth carrying across versions.
+        database.write(_result({"vec_m": 4}, "verified", 1.5, old_key, verdict="beaten"))
         assert database.lookup(KEY) == {}
         assert [r.knobs for r in database.lookup_stale(KEY)] == [(("vec_m", 2),)]
         assert database.best_results() == []
+
+
+def test_only_local_winners_are_best_results(tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "t.sqlite") as database:
+        # Verified and fastest at dispatch level, but the rule did not choose it: never reused.
+        database.write(_result({"vec_m": 8}, "verified", 1.9, verdict="beaten"))
+        database.write(_result({"vec_m": 4}, "verified", 1.2, verdict="winner"))
+        database.write(_result({"vec_m": 2}, "verified", 9.9, verdict="winner", origin="imported"))
+        best = database.best_results()
+        stale = database.lookup_stale(KEY)
+    assert [r.knobs for r in best] == [(("vec_m", 4),)]
+    assert [r.knobs for r in stale] == [(("vec_m", 2),)]
+
+
+def test_schema_1_file_is_upgraded_and_its_rows_are_not_winners(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    connection = sqlite3.connect(path)
+    connection.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '1');"
+        "CREATE TABLE results (compiler_version TEXT NOT NULL, target TEXT NOT NULL, device TEXT "
+        "NOT NULL, problem TEXT NOT NULL, signature TEXT NOT NULL, config TEXT NOT NULL, "
+        "compilation_info TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, times_ms TEXT "
+        "NOT NULL, median_ms REAL, min_ms REAL, max_ms REAL, spread REAL, baseline_ms REAL, "
+        "speedup REAL, session TEXT NOT NULL, written_at TEXT NOT NULL, PRIMARY KEY "
+        "(compiler_version, target, device, problem, config));"
+    )
+    connection.execute(
+        "INSERT INTO results VALUES (?, ?, ?, ?, ?, '{\"vec_m\": 4}', '', 'verified', '', "
+        "'[1.0]', 1.0, 1.0, 1.0, 0.0, 2.0, 2.0, 's', 'then')",
+        (KEY.compiler_version, KEY.target, KEY.device, KEY.problem, KEY.signature),
+    )
+    connection.commit()
+    connection.close()
+    with TuningDatabase(path) as database:
+        rows = list(database.lookup(KEY).values())
+        best = database.best_results()
+    assert [(r.status, r.verdict, r.origin) for r in rows] == [("verified", "", "local")]
+    assert best == []
 
 
 def test_foreign_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path) -> None:
@@ -178,8 +227,9 @@ def test_export_json_then_import_adds_only_missing_rows(tmp_path: Path) -> None:
 
 def test_linked_spec_export_has_one_matcher_per_best_problem(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.sqlite") as database:
-        database.write(_result({"vec_m": 8}, "verified", 1.2))
-        database.write(_result({"vec_m": 4}, "verified", 1.4))
+        database.write(_result({"vec_m": 8}, "verified", 1.2, verdict="winner"))
+        database.write(_result({"vec_m": 4}, "verified", 1.4, verdict="winner"))
+        database.write(_result({"vec_m": 2}, "verified", 1.9, verdict="beaten"))
         best = database.best_results()
     assert [r.speedup for r in best] == [1.4]
     spec = render_linked_spec(best)

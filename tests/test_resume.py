@@ -117,3 +117,46 @@ def test_killed_run_resumes_without_losing_or_remeasuring(
     assert len(restored) >= len(before)
     final = [c["status"] for c in results["candidates"]]
     assert "generated" not in final and "compiled" not in final
+
+
+def test_killed_during_the_checks_resumes_into_the_same_verdict(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    """The campaign is stored before the checks run; a kill there loses only the verdicts.
+
+    The state a kill during the checks leaves (every timing stored, no verdict) is made from a
+    finished run's database; the resumed run must reach the finished run's verdict, and measure
+    nothing again.
+    """
+    database = tmp_path / "done.sqlite"
+    command = [*_command(matmul_benchmark, tmp_path / "first", database)]
+    command[command.index("--confirm-rounds") + 1] = "3"
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    (first_dir,) = (tmp_path / "first").iterdir()
+    first = json.loads((first_dir / "results.json").read_text())
+
+    connection = sqlite3.connect(database)
+    connection.execute(
+        "UPDATE results SET verdict = '', rule = '', outputs_match = NULL, "
+        "real_input_speedup = NULL, real_input_low = NULL, real_input_high = NULL, "
+        "status = CASE WHEN status IN ('verified', 'wrong') THEN 'measured' ELSE status END"
+    )
+    connection.commit()
+    connection.close()
+    before = _measured(_rows(database))
+
+    command[command.index("--output-dir") + 1] = str(tmp_path / "second")
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    (second_dir,) = (tmp_path / "second").iterdir()
+    second = json.loads((second_dir / "results.json").read_text())
+    after = _rows(database)
+    for config, (_status, session, times) in before.items():
+        assert after[config][1:] == (session, times), f"{config} was measured again"
+    assert "resumed" in " ".join(second["notes"])
+    assert second["decision"]["winner"] == first["decision"]["winner"]
+    assert second["decision"].get("speedup") == first["decision"].get("speedup")
+    assert {c: j["verdict"] for c, j in second["decision"]["judgements"].items()} == {
+        c: j["verdict"] for c, j in first["decision"]["judgements"].items()
+    }

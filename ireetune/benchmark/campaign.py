@@ -41,7 +41,7 @@ class CampaignSettings:
     min_repetition_s: float = 0.05
     hopeless_factor: float = 5.0
     confirm_top: int = 4
-    confirm_rounds: int = 3
+    confirm_rounds: int = 5
     min_timeout_s: float = 10.0
 
 
@@ -66,6 +66,8 @@ class CandidateMeasurement:
     speedup: float | None = None
     stopped_early: bool = False
     confirmed: bool = False
+    # The confirmation round's timings, one tuple per round interleaved with the baseline.
+    rounds_ms: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class DeviceBaseline:
     confirmed_ms: tuple[float, ...]
     drift: float | None
     error: str = ""
+    confirmed_rounds_ms: tuple[tuple[float, ...], ...] = ()
 
     @property
     def reference_ms(self) -> float:
@@ -117,7 +120,7 @@ def _measurement(
 
 def _run_device(
     device: str,
-    baseline_vmfb: Path,
+    baseline_job: BenchmarkJob,
     jobs: Sequence[BenchmarkJob],
     settings: CampaignSettings,
     earlier: Sequence[EarlierResult],
@@ -127,7 +130,6 @@ def _run_device(
     measured: queue.Queue[CandidateMeasurement],
     lock: threading.Lock,
 ) -> None:
-    baseline_job = BenchmarkJob(0, baseline_vmfb)
     # One worker process times the baseline, the candidates and the baseline again: the first
     # baseline fixes the batch, the early-stop threshold and the per-candidate timeout.
     outcomes = run_benchmarks(
@@ -171,11 +173,20 @@ def _run_device(
                 )
     reference_ms = float(statistics.median(before.times_ms + after_ms))
     local = {cid: _rescale(m, reference_ms) for cid, m in local.items()}
-    confirmed_ms = _confirm(device, baseline_job, jobs, local, earlier, settings, batch, timeout_s)
+    confirmed_rounds = _confirm(
+        device, baseline_job, jobs, local, earlier, settings, batch, timeout_s
+    )
+    confirmed_ms = tuple(t for r in confirmed_rounds for t in r)
     with lock:
         results.update(local)
         baselines[device] = DeviceBaseline(
-            device, batch, before.times_ms, after_ms, confirmed_ms, drift
+            device,
+            batch,
+            before.times_ms,
+            after_ms,
+            confirmed_ms,
+            drift,
+            confirmed_rounds_ms=confirmed_rounds,
         )
 
 
@@ -198,7 +209,7 @@ def _confirm(
     settings: CampaignSettings,
     batch: int,
     timeout_s: float,
-) -> tuple[float, ...]:
+) -> tuple[tuple[float, ...], ...]:
     """Re-time the leaders interleaved with the baseline; put their new results in `local`.
 
     Leaders come from this session's measurements and from `earlier` results; an earlier result
@@ -217,20 +228,19 @@ def _confirm(
     ]
     if not leaders or settings.confirm_rounds < 1:
         return ()
-    paths = {job.candidate_id: job.vmfb_path for job in (*jobs, *(e.job for e in earlier))}
-    round_jobs = [
-        baseline_job,
-        *(BenchmarkJob(m.candidate_id, paths[m.candidate_id]) for m in leaders),
-    ]
-    times: dict[int, list[float]] = {job.candidate_id: [] for job in round_jobs}
+    by_id = {job.candidate_id: job for job in (*jobs, *(e.job for e in earlier))}
+    round_jobs = [baseline_job, *(by_id[m.candidate_id] for m in leaders)]
+    rounds: dict[int, list[tuple[float, ...]]] = {job.candidate_id: [] for job in round_jobs}
     failures: dict[int, BenchmarkOutcome] = {}
     for outcome in run_benchmarks(
         round_jobs * settings.confirm_rounds, device, settings.repetitions, batch, timeout_s
     ):
-        if outcome.status is BenchmarkStatus.MEASURED:
-            times[outcome.candidate_id].extend(outcome.times_ms)
-        else:
+        # A failed round stays in place (empty) so the rounds stay paired by position.
+        measured = outcome.status is BenchmarkStatus.MEASURED
+        rounds[outcome.candidate_id].append(outcome.times_ms if measured else ())
+        if not measured:
             failures[outcome.candidate_id] = outcome
+    times = {cid: [t for r in per_round for t in r] for cid, per_round in rounds.items()}
     if not times[0]:
         return ()
     baseline_ms = float(statistics.median(times[0]))
@@ -245,13 +255,13 @@ def _confirm(
         local[leader.candidate_id] = CandidateMeasurement(
             leader.candidate_id, device, BenchmarkStatus.MEASURED,
             f"confirmed in {settings.confirm_rounds} rounds interleaved with the baseline",
-            tuple(confirmed), baseline_ms / median, False, True,
+            tuple(confirmed), baseline_ms / median, False, True, tuple(rounds[leader.candidate_id]),
         )  # fmt: skip
-    return tuple(times[0])
+    return tuple(rounds[0])
 
 
 def run_campaign(
-    baseline_vmfb: Path,
+    baseline: Path | BenchmarkJob,
     jobs: Sequence[BenchmarkJob],
     devices: Sequence[str],
     settings: CampaignSettings,
@@ -262,9 +272,10 @@ def run_campaign(
 
     `on_measured` sees each first-pass measurement as it arrives (its speedup against the
     device's first baseline timing), always on the calling thread. `earlier` results take part
-    in the first device's confirmation round.
+    in the first device's confirmation round. `baseline` is the default's job (or its binary).
     """
     assert devices, "at least one device"
+    baseline_job = baseline if isinstance(baseline, BenchmarkJob) else BenchmarkJob(0, baseline)
     start = time.perf_counter()
     shares: dict[str, list[BenchmarkJob]] = {device: [] for device in devices}
     for index, job in enumerate(jobs):
@@ -278,7 +289,7 @@ def run_campaign(
         threading.Thread(
             target=_run_device,
             args=(
-                device, baseline_vmfb, shares[device], settings, earlier if index == 0 else (),
+                device, baseline_job, shares[device], settings, earlier if index == 0 else (),
                 results, baselines, notes, measured, lock,
             ),
             name=f"benchmark-{device}",
@@ -318,6 +329,7 @@ def campaign_to_json(result: CampaignResult) -> dict[str, object]:
                 "confirmed_ms": list(b.confirmed_ms),
                 "drift": b.drift,
                 "error": b.error,
+                "confirmed_rounds_ms": [list(r) for r in b.confirmed_rounds_ms],
             }
             for b in result.baselines.values()
         ],  # fmt: skip
@@ -331,6 +343,7 @@ def campaign_to_json(result: CampaignResult) -> dict[str, object]:
                 "speedup": m.speedup,
                 "stopped_early": m.stopped_early,
                 "confirmed": m.confirmed,
+                "rounds_ms": [list(r) for r in m.rounds_ms],
             }
             for m in sorted(result.candidates.values(), key=lambda m: m.candidate_id)
         ],  # fmt: skip
@@ -346,6 +359,7 @@ def campaign_from_json(data: dict[str, object]) -> CampaignResult:
         b["device"]: DeviceBaseline(
             b["device"], int(b["batch"]), tuple(b["before_ms"]), tuple(b["after_ms"]),
             tuple(b["confirmed_ms"]), b["drift"], b.get("error", ""),
+            tuple(tuple(r) for r in b.get("confirmed_rounds_ms", [])),
         )
         for b in baselines_data
     }  # fmt: skip
@@ -353,6 +367,7 @@ def campaign_from_json(data: dict[str, object]) -> CampaignResult:
         int(c["candidate_id"]): CandidateMeasurement(
             int(c["candidate_id"]), c["device"], BenchmarkStatus(c["status"]), c["reason"],
             tuple(c["times_ms"]), c["speedup"], bool(c["stopped_early"]), bool(c["confirmed"]),
+            tuple(tuple(r) for r in c.get("rounds_ms", [])),
         )
         for c in candidates_data
     }  # fmt: skip

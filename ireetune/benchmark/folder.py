@@ -29,11 +29,13 @@ from ireetune.benchmark.campaign import (
     campaign_to_json,
     run_campaign,
 )
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
-from ireetune.benchmark.stats import compute_stats
+from ireetune.benchmark.runner import BenchmarkJob
+from ireetune.decision.facts import facts_from_campaign
+from ireetune.decision.rules import DecisionRule, choose_contenders
+from ireetune.decision.stats import Basis
 from ireetune.handoff.manifest import RESULTS_NAME, Manifest, read_manifest
-from ireetune.report.ranking import is_real_improvement
 from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.runner import run_reference_programs
 
 
@@ -42,19 +44,22 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
-def choose_contenders(result: CampaignResult, top: int) -> list[int]:
-    """Return the confirmed candidates that beat their baseline beyond its noise, fastest first."""
-    noise = 0.0
-    for baseline in result.baselines.values():
-        times = baseline.confirmed_ms or (baseline.before_ms + baseline.after_ms)
-        if times:
-            noise = max(noise, compute_stats(times).noise)
-    confirmed = [
-        m for m in result.candidates.values()
-        if m.confirmed and m.status is BenchmarkStatus.MEASURED and is_real_improvement(m.speedup or 0.0, noise)
-    ]  # fmt: skip
-    confirmed.sort(key=lambda m: (-(m.speedup or 0.0), m.candidate_id))
-    return [m.candidate_id for m in confirmed[:top]]
+def folder_rule(manifest: Manifest) -> DecisionRule:
+    """Return the decision rule the folder was compiled for."""
+    return DecisionRule(
+        threshold=manifest.threshold, real_input_decides=manifest.real_input_decides
+    )
+
+
+def contender_limit(manifest: Manifest) -> int:
+    """How many candidates are checked further: more where real inputs decide (pre-selection)."""
+    return max(manifest.verify.top, 6) if manifest.real_input_decides else manifest.verify.top
+
+
+def choose_folder_contenders(result: CampaignResult, manifest: Manifest) -> list[int]:
+    """Return the contenders under the folder's rule (the same call `finish` makes)."""
+    facts = facts_from_campaign(result, Basis.DISPATCH)
+    return choose_contenders(list(facts.values()), folder_rule(manifest), contender_limit(manifest))
 
 
 def verify_contenders(
@@ -130,12 +135,28 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
     result = run_campaign(run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
     _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
-    contenders = choose_contenders(result, manifest.verify.top)
+    contenders = choose_folder_contenders(result, manifest)
     measured_devices = [b.device for b in result.baselines.values() if not b.error]
     verification: dict[str, Any] = {"verdicts": {}}
     if contenders and measured_devices:
         _log(f"verifying candidates {', '.join(map(str, contenders))}")
         verification = verify_contenders(run_dir, manifest, contenders, measured_devices[0])
+        passing = [
+            c
+            for c in contenders
+            if verification["verdicts"].get(str(c), {}).get("status") == "verified"
+        ]
+        if manifest.real_input_decides and passing:
+            _log(
+                f"timing candidates {', '.join(map(str, passing))} on real inputs beside the default"
+            )
+            by_id = {c.candidate_id: c for c in (manifest.baseline, *manifest.candidates)}
+            _, raw = time_on_real_inputs(
+                {cid: run_dir / by_id[cid].reference_vmfb for cid in (0, *passing)},
+                run_dir / "verify" / "inputs.npz", run_dir / "verify", measured_devices[0],
+                manifest.real_input_rounds,
+            )  # fmt: skip
+            verification["real_input_timings"] = raw
     payload = {
         "devices": list(chosen),
         "campaign": campaign_to_json(result),

@@ -36,7 +36,7 @@ def record_measurement(
         record, status=CandidateStatus.MEASURED, device=measurement.device, reason=reason,
         times_ms=measurement.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
         max_ms=stats.max_ms, spread=stats.spread, stopped_early=measurement.stopped_early,
-        speedup=measurement.speedup,
+        speedup=measurement.speedup, confirmed=measurement.confirmed, rounds_ms=measurement.rounds_ms,
     )  # fmt: skip
 
 
@@ -65,7 +65,7 @@ def apply_campaign(
     changed.append(replace(
         records[0], status=CandidateStatus.MEASURED, device=first.device, times_ms=tuple(baseline_times),
         median_ms=stats.median_ms, min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread,
-        speedup=1.0,
+        speedup=1.0, confirmed=bool(first.confirmed_rounds_ms), rounds_ms=first.confirmed_rounds_ms,
     ))  # fmt: skip
     info["baseline_noise"] = stats.noise
     info["baseline_drift"] = {b.device: b.drift for b in measured_devices if b.drift is not None}

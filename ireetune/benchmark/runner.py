@@ -36,8 +36,24 @@ class BenchmarkStatus(enum.Enum):
 
 @dataclass(frozen=True)
 class BenchmarkJob:
+    """One binary to time: its dispatch benchmark, or with `inputs_path` its `function` called
+    on those real inputs (an .npz of arg0, arg1, ...)."""
+
     candidate_id: int
     vmfb_path: Path
+    inputs_path: Path | None = None
+    function: str = ""
+
+    def to_request(self) -> dict[str, object]:
+        """Return the job as the worker's request reads it."""
+        request: dict[str, object] = {
+            "candidate_id": self.candidate_id,
+            "vmfb": str(self.vmfb_path),
+        }
+        if self.inputs_path is not None:
+            request["inputs"] = str(self.inputs_path)
+            request["function"] = self.function or "main"
+        return request
 
 
 @dataclass(frozen=True)
@@ -105,7 +121,7 @@ def run_benchmarks(
             "hopeless_ms": hopeless_ms,
             "learn_from_first": learn and next_job == 0,
             "hopeless_factor": hopeless_factor,
-            "jobs": [{"candidate_id": j.candidate_id, "vmfb": str(j.vmfb_path)} for j in pending],
+            "jobs": [j.to_request() for j in pending],
         }
         process = subprocess.Popen(
             worker_command(),

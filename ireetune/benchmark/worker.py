@@ -7,6 +7,8 @@ driver start-up that one process per candidate would pay.
 
 Request: {"device": "local-task", "repetitions": 5, "batch": 0, "min_repetition_s": 0.05,
           "hopeless_ms": null, "jobs": [{"candidate_id": 0, "vmfb": "0.vmfb"}]}
+A job with "inputs" (an .npz of arg0, arg1, ...) and "function" times a program on those real
+inputs instead: they are uploaded once, and a batch of n is n calls.
 With "learn_from_first": true, the first job (the baseline) fixes the batch for the others and,
 with "hopeless_factor": f, their early-stop threshold (f times its median).
 Each job prints {"event": "start", "job_index": i, ...} before it runs and {"event": "result",
@@ -54,6 +56,22 @@ def _choose_batch(function: Any, min_repetition_s: float) -> int:
 _SINGLE_CALL_FLOOR_MS = 1.0
 
 
+def _on_real_inputs(runtime: Any, device: Any, function: Any, inputs_path: str) -> Any:
+    """Wrap a program's function so that calling it with n runs it n times on real inputs."""
+    import numpy as np
+
+    with np.load(inputs_path) as archive:
+        host = [archive[f"arg{i}"] for i in range(len(archive.files))]
+    # Uploaded once, results left on the device: only execution is timed.
+    arguments = [runtime.asdevicearray(device, array) for array in host]
+
+    def call(count: int) -> None:
+        for _ in range(count):
+            function(*arguments)
+
+    return call
+
+
 def load_function(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, str]:
     """Load one binary on the device; return its benchmark function (warmed up) and name."""
     config = runtime.Config(device=device)
@@ -62,6 +80,8 @@ def load_function(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, 
     context.add_vm_module(vm_module)
     function_name = job.get("function") or _find_benchmark_function(vm_module)
     function = context.modules[vm_module.name][function_name]
+    if job.get("inputs"):
+        function = _on_real_inputs(runtime, device, function, job["inputs"])
     function(1)  # Warm-up: loads the executable (and JIT-compiles it on a GPU).
     return function, function_name
 

@@ -9,6 +9,7 @@ COMMAND_MODULES = (
     "ireetune.commands.tune_dispatch",
     "ireetune.commands.benchmark_folder",
     "ireetune.commands.finish",
+    "ireetune.commands.replay",
     "ireetune.commands.db",
     "ireetune.commands.spec",
     "ireetune.commands.compile",

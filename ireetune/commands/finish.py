@@ -18,18 +18,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.handoff.finish import finish_run
     from ireetune.report.html_report import try_write_html_report
-    from ireetune.report.summary import render_summary
 
     result = finish_run(arguments.run_dir)
-    target = str(
-        __import__("json").loads((arguments.run_dir / "results.json").read_text())["target"]
-    )
-    summary = render_summary(
-        result.problem.signature, target, result.records, result.baseline_ms,
-        result.compile_success_rate, result.best, result.notes,
-    )  # fmt: skip
-    (result.run_dir / "summary.txt").write_text(summary)
-    sys.stdout.write(summary)
+    sys.stdout.write(result.summary)
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")
     report_path = try_write_html_report(result.run_dir)

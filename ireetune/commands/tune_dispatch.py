@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--confirm-rounds",
         type=int,
-        default=3,
+        default=5,
         help="interleaved re-timing rounds of the leaders against the baseline (0 to skip)",
     )
     parser.add_argument(
@@ -74,7 +74,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
     from ireetune.report.html_report import try_write_html_report
-    from ireetune.report.summary import render_summary
 
     options = TuneOptions(
         input_path=arguments.input,
@@ -107,17 +106,7 @@ def run(arguments: argparse.Namespace) -> int:
             f"  ireetune finish {result.run_dir}\n"
         )
         return 0
-    summary = render_summary(
-        result.problem.signature,
-        options.target,
-        result.records,
-        result.baseline_ms,
-        result.compile_success_rate,
-        result.best,
-        result.notes,
-    )
-    (result.run_dir / "summary.txt").write_text(summary)
-    sys.stdout.write(summary)
+    sys.stdout.write(result.summary)
     sys.stdout.write(f"run folder: {result.run_dir}\n")
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")

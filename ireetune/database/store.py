@@ -2,7 +2,10 @@
 
 One row per (compiler version, target, device, problem, config). The key's parts are canonical
 text: the problem as the JSON of its record, the config as the JSON of its sorted knobs (`null`
-for the compiler's default). WAL mode and a busy timeout let several tuner processes share one
+for the compiler's default). Each row keeps every check's outcome separately (dispatch-level
+speedup with its interval, outputs equal, real-input speedup with its interval) and the verdict
+that the decision rule named in `rule` reached; only a `winner` under the current rule, measured
+here (`origin` = local), is ever reused. WAL mode and a busy timeout let several tuner processes share one
 file; every write is its own short transaction, so a killed process loses at most the row it was
 writing.
 """
@@ -22,7 +25,7 @@ from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 DB_VARIABLE = "IREETUNE_DB"
 
@@ -47,10 +50,39 @@ CREATE TABLE IF NOT EXISTS results (
     speedup REAL,
     session TEXT NOT NULL,
     written_at TEXT NOT NULL,
+    speedup_low REAL,
+    speedup_high REAL,
+    basis TEXT NOT NULL DEFAULT '',
+    confirmed INTEGER NOT NULL DEFAULT 0,
+    rounds_ms TEXT NOT NULL DEFAULT '[]',
+    outputs_match INTEGER,
+    real_input_speedup REAL,
+    real_input_low REAL,
+    real_input_high REAL,
+    verdict TEXT NOT NULL DEFAULT '',
+    rule TEXT NOT NULL DEFAULT '',
+    origin TEXT NOT NULL DEFAULT 'local',
     PRIMARY KEY (compiler_version, target, device, problem, config)
 );
 CREATE INDEX IF NOT EXISTS results_by_problem ON results (signature, target, device);
 """
+
+# Columns schema 2 added to schema 1's results table; a schema-1 file is upgraded in place.
+_SCHEMA_2_COLUMNS = (
+    "speedup_low REAL",
+    "speedup_high REAL",
+    "basis TEXT NOT NULL DEFAULT ''",
+    "confirmed INTEGER NOT NULL DEFAULT 0",
+    "rounds_ms TEXT NOT NULL DEFAULT '[]'",
+    "outputs_match INTEGER",
+    "real_input_speedup REAL",
+    "real_input_low REAL",
+    "real_input_high REAL",
+    "verdict TEXT NOT NULL DEFAULT ''",
+    "rule TEXT NOT NULL DEFAULT ''",
+    "origin TEXT NOT NULL DEFAULT 'local'",
+)
+LOCAL_ORIGIN = "local"
 
 # Statuses after which a candidate needs no more work in a later run of the same command.
 FINAL_STATUSES = frozenset(
@@ -133,6 +165,18 @@ class StoredResult:
     speedup: float | None
     session: str
     written_at: str
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    basis: str = ""
+    confirmed: bool = False
+    rounds_ms: tuple[tuple[float, ...], ...] = ()
+    outputs_match: bool | None = None
+    real_input_speedup: float | None = None
+    real_input_low: float | None = None
+    real_input_high: float | None = None
+    verdict: str = ""
+    rule: str = ""
+    origin: str = LOCAL_ORIGIN
 
     @property
     def knobs(self) -> Knobs | None:
@@ -183,9 +227,23 @@ class TuningDatabase:
         stored = self._connection.execute(
             "SELECT value FROM meta WHERE key = 'schema_version'"
         ).fetchone()
+        if stored is not None and stored[0] == "1":
+            self._upgrade_from_schema_1()
+            stored = (str(SCHEMA_VERSION),)
         if stored is None or stored[0] != str(SCHEMA_VERSION):
             raise IreetuneError(
                 f"{self.path} has database schema {stored[0] if stored else '?'}; this ireetune reads {SCHEMA_VERSION}"
+            )
+
+    def _upgrade_from_schema_1(self) -> None:
+        """Add schema 2's columns; old rows get no verdict, so they are re-decided, never reused."""
+        with self._transaction():
+            present = {row[1] for row in self._connection.execute("PRAGMA table_info(results)")}
+            for column in _SCHEMA_2_COLUMNS:
+                if column.split()[0] not in present:
+                    self._connection.execute(f"ALTER TABLE results ADD COLUMN {column}")
+            self._connection.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
 
     class _Transaction:
@@ -228,11 +286,14 @@ class TuningDatabase:
         return {result.config: result for result in map(_result, _dicts(rows))}
 
     def lookup_stale(self, key: ResultKey) -> list[StoredResult]:
-        """Return verified results for this problem, target and device from other compilers."""
+        """Return results for this problem, target and device worth measuring again here: the
+        winners of other compiler versions, and rows imported from elsewhere (their verdicts
+        were reached on another machine, so they are candidates, never local verdicts)."""
         rows = self._connection.execute(
-            "SELECT * FROM results WHERE compiler_version != ? AND target = ? AND device = ? AND problem = ? "
-            "AND status = 'verified' ORDER BY speedup DESC",
-            (key.compiler_version, key.target, key.device, key.problem),
+            "SELECT * FROM results WHERE target = ? AND device = ? AND problem = ? "
+            "AND ((compiler_version != ? AND verdict = 'winner') OR origin != 'local') "
+            "ORDER BY speedup DESC",
+            (key.target, key.device, key.problem, key.compiler_version),
         )
         return [_result(row) for row in _dicts(rows)]
 
@@ -242,11 +303,14 @@ class TuningDatabase:
         )
         yield from map(_result, _dicts(rows))
 
-    def best_results(self, current_compiler_only: bool = True) -> list[StoredResult]:
-        """Return the fastest verified result per (compiler, target, device, problem)."""
+    def best_results(
+        self, current_compiler_only: bool = True, rule: str | None = None
+    ) -> list[StoredResult]:
+        """Return the winner per (compiler, target, device, problem): rows measured here whose
+        verdict is `winner` (under `rule` when given), the fastest first by deciding speedup."""
         best: dict[tuple[str, str, str, str], StoredResult] = {}
         for result in self.all_results():
-            if result.status != "verified" or result.speedup is None:
+            if not is_local_winner(result, rule):
                 continue
             if current_compiler_only and result.key.compiler_version != compiler_version():
                 continue
@@ -256,7 +320,7 @@ class TuningDatabase:
                 result.key.device,
                 result.key.problem,
             )
-            if group not in best or (best[group].speedup or 0) < result.speedup:
+            if group not in best or deciding_speedup(best[group]) < deciding_speedup(result):
                 best[group] = result
         return sorted(best.values(), key=lambda r: (r.key.signature, r.key.target, r.key.device))
 
@@ -272,6 +336,22 @@ class TuningDatabase:
                 )
                 added += cursor.rowcount
         return added
+
+
+def is_local_winner(result: StoredResult, rule: str | None = None) -> bool:
+    """Tell whether a row is a verdict this machine reached: a local `winner` (under `rule`)."""
+    return (
+        result.verdict == "winner"
+        and result.origin == LOCAL_ORIGIN
+        and (rule is None or result.rule == rule)
+    )
+
+
+def deciding_speedup(result: StoredResult) -> float:
+    """Return the speedup that decided a row: real-input where measured, else dispatch-level."""
+    if result.real_input_speedup is not None:
+        return result.real_input_speedup
+    return result.speedup or 0.0
 
 
 def _row(result: StoredResult) -> dict[str, Any]:
@@ -294,6 +374,18 @@ def _row(result: StoredResult) -> dict[str, Any]:
         "speedup": result.speedup,
         "session": result.session,
         "written_at": result.written_at,
+        "speedup_low": result.speedup_low,
+        "speedup_high": result.speedup_high,
+        "basis": result.basis,
+        "confirmed": int(result.confirmed),
+        "rounds_ms": json.dumps([list(r) for r in result.rounds_ms]),
+        "outputs_match": None if result.outputs_match is None else int(result.outputs_match),
+        "real_input_speedup": result.real_input_speedup,
+        "real_input_low": result.real_input_low,
+        "real_input_high": result.real_input_high,
+        "verdict": result.verdict,
+        "rule": result.rule,
+        "origin": result.origin,
     }
 
 
@@ -321,6 +413,18 @@ def _result(row: dict[str, Any]) -> StoredResult:
         speedup=row["speedup"],
         session=row["session"],
         written_at=row["written_at"],
+        speedup_low=row["speedup_low"],
+        speedup_high=row["speedup_high"],
+        basis=row["basis"],
+        confirmed=bool(row["confirmed"]),
+        rounds_ms=tuple(tuple(r) for r in json.loads(row["rounds_ms"])),
+        outputs_match=None if row["outputs_match"] is None else bool(row["outputs_match"]),
+        real_input_speedup=row["real_input_speedup"],
+        real_input_low=row["real_input_low"],
+        real_input_high=row["real_input_high"],
+        verdict=row["verdict"],
+        rule=row["rule"],
+        origin=row["origin"],
     )
 
 

@@ -12,6 +12,7 @@ from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.decision.rules import DecisionRule
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress
@@ -40,6 +41,8 @@ def export_for_benchmarking(
     verify_top: int,
     compile_timeout_s: float,
     progress: StageProgress,
+    rule: DecisionRule | None = None,
+    real_input_rounds: int = 7,
 ) -> Path:
     """Compile every distinct candidate's reference program and write the folder's manifest.
 
@@ -108,6 +111,9 @@ def export_for_benchmarking(
             reduction,
             verify_top,
         ),
+        threshold=rule.threshold if rule else 1.02,
+        real_input_decides=rule.real_input_decides if rule else False,
+        real_input_rounds=real_input_rounds,
     )
     info["outcome"] = "compiled"
     return write_manifest(run_dir, manifest)

@@ -11,23 +11,24 @@ from typing import Any
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import campaign_from_json
+from ireetune.benchmark.folder import contender_limit, folder_rule
 from ireetune.benchmark.outcomes import apply_campaign
-from ireetune.dispatch_tuner import TuneResult
+from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
+from ireetune.decision.rules import choose_contenders, pick_winner
+from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.handoff.manifest import RESULTS_NAME, read_manifest
 from ireetune.problem.root_op import find_root_op, parse_problem
-from ireetune.report.ranking import is_real_improvement, rank_candidates
-from ireetune.report.records import (
-    CandidateRecord,
-    CandidateStatus,
-    render_csv,
-    write_results,
-    write_text_atomically,
-)
+from ireetune.report.recorder import RunRecorder
+from ireetune.report.records import CandidateRecord, CandidateStatus, write_text_atomically
+from ireetune.report.replay import replay_command
+from ireetune.report.result import TuneResult
+from ireetune.report.summary import render_summary
 from ireetune.search.candidate import make_knobs
 from ireetune.targets import parse_target
 from ireetune.verify.landing import prove_config_landed
+from ireetune.verify.real_inputs import estimates_from_rounds
 
 
 def record_from_json(data: dict[str, Any]) -> CandidateRecord:
@@ -36,11 +37,19 @@ def record_from_json(data: dict[str, Any]) -> CandidateRecord:
     fields["status"] = CandidateStatus(fields["status"])
     fields["knobs"] = make_knobs(fields["knobs"]) if fields["knobs"] is not None else None
     fields["times_ms"] = tuple(fields["times_ms"])
+    fields["rounds_ms"] = tuple(tuple(r) for r in fields.get("rounds_ms", []))
     return CandidateRecord(**fields)
 
 
 def finish_run(run_dir: Path) -> TuneResult:
-    """Fold the benchmark results into the run, pick the best verified candidate, write its spec."""
+    """Fold the benchmark results into the run, reach the verdict, write the winner's spec.
+
+    The verdict comes from the decision stage (ireetune/decision) with the same calls, in the
+    same order, as the in-process flow: facts from the campaign, contenders, output checks,
+    real-input timings where the target decides there, winner.
+    """
+    if not run_dir.is_dir():
+        raise IreetuneError(f"run folder not found: {run_dir}")
     try:
         manifest = read_manifest(run_dir)
     except ValueError as error:
@@ -50,48 +59,55 @@ def finish_run(run_dir: Path) -> TuneResult:
         raise IreetuneError(
             f"{run_dir} has no {RESULTS_NAME}; benchmark it first: ireetune benchmark-folder {run_dir}"
         )
-    run_data = json.loads((run_dir / "results.json").read_text())
-    results = json.loads(results_path.read_text())
+    try:
+        run_data = json.loads((run_dir / "results.json").read_text())
+        results = json.loads(results_path.read_text())
+        campaign = campaign_from_json(results["campaign"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise IreetuneError(f"{results_path} cannot be read: {error}") from None
     info = {key: value for key, value in run_data.items() if key != "candidates"}
-    records = {r.candidate_id: r for r in map(record_from_json, run_data["candidates"])}
-
-    campaign = campaign_from_json(results["campaign"])
-    changed, baseline_ms = apply_campaign(records, campaign, info)
-    records.update({record.candidate_id: record for record in changed})
+    recorder = RunRecorder(
+        run_dir, info, {r.candidate_id: r for r in map(record_from_json, run_data["candidates"])}
+    )
+    changed, baseline_ms = apply_campaign(recorder.records, campaign, info)
+    for record in changed:
+        recorder.update(record)
     info["devices"] = results["devices"]
     notes = list(campaign.notes)
     verification = results.get("verification", {})
     if "baseline_error" in verification:
         notes.append(f"verification could not run: {verification['baseline_error']}")
-    for key, verdict in verification.get("verdicts", {}).items():
-        record = records[int(key)]
-        status = {"verified": CandidateStatus.VERIFIED, "wrong": CandidateStatus.WRONG}.get(
-            verdict["status"]
-        )
-        records[record.candidate_id] = replace(
-            record, status=status or record.status, reason=verdict.get("reason", record.reason),
-            max_abs_error=verdict.get("max_abs_error"),
-        )  # fmt: skip
     if verification.get("model_level_baseline_ms") is not None:
         info["model_level_baseline_ms"] = verification["model_level_baseline_ms"]
 
-    noise = float(info.get("baseline_noise", 0.0))
-    ranked = rank_candidates(list(records.values()))
-    best = next(
-        (
-            r
-            for r in ranked
-            if r.status is CandidateStatus.VERIFIED and is_real_improvement(r.speedup or 0.0, noise)
-        ),
-        None,
-    )
-    best_spec_path: Path | None = None
+    rule = folder_rule(manifest)
+    info["rule"] = rule.name
+    facts = facts_from_campaign(campaign, Basis.DISPATCH)
+    recorder.record_facts(facts)
+    contenders = choose_contenders(list(facts.values()), rule, contender_limit(manifest))
+    outputs: dict[int, tuple[bool, str]] = {}
+    for key, verdict in verification.get("verdicts", {}).items():
+        outputs[int(key)] = (verdict.get("status") == "verified", verdict.get("reason", ""))
+        if verdict.get("max_abs_error") is not None:
+            cid = int(key)
+            recorder.records[cid] = replace(
+                recorder.records[cid], max_abs_error=verdict["max_abs_error"]
+            )
+    facts = with_outputs(facts, {cid: outputs[cid] for cid in contenders if cid in outputs})
+    if verification.get("real_input_timings"):
+        facts = with_real_input(facts, estimates_from_rounds(verification["real_input_timings"]))
+    decision = pick_winner(list(facts.values()), contenders, rule)
+    recorder.record_decision(decision, facts)
+
     context = ir.Context()
     original = run_dir / "inputs" / "original_benchmark.mlir"
     module = parse_module(read_mlir_file(original), context, original)
     with context:
         problem = parse_problem(find_root_op(module))
-    if best is not None:
+    best: CandidateRecord | None = None
+    best_spec_path: Path | None = None
+    if decision.winner is not None:
+        best = recorder.records[decision.winner]
         target = parse_target(manifest.target)
         prove_config_landed(
             target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
@@ -100,22 +116,36 @@ def finish_run(run_dir: Path) -> TuneResult:
         )  # fmt: skip
         best_spec_path = run_dir / "best_spec.mlir"
         shutil.copyfile(run_dir / best.spec_path, best_spec_path)
-        info.update(outcome="improved", best_candidate=best.candidate_id, best_speedup=best.speedup)
+        estimate = decision.winner_estimate
+        assert estimate is not None
+        replay = replay_command(run_dir, best.candidate_id)
+        info.update(
+            outcome="improved", best_candidate=best.candidate_id, best_speedup=estimate.speedup,
+            best_speedup_low=estimate.low, best_speedup_high=estimate.high, spec_written=True,
+            why=f"candidate {best.candidate_id} passed every check: {estimate.basis.value} speedup {estimate.describe()}",
+            replay=replay,
+        )  # fmt: skip
+        info["decision"]["replay"] = replay
+        notes.append(f"re-measure the winner against the default side by side: {replay}")
     else:
-        info["outcome"] = "no-improvement"
+        info.update(outcome="no-improvement", spec_written=False)
         notes.append(
-            "no verified candidate beat the default configuration beyond the noise; no spec written"
+            "no candidate passed every check (outputs equal the default's, speedup interval above the threshold); no spec written"
         )
     info["notes"] = notes
-    ordered = sorted(records.values(), key=lambda r: r.candidate_id)
-    write_results(run_dir / "results.json", info, ordered)
-    write_text_atomically(run_dir / "candidates.csv", render_csv(ordered))
+    recorder.save()
+    ordered = recorder.ordered()
     attempts = [r for r in ordered if not r.is_baseline]
     compiled = [r for r in attempts if r.binary_hash]
+    rate = len(compiled) / len(attempts) if attempts else 0.0
+    summary = render_summary(
+        problem.signature, manifest.target, ordered, baseline_ms, rate, best, notes, decision
+    )
+    write_text_atomically(run_dir / "summary.txt", summary)
     return TuneResult(
         run_dir=run_dir, problem=problem, records=tuple(ordered), baseline_ms=baseline_ms, best=best,
-        best_spec_path=best_spec_path,
-        compile_success_rate=len(compiled) / len(attempts) if attempts else 0.0, notes=tuple(notes),
+        best_spec_path=best_spec_path, compile_success_rate=rate, notes=tuple(notes),
+        decision=decision, summary=summary,
     )  # fmt: skip
 
 

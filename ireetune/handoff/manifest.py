@@ -51,6 +51,11 @@ class Manifest:
     baseline: FolderCandidate
     candidates: tuple[FolderCandidate, ...]
     verify: VerifySettings
+    # The decision rule's settings (ireetune/decision): the benchmarking side chooses contenders
+    # and, where real inputs decide (the CPU), times them there; `finish` reaches the verdict.
+    threshold: float = 1.02
+    real_input_decides: bool = False
+    real_input_rounds: int = 7
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
@@ -92,4 +97,7 @@ def read_manifest(run_dir: Path) -> Manifest:
             reduction_size=int(data["verify"]["reduction_size"]),
             top=int(data["verify"]["top"]),
         ),
+        threshold=float(data.get("threshold", 1.02)),
+        real_input_decides=bool(data.get("real_input_decides", False)),
+        real_input_rounds=int(data.get("real_input_rounds", 7)),
     )

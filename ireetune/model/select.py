@@ -1,42 +1,49 @@
-"""Model-level decisions: keep a spec only if the model gets faster with it."""
+"""Model-level decisions: keep a spec only if the model gets faster with it.
+
+Both questions go through the decision stage (ireetune/decision): a paired interval over the
+rounds in which two models were timed side by side, accepted only above the rule's threshold.
+"""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 
+from ireetune.decision.rules import DecisionRule, clears_threshold
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 
-def relative_noise(samples: Sequence[float]) -> float:
-    """Return the median absolute deviation, as a standard deviation, relative to the median."""
-    median = statistics.median(samples)
-    deviation = statistics.median(abs(s - median) for s in samples)
-    return 1.4826 * deviation / median if median > 0 else 0.0
+# A spec must make the whole model at least this much faster (the interval's lower bound).
+MODEL_RULE = DecisionRule(threshold=1.01)
+
+
+def model_speedup(current: Sequence[float], candidate: Sequence[float]) -> SpeedupEstimate | None:
+    """Return the paired speedup of `candidate` over `current`, timed one call per round."""
+    if not current or not candidate:
+        return None
+    return estimate_speedup(split_rounds(current, 1), split_rounds(candidate, 1), Basis.MODEL)
 
 
 def is_faster(
-    current: Sequence[float], candidate: Sequence[float], threshold: float = 0.01
+    current: Sequence[float], candidate: Sequence[float], rule: DecisionRule = MODEL_RULE
 ) -> bool:
-    """Say whether `candidate` beats `current` by more than the threshold and both noises."""
-    if not current or not candidate:
-        return False
-    margin = max(threshold, relative_noise(current), relative_noise(candidate))
-    return statistics.median(candidate) < statistics.median(current) * (1.0 - margin)
+    """Say whether `candidate` beats `current`: the whole interval lies above the threshold."""
+    return clears_threshold(model_speedup(current, candidate), rule)
 
 
 def find_harmful(
-    kept: Sequence[str], measure_without: Callable[[Sequence[str]], bool]
+    kept: Sequence[str], better_without: Callable[[Sequence[str], Sequence[str]], bool]
 ) -> list[str]:
     """Drop, one at a time, the specs whose removal makes the model faster.
 
-    `measure_without(subset)` compiles and times the model with `subset` and says whether it is
-    faster than with the current set. Each removal that helps is made permanent before the next
-    spec is tried, so interactions between specs are respected.
+    `better_without(current, trial)` compiles and times the model with `trial` (the current set
+    less one spec; empty means the default model) side by side with `current` and says whether
+    the trial is faster. Each removal that helps is made permanent before the next spec is
+    tried, so interactions between specs are respected, and every subset kept was measured.
     """
     current = list(kept)
     dropped: list[str] = []
     for name in list(current):
         trial = [n for n in current if n != name]
-        if measure_without(trial):
+        if better_without(current, trial):
             current = trial
             dropped.append(name)
     return dropped

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
@@ -17,6 +18,9 @@ class ContractionProblem:
     Loop dimensions are numbered as in the op's indexing maps; `loop_sizes[d]` is the static
     extent of loop d. The `*_dims` tuples list loop dimensions by role, outermost first.
     """
+
+    # The reference program (the op alone as `@main`) takes the spec's config like the dispatch does.
+    reference_carries_config: ClassVar[bool] = True
 
     op_name: str
     loop_sizes: tuple[int, ...]

@@ -54,6 +54,19 @@ class CandidateRecord:
     speedup: float | None = None
     stopped_early: bool = False
     max_abs_error: float | None = None
+    # The decision stage's facts and conclusion (ireetune/decision): the speedup's confidence
+    # interval and what it was measured on, the output check, the real-input check where the
+    # target decides there, and the verdict with the rule that reached it.
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    basis: str = ""
+    confirmed: bool = False
+    rounds_ms: tuple[tuple[float, ...], ...] = ()
+    outputs_match: bool | None = None
+    real_input_speedup: float | None = None
+    real_input_low: float | None = None
+    real_input_high: float | None = None
+    verdict: str = ""
 
     @property
     def is_baseline(self) -> bool:
@@ -72,6 +85,14 @@ CSV_COLUMNS = (
     "max_ms",
     "spread",
     "speedup",
+    "speedup_low",
+    "speedup_high",
+    "basis",
+    "outputs_match",
+    "real_input_speedup",
+    "real_input_low",
+    "real_input_high",
+    "verdict",
     "repetitions",
     "stopped_early",
     "device",
@@ -100,6 +121,14 @@ def record_row(record: CandidateRecord) -> dict[str, str]:
         "max_ms": _cell(record.max_ms),
         "spread": _cell(record.spread, 3),
         "speedup": _cell(record.speedup, 4),
+        "speedup_low": _cell(record.speedup_low, 4),
+        "speedup_high": _cell(record.speedup_high, 4),
+        "basis": record.basis,
+        "outputs_match": "" if record.outputs_match is None else str(record.outputs_match).lower(),
+        "real_input_speedup": _cell(record.real_input_speedup, 4),
+        "real_input_low": _cell(record.real_input_low, 4),
+        "real_input_high": _cell(record.real_input_high, 4),
+        "verdict": record.verdict,
         "repetitions": str(len(record.times_ms)),
         "stopped_early": "yes" if record.stopped_early else "no",
         "device": record.device,
@@ -126,6 +155,7 @@ def record_to_json(record: CandidateRecord) -> dict[str, Any]:
     data["status"] = record.status.value
     data["knobs"] = dict(record.knobs) if record.knobs is not None else None
     data["times_ms"] = list(record.times_ms)
+    data["rounds_ms"] = [list(r) for r in record.rounds_ms]
     return data
 
 

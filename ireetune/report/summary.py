@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ireetune.decision.rules import Decision
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import CandidateRecord, CandidateStatus
 from ireetune.search.candidate import format_knobs
@@ -27,6 +28,7 @@ def render_summary(
     compile_success_rate: float,
     best: CandidateRecord | None,
     notes: Sequence[str],
+    decision: Decision | None = None,
     top: int = 10,
 ) -> str:
     """Render the run summary: counts, the top candidates table and the verdict."""
@@ -39,23 +41,37 @@ def render_summary(
         f"baseline (candidate 0, compiler default {format_knobs(baseline.knobs) or 'n/a'}): "
         f"{baseline_ms:.4f} ms median, spread {baseline.spread or 0:.1%}",
         "",
-        f"{'rank':>4} {'id':>4} {'median ms':>10} {'spread':>7} {'speedup':>8}  {'status':<10} knobs",
+        f"{'rank':>4} {'id':>4} {'median ms':>10} {'spread':>7} {'speedup':>8} {'95% interval':>16}  "
+        f"{'status':<10} {'verdict':<8} knobs",
     ]
     for rank, record in enumerate(rank_candidates(records)[:top], start=1):
+        interval = (
+            f"[{record.speedup_low:.3f}, {record.speedup_high:.3f}]"
+            if record.speedup_low is not None and record.speedup_high is not None
+            else ""
+        )
         lines.append(
             f"{rank:>4} {record.candidate_id:>4} {record.median_ms or 0:>10.4f} "
-            f"{record.spread or 0:>7.1%} {record.speedup or 0:>7.3f}x  {record.status.value:<10} "
-            f"{format_knobs(record.knobs)}"
+            f"{record.spread or 0:>7.1%} {record.speedup or 0:>7.3f}x {interval:>16}  "
+            f"{record.status.value:<10} {record.verdict or '-':<8} {format_knobs(record.knobs)}"
         )
     lines.append("")
-    if best is not None:
+    estimate = decision.winner_estimate if decision is not None else None
+    if best is not None and estimate is not None:
         lines.append(
-            f"best: candidate {best.candidate_id}, {best.speedup:.3f}x over the default "
-            f"({baseline_ms:.4f} -> {best.median_ms:.4f} ms), outputs verified"
+            f"best: candidate {best.candidate_id}, {estimate.describe()} over the default on "
+            f"{estimate.basis.value} timing ({estimate.baseline_ms:.4f} -> {estimate.candidate_ms:.4f} ms, "
+            f"{estimate.rounds} rounds side by side, 95% interval), outputs verified"
+        )
+    elif best is not None:
+        lines.append(
+            f"best: candidate {best.candidate_id}, {best.speedup or 0:.3f}x over the default "
+            f"({baseline_ms:.4f} -> {best.median_ms or 0:.4f} ms), outputs verified"
         )
     else:
         lines.append(
-            "best: the compiler's default; no verified candidate was faster beyond the noise"
+            "best: the compiler's default; no candidate passed every check (outputs equal the "
+            "default's and the whole speedup interval above the threshold)"
         )
     lines.extend(f"note: {note}" for note in notes)
     return "\n".join(lines) + "\n"

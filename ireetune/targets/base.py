@@ -34,6 +34,11 @@ class Target(abc.ABC):
         """
         return False
 
+    def searches_on_real_inputs(self, problem: Problem) -> bool:
+        """Say whether candidates are timed on real inputs from the first pass (the reference
+        program), so that the search is steered by the signal that decides."""
+        return self.decides_at_model_level and problem.reference_carries_config
+
     @property
     @abc.abstractmethod
     def runtime_device(self) -> str:

@@ -1,0 +1,56 @@
+"""`ireetune replay`: re-measure a run's winner against the default, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="re-measure a run's winner against the default, side by side",
+        description="Time the default and the run's winner (or --candidate N) interleaved in "
+        "rounds, on the signal that decided the run, and print the speedup with its interval.",
+    )
+    parser.add_argument("run_dir", type=Path, help="a tune-dispatch or finish run folder")
+    parser.add_argument(
+        "--candidate", type=_positive_int, default=None, help="candidate id (default: the winner)"
+    )
+    parser.add_argument(
+        "--rounds", type=_positive_int, default=7, help="interleaved rounds (default: 7)"
+    )
+    parser.add_argument(
+        "--repetitions", type=_positive_int, default=5, help="timings per round (default: 5)"
+    )
+    parser.add_argument("--device", default=None, help="runtime device (default: the run's first)")
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from ireetune.report.replay import replay
+
+    candidate, estimate = replay(
+        arguments.run_dir,
+        arguments.candidate,
+        arguments.rounds,
+        arguments.repetitions,
+        arguments.device,
+    )
+    sys.stdout.write(
+        f"candidate {candidate} vs default, {estimate.rounds} rounds side by side on "
+        f"{estimate.basis.value} timing: {estimate.baseline_ms:.4f} -> {estimate.candidate_ms:.4f} ms, "
+        f"{estimate.describe()} (95% interval)\n"
+    )
+    return 0

@@ -1,0 +1,122 @@
+"""Compile every candidate of a run, then sort out what the binaries say.
+
+A binary equal to the baseline's means the config was not applied; equal to an earlier
+candidate's, a duplicate. Candidates restored from the database are compiled again only when
+their binary is needed (they may lead the confirmation round or be verified).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.errors import IreetuneError
+from ireetune.report.progress import StageProgress
+from ireetune.report.recorder import RunRecorder
+from ireetune.report.records import CandidateStatus
+
+_STATUS = {
+    CompileStatus.COMPILED: CandidateStatus.COMPILED,
+    CompileStatus.FAILED: CandidateStatus.COMPILE_FAILED,
+    CompileStatus.TIMED_OUT: CandidateStatus.COMPILE_TIMED_OUT,
+}
+
+
+def compile_candidates(
+    recorder: RunRecorder,
+    source_path: Path,
+    flags_for: dict[int, tuple[str, ...]],
+    restored: set[int],
+    workers: int,
+    timeout_s: float,
+    progress: StageProgress,
+) -> None:
+    """Compile `source_path` once per candidate in `flags_for`; record each outcome."""
+    run_dir = recorder.run_dir
+    jobs = [
+        CompileJob(
+            candidate_id=candidate_id,
+            source_path=source_path,
+            output_path=run_dir / "binaries" / f"{candidate_id}.vmfb",
+            flags=flags,
+            log_path=run_dir / "failures" / f"{candidate_id}_compile.log",
+            reproducer_path=run_dir / "failures" / f"{candidate_id}_reproducer.mlir",
+        )
+        for candidate_id, flags in sorted(flags_for.items())
+    ]
+    with progress.stage("compiling", len(jobs)):
+        for outcome in compile_all(jobs, workers, timeout_s):
+            record = recorder.records[outcome.candidate_id]
+            binary = (
+                f"binaries/{outcome.candidate_id}.vmfb"
+                if outcome.status is CompileStatus.COMPILED
+                else ""
+            )
+            if outcome.candidate_id in restored:
+                # Measured in an earlier run: this compile only provides the binary.
+                recorder.records[outcome.candidate_id] = replace(
+                    record, binary_path=binary, binary_hash=outcome.binary_hash
+                )
+            else:
+                recorder.update(
+                    replace(
+                        record,
+                        status=_STATUS[outcome.status],
+                        reason=outcome.reason,
+                        binary_path=binary,
+                        binary_hash=outcome.binary_hash,
+                        compile_seconds=outcome.seconds,
+                    )
+                )
+            progress.advance()
+    recorder.save()
+
+
+def classify_binaries(recorder: RunRecorder, restored: set[int]) -> None:
+    """Mark candidates whose binary equals the baseline's (not applied) or an earlier one's."""
+    baseline_hash = recorder.records[0].binary_hash
+    seen: dict[str, int] = {baseline_hash: 0}
+    for candidate_id in sorted(recorder.records):
+        record = recorder.records[candidate_id]
+        if candidate_id in restored and record.binary_hash:
+            seen.setdefault(record.binary_hash, candidate_id)
+            continue
+        if candidate_id == 0 or record.status is not CandidateStatus.COMPILED:
+            continue
+        if record.binary_hash == baseline_hash:
+            recorder.update(
+                replace(
+                    record,
+                    status=CandidateStatus.NOT_APPLIED,
+                    reason="binary identical to the baseline: config not applied",
+                )
+            )
+        elif record.binary_hash in seen:
+            recorder.update(
+                replace(
+                    record,
+                    status=CandidateStatus.DUPLICATE,
+                    reason=f"binary identical to candidate {seen[record.binary_hash]}",
+                )
+            )
+        else:
+            seen[record.binary_hash] = candidate_id
+    recorder.save()
+
+
+def compile_success_rate(recorder: RunRecorder) -> float:
+    """Return the share of candidates that compiled; stop the run when none did."""
+    attempts = [r for r in recorder.records.values() if not r.is_baseline]
+    failed = (CandidateStatus.COMPILE_FAILED, CandidateStatus.COMPILE_TIMED_OUT)
+    compiled: Sequence[object] = [r for r in attempts if r.status not in failed]
+    rate = len(compiled) / len(attempts) if attempts else 0.0
+    recorder.info["compile_success_rate"] = rate
+    if not compiled:
+        recorder.info["outcome"] = "failed"
+        recorder.save()
+        raise IreetuneError(
+            f"no candidate compiled (0 of {len(attempts)}); see {recorder.run_dir}/failures"
+        )
+    return rate

@@ -1,0 +1,149 @@
+"""What a run takes from the database: a stored winner, earlier measurements, stale results.
+
+Only a winner reached here under the same decision rule is reused without measuring. Earlier
+measurements of this run's candidates are restored (never measured twice); when the whole
+campaign of an earlier session is stored, its facts are rebuilt from the rows, so a resumed run
+reaches the verdict the interrupted one would have.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+from ireetune.database.store import (
+    FINAL_STATUSES,
+    ResultKey,
+    StoredResult,
+    TuningDatabase,
+    config_key,
+    deciding_speedup,
+    is_local_winner,
+)
+from ireetune.decision.rules import CandidateFacts
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
+from ireetune.report.recorder import RunRecorder
+from ireetune.report.records import CandidateStatus
+from ireetune.search.candidate import Knobs
+
+logger = logging.getLogger(__name__)
+
+
+def find_reusable(stored: Mapping[str, StoredResult], rule: str) -> StoredResult | None:
+    """Return the stored local winner under `rule`, if any."""
+    winners = [r for r in stored.values() if is_local_winner(r, rule)]
+    return max(winners, key=deciding_speedup, default=None)
+
+
+def stale_candidates(
+    database: TuningDatabase, key: ResultKey, candidates: list[tuple[Knobs, float | None]]
+) -> list[tuple[Knobs, float | None]]:
+    """Put other compilers' winners and imported results first: measured again like any
+    candidate, never applied on trust."""
+    known = {knobs for knobs, _ in candidates}
+    stale = []
+    for result in database.lookup_stale(key):
+        knobs = result.knobs
+        if knobs is not None and knobs not in known:
+            stale.append((knobs, None))
+            known.add(knobs)
+    if stale:
+        logger.warning("measuring %d stored result(s) from elsewhere again", len(stale))
+    return [*stale, *candidates]
+
+
+def restore_candidates(recorder: RunRecorder, stored: Mapping[str, StoredResult]) -> set[int]:
+    """Take finished candidates' results from the database; return their ids.
+
+    Timings are kept; checks and verdicts are reached again in this run (they depend on the
+    other candidates), so a stored `verified` or `wrong` comes back as `measured`.
+    """
+    restored: set[int] = set()
+    for candidate_id, record in sorted(recorder.records.items()):
+        if record.is_baseline:
+            continue
+        previous = stored.get(config_key(record.knobs))
+        if previous is None or previous.status not in FINAL_STATUSES or previous.origin != "local":
+            continue
+        status = CandidateStatus(previous.status)
+        if status in (CandidateStatus.VERIFIED, CandidateStatus.WRONG):
+            status = CandidateStatus.MEASURED
+        recorder.records[candidate_id] = replace(
+            record, status=status, reason=previous.reason if status is not CandidateStatus.MEASURED else "",
+            device=recorder.info["devices"][0], times_ms=previous.times_ms,
+            median_ms=previous.median_ms, min_ms=previous.min_ms, max_ms=previous.max_ms,
+            spread=previous.spread, speedup=previous.speedup, confirmed=previous.confirmed,
+            rounds_ms=previous.rounds_ms, basis=previous.basis,
+        )  # fmt: skip
+        recorder.restored_rows[candidate_id] = previous
+        restored.add(candidate_id)
+    if restored:
+        recorder.info["restored_from_database"] = sorted(restored)
+        logger.warning("resuming: %d candidate(s) already done in the database", len(restored))
+    return restored
+
+
+def facts_from_stored_campaign(
+    recorder: RunRecorder, stored: Mapping[str, StoredResult], restored: set[int], basis: Basis
+) -> dict[int, CandidateFacts] | None:
+    """Rebuild every candidate's timing facts from an earlier session whose campaign finished.
+
+    Return None unless every compiled candidate of this run was restored and the stored
+    default's confirmation rounds belong to the same session as the confirmed candidates'.
+    """
+    baseline = stored.get(config_key(None))
+    if baseline is None or not baseline.confirmed or not baseline.rounds_ms:
+        return None
+    pending = [
+        r for r in recorder.records.values()
+        if not r.is_baseline and r.status is CandidateStatus.COMPILED and r.candidate_id not in restored
+    ]  # fmt: skip
+    if pending:
+        return None
+    sessions = {
+        stored[config_key(recorder.records[cid].knobs)].session
+        for cid in restored
+        if recorder.records[cid].confirmed
+    }
+    if sessions - {baseline.session}:
+        return None
+    facts: dict[int, CandidateFacts] = {}
+    for candidate_id in restored:
+        record = recorder.records[candidate_id]
+        if record.status is not CandidateStatus.MEASURED or record.speedup is None:
+            continue
+        estimate: SpeedupEstimate | None
+        if record.confirmed and record.rounds_ms:
+            estimate = estimate_speedup(baseline.rounds_ms, record.rounds_ms, basis)
+        else:
+            median = record.median_ms or 0.0
+            estimate = SpeedupEstimate(
+                record.speedup,
+                record.speedup,
+                record.speedup,
+                1,
+                basis,
+                median * record.speedup,
+                median,
+            )
+        facts[candidate_id] = CandidateFacts(
+            candidate_id, dispatch=estimate, stopped_early=record.stopped_early,
+            confirmed=record.confirmed and bool(record.rounds_ms),
+        )  # fmt: skip
+    recorder.update(
+        replace(
+            recorder.records[0],
+            status=CandidateStatus.MEASURED,
+            device=recorder.info["devices"][0],
+            times_ms=baseline.times_ms,
+            median_ms=baseline.median_ms,
+            min_ms=baseline.min_ms,
+            max_ms=baseline.max_ms,
+            spread=baseline.spread,
+            speedup=1.0,
+            confirmed=True,
+            rounds_ms=baseline.rounds_ms,
+        )  # fmt: skip
+    )
+    return facts

@@ -1,0 +1,167 @@
+"""Who is a contender, who passes which check, and who wins.
+
+A verdict is the conjunction of every check the target requires: the outputs equal the
+default's, and the deciding speedup's confidence interval lies above the rule's threshold. The
+deciding speedup is the real-input one where the target decides on real inputs (the CPU, whose
+dispatch benchmarks run on uninitialised buffers), else the dispatch-level one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ireetune.decision.stats import Basis, SpeedupEstimate
+
+
+class Verdict(enum.Enum):
+    """What the rule concluded of one candidate."""
+
+    UNDECIDED = ""  # Never a contender (slower, failed to run, or stopped early).
+    WINNER = "winner"  # Passed every check and was the fastest that did.
+    BEATEN = "beaten"  # Passed every check; another candidate was faster.
+    REJECTED = "rejected"  # A contender that failed a check.
+
+
+@dataclass(frozen=True)
+class DecisionRule:
+    """Accept a candidate only when its speedup's interval lies above `threshold`."""
+
+    threshold: float = 1.02
+    confidence: float = 0.95
+    real_input_decides: bool = False
+
+    @property
+    def name(self) -> str:
+        """Name the rule; stored verdicts are reused only under the rule that reached them."""
+        basis = "real-input" if self.real_input_decides else "dispatch"
+        return f"paired-bootstrap/{self.confidence:g}/above-{self.threshold:g}/{basis}/v1"
+
+
+@dataclass(frozen=True)
+class CandidateFacts:
+    """What was measured of one candidate; None where a check was not made."""
+
+    candidate_id: int
+    dispatch: SpeedupEstimate | None = None
+    real_input: SpeedupEstimate | None = None
+    outputs_match: bool | None = None
+    output_reason: str = ""
+    stopped_early: bool = False
+    # Timed in the interleaved confirmation round (else `dispatch` is the first pass's figure).
+    confirmed: bool = False
+
+
+@dataclass(frozen=True)
+class CandidateJudgement:
+    """One candidate's verdict and, when it was not accepted, why."""
+
+    candidate_id: int
+    verdict: Verdict
+    reason: str
+    deciding: SpeedupEstimate | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The winner (None when nobody passed every check) and every candidate's judgement."""
+
+    rule: DecisionRule
+    winner: int | None
+    judgements: dict[int, CandidateJudgement] = field(default_factory=dict)
+
+    @property
+    def winner_estimate(self) -> SpeedupEstimate | None:
+        if self.winner is None:
+            return None
+        return self.judgements[self.winner].deciding
+
+
+def deciding_estimate(facts: CandidateFacts, rule: DecisionRule) -> SpeedupEstimate | None:
+    """Return the speedup that decides under `rule`."""
+    if not rule.real_input_decides:
+        return facts.dispatch
+    if facts.dispatch is not None and facts.dispatch.basis is Basis.REAL_INPUT:
+        # The search itself was timed on real inputs: that is the real-input check.
+        return facts.dispatch
+    return facts.real_input
+
+
+def clears_threshold(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:
+    """Say whether a speedup's whole interval lies above the rule's threshold."""
+    return estimate is not None and estimate.low > rule.threshold
+
+
+def choose_contenders(facts: Sequence[CandidateFacts], rule: DecisionRule, limit: int) -> list[int]:
+    """Return up to `limit` candidates worth checking further, the most promising first.
+
+    With the dispatch level deciding, a contender's confirmed interval already clears the
+    threshold. Where real inputs decide but the search was timed on dispatch benchmarks, the
+    dispatch level only pre-selects: the fastest there that were not stopped early.
+    """
+    if limit < 1:
+        return []
+    if rule.real_input_decides and any(
+        f.dispatch is not None and f.dispatch.basis is Basis.DISPATCH for f in facts
+    ):
+        eligible = [f for f in facts if f.dispatch is not None and not f.stopped_early]
+    else:
+        eligible = [
+            f
+            for f in facts
+            if f.confirmed and not f.stopped_early and clears_threshold(f.dispatch, rule)
+        ]
+    eligible.sort(key=lambda f: (-(f.dispatch.speedup if f.dispatch else 0.0), f.candidate_id))
+    return [f.candidate_id for f in eligible[:limit]]
+
+
+def judge(facts: CandidateFacts, rule: DecisionRule) -> CandidateJudgement:
+    """Judge one contender against every check the rule requires (the winner is chosen later)."""
+    estimate = deciding_estimate(facts, rule)
+    if facts.outputs_match is not True:
+        reason = facts.output_reason or (
+            "outputs not checked" if facts.outputs_match is None else "outputs differ"
+        )
+        return CandidateJudgement(facts.candidate_id, Verdict.REJECTED, reason, estimate)
+    if estimate is None:
+        return CandidateJudgement(
+            facts.candidate_id, Verdict.REJECTED, "no real-input timing", estimate
+        )
+    if not clears_threshold(estimate, rule):
+        return CandidateJudgement(
+            facts.candidate_id,
+            Verdict.REJECTED,
+            f"{estimate.basis.value} speedup {estimate.describe()} does not clear "
+            f"{rule.threshold:g}x",
+            estimate,
+        )
+    return CandidateJudgement(facts.candidate_id, Verdict.BEATEN, "", estimate)
+
+
+def pick_winner(
+    facts: Sequence[CandidateFacts], contenders: Sequence[int], rule: DecisionRule
+) -> Decision:
+    """Judge the contenders; the winner is the fastest that passes every check.
+
+    Ties on the deciding speedup go to the lower candidate id, so the result depends on the
+    measurements alone.
+    """
+    by_id = {f.candidate_id: f for f in facts}
+    judgements = {cid: judge(by_id[cid], rule) for cid in contenders if cid in by_id}
+    passing = [j for j in judgements.values() if j.verdict is Verdict.BEATEN]
+    if not passing:
+        return Decision(rule, None, judgements)
+    best = min(
+        passing,
+        key=lambda j: (-(j.deciding.speedup if j.deciding else 0.0), j.candidate_id),
+    )
+    judgements[best.candidate_id] = CandidateJudgement(
+        best.candidate_id, Verdict.WINNER, "", best.deciding
+    )
+    return Decision(rule, best.candidate_id, judgements)
+
+
+def is_faster(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:
+    """Say whether a model-level (or any) comparison's interval clears the rule's threshold."""
+    return clears_threshold(estimate, rule)

@@ -1,0 +1,185 @@
+"""One writer for everything a dispatch tuning run records: files and the database.
+
+Every change to a candidate goes through `RunRecorder.update`, which keeps the record, writes it
+to the database at once (past generation) and, on `save`, rewrites results.json and
+candidates.csv atomically, so a crash of the tuner loses nothing already learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ireetune.database.store import ResultKey, StoredResult, TuningDatabase, config_key, now_utc
+from ireetune.decision.rules import CandidateFacts, Decision, Verdict
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.report.records import (
+    CandidateRecord,
+    CandidateStatus,
+    render_csv,
+    write_results,
+    write_text_atomically,
+)
+
+
+@dataclass
+class RunRecorder:
+    """The records of one run by candidate id, and where they are written."""
+
+    run_dir: Path
+    info: dict[str, Any]
+    records: dict[int, CandidateRecord] = field(default_factory=dict)
+    database: TuningDatabase | None = None
+    result_key: ResultKey | None = None
+    session: str = ""
+    rule: str = ""
+    compilation_infos: dict[int, str] = field(default_factory=dict)
+    baseline_ms_by_device: dict[str, float] = field(default_factory=dict)
+    # Rows restored from the database: their timings and session stay as measured; only the
+    # checks and the verdict this run reaches are written back.
+    restored_rows: dict[int, StoredResult] = field(default_factory=dict)
+
+    def update(self, record: CandidateRecord) -> None:
+        """Keep a record and, past generation, write it to the database at once."""
+        self.records[record.candidate_id] = record
+        if self.database is None or self.result_key is None:
+            return
+        if record.status is CandidateStatus.GENERATED:
+            return
+        previous = self.restored_rows.get(record.candidate_id)
+        if previous is not None:
+            self.database.write(
+                replace(
+                    previous,
+                    status=record.status.value if record.verdict else previous.status,
+                    reason=record.reason if record.verdict else previous.reason,
+                    outputs_match=record.outputs_match,
+                    real_input_speedup=record.real_input_speedup,
+                    real_input_low=record.real_input_low,
+                    real_input_high=record.real_input_high,
+                    verdict=record.verdict,
+                    rule=self.rule if record.verdict else "",
+                    written_at=now_utc(),
+                )
+            )
+            return
+        self.database.write(
+            StoredResult(
+                key=self.result_key,
+                config=config_key(None if record.is_baseline else record.knobs),
+                compilation_info=self.compilation_infos.get(record.candidate_id, ""),
+                status=record.status.value,
+                reason=record.reason,
+                times_ms=record.times_ms,
+                median_ms=record.median_ms,
+                min_ms=record.min_ms,
+                max_ms=record.max_ms,
+                spread=record.spread,
+                baseline_ms=self.baseline_ms_by_device.get(record.device),
+                speedup=record.speedup,
+                session=self.session,
+                written_at=now_utc(),
+                speedup_low=record.speedup_low,
+                speedup_high=record.speedup_high,
+                basis=record.basis,
+                confirmed=record.confirmed,
+                rounds_ms=record.rounds_ms,
+                outputs_match=record.outputs_match,
+                real_input_speedup=record.real_input_speedup,
+                real_input_low=record.real_input_low,
+                real_input_high=record.real_input_high,
+                verdict=record.verdict,
+                rule=self.rule if record.verdict else "",
+            )
+        )
+
+    def ordered(self) -> list[CandidateRecord]:
+        return sorted(self.records.values(), key=lambda r: r.candidate_id)
+
+    def save(self) -> None:
+        """Rewrite results.json and candidates.csv."""
+        ordered = self.ordered()
+        write_results(self.run_dir / "results.json", self.info, ordered)
+        write_text_atomically(self.run_dir / "candidates.csv", render_csv(ordered))
+
+    def record_facts(self, facts: Mapping[int, CandidateFacts]) -> None:
+        """Copy the timing facts (speedup, interval, basis) into the candidates' records."""
+        for candidate_id, fact in facts.items():
+            record = self.records.get(candidate_id)
+            if record is None or fact.dispatch is None:
+                continue
+            self.update(
+                replace(
+                    record,
+                    speedup=fact.dispatch.speedup,
+                    speedup_low=fact.dispatch.low,
+                    speedup_high=fact.dispatch.high,
+                    basis=fact.dispatch.basis.value,
+                    confirmed=fact.confirmed,
+                )
+            )
+
+    def record_decision(self, decision: Decision, facts: Mapping[int, CandidateFacts]) -> None:
+        """Write every contender's checks and verdict; only passing every check is `verified`."""
+        self.info["decision"] = describe_decision(decision)
+        for candidate_id, judgement in decision.judgements.items():
+            record = self.records[candidate_id]
+            fact = facts.get(candidate_id, CandidateFacts(candidate_id))
+            real = fact.real_input
+            status = record.status
+            reason = record.reason
+            if judgement.verdict in (Verdict.WINNER, Verdict.BEATEN):
+                status = CandidateStatus.VERIFIED
+                reason = (
+                    ""
+                    if judgement.verdict is Verdict.WINNER
+                    else "passed every check; slower than the winner"
+                )
+            elif fact.outputs_match is False:
+                status = CandidateStatus.WRONG
+                reason = judgement.reason
+            else:
+                status = CandidateStatus.MEASURED
+                reason = f"not accepted: {judgement.reason}"
+            self.update(
+                replace(
+                    record,
+                    status=status,
+                    reason=reason,
+                    outputs_match=fact.outputs_match,
+                    real_input_speedup=real.speedup if real else None,
+                    real_input_low=real.low if real else None,
+                    real_input_high=real.high if real else None,
+                    verdict=judgement.verdict.value,
+                )
+            )
+
+
+def describe_decision(decision: Decision) -> dict[str, Any]:
+    """Return the JSON form of a decision for results.json."""
+    estimate = decision.winner_estimate
+    return {
+        "rule": decision.rule.name,
+        "threshold": decision.rule.threshold,
+        "confidence": decision.rule.confidence,
+        "winner": decision.winner,
+        **(_estimate_json(estimate) if estimate is not None else {}),
+        "judgements": {
+            str(cid): {"verdict": j.verdict.value, "reason": j.reason}
+            for cid, j in sorted(decision.judgements.items())
+        },
+    }
+
+
+def _estimate_json(estimate: SpeedupEstimate) -> dict[str, Any]:
+    return {
+        "speedup": estimate.speedup,
+        "low": estimate.low,
+        "high": estimate.high,
+        "basis": estimate.basis.value,
+        "rounds": estimate.rounds,
+        "baseline_ms": estimate.baseline_ms,
+        "candidate_ms": estimate.candidate_ms,
+    }

@@ -1,0 +1,68 @@
+"""Re-measure a run's winner against the default, side by side, with the rule's statistics.
+
+`ireetune replay RUN_DIR` times the default and the winner (or `--candidate N`) interleaved in
+rounds on the signal that decided the run (real inputs or the dispatch benchmark) and prints the
+paired speedup with its confidence interval. Runtime only: no compiler is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
+from ireetune.errors import IreetuneError
+
+
+def replay_command(run_dir: Path, candidate_id: int) -> str:
+    """Return the one-line command that re-measures `candidate_id` against the default."""
+    return f"ireetune replay {shlex.quote(str(run_dir))} --candidate {candidate_id}"
+
+
+def _jobs(run_dir: Path, candidate_id: int, basis: Basis, searched: Basis) -> list[BenchmarkJob]:
+    inputs = run_dir / "verify" / "inputs.npz"
+    if basis is Basis.REAL_INPUT and searched is Basis.REAL_INPUT:
+        return [
+            BenchmarkJob(cid, run_dir / "binaries" / f"{cid}.vmfb", inputs, "main")
+            for cid in (0, candidate_id)
+        ]
+    if basis is Basis.REAL_INPUT:
+        return [
+            BenchmarkJob(cid, run_dir / "verify" / f"reference_{cid}.vmfb", inputs, "main")
+            for cid in (0, candidate_id)
+        ]
+    return [BenchmarkJob(cid, run_dir / "binaries" / f"{cid}.vmfb") for cid in (0, candidate_id)]
+
+
+def replay(
+    run_dir: Path, candidate_id: int | None, rounds: int, repetitions: int, device: str | None
+) -> tuple[int, SpeedupEstimate]:
+    """Time the default and a candidate in `rounds` interleaved rounds; return the estimate."""
+    results_path = run_dir / "results.json"
+    if not results_path.is_file():
+        raise IreetuneError(f"{run_dir} is not a run folder (no results.json)")
+    try:
+        info = json.loads(results_path.read_text())
+    except ValueError as error:
+        raise IreetuneError(f"{results_path} is not valid JSON ({error})") from None
+    decision = info.get("decision") or {}
+    chosen = candidate_id if candidate_id is not None else decision.get("winner")
+    if not isinstance(chosen, int) or chosen < 1:
+        raise IreetuneError(f"{run_dir} has no winner; name a candidate with --candidate N")
+    basis = Basis(decision.get("basis") or info.get("timing_basis") or "dispatch")
+    searched = Basis(info.get("timing_basis") or "dispatch")
+    jobs = _jobs(run_dir, chosen, basis, searched)
+    for job in jobs:
+        if not job.vmfb_path.is_file():
+            raise IreetuneError(f"missing binary {job.vmfb_path}; the run folder is incomplete")
+    chosen_device = device or (info.get("devices") or ["local-task"])[0]
+    timed: dict[int, list[tuple[float, ...]]] = {0: [], chosen: []}
+    for outcome in run_benchmarks(jobs * rounds, chosen_device, repetitions, 0, 600.0):
+        if outcome.status is not BenchmarkStatus.MEASURED:
+            raise IreetuneError(f"candidate {outcome.candidate_id} failed to run: {outcome.reason}")
+        timed[outcome.candidate_id].append(outcome.times_ms)
+    estimate = estimate_speedup(tuple(timed[0]), tuple(timed[chosen]), basis)
+    assert estimate is not None
+    return chosen, estimate

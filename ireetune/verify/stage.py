@@ -1,0 +1,152 @@
+"""The checks after the search: build the reference program, compare outputs, time on real data.
+
+The reference program is the root op alone as `@main` (verify/reference.py), compiled with a
+candidate's spec. It serves two checks: its outputs on random inputs must equal the default's,
+and, where the target decides on real inputs, it is timed side by side with the default's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from iree.compiler import ir
+
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.problem.root_op import Problem
+from ireetune.targets.base import Target
+from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.reference import build_reference_module
+from ireetune.verify.runner import run_reference_programs
+
+
+@dataclass(frozen=True)
+class ReferenceSetup:
+    """The reference program's source and the random inputs every check uses."""
+
+    source_path: Path
+    inputs_path: Path
+
+
+@dataclass(frozen=True)
+class OutputChecks:
+    """Each contender's output check (matches, why not) and the default's own time on real data."""
+
+    results: dict[int, tuple[bool, str]]
+    max_abs_errors: dict[int, float]
+    baseline_ms: float | None
+    baseline_error: str = ""
+
+
+def write_reference(
+    root_op: ir.Operation, context: ir.Context, problem: Problem, verify_dir: Path, seed: int
+) -> ReferenceSetup:
+    """Write the reference program and its random inputs (drawn from `seed`)."""
+    verify_dir.mkdir(parents=True, exist_ok=True)
+    source_path = verify_dir / "reference.mlir"
+    source_path.write_text(str(build_reference_module(root_op, context)))
+    inputs = make_random_inputs(
+        [problem.lhs_shape, problem.rhs_shape], [problem.lhs_type, problem.rhs_type], seed=seed
+    )
+    inputs_path = verify_dir / "inputs.npz"
+    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
+    return ReferenceSetup(source_path, inputs_path)
+
+
+def compile_references(
+    target: Target,
+    setup: ReferenceSetup,
+    spec_paths: Mapping[int, Path],
+    work_dir: Path,
+    failures_dir: Path,
+    timeout_s: float,
+    workers: int,
+) -> dict[int, tuple[Path | None, str]]:
+    """Compile the reference program with each candidate's spec: id -> (binary, hash or error)."""
+    jobs = [
+        CompileJob(
+            candidate_id=candidate_id,
+            source_path=setup.source_path,
+            output_path=work_dir / f"reference_{candidate_id}.vmfb",
+            flags=(*target.compile_flags(), *target.spec_flags(spec_path)),
+            log_path=failures_dir / f"{candidate_id}_reference_compile.log",
+            reproducer_path=failures_dir / f"{candidate_id}_reference_reproducer.mlir",
+        )
+        for candidate_id, spec_path in sorted(spec_paths.items())
+    ]
+    built: dict[int, tuple[Path | None, str]] = {}
+    for outcome in compile_all(jobs, workers, timeout_s):
+        if outcome.status is CompileStatus.COMPILED:
+            built[outcome.candidate_id] = (
+                work_dir / f"reference_{outcome.candidate_id}.vmfb",
+                outcome.binary_hash,
+            )
+        else:
+            built[outcome.candidate_id] = (
+                None,
+                f"reference program failed to compile: {outcome.reason}",
+            )
+    return built
+
+
+def check_outputs(
+    problem: Problem,
+    binaries: Mapping[int, tuple[Path | None, str]],
+    setup: ReferenceSetup,
+    device: str,
+) -> OutputChecks:
+    """Run the default's (id 0) and each contender's reference program on the same inputs.
+
+    `binaries` maps id -> (binary, hash) or (None, why it is missing). A contender whose
+    binary equals the default's did not change the program and cannot be verified.
+    """
+    baseline_binary, baseline_hash = binaries[0]
+    results: dict[int, tuple[bool, str]] = {}
+    runnable: list[tuple[int, Path, Path]] = []
+    for candidate_id, (binary, detail) in sorted(binaries.items()):
+        if binary is None:
+            results[candidate_id] = (False, detail)
+        elif candidate_id and detail == baseline_hash:
+            results[candidate_id] = (
+                False,
+                "unverified: config did not change the reference program",
+            )
+        else:
+            output = setup.inputs_path.parent / f"output_{candidate_id}.npy"
+            runnable.append((candidate_id, binary, output))
+    if baseline_binary is None:
+        return OutputChecks(
+            {cid: (False, binaries[0][1]) for cid in binaries if cid}, {}, None, binaries[0][1]
+        )
+    runs = run_reference_programs(runnable, device=device, inputs_path=setup.inputs_path)
+    baseline_run = runs.get(0)
+    if baseline_run is None or baseline_run.output is None:
+        reason = f"the default's reference program failed: {baseline_run.reason if baseline_run else 'no result'}"
+        return OutputChecks({cid: (False, reason) for cid in binaries if cid}, {}, None, reason)
+    reduction = 1
+    for size in problem.k_sizes:
+        reduction *= size
+    errors: dict[int, float] = {}
+    for candidate_id, _, _ in runnable:
+        if candidate_id == 0:
+            continue
+        run = runs[candidate_id]
+        if run.output is None:
+            results[candidate_id] = (False, f"reference program failed: {run.reason}")
+            continue
+        comparison = compare_outputs(
+            baseline_run.output, run.output, problem.output_type, reduction
+        )
+        errors[candidate_id] = comparison.max_abs_error
+        results[candidate_id] = (
+            (True, "")
+            if comparison.matches
+            else (
+                False,
+                f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements",
+            )
+        )
+    results.pop(0, None)
+    return OutputChecks(results, errors, baseline_run.median_ms)

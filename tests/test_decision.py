@@ -1,0 +1,153 @@
+"""The decision stage: intervals, contenders, checks and the winner, as pure functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ireetune.benchmark.campaign import (
+    CampaignResult,
+    CandidateMeasurement,
+    DeviceBaseline,
+    campaign_from_json,
+    campaign_to_json,
+)
+from ireetune.benchmark.runner import BenchmarkStatus
+from ireetune.database.reuse import find_reusable
+from ireetune.database.store import ResultKey, StoredResult
+from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
+from ireetune.decision.rules import (
+    CandidateFacts,
+    DecisionRule,
+    Verdict,
+    choose_contenders,
+    pick_winner,
+)
+from ireetune.decision.stats import Basis, estimate_speedup
+
+BASE = ((10.0, 10.1, 9.9), (10.2, 10.0, 10.1), (9.9, 10.0, 10.0), (10.1, 10.0, 9.9))
+
+
+def _rounds(factor: float) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(t * factor for t in r) for r in BASE)
+
+
+def test_interval_is_paired_deterministic_and_contains_the_point() -> None:
+    faster = estimate_speedup(BASE, _rounds(0.8), Basis.DISPATCH)
+    again = estimate_speedup(BASE, _rounds(0.8), Basis.DISPATCH)
+    assert faster is not None and faster == again
+    assert faster.low <= faster.speedup <= faster.high
+    assert faster.low > 1.2 and faster.high < 1.3
+    # Rounds that disagree give a wide interval straddling 1.
+    mixed = estimate_speedup(
+        BASE, (_rounds(0.7)[0], _rounds(1.3)[1], _rounds(0.7)[2], _rounds(1.3)[3]), Basis.DISPATCH
+    )
+    assert mixed is not None and mixed.low < 1.0 < mixed.high
+    assert estimate_speedup(BASE, ((), (), (), ()), Basis.DISPATCH) is None
+
+
+def _campaign(factors: dict[int, float], confirmed: set[int]) -> CampaignResult:
+    flat = tuple(t for r in BASE for t in r)
+    baseline = DeviceBaseline("local-task", 1, flat, flat, flat, 0.0, confirmed_rounds_ms=BASE)
+    candidates = {
+        cid: CandidateMeasurement(
+            cid,
+            "local-task",
+            BenchmarkStatus.MEASURED,
+            "",
+            tuple(t * f for t in flat),
+            1 / f,
+            False,
+            cid in confirmed,
+            _rounds(f) if cid in confirmed else (),
+        )  # fmt: skip
+        for cid, f in factors.items()
+    }
+    return CampaignResult({"local-task": baseline}, candidates, (), 1.0)
+
+
+def test_dispatch_rule_needs_a_confirmed_interval_above_the_threshold() -> None:
+    campaign = _campaign({1: 0.8, 2: 0.99, 3: 0.5}, confirmed={1, 2})
+    rule = DecisionRule()
+    facts = facts_from_campaign(campaign, Basis.DISPATCH)
+    # 3 looks fastest but was never confirmed; 2 is inside the threshold.
+    assert choose_contenders(list(facts.values()), rule, 3) == [1]
+
+
+def test_a_wrong_output_is_rejected_and_the_next_fastest_wins() -> None:
+    campaign = _campaign({1: 0.7, 2: 0.8}, confirmed={1, 2})
+    rule = DecisionRule()
+    facts = facts_from_campaign(campaign, Basis.DISPATCH)
+    contenders = choose_contenders(list(facts.values()), rule, 3)
+    facts = with_outputs(facts, {1: (False, "outputs differ"), 2: (True, "")})
+    decision = pick_winner(list(facts.values()), contenders, rule)
+    assert decision.winner == 2
+    assert {c: j.verdict for c, j in decision.judgements.items()} == {
+        1: Verdict.REJECTED,
+        2: Verdict.WINNER,
+    }
+
+
+def test_faster_at_dispatch_level_but_slower_on_real_inputs_never_wins() -> None:
+    campaign = _campaign({1: 0.6, 2: 0.8}, confirmed={1, 2})
+    rule = DecisionRule(real_input_decides=True)
+    facts = facts_from_campaign(campaign, Basis.DISPATCH)
+    contenders = choose_contenders(list(facts.values()), rule, 6)
+    assert contenders == [1, 2]
+    facts = with_outputs(facts, {1: (True, ""), 2: (True, "")})
+    facts = with_real_input(
+        facts,
+        {
+            1: estimate_speedup(BASE, _rounds(1.3), Basis.REAL_INPUT),  # 0.77x on real data
+            2: estimate_speedup(BASE, _rounds(0.9), Basis.REAL_INPUT),
+        },
+    )
+    decision = pick_winner(list(facts.values()), contenders, rule)
+    assert decision.winner == 2
+    assert decision.judgements[1].verdict is Verdict.REJECTED
+    assert decision.winner_estimate is not None
+    assert decision.winner_estimate.basis is Basis.REAL_INPUT
+
+
+def test_no_contender_passing_gives_no_winner() -> None:
+    rule = DecisionRule()
+    facts = [
+        CandidateFacts(1, estimate_speedup(BASE, _rounds(0.8), Basis.DISPATCH), confirmed=True)
+    ]
+    assert pick_winner(facts, [1], rule).winner is None  # Outputs never checked.
+    assert pick_winner(facts, [], rule).winner is None
+
+
+def test_the_split_flows_json_round_trip_reaches_the_same_verdict() -> None:
+    campaign = _campaign({1: 0.75, 2: 0.8, 3: 1.1}, confirmed={1, 2, 3})
+    restored = campaign_from_json(campaign_to_json(campaign))
+    rule = DecisionRule()
+    outputs = {1: (True, ""), 2: (True, ""), 3: (True, "")}
+
+    def decide(result: CampaignResult) -> tuple[int | None, list[int]]:
+        facts = facts_from_campaign(result, Basis.DISPATCH)
+        contenders = choose_contenders(list(facts.values()), rule, 3)
+        decision = pick_winner(list(with_outputs(facts, outputs).values()), contenders, rule)
+        return decision.winner, contenders
+
+    assert decide(restored) == decide(campaign) == (1, [1, 2])
+
+
+def _stored(verdict: str, rule: str, speedup: float, origin: str = "local") -> StoredResult:
+    key = ResultKey("c", "t", "d", "p", "s")
+    return StoredResult(
+        key, f'{{"x": {speedup}}}', "", "verified", "", (), 1.0, 1.0, 1.0, 0.0, 1.0, speedup,
+        "s", "now", verdict=verdict, rule=rule, origin=origin,
+    )  # fmt: skip
+
+
+def test_only_a_winner_under_the_same_rule_is_reused(tmp_path: Path) -> None:
+    rule = DecisionRule().name
+    rows = {
+        "a": _stored("beaten", rule, 1.9),
+        "b": _stored("winner", "an-older-rule", 1.8),
+        "c": _stored("winner", rule, 9.9, origin="imported"),
+        "d": _stored("winner", rule, 1.2),
+    }
+    reusable = find_reusable(rows, rule)
+    assert reusable is not None and reusable.speedup == 1.2
+    assert find_reusable({k: v for k, v in rows.items() if k != "d"}, rule) is None
