@@ -166,7 +166,7 @@ def plot_candidate_times(
         [f"#{c.candidate_id}" + (" (chosen)" if c.candidate_id == winner else "") for c in timed],
         fontsize=8,
     )
-    axes.invert_yaxis()
+    axes.set_ylim(len(timed) - 0.5, -0.5)
     axes.set_xlabel("time per call (ms): median, whiskers from fastest to slowest repetition")
     axes.set_xlim(left=0)
     statuses = sorted({c.status for c in timed})
@@ -185,7 +185,8 @@ def plot_candidate_times(
             for s, n in sorted(untimed.items())
         ),
     ]
-    axes.legend(handles=handles, fontsize=8, loc="lower right")
+    # Under the plot, where it can hide no candidate.
+    figure.legend(handles=handles, fontsize=8, loc="outside lower center", ncols=3, frameon=False)
     axes.grid(axis="x", alpha=0.3)
     return figure
 
