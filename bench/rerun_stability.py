@@ -31,9 +31,20 @@ def run_once(index: int, candidates: int, work: Path) -> dict[str, object]:
     started = time.monotonic()
     completed = subprocess.run(
         [
-            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(ROOT / "examples" / "matmul.mlir"),
-            "--target", "cpu", "--num-candidates", str(candidates), "--no-progress",
-            "--db", str(work / f"run{index}.sqlite"), "--output-dir", str(out),
+            sys.executable,
+            "-m",
+            "ireetune.cli",
+            "tune-dispatch",
+            str(ROOT / "examples" / "matmul.mlir"),
+            "--target",
+            "cpu",
+            "--num-candidates",
+            str(candidates),
+            "--no-progress",
+            "--db",
+            str(work / f"run{index}.sqlite"),
+            "--output-dir",
+            str(out),
         ],  # fmt: skip
         capture_output=True,
         text=True,

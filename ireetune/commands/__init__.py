@@ -14,4 +14,5 @@ COMMAND_MODULES = (
     "ireetune.commands.spec",
     "ireetune.commands.compile",
     "ireetune.commands.profile",
+    "ireetune.commands.report",
 )

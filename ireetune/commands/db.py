@@ -34,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "import", help="add results from a JSON export or another database"
     )
     import_.add_argument("source", type=Path, help="a JSON export or an ireetune database file")
-    for action in (list_, show, export, import_):
+    report = actions.add_parser("report", help="best speedups per problem, target and compiler")
+    report.add_argument("-o", "--output", type=Path, default=None, help="also write an HTML page")
+    for action in (list_, show, export, import_, report):
         # After the action too (`ireetune db list --db FILE`), as every tuner takes it; SUPPRESS
         # keeps a `--db` given before the action when none follows it.
         action.add_argument("--db", type=Path, default=argparse.SUPPRESS, help=database_help)
@@ -47,7 +49,7 @@ def run(arguments: argparse.Namespace) -> int:
     path = arguments.db or default_database_path()
     if arguments.db_command != "import" and not path.exists():
         raise IreetuneError(f"no database at {path}")
-    if arguments.db_command == "export" and arguments.output is not None:
+    if arguments.db_command in ("export", "report") and arguments.output is not None:
         _check_output(arguments.output)
     with TuningDatabase(path) as database:
         if arguments.db_command == "list":
@@ -56,6 +58,11 @@ def run(arguments: argparse.Namespace) -> int:
             return _show(database, arguments.problem)
         if arguments.db_command == "export":
             return _export(database, arguments.format, arguments.target, arguments.output)
+        if arguments.db_command == "report":
+            from ireetune.report.db_report import report_database
+
+            sys.stdout.write(report_database(database, path, arguments.output))
+            return 0
         return _import(database, arguments.source)
 
 

@@ -17,9 +17,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.handoff.finish import finish_run
+    from ireetune.report.html_report import try_write_html_report
 
     result = finish_run(arguments.run_dir)
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    report_path = try_write_html_report(result.run_dir)
+    if report_path is not None:
+        sys.stdout.write(f"html report: {report_path}\n")
     return 0

@@ -119,6 +119,9 @@ def run(arguments: argparse.Namespace) -> int:
         parse_operation_kind,
         read_problem_file,
     )
+    from ireetune.report.html_report import try_write_html_report
+    from ireetune.report.records import write_text_atomically
+    from ireetune.report.run_view import PROFILE_RESULTS_NAME
 
     phase = Phase(arguments.phase)
     dimensions = {
@@ -190,6 +193,13 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.output is not None:
         arguments.output.write_text(render_csv(result.results))
         sys.stderr.write(f"Writing performance report to {arguments.output}\n")
+    # The results stay beside the manifest, where `ireetune report` finds them.
+    write_text_atomically(
+        arguments.generated_dir / PROFILE_RESULTS_NAME, render_csv(result.results)
+    )
+    report_path = try_write_html_report(arguments.generated_dir)
+    if report_path is not None:
+        sys.stderr.write(f"html report: {report_path}\n")
     return 0
 
 

@@ -50,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.model_tuner import ModelTuneOptions, tune_model
+    from ireetune.report.html_report import try_write_html_report
 
     result = tune_model(
         ModelTuneOptions(
@@ -74,4 +75,7 @@ def run(arguments: argparse.Namespace) -> int:
     )
     sys.stdout.write((result.run_dir / "report.txt").read_text())
     sys.stdout.write(f"run folder: {result.run_dir}\n")
+    report_path = try_write_html_report(result.run_dir)
+    if report_path is not None:
+        sys.stdout.write(f"html report: {report_path}\n")
     return 0

@@ -73,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
+    from ireetune.report.html_report import try_write_html_report
 
     options = TuneOptions(
         input_path=arguments.input,
@@ -109,4 +110,7 @@ def run(arguments: argparse.Namespace) -> int:
     sys.stdout.write(f"run folder: {result.run_dir}\n")
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    report_path = try_write_html_report(result.run_dir)
+    if report_path is not None:
+        sys.stdout.write(f"html report: {report_path}\n")
     return 0

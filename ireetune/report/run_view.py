@@ -1,0 +1,416 @@
+"""Read a finished run folder back into typed records for the HTML report.
+
+Three kinds of folders exist: a dispatch run (`results.json`), a model run (`report.json` and
+`profile.json`, with one dispatch run per tuned problem under `tuning/`) and a profiler run
+(`profile_results.csv` beside `manifest.json`). Every field is read with a default, because the
+files are written by several versions of ireetune (the run-level `decision` and the per-candidate
+speedup interval are newer than the rest) and a run stopped half way leaves fields out.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ireetune.errors import IreetuneError
+
+RESULTS_NAME = "results.json"
+MODEL_REPORT_NAME = "report.json"
+MODEL_PROFILE_NAME = "profile.json"
+PROFILE_RESULTS_NAME = "profile_results.csv"
+# The model tuner's note naming the specs it dropped from the linked spec, comma-separated.
+DROPPED_NOTE = "dropped specs that slowed the linked model:"
+
+
+class RunKind(enum.Enum):
+    DISPATCH = "dispatch"
+    MODEL = "model"
+    PROFILE = "profile"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the run chose its winner: the rule, the speedup and its interval, how to replay it."""
+
+    rule: str
+    winner: int | None
+    speedup: float | None
+    low: float | None
+    high: float | None
+    basis: str
+    replay: str
+
+
+@dataclass(frozen=True)
+class CandidateView:
+    """One candidate as the report shows it. Candidate 0 is the compiler's default."""
+
+    candidate_id: int
+    status: str
+    knobs: tuple[tuple[str, int | str], ...]
+    reason: str
+    median_ms: float | None
+    min_ms: float | None
+    max_ms: float | None
+    spread: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    verdict: str
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.candidate_id == 0
+
+
+@dataclass(frozen=True)
+class DispatchRunView:
+    """A dispatch tuning run: its facts, its decision (when recorded) and every candidate."""
+
+    run_dir: Path
+    problem: str
+    target: str
+    devices: tuple[str, ...]
+    compiler_version: str
+    outcome: str
+    baseline_ms: float | None
+    best_candidate: int | None
+    best_speedup: float | None
+    decision: Decision | None
+    spec_written: bool
+    spec_why: str
+    notes: tuple[str, ...]
+    candidates: tuple[CandidateView, ...]
+
+
+@dataclass(frozen=True)
+class ModelDispatchView:
+    """One dispatch of a model: its time before tuning, the tuned candidate's, and what happened."""
+
+    name: str
+    problem: str
+    invocations: int
+    share: float
+    default_ms: float | None
+    tuned_ms: float | None
+    kept_spec: str | None
+    selected: bool
+    note: str
+    # Whether the dispatch's spec is in the model's final tuned spec: kept in selection, not
+    # dropped afterwards as harmful, and a tuned spec written at all.
+    in_tuned_spec: bool
+
+
+@dataclass(frozen=True)
+class ModelRunView:
+    """A whole-model run: model times, the hot-set profile and the dispatch runs it made."""
+
+    run_dir: Path
+    model: str
+    target: str
+    default_ms: float | None
+    tuned_ms: float | None
+    speedup: float | None
+    tuned_spec: str | None
+    decision: Decision | None
+    notes: tuple[str, ...]
+    model_ms: float | None
+    explained_ms: float | None
+    dispatches: tuple[ModelDispatchView, ...]
+    tuning_runs: tuple[DispatchRunView, ...]
+
+
+@dataclass(frozen=True)
+class ProfileRowView:
+    """One profiled dispatch: a shape under one configuration."""
+
+    dispatch: str
+    operation: str
+    configuration: str
+    knobs: tuple[tuple[str, int | str], ...]
+    status: str
+    verification: str
+    runtime_ms: float | None
+    gflops: float | None
+    peak_gflops: float | None
+    speedup_vs_default: float | None
+    vendor_library: str
+    vendor_gflops: float | None
+    vendor_note: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProfileRunView:
+    run_dir: Path
+    target: str
+    device: str
+    rows: tuple[ProfileRowView, ...]
+
+
+RunView = DispatchRunView | ModelRunView | ProfileRunView
+
+
+def detect_run_kind(run_dir: Path) -> RunKind:
+    """Tell which kind of run wrote `run_dir` from the files it holds."""
+    if not run_dir.is_dir():
+        raise IreetuneError(f"{run_dir} is not a folder")
+    if (run_dir / MODEL_REPORT_NAME).is_file():
+        return RunKind.MODEL
+    if (run_dir / RESULTS_NAME).is_file():
+        return RunKind.DISPATCH
+    if (run_dir / PROFILE_RESULTS_NAME).is_file():
+        return RunKind.PROFILE
+    raise IreetuneError(
+        f"{run_dir} holds no {RESULTS_NAME}, {MODEL_REPORT_NAME} or {PROFILE_RESULTS_NAME}: "
+        "not a tune-dispatch, tune or profile run folder"
+    )
+
+
+def read_run(run_dir: Path) -> RunView:
+    """Read any kind of run folder."""
+    kind = detect_run_kind(run_dir)
+    if kind is RunKind.MODEL:
+        return read_model_run(run_dir)
+    if kind is RunKind.DISPATCH:
+        return read_dispatch_run(run_dir)
+    return read_profile_run(run_dir)
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise IreetuneError(f"cannot read {path}: {error}") from error
+    if not isinstance(document, dict):
+        raise IreetuneError(f"{path} does not hold a JSON object")
+    return document
+
+
+def _number(value: object) -> float | None:
+    """Return a finite float, or None for anything else (missing, null, text, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _knobs(value: object) -> tuple[tuple[str, int | str], ...]:
+    if not isinstance(value, Mapping):
+        return ()
+    return tuple(
+        sorted((str(k), v if isinstance(v, int | str) else str(v)) for k, v in value.items())
+    )
+
+
+def parse_knob_text(text: str) -> tuple[tuple[str, int | str], ...]:
+    """Parse `dist_m=64 vec_k=8` (the CSV form of knobs) back into pairs; ints where they parse."""
+    pairs: list[tuple[str, int | str]] = []
+    for item in text.split():
+        name, separator, value = item.partition("=")
+        if not separator:
+            continue
+        pairs.append((name, int(value) if value.lstrip("-").isdigit() else value))
+    return tuple(sorted(pairs))
+
+
+def read_decision(value: object) -> Decision | None:
+    """Read the run-level `decision` object, or None when the run did not record one."""
+    if not isinstance(value, Mapping):
+        return None
+    winner = value.get("winner")
+    return Decision(
+        rule=_text(value.get("rule")),
+        winner=winner if isinstance(winner, int) and not isinstance(winner, bool) else None,
+        speedup=_number(value.get("speedup")),
+        low=_number(value.get("low")),
+        high=_number(value.get("high")),
+        basis=_text(value.get("basis")),
+        replay=_text(value.get("replay")),
+    )
+
+
+def _candidate(entry: Mapping[str, Any]) -> CandidateView:
+    identifier = entry.get("candidate_id")
+    return CandidateView(
+        candidate_id=identifier if isinstance(identifier, int) else -1,
+        status=_text(entry.get("status")) or "unknown",
+        knobs=_knobs(entry.get("knobs")),
+        reason=_text(entry.get("reason")),
+        median_ms=_number(entry.get("median_ms")),
+        min_ms=_number(entry.get("min_ms")),
+        max_ms=_number(entry.get("max_ms")),
+        spread=_number(entry.get("spread")),
+        speedup=_number(entry.get("speedup")),
+        speedup_low=_number(entry.get("speedup_low")),
+        speedup_high=_number(entry.get("speedup_high")),
+        verdict=_text(entry.get("verdict")),
+    )
+
+
+def read_dispatch_run(run_dir: Path) -> DispatchRunView:
+    """Read a dispatch run's `results.json`, old format or new."""
+    info = _load_json(run_dir / RESULTS_NAME)
+    raw_candidates = info.get("candidates")
+    candidates = tuple(
+        sorted(
+            (_candidate(c) for c in raw_candidates or () if isinstance(c, Mapping)),
+            key=lambda c: c.candidate_id,
+        )
+    )
+    best = info.get("best_candidate")
+    spec_exists = (run_dir / "best_spec.mlir").is_file()
+    written = info.get("spec_written")
+    notes = tuple(_text(n) for n in info.get("notes") or () if n)
+    why = _text(info.get("why"))
+    if not why:
+        # Older runs do not say why; the outcome and the notes do.
+        outcome = _text(info.get("outcome"))
+        why = (
+            f"candidate {best} was verified and beat the default"
+            if spec_exists and isinstance(best, int)
+            else next((n for n in notes if "spec" in n), f"outcome: {outcome or 'unknown'}")
+        )
+    devices = info.get("devices")
+    return DispatchRunView(
+        run_dir=run_dir,
+        problem=_text(info.get("problem")) or run_dir.name,
+        target=_text(info.get("target")),
+        devices=tuple(_text(d) for d in devices) if isinstance(devices, list) else (),
+        compiler_version=_text(info.get("compiler_version")),
+        outcome=_text(info.get("outcome")) or "unknown",
+        baseline_ms=_number(info.get("baseline_ms")),
+        best_candidate=best if isinstance(best, int) and not isinstance(best, bool) else None,
+        best_speedup=_number(info.get("best_speedup")),
+        decision=read_decision(info.get("decision")),
+        spec_written=written if isinstance(written, bool) else spec_exists,
+        spec_why=why,
+        notes=notes,
+        candidates=candidates,
+    )
+
+
+def read_model_run(run_dir: Path) -> ModelRunView:
+    """Read a model run's `report.json`, `profile.json` and the dispatch runs under `tuning/`."""
+    report = _load_json(run_dir / MODEL_REPORT_NAME)
+    profile = (
+        _load_json(run_dir / MODEL_PROFILE_NAME) if (run_dir / MODEL_PROFILE_NAME).is_file() else {}
+    )
+    selected = {
+        _text(p.get("name")): bool(p.get("selected"))
+        for p in profile.get("dispatches") or ()
+        if isinstance(p, Mapping)
+    }
+    notes = tuple(_text(n) for n in report.get("notes") or () if n)
+    dropped = {
+        name.strip()
+        for note in notes
+        if note.startswith(DROPPED_NOTE)
+        for name in note.removeprefix(DROPPED_NOTE).split(",")
+    }
+    tuned_spec = _text(report.get("tuned_spec")) or None
+    dispatches = tuple(
+        ModelDispatchView(
+            name=_text(d.get("name")),
+            problem=_text(d.get("problem")),
+            invocations=int(d.get("invocations") or 0),
+            share=_number(d.get("share")) or 0.0,
+            default_ms=_number(d.get("default_ms")),
+            tuned_ms=_number(d.get("tuned_ms")),
+            kept_spec=_text(d.get("kept_spec")) or None,
+            selected=selected.get(_text(d.get("name")), True),
+            note=_text(d.get("note")),
+            in_tuned_spec=bool(
+                tuned_spec and d.get("kept_spec") and _text(d.get("name")) not in dropped
+            ),
+        )
+        for d in report.get("dispatches") or ()
+        if isinstance(d, Mapping)
+    )
+    tuning_dir = run_dir / "tuning"
+    tuning_runs = (
+        tuple(
+            read_dispatch_run(folder)
+            for folder in sorted(tuning_dir.iterdir())
+            if (folder / RESULTS_NAME).is_file()
+        )
+        if tuning_dir.is_dir()
+        else ()
+    )
+    return ModelRunView(
+        run_dir=run_dir,
+        model=_text(report.get("model")),
+        target=_text(report.get("target")),
+        default_ms=_number(report.get("default_ms")),
+        tuned_ms=_number(report.get("tuned_ms")),
+        speedup=_number(report.get("speedup")),
+        tuned_spec=tuned_spec,
+        decision=read_decision(report.get("decision")),
+        notes=notes,
+        model_ms=_number(profile.get("model_ms")),
+        explained_ms=_number(profile.get("explained_ms")),
+        dispatches=dispatches,
+        tuning_runs=tuning_runs,
+    )
+
+
+def _csv_number(text: str | None) -> float | None:
+    try:
+        return _number(float(text)) if text else None
+    except ValueError:
+        return None
+
+
+def read_profile_run(run_dir: Path) -> ProfileRunView:
+    """Read a profiler run's `profile_results.csv` (the columns of DispatchResult)."""
+    path = run_dir / PROFILE_RESULTS_NAME
+    with path.open(newline="") as stream:
+        raw_rows = list(csv.DictReader(stream))
+    rows = []
+    for row in raw_rows:
+        runtime_ms = _csv_number(row.get("runtime_ms"))
+        gflops = _csv_number(row.get("gflops"))
+        peak_percent = _csv_number(row.get("peak_percent"))
+        vendor_ms = _csv_number(row.get("vendor_ms"))
+        # The CSV holds the vendor's time and our share of the peak; both become GFLOP/s here.
+        vendor_gflops = (
+            gflops * runtime_ms / vendor_ms if gflops and runtime_ms and vendor_ms else None
+        )
+        peak_gflops = gflops * 100.0 / peak_percent if gflops and peak_percent else None
+        rows.append(
+            ProfileRowView(
+                dispatch=row.get("dispatch") or "",
+                operation=row.get("operation") or "",
+                configuration=row.get("configuration") or "",
+                knobs=parse_knob_text(row.get("knobs") or ""),
+                status=row.get("status") or "",
+                verification=row.get("verification") or "",
+                runtime_ms=runtime_ms,
+                gflops=gflops,
+                peak_gflops=peak_gflops,
+                speedup_vs_default=_csv_number(row.get("speedup_vs_default")),
+                vendor_library=row.get("vendor_library") or "",
+                vendor_gflops=vendor_gflops,
+                vendor_note=row.get("vendor_note") or "",
+                reason=row.get("reason") or "",
+            )
+        )
+    manifest = (
+        _load_json(run_dir / "manifest.json") if (run_dir / "manifest.json").is_file() else {}
+    )
+    return ProfileRunView(
+        run_dir=run_dir,
+        target=_text(manifest.get("target")),
+        device=_text(manifest.get("device")),
+        rows=tuple(rows),
+    )

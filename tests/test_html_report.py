@@ -1,0 +1,287 @@
+"""The HTML report: real runs of the three kinds, opened in headless Chromium; pages from records."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ireetune.cli import main
+from ireetune.report.html_report import (
+    render_dispatch_report,
+    try_write_html_report,
+    write_html_report,
+)
+from ireetune.report.plots import ShareSegment, compute_model_shares
+from ireetune.report.records import CandidateRecord, CandidateStatus, write_results
+from ireetune.report.run_view import (
+    Decision,
+    ModelDispatchView,
+    ModelRunView,
+    read_dispatch_run,
+    read_model_run,
+)
+from tests.browser import find_chromium, inspect_page
+from tests.conftest import MATMUL_MODEL, dump_benchmarks
+
+# A matmul (tunable) beside an elementwise add (not tunable): the model report then has both a
+# tuned dispatch and an untuned share with its reason.
+MATMUL_AND_ADD_MODEL = """
+func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>,
+                %a: tensor<256x256xf32>, %b: tensor<256x256xf32>)
+    -> (tensor<64x128xf32>, tensor<256x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>)
+                     outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %s = arith.addf %a, %b : tensor<256x256xf32>
+  return %r, %s : tensor<64x128xf32>, tensor<256x256xf32>
+}
+"""
+
+
+@dataclass(frozen=True)
+class ProducedRun:
+    """A run made by the real command line, and what that command printed."""
+
+    run_dir: Path
+    stdout: str
+    stderr: str
+
+
+def _ireetune(*arguments: str) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+def _only_child(folder: Path) -> Path:
+    (child,) = [path for path in folder.iterdir() if path.is_dir()]
+    return child
+
+
+@pytest.fixture(scope="session")
+def produced_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ProducedRun]:
+    """Make one tiny run of each kind with the real tools (under a minute on two cores)."""
+    root = tmp_path_factory.mktemp("report_runs")
+    (benchmark,) = dump_benchmarks(MATMUL_MODEL, root / "dumps")
+    common = ("--no-db", "--no-progress", "--jobs", "2")
+    dispatch = _ireetune(
+        "tune-dispatch", str(benchmark), "--num-candidates", "3", "--repetitions", "2",
+        "--confirm-rounds", "1", "--output-dir", str(root / "dispatch"), *common,
+    )  # fmt: skip
+    model_path = root / "model.mlir"
+    model_path.write_text(MATMUL_AND_ADD_MODEL)
+    model = _ireetune(
+        "tune", str(model_path), "--num-candidates", "2", "--candidates-per-dispatch", "1",
+        "--rounds", "1", "--coverage", "1.0", "--output-dir", str(root / "model"), *common,
+    )  # fmt: skip
+    profile = _ireetune(
+        "profile", "matmul", "--m", "32,64", "--n", "64", "--k", "64", "--configs", "default,1",
+        "--repetitions", "2", "--no-vendor", "--peak-gflops", "100", "--format", "csv",
+        "--generated-dir", str(root / "profile"), "--no-progress", "--jobs", "2",
+    )  # fmt: skip
+    return {
+        "dispatch": ProducedRun(_only_child(root / "dispatch"), dispatch.stdout, dispatch.stderr),
+        "model": ProducedRun(_only_child(root / "model"), model.stdout, model.stderr),
+        "profile": ProducedRun(root / "profile", profile.stdout, profile.stderr),
+    }
+
+
+# Per kind: the fewest plots the page must show, and words its verdict section must hold.
+EXPECTED_PAGES = {
+    "dispatch": (3, ("compiler's default", "Spec written:", "Is the search converging?")),
+    "model": (4, ("Where the model's time goes", "not tunable: root op 'linalg.generic'")),
+    "profile": (2, ("2 shapes, 4 dispatches profiled", "GFLOP/s per shape")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED_PAGES))
+def test_the_report_renders_in_chromium_without_errors(
+    kind: str, produced_runs: dict[str, ProducedRun], tmp_path: Path
+) -> None:
+    if find_chromium() is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium; .ci/run does)")
+    produced = produced_runs[kind]
+    page = produced.run_dir / "report.html"
+    # The command wrote the report itself and said where (on stderr for profile: its stdout is CSV).
+    printed = produced.stderr if kind == "profile" else produced.stdout
+    assert f"html report: {page}" in printed
+    inspection = inspect_page(page)
+    (tmp_path / f"{kind}.png").write_bytes(inspection.screenshot_png)
+
+    minimum_plots, phrases = EXPECTED_PAGES[kind]
+    assert inspection.console_errors == ()
+    assert inspection.external_requests == ()
+    assert len(inspection.plots) >= minimum_plots
+    assert len(inspection.plots) == page.read_text().count('<figure class="plot">')
+    assert [p for p in inspection.plots if p.width < 200 or p.height < 100 or p.marks < 10] == []
+    assert [phrase for phrase in phrases if phrase not in inspection.text] == []
+    assert inspection.screenshot_png.startswith(b"\x89PNG") and len(inspection.screenshot_png) > (
+        20_000
+    )
+
+
+def test_report_command_writes_where_asked_and_refuses_a_foreign_folder(
+    produced_runs: dict[str, ProducedRun], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "elsewhere.html"
+    assert main(["report", str(produced_runs["dispatch"].run_dir), "-o", str(output)]) == 0
+    assert output.read_text().startswith("<!DOCTYPE html>")
+    assert capsys.readouterr().out == f"html report: {output}\n"
+
+    assert main(["report", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("ireetune: error: ") and error.count("\n") == 1
+    assert "not a tune-dispatch, tune or profile run folder" in error
+
+
+def test_model_report_reads_the_untuned_share_and_the_tuning_runs(
+    produced_runs: dict[str, ProducedRun],
+) -> None:
+    run = read_model_run(produced_runs["model"].run_dir)
+    report = json.loads((run.run_dir / "report.json").read_text())
+    assert [d.name for d in run.dispatches] == [d["name"] for d in report["dispatches"]]
+    assert [r.problem for r in run.tuning_runs] == ["matmul_64x128x96_f32_f32_f32"]
+    untunable = [d for d in run.dispatches if d.problem.startswith("not tunable")]
+    assert [d.in_tuned_spec for d in untunable] == [False]
+    shares = compute_model_shares(run)
+    assert sum(s.before for s in shares) == pytest.approx(1.0)
+    assert sum(s.after for s in shares) == pytest.approx(1.0)
+
+
+def _write_dispatch_run(run_dir: Path, run_info: dict[str, object]) -> None:
+    """Write a results.json with the real writer: a default, a winner, a failure and a wrong one."""
+    knobs = (("dist_m", 64), ("vec_m", 8))
+    records = [
+        CandidateRecord(0, knobs, CandidateStatus.MEASURED, median_ms=2.0, min_ms=1.9,
+                        max_ms=2.2, speedup=1.0),
+        CandidateRecord(1, (("dist_m", 128), ("vec_m", 4)), CandidateStatus.VERIFIED,
+                        median_ms=1.6, min_ms=1.5, max_ms=1.7, speedup=1.25),
+        CandidateRecord(2, (("dist_m", 32), ("vec_m", 16)), CandidateStatus.COMPILE_FAILED,
+                        reason="error: 'vector.contract' op failed to verify"),
+        CandidateRecord(3, (("dist_m", 16), ("vec_m", 2)), CandidateStatus.WRONG,
+                        median_ms=1.2, min_ms=1.1, max_ms=1.3, speedup=1.66),
+    ]  # fmt: skip
+    run_dir.mkdir()
+    write_results(run_dir / "results.json", run_info, records)
+
+
+def test_a_recorded_decision_shows_its_interval_replay_and_why(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    replay = "ireetune replay RUN --candidate 1"
+    _write_dispatch_run(
+        run_dir,
+        {
+            "problem": "matmul_256x256x256_f32_f32_f32",
+            "target": "cpu",
+            "outcome": "no-improvement",
+            "best_candidate": 1,
+            "best_speedup": 1.25,
+            "decision": {
+                "rule": "lower bound of the interval above 1.02",
+                "winner": 1,
+                "speedup": 1.25,
+                "low": 1.1,
+                "high": 1.4,
+                "basis": "real-input",
+                "replay": replay,
+            },
+            "spec_written": False,
+            "why": "the interval reaches below the threshold",
+        },
+    )
+    run = read_dispatch_run(run_dir)
+    assert run.decision == Decision(
+        "lower bound of the interval above 1.02", 1, 1.25, 1.1, 1.4, "real-input", replay
+    )
+    page = render_dispatch_report(run)
+    assert (
+        "1.250× faster than the compiler&#x27;s default (interval 1.100×–1.400×): candidate 1, "
+        "decided on real inputs, timed side by side with the default" in page
+    )
+    assert f"<pre>{replay}</pre>" in page
+    assert "Spec written: <b>no</b>. The interval reaches below the threshold" in page
+    assert "compile-failed: 1 without a time" in page
+    # The wrong candidate is plotted and tabled in its own colour.
+    assert page.count("#e7298a") >= 2
+
+
+def test_an_old_results_file_without_decision_still_reports(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    _write_dispatch_run(run_dir, {"problem": "p", "outcome": "improved", "best_candidate": 1,
+                                  "best_speedup": 1.25})  # fmt: skip
+    (run_dir / "best_spec.mlir").write_text("module {}\n")
+    run = read_dispatch_run(run_dir)
+    assert (run.decision, run.spec_written, run.spec_why) == (
+        None,
+        True,
+        "candidate 1 was verified and beat the default",
+    )
+    page = render_dispatch_report(run)
+    assert "1.250× faster than the compiler&#x27;s default: candidate 1" in page
+    assert "interval" not in page.split("<h2>")[0]
+    assert "<pre>" not in page
+
+
+def test_a_run_with_no_measured_candidate_says_so_instead_of_plotting(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(json.dumps({"outcome": "failed", "candidates": []}))
+    page = write_html_report(run_dir).read_text()
+    assert "<svg" not in page
+    assert "The run failed before it found a winner" in page
+    assert "No candidate was measured." in page
+
+
+def test_a_report_that_cannot_be_drawn_is_a_warning_not_a_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text("{ half a file")
+    with caplog.at_level(logging.WARNING):
+        assert try_write_html_report(run_dir) is None
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "could not write the HTML report" in caplog.records[0].getMessage()
+    assert not (run_dir / "report.html").exists()
+
+
+def _model_dispatch(
+    name: str, default_ms: float, tuned_ms: float, in_spec: bool
+) -> ModelDispatchView:
+    return ModelDispatchView(
+        name=name, problem=f"{name}_problem", invocations=2, share=0.0, default_ms=default_ms,
+        tuned_ms=tuned_ms, kept_spec="spec.mlir" if in_spec else None, selected=True, note="",
+        in_tuned_spec=in_spec,
+    )  # fmt: skip
+
+
+def test_model_shares_after_tuning_use_only_specs_in_the_final_spec() -> None:
+    run = ModelRunView(
+        run_dir=Path("run"), model="m.mlir", target="cpu", default_ms=10.0, tuned_ms=8.0,
+        speedup=1.25, tuned_spec="tuned_spec.mlir", decision=None, notes=(), model_ms=10.0,
+        explained_ms=8.0,
+        dispatches=(
+            _model_dispatch("a", 3.0, 1.0, in_spec=True),
+            _model_dispatch("b", 1.0, 0.5, in_spec=False),
+        ),
+        tuning_runs=(),
+    )  # fmt: skip
+    # Before: a 6 ms, b 2 ms, outside 2 ms of 10. After: a 2 ms (tuned), b 2 ms, outside 2 ms of 6.
+    assert compute_model_shares(run) == [
+        ShareSegment("a (a_problem)", 0.6, pytest.approx(2 / 6), kept_default=False),
+        ShareSegment("b (b_problem)", 0.2, pytest.approx(2 / 6), kept_default=True),
+        ShareSegment("outside dispatches (launches, copies)", 0.2, pytest.approx(2 / 6), False),
+    ]
