@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from ireetune.child_process import start_child, stop_child
+
 # The worker command can be replaced (for example by a wrapper that injects faults) through this
 # variable: a JSON list of arguments, never a shell string.
 WORKER_COMMAND_VARIABLE = "IREETUNE_BENCHMARK_WORKER"
@@ -107,13 +109,7 @@ def run_benchmarks(
             "hopeless_factor": hopeless_factor,
             "jobs": [{"candidate_id": j.candidate_id, "vmfb": str(j.vmfb_path)} for j in pending],
         }
-        process = subprocess.Popen(
-            worker_command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = start_child(worker_command(), stdin=subprocess.PIPE)
         assert process.stdin is not None and process.stdout is not None
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
@@ -135,8 +131,7 @@ def run_benchmarks(
                 try:
                     line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
-                    process.kill()
-                    process.wait()
+                    stop_child(process)
                     yield _failure(
                         pending[reported],
                         BenchmarkStatus.TIMED_OUT,
@@ -204,8 +199,7 @@ def run_benchmarks(
         finally:
             # Also when the caller stops reading early: no worker outlives its generator.
             if process.poll() is None:
-                process.kill()
-                process.wait()
+                stop_child(process)
         next_job += reported
 
 
