@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +17,19 @@ from pathlib import Path
 import pytest
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.benchmark.folder import benchmark_folder
+from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.handoff.export import StopAfter
 from ireetune.handoff.finish import finish_run
-from ireetune.handoff.manifest import RESULTS_NAME, read_manifest
+from ireetune.handoff.manifest import (
+    MANIFEST_NAME,
+    RESULTS_NAME,
+    check_results_match_manifest,
+    hash_manifest,
+    read_manifest,
+)
 from ireetune.report.records import CandidateStatus
 from tests.conftest import MATMUL_MODEL
 
@@ -85,12 +94,18 @@ def test_folder_is_benchmarked_without_compiler_then_finished(
 ) -> None:
     manifest = read_manifest(compiled_folder)
     assert manifest.target == "cpu" and len(manifest.candidates) >= 1
+    # Through the real entry point: the command line must not import the compiler either.
     completed = subprocess.run(
-        [sys.executable, "-m", "ireetune.benchmark.folder", str(compiled_folder), "--devices", "local-task"],
+        [sys.executable, "-m", "ireetune.cli", "benchmark-folder", str(compiled_folder), "--devices", "local-task"],
         env=runtime_only_environment(tmp_path), capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == (
+        f"results: {compiled_folder / RESULTS_NAME}\nnext: ireetune finish {compiled_folder}\n"
+    )
     results = json.loads((compiled_folder / RESULTS_NAME).read_text())
+    assert results["manifest_sha256"] == hash_manifest(compiled_folder)
+    check_results_match_manifest(compiled_folder)
     measured = [c for c in results["campaign"]["candidates"] if c["status"] == "measured"]
     assert len(measured) == len(manifest.candidates)
     assert [b["device"] for b in results["campaign"]["baselines"]] == ["local-task"]
@@ -135,3 +150,50 @@ def test_campaign_spreads_over_devices_and_survives_a_broken_one(compiled_folder
     }
     assert result.baselines["nowhere://0"].error
     assert not result.baselines["local-sync"].error and result.baselines["local-sync"].before_ms
+
+
+def _copy_folder(folder: Path, destination: Path) -> Path:
+    shutil.copytree(folder, destination)
+    return destination
+
+
+def test_results_of_another_manifest_are_refused(compiled_folder: Path, tmp_path: Path) -> None:
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    (folder / RESULTS_NAME).write_text(json.dumps({"manifest_sha256": hash_manifest(folder)}))
+    check_results_match_manifest(folder)
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    manifest["candidates"] = manifest["candidates"][:1]
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(IreetuneError) as excinfo:
+        check_results_match_manifest(folder)
+    assert "was measured from another handoff.json" in str(excinfo.value)
+
+
+def test_results_naming_no_manifest_are_refused(compiled_folder: Path, tmp_path: Path) -> None:
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    (folder / RESULTS_NAME).write_text(json.dumps({"campaign": {}}))
+    with pytest.raises(IreetuneError) as excinfo:
+        check_results_match_manifest(folder)
+    assert "names no manifest" in str(excinfo.value)
+
+
+def test_benchmark_timeout_is_carried_through_the_folder(
+    compiled_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    manifest["benchmark_timeout_s"] = 1.5
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    hanging = manifest["candidates"][0]["candidate_id"]
+    tests = Path(__file__).parent
+    monkeypatch.setenv(
+        WORKER_COMMAND_VARIABLE, json.dumps([sys.executable, str(tests / "fault_worker.py")])
+    )
+    monkeypatch.setenv("IREETUNE_FAULT_HANG", str(hanging))
+    monkeypatch.setenv("PYTHONPATH", str(tests.parent))
+    results = json.loads(benchmark_folder(folder, ["local-task"]).read_text())
+    (reason,) = [
+        c["reason"] for c in results["campaign"]["candidates"] if c["candidate_id"] == hanging
+    ]
+    waited = float(re.search(r"no result within ([0-9.]+) s", reason).group(1))
+    assert 1.5 <= waited < 10.0

@@ -31,7 +31,7 @@ from ireetune.benchmark.campaign import (
 )
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.benchmark.stats import compute_stats
-from ireetune.handoff.manifest import RESULTS_NAME, Manifest, read_manifest
+from ireetune.handoff.manifest import RESULTS_NAME, Manifest, hash_manifest, read_manifest
 from ireetune.report.ranking import is_real_improvement
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.runner import run_reference_programs
@@ -120,11 +120,12 @@ def verify_contenders(
 def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     """Measure and verify a run folder; return the path of the results file it wrote."""
     manifest = read_manifest(run_dir)
+    manifest_hash = hash_manifest(run_dir)
     chosen = tuple(devices) or manifest.devices
     settings = CampaignSettings(
         repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
         hopeless_factor=manifest.hopeless_factor, confirm_top=manifest.confirm_top,
-        confirm_rounds=manifest.confirm_rounds,
+        confirm_rounds=manifest.confirm_rounds, min_timeout_s=manifest.benchmark_timeout_s,
     )  # fmt: skip
     jobs = [BenchmarkJob(c.candidate_id, run_dir / c.vmfb) for c in manifest.candidates]
     _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
@@ -132,6 +133,9 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
     contenders = choose_contenders(result, manifest.verify.top)
     measured_devices = [b.device for b in result.baselines.values() if not b.error]
+    if not measured_devices:
+        errors = "; ".join(f"{b.device}: {b.error}" for b in result.baselines.values())
+        raise ValueError(f"no device could be measured ({errors}); nothing was written")
     verification: dict[str, Any] = {"verdicts": {}}
     if contenders and measured_devices:
         _log(f"verifying candidates {', '.join(map(str, contenders))}")
@@ -147,6 +151,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
             if not b.error
         },  # fmt: skip
         "numpy_version": np.__version__,
+        "manifest_sha256": manifest_hash,
     }
     path = run_dir / RESULTS_NAME
     path.write_text(json.dumps(payload, indent=2) + "\n")
