@@ -2,7 +2,8 @@
 
 One worker process times many candidates (cheap on a GPU, where device start-up costs seconds).
 If it hangs past a candidate's timeout or dies, that job is recorded as timed out or crashed and
-a fresh worker continues with the jobs after it.
+a fresh worker continues with the jobs after it; so does one after a candidate failed on the
+device (a fault there can break the device for every later candidate).
 """
 
 from __future__ import annotations
@@ -196,6 +197,10 @@ def run_benchmarks(
                         yield _failure(
                             job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
                         )
+                        if record.get("restart"):
+                            # The device may be broken: the next job gets a fresh worker.
+                            stop_child(process)
+                            break
         finally:
             # Also when the caller stops reading early: no worker outlives its generator.
             if process.poll() is None:
