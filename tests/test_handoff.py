@@ -40,10 +40,13 @@ import sys
 
 
 class _CompilerAndSolverBlocker:
-    """Fail any import of the IREE compiler or z3 in this process."""
+    """Fail any import of what the GPU host's install lacks (docs/gpu.md): the IREE compiler,
+    z3, rich and onnx; it has only iree-base-runtime and numpy."""
+
+    blocked = ("z3", "iree.compiler", "rich", "onnx")
 
     def find_spec(self, name, path=None, target=None):
-        if name in ("z3", "iree.compiler") or name.startswith(("z3.", "iree.compiler.")):
+        if name in self.blocked or name.startswith(tuple(f"{b}." for b in self.blocked)):
             raise ImportError(f"runtime-only path imported {name}")
         return None
 
@@ -78,7 +81,7 @@ def runtime_only_environment(tmp_path: Path) -> dict[str, str]:
 
 def test_blocker_stops_compiler_imports(tmp_path: Path) -> None:
     environment = runtime_only_environment(tmp_path)
-    for module in ("iree.compiler", "z3"):
+    for module in ("iree.compiler", "z3", "rich", "onnx"):
         completed = subprocess.run(
             [sys.executable, "-c", f"import {module}"],
             env=environment,
