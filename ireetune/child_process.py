@@ -12,6 +12,11 @@ The kernel sends the parent-death signal when the *thread* that started the chil
 process: start a child and wait for it in the same thread (the compile pool's threads live as
 long as the pool, the benchmark runner starts and stops its worker in the thread that reads it).
 
+A child in its own group no longer receives the terminal's Ctrl-C, so an interrupted tuner stops
+them itself: `stop_all_children` kills every live child's group and lets no new child start
+(the command line calls it on KeyboardInterrupt, the compile pool before it waits for its
+threads).
+
 Runtime-only: imported by the benchmark side, so nothing here may import the compiler.
 """
 
@@ -23,6 +28,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +49,9 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 _PRCTL = _load_prctl()
+_live_children: weakref.WeakSet[subprocess.Popen[str]] = weakref.WeakSet()
+_live_children_lock = threading.Lock()
+_stopping = threading.Event()
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -63,18 +73,36 @@ def start_child(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[str]:
-    """Start `arguments` (no shell) as a child in its own group that dies with this process."""
-    return subprocess.Popen(
-        list(arguments),
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=cwd,
-        env=env,
-        text=True,
-        process_group=0,
-        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
-    )
+    """Start `arguments` (no shell) as a child in its own group that dies with this process.
+
+    After `stop_all_children` the process is exiting: the asking thread ends quietly instead.
+    """
+    with _live_children_lock:
+        if _stopping.is_set():
+            raise SystemExit(130)
+        process = subprocess.Popen(
+            list(arguments),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            text=True,
+            process_group=0,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+        )
+        _live_children.add(process)
+    return process
+
+
+def stop_all_children() -> None:
+    """Kill every live child's group and start no more: the tuner was interrupted."""
+    with _live_children_lock:
+        _stopping.set()
+        children = list(_live_children)
+    for process in children:
+        if process.poll() is None:
+            stop_child(process)
 
 
 def stop_child(process: subprocess.Popen[str]) -> None:

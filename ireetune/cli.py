@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
 from ireetune.errors import IreetuneError
 
@@ -96,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
+        # Children run in their own process groups, out of the terminal's reach: stop them.
+        stop_all_children()
         sys.stderr.write("ireetune: interrupted\n")
         return 130
 

@@ -111,3 +111,35 @@ def test_sigkilled_tuner_leaves_no_compiler_running(matmul_benchmark: Path, tmp_
     pids = _pids(pid_dir)
     assert pids
     assert _survivors(pids) == []
+
+
+def test_interrupted_tuner_stops_its_compiles_at_once(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    # Compiles run in their own process groups, so Ctrl-C reaches only the tuner: it must stop
+    # them itself rather than wait for the compile pool (here: 600 s sleeps).
+    script, pid_dir = _write_sleeper(tmp_path)
+    tuner = subprocess.Popen(
+        [
+            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(matmul_benchmark),
+            "--num-candidates", "3", "--jobs", "2", "--no-db", "--no-progress",
+            "--output-dir", str(tmp_path / "runs"),
+        ],
+        env={**os.environ, "IREETUNE_IREE_COMPILE": str(script)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A test runner in the background may ignore SIGINT, and children inherit that; a tuner
+        # in a terminal has the default disposition.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        assert _wait_until(lambda: len(_pids(pid_dir)) >= 2, 60.0), "the compile pool did not start"
+        tuner.send_signal(signal.SIGINT)
+        _, stderr = tuner.communicate(timeout=20)
+    finally:
+        if tuner.poll() is None:
+            tuner.kill()
+            tuner.wait()
+    assert (tuner.returncode, stderr) == (130, "ireetune: interrupted\n")
+    assert _survivors(_pids(pid_dir)) == []
