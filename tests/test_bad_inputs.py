@@ -80,6 +80,8 @@ class Case:
     # of its JSON, or a whole new text).
     edit_manifest: ManifestEdit | None = None
     manifest_text: str | None = None
+    # Any other change to that copy (given the folder and the workspace), such as a symlink.
+    setup: Callable[[Path, Path], object] | None = None
     # Cases where the command is allowed to create new files (never to change existing ones).
     creates_files: bool = False
     # Commands that print progress before they find the fault: the error must be the last line.
@@ -108,6 +110,11 @@ def _delete(name: str) -> ManifestEdit:
         del manifest[name]
 
     return edit
+
+
+def _replace_with_link(path: Path, target: Path) -> None:
+    shutil.rmtree(path)
+    path.symlink_to(target)
 
 
 def _duplicate_first_candidate(manifest: dict[str, Any]) -> None:
@@ -292,6 +299,26 @@ CASES = [
         ("benchmark-folder", "{folder}"),
         'candidates[0].vmfb leads outside the run folder: "outside.vmfb"',
         _set("candidates.0.vmfb", "outside.vmfb"),
+    ),
+    Case(
+        "folder-results-link-out",
+        ("benchmark-folder", "{folder}"),
+        "benchmark_results.json leads outside the run folder",
+        setup=lambda folder, tmp: (folder / RESULTS_NAME).symlink_to(tmp / "afile.txt"),
+    ),
+    Case(
+        "folder-verify-link-out",
+        ("benchmark-folder", "{folder}"),
+        'baseline.reference_vmfb leads outside the run folder: "verify/reference_0.vmfb"',
+        setup=lambda folder, tmp: _replace_with_link(folder / "verify", tmp / "adir"),
+    ),
+    Case(
+        "folder-output-link-out",
+        ("benchmark-folder", "{folder}"),
+        "output_0.npy leads outside the run folder",
+        setup=lambda folder, tmp: (folder / "verify" / "output_0.npy").symlink_to(
+            tmp / "afile.txt"
+        ),
     ),
     Case(
         "folder-repetitions-text",
@@ -561,12 +588,14 @@ def _prepare_workspace(tmp: Path, compiled: Path, matmul_benchmark: Path) -> dic
 
 
 def _snapshot(root: Path) -> dict[str, str]:
-    """Map every file and folder under `root` to its content hash (folders to "dir")."""
+    """Map every file, folder and link under `root` to its content hash, "dir" or its target."""
     state = {}
     for path in sorted(root.rglob("*")):
         key = str(path.relative_to(root))
-        if path.is_symlink() or path.is_file():
-            state[key] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "link"
+        if path.is_symlink():
+            state[key] = f"link to {os.readlink(path)}"
+        elif path.is_file():
+            state[key] = hashlib.sha256(path.read_bytes()).hexdigest()
         else:
             state[key] = "dir"
     return state
@@ -594,6 +623,8 @@ def test_bad_input_ends_in_one_line_and_changes_nothing(
     manifest_path = paths["folder"] / MANIFEST_NAME
     if case.manifest_text is not None:
         manifest_path.write_text(case.manifest_text)
+    if case.setup is not None:
+        case.setup(paths["folder"], tmp_path)
     if case.edit_manifest is not None:
         manifest = json.loads(manifest_path.read_text())
         case.edit_manifest(manifest)

@@ -31,7 +31,13 @@ from ireetune.benchmark.campaign import (
 )
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.benchmark.stats import compute_stats
-from ireetune.handoff.manifest import RESULTS_NAME, Manifest, hash_manifest, read_manifest
+from ireetune.handoff.manifest import (
+    RESULTS_NAME,
+    Manifest,
+    check_inside_folder,
+    hash_manifest,
+    read_manifest,
+)
 from ireetune.report.ranking import is_real_improvement
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.runner import run_reference_programs
@@ -121,6 +127,12 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     """Measure and verify a run folder; return the path of the results file it wrote."""
     manifest = read_manifest(run_dir)
     manifest_hash = hash_manifest(run_dir)
+    # Everything written below goes into the folder: refuse links that lead out of it, first.
+    results_path = check_inside_folder(run_dir, RESULTS_NAME)
+    check_inside_folder(run_dir, "verify").mkdir(exist_ok=True)
+    candidate_ids = (0, *(c.candidate_id for c in manifest.candidates))
+    for name in ("inputs.npz", *(f"output_{i}.npy" for i in candidate_ids)):
+        check_inside_folder(run_dir, f"verify/{name}")
     chosen = tuple(devices) or manifest.devices
     settings = CampaignSettings(
         repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
@@ -153,9 +165,8 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         "numpy_version": np.__version__,
         "manifest_sha256": manifest_hash,
     }
-    path = run_dir / RESULTS_NAME
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
+    results_path.write_text(json.dumps(payload, indent=2) + "\n")
+    return results_path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -101,6 +101,18 @@ def check_results_match_manifest(run_dir: Path) -> None:
         )
 
 
+def check_inside_folder(run_dir: Path, relative: str) -> Path:
+    """Return `run_dir / relative` if it resolves inside the folder (symlinks followed).
+
+    Raises ValueError for a path that leads out of the folder, so a crafted folder can neither
+    name a binary elsewhere nor make the benchmarking side write elsewhere.
+    """
+    path = run_dir / relative
+    if not path.resolve().is_relative_to(run_dir.resolve()):
+        raise ValueError(f"{path} leads outside the run folder {run_dir}")
+    return path
+
+
 class _Reader:
     """Read one manifest's fields with their types checked; errors name the file and field."""
 
