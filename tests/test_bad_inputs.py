@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -685,3 +687,16 @@ def test_the_suite_covers_every_command() -> None:
         "tune", "tune-dispatch", "benchmark-folder", "finish", "compile", "spec", "profile", "db",
     }  # fmt: skip
     assert len(CASES) >= 60
+
+
+def test_module_entry_point_gives_the_same_one_line(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.benchmark.folder", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (completed.returncode, completed.stderr) == (
+        2,
+        f"ireetune: error: run folder not found: {tmp_path / 'missing'}\n",
+    )

@@ -13,7 +13,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_handoff.py c
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -170,21 +169,10 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ireetune.benchmark.folder", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument(
-        "--devices", default="", help="comma-separated runtime devices (default: the manifest's)"
-    )
-    arguments = parser.parse_args(argv)
-    try:
-        path = benchmark_folder(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
-    except ValueError as error:
-        _log(f"error: {error}")
-        return 2
-    _log(f"results: {path}")
-    return 0
+    """Run `ireetune benchmark-folder` (same flags, same checks, same one-line errors)."""
+    from ireetune.cli import main as run_command_line
+
+    return run_command_line(["benchmark-folder", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
