@@ -92,3 +92,12 @@ def check_run_folder(path: Path) -> None:
     if not path.is_dir():
         raise IreetuneError(f"not a run folder: {path} is a file")
     check_output_dir(path)
+
+
+def is_inside_folder(folder: Path, relative: str) -> bool:
+    """Say whether `relative` names a path inside `folder` (no absolute path, no `..`, and no
+    symlink that leads out): the test for every path read from a folder's own manifest."""
+    path = Path(relative)
+    if not relative or path.is_absolute() or ".." in path.parts:
+        return False
+    return (folder / path).resolve().is_relative_to(folder.resolve())

@@ -114,6 +114,14 @@ def _delete(name: str) -> ManifestEdit:
     return edit
 
 
+def _edit_tree(tmp: Path, edit: Callable[[dict[str, Any]], object]) -> None:
+    """Edit the first dispatch record of the workspace's compiled profiler tree."""
+    manifest_path = tmp / "tree" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    edit(manifest["dispatches"][0])
+    manifest_path.write_text(json.dumps(manifest))
+
+
 def _replace_with_link(path: Path, target: Path) -> None:
     shutil.rmtree(path)
     path.symlink_to(target)
@@ -455,6 +463,29 @@ CASES = [
     Case("profile-peak-negative", (*PROFILE, "--peak-gflops", "-1"), "more than 0"),
     Case("profile-missing-problems", ("profile", "--problems", "{tmp}/none.csv"), "none.csv"),
     Case(
+        "profile-run-damaged-tree",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        "manifest.json is damaged: KeyError",
+        setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.pop("operation")),
+    ),
+    Case(
+        "profile-run-escaping-name",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        'dispatch name "../../ESCAPED" is not a plain file name',
+        setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.update(name="../../ESCAPED")),
+    ),
+    Case(
+        "profile-run-absolute-binary",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        '"/bin/true" of matmul_64x64x64',
+        setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.update(profile_vmfb="/bin/true")),
+    ),
+    Case(
+        "profile-run-without-tree",
+        ("profile", "--phase", "run", "--generated-dir", "{adir}"),
+        "run the compile phase first",
+    ),
+    Case(
         "profile-generated-under-a-file",
         (
             "profile",
@@ -531,7 +562,18 @@ def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return result.run_dir
 
 
-def _prepare_workspace(tmp: Path, compiled: Path, matmul_benchmark: Path) -> dict[str, Path]:
+@pytest.fixture(scope="module")
+def profiler_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real tree written by `profile --phase compile` (the crafted profiler cases' start)."""
+    tree = tmp_path_factory.mktemp("profiler") / "generated"
+    arguments = [*PROFILE[:-1], str(tree), "--phase", "compile", "--no-progress"]
+    assert main(arguments) == 0
+    return tree
+
+
+def _prepare_workspace(
+    tmp: Path, compiled: Path, tree: Path, matmul_benchmark: Path
+) -> dict[str, Path]:
     """Write every file the cases name; return their placeholders."""
     (tmp / "model.mlir").write_text(MATMUL_MODEL)
     (tmp / "garbage.mlir").write_text("this is not MLIR {")
@@ -563,6 +605,7 @@ def _prepare_workspace(tmp: Path, compiled: Path, matmul_benchmark: Path) -> dic
     shutil.copytree(compiled, tmp / "folder")
     (tmp / "outside.vmfb").write_bytes(b"native code from elsewhere")
     (tmp / "folder" / "outside.vmfb").symlink_to(tmp / "outside.vmfb")
+    shutil.copytree(tree, tmp / "tree")
     shutil.copytree(compiled, tmp / "measured_elsewhere")
     (tmp / "measured_elsewhere" / RESULTS_NAME).write_text(
         json.dumps({"manifest_sha256": "0" * 64, "campaign": {}})
@@ -585,6 +628,7 @@ def _prepare_workspace(tmp: Path, compiled: Path, matmul_benchmark: Path) -> dic
         "bad_rows": tmp / "bad_rows.json",
         "folder": tmp / "folder",
         "measured_elsewhere": tmp / "measured_elsewhere",
+        "tree": tmp / "tree",
         "empty_db": tmp / "empty.sqlite",
     }
 
@@ -609,12 +653,13 @@ def _snapshot(root: Path) -> dict[str, str]:
 def test_bad_input_ends_in_one_line_and_changes_nothing(
     case: Case,
     compiled_folder: Path,
+    profiler_tree: Path,
     matmul_benchmark: Path,
     elementwise_benchmark: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    paths = _prepare_workspace(tmp_path, compiled_folder, matmul_benchmark)
+    paths = _prepare_workspace(tmp_path, compiled_folder, profiler_tree, matmul_benchmark)
     paths["elementwise"] = elementwise_benchmark
     if "{empty_db}" in case.arguments:
         # A real, empty database (made before the snapshot: it must not change either).

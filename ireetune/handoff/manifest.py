@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.errors import IreetuneError
+from ireetune.run_dir import is_inside_folder
 
 MANIFEST_NAME = "handoff.json"
 RESULTS_NAME = "benchmark_results.json"
@@ -108,7 +109,7 @@ def check_inside_folder(run_dir: Path, relative: str) -> Path:
     name a binary elsewhere nor make the benchmarking side write elsewhere.
     """
     path = run_dir / relative
-    if not path.resolve().is_relative_to(run_dir.resolve()):
+    if not is_inside_folder(run_dir, relative):
         raise ValueError(f"{path} leads outside the run folder {run_dir}")
     return path
 
@@ -118,7 +119,6 @@ class _Reader:
 
     def __init__(self, run_dir: Path, path: Path) -> None:
         self.run_dir = run_dir
-        self.folder = run_dir.resolve()
         self.path = path
 
     def fail(self, field: str, problem: str) -> ValueError:
@@ -172,8 +172,7 @@ class _Reader:
             raise self.fail(
                 f"{where}{name}", f"must be a path inside the run folder, got {json.dumps(value)}"
             )
-        resolved = (self.run_dir / relative).resolve()
-        if not resolved.is_relative_to(self.folder):
+        if not is_inside_folder(self.run_dir, value):
             raise self.fail(f"{where}{name}", f"leads outside the run folder: {json.dumps(value)}")
         return value
 
