@@ -50,8 +50,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--devices",
         default="",
-        help="comma-separated runtime devices to time on (default: the target's, e.g. "
-        "local-task for cpu, cuda for cuda)",
+        help="comma-separated runtime devices to time on (default: the target's: "
+        "local-task for cpu, cuda://0 for cuda, hip://0 for rocm)",
     )
     parser.add_argument(
         "--repetitions", type=positive_int, default=5, help="timed repetitions per candidate"
