@@ -49,6 +49,8 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 _PRCTL = _load_prctl()
+# Built before any fork, like _PRCTL: between fork and exec the child runs as little as it can.
+_SIGKILL_ARGUMENT = ctypes.c_ulong(signal.SIGKILL.value)
 _live_children: weakref.WeakSet[subprocess.Popen[str]] = weakref.WeakSet()
 _live_children_lock = threading.Lock()
 _stopping = threading.Event()
@@ -58,7 +60,7 @@ def _die_with_parent(parent_pid: int) -> None:
     """Run in the child between fork and exec: ask for SIGKILL when the parent dies."""
     if _PRCTL is None:
         return
-    _PRCTL(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL.value))
+    _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL_ARGUMENT)
     # The parent may have died between fork and prctl; then nobody would ever send the signal.
     if os.getppid() != parent_pid:
         os._exit(1)
