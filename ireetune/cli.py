@@ -11,19 +11,59 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
 from ireetune.errors import IreetuneError
 
 EXIT_USER_ERROR = 2
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show each option's default, unless its help already names it or there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in help_text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default in ("", [])
+        ):
+            return help_text
+        return f"{help_text} (default: %(default)s)"
+
+
 class _ArgumentParser(argparse.ArgumentParser):
-    """An argument parser whose errors are IreetuneErrors (one line, exit 2)."""
+    """An argument parser whose errors are IreetuneErrors (one line, exit 2), and whose help
+    shows every option's default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         command = self.prog.removeprefix("ireetune").strip()
         raise IreetuneError(f"{command}: {message}" if command else message)
+
+
+def describe_version() -> str:
+    """Name ireetune's version and the IREE packages it runs with (read without importing them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ireetune import __version__
+
+    packages = []
+    for package in ("iree-base-compiler", "iree-base-runtime"):
+        try:
+            packages.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            packages.append(f"{package} not installed")
+    return f"ireetune {__version__} ({', '.join(packages)})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ireetune", description="Autotune IREE dispatches into tuning specs."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage does")
+    parser.add_argument("--version", action="version", version=describe_version())
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
@@ -56,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
+        # Children run in their own process groups, out of the terminal's reach: stop them.
+        stop_all_children()
         sys.stderr.write("ireetune: interrupted\n")
         return 130
 

@@ -73,7 +73,7 @@ from ireetune.report.records import CandidateRecord, CandidateStatus, write_text
 from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
-from ireetune.run_dir import create_run_dir
+from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.search.candidate import Knobs
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
@@ -153,6 +153,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
     """Tune one dispatch; see the module docstring for the stages."""
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
+    check_output_dir(options.output_dir)
     target = parse_target(options.target, options.pipelines)
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:

@@ -52,7 +52,7 @@ from ireetune.model.timing import ModelRun, run_models_side_by_side
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
-from ireetune.run_dir import create_run_dir
+from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -241,12 +241,34 @@ def _describe_problem(benchmark_path: Path) -> tuple[str, bool]:
 
 
 def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
-    """Tune a model end to end; see the module docstring for the stages."""
-    started = time.monotonic()
+    """Tune a model end to end; see the module docstring for the stages.
+
+    A run that fails before it has learned anything (the model does not import, compile or
+    run) leaves no folder behind; a later failure marks the folder's report as failed.
+    """
     target = parse_target(options.target)
     if not 0 < options.coverage <= 1:
         raise IreetuneError("--coverage must be in (0, 1]")
+    check_output_dir(options.output_dir)
+    output_existed = options.output_dir.exists()
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
+    try:
+        return _tune_model(options, target, run_dir)
+    except BaseException as failure:
+        if not (run_dir / "profile.json").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if not output_existed and not any(options.output_dir.iterdir()):
+                options.output_dir.rmdir()
+        else:
+            write_text_atomically(
+                run_dir / "report.json",
+                json.dumps({"outcome": "failed", "error": str(failure)}, indent=2) + "\n",
+            )
+        raise
+
+
+def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> ModelTuneResult:
+    started = time.monotonic()
     mlir_path = import_model(options.model_path, run_dir / "import")
     inputs_path = run_dir / "inputs.npz"
     function = _model_inputs(mlir_path, options.inputs, options.seed, inputs_path)

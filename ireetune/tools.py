@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.child_process import run_child
 from ireetune.errors import IreetuneError
 
 # Environment variables that replace a tool with another executable. Fault-injection tests and
@@ -50,24 +50,12 @@ class ToolResult:
 def run_tool(
     arguments: list[str], timeout_s: float | None = None, cwd: Path | None = None
 ) -> ToolResult:
-    """Run a tool (argument list, no shell) and capture its output; never raise on failure."""
+    """Run a tool (argument list, no shell) and capture its output; never raise on failure.
+
+    The tool dies with the tuner, and a timeout kills it with everything it started.
+    """
     try:
-        completed = subprocess.run(
-            arguments,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as expired:
-        return ToolResult(
-            returncode=-1,
-            stdout=_decode(expired.stdout),
-            stderr=_decode(expired.stderr),
-            timed_out=True,
-        )
+        child = run_child(arguments, timeout_s=timeout_s, cwd=cwd)
     except OSError as error:
         # The tool could not be started at all (missing, not executable): like a shell's 127.
         return ToolResult(
@@ -76,15 +64,7 @@ def run_tool(
             stderr=f"error: cannot run {arguments[0]}: {error}",
             timed_out=False,
         )
-    return ToolResult(completed.returncode, completed.stdout, completed.stderr, timed_out=False)
-
-
-def _decode(output: bytes | str | None) -> str:
-    if output is None:
-        return ""
-    if isinstance(output, bytes):
-        return output.decode(errors="replace")
-    return output
+    return ToolResult(child.returncode, child.stdout, child.stderr, child.timed_out)
 
 
 def first_error_line(stderr: str) -> str:

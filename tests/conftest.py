@@ -60,8 +60,12 @@ func.func @main(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf3
 """
 
 
-def dump_benchmarks(model_text: str, folder: Path) -> list[Path]:
-    """Compile a model with per-dispatch benchmark dumps and tuner attributes."""
+def dump_benchmarks(model_text: str, folder: Path, cpu: str = "host") -> list[Path]:
+    """Compile a model with per-dispatch benchmark dumps and tuner attributes.
+
+    The compiler's default configurations depend on the CPU: a test that expects particular
+    defaults dumps for a named CPU (cross-compiling works on any x86-64 host), never for `host`.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     model_path = folder / "model.mlir"
     model_path.write_text(model_text)
@@ -69,7 +73,8 @@ def dump_benchmarks(model_text: str, folder: Path) -> list[Path]:
         [
             IREE_COMPILE,
             str(model_path),
-            *CPU_FLAGS,
+            *CPU_FLAGS[:-1],
+            f"--iree-llvmcpu-target-cpu={cpu}",
             f"--iree-hal-dump-executable-benchmarks-to={folder / 'dumps'}",
             "--iree-codegen-add-tuner-attributes",
             "-o",
@@ -92,6 +97,13 @@ def matmul_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def matmul_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (path,) = dump_benchmarks(MATMUL_MODEL, tmp_path_factory.mktemp("matmul"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def znver4_matmul_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The matmul dumped for an AVX-512 Zen 4 CPU, whatever this host is."""
+    (path,) = dump_benchmarks(MATMUL_MODEL, tmp_path_factory.mktemp("matmul_znver4"), "znver4")
     return path
 
 

@@ -1,43 +1,48 @@
-"""A benchmark worker that injects real faults for chosen candidates, then behaves normally.
+"""The real benchmark worker, with real faults injected for chosen candidates.
 
 Used through IREETUNE_BENCHMARK_WORKER. IREETUNE_FAULT_CRASH names a candidate id whose run kills
 the process with SIGSEGV; IREETUNE_FAULT_HANG names one whose run never returns;
+IREETUNE_FAULT_DEVICE names one whose run fails on the device and leaves the device broken, as a
+CUDA illegal address does: every later run in the same process fails too.
 IREETUNE_FAULT_DELAY adds that many seconds before each job (to widen windows in kill tests).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
+from typing import Any
 
-import iree.runtime as runtime
+from ireetune.benchmark import worker
 
-from ireetune.benchmark.worker import time_job
+_real_time_job = worker.time_job
+_device_broken = False
 
 
-def main() -> None:
-    request = json.loads(sys.stdin.read())
-    crash_id = int(os.environ.get("IREETUNE_FAULT_CRASH", "-1"))
-    hang_id = int(os.environ.get("IREETUNE_FAULT_HANG", "-1"))
-    delay_s = float(os.environ.get("IREETUNE_FAULT_DELAY", "0"))
-    device = runtime.get_device(request["device"])
-    for index, job in enumerate(request["jobs"]):
-        print(
-            json.dumps({"event": "start", "job_index": index, "candidate_id": job["candidate_id"]}),
-            flush=True,
-        )
-        time.sleep(delay_s)
-        if job["candidate_id"] == crash_id:
-            os.kill(os.getpid(), signal.SIGSEGV)
-        if job["candidate_id"] == hang_id:
-            time.sleep(3600)
-        record = time_job(runtime, device, job, request)
-        record["job_index"] = index
-        print(json.dumps(record), flush=True)
+def _time_job_with_faults(
+    runtime: Any,
+    device: Any,
+    job: dict[str, Any],
+    request: dict[str, Any],
+    cache: dict[str, tuple[Any, str]] | None = None,
+) -> dict[str, Any]:
+    global _device_broken
+    time.sleep(float(os.environ.get("IREETUNE_FAULT_DELAY", "0")))
+    candidate_id = job["candidate_id"]
+    if candidate_id == int(os.environ.get("IREETUNE_FAULT_CRASH", "-1")):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if candidate_id == int(os.environ.get("IREETUNE_FAULT_HANG", "-1")):
+        time.sleep(3600)
+    if _device_broken:
+        raise RuntimeError("injected: the device is broken by an earlier fault")
+    if candidate_id == int(os.environ.get("IREETUNE_FAULT_DEVICE", "-1")):
+        _device_broken = True
+        raise RuntimeError("injected device fault: an illegal memory access was encountered")
+    return _real_time_job(runtime, device, job, request, cache)
 
 
 if __name__ == "__main__":
-    main()
+    worker.time_job = _time_job_with_faults
+    sys.exit(worker.main())

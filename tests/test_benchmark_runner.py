@@ -106,6 +106,25 @@ def test_hanging_candidate_times_out_and_the_rest_still_run(
     ]
 
 
+def test_device_fault_fails_its_candidate_and_the_next_gets_a_fresh_worker(
+    benchmark_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WORKER_COMMAND_VARIABLE, json.dumps([sys.executable, FAULT_WORKER]))
+    monkeypatch.setenv("IREETUNE_FAULT_DEVICE", "2")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))
+    jobs = [BenchmarkJob(i, benchmark_binary) for i in (1, 2, 3, 4)]
+    outcomes = list(run_benchmarks(jobs, "local-task", 2, 2, 60))
+    assert [(o.candidate_id, o.status) for o in outcomes] == [
+        (1, BenchmarkStatus.MEASURED),
+        (2, BenchmarkStatus.FAILED),
+        (3, BenchmarkStatus.MEASURED),
+        (4, BenchmarkStatus.MEASURED),
+    ]
+    assert outcomes[1].reason == (
+        "RuntimeError: injected device fault: an illegal memory access was encountered"
+    )
+
+
 def test_unknown_device_fails_every_job(benchmark_binary: Path) -> None:
     outcomes = list(
         run_benchmarks(

@@ -14,7 +14,7 @@ from tests.conftest import IREE_COMPILE
 TESTS = Path(__file__).parent
 
 
-def test_run_survives_compile_crash_compile_hang_runtime_crash_and_benchmark_hang(
+def test_run_survives_compile_crash_compile_hang_runtime_crash_benchmark_hang_and_device_fault(
     matmul_benchmark: Path, tmp_path: Path
 ) -> None:
     environment = {
@@ -25,6 +25,7 @@ def test_run_survives_compile_crash_compile_hang_runtime_crash_and_benchmark_han
         "IREETUNE_BENCHMARK_WORKER": json.dumps([sys.executable, str(TESTS / "fault_worker.py")]),
         "IREETUNE_FAULT_CRASH": "3",
         "IREETUNE_FAULT_HANG": "4",
+        "IREETUNE_FAULT_DEVICE": "5",
         "PYTHONPATH": str(TESTS.parent),
     }
     result = subprocess.run(
@@ -35,7 +36,7 @@ def test_run_survives_compile_crash_compile_hang_runtime_crash_and_benchmark_han
             "tune-dispatch",
             str(matmul_benchmark),
             "--num-candidates",
-            "7",
+            "8",
             "--output-dir",
             str(tmp_path),
             "--compile-timeout",
@@ -67,7 +68,10 @@ def test_run_survives_compile_crash_compile_hang_runtime_crash_and_benchmark_han
     # --benchmark-timeout 3 sets the load allowance: the hang is cut well before the default 10 s.
     waited = float(re.search(r"no result within ([0-9.]+) s", candidates[4]["reason"]).group(1))
     assert 3.0 <= waited < 10.0
-    healthy = [statuses[i] for i in (5, 6, 7)]
+    # Candidate 5 broke its worker's device; the candidates after it ran in a fresh worker.
+    assert statuses[5] == "benchmark-failed"
+    assert candidates[5]["reason"].startswith("RuntimeError: injected device fault")
+    healthy = [statuses[i] for i in (6, 7, 8)]
     assert all(
         s in ("measured", "verified", "wrong", "duplicate", "not-applied") for s in healthy
     ), healthy

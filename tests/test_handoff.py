@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +17,19 @@ from pathlib import Path
 import pytest
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.benchmark.folder import benchmark_folder
+from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.handoff.export import StopAfter
 from ireetune.handoff.finish import finish_run
-from ireetune.handoff.manifest import RESULTS_NAME, read_manifest
+from ireetune.handoff.manifest import (
+    MANIFEST_NAME,
+    RESULTS_NAME,
+    check_results_match_manifest,
+    hash_manifest,
+    read_manifest,
+)
 from ireetune.report.records import CandidateStatus
 from tests.conftest import MATMUL_MODEL
 
@@ -31,10 +40,13 @@ import sys
 
 
 class _CompilerAndSolverBlocker:
-    """Fail any import of the IREE compiler or z3 in this process."""
+    """Fail any import of what the GPU host's install lacks (docs/gpu.md): the IREE compiler,
+    z3, rich and onnx; it has only iree-base-runtime and numpy."""
+
+    blocked = ("z3", "iree.compiler", "rich", "onnx")
 
     def find_spec(self, name, path=None, target=None):
-        if name in ("z3", "iree.compiler") or name.startswith(("z3.", "iree.compiler.")):
+        if name in self.blocked or name.startswith(tuple(f"{b}." for b in self.blocked)):
             raise ImportError(f"runtime-only path imported {name}")
         return None
 
@@ -69,7 +81,7 @@ def runtime_only_environment(tmp_path: Path) -> dict[str, str]:
 
 def test_blocker_stops_compiler_imports(tmp_path: Path) -> None:
     environment = runtime_only_environment(tmp_path)
-    for module in ("iree.compiler", "z3"):
+    for module in ("iree.compiler", "z3", "rich", "onnx"):
         completed = subprocess.run(
             [sys.executable, "-c", f"import {module}"],
             env=environment,
@@ -85,12 +97,18 @@ def test_folder_is_benchmarked_without_compiler_then_finished(
 ) -> None:
     manifest = read_manifest(compiled_folder)
     assert manifest.target == "cpu" and len(manifest.candidates) >= 1
+    # Through the real entry point: the command line must not import the compiler either.
     completed = subprocess.run(
-        [sys.executable, "-m", "ireetune.benchmark.folder", str(compiled_folder), "--devices", "local-task"],
+        [sys.executable, "-m", "ireetune.cli", "benchmark-folder", str(compiled_folder), "--devices", "local-task"],
         env=runtime_only_environment(tmp_path), capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == (
+        f"results: {compiled_folder / RESULTS_NAME}\nnext: ireetune finish {compiled_folder}\n"
+    )
     results = json.loads((compiled_folder / RESULTS_NAME).read_text())
+    assert results["manifest_sha256"] == hash_manifest(compiled_folder)
+    check_results_match_manifest(compiled_folder)
     measured = [c for c in results["campaign"]["candidates"] if c["status"] == "measured"]
     assert len(measured) == len(manifest.candidates)
     assert [b["device"] for b in results["campaign"]["baselines"]] == ["local-task"]
@@ -135,3 +153,63 @@ def test_campaign_spreads_over_devices_and_survives_a_broken_one(compiled_folder
     }
     assert result.baselines["nowhere://0"].error
     assert not result.baselines["local-sync"].error and result.baselines["local-sync"].before_ms
+
+
+def _copy_folder(folder: Path, destination: Path) -> Path:
+    shutil.copytree(folder, destination)
+    return destination
+
+
+def test_results_of_another_manifest_are_refused(compiled_folder: Path, tmp_path: Path) -> None:
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    (folder / RESULTS_NAME).write_text(json.dumps({"manifest_sha256": hash_manifest(folder)}))
+    check_results_match_manifest(folder)
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    manifest["candidates"] = manifest["candidates"][:1]
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(IreetuneError) as excinfo:
+        check_results_match_manifest(folder)
+    assert "was measured from another handoff.json" in str(excinfo.value)
+
+
+def test_results_naming_no_manifest_are_refused(compiled_folder: Path, tmp_path: Path) -> None:
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    (folder / RESULTS_NAME).write_text(json.dumps({"campaign": {}}))
+    with pytest.raises(IreetuneError) as excinfo:
+        check_results_match_manifest(folder)
+    assert "names no manifest" in str(excinfo.value)
+
+
+def test_benchmark_timeout_is_carried_through_the_folder(
+    compiled_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    manifest["benchmark_timeout_s"] = 1.5
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    hanging = manifest["candidates"][0]["candidate_id"]
+    tests = Path(__file__).parent
+    monkeypatch.setenv(
+        WORKER_COMMAND_VARIABLE, json.dumps([sys.executable, str(tests / "fault_worker.py")])
+    )
+    monkeypatch.setenv("IREETUNE_FAULT_HANG", str(hanging))
+    monkeypatch.setenv("PYTHONPATH", str(tests.parent))
+    results = json.loads(benchmark_folder(folder, ["local-task"]).read_text())
+    (reason,) = [
+        c["reason"] for c in results["campaign"]["candidates"] if c["candidate_id"] == hanging
+    ]
+    waited = float(re.search(r"no result within ([0-9.]+) s", reason).group(1))
+    assert 1.5 <= waited < 10.0
+
+
+def test_compile_step_writes_the_benchmark_timeout_into_the_manifest(tmp_path: Path) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL)
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=model, target="cpu", num_candidates=1, output_dir=tmp_path / "runs",
+            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
+            min_benchmark_timeout_s=2.5,
+        )
+    )  # fmt: skip
+    assert read_manifest(result.run_dir).benchmark_timeout_s == 2.5

@@ -13,7 +13,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_handoff.py c
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -33,7 +32,13 @@ from ireetune.benchmark.runner import BenchmarkJob
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule, choose_contenders
 from ireetune.decision.stats import Basis
-from ireetune.handoff.manifest import RESULTS_NAME, Manifest, read_manifest
+from ireetune.handoff.manifest import (
+    RESULTS_NAME,
+    Manifest,
+    check_inside_folder,
+    hash_manifest,
+    read_manifest,
+)
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.runner import run_reference_programs
@@ -125,11 +130,18 @@ def verify_contenders(
 def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     """Measure and verify a run folder; return the path of the results file it wrote."""
     manifest = read_manifest(run_dir)
+    manifest_hash = hash_manifest(run_dir)
+    # Everything written below goes into the folder: refuse links that lead out of it, first.
+    results_path = check_inside_folder(run_dir, RESULTS_NAME)
+    check_inside_folder(run_dir, "verify").mkdir(exist_ok=True)
+    candidate_ids = (0, *(c.candidate_id for c in manifest.candidates))
+    for name in ("inputs.npz", *(f"output_{i}.npy" for i in candidate_ids)):
+        check_inside_folder(run_dir, f"verify/{name}")
     chosen = tuple(devices) or manifest.devices
     settings = CampaignSettings(
         repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
         hopeless_factor=manifest.hopeless_factor, confirm_top=manifest.confirm_top,
-        confirm_rounds=manifest.confirm_rounds,
+        confirm_rounds=manifest.confirm_rounds, min_timeout_s=manifest.benchmark_timeout_s,
     )  # fmt: skip
     jobs = [BenchmarkJob(c.candidate_id, run_dir / c.vmfb) for c in manifest.candidates]
     _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
@@ -137,6 +149,9 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
     contenders = choose_folder_contenders(result, manifest)
     measured_devices = [b.device for b in result.baselines.values() if not b.error]
+    if not measured_devices:
+        errors = "; ".join(f"{b.device}: {b.error}" for b in result.baselines.values())
+        raise ValueError(f"no device could be measured ({errors}); nothing was written")
     verification: dict[str, Any] = {"verdicts": {}}
     if contenders and measured_devices:
         _log(f"verifying candidates {', '.join(map(str, contenders))}")
@@ -168,28 +183,17 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
             if not b.error
         },  # fmt: skip
         "numpy_version": np.__version__,
+        "manifest_sha256": manifest_hash,
     }
-    path = run_dir / RESULTS_NAME
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
+    results_path.write_text(json.dumps(payload, indent=2) + "\n")
+    return results_path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ireetune.benchmark.folder", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument(
-        "--devices", default="", help="comma-separated runtime devices (default: the manifest's)"
-    )
-    arguments = parser.parse_args(argv)
-    try:
-        path = benchmark_folder(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
-    except ValueError as error:
-        _log(f"error: {error}")
-        return 2
-    _log(f"results: {path}")
-    return 0
+    """Run `ireetune benchmark-folder` (same flags, same checks, same one-line errors)."""
+    from ireetune.cli import main as run_command_line
+
+    return run_command_line(["benchmark-folder", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

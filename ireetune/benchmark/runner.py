@@ -2,7 +2,8 @@
 
 One worker process times many candidates (cheap on a GPU, where device start-up costs seconds).
 If it hangs past a candidate's timeout or dies, that job is recorded as timed out or crashed and
-a fresh worker continues with the jobs after it.
+a fresh worker continues with the jobs after it; so does one after a candidate failed on the
+device (a fault there can break the device for every later candidate).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from ireetune.child_process import start_child, stop_child
 
 # The worker command can be replaced (for example by a wrapper that injects faults) through this
 # variable: a JSON list of arguments, never a shell string.
@@ -123,13 +126,7 @@ def run_benchmarks(
             "hopeless_factor": hopeless_factor,
             "jobs": [j.to_request() for j in pending],
         }
-        process = subprocess.Popen(
-            worker_command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = start_child(worker_command(), stdin=subprocess.PIPE)
         assert process.stdin is not None and process.stdout is not None
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
@@ -151,8 +148,7 @@ def run_benchmarks(
                 try:
                     line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
-                    process.kill()
-                    process.wait()
+                    stop_child(process)
                     yield _failure(
                         pending[reported],
                         BenchmarkStatus.TIMED_OUT,
@@ -217,11 +213,14 @@ def run_benchmarks(
                         yield _failure(
                             job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
                         )
+                        if record.get("restart"):
+                            # The device may be broken: the next job gets a fresh worker.
+                            stop_child(process)
+                            break
         finally:
             # Also when the caller stops reading early: no worker outlives its generator.
             if process.poll() is None:
-                process.kill()
-                process.wait()
+                stop_child(process)
         next_job += reported
 
 

@@ -13,6 +13,10 @@ With "learn_from_first": true, the first job (the baseline) fixes the batch for 
 with "hopeless_factor": f, their early-stop threshold (f times its median).
 Each job prints {"event": "start", "job_index": i, ...} before it runs and {"event": "result",
 ...} after. A candidate may appear several times (interleaved confirmation rounds).
+
+A binary that fails to load is that candidate's failure alone. An error once a candidate ran on
+the device may have broken the device (a CUDA illegal address poisons the context): the worker
+reports it with "restart": true and exits, and the runner gives the next job a fresh process.
 """
 
 from __future__ import annotations
@@ -72,16 +76,23 @@ def _on_real_inputs(runtime: Any, device: Any, function: Any, inputs_path: str) 
     return call
 
 
+class CandidateLoadError(Exception):
+    """A binary that could not be loaded: the candidate's fault; the device was not touched."""
+
+
 def load_function(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, str]:
     """Load one binary on the device; return its benchmark function (warmed up) and name."""
-    config = runtime.Config(device=device)
-    context = runtime.SystemContext(config=config)
-    vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
-    context.add_vm_module(vm_module)
-    function_name = job.get("function") or _find_benchmark_function(vm_module)
-    function = context.modules[vm_module.name][function_name]
-    if job.get("inputs"):
-        function = _on_real_inputs(runtime, device, function, job["inputs"])
+    try:
+        config = runtime.Config(device=device)
+        context = runtime.SystemContext(config=config)
+        vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
+        context.add_vm_module(vm_module)
+        function_name = job.get("function") or _find_benchmark_function(vm_module)
+        function = context.modules[vm_module.name][function_name]
+        if job.get("inputs"):
+            function = _on_real_inputs(runtime, device, function, job["inputs"])
+    except Exception as error:  # The runtime raises plain exceptions for unloadable binaries.
+        raise CandidateLoadError(f"{type(error).__name__}: {_first_line(error)}") from error
     function(1)  # Warm-up: loads the executable (and JIT-compiles it on a GPU).
     return function, function_name
 
@@ -173,16 +184,34 @@ def main() -> int:
                 factor = request.get("hopeless_factor")
                 if factor is not None:
                     request["hopeless_ms"] = float(factor) * statistics.median(record["times_ms"])
-        except Exception as error:  # Any runtime failure is this candidate's, not the run's.
+        except CandidateLoadError as error:
             record = {
                 "event": "result",
                 "candidate_id": job["candidate_id"],
                 "status": "error",
-                "reason": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
+                "reason": str(error),
             }
+        except Exception as error:  # A failure on the device: this candidate's, not the run's.
+            _emit(
+                {
+                    "event": "result",
+                    "job_index": job_index,
+                    "candidate_id": job["candidate_id"],
+                    "status": "error",
+                    "reason": f"{type(error).__name__}: {_first_line(error)}",
+                    "restart": True,
+                }
+            )
+            # The device may be broken now: the runner restarts a fresh worker for the rest.
+            return 0
         record["job_index"] = job_index
         _emit(record)
     return 0
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else ""
 
 
 if __name__ == "__main__":

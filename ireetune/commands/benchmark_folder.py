@@ -1,4 +1,8 @@
-"""`ireetune benchmark-folder`: measure and verify a compiled run folder (runtime only)."""
+"""`ireetune benchmark-folder`: measure and verify a compiled run folder (runtime only).
+
+Nothing imported here at module level, nor on the way to `benchmark_folder`, may import the IREE
+compiler or z3: this command runs on a GPU host with only `iree-base-runtime` and NumPy.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "benchmark-folder",
         help="benchmark a folder written by `tune-dispatch --stop-after compile` (needs only the runtime)",
+        description="Time and verify every candidate of a run folder written by `ireetune "
+        "tune-dispatch --stop-after compile`, with only iree-base-runtime and NumPy installed. "
+        "The folder holds native code: run only folders you produced.",
     )
-    parser.add_argument("run_dir", type=Path)
     parser.add_argument(
-        "--devices", default="", help="comma-separated runtime devices (default: the manifest's)"
+        "run_dir", type=Path, help="the run folder (it holds handoff.json and the binaries)"
+    )
+    parser.add_argument(
+        "--devices",
+        default="",
+        help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)",
     )
     parser.set_defaults(handler=run)
 
@@ -22,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.benchmark.folder import benchmark_folder
     from ireetune.errors import IreetuneError
+    from ireetune.run_dir import check_run_folder
 
+    check_run_folder(arguments.run_dir)
     try:
         path = benchmark_folder(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
     except ValueError as error:

@@ -25,7 +25,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export = actions.add_parser(
         "export", help="the best config per problem as a spec, or all as CSV/JSON"
     )
-    export.add_argument("--format", choices=("spec", "csv", "json"), default="spec")
+    export.add_argument(
+        "--format",
+        choices=("spec", "csv", "json"),
+        default="spec",
+        help="spec: one linked tuning spec of the winners; csv or json: every row (default: spec)",
+    )
     export.add_argument("--target", default=None, help="only this target (name as listed)")
     export.add_argument(
         "-o", "--output", type=Path, default=None, help="file to write (default: stdout)"
@@ -51,6 +56,9 @@ def run(arguments: argparse.Namespace) -> int:
         raise IreetuneError(f"no database at {path}")
     if arguments.db_command in ("export", "report") and arguments.output is not None:
         _check_output(arguments.output)
+    if arguments.db_command == "import" and not arguments.source.is_file():
+        # Read the source's fate before the database is created or touched.
+        raise IreetuneError(f"file not found: {arguments.source}")
     with TuningDatabase(path) as database:
         if arguments.db_command == "list":
             return _list(database)

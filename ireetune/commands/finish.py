@@ -9,16 +9,25 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "finish", help="pick the winner of a benchmarked folder and write its spec"
+        "finish",
+        help="pick the winner of a benchmarked folder and write its spec",
+        description="Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
+        "the fastest verified candidate, prove its configuration lands and write best_spec.mlir.",
     )
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        help="the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.handoff.finish import finish_run
     from ireetune.report.html_report import try_write_html_report
+    from ireetune.run_dir import check_run_folder
 
+    check_run_folder(arguments.run_dir)
     result = finish_run(arguments.run_dir)
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:

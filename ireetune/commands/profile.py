@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import positive_int
+from ireetune.commands.arguments import (
+    TARGET_HELP,
+    positive_float,
+    positive_int,
+    positive_seconds,
+    seed,
+)
 from ireetune.errors import IreetuneError
 from ireetune.profiler.operations import ConvLayout, MatmulLayout, OperationKind
 
@@ -40,21 +46,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "operations",
         nargs="*",
         default=[],
-        help="matmul, batch_matmul, conv2d, matmul_bias_relu (none with --problems)",
+        help="operations to sweep: matmul, batch_matmul, conv2d, matmul_bias_relu (none with "
+        "--problems or --phase run)",
     )
     for name, text in _DIMENSION_FLAGS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, help=text)
     parser.add_argument(
-        "--dtype", default="f32", help="input element types: f32,f16,bf16,i8 (default f32)"
+        "--dtype", default="f32", help="input element types, comma list of f32, f16, bf16, i8"
     )
     parser.add_argument(
         "--acc", default="", help="accumulator (result) types (default f32, i32 for i8)"
     )
     parser.add_argument(
-        "--layout", default="", help="matmul: nn,nt,tn,tt (default nn); conv2d: nhwc_hwcf,nchw_fchw"
+        "--layout",
+        default="",
+        help="matmul: nn, nt, tn, tt (default nn); conv2d: nhwc_hwcf, nchw_fchw (default nhwc_hwcf)",
     )
     parser.add_argument(
-        "--problems", type=Path, help="a CSV or JSON file of problems (shapes from models)"
+        "--problems",
+        type=Path,
+        help="a CSV or JSON file of problems (shapes from models) (default: none)",
     )
     parser.add_argument(
         "--configs",
@@ -62,14 +73,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="default | N (first N of the target's search space) | FILE (.mlir spec or .json knobs); comma list",
     )
     parser.add_argument(
-        "--dispatches", default="", help="comma-separated regexes selecting dispatches by name"
+        "--dispatches",
+        default="",
+        help="comma-separated regexes selecting dispatches by name (default: all)",
+    )
+    parser.add_argument("--target", default="cpu", help=f"what to compile for: {TARGET_HELP}")
+    parser.add_argument(
+        "--device", help="runtime device, e.g. local-task, cuda://0 (default: the target's)"
     )
     parser.add_argument(
-        "--target", default="cpu", help="cpu | cuda:sm_80 | rocm:gfx942 (default cpu)"
-    )
-    parser.add_argument("--device", help="runtime device (default: the target's)")
-    parser.add_argument(
-        "--generated-dir", type=Path, default=Path("generated"), help="the output tree"
+        "--generated-dir",
+        type=Path,
+        default=Path("generated"),
+        help="the output tree (written by compile, read by run)",
     )
     parser.add_argument(
         "--phase",
@@ -77,19 +93,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="all",
         help="compile only, run (verify and profile) an already compiled tree, or both",
     )
-    parser.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--verify",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check every dispatch's outputs against a reference",
+    )
+    parser.add_argument(
+        "--profile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time every dispatch",
+    )
     parser.add_argument(
         "--vendor",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="time the same problem with torch when it is importable",
     )
-    parser.add_argument("--repetitions", type=positive_int, default=5)
+    parser.add_argument(
+        "--repetitions", type=positive_int, default=5, help="timed repetitions per dispatch"
+    )
     parser.add_argument(
         "--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=seed, default=0, help="seed of the random inputs and of sampled configs"
+    )
     parser.add_argument(
         "--samples",
         type=positive_int,
@@ -97,14 +127,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="output elements checked when a problem is too large to check whole",
     )
     parser.add_argument(
-        "--peak-gflops", type=float, default=None, help="the device's peak, for Peak(%%)"
+        "--peak-gflops",
+        type=positive_float,
+        default=None,
+        help="the device's peak, for Peak(%%) (default: a known peak for the device, if any)",
     )
-    parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile")
-    parser.add_argument("--output", type=Path, help="write the results as CSV to this file")
+    parser.add_argument(
+        "--compile-timeout", type=positive_seconds, default=120.0, help="seconds per compile"
+    )
+    parser.add_argument(
+        "--output", type=Path, help="also write the results as CSV to this file (default: none)"
+    )
     parser.add_argument(
         "--format", choices=("blocks", "csv"), default="blocks", help="console output"
     )
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress bars on stderr (default: when stderr is a terminal)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -122,8 +164,12 @@ def run(arguments: argparse.Namespace) -> int:
     from ireetune.report.html_report import try_write_html_report
     from ireetune.report.records import write_text_atomically
     from ireetune.report.run_view import PROFILE_RESULTS_NAME
+    from ireetune.run_dir import check_output_dir, check_output_file
 
     phase = Phase(arguments.phase)
+    check_output_dir(arguments.generated_dir)
+    if arguments.output is not None:
+        check_output_file(arguments.output)
     dimensions = {
         name: getattr(arguments, name) for name in _DIMENSION_FLAGS if getattr(arguments, name)
     }

@@ -7,6 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ireetune.commands.arguments import TARGET_HELP, positive_seconds
+
 EXIT_PASS = 0
 EXIT_FAIL = 1
 
@@ -16,30 +18,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(dest="spec_command", required=True, parser_class=type(parser))
 
     check = commands.add_parser("check", help="validate a spec (exit 0 pass, 1 fail, 2 unreadable)")
-    check.add_argument("spec", type=Path)
-    check.add_argument("--target", default="cpu", help="target to load the spec for (default cpu)")
+    check.add_argument("spec", type=Path, help="the tuning spec (.mlir) to check")
+    check.add_argument(
+        "--target", default="cpu", help=f"target to load the spec for: {TARGET_HELP}"
+    )
     check.set_defaults(handler=run_check)
 
     link = commands.add_parser("link", help="link specs into one, first input first")
-    link.add_argument("specs", type=Path, nargs="+")
-    link.add_argument("-o", "--output", type=Path, required=True)
+    link.add_argument("specs", type=Path, nargs="+", help="the specs (.mlir) to link, in order")
+    link.add_argument("-o", "--output", type=Path, required=True, help="the linked spec to write")
     link.set_defaults(handler=run_link)
 
     show = commands.add_parser("show", help="list a spec's matchers; with a model, what they cover")
-    show.add_argument("spec", type=Path)
+    show.add_argument("spec", type=Path, help="the tuning spec (.mlir) to list")
     show.add_argument("--model", type=Path, help="a model .mlir whose dispatches to compare with")
-    show.add_argument("--target", default="cpu", help="target to dump the model's dispatches for")
-    show.add_argument("--compile-timeout", type=float, default=300.0, help="seconds for the dump")
+    show.add_argument(
+        "--target", default="cpu", help=f"target to dump the model's dispatches for: {TARGET_HELP}"
+    )
+    show.add_argument(
+        "--compile-timeout", type=positive_seconds, default=300.0, help="seconds for the dump"
+    )
     show.set_defaults(handler=run_show)
 
     dump = commands.add_parser("dump", help="print the final linked spec the compiler uses")
-    dump.add_argument("model", type=Path)
-    dump.add_argument("--target", required=True, help="cpu | cuda:sm_80 | rocm:gfx942")
-    dump.add_argument("--spec", type=Path)
+    dump.add_argument("model", type=Path, help="the model .mlir to compile")
+    dump.add_argument("--target", required=True, help=f"what to compile for: {TARGET_HELP}")
+    dump.add_argument(
+        "--spec", type=Path, help="a tuning spec to add (default: only the compiler's own)"
+    )
     dump.add_argument(
         "--with-default-specs", action="store_true", help="add IREE's default specs (ROCm)"
     )
-    dump.add_argument("--compile-timeout", type=float, default=300.0)
+    dump.add_argument(
+        "--compile-timeout", type=positive_seconds, default=300.0, help="seconds for the compile"
+    )
     dump.set_defaults(handler=run_dump)
 
 
@@ -53,7 +65,10 @@ def run_check(arguments: argparse.Namespace) -> int:
 
 
 def run_link(arguments: argparse.Namespace) -> int:
+    from ireetune.run_dir import check_output_file
     from ireetune.spec.link import link_spec_files, render_link_result
+
+    check_output_file(arguments.output)
 
     result = link_spec_files(arguments.specs, arguments.output)
     sys.stdout.write(render_link_result(result))

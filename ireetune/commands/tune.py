@@ -6,22 +6,41 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import positive_int
+from ireetune.commands.arguments import (
+    TARGET_HELP,
+    fraction,
+    positive_int,
+    positive_seconds,
+    seed,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("tune", help="tune a whole model (.mlir or .onnx) into one spec")
-    parser.add_argument(
-        "model", type=Path, help="a model .mlir (anything iree-compile takes) or .onnx"
-    )
-    parser.add_argument("--target", default="cpu")
-    parser.add_argument(
-        "--input", action="append", default=[], help="SHAPExTYPE[=VALUE|=@file.npy], once per input"
+    parser = subparsers.add_parser(
+        "tune",
+        help="tune a whole model (.mlir or .onnx) into one spec",
+        description="Tune a whole model: find its hot dispatches, tune each, and keep only the "
+        "configurations that speed the whole model up, linked into one spec.",
     )
     parser.add_argument(
-        "--coverage", type=float, default=0.9, help="share of model time to cover (default 0.9)"
+        "model",
+        type=Path,
+        help="the model: .mlir (anything iree-compile takes) or .onnx, with static shapes",
     )
-    parser.add_argument("--max-dispatches", type=positive_int, default=8)
+    parser.add_argument("--target", default="cpu", help=f"what to compile for: {TARGET_HELP}")
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        help="one model input as SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32, once per "
+        "input in order (default: random inputs from the model's signature)",
+    )
+    parser.add_argument(
+        "--coverage", type=fraction, default=0.9, help="share of model time to cover, in (0, 1]"
+    )
+    parser.add_argument(
+        "--max-dispatches", type=positive_int, default=8, help="most dispatches to tune"
+    )
     parser.add_argument(
         "--num-candidates", type=positive_int, default=24, help="candidates per dispatch tuned"
     )
@@ -29,28 +48,56 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--candidates-per-dispatch",
         type=positive_int,
         default=3,
-        help="kept for model-level selection",
+        help="best candidates per dispatch kept for model-level selection",
     )
-    parser.add_argument("--time-budget", type=float, default=None, help="seconds for the whole run")
+    parser.add_argument(
+        "--time-budget",
+        type=positive_seconds,
+        default=None,
+        help="seconds for the whole run (default: no limit)",
+    )
     parser.add_argument(
         "--with-default-specs", action="store_true", help="link IREE's shipped specs after ours"
     )
     parser.add_argument(
         "--rounds", type=positive_int, default=5, help="interleaved model timing rounds"
     )
-    parser.add_argument("--output-dir", type=Path, default=Path("ireetune_runs"))
-    parser.add_argument("--jobs", type=positive_int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--db", type=Path, default=None)
-    parser.add_argument("--no-db", action="store_true")
-    parser.add_argument("--retune", action="store_true")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument(
+        "--output-dir", type=Path, default=Path("ireetune_runs"), help="parent of the run folder"
+    )
+    parser.add_argument(
+        "--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)"
+    )
+    parser.add_argument(
+        "--seed", type=seed, default=0, help="seed of the candidate sampling (same seed, same run)"
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
+    )
+    parser.add_argument("--no-db", action="store_true", help="neither read nor write the database")
+    parser.add_argument(
+        "--retune", action="store_true", help="tune dispatches even if a stored result exists"
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress bars on stderr (default: when stderr is a terminal)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.model_tuner import ModelTuneOptions, tune_model
     from ireetune.report.html_report import try_write_html_report
+    from ireetune.run_dir import check_database_path, check_output_dir
+
+    check_output_dir(arguments.output_dir)
+    if not arguments.no_db:
+        check_database_path(arguments.db)
 
     result = tune_model(
         ModelTuneOptions(

@@ -6,41 +6,68 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import positive_int
-from ireetune.handoff.export import StopAfter
+from ireetune.commands.arguments import (
+    TARGET_HELP,
+    non_negative_int,
+    non_negative_seconds,
+    positive_int,
+    positive_seconds,
+    seed,
+)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("tune-dispatch", help="tune one dispatch and write its spec")
-    parser.add_argument(
-        "input", type=Path, help="a *_benchmark.mlir dispatch dump or a model .mlir"
+    parser = subparsers.add_parser(
+        "tune-dispatch",
+        help="tune one dispatch and write its spec",
+        description="Tune one dispatch: compile candidate configurations, time them against "
+        "the default, verify the fastest and write the winner's tuning spec.",
     )
     parser.add_argument(
-        "--target", default="cpu", help="cpu | cuda:sm_80 | rocm:gfx942 (default cpu)"
+        "input",
+        type=Path,
+        help="a *_benchmark.mlir dispatch dump (iree-compile "
+        "--iree-hal-dump-executable-benchmarks-to) or a model .mlir with static shapes",
     )
-    parser.add_argument("--num-candidates", type=positive_int, default=32)
-    parser.add_argument("--dispatch", help="for a model: the dispatch to tune, by name or index")
+    parser.add_argument("--target", default="cpu", help=f"what to compile for: {TARGET_HELP}")
+    parser.add_argument(
+        "--num-candidates", type=positive_int, default=32, help="candidate configurations to try"
+    )
+    parser.add_argument(
+        "--dispatch",
+        help="for a model with several dispatches: the one to tune, by name or index "
+        "(default: the only one; a model with several lists them)",
+    )
     parser.add_argument(
         "--output-dir", type=Path, default=Path("ireetune_runs"), help="parent of the run folder"
     )
     parser.add_argument(
         "--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)"
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--devices", default="", help="comma-separated runtime devices (default: the target's)"
+        "--seed", type=seed, default=0, help="seed of the candidate sampling (same seed, same run)"
     )
-    parser.add_argument("--repetitions", type=positive_int, default=5)
-    parser.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile")
+    parser.add_argument(
+        "--devices",
+        default="",
+        help="comma-separated runtime devices to time on (default: the target's: "
+        "local-task for cpu, cuda://0 for cuda, hip://0 for rocm)",
+    )
+    parser.add_argument(
+        "--repetitions", type=positive_int, default=5, help="timed repetitions per candidate"
+    )
+    parser.add_argument(
+        "--compile-timeout", type=positive_seconds, default=120.0, help="seconds per compile"
+    )
     parser.add_argument(
         "--confirm-rounds",
-        type=int,
+        type=non_negative_int,
         default=5,
         help="interleaved re-timing rounds of the leaders against the baseline (0 to skip)",
     )
     parser.add_argument(
         "--min-repetition-time",
-        type=float,
+        type=non_negative_seconds,
         default=0.05,
         help="seconds one timed repetition should last at least (sets the batch size)",
     )
@@ -49,22 +76,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="GPU targets: search only this codegen pipeline (repeatable; default: all)",
     )  # fmt: skip
     parser.add_argument(
-        "--stop-after", choices=[stage.value for stage in StopAfter],
-        help="compile: write a self-contained folder to measure with `ireetune benchmark-folder`",
+        "--stop-after", choices=("compile",),
+        help="compile: write a self-contained folder to measure with `ireetune benchmark-folder` "
+        "(default: run every stage here)",
     )  # fmt: skip
     parser.add_argument(
         "--order", choices=("heuristic", "random"), default="heuristic",
-        help="compile the heuristic's best candidates (default) or random ones (a baseline for it)",
+        help="compile the heuristic's best candidates or random ones (a baseline for it)",
     )  # fmt: skip
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument(
-        "--db", type=Path, default=None, help="tuning database (default: user cache)"
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress bars on stderr (default: when stderr is a terminal)",
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
     )
     parser.add_argument("--no-db", action="store_true", help="neither read nor write the database")
     parser.add_argument("--retune", action="store_true", help="tune even if a stored result exists")
     parser.add_argument(
         "--benchmark-timeout",
-        type=float,
+        type=positive_seconds,
         default=10.0,
         help="seconds allowed for loading one candidate, on top of 20x the baseline's run time",
     )
@@ -73,7 +109,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
+    from ireetune.handoff.export import StopAfter
     from ireetune.report.html_report import try_write_html_report
+    from ireetune.run_dir import check_database_path, check_output_dir
+
+    check_output_dir(arguments.output_dir)
+    if not arguments.no_db:
+        check_database_path(arguments.db)
 
     options = TuneOptions(
         input_path=arguments.input,
@@ -86,7 +128,7 @@ def run(arguments: argparse.Namespace) -> int:
         devices=tuple(d for d in arguments.devices.split(",") if d),
         repetitions=arguments.repetitions,
         compile_timeout_s=arguments.compile_timeout,
-        confirm_rounds=max(0, arguments.confirm_rounds),
+        confirm_rounds=arguments.confirm_rounds,
         min_repetition_s=arguments.min_repetition_time,
         database_path=arguments.db,
         use_database=not arguments.no_db,

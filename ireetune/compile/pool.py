@@ -11,11 +11,14 @@ import enum
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.child_process import stop_all_children
 from ireetune.tools import find_tool, first_error_line, run_tool
+
+_WAKE_UP_S = 0.2
 
 
 class CompileStatus(enum.Enum):
@@ -95,11 +98,23 @@ def compile_all(
     """Compile jobs on `workers` threads; yield outcomes as they finish (in completion order)."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as executor:
         futures = [executor.submit(compile_one, job, timeout_s) for job in jobs]
-        for future in as_completed(futures):
-            outcome = future.result()
-            if on_done is not None:
-                on_done(outcome)
-            yield outcome
+        pending = set(futures)
+        try:
+            while pending:
+                # Wake up now and then: Ctrl-C may be delivered to a compile thread, and the
+                # main thread notices it only when it runs.
+                done, pending = wait(pending, timeout=_WAKE_UP_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    outcome = future.result()
+                    if on_done is not None:
+                        on_done(outcome)
+                    yield outcome
+        except KeyboardInterrupt:
+            # Leaving the block waits for the running compiles: end them (and queue no more).
+            for future in futures:
+                future.cancel()
+            stop_all_children()
+            raise
 
 
 def compile_success_rate(outcomes: Sequence[CompileOutcome]) -> float:

@@ -87,7 +87,50 @@ def dump_dispatches(
             f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
         )
     files = sorted(output_dir.glob("*_benchmark.mlir"), key=_dispatch_sort_key)
+    if not files:
+        dynamic = find_dynamic_signatures(model_path)
+        if dynamic:
+            raise IreetuneError(
+                f"{model_path} has dynamic shapes ({dynamic[0]}); the compiler dumps dispatch "
+                "benchmarks only for static shapes: export the model with fixed sizes"
+            )
     return [DumpedDispatch(i, _dispatch_name(p), p) for i, p in enumerate(files)]
+
+
+def find_dynamic_signatures(model_path: Path) -> list[str]:
+    """List the model's function arguments and results whose shape has a dynamic size (`?`).
+
+    Returns "@name argument N: TYPE" and "@name result N: TYPE"; an empty list when every shape
+    is static or the model cannot be read here (the compiler has already said why then).
+    """
+    context = ir.Context()
+    try:
+        with context:
+            module = ir.Module.parse(model_path.read_text())
+    except (ir.MLIRError, OSError, UnicodeDecodeError):
+        return []
+    found: list[str] = []
+
+    def visit(operation: ir.Operation) -> ir.WalkResult:
+        if "function_type" not in operation.attributes:
+            return ir.WalkResult.ADVANCE
+        signature = ir.TypeAttr(operation.attributes["function_type"]).value
+        if not isinstance(signature, ir.FunctionType):
+            return ir.WalkResult.ADVANCE
+        name = ir.StringAttr(operation.attributes["sym_name"]).value
+        for role, types in (("argument", signature.inputs), ("result", signature.results)):
+            for index, value_type in enumerate(types):
+                if (
+                    isinstance(value_type, ir.ShapedType)
+                    and value_type.has_rank
+                    and not value_type.has_static_shape
+                ):
+                    found.append(f"@{name} {role} {index}: {value_type}")
+        return ir.WalkResult.ADVANCE
+
+    with context:
+        module.operation.walk(visit)
+    return found
 
 
 def _dispatch_sort_key(path: Path) -> tuple[int, str]:

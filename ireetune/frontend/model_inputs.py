@@ -61,6 +61,12 @@ def read_entry_signature(mlir_text: str) -> tuple[str, list[InputSpec]]:
             elif torch_tensor:
                 dims = tuple(int(d) for d in torch_tensor.group(1).split(",") if d)
                 specs.append(InputSpec(dims, torch_tensor.group(2)))
+            elif "?" in argument:
+                # Dispatch benchmarks, and so tuning, exist only for static shapes.
+                raise IreetuneError(
+                    f"the model has dynamic shapes (argument '%{argument.strip().rstrip(',')}'); "
+                    "ireetune tunes static shapes: export the model with fixed sizes"
+                )
             else:
                 raise IreetuneError(
                     f"cannot make inputs for argument '%{argument.strip()}'; give --input"

@@ -111,6 +111,7 @@ def export_for_benchmarking(
             reduction,
             verify_top,
         ),
+        benchmark_timeout_s=settings.min_timeout_s,
         threshold=rule.threshold if rule else 1.02,
         real_input_decides=rule.real_input_decides if rule else False,
         real_input_rounds=real_input_rounds,

@@ -18,7 +18,7 @@ from ireetune.decision.rules import choose_contenders, pick_winner
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
-from ireetune.handoff.manifest import RESULTS_NAME, read_manifest
+from ireetune.handoff.manifest import RESULTS_NAME, check_results_match_manifest, read_manifest
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.records import CandidateRecord, CandidateStatus, write_text_atomically
@@ -52,13 +52,10 @@ def finish_run(run_dir: Path) -> TuneResult:
         raise IreetuneError(f"run folder not found: {run_dir}")
     try:
         manifest = read_manifest(run_dir)
+        check_results_match_manifest(run_dir)
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     results_path = run_dir / RESULTS_NAME
-    if not results_path.exists():
-        raise IreetuneError(
-            f"{run_dir} has no {RESULTS_NAME}; benchmark it first: ireetune benchmark-folder {run_dir}"
-        )
     try:
         run_data = json.loads((run_dir / "results.json").read_text())
         results = json.loads(results_path.read_text())

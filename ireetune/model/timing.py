@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ireetune.child_process import run_child
 from ireetune.errors import IreetuneError
 
 
@@ -52,17 +52,13 @@ def run_models_side_by_side(
         "repetitions": repetitions,
         "jobs": jobs,
     }
-    try:
-        completed = subprocess.run(
-            [sys.executable, "-m", "ireetune.model.worker"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        raise IreetuneError(f"timing the model took over {timeout_s:.0f} s") from error
+    completed = run_child(
+        [sys.executable, "-m", "ireetune.model.worker"],
+        input_text=json.dumps(request),
+        timeout_s=timeout_s,
+    )
+    if completed.timed_out:
+        raise IreetuneError(f"timing the model took over {timeout_s:.0f} s")
     runs: dict[str, ModelRun] = {}
     for line in completed.stdout.splitlines():
         try:

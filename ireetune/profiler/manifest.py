@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ireetune.profiler.operations import (
     Operation,
     OperationKind,
 )
+from ireetune.run_dir import is_inside_folder
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -127,12 +129,29 @@ def read_manifest(generated_dir: Path) -> Manifest:
         raise IreetuneError(
             f"{path} has version {document.get('version')}; expected {MANIFEST_VERSION}"
         )
-    entries = []
-    for record in document["dispatches"]:
-        record = dict(record)
-        record["operation"] = operation_from_dict(record["operation"])
-        record["status"] = DispatchStatus(record["status"])
-        entries.append(DispatchEntry(**record))
-    return Manifest(
-        document["target"], document["device"], tuple(entries), tuple(document.get("notes", []))
-    )
+    try:
+        entries = tuple(_read_entry(generated_dir, record) for record in document["dispatches"])
+        return Manifest(
+            str(document["target"]), str(document["device"]), entries,
+            tuple(str(note) for note in document.get("notes", [])),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise IreetuneError(f"{path} is damaged: {type(error).__name__}: {error}") from None
+
+
+# Dispatch names become file names (`NAME_output.npy`): no separators, no leading dot.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _read_entry(generated_dir: Path, record: dict[str, Any]) -> DispatchEntry:
+    """Read one dispatch record as untrusted data: its name and paths stay in the folder."""
+    fields = dict(record)
+    fields["operation"] = operation_from_dict(fields["operation"])
+    fields["status"] = DispatchStatus(fields["status"])
+    entry = DispatchEntry(**fields)
+    if not isinstance(entry.name, str) or not _SAFE_NAME.fullmatch(entry.name):
+        raise ValueError(f"dispatch name {json.dumps(entry.name)} is not a plain file name")
+    for binary in (entry.profile_vmfb, entry.verify_vmfb):
+        if binary and (not isinstance(binary, str) or not is_inside_folder(generated_dir, binary)):
+            raise ValueError(f"{json.dumps(binary)} of {entry.name} leads outside {generated_dir}")
+    return entry

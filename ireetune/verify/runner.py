@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+from ireetune.child_process import run_child
 
 
 @dataclass(frozen=True)
@@ -40,21 +41,16 @@ def run_reference_programs(
             {"candidate_id": cid, "vmfb": str(vmfb), "output": str(out)} for cid, vmfb, out in jobs
         ],
     }
-    try:
-        completed = subprocess.run(
-            [sys.executable, "-m", "ireetune.verify.worker"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        stdout, failure = completed.stdout, f"verification process exited {completed.returncode}"
-    except subprocess.TimeoutExpired as expired:
-        stdout = (
-            expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
-        )
+    completed = run_child(
+        [sys.executable, "-m", "ireetune.verify.worker"],
+        input_text=json.dumps(request),
+        timeout_s=timeout_s,
+    )
+    stdout = completed.stdout
+    if completed.timed_out:
         failure = f"verification timed out after {timeout_s:.0f} s"
+    else:
+        failure = f"verification process exited {completed.returncode}"
     runs: dict[int, ReferenceRun] = {}
     for line in stdout.splitlines():
         try:

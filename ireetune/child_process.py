@@ -1,0 +1,155 @@
+"""Start child processes that never outlive the tuner.
+
+Every process ireetune starts (compiles, the benchmark, verification and model workers) goes
+through `start_child` or `run_child`. Each child
+
+- leads its own process group, so stopping it (a timeout, an interrupt) kills the group: the
+  child and whatever it started;
+- on Linux asks the kernel to SIGKILL it when the tuner dies (`PR_SET_PDEATHSIG`), so even a
+  tuner killed with SIGKILL leaves no compile or worker running under PID 1.
+
+The kernel sends the parent-death signal when the *thread* that started the child ends, not the
+process: start a child and wait for it in the same thread (the compile pool's threads live as
+long as the pool, the benchmark runner starts and stops its worker in the thread that reads it).
+
+A child in its own group no longer receives the terminal's Ctrl-C, so an interrupted tuner stops
+them itself: `stop_all_children` kills every live child's group and lets no new child start
+(the command line calls it on KeyboardInterrupt, the compile pool before it waits for its
+threads).
+
+Runtime-only: imported by the benchmark side, so nothing here may import the compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """Resolve libc's prctl once, before any fork: the child must not load libraries."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+_PRCTL = _load_prctl()
+# Built before any fork, like _PRCTL: between fork and exec the child runs as little as it can.
+_SIGKILL_ARGUMENT = ctypes.c_ulong(signal.SIGKILL.value)
+_live_children: weakref.WeakSet[subprocess.Popen[str]] = weakref.WeakSet()
+_live_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Run in the child between fork and exec: ask for SIGKILL when the parent dies."""
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, _SIGKILL_ARGUMENT)
+    # The parent may have died between fork and prctl; then nobody would ever send the signal.
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def start_child(
+    arguments: Sequence[str],
+    *,
+    stdin: int | None = subprocess.DEVNULL,
+    stdout: int | None = subprocess.PIPE,
+    stderr: int | None = subprocess.PIPE,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """Start `arguments` (no shell) as a child in its own group that dies with this process.
+
+    After `stop_all_children` the process is exiting: the asking thread ends quietly instead.
+    """
+    with _live_children_lock:
+        if _stopping.is_set():
+            raise SystemExit(130)
+        process = subprocess.Popen(
+            list(arguments),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            text=True,
+            process_group=0,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+        )
+        _live_children.add(process)
+    return process
+
+
+def stop_all_children() -> None:
+    """Kill every live child's group and start no more: the tuner was interrupted."""
+    with _live_children_lock:
+        _stopping.set()
+        children = list(_live_children)
+    for process in children:
+        if process.poll() is None:
+            stop_child(process)
+
+
+def stop_child(process: subprocess.Popen[str]) -> None:
+    """Kill a child's whole process group (the child and its own children); reap the child."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        # No such group: every member exited, or the child left it (setsid); kill it alone.
+        if process.poll() is None:
+            process.kill()
+    process.wait()
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What one finished (or stopped) child returned."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+
+def run_child(
+    arguments: Sequence[str],
+    *,
+    input_text: str | None = None,
+    timeout_s: float | None = None,
+    cwd: Path | None = None,
+) -> ChildResult:
+    """Run a child to completion and capture its output; past `timeout_s`, kill its group.
+
+    Raises OSError when the program cannot be started. Any exception while waiting (an
+    interrupt) kills the group before it propagates.
+    """
+    process = start_child(
+        arguments, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL, cwd=cwd
+    )
+    try:
+        stdout, stderr = process.communicate(input_text, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_child(process)
+        stdout, stderr = process.communicate()
+        return ChildResult(-1, stdout or "", stderr or "", timed_out=True)
+    except BaseException:
+        stop_child(process)
+        raise
+    return ChildResult(process.returncode, stdout, stderr, timed_out=False)
