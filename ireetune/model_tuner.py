@@ -717,7 +717,8 @@ def _write_report(
 ) -> None:
     lines = [
         f"model: {options.model_path}   target: {options.target}",
-        f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
+        ("specs, both under the tuned flags: " if result.flags else "")
+        + f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
         + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
         + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
         "process, 95% paired interval)",

@@ -166,6 +166,29 @@ def test_tuned_flags_file_is_accepted_by_iree_compile(matmul_model: Path, tmp_pa
          "-o", str(output)]
     )  # fmt: skip
     assert status == 0 and _sha256(output) == binaries["inline"]
+    assert main(["compile", str(matmul_model), "--target", "cpu", "-o", str(output)]) == 2
+
+
+def test_search_flags_on_a_dispatch_benchmark_is_recorded_in_the_run(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(matmul_benchmark),
+         "--search-flags", "--num-candidates", "2", "--output-dir", str(tmp_path), "--no-db",
+         "--repetitions", "2", "--confirm-rounds", "1", "--min-repetition-time", "0.005"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    (flags_dir,) = tmp_path.glob("flags_*")
+    (run_dir,) = tmp_path.glob("matmul_*")
+    results = json.loads((run_dir / "results.json").read_text())
+    search = results["flag_search"]
+    assert search["trials_file"] == str(flags_dir / "trials.json")
+    statuses = {tuple(row["flags"]): row["status"] for row in search["trials"]}
+    assert statuses[()] == "default"
+    assert statuses[("--iree-opt-data-tiling",)] == "no-effect"
+    assert results["global_flags"] == search["winner"]
+    assert "flag search: " in completed.stdout
 
 
 def test_bad_flags_give_one_line_and_exit_2(matmul_benchmark: Path, tmp_path: Path) -> None:
