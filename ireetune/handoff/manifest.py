@@ -56,6 +56,8 @@ class Manifest:
     threshold: float = 1.02
     real_input_decides: bool = False
     real_input_rounds: int = 7
+    # Global iree-compile flags every candidate was compiled with (`--flags`, a flag winner).
+    global_flags: tuple[str, ...] = ()
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
@@ -100,4 +102,5 @@ def read_manifest(run_dir: Path) -> Manifest:
         threshold=float(data.get("threshold", 1.02)),
         real_input_decides=bool(data.get("real_input_decides", False)),
         real_input_rounds=int(data.get("real_input_rounds", 7)),
+        global_flags=tuple(data.get("global_flags", ())),
     )
