@@ -194,3 +194,24 @@ def test_flags_files_hold_one_flag_per_line(tmp_path: Path) -> None:
     with pytest.raises(IreetuneError) as excinfo:
         read_flags_file(path)
     assert "'#' is not an iree-compile option" in str(excinfo.value)
+
+
+def test_the_split_flow_manifest_keeps_the_global_flags(tmp_path: Path) -> None:
+    from ireetune.handoff.manifest import (
+        FolderCandidate,
+        Manifest,
+        VerifySettings,
+        read_manifest,
+        write_manifest,
+    )
+
+    baseline = FolderCandidate(0, "binaries/0.vmfb", "verify/reference_0.vmfb", "abc")
+    manifest = Manifest(
+        problem="mmt4d_4x16x8x16x96x1_f32_f32_f32", target="cpu", devices=("local-task",),
+        repetitions=2, min_repetition_s=0.01, hopeless_factor=5.0, confirm_top=2,
+        confirm_rounds=2, baseline=baseline, candidates=(),
+        verify=VerifySettings(0, ((4, 96, 16, 1), (8, 96, 16, 1)), ("f32", "f32"), "f32", 96, 1),
+        global_flags=(DT, "--iree-llvmcpu-enable-ukernels=mmt4d"),
+    )  # fmt: skip
+    write_manifest(tmp_path, manifest)
+    assert read_manifest(tmp_path) == manifest
