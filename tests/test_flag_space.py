@@ -166,8 +166,8 @@ def test_harmful_neutral_and_wrong_sets_are_rejected_and_the_fastest_passing_set
         "winner",
         "beaten",
     ]
-    assert "does not clear 1.01x" in judged[1].reason
-    assert "does not clear 1.01x" in judged[2].reason
+    assert "not faster than 1.01x" in judged[1].reason
+    assert "not faster than 1.01x" in judged[2].reason
     assert judged[3].reason.startswith("outputs differ")
 
 

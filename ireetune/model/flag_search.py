@@ -4,8 +4,9 @@
     hash         a set whose binary equals the default's has no effect: recorded, never timed
     time         every distinct binary side by side with the default in one process, on the
                  model's real inputs; outputs compared with the default's
-    confirm      the sets whose interval clears the rule, plus the union of them when it is new,
-                 timed again in a fresh session against the default
+    confirm      the fastest sets of that first session (pre-selected by their point estimate),
+                 plus the union of them when it is new, timed again in a fresh session against
+                 the default
     decide       the decision stage's rule on the confirmed intervals and the output checks
 
 Everything is recorded in `flags/trials.json` of the run folder.
@@ -136,7 +137,7 @@ def search_model_flags(search: ModelFlagSearch, work_dir: Path) -> FlagSearchRes
         notes.append(f"tried the union of the sets that won alone: {union.label}")
     if contenders:
         confirm_runs = _time(
-            search, work_dir, [0, *contenders], "confirm", rounds=2 * search.rounds
+            search, work_dir, [0, *contenders], "confirm", rounds=max(2 * search.rounds, 10)
         )
         if not confirm_runs[0].ok:
             raise IreetuneError(f"the default model stopped running: {confirm_runs[0].reason}")
