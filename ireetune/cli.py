@@ -79,10 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose value is itself iree-compile flags: `--flags "--iree-opt-data-tiling"` would
+# otherwise be read as an option without its value.
+_FLAG_TEXT_OPTIONS = frozenset({"--flags", "--try-flags"})
+
+
+def _attach_flag_text(argv: Sequence[str]) -> list[str]:
+    """Rewrite `--flags VALUE` as `--flags=VALUE` so that VALUE may start with dashes."""
+    attached: list[str] = []
+    words = iter(argv)
+    for word in words:
+        value = next(words, None) if word in _FLAG_TEXT_OPTIONS else None
+        attached.append(word if value is None else f"{word}={value}")
+    return attached
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     try:
-        arguments = build_parser().parse_args(argv)
+        words = _attach_flag_text(sys.argv[1:] if argv is None else argv)
+        arguments = build_parser().parse_args(words)
         logging.basicConfig(
             level=logging.INFO if arguments.verbose else logging.WARNING,
             format="%(levelname)s: %(message)s",

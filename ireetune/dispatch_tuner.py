@@ -64,6 +64,10 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
+from ireetune.flags.check import check_flags_with_compiler
+from ireetune.flags.dispatch_search import search_flags_for_input
+from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
+from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
 from ireetune.handoff.export import StopAfter, export_for_benchmarking
 from ireetune.problem.root_op import Problem
@@ -140,6 +144,11 @@ class TuneOptions:
     stop_after: StopAfter | None = None
     order: CandidateOrder = CandidateOrder.HEURISTIC
     threshold: float = 1.02
+    # Global iree-compile flags for every compile (`--flags`; the model tuner's flag winner).
+    extra_flags: tuple[str, ...] = ()
+    # Search the target's flag space first (`--search-flags`): on the model when the input is
+    # one, else on the dispatch benchmark; the winner joins `extra_flags`.
+    search_flags: bool = False
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -154,7 +163,21 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
     check_output_dir(options.output_dir)
-    target = parse_target(options.target, options.pipelines)
+    target = parse_target(options.target, options.pipelines).with_global_flags(options.extra_flags)
+    check_flags_with_compiler(options.extra_flags, target, "--flags")
+    if not options.search_flags:
+        return _tune(options, target)
+    flag_search = search_flags_for_input(
+        options.input_path, target, create_run_dir(options.output_dir, f"flags_{options.input_path.stem}"),
+        options.threshold, campaign_settings(options), options.jobs or 2,
+        options.compile_timeout_s, options.seed, options.model_level_rounds,
+    )  # fmt: skip
+    target = target.with_global_flags((*options.extra_flags, *flag_search.winner.flags))
+    return _attach_flag_search(_tune(options, target), flag_search)
+
+
+def _tune(options: TuneOptions, target: Target) -> TuneResult:
+    """Tune one dispatch for a target that carries every global flag of the run."""
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
         dispatch = load_dispatch(
@@ -168,8 +191,10 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
             if not options.use_database
             else TuningDatabase(options.database_path or default_database_path())
         )
+        # Results under global flags are keyed apart: the same config may compile differently.
+        variant_key = str(dispatch.variant_target) + "".join(f" {f}" for f in target.global_flags)
         result_key = ResultKey(
-            compiler_version(), describe_target(target.name, str(dispatch.variant_target)),
+            compiler_version(), describe_target(target.name, variant_key),
             describe_device(devices[0]), problem_key(dispatch.problem), dispatch.problem.signature,
         )  # fmt: skip
         stored: dict[str, StoredResult] = {}
@@ -195,6 +220,28 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
         finally:
             if database is not None:
                 database.close()
+
+
+def _attach_flag_search(result: TuneResult, flag_search: FlagSearchResult) -> TuneResult:
+    """Record the flag search that chose the run's global flags in its results and summary."""
+    verdict = (
+        f"kept {flag_search.winner.label}: {flag_search.estimate.describe()} over default flags"
+        if flag_search.estimate is not None
+        else "no flag set beat the default flags by the rule; defaults kept"
+    )
+    line = f"flag search: {verdict} (trials: {flag_search.trials_path})"
+    results_path = result.run_dir / "results.json"
+    if results_path.exists():
+        data = json.loads(results_path.read_text())
+        data["flag_search"] = {
+            "winner": list(flag_search.winner.flags), "rule": flag_search.rule.name,
+            "trials_file": str(flag_search.trials_path),
+            "trials": [trial_row(t) for t in flag_search.trials],
+        }  # fmt: skip
+        write_text_atomically(results_path, json.dumps(data, indent=2) + "\n")
+    summary = result.summary + line + "\n"
+    write_text_atomically(result.run_dir / "summary.txt", summary)
+    return replace(result, notes=(*result.notes, line), summary=summary)
 
 
 def _generate(
@@ -349,7 +396,10 @@ def _start_recording(
         "database": str(database.path) if database is not None else None,
         "rule": rule.name,
         "timing_basis": (Basis.REAL_INPUT if real_input_search else Basis.DISPATCH).value,
+        "global_flags": list(target.global_flags),
     }
+    if target.global_flags:
+        write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
     return RunRecorder(run_dir, info, database=database, result_key=result_key, session=uuid.uuid4().hex, rule=rule.name)  # fmt: skip
 
 
@@ -601,7 +651,10 @@ def _reuse(
         "target": target.name, "device": key.device, "problem": problem.signature,
         "best_candidate": 1, "best_speedup": stored.speedup, "rule": stored.rule,
         "spec_written": True, "why": "a stored winner under the same rule", "notes": [note],
+        "global_flags": list(target.global_flags),
     }  # fmt: skip
+    if target.global_flags:
+        write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
     recorder = RunRecorder(run_dir, info, {0: baseline, 1: record})
     recorder.save()
     summary = render_summary(problem.signature, target.name, (baseline, record), stored.baseline_ms or math.nan, 1.0, record, [note], None)  # fmt: skip

@@ -29,10 +29,17 @@ from iree.compiler import ir
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
-from ireetune.decision.rules import clears_threshold
+from ireetune.database.keys import describe_device
+from ireetune.database.store import compiler_version, default_database_path
+from ireetune.decision.rules import DecisionRule, clears_threshold
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
+from ireetune.flags.check import check_flags_with_compiler
+from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
+from ireetune.flags.space import FlagSpace
+from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
+from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
 from ireetune.frontend.model_import import export_torch_module, import_model
 from ireetune.frontend.model_inputs import (
@@ -41,12 +48,20 @@ from ireetune.frontend.model_inputs import (
     parse_input_spec,
     read_entry_signature,
 )
+from ireetune.model.flag_search import (
+    ModelFlagSearch,
+    apply_command,
+    measure_combined,
+    repetitions_for,
+    search_model_flags,
+)
 from ireetune.model.hot import (
     DispatchProfile,
     HotSet,
     count_dispatch_invocations,
     select_hot_dispatches,
 )
+from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE, find_harmful, is_faster, model_speedup
 from ireetune.model.timing import ModelRun, run_models_side_by_side
 from ireetune.problem.root_op import find_root_op, parse_problem
@@ -57,7 +72,6 @@ from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
 from ireetune.tools import find_tool, first_error_line, run_tool
-from ireetune.verify.compare import compare_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +97,14 @@ class ModelTuneOptions:
     use_database: bool = True
     retune: bool = False
     show_progress: bool | None = None
+    # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
+    extra_flags: tuple[str, ...] = ()
+    search_flags: bool = True
+    max_flag_sets: int = 24
+    # Flag sets to try instead of the target's flag space (`--try-flags`, repeatable).
+    flag_sets: tuple[tuple[str, ...], ...] = ()
+    # A flag set must make the model at least this much faster (its interval's lower bound).
+    flag_threshold: float = MODEL_RULE.threshold
 
 
 @dataclass(frozen=True)
@@ -108,7 +130,14 @@ class ModelTuneResult:
     dispatches: tuple[DispatchOutcome, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The final side-by-side check's paired speedup and interval (None without a tuned spec).
+    # With flags tuned, default and tuned here both use them: this is the specs' contribution.
     estimate: SpeedupEstimate | None = None
+    # Every global flag of the tuned model (the user's, then the flag phase's winner).
+    flags: tuple[str, ...] = ()
+    flag_search: FlagSearchResult | None = None
+    tuned_flags_path: Path | None = None
+    # The untouched default model against the tuned one (flags and spec), side by side.
+    combined: SpeedupEstimate | None = None
 
     @property
     def speedup(self) -> float:
@@ -159,23 +188,6 @@ def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs
     arrays = make_model_inputs(specs, seed)
     np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
     return function
-
-
-def _outputs_match(expected: Sequence[Any], actual: Sequence[Any]) -> tuple[bool, str]:
-    if len(expected) != len(actual):
-        return False, f"{len(actual)} outputs instead of {len(expected)}"
-    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
-        type_name = (
-            "f16" if want.dtype == np.float16 else "i32" if want.dtype.kind in "iu" else "f32"
-        )
-        # Outputs of a whole network accumulate many reductions; use a generous reduction size.
-        comparison = compare_outputs(want, got, type_name, reduction_size=4096)
-        if not comparison.matches:
-            return (
-                False,
-                f"output {index}: {comparison.mismatched} of {comparison.total} elements differ",
-            )
-    return True, ""
 
 
 def _profile_dispatches(
@@ -246,7 +258,8 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     A run that fails before it has learned anything (the model does not import, compile or
     run) leaves no folder behind; a later failure marks the folder's report as failed.
     """
-    target = parse_target(options.target)
+    target = parse_target(options.target).with_global_flags(options.extra_flags)
+    check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not 0 < options.coverage <= 1:
         raise IreetuneError("--coverage must be in (0, 1]")
     check_output_dir(options.output_dir)
@@ -289,6 +302,17 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
         raise IreetuneError(f"the default model does not run: {first['default'].reason}")
     model.default_outputs = first["default"].outputs
     default_ms = statistics.median(first["default"].times_ms)
+    original_vmfb, flag_search = default_vmfb, None
+    flag_request = _flag_search_request(model, options, default_ms)
+    if options.search_flags and flag_request.space.options + flag_request.space.combinations:
+        flag_search = search_model_flags(flag_request, run_dir / "flags")
+        notes.extend(flag_search.notes)
+        if flag_search.winner_binary is not None and flag_search.estimate is not None:
+            # Everything after this phase (dumps, dispatch tuning, selection) uses the winner.
+            model.target = target = target.with_global_flags(
+                (*options.extra_flags, *flag_search.winner.flags)
+            )
+            default_vmfb, default_ms = flag_search.winner_binary, flag_search.estimate.candidate_ms
 
     profiles = _profile_dispatches(model, run_dir, options, device)
     hot = select_hot_dispatches(profiles, default_ms, options.coverage, options.max_dispatches)
@@ -315,6 +339,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
                     use_database=options.use_database,
                     retune=options.retune,
                     show_progress=options.show_progress,
+                    extra_flags=target.global_flags,
                 )
             )
         except IreetuneError as failure:
@@ -376,7 +401,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
             if not trial.ok:
                 dispatch_notes[profile.name] = f"a candidate broke the model: {trial.reason}"
                 continue
-            matches, why = _outputs_match(model.default_outputs, trial.outputs)
+            matches, why = outputs_match(model.default_outputs, trial.outputs)
             if not matches:
                 dispatch_notes[profile.name] = (
                     f"dropped a candidate that changed the model's outputs ({why})"
@@ -438,9 +463,14 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
         )
         for p in hot.ranked
     )
+    combined, tuned_flags_path = _finish_flags(
+        model, options, run_dir, original_vmfb, default_vmfb, tuned_spec_path, flag_search,
+        flag_request, notes,
+    )  # fmt: skip
     model_result = ModelTuneResult(
-        run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes), final_estimate
-    )
+        run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes),
+        final_estimate, target.global_flags, flag_search, tuned_flags_path, combined,
+    )  # fmt: skip
     _write_report(run_dir, options, hot, model_result, time.monotonic() - started)
     return model_result
 
@@ -455,6 +485,69 @@ def tune_torch_module(
     """
     mlir_path = export_torch_module(module, example_inputs, work_dir)
     return tune_model(ModelTuneOptions(model_path=mlir_path, **options))
+
+
+def _flag_search_request(
+    model: _Model, options: ModelTuneOptions, default_ms: float
+) -> ModelFlagSearch:
+    """Describe the flag phase's search from the model and the run's options."""
+    default_specs = (
+        ["--iree-codegen-enable-default-tuning-specs"] if model.with_default_specs else []
+    )
+    return ModelFlagSearch(
+        source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
+        base_flags=(*model.target.compile_flags(), *default_specs), user_flags=options.extra_flags,
+        device=model.target.runtime_device,
+        space=FlagSpace((), options.flag_sets) if options.flag_sets else model.target.flag_space(),
+        rounds=options.rounds, repetitions=repetitions_for(default_ms),
+        max_sets=options.max_flag_sets, jobs=options.jobs or 2,
+        compile_timeout_s=model.compile_timeout_s,
+        rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
+    )  # fmt: skip
+
+
+def _finish_flags(
+    model: _Model,
+    options: ModelTuneOptions,
+    run_dir: Path,
+    original_vmfb: Path,
+    flagged_vmfb: Path,
+    tuned_spec_path: Path | None,
+    flag_search: FlagSearchResult | None,
+    flag_request: ModelFlagSearch,
+    notes: list[str],
+) -> tuple[SpeedupEstimate | None, Path | None]:
+    """Write tuned_flags.txt, time the untouched default against flags plus spec, record both."""
+    flags = model.target.global_flags
+    tuned_flags_path = run_dir / FLAGS_FILE_NAME if flags else None
+    if tuned_flags_path is not None:
+        write_flags_file(tuned_flags_path, flags)
+    combined = None
+    if flag_search is not None and flag_search.improved:
+        final_vmfb = flagged_vmfb
+        if tuned_spec_path is not None:
+            final_vmfb = run_dir / "tuned.vmfb"
+            error = model.compile(tuned_spec_path, final_vmfb)
+            assert not error, f"the tuned model compiled in the final check: {error}"
+        combined, why = measure_combined(original_vmfb, final_vmfb, flag_request, run_dir / "final")
+        if combined is None:
+            notes.append(f"the combined check of flags and spec failed: {why}")
+    if options.use_database:
+        record_model_result(
+            options.database_path or default_database_path(),
+            ModelKey(compiler_version(), model.target.name, describe_device(model.target.runtime_device), hash_model(model.mlir_path)),
+            ModelResult(
+                options.model_path.name, flags,
+                flag_search.estimate.speedup if flag_search and flag_search.estimate else None,
+                flag_search.estimate.low if flag_search and flag_search.estimate else None,
+                flag_search.estimate.high if flag_search and flag_search.estimate else None,
+                (flag_search.rule if flag_search else MODEL_RULE).name,
+                tuned_spec_path.read_text() if tuned_spec_path else "",
+                combined.speedup if combined else None, combined.low if combined else None,
+                combined.high if combined else None, str(run_dir),
+            ),
+        )  # fmt: skip
+    return combined, tuned_flags_path
 
 
 def _dropped(notes: Sequence[str]) -> list[str]:
@@ -541,7 +634,7 @@ def _finish(
         return None, default_ms, default_ms, None
     # The figures reported are one fresh side-by-side session of default and the final set.
     runs = compare(default_vmfb, final)
-    matches, why = _outputs_match(runs["default"].outputs, runs["tuned"].outputs)
+    matches, why = outputs_match(runs["default"].outputs, runs["tuned"].outputs)
     if not matches:
         raise IreetuneError(
             f"the tuned model's outputs differ from the default's ({why}); no spec written"
@@ -599,12 +692,55 @@ def _write_profile(run_dir: Path, hot: HotSet) -> None:
     write_text_atomically(run_dir / "profile.json", json.dumps(payload, indent=2) + "\n")
 
 
+def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> list[str]:
+    """Say which global flags the tuned model uses, what they were worth, and how to apply them."""
+    search = result.flag_search
+    lines: list[str] = [""]
+    if search is None:
+        lines.append(
+            "flag phase: not run"
+            + (f"; flags given: {' '.join(result.flags)}" if result.flags else "")
+        )
+    else:
+        timed = sum(1 for t in search.trials if t.first is not None)
+        skipped = sum(1 for t in search.trials if t.status.value in ("no-effect", "duplicate"))
+        verdict = (
+            f"kept {search.winner.label}: {search.estimate.describe()} over default flags"
+            if search.estimate is not None
+            else "no flag set beat the default flags by the rule; defaults kept"
+        )
+        lines.append(
+            f"flag phase ({search.rule.name}): {verdict}; {len(search.trials) - 1} sets tried, "
+            f"{skipped} with no effect on the binary or duplicates (not timed), {timed} timed"
+        )
+        lines.extend(f"  {describe_trial(t)}" for t in search.trials[1:])
+        lines.append(f"  all trials: {search.trials_path}")
+    if result.combined is not None:
+        lines.append(
+            f"combined (tuned flags and spec) over default flags without spec: "
+            f"{result.combined.describe()} ({result.combined.baseline_ms:.3f} -> "
+            f"{result.combined.candidate_ms:.3f} ms, interleaved in one process)"
+        )
+    if result.tuned_flags_path is not None:
+        lines.append(f"tuned flags: {result.tuned_flags_path}")
+    if result.tuned_flags_path is not None or result.tuned_spec_path is not None:
+        target = parse_target(options.target)
+        lines.append(
+            "apply: "
+            + apply_command(
+                options.model_path, target, result.tuned_flags_path, result.tuned_spec_path
+            )
+        )
+    return lines
+
+
 def _write_report(
     run_dir: Path, options: ModelTuneOptions, hot: HotSet, result: ModelTuneResult, wall_s: float
 ) -> None:
     lines = [
         f"model: {options.model_path}   target: {options.target}",
-        f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
+        ("specs, both under the tuned flags: " if result.flags else "")
+        + f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
         + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
         + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
         "process, 95% paired interval)",
@@ -627,6 +763,7 @@ def _write_report(
     lines.extend(f"note: {n}" for n in result.notes)
     if result.tuned_spec_path is not None:
         lines.append(f"tuned spec: {result.tuned_spec_path}")
+    lines.extend(_flag_report_lines(options, result))
     text = "\n".join(lines) + "\n"
     write_text_atomically(run_dir / "report.txt", text)
     payload = {
@@ -642,7 +779,18 @@ def _write_report(
         "tuned_spec": str(result.tuned_spec_path) if result.tuned_spec_path else None,
         "notes": list(result.notes),
         "dispatches": [outcome.__dict__ for outcome in result.dispatches],
-    }
+        "flags": list(result.flags),
+        "tuned_flags": str(result.tuned_flags_path) if result.tuned_flags_path else None,
+        "flag_search": (
+            {"winner": list(result.flag_search.winner.flags), "rule": result.flag_search.rule.name,
+             "trials": [trial_row(t) for t in result.flag_search.trials],
+             "trials_file": str(result.flag_search.trials_path)}
+            if result.flag_search else None
+        ),
+        "combined_speedup": result.combined.speedup if result.combined else None,
+        "combined_low": result.combined.low if result.combined else None,
+        "combined_high": result.combined.high if result.combined else None,
+    }  # fmt: skip
     write_text_atomically(
         run_dir / "report.json", json.dumps(payload, indent=2, default=str) + "\n"
     )

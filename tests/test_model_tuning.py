@@ -148,6 +148,8 @@ def _tune(model: Path, output: Path, *extra: str) -> subprocess.CompletedProcess
             "1",
             "--rounds",
             "2",
+            # The flag phase has its own tests (test_flag_search.py); these are about dispatches.
+            "--no-flag-search",
             *extra,
         ],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""`ireetune compile`: compile a model with a spec and prove its configurations landed."""
+"""`ireetune compile`: compile a model with a spec and/or tuned flags; prove the spec landed."""
 
 from __future__ import annotations
 
@@ -12,15 +12,19 @@ from ireetune.commands.arguments import TARGET_HELP, positive_seconds
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compile",
-        help="compile a model with a spec; fail if its configurations did not land",
-        description="Compile a model with a tuning spec and prove, from the compiler's own "
-        "configuration dump, that every matcher's configuration landed; exit 1 if not.",
+        help="compile a model with a spec and/or a tuned flags file; fail if the spec's "
+        "configurations did not land",
+        description="Compile a model with a tuning spec and/or the global flags of a tuned flags "
+        "file, and prove, from the compiler's own configuration dump, that every matcher's "
+        "configuration landed; exit 1 if not.",
     )
     parser.add_argument("model", type=Path, help="the model .mlir to compile")
     parser.add_argument("--target", required=True, help=f"what to compile for: {TARGET_HELP}")
+    parser.add_argument("--spec", type=Path, default=None, help="a tuning spec (tuned_spec.mlir)")
     parser.add_argument(
-        "--spec", type=Path, required=True, help="the tuning spec (.mlir) to compile with"
-    )
+        "--flags-file", type=Path, default=None,
+        help="global iree-compile flags, one per line (tuned_flags.txt of `ireetune tune`)",
+    )  # fmt: skip
     parser.add_argument("-o", "--output", type=Path, required=True, help="the .vmfb to write")
     parser.add_argument(
         "--compile-timeout", type=positive_seconds, default=600.0, help="seconds for the compile"
@@ -29,17 +33,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.errors import IreetuneError
+    from ireetune.flags.file import read_flags_file
     from ireetune.run_dir import check_output_file
-    from ireetune.spec.apply import compile_with_spec, render_compile_report, resolve_compile_target
+    from ireetune.spec.apply import (
+        compile_with_spec,
+        compile_without_spec,
+        render_compile_report,
+        resolve_compile_target,
+    )
 
     check_output_file(arguments.output)
-
+    if arguments.spec is None and arguments.flags_file is None:
+        raise IreetuneError("compile: give --spec SPEC, --flags-file FILE or both")
+    flags = read_flags_file(arguments.flags_file) if arguments.flags_file is not None else ()
+    target = resolve_compile_target(arguments.target, flags)
+    if arguments.spec is None:
+        compile_without_spec(arguments.model, target, arguments.output, arguments.compile_timeout)
+        sys.stdout.write(f"compiled with {len(flags)} global flag(s); wrote {arguments.output}\n")
+        return 0
     report = compile_with_spec(
-        arguments.model,
-        resolve_compile_target(arguments.target),
-        arguments.spec,
-        arguments.output,
-        arguments.compile_timeout,
+        arguments.model, target, arguments.spec, arguments.output, arguments.compile_timeout
     )
     sys.stdout.write(render_compile_report(report))
     if report.landed:

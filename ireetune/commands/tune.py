@@ -87,10 +87,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="show progress bars on stderr (default: when stderr is a terminal)",
     )
+    parser.add_argument(
+        "--flags", default="",
+        help='extra global iree-compile flags for every compile, e.g. "--iree-opt-level=O3"',
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-flag-search", action="store_true",
+        help="skip the first phase (the search of the target's global compiler flags)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-flag-sets", type=positive_int, default=24, help="flag sets the flag phase compiles"
+    )
+    parser.add_argument(
+        "--try-flags", action="append", default=[], metavar="FLAGS",
+        help='a flag set for the flag phase to try instead of the target\'s (repeatable), e.g. '
+        '"--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d"',
+    )  # fmt: skip
+    parser.add_argument(
+        "--flag-threshold", type=float, default=1.01,
+        help="a flag set is kept only if its speedup interval lies above this (default 1.01)",
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.flags.check import parse_flag_text
     from ireetune.model_tuner import ModelTuneOptions, tune_model
     from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_database_path, check_output_dir
@@ -118,6 +139,11 @@ def run(arguments: argparse.Namespace) -> int:
             use_database=not arguments.no_db,
             retune=arguments.retune,
             show_progress=arguments.progress,
+            extra_flags=parse_flag_text(arguments.flags),
+            search_flags=not arguments.no_flag_search,
+            max_flag_sets=arguments.max_flag_sets,
+            flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),
+            flag_threshold=arguments.flag_threshold,
         )
     )
     sys.stdout.write((result.run_dir / "report.txt").read_text())

@@ -104,11 +104,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=10.0,
         help="seconds allowed for loading one candidate, on top of 20x the baseline's run time",
     )
+    parser.add_argument(
+        "--flags", default="",
+        help='extra global iree-compile flags for every compile, e.g. "--iree-opt-data-tiling"',
+    )  # fmt: skip
+    parser.add_argument(
+        "--search-flags", action="store_true",
+        help="first search the target's global flags (on the model, or on the dispatch benchmark "
+        "itself) and tune under the winner",
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
+    from ireetune.flags.check import parse_flag_text
     from ireetune.handoff.export import StopAfter
     from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_database_path, check_output_dir
@@ -138,6 +148,8 @@ def run(arguments: argparse.Namespace) -> int:
         pipelines=tuple(arguments.pipeline),
         order=CandidateOrder(arguments.order),
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
+        extra_flags=parse_flag_text(arguments.flags),
+        search_flags=arguments.search_flags,
     )
     result = tune_dispatch(options)
     if options.stop_after is StopAfter.COMPILE:
@@ -152,6 +164,9 @@ def run(arguments: argparse.Namespace) -> int:
     sys.stdout.write(f"run folder: {result.run_dir}\n")
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    flags_file = result.run_dir / "tuned_flags.txt"
+    if flags_file.exists():
+        sys.stdout.write(f"global flags (iree-compile @FILE): {flags_file}\n")
     report_path = try_write_html_report(result.run_dir)
     if report_path is not None:
         sys.stdout.write(f"html report: {report_path}\n")

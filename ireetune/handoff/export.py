@@ -115,6 +115,7 @@ def export_for_benchmarking(
         threshold=rule.threshold if rule else 1.02,
         real_input_decides=rule.real_input_decides if rule else False,
         real_input_rounds=real_input_rounds,
+        global_flags=target.global_flags,
     )
     info["outcome"] = "compiled"
     return write_manifest(run_dir, manifest)

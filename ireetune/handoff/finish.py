@@ -105,7 +105,7 @@ def finish_run(run_dir: Path) -> TuneResult:
     best_spec_path: Path | None = None
     if decision.winner is not None:
         best = recorder.records[decision.winner]
-        target = parse_target(manifest.target)
+        target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
         prove_config_landed(
             target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
             _compilation_info_of(run_dir / best.spec_path, context),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,8 @@ class Manifest:
     real_input_rounds: int = 7
     # Seconds allowed for loading one candidate (`--benchmark-timeout`); older folders lack it.
     benchmark_timeout_s: float = 10.0
+    # Global iree-compile flags every candidate was compiled with (`--flags`, a flag winner).
+    global_flags: tuple[str, ...] = ()
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
@@ -260,7 +263,26 @@ def read_manifest(run_dir: Path) -> Manifest:
         real_input_rounds=reader.integer(data, "real_input_rounds", minimum=1)
         if "real_input_rounds" in data
         else 7,
+        global_flags=_read_global_flags(reader, data),
     )
+
+
+# A global flag in a folder is passed to iree-compile by `finish`: only plain option settings
+# are accepted, never one that names a file to read or write.
+_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
+_FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
+
+
+def _read_global_flags(reader: _Reader, data: dict[str, Any]) -> tuple[str, ...]:
+    """Read the global flags the candidates were compiled with (none in older folders)."""
+    if "global_flags" not in data:
+        return ()
+    flags = reader.texts(data, "global_flags")
+    for flag in flags:
+        name = flag.split("=", 1)[0]
+        if not _SAFE_GLOBAL_FLAG.fullmatch(flag) or any(w in name for w in _FILE_FLAG_WORDS):
+            raise reader.fail("global_flags", f"not a plain compiler option setting: {flag!r}")
+    return flags
 
 
 def _read_flag(reader: _Reader, data: dict[str, Any], name: str) -> bool:

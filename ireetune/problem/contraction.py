@@ -61,8 +61,25 @@ class ContractionProblem:
         return count
 
     @property
+    def is_mmt4d(self) -> bool:
+        """Say whether this is a data-tiled matmul: M1 N1 K1 outer tiles of M0 x N0 x K0 tiles.
+
+        `linalg.mmt4d ins(%lhs, %rhs : tensor<M1xK1xM0xK0>, tensor<N1xK1xN0xK0>)
+        outs(%acc : tensor<M1xN1xM0xN0>)`, which data tiling makes of a matmul.
+        """
+        if self.batch_dims or len(self.m_dims) != 2 or len(self.n_dims) != 2:
+            return False
+        if len(self.k_dims) != 2:
+            return False
+        (m1, m0), (n1, n0), (k1, k0) = self.m_dims, self.n_dims, self.k_dims
+        lhs_map, rhs_map, out_map = (_map_dim_positions(text) for text in self.indexing_maps)
+        return (lhs_map, rhs_map, out_map) == ([m1, k1, m0, k0], [n1, k1, n0, k0], [m1, n1, m0, n0])
+
+    @property
     def kind(self) -> str:
-        """Name the layout: matmul, mmt, mtm, mtmt, batch_matmul or contraction."""
+        """Name the layout: matmul, mmt, mtm, mtmt, batch_matmul, mmt4d or contraction."""
+        if self.is_mmt4d:
+            return "mmt4d"
         if len(self.m_dims) != 1 or len(self.n_dims) != 1 or len(self.k_dims) != 1:
             return "contraction"
         m, n, k = self.m_dims[0], self.n_dims[0], self.k_dims[0]
@@ -129,7 +146,8 @@ def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
             f"root op '{root_op.name}' has {len(operands)} operands; a contraction with two "
             "inputs and one output is supported"
         )
-    affine_maps = [ir.AffineMapAttr(attr).value for attr in root_op.attributes["indexing_maps"]]
+    # Through the interface: named ops such as linalg.mmt4d carry no `indexing_maps` attribute.
+    affine_maps = [ir.AffineMapAttr(attr).value for attr in linalg.get_indexing_maps(root_op)]
     shapes = [
         _static_shape(operand.type, name)
         for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)

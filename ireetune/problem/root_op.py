@@ -42,6 +42,11 @@ def parse_problem(root_op: ir.Operation) -> Problem:
         return parse_contraction(root_op)
     if linalg.isa_convolution_op(root_op):
         return parse_convolution(root_op)
+    if root_op.name in ("linalg.pack", "linalg.unpack"):
+        raise IreetuneError(
+            f"'{root_op.name}' (a data-tiling layout change) is not tunable yet: its DataTiling "
+            "pipeline has no searchable configuration here; the mmt4d between pack and unpack is"
+        )
     if iree_codegen.isa_attention_op(root_op):
         raise IreetuneError(
             f"attention ('{root_op.name}') is not supported yet (contractions and convolutions are)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,13 +39,14 @@ _TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
 _LIBRARY_FLAG = "--iree-codegen-transform-dialect-library"
 
 
-def resolve_compile_target(text: str) -> CompileTarget:
+def resolve_compile_target(text: str, global_flags: Sequence[str] = ()) -> CompileTarget:
     """Turn a `--target` value (`cpu`, `cuda:sm_80`, `rocm:gfx942`) into a CompileTarget.
 
-    The flags come from the target itself; CUDA ignores the tuning-spec flag, so its target applies
-    specs as a transform-dialect library, which does not link several specs (REFERENCE.md).
+    The flags come from the target itself, then `global_flags` (a tuned flags file); CUDA ignores
+    the tuning-spec flag, so its target applies specs as a transform-dialect library, which does
+    not link several specs (REFERENCE.md).
     """
-    target = parse_target(text)
+    target = parse_target(text).with_global_flags(global_flags)
     flags = target.spec_flags(Path("SPEC"))
     assert len(flags) == 1 and flags[0].endswith("=SPEC"), f"unexpected spec flags {flags}"
     spec_flag = flags[0].removesuffix("=SPEC")
@@ -221,6 +223,25 @@ def compile_with_spec(
             output_path.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(vmfb_path, output_path)
     return report
+
+
+def compile_without_spec(
+    model_path: Path, target: CompileTarget, output_path: Path, timeout_s: float
+) -> None:
+    """Compile a model with the target's flags (and its global flags) only."""
+    if not model_path.is_file():
+        raise IreetuneError(f"model not found: {model_path}")
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    result = run_tool(
+        [find_tool("iree-compile"), str(model_path), *target.compile_flags, "-o", str(output_path)],
+        timeout_s=timeout_s,
+    )
+    if result.timed_out:
+        raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
+    if result.returncode != 0:
+        raise IreetuneError(
+            f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+        )
 
 
 def _configured_ops(module: ir.Module) -> list[ir.Operation]:

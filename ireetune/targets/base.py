@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import copy
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.flags.space import FlagSpace
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs
 
 
 class Target(abc.ABC):
     """One IREE backend: compile flags, how specs are applied, runtime device, search space."""
+
+    # Global iree-compile options added to every compile for this target (flag tuning's winner,
+    # or the user's `--flags`); set through `with_global_flags`.
+    global_flags: tuple[str, ...] = ()
 
     @property
     @abc.abstractmethod
@@ -45,8 +51,22 @@ class Target(abc.ABC):
         """Name the default runtime device URI (`local-task`, `cuda://0`)."""
 
     @abc.abstractmethod
-    def compile_flags(self) -> list[str]:
+    def target_flags(self) -> list[str]:
         """Return the iree-compile flags that select this target."""
+
+    def compile_flags(self) -> list[str]:
+        """Return the flags of every compile for this target: its selection, then global flags."""
+        return [*self.target_flags(), *self.global_flags]
+
+    def with_global_flags(self, flags: Sequence[str]) -> Target:
+        """Return this target with `flags` added to every compile (replacing earlier ones)."""
+        changed = copy.copy(self)
+        changed.global_flags = tuple(flags)
+        return changed
+
+    def flag_space(self) -> FlagSpace:
+        """Return the global compiler options worth searching on this target (default: none)."""
+        return FlagSpace(options=(), combinations=())
 
     @abc.abstractmethod
     def spec_flags(self, spec_path: Path) -> list[str]:

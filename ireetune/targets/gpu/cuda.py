@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ireetune.flags.space import FlagSpace
+from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget
 
 
@@ -25,8 +27,11 @@ class CudaTarget(GpuTarget):
     def runtime_device(self) -> str:
         return "cuda://0"
 
-    def compile_flags(self) -> list[str]:
+    def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch.name}"]
 
     def spec_flags(self, spec_path: Path) -> list[str]:
         return [f"--iree-codegen-transform-dialect-library={spec_path}"]
+
+    def flag_space(self) -> FlagSpace:
+        return CUDA_FLAG_SPACE

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ireetune.flags.space import FlagSpace
+from ireetune.targets.gpu.flags import ROCM_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget
 
 
@@ -18,8 +20,11 @@ class RocmTarget(GpuTarget):
     def runtime_device(self) -> str:
         return "hip://0"
 
-    def compile_flags(self) -> list[str]:
+    def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch.name}"]
 
     def spec_flags(self, spec_path: Path) -> list[str]:
         return [f"--iree-codegen-tuning-spec-path={spec_path}"]
+
+    def flag_space(self) -> FlagSpace:
+        return ROCM_FLAG_SPACE

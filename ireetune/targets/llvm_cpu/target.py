@@ -11,6 +11,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.errors import IreetuneError
+from ireetune.flags.space import FlagSpace
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import Problem
@@ -25,6 +26,15 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
+from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
+from ireetune.targets.llvm_cpu.mmt4d_space import (
+    MMT4D_PIPELINE,
+    compute_mmt4d_sizes,
+    enumerate_mmt4d_space,
+    mmt4d_tile_lists,
+    order_mmt4d_candidates,
+    parse_default_mmt4d_knobs,
+)
 from ireetune.targets.llvm_cpu.ordering import order_by_score
 from ireetune.targets.llvm_cpu.space import compute_problem_sizes, enumerate_space, tile_lists
 
@@ -57,7 +67,7 @@ class LlvmCpuTarget(Target):
         # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real data.
         return True
 
-    def compile_flags(self) -> list[str]:
+    def target_flags(self) -> list[str]:
         return [
             "--iree-hal-target-device=local",
             "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -66,6 +76,9 @@ class LlvmCpuTarget(Target):
 
     def spec_flags(self, spec_path: Path) -> list[str]:
         return [f"--iree-codegen-tuning-spec-path={spec_path}"]
+
+    def flag_space(self) -> FlagSpace:
+        return CPU_FLAG_SPACE
 
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
@@ -91,6 +104,8 @@ class LlvmCpuTarget(Target):
         facts = self.facts(variant_target)
         if isinstance(problem, ConvolutionProblem):
             return enumerate_conv_space(compute_conv_sizes(problem), facts, seed, default_knobs)
+        if _as_contraction(problem).is_mmt4d:
+            return enumerate_mmt4d_space(compute_mmt4d_sizes(problem), facts, seed, default_knobs)
         sizes = compute_problem_sizes(_as_contraction(problem))
         return enumerate_space(sizes, facts, seed, excluded=default_knobs)
 
@@ -100,12 +115,16 @@ class LlvmCpuTarget(Target):
         assert self._facts is not None, "facts are read when candidates are generated"
         if isinstance(problem, ConvolutionProblem):
             return order_conv_candidates(compute_conv_sizes(problem), self._facts, pool, seed)
+        if _as_contraction(problem).is_mmt4d:
+            return order_mmt4d_candidates(compute_mmt4d_sizes(problem), self._facts, pool, seed)
         sizes = compute_problem_sizes(_as_contraction(problem))
         return order_by_score(sizes, self._facts, pool, seed)
 
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
         if isinstance(problem, ConvolutionProblem):
             tiles, pipeline_name = conv_tile_lists(problem, knobs), CONV_PIPELINE
+        elif problem.is_mmt4d:
+            tiles, pipeline_name = mmt4d_tile_lists(problem, knobs), MMT4D_PIPELINE
         else:
             tiles, pipeline_name = tile_lists(_as_contraction(problem), knobs), PIPELINE
         fields = ", ".join(f"{level} = {values}" for level, values in tiles.items())
@@ -131,6 +150,8 @@ class LlvmCpuTarget(Target):
             return None
         if isinstance(problem, ConvolutionProblem):
             return parse_default_conv_knobs(problem, levels)
+        if problem.is_mmt4d:
+            return parse_default_mmt4d_knobs(problem, levels)
         m, n, k = problem.m_dims[-1], problem.n_dims[-1], problem.k_dims[-1]
         return make_knobs(
             {

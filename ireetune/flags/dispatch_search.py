@@ -1,0 +1,184 @@
+"""Flag search for one dispatch benchmark, timed at dispatch level (`tune-dispatch --search-flags`).
+
+The stripped dispatch benchmark is compiled from executable sources under the default and each
+proposed flag set; binaries equal to the default's are "no effect" (options that act before
+dispatches are formed, such as data tiling, can change nothing here) and are not timed. The
+distinct ones go through the benchmark campaign (first pass, then every one re-timed interleaved
+with the default), and the contenders' outputs are checked on the root op's reference program
+compiled under the same flags: a set whose reference program equals the default's is not
+verified, so it is rejected. The decision stage's rule decides on the dispatch-level interval.
+On the CPU that interval comes from uninitialised buffers (REFERENCE.md): prefer the model-level
+search (`tune-dispatch MODEL.mlir --search-flags`, or `ireetune tune`) where a model exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from iree.compiler import ir
+
+from ireetune.benchmark.campaign import CampaignSettings, run_campaign
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.decision.facts import facts_from_campaign
+from ireetune.decision.rules import DecisionRule
+from ireetune.decision.stats import Basis
+from ireetune.errors import IreetuneError
+from ireetune.flags.space import DEFAULT_FLAGS, FlagSpace, propose_flag_sets
+from ireetune.flags.trials import (
+    TRIALS_FILE_NAME,
+    FlagSearchResult,
+    TrialStatus,
+    choose_flag_contenders,
+    classify_by_hash,
+    compile_flag_sets,
+    judge_flag_sets,
+    write_trials,
+)
+from ireetune.frontend.dispatches import (
+    is_dispatch_benchmark,
+    parse_module,
+    read_mlir_file,
+    strip_configurations,
+)
+from ireetune.frontend.model_inputs import make_model_inputs, read_entry_signature
+from ireetune.model.flag_search import ModelFlagSearch, search_model_flags
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.targets.base import Target
+from ireetune.verify.stage import check_outputs, write_reference
+
+
+def search_flags_for_input(
+    input_path: Path,
+    target: Target,
+    work_dir: Path,
+    threshold: float,
+    settings: CampaignSettings,
+    jobs: int,
+    compile_timeout_s: float,
+    seed: int,
+    model_rounds: int,
+) -> FlagSearchResult:
+    """Search flags for `tune-dispatch`: on the whole model when the input is a model (timed on
+    random inputs of its entry function's signature), else on the dispatch benchmark itself."""
+    text = read_mlir_file(input_path)
+    if is_dispatch_benchmark(text):
+        return search_dispatch_flags(
+            input_path, target, target.flag_space(), work_dir, DecisionRule(threshold=threshold), settings, jobs,
+            compile_timeout_s, seed,
+        )  # fmt: skip
+    parse_module(text, ir.Context(), input_path)
+    function, signature = read_entry_signature(text)
+    inputs_path = work_dir / "inputs.npz"
+    arrays = make_model_inputs(signature, seed)
+    np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
+    return search_model_flags(
+        ModelFlagSearch(
+            source_path=input_path, function=function, inputs_path=inputs_path,
+            base_flags=tuple(target.compile_flags()), user_flags=target.global_flags,
+            device=target.runtime_device, space=target.flag_space(), rounds=model_rounds,
+            jobs=jobs, compile_timeout_s=compile_timeout_s,
+            rule=DecisionRule(threshold=threshold, real_input_decides=True),
+        ),
+        work_dir,
+    )  # fmt: skip
+
+
+def search_dispatch_flags(
+    benchmark_path: Path,
+    target: Target,
+    space: FlagSpace,
+    work_dir: Path,
+    rule: DecisionRule,
+    settings: CampaignSettings,
+    jobs: int,
+    compile_timeout_s: float,
+    seed: int,
+    max_sets: int = 24,
+) -> FlagSearchResult:
+    """Search the target's flag space on one dispatch benchmark; return the winning set."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    context = ir.Context()
+    module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
+    with context:
+        root_op = find_root_op(module)
+        problem = parse_problem(root_op)
+    stripped = work_dir / "stripped_benchmark.mlir"
+    strip_configurations(benchmark_path, stripped, compile_timeout_s)
+    fixed = {flag.split("=", 1)[0] for flag in target.global_flags}
+    flag_sets = [DEFAULT_FLAGS] + [
+        p
+        for p in propose_flag_sets(space, max_sets)
+        if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
+    ]
+    base = (*target.compile_flags(), "--compile-from=executable-sources")
+    trials = classify_by_hash(
+        compile_flag_sets(stripped, base, flag_sets, work_dir / "binaries", jobs, compile_timeout_s)
+    )
+    if trials[0].status is not TrialStatus.DEFAULT:
+        raise IreetuneError(f"the dispatch does not compile with default flags: {trials[0].reason}")
+    timed = [t.trial_id for t in trials if t.status is TrialStatus.TIMED]
+    binaries = work_dir / "binaries"
+    campaign = run_campaign(
+        BenchmarkJob(0, binaries / "0.vmfb"),
+        [BenchmarkJob(i, binaries / f"{i}.vmfb") for i in timed],
+        [target.runtime_device],
+        replace(settings, confirm_top=len(timed)),
+    )
+    facts = facts_from_campaign(campaign, Basis.DISPATCH)
+    for index, trial in enumerate(trials):
+        measurement = campaign.candidates.get(trial.trial_id)
+        if measurement is None:
+            continue
+        if measurement.status is not BenchmarkStatus.MEASURED:
+            trials[index] = replace(trial, status=TrialStatus.RUN_FAILED, reason=measurement.reason)
+            continue
+        fact = facts.get(trial.trial_id)
+        estimate = fact.dispatch if fact is not None else None
+        trials[index] = replace(
+            trial, times_ms=measurement.times_ms, first=estimate,
+            confirmed=estimate if fact is not None and fact.confirmed else None,
+        )  # fmt: skip
+    contenders = choose_flag_contenders(trials, rule, len(trials))
+    if contenders:
+        reference = write_reference(root_op, context, problem, work_dir / "verify", seed)
+        programs = compile_flag_sets(
+            reference.source_path, tuple(target.compile_flags()),
+            [trials[0].flag_set, *(trials[i].flag_set for i in contenders)],
+            work_dir / "verify", jobs, compile_timeout_s, ids=[0, *contenders],
+        )  # fmt: skip
+        checks = check_outputs(
+            problem,
+            {
+                p.trial_id: (
+                    (work_dir / "verify" / f"{p.trial_id}.vmfb", p.binary_hash)
+                    if p.status is not TrialStatus.COMPILE_FAILED
+                    else (None, f"reference program failed to compile: {p.reason}")
+                )
+                for p in programs
+            },
+            reference,
+            target.runtime_device,
+        )
+        for trial_id, (matches, why) in checks.results.items():
+            trials[trial_id] = replace(
+                trials[trial_id], outputs_match=matches, reason=why or trials[trial_id].reason
+            )
+    trials, winner_id = judge_flag_sets(trials, contenders, rule)
+    winner = trials[winner_id] if winner_id is not None else None
+    result = FlagSearchResult(
+        winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
+        estimate=winner.confirmed if winner is not None else None,
+        trials=tuple(trials),
+        rule=rule,
+        trials_path=work_dir / TRIALS_FILE_NAME,
+        notes=campaign.notes,
+        winner_binary=binaries / f"{winner_id}.vmfb" if winner_id is not None else None,
+    )
+    write_trials(
+        result.trials_path, trials, rule,
+        {"level": "dispatch", "source": str(benchmark_path), "base_flags": list(base),
+         "winner": list(result.winner.flags)},
+    )  # fmt: skip
+    return result

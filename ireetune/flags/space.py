@@ -1,0 +1,94 @@
+"""A target's global compiler options as data, and the flag sets a search proposes from them.
+
+A flag set is what is added to every `iree-compile` command of a model; the empty set is the
+compiler's default. The search proposes, in this order: each choice of each option alone (with
+the flags it needs to have any effect), then the combinations the target declares useful; after
+timing, the union of the single options that each won on their own (`union_of_winners`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FlagOption:
+    """One global option and the choices worth trying, each spelled as the flags that set it.
+
+    `requires` are flags without which the option has no effect (the op families eligible for
+    data tiling matter only with data tiling on); they are added to every choice.
+    """
+
+    key: str
+    choices: tuple[tuple[str, ...], ...]
+    why: str
+    requires: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlagSet:
+    """Flags added to every compile of a model; empty means the compiler's defaults."""
+
+    flags: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """Name the set as it is typed: `--iree-opt-data-tiling --iree-...` or `default`."""
+        return " ".join(self.flags) if self.flags else "default"
+
+
+@dataclass(frozen=True)
+class FlagSpace:
+    """A target's searchable options and the combinations of them known to be useful."""
+
+    options: tuple[FlagOption, ...]
+    combinations: tuple[tuple[str, ...], ...] = ()
+
+
+DEFAULT_FLAGS = FlagSet()
+
+
+def make_flag_set(flags: Iterable[str]) -> FlagSet:
+    """Build a flag set, dropping repeated flags and keeping the first spelling's order."""
+    return FlagSet(tuple(dict.fromkeys(flags)))
+
+
+def propose_flag_sets(space: FlagSpace, limit: int) -> list[FlagSet]:
+    """Return up to `limit` distinct non-default flag sets: singles first, then combinations."""
+    proposals: list[FlagSet] = []
+    for option in space.options:
+        for choice in option.choices:
+            proposals.append(make_flag_set((*option.requires, *choice)))
+    proposals.extend(make_flag_set(combination) for combination in space.combinations)
+    distinct = list(dict.fromkeys(p for p in proposals if p.flags))
+    return distinct[: max(0, limit)]
+
+
+def union_of_winners(winners: Sequence[FlagSet], tried: Iterable[FlagSet]) -> FlagSet | None:
+    """Return the union of sets that each won alone, when it is new and consistent.
+
+    Consistent: no two of the sets give the same option different values (data tiling with
+    ukernels `all` and with ukernels `mmt4d` do not combine). None when fewer than two sets won,
+    they conflict, or the union was already tried (in any order).
+    """
+    if len(winners) < 2:
+        return None
+    chosen: dict[str, frozenset[str]] = {}
+    for flag_set in winners:
+        for name, values in _values_by_option(flag_set).items():
+            if chosen.setdefault(name, values) != values:
+                return None
+    union = make_flag_set(flag for flag_set in winners for flag in flag_set.flags)
+    if frozenset(union.flags) in {frozenset(t.flags) for t in tried}:
+        return None
+    return union
+
+
+def _values_by_option(flag_set: FlagSet) -> dict[str, frozenset[str]]:
+    """Map each option of a set to its values (a list option repeats its flag, one per value)."""
+    values: dict[str, set[str]] = {}
+    for flag in flag_set.flags:
+        name, _, value = flag.partition("=")
+        values.setdefault(name, set()).add(value)
+    return {name: frozenset(v) for name, v in values.items()}

@@ -1,0 +1,132 @@
+"""A model's tuning result (global flags plus spec) in the tuning database, in its own table.
+
+One row per (compiler version, target, device, model): the model is named by the SHA-256 of the
+MLIR that was tuned. The row keeps the winning flags, the flag phase's interval and rule, the
+tuned spec's text, and the combined speedup over the default. The table lives in the same SQLite
+file as the per-dispatch results (`database/store.py`), created here and touched by nothing
+else; `ireetune tune` reuses a stored flag winner reached under the same rule unless asked to
+`--retune`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from ireetune.errors import IreetuneError
+
+BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS model_results (
+    compiler_version TEXT NOT NULL,
+    target TEXT NOT NULL,
+    device TEXT NOT NULL,
+    model_sha256 TEXT NOT NULL,
+    model_name TEXT NOT NULL,
+    flags TEXT NOT NULL,
+    flag_speedup REAL,
+    flag_low REAL,
+    flag_high REAL,
+    rule TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    combined_speedup REAL,
+    combined_low REAL,
+    combined_high REAL,
+    run_dir TEXT NOT NULL,
+    written_at TEXT NOT NULL,
+    PRIMARY KEY (compiler_version, target, device, model_sha256)
+);
+"""
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """Which model, compiled by which compiler for which target, ran on which device."""
+
+    compiler_version: str
+    target: str
+    device: str
+    model_sha256: str
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """What tuning a model produced: the flags and spec to apply and what they were worth."""
+
+    model_name: str
+    flags: tuple[str, ...]
+    flag_speedup: float | None
+    flag_low: float | None
+    flag_high: float | None
+    rule: str
+    spec: str
+    combined_speedup: float | None
+    combined_low: float | None
+    combined_high: float | None
+    run_dir: str
+    written_at: str = ""
+
+
+def hash_model(mlir_path: Path) -> str:
+    """Name a model by the SHA-256 of its MLIR text."""
+    return hashlib.sha256(mlir_path.read_bytes()).hexdigest()
+
+
+def _connect(database_path: Path) -> sqlite3.Connection:
+    try:
+        database_path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(database_path, timeout=BUSY_TIMEOUT_MS / 1000)
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        connection.executescript(_SCHEMA)
+    except sqlite3.Error as error:
+        raise IreetuneError(f"cannot open the tuning database {database_path}: {error}") from error
+    return connection
+
+
+def record_model_result(database_path: Path, key: ModelKey, result: ModelResult) -> None:
+    """Write (or replace) the model's row."""
+    written_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    connection = _connect(database_path)
+    try:
+        with connection:
+            connection.execute(
+                "INSERT OR REPLACE INTO model_results VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key.compiler_version, key.target, key.device, key.model_sha256,
+                    result.model_name, json.dumps(list(result.flags)), result.flag_speedup,
+                    result.flag_low, result.flag_high, result.rule, result.spec,
+                    result.combined_speedup, result.combined_low, result.combined_high,
+                    result.run_dir, written_at,
+                ),
+            )  # fmt: skip
+    finally:
+        connection.close()
+
+
+def lookup_model_result(database_path: Path, key: ModelKey) -> ModelResult | None:
+    """Return the model's stored row, or None."""
+    if not database_path.exists():
+        return None
+    connection = _connect(database_path)
+    try:
+        row = connection.execute(
+            "SELECT model_name, flags, flag_speedup, flag_low, flag_high, rule, spec, "
+            "combined_speedup, combined_low, combined_high, run_dir, written_at "
+            "FROM model_results WHERE compiler_version = ? AND target = ? AND device = ? "
+            "AND model_sha256 = ?",
+            (key.compiler_version, key.target, key.device, key.model_sha256),
+        ).fetchone()
+    finally:
+        connection.close()
+    if row is None:
+        return None
+    return ModelResult(
+        row[0], tuple(json.loads(row[1])), row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+        row[9], row[10], row[11],
+    )  # fmt: skip

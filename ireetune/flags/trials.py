@@ -1,0 +1,266 @@
+"""What a flag search tried and concluded: one record per flag set, and the search's result.
+
+Both searches (a whole model, `model/flag_search.py`; one dispatch benchmark,
+`flags/dispatch_search.py`) compile the default and every proposed set from the same source
+path, sort the binaries by hash (`classify_by_hash`), time the distinct ones side by side with
+the default, and let the decision stage's rule pick the winner (`judge_flag_sets`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.flags.space import DEFAULT_FLAGS, FlagSet
+from ireetune.report.records import write_text_atomically
+
+TRIALS_FILE_NAME = "trials.json"
+
+
+class TrialStatus(enum.Enum):
+    """How far a flag set got."""
+
+    DEFAULT = "default"  # The compiler's defaults: what every set is timed against.
+    NO_EFFECT = "no-effect"  # Binary identical to the default's: not timed.
+    DUPLICATE = "duplicate"  # Binary identical to an earlier set's: not timed again.
+    COMPILE_FAILED = "compile-failed"
+    RUN_FAILED = "run-failed"
+    TIMED = "timed"
+
+
+@dataclass(frozen=True)
+class FlagTrial:
+    """One flag set: its binary, its timings against the default, and the rule's verdict.
+
+    `first` is the speedup from the first side-by-side session of every distinct set; `confirmed`
+    the one from the fresh confirmation session of the contenders, which decides.
+    """
+
+    trial_id: int
+    flag_set: FlagSet
+    status: TrialStatus
+    reason: str = ""
+    binary_hash: str = ""
+    compile_s: float = 0.0
+    times_ms: tuple[float, ...] = ()
+    first: SpeedupEstimate | None = None
+    confirmed: SpeedupEstimate | None = None
+    outputs_match: bool | None = None
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
+class FlagSearchResult:
+    """The winning flag set (the default when none won) and every trial."""
+
+    winner: FlagSet
+    estimate: SpeedupEstimate | None
+    trials: tuple[FlagTrial, ...]
+    rule: DecisionRule
+    trials_path: Path
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    # The winner's binary (compiled from the same source as the default); None for the default.
+    winner_binary: Path | None = None
+
+    @property
+    def improved(self) -> bool:
+        return self.winner != DEFAULT_FLAGS
+
+
+def classify_by_hash(trials: Sequence[FlagTrial]) -> list[FlagTrial]:
+    """Mark sets whose binary equals the default's (no effect) or an earlier set's (duplicate).
+
+    Trial 0 is the default; trials that did not compile keep their status.
+    """
+    assert trials and trials[0].status is TrialStatus.DEFAULT
+    seen: dict[str, int] = {trials[0].binary_hash: 0}
+    classified = [trials[0]]
+    for trial in trials[1:]:
+        if trial.status is not TrialStatus.TIMED:
+            classified.append(trial)
+        elif trial.binary_hash == trials[0].binary_hash:
+            classified.append(
+                replace(
+                    trial,
+                    status=TrialStatus.NO_EFFECT,
+                    reason="binary identical to the default's: the flags change nothing here",
+                )
+            )
+        elif trial.binary_hash in seen:
+            classified.append(
+                replace(
+                    trial,
+                    status=TrialStatus.DUPLICATE,
+                    reason=f"binary identical to trial {seen[trial.binary_hash]}'s",
+                )
+            )
+        else:
+            seen[trial.binary_hash] = trial.trial_id
+            classified.append(trial)
+    return classified
+
+
+def choose_flag_contenders(
+    trials: Sequence[FlagTrial], rule: DecisionRule, limit: int
+) -> list[int]:
+    """Return up to `limit` timed sets faster than the threshold in the first session, fastest
+    first.
+
+    The first session only pre-selects, by its point estimate (with a handful of rounds on a
+    loaded machine a real 1.6x can have an interval reaching below 1); the confirmation session,
+    measured afresh, decides by the rule's interval. That also keeps the winner's figure free of
+    the selection's optimism.
+    """
+    passing = [
+        t
+        for t in trials
+        if t.status is TrialStatus.TIMED
+        and t.outputs_match is not False
+        and t.first is not None
+        and t.first.speedup > rule.threshold
+    ]
+    passing.sort(key=lambda t: (-(t.first.speedup if t.first else 0.0), t.trial_id))
+    return [t.trial_id for t in passing[: max(0, limit)]]
+
+
+def judge_flag_sets(
+    trials: Sequence[FlagTrial], contenders: Sequence[int], rule: DecisionRule
+) -> tuple[list[FlagTrial], int | None]:
+    """Apply the decision stage's rule to the contenders' confirmed speedups and output checks.
+
+    Every timed set gets a verdict: the contenders the rule's own (`winner`, `beaten`,
+    `rejected` with its reason); the others `rejected` with the first session's figure.
+    """
+    # The interval goes where the rule reads it: real inputs (a whole model on its inputs) or
+    # the dispatch benchmark.
+    facts = [
+        CandidateFacts(
+            t.trial_id,
+            dispatch=None if rule.real_input_decides else t.confirmed,
+            real_input=t.confirmed if rule.real_input_decides else None,
+            outputs_match=t.outputs_match,
+            output_reason="" if t.outputs_match is not False else t.reason,
+            confirmed=True,
+        )
+        for t in trials
+        if t.trial_id in contenders
+    ]
+    decision = pick_winner(facts, list(contenders), rule)
+    judged: list[FlagTrial] = []
+    for trial in trials:
+        judgement = decision.judgements.get(trial.trial_id)
+        if judgement is not None:
+            judged.append(
+                replace(
+                    trial, verdict=judgement.verdict.value, reason=judgement.reason or trial.reason
+                )
+            )
+        elif trial.status is TrialStatus.TIMED:
+            judged.append(
+                replace(trial, verdict="rejected", reason=_why_not_confirmed(trial, rule))
+            )
+        else:
+            judged.append(trial)
+    return judged, decision.winner
+
+
+def _why_not_confirmed(trial: FlagTrial, rule: DecisionRule) -> str:
+    if trial.reason:
+        return trial.reason
+    if trial.first is None:
+        return "no timing"
+    if trial.first.speedup > rule.threshold:
+        return "faster in the first session, but not among the fastest confirmed"
+    return f"first session {trial.first.describe()}: not faster than {rule.threshold:g}x"
+
+
+def trial_row(trial: FlagTrial) -> dict[str, object]:
+    """Render one trial as the JSON row of trials.json and the report."""
+
+    def interval(estimate: SpeedupEstimate | None) -> dict[str, float] | None:
+        if estimate is None:
+            return None
+        return {
+            "speedup": estimate.speedup, "low": estimate.low, "high": estimate.high,
+            "rounds": estimate.rounds, "default_ms": estimate.baseline_ms,
+            "flags_ms": estimate.candidate_ms,
+        }  # fmt: skip
+
+    return {
+        "trial": trial.trial_id,
+        "flags": list(trial.flag_set.flags),
+        "status": trial.status.value,
+        "binary_hash": trial.binary_hash,
+        "compile_s": round(trial.compile_s, 3),
+        "times_ms": list(trial.times_ms),
+        "first": interval(trial.first),
+        "confirmed": interval(trial.confirmed),
+        "outputs_match": trial.outputs_match,
+        "verdict": trial.verdict,
+        "reason": trial.reason,
+    }
+
+
+def write_trials(
+    path: Path, trials: Sequence[FlagTrial], rule: DecisionRule, extra: Mapping[str, object]
+) -> None:
+    """Write every trial (flags, hash, times, intervals, verdict) to `path` as JSON."""
+    payload = {"rule": rule.name, **extra, "trials": [trial_row(t) for t in trials]}
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
+
+
+def describe_trial(trial: FlagTrial) -> str:
+    """Render one trial as a report line."""
+    estimate = trial.confirmed or trial.first
+    timing = estimate.describe() if estimate is not None else "-"
+    verdict = trial.verdict or trial.status.value
+    reason = f" ({trial.reason})" if trial.reason else ""
+    return f"{verdict:<14} {timing:<26} {trial.flag_set.label}{reason}"
+
+
+def compile_flag_sets(
+    source: Path,
+    base_flags: tuple[str, ...],
+    flag_sets: list[FlagSet],
+    folder: Path,
+    jobs: int,
+    timeout_s: float,
+    ids: list[int] | None = None,
+) -> list[FlagTrial]:
+    """Compile `source` once per flag set into `folder/<id>.vmfb`; trial 0 is the default.
+
+    Every set is compiled from the same source path: a binary's hash depends on it (locations
+    are embedded), so only binaries of one path compare.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    trial_ids = ids or list(range(len(flag_sets)))
+    compile_jobs = [
+        CompileJob(
+            trial_id, source, folder / f"{trial_id}.vmfb", (*base_flags, *flag_set.flags),
+            folder / f"{trial_id}_compile.log", folder / f"{trial_id}_reproducer.mlir",
+        )
+        for trial_id, flag_set in zip(trial_ids, flag_sets, strict=True)
+    ]  # fmt: skip
+    outcomes = {o.candidate_id: o for o in compile_all(compile_jobs, jobs, timeout_s)}
+    trials = []
+    for trial_id, flag_set in zip(trial_ids, flag_sets, strict=True):
+        outcome = outcomes[trial_id]
+        status = (
+            TrialStatus.COMPILE_FAILED
+            if outcome.status is not CompileStatus.COMPILED
+            else TrialStatus.DEFAULT
+            if trial_id == 0
+            else TrialStatus.TIMED
+        )
+        trials.append(
+            FlagTrial(
+                trial_id, flag_set, status, outcome.reason, outcome.binary_hash, outcome.seconds
+            )
+        )
+    return trials

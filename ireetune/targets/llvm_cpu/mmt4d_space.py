@@ -1,0 +1,177 @@
+"""The llvm-cpu search space for `linalg.mmt4d`, the data-tiled matmul, as z3 constraints.
+
+With data tiling, a matmul becomes pack, mmt4d and unpack dispatches. The mmt4d's loops are
+M1 N1 K1 (outer tiles) and M0 N0 K0 (the inner tile the encoding chose for the target's
+registers). IREE's Mmt4dTilingExpert pipeline takes a configuration of this shape (seen in IREE
+3.13's own dumps, 1024^3 f32 on znver4):
+
+    distribution           = [dist_m1, dist_n1, 0, 0, 0, 0]
+    vector_common_parallel = [1, 1, 0, M0, N0, 0]
+    vector_reduction       = [0, 0, 1, 0, 0, K0]
+
+The inner tile is fixed by the data layout (a different one would not match the packed
+operands), and the vector levels walk one inner tile at a time (the microkernel's unit, or the
+vector contract's without ukernels). What is left to search is the distribution tile: how many
+M1 and N1 tiles one workgroup (one task of the thread pool) computes, which sets the
+parallelism and the cache footprint; the default was [1, 2] for the 1024^3 matmul.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import z3
+
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+
+MMT4D_PIPELINE = "Mmt4dTilingExpert"
+KNOB_NAMES = ("dist_m1", "dist_n1")
+# Distribution tiles larger than this many outer tiles leave too little to share among threads.
+_MAX_OUTER_TILES = 64
+
+
+@dataclass(frozen=True)
+class Mmt4dSizes:
+    """The outer tile counts, the inner tile and the element sizes of an mmt4d."""
+
+    m1: int
+    n1: int
+    k1: int
+    m0: int
+    n0: int
+    k0: int
+    input_bytes: int
+    accumulator_bytes: int
+
+
+def compute_mmt4d_sizes(problem: ContractionProblem) -> Mmt4dSizes:
+    """Read an mmt4d's outer and inner tile sizes (the problem must be one, see `is_mmt4d`)."""
+    assert problem.is_mmt4d, f"{problem.signature} is not an mmt4d"
+    (m1, m0), (n1, n0), (k1, k0) = problem.m_sizes, problem.n_sizes, problem.k_sizes
+    return Mmt4dSizes(
+        m1, n1, k1, m0, n0, k0,
+        max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
+        element_bytes(problem.output_type),
+    )  # fmt: skip
+
+
+def _tile_counts(extent: int) -> list[int]:
+    """Distribution tiles of an outer loop: divisors of its extent, and the whole extent."""
+    values = {d for d in range(1, min(extent, _MAX_OUTER_TILES) + 1) if extent % d == 0}
+    values.add(min(extent, _MAX_OUTER_TILES))
+    return sorted(values)
+
+
+def build_mmt4d_constraints(
+    sizes: Mmt4dSizes, facts: CpuFacts, require_parallelism: bool, context: z3.Context | None = None
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """Build the z3 variables and constraints of the mmt4d space.
+
+    A workgroup's operand panels (its M1 and N1 tiles over the whole reduction) and its
+    accumulator tile fit in L2; with `require_parallelism`, there are at least as many
+    workgroups as threads.
+    """
+    variables = {name: z3.Int(name, context) for name in KNOB_NAMES}
+    dist_m1, dist_n1 = variables["dist_m1"], variables["dist_n1"]
+    reduction = sizes.k1 * sizes.k0
+    constraints: list[z3.BoolRef] = [
+        z3.Or([dist_m1 == v for v in _tile_counts(sizes.m1)]),
+        z3.Or([dist_n1 == v for v in _tile_counts(sizes.n1)]),
+    ]
+    panel_bytes = (dist_m1 * sizes.m0 + dist_n1 * sizes.n0) * reduction * sizes.input_bytes
+    accumulator_bytes = dist_m1 * sizes.m0 * dist_n1 * sizes.n0 * sizes.accumulator_bytes
+    # A tile of one M1 and one N1 panel always fits, however long the reduction.
+    constraints.append(
+        z3.Or(panel_bytes + accumulator_bytes <= facts.l2_bytes, dist_m1 * dist_n1 == 1)
+    )
+    if require_parallelism:
+        tiles_m = (sizes.m1 + dist_m1 - 1) / dist_m1
+        tiles_n = (sizes.n1 + dist_n1 - 1) / dist_n1
+        constraints.append(tiles_m * tiles_n >= facts.threads)
+    return variables, constraints
+
+
+def enumerate_mmt4d_space(
+    sizes: Mmt4dSizes, facts: CpuFacts, seed: int, excluded: Knobs | None = None
+) -> Iterator[Knobs]:
+    """Yield distinct valid distribution tiles lazily, reproducibly for a seed."""
+    return enumerate_z3_space(
+        [
+            lambda context: build_mmt4d_constraints(sizes, facts, True, context),
+            lambda context: build_mmt4d_constraints(sizes, facts, False, context),
+        ],
+        seed,
+        excluded,
+    )
+
+
+def score_mmt4d_candidate(sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs) -> float:
+    """Score a distribution tile; higher is more promising.
+
+    Balanced work across threads first (a last wave of few tiles idles the others), then the
+    reuse a larger tile gets from what it brings into L2, against tiles that do not divide.
+    """
+    values = {name: int(value) for name, value in knobs}
+    dist_m1, dist_n1 = values["dist_m1"], values["dist_n1"]
+    tiles = math.ceil(sizes.m1 / dist_m1) * math.ceil(sizes.n1 / dist_n1)
+    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    padded = math.ceil(sizes.m1 / dist_m1) * dist_m1 * math.ceil(sizes.n1 / dist_n1) * dist_n1
+    waste = padded / (sizes.m1 * sizes.n1) - 1.0
+    # Arithmetic intensity of the tile: output elements per operand element brought in.
+    rows, columns = dist_m1 * sizes.m0, dist_n1 * sizes.n0
+    intensity = rows * columns / (rows + columns)
+    best = max(sizes.m0, sizes.n0) * _MAX_OUTER_TILES / 2
+    return 2.0 * min(1.0, intensity / best) - 2.0 * imbalance - 2.0 * waste
+
+
+def order_mmt4d_candidates(
+    sizes: Mmt4dSizes, facts: CpuFacts, pool: list[Knobs], seed: int
+) -> list[tuple[Knobs, float]]:
+    """Sort a pool by descending score; ties broken by a seeded hash of each configuration."""
+    scored = [
+        (
+            knobs,
+            score_mmt4d_candidate(sizes, facts, knobs),
+            random.Random(f"{seed}:{knobs}").random(),
+        )
+        for knobs in pool
+    ]
+    scored.sort(key=lambda item: (-item[1], item[2]))
+    return [(knobs, score) for knobs, score, _ in scored]
+
+
+def mmt4d_tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """Spread the knobs over the mmt4d's six loops as the three CPU tiling levels."""
+    sizes = compute_mmt4d_sizes(problem)
+    values = dict(knobs)
+    (m1, m0), (n1, n0), (k1, k0) = problem.m_dims, problem.n_dims, problem.k_dims
+    distribution = [0] * len(problem.loop_sizes)
+    vector_parallel = [0] * len(problem.loop_sizes)
+    vector_reduction = [0] * len(problem.loop_sizes)
+    distribution[m1], distribution[n1] = int(values["dist_m1"]), int(values["dist_n1"])
+    vector_parallel[m1], vector_parallel[n1] = 1, 1
+    vector_parallel[m0], vector_parallel[n0] = sizes.m0, sizes.n0
+    vector_reduction[k1], vector_reduction[k0] = 1, sizes.k0
+    return {
+        "distribution": distribution,
+        "vector_common_parallel": vector_parallel,
+        "vector_reduction": vector_reduction,
+    }
+
+
+def parse_default_mmt4d_knobs(
+    problem: ContractionProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's distribution tile from its configuration, when it has our shape."""
+    m1, n1 = problem.m_dims[0], problem.n_dims[0]
+    dist_m1, dist_n1 = levels["distribution"][m1], levels["distribution"][n1]
+    if dist_m1 < 1 or dist_n1 < 1:
+        return None
+    return make_knobs({"dist_m1": dist_m1, "dist_n1": dist_n1})

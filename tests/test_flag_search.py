@@ -1,0 +1,250 @@
+"""The flag phase with real compiles and timings on small models (llvm-cpu, local-task)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ireetune.benchmark.campaign import CampaignSettings
+from ireetune.cli import _attach_flag_text, build_parser, main
+from ireetune.decision.rules import DecisionRule
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.flags.dispatch_search import search_dispatch_flags
+from ireetune.flags.file import write_flags_file
+from ireetune.flags.space import DEFAULT_FLAGS, FlagOption, FlagSet, FlagSpace
+from ireetune.flags.trials import TrialStatus
+from ireetune.model.flag_search import ModelFlagSearch, search_model_flags
+from ireetune.model_tuner import ModelTuneOptions, tune_model
+from ireetune.targets import parse_target
+from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL
+
+DATA_TILING = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+MATMUL_256 = (
+    MATMUL_MODEL.replace("64x96", "256x256")
+    .replace("96x128", "256x256")
+    .replace("64x128", "256x256")
+)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def matmul_256(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A 256^3 f32 matmul model and random inputs for its @main."""
+    folder = tmp_path_factory.mktemp("matmul_256")
+    model = folder / "matmul.mlir"
+    model.write_text(MATMUL_256)
+    rng = np.random.default_rng(0)
+    inputs = folder / "inputs.npz"
+    np.savez(
+        inputs,
+        arg0=rng.standard_normal((256, 256)).astype(np.float32),
+        arg1=rng.standard_normal((256, 256)).astype(np.float32),
+    )
+    return model, inputs
+
+
+def test_a_set_without_effect_is_not_timed_and_a_harmful_one_is_rejected(
+    matmul_256: tuple[Path, Path], tmp_path: Path
+) -> None:
+    model, inputs = matmul_256
+    space = FlagSpace(
+        options=(
+            # No convolution in a matmul model: the binary must equal the default's.
+            FlagOption("im2col", (("--iree-global-opt-use-im2col-for-convs",),), "no effect"),
+            # Distribution tiles of 4 elements: measured 2.4x slower on this model.
+            FlagOption("tiny-tiles", (("--iree-llvmcpu-distribution-size=4",),), "harmful"),
+            # Vectors narrower than the tiles the compiler picks: a compile error.
+            FlagOption("narrow", (("--iree-llvmcpu-target-vector-width-in-bytes=16",),), "fails"),
+        )
+    )
+    search = ModelFlagSearch(
+        source_path=model, function="main", inputs_path=inputs, base_flags=tuple(CPU_FLAGS),
+        user_flags=(), device="local-task", space=space, rounds=3,
+    )  # fmt: skip
+    result = search_model_flags(search, tmp_path)
+    by_flag = {t.flag_set.flags: t for t in result.trials}
+    no_effect = by_flag[("--iree-global-opt-use-im2col-for-convs",)]
+    harmful = by_flag[("--iree-llvmcpu-distribution-size=4",)]
+    failed = by_flag[("--iree-llvmcpu-target-vector-width-in-bytes=16",)]
+    assert (no_effect.status, no_effect.times_ms, no_effect.first) == (
+        TrialStatus.NO_EFFECT, (), None,
+    )  # fmt: skip
+    assert no_effect.binary_hash == result.trials[0].binary_hash
+    assert harmful.status is TrialStatus.TIMED and harmful.verdict == "rejected"
+    assert harmful.first is not None and harmful.first.speedup < 1.0
+    assert failed.status is TrialStatus.COMPILE_FAILED and "large vector sizes" in failed.reason
+    assert (result.winner, result.estimate, result.winner_binary) == (DEFAULT_FLAGS, None, None)
+    # Only the default and the harmful set were ever run.
+    assert sorted(p.name for p in (tmp_path / "first").iterdir()) == [
+        "0_outputs.npz", f"{harmful.trial_id}_outputs.npz"
+    ]  # fmt: skip
+    recorded = json.loads(result.trials_path.read_text())
+    assert [row["status"] for row in recorded["trials"]] == [
+        "default", "no-effect", "timed", "compile-failed"
+    ]  # fmt: skip
+    assert recorded["trials"][2]["verdict"] == "rejected" and recorded["winner"] == []
+
+
+def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
+    matmul_model: Path, tmp_path: Path
+) -> None:
+    # A threshold of 0 makes the one proposed set win whatever the timing: what is tested is
+    # where the winner goes next, not the timing.
+    result = tune_model(
+        ModelTuneOptions(
+            model_path=matmul_model, output_dir=tmp_path, num_candidates=2,
+            candidates_per_dispatch=1, rounds=2, max_dispatches=1, flag_sets=(DATA_TILING,),
+            flag_threshold=0.0,
+        )
+    )  # fmt: skip
+    assert result.flags == DATA_TILING
+    assert result.flag_search is not None and result.flag_search.winner == FlagSet(DATA_TILING)
+    # Dispatches were dumped under the winner: the matmul became an mmt4d between packs.
+    problems = [d.problem for d in result.dispatches]
+    assert "mmt4d_4x16x8x16x96x1_f32_f32_f32" in problems
+    assert any(p.startswith("not tunable: 'linalg.pack'") for p in problems)
+    # The dispatch tuner ran under the winner, and its baseline binary proves it.
+    (tuning_run,) = (result.run_dir / "tuning").iterdir()
+    dispatch_results = json.loads((tuning_run / "results.json").read_text())
+    assert dispatch_results["global_flags"] == list(DATA_TILING)
+    assert (tuning_run / "tuned_flags.txt").read_text().split() == list(DATA_TILING)
+    baseline = next(c for c in dispatch_results["candidates"] if c["candidate_id"] == 0)
+    reference = tuning_run / "verify" / "reference.mlir"
+    spec_flag = f"--iree-codegen-tuning-spec-path={tuning_run / 'specs' / '0_spec.mlir'}"
+    hashes = {}
+    for name, flags in (("with", DATA_TILING), ("without", ())):
+        output = tmp_path / f"{name}.vmfb"
+        subprocess.run(
+            [IREE_COMPILE, str(reference), *CPU_FLAGS, *flags, spec_flag, "-o", str(output)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        hashes[name] = _sha256(output)
+    assert baseline["binary_hash"] == hashes["with"] != hashes["without"]
+    # The user's result: flags file, report, and the database row.
+    assert result.tuned_flags_path is not None
+    assert result.tuned_flags_path.read_text() == "".join(f"{f}\n" for f in DATA_TILING)
+    assert (
+        "kept --iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d"
+        in (result.run_dir / "report.txt").read_text()
+    )
+    report = json.loads((result.run_dir / "report.json").read_text())
+    assert report["flags"] == list(DATA_TILING)
+    assert report["combined_speedup"] is not None
+    from ireetune.database.store import default_database_path
+
+    with sqlite3.connect(default_database_path()) as connection:
+        rows = connection.execute("SELECT flags, model_name FROM model_results").fetchall()
+    assert rows == [(json.dumps(list(DATA_TILING)), matmul_model.name)]
+
+
+def test_tuned_flags_file_is_accepted_by_iree_compile(matmul_model: Path, tmp_path: Path) -> None:
+    flags_file = tmp_path / "tuned_flags.txt"
+    write_flags_file(flags_file, DATA_TILING)
+    binaries = {}
+    for name, flags in (("file", [f"@{flags_file}"]), ("inline", list(DATA_TILING)), ("none", [])):
+        output = tmp_path / f"{name}.vmfb"
+        subprocess.run(
+            [IREE_COMPILE, str(matmul_model), *CPU_FLAGS, *flags, "-o", str(output)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        binaries[name] = _sha256(output)
+    assert binaries["file"] == binaries["inline"] != binaries["none"]
+    # `ireetune compile --flags-file` applies the same flags.
+    output = tmp_path / "ireetune.vmfb"
+    status = main(
+        ["compile", str(matmul_model), "--target", "cpu", "--flags-file", str(flags_file),
+         "-o", str(output)]
+    )  # fmt: skip
+    assert status == 0 and _sha256(output) == binaries["inline"]
+    assert main(["compile", str(matmul_model), "--target", "cpu", "-o", str(output)]) == 2
+
+
+def test_search_flags_on_a_dispatch_benchmark_is_recorded_in_the_run(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(matmul_benchmark),
+         "--search-flags", "--num-candidates", "2", "--output-dir", str(tmp_path), "--no-db",
+         "--repetitions", "2", "--confirm-rounds", "1", "--min-repetition-time", "0.005"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    (flags_dir,) = tmp_path.glob("flags_*")
+    (run_dir,) = tmp_path.glob("matmul_*")
+    results = json.loads((run_dir / "results.json").read_text())
+    search = results["flag_search"]
+    assert search["trials_file"] == str(flags_dir / "trials.json")
+    statuses = {tuple(row["flags"]): row["status"] for row in search["trials"]}
+    assert statuses[()] == "default"
+    assert statuses[("--iree-opt-data-tiling",)] == "no-effect"
+    assert results["global_flags"] == search["winner"]
+    assert "flag search: " in completed.stdout
+
+
+def test_bad_flags_give_one_line_and_exit_2(matmul_benchmark: Path, tmp_path: Path) -> None:
+    cases = {
+        "iree-opt-data-tiling": "is not an iree-compile option",
+        "--iree-hal-target-device=cuda": "is set by ireetune itself",
+        "--iree-no-such-option": "iree-compile rejects the flags: iree-compile: Unknown command",
+        "--iree-opt-data-tiling=maybe": "iree-compile rejects the flags",
+    }
+    for text, message in cases.items():
+        completed = subprocess.run(
+            [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(matmul_benchmark),
+             "--flags", text, "--output-dir", str(tmp_path), "--no-db"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert completed.returncode == 2, (text, completed.stderr)
+        assert len(completed.stderr.strip().splitlines()) == 1, completed.stderr
+        assert message in completed.stderr, (text, completed.stderr)
+    assert not list(tmp_path.iterdir())
+    # A single flag after --flags is its value, not an option of ireetune.
+    words = _attach_flag_text(["tune-dispatch", "x.mlir", "--flags", "--iree-opt-data-tiling"])
+    assert build_parser().parse_args(words).flags == "--iree-opt-data-tiling"
+
+
+def test_dispatch_level_search_finds_data_tiling_has_no_effect_on_a_formed_dispatch(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    space = FlagSpace((), (("--iree-opt-data-tiling",), ("--iree-llvmcpu-distribution-size=4",)))
+    result = search_dispatch_flags(
+        matmul_benchmark, parse_target("cpu"), space, tmp_path, DecisionRule(threshold=1.02),
+        CampaignSettings(repetitions=2, min_repetition_s=0.005, confirm_rounds=2), jobs=2,
+        compile_timeout_s=120, seed=0,
+    )  # fmt: skip
+    by_flags = {t.flag_set.flags: t for t in result.trials}
+    # Data tiling acts when dispatches are formed; a dumped dispatch is already formed.
+    assert by_flags[("--iree-opt-data-tiling",)].status is TrialStatus.NO_EFFECT
+    harmful = by_flags[("--iree-llvmcpu-distribution-size=4",)]
+    assert (harmful.status, harmful.verdict) == (TrialStatus.TIMED, "rejected")
+    assert result.winner == DEFAULT_FLAGS
+    assert json.loads(result.trials_path.read_text())["level"] == "dispatch"
+
+
+def test_tune_dispatch_under_extra_flags_tunes_the_mmt4d(
+    matmul_model: Path, tmp_path: Path
+) -> None:
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=matmul_model, dispatch="main_dispatch_0", num_candidates=3,
+            output_dir=tmp_path, repetitions=2, confirm_rounds=1, min_repetition_s=0.005,
+            model_level_rounds=2, extra_flags=DATA_TILING, use_database=False,
+        )
+    )  # fmt: skip
+    assert result.problem.signature == "mmt4d_4x16x8x16x96x1_f32_f32_f32"
+    candidates = [r for r in result.records if not r.is_baseline]
+    assert candidates and all(r.knobs is not None for r in candidates)
+    # Each candidate's distribution tile landed: binaries differ from the default's.
+    assert all(r.status.value in ("measured", "verified", "wrong") for r in candidates), [
+        (r.status, r.reason) for r in candidates
+    ]

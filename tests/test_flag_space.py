@@ -1,0 +1,217 @@
+"""The flag space as data, the proposals, and the flag decision: pure functions, no compiler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ireetune.decision.rules import DecisionRule
+from ireetune.decision.stats import Basis, estimate_speedup
+from ireetune.errors import IreetuneError
+from ireetune.flags.check import check_flag_form, parse_flag_text
+from ireetune.flags.space import (
+    FlagOption,
+    FlagSet,
+    FlagSpace,
+    propose_flag_sets,
+    union_of_winners,
+)
+from ireetune.flags.trials import (
+    FlagTrial,
+    TrialStatus,
+    choose_flag_contenders,
+    classify_by_hash,
+    judge_flag_sets,
+)
+from ireetune.targets import parse_target
+
+DT = "--iree-opt-data-tiling"
+OPS = "--iree-dispatch-creation-experimental-set-data-tiling-ops"
+SPACE = FlagSpace(
+    options=(
+        FlagOption("data-tiling", ((DT,),), "pack operands"),
+        FlagOption(
+            "ukernels",
+            (("--iree-llvmcpu-enable-ukernels=mmt4d",), ("--iree-llvmcpu-enable-ukernels=all",)),
+            "microkernels",
+        ),
+        FlagOption("ops", ((f"{OPS}=matmul", f"{OPS}=convolution"),), "convs too", requires=(DT,)),
+    ),
+    combinations=((DT, "--iree-llvmcpu-enable-ukernels=mmt4d"), (DT,)),
+)
+
+
+def test_proposals_are_singles_with_their_requirements_then_new_combinations() -> None:
+    assert [p.flags for p in propose_flag_sets(SPACE, 10)] == [
+        (DT,),
+        ("--iree-llvmcpu-enable-ukernels=mmt4d",),
+        ("--iree-llvmcpu-enable-ukernels=all",),
+        (DT, f"{OPS}=matmul", f"{OPS}=convolution"),
+        (DT, "--iree-llvmcpu-enable-ukernels=mmt4d"),
+    ]
+    assert [p.flags for p in propose_flag_sets(SPACE, 2)] == [
+        (DT,),
+        ("--iree-llvmcpu-enable-ukernels=mmt4d",),
+    ]
+    assert propose_flag_sets(FlagSpace(()), 10) == []
+
+
+def test_every_target_declares_flags_it_can_propose() -> None:
+    for name in ("cpu", "cuda:sm_80", "rocm:gfx942"):
+        proposals = propose_flag_sets(parse_target(name).flag_space(), 100)
+        assert len(proposals) >= 5, name
+        assert all(check_flag_form(p.flags, name) == p.flags for p in proposals)
+    assert propose_flag_sets(parse_target("cpu").flag_space(), 100)[0] == FlagSet((DT,))
+
+
+def test_the_union_of_winners_is_new_and_consistent() -> None:
+    mmt4d = FlagSet((DT, "--iree-llvmcpu-enable-ukernels=mmt4d"))
+    all_ukernels = FlagSet(("--iree-llvmcpu-enable-ukernels=all",))
+    o3 = FlagSet(("--iree-opt-level=O3",))
+    assert union_of_winners([mmt4d, o3], [mmt4d, o3]) == FlagSet(
+        (DT, "--iree-llvmcpu-enable-ukernels=mmt4d", "--iree-opt-level=O3")
+    )
+    # Two values of one option do not combine.
+    assert union_of_winners([mmt4d, all_ukernels], [mmt4d, all_ukernels]) is None
+    # Already tried, in another order.
+    tried = FlagSet(("--iree-opt-level=O3", DT, "--iree-llvmcpu-enable-ukernels=mmt4d"))
+    assert union_of_winners([mmt4d, o3], [mmt4d, o3, tried]) is None
+    assert union_of_winners([mmt4d], [mmt4d]) is None
+    # A list option (one flag per value) is consistent with the same values in another order.
+    ops = FlagSet((DT, f"{OPS}=matmul", f"{OPS}=convolution"))
+    ops_again = FlagSet((f"{OPS}=convolution", f"{OPS}=matmul", "--iree-opt-level=O3"))
+    assert union_of_winners([ops, ops_again], [ops, ops_again]) == FlagSet(
+        (DT, f"{OPS}=matmul", f"{OPS}=convolution", "--iree-opt-level=O3")
+    )
+
+
+def test_flag_text_is_split_and_checked_by_form() -> None:
+    assert parse_flag_text("--iree-opt-data-tiling  '--iree-opt-level=O3'") == (
+        DT,
+        "--iree-opt-level=O3",
+    )
+    assert parse_flag_text("") == ()
+    bad = {
+        "iree-opt-data-tiling": "is not an iree-compile option",
+        "--iree-hal-target-device=cuda": "is set by ireetune itself",
+        "--iree-codegen-tuning-spec-path=x.mlir": "is set by ireetune itself",
+        "-o x.vmfb": "is not an iree-compile option",
+        "'--iree-opt-level=O3 extra'": "contains whitespace",
+        "'--unclosed": "cannot split",
+    }
+    for text, message in bad.items():
+        with pytest.raises(IreetuneError) as excinfo:
+            parse_flag_text(text)
+        assert message in str(excinfo.value), text
+
+
+def _trial(trial_id: int, flags: tuple[str, ...], status: TrialStatus, binary: str) -> FlagTrial:
+    return FlagTrial(trial_id, FlagSet(flags), status, binary_hash=binary)
+
+
+def test_binaries_equal_to_the_default_or_an_earlier_set_are_not_timed() -> None:
+    trials = classify_by_hash(
+        [
+            _trial(0, (), TrialStatus.DEFAULT, "d"),
+            _trial(1, ("--a",), TrialStatus.TIMED, "x"),
+            _trial(2, ("--b",), TrialStatus.TIMED, "d"),
+            _trial(3, ("--c",), TrialStatus.TIMED, "x"),
+            _trial(4, ("--d",), TrialStatus.COMPILE_FAILED, ""),
+            _trial(5, ("--e",), TrialStatus.TIMED, "y"),
+        ]
+    )
+    assert [t.status for t in trials] == [
+        TrialStatus.DEFAULT,
+        TrialStatus.TIMED,
+        TrialStatus.NO_EFFECT,
+        TrialStatus.DUPLICATE,
+        TrialStatus.COMPILE_FAILED,
+        TrialStatus.TIMED,
+    ]
+    assert trials[3].reason == "binary identical to trial 1's"
+
+
+def _timed(trial_id: int, default_ms: list[float], set_ms: list[float], outputs: bool) -> FlagTrial:
+    rounds_default = tuple((t,) for t in default_ms)
+    rounds_set = tuple((t,) for t in set_ms)
+    estimate = estimate_speedup(rounds_default, rounds_set, Basis.MODEL)
+    return FlagTrial(
+        trial_id, FlagSet((f"--set-{trial_id}",)), TrialStatus.TIMED, binary_hash=str(trial_id),
+        times_ms=tuple(set_ms), first=estimate, confirmed=estimate, outputs_match=outputs,
+        reason="" if outputs else "outputs differ from the default's (output 0: 3 of 9 differ)",
+    )  # fmt: skip
+
+
+def test_harmful_neutral_and_wrong_sets_are_rejected_and_the_fastest_passing_set_wins() -> None:
+    rule = DecisionRule(threshold=1.01, real_input_decides=True)
+    default = [10.0, 10.2, 9.9, 10.1, 10.0, 9.8]
+    trials = [
+        FlagTrial(0, FlagSet(), TrialStatus.DEFAULT, binary_hash="d"),
+        _timed(1, default, [13.0, 13.1, 12.9, 13.2, 13.0, 12.8], outputs=True),  # harmful
+        _timed(2, default, [10.1, 10.0, 10.0, 10.2, 9.9, 9.9], outputs=True),  # neutral
+        _timed(3, default, [6.0, 6.1, 5.9, 6.0, 6.1, 5.8], outputs=False),  # fast, wrong
+        _timed(4, default, [8.0, 8.1, 7.9, 8.0, 8.1, 7.8], outputs=True),  # faster
+        _timed(5, default, [9.0, 9.1, 8.9, 9.0, 9.1, 8.8], outputs=True),  # fast
+    ]
+    contenders = choose_flag_contenders(trials, rule, limit=3)
+    assert contenders == [4, 5]
+    judged, winner = judge_flag_sets(trials, contenders, rule)
+    assert winner == 4
+    assert [t.verdict for t in judged] == [
+        "",
+        "rejected",
+        "rejected",
+        "rejected",
+        "winner",
+        "beaten",
+    ]
+    assert "not faster than 1.01x" in judged[1].reason
+    assert "not faster than 1.01x" in judged[2].reason
+    assert judged[3].reason.startswith("outputs differ")
+
+
+def test_no_winner_when_every_set_is_slower() -> None:
+    rule = DecisionRule(threshold=1.01, real_input_decides=True)
+    default = [10.0, 10.1, 9.9, 10.0]
+    trials = [
+        FlagTrial(0, FlagSet(), TrialStatus.DEFAULT, binary_hash="d"),
+        _timed(1, default, [12.0, 12.1, 11.9, 12.0], outputs=True),
+    ]
+    contenders = choose_flag_contenders(trials, rule, limit=3)
+    judged, winner = judge_flag_sets(trials, contenders, rule)
+    assert (contenders, winner, judged[1].verdict) == ([], None, "rejected")
+
+
+def test_flags_files_hold_one_flag_per_line(tmp_path: Path) -> None:
+    from ireetune.flags.file import read_flags_file, write_flags_file
+
+    path = tmp_path / "tuned_flags.txt"
+    write_flags_file(path, (DT, "--iree-llvmcpu-enable-ukernels=mmt4d"))
+    assert path.read_text() == f"{DT}\n--iree-llvmcpu-enable-ukernels=mmt4d\n"
+    assert read_flags_file(path) == (DT, "--iree-llvmcpu-enable-ukernels=mmt4d")
+    path.write_text("# a comment\n")
+    with pytest.raises(IreetuneError) as excinfo:
+        read_flags_file(path)
+    assert "'#' is not an iree-compile option" in str(excinfo.value)
+
+
+def test_the_split_flow_manifest_keeps_the_global_flags(tmp_path: Path) -> None:
+    from ireetune.handoff.manifest import (
+        FolderCandidate,
+        Manifest,
+        VerifySettings,
+        read_manifest,
+        write_manifest,
+    )
+
+    baseline = FolderCandidate(0, "binaries/0.vmfb", "verify/reference_0.vmfb", "abc")
+    manifest = Manifest(
+        problem="mmt4d_4x16x8x16x96x1_f32_f32_f32", target="cpu", devices=("local-task",),
+        repetitions=2, min_repetition_s=0.01, hopeless_factor=5.0, confirm_top=2,
+        confirm_rounds=2, baseline=baseline, candidates=(),
+        verify=VerifySettings(0, ((4, 96, 16, 1), (8, 96, 16, 1)), ("f32", "f32"), "f32", 96, 1),
+        global_flags=(DT, "--iree-llvmcpu-enable-ukernels=mmt4d"),
+    )  # fmt: skip
+    write_manifest(tmp_path, manifest)
+    assert read_manifest(tmp_path) == manifest

@@ -1,0 +1,121 @@
+"""Data-tiled dispatches: the mmt4d parsed as a contraction, its CPU space, the packs skipped."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from pathlib import Path
+
+import pytest
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.mmt4d_space import (
+    Mmt4dSizes,
+    compute_mmt4d_sizes,
+    enumerate_mmt4d_space,
+    mmt4d_tile_lists,
+    order_mmt4d_candidates,
+)
+from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL
+
+AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
+README_MMT4D = Mmt4dSizes(m1=64, n1=64, k1=1024, m0=16, n0=16, k0=1, input_bytes=4,
+                          accumulator_bytes=4)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_tiled_dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Dump the test matmul's dispatches under data tiling: two packs and the mmt4d."""
+    folder = tmp_path_factory.mktemp("data_tiled")
+    model = folder / "model.mlir"
+    model.write_text(MATMUL_MODEL)
+    subprocess.run(
+        [IREE_COMPILE, str(model), *CPU_FLAGS, "--iree-opt-data-tiling",
+         "--iree-llvmcpu-enable-ukernels=mmt4d", f"--iree-hal-dump-executable-benchmarks-to={folder}",
+         "--iree-codegen-add-tuner-attributes", "-o", str(folder / "model.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    dumps = sorted(folder.glob("*_benchmark.mlir"))
+    return {("mmt4d" if "dispatch" in p.name else p.name.split("_")[3]): p for p in dumps}
+
+
+def _parse(path: Path, context: ir.Context) -> tuple[ir.Module, ir.Operation]:
+    """Return the module with its root op (the module owns the op: keep both alive)."""
+    with context:
+        module = ir.Module.parse(path.read_text())
+        return module, find_root_op(module)
+
+
+def test_mmt4d_is_a_contraction_with_outer_and_inner_tiles(
+    data_tiled_dumps: dict[str, Path],
+) -> None:
+    context = ir.Context()
+    with context:
+        _, root = _parse(data_tiled_dumps["mmt4d"], context)
+        problem = parse_problem(root)
+    assert isinstance(problem, ContractionProblem)
+    assert (problem.m_dims, problem.n_dims, problem.k_dims) == ((0, 3), (1, 4), (2, 5))
+    assert (problem.loop_sizes, problem.kind) == ((4, 8, 96, 16, 16, 1), "mmt4d")
+    assert problem.signature == "mmt4d_4x16x8x16x96x1_f32_f32_f32"
+    assert compute_mmt4d_sizes(problem) == Mmt4dSizes(4, 8, 96, 16, 16, 1, 4, 4)
+
+
+def test_the_packs_are_reported_as_not_tunable(data_tiled_dumps: dict[str, Path]) -> None:
+    context = ir.Context()
+    for name in ("0", "1"):
+        _, root = _parse(data_tiled_dumps[name], context)
+        with pytest.raises(IreetuneError) as excinfo, context:
+            parse_problem(root)
+        assert "'linalg.pack' (a data-tiling layout change) is not tunable yet" in str(
+            excinfo.value
+        )
+
+
+def test_the_compilers_own_mmt4d_config_is_read_and_rendered_back(
+    data_tiled_dumps: dict[str, Path],
+) -> None:
+    context = ir.Context()
+    target = parse_target("cpu")
+    with context:
+        _, root = _parse(data_tiled_dumps["mmt4d"], context)
+        problem = parse_problem(root)
+        default = target.parse_default_knobs(problem, root)
+        assert isinstance(problem, ContractionProblem) and default is not None
+        info = target.compilation_info(problem, default, context)
+        dumped = str(root.attributes["lowering_config"])
+    # What we would write for the compiler's own choice is exactly what the compiler wrote.
+    assert dumped in info and "Mmt4dTilingExpert" in info
+    assert mmt4d_tile_lists(problem, default)["vector_common_parallel"] == [1, 1, 0, 16, 16, 0]
+
+
+def test_every_mmt4d_candidate_keeps_the_inner_tile_and_fits_the_machine() -> None:
+    candidates = [
+        dict(knobs)
+        for knobs in itertools.islice(enumerate_mmt4d_space(README_MMT4D, AVX512, 0), 500)
+    ]
+    assert len(candidates) == len({tuple(sorted(c.items())) for c in candidates}) > 10
+    for values in candidates:
+        dist_m1, dist_n1 = int(values["dist_m1"]), int(values["dist_n1"])
+        assert 64 % dist_m1 == 0 and 64 % dist_n1 == 0
+        panels = (dist_m1 * 16 + dist_n1 * 16) * 1024 * 4 + dist_m1 * dist_n1 * 256 * 4
+        assert panels <= AVX512.l2_bytes or dist_m1 * dist_n1 == 1
+        assert (64 // dist_m1) * (64 // dist_n1) >= AVX512.threads
+    excluded = (("dist_m1", 1), ("dist_n1", 2))
+    assert dict(excluded) not in [
+        dict(k)
+        for k in itertools.islice(enumerate_mmt4d_space(README_MMT4D, AVX512, 0, excluded), 500)
+    ]
+
+
+def test_mmt4d_ordering_prefers_balanced_tiles() -> None:
+    # 3 tiles over 2 threads leave one idle half the time; 4 tiles do not.
+    sizes = Mmt4dSizes(m1=6, n1=2, k1=64, m0=16, n0=16, k0=1, input_bytes=4, accumulator_bytes=4)
+    balanced = (("dist_m1", 3), ("dist_n1", 1))
+    unbalanced = (("dist_m1", 2), ("dist_n1", 2))
+    ordered = order_mmt4d_candidates(sizes, AVX512, [unbalanced, balanced], seed=0)
+    assert [knobs for knobs, _ in ordered] == [balanced, unbalanced]
