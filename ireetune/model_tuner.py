@@ -99,6 +99,8 @@ class ModelTuneOptions:
     show_progress: bool | None = None
     # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
     extra_flags: tuple[str, ...] = ()
+    # Runtime devices: the model is timed on the first; each dispatch's candidates on all.
+    devices: tuple[str, ...] = ()
     search_flags: bool = True
     max_flag_sets: int = 24
     # Flag sets to try instead of the target's flag space (`--try-flags`, repeatable).
@@ -153,6 +155,8 @@ class _Model:
     inputs_path: Path
     target: Target
     with_default_specs: bool
+    # The runtime device the model and its dispatches are timed on (`--devices`' first).
+    device: str = ""
     default_outputs: tuple[Any, ...] = ()
     # Until the default has compiled, allow a long time; afterwards a compile with a spec gets
     # ten times the default's compile time (at least a minute): seen here, iree-compile can
@@ -286,7 +290,8 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     inputs_path = run_dir / "inputs.npz"
     function = _model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
     model = _Model(mlir_path, function, inputs_path, target, options.with_default_specs)
-    device = target.runtime_device
+    device = options.devices[0] if options.devices else target.runtime_device
+    model.device = device
     notes: list[str] = []
 
     default_vmfb = run_dir / "default.vmfb"
@@ -340,6 +345,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
                     retune=options.retune,
                     show_progress=options.show_progress,
                     extra_flags=target.global_flags,
+                    devices=options.devices,
                 )
             )
         except IreetuneError as failure:
@@ -497,7 +503,7 @@ def _flag_search_request(
     return ModelFlagSearch(
         source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
         base_flags=(*model.target.compile_flags(), *default_specs), user_flags=options.extra_flags,
-        device=model.target.runtime_device,
+        device=model.device,
         space=FlagSpace((), options.flag_sets) if options.flag_sets else model.target.flag_space(),
         rounds=options.rounds, repetitions=repetitions_for(default_ms),
         max_sets=options.max_flag_sets, jobs=options.jobs or 2,
@@ -535,7 +541,7 @@ def _finish_flags(
     if options.use_database:
         record_model_result(
             options.database_path or default_database_path(),
-            ModelKey(compiler_version(), model.target.name, describe_device(model.target.runtime_device), hash_model(model.mlir_path)),
+            ModelKey(compiler_version(), model.target.name, describe_device(model.device), hash_model(model.mlir_path)),
             ModelResult(
                 options.model_path.name, flags,
                 flag_search.estimate.speedup if flag_search and flag_search.estimate else None,
@@ -592,7 +598,7 @@ def _finish(
     def compare(first: Path, second: Path) -> dict[str, ModelRun]:
         return run_models_side_by_side(
             [("default", first), ("tuned", second)], model.function, model.inputs_path,
-            final_dir, model.target.runtime_device, 2 * options.rounds,
+            final_dir, model.device, 2 * options.rounds,
         )  # fmt: skip
 
     names = list(accepted)
@@ -627,7 +633,7 @@ def _finish(
     if final is None:
         runs = run_models_side_by_side(
             [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
-            model.target.runtime_device, 2 * options.rounds,
+            model.device, 2 * options.rounds,
         )  # fmt: skip
         default_ms = statistics.median(runs["default"].times_ms)
         notes.append("no dispatch spec made the model faster; no tuned spec written")

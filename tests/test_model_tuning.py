@@ -160,9 +160,15 @@ def _tune(model: Path, output: Path, *extra: str) -> subprocess.CompletedProcess
 
 
 def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -> None:
-    result = _tune(EXAMPLES / "mlp.mlir", tmp_path, "--max-dispatches", "2")
+    # --devices reaches the model timing and every dispatch's tuning (local-sync runs the same
+    # llvm-cpu binaries as local-task, on the calling thread).
+    result = _tune(
+        EXAMPLES / "mlp.mlir", tmp_path, "--max-dispatches", "2", "--devices", "local-sync"
+    )
     assert result.returncode == 0, result.stderr
     (run_dir,) = tmp_path.iterdir()
+    tuning_runs = [json.loads(p.read_text()) for p in (run_dir / "tuning").glob("*/results.json")]
+    assert tuning_runs and all(r["devices"] == ["local-sync"] for r in tuning_runs)
     report = json.loads((run_dir / "report.json").read_text())
     assert [d["name"] for d in report["dispatches"]][:2] in (
         ["mlp_dispatch_0", "mlp_dispatch_1"],

@@ -88,6 +88,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="show progress bars on stderr (default: when stderr is a terminal)",
     )
     parser.add_argument(
+        "--devices",
+        default="",
+        help="comma-separated runtime devices: the model is timed on the first, each dispatch's "
+        "candidates on all (default: the target's: local-task, cuda://0, hip://0)",
+    )
+    parser.add_argument(
         "--flags", default="",
         help='extra global iree-compile flags for every compile, e.g. "--iree-opt-level=O3"',
     )  # fmt: skip
@@ -140,6 +146,7 @@ def run(arguments: argparse.Namespace) -> int:
             retune=arguments.retune,
             show_progress=arguments.progress,
             extra_flags=parse_flag_text(arguments.flags),
+            devices=tuple(d for d in arguments.devices.split(",") if d),
             search_flags=not arguments.no_flag_search,
             max_flag_sets=arguments.max_flag_sets,
             flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),
