@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from iree.compiler import ir
@@ -15,7 +16,8 @@ from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.targets.base import Target
+from ireetune.search.features import FeatureSpace
+from ireetune.targets.base import FactValue, Target
 from ireetune.targets.llvm_cpu.conv_space import (
     CONV_PIPELINE,
     compute_conv_sizes,
@@ -25,6 +27,12 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
+from ireetune.targets.llvm_cpu.features import (
+    FEATURE_FAMILY,
+    FEATURE_NAMES,
+    contraction_features,
+    convolution_features,
+)
 from ireetune.targets.llvm_cpu.ordering import order_by_score
 from ireetune.targets.llvm_cpu.space import compute_problem_sizes, enumerate_space, tile_lists
 
@@ -102,6 +110,34 @@ class LlvmCpuTarget(Target):
             return order_conv_candidates(compute_conv_sizes(problem), self._facts, pool, seed)
         sizes = compute_problem_sizes(_as_contraction(problem))
         return order_by_score(sizes, self._facts, pool, seed)
+
+    def feature_space(self, problem: Problem) -> FeatureSpace | None:
+        return FeatureSpace(FEATURE_FAMILY, FEATURE_NAMES)
+
+    def candidate_features(self, problem: Problem, pool: Sequence[Knobs]) -> list[list[float]]:
+        assert self._facts is not None, "facts are read when candidates are generated"
+        facts = self._facts
+        if isinstance(problem, ConvolutionProblem):
+            conv_sizes = compute_conv_sizes(problem)
+            return [convolution_features(conv_sizes, facts, knobs) for knobs in pool]
+        sizes = compute_problem_sizes(_as_contraction(problem))
+        return [contraction_features(sizes, facts, knobs) for knobs in pool]
+
+    def machine_facts(self) -> dict[str, FactValue]:
+        assert self._facts is not None, "facts are read when candidates are generated"
+        return dataclasses.asdict(self._facts)
+
+    def use_machine_facts(self, facts: Mapping[str, FactValue]) -> None:
+        names = {field.name: field.type for field in dataclasses.fields(CpuFacts)}
+        if set(facts) - set(names) or not {"cpu", "native_vector_bytes"} <= set(facts):
+            raise IreetuneError(f"not the facts of a CPU: {sorted(facts)}")
+        values: dict[str, int | str] = {}
+        for name, value in facts.items():
+            wanted = str if name == "cpu" else int
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                raise IreetuneError(f"CPU fact {name} must be {wanted.__name__}, got {value!r:.40}")
+            values[name] = value
+        self._facts = CpuFacts(**values)  # type: ignore[arg-type]
 
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
         if isinstance(problem, ConvolutionProblem):
