@@ -1,17 +1,19 @@
 """Record large measured samples of the CPU search space (data/spaces/), for ordering research.
 
 For each problem below, this drives the real dispatch tuner with the RANDOM order (the z3 sampler's
-own seeded walk over the space, no heuristic), a large `--num-candidates`, few repetitions and no
-confirmation round, then reads every candidate's knobs, status and first-pass time back from the
-run folder (results.json) and writes one compact `<problem>.json.gz` per problem with its
-provenance: machine, date, compiler version, load average before and after, timing basis.
+own seeded walk over the space, no heuristic), a large `--num-candidates` and few repetitions;
+the leaders (`--confirm-top`, default 12) are re-timed in interleaved rounds with the default, so
+that the best of the sample, which every replay measures against, is not a lucky first-pass
+timing. It then reads every candidate's knobs, status, time and speedup back from the run folder
+(results.json) and writes one compact `<problem>.json.gz` per problem with its provenance:
+machine, date, compiler version, load average before and after, timing basis.
 
 The files are read by `ireetune.search.recorded.load_recorded_space` and replayed by
 `bench/ordering_eval.py` and the cost model's training (`ireetune model train --spaces`).
 
 Usage:
-    python bench/record_spaces.py [--problems NAME,NAME] [--num-candidates 240]
-        [--repetitions 5] [--out data/spaces/cpu] [--keep-runs DIR]
+    python bench/record_spaces.py [--problems NAME,NAME] [--num-candidates 220]
+        [--repetitions 5] [--confirm-top 12] [--out data/spaces/cpu] [--keep-runs DIR]
     python bench/record_spaces.py --list
 """
 
@@ -170,7 +172,8 @@ def record_problem(
         TuneOptions(
             input_path=model_path, target="cpu", num_candidates=arguments.num_candidates,
             output_dir=work_dir / "runs", seed=arguments.seed, repetitions=arguments.repetitions,
-            confirm_rounds=0, verify_top=1, use_database=False, show_progress=False,
+            confirm_top=arguments.confirm_top, confirm_rounds=arguments.confirm_rounds,
+            verify_top=1, use_database=False, show_progress=False,
             order=CandidateOrder.RANDOM, jobs=arguments.jobs,
         )
     )  # fmt: skip
@@ -181,13 +184,15 @@ def record_problem(
         "host_cpu": facts.cpu,
         "date": started_at.isoformat(timespec="seconds"),
         "compiler_version": compiler_version(),
-        "ireetune_commit": git_commit(),
+        "ireetune_commit": arguments.commit,
         "load_average_before": list(load_before),
         "load_average_after": list(load_average()),
         "timing_basis": run_info.get("timing_basis", ""),
         "baseline_noise": run_info.get("baseline_noise"),
         "baseline_drift": run_info.get("baseline_drift"),
         "repetitions": arguments.repetitions,
+        "confirm_top": arguments.confirm_top,
+        "confirm_rounds": arguments.confirm_rounds,
         "min_repetition_s": 0.05,
         "order": "random",
         "seed": arguments.seed,
@@ -195,7 +200,8 @@ def record_problem(
         "command": "python bench/record_spaces.py " + " ".join(sys.argv[1:]),
         "note": (
             "shared 2-core machine: other engineers' jobs ran during the recording; each "
-            "candidate was timed once (median of its repetitions), not interleaved"
+            "candidate was timed once in the first pass (median of its repetitions), only the "
+            "leaders again, interleaved with the default"
         ),
     }
     return RecordedSpace(
@@ -213,14 +219,17 @@ def record_problem(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--num-candidates", type=int, default=240)
+    parser.add_argument("--num-candidates", type=int, default=220)
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--confirm-top", type=int, default=12, help="leaders re-timed")
+    parser.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=0, help="parallel compiles (default: cores)")
     parser.add_argument("--out", type=Path, default=Path("data/spaces/cpu"))
     parser.add_argument("--keep-runs", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--list", action="store_true", help="list the problems and exit")
     arguments = parser.parse_args()
+    arguments.commit = git_commit()
     if arguments.list:
         for problem in PROBLEMS:
             print(problem.name)
@@ -238,7 +247,7 @@ def main() -> int:
             work_dir.mkdir(parents=True, exist_ok=True)
             space = record_problem(problem, arguments, work_dir)
         path = write_recorded_space(space, arguments.out)
-        measured = sum(1 for row in space.rows if row.median_ms is not None)
+        measured = sum(1 for time in space.effective_times() if time is not None)
         print(
             f"{problem.name}: {len(space.rows)} candidates, {measured} measured, "
             f"{space.provenance['recording_seconds']} s, load {space.provenance['load_average_before']}"
