@@ -31,9 +31,20 @@ def run_once(index: int, candidates: int, work: Path) -> dict[str, object]:
     started = time.monotonic()
     completed = subprocess.run(
         [
-            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(ROOT / "examples" / "matmul.mlir"),
-            "--target", "cpu", "--num-candidates", str(candidates), "--no-progress",
-            "--db", str(work / f"run{index}.sqlite"), "--output-dir", str(out),
+            sys.executable,
+            "-m",
+            "ireetune.cli",
+            "tune-dispatch",
+            str(ROOT / "examples" / "matmul.mlir"),
+            "--target",
+            "cpu",
+            "--num-candidates",
+            str(candidates),
+            "--no-progress",
+            "--db",
+            str(work / f"run{index}.sqlite"),
+            "--output-dir",
+            str(out),
         ],  # fmt: skip
         capture_output=True,
         text=True,
@@ -94,7 +105,7 @@ def main() -> int:
         "agree": agree,
     }
     (arguments.out / "rerun_stability.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"| run | winner | speedup [95% interval] | basis | seconds | load avg |")
+    print("| run | winner | speedup [95% interval] | basis | seconds | load avg |")
     print("|---|---|---|---|---|---|")
     for index, verdict in enumerate(verdicts):
         if "error" in verdict:

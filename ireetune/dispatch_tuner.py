@@ -75,6 +75,7 @@ from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
 from ireetune.run_dir import create_run_dir
 from ireetune.search.candidate import Knobs
+from ireetune.search.learned_order import order_pool
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -105,8 +106,12 @@ REAL_INPUT_PRESELECTION = 6
 
 
 class CandidateOrder(enum.Enum):
-    """Which candidates of the sampled pool are compiled: the heuristic's best, or random ones."""
+    """Which candidates of the sampled pool are compiled: the best by the learned cost model
+    (AUTO: when the database can teach one, else the heuristic), the heuristic's best, or random
+    ones (a baseline for the others)."""
 
+    AUTO = "auto"
+    LEARNED = "learned"
     HEURISTIC = "heuristic"
     RANDOM = "random"
 
@@ -138,7 +143,7 @@ class TuneOptions:
     min_benchmark_timeout_s: float = 10.0
     pipelines: tuple[str, ...] = ()
     stop_after: StopAfter | None = None
-    order: CandidateOrder = CandidateOrder.HEURISTIC
+    order: CandidateOrder = CandidateOrder.AUTO
     threshold: float = 1.02
 
 
@@ -159,7 +164,6 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
         dispatch = load_dispatch(
             options.input_path, options.dispatch, target, Path(scratch_name), context
         )
-        candidates = _generate(target, dispatch, options)
         devices = list(options.devices) or [target.runtime_device]
         rule = decision_rule(target, options)
         database = (
@@ -167,6 +171,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
             if not options.use_database
             else TuningDatabase(options.database_path or default_database_path())
         )
+        candidates, ordering = _generate(target, dispatch, options, database)
         result_key = ResultKey(
             compiler_version(), describe_target(target.name, str(dispatch.variant_target)),
             describe_device(devices[0]), problem_key(dispatch.problem), dispatch.problem.signature,
@@ -181,7 +186,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
                 candidates = stale_candidates(database, result_key, candidates)
             run_dir = create_run_dir(options.output_dir, dispatch.problem.signature)
             try:
-                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored)  # fmt: skip
+                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering)  # fmt: skip
             except BaseException:
                 # Whatever happened, the folder must not look like a finished run.
                 marker = run_dir / "results.json"
@@ -197,8 +202,9 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
 
 
 def _generate(
-    target: Target, dispatch: LoadedDispatch, options: TuneOptions
-) -> list[tuple[Knobs, float | None]]:
+    target: Target, dispatch: LoadedDispatch, options: TuneOptions, database: TuningDatabase | None
+) -> tuple[list[tuple[Knobs, float | None]], str]:
+    """Draw the pool and keep the N candidates the chosen order puts first; say how it ordered."""
     pool_size = max(4 * options.num_candidates, 64)
     pool = list(
         itertools.islice(
@@ -214,11 +220,12 @@ def _generate(
         )
     if options.order is CandidateOrder.RANDOM:
         # The sampler's own order is already a seeded random walk over the space.
-        return [(knobs, None) for knobs in pool[: options.num_candidates]]
-    ordered = target.order_candidates(dispatch.problem, pool, options.seed)[
-        : options.num_candidates
-    ]
-    return [(knobs, score) for knobs, score in ordered]
+        return [(knobs, None) for knobs in pool[: options.num_candidates]], "random"
+    ordered, ordering = order_pool(
+        target, dispatch.problem, str(dispatch.variant_target), pool, options.seed, database,
+        options.order.value,
+    )  # fmt: skip
+    return [(knobs, score) for knobs, score in ordered[: options.num_candidates]], ordering
 
 
 def _run(
@@ -233,10 +240,12 @@ def _run(
     database: TuningDatabase | None,
     result_key: ResultKey,
     stored: dict[str, StoredResult],
+    ordering: str,
 ) -> TuneResult:
     problem = dispatch.problem
     real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
     recorder = _start_recording(options, target, dispatch, devices, rule, run_dir, database, result_key, real_input_search)  # fmt: skip
+    recorder.info["ordering"] = ordering
     reference = write_reference(
         dispatch.root_op, context, problem, run_dir / "verify", options.seed
     )

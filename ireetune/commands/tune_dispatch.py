@@ -53,8 +53,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="compile: write a self-contained folder to measure with `ireetune benchmark-folder`",
     )  # fmt: skip
     parser.add_argument(
-        "--order", choices=("heuristic", "random"), default="heuristic",
-        help="compile the heuristic's best candidates (default) or random ones (a baseline for it)",
+        "--order", choices=("auto", "learned", "heuristic", "random"), default="auto",
+        help="which candidates to compile: the learned cost model's best when the database can "
+        "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
+        "ones (a baseline for the others)",
     )  # fmt: skip
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument(
