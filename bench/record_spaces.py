@@ -1,10 +1,10 @@
 """Record large measured samples of the CPU search space (data/spaces/), for ordering research.
 
 For each problem below, this drives the real dispatch tuner with the RANDOM order (the z3 sampler's
-own seeded walk over the space, no heuristic), a large `--num-candidates` and few repetitions;
-the leaders (`--confirm-top`, default 12) are re-timed in interleaved rounds with the default, so
-that the best of the sample, which every replay measures against, is not a lucky first-pass
-timing. It then reads every candidate's knobs, status, time and speedup back from the run folder
+own seeded walk over the space, no heuristic), a large `--num-candidates`, and many short
+repetitions per candidate (replays rank by the fastest, the estimate other jobs on a shared
+machine disturb least); `--confirm-rounds` re-times the leaders interleaved with the default. It
+then reads every candidate's knobs, status, times and speedup back from the run folder
 (results.json) and writes one compact `<problem>.json.gz` per problem with its provenance:
 machine, date, compiler version, load average before and after, timing basis.
 
@@ -13,14 +13,18 @@ The files are read by `ireetune.search.recorded.load_recorded_space` and replaye
 
 Usage:
     python bench/record_spaces.py [--problems NAME,NAME] [--num-candidates 220]
-        [--repetitions 5] [--confirm-top 12] [--out data/spaces/cpu] [--keep-runs DIR]
+        [--repetitions 10] [--min-repetition-time 0.02] [--confirm-rounds 0]
+        [--out data/spaces/cpu] [--keep-runs DIR]
     python bench/record_spaces.py --list
+    python bench/record_spaces.py --rebuild-from RUNS_DIR   (the run folders of --keep-runs)
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
+import json
 import os
 import platform
 import subprocess
@@ -153,6 +157,44 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+NOTE = (
+    "shared 2-core machine: other engineers' jobs ran during the recording; each candidate "
+    "was timed in one pass of short repetitions (leaders again in interleaved rounds when "
+    "confirm_rounds > 0); replays rank by each candidate's fastest repetition"
+)
+
+
+def rebuild_from_runs(runs_dir: Path, out: Path) -> list[Path]:
+    """Write the spaces again from kept run folders (after a change of what is extracted),
+    keeping each space's name and provenance from the file already in `out`."""
+    existing = {}
+    for path in sorted(out.glob("*.json.gz")):
+        document = json.loads(gzip.decompress(path.read_bytes()))
+        existing[json.dumps(document["problem"], sort_keys=True)] = document
+    written = []
+    for run_dir in sorted(p for p in runs_dir.iterdir() if (p / "results.json").is_file()):
+        target = parse_target("cpu", ())
+        assert isinstance(target, LlvmCpuTarget)
+        context = ir.Context()
+        with tempfile.TemporaryDirectory(prefix="record_") as scratch:
+            dispatch = load_dispatch(
+                run_dir / "inputs" / "original_benchmark.mlir", None, target, Path(scratch), context
+            )
+        document = existing.get(json.dumps(asdict(dispatch.problem), sort_keys=True))
+        if document is None:
+            print(f"{run_dir.name}: no recorded space of this problem in {out}; skipped")
+            continue
+        baseline, rows, _ = read_run_folder_rows(run_dir)
+        provenance = {**document["provenance"], "note": NOTE, "run_folder": run_dir.name}
+        space = RecordedSpace(
+            name=document["name"], target=document["target"], device=document["device"],
+            problem=dispatch.problem, facts=asdict(target.facts(dispatch.variant_target)),
+            provenance=provenance, rows=rows, baseline=baseline,
+        )  # fmt: skip
+        written.append(write_recorded_space(space, out))
+    return written
+
+
 def record_problem(
     problem: RecordedProblem, arguments: argparse.Namespace, work_dir: Path
 ) -> RecordedSpace:
@@ -173,6 +215,7 @@ def record_problem(
             input_path=model_path, target="cpu", num_candidates=arguments.num_candidates,
             output_dir=work_dir / "runs", seed=arguments.seed, repetitions=arguments.repetitions,
             confirm_top=arguments.confirm_top, confirm_rounds=arguments.confirm_rounds,
+            min_repetition_s=arguments.min_repetition_time,
             verify_top=1, use_database=False, show_progress=False,
             order=CandidateOrder.RANDOM, jobs=arguments.jobs,
         )
@@ -193,16 +236,13 @@ def record_problem(
         "repetitions": arguments.repetitions,
         "confirm_top": arguments.confirm_top,
         "confirm_rounds": arguments.confirm_rounds,
-        "min_repetition_s": 0.05,
+        "min_repetition_s": arguments.min_repetition_time,
         "order": "random",
         "seed": arguments.seed,
         "recording_seconds": round(seconds, 1),
         "command": "python bench/record_spaces.py " + " ".join(sys.argv[1:]),
-        "note": (
-            "shared 2-core machine: other engineers' jobs ran during the recording; each "
-            "candidate was timed once in the first pass (median of its repetitions), only the "
-            "leaders again, interleaved with the default"
-        ),
+        "note": NOTE,
+        "run_folder": result.run_dir.name,
     }
     return RecordedSpace(
         name=problem.name,
@@ -220,19 +260,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", default="", help="comma-separated names (default: all)")
     parser.add_argument("--num-candidates", type=int, default=220)
-    parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--confirm-top", type=int, default=12, help="leaders re-timed")
-    parser.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds")
+    # Many short repetitions: on a shared machine the fastest of them is the estimate other
+    # jobs disturb least, and short ones have the best chance of running undisturbed.
+    parser.add_argument("--repetitions", type=int, default=10)
+    parser.add_argument("--min-repetition-time", type=float, default=0.02, help="seconds")
+    parser.add_argument("--confirm-top", type=int, default=4, help="leaders re-timed")
+    parser.add_argument("--confirm-rounds", type=int, default=0, help="interleaved rounds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=0, help="parallel compiles (default: cores)")
     parser.add_argument("--out", type=Path, default=Path("data/spaces/cpu"))
     parser.add_argument("--keep-runs", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--list", action="store_true", help="list the problems and exit")
+    parser.add_argument(
+        "--rebuild-from", type=Path, default=None,
+        help="write the spaces in --out again from kept run folders, measuring nothing",
+    )  # fmt: skip
     arguments = parser.parse_args()
     arguments.commit = git_commit()
     if arguments.list:
         for problem in PROBLEMS:
             print(problem.name)
+        return 0
+    if arguments.rebuild_from is not None:
+        for path in rebuild_from_runs(arguments.rebuild_from, arguments.out):
+            print(f"rebuilt {path}")
         return 0
     wanted = {name for name in arguments.problems.split(",") if name}
     unknown = wanted - {p.name for p in PROBLEMS}

@@ -43,13 +43,13 @@ SPACE = RecordedSpace(
     facts=FACTS,
     provenance={"machine": "test", "date": "2026-11-23T15:00:00+00:00", "load_average_before": [1.0, 1.0, 1.0]},
     rows=(
-        RecordedRow(_knobs(32, 8), "measured", 1.5, 0.8, False, "aaaa"),
-        RecordedRow(_knobs(64, 8), "compile-failed", None, None, False, ""),
-        RecordedRow(_knobs(16, 8), "duplicate", None, None, False, "aaaa"),
-        RecordedRow(_knobs(16, 4), "not-applied", None, None, False, "base"),
-        RecordedRow(_knobs(64, 4), "measured", 0.9, 1.25, True, "bbbb"),
+        RecordedRow(_knobs(32, 8), "measured", 1.4, 1.5, 0.8, False, "aaaa"),
+        RecordedRow(_knobs(64, 8), "compile-failed", None, None, None, False, ""),
+        RecordedRow(_knobs(16, 8), "duplicate", None, None, None, False, "aaaa"),
+        RecordedRow(_knobs(16, 4), "not-applied", None, None, None, False, "base"),
+        RecordedRow(_knobs(64, 4), "measured", 0.85, 0.9, 1.25, True, "bbbb"),
     ),
-    baseline=RecordedRow(_knobs(64, 8), "measured", 1.2, 1.0, True, "base"),
+    baseline=RecordedRow(_knobs(64, 8), "measured", 1.1, 1.2, 1.0, True, "base"),
     knob_names=("dist_m", "dist_n", "vec_k", "vec_m", "vec_n"),
 )  # fmt: skip
 
@@ -66,10 +66,10 @@ def test_writing_twice_gives_the_same_bytes(tmp_path: Path) -> None:
     assert first == second
 
 
-def test_effective_times_are_relative_and_follow_duplicates_and_the_default() -> None:
-    # Times are 1 / speedup; the duplicate runs as row 0's binary; the config that did not apply
-    # runs as the default (1.0).
-    assert SPACE.effective_times() == [1.25, None, 1.25, 1.0, 0.8]
+def test_effective_times_follow_duplicates_and_the_default() -> None:
+    # Times are the fastest repetitions; the duplicate runs as row 0's binary; the config that
+    # did not apply runs as the default.
+    assert SPACE.effective_times() == [1.4, None, 1.4, 1.1, 0.85]
 
 
 def test_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_row_with_a_missing_column_is_refused(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(json.dumps(data).encode()))
     with pytest.raises(IreetuneError) as excinfo:
         load_recorded_space(path)
-    assert str(excinfo.value) == f"{path}: a row must be a list of 6 values"
+    assert str(excinfo.value) == f"{path}: a row must be a list of 7 values"
 
 
 def test_a_truncated_file_is_refused(tmp_path: Path) -> None:
@@ -112,20 +112,20 @@ def test_run_folder_rows_come_from_results_json(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     candidates = [
-        {"candidate_id": 1, "knobs": dict(_knobs(32, 8)), "status": "verified", "median_ms": 1.5,
-         "speedup": 0.8, "confirmed": True, "binary_hash": "aaaa" * 16},
-        {"candidate_id": 0, "knobs": dict(_knobs(64, 8)), "status": "measured", "median_ms": 1.2,
-         "speedup": 1.0, "confirmed": True, "binary_hash": "base" * 16},
-        {"candidate_id": 2, "knobs": dict(_knobs(64, 4)), "status": "compile-failed",
+        {"candidate_id": 1, "knobs": dict(_knobs(32, 8)), "status": "verified", "min_ms": 1.4,
+         "median_ms": 1.5, "speedup": 0.8, "confirmed": True, "binary_hash": "aaaa" * 16},
+        {"candidate_id": 0, "knobs": dict(_knobs(64, 8)), "status": "measured", "min_ms": 1.1,
+         "median_ms": 1.2, "speedup": 1.0, "confirmed": True, "binary_hash": "base" * 16},
+        {"candidate_id": 2, "knobs": dict(_knobs(64, 4)), "status": "compile-failed", "min_ms": None,
          "median_ms": None, "speedup": None, "confirmed": False, "binary_hash": ""},
     ]  # fmt: skip
     (run_dir / "results.json").write_text(
         json.dumps({"timing_basis": "real-input", "candidates": candidates})
     )
     baseline, rows, info = read_run_folder_rows(run_dir)
-    assert baseline == RecordedRow(_knobs(64, 8), "measured", 1.2, 1.0, True, "base" * 4)
+    assert baseline == RecordedRow(_knobs(64, 8), "measured", 1.1, 1.2, 1.0, True, "base" * 4)
     assert rows == (
-        RecordedRow(_knobs(32, 8), "verified", 1.5, 0.8, True, "aaaa" * 4),
-        RecordedRow(_knobs(64, 4), "compile-failed", None, None, False, ""),
+        RecordedRow(_knobs(32, 8), "verified", 1.4, 1.5, 0.8, True, "aaaa" * 4),
+        RecordedRow(_knobs(64, 4), "compile-failed", None, None, None, False, ""),
     )
     assert info == {"timing_basis": "real-input"}

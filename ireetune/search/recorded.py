@@ -10,19 +10,21 @@ and the dataset can live in the repository (data/spaces/). One gzipped JSON file
      "facts": {<what the target's features need to know about the machine>},
      "provenance": {"machine": ..., "date": ..., "compiler_version": ..., "load_average_before": ...},
      "knob_names": ["dist_m", "dist_n", "vec_k", "vec_m", "vec_n"],
-     "baseline": {"knobs": [64, 64, 16, 8, 16], "status": "measured", "median_ms": 1.71,
-                  "speedup": 1.0, "confirmed": true, "binary": "3a5700b8..."},
-     "columns": ["knobs", "status", "median_ms", "speedup", "confirmed", "binary"],
-     "rows": [[[259, 16, 2, 7, 16], "measured", 2.17, 0.79, false, "f95f1d60..."], ...]}
+     "baseline": {"knobs": [64, 64, 16, 8, 16], "status": "measured", "min_ms": 1.60,
+                  "median_ms": 1.71, "speedup": 1.0, "confirmed": true, "binary": "3a5700b8..."},
+     "columns": ["knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary"],
+     "rows": [[[259, 16, 2, 7, 16], "measured", 2.14, 2.17, 0.79, false, "f95f1d60..."], ...]}
 
-`speedup` is against the default timed alongside, as the tuner measured it: the first pass
-against the default timed before and after all candidates, or, for the leaders re-timed in
-interleaved confirmation rounds (`confirmed`), against the default's rounds. Replays rank by
-`1 / speedup` (the default is 1.0), which stays comparable when the machine's speed drifts
-between the first pass and the confirmation. `binary` is the first 16 hex digits of the compiled
-binary's hash: a `duplicate` row costs no benchmark and runs as fast as the measured row with
-the same binary; a `not-applied` row runs the default's binary. GPU spaces use the same format
-with their own knob names and facts.
+`min_ms` and `median_ms` summarise the candidate's repetitions: those of the first pass, or,
+for the leaders re-timed in interleaved rounds with the default (`confirmed`), those of the
+rounds. `speedup` is what the tuner reported, against the default timed alongside. Replays rank
+by `min_ms`: on a shared machine other jobs only ever slow a repetition down, so the fastest
+repetition is the estimate they disturb least (on the 2-core development machine the default's
+median moved 61% between the first and the last minutes of one recording, and speedups against
+it moved with it). `binary` is the first 16 hex digits of the compiled binary's hash: a
+`duplicate` row costs no benchmark and runs as fast as the measured row with the same binary; a
+`not-applied` row runs the default's binary. GPU spaces use the same format with their own
+knob names and facts.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ireetune.search.candidate import Knobs, make_knobs
 
 FORMAT_NAME = "ireetune-recorded-space"
 FORMAT_VERSION = 1
-COLUMNS = ("knobs", "status", "median_ms", "speedup", "confirmed", "binary")
+COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
 BINARY_DIGITS = 16
 MEASURED_STATUSES = frozenset({"measured", "verified", "wrong"})
 
@@ -53,15 +55,11 @@ class RecordedRow:
 
     knobs: Knobs
     status: str
-    median_ms: float | None
+    min_ms: float | None
+    median_ms: float | None = None
     speedup: float | None = None
     confirmed: bool = False
     binary: str = ""
-
-    @property
-    def relative_time(self) -> float | None:
-        """Return the time relative to the default's (1 / speedup), None if it did not run."""
-        return 1.0 / self.speedup if self.speedup else None
 
 
 @dataclass(frozen=True)
@@ -80,22 +78,19 @@ class RecordedSpace:
     knob_names: tuple[str, ...] = field(default=())
 
     def effective_times(self) -> list[float | None]:
-        """Return each row's time relative to the default's as the tuner would see it (None
+        """Return each row's time (its fastest repetition, ms) as the tuner would see it (None
         where nothing runs).
 
         A duplicate runs as fast as the measured row with its binary; a config that did not apply
-        runs the default's binary (1.0).
+        runs the default's binary.
         """
         by_binary: dict[str, float] = {}
-        for row in self.rows:
-            time = row.relative_time
-            if row.binary and time is not None:
-                by_binary.setdefault(row.binary, time)
-        if self.baseline is not None:
-            by_binary[self.baseline.binary] = 1.0
+        for row in (*self.rows, *(() if self.baseline is None else (self.baseline,))):
+            if row.binary and row.min_ms is not None:
+                by_binary.setdefault(row.binary, row.min_ms)
         times: list[float | None] = []
         for row in self.rows:
-            time = row.relative_time
+            time = row.min_ms
             if time is None and row.status in ("duplicate", "not-applied"):
                 time = by_binary.get(row.binary)
             times.append(time)
@@ -117,6 +112,7 @@ def _row_from_result(candidate: Mapping[str, object]) -> RecordedRow:
     return RecordedRow(
         knobs=make_knobs(knobs_data),
         status=status,
+        min_ms=_finite(candidate.get("min_ms")) if measured else None,
         median_ms=_finite(candidate.get("median_ms")) if measured else None,
         speedup=_finite(candidate.get("speedup")) if measured else None,
         confirmed=bool(candidate.get("confirmed")) if measured else False,
@@ -155,7 +151,9 @@ def read_run_folder_rows(
 def _encode_row(row: RecordedRow, knob_names: Sequence[str]) -> list[object]:
     values = dict(row.knobs)
     knob_values = [values[name] for name in knob_names]
-    return [knob_values, row.status, row.median_ms, row.speedup, row.confirmed, row.binary]
+    return [
+        knob_values, row.status, row.min_ms, row.median_ms, row.speedup, row.confirmed, row.binary
+    ]  # fmt: skip
 
 
 def encode_recorded_space(space: RecordedSpace) -> dict[str, object]:
@@ -192,7 +190,7 @@ def write_recorded_space(space: RecordedSpace, folder: Path) -> Path:
 def _decode_row(values: object, knob_names: Sequence[str], where: str) -> RecordedRow:
     if not isinstance(values, list) or len(values) != len(COLUMNS):
         raise IreetuneError(f"{where}: a row must be a list of {len(COLUMNS)} values")
-    knob_values, status, median_ms, speedup, confirmed, binary = values
+    knob_values, status, min_ms, median_ms, speedup, confirmed, binary = values
     if not isinstance(knob_values, list) or len(knob_values) != len(knob_names):
         raise IreetuneError(f"{where}: a row's knobs must list {len(knob_names)} values")
     if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in knob_values):
@@ -200,6 +198,7 @@ def _decode_row(values: object, knob_names: Sequence[str], where: str) -> Record
     return RecordedRow(
         knobs=make_knobs(dict(zip(knob_names, knob_values, strict=True))),
         status=str(status),
+        min_ms=_finite(min_ms),
         median_ms=_finite(median_ms),
         speedup=_finite(speedup),
         confirmed=confirmed is True,
