@@ -159,6 +159,11 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
     target = parse_target(options.target, options.pipelines)
+    if options.use_database:
+        # What is slow to read again (a GPU space) is kept beside the database.
+        target.use_cache_folder(
+            (options.database_path or default_database_path()).parent / "spaces"
+        )
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
         dispatch = load_dispatch(

@@ -81,6 +81,12 @@ class Target(abc.ABC):
     ) -> list[tuple[Knobs, float]]:
         """Order a pool of candidates, most promising first, each with its heuristic score."""
 
+    def use_cache_folder(self, folder: Path) -> None:
+        """Keep what is slow to recompute for a problem (the compiler's space) under `folder`.
+
+        Default: nothing is kept. The tuner passes a folder beside its database.
+        """
+
     def feature_space(self, problem: Problem) -> FeatureSpace | None:
         """Name the features the learned cost model sees for this problem (None: the target has
         none, and its heuristic orders alone)."""

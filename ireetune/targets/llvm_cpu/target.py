@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,14 +12,17 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.database.store import problem_key
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.features import FeatureSpace
+from ireetune.search.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.targets.base import FactValue, Target
 from ireetune.targets.llvm_cpu.conv_space import (
+    CONV_KNOB_NAMES,
     CONV_PIPELINE,
     compute_conv_sizes,
     conv_tile_lists,
@@ -34,9 +38,17 @@ from ireetune.targets.llvm_cpu.features import (
     convolution_features,
 )
 from ireetune.targets.llvm_cpu.ordering import order_by_score
-from ireetune.targets.llvm_cpu.space import compute_problem_sizes, enumerate_space, tile_lists
+from ireetune.targets.llvm_cpu.space import (
+    KNOB_NAMES,
+    compute_problem_sizes,
+    enumerate_space,
+    tile_lists,
+)
 
 PIPELINE = "DoubleTilingExpert"
+# Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
+# it whenever their constraints change, so that no stored configuration of the old space is used.
+SPACE_VERSION = "llvm-cpu-space/v1"
 
 
 class LlvmCpuTarget(Target):
@@ -46,6 +58,7 @@ class LlvmCpuTarget(Target):
         self.cpu = cpu
         self.threads = threads or len(os.sched_getaffinity(0))
         self._facts: CpuFacts | None = None
+        self._cache_root: Path | None = None
 
     @property
     def name(self) -> str:
@@ -89,6 +102,9 @@ class LlvmCpuTarget(Target):
             self._facts = read_cpu_facts(variant_target, self.threads)
         return self._facts
 
+    def use_cache_folder(self, folder: Path) -> None:
+        self._cache_root = folder
+
     def generate_candidates(
         self,
         problem: Problem,
@@ -97,10 +113,26 @@ class LlvmCpuTarget(Target):
         seed: int,
     ) -> Iterator[Knobs]:
         facts = self.facts(variant_target)
+        cache = None
+        if self._cache_root is not None:
+            key = compute_cache_key(
+                [problem_key(problem), self.name, json.dumps(dataclasses.asdict(facts)), SPACE_VERSION]
+            )  # fmt: skip
+            cache = SpaceCache(self._cache_root / key)
+        names = set(CONV_KNOB_NAMES if isinstance(problem, ConvolutionProblem) else KNOB_NAMES)
+        stored = [
+            knobs
+            for knobs in (cache.read_solutions() if cache is not None else [])
+            if {name for name, _ in knobs} == names and knobs != default_knobs
+        ]
         if isinstance(problem, ConvolutionProblem):
-            return enumerate_conv_space(compute_conv_sizes(problem), facts, seed, default_knobs)
-        sizes = compute_problem_sizes(_as_contraction(problem))
-        return enumerate_space(sizes, facts, seed, excluded=default_knobs)
+            live = enumerate_conv_space(
+                compute_conv_sizes(problem), facts, seed, default_knobs, stored
+            )
+        else:
+            sizes = compute_problem_sizes(_as_contraction(problem))
+            live = enumerate_space(sizes, facts, seed, excluded=default_knobs, known=stored)
+        return _stored_then_live(stored, live, cache, seed)
 
     def order_candidates(
         self, problem: Problem, pool: list[Knobs], seed: int
@@ -177,6 +209,17 @@ class LlvmCpuTarget(Target):
                 "vec_k": levels["vector_reduction"][k],
             }
         )
+
+
+def _stored_then_live(
+    stored: list[Knobs], live: Iterator[Knobs], cache: SpaceCache | None, seed: int
+) -> Iterator[Knobs]:
+    """Yield stored solutions (seeded order), then fresh ones, storing those as they come."""
+    yield from stored_first(stored, seed)
+    for knobs in live:
+        if cache is not None:
+            cache.add_solution(knobs)
+        yield knobs
 
 
 def _as_contraction(problem: Problem) -> ContractionProblem:
