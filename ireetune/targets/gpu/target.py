@@ -34,6 +34,13 @@ from ireetune.targets.gpu.constraints import (
     emit_constraints,
     read_constraint_spaces,
 )
+from ireetune.targets.gpu.extra_knobs import (
+    NO_BANK_CONFLICT_REDUCTION,
+    ExtraKnob,
+    apply_extra_values,
+    choose_extra_values,
+    default_extra_values,
+)
 from ireetune.targets.gpu.ordering import (
     compute_tile_shape,
     interleave,
@@ -76,6 +83,11 @@ class GpuTarget(Target):
     @property
     def name(self) -> str:
         return f"{self.arch.family.value}:{self.arch.name}"
+
+    @property
+    def extra_knobs(self) -> tuple[ExtraKnob, ...]:
+        """The knobs searched beside the compiler's template (targets/gpu/extra_knobs.py)."""
+        return (NO_BANK_CONFLICT_REDUCTION,)
 
     @property
     def compiler_space(self) -> CompilerSpace:
@@ -175,13 +187,20 @@ class GpuTarget(Target):
         return [space for space in self.compiler_space.spaces if space.pipeline in self.pipelines]
 
     def _space_of(self, knobs: Knobs) -> tuple[ConstraintSpace, dict[str, int]]:
+        """Return a candidate's space and its template knobs' values (extra knobs left out)."""
         values = dict(knobs)
         space = self.compiler_space.spaces[int(values.pop(SPACE_KNOB))]
         pipeline = values.pop(PIPELINE_KNOB)
         assert pipeline == space.pipeline, (
             f"knobs name {pipeline} but space {space.index} is {space.pipeline}"
         )
+        for knob in self.extra_knobs:
+            values.pop(knob.name, None)
         return space, {name: int(value) for name, value in values.items()}
+
+    def _extra_values_of(self, knobs: Knobs) -> dict[str, int]:
+        values = dict(knobs)
+        return {k.name: int(values.get(k.name, k.values[0])) for k in self.extra_knobs}
 
     def resolved_config(self, knobs: Knobs) -> tuple[ConstraintSpace, ResolvedDict]:
         """Fill the candidate's space template with its knob values.
@@ -192,24 +211,29 @@ class GpuTarget(Target):
         divide the problem (`padding`, `padding_conv`) recomputed for the candidate's own tiles.
         IREE 3.13's templates leave padding out; without it, an implicit-GEMM convolution whose
         tile does not divide its output (56 by 64) ran 70-130x slower than the default on the H100.
+        The extra knobs (targets/gpu/extra_knobs.py) are applied last.
         """
         space, values = self._space_of(knobs)
         resolved = fill_template(space.template, values)
         assert isinstance(resolved, dict)
         default = self.compiler_space.default_config
-        if default is None or self.compiler_space.default_pipeline != space.pipeline:
-            return space, resolved
-        if _uses_igemm(resolved) != _uses_igemm(default):
-            return space, resolved
-        for key, value in default.items():
-            if (
-                key not in resolved
-                and key not in TRANSLATION_KEYS
-                and isinstance(value, OpaqueAttr)
-            ):
-                resolved[key] = value
-        if "padding" in default and "padding" not in resolved:
-            resolved.update(compute_padding(resolved, default, space))
+        same_lowering = (
+            default is not None
+            and self.compiler_space.default_pipeline == space.pipeline
+            and _uses_igemm(resolved) == _uses_igemm(default)
+        )
+        if same_lowering:
+            assert default is not None
+            for key, value in default.items():
+                if (
+                    key not in resolved
+                    and key not in TRANSLATION_KEYS
+                    and isinstance(value, OpaqueAttr)
+                ):
+                    resolved[key] = value
+            if "padding" in default and "padding" not in resolved:
+                resolved.update(compute_padding(resolved, default, space))
+        apply_extra_values(resolved, self.extra_knobs, self._extra_values_of(knobs))
         return space, resolved
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
@@ -219,7 +243,14 @@ class GpuTarget(Target):
         if found is None:
             return None
         space, values = found
-        return make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
+        return make_knobs(
+            {
+                **values,
+                **default_extra_values(self.extra_knobs),
+                SPACE_KNOB: space.index,
+                PIPELINE_KNOB: space.pipeline,
+            }
+        )
 
     def generate_candidates(
         self,
@@ -246,7 +277,10 @@ class GpuTarget(Target):
             known.setdefault(str(space.index), []).append(values)
         for position, values in sample_spaces(smt_spaces, seed, excluded, known):
             space = spaces[position]
-            knobs = make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
+            extra = choose_extra_values(self.extra_knobs, values, space.pipeline, seed)
+            knobs = make_knobs(
+                {**values, **extra, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline}
+            )
             if self._cache is not None:
                 self._cache.add_solution(knobs)
             yield knobs
@@ -258,6 +292,7 @@ class GpuTarget(Target):
         if self._cache is None:
             return []
         by_index = {space.index: space for space in spaces}
+        extra = {knob.name: knob.values for knob in self.extra_knobs}
         usable = []
         for knobs in self._cache.read_solutions():
             values = dict(knobs)
@@ -265,7 +300,8 @@ class GpuTarget(Target):
             space = by_index.get(index) if isinstance(index, int) else None
             if space is None or values.pop(PIPELINE_KNOB, None) != space.pipeline:
                 continue
-            if set(values) == set(space.knob_names) and knobs != default_knobs:
+            extra_ok = all(values.pop(name, None) in allowed for name, allowed in extra.items())
+            if extra_ok and set(values) == set(space.knob_names) and knobs != default_knobs:
                 usable.append(knobs)
         return usable
 
