@@ -75,7 +75,7 @@ from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
 from ireetune.run_dir import create_run_dir
 from ireetune.search.candidate import Knobs
-from ireetune.search.learned_order import order_pool
+from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -145,6 +145,8 @@ class TuneOptions:
     stop_after: StopAfter | None = None
     order: CandidateOrder = CandidateOrder.AUTO
     threshold: float = 1.02
+    # With a learned model, measure in rounds and re-rank the rest of the pool between them.
+    online: bool = True
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -176,7 +178,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
             if not options.use_database
             else TuningDatabase(options.database_path or default_database_path())
         )
-        candidates, ordering = _generate(target, dispatch, options, database)
+        candidates, ordering, search = _generate(target, dispatch, options, database)
         result_key = ResultKey(
             compiler_version(), describe_target(target.name, str(dispatch.variant_target)),
             describe_device(devices[0]), problem_key(dispatch.problem), dispatch.problem.signature,
@@ -191,7 +193,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
                 candidates = stale_candidates(database, result_key, candidates)
             run_dir = create_run_dir(options.output_dir, dispatch.problem.signature)
             try:
-                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering)  # fmt: skip
+                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering, search)  # fmt: skip
             except BaseException:
                 # Whatever happened, the folder must not look like a finished run.
                 marker = run_dir / "results.json"
@@ -208,8 +210,12 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
 
 def _generate(
     target: Target, dispatch: LoadedDispatch, options: TuneOptions, database: TuningDatabase | None
-) -> tuple[list[tuple[Knobs, float | None]], str]:
-    """Draw the pool and keep the N candidates the chosen order puts first; say how it ordered."""
+) -> tuple[list[tuple[Knobs, float | None]], str, OnlineSearch | None]:
+    """Draw the pool and keep the N candidates the chosen order puts first; say how it ordered.
+
+    With a learned model (and `online`), only the first round is chosen here; the online search
+    returned picks the later rounds from the rest of the pool as measurements arrive.
+    """
     pool_size = max(4 * options.num_candidates, 64)
     pool = list(
         itertools.islice(
@@ -225,12 +231,17 @@ def _generate(
         )
     if options.order is CandidateOrder.RANDOM:
         # The sampler's own order is already a seeded random walk over the space.
-        return [(knobs, None) for knobs in pool[: options.num_candidates]], "random"
-    ordered, ordering = order_pool(
+        return [(knobs, None) for knobs in pool[: options.num_candidates]], "random", None
+    ordered, ordering, model = order_pool(
         target, dispatch.problem, str(dispatch.variant_target), pool, options.seed, database,
         options.order.value,
     )  # fmt: skip
-    return [(knobs, score) for knobs, score in ordered[: options.num_candidates]], ordering
+    rounds = plan_rounds(min(options.num_candidates, len(ordered)))
+    if model is not None and options.online and len(rounds) > 1 and options.stop_after is None:
+        search = OnlineSearch(target, dispatch.problem, model, ordered, rounds, options.seed)
+        note = f"{ordering}; online, rounds of {'+'.join(map(str, rounds))}"
+        return [(knobs, score) for knobs, score in search.first_round], note, search
+    return [(knobs, score) for knobs, score in ordered[: options.num_candidates]], ordering, None
 
 
 def _run(
@@ -246,6 +257,7 @@ def _run(
     result_key: ResultKey,
     stored: dict[str, StoredResult],
     ordering: str,
+    search: OnlineSearch | None,
 ) -> TuneResult:
     problem = dispatch.problem
     real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
@@ -259,12 +271,14 @@ def _run(
     workers = options.jobs or len(os.sched_getaffinity(0))
     notes: list[str] = []
     with StageProgress(progress_enabled(options.show_progress)) as progress:
+        if search is not None:
+            restored = _measure_early_rounds(options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
         source, flags_for = _compile_plan(target, recorder, reference, real_input_search, restored)
         compile_candidates(
             recorder, source, flags_for, restored, workers, options.compile_timeout_s, progress
         )
-        if recorder.records[0].status is not CandidateStatus.COMPILED:
+        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
                 f"the default configuration does not compile: {recorder.records[0].reason}"
             )
@@ -380,7 +394,20 @@ def _write_specs(
     recorder.update(
         CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
     )
-    for candidate_id, (knobs, score) in enumerate(candidates, start=1):
+    _append_specs(recorder, target, context, problem, candidates)
+
+
+def _append_specs(
+    recorder: RunRecorder,
+    target: Target,
+    context: ir.Context,
+    problem: Problem,
+    candidates: list[tuple[Knobs, float | None]],
+) -> list[int]:
+    """Write one spec per new candidate, numbered after the last; return their ids."""
+    run_dir = recorder.run_dir
+    first_id = max(recorder.records) + 1
+    for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
         info = target.compilation_info(problem, knobs, context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(
@@ -393,6 +420,7 @@ def _write_specs(
             )
         )
     recorder.save()
+    return list(range(first_id, first_id + len(candidates)))
 
 
 def _compile_plan(
@@ -413,10 +441,68 @@ def _compile_plan(
     flags_for = {
         r.candidate_id: (*base_flags, *target.spec_flags(run_dir / r.spec_path))
         for r in recorder.records.values()
-        # A restored candidate needs its binary only when it was measured (it may lead).
-        if r.candidate_id not in restored or r.speedup is not None
+        # A restored candidate needs its binary only when it was measured (it may lead); one
+        # compiled in an earlier round of this run has it already.
+        if (r.candidate_id not in restored or r.speedup is not None) and not r.binary_path
     }
     return source, flags_for
+
+
+def _measure_early_rounds(
+    options: TuneOptions,
+    target: Target,
+    context: ir.Context,
+    problem: Problem,
+    recorder: RunRecorder,
+    reference: ReferenceSetup,
+    real_input_search: bool,
+    restored: set[int],
+    stored: dict[str, StoredResult],
+    devices: list[str],
+    workers: int,
+    search: OnlineSearch,
+    progress: StageProgress,
+) -> set[int]:
+    """Online search: compile and time each round but the last (first pass only), then let the
+    model, updated on every measurement so far, pick the next round from the rest of the pool.
+
+    Returns the candidates done so far; the run then treats them as a resumed run treats the
+    ones it found in the database: measured, taking part in the confirmation round.
+    """
+    done = set(restored)
+    early = replace(options, confirm_rounds=0)
+    while search.rounds_left > 0:
+        source, flags_for = _compile_plan(target, recorder, reference, real_input_search, done)
+        compile_candidates(recorder, source, flags_for, done, workers, options.compile_timeout_s, progress)  # fmt: skip
+        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
+            raise IreetuneError(
+                f"the default configuration does not compile: {recorder.records[0].reason}"
+            )
+        classify_binaries(recorder, done)
+        if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
+            _benchmark(early, devices, recorder, done, reference if real_input_search else None, progress)  # fmt: skip
+        done.update(recorder.records)
+        done.discard(0)
+        chosen = search.next_round(_measurements(recorder))
+        _append_specs(recorder, target, context, problem, list(chosen))
+        done.update(restore_candidates(recorder, stored))
+    return done
+
+
+def _measurements(recorder: RunRecorder) -> list[tuple[Knobs, float | None]]:
+    """Every tried candidate's time relative to its round's default (1/speedup), None if it
+    failed; a config that did not apply runs as the default. Duplicates teach nothing new."""
+    found: list[tuple[Knobs, float | None]] = []
+    for record in recorder.ordered():
+        if record.is_baseline or record.knobs is None:
+            continue
+        if record.status is CandidateStatus.MEASURED and record.speedup:
+            found.append((record.knobs, 1.0 / record.speedup))
+        elif record.status is CandidateStatus.NOT_APPLIED:
+            found.append((record.knobs, 1.0))
+        elif record.status not in (CandidateStatus.DUPLICATE, CandidateStatus.GENERATED, CandidateStatus.COMPILED):  # fmt: skip
+            found.append((record.knobs, None))
+    return found
 
 
 def campaign_settings(options: TuneOptions) -> CampaignSettings:

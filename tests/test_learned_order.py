@@ -22,7 +22,13 @@ from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.cost_model import load_cost_model
-from ireetune.search.learned_order import order_pool, order_with_model, rerank_remaining
+from ireetune.search.learned_order import (
+    OnlineSearch,
+    order_pool,
+    order_with_model,
+    plan_rounds,
+    rerank_remaining,
+)
 from ireetune.search.model_store import (
     choose_model,
     groups_from_results,
@@ -197,6 +203,33 @@ def test_rerank_learns_from_the_current_problem(tmp_path: Path) -> None:
     assert updated.groups[-1] == "current problem"
 
 
+def test_a_budget_is_split_into_rounds_when_it_is_large_enough() -> None:
+    assert [plan_rounds(n) for n in (1, 15, 16, 32, 33)] == [
+        [1], [15], [4, 4, 8], [8, 8, 16], [8, 8, 17]
+    ]  # fmt: skip
+
+
+def test_online_search_takes_each_round_from_what_is_left(tmp_path: Path) -> None:
+    choice = choose_model(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    assert choice.model is not None
+    problem = _matmul(512, 256, 256)
+    ordered = order_with_model(_target(), problem, choice.model, POOL, seed=0)
+    search = OnlineSearch(_target(), problem, choice.model, ordered, [4, 4, 8], seed=0)
+    assert search.first_round == ordered[:4]
+    # Here one accumulator row is fastest: after the first round says so, the next prefers it.
+    measured = [(knobs, float(dict(knobs)["vec_m"])) for knobs, _ in search.first_round]
+    measured += [
+        (knobs, float(dict(knobs)["vec_m"])) for knobs in POOL if dict(knobs)["vec_m"] == 1
+    ][:3]
+    second = search.next_round(measured)
+    third = search.next_round(measured)
+    assert search.rounds_left == 0
+    assert (len(second), len(third)) == (4, 8)
+    picked = [k for k, _ in (*search.first_round, *second, *third)]
+    assert len(set(picked)) == 16
+    assert dict(second[0][0])["vec_m"] == 1
+
+
 def test_a_pinned_model_wins_over_the_database(tmp_path: Path) -> None:
     rows = _database_rows(PROBLEMS)
     remember_machine_facts(tmp_path, TARGET_KEY, _target().machine_facts())
@@ -258,14 +291,23 @@ def test_the_tuner_orders_with_the_model_the_database_taught(
                     *[getattr(row, name) for name in ("config", "compilation_info", "status", "reason", "times_ms", "median_ms", "min_ms", "max_ms", "spread", "baseline_ms", "speedup", "session", "written_at")],
                 )
             )  # fmt: skip
-    second = _ireetune("tune-dispatch", str(matmul_model), "--num-candidates", "2", "--retune", "--db", str(database_path), "--output-dir", str(tmp_path / "b"), "--no-progress", *fast)  # fmt: skip
-    assert second.returncode == 0, second.stderr
-    (run_dir,) = (tmp_path / "b").iterdir()
+    # Sixteen candidates are measured in rounds of 4, 4 and 8, the model re-ranking between them;
+    # the rounds' results join the last one's in one confirmation and one decision.
+    online = _ireetune("tune-dispatch", str(matmul_model), "--num-candidates", "16", "--retune", "--db", str(database_path), "--output-dir", str(tmp_path / "c"), "--no-progress", "--repetitions", "1", "--confirm-rounds", "1", "--min-repetition-time", "0.005")  # fmt: skip
+    assert online.returncode == 0, online.stderr
+    (run_dir,) = (tmp_path / "c").iterdir()
     info = json.loads((run_dir / "results.json").read_text())
     # The tuned problem itself has one measured candidate: too few to teach a ranking.
-    assert info["ordering"] == "learned: trained on the database (3 problems, 63 rows)"
+    assert info["ordering"] == (
+        "learned: trained on the database (3 problems, 63 rows); online, rounds of 4+4+8"
+    )
     (model_path,) = (tmp_path / "models").glob("*-auto-*.json")
     assert model_path.stat().st_size < 1024 * 1024
     explained = _ireetune("model", "explain", "--db", str(database_path))
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.startswith(f"{model_path.name}: {FEATURE_FAMILY}, trained ")
+    records = {c["candidate_id"]: c for c in info["candidates"]}
+    assert sorted(records) == list(range(17))
+    assert all(records[cid]["status"] not in ("generated", "compiled") for cid in records)
+    assert len({json.dumps(c["knobs"], sort_keys=True) for c in records.values()}) == 17
+    assert info["outcome"] in ("improved", "no-improvement")

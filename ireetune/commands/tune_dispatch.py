@@ -58,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
         "ones (a baseline for the others)",
     )  # fmt: skip
+    parser.add_argument(
+        "--online", action=argparse.BooleanOptionalAction, default=True,
+        help="with a learned model, measure in rounds and re-rank the rest between them "
+        "(default: on)",
+    )  # fmt: skip
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument(
         "--db", type=Path, default=None, help="tuning database (default: user cache)"
@@ -96,6 +101,7 @@ def run(arguments: argparse.Namespace) -> int:
         show_progress=arguments.progress,
         pipelines=tuple(arguments.pipeline),
         order=CandidateOrder(arguments.order),
+        online=arguments.online,
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
     )
     result = tune_dispatch(options)

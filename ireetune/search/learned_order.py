@@ -52,19 +52,20 @@ def order_pool(
     seed: int,
     database: TuningDatabase | None,
     order: str,
-) -> tuple[list[tuple[Knobs, float]], str]:
-    """Order a pool the way `order` asks (`auto`, `learned` or `heuristic`); say how it was done.
+) -> tuple[list[tuple[Knobs, float]], str, CostModel | None]:
+    """Order a pool the way `order` asks (`auto`, `learned` or `heuristic`); say how it was done,
+    and return the model used (None for the heuristic).
 
     `auto` uses the learned model when one is stored beside the database or the database holds
     enough rows to train one (ireetune/search/model_store.py), else the heuristic; `learned`
     insists on a model.
     """
     if order == "heuristic":
-        return target.order_candidates(problem, list(pool), seed), "heuristic"
+        return target.order_candidates(problem, list(pool), seed), "heuristic", None
     if database is None:
         if order == "learned":
             raise IreetuneError("--order learned needs the tuning database (drop --no-db)")
-        return target.order_candidates(problem, list(pool), seed), "heuristic: no database"
+        return target.order_candidates(problem, list(pool), seed), "heuristic: no database", None
     target_key = describe_target(target.name, executable_target)
     folder = model_folder(database.path)
     if target.feature_space(problem) is not None:
@@ -73,8 +74,9 @@ def order_pool(
     if choice.model is None:
         if order == "learned":
             raise IreetuneError(f"--order learned: no cost model ({choice.reason})")
-        return target.order_candidates(problem, list(pool), seed), choice.reason
-    return order_with_model(target, problem, choice.model, pool, seed), choice.reason
+        return target.order_candidates(problem, list(pool), seed), choice.reason, None
+    ordered = order_with_model(target, problem, choice.model, pool, seed)
+    return ordered, choice.reason, choice.model
 
 
 def rerank_remaining(
@@ -102,3 +104,66 @@ def rerank_remaining(
     )
     updated = update_cost_model(model, group)
     return order_with_model(target, problem, updated, remaining, seed), updated
+
+
+def plan_rounds(num_candidates: int) -> list[int]:
+    """Split a budget into measurement rounds: a quarter, a quarter, the rest.
+
+    Between rounds the model learns from what was measured. Below 16 candidates a round would
+    teach too little to be worth its extra baseline timings, so there is one round.
+    """
+    if num_candidates < MIN_ONLINE_CANDIDATES:
+        return [num_candidates]
+    quarter = num_candidates // 4
+    return [quarter, quarter, num_candidates - 2 * quarter]
+
+
+MIN_ONLINE_CANDIDATES = 16
+
+
+class OnlineSearch:
+    """Pick each round's candidates from the pool, re-ranked with everything measured so far.
+
+    The pool is what the sampler drew; the first round is the model's best, and every later
+    round the best of what remains under the model updated on this problem's measurements
+    (`rerank_remaining`, always from the model trained offline, so the result does not depend on
+    how the measurements were split into rounds).
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        problem: Problem,
+        model: CostModel,
+        ordered_pool: Sequence[tuple[Knobs, float]],
+        rounds: Sequence[int],
+        seed: int,
+    ) -> None:
+        assert rounds and sum(rounds) <= len(ordered_pool), "the pool covers the budget"
+        self.target = target
+        self.problem = problem
+        self.model = model
+        self.seed = seed
+        self.rounds = list(rounds)
+        self.first_round = list(ordered_pool[: rounds[0]])
+        self.remaining = [knobs for knobs, _ in ordered_pool[rounds[0] :]]
+        self.next_index = 1
+
+    @property
+    def rounds_left(self) -> int:
+        return len(self.rounds) - self.next_index
+
+    def next_round(
+        self, measured: Sequence[tuple[Knobs, float | None]]
+    ) -> list[tuple[Knobs, float]]:
+        """Return the next round's candidates, best first, given every measurement so far."""
+        assert self.rounds_left > 0, "no round left"
+        size = self.rounds[self.next_index]
+        self.next_index += 1
+        ordered, _ = rerank_remaining(
+            self.target, self.problem, self.model, self.remaining, measured, self.seed
+        )
+        chosen = ordered[:size]
+        taken = {knobs for knobs, _ in chosen}
+        self.remaining = [knobs for knobs in self.remaining if knobs not in taken]
+        return chosen
