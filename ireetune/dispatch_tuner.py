@@ -79,6 +79,7 @@ from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.search.candidate import Knobs
+from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -109,8 +110,12 @@ REAL_INPUT_PRESELECTION = 6
 
 
 class CandidateOrder(enum.Enum):
-    """Which candidates of the sampled pool are compiled: the heuristic's best, or random ones."""
+    """Which candidates of the sampled pool are compiled: the best by the learned cost model
+    (AUTO: when the database can teach one, else the heuristic), the heuristic's best, or random
+    ones (a baseline for the others)."""
 
+    AUTO = "auto"
+    LEARNED = "learned"
     HEURISTIC = "heuristic"
     RANDOM = "random"
 
@@ -142,13 +147,15 @@ class TuneOptions:
     min_benchmark_timeout_s: float = 10.0
     pipelines: tuple[str, ...] = ()
     stop_after: StopAfter | None = None
-    order: CandidateOrder = CandidateOrder.HEURISTIC
+    order: CandidateOrder = CandidateOrder.AUTO
     threshold: float = 1.02
     # Global iree-compile flags for every compile (`--flags`; the model tuner's flag winner).
     extra_flags: tuple[str, ...] = ()
     # Search the target's flag space first (`--search-flags`): on the model when the input is
     # one, else on the dispatch benchmark; the winner joins `extra_flags`.
     search_flags: bool = False
+    # With a learned model, measure in rounds and re-rank the rest of the pool between them.
+    online: bool = True
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -178,12 +185,16 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
 
 def _tune(options: TuneOptions, target: Target) -> TuneResult:
     """Tune one dispatch for a target that carries every global flag of the run."""
+    if options.use_database:
+        # What is slow to read again (a GPU space) is kept beside the database.
+        target.use_cache_folder(
+            (options.database_path or default_database_path()).parent / "spaces"
+        )
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
         dispatch = load_dispatch(
             options.input_path, options.dispatch, target, Path(scratch_name), context
         )
-        candidates = _generate(target, dispatch, options)
         devices = list(options.devices) or [target.runtime_device]
         rule = decision_rule(target, options)
         database = (
@@ -193,6 +204,7 @@ def _tune(options: TuneOptions, target: Target) -> TuneResult:
         )
         # Results under global flags are keyed apart: the same config may compile differently.
         variant_key = str(dispatch.variant_target) + "".join(f" {f}" for f in target.global_flags)
+        candidates, ordering, search = _generate(target, dispatch, options, database)
         result_key = ResultKey(
             compiler_version(), describe_target(target.name, variant_key),
             describe_device(devices[0]), problem_key(dispatch.problem), dispatch.problem.signature,
@@ -207,7 +219,7 @@ def _tune(options: TuneOptions, target: Target) -> TuneResult:
                 candidates = stale_candidates(database, result_key, candidates)
             run_dir = create_run_dir(options.output_dir, dispatch.problem.signature)
             try:
-                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored)  # fmt: skip
+                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering, search)  # fmt: skip
             except BaseException:
                 # Whatever happened, the folder must not look like a finished run.
                 marker = run_dir / "results.json"
@@ -245,8 +257,13 @@ def _attach_flag_search(result: TuneResult, flag_search: FlagSearchResult) -> Tu
 
 
 def _generate(
-    target: Target, dispatch: LoadedDispatch, options: TuneOptions
-) -> list[tuple[Knobs, float | None]]:
+    target: Target, dispatch: LoadedDispatch, options: TuneOptions, database: TuningDatabase | None
+) -> tuple[list[tuple[Knobs, float | None]], str, OnlineSearch | None]:
+    """Draw the pool and keep the N candidates the chosen order puts first; say how it ordered.
+
+    With a learned model (and `online`), only the first round is chosen here; the online search
+    returned picks the later rounds from the rest of the pool as measurements arrive.
+    """
     pool_size = max(4 * options.num_candidates, 64)
     pool = list(
         itertools.islice(
@@ -262,11 +279,17 @@ def _generate(
         )
     if options.order is CandidateOrder.RANDOM:
         # The sampler's own order is already a seeded random walk over the space.
-        return [(knobs, None) for knobs in pool[: options.num_candidates]]
-    ordered = target.order_candidates(dispatch.problem, pool, options.seed)[
-        : options.num_candidates
-    ]
-    return [(knobs, score) for knobs, score in ordered]
+        return [(knobs, None) for knobs in pool[: options.num_candidates]], "random", None
+    ordered, ordering, model = order_pool(
+        target, dispatch.problem, str(dispatch.variant_target), pool, options.seed, database,
+        options.order.value,
+    )  # fmt: skip
+    rounds = plan_rounds(min(options.num_candidates, len(ordered)))
+    if model is not None and options.online and len(rounds) > 1 and options.stop_after is None:
+        search = OnlineSearch(target, dispatch.problem, model, ordered, rounds, options.seed)
+        note = f"{ordering}; online, rounds of {'+'.join(map(str, rounds))}"
+        return [(knobs, score) for knobs, score in search.first_round], note, search
+    return [(knobs, score) for knobs, score in ordered[: options.num_candidates]], ordering, None
 
 
 def _run(
@@ -281,10 +304,13 @@ def _run(
     database: TuningDatabase | None,
     result_key: ResultKey,
     stored: dict[str, StoredResult],
+    ordering: str,
+    search: OnlineSearch | None,
 ) -> TuneResult:
     problem = dispatch.problem
     real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
     recorder = _start_recording(options, target, dispatch, devices, rule, run_dir, database, result_key, real_input_search)  # fmt: skip
+    recorder.info["ordering"] = ordering
     reference = write_reference(
         dispatch.root_op, context, problem, run_dir / "verify", options.seed
     )
@@ -293,12 +319,14 @@ def _run(
     workers = options.jobs or len(os.sched_getaffinity(0))
     notes: list[str] = []
     with StageProgress(progress_enabled(options.show_progress)) as progress:
+        if search is not None:
+            restored = _measure_early_rounds(options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
         source, flags_for = _compile_plan(target, recorder, reference, real_input_search, restored)
         compile_candidates(
             recorder, source, flags_for, restored, workers, options.compile_timeout_s, progress
         )
-        if recorder.records[0].status is not CandidateStatus.COMPILED:
+        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
                 f"the default configuration does not compile: {recorder.records[0].reason}"
             )
@@ -417,7 +445,20 @@ def _write_specs(
     recorder.update(
         CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
     )
-    for candidate_id, (knobs, score) in enumerate(candidates, start=1):
+    _append_specs(recorder, target, context, problem, candidates)
+
+
+def _append_specs(
+    recorder: RunRecorder,
+    target: Target,
+    context: ir.Context,
+    problem: Problem,
+    candidates: list[tuple[Knobs, float | None]],
+) -> list[int]:
+    """Write one spec per new candidate, numbered after the last; return their ids."""
+    run_dir = recorder.run_dir
+    first_id = max(recorder.records) + 1
+    for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
         info = target.compilation_info(problem, knobs, context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(
@@ -430,6 +471,7 @@ def _write_specs(
             )
         )
     recorder.save()
+    return list(range(first_id, first_id + len(candidates)))
 
 
 def _compile_plan(
@@ -450,10 +492,68 @@ def _compile_plan(
     flags_for = {
         r.candidate_id: (*base_flags, *target.spec_flags(run_dir / r.spec_path))
         for r in recorder.records.values()
-        # A restored candidate needs its binary only when it was measured (it may lead).
-        if r.candidate_id not in restored or r.speedup is not None
+        # A restored candidate needs its binary only when it was measured (it may lead); one
+        # compiled in an earlier round of this run has it already.
+        if (r.candidate_id not in restored or r.speedup is not None) and not r.binary_path
     }
     return source, flags_for
+
+
+def _measure_early_rounds(
+    options: TuneOptions,
+    target: Target,
+    context: ir.Context,
+    problem: Problem,
+    recorder: RunRecorder,
+    reference: ReferenceSetup,
+    real_input_search: bool,
+    restored: set[int],
+    stored: dict[str, StoredResult],
+    devices: list[str],
+    workers: int,
+    search: OnlineSearch,
+    progress: StageProgress,
+) -> set[int]:
+    """Online search: compile and time each round but the last (first pass only), then let the
+    model, updated on every measurement so far, pick the next round from the rest of the pool.
+
+    Returns the candidates done so far; the run then treats them as a resumed run treats the
+    ones it found in the database: measured, taking part in the confirmation round.
+    """
+    done = set(restored)
+    early = replace(options, confirm_rounds=0)
+    while search.rounds_left > 0:
+        source, flags_for = _compile_plan(target, recorder, reference, real_input_search, done)
+        compile_candidates(recorder, source, flags_for, done, workers, options.compile_timeout_s, progress)  # fmt: skip
+        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
+            raise IreetuneError(
+                f"the default configuration does not compile: {recorder.records[0].reason}"
+            )
+        classify_binaries(recorder, done)
+        if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
+            _benchmark(early, devices, recorder, done, reference if real_input_search else None, progress)  # fmt: skip
+        done.update(recorder.records)
+        done.discard(0)
+        chosen = search.next_round(_measurements(recorder))
+        _append_specs(recorder, target, context, problem, list(chosen))
+        done.update(restore_candidates(recorder, stored))
+    return done
+
+
+def _measurements(recorder: RunRecorder) -> list[tuple[Knobs, float | None]]:
+    """Every tried candidate's time relative to its round's default (1/speedup), None if it
+    failed; a config that did not apply runs as the default. Duplicates teach nothing new."""
+    found: list[tuple[Knobs, float | None]] = []
+    for record in recorder.ordered():
+        if record.is_baseline or record.knobs is None:
+            continue
+        if record.status is CandidateStatus.MEASURED and record.speedup:
+            found.append((record.knobs, 1.0 / record.speedup))
+        elif record.status is CandidateStatus.NOT_APPLIED:
+            found.append((record.knobs, 1.0))
+        elif record.status not in (CandidateStatus.DUPLICATE, CandidateStatus.GENERATED, CandidateStatus.COMPILED):  # fmt: skip
+            found.append((record.knobs, None))
+    return found
 
 
 def campaign_settings(options: TuneOptions) -> CampaignSettings:

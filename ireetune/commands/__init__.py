@@ -11,6 +11,7 @@ COMMAND_MODULES = (
     "ireetune.commands.finish",
     "ireetune.commands.replay",
     "ireetune.commands.db",
+    "ireetune.commands.model",
     "ireetune.commands.spec",
     "ireetune.commands.compile",
     "ireetune.commands.profile",

@@ -81,8 +81,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(default: run every stage here)",
     )  # fmt: skip
     parser.add_argument(
-        "--order", choices=("heuristic", "random"), default="heuristic",
-        help="compile the heuristic's best candidates or random ones (a baseline for it)",
+        "--order", choices=("auto", "learned", "heuristic", "random"), default="auto",
+        help="which candidates to compile: the learned cost model's best when the database can "
+        "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
+        "ones (a baseline for the others)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--online", action=argparse.BooleanOptionalAction, default=True,
+        help="with a learned model, measure in rounds and re-rank the rest between them "
+        "(default: on)",
     )  # fmt: skip
     parser.add_argument(
         "--progress",
@@ -147,6 +154,7 @@ def run(arguments: argparse.Namespace) -> int:
         show_progress=arguments.progress,
         pipelines=tuple(arguments.pipeline),
         order=CandidateOrder(arguments.order),
+        online=arguments.online,
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
         extra_flags=parse_flag_text(arguments.flags),
         search_flags=arguments.search_flags,

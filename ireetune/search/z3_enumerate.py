@@ -29,9 +29,13 @@ def domain_values(constraints: Sequence[z3.BoolRef], variable: z3.ArithRef) -> l
 
 
 def enumerate_space(
-    builders: Sequence[SpaceBuilder], seed: int, excluded: Knobs | None = None
+    builders: Sequence[SpaceBuilder],
+    seed: int,
+    excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
-    """Yield distinct solutions of the first satisfiable space among `builders`, lazily."""
+    """Yield distinct solutions of the first satisfiable space among `builders`, lazily; never
+    `excluded` (the default) nor any of `known` (solutions drawn before, stored)."""
     for build in builders:
         context = z3.Context()
         variables, constraints = build(context)
@@ -43,8 +47,9 @@ def enumerate_space(
     else:
         return
     names = sorted(variables)
-    if excluded is not None and {name for name, _ in excluded} == set(names):
-        solver.add(z3.Or([variables[name] != value for name, value in excluded], context))
+    for blocked in (excluded, *known):
+        if blocked is not None and {name for name, _ in blocked} == set(names):
+            solver.add(z3.Or([variables[name] != value for name, value in blocked], context))
     rng = random.Random(seed)
     domains = {name: domain_values(constraints, variables[name]) for name in names}
     while True:

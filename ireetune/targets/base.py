@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from iree.compiler import ir
@@ -12,6 +12,10 @@ from iree.compiler import ir
 from ireetune.flags.space import FlagSpace
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs
+from ireetune.search.features import FeatureSpace
+
+# A machine fact a target's features depend on (vector width, cache size, thread count).
+FactValue = int | float | str
 
 
 class Target(abc.ABC):
@@ -96,6 +100,31 @@ class Target(abc.ABC):
         self, problem: Problem, pool: list[Knobs], seed: int
     ) -> list[tuple[Knobs, float]]:
         """Order a pool of candidates, most promising first, each with its heuristic score."""
+
+    def use_cache_folder(self, folder: Path) -> None:
+        """Keep what is slow to recompute for a problem (the compiler's space) under `folder`.
+
+        Default: nothing is kept. The tuner passes a folder beside its database.
+        """
+
+    def feature_space(self, problem: Problem) -> FeatureSpace | None:
+        """Name the features the learned cost model sees for this problem (None: the target has
+        none, and its heuristic orders alone)."""
+        return None
+
+    def candidate_features(self, problem: Problem, pool: Sequence[Knobs]) -> list[list[float]]:
+        """Return each candidate's features, in `feature_space(problem).names` order.
+
+        Called after `generate_candidates` (or `use_machine_facts`), when the machine is known.
+        """
+        raise NotImplementedError(f"{self.name} has no features for a learned cost model")
+
+    def machine_facts(self) -> dict[str, FactValue]:
+        """Return what the features know about the machine, to record beside measurements."""
+        return {}
+
+    def use_machine_facts(self, facts: Mapping[str, FactValue]) -> None:
+        """Take recorded machine facts (from `machine_facts`), to compute features offline."""
 
     @abc.abstractmethod
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:

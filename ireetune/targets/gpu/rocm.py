@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ireetune.flags.space import FlagSpace
+from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS, ExtraKnob
 from ireetune.targets.gpu.flags import ROCM_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget
 
@@ -19,6 +20,11 @@ class RocmTarget(GpuTarget):
     @property
     def runtime_device(self) -> str:
         return "hip://0"
+
+    @property
+    def extra_knobs(self) -> tuple[ExtraKnob, ...]:
+        # Workgroup reordering lands on ROCm's VectorDistribute only (extra_knobs.py).
+        return (*super().extra_knobs, REORDER_WORKGROUPS)
 
     def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch.name}"]

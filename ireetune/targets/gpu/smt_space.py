@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import z3
@@ -86,12 +86,16 @@ class _SpaceSampler:
 
 
 def sample_spaces(
-    spaces: Sequence[SmtSpace], seed: int, excluded: dict[str, dict[str, int]] | None = None
+    spaces: Sequence[SmtSpace],
+    seed: int,
+    excluded: dict[str, dict[str, int]] | None = None,
+    known: Mapping[str, Sequence[dict[str, int]]] | None = None,
 ) -> Iterator[tuple[int, dict[str, int]]]:
     """Yield (space index, knob values) lazily, taking the spaces in turn until all run dry.
 
-    `excluded` maps a space's label to one solution never to yield (the default configuration).
-    The same seed gives the same sequence.
+    `excluded` maps a space's label to one solution never to yield (the default configuration);
+    `known` to solutions already drawn (stored ones), never yielded again either. The same seed
+    gives the same sequence.
     """
     samplers: dict[int, _SpaceSampler] = {}
     live = list(range(len(spaces)))
@@ -100,6 +104,7 @@ def sample_spaces(
             if index not in samplers:
                 space = spaces[index]
                 blocked = [excluded[space.label]] if excluded and space.label in excluded else []
+                blocked.extend(known.get(space.label, ()) if known else ())
                 samplers[index] = _SpaceSampler(space, seed, blocked)
             values = samplers[index].next()
             if values is None:

@@ -17,11 +17,13 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.database.store import compiler_version, problem_key
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.search.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.targets.base import Target
 from ireetune.targets.gpu.archs import GpuArch
 from ireetune.targets.gpu.batch_proxy import dump_proxy_benchmark, lift_spaces, supports_proxy
@@ -31,6 +33,13 @@ from ireetune.targets.gpu.constraints import (
     default_knob_values,
     emit_constraints,
     read_constraint_spaces,
+)
+from ireetune.targets.gpu.extra_knobs import (
+    NO_BANK_CONFLICT_REDUCTION,
+    ExtraKnob,
+    apply_extra_values,
+    choose_extra_values,
+    default_extra_values,
 )
 from ireetune.targets.gpu.ordering import (
     compute_tile_shape,
@@ -68,33 +77,54 @@ class GpuTarget(Target):
         self.arch = arch
         self.pipelines = tuple(pipelines) or PIPELINES
         self._compiler_space: CompilerSpace | None = None
+        self._cache_root: Path | None = None
+        self._cache: SpaceCache | None = None
 
     @property
     def name(self) -> str:
         return f"{self.arch.family.value}:{self.arch.name}"
 
     @property
+    def extra_knobs(self) -> tuple[ExtraKnob, ...]:
+        """The knobs searched beside the compiler's template (targets/gpu/extra_knobs.py)."""
+        return (NO_BANK_CONFLICT_REDUCTION,)
+
+    @property
     def compiler_space(self) -> CompilerSpace:
         assert self._compiler_space is not None, "prepare() reads the space first"
         return self._compiler_space
+
+    def use_cache_folder(self, folder: Path) -> None:
+        self._cache_root = folder
 
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:
         scratch_dir.mkdir(parents=True, exist_ok=True)
         self._compiler_space = None
-        stripped = scratch_dir / "space_stripped.mlir"
-        strip_configurations(benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S)
-        try:
-            text = emit_constraints(
-                stripped, self.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
+        self._cache = None
+        if self._cache_root is not None:
+            key = compute_cache_key(
+                [problem_key(problem), self.name, *self.compile_flags(), compiler_version()]
             )
-            self._compiler_space = read_constraint_spaces(text, context)
-        except IreetuneError as error:
-            if not (isinstance(problem, ContractionProblem) and supports_proxy(problem)):
-                raise
-            logger.warning("%s; using the space of its batch-free proxy", error)
-            self._compiler_space = self._proxy_space(problem, benchmark_path, scratch_dir, context)
+            self._cache = SpaceCache(self._cache_root / key)
+        stored = self._cache.read_space() if self._cache is not None else None
+        if stored is not None:
+            text, proxy_text = stored
+            self._compiler_space = self._read_space(
+                problem, benchmark_path, text, proxy_text, context
+            )
+        else:
+            text, proxy_text = self._emit_space(problem, benchmark_path, scratch_dir)
+            self._compiler_space = self._read_space(
+                problem, benchmark_path, text, proxy_text, context
+            )
+            if self._cache is not None:
+                meta = {
+                    "problem": problem.signature, "target": self.name,
+                    "flags": self.compile_flags(), "compiler_version": compiler_version(),
+                }  # fmt: skip
+                self._cache.write_space(text, proxy_text, meta)
         if not self._compiler_space.spaces:
             raise IreetuneError(
                 f"the compiler emits no search space for {problem.signature} on {self.name} "
@@ -106,26 +136,49 @@ class GpuTarget(Target):
                 f"no search space for pipeline {', '.join(self.pipelines)}; the compiler offers {', '.join(found)}"
             )
 
-    def _proxy_space(
-        self,
-        problem: ContractionProblem,
-        benchmark_path: Path,
-        scratch_dir: Path,
-        context: ir.Context,
-    ) -> CompilerSpace:
+    def _emit_space(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path
+    ) -> tuple[str, str | None]:
+        """Ask the compiler for the space: its output, and the proxy's when the dispatch's own
+        space cannot be emitted (a batch matmul: the output is then the dispatch's own file,
+        which holds the default configuration)."""
+        stripped = scratch_dir / "space_stripped.mlir"
+        strip_configurations(benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S)
+        try:
+            text = emit_constraints(
+                stripped, self.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
+            )
+            return text, None
+        except IreetuneError as error:
+            if not (isinstance(problem, ContractionProblem) and supports_proxy(problem)):
+                raise
+            logger.warning("%s; using the space of its batch-free proxy", error)
         proxy_benchmark = dump_proxy_benchmark(
             problem, self.compile_flags(), scratch_dir / "proxy", EMIT_TIMEOUT_S
         )
         proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
         strip_configurations(proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S)
-        text = emit_constraints(
+        proxy_text = emit_constraints(
             proxy_stripped,
             self.compile_flags(),
             scratch_dir / "proxy" / "space.mlir",
             EMIT_TIMEOUT_S,
         )
-        proxy = read_constraint_spaces(text, context)
-        original = read_constraint_spaces(benchmark_path.read_text(), context)
+        return benchmark_path.read_text(), proxy_text
+
+    def _read_space(
+        self,
+        problem: Problem,
+        benchmark_path: Path,
+        text: str,
+        proxy_text: str | None,
+        context: ir.Context,
+    ) -> CompilerSpace:
+        if proxy_text is None:
+            return read_constraint_spaces(text, context)
+        assert isinstance(problem, ContractionProblem), "only contractions are read by proxy"
+        proxy = read_constraint_spaces(proxy_text, context)
+        original = read_constraint_spaces(text, context)
         return CompilerSpace(
             lift_spaces(proxy.spaces, problem), original.default_pipeline, original.default_config
         )
@@ -134,13 +187,20 @@ class GpuTarget(Target):
         return [space for space in self.compiler_space.spaces if space.pipeline in self.pipelines]
 
     def _space_of(self, knobs: Knobs) -> tuple[ConstraintSpace, dict[str, int]]:
+        """Return a candidate's space and its template knobs' values (extra knobs left out)."""
         values = dict(knobs)
         space = self.compiler_space.spaces[int(values.pop(SPACE_KNOB))]
         pipeline = values.pop(PIPELINE_KNOB)
         assert pipeline == space.pipeline, (
             f"knobs name {pipeline} but space {space.index} is {space.pipeline}"
         )
+        for knob in self.extra_knobs:
+            values.pop(knob.name, None)
         return space, {name: int(value) for name, value in values.items()}
+
+    def _extra_values_of(self, knobs: Knobs) -> dict[str, int]:
+        values = dict(knobs)
+        return {k.name: int(values.get(k.name, k.values[0])) for k in self.extra_knobs}
 
     def resolved_config(self, knobs: Knobs) -> tuple[ConstraintSpace, ResolvedDict]:
         """Fill the candidate's space template with its knob values.
@@ -151,24 +211,29 @@ class GpuTarget(Target):
         divide the problem (`padding`, `padding_conv`) recomputed for the candidate's own tiles.
         IREE 3.13's templates leave padding out; without it, an implicit-GEMM convolution whose
         tile does not divide its output (56 by 64) ran 70-130x slower than the default on the H100.
+        The extra knobs (targets/gpu/extra_knobs.py) are applied last.
         """
         space, values = self._space_of(knobs)
         resolved = fill_template(space.template, values)
         assert isinstance(resolved, dict)
         default = self.compiler_space.default_config
-        if default is None or self.compiler_space.default_pipeline != space.pipeline:
-            return space, resolved
-        if _uses_igemm(resolved) != _uses_igemm(default):
-            return space, resolved
-        for key, value in default.items():
-            if (
-                key not in resolved
-                and key not in TRANSLATION_KEYS
-                and isinstance(value, OpaqueAttr)
-            ):
-                resolved[key] = value
-        if "padding" in default and "padding" not in resolved:
-            resolved.update(compute_padding(resolved, default, space))
+        same_lowering = (
+            default is not None
+            and self.compiler_space.default_pipeline == space.pipeline
+            and _uses_igemm(resolved) == _uses_igemm(default)
+        )
+        if same_lowering:
+            assert default is not None
+            for key, value in default.items():
+                if (
+                    key not in resolved
+                    and key not in TRANSLATION_KEYS
+                    and isinstance(value, OpaqueAttr)
+                ):
+                    resolved[key] = value
+            if "padding" in default and "padding" not in resolved:
+                resolved.update(compute_padding(resolved, default, space))
+        apply_extra_values(resolved, self.extra_knobs, self._extra_values_of(knobs))
         return space, resolved
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
@@ -178,7 +243,14 @@ class GpuTarget(Target):
         if found is None:
             return None
         space, values = found
-        return make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
+        return make_knobs(
+            {
+                **values,
+                **default_extra_values(self.extra_knobs),
+                SPACE_KNOB: space.index,
+                PIPELINE_KNOB: space.pipeline,
+            }
+        )
 
     def generate_candidates(
         self,
@@ -195,9 +267,43 @@ class GpuTarget(Target):
         if default_knobs is not None:
             space, values = self._space_of(default_knobs)
             excluded[str(space.index)] = values
-        for position, values in sample_spaces(smt_spaces, seed, excluded):
+        # Solutions drawn by earlier runs come first, in a seeded order (search/space_cache.py);
+        # fresh draws follow, stored as they come.
+        stored = self._stored_solutions(spaces, default_knobs)
+        yield from stored_first(stored, seed)
+        known: dict[str, list[dict[str, int]]] = {}
+        for knobs in stored:
+            space, values = self._space_of(knobs)
+            known.setdefault(str(space.index), []).append(values)
+        for position, values in sample_spaces(smt_spaces, seed, excluded, known):
             space = spaces[position]
-            yield make_knobs({**values, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline})
+            extra = choose_extra_values(self.extra_knobs, values, space.pipeline, seed)
+            knobs = make_knobs(
+                {**values, **extra, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline}
+            )
+            if self._cache is not None:
+                self._cache.add_solution(knobs)
+            yield knobs
+
+    def _stored_solutions(
+        self, spaces: Sequence[ConstraintSpace], default_knobs: Knobs | None
+    ) -> list[Knobs]:
+        """Return the cached solutions of the usable spaces (never the default)."""
+        if self._cache is None:
+            return []
+        by_index = {space.index: space for space in spaces}
+        extra = {knob.name: knob.values for knob in self.extra_knobs}
+        usable = []
+        for knobs in self._cache.read_solutions():
+            values = dict(knobs)
+            index = values.pop(SPACE_KNOB, None)
+            space = by_index.get(index) if isinstance(index, int) else None
+            if space is None or values.pop(PIPELINE_KNOB, None) != space.pipeline:
+                continue
+            extra_ok = all(values.pop(name, None) in allowed for name, allowed in extra.items())
+            if extra_ok and set(values) == set(space.knob_names) and knobs != default_knobs:
+                usable.append(knobs)
+        return usable
 
     def order_candidates(
         self, problem: Problem, pool: list[Knobs], seed: int

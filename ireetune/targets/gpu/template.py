@@ -234,12 +234,16 @@ def build_compilation_info(
         lowering_config = iree_gpu.LoweringConfigAttr.get(ir.DictAttr.get(lowering_fields))
         options = resolved.get(PIPELINE_OPTIONS_KEY, {})
         assert isinstance(options, dict)
+        reorder = options.get("reorder_workgroups_strategy")
         pipeline_options = iree_gpu.PipelineOptionsAttr.get(
             prefetch_num_stages=_optional_int(options.get("prefetch_num_stages")),
             no_reduce_shared_memory_bank_conflicts=_optional_bool(
                 options.get("no_reduce_shared_memory_bank_conflicts")
             ),
             use_igemm_convolution=_optional_bool(options.get("use_igemm_convolution")),
+            reorder_workgroups_strategy=(
+                ir.Attribute.parse(reorder.text) if isinstance(reorder, OpaqueAttr) else None
+            ),
         )
         workgroup_size = resolved.get(WORKGROUP_SIZE_KEY)
         subgroup_size = resolved.get(SUBGROUP_SIZE_KEY)

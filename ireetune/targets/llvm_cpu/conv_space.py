@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import z3
@@ -140,7 +140,11 @@ def build_conv_constraints(
 
 
 def enumerate_conv_space(
-    sizes: CpuConvSizes, facts: CpuFacts, seed: int, excluded: Knobs | None = None
+    sizes: CpuConvSizes,
+    facts: CpuFacts,
+    seed: int,
+    excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
     """Yield valid convolution configurations lazily and reproducibly for a seed."""
     return enumerate_z3_space(
@@ -150,6 +154,7 @@ def enumerate_conv_space(
         ],
         seed,
         excluded,
+        known,
     )
 
 

@@ -12,7 +12,7 @@ Every other loop gets tile 1 (batch, outer M and N loops) or is left to the comp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import z3
@@ -135,6 +135,7 @@ def enumerate_space(
     facts: CpuFacts,
     seed: int,
     excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
     """Yield distinct valid configurations lazily, one z3 query each, reproducibly for a seed.
 
@@ -148,6 +149,7 @@ def enumerate_space(
         ],
         seed,
         excluded,
+        known,
     )
 
 

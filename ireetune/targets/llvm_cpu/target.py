@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.database.store import problem_key
 from ireetune.errors import IreetuneError
 from ireetune.flags.space import FlagSpace
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import Problem
 from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.targets.base import Target
+from ireetune.search.features import FeatureSpace
+from ireetune.search.space_cache import SpaceCache, compute_cache_key, stored_first
+from ireetune.targets.base import FactValue, Target
 from ireetune.targets.llvm_cpu.conv_space import (
+    CONV_KNOB_NAMES,
     CONV_PIPELINE,
     compute_conv_sizes,
     conv_tile_lists,
@@ -26,6 +32,12 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
+from ireetune.targets.llvm_cpu.features import (
+    FEATURE_FAMILY,
+    FEATURE_NAMES,
+    contraction_features,
+    convolution_features,
+)
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 from ireetune.targets.llvm_cpu.mmt4d_space import (
     MMT4D_PIPELINE,
@@ -36,9 +48,17 @@ from ireetune.targets.llvm_cpu.mmt4d_space import (
     parse_default_mmt4d_knobs,
 )
 from ireetune.targets.llvm_cpu.ordering import order_by_score
-from ireetune.targets.llvm_cpu.space import compute_problem_sizes, enumerate_space, tile_lists
+from ireetune.targets.llvm_cpu.space import (
+    KNOB_NAMES,
+    compute_problem_sizes,
+    enumerate_space,
+    tile_lists,
+)
 
 PIPELINE = "DoubleTilingExpert"
+# Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
+# it whenever their constraints change, so that no stored configuration of the old space is used.
+SPACE_VERSION = "llvm-cpu-space/v1"
 
 
 class LlvmCpuTarget(Target):
@@ -48,6 +68,7 @@ class LlvmCpuTarget(Target):
         self.cpu = cpu
         self.threads = threads or len(os.sched_getaffinity(0))
         self._facts: CpuFacts | None = None
+        self._cache_root: Path | None = None
 
     @property
     def name(self) -> str:
@@ -94,6 +115,9 @@ class LlvmCpuTarget(Target):
             self._facts = read_cpu_facts(variant_target, self.threads)
         return self._facts
 
+    def use_cache_folder(self, folder: Path) -> None:
+        self._cache_root = folder
+
     def generate_candidates(
         self,
         problem: Problem,
@@ -102,12 +126,29 @@ class LlvmCpuTarget(Target):
         seed: int,
     ) -> Iterator[Knobs]:
         facts = self.facts(variant_target)
+        cache = None
+        if self._cache_root is not None:
+            key = compute_cache_key(
+                [problem_key(problem), self.name, json.dumps(dataclasses.asdict(facts)), SPACE_VERSION]
+            )  # fmt: skip
+            cache = SpaceCache(self._cache_root / key)
+        names = set(CONV_KNOB_NAMES if isinstance(problem, ConvolutionProblem) else KNOB_NAMES)
+        stored = [
+            knobs
+            for knobs in (cache.read_solutions() if cache is not None else [])
+            if {name for name, _ in knobs} == names and knobs != default_knobs
+        ]
         if isinstance(problem, ConvolutionProblem):
-            return enumerate_conv_space(compute_conv_sizes(problem), facts, seed, default_knobs)
-        if _as_contraction(problem).is_mmt4d:
+            live = enumerate_conv_space(
+                compute_conv_sizes(problem), facts, seed, default_knobs, stored
+            )
+        elif _as_contraction(problem).is_mmt4d:
+            # Data-tiled matmuls have their own knobs; their space is small and not cached.
             return enumerate_mmt4d_space(compute_mmt4d_sizes(problem), facts, seed, default_knobs)
-        sizes = compute_problem_sizes(_as_contraction(problem))
-        return enumerate_space(sizes, facts, seed, excluded=default_knobs)
+        else:
+            sizes = compute_problem_sizes(_as_contraction(problem))
+            live = enumerate_space(sizes, facts, seed, excluded=default_knobs, known=stored)
+        return _stored_then_live(stored, live, cache, seed)
 
     def order_candidates(
         self, problem: Problem, pool: list[Knobs], seed: int
@@ -119,6 +160,37 @@ class LlvmCpuTarget(Target):
             return order_mmt4d_candidates(compute_mmt4d_sizes(problem), self._facts, pool, seed)
         sizes = compute_problem_sizes(_as_contraction(problem))
         return order_by_score(sizes, self._facts, pool, seed)
+
+    def feature_space(self, problem: Problem) -> FeatureSpace | None:
+        if not isinstance(problem, ConvolutionProblem) and _as_contraction(problem).is_mmt4d:
+            # No features for data-tiled matmuls yet: their heuristic orders them.
+            return None
+        return FeatureSpace(FEATURE_FAMILY, FEATURE_NAMES)
+
+    def candidate_features(self, problem: Problem, pool: Sequence[Knobs]) -> list[list[float]]:
+        assert self._facts is not None, "facts are read when candidates are generated"
+        facts = self._facts
+        if isinstance(problem, ConvolutionProblem):
+            conv_sizes = compute_conv_sizes(problem)
+            return [convolution_features(conv_sizes, facts, knobs) for knobs in pool]
+        sizes = compute_problem_sizes(_as_contraction(problem))
+        return [contraction_features(sizes, facts, knobs) for knobs in pool]
+
+    def machine_facts(self) -> dict[str, FactValue]:
+        assert self._facts is not None, "facts are read when candidates are generated"
+        return dataclasses.asdict(self._facts)
+
+    def use_machine_facts(self, facts: Mapping[str, FactValue]) -> None:
+        names = {field.name: field.type for field in dataclasses.fields(CpuFacts)}
+        if set(facts) - set(names) or not {"cpu", "native_vector_bytes"} <= set(facts):
+            raise IreetuneError(f"not the facts of a CPU: {sorted(facts)}")
+        values: dict[str, int | str] = {}
+        for name, value in facts.items():
+            wanted = str if name == "cpu" else int
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                raise IreetuneError(f"CPU fact {name} must be {wanted.__name__}, got {value!r:.40}")
+            values[name] = value
+        self._facts = CpuFacts(**values)  # type: ignore[arg-type]
 
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
         if isinstance(problem, ConvolutionProblem):
@@ -162,6 +234,17 @@ class LlvmCpuTarget(Target):
                 "vec_k": levels["vector_reduction"][k],
             }
         )
+
+
+def _stored_then_live(
+    stored: list[Knobs], live: Iterator[Knobs], cache: SpaceCache | None, seed: int
+) -> Iterator[Knobs]:
+    """Yield stored solutions (seeded order), then fresh ones, storing those as they come."""
+    yield from stored_first(stored, seed)
+    for knobs in live:
+        if cache is not None:
+            cache.add_solution(knobs)
+        yield knobs
 
 
 def _as_contraction(problem: Problem) -> ContractionProblem:

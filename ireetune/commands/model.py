@@ -1,0 +1,96 @@
+"""`ireetune model train|explain`: the learned cost model that orders candidates."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ireetune.errors import IreetuneError
+
+# Features whose share of the model's split gain is below this are summed into one line.
+SHOWN_SHARE = 0.01
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "model", help="train the learned cost model, or show what it learned"
+    )
+    database_help = (
+        "database file whose folder keeps the models (default: $IREETUNE_DB, else the user cache)"
+    )
+    actions = parser.add_subparsers(dest="model_command", required=True, parser_class=type(parser))
+    train = actions.add_parser(
+        "train",
+        help="train one model per feature family from the database and recorded spaces; the "
+        "tuner then orders with it",
+    )
+    train.add_argument(
+        "--spaces", type=Path, action="append", default=[],
+        help="a folder of recorded spaces (data/spaces/cpu); repeatable",
+    )  # fmt: skip
+    train.add_argument("--seed", type=int, default=0)
+    explain = actions.add_parser("explain", help="the features that matter to each stored model")
+    explain.add_argument("--top", type=int, default=12, help="features shown per model")
+    for action in (train, explain):
+        action.add_argument("--db", type=Path, default=None, help=database_help)
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from ireetune.database.store import default_database_path
+    from ireetune.search.model_store import model_folder
+
+    database_path = arguments.db or default_database_path()
+    folder = model_folder(database_path)
+    if arguments.model_command == "train":
+        return _train(database_path, folder, arguments.spaces, arguments.seed)
+    return _explain(folder, arguments.top)
+
+
+def _train(database_path: Path, folder: Path, space_folders: list[Path], seed: int) -> int:
+    from ireetune.database.store import TuningDatabase
+    from ireetune.search.cost_model import explain_cost_model
+    from ireetune.search.model_store import train_pinned_models
+    from ireetune.search.recorded import load_recorded_spaces
+
+    spaces = [
+        space for space_folder in space_folders for space in load_recorded_spaces(space_folder)
+    ]
+    results = []
+    if database_path.exists():
+        with TuningDatabase(database_path) as database:
+            results = list(database.all_results())
+    trained = train_pinned_models(results, folder, spaces, seed)
+    for path, model in trained:
+        top = ", ".join(name for name, _ in explain_cost_model(model)[:5])
+        sys.stdout.write(
+            f"{model.family}: {len(model.groups)} problems, {model.rows} candidates -> {path} "
+            f"({path.stat().st_size / 1024:.0f} KiB); leading features: {top}\n"
+        )
+    return 0
+
+
+def _explain(folder: Path, top: int) -> int:
+    from ireetune.search.cost_model import explain_cost_model, load_cost_model
+
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not paths:
+        raise IreetuneError(
+            f"no cost model in {folder}: run `ireetune model train --spaces DIR`, or tune until "
+            "the database holds enough measured problems"
+        )
+    for path in paths:
+        model = load_cost_model(path)
+        sys.stdout.write(
+            f"{path.name}: {model.family}, trained {model.trained_at} on {len(model.groups)} "
+            f"problems ({model.rows} candidates), {path.stat().st_size / 1024:.0f} KiB\n"
+        )
+        shares = explain_cost_model(model)
+        shown = [item for item in shares[:top] if item[1] >= SHOWN_SHARE]
+        for name, share in shown:
+            sys.stdout.write(f"  {share:6.1%}  {name}\n")
+        rest = sum(share for _, share in shares[len(shown) :])
+        if rest > 0:
+            sys.stdout.write(f"  {rest:6.1%}  the other {len(shares) - len(shown)} features\n")
+    return 0

@@ -1,0 +1,169 @@
+"""Order candidates with the learned cost model, and re-rank them as measurements arrive.
+
+The tuner's strategies, side by side (bench/ordering_eval.py replays each on recorded spaces):
+
+- `heuristic`: the target's hand-weighted score (`Target.order_candidates`);
+- `learned`: the cost model's scores, trained on other problems;
+- `learned-online`: the same, re-ranked between batches of measurements of this problem
+  (`rerank_remaining`), the model updated on what was measured.
+
+Ties are broken by a seeded hash of each configuration, never by the pool's order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from ireetune.database.keys import describe_target
+from ireetune.database.store import TuningDatabase
+from ireetune.errors import IreetuneError
+from ireetune.problem.root_op import Problem
+from ireetune.search.candidate import Knobs
+from ireetune.search.cost_model import CostModel, TrainingGroup, update_cost_model
+from ireetune.search.model_store import choose_model, model_folder, remember_machine_facts
+from ireetune.targets.base import Target
+
+CURRENT_PROBLEM = "current problem"
+
+
+def _tie_break(seed: int, knobs: Knobs) -> float:
+    return random.Random(f"{seed}:{knobs}").random()
+
+
+def order_with_model(
+    target: Target, problem: Problem, model: CostModel, pool: Sequence[Knobs], seed: int
+) -> list[tuple[Knobs, float]]:
+    """Sort a pool by the model's score, best first, each with its score."""
+    space = target.feature_space(problem)
+    assert space is not None and space.family == model.family, "model fits the target's features"
+    scores = model.predict(target.candidate_features(problem, pool))
+    ranked = sorted(
+        zip(pool, scores, strict=True), key=lambda item: (-item[1], _tie_break(seed, item[0]))
+    )
+    return [(knobs, score) for knobs, score in ranked]
+
+
+def order_pool(
+    target: Target,
+    problem: Problem,
+    executable_target: str,
+    pool: Sequence[Knobs],
+    seed: int,
+    database: TuningDatabase | None,
+    order: str,
+) -> tuple[list[tuple[Knobs, float]], str, CostModel | None]:
+    """Order a pool the way `order` asks (`auto`, `learned` or `heuristic`); say how it was done,
+    and return the model used (None for the heuristic).
+
+    `auto` uses the learned model when one is stored beside the database or the database holds
+    enough rows to train one (ireetune/search/model_store.py), else the heuristic; `learned`
+    insists on a model.
+    """
+    if order == "heuristic":
+        return target.order_candidates(problem, list(pool), seed), "heuristic", None
+    if database is None:
+        if order == "learned":
+            raise IreetuneError("--order learned needs the tuning database (drop --no-db)")
+        return target.order_candidates(problem, list(pool), seed), "heuristic: no database", None
+    target_key = describe_target(target.name, executable_target)
+    folder = model_folder(database.path)
+    if target.feature_space(problem) is not None:
+        remember_machine_facts(folder, target_key, target.machine_facts())
+    choice = choose_model(target, problem, database.all_results(), target_key, folder)
+    if choice.model is None:
+        if order == "learned":
+            raise IreetuneError(f"--order learned: no cost model ({choice.reason})")
+        return target.order_candidates(problem, list(pool), seed), choice.reason, None
+    ordered = order_with_model(target, problem, choice.model, pool, seed)
+    return ordered, choice.reason, choice.model
+
+
+def rerank_remaining(
+    target: Target,
+    problem: Problem,
+    model: CostModel,
+    remaining: Sequence[Knobs],
+    measured: Sequence[tuple[Knobs, float | None]],
+    seed: int,
+) -> tuple[list[tuple[Knobs, float]], CostModel]:
+    """Update the model on this problem's measurements so far, then re-rank what remains.
+
+    `measured` holds every candidate tried: its time in ms, or None when it failed to compile or
+    run (it ranks below everything that ran). Returns the new order and the updated model; call
+    it again with all measurements (not only the new ones) and the model trained offline, so the
+    result does not depend on how the measurements were batched.
+    """
+    if not measured:
+        return order_with_model(target, problem, model, remaining, seed), model
+    knobs_measured = [knobs for knobs, _ in measured]
+    group = TrainingGroup(
+        CURRENT_PROBLEM,
+        tuple(tuple(row) for row in target.candidate_features(problem, knobs_measured)),
+        tuple(time_ms for _, time_ms in measured),
+    )
+    updated = update_cost_model(model, group)
+    return order_with_model(target, problem, updated, remaining, seed), updated
+
+
+def plan_rounds(num_candidates: int) -> list[int]:
+    """Split a budget into measurement rounds: a quarter, a quarter, the rest.
+
+    Between rounds the model learns from what was measured. Below 16 candidates a round would
+    teach too little to be worth its extra baseline timings, so there is one round.
+    """
+    if num_candidates < MIN_ONLINE_CANDIDATES:
+        return [num_candidates]
+    quarter = num_candidates // 4
+    return [quarter, quarter, num_candidates - 2 * quarter]
+
+
+MIN_ONLINE_CANDIDATES = 16
+
+
+class OnlineSearch:
+    """Pick each round's candidates from the pool, re-ranked with everything measured so far.
+
+    The pool is what the sampler drew; the first round is the model's best, and every later
+    round the best of what remains under the model updated on this problem's measurements
+    (`rerank_remaining`, always from the model trained offline, so the result does not depend on
+    how the measurements were split into rounds).
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        problem: Problem,
+        model: CostModel,
+        ordered_pool: Sequence[tuple[Knobs, float]],
+        rounds: Sequence[int],
+        seed: int,
+    ) -> None:
+        assert rounds and sum(rounds) <= len(ordered_pool), "the pool covers the budget"
+        self.target = target
+        self.problem = problem
+        self.model = model
+        self.seed = seed
+        self.rounds = list(rounds)
+        self.first_round = list(ordered_pool[: rounds[0]])
+        self.remaining = [knobs for knobs, _ in ordered_pool[rounds[0] :]]
+        self.next_index = 1
+
+    @property
+    def rounds_left(self) -> int:
+        return len(self.rounds) - self.next_index
+
+    def next_round(
+        self, measured: Sequence[tuple[Knobs, float | None]]
+    ) -> list[tuple[Knobs, float]]:
+        """Return the next round's candidates, best first, given every measurement so far."""
+        assert self.rounds_left > 0, "no round left"
+        size = self.rounds[self.next_index]
+        self.next_index += 1
+        ordered, _ = rerank_remaining(
+            self.target, self.problem, self.model, self.remaining, measured, self.seed
+        )
+        chosen = ordered[:size]
+        taken = {knobs for knobs, _ in chosen}
+        self.remaining = [knobs for knobs in self.remaining if knobs not in taken]
+        return chosen

@@ -1,0 +1,265 @@
+"""Recorded spaces: large measured samples of one problem's search space, with provenance.
+
+A recorded space is what a tuning run with the random order measured, kept compactly so that
+orderings and cost models can be evaluated and trained without a device (bench/ordering_eval.py)
+and the dataset can live in the repository (data/spaces/). One gzipped JSON file per problem:
+
+    {"format": "ireetune-recorded-space", "version": 1, "name": "matmul_256x384x512_f32",
+     "target": "cpu#3f2a...", "target_name": "cpu", "device": "local-task (AMD EPYC, 2 cores)",
+     "problem": {<the problem record's fields, as in the database key>},
+     "facts": {<what the target's features need to know about the machine>},
+     "provenance": {"machine": ..., "date": ..., "compiler_version": ..., "load_average_before": ...},
+     "knob_names": ["dist_m", "dist_n", "vec_k", "vec_m", "vec_n"],
+     "baseline": {"knobs": [64, 64, 16, 8, 16], "status": "measured", "min_ms": 1.60,
+                  "median_ms": 1.71, "speedup": 1.0, "confirmed": true, "binary": "3a5700b8..."},
+     "columns": ["knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary"],
+     "rows": [[[259, 16, 2, 7, 16], "measured", 2.14, 2.17, 0.79, false, "f95f1d60..."], ...]}
+
+`min_ms` and `median_ms` summarise the candidate's repetitions: those of the first pass, or,
+for the leaders re-timed in interleaved rounds with the default (`confirmed`), those of the
+rounds. `speedup` is what the tuner reported, against the default timed alongside. Replays rank
+by `min_ms`: on a shared machine other jobs only ever slow a repetition down, so the fastest
+repetition is the estimate they disturb least (on the 2-core development machine the default's
+median moved 61% between the first and the last minutes of one recording, and speedups against
+it moved with it). `binary` is the first 16 hex digits of the compiled binary's hash: a
+`duplicate` row costs no benchmark and runs as fast as the measured row with the same binary; a
+`not-applied` row runs the default's binary. GPU spaces use the same format with their own
+knob names and facts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.root_op import Problem, problem_from_fields
+from ireetune.search.candidate import Knobs, make_knobs
+
+FORMAT_NAME = "ireetune-recorded-space"
+FORMAT_VERSION = 1
+COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
+BINARY_DIGITS = 16
+MEASURED_STATUSES = frozenset({"measured", "verified", "wrong"})
+
+FactValue = int | float | str
+
+
+@dataclass(frozen=True)
+class RecordedRow:
+    """One candidate of a recorded space: its knobs, its fate and its first-pass time."""
+
+    knobs: Knobs
+    status: str
+    min_ms: float | None
+    median_ms: float | None = None
+    speedup: float | None = None
+    confirmed: bool = False
+    binary: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedSpace:
+    """A measured sample of one problem's space on one target and machine."""
+
+    name: str
+    target: str
+    device: str
+    problem: Problem
+    facts: Mapping[str, FactValue]
+    provenance: Mapping[str, object]
+    rows: tuple[RecordedRow, ...]
+    baseline: RecordedRow | None = None
+    target_name: str = "cpu"
+    knob_names: tuple[str, ...] = field(default=())
+
+    def effective_times(self) -> list[float | None]:
+        """Return each row's time (its fastest repetition, ms) as the tuner would see it (None
+        where nothing runs).
+
+        A duplicate runs as fast as the measured row with its binary; a config that did not apply
+        runs the default's binary.
+        """
+        by_binary: dict[str, float] = {}
+        for row in (*self.rows, *(() if self.baseline is None else (self.baseline,))):
+            if row.binary and row.min_ms is not None:
+                by_binary.setdefault(row.binary, row.min_ms)
+        times: list[float | None] = []
+        for row in self.rows:
+            time = row.min_ms
+            if time is None and row.status in ("duplicate", "not-applied"):
+                time = by_binary.get(row.binary)
+            times.append(time)
+        return times
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _row_from_result(candidate: Mapping[str, object]) -> RecordedRow:
+    knobs_data = candidate.get("knobs")
+    assert isinstance(knobs_data, dict), "a candidate of a run folder has knobs"
+    status = str(candidate.get("status", ""))
+    measured = status in MEASURED_STATUSES
+    return RecordedRow(
+        knobs=make_knobs(knobs_data),
+        status=status,
+        min_ms=_finite(candidate.get("min_ms")) if measured else None,
+        median_ms=_finite(candidate.get("median_ms")) if measured else None,
+        speedup=_finite(candidate.get("speedup")) if measured else None,
+        confirmed=bool(candidate.get("confirmed")) if measured else False,
+        binary=str(candidate.get("binary_hash") or "")[:BINARY_DIGITS],
+    )
+
+
+def read_run_folder_rows(
+    run_dir: Path,
+) -> tuple[RecordedRow | None, tuple[RecordedRow, ...], dict[str, object]]:
+    """Read every candidate's knobs, status and first-pass time from a run folder's results.json.
+
+    Returns the default (candidate 0, None when its config has no knobs), the candidates in the
+    order they were generated, and the run's information. The first-pass time is the one every
+    candidate got in the same conditions; confirmation rounds, which only leaders get, are not
+    used.
+    """
+    results_path = run_dir / "results.json"
+    if not results_path.is_file():
+        raise IreetuneError(f"{run_dir} has no results.json; is it a tuning run folder?")
+    data = json.loads(results_path.read_text())
+    candidates = sorted(data.get("candidates", []), key=lambda c: int(c["candidate_id"]))
+    baseline = next(
+        (
+            _row_from_result(c)
+            for c in candidates
+            if int(c["candidate_id"]) == 0 and c.get("knobs") is not None
+        ),
+        None,
+    )
+    rows = tuple(_row_from_result(c) for c in candidates if int(c["candidate_id"]) != 0)
+    info = {key: value for key, value in data.items() if key != "candidates"}
+    return baseline, rows, info
+
+
+def _encode_row(row: RecordedRow, knob_names: Sequence[str]) -> list[object]:
+    values = dict(row.knobs)
+    knob_values = [values[name] for name in knob_names]
+    return [
+        knob_values, row.status, row.min_ms, row.median_ms, row.speedup, row.confirmed, row.binary
+    ]  # fmt: skip
+
+
+def encode_recorded_space(space: RecordedSpace) -> dict[str, object]:
+    """Return the JSON form of a recorded space; the first row of a run is its baseline."""
+    knob_names = space.knob_names or tuple(name for name, _ in space.rows[0].knobs)
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "name": space.name,
+        "target": space.target,
+        "target_name": space.target_name,
+        "device": space.device,
+        "problem": asdict(space.problem),
+        "facts": dict(space.facts),
+        "provenance": dict(space.provenance),
+        "knob_names": list(knob_names),
+        "baseline": None
+        if space.baseline is None
+        else dict(zip(COLUMNS, _encode_row(space.baseline, knob_names), strict=True)),
+        "columns": list(COLUMNS),
+        "rows": [_encode_row(row, knob_names) for row in space.rows],
+    }
+
+
+def write_recorded_space(space: RecordedSpace, folder: Path) -> Path:
+    """Write `<folder>/<name>.json.gz` reproducibly (no time stamp in the gzip header)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{space.name}.json.gz"
+    text = json.dumps(encode_recorded_space(space), separators=(",", ":"), sort_keys=True)
+    path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    return path
+
+
+def _decode_row(values: object, knob_names: Sequence[str], where: str) -> RecordedRow:
+    if not isinstance(values, list) or len(values) != len(COLUMNS):
+        raise IreetuneError(f"{where}: a row must be a list of {len(COLUMNS)} values")
+    knob_values, status, min_ms, median_ms, speedup, confirmed, binary = values
+    if not isinstance(knob_values, list) or len(knob_values) != len(knob_names):
+        raise IreetuneError(f"{where}: a row's knobs must list {len(knob_names)} values")
+    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in knob_values):
+        raise IreetuneError(f"{where}: knob values must be integers or text")
+    return RecordedRow(
+        knobs=make_knobs(dict(zip(knob_names, knob_values, strict=True))),
+        status=str(status),
+        min_ms=_finite(min_ms),
+        median_ms=_finite(median_ms),
+        speedup=_finite(speedup),
+        confirmed=confirmed is True,
+        binary=str(binary or ""),
+    )
+
+
+def decode_recorded_space(data: object, where: str) -> RecordedSpace:
+    """Read the JSON form back, checking its format; `where` names the source in errors."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise IreetuneError(f"{where} is not a recorded space ({FORMAT_NAME})")
+    if data.get("version") != FORMAT_VERSION:
+        raise IreetuneError(
+            f"{where}: recorded-space version {data.get('version')!r} is not {FORMAT_VERSION}"
+        )
+    knob_names = data.get("knob_names")
+    if not isinstance(knob_names, list) or not all(isinstance(n, str) for n in knob_names):
+        raise IreetuneError(f"{where}: knob_names must be a list of names")
+    rows = data.get("rows")
+    if not isinstance(rows, list):
+        raise IreetuneError(f"{where}: rows must be a list")
+    problem_fields = data.get("problem")
+    if not isinstance(problem_fields, dict):
+        raise IreetuneError(f"{where}: problem must be an object")
+    baseline = data.get("baseline")
+    facts = data.get("facts")
+    provenance = data.get("provenance")
+    if not isinstance(facts, dict) or not isinstance(provenance, dict):
+        raise IreetuneError(f"{where}: facts and provenance must be objects")
+    return RecordedSpace(
+        name=str(data.get("name", "")),
+        target=str(data.get("target", "")),
+        target_name=str(data.get("target_name", "cpu")),
+        device=str(data.get("device", "")),
+        problem=problem_from_fields(problem_fields),
+        facts=facts,
+        provenance=provenance,
+        rows=tuple(_decode_row(row, knob_names, where) for row in rows),
+        baseline=None
+        if baseline is None
+        else _decode_row([baseline.get(c) for c in COLUMNS], knob_names, where),
+        knob_names=tuple(knob_names),
+    )
+
+
+def load_recorded_space(path: Path) -> RecordedSpace:
+    """Read one `*.json.gz` (or plain `*.json`) recorded space."""
+    try:
+        raw = path.read_bytes()
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        data = json.loads(text)
+    except (OSError, EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise IreetuneError(f"cannot read recorded space {path}: {error}") from None
+    return decode_recorded_space(data, str(path))
+
+
+def load_recorded_spaces(folder: Path) -> list[RecordedSpace]:
+    """Read every recorded space under `folder` (recursively), sorted by name."""
+    if not folder.is_dir():
+        raise IreetuneError(f"{folder} is not a folder of recorded spaces")
+    paths = sorted({*folder.rglob("*.json.gz"), *folder.rglob("*.json")})
+    if not paths:
+        raise IreetuneError(f"{folder} holds no recorded spaces (*.json.gz)")
+    return sorted((load_recorded_space(path) for path in paths), key=lambda s: s.name)
