@@ -140,6 +140,8 @@ class ModelTuneResult:
     tuned_flags_path: Path | None = None
     # The untouched default model against the tuned one (flags and spec), side by side.
     combined: SpeedupEstimate | None = None
+    # The MLIR that was tuned (an ONNX model's import): what iree-compile takes.
+    mlir_path: Path | None = None
 
     @property
     def speedup(self) -> float:
@@ -475,7 +477,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     )  # fmt: skip
     model_result = ModelTuneResult(
         run_dir, final_default, final_tuned, tuned_spec_path, outcomes, tuple(notes),
-        final_estimate, target.global_flags, flag_search, tuned_flags_path, combined,
+        final_estimate, target.global_flags, flag_search, tuned_flags_path, combined, mlir_path,
     )  # fmt: skip
     _write_report(run_dir, options, hot, model_result, time.monotonic() - started)
     return model_result
@@ -734,8 +736,11 @@ def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> li
         lines.append(
             "apply: "
             + apply_command(
-                options.model_path, target, result.tuned_flags_path, result.tuned_spec_path
-            )
+                result.mlir_path or options.model_path,
+                target,
+                result.tuned_flags_path,
+                result.tuned_spec_path,
+            )  # fmt: skip
         )
     return lines
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -137,6 +138,19 @@ def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
         "kept --iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d"
         in (result.run_dir / "report.txt").read_text()
     )
+    # The one command the report gives builds the tuned model.
+    report_text = (result.run_dir / "report.txt").read_text()
+    apply_line = next(line for line in report_text.splitlines() if line.startswith("apply: "))
+    words = shlex.split(apply_line.removeprefix("apply: "))
+    assert (words[0], words[-2:]) == ("iree-compile", ["-o", "model.vmfb"])
+    applied = tmp_path / "applied.vmfb"
+    subprocess.run([IREE_COMPILE, *words[1:-1], str(applied)], check=True, capture_output=True)
+    expected = (
+        result.run_dir / "tuned.vmfb"
+        if result.tuned_spec_path
+        else result.flag_search.winner_binary
+    )
+    assert expected is not None and _sha256(applied) == _sha256(expected)
     report = json.loads((result.run_dir / "report.json").read_text())
     assert report["flags"] == list(DATA_TILING)
     assert report["combined_speedup"] is not None
