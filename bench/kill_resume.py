@@ -83,6 +83,18 @@ def _descendants(pid: int) -> set[int]:
     return found - {pid}
 
 
+def _command_line(pid: int) -> str | None:
+    """Return a live (non-zombie) process's command line, or None."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if state == "Z":
+        return None
+    return " ".join(w.decode(errors="replace") for w in words if w)[:120]
+
+
 def run_trial(index: int, model: Path, work: Path, generator: random.Random) -> dict[str, object]:
     database = work / f"t{index}.sqlite"
     killed_at = generator.uniform(2.0, 25.0)
@@ -100,7 +112,11 @@ def run_trial(index: int, model: Path, work: Path, generator: random.Random) -> 
     process.send_signal(signal.SIGKILL)
     process.wait()
     time.sleep(0.5)
-    orphans = sorted(pid for pid in children if Path(f"/proc/{pid}").exists())
+    orphans = sorted(
+        _command_line(pid)
+        for pid in children
+        if Path(f"/proc/{pid}").exists() and _command_line(pid) is not None
+    )
     before = {c: r for c, r in _rows(database).items() if r[0] in ("measured", "verified", "wrong")}
     resumed = subprocess.run(
         _command(model, work / f"t{index}b", database), capture_output=True, text=True, check=False

@@ -12,6 +12,12 @@ The kernel sends the parent-death signal when the *thread* that started the chil
 process: start a child and wait for it in the same thread (the compile pool's threads live as
 long as the pool, the benchmark runner starts and stops its worker in the thread that reads it).
 
+The parent-death signal reaches the child only, not what the child started (iree-compile runs
+its linker as a child of its own). So a small watchdog process, started once, is told each
+child's group; when the tuner dies without saying goodbye (its pipe closes without the clean-exit
+line), the watchdog kills every process still in those groups that started after the group's
+leader.
+
 A child in its own group no longer receives the terminal's Ctrl-C, so an interrupted tuner stops
 them itself: `stop_all_children` kills every live child's group and lets no new child start
 (the command line calls it on KeyboardInterrupt, the compile pool before it waits for its
@@ -22,6 +28,7 @@ Runtime-only: imported by the benchmark side, so nothing here may import the com
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import os
@@ -66,6 +73,101 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+# The watchdog: reads "+PGID STARTTIME" and "-PGID" lines; "!" means a clean exit (kill nothing).
+# On end of input without "!", it SIGKILLs every process of a recorded group that started no
+# earlier than the group's leader (so a reused group id is never hit). Plain Python, no imports
+# of ours: it starts in tens of milliseconds.
+_WATCHDOG_CODE = """
+import os, signal, sys
+groups = {}
+clean = False
+for line in sys.stdin:
+    line = line.strip()
+    if line == "!":
+        clean = True
+    elif line.startswith("+"):
+        group, start = line[1:].split()
+        groups[int(group)] = int(start)
+    elif line.startswith("-"):
+        groups.pop(int(line[1:]), None)
+if not clean and groups:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        group, start = int(fields[2]), int(fields[19])
+        if group in groups and start >= groups[group]:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
+"""
+
+
+class _Watchdog:
+    """The process that kills our children's groups if this process dies (Linux only)."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    def _send(self, line: str) -> None:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,
+            )
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(line + "\n")
+            self._process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._process = None
+
+    def watch(self, pid: int) -> None:
+        """Record a new child's group (led by `pid`)."""
+        start = _start_time(pid)
+        if start is None:
+            return
+        with self._lock:
+            self._send(f"+{pid} {start}")
+
+    def forget(self, pid: int) -> None:
+        """The child's group is done: stop watching it."""
+        with self._lock:
+            if self._process is not None:
+                self._send(f"-{pid}")
+
+    def close(self) -> None:
+        """A clean exit: tell the watchdog to kill nothing, and let it go."""
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                self._send("!")
+                assert self._process.stdin is not None
+                self._process.stdin.close()
+
+
+def _start_time(pid: int) -> int | None:
+    """Return a process's start time in clock ticks since boot (Linux /proc), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[19])
+
+
+_WATCHDOG = _Watchdog()
+atexit.register(_WATCHDOG.close)
+
+
 def start_child(
     arguments: Sequence[str],
     *,
@@ -94,6 +196,8 @@ def start_child(
             preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
         _live_children.add(process)
+    if sys.platform.startswith("linux"):
+        _WATCHDOG.watch(process.pid)
     return process
 
 
@@ -116,6 +220,7 @@ def stop_child(process: subprocess.Popen[str]) -> None:
         if process.poll() is None:
             process.kill()
     process.wait()
+    _WATCHDOG.forget(process.pid)
 
 
 @dataclass(frozen=True)
@@ -152,4 +257,5 @@ def run_child(
     except BaseException:
         stop_child(process)
         raise
+    _WATCHDOG.forget(process.pid)
     return ChildResult(process.returncode, stdout, stderr, timed_out=False)

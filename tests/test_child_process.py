@@ -90,26 +90,36 @@ def test_child_finishing_normally_returns_its_output() -> None:
     assert (result.returncode, result.stdout, result.timed_out) == (0, "ABC\n", False)
 
 
-def test_sigkilled_tuner_leaves_no_compiler_running(matmul_benchmark: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("grandchild", [False, True], ids=["compiler", "compiler-and-its-linker"])
+def test_sigkilled_tuner_leaves_no_compiler_running(
+    grandchild: bool, matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    # With a grandchild (as iree-compile runs its linker), the parent-death signal reaches only
+    # the compiler: the watchdog must kill the rest of its group.
     script, pid_dir = _write_sleeper(tmp_path)
+    extra = {"SLEEPER_GRANDCHILD": "1"} if grandchild else {}
     tuner = subprocess.Popen(
         [
             sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(matmul_benchmark),
             "--num-candidates", "3", "--jobs", "2", "--no-db", "--no-progress",
             "--output-dir", str(tmp_path / "runs"),
         ],
-        env={**os.environ, "IREETUNE_IREE_COMPILE": str(script), "IREETUNE_IREE_OPT": str(script)},
+        env={
+            **os.environ, "IREETUNE_IREE_COMPILE": str(script), "IREETUNE_IREE_OPT": str(script),
+            **extra,
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        assert _wait_until(lambda: len(_pids(pid_dir)) >= 1, 60.0), "no compile started"
+        expected = 2 if grandchild else 1
+        assert _wait_until(lambda: len(_pids(pid_dir)) >= expected, 60.0), "no compile started"
         time.sleep(0.3)
     finally:
         tuner.send_signal(signal.SIGKILL)
         tuner.wait()
     pids = _pids(pid_dir)
-    assert pids
+    assert len(pids) >= expected
     assert _survivors(pids) == []
 
 
