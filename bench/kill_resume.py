@@ -95,9 +95,11 @@ def _command_line(pid: int) -> str | None:
     return " ".join(w.decode(errors="replace") for w in words if w)[:120]
 
 
-def run_trial(index: int, model: Path, work: Path, generator: random.Random) -> dict[str, object]:
+def run_trial(
+    index: int, model: Path, work: Path, generator: random.Random, window: tuple[float, float]
+) -> dict[str, object]:
     database = work / f"t{index}.sqlite"
-    killed_at = generator.uniform(2.0, 25.0)
+    killed_at = generator.uniform(*window)
     process = subprocess.Popen(
         _command(model, work / f"t{index}a", database),
         stdout=subprocess.DEVNULL,
@@ -152,6 +154,10 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument(
+        "--window", type=float, nargs=2, default=(2.0, 25.0), metavar=("FROM_S", "TO_S"),
+        help="seconds after the start between which each kill lands (default: 2 25)",
+    )  # fmt: skip
     arguments = parser.parse_args()
     arguments.out.mkdir(parents=True, exist_ok=True)
     generator = random.Random(arguments.seed)
@@ -160,7 +166,8 @@ def main() -> int:
         work = Path(scratch)
         model = work / "matmul.mlir"
         model.write_text(MATMUL)
-        trials = [run_trial(i, model, work, generator) for i in range(arguments.trials)]
+        window = (arguments.window[0], arguments.window[1])
+        trials = [run_trial(i, model, work, generator, window) for i in range(arguments.trials)]
     good = [
         t for t in trials if t["resumed_exit"] == 0 and not t["measured_again"] and not t["orphans"]
     ]
@@ -170,7 +177,9 @@ def main() -> int:
         "trials": trials,
         "completed_clean": len(good),
     }
-    (arguments.out / "kill_resume.json").write_text(json.dumps(report, indent=2) + "\n")
+    (arguments.out / f"kill_resume_{window[0]:g}-{window[1]:g}s.json").write_text(
+        json.dumps(report, indent=2) + "\n"
+    )
     print(
         "| trial | killed after s | rows before | resumed | measured again | orphans | winner | from stored campaign |"
     )
