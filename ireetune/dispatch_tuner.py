@@ -75,9 +75,9 @@ from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.search.candidate import Knobs
-from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
-from ireetune.targets.base import Target
+from ireetune.targets.base import OpConfiguration, Target
 from ireetune.verify.landing import prove_config_landed
 from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.stage import (
@@ -367,13 +367,14 @@ def _write_specs(
     recorder.update(
         CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
     )
+    prologue = target.spec_prologue(problem)
     for candidate_id, (knobs, score) in enumerate(candidates, start=1):
-        info = target.compilation_info(problem, knobs, context)
+        configuration = target.configuration(problem, knobs, context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(
-            render_spec(build_spec([MatcherEntry(problem, info)], context))
+            build_configuration_spec(problem, configuration, prologue, context)
         )
-        recorder.compilation_infos[candidate_id] = info
+        recorder.compilation_infos[candidate_id] = configuration.compilation_info
         recorder.update(
             CandidateRecord(
                 candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name
@@ -576,9 +577,15 @@ def _reuse(
 ) -> TuneResult:
     """Write a run folder from a stored winner (reached here, under this rule) instead of tuning."""
     run_dir = create_run_dir(options.output_dir, problem.signature)
-    spec = build_spec([MatcherEntry(problem, stored.compilation_info)], context)
+    configuration = (
+        target.configuration(problem, stored.knobs, context)
+        if stored.knobs is not None
+        else OpConfiguration(stored.compilation_info)
+    )
     best_spec_path = run_dir / "best_spec.mlir"
-    best_spec_path.write_text(render_spec(spec))
+    best_spec_path.write_text(
+        build_configuration_spec(problem, configuration, target.spec_prologue(problem), context)
+    )
     record = CandidateRecord(
         1, stored.knobs, CandidateStatus.VERIFIED, reason=f"stored winner from {stored.written_at}",
         spec_path="best_spec.mlir", device=key.device, times_ms=stored.times_ms, median_ms=stored.median_ms,

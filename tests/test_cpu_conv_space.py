@@ -8,7 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from iree.compiler import ir
+
 from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.spec.apply import compile_with_spec, resolve_compile_target
+from ireetune.spec.builder import build_configuration_spec
+from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.conv_space import (
     compute_conv_sizes,
     conv_tile_lists,
@@ -17,6 +23,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
+from tests.conftest import dump_benchmarks
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # ResNet-50's 3x3 convolution on 56x56 images in NCHW: loops (n, f, oh, ow, c, kh, kw).
@@ -142,3 +149,95 @@ def test_tune_a_real_nchw_convolution_on_the_cpu(conv_model: Path, tmp_path: Pat
     assert "not-applied" not in statuses
     spec = (run_dir / "specs" / "1_spec.mlir").read_text()
     assert "transform.iree.match.convolution" in spec and "ConvTileAndDecomposeExpert" in spec
+
+
+# A batch-1 NHWC 3x3 convolution, as in every image model run on one image.
+BATCH_1_NHWC_MODEL = """
+func.func @main(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x16xf32>) -> tensor<1x8x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x8x8x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x10x10x8xf32>, tensor<3x3x8x16xf32>)
+      outs(%init : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  return %r : tensor<1x8x8x16xf32>
+}
+"""
+
+
+def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
+    # In a model the unit batch is folded away before the tuning spec runs, and IREE's CPU
+    # pipeline puts it back only afterwards (dropping the op's attributes): a matcher for the
+    # dispatch's 7 loops misses the 6-loop op the spec sees, unless the spec's prologue
+    # restores the batch first. The configuration dump of the whole-model compile is the proof.
+    (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")
+    model = tmp_path / "dump" / "model.mlir"
+    target = parse_target("cpu")
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(benchmark.read_text())
+        root_op = find_root_op(module)
+        problem = parse_problem(root_op)
+        default = target.parse_default_knobs(problem, root_op)
+    assert problem.loop_sizes == (1, 8, 8, 16, 3, 3, 8) and default is not None
+    knobs = tuple(
+        (name, 4 if name == "dist_oh" and value != 4 else value) for name, value in default
+    )
+    assert knobs != default
+    configuration = target.configuration(problem, knobs, context)
+    compile_target = resolve_compile_target("cpu")
+    reports = {}
+    for label, prologue in (("with", target.spec_prologue(problem)), ("without", ())):
+        spec = tmp_path / f"{label}.mlir"
+        spec.write_text(build_configuration_spec(problem, configuration, prologue, context))
+        reports[label] = compile_with_spec(
+            model, compile_target, spec, tmp_path / f"{label}.vmfb", 120
+        )
+    assert target.spec_prologue(problem) == ("iree-codegen-insert-batch-dim-for-batchless-conv",)
+    (landed,) = reports["with"].checks
+    assert landed.landed and "distribution = [1, 4, 8, 16, 0, 0, 0]" in landed.found, landed
+    (missed,) = reports["without"].checks
+    assert not missed.landed and missed.found != landed.found
+
+
+def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
+    # The reference program (the root op alone) is folded like a model: with the prologue, a
+    # candidate's reference binary differs from the default's.
+    from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+    from ireetune.verify.reference import build_reference_module
+
+    (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")
+    target = parse_target("cpu")
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(benchmark.read_text())
+        root_op = find_root_op(module)
+        problem = parse_problem(root_op)
+        default = target.parse_default_knobs(problem, root_op)
+        reference = tmp_path / "reference.mlir"
+        reference.write_text(str(build_reference_module(root_op, context, problem)))
+    assert problem.reference_carries_config and default is not None
+    knobs = tuple(
+        (name, 4 if name == "dist_oh" and value != 4 else value) for name, value in default
+    )
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(
+        build_configuration_spec(
+            problem,
+            target.configuration(problem, knobs, context),
+            target.spec_prologue(problem),
+            context,
+        )
+    )
+    baseline = tmp_path / "baseline.mlir"
+    baseline.write_text(BASELINE_SPEC_TEXT)
+    binaries = []
+    for path in (baseline, spec):
+        output = tmp_path / f"{path.stem}.vmfb"
+        subprocess.run(
+            [str(Path(sys.executable).parent / "iree-compile"), str(reference),
+             *target.compile_flags(), *target.spec_flags(path), "-o", str(output)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        binaries.append(output.read_bytes())
+    assert binaries[0] != binaries[1]

@@ -16,13 +16,18 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import z3
+from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.convolution import ConvolutionProblem, as_convolution
+from ireetune.problem.family import Problem
 from ireetune.search.candidate import Knobs
 from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.base import OpConfiguration
+from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 
@@ -249,3 +254,35 @@ def parse_default_conv_knobs(
     except (ValueError, IndexError, KeyError):
         return None
     return tuple(sorted(values.items()))
+
+
+class CpuConvolutionSpace(CpuSpace):
+    """ConvTileAndDecomposeExpert tiles of 2-D convolutions (`conv_space.py`)."""
+
+    def prepare(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> None:
+        compute_conv_sizes(as_convolution(problem))  # Raises for convolutions it does not cover.
+
+    def generate(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+    ) -> Iterator[Knobs]:
+        sizes = compute_conv_sizes(as_convolution(problem))
+        return enumerate_conv_space(sizes, self.facts(variant_target), seed, default_knobs)
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        sizes = compute_conv_sizes(as_convolution(problem))
+        return order_conv_candidates(sizes, self.known_facts, pool, seed)
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        tiles = conv_tile_lists(as_convolution(problem), knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, CONV_PIPELINE, context))
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        convolution = as_convolution(problem)
+        levels = read_cpu_levels(root_op, len(convolution.loop_sizes))
+        return None if levels is None else parse_default_conv_knobs(convolution, levels)

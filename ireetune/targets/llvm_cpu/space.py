@@ -14,15 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import z3
+from iree.compiler import ir
 
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import Knobs
+from ireetune.problem.contraction import ContractionProblem, as_contraction
+from ireetune.problem.family import Problem
+from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.base import OpConfiguration
+from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
+PIPELINE = "DoubleTilingExpert"
 
 _BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
 _VEC_M_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
@@ -173,3 +179,48 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
         "vector_common_parallel": vector_parallel,
         "vector_reduction": vector_reduction,
     }
+
+
+class CpuContractionSpace(CpuSpace):
+    """DoubleTilingExpert tiles of the innermost M, N and K loops (`space.py`)."""
+
+    def prepare(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> None:
+        as_contraction(problem)
+
+    def generate(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+    ) -> Iterator[Knobs]:
+        sizes = compute_problem_sizes(as_contraction(problem))
+        return enumerate_space(sizes, self.facts(variant_target), seed, excluded=default_knobs)
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        sizes = compute_problem_sizes(as_contraction(problem))
+        from ireetune.targets.llvm_cpu.ordering import order_by_score
+
+        return order_by_score(sizes, self.known_facts, pool, seed)
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        tiles = tile_lists(as_contraction(problem), knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, PIPELINE, context))
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        contraction = as_contraction(problem)
+        levels = read_cpu_levels(root_op, len(contraction.loop_sizes))
+        if levels is None:
+            return None
+        m, n, k = contraction.m_dims[-1], contraction.n_dims[-1], contraction.k_dims[-1]
+        return make_knobs(
+            {
+                "dist_m": levels["distribution"][m],
+                "dist_n": levels["distribution"][n],
+                "vec_m": levels["vector_common_parallel"][m],
+                "vec_n": levels["vector_common_parallel"][n],
+                "vec_k": levels["vector_reduction"][k],
+            }
+        )
