@@ -12,6 +12,8 @@ from iree.compiler import ir
 
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.search.candidate import Knobs
+from ireetune.search.neighbourhood import distance_to
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
@@ -241,3 +243,68 @@ def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
         )  # fmt: skip
         binaries.append(output.read_bytes())
     assert binaries[0] != binaries[1]
+
+
+# ResNet-50's 7x7 stem convolution (3 input channels, stride 2) and IREE's default for it on
+# znver4, whose channel tile 3 is in no power-of-two list.
+STEM = ConvolutionProblem(
+    op_name="linalg.generic",
+    loop_sizes=(1, 64, 112, 112, 3, 7, 7),
+    batch_dims=(0,),
+    output_image_dims=(2, 3),
+    output_channel_dims=(1,),
+    filter_dims=(5, 6),
+    input_channel_dims=(4,),
+    depth_dims=(),
+    strides=(2, 2),
+    dilations=(1, 1),
+    lhs_type="f32",
+    rhs_type="f32",
+    output_type="f32",
+    indexing_maps=(
+        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 * 2 + d5, d3 * 2 + d6)",
+        "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
+        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)",
+    ),
+    lhs_shape=(1, 3, 229, 229),
+    rhs_shape=(64, 3, 7, 7),
+    output_shape=(1, 64, 112, 112),
+)
+STEM_DEFAULT = (
+    ("dist_f", 64),
+    ("dist_oh", 56),
+    ("dist_ow", 16),
+    ("vec_c", 3),
+    ("vec_f", 16),
+    ("vec_ow", 8),
+)
+
+
+def test_the_default_neighbours_come_first_and_keep_its_odd_channel_tile() -> None:
+    sizes = compute_conv_sizes(STEM)
+    first = list(itertools.islice(enumerate_conv_space(sizes, AVX512, 0, STEM_DEFAULT), 7))
+    # One knob moved one step along its domain each (knobs in name order), the default's
+    # vec_c = 3 kept where it is not the one moved.
+    moved = [{n: v for n, v in k if dict(STEM_DEFAULT)[n] != v} for k in first]
+    assert moved == [
+        {"dist_f": 32}, {"dist_f": 96}, {"dist_oh": 28}, {"dist_oh": 112}, {"vec_c": 1},
+        {"vec_f": 8}, {"vec_f": 32},
+    ]  # fmt: skip
+    assert STEM_DEFAULT not in list(
+        itertools.islice(enumerate_conv_space(sizes, AVX512, 0, STEM_DEFAULT), 80)
+    )
+
+
+def test_ordering_puts_near_default_configurations_first() -> None:
+    sizes = compute_conv_sizes(STEM)
+    # A random pool (no neighbours proposed): the ordering alone must find the near ones.
+    pool = list(itertools.islice(enumerate_conv_space(sizes, AVX512, 3), 80))
+    with_default = order_conv_candidates(sizes, AVX512, pool, 3, STEM_DEFAULT)
+    without = order_conv_candidates(sizes, AVX512, pool, 3)
+
+    def mean_distance(ordered: list[tuple[Knobs, float]]) -> float:
+        return sum(distance_to(k, STEM_DEFAULT) for k, _ in ordered[:8]) / 8
+
+    nearest = min(distance_to(k, STEM_DEFAULT) for k in pool)
+    assert distance_to(with_default[0][0], STEM_DEFAULT) <= nearest + 1.0
+    assert mean_distance(with_default) < mean_distance(without) - 1.0

@@ -293,7 +293,7 @@ def clone_as_main(
                 fill_value = arith.ConstantOp(element_type, init_value)
                 empty = tensor.EmptyOp(list(shaped_output.shape), element_type)
                 init = linalg.fill(fill_value.result, outs=[empty.result])
-                clone = root_op.clone()
+                clone = clone_with_captured_constants(root_op)
                 for index, argument in enumerate(function.arguments):
                     clone.operands[index] = argument
                 clone.operands[len(input_types)] = init
@@ -303,3 +303,54 @@ def clone_as_main(
                 func.ReturnOp([clone.results[0]])
         assert module.operation.verify(), "reference module does not verify"
         return module
+
+
+def _captured_values(root_op: ir.Operation) -> list[ir.Value]:
+    """Return the values the op's regions use but neither it nor they define."""
+    inside: set[ir.Operation] = set()
+    captured: list[ir.Value] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        inside.add(op)
+        return ir.WalkResult.ADVANCE
+
+    root_op.walk(collect)
+
+    def is_inside(value: ir.Value) -> bool:
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            return owner.owner.operation in inside
+        return owner.operation in inside
+
+    for op in inside:
+        if op == root_op:
+            continue
+        for operand in op.operands:
+            if not is_inside(operand) and operand not in captured:
+                captured.append(operand)
+    return captured
+
+
+def clone_with_captured_constants(root_op: ir.Operation) -> ir.Operation:
+    """Clone an op at the insertion point, with the constants its body captures (a max-pool's
+    -inf, a mean's divisor) cloned before it, so the clone stands alone."""
+    replacements: list[tuple[ir.Value, ir.Value]] = []
+    for value in _captured_values(root_op):
+        owner = value.owner
+        if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+            raise IreetuneError(
+                f"root op '{root_op.name}' uses a non-constant value from outside its body"
+            )
+        replacements.append((value, owner.operation.clone().results[0]))
+    clone = root_op.clone()
+
+    def rewire(op: ir.Operation) -> ir.WalkResult:
+        for index, operand in enumerate(op.operands):
+            for old, new in replacements:
+                if operand == old:
+                    op.operands[index] = new
+        return ir.WalkResult.ADVANCE
+
+    if replacements:
+        clone.walk(rewire)
+    return clone

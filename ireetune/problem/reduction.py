@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from iree.compiler import ir
-from iree.compiler.dialects import func
+from iree.compiler.dialects import func, transform
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import (
@@ -37,6 +37,7 @@ from ireetune.problem.family import (
     ReferenceInputs,
     bind_loop_sizes,
     clone_as_main,
+    clone_with_captured_constants,
     element_type_name,
     static_shape,
 )
@@ -99,8 +100,7 @@ def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
     """Parse a `linalg.generic` with one result and at least one reduction loop."""
     if root_op.name != "linalg.generic":
         raise IreetuneError(f"root op '{root_op.name}' is not a generic reduction")
-    iterators = [str(ir.StringAttr(a).value) if ir.StringAttr.isinstance(a) else _iterator(a)
-                 for a in ir.ArrayAttr(root_op.attributes["iterator_types"])]  # fmt: skip
+    iterators = [_iterator(a) for a in ir.ArrayAttr(root_op.attributes["iterator_types"])]
     if "reduction" not in iterators:
         raise IreetuneError(f"root op '{root_op.name}' has no reduction loop")
     operands = list(root_op.operands)
@@ -137,7 +137,7 @@ def _source_of(root_op: ir.Operation) -> str:
             types = [operand.type for operand in root_op.operands]
             function = func.FuncOp("reduction", (types, []))
             with ir.InsertionPoint(function.add_entry_block()):
-                clone = root_op.clone()
+                clone = clone_with_captured_constants(root_op)
                 for index, argument in enumerate(function.arguments):
                     clone.operands[index] = argument
                 for name in _CONFIG_ATTRIBUTES:
@@ -236,15 +236,26 @@ class ReductionFamily(OpFamily):
             *[argument.type for argument in source_block.arguments]
         )
         with ir.InsertionPoint(block):
-            clone = source_block.operations[0].operation.clone()
+            generic = next(
+                op.operation
+                for op in source_block.operations
+                if op.operation.name == "linalg.generic"
+            )
+            clone = clone_with_captured_constants(generic)
             for index, argument in enumerate(block.arguments):
                 clone.operands[index] = argument
+            transform.YieldOp([])
 
     def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
         """Parse the op inside a DAG matcher; None when it is no static generic reduction."""
         inner = [op.operation for op in match_op.regions[0].blocks[0].operations]
         roots = [op for op in inner if op.name == "linalg.generic"]
-        if len(roots) != 1 or len(inner) != 1:
+        others = [
+            op
+            for op in inner
+            if op.name not in ("linalg.generic", "arith.constant", "transform.yield")
+        ]
+        if len(roots) != 1 or others:
             return None
         try:
             problem = parse_reduction(roots[0])

@@ -28,10 +28,29 @@ def domain_values(constraints: Sequence[z3.BoolRef], variable: z3.ArithRef) -> l
     return []
 
 
+def satisfies(build: SpaceBuilder, knobs: Knobs) -> bool:
+    """Say whether one configuration satisfies a space's constraints."""
+    context = z3.Context()
+    variables, constraints = build(context)
+    if {name for name, _ in knobs} != set(variables):
+        return False
+    solver = z3.Solver(ctx=context)
+    solver.add(constraints)
+    return solver.check([variables[name] == value for name, value in knobs]) == z3.sat
+
+
 def enumerate_space(
-    builders: Sequence[SpaceBuilder], seed: int, excluded: Knobs | None = None
+    builders: Sequence[SpaceBuilder],
+    seed: int,
+    excluded: Knobs | None = None,
+    first: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
-    """Yield distinct solutions of the first satisfiable space among `builders`, lazily."""
+    """Yield distinct solutions of the first satisfiable space among `builders`, lazily.
+
+    `first` (already checked by the caller, such as the default's neighbours) come before the
+    random walk, which never repeats them.
+    """
+    yield from first
     for build in builders:
         context = z3.Context()
         variables, constraints = build(context)
@@ -43,8 +62,9 @@ def enumerate_space(
     else:
         return
     names = sorted(variables)
-    if excluded is not None and {name for name, _ in excluded} == set(names):
-        solver.add(z3.Or([variables[name] != value for name, value in excluded], context))
+    for knobs in (*([excluded] if excluded is not None else []), *first):
+        if {name for name, _ in knobs} == set(names):
+            solver.add(z3.Or([variables[name] != value for name, value in knobs], context))
     rng = random.Random(seed)
     domains = {name: domain_values(constraints, variables[name]) for name in names}
     while True:

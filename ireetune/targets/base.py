@@ -33,6 +33,11 @@ class OpConfiguration:
 class FamilySpace(abc.ABC):
     """One target's search space for one op family: candidates, their order and their config."""
 
+    def refusal(self, problem: Problem) -> str | None:
+        """Say why this space cannot search a problem of its family (a depthwise convolution on
+        the CPU, say), from the problem alone; None when it can. `prepare` raises the same."""
+        return None
+
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:
@@ -131,7 +136,19 @@ class Target(abc.ABC):
         private folder.
         """
         self._space = None
-        self.space_for(problem).prepare(problem, benchmark_path, scratch_dir, context)
+        space = self.space_for(problem)
+        refusal = space.refusal(problem)
+        if refusal is not None:
+            raise IreetuneError(f"{problem.signature} is not tuned on {self.name}: {refusal}")
+        space.prepare(problem, benchmark_path, scratch_dir, context)
+
+    def refusal(self, problem: Problem) -> str | None:
+        """Say why this target cannot tune a problem, from the problem alone (None: it can try;
+        GPU targets may still find the compiler's space empty when they prepare)."""
+        if problem.family not in self.family_spaces():
+            why = self.unsupported_families().get(problem.family, "no search space for it yet")
+            return f"{problem.family} is not supported on {self.name}: {why}"
+        return self.space_for(problem).refusal(problem)
 
     def space_for(self, problem: Problem) -> FamilySpace:
         """Return the search space of the problem's family: the one `prepare` set up, or a fresh

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import z3
 from iree.compiler import ir
@@ -183,11 +182,6 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
 
 class CpuContractionSpace(CpuSpace):
     """DoubleTilingExpert tiles of the innermost M, N and K loops (`space.py`)."""
-
-    def prepare(
-        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
-    ) -> None:
-        as_contraction(problem)
 
     def generate(
         self,
