@@ -41,11 +41,19 @@ class MatcherEntry:
     compilation_info: str
     comment: str = ""
     op_attributes: tuple[tuple[str, str], ...] = ()
+    # The `lowering_config` of the dispatch's other ops, by kind (`reduction`, `parallel`).
+    sibling_configs: tuple[tuple[str, str], ...] = ()
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
         """Name every attribute the entry's action sets, compilation_info first."""
         return (COMPILATION_INFO, *(name for name, _ in self.op_attributes))
+
+    @property
+    def action_key(self) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+        """Identify the action: the attributes set, the sibling kinds and the op's loop count."""
+        kinds = tuple(kind for kind, _ in self.sibling_configs)
+        return self.attribute_names, kinds, len(self.problem.loop_sizes) if kinds else 0
 
 
 def matcher_name(problem: Problem) -> str:
@@ -61,26 +69,96 @@ def _consumed() -> dict[str, ir.Attribute]:
     return {"transform.consumed": ir.UnitAttr.get()}
 
 
-def action_name(attribute_names: tuple[str, ...]) -> str:
-    """Name the action that sets these attributes: `apply_op_config` for compilation_info alone,
-    `apply_op_config_and_decomposition_config` when attention's decomposition comes along."""
-    return "_and_".join([APPLY_OP_CONFIG, *attribute_names[1:]])
+def action_name(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> str:
+    """Name the action of an action key: `apply_op_config` for compilation_info alone,
+    `apply_op_config_and_decomposition_config` when attention's decomposition comes along,
+    `apply_op_config_and_siblings_2` when the other ops of a 2-loop reduction's dispatch are
+    configured too."""
+    attribute_names, kinds, rank = key
+    parts = [APPLY_OP_CONFIG, *attribute_names[1:]]
+    if kinds:
+        parts.append(f"siblings_{rank}")
+    return "_and_".join(parts)
 
 
-def _build_action(attribute_names: tuple[str, ...]) -> None:
-    """Annotate the matched op with each attribute the matcher yields, in order."""
+def sibling_matcher_name(kind: str, rank: int) -> str:
+    return f"match_{kind}_sibling_{rank}"
+
+
+def _build_sibling_matcher(kind: str, rank: int) -> None:
+    """Match a `linalg.generic` with `rank` loops whose last loop is a reduction (`reduction`)
+    or whose loops are all parallel (`parallel`):
+
+        %rank = transform.match.structured %op : (!transform.any_op) -> !transform.param<i64> {
+        ^bb0(%s: !transform.any_op):
+          transform.match.structured.dim %s[-1] reduction : !transform.any_op
+          %r = transform.match.structured.rank %s : (!transform.any_op) -> !transform.param<i64>
+          transform.match.structured.yield %r : !transform.param<i64>
+        }
+        transform.match.param.cmpi eq %rank, %c2 : !transform.param<i64>
+    """
     any_op = transform.AnyOpType.get()
-    any_param = transform.AnyParamType.get()
-    params = [any_param] * len(attribute_names)
+    param = ir.Type.parse("!transform.param<i64>")
     sequence = transform.NamedSequenceOp(
-        action_name(attribute_names),
-        [any_op, *params],
-        [],
-        arg_attrs=[_readonly()] * (1 + len(params)),
+        sibling_matcher_name(kind, rank), [any_op], [any_op], arg_attrs=[_readonly()]
     )
     with ir.InsertionPoint(sequence.body):
         op_handle = sequence.bodyTarget
-        for name, handle in zip(attribute_names, sequence.bodyExtraArgs, strict=True):
+        transform.MatchOperationNameOp(op_handle, ["linalg.generic"])
+        structured = ir.Operation.create(
+            "transform.match.structured", results=[param], operands=[op_handle], regions=1
+        )
+        block = structured.regions[0].blocks.append(any_op)
+        with ir.InsertionPoint(block):
+            if kind == "reduction":
+                dims = {
+                    "raw_dim_list": ir.DenseI64ArrayAttr.get([-1]),
+                    "reduction": ir.UnitAttr.get(),
+                }
+            else:
+                dims = {
+                    "raw_dim_list": ir.DenseI64ArrayAttr.get([]),
+                    "is_all": ir.UnitAttr.get(),
+                    "parallel": ir.UnitAttr.get(),
+                }
+            ir.Operation.create(
+                "transform.match.structured.dim", operands=[block.arguments[0]], attributes=dims
+            )
+            loops = ir.Operation.create(
+                "transform.match.structured.rank", results=[param], operands=[block.arguments[0]]
+            )
+            ir.Operation.create("transform.match.structured.yield", operands=[loops.result])
+        expected = transform.ParamConstantOp(
+            param, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), rank)
+        )
+        transform.MatchParamCmpIOp(
+            structured.result, expected.result, transform.MatchCmpIPredicate.eq
+        )
+        transform.YieldOp([op_handle])
+
+
+def _build_action(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> None:
+    """Annotate the matched op with each attribute the matcher yields, in order; first, when
+    the key names sibling kinds, every other op of those kinds in its function gets its
+    `lowering_config` (the root's compilation_info is set last, over its own)."""
+    attribute_names, kinds, rank = key
+    any_op = transform.AnyOpType.get()
+    any_param = transform.AnyParamType.get()
+    params = [any_param] * (len(attribute_names) + len(kinds))
+    sequence = transform.NamedSequenceOp(
+        action_name(key), [any_op, *params], [], arg_attrs=[_readonly()] * (1 + len(params))
+    )
+    with ir.InsertionPoint(sequence.body):
+        op_handle = sequence.bodyTarget
+        handles = list(sequence.bodyExtraArgs)
+        if kinds:
+            function = transform.GetParentOp(any_op, op_handle, op_name="func.func").result
+            for kind, handle in zip(kinds, handles[len(attribute_names) :], strict=True):
+                siblings = transform.CollectMatchingOp(
+                    [any_op], function, sibling_matcher_name(kind, rank)
+                ).results[0]
+                transform.AnnotateOp(siblings, "lowering_config", param=handle)
+        for name, handle in zip(attribute_names, handles[: len(attribute_names)], strict=True):
             transform.AnnotateOp(op_handle, name, param=handle)
         transform.YieldOp([])
 
@@ -90,7 +168,11 @@ def _build_matcher(name: str, entry: MatcherEntry) -> None:
     a copy of the op), and yield the entry's compilation_info and other attributes."""
     any_op = transform.AnyOpType.get()
     any_param = transform.AnyParamType.get()
-    values = [entry.compilation_info, *(text for _, text in entry.op_attributes)]
+    values = [
+        entry.compilation_info,
+        *(text for _, text in entry.op_attributes),
+        *(text for _, text in entry.sibling_configs),
+    ]
     sequence = transform.NamedSequenceOp(
         name, [any_op], [any_op, *[any_param] * len(values)], arg_attrs=[_readonly()]
     )
@@ -153,15 +235,18 @@ def build_spec(
             )
         pairs: list[tuple[str, str]] = []
         with ir.InsertionPoint(module.body):
-            for attribute_names in dict.fromkeys(entry.attribute_names for entry in entries):
-                _build_action(attribute_names)
+            keys = list(dict.fromkeys(entry.action_key for entry in entries))
+            for kind, rank in dict.fromkeys((k, r) for _, kinds, r in keys for k in kinds):
+                _build_sibling_matcher(kind, rank)
+            for key in keys:
+                _build_action(key)
             for entry in entries:
                 name = matcher_name(entry.problem)
                 suffix = 1
                 while name in (m for m, _ in pairs):
                     suffix += 1
                     name = f"{matcher_name(entry.problem)}_{suffix}"
-                pairs.append((name, action_name(entry.attribute_names)))
+                pairs.append((name, action_name(entry.action_key)))
                 _build_matcher(name, entry)
             _build_kernel_config(pairs, prologue_passes)
         assert module.operation.verify(), "built spec does not verify"
@@ -181,6 +266,9 @@ def build_configuration_spec(
 ) -> str:
     """Render the spec that gives one problem one configuration, as every flow writes it."""
     entry = MatcherEntry(
-        problem, configuration.compilation_info, op_attributes=configuration.op_attributes
+        problem,
+        configuration.compilation_info,
+        op_attributes=configuration.op_attributes,
+        sibling_configs=configuration.sibling_configs,
     )
     return render_spec(build_spec([entry], context, prologue_passes))

@@ -23,11 +23,14 @@ from ireetune.search.candidate import Knobs
 
 @dataclass(frozen=True)
 class OpConfiguration:
-    """What a candidate sets on the root op: its compilation_info and, for some families, other
-    attributes beside it (attention's `decomposition_config`), all as IR text."""
+    """What a candidate sets: its compilation_info on the root op and, for some families, other
+    attributes beside it (attention's `decomposition_config`) and the `lowering_config` of the
+    dispatch's other ops by kind (`reduction` or `parallel`: a GPU softmax's maximum and
+    normalisation), all as IR text."""
 
     compilation_info: str
     op_attributes: tuple[tuple[str, str], ...] = ()
+    sibling_configs: tuple[tuple[str, str], ...] = ()
 
 
 class FamilySpace(abc.ABC):

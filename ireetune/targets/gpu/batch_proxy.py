@@ -199,7 +199,9 @@ class BatchContractionSpace(GpuSpace):
                 contraction, flags, scratch_dir / "proxy", EMIT_TIMEOUT_S
             )
             proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
-            strip_configurations(proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S)
+            strip_configurations(
+                proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
+            )
             text = emit_constraints(
                 proxy_stripped, flags, scratch_dir / "proxy" / "space.mlir", EMIT_TIMEOUT_S
             )

@@ -55,6 +55,7 @@ from ireetune.targets.gpu.template import (
     OpaqueAttr,
     ResolvedDict,
     build_compilation_info,
+    build_lowering_config,
     fill_template,
 )
 
@@ -96,6 +97,8 @@ def read_gpu_facts(variant_target: ir.Attribute, arch: GpuArch) -> GpuFacts:
 HandWrittenSpaces = Callable[[Problem, GpuFacts, CompilerSpace], tuple[ConstraintSpace, ...]]
 # Scores one filled template; higher is more promising.
 Scorer = Callable[[Problem, ConstraintSpace, ResolvedDict, GpuFacts], float]
+# Derives the lowering configs of the dispatch's other ops, by kind, from the root's.
+Siblings = Callable[[ResolvedDict], tuple[tuple[str, ResolvedDict], ...]]
 
 
 def score_gemm_view(
@@ -122,10 +125,14 @@ class GpuSpace(FamilySpace):
         target: GpuTarget,
         hand_written: HandWrittenSpaces | None = None,
         scorer: Scorer = score_gemm_view,
+        siblings: Siblings | None = None,
+        refusal: Callable[[Problem], str | None] | None = None,
     ) -> None:
         self.target = target
         self.hand_written = hand_written
         self.scorer = scorer
+        self.siblings = siblings
+        self._refusal = refusal
         self._compiler_space: CompilerSpace | None = None
         self._facts: GpuFacts | None = None
         self.notes: list[str] = []
@@ -134,6 +141,9 @@ class GpuSpace(FamilySpace):
     def compiler_space(self) -> CompilerSpace:
         assert self._compiler_space is not None, "prepare() reads the space first"
         return self._compiler_space
+
+    def refusal(self, problem: Problem) -> str | None:
+        return self._refusal(problem) if self._refusal is not None else None
 
     @property
     def facts(self) -> GpuFacts:
@@ -174,7 +184,9 @@ class GpuSpace(FamilySpace):
     ) -> CompilerSpace:
         """Ask the compiler for the dispatch's spaces; its default comes from the dump itself."""
         stripped = scratch_dir / "space_stripped.mlir"
-        strip_configurations(benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S)
+        strip_configurations(
+            benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
+        )
         text = emit_constraints(
             stripped, self.target.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
         )
@@ -279,8 +291,11 @@ class GpuSpace(FamilySpace):
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         space, config = self.resolved_config(knobs)
         info, separate = build_compilation_info(config, space.pipeline, context)
+        siblings = self.siblings(config) if self.siblings is not None else ()
         return OpConfiguration(
-            str(info), tuple((name, str(attribute)) for name, attribute in separate.items())
+            str(info),
+            tuple((name, str(attribute)) for name, attribute in separate.items()),
+            tuple((kind, build_lowering_config(fields, context)) for kind, fields in siblings),
         )
 
 
@@ -303,7 +318,12 @@ class GpuTarget(Target):
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         from ireetune.targets.gpu.attention_space import attention_spaces, score_attention
         from ireetune.targets.gpu.batch_proxy import BatchContractionSpace
-        from ireetune.targets.gpu.reduction_space import reduction_spaces, score_reduction
+        from ireetune.targets.gpu.reduction_space import (
+            gpu_reduction_refusal,
+            reduction_siblings,
+            reduction_spaces,
+            score_reduction,
+        )
         from ireetune.targets.gpu.simt_space import score_simt, simt_contraction_spaces
 
         def score_contraction(
@@ -319,7 +339,9 @@ class GpuTarget(Target):
             "batch_contraction": lambda: BatchContractionSpace(self),
             "convolution": lambda: GpuSpace(self),
             "attention": lambda: GpuSpace(self, attention_spaces, score_attention),
-            "reduction": lambda: GpuSpace(self, reduction_spaces, score_reduction),
+            "reduction": lambda: GpuSpace(
+                self, reduction_spaces, score_reduction, reduction_siblings, gpu_reduction_refusal
+            ),
         }
 
     @property
