@@ -244,7 +244,7 @@ def _run(
     _write_specs(recorder, target, context, problem, dispatch.default_knobs, candidates)
     restored = restore_candidates(recorder, stored)
     workers = options.jobs or len(os.sched_getaffinity(0))
-    notes: list[str] = []
+    notes: list[str] = list(target.space_for(problem).space_notes())
     with StageProgress(progress_enabled(options.show_progress)) as progress:
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
         source, flags_for = _compile_plan(target, recorder, reference, real_input_search, restored)
@@ -263,8 +263,9 @@ def _run(
                 campaign_settings(options), tuple(devices), options.seed, options.verify_top,
                 options.compile_timeout_s, progress, rule, options.model_level_rounds,
             )  # fmt: skip
+            recorder.info["notes"] = notes
             recorder.save()
-            return _compiled_only_result(recorder, problem)
+            return _compiled_only_result(recorder, problem, notes)
         basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
         stored_facts = (
             facts_from_stored_campaign(recorder, stored, restored, basis)
@@ -620,7 +621,7 @@ def _reuse(
     )  # fmt: skip
 
 
-def _compiled_only_result(recorder: RunRecorder, problem: Problem) -> TuneResult:
+def _compiled_only_result(recorder: RunRecorder, problem: Problem, notes: list[str]) -> TuneResult:
     """Describe a run stopped after compiling: no timings, no winner yet."""
     attempts = [r for r in recorder.records.values() if not r.is_baseline]
     compiled = [r for r in attempts if r.status is CandidateStatus.COMPILED]
@@ -628,5 +629,5 @@ def _compiled_only_result(recorder: RunRecorder, problem: Problem) -> TuneResult
         run_dir=recorder.run_dir, problem=problem, records=tuple(recorder.ordered()),
         baseline_ms=math.nan, best=None, best_spec_path=None,
         compile_success_rate=len([r for r in attempts if r.binary_hash]) / len(attempts) if attempts else 0.0,
-        notes=(f"{len(compiled)} distinct candidates ready to benchmark",),
+        notes=(*notes, f"{len(compiled)} distinct candidates ready to benchmark"),
     )  # fmt: skip

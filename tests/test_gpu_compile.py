@@ -273,3 +273,28 @@ def test_sm80_f32_matmul_searches_the_simt_space(tmp_path: Path) -> None:
     check_compiled_run(result, "cuda:sm_80", 3)
     assert {dict(r.knobs or ())["pipeline"] for r in result.records} == {"TileAndFuse"}
     assert all("th_m" in dict(r.knobs or ()) for r in result.records)
+
+
+CONV_7X7_F16 = """
+func.func @main(%x: tensor<1x9x9x64xf16>, %w: tensor<3x3x64x24xf16>) -> tensor<1x7x7x24xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x7x7x24xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x7x7x24xf32>) -> tensor<1x7x7x24xf32>
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x9x9x64xf16>, tensor<3x3x64x24xf16>)
+      outs(%init : tensor<1x7x7x24xf32>) -> tensor<1x7x7x24xf32>
+  return %r : tensor<1x7x7x24xf32>
+}
+"""
+
+
+def test_an_empty_vector_distribute_space_is_left_out_with_a_note(tmp_path: Path) -> None:
+    # A 7-wide output row is narrower than the 16-row intrinsic: the compiler's VectorDistribute
+    # space has no solution, and the run says which of its constraints conflict.
+    benchmark = dump_gpu_benchmark(CONV_7X7_F16, "cuda:sm_80", tmp_path / "dump")
+    result = compile_run(benchmark, "cuda:sm_80", tmp_path / "runs", 2)
+    assert {dict(r.knobs or ())["pipeline"] for r in result.records[1:]} == {"TileAndFuse"}
+    assert result.notes[0] == (
+        "the VectorDistribute space of conv_7x7x24x3x3x64_f16_f16_f32 on cuda:sm_80 is empty, "
+        "no configuration satisfies: dim_1 ({}) == 7; wg_1 <= dim_1; wg_1 >= mma_m"
+    )

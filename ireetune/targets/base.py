@@ -41,6 +41,11 @@ class FamilySpace(abc.ABC):
         the CPU, say), from the problem alone; None when it can. `prepare` raises the same."""
         return None
 
+    def space_notes(self) -> tuple[str, ...]:
+        """Say what a user should know about the space `prepare` set up (a pipeline left out
+        because it has no solution, a hand-written space used where the compiler has none)."""
+        return ()
+
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:

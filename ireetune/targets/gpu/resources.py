@@ -205,6 +205,23 @@ def _attention_usage(problem: Problem, config: ResolvedDict) -> ResourceUsage:
     return ResourceUsage(shared, math.ceil(tile_m * tile_n / _threads(config)))
 
 
+def check_tile_extents(problem: Problem, config: ResolvedDict) -> str | None:
+    """Say which workgroup tile is larger than its loop, or None.
+
+    IREE 3.13's implicit-GEMM constraints let a tile exceed its loop (a 32-wide tile of a
+    16-wide output row); without padding in the configuration the compiler then fails
+    (`tensor.expand_shape` "expected dimension 2 of collapsed type to be static value of 64":
+    7 of 8 such gfx942 convolution candidates), and padded it only computes zeros.
+    """
+    workgroup = _ints(config.get("workgroup", []))
+    if "padding" in config:
+        return None
+    for index, tile in enumerate(workgroup[: len(problem.loop_sizes)]):
+        if tile > problem.loop_sizes[index]:
+            return f"workgroup tile {tile} of loop {index} exceeds its {problem.loop_sizes[index]}"
+    return None
+
+
 def check_promoted_reads(
     problem: Problem, space: ConstraintSpace, config: ResolvedDict
 ) -> str | None:

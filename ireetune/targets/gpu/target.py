@@ -46,9 +46,10 @@ from ireetune.targets.gpu.ordering import (
 from ireetune.targets.gpu.resources import (
     check_promoted_reads,
     check_resources,
+    check_tile_extents,
     estimate_resources,
 )
-from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
+from ireetune.targets.gpu.smt_space import SmtSpace, explain_unsatisfiable, sample_spaces
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
     TRANSLATION_KEYS,
@@ -135,7 +136,7 @@ class GpuSpace(FamilySpace):
         self._refusal = refusal
         self._compiler_space: CompilerSpace | None = None
         self._facts: GpuFacts | None = None
-        self.notes: list[str] = []
+        self._notes: list[str] = []
 
     @property
     def compiler_space(self) -> CompilerSpace:
@@ -144,6 +145,9 @@ class GpuSpace(FamilySpace):
 
     def refusal(self, problem: Problem) -> str | None:
         return self._refusal(problem) if self._refusal is not None else None
+
+    def space_notes(self) -> tuple[str, ...]:
+        return tuple(self._notes)
 
     @property
     def facts(self) -> GpuFacts:
@@ -163,10 +167,11 @@ class GpuSpace(FamilySpace):
         if not compiler.spaces and self.hand_written is not None:
             spaces = self.hand_written(problem, self.facts, compiler)
             compiler = CompilerSpace(spaces, compiler.default_pipeline, compiler.default_config)
-            self.notes.append(
+            self._notes.append(
                 f"IREE 3.13 emits no search space for {problem.signature} on {target.name}; "
                 "ireetune's hand-written space is searched"
             )
+        compiler = self._without_empty_spaces(problem, compiler)
         self._compiler_space = compiler
         if not compiler.spaces:
             raise IreetuneError(
@@ -178,6 +183,22 @@ class GpuSpace(FamilySpace):
             raise IreetuneError(
                 f"no search space for pipeline {', '.join(target.pipelines)}; the compiler offers {', '.join(found)}"
             )
+
+    def _without_empty_spaces(self, problem: Problem, compiler: CompilerSpace) -> CompilerSpace:
+        """Drop the spaces without a solution, saying in a note which constraints conflict (a
+        convolution's VectorDistribute space is often empty: its intrinsic does not divide
+        the output channels). Indices stay those of the compiler's spaces."""
+        kept = []
+        for space in compiler.spaces:
+            why = explain_unsatisfiable(space.smtlib, space.assert_messages)
+            if why is None:
+                kept.append(space)
+            else:
+                self._notes.append(
+                    f"the {space.pipeline} space of {problem.signature} on {self.target.name} "
+                    f"is empty, {why}"
+                )
+        return CompilerSpace(tuple(kept), compiler.default_pipeline, compiler.default_config)
 
     def read_compiler_space(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
@@ -198,7 +219,8 @@ class GpuSpace(FamilySpace):
 
     def _space_of(self, knobs: Knobs) -> tuple[ConstraintSpace, dict[str, int]]:
         values = dict(knobs)
-        space = self.compiler_space.spaces[int(values.pop(SPACE_KNOB))]
+        index = int(values.pop(SPACE_KNOB))
+        space = next(space for space in self.compiler_space.spaces if space.index == index)
         pipeline = values.pop(PIPELINE_KNOB)
         assert pipeline == space.pipeline, (
             f"knobs name {pipeline} but space {space.index} is {space.pipeline}"
@@ -273,6 +295,7 @@ class GpuSpace(FamilySpace):
         return (
             check_resources(usage, self.facts) is None
             and check_promoted_reads(problem, space, config) is None
+            and check_tile_extents(problem, config) is None
         )
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
