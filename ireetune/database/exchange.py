@@ -87,6 +87,15 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
     # The stored target names its prologue (llvm-cpu's convolutions need one); a spec runs it
     # once for all its matchers.
     target = parse_target(next(iter(targets)).split("#", 1)[0])
+    partial = [
+        e.problem.signature for e in entries if target.needs_more_than_compilation_info(e.problem)
+    ]
+    if partial:
+        raise IreetuneError(
+            f"the stored results of {', '.join(partial)} on {target.name} keep only the "
+            "compilation_info, and their configuration sets more; use the best_spec.mlir of "
+            "their tuning runs (or tune them again)"
+        )
     prologue = tuple(
         dict.fromkeys(name for entry in entries for name in target.spec_prologue(entry.problem))
     )

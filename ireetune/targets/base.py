@@ -126,6 +126,11 @@ class Target(abc.ABC):
         matcher sees the op as this target configures it (default: none)."""
         return ()
 
+    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
+        """Say whether a configuration of this problem sets more than the root op's
+        compilation_info (so a spec cannot be rebuilt from a stored compilation_info alone)."""
+        return False
+
     @abc.abstractmethod
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         """Map each op family this target tunes to the factory of its search space."""

@@ -367,6 +367,11 @@ class GpuTarget(Target):
             ),
         }
 
+    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
+        # Attention sets a decomposition_config, a reduction the configs of its dispatch's
+        # other ops.
+        return problem.family in ("attention", "reduction")
+
     @property
     def gpu_space(self) -> GpuSpace:
         """The GPU space `prepare` picked (for tests and notes)."""
