@@ -80,9 +80,9 @@ from ireetune.report.summary import render_summary
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.search.candidate import Knobs
 from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
-from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
-from ireetune.targets.base import Target
+from ireetune.targets.base import OpConfiguration, Target
 from ireetune.verify.landing import prove_config_landed
 from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.stage import (
@@ -317,7 +317,7 @@ def _run(
     _write_specs(recorder, target, context, problem, dispatch.default_knobs, candidates)
     restored = restore_candidates(recorder, stored)
     workers = options.jobs or len(os.sched_getaffinity(0))
-    notes: list[str] = []
+    notes: list[str] = list(target.space_for(problem).space_notes())
     with StageProgress(progress_enabled(options.show_progress)) as progress:
         if search is not None:
             restored = _measure_early_rounds(options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
@@ -338,8 +338,9 @@ def _run(
                 campaign_settings(options), tuple(devices), options.seed, options.verify_top,
                 options.compile_timeout_s, progress, rule, options.model_level_rounds,
             )  # fmt: skip
+            recorder.info["notes"] = notes
             recorder.save()
-            return _compiled_only_result(recorder, problem)
+            return _compiled_only_result(recorder, problem, notes)
         basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
         stored_facts = (
             facts_from_stored_campaign(recorder, stored, restored, basis)
@@ -458,13 +459,14 @@ def _append_specs(
     """Write one spec per new candidate, numbered after the last; return their ids."""
     run_dir = recorder.run_dir
     first_id = max(recorder.records) + 1
+    prologue = target.spec_prologue(problem)
     for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
-        info = target.compilation_info(problem, knobs, context)
+        configuration = target.configuration(problem, knobs, context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(
-            render_spec(build_spec([MatcherEntry(problem, info)], context))
+            build_configuration_spec(problem, configuration, prologue, context)
         )
-        recorder.compilation_infos[candidate_id] = info
+        recorder.compilation_infos[candidate_id] = configuration.compilation_info
         recorder.update(
             CandidateRecord(
                 candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name
@@ -726,9 +728,15 @@ def _reuse(
 ) -> TuneResult:
     """Write a run folder from a stored winner (reached here, under this rule) instead of tuning."""
     run_dir = create_run_dir(options.output_dir, problem.signature)
-    spec = build_spec([MatcherEntry(problem, stored.compilation_info)], context)
+    configuration = (
+        target.configuration(problem, stored.knobs, context)
+        if stored.knobs is not None
+        else OpConfiguration(stored.compilation_info)
+    )
     best_spec_path = run_dir / "best_spec.mlir"
-    best_spec_path.write_text(render_spec(spec))
+    best_spec_path.write_text(
+        build_configuration_spec(problem, configuration, target.spec_prologue(problem), context)
+    )
     record = CandidateRecord(
         1, stored.knobs, CandidateStatus.VERIFIED, reason=f"stored winner from {stored.written_at}",
         spec_path="best_spec.mlir", device=key.device, times_ms=stored.times_ms, median_ms=stored.median_ms,
@@ -766,7 +774,7 @@ def _reuse(
     )  # fmt: skip
 
 
-def _compiled_only_result(recorder: RunRecorder, problem: Problem) -> TuneResult:
+def _compiled_only_result(recorder: RunRecorder, problem: Problem, notes: list[str]) -> TuneResult:
     """Describe a run stopped after compiling: no timings, no winner yet."""
     attempts = [r for r in recorder.records.values() if not r.is_baseline]
     compiled = [r for r in attempts if r.status is CandidateStatus.COMPILED]
@@ -774,5 +782,5 @@ def _compiled_only_result(recorder: RunRecorder, problem: Problem) -> TuneResult
         run_dir=recorder.run_dir, problem=problem, records=tuple(recorder.ordered()),
         baseline_ms=math.nan, best=None, best_spec_path=None,
         compile_success_rate=len([r for r in attempts if r.binary_hash]) / len(attempts) if attempts else 0.0,
-        notes=(f"{len(compiled)} distinct candidates ready to benchmark",),
+        notes=(*notes, f"{len(compiled)} distinct candidates ready to benchmark"),
     )  # fmt: skip

@@ -232,7 +232,7 @@ def _profile_dispatches(
             timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
     profiles = []
     for dispatch in dumped:
-        problem, tunable = _describe_problem(dispatch.path)
+        problem, tunable = _describe_problem(dispatch.path, model.target)
         executable = dispatch.name
         profiles.append(
             DispatchProfile(
@@ -247,15 +247,19 @@ def _profile_dispatches(
     return profiles
 
 
-def _describe_problem(benchmark_path: Path) -> tuple[str, bool]:
+def _describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
+    """Name a dispatch's problem and say whether the target has a space for it."""
     context = ir.Context()
     try:
         module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
         with context:
             problem = parse_problem(find_root_op(module))
-        return problem.signature, True
     except IreetuneError as error:
         return f"not tunable: {error}", False
+    refusal = target.refusal(problem)
+    if refusal is not None:
+        return f"not tunable: {refusal}", False
+    return problem.signature, True
 
 
 def tune_model(options: ModelTuneOptions) -> ModelTuneResult:

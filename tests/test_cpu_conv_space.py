@@ -8,7 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from iree.compiler import ir
+
 from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.search.candidate import Knobs
+from ireetune.search.neighbourhood import distance_to
+from ireetune.spec.apply import compile_with_spec, resolve_compile_target
+from ireetune.spec.builder import build_configuration_spec
+from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.conv_space import (
     compute_conv_sizes,
     conv_tile_lists,
@@ -17,6 +25,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
+from tests.conftest import dump_benchmarks
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # ResNet-50's 3x3 convolution on 56x56 images in NCHW: loops (n, f, oh, ow, c, kh, kw).
@@ -142,3 +151,160 @@ def test_tune_a_real_nchw_convolution_on_the_cpu(conv_model: Path, tmp_path: Pat
     assert "not-applied" not in statuses
     spec = (run_dir / "specs" / "1_spec.mlir").read_text()
     assert "transform.iree.match.convolution" in spec and "ConvTileAndDecomposeExpert" in spec
+
+
+# A batch-1 NHWC 3x3 convolution, as in every image model run on one image.
+BATCH_1_NHWC_MODEL = """
+func.func @main(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x16xf32>) -> tensor<1x8x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x8x8x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x10x10x8xf32>, tensor<3x3x8x16xf32>)
+      outs(%init : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  return %r : tensor<1x8x8x16xf32>
+}
+"""
+
+
+def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
+    # In a model the unit batch is folded away before the tuning spec runs, and IREE's CPU
+    # pipeline puts it back only afterwards (dropping the op's attributes): a matcher for the
+    # dispatch's 7 loops misses the 6-loop op the spec sees, unless the spec's prologue
+    # restores the batch first. The configuration dump of the whole-model compile is the proof.
+    (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")
+    model = tmp_path / "dump" / "model.mlir"
+    target = parse_target("cpu")
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(benchmark.read_text())
+        root_op = find_root_op(module)
+        problem = parse_problem(root_op)
+        default = target.parse_default_knobs(problem, root_op)
+    assert problem.loop_sizes == (1, 8, 8, 16, 3, 3, 8) and default is not None
+    knobs = tuple(
+        (name, 4 if name == "dist_oh" and value != 4 else value) for name, value in default
+    )
+    assert knobs != default
+    configuration = target.configuration(problem, knobs, context)
+    compile_target = resolve_compile_target("cpu")
+    reports = {}
+    for label, prologue in (("with", target.spec_prologue(problem)), ("without", ())):
+        spec = tmp_path / f"{label}.mlir"
+        spec.write_text(build_configuration_spec(problem, configuration, prologue, context))
+        reports[label] = compile_with_spec(
+            model, compile_target, spec, tmp_path / f"{label}.vmfb", 120
+        )
+    assert target.spec_prologue(problem) == ("iree-codegen-insert-batch-dim-for-batchless-conv",)
+    (landed,) = reports["with"].checks
+    assert landed.landed and "distribution = [1, 4, 8, 16, 0, 0, 0]" in landed.found, landed
+    (missed,) = reports["without"].checks
+    assert not missed.landed and missed.found != landed.found
+
+
+def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
+    # The reference program (the root op alone) is folded like a model: with the prologue, a
+    # candidate's reference binary differs from the default's.
+    from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+    from ireetune.verify.reference import build_reference_module
+
+    (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")
+    target = parse_target("cpu")
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(benchmark.read_text())
+        root_op = find_root_op(module)
+        problem = parse_problem(root_op)
+        default = target.parse_default_knobs(problem, root_op)
+        reference = tmp_path / "reference.mlir"
+        reference.write_text(str(build_reference_module(root_op, context, problem)))
+    assert problem.reference_carries_config and default is not None
+    knobs = tuple(
+        (name, 4 if name == "dist_oh" and value != 4 else value) for name, value in default
+    )
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(
+        build_configuration_spec(
+            problem,
+            target.configuration(problem, knobs, context),
+            target.spec_prologue(problem),
+            context,
+        )
+    )
+    baseline = tmp_path / "baseline.mlir"
+    baseline.write_text(BASELINE_SPEC_TEXT)
+    binaries = []
+    for path in (baseline, spec):
+        output = tmp_path / f"{path.stem}.vmfb"
+        subprocess.run(
+            [str(Path(sys.executable).parent / "iree-compile"), str(reference),
+             *target.compile_flags(), *target.spec_flags(path), "-o", str(output)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        binaries.append(output.read_bytes())
+    assert binaries[0] != binaries[1]
+
+
+# ResNet-50's 7x7 stem convolution (3 input channels, stride 2) and IREE's default for it on
+# znver4, whose channel tile 3 is in no power-of-two list.
+STEM = ConvolutionProblem(
+    op_name="linalg.generic",
+    loop_sizes=(1, 64, 112, 112, 3, 7, 7),
+    batch_dims=(0,),
+    output_image_dims=(2, 3),
+    output_channel_dims=(1,),
+    filter_dims=(5, 6),
+    input_channel_dims=(4,),
+    depth_dims=(),
+    strides=(2, 2),
+    dilations=(1, 1),
+    lhs_type="f32",
+    rhs_type="f32",
+    output_type="f32",
+    indexing_maps=(
+        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 * 2 + d5, d3 * 2 + d6)",
+        "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
+        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)",
+    ),
+    lhs_shape=(1, 3, 229, 229),
+    rhs_shape=(64, 3, 7, 7),
+    output_shape=(1, 64, 112, 112),
+)
+STEM_DEFAULT = (
+    ("dist_f", 64),
+    ("dist_oh", 56),
+    ("dist_ow", 16),
+    ("vec_c", 3),
+    ("vec_f", 16),
+    ("vec_ow", 8),
+)
+
+
+def test_the_default_neighbours_come_first_and_keep_its_odd_channel_tile() -> None:
+    sizes = compute_conv_sizes(STEM)
+    first = list(itertools.islice(enumerate_conv_space(sizes, AVX512, 0, STEM_DEFAULT), 7))
+    # One knob moved one step along its domain each (knobs in name order), the default's
+    # vec_c = 3 kept where it is not the one moved.
+    moved = [{n: v for n, v in k if dict(STEM_DEFAULT)[n] != v} for k in first]
+    assert moved == [
+        {"dist_f": 32}, {"dist_f": 96}, {"dist_oh": 28}, {"dist_oh": 112}, {"vec_c": 1},
+        {"vec_f": 8}, {"vec_f": 32},
+    ]  # fmt: skip
+    assert STEM_DEFAULT not in list(
+        itertools.islice(enumerate_conv_space(sizes, AVX512, 0, STEM_DEFAULT), 80)
+    )
+
+
+def test_ordering_puts_near_default_configurations_first() -> None:
+    sizes = compute_conv_sizes(STEM)
+    # A random pool (no neighbours proposed): the ordering alone must find the near ones.
+    pool = list(itertools.islice(enumerate_conv_space(sizes, AVX512, 3), 80))
+    with_default = order_conv_candidates(sizes, AVX512, pool, 3, STEM_DEFAULT)
+    without = order_conv_candidates(sizes, AVX512, pool, 3)
+
+    def mean_distance(ordered: list[tuple[Knobs, float]]) -> float:
+        return sum(distance_to(k, STEM_DEFAULT) for k, _ in ordered[:8]) / 8
+
+    nearest = min(distance_to(k, STEM_DEFAULT) for k in pool)
+    assert distance_to(with_default[0][0], STEM_DEFAULT) <= nearest + 1.0
+    assert mean_distance(with_default) < mean_distance(without) - 1.0

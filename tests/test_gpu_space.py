@@ -179,3 +179,73 @@ def test_batch_proxy_lifts_templates_to_the_batch_loops() -> None:
         "subgroup_basis": [[1, IntKnob("m"), IntKnob("n"), 1], [0, 1, 2, 3]],
         "promote_operands": [0, 1],
     }
+
+
+def test_an_empty_space_is_explained_by_the_compilers_messages() -> None:
+    from ireetune.targets.gpu.smt_space import explain_unsatisfiable
+
+    smtlib = (
+        "(declare-const dim_1 Int)\n(declare-const wg_1 Int)\n"
+        "(assert (= dim_1 7))\n(assert (<= wg_1 dim_1))\n(assert (>= wg_1 16))\n(assert (>= wg_1 1))\n"
+    )
+    messages = ("dim_1 ({}) == 7", "wg_1 <= dim_1", "wg_1 >= mma_m", "wg_1 >= 1")
+    assert explain_unsatisfiable(smtlib, messages) == (
+        "no configuration satisfies: dim_1 ({}) == 7; wg_1 <= dim_1; wg_1 >= mma_m"
+    )
+    assert explain_unsatisfiable(smtlib.replace("16", "4"), messages) is None
+    assert explain_unsatisfiable(smtlib, ()) == "its constraints admit no configuration"
+
+
+def _mmt_space(pipeline: str) -> ConstraintSpace:
+    return ConstraintSpace(0, pipeline, {}, "", (), {NV_MMA: (16, 8, 16)})
+
+
+def test_shared_memory_and_registers_are_counted_before_compiling() -> None:
+    from ireetune.targets.gpu.resources import ResourceUsage, check_resources, estimate_resources
+    from ireetune.targets.gpu.target import GpuFacts
+
+    sm80 = GpuFacts("sm_80", (32,), 1024, 166912, (), 108)
+    problem = _problem(1024, 1280, 4096)
+    config = {
+        "workgroup": [128, 256, 0], "reduction": [0, 0, 8], "subgroup": [2, 4, 0],
+        "mma_kind": OpaqueAttr(NV_MMA), "promote_operands": [0, 1], "workgroup_size": [256, 1, 1],
+    }  # fmt: skip
+    usage = estimate_resources(problem, _mmt_space("TileAndFuse"), config)  # type: ignore[arg-type]
+    # LHS 128 x 128 and RHS 128 x 256 in f16, the 128 x 256 f32 accumulator staged as well.
+    assert usage == ResourceUsage((128 * 128 + 128 * 256) * 2 + 128 * 256 * 4, 128)
+    assert check_resources(usage, sm80) == (
+        "needs 229376 bytes of shared memory, over the target's 166912"
+    )
+    smaller = {**config, "workgroup": [64, 128, 0], "reduction": [0, 0, 4]}
+    assert (
+        check_resources(estimate_resources(problem, _mmt_space("TileAndFuse"), smaller), sm80)
+        is None
+    )  # type: ignore[arg-type]
+
+
+def test_vector_distribute_tiles_must_split_into_whole_vectors_per_thread() -> None:
+    from ireetune.targets.gpu.resources import check_promoted_reads
+
+    problem = _problem(256, 384, 512)
+    config = {
+        "workgroup": [256, 96, 0], "reduction": [0, 0, 32], "promote_operands": [0, 1],
+        "workgroup_size": [256, 1, 1],
+    }  # fmt: skip
+    assert check_promoted_reads(problem, _mmt_space("VectorDistribute"), config) == (  # type: ignore[arg-type]
+        "operand 1's 3072-element tile is not a whole number of 128-bit vectors per thread "
+        "(256 threads)"
+    )
+    fits = {**config, "workgroup": [256, 128, 0]}
+    assert check_promoted_reads(problem, _mmt_space("VectorDistribute"), fits) is None  # type: ignore[arg-type]
+    assert check_promoted_reads(problem, _mmt_space("TileAndFuse"), config) is None  # type: ignore[arg-type]
+
+
+def test_a_workgroup_tile_may_not_exceed_its_loop_unpadded() -> None:
+    from ireetune.targets.gpu.resources import check_tile_extents
+
+    problem = _problem(16, 128, 64)
+    assert check_tile_extents(problem, {"workgroup": [32, 64, 0]}) == (  # type: ignore[arg-type]
+        "workgroup tile 32 of loop 0 exceeds its 16"
+    )
+    assert check_tile_extents(problem, {"workgroup": [16, 64, 0]}) is None  # type: ignore[arg-type]
+    assert check_tile_extents(problem, {"workgroup": [32, 64, 0], "padding": [32, 64, 64]}) is None  # type: ignore[arg-type]

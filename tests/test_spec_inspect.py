@@ -98,9 +98,7 @@ def test_contraction_matcher_is_read_from_the_ir() -> None:
         SourceLocation("valid.mlir", 8, 3),
         MatchPattern(
             "transform.iree.match.contraction",
-            "f32",
-            "f32",
-            "f32",
+            ("f32", "f32", "f32"),
             MAPS,
             ((), (64,), (128,), (96,)),
         ),
@@ -211,9 +209,7 @@ def test_convolution_matcher_is_read_from_the_ir(conv_spec: ConvSpec) -> None:
         "convolution",
         MatchPattern(
             "transform.iree.match.convolution",
-            "f32",
-            "f32",
-            "f32",
+            ("f32", "f32", "f32"),
             conv_spec.problem.indexing_maps,
             ((2,), (16, 16), (32,), (3, 3), (16,), (), (1, 1), (1, 1)),
         ),

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.problem.root_op import find_root_op
+from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.verify.compare import compare_outputs, make_random_inputs, tolerance
 from ireetune.verify.reference import build_reference_module
 from ireetune.verify.runner import run_reference_programs
@@ -19,7 +19,8 @@ def test_reference_program_computes_the_matmul(matmul_benchmark: Path, tmp_path:
     context = ir.Context()
     with context:
         module = ir.Module.parse(matmul_benchmark.read_text())
-        reference = build_reference_module(find_root_op(module), context)
+        root_op = find_root_op(module)
+        reference = build_reference_module(root_op, context, parse_problem(root_op))
     source = tmp_path / "reference.mlir"
     source.write_text(str(reference))
     assert "lowering_config" not in source.read_text() and "root_op" not in source.read_text()

@@ -167,6 +167,8 @@ def run(arguments: argparse.Namespace) -> int:
             f"  ireetune benchmark-folder {result.run_dir}   (or python -m ireetune.benchmark.folder)\n"
             f"  ireetune finish {result.run_dir}\n"
         )
+        for note in result.notes[:-1]:
+            sys.stdout.write(f"note: {note}\n")
         return 0
     sys.stdout.write(result.summary)
     sys.stdout.write(f"run folder: {result.run_dir}\n")

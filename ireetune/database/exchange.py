@@ -22,6 +22,7 @@ from ireetune.database.validate import read_problem_key, validate_rows
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.targets import parse_target
 
 CSV_FIELDS = (
     "signature",
@@ -83,8 +84,23 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
         )
     context = ir.Context()
     entries = [MatcherEntry(problem_from_key(r.key.problem), r.compilation_info) for r in results]
+    # The stored target names its prologue (llvm-cpu's convolutions need one); a spec runs it
+    # once for all its matchers.
+    target = parse_target(next(iter(targets)).split("#", 1)[0])
+    partial = [
+        e.problem.signature for e in entries if target.needs_more_than_compilation_info(e.problem)
+    ]
+    if partial:
+        raise IreetuneError(
+            f"the stored results of {', '.join(partial)} on {target.name} keep only the "
+            "compilation_info, and their configuration sets more; use the best_spec.mlir of "
+            "their tuning runs (or tune them again)"
+        )
+    prologue = tuple(
+        dict.fromkeys(name for entry in entries for name in target.spec_prologue(entry.problem))
+    )
     try:
-        return render_spec(build_spec(entries, context))
+        return render_spec(build_spec(entries, context, prologue))
     except ir.MLIRError as error:
         raise IreetuneError(
             f"a stored configuration does not parse: {str(error).splitlines()[0]}"

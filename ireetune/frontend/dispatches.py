@@ -167,8 +167,13 @@ def select_dispatch(dispatches: list[DumpedDispatch], choice: str | None) -> Dum
     return matches[0]
 
 
-def strip_configurations(benchmark_path: Path, output_path: Path, timeout_s: float) -> None:
-    """Remove existing lowering configs so that a spec can set new ones."""
+def strip_configurations(
+    benchmark_path: Path, output_path: Path, timeout_s: float, keep_root_markers: bool = False
+) -> None:
+    """Remove existing lowering configs so that a spec can set new ones, and (unless asked to
+    keep them) the `root_op` markers of `--iree-codegen-add-tuner-attributes`, which a model
+    compile never carries: a DAG matcher (`cast_compatible_dag_from_root`, the reduction
+    family's) compares the op's attributes and misses an op that still has one."""
     result = run_tool(
         [
             find_tool("iree-opt"),
@@ -183,3 +188,24 @@ def strip_configurations(benchmark_path: Path, output_path: Path, timeout_s: flo
         raise IreetuneError(
             f"cannot strip configurations from {benchmark_path}: {first_error_line(result.stderr)}"
         )
+    if not keep_root_markers:
+        _remove_root_markers(output_path)
+
+
+def _remove_root_markers(path: Path) -> None:
+    """Delete every `root_op` attribute of a module file, in place."""
+    context = ir.Context()
+    module = parse_module(read_mlir_file(path), context, path)
+    marked: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if "root_op" in op.attributes:
+            marked.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(collect)
+    if not marked:
+        return
+    for op in marked:
+        del op.attributes["root_op"]
+    path.write_text(str(module))

@@ -14,7 +14,8 @@ from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
 from ireetune.decision.rules import DecisionRule
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
-from ireetune.problem.root_op import Problem
+from ireetune.problem.family import Problem
+from ireetune.problem.registry import family_of
 from ireetune.report.progress import StageProgress
 from ireetune.report.records import CandidateRecord, CandidateStatus
 from ireetune.targets.base import Target
@@ -53,7 +54,7 @@ def export_for_benchmarking(
     verify_dir = run_dir / "verify"
     verify_dir.mkdir(exist_ok=True)
     reference_path = verify_dir / "reference.mlir"
-    reference_path.write_text(str(build_reference_module(root_op, context)))
+    reference_path.write_text(str(build_reference_module(root_op, context, problem)))
 
     to_measure = [
         r for r in records.values() if r.is_baseline or r.status is CandidateStatus.COMPILED
@@ -87,9 +88,7 @@ def export_for_benchmarking(
             hashes.get(record.candidate_id, ""),
         )
 
-    reduction = 1
-    for size in problem.k_sizes:
-        reduction *= size
+    arguments = family_of(problem).reference_inputs(problem)
     manifest = Manifest(
         problem=problem.signature,
         target=target.name,
@@ -105,10 +104,10 @@ def export_for_benchmarking(
         ),
         verify=VerifySettings(
             seed,
-            (problem.lhs_shape, problem.rhs_shape),
-            (problem.lhs_type, problem.rhs_type),
-            problem.output_type,
-            reduction,
+            arguments.shapes,
+            arguments.types,
+            arguments.output_type,
+            arguments.reduction_size,
             verify_top,
         ),
         benchmark_timeout_s=settings.min_timeout_s,

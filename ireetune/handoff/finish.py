@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
 
 from ireetune.benchmark.campaign import campaign_from_json
 from ireetune.benchmark.folder import contender_limit, folder_rule
@@ -147,14 +148,18 @@ def finish_run(run_dir: Path) -> TuneResult:
 
 
 def _compilation_info_of(spec_path: Path, context: ir.Context) -> str:
-    """Read the compilation_info constant of a one-matcher spec (the winner's own spec)."""
+    """Read the compilation_info constant of a one-matcher spec (the winner's own spec); other
+    constants (attention's decomposition_config, the lowering_configs of a reduction's other
+    ops, a loop count) are not it."""
     with context:
         module = ir.Module.parse(spec_path.read_text())
         found: list[str] = []
 
         def visit(operation: ir.Operation) -> ir.WalkResult:
             if operation.name == "transform.param.constant":
-                found.append(str(operation.attributes["value"]))
+                value = operation.attributes["value"]
+                if iree_codegen.CompilationInfoAttr.isinstance(value):
+                    found.append(str(value))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)

@@ -1,4 +1,9 @@
-"""Parse a contraction root op (matmul, mmt, batch matmul, generic contraction) into a record."""
+"""The contraction family: matmul, mmt, generic contractions (and, through
+`batch_contraction.py`, the same ops with batch loops).
+
+Its matcher is `transform.iree.match.contraction` with the element types, the indexing maps and a
+`dims_equal` per dimension group (batch, M, N, K).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,23 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from ireetune.errors import IreetuneError
+from ireetune.problem.family import (
+    MatchOpSpec,
+    MatchPattern,
+    OpFamily,
+    Problem,
+    ReferenceInputs,
+    element_type_name,
+    map_dim_positions,
+    result_positions,
+    static_shape,
+)
+
+CONTRACTION_MATCH = MatchOpSpec(
+    "transform.iree.match.contraction",
+    ("lhs_type", "rhs_type", "output_type"),
+    ("batch", "m", "n", "k"),
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,10 @@ class ContractionProblem:
         return count
 
     @property
+    def family(self) -> str:
+        return "batch_contraction" if self.batch_dims else "contraction"
+
+    @property
     def is_mmt4d(self) -> bool:
         """Say whether this is a data-tiled matmul: M1 N1 K1 outer tiles of M0 x N0 x K0 tiles.
 
@@ -72,7 +98,7 @@ class ContractionProblem:
         if len(self.k_dims) != 2:
             return False
         (m1, m0), (n1, n0), (k1, k0) = self.m_dims, self.n_dims, self.k_dims
-        lhs_map, rhs_map, out_map = (_map_dim_positions(text) for text in self.indexing_maps)
+        lhs_map, rhs_map, out_map = (map_dim_positions(text) for text in self.indexing_maps)
         return (lhs_map, rhs_map, out_map) == ([m1, k1, m0, k0], [n1, k1, n0, k0], [m1, n1, m0, n0])
 
     @property
@@ -83,7 +109,7 @@ class ContractionProblem:
         if len(self.m_dims) != 1 or len(self.n_dims) != 1 or len(self.k_dims) != 1:
             return "contraction"
         m, n, k = self.m_dims[0], self.n_dims[0], self.k_dims[0]
-        lhs_map, rhs_map, _ = (_map_dim_positions(text) for text in self.indexing_maps)
+        lhs_map, rhs_map, _ = (map_dim_positions(text) for text in self.indexing_maps)
         batch = list(self.batch_dims)
         lhs_layout = "t" if lhs_map == [*batch, k, m] else "n" if lhs_map == [*batch, m, k] else "?"
         rhs_layout = "t" if rhs_map == [*batch, n, k] else "n" if rhs_map == [*batch, k, n] else "?"
@@ -100,34 +126,6 @@ class ContractionProblem:
             str(s) for s in (*self.batch_sizes, *self.m_sizes, *self.n_sizes, *self.k_sizes)
         )
         return f"{self.kind}_{sizes}_{self.lhs_type}_{self.rhs_type}_{self.output_type}"
-
-
-def _map_dim_positions(map_text: str) -> list[int]:
-    """Return the loop-dimension positions of an affine map's results ([-1] for non-dims)."""
-    with ir.Context():
-        affine_map = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{map_text}>")).value
-        return _result_positions(affine_map)
-
-
-def _result_positions(affine_map: ir.AffineMap) -> list[int]:
-    positions = []
-    for expr in affine_map.results:
-        if isinstance(expr, ir.AffineDimExpr):
-            positions.append(expr.position)
-        else:
-            positions.append(-1)
-    return positions
-
-
-def _element_type_name(shaped_type: ir.Type) -> str:
-    return str(ir.ShapedType(shaped_type).element_type)
-
-
-def _static_shape(value_type: ir.Type, what: str) -> tuple[int, ...]:
-    shaped = ir.ShapedType(value_type)
-    if not shaped.has_static_shape:
-        raise IreetuneError(f"dynamic shapes are not supported yet ({what} is {value_type})")
-    return tuple(shaped.shape)
 
 
 def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
@@ -149,13 +147,13 @@ def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
     # Through the interface: named ops such as linalg.mmt4d carry no `indexing_maps` attribute.
     affine_maps = [ir.AffineMapAttr(attr).value for attr in linalg.get_indexing_maps(root_op)]
     shapes = [
-        _static_shape(operand.type, name)
+        static_shape(operand.type, name)
         for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)
     ]
     loop_count = affine_maps[0].n_dims
     loop_sizes = [0] * loop_count
     for affine_map, shape in zip(affine_maps, shapes, strict=True):
-        for position, extent in zip(_result_positions(affine_map), shape, strict=True):
+        for position, extent in zip(result_positions(affine_map), shape, strict=True):
             if position >= 0:
                 loop_sizes[position] = extent
     assert all(size > 0 for size in loop_sizes), f"unbound loop dimension in {affine_maps}"
@@ -166,11 +164,59 @@ def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
         m_dims=tuple(dimensions.m),
         n_dims=tuple(dimensions.n),
         k_dims=tuple(dimensions.k),
-        lhs_type=_element_type_name(operands[0].type),
-        rhs_type=_element_type_name(operands[1].type),
-        output_type=_element_type_name(operands[2].type),
+        lhs_type=element_type_name(operands[0].type),
+        rhs_type=element_type_name(operands[1].type),
+        output_type=element_type_name(operands[2].type),
         indexing_maps=tuple(str(m) for m in affine_maps),  # type: ignore[arg-type]
         lhs_shape=shapes[0],
         rhs_shape=shapes[1],
         output_shape=shapes[2],
     )
+
+
+def contraction_pattern(problem: ContractionProblem) -> MatchPattern:
+    """Return the pattern of a contraction matcher: types, maps and every group's sizes."""
+    return MatchPattern(
+        CONTRACTION_MATCH.name,
+        (problem.lhs_type, problem.rhs_type, problem.output_type),
+        problem.indexing_maps,
+        (problem.batch_sizes, problem.m_sizes, problem.n_sizes, problem.k_sizes),
+    )
+
+
+def contraction_reference_inputs(problem: ContractionProblem) -> ReferenceInputs:
+    """The reference program takes both operands; each result sums the K loops' products."""
+    reduction = 1
+    for size in problem.k_sizes:
+        reduction *= size
+    return ReferenceInputs(
+        (problem.lhs_shape, problem.rhs_shape),
+        (problem.lhs_type, problem.rhs_type),
+        problem.output_type,
+        reduction,
+    )
+
+
+def as_contraction(problem: Problem) -> ContractionProblem:
+    """Narrow a problem its family says is a contraction (an invariant, not a user error)."""
+    assert isinstance(problem, ContractionProblem), f"{problem.signature} is no contraction"
+    return problem
+
+
+class ContractionFamily(OpFamily):
+    """Contractions without batch loops (`linalg.matmul`, mmt, generic contractions)."""
+
+    name = "contraction"
+    match_op = CONTRACTION_MATCH
+
+    def recognises(self, root_op: ir.Operation) -> bool:
+        return bool(linalg.isa_contraction_op(root_op))
+
+    def parse(self, root_op: ir.Operation) -> Problem:
+        return parse_contraction(root_op)
+
+    def expected_pattern(self, problem: Problem) -> MatchPattern:
+        return contraction_pattern(as_contraction(problem))
+
+    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
+        return contraction_reference_inputs(as_contraction(problem))

@@ -1,4 +1,9 @@
-"""Parse a convolution root op (named conv ops and their `linalg.generic` forms) into a record."""
+"""The convolution family: named convolution ops and their `linalg.generic` forms.
+
+Its matcher is `transform.iree.match.convolution` with the element types, the indexing maps and a
+`dims_equal` for each of its eight results: the batch, output image, output channel, filter,
+input channel and depth sizes, the strides and the dilations.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,30 @@ from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import (
-    _element_type_name,
-    _result_positions,
-    _static_shape,
+from ireetune.problem.family import (
+    MatchOpSpec,
+    MatchPattern,
+    OpFamily,
+    Problem,
+    ReferenceInputs,
+    element_type_name,
+    result_positions,
+    static_shape,
+)
+
+CONVOLUTION_MATCH = MatchOpSpec(
+    "transform.iree.match.convolution",
+    ("lhs_type", "rhs_type", "output_type"),
+    (
+        "batch",
+        "output_image",
+        "output_channel",
+        "filter",
+        "input_channel",
+        "depth",
+        "strides",
+        "dilations",
+    ),
 )
 
 
@@ -25,9 +50,10 @@ class ConvolutionProblem:
     the filter window and input channels: `m_dims`, `n_dims` and `k_dims` say so.
     """
 
-    # In IREE 3.13 the reference program of a convolution often does not take the spec's config
-    # (its dispatch is formed differently), so its search is timed on the dispatch benchmark.
-    reference_carries_config: ClassVar[bool] = False
+    # The reference program (the op alone as `@main`) takes the spec's config: its unit batch is
+    # folded away as in a model, and the llvm-cpu spec prologue restores it before matching
+    # (`Target.spec_prologue`), so convolutions are searched on real inputs like contractions.
+    reference_carries_config: ClassVar[bool] = True
 
     op_name: str
     loop_sizes: tuple[int, ...]
@@ -80,6 +106,10 @@ class ConvolutionProblem:
         return count
 
     @property
+    def family(self) -> str:
+        return "convolution"
+
+    @property
     def kind(self) -> str:
         return "conv"
 
@@ -110,17 +140,17 @@ def parse_convolution(root_op: ir.Operation) -> ConvolutionProblem:
         )
     affine_maps = [ir.AffineMapAttr(attr).value for attr in root_op.attributes["indexing_maps"]]
     shapes = [
-        _static_shape(operand.type, name)
+        static_shape(operand.type, name)
         for operand, name in zip(operands, ("image", "filter", "output"), strict=True)
     ]
     loop_sizes = [0] * affine_maps[0].n_dims
     # The filter and output maps index plain loops; the image map mixes output image and filter
     # loops (`d1 + d4`), so it binds no size on its own.
     for affine_map, shape in zip(affine_maps[1:], shapes[1:], strict=True):
-        for position, extent in zip(_result_positions(affine_map), shape, strict=True):
+        for position, extent in zip(result_positions(affine_map), shape, strict=True):
             if position >= 0:
                 loop_sizes[position] = extent
-    for position, extent in zip(_result_positions(affine_maps[0]), shapes[0], strict=True):
+    for position, extent in zip(result_positions(affine_maps[0]), shapes[0], strict=True):
         if position >= 0 and loop_sizes[position] == 0:
             loop_sizes[position] = extent
     if any(size == 0 for size in loop_sizes):
@@ -136,11 +166,65 @@ def parse_convolution(root_op: ir.Operation) -> ConvolutionProblem:
         depth_dims=tuple(dimensions.depth),
         strides=tuple(int(s) for s in dimensions.strides),
         dilations=tuple(int(d) for d in dimensions.dilations),
-        lhs_type=_element_type_name(operands[0].type),
-        rhs_type=_element_type_name(operands[1].type),
-        output_type=_element_type_name(operands[2].type),
+        lhs_type=element_type_name(operands[0].type),
+        rhs_type=element_type_name(operands[1].type),
+        output_type=element_type_name(operands[2].type),
         indexing_maps=tuple(str(m) for m in affine_maps),  # type: ignore[arg-type]
         lhs_shape=shapes[0],
         rhs_shape=shapes[1],
         output_shape=shapes[2],
     )
+
+
+def convolution_pattern(problem: ConvolutionProblem) -> MatchPattern:
+    """Return the pattern of a convolution matcher: types, maps, every group's sizes, strides
+    and dilations."""
+
+    def sizes(dims: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(problem.loop_sizes[d] for d in dims)
+
+    return MatchPattern(
+        CONVOLUTION_MATCH.name,
+        (problem.lhs_type, problem.rhs_type, problem.output_type),
+        problem.indexing_maps,
+        (
+            sizes(problem.batch_dims), sizes(problem.output_image_dims),
+            sizes(problem.output_channel_dims), sizes(problem.filter_dims),
+            sizes(problem.input_channel_dims), sizes(problem.depth_dims),
+            problem.strides, problem.dilations,
+        ),
+    )  # fmt: skip
+
+
+def as_convolution(problem: Problem) -> ConvolutionProblem:
+    """Narrow a problem its family says is a convolution (an invariant, not a user error)."""
+    assert isinstance(problem, ConvolutionProblem), f"{problem.signature} is no convolution"
+    return problem
+
+
+class ConvolutionFamily(OpFamily):
+    """Convolutions with one image, one filter and one output."""
+
+    name = "convolution"
+    match_op = CONVOLUTION_MATCH
+
+    def recognises(self, root_op: ir.Operation) -> bool:
+        return bool(linalg.isa_convolution_op(root_op))
+
+    def parse(self, root_op: ir.Operation) -> Problem:
+        return parse_convolution(root_op)
+
+    def expected_pattern(self, problem: Problem) -> MatchPattern:
+        return convolution_pattern(as_convolution(problem))
+
+    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
+        conv = as_convolution(problem)
+        reduction = 1
+        for size in conv.k_sizes:
+            reduction *= size
+        return ReferenceInputs(
+            (conv.lhs_shape, conv.rhs_shape),
+            (conv.lhs_type, conv.rhs_type),
+            conv.output_type,
+            reduction,
+        )

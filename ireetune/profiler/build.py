@@ -47,7 +47,7 @@ from ireetune.profiler.manifest import DispatchEntry, DispatchStatus, Manifest, 
 from ireetune.profiler.operations import Operation
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.search.candidate import Knobs, format_knobs
-from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target as resolve_target
 from ireetune.targets.base import Target
 
@@ -197,15 +197,19 @@ def _prepare(
             failed.append((configuration, f"knob configurations need a contraction ({reason})"))
             continue
         try:
-            info = target.compilation_info(problem, configuration.knobs, context)
-            spec = build_spec([MatcherEntry(problem, info)], context)
+            spec_text = build_configuration_spec(
+                problem,
+                target.configuration(problem, configuration.knobs, context),
+                target.spec_prologue(problem),
+                context,
+            )
         except (IreetuneError, KeyError, ValueError, TypeError, ir.MLIRError) as error:
             failed.append(
                 (configuration, f"invalid configuration: {type(error).__name__}: {error}")
             )
             continue
         spec_path = specs / f"{configuration.name}.spec.mlir"
-        spec_path.write_text(render_spec(spec))
+        spec_path.write_text(spec_text)
         configurations.append(replace(configuration, spec_path=spec_path))
     return _Prepared(operation, folder, benchmark_path, tuple(configurations), tuple(failed))
 

@@ -28,14 +28,32 @@ def domain_values(constraints: Sequence[z3.BoolRef], variable: z3.ArithRef) -> l
     return []
 
 
+def satisfies(build: SpaceBuilder, knobs: Knobs) -> bool:
+    """Say whether one configuration satisfies a space's constraints."""
+    context = z3.Context()
+    variables, constraints = build(context)
+    if {name for name, _ in knobs} != set(variables):
+        return False
+    solver = z3.Solver(ctx=context)
+    solver.add(constraints)
+    return solver.check([variables[name] == value for name, value in knobs]) == z3.sat
+
+
 def enumerate_space(
     builders: Sequence[SpaceBuilder],
     seed: int,
     excluded: Knobs | None = None,
     known: Sequence[Knobs] = (),
+    first: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
     """Yield distinct solutions of the first satisfiable space among `builders`, lazily; never
-    `excluded` (the default) nor any of `known` (solutions drawn before, stored)."""
+    `excluded` (the default) nor any of `known` (solutions drawn before, stored).
+
+    `first` (already checked by the caller, such as the default's neighbours) come before the
+    random walk, which never repeats them; those among `known` are left out.
+    """
+    known_set = set(known)
+    yield from (knobs for knobs in first if knobs not in known_set)
     for build in builders:
         context = z3.Context()
         variables, constraints = build(context)
@@ -47,7 +65,7 @@ def enumerate_space(
     else:
         return
     names = sorted(variables)
-    for blocked in (excluded, *known):
+    for blocked in (excluded, *known, *first):
         if blocked is not None and {name for name, _ in blocked} == set(names):
             solver.add(z3.Or([variables[name] != value for name, value in blocked], context))
     rng = random.Random(seed)

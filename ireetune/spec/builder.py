@@ -21,23 +21,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import preprocessing_transform, transform
+from iree.compiler.dialects import transform
 
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.convolution import ConvolutionProblem
-from ireetune.problem.root_op import Problem
+from ireetune.problem.family import Problem
+from ireetune.problem.registry import family_of
+from ireetune.targets.base import OpConfiguration
 
 APPLY_OP_CONFIG = "apply_op_config"
 KERNEL_CONFIG = "__kernel_config"
+COMPILATION_INFO = "compilation_info"
 
 
 @dataclass(frozen=True)
 class MatcherEntry:
-    """One problem to match and the compilation_info (as IR text) to apply to it."""
+    """One problem to match, the compilation_info (as IR text) to apply to it, and any other
+    attributes its family's op needs beside it (attention's `decomposition_config`)."""
 
     problem: Problem
     compilation_info: str
     comment: str = ""
+    op_attributes: tuple[tuple[str, str], ...] = ()
+    # The `lowering_config` of the dispatch's other ops, by kind (`reduction`, `parallel`).
+    sibling_configs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        """Name every attribute the entry's action sets, compilation_info first."""
+        return (COMPILATION_INFO, *(name for name, _ in self.op_attributes))
+
+    @property
+    def action_key(self) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+        """Identify the action: the attributes set, the sibling kinds and the op's loop count."""
+        kinds = tuple(kind for kind, _ in self.sibling_configs)
+        return self.attribute_names, kinds, len(self.problem.loop_sizes) if kinds else 0
 
 
 def matcher_name(problem: Problem) -> str:
@@ -53,119 +69,186 @@ def _consumed() -> dict[str, ir.Attribute]:
     return {"transform.consumed": ir.UnitAttr.get()}
 
 
-def _build_apply_op_config() -> None:
+def action_name(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> str:
+    """Name the action of an action key: `apply_op_config` for compilation_info alone,
+    `apply_op_config_and_decomposition_config` when attention's decomposition comes along,
+    `apply_op_config_and_siblings_2` when the other ops of a 2-loop reduction's dispatch are
+    configured too."""
+    attribute_names, kinds, rank = key
+    parts = [APPLY_OP_CONFIG, *attribute_names[1:]]
+    if kinds:
+        parts.append(f"siblings_{rank}")
+    return "_and_".join(parts)
+
+
+def sibling_matcher_name(kind: str, rank: int) -> str:
+    return f"match_{kind}_sibling_{rank}"
+
+
+def _build_sibling_matcher(kind: str, rank: int) -> None:
+    """Match a `linalg.generic` with `rank` loops whose last loop is a reduction (`reduction`)
+    or whose loops are all parallel (`parallel`):
+
+        %rank = transform.match.structured %op : (!transform.any_op) -> !transform.param<i64> {
+        ^bb0(%s: !transform.any_op):
+          transform.match.structured.dim %s[-1] reduction : !transform.any_op
+          %r = transform.match.structured.rank %s : (!transform.any_op) -> !transform.param<i64>
+          transform.match.structured.yield %r : !transform.param<i64>
+        }
+        transform.match.param.cmpi eq %rank, %c2 : !transform.param<i64>
+    """
     any_op = transform.AnyOpType.get()
-    any_param = transform.AnyParamType.get()
+    param = ir.Type.parse("!transform.param<i64>")
     sequence = transform.NamedSequenceOp(
-        APPLY_OP_CONFIG, [any_op, any_param], [], arg_attrs=[_readonly(), _readonly()]
-    )
-    with ir.InsertionPoint(sequence.body):
-        op_handle, config_handle = sequence.bodyTarget, sequence.bodyExtraArgs[0]
-        transform.AnnotateOp(op_handle, "compilation_info", param=config_handle)
-        transform.YieldOp([])
-
-
-def match_conditions(problem: Problem) -> tuple[type[ir.OpView], list[list[int]]]:
-    """Return the match op for a problem and the values each of its results must equal: the
-    sizes of each dimension group (and for a convolution its strides and dilations), in the
-    op's result order. The spec reader compares a matcher with a problem through this too."""
-    if isinstance(problem, ConvolutionProblem):
-
-        def sizes(dims: tuple[int, ...]) -> list[int]:
-            return [problem.loop_sizes[d] for d in dims]
-
-        return preprocessing_transform.MatchConvolutionOp, [
-            sizes(problem.batch_dims), sizes(problem.output_image_dims),
-            sizes(problem.output_channel_dims), sizes(problem.filter_dims),
-            sizes(problem.input_channel_dims), sizes(problem.depth_dims),
-            list(problem.strides), list(problem.dilations),
-        ]  # fmt: skip
-    assert isinstance(problem, ContractionProblem)
-    return preprocessing_transform.MatchContractionOp, [
-        list(problem.batch_sizes), list(problem.m_sizes),
-        list(problem.n_sizes), list(problem.k_sizes),
-    ]  # fmt: skip
-
-
-def _build_matcher(name: str, entry: MatcherEntry) -> None:
-    """Match the root op by element types, indexing maps and every dimension group's sizes
-    (plus strides and dilations for a convolution), and yield the entry's compilation_info."""
-    any_op = transform.AnyOpType.get()
-    any_param = transform.AnyParamType.get()
-    problem = entry.problem
-    match_op, expected = match_conditions(problem)
-    sequence = transform.NamedSequenceOp(
-        name, [any_op], [any_op, any_param], arg_attrs=[_readonly()]
+        sibling_matcher_name(kind, rank), [any_op], [any_op], arg_attrs=[_readonly()]
     )
     with ir.InsertionPoint(sequence.body):
         op_handle = sequence.bodyTarget
-        maps = [
-            ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{text}>")).value
-            for text in problem.indexing_maps
-        ]
-        match = match_op(
-            op_handle,
-            lhs_type=ir.Type.parse(problem.lhs_type),
-            rhs_type=ir.Type.parse(problem.rhs_type),
-            output_type=ir.Type.parse(problem.output_type),
-            indexing_maps=maps,
+        transform.MatchOperationNameOp(op_handle, ["linalg.generic"])
+        structured = ir.Operation.create(
+            "transform.match.structured", results=[param], operands=[op_handle], regions=1
         )
-        for dims_handle, values in zip(match, expected, strict=True):
-            preprocessing_transform.MatchDimsEqualOp(dims_handle, values)
-        config = transform.ParamConstantOp(any_param, ir.Attribute.parse(entry.compilation_info))
-        transform.YieldOp([op_handle, config.result])
+        block = structured.regions[0].blocks.append(any_op)
+        with ir.InsertionPoint(block):
+            if kind == "reduction":
+                dims = {
+                    "raw_dim_list": ir.DenseI64ArrayAttr.get([-1]),
+                    "reduction": ir.UnitAttr.get(),
+                }
+            else:
+                dims = {
+                    "raw_dim_list": ir.DenseI64ArrayAttr.get([]),
+                    "is_all": ir.UnitAttr.get(),
+                    "parallel": ir.UnitAttr.get(),
+                }
+            ir.Operation.create(
+                "transform.match.structured.dim", operands=[block.arguments[0]], attributes=dims
+            )
+            loops = ir.Operation.create(
+                "transform.match.structured.rank", results=[param], operands=[block.arguments[0]]
+            )
+            ir.Operation.create("transform.match.structured.yield", operands=[loops.result])
+        expected = transform.ParamConstantOp(
+            param, ir.IntegerAttr.get(ir.IntegerType.get_signless(64), rank)
+        )
+        transform.MatchParamCmpIOp(
+            structured.result, expected.result, transform.MatchCmpIPredicate.eq
+        )
+        transform.YieldOp([op_handle])
 
 
-def _build_kernel_config(matcher_names: Sequence[str]) -> None:
+def _build_action(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> None:
+    """Annotate the matched op with each attribute the matcher yields, in order; first, when
+    the key names sibling kinds, every other op of those kinds in its function gets its
+    `lowering_config` (the root's compilation_info is set last, over its own)."""
+    attribute_names, kinds, rank = key
+    any_op = transform.AnyOpType.get()
+    any_param = transform.AnyParamType.get()
+    params = [any_param] * (len(attribute_names) + len(kinds))
+    sequence = transform.NamedSequenceOp(
+        action_name(key), [any_op, *params], [], arg_attrs=[_readonly()] * (1 + len(params))
+    )
+    with ir.InsertionPoint(sequence.body):
+        op_handle = sequence.bodyTarget
+        handles = list(sequence.bodyExtraArgs)
+        if kinds:
+            function = transform.GetParentOp(any_op, op_handle, op_name="func.func").result
+            for kind, handle in zip(kinds, handles[len(attribute_names) :], strict=True):
+                siblings = transform.CollectMatchingOp(
+                    [any_op], function, sibling_matcher_name(kind, rank)
+                ).results[0]
+                transform.AnnotateOp(siblings, "lowering_config", param=handle)
+        for name, handle in zip(attribute_names, handles[: len(attribute_names)], strict=True):
+            transform.AnnotateOp(op_handle, name, param=handle)
+        transform.YieldOp([])
+
+
+def _build_matcher(name: str, entry: MatcherEntry) -> None:
+    """Match the root op as its family does (types, maps and every dimension group's sizes, or
+    a copy of the op), and yield the entry's compilation_info and other attributes."""
+    any_op = transform.AnyOpType.get()
+    any_param = transform.AnyParamType.get()
+    values = [
+        entry.compilation_info,
+        *(text for _, text in entry.op_attributes),
+        *(text for _, text in entry.sibling_configs),
+    ]
+    sequence = transform.NamedSequenceOp(
+        name, [any_op], [any_op, *[any_param] * len(values)], arg_attrs=[_readonly()]
+    )
+    with ir.InsertionPoint(sequence.body):
+        op_handle = sequence.bodyTarget
+        family_of(entry.problem).build_matcher(entry.problem, op_handle)
+        params = [
+            transform.ParamConstantOp(any_param, ir.Attribute.parse(text)).result for text in values
+        ]
+        transform.YieldOp([op_handle, *params])
+
+
+def _build_kernel_config(pairs: Sequence[tuple[str, str]], prologue_passes: Sequence[str]) -> None:
+    """Build the entry point: run the prologue passes on the payload, then match and apply."""
     any_op = transform.AnyOpType.get()
     # With no matcher the entry point only yields its argument: it reads it, not consumes it.
-    argument = _consumed() if matcher_names else _readonly()
+    argument = _consumed() if pairs else _readonly()
     sequence = transform.NamedSequenceOp(KERNEL_CONFIG, [any_op], [any_op], arg_attrs=[argument])
     sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()
     with ir.InsertionPoint(sequence.body):
-        variant = sequence.bodyTarget
-        if matcher_names:
+        payload = sequence.bodyTarget
+        if pairs:
+            for pass_name in prologue_passes:
+                payload = transform.ApplyRegisteredPassOp(any_op, payload, pass_name).result
             foreach = transform.ForeachMatchOp(
                 any_op,
                 [],
-                variant,
+                payload,
                 [],
-                ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(n) for n in matcher_names]),
-                ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(APPLY_OP_CONFIG)] * len(matcher_names)),
+                ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(m) for m, _ in pairs]),
+                ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(a) for _, a in pairs]),
             )
             transform.YieldOp([foreach.updated])
         else:
-            transform.YieldOp([variant])
+            transform.YieldOp([payload])
 
 
-def build_spec(entries: Sequence[MatcherEntry], context: ir.Context) -> ir.Module:
+def build_spec(
+    entries: Sequence[MatcherEntry],
+    context: ir.Context,
+    prologue_passes: Sequence[str] = (),
+) -> ir.Module:
     """Build a tuning spec module with one matcher per entry; no entries gives the no-op spec.
 
     The no-op spec is candidate 0's: compiling with it gives the compiler's default configuration
-    through exactly the same flags as every other candidate.
+    through exactly the same flags as every other candidate. `prologue_passes` run on the payload
+    before matching (`Target.spec_prologue`): the llvm-cpu target restores the unit batch of
+    convolutions that global optimisation folded away, as its own pipeline does after the spec
+    ran, so that the matcher sees the op it configures. A spec with a prologue keeps the
+    standard entry point but not the default-entry-point form (one foreach_match and a yield).
     """
     with context, ir.Location.unknown():
         module = ir.Module.create()
         module.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
-        if entries:
+        if entries and not prologue_passes:
             # IREE requires a default entry point to hold exactly a foreach_match and a yield, so
             # the no-op spec (no matcher) cannot carry this attribute.
             module.operation.attributes["iree_codegen.tuning_spec_with_default_entrypoint"] = (
                 ir.UnitAttr.get()
             )
-        names: list[str] = []
+        pairs: list[tuple[str, str]] = []
         with ir.InsertionPoint(module.body):
-            if entries:
-                _build_apply_op_config()
+            keys = list(dict.fromkeys(entry.action_key for entry in entries))
+            for kind, rank in dict.fromkeys((k, r) for _, kinds, r in keys for k in kinds):
+                _build_sibling_matcher(kind, rank)
+            for key in keys:
+                _build_action(key)
             for entry in entries:
                 name = matcher_name(entry.problem)
                 suffix = 1
-                while name in names:
+                while name in (m for m, _ in pairs):
                     suffix += 1
                     name = f"{matcher_name(entry.problem)}_{suffix}"
-                names.append(name)
+                pairs.append((name, action_name(entry.action_key)))
                 _build_matcher(name, entry)
-            _build_kernel_config(names)
+            _build_kernel_config(pairs, prologue_passes)
         assert module.operation.verify(), "built spec does not verify"
         return module
 
@@ -173,3 +256,19 @@ def build_spec(entries: Sequence[MatcherEntry], context: ir.Context) -> ir.Modul
 def render_spec(module: ir.Module) -> str:
     """Print a spec as the text `iree-compile` reads."""
     return str(module)
+
+
+def build_configuration_spec(
+    problem: Problem,
+    configuration: OpConfiguration,
+    prologue_passes: Sequence[str],
+    context: ir.Context,
+) -> str:
+    """Render the spec that gives one problem one configuration, as every flow writes it."""
+    entry = MatcherEntry(
+        problem,
+        configuration.compilation_info,
+        op_attributes=configuration.op_attributes,
+        sibling_configs=configuration.sibling_configs,
+    )
+    return render_spec(build_spec([entry], context, prologue_passes))

@@ -7,11 +7,13 @@ the match ops in its body (following `transform.include` into helper sequences):
         output_type = f32, indexing_maps = [...] : !transform.any_op -> !transform.param<i64>
     transform.iree.match.dims_equal %m, [64] : !transform.param<i64>
 
-(or `transform.iree.match.convolution`, whose eight results are the batch, output image, output
-channel, filter, input channel and depth sizes, the strides and the dilations), and its
-configuration from the `transform.param.constant` holding a `#iree_codegen.compilation_info<...>`.
-Contraction and convolution conditions are compared statically with a dispatch's parsed root op;
-matchers built from other ops are described but not evaluated.
+(or the match op of another op family: `transform.iree.match.convolution`,
+`transform.iree.match.online_attention`, or a `transform.iree.match.cast_compatible_dag_from_root`
+holding a generic reduction), and its configuration from the `transform.param.constant` holding a
+`#iree_codegen.compilation_info<...>`. Each family reads its own match op
+(`OpFamily.read_pattern`) and says what a problem of it requires (`OpFamily.expected_pattern`), so
+the static comparison with a dispatch's parsed root op is the same for every family; matchers
+built from other ops are described but not evaluated.
 """
 
 from __future__ import annotations
@@ -23,25 +25,15 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.problem.root_op import Problem
-from ireetune.spec.builder import match_conditions
+from ireetune.problem.family import MatchPattern, Problem
+from ireetune.problem.registry import FAMILIES, family_of, family_of_match_op
 from ireetune.spec.check import find_entry_points
 from ireetune.spec.source import SourceLocation, find_location
 
-# The match ops whose conditions are read, and the roles of their results in order.
-MATCH_OP_ROLES = {
-    "transform.iree.match.contraction": ("batch", "m", "n", "k"),
-    "transform.iree.match.convolution": (
-        "batch",
-        "output_image",
-        "output_channel",
-        "filter",
-        "input_channel",
-        "depth",
-        "strides",
-        "dilations",
-    ),
-}
+__all__ = ["MatchPattern"]
+
+# The match ops some family reads.
+_MATCH_OPS = frozenset(family.match_op.name for family in FAMILIES)
 # Ops in a matcher body that bind handles or values and constrain nothing themselves.
 _NEUTRAL_OPS = frozenset(
     {
@@ -50,38 +42,23 @@ _NEUTRAL_OPS = frozenset(
         "transform.get_operand",
         "transform.get_result",
         "transform.include",
-        *MATCH_OP_ROLES,
         "transform.iree.match.dims_equal",
     }
 )
 
 
-@dataclass(frozen=True)
-class MatchPattern:
-    """What a `transform.iree.match.contraction` or `.convolution` plus its `dims_equal`s
-    require; None sizes are free."""
+def pattern_family(pattern: MatchPattern) -> str:
+    """Name the op family a pattern matches: `contraction`, `convolution`, `attention`, ..."""
+    family = family_of_match_op(pattern.match_op)
+    assert family is not None, f"no family reads {pattern.match_op}"
+    return family.name
 
-    match_op: str
-    lhs_type: str
-    rhs_type: str
-    output_type: str
-    indexing_maps: tuple[str, ...]
-    sizes: tuple[tuple[int, ...] | None, ...]
 
-    @property
-    def family(self) -> str:
-        """Name the op family matched: `contraction` or `convolution`."""
-        return self.match_op.rsplit(".", 1)[-1]
-
-    def describe(self) -> str:
-        """Describe the pattern: `contraction f32 x f32 -> f32, batch=[] m=[64] ..., maps ...`."""
-        dims = " ".join(
-            f"{role}={list(sizes) if sizes is not None else 'any'}"
-            for role, sizes in zip(MATCH_OP_ROLES[self.match_op], self.sizes, strict=True)
-        )
-        maps = "; ".join(self.indexing_maps) if self.indexing_maps else "any maps"
-        types = f"{self.lhs_type} x {self.rhs_type} -> {self.output_type}"
-        return f"{self.family} {types}, {dims}, maps {maps}"
+def describe_pattern(pattern: MatchPattern) -> str:
+    """Describe a pattern: `contraction f32 x f32 -> f32, batch=[] m=[64] ..., maps ...`."""
+    family = family_of_match_op(pattern.match_op)
+    assert family is not None, f"no family reads {pattern.match_op}"
+    return family.describe(pattern)
 
 
 @dataclass(frozen=True)
@@ -105,7 +82,7 @@ class MatcherInfo:
         """Name what the matcher matches: `contraction`, `convolution`, an op name list, or
         `unknown`."""
         if self.pattern is not None:
-            return self.pattern.family
+            return pattern_family(self.pattern)
         if self.op_names:
             return " | ".join(self.op_names)
         return "unknown"
@@ -117,7 +94,7 @@ class MatcherInfo:
         if self.op_names:
             found.append("op name in [" + ", ".join(self.op_names) + "]")
         if self.pattern is not None:
-            found.append(self.pattern.describe())
+            found.append(describe_pattern(self.pattern))
         return (*found, *self.other_conditions)
 
     @property
@@ -144,34 +121,6 @@ def _region_ops(op: ir.Operation) -> list[ir.Operation]:
 
 def _module_name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
-
-
-def _match_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern:
-    sizes: list[tuple[int, ...] | None] = [None] * len(MATCH_OP_ROLES[match_op.name])
-    for op in body:
-        if op.name != "transform.iree.match.dims_equal":
-            continue
-        try:
-            result = ir.OpResult(op.operands[0])
-        except ValueError:
-            continue
-        if result.owner.operation == match_op:
-            expected = ir.DenseI64ArrayAttr(op.attributes["expected_values"])
-            sizes[result.result_number] = tuple(expected)
-    maps: tuple[str, ...] = ()
-    if "indexing_maps" in match_op.attributes:
-        maps = tuple(
-            str(ir.AffineMapAttr(a).value)
-            for a in ir.ArrayAttr(match_op.attributes["indexing_maps"])
-        )
-    return MatchPattern(
-        match_op=match_op.name,
-        lhs_type=str(ir.TypeAttr(match_op.attributes["lhs_type"]).value),
-        rhs_type=str(ir.TypeAttr(match_op.attributes["rhs_type"]).value),
-        output_type=str(ir.TypeAttr(match_op.attributes["output_type"]).value),
-        indexing_maps=maps,
-        sizes=tuple(sizes),
-    )
 
 
 def _describe_condition(op: ir.Operation) -> str:
@@ -205,8 +154,14 @@ def _collect(
             found.op_names.extend(
                 ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])
             )
-        elif op.name in MATCH_OP_ROLES:
-            found.pattern = _match_pattern(op, body)
+        elif op.name in _MATCH_OPS:
+            family = family_of_match_op(op.name)
+            assert family is not None
+            pattern = family.read_pattern(op, body)
+            if pattern is not None:
+                found.pattern = pattern
+            else:
+                found.other_conditions.append(_describe_condition(op))
         elif op.name == "transform.param.constant":
             value = op.attributes["value"]
             if iree_codegen.CompilationInfoAttr.isinstance(value):
@@ -280,27 +235,23 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
 
 
 def match_problem(matcher: MatcherInfo, problem: Problem) -> MatchVerdict:
-    """Compare a matcher's conditions with a contraction's or convolution's shape and types."""
+    """Compare a matcher's conditions with a problem's shape and types, through its family."""
     if matcher.op_names and problem.op_name not in matcher.op_names:
         return MatchVerdict.MISS
     pattern = matcher.pattern
     if pattern is None:
         return MatchVerdict.UNKNOWN
-    match_op, expected_values = match_conditions(problem)
-    if pattern.match_op != match_op.OPERATION_NAME:
+    expected = family_of(problem).expected_pattern(problem)
+    if pattern.match_op != expected.match_op:
         return MatchVerdict.MISS
-    problem_sizes = [tuple(values) for values in expected_values]
-    same_types = (pattern.lhs_type, pattern.rhs_type, pattern.output_type) == (
-        problem.lhs_type,
-        problem.rhs_type,
-        problem.output_type,
+    same_types = pattern.types == expected.types
+    same_maps = not pattern.indexing_maps or pattern.indexing_maps == expected.indexing_maps
+    same_sizes = len(pattern.sizes) == len(expected.sizes) and all(
+        required is None or required == actual
+        for required, actual in zip(pattern.sizes, expected.sizes, strict=True)
     )
-    same_maps = not pattern.indexing_maps or pattern.indexing_maps == problem.indexing_maps
-    same_sizes = all(
-        expected is None or expected == actual
-        for expected, actual in zip(pattern.sizes, problem_sizes, strict=True)
-    )
-    if not (same_types and same_maps and same_sizes):
+    same_body = pattern.body == expected.body
+    if not (same_types and same_maps and same_sizes and same_body):
         return MatchVerdict.MISS
     return MatchVerdict.UNKNOWN if matcher.other_conditions else MatchVerdict.HIT
 
@@ -327,8 +278,7 @@ def pick_winner(hits: Sequence[MatcherInfo]) -> tuple[MatcherInfo, str]:
 
 @dataclass(frozen=True)
 class DispatchRoot:
-    """A model's dispatch and its parsed root op (None when it is no supported contraction or
-    convolution)."""
+    """A model's dispatch and its parsed root op (None when no op family parses it)."""
 
     index: int
     name: str
@@ -347,7 +297,7 @@ class DispatchCoverage:
     flop_share: float | None
 
 
-# A dispatch with at least this share of the model's contraction and convolution FLOPs is hot.
+# A dispatch with at least this share of the model's tunable FLOPs is hot.
 HOT_FLOP_SHARE = 0.05
 
 
@@ -434,7 +384,7 @@ def render_coverage(coverage: Sequence[DispatchCoverage], matchers: Sequence[Mat
         cost = (
             f"{item.flop_share:.0%} of FLOPs"
             if item.flop_share is not None
-            else "cost unknown (not a contraction or convolution)"
+            else "cost unknown (no tunable op family)"
         )
         lines.append(
             f"  {'HOT ' if hot else ''}{item.dispatch.index}: {item.dispatch.name} ({cost})"

@@ -1,16 +1,25 @@
-"""The interface every target implements."""
+"""The interface every target implements, and the per-family search space it registers.
+
+A target knows how to compile, apply a spec and run; what it can tune it says family by family:
+`family_spaces()` maps an op family's name to a factory of the `FamilySpace` that searches it, and
+`unsupported_families()` says, for the families it cannot tune, why not. Generic code never asks
+which record a problem is: the target picks the space by `problem.family`.
+"""
 
 from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.errors import IreetuneError
 from ireetune.flags.space import FlagSpace
-from ireetune.problem.root_op import Problem
+from ireetune.problem.family import Problem
+from ireetune.problem.registry import family_names
 from ireetune.search.candidate import Knobs
 from ireetune.search.features import FeatureSpace
 
@@ -18,8 +27,68 @@ from ireetune.search.features import FeatureSpace
 FactValue = int | float | str
 
 
+@dataclass(frozen=True)
+class OpConfiguration:
+    """What a candidate sets: its compilation_info on the root op and, for some families, other
+    attributes beside it (attention's `decomposition_config`) and the `lowering_config` of the
+    dispatch's other ops by kind (`reduction` or `parallel`: a GPU softmax's maximum and
+    normalisation), all as IR text."""
+
+    compilation_info: str
+    op_attributes: tuple[tuple[str, str], ...] = ()
+    sibling_configs: tuple[tuple[str, str], ...] = ()
+
+
+class FamilySpace(abc.ABC):
+    """One target's search space for one op family: candidates, their order and their config."""
+
+    def refusal(self, problem: Problem) -> str | None:
+        """Say why this space cannot search a problem of its family (a depthwise convolution on
+        the CPU, say), from the problem alone; None when it can. `prepare` raises the same."""
+        return None
+
+    def space_notes(self) -> tuple[str, ...]:
+        """Say what a user should know about the space `prepare` set up (a pipeline left out
+        because it has no solution, a hand-written space used where the compiler has none)."""
+        return ()
+
+    def prepare(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> None:
+        """Learn what the space needs from the dispatch (default: nothing); raise an
+        IreetuneError for a problem of the family the space cannot search."""
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+    ) -> Iterator[Knobs]:
+        """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
+
+    @abc.abstractmethod
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        """Order a pool of candidates, most promising first, each with its heuristic score."""
+
+    @abc.abstractmethod
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        """Render a configuration as the attributes the spec sets on the root op."""
+
+    @abc.abstractmethod
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        """Read the compiler's own choice from a configured root op, if it can be expressed."""
+
+
+SpaceFactory = Callable[[], FamilySpace]
+
+
 class Target(abc.ABC):
-    """One IREE backend: compile flags, how specs are applied, runtime device, search space."""
+    """One IREE backend: compile flags, how specs are applied, runtime device, search spaces."""
+
+    _space: FamilySpace | None = None
+    _space_family: str = ""
 
     # Global iree-compile options added to every compile for this target (flag tuning's winner,
     # or the user's `--flags`); set through `with_global_flags`.
@@ -76,16 +145,60 @@ class Target(abc.ABC):
     def spec_flags(self, spec_path: Path) -> list[str]:
         """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
 
+    def spec_prologue(self, problem: Problem) -> tuple[str, ...]:
+        """Name the passes a spec must run on the payload before matching `problem`, so that the
+        matcher sees the op as this target configures it (default: none)."""
+        return ()
+
+    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
+        """Say whether a configuration of this problem sets more than the root op's
+        compilation_info (so a spec cannot be rebuilt from a stored compilation_info alone)."""
+        return False
+
+    @abc.abstractmethod
+    def family_spaces(self) -> Mapping[str, SpaceFactory]:
+        """Map each op family this target tunes to the factory of its search space."""
+
+    def unsupported_families(self) -> Mapping[str, str]:
+        """Say, for op families this target does not tune, why not."""
+        return {}
+
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:
-        """Learn what the search space needs from the dispatch (default: nothing).
+        """Pick the problem's search space and let it learn from the dispatch.
 
-        Called once, before `parse_default_knobs` and `generate_candidates`; a target that does not
-        support the problem raises an IreetuneError here. `scratch_dir` is a private folder.
+        Called once per problem, before `parse_default_knobs` and `generate_candidates`; a target
+        that does not support the problem raises an IreetuneError here. `scratch_dir` is a
+        private folder.
         """
+        self._space = None
+        space = self.space_for(problem)
+        refusal = space.refusal(problem)
+        if refusal is not None:
+            raise IreetuneError(f"{problem.signature} is not tuned on {self.name}: {refusal}")
+        space.prepare(problem, benchmark_path, scratch_dir, context)
 
-    @abc.abstractmethod
+    def refusal(self, problem: Problem) -> str | None:
+        """Say why this target cannot tune a problem, from the problem alone (None: it can try;
+        GPU targets may still find the compiler's space empty when they prepare)."""
+        if problem.family not in self.family_spaces():
+            why = self.unsupported_families().get(problem.family, "no search space for it yet")
+            return f"{problem.family} is not supported on {self.name}: {why}"
+        return self.space_for(problem).refusal(problem)
+
+    def space_for(self, problem: Problem) -> FamilySpace:
+        """Return the search space of the problem's family: the one `prepare` set up, or a fresh
+        one (enough for spaces that need nothing from the dispatch to render a configuration)."""
+        if self._space is not None and self._space_family == problem.family:
+            return self._space
+        factory = self.family_spaces().get(problem.family)
+        if factory is None:
+            why = self.unsupported_families().get(problem.family, "no search space for it yet")
+            raise IreetuneError(f"{problem.family} is not supported on {self.name}: {why}")
+        self._space, self._space_family = factory(), problem.family
+        return self._space
+
     def generate_candidates(
         self,
         problem: Problem,
@@ -94,12 +207,17 @@ class Target(abc.ABC):
         seed: int,
     ) -> Iterator[Knobs]:
         """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
+        return self.space_for(problem).generate(problem, variant_target, default_knobs, seed)
 
-    @abc.abstractmethod
     def order_candidates(
         self, problem: Problem, pool: list[Knobs], seed: int
     ) -> list[tuple[Knobs, float]]:
         """Order a pool of candidates, most promising first, each with its heuristic score."""
+        return self.space_for(problem).order(problem, pool, seed)
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        """Render a configuration as the attributes the spec sets on the root op."""
+        return self.space_for(problem).configuration(problem, knobs, context)
 
     def use_cache_folder(self, folder: Path) -> None:
         """Keep what is slow to recompute for a problem (the compiler's space) under `folder`.
@@ -126,10 +244,16 @@ class Target(abc.ABC):
     def use_machine_facts(self, facts: Mapping[str, FactValue]) -> None:
         """Take recorded machine facts (from `machine_facts`), to compute features offline."""
 
-    @abc.abstractmethod
     def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
         """Render a configuration as `#iree_codegen.compilation_info<...>` text."""
+        return self.configuration(problem, knobs, context).compilation_info
 
-    @abc.abstractmethod
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         """Read the compiler's own choice from a configured root op, if it can be expressed."""
+        return self.space_for(problem).parse_default_knobs(problem, root_op)
+
+
+def check_family_coverage(target: Target) -> list[str]:
+    """List the op families a target neither tunes nor explains (should be none)."""
+    spaces, unsupported = target.family_spaces(), target.unsupported_families()
+    return [name for name in family_names() if name not in spaces and name not in unsupported]

@@ -1,8 +1,8 @@
 """Build a standalone program around a dispatch's root op, to run it on real inputs.
 
 A dispatch benchmark runs on uninitialised buffers and returns nothing, so it can time a
-configuration but not check it. This module clones the root op into a function that takes the
-op's inputs as arguments and returns its result:
+configuration but not check it. The op's family writes a function that takes the op's inputs as
+arguments and returns its result (`OpFamily.build_reference`); by default the root op is cloned:
 
     func.func @main(%lhs: tensor<256x512xf32>, %rhs: tensor<512x384xf32>) -> tensor<256x384xf32> {
       %zero = arith.constant 0.0 : f32
@@ -18,36 +18,15 @@ default can be run on the same random inputs and compared.
 from __future__ import annotations
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, func, linalg, tensor
 
-_CONFIG_ATTRIBUTES = ("lowering_config", "compilation_info", "root_op")
+from ireetune.problem.family import Problem
+from ireetune.problem.registry import family_of
+
 REFERENCE_FUNCTION = "main"
 
 
-def build_reference_module(root_op: ir.Operation, context: ir.Context) -> ir.Module:
-    """Return a module whose `@main` computes the root op from its inputs and a zero init."""
-    with context, ir.Location.unknown():
-        operand_types = [operand.type for operand in root_op.operands]
-        *input_types, output_type = operand_types
-        shaped_output = ir.RankedTensorType(output_type)
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            function = func.FuncOp(REFERENCE_FUNCTION, (input_types, [output_type]))
-            with ir.InsertionPoint(function.add_entry_block()):
-                element_type = shaped_output.element_type
-                if isinstance(element_type, ir.IntegerType):
-                    zero = arith.ConstantOp(element_type, ir.IntegerAttr.get(element_type, 0))
-                else:
-                    zero = arith.ConstantOp(element_type, ir.FloatAttr.get(element_type, 0.0))
-                empty = tensor.EmptyOp(list(shaped_output.shape), element_type)
-                init = linalg.fill(zero.result, outs=[empty.result])
-                clone = root_op.clone()
-                for index, argument in enumerate(function.arguments):
-                    clone.operands[index] = argument
-                clone.operands[len(input_types)] = init
-                for name in _CONFIG_ATTRIBUTES:
-                    if name in clone.attributes:
-                        del clone.attributes[name]
-                func.ReturnOp([clone.results[0]])
-        assert module.operation.verify(), "reference module does not verify"
-        return module
+def build_reference_module(
+    root_op: ir.Operation, context: ir.Context, problem: Problem
+) -> ir.Module:
+    """Return a module whose `@main` computes the root op (as its family writes it)."""
+    return family_of(problem).build_reference(root_op, problem, context)

@@ -15,7 +15,8 @@ import numpy as np
 from iree.compiler import ir
 
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
-from ireetune.problem.root_op import Problem
+from ireetune.problem.family import Problem
+from ireetune.problem.registry import family_of
 from ireetune.targets.base import Target
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.reference import build_reference_module
@@ -46,10 +47,9 @@ def write_reference(
     """Write the reference program and its random inputs (drawn from `seed`)."""
     verify_dir.mkdir(parents=True, exist_ok=True)
     source_path = verify_dir / "reference.mlir"
-    source_path.write_text(str(build_reference_module(root_op, context)))
-    inputs = make_random_inputs(
-        [problem.lhs_shape, problem.rhs_shape], [problem.lhs_type, problem.rhs_type], seed=seed
-    )
+    source_path.write_text(str(build_reference_module(root_op, context, problem)))
+    arguments = family_of(problem).reference_inputs(problem)
+    inputs = make_random_inputs(list(arguments.shapes), list(arguments.types), seed=seed)
     inputs_path = verify_dir / "inputs.npz"
     np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
     return ReferenceSetup(source_path, inputs_path)
@@ -125,9 +125,7 @@ def check_outputs(
     if baseline_run is None or baseline_run.output is None:
         reason = f"the default's reference program failed: {baseline_run.reason if baseline_run else 'no result'}"
         return OutputChecks({cid: (False, reason) for cid in binaries if cid}, {}, None, reason)
-    reduction = 1
-    for size in problem.k_sizes:
-        reduction *= size
+    reduction = family_of(problem).reference_inputs(problem).reduction_size
     errors: dict[int, float] = {}
     for candidate_id, _, _ in runnable:
         if candidate_id == 0:

@@ -6,24 +6,43 @@ them tile each batch dimension by 1 at workgroup level and leave it out of the s
 reduction levels (`workgroup = [1, 64, 64, 0]`, `subgroup = [0, 2, 4, 0]`, `reduction =
 [0, 0, 0, 8]`). So the space of the same contraction without its batch dimensions (a plain
 matmul the emitter handles) is asked for instead, and each of its templates is lifted back by
-inserting those batch entries. The lifted candidates are checked like any other: by compiling
-them, hashing the binaries and finding the config in the configuration dump.
+inserting those batch entries. The innermost batch loop gets a real workgroup tile, the knob
+`wg_b` (a divisor of its size, up to `MAX_BATCH_TILE`), added to the SMT problem: a workgroup
+then computes `wg_b` matrices of its tile, which pays when each matrix alone is too small to fill
+the GPU. Its shared memory grows with `wg_b`, which the compiler's proxy constraints do not see;
+the resource check (`resources.py`) does. The lifted candidates are checked like any other: by
+compiling them, hashing the binaries and finding the config in the configuration dump.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.targets.gpu.constraints import ConstraintSpace
-from ireetune.targets.gpu.template import TemplateDict, TemplateValue
+from ireetune.frontend.dispatches import strip_configurations
+from ireetune.problem.contraction import ContractionProblem, as_contraction
+from ireetune.problem.family import Problem
+from ireetune.targets.gpu.constraints import (
+    CompilerSpace,
+    ConstraintSpace,
+    emit_constraints,
+    read_constraint_spaces,
+)
+from ireetune.targets.gpu.target import GpuSpace
+from ireetune.targets.gpu.template import IntKnob, TemplateDict, TemplateValue
 from ireetune.tools import find_tool, first_error_line, run_tool
 
+logger = logging.getLogger(__name__)
+
 # What a batch loop gets at each tiling level of the lifted template.
-BATCH_TILE = {"workgroup": 1, "reduction": 0, "subgroup": 0}
+BATCH_TILE: dict[str, TemplateValue] = {"workgroup": 1, "reduction": 0, "subgroup": 0}
+BATCH_TILE_KNOB = "wg_b"
+# Larger batch tiles multiply shared memory past every GPU's limit for useful matrix tiles.
+MAX_BATCH_TILE = 8
+EMIT_TIMEOUT_S = 300.0
 
 
 def supports_proxy(problem: ContractionProblem) -> bool:
@@ -95,7 +114,7 @@ def dump_proxy_benchmark(
 
 
 def _insert_batch(
-    values: list[TemplateValue], batch_dims: tuple[int, ...], fill: int
+    values: list[TemplateValue], batch_dims: tuple[int, ...], fill: TemplateValue
 ) -> list[TemplateValue]:
     lifted = list(values)
     for dim in sorted(batch_dims):
@@ -104,13 +123,21 @@ def _insert_batch(
 
 
 def lift_template(
-    template: TemplateDict, batch_dims: tuple[int, ...], proxy_loops: int
+    template: TemplateDict,
+    batch_dims: tuple[int, ...],
+    proxy_loops: int,
+    tiled_batch_dim: int | None = None,
 ) -> TemplateDict:
-    """Insert the batch loops' entries into every per-loop list of a proxy's template."""
+    """Insert the batch loops' entries into every per-loop list of a proxy's template; the
+    workgroup tile of `tiled_batch_dim` (when given) is the knob `wg_b`."""
     lifted: TemplateDict = {}
     for key, value in template.items():
         if key in BATCH_TILE and isinstance(value, list) and len(value) == proxy_loops:
             lifted[key] = _insert_batch(value, batch_dims, BATCH_TILE[key])
+            if key == "workgroup" and tiled_batch_dim is not None:
+                entries = lifted[key]
+                assert isinstance(entries, list)
+                entries[tiled_batch_dim] = IntKnob(BATCH_TILE_KNOB)
         elif key == "subgroup_basis" and isinstance(value, list) and len(value) == 2:
             counts, mapping = value
             assert isinstance(counts, list) and isinstance(mapping, list)
@@ -121,15 +148,83 @@ def lift_template(
     return lifted
 
 
+def batch_tile_choices(batch_size: int) -> list[int]:
+    """Return the batch tiles worth trying: divisors of the batch size up to MAX_BATCH_TILE."""
+    return [
+        tile for tile in range(1, min(batch_size, MAX_BATCH_TILE) + 1) if batch_size % tile == 0
+    ]
+
+
+def batch_tile_smtlib(batch_size: int) -> str:
+    """State the batch tile knob's domain in SMT-LIB, to append to a proxy's problem."""
+    choices = " ".join(f"(= {BATCH_TILE_KNOB} {tile})" for tile in batch_tile_choices(batch_size))
+    return f"(declare-const {BATCH_TILE_KNOB} Int)\n(assert (or {choices}))\n"
+
+
 def lift_spaces(
     spaces: tuple[ConstraintSpace, ...], problem: ContractionProblem
 ) -> tuple[ConstraintSpace, ...]:
-    """Lift every proxy space to the batch problem's loops (same SMT problem, same knobs)."""
+    """Lift every proxy space to the batch problem's loops: the proxy's SMT problem and knobs,
+    plus the innermost batch loop's workgroup tile `wg_b`."""
     proxy_loops = len(problem.loop_sizes) - len(problem.batch_dims)
+    tiled = problem.batch_dims[-1]
+    batch_size = problem.loop_sizes[tiled]
     return tuple(
         ConstraintSpace(
-            space.index, space.pipeline, lift_template(space.template, problem.batch_dims, proxy_loops),
-            space.smtlib, space.knob_names, space.mma_shapes,
+            space.index, space.pipeline,
+            lift_template(space.template, problem.batch_dims, proxy_loops, tiled),
+            space.smtlib + batch_tile_smtlib(batch_size), (*space.knob_names, BATCH_TILE_KNOB),
+            space.mma_shapes,
         )
         for space in spaces
     )  # fmt: skip
+
+
+class BatchContractionSpace(GpuSpace):
+    """The batch contraction family's GPU space: the compiler's own when it can emit it, else
+    its batch-free proxy's, lifted with a real batch tile."""
+
+    def read_compiler_space(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+    ) -> CompilerSpace:
+        contraction = as_contraction(problem)
+        stored = self.stored_space()
+        if stored is not None and stored[1] is not None:
+            return self._lift(contraction, stored[0], stored[1], context)
+        try:
+            return super().read_compiler_space(problem, benchmark_path, scratch_dir, context)
+        except IreetuneError as error:
+            if not supports_proxy(contraction):
+                raise
+            logger.warning("%s; using the space of its batch-free proxy", error)
+            flags = self.target.compile_flags()
+            proxy_benchmark = dump_proxy_benchmark(
+                contraction, flags, scratch_dir / "proxy", EMIT_TIMEOUT_S
+            )
+            proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
+            strip_configurations(
+                proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
+            )
+            text = emit_constraints(
+                proxy_stripped, flags, scratch_dir / "proxy" / "space.mlir", EMIT_TIMEOUT_S
+            )
+            # The dispatch's own text is stored beside the proxy's space: it holds the default.
+            original_text = benchmark_path.read_text()
+            self.store_space(problem, original_text, text)
+            return self._lift(contraction, original_text, text, context)
+
+    def _lift(
+        self,
+        contraction: ContractionProblem,
+        original_text: str,
+        proxy_text: str,
+        context: ir.Context,
+    ) -> CompilerSpace:
+        """Lift the proxy's spaces to the batch contraction, with the dispatch's own default."""
+        proxy = read_constraint_spaces(proxy_text, context)
+        original = read_constraint_spaces(original_text, context)
+        return CompilerSpace(
+            lift_spaces(proxy.spaces, contraction),
+            original.default_pipeline,
+            original.default_config,
+        )

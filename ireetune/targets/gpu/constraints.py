@@ -36,6 +36,7 @@ from ireetune.targets.gpu.template import (
 from ireetune.tools import find_tool, first_error_line, run_tool
 
 CONSTRAINTS_OP = "iree_codegen.smt.constraints"
+ASSERT_OP = "iree_codegen.smt.assert"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class ConstraintSpace:
     smtlib: str
     knob_names: tuple[str, ...]
     mma_shapes: dict[str, tuple[int, int, int]]
+    # The compiler's message for each `(assert ...)` of `smtlib`, in order (empty if unknown).
+    assert_messages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,10 +130,25 @@ def read_constraint_spaces(configured_text: str, context: ir.Context) -> Compile
                     smtlib=iree_codegen.convert_constraints_op_to_smtlib(operation),
                     knob_names=knob_names(template),
                     mma_shapes=shapes,
+                    assert_messages=_assert_messages(operation),
                 )
             )
         default_pipeline, default_config = _read_default_config(module)
         return CompilerSpace(tuple(spaces), default_pipeline, default_config)
+
+
+def _assert_messages(constraints: ir.Operation) -> tuple[str, ...]:
+    """Return the message of each `iree_codegen.smt.assert` of a constraints op, in order (the
+    order of the `(assert ...)`s of its SMT-LIB text)."""
+    messages: list[str] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == ASSERT_OP:
+            messages.append(ir.StringAttr(op.attributes["msg"]).value)
+        return ir.WalkResult.ADVANCE
+
+    constraints.walk(collect)
+    return tuple(messages)
 
 
 def _read_default_config(module: ir.Module) -> tuple[str | None, ResolvedDict | None]:

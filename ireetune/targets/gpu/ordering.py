@@ -25,11 +25,14 @@ import math
 import random
 from dataclasses import dataclass
 
-from ireetune.problem.root_op import Problem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.search.candidate import Knobs
 from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.template import OpaqueAttr, ResolvedDict
 
+# The problems with a GEMM view (convolutions as implicit GEMMs).
+GemmProblem = ContractionProblem | ConvolutionProblem
 # Accumulator registers per thread above which spills become likely (of 255 per thread).
 MAX_ACCUMULATORS_PER_THREAD = 128
 
@@ -60,7 +63,9 @@ def _int_list(value: object) -> list[int]:
     return [int(v) for v in value if isinstance(v, int)]
 
 
-def compute_tile_shape(problem: Problem, space: ConstraintSpace, config: ResolvedDict) -> TileShape:
+def compute_tile_shape(
+    problem: GemmProblem, space: ConstraintSpace, config: ResolvedDict
+) -> TileShape:
     """Read the GEMM-view tile sizes of a filled template.
 
     Workgroup tile sizes are elements (0: the loop is not tiled, its whole extent). In TileAndFuse
@@ -128,7 +133,7 @@ def compute_tile_shape(problem: Problem, space: ConstraintSpace, config: Resolve
     return TileShape(tile_m, tile_n, tile_k, subgroup_m, subgroup_n, threads, workgroups, unpadded)
 
 
-def score_candidate(problem: Problem, shape: TileShape, compute_units: int) -> float:
+def score_candidate(problem: GemmProblem, shape: TileShape, compute_units: int) -> float:
     """Score one configuration's tile shape; higher is more promising."""
     total_m = _product([problem.loop_sizes[d] for d in problem.m_dims])
     total_n = _product([problem.loop_sizes[d] for d in problem.n_dims])

@@ -125,3 +125,24 @@ def count_solutions(space: SmtSpace, limit: int = 100_000) -> int:
         solver.add(z3.Or([v != model.eval(v, model_completion=True) for v in variables]))
         count += 1
     return count
+
+
+def explain_unsatisfiable(smtlib: str, messages: tuple[str, ...]) -> str | None:
+    """Return None when a space has a solution, else the constraints that conflict: the
+    compiler's messages of an unsat core (`m_tile must be divisible by ...`), or a plain "no
+    solution" when the messages do not line up with the SMT-LIB asserts."""
+    context = z3.Context()
+    asserts = list(z3.parse_smt2_string(smtlib, ctx=context))
+    solver = z3.Solver(ctx=context)
+    if len(messages) != len(asserts):
+        solver.add(asserts)
+        return None if solver.check() == z3.sat else "its constraints admit no configuration"
+    tracked = {}
+    for position, term in enumerate(asserts):
+        indicator = z3.Bool(f"assert_{position}", context)
+        tracked[str(indicator)] = messages[position]
+        solver.assert_and_track(term, indicator)
+    if solver.check() == z3.sat:
+        return None
+    core = sorted(tracked[str(literal)] for literal in solver.unsat_core())
+    return "no configuration satisfies: " + "; ".join(core[:4])

@@ -1,32 +1,37 @@
-"""What CUDA and ROCm share: a search space read from the compiler, sampled with z3.
+"""What CUDA and ROCm share: one search space per op family, SMT problems sampled with z3.
 
-Before candidates are generated, `prepare` strips the dispatch's configuration and compiles it to
-the configuration stage with `--iree-codegen-emit-pipeline-constraints`: the compiler writes one
-SMT problem and knob template per pipeline it could use for the root op (TileAndFuse and
-VectorDistribute for matmuls and convolutions; two TileAndFuse variants for convolutions,
-direct and implicit GEMM). A candidate's knobs are one solution plus the space it came from:
-
-    (("mma_idx", 0), ("pipeline", "TileAndFuse"), ("red_2", 4), ("sg_0", 2), ..., ("space", 0))
+Before candidates are generated, the family's `GpuSpace.prepare` strips the dispatch's
+configuration and compiles it to the configuration stage with
+`--iree-codegen-emit-pipeline-constraints`: the compiler writes one SMT problem and knob template
+per pipeline it could use for the root op (TileAndFuse and VectorDistribute for matmuls and
+convolutions; two TileAndFuse variants for convolutions, direct and implicit GEMM; VectorDistribute
+for attention on ROCm). Where it writes none, the family's hand-written problems in the same form
+are searched: VectorDistribute attention on CUDA (`attention_space.py`), reductions and softmax
+(`reduction_space.py`), f32 contractions on CUDA, which have no matrix instruction
+(`simt_space.py`). Batch contractions go through a batch-free proxy (`batch_proxy.py`). Every
+candidate is checked against the target's shared memory and registers (`resources.py`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.database.store import compiler_version, problem_key
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.root_op import Problem
+from ireetune.problem.contraction import as_contraction
+from ireetune.problem.convolution import as_convolution
+from ireetune.problem.family import Problem
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.space_cache import SpaceCache, compute_cache_key, stored_first
-from ireetune.targets.base import Target
+from ireetune.targets.base import FamilySpace, OpConfiguration, SpaceFactory, Target
 from ireetune.targets.gpu.archs import GpuArch
-from ireetune.targets.gpu.batch_proxy import dump_proxy_benchmark, lift_spaces, supports_proxy
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
     ConstraintSpace,
@@ -47,13 +52,20 @@ from ireetune.targets.gpu.ordering import (
     order_by_score,
     score_candidate,
 )
-from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
+from ireetune.targets.gpu.resources import (
+    check_promoted_reads,
+    check_resources,
+    check_tile_extents,
+    estimate_resources,
+)
+from ireetune.targets.gpu.smt_space import SmtSpace, explain_unsatisfiable, sample_spaces
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
     TRANSLATION_KEYS,
     OpaqueAttr,
     ResolvedDict,
     build_compilation_info,
+    build_lowering_config,
     fill_template,
 )
 
@@ -65,131 +77,196 @@ PIPELINE_KNOB = "pipeline"
 EMIT_TIMEOUT_S = 300.0
 
 
-class GpuTarget(Target):
-    """A GPU target; subclasses say how to compile for it, run on it and apply a spec."""
+@dataclass(frozen=True)
+class GpuFacts:
+    """What a hand-written GPU space and the resource check need to know about the target."""
 
-    def __init__(self, arch: GpuArch, pipelines: Sequence[str] = ()) -> None:
-        for pipeline in pipelines:
-            if pipeline not in PIPELINES:
-                raise IreetuneError(
-                    f"unknown pipeline '{pipeline}'; choose from {', '.join(PIPELINES)}"
-                )
-        self.arch = arch
-        self.pipelines = tuple(pipelines) or PIPELINES
+    arch: str
+    subgroup_sizes: tuple[int, ...]
+    max_threads: int
+    max_workgroup_memory_bytes: int
+    intrinsics: tuple[str, ...]
+    compute_units: int
+
+
+def read_gpu_facts(variant_target: ir.Attribute, arch: GpuArch) -> GpuFacts:
+    """Read the target's limits and matrix intrinsics through `iree_gpu.TargetInfo`."""
+    info = iree_gpu.TargetInfo.get_gpu_target_info(variant_target)
+    return GpuFacts(
+        arch=str(info.arch),
+        subgroup_sizes=tuple(int(size) for size in info.subgroup_size_choices),
+        max_threads=int(info.max_thread_count_per_workgroup),
+        max_workgroup_memory_bytes=int(info.max_workgroup_memory_bytes),
+        intrinsics=tuple(str(intrinsic) for intrinsic in info.mma_intrinsics),
+        compute_units=arch.compute_units,
+    )
+
+
+# A hand-written space: SMT problems in the compiler's own form, for a dispatch where IREE 3.13
+# emits none (attention on CUDA, reductions, f32 contractions on CUDA).
+HandWrittenSpaces = Callable[[Problem, GpuFacts, CompilerSpace], tuple[ConstraintSpace, ...]]
+# Scores one filled template; higher is more promising.
+Scorer = Callable[[Problem, ConstraintSpace, ResolvedDict, GpuFacts], float]
+# Derives the lowering configs of the dispatch's other ops, by kind, from the root's.
+Siblings = Callable[[ResolvedDict], tuple[tuple[str, ResolvedDict], ...]]
+
+
+def score_gemm_view(
+    problem: Problem, space: ConstraintSpace, config: ResolvedDict, facts: GpuFacts
+) -> float:
+    """Score a contraction or convolution configuration on its GEMM view (`ordering.py`)."""
+    gemm = as_convolution(problem) if problem.family == "convolution" else as_contraction(problem)
+    shape = compute_tile_shape(gemm, space, config)
+    return score_candidate(gemm, shape, facts.compute_units)
+
+
+class GpuSpace(FamilySpace):
+    """One family's GPU space: SMT problems sampled with z3, each with its knob template.
+
+    The problems are the compiler's own (`--iree-codegen-emit-pipeline-constraints`); where IREE
+    3.13 emits none for the dispatch, the family's hand-written problems in the same form. A
+    candidate's knobs are one solution plus the space it came from:
+
+        (("mma_idx", 0), ("pipeline", "TileAndFuse"), ("red_2", 4), ..., ("space", 0))
+    """
+
+    def __init__(
+        self,
+        target: GpuTarget,
+        hand_written: HandWrittenSpaces | None = None,
+        scorer: Scorer = score_gemm_view,
+        siblings: Siblings | None = None,
+        refusal: Callable[[Problem], str | None] | None = None,
+        searches_extra_knobs: bool = True,
+    ) -> None:
+        self.target = target
+        self.searches_extra_knobs = searches_extra_knobs
+        self.hand_written = hand_written
+        self.scorer = scorer
+        self.siblings = siblings
+        self._refusal = refusal
         self._compiler_space: CompilerSpace | None = None
-        self._cache_root: Path | None = None
         self._cache: SpaceCache | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.arch.family.value}:{self.arch.name}"
+        self._facts: GpuFacts | None = None
+        self._notes: list[str] = []
 
     @property
     def extra_knobs(self) -> tuple[ExtraKnob, ...]:
-        """The knobs searched beside the compiler's template (targets/gpu/extra_knobs.py)."""
-        return (NO_BANK_CONFLICT_REDUCTION,)
+        """The target's knobs searched beside the template, for the families whose landing was
+        checked (contractions and convolutions; not the hand-written attention and reduction
+        spaces)."""
+        return self.target.extra_knobs if self.searches_extra_knobs else ()
 
     @property
     def compiler_space(self) -> CompilerSpace:
         assert self._compiler_space is not None, "prepare() reads the space first"
         return self._compiler_space
 
-    def use_cache_folder(self, folder: Path) -> None:
-        self._cache_root = folder
+    def refusal(self, problem: Problem) -> str | None:
+        return self._refusal(problem) if self._refusal is not None else None
+
+    def space_notes(self) -> tuple[str, ...]:
+        return tuple(self._notes)
+
+    @property
+    def facts(self) -> GpuFacts:
+        assert self._facts is not None, "prepare() reads the target first"
+        return self._facts
 
     def prepare(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> None:
         scratch_dir.mkdir(parents=True, exist_ok=True)
-        self._compiler_space = None
+        target = self.target
         self._cache = None
-        if self._cache_root is not None:
+        if target.cache_root is not None:
             key = compute_cache_key(
-                [problem_key(problem), self.name, *self.compile_flags(), compiler_version()]
+                [problem_key(problem), target.name, *target.compile_flags(), compiler_version()]
             )
-            self._cache = SpaceCache(self._cache_root / key)
-        stored = self._cache.read_space() if self._cache is not None else None
-        if stored is not None:
-            text, proxy_text = stored
-            self._compiler_space = self._read_space(
-                problem, benchmark_path, text, proxy_text, context
+            self._cache = SpaceCache(target.cache_root / key)
+        with context:
+            module = ir.Module.parse(benchmark_path.read_text())
+            (variant,) = iree_codegen.get_executable_variant_ops(module)
+            self._facts = read_gpu_facts(variant.attributes["target"], target.arch)
+        compiler = self.read_compiler_space(problem, benchmark_path, scratch_dir, context)
+        if not compiler.spaces and self.hand_written is not None:
+            spaces = self.hand_written(problem, self.facts, compiler)
+            compiler = CompilerSpace(spaces, compiler.default_pipeline, compiler.default_config)
+            self._notes.append(
+                f"IREE 3.13 emits no search space for {problem.signature} on {target.name}; "
+                "ireetune's hand-written space is searched"
             )
-        else:
-            text, proxy_text = self._emit_space(problem, benchmark_path, scratch_dir)
-            self._compiler_space = self._read_space(
-                problem, benchmark_path, text, proxy_text, context
-            )
-            if self._cache is not None:
-                meta = {
-                    "problem": problem.signature, "target": self.name,
-                    "flags": self.compile_flags(), "compiler_version": compiler_version(),
-                }  # fmt: skip
-                self._cache.write_space(text, proxy_text, meta)
-        if not self._compiler_space.spaces:
+        compiler = self._without_empty_spaces(problem, compiler)
+        self._compiler_space = compiler
+        if not compiler.spaces:
             raise IreetuneError(
-                f"the compiler emits no search space for {problem.signature} on {self.name} "
+                f"the compiler emits no search space for {problem.signature} on {target.name} "
                 f"({problem.kind} root op); it cannot be tuned on this target yet"
             )
         if not self._usable_spaces():
-            found = sorted({space.pipeline for space in self._compiler_space.spaces})
+            found = sorted({space.pipeline for space in compiler.spaces})
             raise IreetuneError(
-                f"no search space for pipeline {', '.join(self.pipelines)}; the compiler offers {', '.join(found)}"
+                f"no search space for pipeline {', '.join(target.pipelines)}; the compiler offers {', '.join(found)}"
             )
 
-    def _emit_space(
-        self, problem: Problem, benchmark_path: Path, scratch_dir: Path
-    ) -> tuple[str, str | None]:
-        """Ask the compiler for the space: its output, and the proxy's when the dispatch's own
-        space cannot be emitted (a batch matmul: the output is then the dispatch's own file,
-        which holds the default configuration)."""
-        stripped = scratch_dir / "space_stripped.mlir"
-        strip_configurations(benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S)
-        try:
-            text = emit_constraints(
-                stripped, self.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
-            )
-            return text, None
-        except IreetuneError as error:
-            if not (isinstance(problem, ContractionProblem) and supports_proxy(problem)):
-                raise
-            logger.warning("%s; using the space of its batch-free proxy", error)
-        proxy_benchmark = dump_proxy_benchmark(
-            problem, self.compile_flags(), scratch_dir / "proxy", EMIT_TIMEOUT_S
-        )
-        proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
-        strip_configurations(proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S)
-        proxy_text = emit_constraints(
-            proxy_stripped,
-            self.compile_flags(),
-            scratch_dir / "proxy" / "space.mlir",
-            EMIT_TIMEOUT_S,
-        )
-        return benchmark_path.read_text(), proxy_text
+    def _without_empty_spaces(self, problem: Problem, compiler: CompilerSpace) -> CompilerSpace:
+        """Drop the spaces without a solution, saying in a note which constraints conflict (a
+        convolution's VectorDistribute space is often empty: its intrinsic does not divide
+        the output channels). Indices stay those of the compiler's spaces."""
+        kept = []
+        for space in compiler.spaces:
+            why = explain_unsatisfiable(space.smtlib, space.assert_messages)
+            if why is None:
+                kept.append(space)
+            else:
+                self._notes.append(
+                    f"the {space.pipeline} space of {problem.signature} on {self.target.name} "
+                    f"is empty, {why}"
+                )
+        return CompilerSpace(tuple(kept), compiler.default_pipeline, compiler.default_config)
 
-    def _read_space(
-        self,
-        problem: Problem,
-        benchmark_path: Path,
-        text: str,
-        proxy_text: str | None,
-        context: ir.Context,
+    def read_compiler_space(
+        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> CompilerSpace:
-        if proxy_text is None:
-            return read_constraint_spaces(text, context)
-        assert isinstance(problem, ContractionProblem), "only contractions are read by proxy"
-        proxy = read_constraint_spaces(proxy_text, context)
-        original = read_constraint_spaces(text, context)
-        return CompilerSpace(
-            lift_spaces(proxy.spaces, problem), original.default_pipeline, original.default_config
+        """Ask the compiler for the dispatch's spaces (or read its stored answer); its default
+        comes from the dump itself."""
+        stored = self.stored_space()
+        if stored is not None and stored[1] is None:
+            return read_constraint_spaces(stored[0], context)
+        stripped = scratch_dir / "space_stripped.mlir"
+        strip_configurations(
+            benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
         )
+        text = emit_constraints(
+            stripped, self.target.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
+        )
+        self.store_space(problem, text, None)
+        return read_constraint_spaces(text, context)
+
+    def stored_space(self) -> tuple[str, str | None] | None:
+        """Return the compiler's stored output for this problem (and a proxy's), if any."""
+        return self._cache.read_space() if self._cache is not None else None
+
+    def store_space(self, problem: Problem, text: str, proxy_text: str | None) -> None:
+        """Store the compiler's output (and a proxy's) for the next run of this problem."""
+        if self._cache is None:
+            return
+        target = self.target
+        meta = {
+            "problem": problem.signature, "target": target.name,
+            "flags": target.compile_flags(), "compiler_version": compiler_version(),
+        }  # fmt: skip
+        self._cache.write_space(text, proxy_text, meta)
 
     def _usable_spaces(self) -> list[ConstraintSpace]:
-        return [space for space in self.compiler_space.spaces if space.pipeline in self.pipelines]
+        pipelines = self.target.pipelines
+        return [space for space in self.compiler_space.spaces if space.pipeline in pipelines]
 
     def _space_of(self, knobs: Knobs) -> tuple[ConstraintSpace, dict[str, int]]:
         """Return a candidate's space and its template knobs' values (extra knobs left out)."""
         values = dict(knobs)
-        space = self.compiler_space.spaces[int(values.pop(SPACE_KNOB))]
+        index = int(values.pop(SPACE_KNOB))
+        space = next(space for space in self.compiler_space.spaces if space.index == index)
         pipeline = values.pop(PIPELINE_KNOB)
         assert pipeline == space.pipeline, (
             f"knobs name {pipeline} but space {space.index} is {space.pipeline}"
@@ -252,7 +329,7 @@ class GpuTarget(Target):
             }
         )
 
-    def generate_candidates(
+    def generate(
         self,
         problem: Problem,
         variant_target: ir.Attribute,
@@ -281,6 +358,8 @@ class GpuTarget(Target):
             knobs = make_knobs(
                 {**values, **extra, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline}
             )
+            if not self.fits(problem, knobs):
+                continue
             if self._cache is not None:
                 self._cache.add_solution(knobs)
             yield knobs
@@ -305,9 +384,19 @@ class GpuTarget(Target):
                 usable.append(knobs)
         return usable
 
-    def order_candidates(
-        self, problem: Problem, pool: list[Knobs], seed: int
-    ) -> list[tuple[Knobs, float]]:
+    def fits(self, problem: Problem, knobs: Knobs) -> bool:
+        """Say whether a candidate fits the target's shared memory and registers, as ireetune
+        counts them (`resources.py`): IREE 3.13's own constraints under-count shared memory for
+        direct convolutions, batch tiles and attention, and such candidates fail to compile."""
+        space, config = self.resolved_config(knobs)
+        usage = estimate_resources(problem, space, config)
+        return (
+            check_resources(usage, self.facts) is None
+            and check_promoted_reads(problem, space, config) is None
+            and check_tile_extents(problem, config) is None
+        )
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
         """Rank each space's candidates by the heuristic, then take the spaces in turn.
 
         Scores compare well within one pipeline; across pipelines they do not (the same tile
@@ -316,20 +405,100 @@ class GpuTarget(Target):
         by_space: dict[int, list[tuple[Knobs, float]]] = {}
         for knobs in pool:
             space, config = self.resolved_config(knobs)
-            shape = compute_tile_shape(problem, space, config)
-            score = score_candidate(problem, shape, self.arch.compute_units)
+            score = self.scorer(problem, space, config, self.facts)
             by_space.setdefault(space.index, []).append((knobs, score))
         return interleave([order_by_score(scored, seed) for _, scored in sorted(by_space.items())])
 
-    def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         space, config = self.resolved_config(knobs)
         info, separate = build_compilation_info(config, space.pipeline, context)
-        if separate:
-            raise IreetuneError(
-                f"{problem.kind} configurations need {', '.join(separate)} on the root op, which "
-                "specs do not set yet"
-            )
-        return str(info)
+        siblings = self.siblings(config) if self.siblings is not None else ()
+        return OpConfiguration(
+            str(info),
+            tuple((name, str(attribute)) for name, attribute in separate.items()),
+            tuple((kind, build_lowering_config(fields, context)) for kind, fields in siblings),
+        )
+
+
+class GpuTarget(Target):
+    """A GPU target; subclasses say how to compile for it, run on it and apply a spec."""
+
+    def __init__(self, arch: GpuArch, pipelines: Sequence[str] = ()) -> None:
+        for pipeline in pipelines:
+            if pipeline not in PIPELINES:
+                raise IreetuneError(
+                    f"unknown pipeline '{pipeline}'; choose from {', '.join(PIPELINES)}"
+                )
+        self.arch = arch
+        self.pipelines = tuple(pipelines) or PIPELINES
+        # Where the compiler's spaces and drawn solutions are kept (`use_cache_folder`).
+        self.cache_root: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.arch.family.value}:{self.arch.name}"
+
+    @property
+    def extra_knobs(self) -> tuple[ExtraKnob, ...]:
+        """The knobs searched beside the compiler's template (targets/gpu/extra_knobs.py)."""
+        return (NO_BANK_CONFLICT_REDUCTION,)
+
+    def use_cache_folder(self, folder: Path) -> None:
+        self.cache_root = folder
+
+    def family_spaces(self) -> Mapping[str, SpaceFactory]:
+        from ireetune.targets.gpu.attention_space import attention_spaces, score_attention
+        from ireetune.targets.gpu.batch_proxy import BatchContractionSpace
+        from ireetune.targets.gpu.reduction_space import (
+            gpu_reduction_refusal,
+            reduction_siblings,
+            reduction_spaces,
+            score_reduction,
+        )
+        from ireetune.targets.gpu.simt_space import score_simt, simt_contraction_spaces
+
+        def score_contraction(
+            problem: Problem, space: ConstraintSpace, config: ResolvedDict, facts: GpuFacts
+        ) -> float:
+            # The SIMT space has no matrix instruction: its tiles are per thread, not per MMA.
+            if "thread" in config and "mma_kind" not in config:
+                return score_simt(problem, space, config, facts)
+            return score_gemm_view(problem, space, config, facts)
+
+        return {
+            "contraction": lambda: GpuSpace(self, simt_contraction_spaces, score_contraction),
+            "batch_contraction": lambda: BatchContractionSpace(self),
+            "convolution": lambda: GpuSpace(self),
+            "attention": lambda: GpuSpace(
+                self, attention_spaces, score_attention, searches_extra_knobs=False
+            ),
+            "reduction": lambda: GpuSpace(
+                self,
+                reduction_spaces,
+                score_reduction,
+                reduction_siblings,
+                gpu_reduction_refusal,
+                searches_extra_knobs=False,
+            ),
+        }
+
+    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
+        # Attention sets a decomposition_config, a reduction the configs of its dispatch's
+        # other ops.
+        return problem.family in ("attention", "reduction")
+
+    @property
+    def gpu_space(self) -> GpuSpace:
+        """The GPU space `prepare` picked (for tests and notes)."""
+        assert isinstance(self._space, GpuSpace), "prepare() picks the space first"
+        return self._space
+
+    @property
+    def compiler_space(self) -> CompilerSpace:
+        return self.gpu_space.compiler_space
+
+    def resolved_config(self, knobs: Knobs) -> tuple[ConstraintSpace, ResolvedDict]:
+        return self.gpu_space.resolved_config(knobs)
 
 
 def _uses_igemm(config: ResolvedDict) -> bool:

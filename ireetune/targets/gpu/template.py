@@ -262,6 +262,12 @@ def build_compilation_info(
         return iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info), separate
 
 
+def build_lowering_config(fields: ResolvedDict, context: ir.Context) -> str:
+    """Render lowering-config fields as `#iree_gpu.lowering_config<{...}>` text."""
+    with context:
+        return str(iree_gpu.LoweringConfigAttr.get(_to_attribute(fields)))
+
+
 def _optional_int(value: ResolvedValue | None) -> int | None:
     return None if value is None or isinstance(value, bool) else int(value)  # type: ignore[arg-type]
 

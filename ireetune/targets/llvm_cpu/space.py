@@ -16,13 +16,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import z3
+from iree.compiler import ir
 
-from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import Knobs
+from ireetune.problem.contraction import ContractionProblem, as_contraction
+from ireetune.problem.family import Problem
+from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.base import OpConfiguration
+from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
+PIPELINE = "DoubleTilingExpert"
 
 _BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
 _VEC_M_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
@@ -175,3 +180,79 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
         "vector_common_parallel": vector_parallel,
         "vector_reduction": vector_reduction,
     }
+
+
+class CpuContractionSpace(CpuSpace):
+    """DoubleTilingExpert tiles of the innermost M, N and K loops (`space.py`), or, for a
+    data-tiled matmul (`linalg.mmt4d`), Mmt4dTilingExpert tiles of its outer loops
+    (`mmt4d_space.py`)."""
+
+    def generate(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+        known: Sequence[Knobs] = (),
+    ) -> Iterator[Knobs]:
+        contraction = as_contraction(problem)
+        facts = self.facts(variant_target)
+        if contraction.is_mmt4d:
+            from ireetune.targets.llvm_cpu.mmt4d_space import (
+                compute_mmt4d_sizes,
+                enumerate_mmt4d_space,
+            )
+
+            return enumerate_mmt4d_space(
+                compute_mmt4d_sizes(contraction), facts, seed, default_knobs
+            )
+        sizes = compute_problem_sizes(contraction)
+        return enumerate_space(sizes, facts, seed, excluded=default_knobs, known=known)
+
+    def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
+        # Data-tiled matmuls have their own knobs; their space is small and not cached.
+        return None if as_contraction(problem).is_mmt4d else frozenset(KNOB_NAMES)
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        contraction = as_contraction(problem)
+        if contraction.is_mmt4d:
+            from ireetune.targets.llvm_cpu.mmt4d_space import (
+                compute_mmt4d_sizes,
+                order_mmt4d_candidates,
+            )
+
+            sizes_4d = compute_mmt4d_sizes(contraction)
+            return order_mmt4d_candidates(sizes_4d, self.known_facts, pool, seed)
+        from ireetune.targets.llvm_cpu.ordering import order_by_score
+
+        return order_by_score(compute_problem_sizes(contraction), self.known_facts, pool, seed)
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        contraction = as_contraction(problem)
+        if contraction.is_mmt4d:
+            from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE, mmt4d_tile_lists
+
+            tiles_4d = mmt4d_tile_lists(contraction, knobs)
+            return OpConfiguration(render_cpu_compilation_info(tiles_4d, MMT4D_PIPELINE, context))
+        tiles = tile_lists(contraction, knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, PIPELINE, context))
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        contraction = as_contraction(problem)
+        levels = read_cpu_levels(root_op, len(contraction.loop_sizes))
+        if levels is None:
+            return None
+        if contraction.is_mmt4d:
+            from ireetune.targets.llvm_cpu.mmt4d_space import parse_default_mmt4d_knobs
+
+            return parse_default_mmt4d_knobs(contraction, levels)
+        m, n, k = contraction.m_dims[-1], contraction.n_dims[-1], contraction.k_dims[-1]
+        return make_knobs(
+            {
+                "dist_m": levels["distribution"][m],
+                "dist_n": levels["distribution"][n],
+                "vec_m": levels["vector_common_parallel"][m],
+                "vec_n": levels["vector_common_parallel"][n],
+                "vec_k": levels["vector_reduction"][k],
+            }
+        )

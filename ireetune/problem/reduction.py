@@ -1,0 +1,287 @@
+"""The reduction family: `linalg.generic` ops with reduction loops that are neither contractions
+nor convolutions (sums, means, maxima, and the reductions of a softmax or a normalisation).
+
+A softmax reaches codegen as one dispatch of three ops (the row maximum, the sum of exponentials,
+the normalisation); IREE marks the sum of exponentials as the root:
+
+    %sum = linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d0),
+        (d0, d1) -> (d0)], iterator_types = ["parallel", "reduction"]}
+        ins(%x, %max : tensor<32x1024xf32>, tensor<32xf32>) outs(%zeros : tensor<32xf32>) {
+      ^bb0(%in: f32, %m: f32, %acc: f32):
+        %e = math.exp(%in - %m)   (arith.subf, math.exp)
+        linalg.yield %acc + %e    (arith.addf)
+    } -> tensor<32xf32>
+
+No match op of IREE's transform extensions describes a generic reduction by its sizes, so the
+matcher is `transform.iree.match.cast_compatible_dag_from_root` holding a copy of the root op (its
+shapes, maps, iterator types and body); the reader parses that copy back into a problem. The
+reference program is the root op alone, its result initialised as the dispatch initialises it
+(zero for a sum, -inf or NaN for a maximum).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from iree.compiler import ir
+from iree.compiler.dialects import func, transform
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.family import (
+    MatchOpSpec,
+    MatchPattern,
+    OpFamily,
+    Problem,
+    ReferenceInputs,
+    bind_loop_sizes,
+    clone_as_main,
+    clone_with_captured_constants,
+    element_type_name,
+    static_shape,
+)
+
+DAG_MATCH = "transform.iree.match.cast_compatible_dag_from_root"
+REDUCTION_MATCH = MatchOpSpec(DAG_MATCH, (), ("loops",))
+# Body ops that move values around rather than compute.
+_NEUTRAL_BODY_OPS = frozenset({"linalg.yield", "linalg.index"})
+_CONFIG_ATTRIBUTES = ("lowering_config", "compilation_info", "root_op")
+
+
+@dataclass(frozen=True)
+class ReductionProblem:
+    """A generic reduction's loops, operands and body."""
+
+    KIND: ClassVar[str] = "reduction"
+    reference_carries_config: ClassVar[bool] = True
+
+    kind: str
+    op_name: str
+    loop_sizes: tuple[int, ...]
+    parallel_dims: tuple[int, ...]
+    reduction_dims: tuple[int, ...]
+    input_types: tuple[str, ...]
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_type: str
+    output_shape: tuple[int, ...]
+    indexing_maps: tuple[str, ...]
+    body: tuple[str, ...]
+    # The op alone, its operands the arguments of `func.func @reduction` (what the matcher copies).
+    source: str
+
+    @property
+    def family(self) -> str:
+        return "reduction"
+
+    @property
+    def parallel_sizes(self) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.parallel_dims)
+
+    @property
+    def reduction_sizes(self) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.reduction_dims)
+
+    @property
+    def flops(self) -> int:
+        """Count one operation per body op and loop iteration."""
+        work = [op for op in self.body if op not in _NEUTRAL_BODY_OPS]
+        return math.prod(self.loop_sizes) * max(1, len(work))
+
+    @property
+    def signature(self) -> str:
+        """Name it by its loop sizes (parallel ones first) and element types."""
+        sizes = "x".join(str(s) for s in (*self.parallel_sizes, *self.reduction_sizes))
+        types = "_".join((*self.input_types, self.output_type))
+        return f"reduction_{sizes}_{types}"
+
+
+def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
+    """Parse a `linalg.generic` with one result and at least one reduction loop."""
+    if root_op.name != "linalg.generic":
+        raise IreetuneError(f"root op '{root_op.name}' is not a generic reduction")
+    iterators = [_iterator(a) for a in ir.ArrayAttr(root_op.attributes["iterator_types"])]
+    if "reduction" not in iterators:
+        raise IreetuneError(f"root op '{root_op.name}' has no reduction loop")
+    operands = list(root_op.operands)
+    if len(root_op.results) != 1:
+        raise IreetuneError(
+            f"a reduction with {len(root_op.results)} results (an arg-max?) is not supported yet"
+        )
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(root_op.attributes["indexing_maps"])]
+    shapes = [static_shape(operand.type, f"operand {i}") for i, operand in enumerate(operands)]
+    loop_sizes = bind_loop_sizes(maps, shapes, f"reduction '{root_op.name}'")
+    block = root_op.regions[0].blocks[0]
+    return ReductionProblem(
+        kind=ReductionProblem.KIND,
+        op_name=root_op.name,
+        loop_sizes=loop_sizes,
+        parallel_dims=tuple(i for i, kind in enumerate(iterators) if kind == "parallel"),
+        reduction_dims=tuple(i for i, kind in enumerate(iterators) if kind == "reduction"),
+        input_types=tuple(element_type_name(operand.type) for operand in operands[:-1]),
+        input_shapes=tuple(shapes[:-1]),
+        output_type=element_type_name(operands[-1].type),
+        output_shape=shapes[-1],
+        indexing_maps=tuple(str(m) for m in maps),
+        body=tuple(op.operation.name for op in block.operations),
+        source=_source_of(root_op),
+    )
+
+
+def _source_of(root_op: ir.Operation) -> str:
+    """Print the op alone, each operand an argument of `func.func @reduction`."""
+    context = root_op.context
+    with context, ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            types = [operand.type for operand in root_op.operands]
+            function = func.FuncOp("reduction", (types, []))
+            with ir.InsertionPoint(function.add_entry_block()):
+                clone = clone_with_captured_constants(root_op)
+                for index, argument in enumerate(function.arguments):
+                    clone.operands[index] = argument
+                for name in _CONFIG_ATTRIBUTES:
+                    if name in clone.attributes:
+                        del clone.attributes[name]
+                func.ReturnOp([])
+        assert module.operation.verify(), "reduction source does not verify"
+        return str(module)
+
+
+def _iterator(attribute: ir.Attribute) -> str:
+    """Read a `#linalg.iterator_type<parallel>` attribute as `parallel`."""
+    text = str(attribute)
+    return "reduction" if "reduction" in text else "parallel"
+
+
+def as_reduction(problem: Problem) -> ReductionProblem:
+    """Narrow a problem its family says is a reduction (an invariant, not a user error)."""
+    assert isinstance(problem, ReductionProblem), f"{problem.signature} is no reduction"
+    return problem
+
+
+def _tensor_type(shape: tuple[int, ...], element: str) -> str:
+    return "tensor<" + "x".join(str(s) for s in (*shape, element)) + ">"
+
+
+class ReductionFamily(OpFamily):
+    """Generic reductions that no other family claims."""
+
+    name = "reduction"
+    match_op = REDUCTION_MATCH
+
+    def recognises(self, root_op: ir.Operation) -> bool:
+        if root_op.name != "linalg.generic" or len(root_op.results) != 1:
+            return False
+        return any(
+            _iterator(a) == "reduction" for a in ir.ArrayAttr(root_op.attributes["iterator_types"])
+        )
+
+    def parse(self, root_op: ir.Operation) -> Problem:
+        return parse_reduction(root_op)
+
+    def expected_pattern(self, problem: Problem) -> MatchPattern:
+        reduction = as_reduction(problem)
+        return MatchPattern(
+            DAG_MATCH,
+            tuple(
+                _tensor_type(shape, element)
+                for shape, element in zip(
+                    (*reduction.input_shapes, reduction.output_shape),
+                    (*reduction.input_types, reduction.output_type),
+                    strict=True,
+                )
+            ),
+            reduction.indexing_maps,
+            (reduction.loop_sizes,),
+            tuple(
+                "parallel" if d in reduction.parallel_dims else "reduction"
+                for d in range(len(reduction.loop_sizes))
+            )
+            + reduction.body,
+        )
+
+    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
+        reduction = as_reduction(problem)
+        return ReferenceInputs(
+            reduction.input_shapes,
+            reduction.input_types,
+            reduction.output_type,
+            math.prod(reduction.reduction_sizes),
+        )
+
+    def build_reference(
+        self, root_op: ir.Operation, problem: Problem, context: ir.Context
+    ) -> ir.Module:
+        """Clone the root op, its result initialised with the dispatch's own fill value."""
+        return clone_as_main(root_op, context, init_value=_fill_value(root_op))
+
+    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
+        """Emit a DAG matcher holding a copy of the problem's op:
+
+        %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
+        ^bb0(%x: tensor<32x1024xf32>, %m: tensor<32xf32>, %acc: tensor<32xf32>):
+          %r = linalg.generic {...} ins(%x, %m : ...) outs(%acc : ...) { ... } -> tensor<32xf32>
+        } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+        """
+        reduction = as_reduction(problem)
+        source = ir.Module.parse(reduction.source)
+        function = source.body.operations[0]
+        source_block = function.regions[0].blocks[0]
+        value_type = ir.Type.parse("!transform.any_value")
+        dag = ir.Operation.create(
+            DAG_MATCH, results=[value_type, value_type], operands=[op_handle], regions=1
+        )
+        block = dag.regions[0].blocks.append(
+            *[argument.type for argument in source_block.arguments]
+        )
+        with ir.InsertionPoint(block):
+            generic = next(
+                op.operation
+                for op in source_block.operations
+                if op.operation.name == "linalg.generic"
+            )
+            clone = clone_with_captured_constants(generic)
+            for index, argument in enumerate(block.arguments):
+                clone.operands[index] = argument
+            transform.YieldOp([])
+
+    def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
+        """Parse the op inside a DAG matcher; None when it is no static generic reduction."""
+        inner = [op.operation for op in match_op.regions[0].blocks[0].operations]
+        roots = [op for op in inner if op.name == "linalg.generic"]
+        others = [
+            op
+            for op in inner
+            if op.name not in ("linalg.generic", "arith.constant", "transform.yield")
+        ]
+        if len(roots) != 1 or others:
+            return None
+        try:
+            problem = parse_reduction(roots[0])
+        except IreetuneError:
+            return None
+        return self.expected_pattern(problem)
+
+    def describe(self, pattern: MatchPattern) -> str:
+        *inputs, output = pattern.types
+        sizes = pattern.sizes[0]
+        iterators = [kind for kind in pattern.body if kind in ("parallel", "reduction")]
+        work = [op for op in pattern.body[len(iterators) :] if op not in _NEUTRAL_BODY_OPS]
+        return (
+            f"reduction {' x '.join(inputs)} -> {output}, loops={list(sizes or ())} "
+            f"[{', '.join(iterators)}], body {', '.join(work)}, maps {'; '.join(pattern.indexing_maps)}"
+        )
+
+
+def _fill_value(root_op: ir.Operation) -> ir.Attribute | None:
+    """Return the constant the dispatch fills the root op's result with, if it does."""
+    init = root_op.operands[len(root_op.operands) - 1]
+    owner = init.owner
+    operation = getattr(owner, "operation", None)
+    if operation is None or operation.name != "linalg.fill":
+        return None
+    value_owner = getattr(operation.operands[0].owner, "operation", None)
+    if value_owner is None or value_owner.name != "arith.constant":
+        return None
+    return value_owner.attributes["value"]

@@ -1,0 +1,65 @@
+"""The compiler's default configuration and its neighbourhood, searched first.
+
+IREE's own choice is usually good, and on real models the configurations that beat it were
+near it (docs/ordering.md); a random walk over a large space rarely passes there. A space that
+knows the default proposes its neighbours first: each knob moved one step along its domain, then
+pairs of such moves, kept only when they satisfy the space's hard constraints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.search.z3_enumerate import SpaceBuilder, satisfies
+
+
+def with_values(domains: Mapping[str, Sequence[int]], knobs: Knobs) -> dict[str, list[int]]:
+    """Return the domains with the knobs' own values added (the default must lie in its space)."""
+    values = dict(knobs)
+    return {
+        name: sorted({*domain, *([int(values[name])] if name in values else [])})
+        for name, domain in domains.items()
+    }
+
+
+def default_neighbours(
+    default: Knobs,
+    domains: Mapping[str, Sequence[int]],
+    hard_constraints: SpaceBuilder,
+    limit: int,
+) -> list[Knobs]:
+    """Return up to `limit` neighbours of `default` that satisfy `hard_constraints`: single
+    steps first, then pairs of steps on different knobs."""
+    values = {name: int(value) for name, value in default}
+    steps: list[tuple[str, int]] = []
+    for name in sorted(domains):
+        current = values[name]
+        lower = [x for x in domains[name] if x < current]
+        higher = [x for x in domains[name] if x > current]
+        steps += [(name, lower[-1])] if lower else []
+        steps += [(name, higher[0])] if higher else []
+    singles = [make_knobs({**values, name: value}) for name, value in steps]
+    pairs = [
+        make_knobs({**values, first: first_value, second: second_value})
+        for index, (first, first_value) in enumerate(steps)
+        for second, second_value in steps[index + 1 :]
+        if first != second
+    ]
+    found: list[Knobs] = []
+    for knobs in dict.fromkeys((*singles, *pairs)):
+        if len(found) >= limit:
+            break
+        if knobs != default and satisfies(hard_constraints, knobs):
+            found.append(knobs)
+    return found
+
+
+def distance_to(knobs: Knobs, default: Knobs) -> float:
+    """Count how far a configuration is from another: log2 steps summed over the knobs."""
+    reference = dict(default)
+    return sum(
+        abs(math.log2(max(int(value), 1) / max(int(reference.get(name, value)), 1)))
+        for name, value in knobs
+    )

@@ -1,0 +1,270 @@
+"""ireetune's own count of a GPU candidate's shared memory and accumulator registers.
+
+IREE 3.13's constraints bound shared memory for the operands they know about, but not always all
+it allocates: a direct convolution promotes an image window larger than its output tile (the
+halo of the filter), a batch tile multiplies every promoted tile, and a TileAndFuse matmul also
+stages its accumulator tile through shared memory when it writes the result. On gfx942, 6 of 24
+sampled f16 3x3 convolution candidates failed for that alone ("uses N bytes of shared memory;
+exceeded the limit"). So every candidate is counted here before compiling and those that would
+overflow are not generated.
+
+The count follows what the compiler reported for candidates that overflowed (docs/gpu.md):
+
+- each promoted operand's workgroup tile (`promote_operands`), in its element type: for a
+  contraction the M x K and K x N tiles, for a direct convolution the image window
+  (output tile + filter extent - 1 per image dimension) and the filter tile, for attention the
+  query, key and value tiles;
+- TileAndFuse matmuls also hold the M x N accumulator tile (f32);
+- everything times the batch tile.
+
+Accumulators: the workgroup's output tile over its threads, in 32-bit registers; above
+`MAX_ACCUMULATOR_REGISTERS` a thread spills before it computes anything.
+
+One more rule the compiler's VectorDistribute constraints leave out: each promoted operand tile
+is copied to shared memory by every thread of the workgroup in 128-bit vectors, and its layout
+cannot be derived ("failed to derive layout for promoted read-like op") unless those vectors
+split evenly over the threads. A gfx942 mmt candidate with a 256 x 96 tile, K tile 32 and 256
+threads failed so: its 96 x 32 f16 tile is 384 vectors, 1.5 per thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ireetune.problem.family import Problem
+from ireetune.targets.gpu.constraints import ConstraintSpace
+from ireetune.targets.gpu.template import (
+    PIPELINE_OPTIONS_KEY,
+    WORKGROUP_SIZE_KEY,
+    OpaqueAttr,
+    ResolvedDict,
+)
+
+if TYPE_CHECKING:
+    from ireetune.targets.gpu.target import GpuFacts
+
+# A thread has 255 32-bit registers on both vendors; accumulators alone above this cannot fit.
+MAX_ACCUMULATOR_REGISTERS = 255
+_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """What one workgroup of a candidate needs."""
+
+    shared_memory_bytes: int
+    accumulator_registers: int
+
+
+def _bytes(type_name: str) -> int:
+    return _BYTES.get(type_name, 4)
+
+
+def _ints(value: object) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    return [v if isinstance(v, int) and not isinstance(v, bool) else 0 for v in value]
+
+
+def _threads(config: ResolvedDict) -> int:
+    return max(1, math.prod(_ints(config.get(WORKGROUP_SIZE_KEY, [1]))))
+
+
+def _tile(loop_sizes: tuple[int, ...], workgroup: list[int], dims: tuple[int, ...]) -> int:
+    """Return the workgroup tile's extent over `dims` (0 in the config: the whole loop)."""
+    extent = 1
+    for d in dims:
+        value = workgroup[d] if d < len(workgroup) else 0
+        extent *= value if value > 0 else loop_sizes[d]
+    return extent
+
+
+def _reduction_tile(
+    problem: Problem, space: ConstraintSpace, config: ResolvedDict, dims: tuple[int, ...]
+) -> int:
+    """Return the reduction tile in elements over `dims` (TileAndFuse counts intrinsics)."""
+    reduction = _ints(config.get("reduction", []))
+    mma = config.get("mma_kind")
+    mma_k = space.mma_shapes.get(mma.text, (1, 1, 1))[2] if isinstance(mma, OpaqueAttr) else 1
+    scale = mma_k if space.pipeline == "TileAndFuse" else 1
+    extent = 1
+    for d in dims:
+        value = reduction[d] if d < len(reduction) else 0
+        extent *= value * scale if value > 0 else 1
+    return extent
+
+
+def _promoted(config: ResolvedDict) -> set[int]:
+    return set(_ints(config.get("promote_operands", [])))
+
+
+def estimate_resources(
+    problem: Problem, space: ConstraintSpace, config: ResolvedDict
+) -> ResourceUsage:
+    """Count a filled template's shared memory and accumulator registers per thread."""
+    family = problem.family
+    if family in ("contraction", "batch_contraction"):
+        return _gemm_usage(problem, space, config)
+    if family == "convolution":
+        return _convolution_usage(problem, space, config)
+    if family == "attention":
+        return _attention_usage(problem, config)
+    return ResourceUsage(0, 0)
+
+
+def _gemm_usage(problem: Problem, space: ConstraintSpace, config: ResolvedDict) -> ResourceUsage:
+    from ireetune.problem.contraction import as_contraction
+
+    contraction = as_contraction(problem)
+    workgroup = _ints(config.get("workgroup", []))
+    sizes = contraction.loop_sizes
+    batch = _tile(sizes, workgroup, contraction.batch_dims) if contraction.batch_dims else 1
+    if any(d < len(workgroup) and workgroup[d] == 0 for d in contraction.batch_dims):
+        batch = 1  # An untiled batch loop is distributed over workgroups, one matrix each.
+    tile_m = _tile(sizes, workgroup, contraction.m_dims)
+    tile_n = _tile(sizes, workgroup, contraction.n_dims)
+    tile_k = _reduction_tile(problem, space, config, contraction.k_dims)
+    promoted = _promoted(config)
+    shared = 0
+    if 0 in promoted:
+        shared += tile_m * tile_k * _bytes(contraction.lhs_type)
+    if 1 in promoted:
+        shared += tile_k * tile_n * _bytes(contraction.rhs_type)
+    if space.pipeline == "TileAndFuse" and promoted and "mma_kind" in config:
+        shared += tile_m * tile_n * 4
+    accumulators = math.ceil(batch * tile_m * tile_n / _threads(config))
+    return ResourceUsage(batch * shared, accumulators)
+
+
+def _convolution_usage(
+    problem: Problem, space: ConstraintSpace, config: ResolvedDict
+) -> ResourceUsage:
+    from ireetune.problem.convolution import as_convolution
+
+    conv = as_convolution(problem)
+    workgroup = _ints(config.get("workgroup", []))
+    options = config.get(PIPELINE_OPTIONS_KEY, {})
+    igemm = isinstance(options, dict) and options.get("use_igemm_convolution") is True
+    if igemm or len(workgroup) != len(conv.loop_sizes):
+        # An implicit GEMM's template is over the GEMM's loops, which the compiler's own shared
+        # memory constraint counts correctly.
+        return ResourceUsage(0, 0)
+    sizes = conv.loop_sizes
+    batch = _tile(sizes, workgroup, conv.batch_dims)
+    channels_out = _tile(sizes, workgroup, (*conv.depth_dims, *conv.output_channel_dims))
+    image_tiles = [_tile(sizes, workgroup, (d,)) for d in conv.output_image_dims]
+    reduction = _ints(config.get("reduction", []))
+    mma = config.get("mma_kind")
+    mma_k = space.mma_shapes.get(mma.text, (1, 1, 1))[2] if isinstance(mma, OpaqueAttr) else 1
+
+    def reduced(d: int) -> int:
+        value = reduction[d] if d < len(reduction) else 0
+        return value if value > 0 else 1
+
+    filter_tiles = [reduced(d) for d in conv.filter_dims]
+    channels_in = 1
+    for d in conv.input_channel_dims:
+        channels_in *= reduced(d) * (mma_k if space.pipeline == "TileAndFuse" else 1)
+    strides = (*conv.strides, *[1] * len(image_tiles))
+    dilations = (*conv.dilations, *[1] * len(image_tiles))
+    window = 1
+    for index, (out, kernel) in enumerate(zip(image_tiles, filter_tiles, strict=False)):
+        window *= (out - 1) * strides[index] + (kernel - 1) * dilations[index] + 1
+    promoted = _promoted(config)
+    shared = 0
+    if 0 in promoted:
+        shared += batch * window * channels_in * _bytes(conv.lhs_type)
+    if 1 in promoted:
+        shared += math.prod(filter_tiles) * channels_in * channels_out * _bytes(conv.rhs_type)
+    outputs = batch * math.prod(image_tiles) * channels_out
+    if space.pipeline == "TileAndFuse" and promoted and "mma_kind" in config:
+        shared += outputs * 4
+    return ResourceUsage(shared, math.ceil(outputs / _threads(config)))
+
+
+def _attention_usage(problem: Problem, config: ResolvedDict) -> ResourceUsage:
+    from ireetune.problem.attention import as_attention
+
+    attention = as_attention(problem)
+    workgroup = _ints(config.get("workgroup", []))
+    reduction = _ints(config.get("reduction", []))
+    sizes = attention.loop_sizes
+    tile_m = _tile(sizes, workgroup, attention.m_dims)
+    tile_n = _tile(sizes, workgroup, attention.n_dims)
+    k1 = math.prod(sizes[d] for d in attention.k1_dims)
+    tile_k2 = 1
+    for d in attention.k2_dims:
+        tile_k2 *= reduction[d] if d < len(reduction) and reduction[d] > 0 else sizes[d]
+    shared = (
+        tile_m * k1 * _bytes(attention.query_type)
+        + tile_k2 * k1 * _bytes(attention.key_type)
+        + tile_k2 * tile_n * _bytes(attention.value_type)
+    )
+    return ResourceUsage(shared, math.ceil(tile_m * tile_n / _threads(config)))
+
+
+def check_tile_extents(problem: Problem, config: ResolvedDict) -> str | None:
+    """Say which workgroup tile is larger than its loop, or None.
+
+    IREE 3.13's implicit-GEMM constraints let a tile exceed its loop (a 32-wide tile of a
+    16-wide output row); without padding in the configuration the compiler then fails
+    (`tensor.expand_shape` "expected dimension 2 of collapsed type to be static value of 64":
+    7 of 8 such gfx942 convolution candidates), and padded it only computes zeros.
+    """
+    workgroup = _ints(config.get("workgroup", []))
+    if "padding" in config:
+        return None
+    for index, tile in enumerate(workgroup[: len(problem.loop_sizes)]):
+        if tile > problem.loop_sizes[index]:
+            return f"workgroup tile {tile} of loop {index} exceeds its {problem.loop_sizes[index]}"
+    return None
+
+
+def check_promoted_reads(
+    problem: Problem, space: ConstraintSpace, config: ResolvedDict
+) -> str | None:
+    """Say why a VectorDistribute contraction's promoted tiles cannot be spread over its threads
+    in 128-bit vectors, or None when they can (or the rule does not apply)."""
+    if space.pipeline != "VectorDistribute" or problem.family not in (
+        "contraction",
+        "batch_contraction",
+    ):
+        return None
+    from ireetune.problem.contraction import as_contraction
+
+    contraction = as_contraction(problem)
+    workgroup = _ints(config.get("workgroup", []))
+    sizes = contraction.loop_sizes
+    tile_m = _tile(sizes, workgroup, contraction.m_dims)
+    tile_n = _tile(sizes, workgroup, contraction.n_dims)
+    tile_k = _reduction_tile(problem, space, config, contraction.k_dims)
+    threads = _threads(config)
+    tiles = {0: (tile_m * tile_k, contraction.lhs_type), 1: (tile_k * tile_n, contraction.rhs_type)}
+    for operand in sorted(_promoted(config)):
+        if operand not in tiles:
+            continue
+        elements, element_type = tiles[operand]
+        per_vector = max(1, 16 // _bytes(element_type))
+        if elements % per_vector or (elements // per_vector) % threads:
+            return (
+                f"operand {operand}'s {elements}-element tile is not a whole number of 128-bit "
+                f"vectors per thread ({threads} threads)"
+            )
+    return None
+
+
+def check_resources(usage: ResourceUsage, facts: GpuFacts) -> str | None:
+    """Say why a candidate does not fit the target, or None when it does."""
+    if usage.shared_memory_bytes > facts.max_workgroup_memory_bytes:
+        return (
+            f"needs {usage.shared_memory_bytes} bytes of shared memory, over the target's "
+            f"{facts.max_workgroup_memory_bytes}"
+        )
+    if usage.accumulator_registers > MAX_ACCUMULATOR_REGISTERS:
+        return (
+            f"needs {usage.accumulator_registers} accumulator registers per thread, over "
+            f"{MAX_ACCUMULATOR_REGISTERS}"
+        )
+    return None

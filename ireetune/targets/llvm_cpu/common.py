@@ -1,0 +1,87 @@
+"""What the llvm-cpu family spaces share: machine facts and the CPU config attribute."""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Iterator, Mapping, Sequence
+
+from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from ireetune.problem.family import Problem
+from ireetune.search.candidate import Knobs
+from ireetune.targets.base import FamilySpace
+from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
+
+LEVELS = ("distribution", "vector_common_parallel", "vector_reduction")
+
+
+def render_cpu_compilation_info(
+    tiles: Mapping[str, list[int]], pipeline_name: str, context: ir.Context
+) -> str:
+    """Render CPU tiling levels and a pipeline as `#iree_codegen.compilation_info` text."""
+    fields = ", ".join(f"{level} = {values}" for level, values in tiles.items())
+    with context:
+        # iree_cpu has no Python binding in IREE 3.13, so its attribute is parsed from text;
+        # the compilation_info around it is built through the bindings.
+        lowering_config = ir.Attribute.parse(f"#iree_cpu.lowering_config<{fields}>")
+        pipeline = ir.Attribute.parse(f"#iree_cpu.pipeline<{pipeline_name}>")
+        translation_info = iree_codegen.TranslationInfoAttr.get(pipeline)
+        return str(iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info))
+
+
+def read_cpu_levels(root_op: ir.Operation, loop_count: int) -> dict[str, list[int]] | None:
+    """Read the three tiling levels of a root op's `#iree_cpu.lowering_config`, if it has them."""
+    if "lowering_config" not in root_op.attributes:
+        return None
+    text = str(root_op.attributes["lowering_config"])
+    levels = {}
+    for level in LEVELS:
+        match = re.search(rf"{level} = \[([0-9, ]*)\]", text)
+        if match is None:
+            return None
+        levels[level] = [int(v) for v in match.group(1).split(",") if v.strip()]
+    if any(len(values) != loop_count for values in levels.values()):
+        return None
+    return levels
+
+
+class CpuSpace(FamilySpace):
+    """What the CPU spaces share: the machine's facts, read from the dispatch's target."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._facts: CpuFacts | None = None
+
+    def facts(self, variant_target: ir.Attribute | None) -> CpuFacts:
+        """Return (and remember) the CPU facts for the dispatch's executable target."""
+        if self._facts is None:
+            self._facts = read_cpu_facts(variant_target, self.threads)
+        return self._facts
+
+    def use_facts(self, facts: CpuFacts) -> None:
+        """Take recorded facts (offline, no dispatch to read them from)."""
+        self._facts = facts
+
+    @property
+    def known_facts(self) -> CpuFacts:
+        assert self._facts is not None, "facts are read when candidates are generated"
+        return self._facts
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+        known: Sequence[Knobs] = (),
+    ) -> Iterator[Knobs]:
+        """Yield valid configurations lazily, in a seeded order; never any of `known` (solutions
+        an earlier run stored, which the target yields itself)."""
+
+    def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
+        """Name the knobs of a problem whose solutions the space cache keeps (None: not kept,
+        the space is small enough to recompute)."""
+        return None

@@ -1,0 +1,249 @@
+"""The llvm-cpu search space for generic reductions (DoubleTilingExpert), as z3 constraints.
+
+IREE configures a reduction dispatch by its root op; the other ops of the dispatch (a softmax's
+maximum and normalisation) are tiled to fit it. The knobs:
+
+- `dist_<i>`: the distribution tile of parallel loop i (outermost first), one task's share;
+- `vec_p`: the vector tile of the innermost parallel loop, rows reduced side by side (the
+  other parallel loops get vector tile 1);
+- `vec_r`: the vector tile of the innermost reduction loop (the others get 1).
+
+IREE's own choice for a 32x1024 f32 row sum on AVX-512 is `dist_0 = 4, vec_p = 4, vec_r = 16`:
+four rows at a time, one 16-lane vector each. Real networks have bigger ones: a ResNet-50 with
+real weights has strided 1x1 convolutions that are neither contractions nor convolutions to
+`linalg` (`(d3, d1 * 2, d2 * 2)` image map), reduced over 256-1024 input channels, which took a
+third of its CPU time (docs/benchmarks.md); the default's neighbours are proposed first.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import z3
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.problem.family import Problem
+from ireetune.problem.reduction import ReductionProblem, as_reduction
+from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.search.neighbourhood import default_neighbours, distance_to, with_values
+from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.base import OpConfiguration
+from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+
+REDUCTION_PIPELINE = "DoubleTilingExpert"
+_VEC_P_CHOICES = (1, 2, 4, 8, 16)
+_VEC_R_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
+_MAX_NEIGHBOURS = 16
+
+
+@dataclass(frozen=True)
+class CpuReductionSizes:
+    """The extents a CPU reduction config tiles: every parallel loop, the innermost reduction."""
+
+    parallel: tuple[int, ...]
+    reduction: int
+    element_bytes: int
+
+    @property
+    def knob_names(self) -> tuple[str, ...]:
+        """Name the knobs: `dist_<i>` per parallel loop (outermost first), `vec_p`, `vec_r`."""
+        return (*(f"dist_{i}" for i in range(len(self.parallel))), "vec_p", "vec_r")
+
+
+def compute_reduction_sizes(problem: ReductionProblem) -> CpuReductionSizes:
+    """Reduce a reduction to its parallel loops and innermost reduction loop."""
+    if not problem.parallel_dims:
+        raise IreetuneError(
+            f"{problem.signature}: a reduction to a single value has no parallel loop to tile "
+            "on the CPU"
+        )
+    return CpuReductionSizes(
+        parallel=problem.parallel_sizes,
+        reduction=problem.loop_sizes[problem.reduction_dims[-1]],
+        element_bytes=max(element_bytes(t) for t in (*problem.input_types, problem.output_type)),
+    )
+
+
+def _divisors(extent: int, limit: int) -> list[int]:
+    return [v for v in range(1, min(extent, limit) + 1) if extent % v == 0]
+
+
+def reduction_domains(sizes: CpuReductionSizes) -> dict[str, list[int]]:
+    """Return each knob's candidate values."""
+    inner = sizes.parallel[-1]
+    domains = {f"dist_{i}": _divisors(size, 512) for i, size in enumerate(sizes.parallel)}
+    domains["vec_p"] = [x for x in _VEC_P_CHOICES if inner % x == 0]
+    domains["vec_r"] = [x for x in _VEC_R_CHOICES if sizes.reduction % x == 0]
+    return domains
+
+
+def build_reduction_constraints(
+    sizes: CpuReductionSizes,
+    facts: CpuFacts,
+    require_parallelism: bool,
+    context: z3.Context,
+    default: Knobs | None = None,
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """State the space: tiles divide the loops and nest, the vector tile fits the register file
+    and the stack-allocation limit, and (when required) every thread gets a tile."""
+    lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
+    v = {name: z3.Int(name, context) for name in sizes.knob_names}
+    domains = reduction_domains(sizes)
+    if default is not None:
+        domains = with_values(domains, default)
+    inner = f"dist_{len(sizes.parallel) - 1}"
+    constraints: list[z3.BoolRef] = [
+        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
+    ]
+    constraints += [
+        v[inner] % v["vec_p"] == 0,
+        # Accumulators: one register per row and started vector, plus the loaded operand.
+        v["vec_p"] * ((v["vec_r"] + lanes - 1) / lanes) * 2 + 1 <= facts.vector_registers,
+        v["vec_p"] * v["vec_r"] * sizes.element_bytes < facts.max_vector_bytes,
+    ]
+    if require_parallelism:
+        tiles = z3.IntVal(1, context)
+        for index, size in enumerate(sizes.parallel):
+            tiles = tiles * (size / v[f"dist_{index}"])
+        constraints.append(tiles >= facts.threads)
+    return v, constraints
+
+
+def enumerate_reduction_space(
+    sizes: CpuReductionSizes,
+    facts: CpuFacts,
+    seed: int,
+    excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
+) -> Iterator[Knobs]:
+    """Yield valid reduction configurations lazily and reproducibly for a seed: the default's
+    neighbours first, then a seeded random walk."""
+    neighbours: list[Knobs] = []
+    if excluded is not None:
+
+        def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+            return build_reduction_constraints(sizes, facts, False, context, excluded)
+
+        domains = with_values(reduction_domains(sizes), excluded)
+        neighbours = default_neighbours(excluded, domains, hard, _MAX_NEIGHBOURS)
+    return enumerate_z3_space(
+        [
+            lambda context: build_reduction_constraints(sizes, facts, True, context),
+            lambda context: build_reduction_constraints(sizes, facts, False, context),
+        ],
+        seed,
+        excluded,
+        known,
+        first=neighbours,
+    )
+
+
+def score_reduction_candidate(
+    sizes: CpuReductionSizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None
+) -> float:
+    """Score a configuration; higher is more promising.
+
+    A reduction is bound by memory: whole native vectors along the reduction (`vec_r` a multiple
+    of the lanes) and a few rows at a time keep the loads streaming; tasks that leave threads
+    idle waste it. Configurations near IREE's own choice come first.
+    """
+    values = {name: int(value) for name, value in knobs}
+    vec_p, vec_r = values["vec_p"], values["vec_r"]
+    lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
+    whole_vectors = 1.0 if vec_r % lanes == 0 else 0.0
+    registers = vec_p * math.ceil(vec_r / lanes)
+    register_fit = -abs(math.log2(max(registers, 1) / 4.0))
+    tiles = math.prod(size // values[f"dist_{i}"] for i, size in enumerate(sizes.parallel))
+    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    nearness = -distance_to(knobs, default) if default is not None else 0.0
+    return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
+
+
+def reduction_tile_lists(problem: ReductionProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """Spread the knobs over the op's loops as the three CPU tiling levels."""
+    values = {name: int(value) for name, value in knobs}
+    count = len(problem.loop_sizes)
+    distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
+    for index, dim in enumerate(problem.parallel_dims):
+        distribution[dim], parallel[dim] = values[f"dist_{index}"], 1
+    parallel[problem.parallel_dims[-1]] = values["vec_p"]
+    for dim in problem.reduction_dims[:-1]:
+        reduction[dim] = 1
+    reduction[problem.reduction_dims[-1]] = values["vec_r"]
+    return {
+        "distribution": distribution,
+        "vector_common_parallel": parallel,
+        "vector_reduction": reduction,
+    }
+
+
+def parse_default_reduction_knobs(
+    problem: ReductionProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's default into knobs (None when it is not of this space's form)."""
+    values = {
+        f"dist_{index}": levels["distribution"][dim]
+        for index, dim in enumerate(problem.parallel_dims)
+    }
+    values["vec_p"] = levels["vector_common_parallel"][problem.parallel_dims[-1]]
+    values["vec_r"] = levels["vector_reduction"][problem.reduction_dims[-1]]
+    outer_vectors = [levels["vector_common_parallel"][d] for d in problem.parallel_dims[:-1]]
+    if any(value <= 0 for value in values.values()) or any(v not in (0, 1) for v in outer_vectors):
+        return None
+    return make_knobs(values)
+
+
+class CpuReductionSpace(CpuSpace):
+    """The reduction family's space on the CPU."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(threads)
+        self._default: Knobs | None = None
+
+    def refusal(self, problem: Problem) -> str | None:
+        try:
+            compute_reduction_sizes(as_reduction(problem))
+        except IreetuneError as error:
+            return str(error)
+        return None
+
+    def generate(
+        self,
+        problem: Problem,
+        variant_target: ir.Attribute,
+        default_knobs: Knobs | None,
+        seed: int,
+        known: Sequence[Knobs] = (),
+    ) -> Iterator[Knobs]:
+        self._default = default_knobs
+        sizes = compute_reduction_sizes(as_reduction(problem))
+        facts = self.facts(variant_target)
+        return enumerate_reduction_space(sizes, facts, seed, default_knobs, known)
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        sizes = compute_reduction_sizes(as_reduction(problem))
+        scored = [
+            (
+                knobs,
+                score_reduction_candidate(sizes, self.known_facts, knobs, self._default),
+                random.Random(f"{seed}:{knobs}").random(),
+            )
+            for knobs in pool
+        ]
+        scored.sort(key=lambda item: (-item[1], item[2]))
+        return [(knobs, score) for knobs, score, _ in scored]
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        tiles = reduction_tile_lists(as_reduction(problem), knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context))
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        reduction = as_reduction(problem)
+        levels = read_cpu_levels(root_op, len(reduction.loop_sizes))
+        return None if levels is None else parse_default_reduction_knobs(reduction, levels)

@@ -1,0 +1,180 @@
+"""The op-family interface: parsing, database keys, matchers and their readers, per family."""
+
+# ruff: noqa: E501  (MLIR text is data, kept verbatim)
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from iree.compiler import ir
+
+from ireetune.database.store import problem_key
+from ireetune.errors import IreetuneError
+from ireetune.problem.attention import AttentionProblem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.reduction import ReductionProblem
+from ireetune.problem.registry import FAMILIES, family_of, parse_problem, problem_from_fields
+from ireetune.problem.root_op import find_root_op
+from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
+from ireetune.spec.source import parse_spec
+from ireetune.targets import parse_target
+from ireetune.targets.base import check_family_coverage
+from tests.conftest import dump_benchmarks
+from tests.test_gpu_compile import ATTENTION_F16, dump_gpu_benchmark
+
+SOFTMAX_MODEL = """
+func.func @main(%x: tensor<8x256xf32>) -> tensor<8x256xf32> {
+  %empty = tensor.empty() : tensor<8x256xf32>
+  %r = linalg.softmax dimension(1) ins(%x : tensor<8x256xf32>) outs(%empty : tensor<8x256xf32>) -> tensor<8x256xf32>
+  return %r : tensor<8x256xf32>
+}
+"""
+ROW_MAX_MODEL = """
+func.func @main(%x: tensor<8x256xf32>) -> tensor<8xf32> {
+  %low = arith.constant -3.0e+38 : f32
+  %empty = tensor.empty() : tensor<8xf32>
+  %init = linalg.fill ins(%low : f32) outs(%empty : tensor<8xf32>) -> tensor<8xf32>
+  %r = linalg.reduce ins(%x : tensor<8x256xf32>) outs(%init : tensor<8xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) { %m = arith.maximumf %in, %acc : f32
+      linalg.yield %m : f32 }
+  return %r : tensor<8xf32>
+}
+"""
+CPU_REDUCTION_INFO = (
+    "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [4, 0], "
+    "vector_common_parallel = [2, 0], vector_reduction = [0, 32]>, translation_info = "
+    "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
+)
+
+
+def _problem_of(benchmark: Path, context: ir.Context) -> tuple[ir.Module, object]:
+    with context:
+        module = ir.Module.parse(benchmark.read_text())
+        return module, parse_problem(find_root_op(module))
+
+
+@pytest.fixture(scope="module")
+def softmax_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(SOFTMAX_MODEL, tmp_path_factory.mktemp("softmax"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def row_max_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(ROW_MAX_MODEL, tmp_path_factory.mktemp("row_max"))
+    return path
+
+
+def test_a_softmax_root_is_a_reduction_with_its_body(softmax_benchmark: Path) -> None:
+    _, problem = _problem_of(softmax_benchmark, ir.Context())
+    assert isinstance(problem, ReductionProblem)
+    assert (
+        problem.family, problem.signature, problem.parallel_dims, problem.reduction_dims,
+        problem.input_shapes, problem.body,
+    ) == (
+        "reduction", "reduction_8x256_f32_f32_f32", (0,), (1,), ((8, 256), (8,)),
+        ("arith.subf", "math.exp", "arith.addf", "linalg.yield"),
+    )  # fmt: skip
+    assert family_of(problem).reference_inputs(problem).reduction_size == 256
+
+
+def test_new_families_name_their_kind_in_the_key_and_read_back(softmax_benchmark: Path) -> None:
+    _, problem = _problem_of(softmax_benchmark, ir.Context())
+    key = problem_key(problem)  # type: ignore[arg-type]
+    assert json.loads(key)["kind"] == "reduction"
+    assert problem_from_fields(json.loads(key)) == problem
+    with pytest.raises(IreetuneError) as excinfo:
+        problem_from_fields({**json.loads(key), "kind": "scan"})
+    assert "unknown kind 'scan'" in str(excinfo.value)
+
+
+def test_contraction_keys_stay_byte_identical() -> None:
+    # A key stored before families existed: exactly the record's fields, no kind.
+    problem = ContractionProblem(
+        op_name="linalg.matmul", loop_sizes=(4, 8, 2), batch_dims=(), m_dims=(0,), n_dims=(1,), k_dims=(2,),
+        lhs_type="f32", rhs_type="f32", output_type="f32",
+        indexing_maps=("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
+        lhs_shape=(4, 2), rhs_shape=(2, 8), output_shape=(4, 8),
+    )  # fmt: skip
+    key = problem_key(problem)
+    assert key == (
+        '{"batch_dims": [], "indexing_maps": ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", '
+        '"(d0, d1, d2) -> (d0, d1)"], "k_dims": [2], "lhs_shape": [4, 2], "lhs_type": "f32", '
+        '"loop_sizes": [4, 8, 2], "m_dims": [0], "n_dims": [1], "op_name": "linalg.matmul", '
+        '"output_shape": [4, 8], "output_type": "f32", "rhs_shape": [2, 8], "rhs_type": "f32"}'
+    )
+    assert problem_from_fields(json.loads(key)) == problem
+    assert problem.family == "contraction"
+
+
+def test_a_reduction_matcher_is_read_back_and_compared(
+    softmax_benchmark: Path, row_max_benchmark: Path
+) -> None:
+    context = ir.Context()
+    _, softmax = _problem_of(softmax_benchmark, context)
+    _, row_max = _problem_of(row_max_benchmark, context)
+    text = render_spec(build_spec([MatcherEntry(softmax, CPU_REDUCTION_INFO)], context))  # type: ignore[arg-type]
+    assert "transform.iree.match.cast_compatible_dag_from_root" in text
+    (matcher,) = list_matchers(parse_spec(text, "spec.mlir", context))
+    assert matcher.kind == "reduction"
+    assert matcher.conditions == (
+        "reduction tensor<8x256xf32> x tensor<8xf32> -> tensor<8xf32>, loops=[8, 256] "
+        "[parallel, reduction], body arith.subf, math.exp, arith.addf, maps (d0, d1) -> (d0, d1); "
+        "(d0, d1) -> (d0); (d0, d1) -> (d0)",
+    )
+    assert [match_problem(matcher, p) for p in (softmax, row_max)] == [  # type: ignore[arg-type]
+        MatchVerdict.HIT,
+        MatchVerdict.MISS,
+    ]
+
+
+def test_the_reduction_reference_keeps_the_dispatch_init(row_max_benchmark: Path) -> None:
+    from ireetune.verify.reference import build_reference_module
+
+    context = ir.Context()
+    module, problem = _problem_of(row_max_benchmark, context)
+    with context:
+        reference = str(build_reference_module(find_root_op(module), context, problem))  # type: ignore[arg-type]
+    # The row maximum starts from the dispatch's own fill value, not zero.
+    assert "-3.000000e+38" in reference and "arith.maximumf" in reference
+
+
+@pytest.fixture(scope="module")
+def attention_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return dump_gpu_benchmark(ATTENTION_F16, "cuda:sm_80", tmp_path_factory.mktemp("attention"))
+
+
+def test_attention_is_parsed_from_its_online_form(attention_benchmark: Path) -> None:
+    _, problem = _problem_of(attention_benchmark, ir.Context())
+    assert isinstance(problem, AttentionProblem)
+    assert (problem.signature, problem.op_name, problem.sizes(problem.k1_dims)) == (
+        "attention_4x128x64x128x64_f16_f16_f16_f32",
+        "iree_linalg_ext.online_attention",
+        (64,),
+    )
+    assert problem_from_fields(json.loads(problem_key(problem))) == problem
+
+
+def test_every_target_tunes_or_explains_every_family() -> None:
+    assert [
+        check_family_coverage(parse_target(t)) for t in ("cpu", "cuda:sm_80", "rocm:gfx942")
+    ] == [[], [], []]
+    assert sorted(f.name for f in FAMILIES) == [
+        "attention", "batch_contraction", "contraction", "convolution", "reduction",
+    ]  # fmt: skip
+
+
+def test_an_unsupported_family_is_refused_with_the_reason(
+    attention_benchmark: Path, tmp_path: Path
+) -> None:
+    context = ir.Context()
+    _, problem = _problem_of(attention_benchmark, context)
+    target = parse_target("cpu")
+    with pytest.raises(IreetuneError) as excinfo:
+        target.prepare(problem, attention_benchmark, tmp_path, context)  # type: ignore[arg-type]
+    assert str(excinfo.value).startswith(
+        "attention is not supported on cpu: IREE 3.13 lowers CPU attention"
+    )
