@@ -263,3 +263,17 @@ def test_a_workgroup_tile_may_not_exceed_its_loop_unpadded() -> None:
     )
     assert check_tile_extents(problem, {"workgroup": [16, 64, 0]}) is None  # type: ignore[arg-type]
     assert check_tile_extents(problem, {"workgroup": [32, 64, 0], "padding": [32, 64, 64]}) is None  # type: ignore[arg-type]
+
+
+def test_the_lifted_batch_space_tiles_the_innermost_batch_loop() -> None:
+    from ireetune.targets.gpu.batch_proxy import batch_tile_smtlib, lift_template
+
+    template = {"workgroup": [IntKnob("wg_0"), IntKnob("wg_1"), 0], "subgroup": [1, 2, 0]}
+    lifted = lift_template(template, batch_dims=(0, 1), proxy_loops=3, tiled_batch_dim=1)  # type: ignore[arg-type]
+    assert lifted == {
+        "workgroup": [1, IntKnob("wg_b"), IntKnob("wg_0"), IntKnob("wg_1"), 0],
+        "subgroup": [0, 0, 1, 2, 0],
+    }
+    space = SmtSpace("batch", TOY_SMTLIB + batch_tile_smtlib(12), (*TOY_KNOBS, "wg_b"))
+    tiles = {values["wg_b"] for _, values in sample_spaces([space], seed=0)}
+    assert tiles == {1, 2, 3, 4, 6}  # Divisors of 12 up to MAX_BATCH_TILE (8).
