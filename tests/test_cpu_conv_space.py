@@ -16,6 +16,8 @@ from ireetune.search.candidate import Knobs
 from ireetune.search.neighbourhood import distance_to
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.spec.builder import build_configuration_spec
+from ireetune.spec.inspect import list_matchers
+from ireetune.spec.source import read_spec
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.conv_space import (
     compute_conv_sizes,
@@ -196,6 +198,8 @@ def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
             model, compile_target, spec, tmp_path / f"{label}.vmfb", 120
         )
     assert target.spec_prologue(problem) == ("iree-codegen-insert-batch-dim-for-batchless-conv",)
+    (matcher,) = list_matchers(read_spec(tmp_path / "with.mlir", context))
+    assert matcher.prologue == target.spec_prologue(problem)
     (landed,) = reports["with"].checks
     assert landed.landed and "distribution = [1, 4, 8, 16, 0, 0, 0]" in landed.found, landed
     (missed,) = reports["without"].checks

@@ -178,3 +178,31 @@ def test_an_unsupported_family_is_refused_with_the_reason(
     assert str(excinfo.value).startswith(
         "attention is not supported on cpu: IREE 3.13 lowers CPU attention"
     )
+
+
+def test_database_export_runs_the_cpu_prologue_and_refuses_partial_configs(
+    attention_benchmark: Path,
+) -> None:
+    from dataclasses import replace
+
+    from ireetune.database.exchange import render_linked_spec
+    from ireetune.problem.convolution import ConvolutionProblem
+    from tests.test_cpu_conv_space import CONV
+    from tests.test_database import KEY, stored_result
+
+    conv_key = replace(KEY, problem=problem_key(CONV), signature=CONV.signature)
+    assert isinstance(CONV, ConvolutionProblem)
+    spec = render_linked_spec([stored_result({"dist_f": 32}, "verified", 1.3, key=conv_key)])
+    assert (
+        'transform.apply_registered_pass "iree-codegen-insert-batch-dim-for-batchless-conv"' in spec
+    )
+    _, attention = _problem_of(attention_benchmark, ir.Context())
+    attention_key = replace(
+        KEY,
+        target="cuda:sm_80#abc",
+        problem=problem_key(attention),
+        signature=attention.signature,  # type: ignore[arg-type]
+    )
+    with pytest.raises(IreetuneError) as excinfo:
+        render_linked_spec([stored_result({"m_tile": 64}, "verified", 1.3, key=attention_key)])
+    assert "keep only the compilation_info" in str(excinfo.value)

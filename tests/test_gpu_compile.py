@@ -135,6 +135,8 @@ def check_compiled_run(result: TuneResult, target_name: str, count: int) -> None
         (result.run_dir / c.vmfb).exists() and (result.run_dir / c.reference_vmfb).exists()
         for c in manifest.candidates
     )
+    # The reference program (the op alone, run on real inputs) takes every candidate's config.
+    assert all(c.reference_hash != manifest.baseline.reference_hash for c in manifest.candidates)
 
 
 def target_info_of(spec_path: Path, context: ir.Context) -> str:

@@ -231,9 +231,23 @@ def test_vector_distribute_tiles_must_split_into_whole_vectors_per_thread() -> N
         "workgroup": [256, 96, 0], "reduction": [0, 0, 32], "promote_operands": [0, 1],
         "workgroup_size": [256, 1, 1],
     }  # fmt: skip
+    # The mmt's RHS tile is 96 rows (N) of 32 contiguous K elements: 4 vectors a row, 64 rows
+    # of threads, which do not divide 96 rows.
     assert check_promoted_reads(problem, _mmt_space("VectorDistribute"), config) == (  # type: ignore[arg-type]
-        "operand 1's 3072-element tile is not a whole number of 128-bit vectors per thread "
-        "(256 threads)"
+        "operand 1's 96 x 32 tile (4 vectors a row) does not spread evenly over 256 threads"
+    )
+    matmul_f32 = ContractionProblem(
+        op_name="linalg.matmul", loop_sizes=(256, 512, 384), batch_dims=(), m_dims=(0,), n_dims=(1,), k_dims=(2,),
+        lhs_type="f32", rhs_type="f32", output_type="f32",
+        indexing_maps=("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
+        lhs_shape=(256, 384), rhs_shape=(384, 512), output_shape=(256, 512),
+    )  # fmt: skip
+    wide_k = {
+        "workgroup": [128, 128, 0], "reduction": [0, 0, 48], "promote_operands": [0, 1],
+        "workgroup_size": [128, 1, 1],
+    }  # fmt: skip
+    assert check_promoted_reads(matmul_f32, _mmt_space("VectorDistribute"), wide_k) == (  # type: ignore[arg-type]
+        "operand 0's 128 x 48 tile (12 vectors a row) does not spread evenly over 128 threads"
     )
     fits = {**config, "workgroup": [256, 128, 0]}
     assert check_promoted_reads(problem, _mmt_space("VectorDistribute"), fits) is None  # type: ignore[arg-type]
@@ -249,3 +263,17 @@ def test_a_workgroup_tile_may_not_exceed_its_loop_unpadded() -> None:
     )
     assert check_tile_extents(problem, {"workgroup": [16, 64, 0]}) is None  # type: ignore[arg-type]
     assert check_tile_extents(problem, {"workgroup": [32, 64, 0], "padding": [32, 64, 64]}) is None  # type: ignore[arg-type]
+
+
+def test_the_lifted_batch_space_tiles_the_innermost_batch_loop() -> None:
+    from ireetune.targets.gpu.batch_proxy import batch_tile_smtlib, lift_template
+
+    template = {"workgroup": [IntKnob("wg_0"), IntKnob("wg_1"), 0], "subgroup": [1, 2, 0]}
+    lifted = lift_template(template, batch_dims=(0, 1), proxy_loops=3, tiled_batch_dim=1)  # type: ignore[arg-type]
+    assert lifted == {
+        "workgroup": [1, IntKnob("wg_b"), IntKnob("wg_0"), IntKnob("wg_1"), 0],
+        "subgroup": [0, 0, 1, 2, 0],
+    }
+    space = SmtSpace("batch", TOY_SMTLIB + batch_tile_smtlib(12), (*TOY_KNOBS, "wg_b"))
+    tiles = {values["wg_b"] for _, values in sample_spaces([space], seed=0)}
+    assert tiles == {1, 2, 3, 4, 6}  # Divisors of 12 up to MAX_BATCH_TILE (8).

@@ -217,7 +217,7 @@ class AttentionFamily(OpFamily):
               ins(%q, %k, %v, %scale : ...) outs(%empty : ...) { ... } -> tensor<4x128x64xf16>
         """
         attention = as_attention(problem)
-        scale = _scale_constant(root_op)
+        scale = _scale_constant(root_op, math.prod(attention.sizes(attention.k1_dims)))
         q_map, k_map, v_map, s_map, o_map = attention.indexing_maps[:5]
 
         def tensor(shape: tuple[int, ...], element: str) -> str:
@@ -247,12 +247,10 @@ func.func @main(%q: {q_t}, %k: {k_t}, %v: {v_t}) -> {o_t} {{
         return module
 
 
-def _scale_constant(root_op: ir.Operation) -> str:
-    """Return the attention's scale as constant text, 1/sqrt(K1) when it is not a constant."""
-    scale = root_op.operands[3]
-    owner = scale.owner
-    if isinstance(owner, ir.Operation) or hasattr(owner, "name"):
-        operation = owner.operation if hasattr(owner, "operation") else owner
-        if operation.name == "arith.constant":
-            return str(ir.FloatAttr(operation.attributes["value"]).value)
-    return "0.125"
+def _scale_constant(root_op: ir.Operation, head_size: int) -> str:
+    """Return the attention's scale as constant text: the dispatch's own when it is a constant,
+    else the usual 1/sqrt(K1)."""
+    owner = root_op.operands[3].owner
+    if not isinstance(owner, ir.Block) and owner.operation.name == "arith.constant":
+        return str(ir.FloatAttr(owner.operation.attributes["value"]).value)
+    return repr(1.0 / math.sqrt(head_size))

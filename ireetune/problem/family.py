@@ -22,7 +22,7 @@ from dataclasses import Field, dataclass
 from typing import Any, ClassVar, Protocol
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, func, linalg, tensor
+from iree.compiler.dialects import arith, func, linalg, preprocessing_transform, tensor
 
 from ireetune.errors import IreetuneError
 
@@ -172,8 +172,6 @@ def build_dims_match(spec: MatchOpSpec, pattern: MatchPattern, op_handle: ir.Val
         output_type = f32, indexing_maps = [...] : !transform.any_op -> !transform.param<i64>
     transform.iree.match.dims_equal %m, [256] : !transform.param<i64>
     """
-    from iree.compiler.dialects import preprocessing_transform
-
     attributes: dict[str, ir.Attribute] = {
         name: ir.TypeAttr.get(ir.Type.parse(text))
         for name, text in zip(spec.type_attributes, pattern.types, strict=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
@@ -76,6 +76,8 @@ class MatcherInfo:
     lowering_config: str | None
     translation_info: str | None
     other_params: tuple[str, ...]
+    # Passes the entry point runs on the payload before matching (`Target.spec_prologue`).
+    prologue: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -217,7 +219,10 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
         module_name = _module_name(module)
         entry_name = ir.StringAttr(entry.attributes["sym_name"]).value
         qualified_entry = f"{module_name}::{entry_name}" if module_name else entry_name
+        prologue: list[str] = []
         for op in entry.regions[0].blocks[0].operations:
+            if op.operation.name == "transform.apply_registered_pass":
+                prologue.append(ir.StringAttr(op.attributes["pass_name"]).value)
             if op.operation.name != "transform.foreach_match":
                 continue
             pairs = zip(
@@ -226,11 +231,10 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
                 strict=True,
             )
             for matcher, action in pairs:
-                matchers.append(
-                    _read_matcher(
-                        _symbol(matcher), _symbol(action), table, module_name, qualified_entry
-                    )
+                info = _read_matcher(
+                    _symbol(matcher), _symbol(action), table, module_name, qualified_entry
                 )
+                matchers.append(replace(info, prologue=tuple(prologue)))
     return matchers
 
 
@@ -344,6 +348,8 @@ def render_matchers(matchers: Sequence[MatcherInfo]) -> str:
         module = f"@{matcher.module}::" if matcher.module else ""
         lines.append(f"{position}. {module}@{matcher.name} -> @{matcher.action}{where}")
         lines.append(f"   matches: {matcher.kind}")
+        if matcher.prologue:
+            lines.append(f"   after the entry point runs: {', '.join(matcher.prologue)}")
         lines.extend(f"     {condition}" for condition in matcher.conditions)
         if matcher.lowering_config:
             lines.append(f"   lowering_config: {matcher.lowering_config}")

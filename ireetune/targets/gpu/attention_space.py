@@ -17,7 +17,7 @@ their loops and are whole multiples of the intrinsic (M by `sg_m_cnt` x mma M, N
 `sg_n_cnt` x mma N, K2 by the P.V intrinsic's K and the Q.K^T intrinsic's N), K1 is a multiple of
 the Q.K^T intrinsic's K, one intrinsic for both matmuls (their accumulator layouts must agree),
 one subgroup along N (as the ROCm emitter requires), whole subgroups within the thread limit, and
-the query, key and value tiles in shared memory. `NV_WMMA` intrinsics are left out: every WMMA
+the query, key, value and probability tiles in shared memory. `NV_WMMA` intrinsics are left out: every WMMA
 candidate crashed codegen in the matmul experiments (REFERENCE.md).
 """
 
@@ -116,7 +116,14 @@ def attention_spaces(
         v["sg_size"] == subgroup,
         v["wg_size_x"] == v["sg_m_cnt"] * v["sg_n_cnt"] * v["sg_size"],
         v["wg_size_x"] <= facts.max_threads,
-        (v["m_tile"] * k1 + v["red_k2"] * k1 + v["red_k2"] * v["n_tile"]) * element_bytes
+        # Q, K and V tiles, and the probabilities P (M x K2) the second matmul reads.
+        (
+            v["m_tile"] * k1
+            + v["red_k2"] * k1
+            + v["red_k2"] * v["n_tile"]
+            + v["m_tile"] * v["red_k2"]
+        )
+        * element_bytes
         <= facts.max_workgroup_memory_bytes,
     ]
     for index, (_, (mma_m, mma_n, mma_k)) in enumerate(intrinsics):

@@ -13,7 +13,9 @@ The count follows what the compiler reported for candidates that overflowed (doc
 - each promoted operand's workgroup tile (`promote_operands`), in its element type: for a
   contraction the M x K and K x N tiles, for a direct convolution the image window
   (output tile + filter extent - 1 per image dimension) and the filter tile, for attention the
-  query, key and value tiles;
+  query, key and value tiles and the M x K2 tile of probabilities that the second matmul reads
+  (IREE 3.13's ROCm constraint checks each matmul alone: 2 of 24 gfx942 candidates used 81920
+  bytes of 65536, 40960 per matmul);
 - TileAndFuse matmuls also hold the M x N accumulator tile (f32);
 - everything times the batch tile.
 
@@ -201,6 +203,7 @@ def _attention_usage(problem: Problem, config: ResolvedDict) -> ResourceUsage:
         tile_m * k1 * _bytes(attention.query_type)
         + tile_k2 * k1 * _bytes(attention.key_type)
         + tile_k2 * tile_n * _bytes(attention.value_type)
+        + tile_m * tile_k2 * _bytes(attention.value_type)
     )
     return ResourceUsage(shared, math.ceil(tile_m * tile_n / _threads(config)))
 
@@ -226,31 +229,55 @@ def check_promoted_reads(
     problem: Problem, space: ConstraintSpace, config: ResolvedDict
 ) -> str | None:
     """Say why a VectorDistribute contraction's promoted tiles cannot be spread over its threads
-    in 128-bit vectors, or None when they can (or the rule does not apply)."""
+    in 128-bit vectors, or None when they can (or the rule does not apply).
+
+    Each promoted tile is copied by the workgroup's threads laid out as rows x vectors of its
+    contiguous dimension: the vectors of a row must split evenly over the threads (or the
+    threads over them), and the rows over the threads left. Seen failing otherwise on gfx942
+    ("failed to derive layout for promoted read-like op"): an f16 mmt's 96 x 32 RHS tile over
+    256 threads (4 vectors a row, 64 rows of threads for 96 rows) and an f32 matmul's 128 x 48
+    LHS tile over 128 threads (12 vectors a row).
+    """
     if space.pipeline != "VectorDistribute" or problem.family not in (
         "contraction",
         "batch_contraction",
     ):
         return None
     from ireetune.problem.contraction import as_contraction
+    from ireetune.problem.family import map_dim_positions
 
     contraction = as_contraction(problem)
     workgroup = _ints(config.get("workgroup", []))
-    sizes = contraction.loop_sizes
-    tile_m = _tile(sizes, workgroup, contraction.m_dims)
-    tile_n = _tile(sizes, workgroup, contraction.n_dims)
-    tile_k = _reduction_tile(problem, space, config, contraction.k_dims)
+    reduction = _ints(config.get("reduction", []))
     threads = _threads(config)
-    tiles = {0: (tile_m * tile_k, contraction.lhs_type), 1: (tile_k * tile_n, contraction.rhs_type)}
+
+    def loop_tile(d: int) -> int:
+        if d in contraction.k_dims:
+            value = reduction[d] if d < len(reduction) else 0
+            return value if value > 0 else 1
+        value = workgroup[d] if d < len(workgroup) else 0
+        return value if value > 0 else contraction.loop_sizes[d]
+
+    element_types = (contraction.lhs_type, contraction.rhs_type)
     for operand in sorted(_promoted(config)):
-        if operand not in tiles:
+        if operand not in (0, 1):
             continue
-        elements, element_type = tiles[operand]
-        per_vector = max(1, 16 // _bytes(element_type))
-        if elements % per_vector or (elements // per_vector) % threads:
+        loops = [d for d in map_dim_positions(contraction.indexing_maps[operand]) if d >= 0]
+        inner = loop_tile(loops[-1])
+        rows = math.prod(loop_tile(d) for d in loops[:-1])
+        per_vector = max(1, 16 // _bytes(element_types[operand]))
+        if inner % per_vector:
+            return f"operand {operand}'s contiguous tile of {inner} is not whole 128-bit vectors"
+        vectors = inner // per_vector
+        spread = (
+            threads % vectors == 0 and rows % (threads // vectors) == 0
+            if vectors <= threads
+            else vectors % threads == 0
+        )
+        if not spread:
             return (
-                f"operand {operand}'s {elements}-element tile is not a whole number of 128-bit "
-                f"vectors per thread ({threads} threads)"
+                f"operand {operand}'s {rows} x {inner} tile ({vectors} vectors a row) does not "
+                f"spread evenly over {threads} threads"
             )
     return None
 
