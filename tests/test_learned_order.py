@@ -253,11 +253,12 @@ def test_the_learned_order_needs_a_model(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "tuning.sqlite") as database:
         with pytest.raises(IreetuneError) as excinfo:
             order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "learned")
-        ordered, reason = order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "auto")
+        ordered, reason, model = order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "auto")
     assert str(excinfo.value).startswith(
         "--order learned: no cost model (heuristic: the database holds 0 problems"
     )
     assert reason.startswith("heuristic: the database holds 0 problems")
+    assert model is None
     assert ordered == target.order_candidates(PROBLEMS[0], POOL, 0)
 
 
