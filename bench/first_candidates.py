@@ -5,10 +5,13 @@ problem, this times what the tuner does before the first compile: read the dispa
 space (`load_dispatch`, which asks the compiler for a GPU space), draw the pool of
 max(4 x 100, 64) candidates and order it (`order_pool`, as `--order auto` does), twice: with an
 empty cache folder (the first read) and again with the folder the first run filled
-(`<database folder>/spaces/`, ireetune/targets/gpu/space_cache.py). The dispatch benchmarks are
-dumped beforehand and not timed.
+(`<database folder>/spaces/`, ireetune/search/space_cache.py). The dispatch benchmarks are
+dumped beforehand and not timed. With `--spaces DIR`, a cost model trained on those recorded
+spaces is kept beside each CPU database first (not timed), so the CPU pools are ordered by the
+learned model, features and all, as `--order auto` would.
 
-Usage: python bench/first_candidates.py [--candidates 100] [--json out.json]
+Usage: python bench/first_candidates.py [--candidates 100] [--spaces data/spaces/cpu]
+           [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from iree.compiler import ir
 from ireetune.database.store import TuningDatabase
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.learned_order import order_pool
+from ireetune.search.model_store import model_folder, train_pinned_models
+from ireetune.search.recorded import load_recorded_spaces
 from ireetune.targets import parse_target
 from ireetune.tools import find_tool
 
@@ -84,7 +89,7 @@ def time_first_candidates(
         )
     )
     with TuningDatabase(database_path) as database:
-        ordered, ordering = order_pool(
+        ordered, ordering, _ = order_pool(
             target, dispatch.problem, str(dispatch.variant_target), pool, 0, database, "auto"
         )
     seconds = time.perf_counter() - started
@@ -95,7 +100,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--spaces", type=Path, default=None, help="recorded CPU spaces")
     arguments = parser.parse_args()
+    spaces = load_recorded_spaces(arguments.spaces) if arguments.spaces else []
     plan: list[tuple[str, str, str]] = [
         (target, problem.name, problem.model)
         for target in ("cuda:sm_80", "rocm:gfx942")
@@ -111,6 +118,8 @@ def main() -> int:
                 model_text, TARGET_FLAGS[target_name], work / target_name.replace(":", "_") / name
             )
             database_path = work / target_name.replace(":", "_") / name / "db" / "tuning.sqlite"
+            if spaces and target_name == "cpu":
+                train_pinned_models([], model_folder(database_path), spaces)
             cold, produced, ordering = time_first_candidates(
                 target_name, benchmark, database_path, arguments.candidates
             )
@@ -126,12 +135,13 @@ def main() -> int:
             print(json.dumps(row), flush=True)
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"\nfirst {arguments.candidates} ordered candidates, {date}")
-    print("| target | problem | first read s | cached s | load average |")
-    print("|---|---|---:|---:|---|")
+    print("| target | problem | first read s | cached s | ordered by | load average |")
+    print("|---|---|---:|---:|---|---|")
     for row in rows:
+        ordering = str(row["ordering"]).split(":")[0]
         print(
             f"| {row['target']} | {row['problem']} | {row['first_read_s']:.2f} | "
-            f"{row['cached_s']:.2f} | {row['load_average']} |"
+            f"{row['cached_s']:.2f} | {ordering} | {row['load_average']} |"
         )
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(rows, indent=1) + "\n")

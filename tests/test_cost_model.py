@@ -40,8 +40,8 @@ GROUPS = [_group(f"problem {i}", i, best_tile=8.0) for i in range(4)]
 
 
 def test_relevance_grades_closeness_to_the_best_in_log_time() -> None:
-    # Best: 15; 4x slower or failed: 0; 2x slower: half way.
-    assert relevance_labels([1.0, 2.0, 4.0, 8.0, None, 1.01]) == [15, 7, 0, 0, 0, 14]
+    # Best: 15; 8x slower or failed: 0; 2x slower: two thirds of the way up (log scale).
+    assert relevance_labels([1.0, 2.0, 4.0, 8.0, 16.0, None, 1.02]) == [15, 10, 5, 0, 0, 0, 14]
 
 
 def test_relevance_of_a_problem_where_nothing_ran_is_zero() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.database.keys import describe_target
 from ireetune.database.store import (
     ResultKey,
     StoredResult,
@@ -253,12 +254,22 @@ def test_the_learned_order_needs_a_model(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "tuning.sqlite") as database:
         with pytest.raises(IreetuneError) as excinfo:
             order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "learned")
-        ordered, reason, _model = order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "auto")
+        ordered, reason, model = order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "auto")
     assert str(excinfo.value).startswith(
         "--order learned: no cost model (heuristic: the database holds 0 problems"
     )
     assert reason.startswith("heuristic: the database holds 0 problems")
+    assert model is None
     assert ordered == target.order_candidates(PROBLEMS[0], POOL, 0)
+
+
+def test_machine_facts_are_kept_whatever_orders_the_pool(tmp_path: Path) -> None:
+    target = _target()
+    with TuningDatabase(tmp_path / "tuning.sqlite") as database:
+        order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "heuristic")
+    assert remembered_machine_facts(tmp_path / "models") == {
+        describe_target("cpu", "exe"): target.machine_facts()
+    }
 
 
 def _ireetune(*arguments: str) -> subprocess.CompletedProcess[str]:

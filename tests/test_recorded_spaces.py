@@ -15,9 +15,12 @@ from ireetune.search.recorded import (
     RecordedRow,
     RecordedSpace,
     load_recorded_space,
+    load_recorded_spaces,
     read_run_folder_rows,
     write_recorded_space,
 )
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "spaces"
 
 PROBLEM = ContractionProblem(
     op_name="linalg.matmul", loop_sizes=(64, 128, 96), batch_dims=(), m_dims=(0,), n_dims=(1,),
@@ -129,3 +132,21 @@ def test_run_folder_rows_come_from_results_json(tmp_path: Path) -> None:
         RecordedRow(_knobs(64, 4), "compile-failed", None, None, None, False, ""),
     )
     assert info == {"timing_basis": "real-input"}
+
+
+def test_the_shipped_cpu_dataset_is_large_enough_and_says_where_it_comes_from() -> None:
+    spaces = load_recorded_spaces(DATA / "cpu")
+    assert len(spaces) >= 8
+    kinds = {type(space.problem).__name__ for space in spaces}
+    assert kinds == {"ContractionProblem", "ConvolutionProblem"}
+    for space in spaces:
+        measured = [t for t in space.effective_times() if t is not None]
+        assert len(space.rows) >= 200, space.name
+        assert len(measured) >= 100, space.name
+        assert {
+            "machine",
+            "date",
+            "compiler_version",
+            "load_average_before",
+            "timing_basis",
+        } <= set(space.provenance), space.name

@@ -60,16 +60,17 @@ def order_pool(
     enough rows to train one (ireetune/search/model_store.py), else the heuristic; `learned`
     insists on a model.
     """
+    target_key = describe_target(target.name, executable_target)
+    if database is not None and target.feature_space(problem) is not None:
+        # Kept whatever the order, so that `ireetune model train` can learn from these rows.
+        remember_machine_facts(model_folder(database.path), target_key, target.machine_facts())
     if order == "heuristic":
         return target.order_candidates(problem, list(pool), seed), "heuristic", None
     if database is None:
         if order == "learned":
             raise IreetuneError("--order learned needs the tuning database (drop --no-db)")
         return target.order_candidates(problem, list(pool), seed), "heuristic: no database", None
-    target_key = describe_target(target.name, executable_target)
     folder = model_folder(database.path)
-    if target.feature_space(problem) is not None:
-        remember_machine_facts(folder, target_key, target.machine_facts())
     choice = choose_model(target, problem, database.all_results(), target_key, folder)
     if choice.model is None:
         if order == "learned":
