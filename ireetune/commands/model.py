@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--spaces", type=Path, action="append", default=[],
         help="a folder of recorded spaces (data/spaces/cpu); repeatable",
     )  # fmt: skip
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--seed", type=int, default=0, help="seed of the training (same seed, same model)"
+    )
     explain = actions.add_parser("explain", help="the features that matter to each stored model")
     explain.add_argument("--top", type=int, default=12, help="features shown per model")
     for action in (train, explain):
