@@ -178,6 +178,32 @@ def reduction_tile_lists(problem: ReductionProblem, knobs: Knobs) -> dict[str, l
     }
 
 
+def reduction_sibling_configs(
+    problem: ReductionProblem, tiles: dict[str, list[int]]
+) -> tuple[tuple[str, str], ...]:
+    """Give the dispatch's other ops the root's vector tiles, as IREE's own configuration does.
+
+    Set on the root alone, a softmax's normalisation is vectorised over whole rows: with 8
+    rows of 1024 f32 that is 32768 bytes, IREE's stack-allocation limit ("large vector sizes"),
+    5 of 24 candidates. IREE's default gives the row maximum `vector_common_parallel` and
+    `vector_reduction`, and the normalisation `vector_inner_parallel` along the row.
+    """
+    parallel = tiles["vector_common_parallel"]
+    reduction = tiles["vector_reduction"]
+    return (
+        (
+            "reduction",
+            f"#iree_cpu.lowering_config<vector_common_parallel = {parallel}, "
+            f"vector_reduction = {reduction}>",
+        ),
+        (
+            "parallel",
+            f"#iree_cpu.lowering_config<vector_common_parallel = {parallel}, "
+            f"vector_inner_parallel = {reduction}>",
+        ),
+    )
+
+
 def parse_default_reduction_knobs(
     problem: ReductionProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
@@ -233,8 +259,12 @@ class CpuReductionSpace(CpuSpace):
         return [(knobs, score) for knobs, score, _ in scored]
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = reduction_tile_lists(as_reduction(problem), knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context))
+        reduction = as_reduction(problem)
+        tiles = reduction_tile_lists(reduction, knobs)
+        return OpConfiguration(
+            render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context),
+            sibling_configs=reduction_sibling_configs(reduction, tiles),
+        )
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         reduction = as_reduction(problem)
