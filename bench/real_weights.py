@@ -51,7 +51,10 @@ def rebuild_with_real_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelPr
     for init in [init for init in graph.initializer if init.name not in used]:
         graph.initializer.remove(init)
     constants = {init.name for init in graph.initializer}
-    data_inputs = [value for value in graph.input if value.name not in constants]
+    # Inputs that are weights, or that nothing reads any more (the splats' shapes), go.
+    data_inputs = [
+        value for value in graph.input if value.name not in constants and value.name in used
+    ]
     del graph.input[:]
     graph.input.extend(data_inputs)
     model.ir_version = max(model.ir_version, 8)

@@ -22,7 +22,7 @@ from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
 from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
 from ireetune.targets.base import check_family_coverage
-from tests.conftest import dump_benchmarks
+from tests.conftest import IREE_COMPILE, dump_benchmarks
 from tests.test_gpu_compile import ATTENTION_F16, dump_gpu_benchmark
 
 SOFTMAX_MODEL = """
@@ -206,3 +206,77 @@ def test_database_export_runs_the_cpu_prologue_and_refuses_partial_configs(
     with pytest.raises(IreetuneError) as excinfo:
         render_linked_spec([stored_result({"m_tile": 64}, "verified", 1.3, key=attention_key)])
     assert "keep only the compilation_info" in str(excinfo.value)
+
+
+# A ResNet downsampling branch: ReLU, then a 1x1 convolution of stride 2. IREE folds its unit
+# loops away and the dispatch's root is a generic reduction reading its image with strides.
+STRIDED_POINTWISE_MODEL = """
+func.func @main(%x: tensor<1x16x8x8xf32>, %w: tensor<32x16x1x1xf32>) -> tensor<1x32x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x16x8x8xf32>
+  %relu = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, affine_map<(a, b, c, d) -> (a, b, c, d)>],
+                          iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : tensor<1x16x8x8xf32>) outs(%e : tensor<1x16x8x8xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %m = arith.maximumf %in, %zero : f32
+      linalg.yield %m : f32
+  } -> tensor<1x16x8x8xf32>
+  %empty = tensor.empty() : tensor<1x32x4x4xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x32x4x4xf32>) -> tensor<1x32x4x4xf32>
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%relu, %w : tensor<1x16x8x8xf32>, tensor<32x16x1x1xf32>) outs(%init : tensor<1x32x4x4xf32>) -> tensor<1x32x4x4xf32>
+  return %r : tensor<1x32x4x4xf32>
+}
+"""
+
+
+def test_a_strided_reduction_reference_takes_the_config(tmp_path: Path) -> None:
+    import subprocess
+
+    from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+    from ireetune.spec.builder import build_configuration_spec
+    from ireetune.verify.reference import build_reference_module
+
+    benchmarks = dump_benchmarks(STRIDED_POINTWISE_MODEL, tmp_path / "dump")
+    context = ir.Context()
+    found = []
+    for benchmark in benchmarks:
+        module, problem = _problem_of_or_none(benchmark, context)
+        if problem is not None and problem.family == "reduction":
+            found.append((module, problem))
+    ((module, problem),) = found
+    assert problem.indexing_maps[0] == "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)"  # type: ignore[attr-defined]
+    target = parse_target("cpu")
+    with context:
+        root_op = find_root_op(module)
+        default = target.parse_default_knobs(problem, root_op)  # type: ignore[arg-type]
+        reference = tmp_path / "reference.mlir"
+        reference.write_text(str(build_reference_module(root_op, context, problem)))  # type: ignore[arg-type]
+    assert default is not None
+    knobs = tuple((n, v * 2 if n == "dist_0" else v) for n, v in default)
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(
+        build_configuration_spec(
+            problem, target.configuration(problem, knobs, context), (), context
+        )  # type: ignore[arg-type]
+    )
+    baseline = tmp_path / "baseline.mlir"
+    baseline.write_text(BASELINE_SPEC_TEXT)
+    binaries = []
+    for path in (baseline, spec):
+        output = tmp_path / f"{path.stem}.vmfb"
+        subprocess.run(
+            [IREE_COMPILE, str(reference), *target.compile_flags(), *target.spec_flags(path), "-o", str(output)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        binaries.append(output.read_bytes())
+    assert binaries[0] != binaries[1]
+
+
+def _problem_of_or_none(benchmark: Path, context: ir.Context) -> tuple[ir.Module, object | None]:
+    with context:
+        module = ir.Module.parse(benchmark.read_text())
+        try:
+            return module, parse_problem(find_root_op(module))
+        except IreetuneError:
+            return module, None

@@ -16,6 +16,7 @@ from ireetune.database.store import (
     IMPORTED_ORIGIN,
     StoredResult,
     now_utc,
+    parse_config_key,
     read_database_rows,
 )
 from ireetune.database.validate import read_problem_key, validate_rows
@@ -83,13 +84,28 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
             f"results for several targets ({', '.join(sorted(targets))}); choose one with --target"
         )
     context = ir.Context()
-    entries = [MatcherEntry(problem_from_key(r.key.problem), r.compilation_info) for r in results]
-    # The stored target names its prologue (llvm-cpu's convolutions need one); a spec runs it
-    # once for all its matchers.
+    # The stored target names its prologue (llvm-cpu's convolutions need one; a spec runs it
+    # once for all its matchers) and says whether a configuration needs more than the stored
+    # compilation_info, which a CPU space renders again from the stored knobs.
     target = parse_target(next(iter(targets)).split("#", 1)[0])
-    partial = [
-        e.problem.signature for e in entries if target.needs_more_than_compilation_info(e.problem)
-    ]
+    entries: list[MatcherEntry] = []
+    partial: list[str] = []
+    for result in results:
+        problem = problem_from_key(result.key.problem)
+        knobs = parse_config_key(result.config)
+        if not target.needs_more_than_compilation_info(problem):
+            entries.append(MatcherEntry(problem, result.compilation_info))
+        elif target.renders_without_dispatch and knobs is not None:
+            configuration = target.configuration(problem, knobs, context)
+            entries.append(
+                MatcherEntry(
+                    problem, configuration.compilation_info,
+                    op_attributes=configuration.op_attributes,
+                    sibling_configs=configuration.sibling_configs,
+                )
+            )  # fmt: skip
+        else:
+            partial.append(problem.signature)
     if partial:
         raise IreetuneError(
             f"the stored results of {', '.join(partial)} on {target.name} keep only the "

@@ -266,12 +266,18 @@ _CONFIG_ATTRIBUTES = ("lowering_config", "compilation_info", "root_op")
 
 
 def clone_as_main(
-    root_op: ir.Operation, context: ir.Context, init_value: ir.Attribute | None
+    root_op: ir.Operation,
+    context: ir.Context,
+    init_value: ir.Attribute | None,
+    produced_inputs: frozenset[int] = frozenset(),
 ) -> ir.Module:
     """Clone a single-result root op into `@main(inputs...) -> result`.
 
     The result starts as a fill of `init_value` (zero when None): a contraction's accumulator,
-    a reduction's neutral element.
+    a reduction's neutral element. The inputs at `produced_inputs` first pass through an
+    elementwise op (a ReLU, as in a network), which forms its own dispatch: an op that reads an
+    argument directly can be rewritten into another form than the model's, whose inputs come
+    from other dispatches (see `ReductionFamily.build_reference`).
     """
     with context, ir.Location.unknown():
         operand_types = [operand.type for operand in root_op.operands]
@@ -291,8 +297,12 @@ def clone_as_main(
                 fill_value = arith.ConstantOp(element_type, init_value)
                 empty = tensor.EmptyOp(list(shaped_output.shape), element_type)
                 init = linalg.fill(fill_value.result, outs=[empty.result])
+                arguments = [
+                    _rectified(argument) if index in produced_inputs else argument
+                    for index, argument in enumerate(function.arguments)
+                ]
                 clone = clone_with_captured_constants(root_op)
-                for index, argument in enumerate(function.arguments):
+                for index, argument in enumerate(arguments):
                     clone.operands[index] = argument
                 clone.operands[len(input_types)] = init
                 for name in _CONFIG_ATTRIBUTES:
@@ -352,3 +362,30 @@ def clone_with_captured_constants(root_op: ir.Operation) -> ir.Operation:
     if replacements:
         clone.walk(rewire)
     return clone
+
+
+def _rectified(value: ir.Value) -> ir.Value:
+    """Return max(value, 0) elementwise, as a `linalg.generic` at the insertion point."""
+    shaped = ir.RankedTensorType(value.type)
+    element = shaped.element_type
+    rank = shaped.rank
+    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    empty = tensor.EmptyOp(list(shaped.shape), element)
+    generic = linalg.GenericOp(
+        [value.type],
+        [value],
+        [empty.result],
+        ir.ArrayAttr.get([identity, identity]),
+        ir.ArrayAttr.get([parallel] * rank),
+    )
+    block = generic.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block):
+        if isinstance(element, ir.IntegerType):
+            zero = arith.ConstantOp(element, ir.IntegerAttr.get(element, 0))
+            largest = arith.MaxSIOp(block.arguments[0], zero.result)
+        else:
+            zero = arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0))
+            largest = arith.MaximumFOp(block.arguments[0], zero.result)
+        linalg.YieldOp([largest.result])
+    return generic.results[0]

@@ -39,6 +39,7 @@ from ireetune.problem.family import (
     clone_as_main,
     clone_with_captured_constants,
     element_type_name,
+    map_dim_positions,
     static_shape,
 )
 
@@ -213,8 +214,24 @@ class ReductionFamily(OpFamily):
     def build_reference(
         self, root_op: ir.Operation, problem: Problem, context: ir.Context
     ) -> ir.Module:
-        """Clone the root op, its result initialised with the dispatch's own fill value."""
-        return clone_as_main(root_op, context, init_value=_fill_value(root_op))
+        """Clone the root op, its result initialised with the dispatch's own fill value.
+
+        An input read with strides (`(d3, d1 * 2, d2 * 2)`: a ResNet's strided 1x1 convolution,
+        its unit loops folded away) first passes through a ReLU. Read straight from an
+        argument, global optimisation rewrites such an op into a strided load and a plain
+        contraction, which the reduction matcher never sees; in a model its input comes from
+        another dispatch and the op keeps its form (the real-weights ResNet-50's three hottest
+        dispatches, 2026-11-23).
+        """
+        reduction = as_reduction(problem)
+        strided = frozenset(
+            index
+            for index, text in enumerate(reduction.indexing_maps[:-1])
+            if -1 in map_dim_positions(text)
+        )
+        return clone_as_main(
+            root_op, context, init_value=_fill_value(root_op), produced_inputs=strided
+        )
 
     def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
         """Emit a DAG matcher holding a copy of the problem's op:

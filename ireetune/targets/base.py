@@ -150,6 +150,12 @@ class Target(abc.ABC):
         matcher sees the op as this target configures it (default: none)."""
         return ()
 
+    @property
+    def renders_without_dispatch(self) -> bool:
+        """Say whether a configuration renders from its knobs alone, without `prepare` reading
+        the dispatch (hand-written CPU spaces do; GPU spaces read the compiler's template)."""
+        return False
+
     def needs_more_than_compilation_info(self, problem: Problem) -> bool:
         """Say whether a configuration of this problem sets more than the root op's
         compilation_info (so a spec cannot be rebuilt from a stored compilation_info alone)."""

@@ -69,8 +69,10 @@ def simt_contraction_spaces(
     ]
     loops = len(contraction.loop_sizes)
 
-    def per_loop(m_value: TemplateValue, n_value: TemplateValue, k_value: TemplateValue,
-                 other: int) -> list[TemplateValue]:  # fmt: skip
+    def per_loop(
+        m_value: TemplateValue, n_value: TemplateValue, k_value: TemplateValue, other: int
+    ) -> list[TemplateValue]:
+        """Place the M, N and K entries; other K loops get 0, other loops `other`."""
         values: list[TemplateValue] = [other] * loops
         for dim in contraction.k_dims:
             values[dim] = 0

@@ -78,7 +78,9 @@ def reduction_domains(sizes: CpuReductionSizes) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
     inner = sizes.parallel[-1]
     domains = {f"dist_{i}": _divisors(size, 512) for i, size in enumerate(sizes.parallel)}
-    domains["vec_p"] = [x for x in _VEC_P_CHOICES if inner % x == 0]
+    # A vector tile divides its loop or covers it whole, masked (IREE's own choice for a 7-wide
+    # output row of a ResNet-50 is 8).
+    domains["vec_p"] = [x for x in _VEC_P_CHOICES if inner % x == 0 or x // 2 < inner < x]
     domains["vec_r"] = [x for x in _VEC_R_CHOICES if sizes.reduction % x == 0]
     return domains
 
@@ -102,7 +104,10 @@ def build_reduction_constraints(
         z3.Or([v[name] == x for x in values]) for name, values in domains.items()
     ]
     constraints += [
-        v[inner] % v["vec_p"] == 0,
+        z3.Or(
+            v[inner] % v["vec_p"] == 0,
+            z3.And(v["vec_p"] > v[inner], v["vec_p"] < 2 * v[inner]),
+        ),
         # Accumulators: one register per row and started vector, plus the loaded operand.
         v["vec_p"] * ((v["vec_r"] + lanes - 1) / lanes) * 2 + 1 <= facts.vector_registers,
         v["vec_p"] * v["vec_r"] * sizes.element_bytes < facts.max_vector_bytes,
@@ -183,6 +188,32 @@ def reduction_tile_lists(problem: ReductionProblem, knobs: Knobs) -> dict[str, l
     }
 
 
+def reduction_sibling_configs(
+    problem: ReductionProblem, tiles: dict[str, list[int]]
+) -> tuple[tuple[str, str], ...]:
+    """Give the dispatch's other ops the root's vector tiles, as IREE's own configuration does.
+
+    Set on the root alone, a softmax's normalisation is vectorised over whole rows: with 8
+    rows of 1024 f32 that is 32768 bytes, IREE's stack-allocation limit ("large vector sizes"),
+    5 of 24 candidates. IREE's default gives the row maximum `vector_common_parallel` and
+    `vector_reduction`, and the normalisation `vector_inner_parallel` along the row.
+    """
+    parallel = tiles["vector_common_parallel"]
+    reduction = tiles["vector_reduction"]
+    return (
+        (
+            "reduction",
+            f"#iree_cpu.lowering_config<vector_common_parallel = {parallel}, "
+            f"vector_reduction = {reduction}>",
+        ),
+        (
+            "parallel",
+            f"#iree_cpu.lowering_config<vector_common_parallel = {parallel}, "
+            f"vector_inner_parallel = {reduction}>",
+        ),
+    )
+
+
 def parse_default_reduction_knobs(
     problem: ReductionProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
@@ -240,8 +271,12 @@ class CpuReductionSpace(CpuSpace):
         return [(knobs, score) for knobs, score, _ in scored]
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = reduction_tile_lists(as_reduction(problem), knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context))
+        reduction = as_reduction(problem)
+        tiles = reduction_tile_lists(reduction, knobs)
+        return OpConfiguration(
+            render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context),
+            sibling_configs=reduction_sibling_configs(reduction, tiles),
+        )
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         reduction = as_reduction(problem)

@@ -91,6 +91,14 @@ class LlvmCpuTarget(Target):
         # the dump); a model, and the reference program, reach the spec without it.
         return (INSERT_BATCH_DIM_PASS,) if problem.family == "convolution" else ()
 
+    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
+        # A reduction sets the configs of its dispatch's other ops too.
+        return problem.family == "reduction"
+
+    @property
+    def renders_without_dispatch(self) -> bool:
+        return True
+
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         return {
             "contraction": lambda: CpuContractionSpace(self.threads),

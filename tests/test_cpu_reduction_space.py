@@ -1,0 +1,75 @@
+"""The llvm-cpu reduction space (pure, no compiler)."""
+
+from __future__ import annotations
+
+import itertools
+
+from ireetune.search.neighbourhood import distance_to
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.reduction_space import (
+    CpuReductionSizes,
+    enumerate_reduction_space,
+    parse_default_reduction_knobs,
+    reduction_sibling_configs,
+    reduction_tile_lists,
+    score_reduction_candidate,
+)
+
+AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
+# A real-weights ResNet-50's last strided 1x1 convolution: 2048 x 7 x 7 outputs, 1024 channels.
+STRIDED = CpuReductionSizes((2048, 7, 7), 1024, 4)
+# IREE's default for it on znver4: an 8-wide vector over the 7-wide row, masked.
+STRIDED_DEFAULT = (("dist_0", 32), ("dist_1", 7), ("dist_2", 7), ("vec_p", 8), ("vec_r", 16))
+
+
+def test_the_defaults_masked_vector_tile_is_in_the_space_and_its_neighbours_first() -> None:
+    first = list(
+        itertools.islice(enumerate_reduction_space(STRIDED, AVX512, 0, STRIDED_DEFAULT), 5)
+    )
+    assert [distance_to(k, STRIDED_DEFAULT) for k in first] == [
+        1.0,
+        1.0,
+        2.807354922057604,
+        3.0,
+        1.0,
+    ]
+    assert sum(dict(k)["vec_p"] == 8 for k in first) == 4
+    rest = list(
+        itertools.islice(enumerate_reduction_space(STRIDED, AVX512, 0, STRIDED_DEFAULT), 60)
+    )
+    assert STRIDED_DEFAULT not in rest
+    assert all(dict(k)["vec_p"] in (1, 8) for k in rest)  # Divides 7, or covers it whole.
+
+
+def test_near_default_configurations_score_higher() -> None:
+    near = (("dist_0", 16), ("dist_1", 7), ("dist_2", 7), ("vec_p", 8), ("vec_r", 16))
+    far = (("dist_0", 256), ("dist_1", 1), ("dist_2", 1), ("vec_p", 1), ("vec_r", 2))
+    assert score_reduction_candidate(
+        STRIDED, AVX512, near, STRIDED_DEFAULT
+    ) > score_reduction_candidate(STRIDED, AVX512, far, STRIDED_DEFAULT)
+
+
+def test_tiles_round_trip_and_give_the_other_ops_the_same_vectors() -> None:
+    from ireetune.problem.reduction import ReductionProblem
+
+    problem = ReductionProblem(
+        kind="reduction", op_name="linalg.generic", loop_sizes=(2048, 7, 7, 1024),
+        parallel_dims=(0, 1, 2), reduction_dims=(3,), input_types=("f32", "f32"),
+        input_shapes=((1024, 14, 14), (2048, 1024)), output_type="f32", output_shape=(2048, 7, 7),
+        indexing_maps=(
+            "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)", "(d0, d1, d2, d3) -> (d0, d3)",
+            "(d0, d1, d2, d3) -> (d0, d1, d2)",
+        ),
+        body=("arith.mulf", "arith.addf", "linalg.yield"), source="",
+    )  # fmt: skip
+    tiles = reduction_tile_lists(problem, STRIDED_DEFAULT)
+    assert tiles == {
+        "distribution": [32, 7, 7, 0],
+        "vector_common_parallel": [1, 1, 8, 0],
+        "vector_reduction": [0, 0, 0, 16],
+    }
+    assert parse_default_reduction_knobs(problem, tiles) == STRIDED_DEFAULT
+    assert reduction_sibling_configs(problem, tiles) == (
+        ("reduction", "#iree_cpu.lowering_config<vector_common_parallel = [1, 1, 8, 0], vector_reduction = [0, 0, 0, 16]>"),
+        ("parallel", "#iree_cpu.lowering_config<vector_common_parallel = [1, 1, 8, 0], vector_inner_parallel = [0, 0, 0, 16]>"),
+    )  # fmt: skip
