@@ -24,7 +24,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
 from ireetune.model.hot import count_dispatch_invocations
@@ -46,11 +47,14 @@ def main() -> int:
         jobs = [
             CompileJob(
                 candidate_id=d.index,
-                source_path=d.path,
-                output_path=folder / f"{d.index}.vmfb",
-                flags=(*target.compile_flags(), "--compile-from=executable-sources"),
+                request=build_request(
+                    target,
+                    d.path,
+                    folder / f"{d.index}.vmfb",
+                    phase_flags=("--compile-from=executable-sources",),
+                    reproducer_path=folder / f"{d.index}_reproducer.mlir",
+                ),
                 log_path=folder / f"{d.index}.log",
-                reproducer_path=folder / f"{d.index}_reproducer.mlir",
             )
             for d in dumped
         ]

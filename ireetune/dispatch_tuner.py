@@ -38,6 +38,7 @@ from ireetune.benchmark.campaign import (
 )
 from ireetune.benchmark.outcomes import apply_campaign, record_measurement
 from ireetune.benchmark.runner import BenchmarkJob
+from ireetune.compile.driver import CompileRequest, build_request
 from ireetune.compile.stage import classify_binaries, compile_candidates, compile_success_rate
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.reuse import (
@@ -64,6 +65,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
+from ireetune.executor import ExecutorKind, RaySettings, open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.dispatch_search import search_flags_for_input
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
@@ -156,6 +158,9 @@ class TuneOptions:
     search_flags: bool = False
     # With a learned model, measure in rounds and re-rank the rest of the pool between them.
     online: bool = True
+    # Where compiles and measurements run (`--executor`): this host, or a Ray cluster.
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    ray: RaySettings = RaySettings()
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -170,6 +175,11 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
     check_output_dir(options.output_dir)
+    with open_executor(options.executor, options.ray):
+        return _tune_dispatch(options)
+
+
+def _tune_dispatch(options: TuneOptions) -> TuneResult:
     target = parse_target(options.target, options.pipelines).with_global_flags(options.extra_flags)
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not options.search_flags:
@@ -322,9 +332,9 @@ def _run(
         if search is not None:
             restored = _measure_early_rounds(options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
-        source, flags_for = _compile_plan(target, recorder, reference, real_input_search, restored)
+        requests = _compile_plan(target, recorder, reference, real_input_search, restored)
         compile_candidates(
-            recorder, source, flags_for, restored, workers, options.compile_timeout_s, progress
+            recorder, requests, restored, workers, options.compile_timeout_s, progress
         )
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
@@ -482,23 +492,30 @@ def _compile_plan(
     reference: ReferenceSetup,
     real_input_search: bool,
     restored: set[int],
-) -> tuple[Path, dict[int, tuple[str, ...]]]:
-    """Return what to compile (source) and each candidate's flags."""
+) -> dict[int, CompileRequest]:
+    """Return each candidate's compile: the reference program on real inputs, else the stripped
+    dispatch benchmark, with its spec."""
     run_dir = recorder.run_dir
     if real_input_search:
         source = reference.source_path
-        base_flags: tuple[str, ...] = tuple(target.compile_flags())
+        phase_flags: tuple[str, ...] = ()
     else:
         source = run_dir / "inputs" / "stripped_benchmark.mlir"
-        base_flags = (*target.compile_flags(), "--compile-from=executable-sources")
-    flags_for = {
-        r.candidate_id: (*base_flags, *target.spec_flags(run_dir / r.spec_path))
+        phase_flags = ("--compile-from=executable-sources",)
+    return {
+        r.candidate_id: build_request(
+            target,
+            source,
+            run_dir / "binaries" / f"{r.candidate_id}.vmfb",
+            phase_flags=phase_flags,
+            spec_path=run_dir / r.spec_path,
+            reproducer_path=run_dir / "failures" / f"{r.candidate_id}_reproducer.mlir",
+        )  # fmt: skip
         for r in recorder.records.values()
         # A restored candidate needs its binary only when it was measured (it may lead); one
         # compiled in an earlier round of this run has it already.
         if (r.candidate_id not in restored or r.speedup is not None) and not r.binary_path
     }
-    return source, flags_for
 
 
 def _measure_early_rounds(
@@ -525,8 +542,8 @@ def _measure_early_rounds(
     done = set(restored)
     early = replace(options, confirm_rounds=0)
     while search.rounds_left > 0:
-        source, flags_for = _compile_plan(target, recorder, reference, real_input_search, done)
-        compile_candidates(recorder, source, flags_for, done, workers, options.compile_timeout_s, progress)  # fmt: skip
+        requests = _compile_plan(target, recorder, reference, real_input_search, done)
+        compile_candidates(recorder, requests, done, workers, options.compile_timeout_s, progress)
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
                 f"the default configuration does not compile: {recorder.records[0].reason}"

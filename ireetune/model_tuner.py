@@ -28,13 +28,20 @@ import numpy as np
 from iree.compiler import ir
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import (
+    DEFAULT_SPECS_FLAG,
+    CompileStatus,
+    build_request,
+    run_compile,
+)
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule, clears_threshold
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
+from ireetune.executor import ExecutorKind, RaySettings, open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.space import FlagSpace
@@ -71,7 +78,6 @@ from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
-from ireetune.tools import find_tool, first_error_line, run_tool
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +113,9 @@ class ModelTuneOptions:
     flag_sets: tuple[tuple[str, ...], ...] = ()
     # A flag set must make the model at least this much faster (its interval's lower bound).
     flag_threshold: float = MODEL_RULE.threshold
+    # Where compiles and measurements run (`--executor`): this host, or a Ray cluster.
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    ray: RaySettings = RaySettings()
 
 
 @dataclass(frozen=True)
@@ -168,18 +177,19 @@ class _Model:
     def compile(self, spec_path: Path | None, output: Path) -> str:
         """Compile the model (with a spec when given); return '' or the error line."""
         timeout_s = self.compile_timeout_s
-        flags = [*self.target.compile_flags()]
-        if spec_path is not None:
-            flags += self.target.spec_flags(spec_path)
-        if self.with_default_specs:
-            flags.append("--iree-codegen-enable-default-tuning-specs")
-        result = run_tool(
-            [find_tool("iree-compile"), str(self.mlir_path), *flags, "-o", str(output)],
-            timeout_s=timeout_s,
+        result = run_compile(
+            build_request(
+                self.target,
+                self.mlir_path,
+                output,
+                spec_path=spec_path,
+                default_specs=self.with_default_specs,
+                timeout_s=timeout_s,
+            )
         )
-        if result.timed_out:
+        if result.status is CompileStatus.TIMED_OUT:
             return f"compile timed out after {timeout_s:.0f} s"
-        return "" if result.returncode == 0 else first_error_line(result.stderr)
+        return "" if result.ok else result.error_line
 
 
 def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path) -> str:
@@ -206,11 +216,14 @@ def _profile_dispatches(
     jobs = [
         CompileJob(
             candidate_id=d.index,
-            source_path=d.path,
-            output_path=binaries / f"{d.index}.vmfb",
-            flags=(*model.target.compile_flags(), "--compile-from=executable-sources"),
+            request=build_request(
+                model.target,
+                d.path,
+                binaries / f"{d.index}.vmfb",
+                phase_flags=("--compile-from=executable-sources",),
+                reproducer_path=binaries / f"{d.index}_reproducer.mlir",
+            ),
             log_path=binaries / f"{d.index}.log",
-            reproducer_path=binaries / f"{d.index}_reproducer.mlir",
         )
         for d in dumped
     ]
@@ -276,7 +289,8 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     output_existed = options.output_dir.exists()
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
     try:
-        return _tune_model(options, target, run_dir)
+        with open_executor(options.executor, options.ray):
+            return _tune_model(options, target, run_dir)
     except BaseException as failure:
         if not (run_dir / "profile.json").exists():
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -503,9 +517,7 @@ def _flag_search_request(
     model: _Model, options: ModelTuneOptions, default_ms: float
 ) -> ModelFlagSearch:
     """Describe the flag phase's search from the model and the run's options."""
-    default_specs = (
-        ["--iree-codegen-enable-default-tuning-specs"] if model.with_default_specs else []
-    )
+    default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
     return ModelFlagSearch(
         source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
         base_flags=(*model.target.compile_flags(), *default_specs), user_flags=options.extra_flags,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, compile_one
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob, compile_all, compile_one
 from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.root_op import find_root_op, parse_problem
@@ -39,19 +40,17 @@ def _prepare(benchmark: Path, folder: Path, knobs: object = KNOBS) -> tuple[Path
 def _job(
     folder: Path, candidate_id: int, source: Path, spec: Path, extra: tuple[str, ...] = ()
 ) -> CompileJob:
-    target = parse_target("cpu")
     return CompileJob(
         candidate_id=candidate_id,
-        source_path=source,
-        output_path=folder / f"{candidate_id}.vmfb",
-        flags=(
-            *target.compile_flags(),
-            "--compile-from=executable-sources",
-            *target.spec_flags(spec),
-            *extra,
+        request=build_request(
+            parse_target("cpu"),
+            source,
+            folder / f"{candidate_id}.vmfb",
+            phase_flags=("--compile-from=executable-sources", *extra),
+            spec_path=spec,
+            reproducer_path=folder / f"{candidate_id}_reproducer.mlir",
         ),
         log_path=folder / f"{candidate_id}.log",
-        reproducer_path=folder / f"{candidate_id}_reproducer.mlir",
     )
 
 

@@ -203,8 +203,9 @@ def test_cuda_ignores_the_tuning_spec_flag_so_the_library_flag_is_used(
     )
 
     class TuningSpecFlagCuda(type(parse_target("cuda:sm_80"))):  # type: ignore[misc]
-        def spec_flags(self, spec_path: Path) -> list[str]:
-            return [f"--iree-codegen-tuning-spec-path={spec_path}"]
+        @property
+        def spec_flag(self) -> str:
+            return "--iree-codegen-tuning-spec-path"
 
     ignored = TuningSpecFlagCuda(parse_target("cuda:sm_80").arch)  # type: ignore[attr-defined]
     ignored_dump = dump_configurations(

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.profiler.generate import generate_mlir, write_operation
 from ireetune.profiler.operations import (
     ConvLayout,
@@ -90,11 +91,13 @@ def test_generated_operations_compile_for_each_target(
         jobs.append(
             CompileJob(
                 index,
-                source,
-                source.with_suffix(".vmfb"),
-                tuple(target.compile_flags()),
+                build_request(
+                    target,
+                    source,
+                    source.with_suffix(".vmfb"),
+                    reproducer_path=source.with_suffix(".crash.mlir"),
+                ),
                 source.with_suffix(".log"),
-                source.with_suffix(".crash.mlir"),
             )
         )
     outcomes = sorted(
@@ -106,6 +109,8 @@ def test_generated_operations_compile_for_each_target(
         if o.status is not CompileStatus.COMPILED
     }
     assert failures == {}
-    assert all(job.output_path.stat().st_size > 0 for job in jobs)
-    folders = sorted({source.parent.parent.name for source in (job.source_path for job in jobs)})
+    assert all(job.request.output_path.stat().st_size > 0 for job in jobs)
+    folders = sorted(
+        {source.parent.parent.name for source in (job.request.source_path for job in jobs)}
+    )
     assert folders == ["batch_matmul", "conv2d", "matmul", "matmul_bias_relu"]

@@ -11,18 +11,14 @@ from __future__ import annotations
 import enum
 import json
 import os
-import queue
 import statistics
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import Any
 
-from ireetune.child_process import start_child, stop_child
+from ireetune.worker_protocol import FailureKind, supervise_worker
 
 # The worker command can be replaced (for example by a wrapper that injects faults) through this
 # variable: a JSON list of arguments, never a shell string.
@@ -80,12 +76,6 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "ireetune.benchmark.worker"]
 
 
-def _read_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
-
-
 def _failure(
     job: BenchmarkJob, status: BenchmarkStatus, reason: str, device: str
 ) -> BenchmarkOutcome:
@@ -103,7 +93,29 @@ def run_benchmarks(
     hopeless_factor: float | None = None,
     timeout_after_first: Callable[[BenchmarkOutcome], float] | None = None,
 ) -> Generator[BenchmarkOutcome, None, None]:
-    """Time each job on `device`; yield exactly one outcome per job, in job order.
+    """Time each job on `device` with the executor in use (`run_benchmarks_here` locally, a
+    measuring actor on Ray); yield exactly one outcome per job, in job order."""
+    from ireetune.executor.base import current_executor
+
+    return current_executor().run_benchmarks(
+        jobs, device, repetitions, batch, timeout_s, hopeless_ms, min_repetition_s,
+        hopeless_factor, timeout_after_first,
+    )  # fmt: skip
+
+
+def run_benchmarks_here(
+    jobs: Sequence[BenchmarkJob],
+    device: str,
+    repetitions: int,
+    batch: int,
+    timeout_s: float,
+    hopeless_ms: float | None = None,
+    min_repetition_s: float = 0.05,
+    hopeless_factor: float | None = None,
+    timeout_after_first: Callable[[BenchmarkOutcome], float] | None = None,
+) -> Generator[BenchmarkOutcome, None, None]:
+    """Time each job on `device` in worker processes of this host; yield exactly one outcome per
+    job, in job order (the worker protocol, worker_protocol.py, handles hangs and crashes).
 
     `timeout_s` bounds one job from its start (load, warm-up and repetitions). `batch` 0 lets the
     worker pick a batch that makes one repetition last at least `min_repetition_s`.
@@ -112,118 +124,53 @@ def run_benchmarks(
     worker process: its batch, the early-stop threshold (`hopeless_factor` times its median) and
     the per-job timeout (`timeout_after_first(first outcome)`).
     """
-    next_job = 0
     learn = timeout_after_first is not None
-    while next_job < len(jobs):
-        pending = jobs[next_job:]
-        request = {
+    # What the baseline teaches, kept for any fresh worker after a crash.
+    learned: dict[str, Any] = {"batch": batch, "hopeless_ms": hopeless_ms, "timeout_s": timeout_s}
+
+    def build_request(pending: Sequence[BenchmarkJob], first_index: int) -> dict[str, Any]:
+        return {
             "device": device,
             "repetitions": repetitions,
-            "batch": batch,
+            "batch": learned["batch"],
             "min_repetition_s": min_repetition_s,
-            "hopeless_ms": hopeless_ms,
-            "learn_from_first": learn and next_job == 0,
+            "hopeless_ms": learned["hopeless_ms"],
+            "learn_from_first": learn and first_index == 0,
             "hopeless_factor": hopeless_factor,
             "jobs": [j.to_request() for j in pending],
         }
-        process = start_child(worker_command(), stdin=subprocess.PIPE)
-        assert process.stdin is not None and process.stdout is not None
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
-        stderr_lines: list[str] = []
-        if process.stderr is not None:
-            threading.Thread(
-                target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True
-            ).start()
-        try:
-            process.stdin.write(json.dumps(request))
-            process.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            started = False
-            reported = 0
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    stop_child(process)
-                    yield _failure(
-                        pending[reported],
-                        BenchmarkStatus.TIMED_OUT,
-                        f"no result within {timeout_s:.1f} s",
-                        device,
-                    )
-                    reported += 1
-                    break
-                if line is None:
-                    process.wait()
-                    if reported < len(pending):
-                        tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
-                        state = "while running" if started else "before starting"
-                        reason = f"benchmark process died {state} (exit {process.returncode})"
-                        yield _failure(
-                            pending[reported],
-                            BenchmarkStatus.CRASHED,
-                            f"{reason}: {tail}" if tail else reason,
-                            device,
-                        )
-                        reported += 1
-                    break
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                event = record.get("event")
-                if event == "device-error":
-                    process.wait()
-                    for job in pending[reported:]:
-                        yield _failure(
-                            job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device
-                        )
-                    return
-                if event == "start":
-                    started = True
-                    deadline = time.monotonic() + timeout_s
-                elif event == "result":
-                    job = pending[reported]
-                    reported += 1
-                    started = False
-                    deadline = time.monotonic() + timeout_s
-                    if record.get("status") == "measured":
-                        outcome = BenchmarkOutcome(
-                            job.candidate_id,
-                            BenchmarkStatus.MEASURED,
-                            "",
-                            tuple(float(t) for t in record["times_ms"]),
-                            int(record["batch"]),
-                            bool(record.get("stopped_early")),
-                            device,
-                        )
-                        if learn and next_job == 0 and reported == 1:
-                            # What the worker learned from the baseline, kept for any restart.
-                            assert timeout_after_first is not None
-                            batch = outcome.batch
-                            timeout_s = timeout_after_first(outcome)
-                            if hopeless_factor is not None:
-                                hopeless_ms = hopeless_factor * statistics.median(outcome.times_ms)
-                        yield outcome
-                    else:
-                        yield _failure(
-                            job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
-                        )
-                        if record.get("restart"):
-                            # The device may be broken: the next job gets a fresh worker.
-                            stop_child(process)
-                            break
-        finally:
-            # Also when the caller stops reading early: no worker outlives its generator.
-            if process.poll() is None:
-                stop_child(process)
-        next_job += reported
+
+    reports = supervise_worker(
+        "benchmark", worker_command(), jobs, build_request, lambda: float(learned["timeout_s"])
+    )
+    for index, report in enumerate(reports):
+        job, record = report.job, report.record
+        if report.failure is not None:
+            yield _failure(job, _FAILURE_STATUS[report.failure.kind], report.failure.reason, device)
+        elif record is not None and record.get("status") == "measured":
+            outcome = BenchmarkOutcome(
+                job.candidate_id,
+                BenchmarkStatus.MEASURED,
+                "",
+                tuple(float(t) for t in record["times_ms"]),
+                int(record["batch"]),
+                bool(record.get("stopped_early")),
+                device,
+            )
+            if learn and index == 0:
+                assert timeout_after_first is not None
+                learned["batch"] = outcome.batch
+                learned["timeout_s"] = timeout_after_first(outcome)
+                if hopeless_factor is not None:
+                    learned["hopeless_ms"] = hopeless_factor * statistics.median(outcome.times_ms)
+            yield outcome
+        else:
+            reason = str(record.get("reason", "")) if record is not None else ""
+            yield _failure(job, BenchmarkStatus.FAILED, reason, device)
 
 
-def _read_lines_into(stream: IO[str], sink: list[str]) -> None:
-    for line in stream:
-        sink.append(line)
+_FAILURE_STATUS = {
+    FailureKind.TIMED_OUT: BenchmarkStatus.TIMED_OUT,
+    FailureKind.CRASHED: BenchmarkStatus.CRASHED,
+    FailureKind.DEVICE_ERROR: BenchmarkStatus.DEVICE_ERROR,
+}

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ireetune.executor import ExecutorKind, RaySettings
 
 # The forms `--target` takes, for every command's help.
 TARGET_HELP = (
@@ -89,3 +93,47 @@ def fraction(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {text}")
     return value
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--executor` and the Ray options (docs/ray.md) to a tuning command."""
+    parser.add_argument(
+        "--executor", choices=("local", "ray"), default="local",
+        help="where compiles and measurements run: this host (local), or a Ray cluster (ray: "
+        "compiles as Ray tasks, measurements in actors pinned to one device each; needs "
+        "pip install 'ireetune[ray]')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-address", default="", metavar="ADDR",
+        help="address of a running Ray cluster (e.g. 10.0.0.1:6379, or auto); default: start a "
+        "private one-node cluster for the run",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-compile-resource", default="", metavar="NAME",
+        help="custom Ray resource that nodes with the IREE compiler advertise; compile tasks "
+        "run only there (default: any node)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-device-resource", default="", metavar="NAME",
+        help="custom Ray resource, one unit per device, of the nodes that measure (e.g. H100); "
+        "default: any node with a GPU (num_gpus=1), any node for the CPU",
+    )  # fmt: skip
+
+
+def parse_executor(arguments: argparse.Namespace) -> tuple[ExecutorKind, RaySettings]:
+    """Return the executor a tuning run asked for and its Ray settings."""
+    from ireetune.errors import IreetuneError
+    from ireetune.executor import ExecutorKind, RaySettings
+
+    kind = ExecutorKind(arguments.executor)
+    ray_given = (
+        arguments.ray_address or arguments.ray_compile_resource or arguments.ray_device_resource
+    )
+    if ray_given and kind is not ExecutorKind.RAY:
+        raise IreetuneError("--ray-address and --ray-*-resource need --executor ray")
+    settings = RaySettings(
+        address=arguments.ray_address,
+        compile_resource=arguments.ray_compile_resource,
+        device_resource=arguments.ray_device_resource,
+    )
+    return kind, settings

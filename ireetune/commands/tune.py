@@ -8,7 +8,9 @@ from pathlib import Path
 
 from ireetune.commands.arguments import (
     TARGET_HELP,
+    add_executor_arguments,
     fraction,
+    parse_executor,
     positive_int,
     positive_seconds,
     seed,
@@ -113,6 +115,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--flag-threshold", type=float, default=1.01,
         help="a flag set is kept only if its speedup interval lies above this (default 1.01)",
     )  # fmt: skip
+    add_executor_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -126,6 +129,7 @@ def run(arguments: argparse.Namespace) -> int:
     if not arguments.no_db:
         check_database_path(arguments.db)
 
+    executor, ray = parse_executor(arguments)
     result = tune_model(
         ModelTuneOptions(
             model_path=arguments.model,
@@ -151,6 +155,8 @@ def run(arguments: argparse.Namespace) -> int:
             max_flag_sets=arguments.max_flag_sets,
             flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),
             flag_threshold=arguments.flag_threshold,
+            executor=executor,
+            ray=ray,
         )
     )
     sys.stdout.write((result.run_dir / "report.txt").read_text())

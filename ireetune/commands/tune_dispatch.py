@@ -8,8 +8,10 @@ from pathlib import Path
 
 from ireetune.commands.arguments import (
     TARGET_HELP,
+    add_executor_arguments,
     non_negative_int,
     non_negative_seconds,
+    parse_executor,
     positive_int,
     positive_seconds,
     seed,
@@ -120,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="first search the target's global flags (on the model, or on the dispatch benchmark "
         "itself) and tune under the winner",
     )  # fmt: skip
+    add_executor_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -134,6 +137,7 @@ def run(arguments: argparse.Namespace) -> int:
     if not arguments.no_db:
         check_database_path(arguments.db)
 
+    executor, ray = parse_executor(arguments)
     options = TuneOptions(
         input_path=arguments.input,
         target=arguments.target,
@@ -158,6 +162,8 @@ def run(arguments: argparse.Namespace) -> int:
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
         extra_flags=parse_flag_text(arguments.flags),
         search_flags=arguments.search_flags,
+        executor=executor,
+        ray=ray,
     )
     result = tune_dispatch(options)
     if options.stop_after is StopAfter.COMPILE:

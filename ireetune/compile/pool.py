@@ -7,36 +7,25 @@ baseline's did not change the code, and one equal to an earlier candidate's is a
 
 from __future__ import annotations
 
-import enum
 import hashlib
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ireetune.child_process import stop_all_children
-from ireetune.tools import find_tool, first_error_line, run_tool
+from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
 
 _WAKE_UP_S = 0.2
 
 
-class CompileStatus(enum.Enum):
-    COMPILED = "compiled"
-    FAILED = "compile-failed"
-    TIMED_OUT = "compile-timed-out"
-
-
 @dataclass(frozen=True)
 class CompileJob:
-    """One candidate to compile: the same source and flags for all, its own spec and output."""
+    """One candidate to compile: its request, and where the log of a failure goes."""
 
     candidate_id: int
-    source_path: Path
-    output_path: Path
-    flags: tuple[str, ...]
+    request: CompileRequest
     log_path: Path
-    reproducer_path: Path
 
 
 @dataclass(frozen=True)
@@ -53,40 +42,30 @@ def hash_binary(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def record_outcome(job: CompileJob, result: CompileResult) -> CompileOutcome:
+    """Turn a compile's result into the job's outcome; keep the log of a failure."""
+    if result.status is CompileStatus.TIMED_OUT:
+        job.log_path.write_text(f"{result.error_line}\n{result.stderr}")
+        return CompileOutcome(
+            job.candidate_id, result.status, result.error_line, "", result.seconds
+        )
+    if result.status is CompileStatus.FAILED:
+        job.log_path.write_text(" ".join(result.arguments) + "\n" + result.stderr)
+        return CompileOutcome(
+            job.candidate_id, result.status, result.error_line, "", result.seconds
+        )
+    return CompileOutcome(
+        job.candidate_id,
+        CompileStatus.COMPILED,
+        "",
+        hash_binary(job.request.output_path),
+        result.seconds,
+    )
+
+
 def compile_one(job: CompileJob, timeout_s: float) -> CompileOutcome:
     """Run iree-compile for one job; keep its log and crash reproducer only when it fails."""
-    arguments = [
-        find_tool("iree-compile"),
-        str(job.source_path),
-        *job.flags,
-        f"--mlir-pass-pipeline-crash-reproducer={job.reproducer_path}",
-        "-o",
-        str(job.output_path),
-    ]
-    start = time.perf_counter()
-    result = run_tool(arguments, timeout_s=timeout_s)
-    seconds = time.perf_counter() - start
-    if result.timed_out:
-        job.log_path.write_text(f"timed out after {timeout_s:.0f} s\n{result.stderr}")
-        job.output_path.unlink(missing_ok=True)
-        return CompileOutcome(
-            job.candidate_id,
-            CompileStatus.TIMED_OUT,
-            f"timed out after {timeout_s:.0f} s",
-            "",
-            seconds,
-        )
-    if result.returncode != 0 or not job.output_path.exists():
-        job.log_path.write_text(" ".join(arguments) + "\n" + result.stderr)
-        job.output_path.unlink(missing_ok=True)
-        reason = first_error_line(result.stderr)
-        if result.returncode < 0:
-            reason = f"compiler crashed (signal {-result.returncode}): {reason}"
-        return CompileOutcome(job.candidate_id, CompileStatus.FAILED, reason, "", seconds)
-    job.reproducer_path.unlink(missing_ok=True)
-    return CompileOutcome(
-        job.candidate_id, CompileStatus.COMPILED, "", hash_binary(job.output_path), seconds
-    )
+    return record_outcome(job, run_compile(replace(job.request, timeout_s=timeout_s)))
 
 
 def compile_all(
@@ -94,6 +73,19 @@ def compile_all(
     workers: int,
     timeout_s: float,
     on_done: Callable[[CompileOutcome], None] | None = None,
+) -> Iterator[CompileOutcome]:
+    """Compile jobs with the executor in use (threads here, or Ray tasks); yield outcomes as they
+    finish (in completion order). `workers` bounds the local executor's threads."""
+    from ireetune.executor.base import current_executor
+
+    for outcome in current_executor().compile(jobs, workers, timeout_s):
+        if on_done is not None:
+            on_done(outcome)
+        yield outcome
+
+
+def compile_on_threads(
+    jobs: Sequence[CompileJob], workers: int, timeout_s: float
 ) -> Iterator[CompileOutcome]:
     """Compile jobs on `workers` threads; yield outcomes as they finish (in completion order)."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as executor:
@@ -105,10 +97,7 @@ def compile_all(
                 # main thread notices it only when it runs.
                 done, pending = wait(pending, timeout=_WAKE_UP_S, return_when=FIRST_COMPLETED)
                 for future in done:
-                    outcome = future.result()
-                    if on_done is not None:
-                        on_done(outcome)
-                    yield outcome
+                    yield future.result()
         except KeyboardInterrupt:
             # Leaving the block waits for the running compiles: end them (and queue no more).
             for future in futures:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import CompileRequest, CompileStatus
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
@@ -26,25 +26,20 @@ _STATUS = {
 
 def compile_candidates(
     recorder: RunRecorder,
-    source_path: Path,
-    flags_for: dict[int, tuple[str, ...]],
+    requests: dict[int, CompileRequest],
     restored: set[int],
     workers: int,
     timeout_s: float,
     progress: StageProgress,
 ) -> None:
-    """Compile `source_path` once per candidate in `flags_for`; record each outcome."""
+    """Compile every candidate's request (its binary goes to `binaries/<id>.vmfb` of the run
+    folder); record each outcome."""
     run_dir = recorder.run_dir
     jobs = [
         CompileJob(
-            candidate_id=candidate_id,
-            source_path=source_path,
-            output_path=run_dir / "binaries" / f"{candidate_id}.vmfb",
-            flags=flags,
-            log_path=run_dir / "failures" / f"{candidate_id}_compile.log",
-            reproducer_path=run_dir / "failures" / f"{candidate_id}_reproducer.mlir",
+            candidate_id, request, log_path=run_dir / "failures" / f"{candidate_id}_compile.log"
         )
-        for candidate_id, flags in sorted(flags_for.items())
+        for candidate_id, request in sorted(requests.items())
     ]
     with progress.stage("compiling", len(jobs)):
         for outcome in compile_all(jobs, workers, timeout_s):

@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ireetune.compile.driver import CompileRequest, CompileStatus, run_compile
 from ireetune.errors import IreetuneError
 from ireetune.targets.base import Target
-from ireetune.tools import find_tool, run_tool
 
 # Flags that ireetune sets on every compile (target selection, specs, dumps, phases, output):
 # a user's copy would fight ours.
@@ -72,14 +72,15 @@ def check_flags_with_compiler(flags: Sequence[str], target: Target, origin: str)
     with tempfile.TemporaryDirectory(prefix="ireetune_flags_") as folder:
         source = Path(folder) / "empty.mlir"
         source.write_text("module {}\n")
-        result = run_tool(
-            [find_tool("iree-compile"), str(source), *target.target_flags(), *flags,
-             "--compile-to=input", "-o", str(Path(folder) / "out.mlir")],
-            timeout_s=CHECK_TIMEOUT_S,
+        result = run_compile(
+            CompileRequest(
+                source, Path(folder) / "out.mlir", target_flags=tuple(target.target_flags()),
+                phase_flags=(*flags, "--compile-to=input"), timeout_s=CHECK_TIMEOUT_S,
+            )
         )  # fmt: skip
-    if result.timed_out:
+    if result.status is CompileStatus.TIMED_OUT:
         raise IreetuneError(f"{origin}: iree-compile did not finish checking the flags")
-    if result.returncode != 0:
+    if not result.ok:
         lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
         reason = lines[0].split("  Try:")[0] if lines else f"exit status {result.returncode}"
         raise IreetuneError(f"{origin}: iree-compile rejects the flags: {reason[:300]}")

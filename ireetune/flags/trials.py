@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import CompileRequest, CompileStatus
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.space import DEFAULT_FLAGS, FlagSet
@@ -242,8 +243,12 @@ def compile_flag_sets(
     trial_ids = ids or list(range(len(flag_sets)))
     compile_jobs = [
         CompileJob(
-            trial_id, source, folder / f"{trial_id}.vmfb", (*base_flags, *flag_set.flags),
-            folder / f"{trial_id}_compile.log", folder / f"{trial_id}_reproducer.mlir",
+            trial_id,
+            CompileRequest(
+                source, folder / f"{trial_id}.vmfb", target_flags=base_flags,
+                phase_flags=flag_set.flags, reproducer_path=folder / f"{trial_id}_reproducer.mlir",
+            ),
+            folder / f"{trial_id}_compile.log",
         )
         for trial_id, flag_set in zip(trial_ids, flag_sets, strict=True)
     ]  # fmt: skip

@@ -13,9 +13,17 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.compile.driver import (
+    DUMP_BENCHMARKS_FLAG,
+    TUNER_ATTRIBUTES_FLAG,
+    CompileRequest,
+    CompilerTool,
+    CompileStatus,
+    build_request,
+    run_compile,
+)
 from ireetune.errors import IreetuneError
 from ireetune.targets.base import Target
-from ireetune.tools import find_tool, first_error_line, run_tool
 
 _BENCHMARK_MARKER = 'iree.benchmark = "dispatch"'
 _STRIP_PIPELINE = (
@@ -68,24 +76,22 @@ def dump_dispatches(
 ) -> list[DumpedDispatch]:
     """Compile a model once, dumping one benchmark file per dispatch, and list them in order."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    arguments = [
-        find_tool("iree-compile"),
-        str(model_path),
-        *target.compile_flags(),
-        f"--iree-hal-dump-executable-benchmarks-to={output_dir}",
-        "--iree-codegen-add-tuner-attributes",
-        "-o",
-        str(output_dir / "model.vmfb"),
-    ]
-    result = run_tool(arguments, timeout_s=timeout_s)
-    if result.timed_out:
+    result = run_compile(
+        build_request(
+            target,
+            model_path,
+            output_dir / "model.vmfb",
+            phase_flags=(TUNER_ATTRIBUTES_FLAG,),
+            dumps=((DUMP_BENCHMARKS_FLAG, output_dir),),
+            timeout_s=timeout_s,
+        )
+    )
+    if result.status is CompileStatus.TIMED_OUT:
         raise IreetuneError(
             f"compiling {model_path} to find its dispatches took over {timeout_s:.0f} s"
         )
-    if result.returncode != 0:
-        raise IreetuneError(
-            f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
-        )
+    if not result.ok:
+        raise IreetuneError(f"iree-compile failed on {model_path}: {result.error_line}")
     files = sorted(output_dir.glob("*_benchmark.mlir"), key=_dispatch_sort_key)
     if not files:
         dynamic = find_dynamic_signatures(model_path)
@@ -174,19 +180,18 @@ def strip_configurations(
     keep them) the `root_op` markers of `--iree-codegen-add-tuner-attributes`, which a model
     compile never carries: a DAG matcher (`cast_compatible_dag_from_root`, the reduction
     family's) compares the op's attributes and misses an op that still has one."""
-    result = run_tool(
-        [
-            find_tool("iree-opt"),
-            str(benchmark_path),
-            f"--pass-pipeline={_STRIP_PIPELINE}",
-            "-o",
-            str(output_path),
-        ],
-        timeout_s=timeout_s,
+    result = run_compile(
+        CompileRequest(
+            benchmark_path,
+            output_path,
+            phase_flags=(f"--pass-pipeline={_STRIP_PIPELINE}",),
+            timeout_s=timeout_s,
+            tool=CompilerTool.OPT,
+        )
     )
-    if result.returncode != 0:
+    if not result.ok:
         raise IreetuneError(
-            f"cannot strip configurations from {benchmark_path}: {first_error_line(result.stderr)}"
+            f"cannot strip configurations from {benchmark_path}: {result.error_line}"
         )
     if not keep_root_markers:
         _remove_root_markers(output_path)

@@ -11,7 +11,8 @@ from typing import Any
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.decision.rules import DecisionRule
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.family import Problem
@@ -62,13 +63,16 @@ def export_for_benchmarking(
     jobs = [
         CompileJob(
             candidate_id=record.candidate_id,
-            source_path=reference_path,
-            output_path=verify_dir / f"reference_{record.candidate_id}.vmfb",
-            flags=(*target.compile_flags(), *target.spec_flags(run_dir / record.spec_path)),
+            request=build_request(
+                target,
+                reference_path,
+                verify_dir / f"reference_{record.candidate_id}.vmfb",
+                spec_path=run_dir / record.spec_path,
+                reproducer_path=run_dir
+                / "failures"
+                / f"{record.candidate_id}_reference_reproducer.mlir",
+            ),
             log_path=run_dir / "failures" / f"{record.candidate_id}_reference_compile.log",
-            reproducer_path=run_dir
-            / "failures"
-            / f"{record.candidate_id}_reference_reproducer.mlir",
         )
         for record in sorted(to_measure, key=lambda r: r.candidate_id)
     ]

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.compile.driver import build_request, run_compile
 from ireetune.errors import IreetuneError
 from ireetune.targets.base import Target
-from ireetune.tools import find_tool, first_error_line, run_tool
 
 _DISPATCH_SITE = re.compile(r"stream\.cmd\.dispatch @([\w$.-]+)::")
 
@@ -25,20 +25,14 @@ def count_dispatch_invocations(
     models this tool targets are straight-line.
     """
     output = work_dir / "model_stream.mlir"
-    result = run_tool(
-        [
-            find_tool("iree-compile"),
-            str(model_path),
-            *target.compile_flags(),
-            "--compile-to=stream",
-            "-o",
-            str(output),
-        ],
-        timeout_s=timeout_s,
+    result = run_compile(
+        build_request(
+            target, model_path, output, phase_flags=("--compile-to=stream",), timeout_s=timeout_s
+        )
     )
-    if result.returncode != 0:
+    if not result.ok:
         raise IreetuneError(
-            f"cannot compile {model_path} to count its dispatches: {first_error_line(result.stderr)}"
+            f"cannot compile {model_path} to count its dispatches: {result.error_line}"
         )
     return Counter(_DISPATCH_SITE.findall(output.read_text()))
 

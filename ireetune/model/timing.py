@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.child_process import run_child
 from ireetune.errors import IreetuneError
+from ireetune.worker_protocol import FailureKind, supervise_worker
 
 
 @dataclass(frozen=True)
@@ -39,42 +38,74 @@ def run_models_side_by_side(
     repetitions: int = 1,
     timeout_s: float = 1800.0,
 ) -> dict[str, ModelRun]:
-    """Time several compiled models interleaved in one process; return each one's run."""
-    jobs = [
-        {"id": model_id, "vmfb": str(path), "outputs": str(work_dir / f"{model_id}_outputs.npz")}
-        for model_id, path in models
-    ]
-    request = {
-        "device": device,
-        "inputs": str(inputs_path),
-        "function": function,
-        "rounds": rounds,
-        "repetitions": repetitions,
-        "jobs": jobs,
-    }
-    completed = run_child(
-        [sys.executable, "-m", "ireetune.model.worker"],
-        input_text=json.dumps(request),
-        timeout_s=timeout_s,
+    """Time several compiled models interleaved with the executor in use; return each one's run."""
+    from ireetune.executor.base import current_executor
+
+    return current_executor().run_models_side_by_side(
+        models, function, inputs_path, work_dir, device, rounds, repetitions, timeout_s
     )
-    if completed.timed_out:
-        raise IreetuneError(f"timing the model took over {timeout_s:.0f} s")
+
+
+def run_models_side_by_side_here(
+    models: Sequence[tuple[str, Path]],
+    function: str,
+    inputs_path: Path,
+    work_dir: Path,
+    device: str,
+    rounds: int,
+    repetitions: int = 1,
+    timeout_s: float = 1800.0,
+) -> dict[str, ModelRun]:
+    """Time several compiled models interleaved in one process; return each one's run.
+
+    Each model is first loaded, run once and its outputs saved, one worker-protocol job each (a
+    model that crashes or hangs costs only itself); then the models that ran are timed together.
+    """
+    outputs = {model_id: work_dir / f"{model_id}_outputs.npz" for model_id, _ in models}
+    paths = dict(models)
+    failed: dict[str, str] = {}
+    jobs: list[str] = [model_id for model_id, _ in models] + [_TIME_JOB]
+
+    def build_request(pending: Sequence[str], _: int) -> dict[str, object]:
+        timed = [m for m in paths if m not in failed]
+        return {
+            "device": device, "inputs": str(inputs_path), "function": function,
+            "rounds": rounds, "repetitions": repetitions,
+            "jobs": [
+                {"kind": "load", "id": job, "vmfb": str(paths[job]), "outputs": str(outputs[job])}
+                if job != _TIME_JOB
+                else {"kind": "time", "models": [{"id": m, "vmfb": str(paths[m])} for m in timed]}
+                for job in pending
+            ],
+        }  # fmt: skip
+
+    times: dict[str, list[float]] = {}
+    command = [sys.executable, "-m", "ireetune.model.worker"]
+    for report in supervise_worker("model timing", command, jobs, build_request, lambda: timeout_s):
+        record = report.record or {}
+        reason = report.failure.reason if report.failure is not None else record.get("reason", "")
+        if report.job == _TIME_JOB:
+            if report.failure is not None and report.failure.kind is FailureKind.TIMED_OUT:
+                raise IreetuneError(f"timing the model took over {timeout_s:.0f} s")
+            if report.failure is not None or record.get("status") != "ok":
+                # The timing itself failed: no model has a time, each says why.
+                failed.update({m: str(reason) for m in paths if m not in failed})
+            else:
+                times = record["times_ms"]
+        elif report.failure is not None or record.get("status") != "ok":
+            failed[report.job] = str(reason or "failed")
     runs: dict[str, ModelRun] = {}
-    for line in completed.stdout.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record.get("status") == "ok":
-            with np.load(work_dir / f"{record['id']}_outputs.npz") as archive:
-                outputs = tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))
-            runs[record["id"]] = ModelRun(record["id"], outputs, tuple(record["times_ms"]), "")
-        else:
-            runs[record["id"]] = ModelRun(record["id"], (), (), str(record.get("reason", "failed")))
     for model_id, _ in models:
-        if model_id not in runs:
-            tail = completed.stderr.strip().splitlines()[-1:] if completed.stderr else []
-            runs[model_id] = ModelRun(
-                model_id, (), (), f"model process exited {completed.returncode}: {' '.join(tail)}"
-            )
+        if model_id not in failed and model_id not in times:
+            failed[model_id] = "could not be loaded again for timing"
+        if model_id in failed:
+            runs[model_id] = ModelRun(model_id, (), (), failed[model_id])
+            continue
+        with np.load(outputs[model_id]) as archive:
+            arrays = tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))
+        runs[model_id] = ModelRun(model_id, arrays, tuple(times.get(model_id, ())), "")
     return runs
+
+
+# The last job of a model-timing worker: time every model that ran.
+_TIME_JOB = "<time>"

@@ -2,10 +2,14 @@
 
 Run as `python -m ireetune.model.worker` with a JSON request on stdin:
 {"device": "local-task", "inputs": "inputs.npz", "function": "main", "rounds": 5,
- "repetitions": 3, "jobs": [{"id": "default", "vmfb": "default.vmfb", "outputs": "d.npz"}]}
-Every model is loaded first; then each round calls every model `repetitions` times in turn, so
-a slow drift of the machine affects all of them alike. Inputs are uploaded to the device once
-and results are left there while timing. One JSON line per job at the end.
+ "repetitions": 3, "jobs": [{"kind": "load", "id": "default", "vmfb": "default.vmfb",
+ "outputs": "d.npz"}, ..., {"kind": "time", "models": [{"id": "default", "vmfb": ...}]}]}
+It speaks the worker protocol (worker_protocol.py): each "load" job loads one model, calls it
+once and saves its outputs, so a model that crashes or hangs there costs only itself; the last
+job, "time", times the models it names (loading any this process has not loaded: a fresh worker
+after a crash), each round calling every model `repetitions` times in turn, so a slow drift of
+the machine affects all of them alike. Inputs are uploaded to the device once and results are
+left there while timing.
 """
 
 from __future__ import annotations
@@ -23,41 +27,79 @@ def _as_arrays(result: Any) -> list[Any]:
     return [np.asarray(value.to_host() if hasattr(value, "to_host") else value) for value in values]
 
 
+def _emit(record: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def _load(runtime: Any, device: Any, vmfb: str, function_name: str) -> Any:
+    config = runtime.Config(device=device)
+    context = runtime.SystemContext(config=config)
+    vm_module = runtime.VmModule.mmap(config.vm_instance, vmfb)
+    context.add_vm_module(vm_module)
+    return context.modules[vm_module.name][function_name]
+
+
+def _time(
+    functions: dict[str, Any], inputs: list[Any], rounds: int, repetitions: int
+) -> dict[str, list[float]]:
+    times_ms: dict[str, list[float]] = {model_id: [] for model_id in functions}
+    for _ in range(rounds):
+        for model_id, function in functions.items():
+            for _ in range(repetitions):
+                # A synchronous function returns once its work is done; results stay on the
+                # device, so only execution is timed.
+                start = time.perf_counter()
+                function(*inputs)
+                times_ms[model_id].append((time.perf_counter() - start) * 1000.0)
+    return times_ms
+
+
 def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
 
-    device = runtime.get_device(request["device"])
+    try:
+        device = runtime.get_device(request["device"])
+    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
+        _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+        return 3
     with np.load(request["inputs"]) as archive:
         host_inputs = [archive[f"arg{i}"] for i in range(len(archive.files))]
     # Inputs go to the device once: on a GPU, copying them on every call would dominate the time.
     inputs = [runtime.asdevicearray(device, array) for array in host_inputs]
     loaded: dict[str, Any] = {}
-    records: dict[str, dict[str, Any]] = {}
-    for job in request["jobs"]:
-        try:
-            config = runtime.Config(device=device)
-            context = runtime.SystemContext(config=config)
-            vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
-            context.add_vm_module(vm_module)
-            function = context.modules[vm_module.name][request["function"]]
-            outputs = _as_arrays(function(*inputs))
-            np.savez(job["outputs"], *outputs)
-            loaded[job["id"]] = function
-            records[job["id"]] = {"id": job["id"], "status": "ok", "times_ms": []}
-        except Exception as error:  # A broken model is reported, never fatal to the others.
-            records[job["id"]] = {"id": job["id"], "status": "error", "reason": str(error)[:300]}
-    for _ in range(int(request.get("rounds", 3))):
-        for job_id, function in loaded.items():
-            for _ in range(int(request.get("repetitions", 1))):
-                # A synchronous function returns once its work is done; results stay on the
-                # device, so only execution is timed.
-                start = time.perf_counter()
-                function(*inputs)
-                records[job_id]["times_ms"].append((time.perf_counter() - start) * 1000.0)
-    for record in records.values():
-        sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
+    broken: set[str] = set()
+    for job_index, job in enumerate(request["jobs"]):
+        _emit({"event": "start", "job_index": job_index})
+        if job["kind"] == "load":
+            try:
+                function = _load(runtime, device, job["vmfb"], request["function"])
+                np.savez(job["outputs"], *_as_arrays(function(*inputs)))
+                loaded[job["id"]] = function
+                record: dict[str, Any] = {"id": job["id"], "status": "ok"}
+            except Exception as error:  # A broken model is reported, never fatal to the others.
+                broken.add(job["id"])
+                record = {"id": job["id"], "status": "error", "reason": str(error)[:300]}
+        else:
+            functions = {}
+            for model in job["models"]:
+                if model["id"] in broken:
+                    continue
+                if model["id"] not in loaded:
+                    # A fresh worker after a crash: the models that ran before are loaded again.
+                    try:
+                        loaded[model["id"]] = _load(
+                            runtime, device, model["vmfb"], request["function"]
+                        )
+                    except Exception:  # Reported by the absence of its times.
+                        continue
+                functions[model["id"]] = loaded[model["id"]]
+            times = _time(
+                functions, inputs, int(request.get("rounds", 3)), int(request.get("repetitions", 1))
+            )
+            record = {"status": "ok", "times_ms": times}
+        _emit({"event": "result", "job_index": job_index, **record})
     return 0
 
 

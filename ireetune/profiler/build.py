@@ -29,7 +29,13 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import (
+    DUMP_BENCHMARKS_FLAG,
+    TUNER_ATTRIBUTES_FLAG,
+    CompileStatus,
+    build_request,
+)
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, strip_configurations
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
@@ -101,15 +107,15 @@ def _dump_job(index: int, operation: Operation, generated_dir: Path, target: Tar
     logs = _logs(folder)
     return CompileJob(
         candidate_id=index,
-        source_path=source,
-        output_path=folder / f"{dispatch_name(operation, DEFAULT_CONFIGURATION)}_verify.vmfb",
-        flags=(
-            *target.compile_flags(),
-            f"--iree-hal-dump-executable-benchmarks-to={dump_dir}",
-            "--iree-codegen-add-tuner-attributes",
+        request=build_request(
+            target,
+            source,
+            folder / f"{dispatch_name(operation, DEFAULT_CONFIGURATION)}_verify.vmfb",
+            phase_flags=(TUNER_ATTRIBUTES_FLAG,),
+            dumps=((DUMP_BENCHMARKS_FLAG, dump_dir),),
+            reproducer_path=logs / "dump_reproducer.mlir",
         ),
         log_path=logs / "dump_compile.log",
-        reproducer_path=logs / "dump_reproducer.mlir",
     )
 
 
@@ -319,17 +325,18 @@ def _compile_jobs(
     """Return the profile (and, for non-default configurations, verify) compile of a dispatch."""
     name = dispatch_name(item.operation, configuration)
     logs = _logs(item.folder)
-    spec_flags = (
-        target.spec_flags(configuration.spec_path) if configuration.spec_path is not None else []
-    )
     jobs = [
         CompileJob(
             candidate_id=first_id,
-            source_path=item.benchmark_path,
-            output_path=item.folder / f"{name}_profile.vmfb",
-            flags=(*target.compile_flags(), "--compile-from=executable-sources", *spec_flags),
+            request=build_request(
+                target,
+                item.benchmark_path,
+                item.folder / f"{name}_profile.vmfb",
+                phase_flags=("--compile-from=executable-sources",),
+                spec_path=configuration.spec_path,
+                reproducer_path=logs / f"{name}_profile_reproducer.mlir",
+            ),
             log_path=logs / f"{name}_profile.log",
-            reproducer_path=logs / f"{name}_profile_reproducer.mlir",
         )
     ]
     owners[first_id] = (entry_index, "profile")
@@ -337,11 +344,14 @@ def _compile_jobs(
         jobs.append(
             CompileJob(
                 candidate_id=first_id + 1,
-                source_path=item.folder / f"{item.operation.name}.mlir",
-                output_path=item.folder / f"{name}_verify.vmfb",
-                flags=(*target.compile_flags(), *spec_flags),
+                request=build_request(
+                    target,
+                    item.folder / f"{item.operation.name}.mlir",
+                    item.folder / f"{name}_verify.vmfb",
+                    spec_path=configuration.spec_path,
+                    reproducer_path=logs / f"{name}_verify_reproducer.mlir",
+                ),
                 log_path=logs / f"{name}_verify.log",
-                reproducer_path=logs / f"{name}_verify_reproducer.mlir",
             )
         )
         owners[first_id + 1] = (entry_index, "verify")

@@ -15,9 +15,16 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.compile.driver import (
+    DUMP_CONFIGURATIONS_FLAG,
+    DUMP_SPECS_FLAG,
+    CompileRequest,
+    CompileResult,
+    CompileStatus,
+    run_compile,
+)
 from ireetune.errors import IreetuneError
 from ireetune.targets import parse_target
-from ireetune.tools import find_tool, first_error_line, run_tool
 
 
 @dataclass(frozen=True)
@@ -34,28 +41,45 @@ class CompileTarget:
         """Return the flag that makes iree-compile apply the spec at `spec_path`."""
         return [f"{self.spec_flag}={spec_path}"]
 
-
-_TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
-_LIBRARY_FLAG = "--iree-codegen-transform-dialect-library"
+    def request(
+        self,
+        source_path: Path,
+        output_path: Path,
+        *,
+        phase_flags: tuple[str, ...] = (),
+        spec_path: Path | None = None,
+        default_specs: bool = False,
+        dumps: tuple[tuple[str, Path], ...] = (),
+        timeout_s: float | None = None,
+    ) -> CompileRequest:
+        """Return the request that compiles `source_path` for this target."""
+        return CompileRequest(
+            source_path,
+            output_path,
+            target_flags=self.compile_flags,
+            phase_flags=phase_flags,
+            spec_flag=self.spec_flag,
+            spec_path=spec_path,
+            default_specs=default_specs,
+            dumps=dumps,
+            timeout_s=timeout_s,
+        )
 
 
 def resolve_compile_target(text: str, global_flags: Sequence[str] = ()) -> CompileTarget:
     """Turn a `--target` value (`cpu`, `cuda:sm_80`, `rocm:gfx942`) into a CompileTarget.
 
-    The flags come from the target itself, then `global_flags` (a tuned flags file); CUDA ignores
-    the tuning-spec flag, so its target applies specs as a transform-dialect library, which does
-    not link several specs (REFERENCE.md).
+    The flags come from the target itself, then `global_flags` (a tuned flags file); how a spec
+    is applied, whether the compiler links it and whether IREE ships default specs, the target
+    says (CUDA applies specs as a transform-dialect library, which links nothing; REFERENCE.md).
     """
     target = parse_target(text).with_global_flags(global_flags)
-    flags = target.spec_flags(Path("SPEC"))
-    assert len(flags) == 1 and flags[0].endswith("=SPEC"), f"unexpected spec flags {flags}"
-    spec_flag = flags[0].removesuffix("=SPEC")
     return CompileTarget(
         name=target.name,
         compile_flags=tuple(target.compile_flags()),
-        spec_flag=spec_flag,
-        links_specs=spec_flag != _LIBRARY_FLAG,
-        has_default_specs=target.backend == "rocm",
+        spec_flag=target.spec_flag,
+        links_specs=target.links_specs,
+        has_default_specs=target.has_default_specs,
     )
 
 
@@ -93,24 +117,18 @@ def dump_used_spec(
         raise IreetuneError(f"spec not found: {spec_path}")
     with tempfile.TemporaryDirectory(prefix="ireetune_dump_") as folder:
         dump_dir = Path(folder) / "specs"
-        arguments = [
-            find_tool("iree-compile"),
-            str(model_path),
-            *target.compile_flags,
-            *(target.spec_flags(spec_path) if spec_path else []),
-            *(["--iree-codegen-enable-default-tuning-specs"] if with_default_specs else []),
-            f"--iree-codegen-dump-tuning-specs-to={dump_dir}",
-            "--compile-to=executable-configurations",
-            "-o",
-            str(Path(folder) / "configured.mlir"),
-        ]
-        result = run_tool(arguments, timeout_s=timeout_s)
-        if result.timed_out:
-            raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
-        if result.returncode != 0:
-            raise IreetuneError(
-                f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+        result = run_compile(
+            target.request(
+                model_path,
+                Path(folder) / "configured.mlir",
+                phase_flags=("--compile-to=executable-configurations",),
+                spec_path=spec_path,
+                default_specs=with_default_specs,
+                dumps=((DUMP_SPECS_FLAG, dump_dir),),
+                timeout_s=timeout_s,
             )
+        )
+        _raise_unless_compiled(result, model_path, timeout_s)
         dumped = sorted(dump_dir.glob("*.mlir")) if dump_dir.is_dir() else []
         texts = [path.read_text() for path in dumped]
     if not target.links_specs:
@@ -176,24 +194,16 @@ def compile_with_spec(
     with tempfile.TemporaryDirectory(prefix="ireetune_compile_") as folder:
         config_dir = Path(folder) / "configurations"
         vmfb_path = Path(folder) / "model.vmfb"
-        result = run_tool(
-            [
-                find_tool("iree-compile"),
-                str(model_path),
-                *target.compile_flags,
-                *target.spec_flags(spec_path),
-                f"--iree-hal-dump-executable-configurations-to={config_dir}",
-                "-o",
-                str(vmfb_path),
-            ],
-            timeout_s=timeout_s,
-        )
-        if result.timed_out:
-            raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
-        if result.returncode != 0:
-            raise IreetuneError(
-                f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
+        result = run_compile(
+            target.request(
+                model_path,
+                vmfb_path,
+                spec_path=spec_path,
+                dumps=((DUMP_CONFIGURATIONS_FLAG, config_dir),),
+                timeout_s=timeout_s,
             )
+        )
+        _raise_unless_compiled(result, model_path, timeout_s)
         checks: list[LandingCheck] = []
         notes: list[str] = []
         for index, config_path in enumerate(sorted(config_dir.glob("*.mlir"))):
@@ -232,16 +242,15 @@ def compile_without_spec(
     if not model_path.is_file():
         raise IreetuneError(f"model not found: {model_path}")
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    result = run_tool(
-        [find_tool("iree-compile"), str(model_path), *target.compile_flags, "-o", str(output_path)],
-        timeout_s=timeout_s,
-    )
-    if result.timed_out:
+    result = run_compile(target.request(model_path, output_path, timeout_s=timeout_s))
+    _raise_unless_compiled(result, model_path, timeout_s)
+
+
+def _raise_unless_compiled(result: CompileResult, model_path: Path, timeout_s: float) -> None:
+    if result.status is CompileStatus.TIMED_OUT:
         raise IreetuneError(f"iree-compile took over {timeout_s:.0f} s on {model_path}")
-    if result.returncode != 0:
-        raise IreetuneError(
-            f"iree-compile failed on {model_path}: {first_error_line(result.stderr)}"
-        )
+    if not result.ok:
+        raise IreetuneError(f"iree-compile failed on {model_path}: {result.error_line}")
 
 
 def _configured_ops(module: ir.Module) -> list[ir.Operation]:

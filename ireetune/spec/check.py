@@ -22,9 +22,9 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.compile.driver import CompileRequest, CompileStatus, run_compile
 from ireetune.spec.apply import CompileTarget
 from ireetune.spec.source import SourceLocation, SpecParseError, find_location, read_spec
-from ireetune.tools import find_tool, run_tool
 
 ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_entrypoint"
 DEFAULT_ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_with_default_entrypoint"
@@ -180,19 +180,18 @@ def load_with_compiler(spec_path: Path, target: CompileTarget, timeout_s: float)
     with tempfile.TemporaryDirectory(prefix="ireetune_check_") as folder:
         model_path = Path(folder) / "spec_load_check.mlir"
         model_path.write_text(_LOAD_CHECK_MODEL)
-        result = run_tool(
-            [
-                find_tool("iree-compile"),
-                str(model_path),
-                *target.compile_flags,
-                *target.spec_flags(spec_path),
-                "--compile-to=executable-configurations",
-                "-o",
-                str(Path(folder) / "configured.mlir"),
-            ],
-            timeout_s=timeout_s,
+        result = run_compile(
+            CompileRequest(
+                model_path,
+                Path(folder) / "configured.mlir",
+                target_flags=target.compile_flags,
+                phase_flags=("--compile-to=executable-configurations",),
+                spec_flag=target.spec_flag,
+                spec_path=spec_path,
+                timeout_s=timeout_s,
+            )
         )
-    if result.timed_out:
+    if result.status is CompileStatus.TIMED_OUT:
         return [
             Violation(
                 None,
@@ -200,7 +199,7 @@ def load_with_compiler(spec_path: Path, target: CompileTarget, timeout_s: float)
                 ViolationSource.LOAD,
             )
         ]
-    if result.returncode == 0:
+    if result.ok:
         return []
     violations = []
     for line in result.stderr.splitlines():

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.compile.driver import CompileRequest, CompilerTool, run_compile
 from ireetune.errors import IreetuneError
 from ireetune.spec.check import (
     ENTRYPOINT_ATTR,
@@ -36,7 +37,6 @@ from ireetune.spec.check import (
 )
 from ireetune.spec.inspect import MatcherInfo, list_matchers, pick_winner
 from ireetune.spec.source import parse_spec, read_spec
-from ireetune.tools import find_tool, first_error_line, run_tool
 
 
 class LinkForm(enum.Enum):
@@ -252,20 +252,17 @@ def link_spec_files(
             combined_path = Path(folder) / "combined.mlir"
             linked_path = Path(folder) / "linked.mlir"
             combined_path.write_text(str(combined))
-            result = run_tool(
-                [
-                    find_tool("iree-opt"),
-                    str(combined_path),
-                    "--iree-codegen-link-tuning-specs",
-                    "-o",
-                    str(linked_path),
-                ],
-                timeout_s=timeout_s,
-            )
-            if result.returncode != 0:
-                raise IreetuneError(
-                    f"iree-opt could not link the specs: {first_error_line(result.stderr)}"
+            result = run_compile(
+                CompileRequest(
+                    combined_path,
+                    linked_path,
+                    phase_flags=("--iree-codegen-link-tuning-specs",),
+                    timeout_s=timeout_s,
+                    tool=CompilerTool.OPT,
                 )
+            )
+            if not result.ok:
+                raise IreetuneError(f"iree-opt could not link the specs: {result.error_line}")
             linked_text = linked_path.read_text()
             warnings = tuple(
                 line.split("warning: ", 1)[1]

@@ -23,6 +23,8 @@ from ireetune.problem.registry import family_names
 from ireetune.search.candidate import Knobs
 from ireetune.search.features import FeatureSpace
 
+# The option that applies a tuning spec on most backends (llvm-cpu, ROCm).
+TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
 # A machine fact a target's features depend on (vector width, cache size, thread count).
 FactValue = int | float | str
 
@@ -141,9 +143,36 @@ class Target(abc.ABC):
         """Return the global compiler options worth searching on this target (default: none)."""
         return FlagSpace(options=(), combinations=())
 
-    @abc.abstractmethod
+    @property
+    def spec_flag(self) -> str:
+        """Name the iree-compile option that applies a tuning spec on this target (the tuning-spec
+        path by default; a backend that ignores it names its own)."""
+        return TUNING_SPEC_FLAG
+
+    @property
+    def links_specs(self) -> bool:
+        """Say whether the compiler links the spec with others (a tuning spec) rather than running
+        it as given (a transform-dialect library), so that it can dump the linked spec."""
+        return self.spec_flag == TUNING_SPEC_FLAG
+
+    @property
+    def has_default_specs(self) -> bool:
+        """Say whether IREE ships default tuning specs for this target (default: no)."""
+        return False
+
+    def peak_gflops(self, element_type: str) -> float | None:
+        """Return the published dense peak of this target's usual device for inputs of
+        `element_type` (`f16`, `f32`, ...), or None when unknown (CPUs: it depends on the part)."""
+        return None
+
+    @property
+    def peak_device(self) -> str:
+        """Name the device `peak_gflops` describes."""
+        return self.name
+
     def spec_flags(self, spec_path: Path) -> list[str]:
         """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
+        return [f"{self.spec_flag}={spec_path}"]
 
     def spec_prologue(self, problem: Problem) -> tuple[str, ...]:
         """Name the passes a spec must run on the payload before matching `problem`, so that the

@@ -7,9 +7,9 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.compile.driver import DUMP_CONFIGURATIONS_FLAG, build_request, run_compile
 from ireetune.errors import IreetuneError
 from ireetune.targets.base import Target
-from ireetune.tools import find_tool, run_tool
 
 
 def dump_configurations(
@@ -19,18 +19,16 @@ def dump_configurations(
     work_dir.mkdir(parents=True, exist_ok=True)
     dump_dir = work_dir / "configuration_dump"
     configured = work_dir / "configured.mlir"
-    result = run_tool(
-        [
-            find_tool("iree-compile"), str(stripped_path), *target.compile_flags(),
-            "--compile-from=executable-sources", *target.spec_flags(spec_path),
-            "--compile-to=executable-configurations",
-            f"--iree-hal-dump-executable-configurations-to={dump_dir}", "-o", str(configured),
-        ],
-        timeout_s=timeout_s,
+    result = run_compile(
+        build_request(
+            target, stripped_path, configured,
+            phase_flags=("--compile-from=executable-sources", "--compile-to=executable-configurations"),
+            spec_path=spec_path, dumps=((DUMP_CONFIGURATIONS_FLAG, dump_dir),), timeout_s=timeout_s,
+        )
     )  # fmt: skip
     if dump_dir.exists() and any(dump_dir.iterdir()):
         return "\n".join(p.read_text() for p in sorted(dump_dir.iterdir()))
-    if result.returncode == 0 and configured.exists():
+    if result.ok and configured.exists():
         return configured.read_text()
     return ""
 

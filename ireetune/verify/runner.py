@@ -1,8 +1,8 @@
-"""Run reference programs in a separate process, so a broken candidate cannot crash the tuner."""
+"""Run reference programs in worker processes (the worker protocol, worker_protocol.py), so a
+broken candidate cannot crash the tuner, and one that crashes or hangs costs only itself."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.child_process import run_child
+from ireetune.worker_protocol import supervise_worker
 
 
 @dataclass(frozen=True)
@@ -30,39 +30,46 @@ def run_reference_programs(
     repetitions: int = 3,
     timeout_s: float = 600.0,
 ) -> dict[int, ReferenceRun]:
+    """Run each (candidate_id, binary, output path) on the inputs with the executor in use."""
+    from ireetune.executor.base import current_executor
+
+    return current_executor().run_reference_programs(
+        jobs, device, inputs_path, repetitions, timeout_s
+    )
+
+
+def run_reference_programs_here(
+    jobs: Sequence[tuple[int, Path, Path]],
+    device: str,
+    inputs_path: Path,
+    repetitions: int = 3,
+    timeout_s: float = 600.0,
+) -> dict[int, ReferenceRun]:
     """Run each (candidate_id, binary, output path) on the inputs; collect what came back."""
     if not jobs:
         return {}
-    request = {
-        "device": device,
-        "inputs": str(inputs_path),
-        "repetitions": repetitions,
-        "jobs": [
-            {"candidate_id": cid, "vmfb": str(vmfb), "output": str(out)} for cid, vmfb, out in jobs
-        ],
-    }
-    completed = run_child(
-        [sys.executable, "-m", "ireetune.verify.worker"],
-        input_text=json.dumps(request),
-        timeout_s=timeout_s,
-    )
-    stdout = completed.stdout
-    if completed.timed_out:
-        failure = f"verification timed out after {timeout_s:.0f} s"
-    else:
-        failure = f"verification process exited {completed.returncode}"
+
+    def build_request(pending: Sequence[tuple[int, Path, Path]], _: int) -> dict[str, object]:
+        return {
+            "device": device,
+            "inputs": str(inputs_path),
+            "repetitions": repetitions,
+            "jobs": [
+                {"candidate_id": cid, "vmfb": str(vmfb), "output": str(out)}
+                for cid, vmfb, out in pending
+            ],
+        }
+
     runs: dict[int, ReferenceRun] = {}
-    for line in stdout.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        candidate_id = int(record["candidate_id"])
-        if record.get("status") == "ok":
-            output_path = next(out for cid, _, out in jobs if cid == candidate_id)
+    command = [sys.executable, "-m", "ireetune.verify.worker"]
+    for report in supervise_worker("verification", command, jobs, build_request, lambda: timeout_s):
+        candidate_id, _, output_path = report.job
+        record = report.record
+        if report.failure is not None:
+            runs[candidate_id] = ReferenceRun(None, None, report.failure.reason)
+        elif record is not None and record.get("status") == "ok":
             runs[candidate_id] = ReferenceRun(np.load(output_path), record.get("median_ms"), "")
         else:
-            runs[candidate_id] = ReferenceRun(None, None, str(record.get("reason", "")))
-    for candidate_id, _, _ in jobs:
-        runs.setdefault(candidate_id, ReferenceRun(None, None, failure))
+            reason = str(record.get("reason", "")) if record is not None else ""
+            runs[candidate_id] = ReferenceRun(None, None, reason)
     return runs

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
 from ireetune.targets.base import Target
@@ -68,11 +69,14 @@ def compile_references(
     jobs = [
         CompileJob(
             candidate_id=candidate_id,
-            source_path=setup.source_path,
-            output_path=work_dir / f"reference_{candidate_id}.vmfb",
-            flags=(*target.compile_flags(), *target.spec_flags(spec_path)),
+            request=build_request(
+                target,
+                setup.source_path,
+                work_dir / f"reference_{candidate_id}.vmfb",
+                spec_path=spec_path,
+                reproducer_path=failures_dir / f"{candidate_id}_reference_reproducer.mlir",
+            ),
             log_path=failures_dir / f"{candidate_id}_reference_compile.log",
-            reproducer_path=failures_dir / f"{candidate_id}_reference_reproducer.mlir",
         )
         for candidate_id, spec_path in sorted(spec_paths.items())
     ]

@@ -3,8 +3,9 @@
 Run as `python -m ireetune.verify.worker` with a JSON request on stdin:
 {"device": "local-task", "inputs": "inputs.npz", "repetitions": 3,
  "jobs": [{"candidate_id": 0, "vmfb": "ref_0.vmfb", "output": "out_0.npy"}]}
-Each job prints one JSON line with its status and the median call time in milliseconds. Like
-the benchmark worker it needs only `iree-base-runtime` and `numpy`.
+It speaks the worker protocol (worker_protocol.py): a "start" line before each job, a "result"
+line after it with its status and the median call time in milliseconds. Like the benchmark worker
+it needs only `iree-base-runtime` and `numpy`.
 """
 
 from __future__ import annotations
@@ -54,10 +55,15 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
 
-    device = runtime.get_device(request["device"])
+    try:
+        device = runtime.get_device(request["device"])
+    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
+        _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+        return 3
     with np.load(request["inputs"]) as archive:
         inputs = [_restore_bf16(archive[f"arg{i}"]) for i in range(len(archive.files))]
-    for job in request["jobs"]:
+    for job_index, job in enumerate(request["jobs"]):
+        _emit({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
             record = _run_job(runtime, device, inputs, job, int(request.get("repetitions", 3)))
         except Exception as error:  # A broken candidate is reported, never fatal.
@@ -66,9 +72,13 @@ def main() -> int:
                 "status": "error",
                 "reason": str(error)[:300],
             }
-        sys.stdout.write(json.dumps(record) + "\n")
-        sys.stdout.flush()
+        _emit({"event": "result", "job_index": job_index, **record})
     return 0
+
+
+def _emit(record: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -21,10 +21,17 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.compile.driver import (
+    DUMP_BENCHMARKS_FLAG,
+    TUNER_ATTRIBUTES_FLAG,
+    build_request,
+    run_compile,
+)
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem, as_contraction
 from ireetune.problem.family import Problem
+from ireetune.targets.base import Target
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
     ConstraintSpace,
@@ -33,7 +40,6 @@ from ireetune.targets.gpu.constraints import (
 )
 from ireetune.targets.gpu.target import GpuSpace
 from ireetune.targets.gpu.template import IntKnob, TemplateDict, TemplateValue
-from ireetune.tools import find_tool, first_error_line, run_tool
 
 logger = logging.getLogger(__name__)
 
@@ -91,24 +97,22 @@ func.func @main(%lhs: {tensor[0]}, %rhs: {tensor[1]}) -> {tensor[2]} {{
 
 
 def dump_proxy_benchmark(
-    problem: ContractionProblem, compile_flags: list[str], folder: Path, timeout_s: float
+    problem: ContractionProblem, target: Target, folder: Path, timeout_s: float
 ) -> Path:
     """Compile the proxy model, dumping its dispatch benchmark; return that file."""
     folder.mkdir(parents=True, exist_ok=True)
     model = folder / "proxy.mlir"
     model.write_text(build_proxy_model(problem))
-    result = run_tool(
-        [
-            find_tool("iree-compile"), str(model), *compile_flags,
-            f"--iree-hal-dump-executable-benchmarks-to={folder / 'dumps'}",
-            "--iree-codegen-add-tuner-attributes", "-o", str(folder / "proxy.vmfb"),
-        ],
-        timeout_s=timeout_s,
+    result = run_compile(
+        build_request(
+            target, model, folder / "proxy.vmfb", phase_flags=(TUNER_ATTRIBUTES_FLAG,),
+            dumps=((DUMP_BENCHMARKS_FLAG, folder / "dumps"),), timeout_s=timeout_s,
+        )
     )  # fmt: skip
-    dumps = sorted((folder / "dumps").glob("*_benchmark.mlir")) if result.returncode == 0 else []
+    dumps = sorted((folder / "dumps").glob("*_benchmark.mlir")) if result.ok else []
     if len(dumps) != 1:
         raise IreetuneError(
-            f"the batch-free proxy of {problem.signature} did not compile: {first_error_line(result.stderr)}"
+            f"the batch-free proxy of {problem.signature} did not compile: {result.error_line or 'no dispatch benchmark'}"
         )
     return dumps[0]
 
@@ -197,16 +201,15 @@ class BatchContractionSpace(GpuSpace):
             if not supports_proxy(contraction):
                 raise
             logger.warning("%s; using the space of its batch-free proxy", error)
-            flags = self.target.compile_flags()
             proxy_benchmark = dump_proxy_benchmark(
-                contraction, flags, scratch_dir / "proxy", EMIT_TIMEOUT_S
+                contraction, self.target, scratch_dir / "proxy", EMIT_TIMEOUT_S
             )
             proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
             strip_configurations(
                 proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
             )
             text = emit_constraints(
-                proxy_stripped, flags, scratch_dir / "proxy" / "space.mlir", EMIT_TIMEOUT_S
+                proxy_stripped, self.target, scratch_dir / "proxy" / "space.mlir", EMIT_TIMEOUT_S
             )
             # The dispatch's own text is stored beside the proxy's space: it holds the default.
             original_text = benchmark_path.read_text()

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
+from ireetune.compile.driver import build_request, run_compile
 from ireetune.errors import IreetuneError
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
@@ -33,7 +35,9 @@ from ireetune.targets.gpu.template import (
     one_of_options,
     read_template,
 )
-from ireetune.tools import find_tool, first_error_line, run_tool
+
+if TYPE_CHECKING:
+    from ireetune.targets.base import Target
 
 CONSTRAINTS_OP = "iree_codegen.smt.constraints"
 ASSERT_OP = "iree_codegen.smt.assert"
@@ -63,25 +67,24 @@ class CompilerSpace:
 
 
 def emit_constraints(
-    stripped_path: Path, compile_flags: list[str], output_path: Path, timeout_s: float
+    stripped_path: Path, target: Target, output_path: Path, timeout_s: float
 ) -> str:
     """Run iree-compile to the configuration stage with constraint emission; return the IR text."""
-    result = run_tool(
-        [
-            find_tool("iree-compile"),
-            str(stripped_path),
-            *compile_flags,
-            "--compile-from=executable-sources",
-            "--iree-codegen-emit-pipeline-constraints",
-            "--compile-to=executable-configurations",
-            "-o",
-            str(output_path),
-        ],
-        timeout_s=timeout_s,
+    result = run_compile(
+        build_request(
+            target,
+            stripped_path,
+            output_path,
+            phase_flags=(
+                "--compile-from=executable-sources",
+                "--iree-codegen-emit-pipeline-constraints",
+                "--compile-to=executable-configurations",
+            ),
+            timeout_s=timeout_s,
+        )
     )
-    if result.returncode != 0:
-        crashed = result.returncode < 0 or "Stack dump:" in result.stderr
-        detail = "iree-compile crashed" if crashed else first_error_line(result.stderr)
+    if not result.ok:
+        detail = "iree-compile crashed" if result.crashed else result.error_line
         raise IreetuneError(f"the compiler could not emit the search space: {detail}")
     return output_path.read_text()
 

@@ -9,8 +9,6 @@ the user is still a standard tuning spec (see docs/gpu.md).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ireetune.flags.space import FlagSpace
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget
@@ -30,8 +28,9 @@ class CudaTarget(GpuTarget):
     def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch.name}"]
 
-    def spec_flags(self, spec_path: Path) -> list[str]:
-        return [f"--iree-codegen-transform-dialect-library={spec_path}"]
+    @property
+    def spec_flag(self) -> str:
+        return "--iree-codegen-transform-dialect-library"
 
     def flag_space(self) -> FlagSpace:
         return CUDA_FLAG_SPACE

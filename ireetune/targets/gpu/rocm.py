@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ireetune.flags.space import FlagSpace
 from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS, ExtraKnob
 from ireetune.targets.gpu.flags import ROCM_FLAG_SPACE
@@ -29,8 +27,11 @@ class RocmTarget(GpuTarget):
     def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch.name}"]
 
-    def spec_flags(self, spec_path: Path) -> list[str]:
-        return [f"--iree-codegen-tuning-spec-path={spec_path}"]
+    @property
+    def has_default_specs(self) -> bool:
+        # IREE ships default tuning specs for ROCm only; `--iree-codegen-enable-default-tuning-specs`
+        # links them after the user's.
+        return True
 
     def flag_space(self) -> FlagSpace:
         return ROCM_FLAG_SPACE

@@ -237,9 +237,7 @@ class GpuSpace(FamilySpace):
         strip_configurations(
             benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
         )
-        text = emit_constraints(
-            stripped, self.target.compile_flags(), scratch_dir / "space.mlir", EMIT_TIMEOUT_S
-        )
+        text = emit_constraints(stripped, self.target, scratch_dir / "space.mlir", EMIT_TIMEOUT_S)
         self.store_space(problem, text, None)
         return read_constraint_spaces(text, context)
 
@@ -437,6 +435,24 @@ class GpuTarget(Target):
     @property
     def name(self) -> str:
         return f"{self.arch.family.value}:{self.arch.name}"
+
+    def peak_gflops(self, element_type: str) -> float | None:
+        # The table lives with the profiler, which reads it on runtime-only hosts.
+        from ireetune.profiler.operations import ElementType
+        from ireetune.profiler.peaks import lookup_peak_gflops
+
+        known = {member.value for member in ElementType}
+        return (
+            lookup_peak_gflops(self.name, ElementType(element_type))
+            if element_type in known
+            else None
+        )
+
+    @property
+    def peak_device(self) -> str:
+        from ireetune.profiler.peaks import PEAK_DEVICE
+
+        return PEAK_DEVICE.get(self.name, self.name)
 
     @property
     def extra_knobs(self) -> tuple[ExtraKnob, ...]:

@@ -80,9 +80,6 @@ class LlvmCpuTarget(Target):
             f"--iree-llvmcpu-target-cpu={self.cpu}",
         ]
 
-    def spec_flags(self, spec_path: Path) -> list[str]:
-        return [f"--iree-codegen-tuning-spec-path={spec_path}"]
-
     def flag_space(self) -> FlagSpace:
         return CPU_FLAG_SPACE
 

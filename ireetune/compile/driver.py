@@ -1,0 +1,186 @@
+"""The compiler driver: one typed request for every `iree-compile` and `iree-opt` run.
+
+Every stage that compiles (candidates, reference programs, dispatch dumps, the search space's
+constraints, spec checks, linking) states what it wants as a `CompileRequest`: the target's
+flags, the phase flags, the spec and how the target applies it, IREE's default specs, the folders
+the compiler dumps into, a timeout and where a crash reproducer goes. `run_compile` turns it into
+one command line and one `CompileResult` with the status and the telling error line, so no stage
+assembles arguments or reads stderr on its own, and an executor can ship a request to another
+machine (the files it names are all in the request).
+
+The compiler runs in the source's folder on the source's bare file name: the binary embeds the
+name as given, so the same source compiles to the same bytes from any folder or machine (seen with
+IREE 3.13: a matmul compiled from a/m.mlir and b/m.mlir differs, from `cd a; m.mlir` and
+`cd b; m.mlir` it is identical). Binary hashes then compare across executors and hosts.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ireetune.tools import find_tool, first_error_line, run_tool
+
+if TYPE_CHECKING:
+    from ireetune.targets.base import Target
+
+DEFAULT_SPECS_FLAG = "--iree-codegen-enable-default-tuning-specs"
+DUMP_BENCHMARKS_FLAG = "--iree-hal-dump-executable-benchmarks-to"
+DUMP_CONFIGURATIONS_FLAG = "--iree-hal-dump-executable-configurations-to"
+DUMP_SPECS_FLAG = "--iree-codegen-dump-tuning-specs-to"
+TUNER_ATTRIBUTES_FLAG = "--iree-codegen-add-tuner-attributes"
+REPRODUCER_FLAG = "--mlir-pass-pipeline-crash-reproducer"
+
+
+class CompilerTool(enum.Enum):
+    """The IREE tool a request runs."""
+
+    COMPILE = "iree-compile"
+    OPT = "iree-opt"
+
+
+class CompileStatus(enum.Enum):
+    COMPILED = "compiled"
+    FAILED = "compile-failed"
+    TIMED_OUT = "compile-timed-out"
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """One compile: what goes in, what comes out, and how the target is selected.
+
+    `target_flags` select the target (and carry its global flags); `phase_flags` say which part
+    of the pipeline runs (`--compile-from=executable-sources`, `--compile-to=stream`, a pass
+    pipeline) and any other option; `dumps` are (flag, folder) pairs the compiler writes into.
+    """
+
+    source_path: Path
+    output_path: Path
+    target_flags: tuple[str, ...] = ()
+    phase_flags: tuple[str, ...] = ()
+    spec_flag: str = ""
+    spec_path: Path | None = None
+    default_specs: bool = False
+    dumps: tuple[tuple[str, Path], ...] = ()
+    timeout_s: float | None = None
+    reproducer_path: Path | None = None
+    tool: CompilerTool = CompilerTool.COMPILE
+
+    def __post_init__(self) -> None:
+        assert self.spec_path is None or self.spec_flag, "a spec needs the flag that applies it"
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """What one compile gave: its status, the one-line reason of a failure (the first error, the
+    signal of a crash, the timeout), the whole stderr, and the reproducer when one was kept."""
+
+    status: CompileStatus
+    error_line: str
+    stderr: str
+    returncode: int
+    seconds: float
+    arguments: tuple[str, ...]
+    reproducer_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CompileStatus.COMPILED
+
+    @property
+    def crashed(self) -> bool:
+        """Say whether the compiler died of a signal or an internal error (not a clean error)."""
+        return self.returncode < 0 or "Stack dump:" in self.stderr
+
+
+def build_request(
+    target: Target,
+    source_path: Path,
+    output_path: Path,
+    *,
+    phase_flags: tuple[str, ...] = (),
+    spec_path: Path | None = None,
+    default_specs: bool = False,
+    dumps: tuple[tuple[str, Path], ...] = (),
+    timeout_s: float | None = None,
+    reproducer_path: Path | None = None,
+) -> CompileRequest:
+    """Return the request that compiles `source_path` for `target` (its flags and spec flag)."""
+    return CompileRequest(
+        source_path=source_path,
+        output_path=output_path,
+        target_flags=tuple(target.compile_flags()),
+        phase_flags=phase_flags,
+        spec_flag=target.spec_flag,
+        spec_path=spec_path,
+        default_specs=default_specs,
+        dumps=dumps,
+        timeout_s=timeout_s,
+        reproducer_path=reproducer_path,
+    )
+
+
+def build_arguments(request: CompileRequest, tool_path: str) -> list[str]:
+    """Return the command line of a request, run from the source's folder.
+
+    Every path but the source's is absolute, so the working folder changes nothing but the name
+    the binary embeds.
+    """
+    arguments = [tool_path, request.source_path.name, *request.target_flags, *request.phase_flags]
+    if request.spec_path is not None:
+        arguments.append(f"{request.spec_flag}={request.spec_path.absolute()}")
+    if request.default_specs:
+        arguments.append(DEFAULT_SPECS_FLAG)
+    arguments.extend(f"{flag}={folder.absolute()}" for flag, folder in request.dumps)
+    if request.reproducer_path is not None:
+        arguments.append(f"{REPRODUCER_FLAG}={request.reproducer_path.absolute()}")
+    arguments.extend(["-o", str(request.output_path.absolute())])
+    return arguments
+
+
+def run_compile(request: CompileRequest) -> CompileResult:
+    """Run one request; never raise for the compiler's failure (the result says it).
+
+    A failed or timed-out compile leaves no output file behind; a successful one leaves no
+    reproducer.
+    """
+    arguments = build_arguments(request, find_tool(request.tool.value))
+    start = time.perf_counter()
+    result = run_tool(arguments, timeout_s=request.timeout_s, cwd=request.source_path.parent)
+    seconds = time.perf_counter() - start
+    reproducer = request.reproducer_path
+    kept = reproducer if reproducer is not None and reproducer.exists() else None
+    if result.timed_out:
+        request.output_path.unlink(missing_ok=True)
+        assert request.timeout_s is not None
+        return CompileResult(
+            CompileStatus.TIMED_OUT,
+            f"timed out after {request.timeout_s:.0f} s",
+            result.stderr,
+            result.returncode,
+            seconds,
+            tuple(arguments),
+            kept,
+        )
+    if result.returncode != 0 or not request.output_path.exists():
+        request.output_path.unlink(missing_ok=True)
+        reason = first_error_line(result.stderr)
+        if result.returncode < 0:
+            reason = f"compiler crashed (signal {-result.returncode}): {reason}"
+        return CompileResult(
+            CompileStatus.FAILED,
+            reason,
+            result.stderr,
+            result.returncode,
+            seconds,
+            tuple(arguments),
+            kept,
+        )
+    if reproducer is not None:
+        reproducer.unlink(missing_ok=True)
+    return CompileResult(
+        CompileStatus.COMPILED, "", result.stderr, result.returncode, seconds, tuple(arguments)
+    )

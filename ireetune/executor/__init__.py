@@ -1,0 +1,62 @@
+"""Executors: where compiles and measurements run (this host, or a Ray cluster)."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ireetune.executor.base import Executor, LocalExecutor, current_executor, use_executor
+
+
+class ExecutorKind(enum.Enum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """How to reach and use a Ray cluster.
+
+    `address` is a running cluster's (`ray start --head` prints it; "auto" finds the local one);
+    empty starts a private one-node cluster for the run. `compile_resource` names a custom
+    resource that only nodes with the IREE compiler advertise (`ray start --resources`), so
+    compile tasks land only there; `device_resource` likewise names the resource of the nodes
+    whose devices measure (one unit per device); empty means any node (`num_gpus=1` on GPUs).
+    `compile_retries` is how often a compile lost with its worker or node is tried again.
+    """
+
+    address: str = ""
+    compile_resource: str = ""
+    device_resource: str = ""
+    compile_retries: int = 3
+    # Start a private cluster with this many CPUs (0: all of this host's); tests use 2.
+    num_cpus: int = 0
+
+
+@contextlib.contextmanager
+def open_executor(kind: ExecutorKind, ray: RaySettings | None = None) -> Iterator[Executor]:
+    """Start the chosen executor, make it current for the block, and give it back after."""
+    if kind is ExecutorKind.LOCAL:
+        yield current_executor()
+        return
+    from ireetune.executor.ray_executor import RayExecutor
+
+    executor = RayExecutor(ray or RaySettings())
+    try:
+        with use_executor(executor):
+            yield executor
+    finally:
+        executor.close()
+
+
+__all__ = [
+    "Executor",
+    "ExecutorKind",
+    "LocalExecutor",
+    "RaySettings",
+    "current_executor",
+    "open_executor",
+    "use_executor",
+]

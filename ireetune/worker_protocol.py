@@ -1,0 +1,167 @@
+"""The protocol of every runtime worker (benchmark, verification, model timing) and its supervisor.
+
+A worker is a process that reads one JSON request on stdin, holding a list of "jobs", and works
+through them in order, printing one JSON line per event on stdout:
+
+    {"event": "start", "job_index": i}                 before job i runs
+    {"event": "result", "job_index": i, ...}           after it (its fields are the worker's own)
+    {"event": "result", ..., "restart": true}          the job failed and may have broken the
+                                                       device: the worker exits after it
+    {"event": "device-error", "reason": "..."}         the device cannot be used at all
+
+`supervise_worker` runs such a worker and yields exactly one report per job, in job order: the
+worker's result record, or a `WorkerFailure` when the worker hung past the job's timeout (the
+job timed out), died (the job crashed, with the last line of its stderr) or found no device
+(every job left). After a hang, a death or a restart request, a fresh worker continues with the
+jobs after the failed one, so one broken candidate costs only itself.
+
+Runtime-only: nothing here may import the compiler.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any, Generic, TypeVar
+
+from ireetune.child_process import start_child, stop_child
+
+Job = TypeVar("Job")
+
+
+class FailureKind(enum.Enum):
+    TIMED_OUT = "timed-out"
+    CRASHED = "crashed"
+    DEVICE_ERROR = "device-error"
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """Why a job has no result: its worker hung, died, or found no device."""
+
+    kind: FailureKind
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobReport(Generic[Job]):
+    """One job and what came of it: the worker's result record, or the failure."""
+
+    job: Job
+    record: dict[str, Any] | None
+    failure: WorkerFailure | None = None
+
+
+def _read_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _read_lines_into(stream: IO[str], sink: list[str]) -> None:
+    for line in stream:
+        sink.append(line)
+
+
+def supervise_worker(
+    name: str,
+    command: list[str],
+    jobs: Sequence[Job],
+    build_request: Callable[[Sequence[Job], int], dict[str, Any]],
+    timeout_s: Callable[[], float],
+) -> Generator[JobReport[Job], None, None]:
+    """Run `command` (the `name` worker, for reasons) over `jobs`; yield one report per job, in
+    job order.
+
+    `build_request(pending, first_index)` makes the request of a worker that starts at job
+    `first_index`; `timeout_s()` bounds one job from its start (read again for every job, so a
+    caller may tighten it once it learned from the first result).
+    """
+    next_job = 0
+    while next_job < len(jobs):
+        pending = jobs[next_job:]
+        process = start_child(command, stdin=subprocess.PIPE)
+        assert process.stdin is not None and process.stdout is not None
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
+        stderr_lines: list[str] = []
+        if process.stderr is not None:
+            threading.Thread(
+                target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True
+            ).start()
+        try:
+            process.stdin.write(json.dumps(build_request(pending, next_job)))
+            process.stdin.close()
+        except BrokenPipeError:
+            pass
+        reported = 0
+        try:
+            started = False
+            limit = timeout_s()
+            deadline = time.monotonic() + limit
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    stop_child(process)
+                    failure = WorkerFailure(
+                        FailureKind.TIMED_OUT, f"no result within {limit:.1f} s"
+                    )
+                    reported += 1
+                    yield JobReport(pending[reported - 1], None, failure)
+                    break
+                if line is None:
+                    process.wait()
+                    if reported < len(pending):
+                        tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
+                        state = "while running" if started else "before starting"
+                        reason = f"{name} process died {state} (exit {process.returncode})"
+                        reported += 1
+                        yield JobReport(
+                            pending[reported - 1],
+                            None,
+                            WorkerFailure(
+                                FailureKind.CRASHED, f"{reason}: {tail}" if tail else reason
+                            ),
+                        )
+                    break
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                event = record.get("event")
+                if event == "device-error":
+                    process.wait()
+                    failure = WorkerFailure(FailureKind.DEVICE_ERROR, str(record.get("reason")))
+                    for job in pending[reported:]:
+                        reported += 1
+                        yield JobReport(job, None, failure)
+                    return
+                if event == "start":
+                    started = True
+                    limit = timeout_s()
+                    deadline = time.monotonic() + limit
+                elif event == "result":
+                    reported += 1
+                    started = False
+                    yield JobReport(pending[reported - 1], record)
+                    # Read after the caller saw the result: it may have changed the timeout.
+                    limit = timeout_s()
+                    deadline = time.monotonic() + limit
+                    if record.get("restart"):
+                        # The device may be broken: the next job gets a fresh worker.
+                        stop_child(process)
+                        break
+                    if reported == len(pending):
+                        break
+        finally:
+            # Also when the caller stops reading early: no worker outlives its generator.
+            if process.poll() is None:
+                stop_child(process)
+        next_job += reported

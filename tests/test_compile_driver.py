@@ -1,0 +1,121 @@
+"""The compiler driver: one request, one command line, one result, with the real iree-compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ireetune.compile.driver import (
+    DUMP_BENCHMARKS_FLAG,
+    CompileRequest,
+    CompilerTool,
+    CompileStatus,
+    build_arguments,
+    build_request,
+    run_compile,
+)
+from ireetune.targets import parse_target
+from tests.conftest import MATMUL_MODEL
+
+
+def test_arguments_hold_every_part_of_the_request(tmp_path: Path) -> None:
+    request = build_request(
+        parse_target("cuda:sm_80"),
+        tmp_path / "in" / "model.mlir",
+        tmp_path / "out.vmfb",
+        phase_flags=("--compile-to=executable-configurations",),
+        spec_path=tmp_path / "spec.mlir",
+        default_specs=True,
+        dumps=((DUMP_BENCHMARKS_FLAG, tmp_path / "dumps"),),
+        reproducer_path=tmp_path / "crash.mlir",
+    )
+    assert build_arguments(request, "iree-compile") == [
+        "iree-compile",
+        "model.mlir",
+        "--iree-hal-target-device=cuda",
+        "--iree-cuda-target=sm_80",
+        "--compile-to=executable-configurations",
+        f"--iree-codegen-transform-dialect-library={tmp_path / 'spec.mlir'}",
+        "--iree-codegen-enable-default-tuning-specs",
+        f"--iree-hal-dump-executable-benchmarks-to={tmp_path / 'dumps'}",
+        f"--mlir-pass-pipeline-crash-reproducer={tmp_path / 'crash.mlir'}",
+        "-o",
+        str(tmp_path / "out.vmfb"),
+    ]
+
+
+def test_relative_paths_become_absolute_but_the_source_name_stays_bare() -> None:
+    request = CompileRequest(
+        Path("models/m.mlir"), Path("out/m.vmfb"), spec_flag="--spec", spec_path=Path("s.mlir")
+    )
+    arguments = build_arguments(request, "iree-compile")
+    assert arguments == [
+        "iree-compile",
+        "m.mlir",
+        f"--spec={Path('s.mlir').absolute()}",
+        "-o",
+        str(Path("out/m.vmfb").absolute()),
+    ]
+
+
+def test_the_same_source_compiles_to_the_same_bytes_from_any_folder(tmp_path: Path) -> None:
+    target = parse_target("cpu")
+    hashes = []
+    for folder in ("a", "b/c"):
+        source = tmp_path / folder / "matmul.mlir"
+        source.parent.mkdir(parents=True)
+        source.write_text(MATMUL_MODEL)
+        result = run_compile(build_request(target, source, tmp_path / f"{len(hashes)}.vmfb"))
+        assert result.ok, result.error_line
+        hashes.append((tmp_path / f"{len(hashes)}.vmfb").read_bytes())
+    assert hashes[0] == hashes[1]
+
+
+def test_a_failed_compile_says_why_in_one_line_and_leaves_no_binary(tmp_path: Path) -> None:
+    source = tmp_path / "broken.mlir"
+    source.write_text("func.func @main( {\n")
+    output = tmp_path / "broken.vmfb"
+    result = run_compile(build_request(parse_target("cpu"), source, output, timeout_s=60))
+    assert (result.status, result.ok, result.crashed) == (CompileStatus.FAILED, False, False)
+    assert result.error_line.startswith("error:") and "\n" not in result.error_line
+    assert not output.exists()
+
+
+def test_a_compile_past_its_timeout_is_timed_out(tmp_path: Path) -> None:
+    source = tmp_path / "matmul.mlir"
+    source.write_text(MATMUL_MODEL)
+    request = build_request(parse_target("cpu"), source, tmp_path / "m.vmfb", timeout_s=0.01)
+    result = run_compile(request)
+    assert (result.status, result.error_line) == (CompileStatus.TIMED_OUT, "timed out after 0 s")
+    assert not (tmp_path / "m.vmfb").exists()
+
+
+def test_iree_opt_runs_through_the_same_request(tmp_path: Path) -> None:
+    source = tmp_path / "matmul.mlir"
+    source.write_text(MATMUL_MODEL)
+    output = tmp_path / "canonical.mlir"
+    request = CompileRequest(
+        source, output, phase_flags=("--canonicalize",), timeout_s=60, tool=CompilerTool.OPT
+    )
+    result = run_compile(request)
+    assert result.ok, result.error_line
+    assert Path(result.arguments[0]).name == "iree-opt"
+    assert "linalg.matmul" in output.read_text()
+
+
+def test_targets_say_how_specs_apply_and_what_their_peak_is() -> None:
+    facts = {
+        name: (
+            target.spec_flag,
+            target.links_specs,
+            target.has_default_specs,
+            target.peak_gflops("f16"),
+            target.peak_device,
+        )
+        for name in ("cpu", "cuda:sm_80", "rocm:gfx942")
+        for target in [parse_target(name)]
+    }
+    assert facts == {
+        "cpu": ("--iree-codegen-tuning-spec-path", True, False, None, "cpu"),
+        "cuda:sm_80": ("--iree-codegen-transform-dialect-library", False, False, 312_000.0, "A100"),
+        "rocm:gfx942": ("--iree-codegen-tuning-spec-path", True, True, 1_307_400.0, "MI300X"),
+    }

@@ -1,0 +1,164 @@
+"""The Ray executor on a real local Ray cluster (2 CPUs): the same run as the local executor,
+and a run that completes although Ray workers and the measuring actor are killed under it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import ray
+
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
+from ireetune.executor import ExecutorKind, RaySettings, current_executor
+from ireetune.executor.ray_executor import FAULT_VARIABLE, RayExecutor
+from ireetune.handoff.export import StopAfter
+from ireetune.report.records import CandidateStatus
+from tests.conftest import MATMUL_MODEL
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    # One cluster for the module: Ray takes seconds to start. The executor finds it running and
+    # leaves it running.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ray_model") / "matmul.mlir"
+    path.write_text(MATMUL_MODEL)
+    return path
+
+
+def _tune(model: Path, output_dir: Path, executor: ExecutorKind, **changes: object) -> TuneResult:
+    options = TuneOptions(
+        input_path=model, target="cpu", num_candidates=4, output_dir=output_dir, seed=7,
+        repetitions=2, min_repetition_s=0.005, confirm_rounds=1, confirm_top=2,
+        model_level_rounds=2, use_database=False, show_progress=False, executor=executor,
+    )  # fmt: skip
+    return tune_dispatch(replace(options, **changes))  # type: ignore[arg-type]
+
+
+def _compile_facts(result: TuneResult) -> list[tuple[int, str, str, str]]:
+    """Each candidate's id, configuration, compile outcome and binary hash (not its timing)."""
+    compiled = (CandidateStatus.COMPILE_FAILED, CandidateStatus.COMPILE_TIMED_OUT)
+    return [
+        (
+            r.candidate_id,
+            json.dumps(r.knobs, sort_keys=True, default=str) if r.knobs is not None else "",
+            r.status.value if r.status in compiled else "compiled",
+            r.binary_hash,
+        )
+        for r in result.records
+    ]
+
+
+def test_a_ray_run_equals_a_local_run(ray_cluster: None, model: Path, tmp_path: Path) -> None:
+    local = _tune(model, tmp_path / "local", ExecutorKind.LOCAL)
+    on_ray = _tune(model, tmp_path / "ray", ExecutorKind.RAY)
+    assert _compile_facts(on_ray) == _compile_facts(local)
+    # Every candidate that compiled was measured and checked on Ray as it was locally.
+    measured = {CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG}
+    assert {r.status for r in on_ray.records if r.binary_hash} <= measured
+    assert on_ray.baseline_ms > 0
+    # The same run folder: the same files, with the binaries the driver wrote from Ray's bytes.
+    files = [sorted(p.relative_to(r.run_dir) for p in r.run_dir.rglob("*.vmfb")) for r in (local, on_ray)]  # fmt: skip
+    assert files[0] == files[1] and files[1]
+    assert current_executor().name == "local"
+
+
+def test_a_killed_compile_worker_is_retried_and_the_run_completes(
+    ray_cluster: None, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "killed"
+    monkeypatch.setenv(FAULT_VARIABLE, json.dumps({"compile": "2_spec.mlir", "marker": str(marker)}))  # fmt: skip
+    on_ray = _tune(model, tmp_path / "ray", ExecutorKind.RAY, stop_after=StopAfter.COMPILE)
+    monkeypatch.delenv(FAULT_VARIABLE)
+    local = _tune(model, tmp_path / "local", ExecutorKind.LOCAL, stop_after=StopAfter.COMPILE)
+    assert marker.exists()
+    assert _compile_facts(on_ray) == _compile_facts(local)
+
+
+def test_a_compile_lost_on_every_try_is_recorded_and_the_run_goes_on(
+    ray_cluster: None, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FAULT_VARIABLE, json.dumps({"compile": "2_spec.mlir"}))
+    result = _tune(
+        model, tmp_path / "ray", ExecutorKind.RAY, stop_after=StopAfter.COMPILE,
+        ray=RaySettings(compile_retries=1),
+    )  # fmt: skip
+    lost = result.records[2]
+    assert lost.status is CandidateStatus.COMPILE_FAILED
+    assert lost.reason.startswith("lost on the Ray cluster (WorkerCrashedError)")
+    assert (result.run_dir / "failures" / "2_compile.log").exists()
+    others = [r.status for r in result.records if r.candidate_id != 2]
+    assert CandidateStatus.COMPILE_FAILED not in others
+
+
+def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
+    ray_cluster: None, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiled = _tune(model, tmp_path / "runs", ExecutorKind.LOCAL, stop_after=StopAfter.COMPILE)
+    binaries = [r for r in compiled.records if r.binary_path]
+    jobs = [BenchmarkJob(r.candidate_id, compiled.run_dir / r.binary_path) for r in binaries]
+    victim = jobs[1].candidate_id
+    marker = tmp_path / "killed"
+    monkeypatch.setenv(FAULT_VARIABLE, json.dumps({"measure": victim, "marker": str(marker)}))
+    executor = RayExecutor(RaySettings())
+    try:
+        first_pid = executor.measuring_actor_pid("local-task")[1]
+        outcomes = list(executor.run_benchmarks(jobs, "local-task", 2, 1, 60.0))
+        second_pid = executor.measuring_actor_pid("local-task")[1]
+    finally:
+        executor.close()
+    assert marker.exists() and first_pid != second_pid
+    assert [o.candidate_id for o in outcomes] == [j.candidate_id for j in jobs]
+    assert {o.status for o in outcomes} == {BenchmarkStatus.MEASURED}
+    assert {o.device for o in outcomes} == {"local-task"}
+
+
+def test_without_ray_the_command_says_how_to_install_it(model: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoRay:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'ray' or name.startswith('ray.'):\n"
+        "            raise ImportError('no ray here')\n"
+        "sys.meta_path.insert(0, _NoRay())\n"
+    )
+    repository = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(repository)])}
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(model), "--executor", "ray",
+         "--no-db", "--output-dir", str(tmp_path / "runs")],
+        env=environment, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode != 0
+    assert (
+        completed.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--executor ray needs Ray: pip install 'ireetune[ray]' (or pip install ray)")
+    )
+    assert "Traceback" not in completed.stderr
+
+
+def test_ray_options_need_the_ray_executor(model: Path, tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(model), "--ray-address",
+         "auto", "--no-db", "--output-dir", str(tmp_path / "runs")],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode != 0
+    assert "--ray-address and --ray-*-resource need --executor ray" in completed.stderr
+    assert "Traceback" not in completed.stderr
