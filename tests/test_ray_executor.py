@@ -15,11 +15,14 @@ import pytest
 import ray
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
 from ireetune.executor import ExecutorKind, RaySettings, current_executor
 from ireetune.executor.ray_executor import FAULT_VARIABLE, RayExecutor
 from ireetune.handoff.export import StopAfter
 from ireetune.report.records import CandidateStatus
+from ireetune.targets import parse_target
 from tests.conftest import MATMUL_MODEL
 
 
@@ -39,24 +42,39 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def compiled_here(model: Path, tmp_path_factory: pytest.TempPathFactory) -> TuneResult:
+    """The candidates compiled by the local executor (a `--stop-after compile` run)."""
+    folder = tmp_path_factory.mktemp("compiled_here")
+    return _tune(model, folder, ExecutorKind.LOCAL, stop_after=StopAfter.COMPILE)
+
+
 def _tune(model: Path, output_dir: Path, executor: ExecutorKind, **changes: object) -> TuneResult:
     options = TuneOptions(
-        input_path=model, target="cpu", num_candidates=4, output_dir=output_dir, seed=7,
+        input_path=model, target="cpu", num_candidates=3, output_dir=output_dir, seed=7,
         repetitions=2, min_repetition_s=0.005, confirm_rounds=1, confirm_top=2,
         model_level_rounds=2, use_database=False, show_progress=False, executor=executor,
     )  # fmt: skip
     return tune_dispatch(replace(options, **changes))  # type: ignore[arg-type]
 
 
-def _compile_facts(result: TuneResult) -> list[tuple[int, str, str, str]]:
-    """Each candidate's id, configuration, compile outcome and binary hash (not its timing)."""
-    compiled = (CandidateStatus.COMPILE_FAILED, CandidateStatus.COMPILE_TIMED_OUT)
+# The outcomes of the compile stage: failed, timed out, identical to the baseline, a duplicate.
+COMPILE_OUTCOMES = (
+    CandidateStatus.COMPILE_FAILED,
+    CandidateStatus.COMPILE_TIMED_OUT,
+    CandidateStatus.NOT_APPLIED,
+    CandidateStatus.DUPLICATE,
+)
+
+
+def _compile_facts(result: TuneResult) -> list[tuple[int, str, str]]:
+    """Each candidate's id, configuration and compile outcome (not its timing; not its binary's
+    hash, which embeds the path the source was compiled from)."""
     return [
         (
             r.candidate_id,
             json.dumps(r.knobs, sort_keys=True, default=str) if r.knobs is not None else "",
-            r.status.value if r.status in compiled else "compiled",
-            r.binary_hash,
+            r.status.value if r.status in COMPILE_OUTCOMES else "compiled",
         )
         for r in result.records
     ]
@@ -68,7 +86,7 @@ def test_a_ray_run_equals_a_local_run(ray_cluster: None, model: Path, tmp_path: 
     assert _compile_facts(on_ray) == _compile_facts(local)
     # Every candidate that compiled was measured and checked on Ray as it was locally.
     measured = {CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG}
-    assert {r.status for r in on_ray.records if r.binary_hash} <= measured
+    assert {r.status for r in on_ray.records if r.status not in COMPILE_OUTCOMES} <= measured
     assert on_ray.baseline_ms > 0
     # The same run folder: the same files, with the binaries the driver wrote from Ray's bytes.
     files = [sorted(p.relative_to(r.run_dir) for p in r.run_dir.rglob("*.vmfb")) for r in (local, on_ray)]  # fmt: skip
@@ -76,16 +94,51 @@ def test_a_ray_run_equals_a_local_run(ray_cluster: None, model: Path, tmp_path: 
     assert current_executor().name == "local"
 
 
+def test_ray_compiles_of_one_source_compare_by_hash(
+    ray_cluster: None, compiled_here: TuneResult, tmp_path: Path
+) -> None:
+    # Tasks on any worker compile a source from one path, so equal inputs give equal binaries
+    # (the binary embeds the path), and the baseline check and duplicate check keep working.
+    run_dir = compiled_here.run_dir
+    jobs = [
+        CompileJob(
+            index,
+            build_request(
+                parse_target("cpu"),
+                run_dir / "inputs" / "stripped_benchmark.mlir",
+                tmp_path / f"{index}.vmfb",
+                phase_flags=("--compile-from=executable-sources",),
+                spec_path=run_dir / "specs" / f"{spec}_spec.mlir",
+            ),
+            tmp_path / f"{index}.log",
+        )  # fmt: skip
+        for index, spec in enumerate((0, 1, 0, 1))
+    ]
+    executor = RayExecutor(RaySettings())
+    try:
+        outcomes = sorted(executor.compile(jobs, 2, 120.0), key=lambda o: o.candidate_id)
+    finally:
+        executor.close()
+    hashes = [o.binary_hash for o in outcomes]
+    assert [o.status for o in outcomes] == [CompileStatus.COMPILED] * 4
+    assert hashes[0] == hashes[2] != hashes[1] == hashes[3]
+    assert [(tmp_path / f"{i}.vmfb").read_bytes() for i in (0, 2)] == 2 * [
+        (tmp_path / "0.vmfb").read_bytes()
+    ]
+
+
 def test_a_killed_compile_worker_is_retried_and_the_run_completes(
-    ray_cluster: None, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: None,
+    model: Path,
+    compiled_here: TuneResult,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     marker = tmp_path / "killed"
     monkeypatch.setenv(FAULT_VARIABLE, json.dumps({"compile": "2_spec.mlir", "marker": str(marker)}))  # fmt: skip
     on_ray = _tune(model, tmp_path / "ray", ExecutorKind.RAY, stop_after=StopAfter.COMPILE)
-    monkeypatch.delenv(FAULT_VARIABLE)
-    local = _tune(model, tmp_path / "local", ExecutorKind.LOCAL, stop_after=StopAfter.COMPILE)
     assert marker.exists()
-    assert _compile_facts(on_ray) == _compile_facts(local)
+    assert _compile_facts(on_ray) == _compile_facts(compiled_here)
 
 
 def test_a_compile_lost_on_every_try_is_recorded_and_the_run_goes_on(
@@ -105,9 +158,9 @@ def test_a_compile_lost_on_every_try_is_recorded_and_the_run_goes_on(
 
 
 def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
-    ray_cluster: None, model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: None, compiled_here: TuneResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    compiled = _tune(model, tmp_path / "runs", ExecutorKind.LOCAL, stop_after=StopAfter.COMPILE)
+    compiled = compiled_here
     binaries = [r for r in compiled.records if r.binary_path]
     jobs = [BenchmarkJob(r.candidate_id, compiled.run_dir / r.binary_path) for r in binaries]
     victim = jobs[1].candidate_id

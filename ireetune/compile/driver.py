@@ -8,10 +8,10 @@ one command line and one `CompileResult` with the status and the telling error l
 assembles arguments or reads stderr on its own, and an executor can ship a request to another
 machine (the files it names are all in the request).
 
-The compiler runs in the source's folder on the source's bare file name: the binary embeds the
-name as given, so the same source compiles to the same bytes from any folder or machine (seen with
-IREE 3.13: a matmul compiled from a/m.mlir and b/m.mlir differs, from `cd a; m.mlir` and
-`cd b; m.mlir` it is identical). Binary hashes then compare across executors and hosts.
+The binary embeds the source's path as given on the command line (seen with IREE 3.13: a matmul
+compiled from a/m.mlir and from b/m.mlir differs), so binaries compare only between compiles of
+one path. Requests name the source as the caller gave it, so the command a report prints for the
+user builds the very same bytes.
 """
 
 from __future__ import annotations
@@ -124,20 +124,16 @@ def build_request(
 
 
 def build_arguments(request: CompileRequest, tool_path: str) -> list[str]:
-    """Return the command line of a request, run from the source's folder.
-
-    Every path but the source's is absolute, so the working folder changes nothing but the name
-    the binary embeds.
-    """
-    arguments = [tool_path, request.source_path.name, *request.target_flags, *request.phase_flags]
+    """Return the command line of a request."""
+    arguments = [tool_path, str(request.source_path), *request.target_flags, *request.phase_flags]
     if request.spec_path is not None:
-        arguments.append(f"{request.spec_flag}={request.spec_path.absolute()}")
+        arguments.append(f"{request.spec_flag}={request.spec_path}")
     if request.default_specs:
         arguments.append(DEFAULT_SPECS_FLAG)
-    arguments.extend(f"{flag}={folder.absolute()}" for flag, folder in request.dumps)
+    arguments.extend(f"{flag}={folder}" for flag, folder in request.dumps)
     if request.reproducer_path is not None:
-        arguments.append(f"{REPRODUCER_FLAG}={request.reproducer_path.absolute()}")
-    arguments.extend(["-o", str(request.output_path.absolute())])
+        arguments.append(f"{REPRODUCER_FLAG}={request.reproducer_path}")
+    arguments.extend(["-o", str(request.output_path)])
     return arguments
 
 
@@ -149,7 +145,7 @@ def run_compile(request: CompileRequest) -> CompileResult:
     """
     arguments = build_arguments(request, find_tool(request.tool.value))
     start = time.perf_counter()
-    result = run_tool(arguments, timeout_s=request.timeout_s, cwd=request.source_path.parent)
+    result = run_tool(arguments, timeout_s=request.timeout_s)
     seconds = time.perf_counter() - start
     reproducer = request.reproducer_path
     kept = reproducer if reproducer is not None and reproducer.exists() else None
