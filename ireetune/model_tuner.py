@@ -19,7 +19,7 @@ import logging
 import shutil
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
@@ -40,7 +39,12 @@ from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.space import FlagSpace
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
-from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
+from ireetune.frontend.dispatches import (
+    DumpedDispatch,
+    dump_dispatches,
+    parse_module,
+    read_mlir_file,
+)
 from ireetune.frontend.model_import import export_torch_module, import_model
 from ireetune.frontend.model_inputs import (
     InputSpec,
@@ -63,7 +67,7 @@ from ireetune.model.hot import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE, find_harmful, is_faster, model_speedup
-from ireetune.model.timing import ModelRun, run_models_side_by_side
+from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
@@ -149,7 +153,7 @@ class ModelTuneResult:
 
 
 @dataclass
-class _Model:
+class ModelUnderTuning:
     """The model under tuning: its MLIR, entry function, inputs and default outputs."""
 
     mlir_path: Path
@@ -182,7 +186,9 @@ class _Model:
         return "" if result.returncode == 0 else first_error_line(result.stderr)
 
 
-def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path) -> str:
+def write_model_inputs(
+    mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path
+) -> str:
     function, signature = read_entry_signature(mlir_path.read_text())
     specs: list[InputSpec] = (
         [parse_input_spec(text) for text in input_flags] if input_flags else signature
@@ -196,14 +202,14 @@ def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs
     return function
 
 
-def _profile_dispatches(
-    model: _Model, run_dir: Path, options: ModelTuneOptions, device: str
-) -> list[DispatchProfile]:
+def compile_dispatch_benchmarks(
+    model: ModelUnderTuning, run_dir: Path, jobs: int
+) -> tuple[list[DumpedDispatch], dict[int, Path]]:
+    """Dump the model's dispatch benchmarks and compile each; return them and the binaries."""
     dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
-    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
     binaries = run_dir / "dispatch_binaries"
-    binaries.mkdir()
-    jobs = [
+    binaries.mkdir(exist_ok=True)
+    compile_jobs = [
         CompileJob(
             candidate_id=d.index,
             source_path=d.path,
@@ -215,39 +221,46 @@ def _profile_dispatches(
         for d in dumped
     ]
     compiled = {
-        o.candidate_id
-        for o in compile_all(jobs, options.jobs or 2, 300)
+        o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
+        for o in compile_all(compile_jobs, jobs or 2, 300)
         if o.status is CompileStatus.COMPILED
     }
-    timings: dict[int, float] = {}
-    for outcome in run_benchmarks(
-        [BenchmarkJob(i, binaries / f"{i}.vmfb") for i in sorted(compiled)],
-        device,
-        repetitions=3,
-        batch=0,
-        timeout_s=120,
-        min_repetition_s=0.02,
-    ):
-        if outcome.status is BenchmarkStatus.MEASURED:
-            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
+    return dumped, compiled
+
+
+def describe_dispatches(
+    dumped: Sequence[DumpedDispatch],
+    counts: Mapping[str, int],
+    timings: Mapping[int, float],
+    target: Target,
+) -> list[DispatchProfile]:
+    """Profile each dumped dispatch: its problem, whether it is tunable, its time and launches."""
     profiles = []
     for dispatch in dumped:
-        problem, tunable = _describe_problem(dispatch.path, model.target)
-        executable = dispatch.name
+        problem, tunable = describe_problem(dispatch.path, target)
         profiles.append(
             DispatchProfile(
-                name=executable,
+                name=dispatch.name,
                 benchmark_path=dispatch.path,
                 problem=problem,
                 tunable=tunable,
                 dispatch_ms=timings.get(dispatch.index),
-                invocations=counts.get(executable, 1),
+                invocations=counts.get(dispatch.name, 1),
             )
         )
     return profiles
 
 
-def _describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
+def _profile_dispatches(
+    model: ModelUnderTuning, run_dir: Path, options: ModelTuneOptions, device: str
+) -> list[DispatchProfile]:
+    dumped, binaries = compile_dispatch_benchmarks(model, run_dir, options.jobs)
+    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
+    timings = time_dispatch_benchmarks(binaries, device)
+    return describe_dispatches(dumped, counts, timings, model.target)
+
+
+def describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
     """Name a dispatch's problem and say whether the target has a space for it."""
     context = ir.Context()
     try:
@@ -294,8 +307,8 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     started = time.monotonic()
     mlir_path = import_model(options.model_path, run_dir / "import")
     inputs_path = run_dir / "inputs.npz"
-    function = _model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
-    model = _Model(mlir_path, function, inputs_path, target, options.with_default_specs)
+    function = write_model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
+    model = ModelUnderTuning(mlir_path, function, inputs_path, target, options.with_default_specs)
     device = options.devices[0] if options.devices else target.runtime_device
     model.device = device
     notes: list[str] = []
@@ -327,7 +340,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
 
     profiles = _profile_dispatches(model, run_dir, options, device)
     hot = select_hot_dispatches(profiles, default_ms, options.coverage, options.max_dispatches)
-    _write_profile(run_dir, hot)
+    write_profile(run_dir, hot)
 
     candidates_by_dispatch: dict[str, list[Path]] = {}
     # Per spec: (default ms, candidate ms) from the same tuning session of that dispatch.
@@ -500,7 +513,7 @@ def tune_torch_module(
 
 
 def _flag_search_request(
-    model: _Model, options: ModelTuneOptions, default_ms: float
+    model: ModelUnderTuning, options: ModelTuneOptions, default_ms: float
 ) -> ModelFlagSearch:
     """Describe the flag phase's search from the model and the run's options."""
     default_specs = (
@@ -519,7 +532,7 @@ def _flag_search_request(
 
 
 def _finish_flags(
-    model: _Model,
+    model: ModelUnderTuning,
     options: ModelTuneOptions,
     run_dir: Path,
     original_vmfb: Path,
@@ -574,7 +587,7 @@ _DROPPED_NOTE = "dropped specs that slowed the linked model: "
 
 
 def _finish(
-    model: _Model,
+    model: ModelUnderTuning,
     run_dir: Path,
     accepted: dict[str, Path],
     default_vmfb: Path,
@@ -669,7 +682,7 @@ def _finish(
     )
 
 
-def _explained_line(hot: HotSet) -> str:
+def explain_profile(hot: HotSet) -> str:
     """Say how much of the model's time the dispatch timings explain, without negative rests."""
     if hot.unexplained_ms >= 0:
         return (
@@ -683,7 +696,7 @@ def _explained_line(hot: HotSet) -> str:
     )
 
 
-def _write_profile(run_dir: Path, hot: HotSet) -> None:
+def write_profile(run_dir: Path, hot: HotSet) -> None:
     rows = [
         {
             "name": p.name,
@@ -759,7 +772,7 @@ def _write_report(
         + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
         + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
         "process, 95% paired interval)",
-        _explained_line(hot),
+        explain_profile(hot),
         f"tuning wall time {wall_s:.0f} s; {len(hot.selected)} dispatch problem(s) selected, covering "
         f"{hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9):.0%} of dispatch time",
         "",

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.child_process import run_child
 from ireetune.errors import IreetuneError
 
@@ -78,3 +80,19 @@ def run_models_side_by_side(
                 model_id, (), (), f"model process exited {completed.returncode}: {' '.join(tail)}"
             )
     return runs
+
+
+def time_dispatch_benchmarks(binaries: Mapping[int, Path], device: str) -> dict[int, float]:
+    """Time each compiled dispatch benchmark once on `device`; return the median ms of each."""
+    timings: dict[int, float] = {}
+    for outcome in run_benchmarks(
+        [BenchmarkJob(index, path) for index, path in sorted(binaries.items())],
+        device,
+        repetitions=3,
+        batch=0,
+        timeout_s=120,
+        min_repetition_s=0.02,
+    ):
+        if outcome.status is BenchmarkStatus.MEASURED:
+            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
+    return timings
