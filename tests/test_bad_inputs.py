@@ -255,6 +255,15 @@ CASES = [
         "bad --input '64x96xfoo'",
     ),
     # benchmark-folder: the folder is untrusted data.
+    Case("device-step-missing", ("device-step", "{tmp}/missing"), "run folder not found"),
+    Case("device-step-not-a-run", ("device-step", "{adir}"), "has no device_step.json"),
+    Case("continue-missing", ("continue", "{tmp}/missing"), "run folder not found"),
+    Case("continue-not-a-run", ("continue", "{adir}"), "is not a split model run"),
+    Case(
+        "tune-split-time-budget",
+        (*TUNE, "--stop-after", "compile", "--time-budget", "60"),
+        "do not apply with --stop-after compile",
+    ),
     Case("folder-missing", ("benchmark-folder", "{tmp}/missing"), "run folder not found"),
     Case("folder-is-a-file", ("benchmark-folder", "{afile}"), "is a file"),
     Case("folder-without-manifest", ("benchmark-folder", "{adir}"), "has no handoff.json"),
@@ -703,6 +712,7 @@ def test_the_suite_covers_every_command() -> None:
     commands = {case.arguments[0] for case in CASES if case.arguments}
     assert commands >= {
         "tune", "tune-dispatch", "benchmark-folder", "finish", "compile", "spec", "profile", "db",
+        "device-step", "continue",
     }  # fmt: skip
     assert len(CASES) >= 60
 

@@ -451,10 +451,7 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
         raise IreetuneError(f"{run_dir}: the device results hold no profile; run the device step")
     hot = _hot_set(run_dir, state, options)
     if "variants" in results and "variants" in state:
-        status = _decide(run_dir, state, options, hot, results["variants"])
-        _record_time(state, "decide", "compile", time.monotonic() - started)
-        _save_state(run_dir, state)
-        return status
+        return _decide(run_dir, state, options, hot, results["variants"], started)
     missing = [p for p in hot.selected if p.problem not in state["folders"]]
     if missing:
         _compile_folders(run_dir, state, options, missing)
@@ -471,7 +468,7 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
     variants = _build_variants(run_dir, state, options, hot)
     _record_time(state, "variants", "compile", time.monotonic() - started)
     if variants is None:
-        return _decide(run_dir, state, options, hot, None)
+        return _decide(run_dir, state, options, hot, None, started)
     return _send_to_device(run_dir, state, None, [], variants)
 
 
@@ -605,7 +602,7 @@ def _load_outputs(path: Path) -> tuple[np.ndarray[Any, Any], ...]:
 
 def _decide(
     run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet,
-    variants: dict[str, Any] | None,
+    variants: dict[str, Any] | None, started: float,
 ) -> SplitStatus:  # fmt: skip
     """Decide among the confirmed variants; write tuned_spec.mlir (if one won) and the report."""
     labels = [row["label"] for row in state.get("variants", [])]
@@ -640,6 +637,7 @@ def _decide(
     if winner_label is not None:
         shutil.copyfile(run_dir / "variants" / f"{winner_label}_spec.mlir", tuned_spec)
     state.update(phase=Phase.DONE, winner=winner_label, rule=MODEL_RULE.name)
+    _record_time(state, "decide", "compile", time.monotonic() - started)
     _save_state(run_dir, state)
     _write_split_report(run_dir, state, options, hot, variants, decision, estimates)
     return SplitStatus(run_dir, Phase.DONE, state["round_trip"], "", _report_text(run_dir))
