@@ -15,6 +15,15 @@ cast to f16.
     # ranking covers the hot set), then:
     python bench/gpu_models.py report --out runs/gpu
 
+With the device tool (64 MiB travel each way, 8 files back), copy only what the device reads,
+and bring back one archive:
+
+    python bench/gpu_models.py pack --out runs/gpu --dest .gpu_payload      # here; carry it
+    python bench/gpu_models.py device --out .gpu_payload                    # there
+    python bench/gpu_models.py collect --out .gpu_payload --archive $OUT/results.tar.gz
+    python bench/gpu_models.py unpack --out runs/gpu --archive results.tar.gz   # here
+    python bench/gpu_models.py continue --out runs/gpu
+
 `local` runs the same flow on one machine (device steps as runtime-only subprocesses), e.g. on
 the CPU: `python bench/gpu_models.py local --out runs/cpu --target cpu --devices local-task
 --models mlp`. Each run's report.json holds the side-by-side speedup with its interval, the
@@ -232,7 +241,10 @@ def device(arguments: argparse.Namespace) -> None:
     from ireetune.handoff.device_step import run_device_step
 
     for name, run_dir in _runs(arguments.out).items():
-        if _phase(run_dir) != "awaiting-device":
+        run_dir = arguments.out / run_dir if not run_dir.is_absolute() else run_dir
+        if not (run_dir / "device_step.json").exists() or (
+            (run_dir / "split.json").exists() and _phase(run_dir) != "awaiting-device"
+        ):
             continue
         started = time.monotonic()
         path = run_device_step(run_dir, [d for d in arguments.devices.split(",") if d])
@@ -282,6 +294,63 @@ def report(arguments: argparse.Namespace) -> None:
             )
 
 
+def pack(arguments: argparse.Namespace) -> None:
+    """Copy what the next device steps read into `--dest` (a folder the device tool carries).
+
+    Only `device_step.json` and the files it lists go: the device host needs nothing else. The
+    copy keeps the run folders' relative paths and its own runs.json, so `device --out DEST`
+    runs there as it would on the whole folders.
+    """
+    import shutil
+
+    packed: dict[str, Path] = {}
+    total = 0
+    for name, run_dir in _runs(arguments.out).items():
+        if _phase(run_dir) != "awaiting-device":
+            continue
+        manifest_path = run_dir / "device_step.json"
+        target = arguments.dest / run_dir.name
+        for relative in ["device_step.json", *json.loads(manifest_path.read_text())["files"]]:
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run_dir / relative, target / relative)
+            total += (run_dir / relative).stat().st_size
+        packed[name] = Path(run_dir.name)
+    _save_runs(arguments.dest, packed)
+    print(f"packed {len(packed)} run(s), {total / 1e6:.1f} MB, into {arguments.dest}")
+
+
+# What a device step writes that the compile host reads back (small JSON and model outputs).
+RESULT_PATTERNS = ("device/results_*.json", "device/step_*/*/*_outputs.npz",
+                   "device/step_*/*_outputs.npz", "tuning/*/benchmark_results.json")  # fmt: skip
+
+
+def collect(arguments: argparse.Namespace) -> None:
+    """On the device host: put everything the device steps wrote into one tar archive."""
+    import tarfile
+
+    with tarfile.open(arguments.archive, "w:gz") as archive:
+        for run_dir in _runs(arguments.out).values():
+            base = arguments.out / run_dir
+            for pattern in RESULT_PATTERNS:
+                for path in sorted(base.glob(pattern)):
+                    archive.add(path, arcname=str(Path(run_dir.name) / path.relative_to(base)))
+    print(f"wrote {arguments.archive} ({arguments.archive.stat().st_size / 1e6:.1f} MB)")
+
+
+def unpack(arguments: argparse.Namespace) -> None:
+    """Here: extract a `collect` archive into the run folders (by their names)."""
+    import tarfile
+
+    parents = {run_dir.name: run_dir.parent for run_dir in _runs(arguments.out).values()}
+    with tarfile.open(arguments.archive) as archive:
+        for member in archive.getmembers():
+            name = Path(member.name).parts[0]
+            if name not in parents or not member.isfile():
+                raise SystemExit(f"{member.name}: not a file of a known run folder")
+            archive.extract(member, parents[name], filter="data")
+    print(f"unpacked {arguments.archive}")
+
+
 def local(arguments: argparse.Namespace) -> None:
     """Run every phase here; each device step in a subprocess, as a GPU host would run it."""
     prepare(arguments)
@@ -303,7 +372,12 @@ def local(arguments: argparse.Namespace) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=["prepare", "device", "continue", "report", "local"])
+    parser.add_argument(
+        "phase",
+        choices=["prepare", "device", "continue", "report", "local", "pack", "collect", "unpack"],
+    )
+    parser.add_argument("--dest", type=Path, help="pack: the folder to copy the payload into")
+    parser.add_argument("--archive", type=Path, help="collect/unpack: the results archive")
     parser.add_argument("--out", type=Path, required=True, help="folder of models and runs")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated models")
     parser.add_argument("--target", default="cuda:sm_80", help="what to compile for")
@@ -322,7 +396,7 @@ def main() -> int:
 
         arguments.devices = parse_target(arguments.target).runtime_device
     {"prepare": prepare, "device": device, "continue": continue_runs, "report": report,
-     "local": local}[arguments.phase](arguments)  # fmt: skip
+     "local": local, "pack": pack, "collect": collect, "unpack": unpack}[arguments.phase](arguments)  # fmt: skip
     return 0
 
 

@@ -797,6 +797,8 @@ def _write_report(
     payload = {
         "model": str(options.model_path),
         "target": options.target,
+        # The model and its dispatches were profiled and timed on the first; candidates on all.
+        "devices": list(options.devices) or [parse_target(options.target).runtime_device],
         "default_ms": result.default_ms,
         "tuned_ms": result.tuned_ms,
         "speedup": result.speedup,

@@ -170,6 +170,7 @@ def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -
     tuning_runs = [json.loads(p.read_text()) for p in (run_dir / "tuning").glob("*/results.json")]
     assert tuning_runs and all(r["devices"] == ["local-sync"] for r in tuning_runs)
     report = json.loads((run_dir / "report.json").read_text())
+    assert report["devices"] == ["local-sync"]
     assert [d["name"] for d in report["dispatches"]][:2] in (
         ["mlp_dispatch_0", "mlp_dispatch_1"],
         ["mlp_dispatch_1", "mlp_dispatch_0"],

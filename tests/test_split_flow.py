@@ -29,6 +29,7 @@ from ireetune.model.split_flow import (
     Phase,
     continue_split_run,
     decide_variants,
+    estimate_cost,
     plan_variants,
     pre_rank_dispatches,
 )
@@ -49,9 +50,15 @@ def test_static_ranking_orders_tunable_problems_by_work_times_launches() -> None
         _profile("d", "matmul_a", runs=1),
         _profile("e", "matmul_e"),
     ]
-    flops = {"a": 100, "b": 30, "c": 10**6, "d": 100, "e": 1}
-    ranked = pre_rank_dispatches(profiles, flops, max_dispatches=2)
+    costs = {"a": 100.0, "b": 30.0, "c": 10.0**6, "d": 100.0, "e": 1.0}
+    ranked = pre_rank_dispatches(profiles, costs, max_dispatches=2)
     assert [p.name for p in ranked] == ["b", "a"]
+
+
+def test_the_cost_estimate_is_the_larger_of_compute_and_memory() -> None:
+    # A 1024^3 matmul is compute-bound; a 1024x1024 f32 softmax row reduction memory-bound.
+    assert estimate_cost(2 * 1024**3, 2 * 3 * 1024**2) == 2 * 1024**3 / 50
+    assert estimate_cost(3 * 1024**2, 2 * 2 * 1024**2) == 4 * 1024**2
 
 
 def test_variants_are_each_candidate_alone_and_the_winners_together() -> None:

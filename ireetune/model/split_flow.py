@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import shutil
 import statistics
 import time
@@ -77,6 +78,8 @@ from ireetune.model_tuner import (
     write_model_inputs,
     write_profile,
 )
+from ireetune.problem.family import map_dim_positions
+from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
@@ -116,17 +119,28 @@ class VariantPlan:
     specs: tuple[Path, ...]
 
 
+# Where an op turns from memory-bound to compute-bound, in FLOPs per byte: a rough knee for the
+# GPUs and CPUs targeted (an H100 running sm_80 code: about 100; a CPU core: about 20).
+FLOPS_PER_BYTE = 50
+
+
+def estimate_cost(flops: int, operand_bytes: int) -> float:
+    """Estimate one launch's time, in bytes-moved units, from a roofline with one knee."""
+    return max(flops / FLOPS_PER_BYTE, float(operand_bytes))
+
+
 def pre_rank_dispatches(
-    profiles: Sequence[DispatchProfile], flops: dict[str, int], max_dispatches: int
+    profiles: Sequence[DispatchProfile], costs: dict[str, float], max_dispatches: int
 ) -> list[DispatchProfile]:
-    """Rank tunable dispatches by FLOPs x launches before anything was timed; keep the first.
+    """Rank tunable dispatches by estimated cost x launches before anything was timed.
 
     The measured hot set (after the device's profile) is a subset of the tunable problems of at
-    most `max_dispatches`; taking the top `max_dispatches` by work makes it likely that every hot
-    problem's candidates are compiled before the first round trip.
+    most `max_dispatches`; taking the top `max_dispatches` by estimated cost makes it likely
+    that every hot problem's candidates are compiled before the first round trip.
     """
     estimated = [
-        replace(p, dispatch_ms=flops.get(p.name, 0) * 1e-9 if p.tunable else 0.0) for p in profiles
+        replace(p, dispatch_ms=costs.get(p.name, 0.0) * 1e-9 if p.tunable else 0.0)
+        for p in profiles
     ]
     return list(select_hot_dispatches(estimated, 0.0, 1.0, max_dispatches).selected)
 
@@ -319,15 +333,15 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
                 "index": d.index, "name": d.name, "benchmark": _relative(run_dir, d.path),
                 "vmfb": _relative(run_dir, binaries[d.index]) if d.index in binaries else "",
                 "problem": p.problem, "tunable": p.tunable, "invocations": p.invocations,
-                "flops": _problem_flops(d.path) if p.tunable else 0,
+                **dict(zip(("flops", "bytes"), _problem_work(d.path) if p.tunable else (0, 0), strict=True)),
             }
             for d, p in zip(dumped, profiles, strict=True)
         ]  # fmt: skip
         done.append("dispatches")
         _save_state(run_dir, state)
     profiles = _profiles(run_dir, state, {})
-    flops = {d["name"]: d["flops"] for d in state["dispatches"]}
-    ranked = pre_rank_dispatches(profiles, flops, options.max_dispatches)
+    costs = {d["name"]: estimate_cost(d["flops"], d.get("bytes", 0)) for d in state["dispatches"]}
+    ranked = pre_rank_dispatches(profiles, costs, options.max_dispatches)
     _compile_folders(run_dir, state, options, ranked)
     _record_time(state, "prepare", "compile", time.monotonic() - started)
     dispatch_binaries = [
@@ -339,11 +353,17 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
     )  # fmt: skip
 
 
-def _problem_flops(benchmark_path: Path) -> int:
+def _problem_work(benchmark_path: Path) -> tuple[int, int]:
+    """Return a dispatch problem's FLOPs and the bytes its operands occupy (2 per element)."""
     context = ir.Context()
     module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
     with context:
-        return parse_problem(find_root_op(module)).flops
+        problem = parse_problem(find_root_op(module))
+        output = [p for p in map_dim_positions(problem.indexing_maps[-1]) if p >= 0]
+    inputs = family_of(problem).reference_inputs(problem).shapes
+    elements = sum(math.prod(shape) for shape in inputs)
+    elements += math.prod(problem.loop_sizes[p] for p in output)
+    return problem.flops, 2 * elements
 
 
 def _profiles(
@@ -631,6 +651,12 @@ def _decide(
             row["speedup_high"] = estimate.high if estimate else None
             row["verdict"] = judgement.verdict.value if judgement else ""
             row["why"] = judgement.reason if judgement else (run or {}).get("reason", "")
+            first_estimate = _first_session_estimate(variants, row["label"])
+            row["first_speedup"] = first_estimate.speedup if first_estimate else None
+            if not judgement and first_estimate and not row["why"]:
+                row["why"] = f"not pre-selected: first session {first_estimate.speedup:.3f}x" + (
+                    "" if row["outputs_match"] else ", outputs differ"
+                )
         if decision.winner is not None:
             winner_label = labels[decision.winner - 1]
     tuned_spec = run_dir / "tuned_spec.mlir"
@@ -641,6 +667,19 @@ def _decide(
     _save_state(run_dir, state)
     _write_split_report(run_dir, state, options, hot, variants, decision, estimates)
     return SplitStatus(run_dir, Phase.DONE, state["round_trip"], "", _report_text(run_dir))
+
+
+def _first_session_estimate(variants: dict[str, Any], label: str) -> SpeedupEstimate | None:
+    """Return a variant's speedup in the first session (it pre-selects; it never decides)."""
+    first = variants["first"]
+    default_times = first["default"]["times_ms"]
+    times = first.get(label, {}).get("times_ms", [])
+    if not default_times or not times:
+        return None
+    calls = int(variants["calls_per_round"])
+    return estimate_speedup(
+        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
+    )
 
 
 def _report_text(run_dir: Path) -> str:
