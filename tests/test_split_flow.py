@@ -22,7 +22,11 @@ from ireetune.cli import main
 from ireetune.decision.rules import CandidateFacts, DecisionRule, Verdict, preselect
 from ireetune.decision.stats import Basis, SpeedupEstimate
 from ireetune.errors import IreetuneError
-from ireetune.handoff.model_folder import DEVICE_MANIFEST_NAME, results_name
+from ireetune.handoff.model_folder import (
+    DEVICE_MANIFEST_NAME,
+    hash_device_manifest,
+    results_name,
+)
 from ireetune.model.hot import DispatchProfile
 from ireetune.model.split_flow import (
     STATE_NAME,
@@ -273,6 +277,19 @@ def test_continue_refuses_an_edited_manifest_and_foreign_results(
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert "was not measured from this run's device_step.json" in str(excinfo.value)
+    # Results of this manifest, but malformed (they come from another host): one line.
+    (run_dir / results_name(1)).write_text(
+        json.dumps(
+            {"manifest_sha256": hash_device_manifest(run_dir), "done": True,
+             "devices": ["local-task"], "seconds": {"total": 1.0}, "folders": {},
+             "profile": {"model_times_ms": ["fast"], "model_ms": 1.0, "dispatch_ms": {}}}
+        )
+    )  # fmt: skip
+    with pytest.raises(IreetuneError) as excinfo:
+        continue_split_run(run_dir)
+    assert str(excinfo.value) == (
+        f"{run_dir / results_name(1)}: profile is malformed; run the device step again"
+    )
     path = run_dir / DEVICE_MANIFEST_NAME
     path.write_text(path.read_text().replace('"rounds": 2', '"rounds": 3'))
     with pytest.raises(IreetuneError) as excinfo:

@@ -83,7 +83,7 @@ from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
-from ireetune.run_dir import check_output_dir, create_run_dir
+from ireetune.run_dir import check_output_dir, create_run_dir, is_inside_folder
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -465,6 +465,8 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
         _save_state(run_dir, state)
     if "profile" in results:
         state["profile"] = results["profile"]
+    # `device-step --devices` may have measured on other devices than the run was prepared for.
+    state["devices"] = list(results.get("devices") or state["devices"])
     for folder, outcome in results.get("folders", {}).items():
         state.setdefault("folder_outcomes", {})[folder] = outcome
     if "profile" not in state:
@@ -512,12 +514,72 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
             f"step again: ireetune device-step {run_dir}"
         )
+    problem = _results_problem(results, run_dir)
+    if problem:
+        raise IreetuneError(f"{path}: {problem}; run the device step again")
     if results.get("done") is not True:
         raise IreetuneError(
             f"the device step of {run_dir} was stopped before it finished; run it again (it "
             f"keeps what was measured): ireetune device-step {run_dir}"
         )
     return results
+
+
+def _is_times(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+        for t in value
+    )
+
+
+def _results_problem(results: dict[str, Any], run_dir: Path) -> str:
+    """Say what is wrong with a device results file (it comes from another host), or ''."""
+    devices = results.get("devices")
+    if not isinstance(devices, list) or not devices or not all(isinstance(d, str) for d in devices):
+        return "devices must be a list of device names"
+    seconds = results.get("seconds")
+    if not isinstance(seconds, dict) or not _is_times(list(seconds.values())):
+        return "seconds must map parts to durations"
+    folders = results.get("folders")
+    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
+        return "folders must map folders to outcomes"
+    profile = results.get("profile")
+    if profile is not None and not (
+        isinstance(profile, dict)
+        and _is_times(profile.get("model_times_ms"))
+        and profile.get("model_times_ms")
+        and _is_times([profile.get("model_ms")])
+        and isinstance(profile.get("dispatch_ms"), dict)
+        and _is_times([v for v in profile["dispatch_ms"].values() if v is not None])
+    ):
+        return "profile is malformed"
+    variants = results.get("variants")
+    if variants is None:
+        return ""
+    sessions = (
+        [variants.get("first"), variants.get("confirm")] if isinstance(variants, dict) else []
+    )
+    if not (
+        sessions
+        and isinstance(variants.get("calls_per_round"), int)
+        and variants["calls_per_round"] >= 1
+        and isinstance(variants.get("contenders"), list)
+        and all(
+            isinstance(session, dict)
+            and all(
+                isinstance(run, dict)
+                and _is_times(run.get("times_ms"))
+                and isinstance(run.get("outputs"), str)
+                and (not run["outputs"] or is_inside_folder(run_dir, run["outputs"]))
+                for run in session.values()
+            )
+            for session in sessions
+        )
+        and "default" in variants["first"]
+        and all(label in variants["first"] for label in variants["contenders"])
+    ):
+        return "variants is malformed"
+    return ""
 
 
 def _hot_set(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) -> HotSet:
