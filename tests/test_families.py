@@ -280,3 +280,55 @@ def _problem_of_or_none(benchmark: Path, context: ir.Context) -> tuple[ir.Module
             return module, parse_problem(find_root_op(module))
         except IreetuneError:
             return module, None
+
+
+def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
+    tmp_path: Path,
+) -> None:
+    # IREE leaves the strided 1x1 convolution a scalar reduction inside a network; the
+    # candidate's action rewrites it into a strided slice and a contraction after setting its
+    # config, so the config stays on the op, and the model computes what the default computes.
+    import subprocess
+
+    import numpy as np
+    from iree import runtime
+
+    from ireetune.spec.builder import build_configuration_spec
+    from ireetune.targets.llvm_cpu.reduction_space import STRIDED_CONTRACTION_PASS
+
+    benchmarks = dump_benchmarks(STRIDED_POINTWISE_MODEL, tmp_path / "dump")
+    context = ir.Context()
+    found = [_problem_of_or_none(b, context) for b in benchmarks]
+    ((module, problem),) = [(m, p) for m, p in found if p is not None and p.family == "reduction"]
+    assert problem.strided_contraction  # type: ignore[attr-defined]
+    target = parse_target("cpu")
+    with context:
+        default = target.parse_default_knobs(problem, find_root_op(module))  # type: ignore[arg-type]
+    assert default is not None
+    knobs = tuple((n, 4 if n == "vec_0" else v) for n, v in default)
+    configuration = target.configuration(problem, knobs, context)  # type: ignore[arg-type]
+    assert configuration.function_passes == (STRIDED_CONTRACTION_PASS,)
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))  # type: ignore[arg-type]
+    model = tmp_path / "model.mlir"
+    model.write_text(STRIDED_POINTWISE_MODEL)
+    dumps = {}
+    for label, flags in (("default", []), ("tuned", target.spec_flags(spec))):
+        dump_dir = tmp_path / f"configs_{label}"
+        subprocess.run(
+            [IREE_COMPILE, str(model), *target.compile_flags(), *flags,
+             f"--iree-hal-dump-executable-configurations-to={dump_dir}", "-o", str(tmp_path / f"{label}.vmfb")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        dumps[label] = "\n".join(p.read_text() for p in sorted(dump_dir.glob("*.mlir")))
+    assert "d1 * 2" in dumps["default"] and "d1 * 2" not in dumps["tuned"]
+    assert "vector_common_parallel = [4, 1, 4, 0]" in dumps["tuned"]
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 8, 8), (32, 16, 1, 1))]
+    results = []
+    for label in ("default", "tuned"):
+        loaded = runtime.load_vm_flatbuffer_file(
+            str(tmp_path / f"{label}.vmfb"), driver="local-task"
+        )
+        results.append(np.asarray(loaded.main(*inputs)))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-5)
