@@ -26,7 +26,6 @@ other reductions, the default's neighbours.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -36,10 +35,12 @@ from iree.compiler import ir
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.reduction import ReductionProblem, as_reduction
-from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.search.neighbourhood import default_neighbours, distance_to, with_values
-from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
-from ireetune.search.z3_enumerate import satisfies
+from ireetune.search.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.search.neighbourhood import (
+    distance_to,
+    enumerate_near_default_first,
+    with_values,
+)
 from ireetune.targets.base import OpConfiguration
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -180,21 +181,7 @@ def enumerate_reduction_space(
 ) -> Iterator[Knobs]:
     """Yield valid reduction configurations lazily and reproducibly for a seed: the anchor
     (`compute_anchor`) and its neighbours first, then a seeded random walk."""
-    neighbours: list[Knobs] = []
-    if excluded is not None:
-
-        def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
-            return build_reduction_constraints(sizes, facts, False, context, excluded)
-
-        domains = with_values(reduction_domains(sizes), excluded)
-        anchor = compute_anchor(sizes, excluded)
-        first = [anchor] if anchor != excluded and satisfies(hard, anchor) else []
-        neighbours = first + [
-            knobs
-            for knobs in default_neighbours(anchor, domains, hard, _MAX_NEIGHBOURS)
-            if knobs != excluded
-        ]
-    return enumerate_z3_space(
+    return enumerate_near_default_first(
         [
             lambda context: build_reduction_constraints(sizes, facts, True, context),
             lambda context: build_reduction_constraints(sizes, facts, False, context),
@@ -202,7 +189,12 @@ def enumerate_reduction_space(
         seed,
         excluded,
         known,
-        first=neighbours,
+        lambda default: (
+            lambda context: build_reduction_constraints(sizes, facts, False, context, default)
+        ),
+        reduction_domains(sizes),
+        _MAX_NEIGHBOURS,
+        centre=lambda default: compute_anchor(sizes, default),
     )
 
 
@@ -346,16 +338,11 @@ class CpuReductionSpace(CpuSpace):
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
         sizes = compute_reduction_sizes(as_reduction(problem))
-        scored = [
-            (
-                knobs,
-                score_reduction_candidate(sizes, self.known_facts, knobs, self._default),
-                random.Random(f"{seed}:{knobs}").random(),
-            )
-            for knobs in pool
-        ]
-        scored.sort(key=lambda item: (-item[1], item[2]))
-        return [(knobs, score) for knobs, score, _ in scored]
+        return sort_by_score(
+            pool,
+            lambda knobs: score_reduction_candidate(sizes, self.known_facts, knobs, self._default),
+            seed,
+        )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         reduction = as_reduction(problem)
