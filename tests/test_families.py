@@ -293,7 +293,8 @@ def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
     import numpy as np
     from iree import runtime
 
-    from ireetune.spec.builder import build_configuration_spec
+    from ireetune.spec.apply import compile_with_spec, resolve_compile_target
+    from ireetune.spec.builder import build_configuration_spec, matcher_name
     from ireetune.targets.llvm_cpu.reduction_space import STRIDED_CONTRACTION_PASS
 
     benchmarks = dump_benchmarks(STRIDED_POINTWISE_MODEL, tmp_path / "dump")
@@ -323,6 +324,9 @@ def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
         dumps[label] = "\n".join(p.read_text() for p in sorted(dump_dir.glob("*.mlir")))
     assert "d1 * 2" in dumps["default"] and "d1 * 2" not in dumps["tuned"]
     assert "vector_common_parallel = [4, 1, 4, 0]" in dumps["tuned"]
+    # `ireetune compile` compares the matcher with the op as the spec saw it, before the rewrite.
+    report = compile_with_spec(model, resolve_compile_target("cpu"), spec, tmp_path / "c.vmfb", 120)
+    assert report.landed and [c.matcher for c in report.checks] == [matcher_name(problem)]  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 8, 8), (32, 16, 1, 1))]
     results = []
