@@ -230,14 +230,26 @@ func.func @main(%x: tensor<1x16x8x8xf32>, %w: tensor<32x16x1x1xf32>) -> tensor<1
 """
 
 
-def test_a_strided_reduction_reference_takes_the_config(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("model_text", "first_map"),
+    [
+        (STRIDED_POINTWISE_MODEL, "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)"),
+        (SOFTMAX_MODEL, "(d0, d1) -> (d0, d1)"),
+    ],
+    ids=["strided_1x1_conv", "softmax"],
+)
+def test_a_reduction_reference_takes_the_config(
+    model_text: str, first_map: str, tmp_path: Path
+) -> None:
+    # ReductionProblem.reference_carries_config: candidates are searched on real inputs, so a
+    # candidate's reference program must differ from the default's.
     import subprocess
 
     from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
     from ireetune.spec.builder import build_configuration_spec
     from ireetune.verify.reference import build_reference_module
 
-    benchmarks = dump_benchmarks(STRIDED_POINTWISE_MODEL, tmp_path / "dump")
+    benchmarks = dump_benchmarks(model_text, tmp_path / "dump")
     context = ir.Context()
     found = []
     for benchmark in benchmarks:
@@ -245,7 +257,8 @@ def test_a_strided_reduction_reference_takes_the_config(tmp_path: Path) -> None:
         if problem is not None and problem.family == "reduction":
             found.append((module, problem))
     ((module, problem),) = found
-    assert problem.indexing_maps[0] == "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)"  # type: ignore[attr-defined]
+    assert problem.reference_carries_config  # type: ignore[attr-defined]
+    assert problem.indexing_maps[0] == first_map  # type: ignore[attr-defined]
     target = parse_target("cpu")
     with context:
         root_op = find_root_op(module)
