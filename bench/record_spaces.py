@@ -16,6 +16,7 @@ Usage:
         [--repetitions 10] [--min-repetition-time 0.02] [--confirm-rounds 0]
         [--out data/spaces/cpu] [--keep-runs DIR]
     python bench/record_spaces.py --list
+    python bench/record_spaces.py --table   (data/spaces/README.md's table of the spaces in --out)
     python bench/record_spaces.py --rebuild-from RUNS_DIR   (the run folders of --keep-runs)
 """
 
@@ -42,6 +43,7 @@ from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.recorded import (
     RecordedSpace,
+    load_recorded_spaces,
     read_run_folder_rows,
     write_recorded_space,
 )
@@ -270,6 +272,31 @@ def record_problem(
     )
 
 
+def render_table(folder: Path) -> str:
+    """Describe each recorded space in `folder` as a row of data/spaces/README.md's table."""
+    lines = [
+        "| problem | candidates | measured | basis | default min ms | best min ms | within 2% "
+        "of best | re-measured | start (UTC) | load average before -> after | seconds |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|---|---:|",
+    ]
+    for space in load_recorded_spaces(folder):
+        times = [t for t in space.effective_times() if t is not None]
+        best = min(times)
+        provenance = space.provenance
+        default_ms = space.baseline_time()
+        lines.append(
+            f"| {space.name} | {len(space.rows)} | {len(times)} | "
+            f"{'real-input' if provenance.get('timing_basis') == 'real-input' else 'dispatch'} | "
+            f"{'-' if default_ms is None else f'{default_ms:.3f}'} | {best:.3f} | "
+            f"{sum(1 for t in times if t <= best * 1.02)} | {len(space.remeasured)} | "
+            f"{str(provenance.get('date', ''))[11:16]} | "
+            f"{provenance.get('load_average_before', ['?'])[0]} -> "  # type: ignore[index]
+            f"{provenance.get('load_average_after', ['?'])[0]} | "  # type: ignore[index]
+            f"{round(float(str(provenance.get('recording_seconds', 0))))} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", default="", help="comma-separated names (default: all)")
@@ -286,11 +313,17 @@ def main() -> int:
     parser.add_argument("--keep-runs", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--list", action="store_true", help="list the problems and exit")
     parser.add_argument(
+        "--table", action="store_true", help="print a table of the spaces in --out and exit"
+    )
+    parser.add_argument(
         "--rebuild-from", type=Path, default=None,
         help="write the spaces in --out again from kept run folders, measuring nothing",
     )  # fmt: skip
     arguments = parser.parse_args()
     arguments.commit = git_commit()
+    if arguments.table:
+        print(render_table(arguments.out))
+        return 0
     if arguments.list:
         for problem in PROBLEMS:
             print(problem.name)

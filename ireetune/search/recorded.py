@@ -33,9 +33,13 @@ sample partly to luck: on a loaded machine the fastest candidate was often a sin
 again in several rounds, each round in a fresh shuffled order, so that every leader meets the
 same disturbances. `remeasured` maps a binary's hash to its fastest repetition in each round, and
 the provenance's `remeasure` entry says when, how and which binaries. A re-measured binary's
-time is the median of its rounds' fastest repetitions: the same statistic as a first pass (the
-fastest of a round of repetitions), made robust to one lucky or unlucky round. Version 1 files
-(no `remeasured`) still read.
+time is its fastest repetition over all rounds: other jobs only ever slow a repetition down, so
+the more repetitions a binary gets, the nearer its fastest comes to its undisturbed time, and
+every leader gets the same number in the same rounds. (The median of the rounds would keep
+whatever disturbed most rounds: on the loaded development machine round-to-round spreads were
+60-150%.) Leaders thereby get more chances than the rest of the sample, which kept their first
+pass; the selection (`select_leaders`) keeps every binary within a margin of the best, so what is
+left out was well behind. Version 1 files (no `remeasured`) still read.
 """
 
 from __future__ import annotations
@@ -43,7 +47,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -94,8 +97,8 @@ class RecordedSpace:
 
     def effective_times(self, use_remeasured: bool = True) -> list[float | None]:
         """Return each row's time (ms) as the tuner would see it (None where nothing runs): the
-        median of its binary's re-measured rounds where there are some (unless
-        `use_remeasured` is false), else its first pass's fastest repetition.
+        fastest of its binary's re-measured rounds where there are some (unless `use_remeasured`
+        is false), else its first pass's fastest repetition.
 
         A duplicate runs as fast as the measured row with its binary; a config that did not apply
         runs the default's binary.
@@ -117,12 +120,8 @@ class RecordedSpace:
         return times
 
     def remeasured_times(self) -> dict[str, float]:
-        """Return each re-measured binary's time: the median of its rounds' fastest repetitions."""
-        return {
-            binary: statistics.median(rounds)
-            for binary, rounds in self.remeasured.items()
-            if rounds
-        }
+        """Return each re-measured binary's time: its fastest repetition over all rounds."""
+        return {binary: min(rounds) for binary, rounds in self.remeasured.items() if rounds}
 
     def baseline_time(self, use_remeasured: bool = True) -> float | None:
         """Return the default's time on the same basis as `effective_times`."""
