@@ -185,6 +185,24 @@ def render_table(
     return "\n".join(lines)
 
 
+def seed_spread(per_seed: dict[str, dict[str, list[int | None]]]) -> str:
+    """Say how far each strategy's factor against random moves between seeds: the factor of the
+    geometric means over problems, one seed at a time (a problem a seed never solved is left
+    out of that seed's means)."""
+    seeds = len(next(iter(per_seed.values()))["random"])
+    factors: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    for seed in range(seeds):
+        solved = [
+            counts for counts in per_seed.values() if all(counts[s][seed] for s in STRATEGIES)
+        ]
+        means = {s: geometric_mean([float(c[s][seed] or 0) for c in solved]) for s in STRATEGIES}
+        for strategy in STRATEGIES:
+            factors[strategy].append(means["random"] / means[strategy])
+    return ", ".join(
+        f"{s} {min(factors[s]):.2f}-{max(factors[s]):.2f}x" for s in STRATEGIES if s != "random"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spaces", type=Path, default=Path("data/spaces/cpu"))
@@ -218,6 +236,7 @@ def main() -> int:
         f"{arguments.batch}, {arguments.labels} labels ({seconds:.1f} s)"
     )
     print(render_table(figures["per_problem"], later))  # type: ignore[arg-type]
+    print(f"\nrandom / strategy, one seed at a time: {seed_spread(figures['per_seed'])}")  # type: ignore[arg-type]
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
