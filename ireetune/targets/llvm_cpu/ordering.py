@@ -16,6 +16,7 @@ The weights were set by hand from the first measurements on this project's 2-cor
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ireetune.search.candidate import Knobs, sort_by_score
@@ -25,8 +26,10 @@ from ireetune.targets.llvm_cpu.space import CpuProblemSizes
 _K_PANEL = 256
 
 
+@functools.cache
 def best_intensity(facts: CpuFacts) -> float:
-    """Return the highest micro-kernel intensity m*r/(m+r) the register file can hold."""
+    """Return the highest micro-kernel intensity m*r/(m+r) the register file can hold (kept per
+    machine: every candidate's score and features divide by it)."""
     best = 0.0
     for rows in range(1, 17):
         for registers_n in range(1, 5):
