@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ireetune.commands.arguments import (
     TARGET_HELP,
+    fraction,
     non_negative_int,
     non_negative_seconds,
     positive_int,
@@ -109,8 +110,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--benchmark-timeout",
         type=positive_seconds,
         default=10.0,
-        help="seconds allowed for loading one candidate, on top of 20x the baseline's run time",
+        help="seconds allowed for loading one candidate (runs are stopped at 5x the baseline's "
+        "time)",
     )
+    parser.add_argument(
+        "--overlap", action=argparse.BooleanOptionalAction, default=None,
+        help="measure candidates while the rest still compile (default: on for GPU devices, off "
+        "on the host's CPU, where compiles would take the cores being measured)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--screen-fraction", type=fraction, default=None,
+        help="first pass: time batches of this share of the baseline's batch; the leaders' "
+        "confirmation always uses the full batch (default: 1 on the CPU, 0.25 on GPUs)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--prewarm", type=non_negative_int, default=None,
+        help="processes that load (JIT) the next candidates while one is measured "
+        "(default: 2 on GPUs, 0 on the CPU)",
+    )  # fmt: skip
     parser.add_argument(
         "--flags", default="",
         help='extra global iree-compile flags for every compile, e.g. "--iree-opt-data-tiling"',
@@ -158,6 +175,9 @@ def run(arguments: argparse.Namespace) -> int:
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
         extra_flags=parse_flag_text(arguments.flags),
         search_flags=arguments.search_flags,
+        overlap=arguments.overlap,
+        screen_fraction=arguments.screen_fraction,
+        prewarm=arguments.prewarm,
     )
     result = tune_dispatch(options)
     if options.stop_after is StopAfter.COMPILE:
