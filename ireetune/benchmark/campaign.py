@@ -14,7 +14,6 @@ Runtime-only: this module and everything it imports run where only `iree-base-ru
 
 from __future__ import annotations
 
-import math
 import queue
 import statistics
 import threading
@@ -445,7 +444,7 @@ def _deal(
 def _drain_stream(feed: JobFeed) -> Iterator[BenchmarkJob]:
     index = 0
     while True:
-        job = feed.wait_for(index, math.inf)
+        job = feed.wait_for(index, None)
         if not isinstance(job, BenchmarkJob):
             return
         yield job

@@ -147,7 +147,7 @@ class JobFeed:
             self._closed = True
             self._changed.notify_all()
 
-    def wait_for(self, index: int, timeout_s: float) -> BenchmarkJob | None | bool:
+    def wait_for(self, index: int, timeout_s: float | None) -> BenchmarkJob | None | bool:
         """Return job `index`; None when the feed closed before it; False while it may come."""
         with self._changed:
             self._changed.wait_for(lambda: index < len(self._jobs) or self._closed, timeout_s)
@@ -328,7 +328,7 @@ def run_benchmarks(
                             reason = f"benchmark process died before starting (exit {process.returncode})"
                         else:
                             break  # Died between jobs: the next job gets a fresh worker.
-                        job = feed.wait_for(reported, math.inf)
+                        job = feed.wait_for(reported, None)
                         if not isinstance(job, BenchmarkJob):
                             return
                         yield _failure(
@@ -345,7 +345,7 @@ def run_benchmarks(
                     if event == "device-error":
                         process.wait()
                         while True:
-                            job = feed.wait_for(reported, math.inf)
+                            job = feed.wait_for(reported, None)
                             if not isinstance(job, BenchmarkJob):
                                 return
                             yield _failure(
