@@ -78,7 +78,7 @@ from ireetune.flags.dispatch_search import search_flags_for_input
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
-from ireetune.handoff.export import StopAfter, export_for_benchmarking
+from ireetune.handoff.export import References, StopAfter, export_for_benchmarking
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.recorder import RunRecorder
@@ -171,6 +171,9 @@ class TuneOptions:
     # device, see CampaignSettings.for_device).
     screen_fraction: float | None = None
     prewarm: int | None = None
+    # With stop_after COMPILE: compile the reference programs of the leaders only, later (the
+    # default: each candidate compiled once), or of every candidate now (one device trip).
+    references: References = References.LEADERS
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -359,6 +362,7 @@ def _run(
                 target, context, dispatch.root_op, problem, run_dir, recorder.records, recorder.info,
                 campaign_settings(options), tuple(devices), options.seed, options.verify_top,
                 options.compile_timeout_s, progress, rule, options.model_level_rounds,
+                options.references,
             )  # fmt: skip
             recorder.info["notes"] = notes
             recorder.save()

@@ -82,6 +82,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(default: run every stage here)",
     )  # fmt: skip
     parser.add_argument(
+        "--references", choices=("leaders", "all"), default="leaders",
+        help="with --stop-after compile: compile the output checks' reference programs of the "
+        "leaders only, in `finish` after benchmarking (default; each candidate is compiled once, "
+        "the device host checks outputs on a second call), or of every candidate now (one trip)",
+    )  # fmt: skip
+    parser.add_argument(
         "--order", choices=("auto", "learned", "heuristic", "random"), default="auto",
         help="which candidates to compile: the learned cost model's best when the database can "
         "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
@@ -143,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
     from ireetune.flags.check import parse_flag_text
-    from ireetune.handoff.export import StopAfter
+    from ireetune.handoff.export import References, StopAfter
     from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_database_path, check_output_dir
 
@@ -178,6 +184,7 @@ def run(arguments: argparse.Namespace) -> int:
         overlap=arguments.overlap,
         screen_fraction=arguments.screen_fraction,
         prewarm=arguments.prewarm,
+        references=References(arguments.references),
     )
     result = tune_dispatch(options)
     if options.stop_after is StopAfter.COMPILE:
@@ -186,6 +193,11 @@ def run(arguments: argparse.Namespace) -> int:
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
             f"  ireetune benchmark-folder {result.run_dir}   (or python -m ireetune.benchmark.folder)\n"
             f"  ireetune finish {result.run_dir}\n"
+            + (
+                "  then, for the leaders' output checks: benchmark-folder and finish once more\n"
+                if options.references is References.LEADERS
+                else ""
+            )
         )
         for note in result.notes[:-1]:
             sys.stdout.write(f"note: {note}\n")

@@ -28,6 +28,18 @@ class StopAfter(enum.Enum):
     COMPILE = "compile"
 
 
+class References(enum.Enum):
+    """Which reference programs (the output checks' binaries) a split run compiles, and when.
+
+    LEADERS: none now; `finish` compiles those of the leaders the benchmarking side chose, and
+    the benchmarking side checks their outputs in a second pass (each candidate is compiled once,
+    a leader twice). ALL: every candidate's now, so one trip to the device host is enough.
+    """
+
+    LEADERS = "leaders"
+    ALL = "all"
+
+
 def export_for_benchmarking(
     target: Target,
     context: ir.Context,
@@ -44,12 +56,16 @@ def export_for_benchmarking(
     progress: StageProgress,
     rule: DecisionRule | None = None,
     real_input_rounds: int = 7,
+    references: References = References.ALL,
 ) -> Path:
-    """Compile every distinct candidate's reference program and write the folder's manifest.
+    """Write the folder's manifest and, with References.ALL, every distinct candidate's
+    reference program.
 
-    Which candidates win is only known after benchmarking elsewhere, so the reference program
-    (the root op on real inputs, see verify/reference.py) is compiled for each of them now. The
-    random inputs are not written: the benchmarking side draws them from the same seed.
+    Which candidates win is only known after benchmarking elsewhere: the reference program (the
+    root op on real inputs, see verify/reference.py) is compiled for each of them now, or with
+    References.LEADERS for the leaders only, by `finish` after the benchmarking side chose them
+    (handoff/references.py). The random inputs are not written: the benchmarking side draws
+    them from the same seed.
     """
     verify_dir = run_dir / "verify"
     verify_dir.mkdir(exist_ok=True)
@@ -59,6 +75,7 @@ def export_for_benchmarking(
     to_measure = [
         r for r in records.values() if r.is_baseline or r.status is CandidateStatus.COMPILED
     ]
+    deferred = references is References.LEADERS
     jobs = [
         CompileJob(
             candidate_id=record.candidate_id,
@@ -71,6 +88,7 @@ def export_for_benchmarking(
             / f"{record.candidate_id}_reference_reproducer.mlir",
         )
         for record in sorted(to_measure, key=lambda r: r.candidate_id)
+        if not deferred
     ]
     hashes: dict[int, str] = {}
     with progress.stage("compiling reference programs", len(jobs)):
@@ -115,6 +133,8 @@ def export_for_benchmarking(
         real_input_decides=rule.real_input_decides if rule else False,
         real_input_rounds=real_input_rounds,
         global_flags=target.global_flags,
+        references_deferred=deferred,
     )
     info["outcome"] = "compiled"
+    info["references"] = references.value
     return write_manifest(run_dir, manifest)
