@@ -190,7 +190,7 @@ def prepare_gpu(args: argparse.Namespace) -> None:
     subprocess.run(
         [
             sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(model), "--target", "cuda:sm_80",
-            "--num-candidates", str(args.num_candidates), "--stop-after", "compile", "--no-db",
+            "--num-candidates", str(args.num_candidates), "--stop-after", "compile", "--references", "all", "--no-db",
             "--output-dir", str(runs), "--order", "random",
         ],
         check=True,
