@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 
 from ireetune.report.ranking import is_real_improvement, rank_candidates
 from ireetune.report.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
@@ -105,3 +106,19 @@ def test_each_measurement_says_how_it_was_timed() -> None:
         "timing: host clock over batches of 4096 dispatches in one call (launch amortised) "
         "(1 measurements)" in summary
     )
+
+
+def test_a_tiny_dispatch_timed_call_by_call_is_flagged() -> None:
+    tiny = CandidateRecord(
+        0, None, CandidateStatus.MEASURED, median_ms=0.02, speedup=1.0, timing="host-per-call",
+        batch=512,
+    )  # fmt: skip
+    summary = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", [tiny], 0.02, 1.0, None, [])
+    assert (
+        "timing: the default takes 20.0 us a call, so launch overhead is a large part of every "
+        "time and speedups read smaller than they are" in summary
+    )
+    batched = render_summary(
+        "matmul_8x8x8_f32_f32_f32", "cpu", [replace(tiny, timing="batched")], 0.02, 1.0, None, []
+    )
+    assert "launch overhead is a large part" not in batched

@@ -9,7 +9,8 @@ Request (the first line of stdin): {"device": "local-task", "repetitions": 5, "b
           "min_repetition_s": 0.05, "hopeless_ms": null, "jobs": [{"candidate_id": 0, ...}]}
 More jobs may follow, one JSON object a line, until stdin closes: the runner streams candidates
 to one worker as they compile, and the confirmation rounds after them, so the device stays open
-and loaded binaries stay loaded (an LRU of `_CACHED_MODULES`) for the whole campaign.
+and loaded binaries stay loaded for the whole campaign (the latest `_CACHED_MODULES`, of which at
+most `_CACHED_WITH_INPUTS` hold uploaded real inputs, which can be large).
 A job with "inputs" (an .npz of arg0, arg1, ...) and "function" times a program on those real
 inputs instead: they are uploaded once, and a batch of n is n calls.
 With "learn_from_first": true, the first job (the baseline) fixes the batch for the others
@@ -47,6 +48,7 @@ from ireetune.benchmark.timing import TimingKind
 _MAX_BATCH = 1 << 16
 # Loaded binaries kept for later jobs of the same campaign (the leaders' confirmation rounds).
 _CACHED_MODULES = 32
+_CACHED_WITH_INPUTS = 6
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -166,8 +168,6 @@ def time_job(
         function, function_name = load_function(runtime, device, job)
         if cache is not None:
             cache[job["vmfb"]] = (function, function_name)
-            if isinstance(cache, OrderedDict) and len(cache) > _CACHED_MODULES:
-                cache.popitem(last=False)
     load_s = time.perf_counter() - start
     _emit({"event": "loaded", "seconds": load_s})
     # The first call warms up (executable upload, JIT on some drivers, caches); its time sets
@@ -250,10 +250,13 @@ def main() -> int:
         return 3
     # Loaded binaries stay loaded (interleaved confirmation rounds load nothing again).
     cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+    with_inputs: OrderedDict[str, tuple[Any, str]] = OrderedDict()
     for job_index, job in enumerate(_read_jobs(request)):
         _emit({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
-            record = time_job(runtime, device, job, request, cache)
+            in_use = with_inputs if job.get("inputs") else cache
+            record = time_job(runtime, device, job, request, in_use)
+            _trim(in_use, _CACHED_WITH_INPUTS if in_use is with_inputs else _CACHED_MODULES)
             if job_index == 0 and request.get("learn_from_first") and record["times_ms"]:
                 # The first job is the baseline: its batch and time set the rest's.
                 request["batch"] = screened_batch(
@@ -285,6 +288,12 @@ def main() -> int:
         record["job_index"] = job_index
         _emit(record)
     return 0
+
+
+def _trim(cache: OrderedDict[str, tuple[Any, str]], size: int) -> None:
+    """Drop the least recently used binaries beyond `size`."""
+    while len(cache) > size:
+        cache.popitem(last=False)
 
 
 def _first_line(error: Exception) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, default_jobs
 from ireetune.decision.rules import DecisionRule
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.family import Problem
@@ -92,7 +91,7 @@ def export_for_benchmarking(
     ]
     hashes: dict[int, str] = {}
     with progress.stage("compiling reference programs", len(jobs)):
-        for outcome in compile_all(jobs, len(os.sched_getaffinity(0)), compile_timeout_s):
+        for outcome in compile_all(jobs, default_jobs(), compile_timeout_s):
             if outcome.status is CompileStatus.COMPILED:
                 hashes[outcome.candidate_id] = outcome.binary_hash
             progress.advance()
