@@ -132,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--prewarm", type=non_negative_int, default=None,
         help="processes that load (JIT) the next candidates while one is measured "
-        "(default: 2 on GPUs, 0 on the CPU)",
+        "(default: up to 4 on GPUs, half the cores at most; 0 on the CPU)",
     )  # fmt: skip
     parser.add_argument(
         "--flags", default="",
