@@ -314,3 +314,32 @@ def test_deadlines_follow_the_baseline() -> None:
     # The untimed and the three timed repetitions of 8 dispatches, each allowed 5x the baseline.
     assert deadlines.rest_s(8) == pytest.approx(1.0 + 5 * 0.002 * 4 * 8)
     assert deadlines.rest_s(32) == pytest.approx(1.0 + 5 * 0.002 * 4 * 32)
+
+
+def test_accelerators_screen_with_a_quarter_batch_and_prewarm() -> None:
+    settings = CampaignSettings()
+    assert (
+        settings.for_device("local-task").screen_fraction,
+        settings.for_device("local-task").prewarm,
+    ) == (1.0, 0)
+    on_gpu = settings.for_device("cuda://0")
+    assert on_gpu.screen_fraction == 0.25 and on_gpu.prewarm is not None and on_gpu.prewarm >= 1
+    chosen = CampaignSettings(screen_fraction=0.5, prewarm=0).for_device("cuda://0")
+    assert (chosen.screen_fraction, chosen.prewarm) == (0.5, 0)
+
+
+def test_the_first_pass_screens_with_part_of_the_batch_and_the_confirmation_uses_all(
+    benchmark_binary: Path, tmp_path: Path
+) -> None:
+    paths = _copies(benchmark_binary, tmp_path, 4)
+    settings = CampaignSettings(
+        repetitions=2, min_repetition_s=0.01, confirm_top=1, confirm_rounds=2, screen_fraction=0.5
+    )
+    result = run_campaign(
+        BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2, 3)],
+        ["local-task"], settings,
+    )  # fmt: skip
+    full = result.baselines["local-task"].batch
+    assert full >= 2
+    batches = {(m.confirmed, m.batch) for m in result.candidates.values() if not m.stopped_early}
+    assert batches <= {(True, full), (False, full // 2)} and (True, full) in batches
