@@ -306,7 +306,7 @@ def test_deadlines_follow_the_baseline() -> None:
         TimingKind.BATCHED, 0.2, 4.0,
     )  # fmt: skip
     settings = CampaignSettings(repetitions=3, hopeless_factor=5.0, min_timeout_s=2.0)
-    deadlines = job_deadlines(settings, first)
+    deadlines = job_deadlines(settings.for_device("cuda://0"), first)
     assert deadlines == JobDeadlines(
         load_s=2.0 + 5 * 0.2, first_run_s=1.0 + 5 * 0.004, per_dispatch_s=5 * 0.002,
         repetitions=3, slack_s=1.0,
@@ -324,6 +324,7 @@ def test_accelerators_screen_with_a_quarter_batch_and_prewarm() -> None:
     ) == (1.0, 0)
     on_gpu = settings.for_device("cuda://0")
     assert on_gpu.screen_fraction == 0.25 and on_gpu.prewarm is not None and on_gpu.prewarm >= 1
+    assert on_gpu.hang_slack_s == 1.0
     chosen = CampaignSettings(screen_fraction=0.5, prewarm=0).for_device("cuda://0")
     assert (chosen.screen_fraction, chosen.prewarm) == (0.5, 0)
 

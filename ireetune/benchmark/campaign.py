@@ -44,7 +44,7 @@ class CampaignSettings:
     """How to time: repetitions, batch sizing, early stop and the confirmation round.
 
     `min_timeout_s` bounds loading one candidate (and its JIT); its first run and repetitions
-    are stopped at `hopeless_factor` times the baseline's, plus `hang_slack_s`. The first pass
+    are stopped at `hopeless_factor` times the baseline's, plus `hang_slack_s` (by device). The first pass
     times batches of `screen_fraction` of the baseline's batch; the confirmation round always
     uses the full batch. `prewarm` processes load the coming candidates ahead (GPU JIT).
     """
@@ -58,20 +58,23 @@ class CampaignSettings:
     # None: chosen per device by `for_device` (the host's CPU, or an accelerator).
     screen_fraction: float | None = None
     prewarm: int | None = None
-    hang_slack_s: float = 1.0
+    hang_slack_s: float | None = None
 
     def for_device(self, device: str) -> CampaignSettings:
         """Fill what was left to the device: on the host's CPU, screen with the full batch and
         prewarm nothing (there is no JIT, and loading would take the measured cores); on an
         accelerator, screen with a quarter batch (batched dispatch timing there is stable to
         0.1%) and JIT the next candidates in up to four prewarm processes (a PTX JIT took about
-        0.4 s a candidate on the H100: four keep ahead of 10 candidates a second)."""
+        0.4 s a candidate on the H100: four keep ahead of 10 candidates a second). A run's
+        deadline allows 1 s beyond the baseline's times on an accelerator, 3 s on the host's
+        CPU, whose cores the measurement shares with everything else on the machine."""
         on_host = measures_on_host(device)
         prewarm = 0 if on_host else max(1, min(4, (os.cpu_count() or 2) // 2))
         return replace(
             self,
             screen_fraction=self.screen_fraction or (1.0 if on_host else 0.25),
             prewarm=self.prewarm if self.prewarm is not None else prewarm,
+            hang_slack_s=self.hang_slack_s or (3.0 if on_host else 1.0),
         )
 
 
@@ -145,6 +148,7 @@ def job_deadlines(settings: CampaignSettings, first: BenchmarkOutcome) -> JobDea
     hopeless (the worker would stop it after that run anyway); one that has not answered by then
     is stopped, so a hang costs a few baseline runs and a worker restart.
     """
+    assert settings.hang_slack_s is not None, "settings.for_device(...) fills it"
     median_s = compute_stats(first.times_ms).median_ms / 1000.0
     first_run_s = (first.first_run_ms or 0.0) / 1000.0
     factor = max(settings.hopeless_factor, 1.0)
