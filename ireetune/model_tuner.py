@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, default_jobs
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule, clears_threshold
@@ -228,7 +228,7 @@ def compile_dispatch_benchmarks(
     ]
     compiled = {
         o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
-        for o in compile_all(compile_jobs, jobs or 2, 300)
+        for o in compile_all(compile_jobs, jobs or default_jobs(), 300)
         if o.status is CompileStatus.COMPILED
     }
     return dumped, compiled
@@ -527,7 +527,7 @@ def _flag_search_request(
         device=model.device,
         space=FlagSpace((), options.flag_sets) if options.flag_sets else model.target.flag_space(),
         rounds=options.rounds, repetitions=repetitions_for(default_ms),
-        max_sets=options.max_flag_sets, jobs=options.jobs or 2,
+        max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
         rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
     )  # fmt: skip

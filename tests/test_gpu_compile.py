@@ -17,7 +17,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.manifest import read_manifest
 from ireetune.report.records import CandidateStatus
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
@@ -107,7 +107,7 @@ def compile_run(benchmark: Path, target_name: str, output_dir: Path, count: int)
     return tune_dispatch(
         TuneOptions(
             input_path=benchmark, target=target_name, num_candidates=count, output_dir=output_dir,
-            stop_after=StopAfter.COMPILE, show_progress=False,
+            stop_after=StopAfter.COMPILE, show_progress=False, references=References.ALL,
         )
     )  # fmt: skip
 

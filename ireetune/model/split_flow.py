@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, default_jobs
 from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
@@ -653,7 +653,8 @@ def _build_variants(
     built: list[LabelledBinary] = []
     variant_rows = []
     for outcome in sorted(
-        compile_all(jobs, options.jobs or 2, model.compile_timeout_s), key=lambda o: o.candidate_id
+        compile_all(jobs, options.jobs or default_jobs(), model.compile_timeout_s),
+        key=lambda o: o.candidate_id,
     ):
         plan = plans[outcome.candidate_id]
         row = {
