@@ -46,7 +46,7 @@ from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.frontend.model_import import import_model
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import read_manifest
 from ireetune.handoff.model_folder import (
@@ -398,6 +398,10 @@ def _compile_folders(
                     jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
                     use_database=False, show_progress=options.show_progress,
                     extra_flags=options.extra_flags, stop_after=StopAfter.COMPILE,
+                    # Every candidate's reference program goes along, so the device verifies
+                    # and times the leaders in the same round trip (leaders-only references
+                    # would cost the model flow a third one).
+                    references=References.ALL,
                 )
             )  # fmt: skip
         except IreetuneError as failure:
