@@ -225,7 +225,7 @@ def prepare(arguments: argparse.Namespace) -> None:
                 num_candidates=arguments.num_candidates, max_dispatches=arguments.max_dispatches,
                 candidates_per_dispatch=arguments.candidates_per_dispatch,
                 rounds=arguments.rounds, output_dir=arguments.out / "runs", use_database=False,
-                show_progress=False, search_flags=False,
+                show_progress=False, search_flags=False, externalize_weights=True,
             )
         )  # fmt: skip
         runs[name] = status.run_dir

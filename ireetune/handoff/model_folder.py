@@ -74,6 +74,9 @@ class DeviceManifest:
     # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
     folders: tuple[str, ...]
     variants: VariantTask | None
+    # Parameter archives (.irpa) the model binaries read their weights from (ONNX models
+    # imported with their weights kept apart: one archive serves every variant).
+    parameters: tuple[str, ...] = ()
 
 
 def results_name(round_trip: int) -> str:
@@ -100,6 +103,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
         "function": manifest.function,
         "inputs": manifest.inputs,
         "default_model": manifest.default_model,
+        "parameters": list(manifest.parameters),
         "files": dict(sorted(manifest.files.items())),
         "profile": None
         if manifest.profile is None
@@ -231,6 +235,9 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     folders = reader.field(data, "folders")
     if not isinstance(folders, list):
         raise reader.fail("folders", "must be a list")
+    parameters = data.get("parameters", [])
+    if not isinstance(parameters, list):
+        raise reader.fail("parameters", "must be a list")
     profile_data = reader.field(data, "profile")
     variant_data = reader.field(data, "variants")
     manifest = DeviceManifest(
@@ -240,6 +247,10 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
         function=reader.text(data, "function"),
         inputs=reader.path_inside(data, "inputs"),
         default_model=reader.path_inside(data, "default_model"),
+        parameters=tuple(
+            reader.path_inside({"parameters": p}, "parameters", f"parameters[{i}].")
+            for i, p in enumerate(parameters)
+        ),
         files=dict(files),
         profile=None
         if profile_data is None
@@ -263,7 +274,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
         ),
     )
     # Whatever the step reads must be covered by a hash.
-    read = [manifest.inputs, manifest.default_model]
+    read = [manifest.inputs, manifest.default_model, *manifest.parameters]
     read += [d.vmfb for d in manifest.profile.dispatches] if manifest.profile else []
     read += [v.vmfb for v in manifest.variants.variants] if manifest.variants else []
     read += [f"{folder}/handoff.json" for folder in manifest.folders]

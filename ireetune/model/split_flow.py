@@ -231,7 +231,7 @@ def _options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
         "seed": options.seed, "jobs": options.jobs, "extra_flags": list(options.extra_flags),
         "devices": list(options.devices),
         "database_path": str(options.database_path) if options.database_path else None,
-        "use_database": options.use_database,
+        "use_database": options.use_database, "externalize_weights": options.externalize_weights,
     }  # fmt: skip
 
 
@@ -242,6 +242,7 @@ def _options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptio
     fields["extra_flags"] = tuple(fields["extra_flags"])
     fields["devices"] = tuple(fields["devices"])
     fields["database_path"] = Path(fields["database_path"]) if fields["database_path"] else None
+    fields.setdefault("externalize_weights", False)
     if jobs:
         fields["jobs"] = jobs
     return ModelTuneOptions(**fields, search_flags=False)
@@ -299,7 +300,11 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
     target = _target_of(options)
     done = state["done_steps"]
     if "import" not in done:
-        mlir_path = import_model(options.model_path, run_dir / "import")
+        weights = run_dir / "import" / "weights.irpa"
+        externalize = options.externalize_weights and options.model_path.suffix == ".onnx"
+        mlir_path = import_model(
+            options.model_path, run_dir / "import", weights if externalize else None
+        )
         if not mlir_path.resolve().is_relative_to(run_dir.resolve()):
             # The folder holds its own copy: later phases compile it, and check its hash.
             copied = run_dir / "import" / mlir_path.name
@@ -312,6 +317,7 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
         state["model"] = {
             "source": str(options.model_path), "mlir": _relative(run_dir, mlir_path),
             "mlir_sha256": hash_file(mlir_path), "function": function,
+            "parameters": ["import/weights.irpa"] if externalize else [],
         }  # fmt: skip
         done.append("import")
         _save_state(run_dir, state)
@@ -415,7 +421,8 @@ def _send_to_device(
 ) -> SplitStatus:  # fmt: skip
     """Write the next device manifest, with the hash of every file the step will read."""
     folders = [f for f in folders if f]
-    files = ["inputs.npz", "default.vmfb"]
+    parameters = state["model"].get("parameters", [])
+    files = ["inputs.npz", "default.vmfb", *parameters]
     files += [d.vmfb for d in profile.dispatches] if profile else []
     files += [v.vmfb for v in variants.variants] if variants else []
     for folder in folders:
@@ -428,7 +435,7 @@ def _send_to_device(
         round_trip=round_trip, target=state["options"]["target"], devices=tuple(state["devices"]),
         function=state["model"]["function"], inputs="inputs.npz", default_model="default.vmfb",
         files={f: hash_file(run_dir / f) for f in files}, profile=profile,
-        folders=tuple(folders), variants=variants,
+        folders=tuple(folders), variants=variants, parameters=tuple(parameters),
     )  # fmt: skip
     state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
     state.update(phase=Phase.AWAITING_DEVICE, round_trip=round_trip)
