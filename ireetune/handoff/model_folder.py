@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -282,3 +283,60 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     if unlisted:
         raise reader.fail("files", f"lists no hash for {unlisted[0]}")
     return manifest
+
+
+def _is_times(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+        for t in value
+    )
+
+
+def check_device_results(results: dict[str, Any], run_dir: Path) -> str:
+    """Say what is wrong with a device results file (it comes from another host), or ''."""
+    devices = results.get("devices")
+    if not isinstance(devices, list) or not devices or not all(isinstance(d, str) for d in devices):
+        return "devices must be a list of device names"
+    seconds = results.get("seconds")
+    if not isinstance(seconds, dict) or not _is_times(list(seconds.values())):
+        return "seconds must map parts to durations"
+    folders = results.get("folders")
+    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
+        return "folders must map folders to outcomes"
+    profile = results.get("profile")
+    if profile is not None and not (
+        isinstance(profile, dict)
+        and _is_times(profile.get("model_times_ms"))
+        and profile.get("model_times_ms")
+        and _is_times([profile.get("model_ms")])
+        and isinstance(profile.get("dispatch_ms"), dict)
+        and _is_times([v for v in profile["dispatch_ms"].values() if v is not None])
+    ):
+        return "profile is malformed"
+    variants = results.get("variants")
+    if variants is None:
+        return ""
+    sessions = (
+        [variants.get("first"), variants.get("confirm")] if isinstance(variants, dict) else []
+    )
+    if not (
+        sessions
+        and isinstance(variants.get("calls_per_round"), int)
+        and variants["calls_per_round"] >= 1
+        and isinstance(variants.get("contenders"), list)
+        and all(
+            isinstance(session, dict)
+            and all(
+                isinstance(run, dict)
+                and _is_times(run.get("times_ms"))
+                and isinstance(run.get("outputs"), str)
+                and (not run["outputs"] or is_inside_folder(run_dir, run["outputs"]))
+                for run in session.values()
+            )
+            for session in sessions
+        )
+        and "default" in variants["first"]
+        and all(label in variants["first"] for label in variants["contenders"])
+    ):
+        return "variants is malformed"
+    return ""
