@@ -15,8 +15,10 @@ cast to f16.
     # ranking covers the hot set), then:
     python bench/gpu_models.py report --out runs/gpu
 
-With the device tool (64 MiB travel each way, 8 files back), copy only what the device reads,
-and bring back one archive:
+With the device tool (64 MiB travel each way, the runtime wheel included; 8 files back), copy
+only what the device reads, and bring back one archive. A payload over the limit (ResNet-50 and
+the GPT-2 stack: their weights alone are 51 and 57 MB) goes in parts (`pack --part-mb 45`), one
+device call per part, each copying its part into a folder that stays on the warm machine:
 
     python bench/gpu_models.py pack --out runs/gpu --dest .gpu_payload      # here; carry it
     python bench/gpu_models.py device --out .gpu_payload                    # there
@@ -225,7 +227,7 @@ def prepare(arguments: argparse.Namespace) -> None:
                 num_candidates=arguments.num_candidates, max_dispatches=arguments.max_dispatches,
                 candidates_per_dispatch=arguments.candidates_per_dispatch,
                 rounds=arguments.rounds, output_dir=arguments.out / "runs", use_database=False,
-                show_progress=False, search_flags=False,
+                show_progress=False, search_flags=False, externalize_weights=True,
             )
         )  # fmt: skip
         runs[name] = status.run_dir
@@ -299,24 +301,41 @@ def pack(arguments: argparse.Namespace) -> None:
 
     Only `device_step.json` and the files it lists go: the device host needs nothing else. The
     copy keeps the run folders' relative paths and its own runs.json, so `device --out DEST`
-    runs there as it would on the whole folders.
+    runs there as it would on the whole folders. With `--part-mb`, the files are dealt into
+    `DEST/part1`, `DEST/part2`, ... of at most that size each (a file larger than that gets a
+    part of its own): one device call carries one part and copies it into a folder that stays
+    on the warm machine (`cp -r part1/. stage/`), the last call runs the step on `stage/`.
     """
     import shutil
 
     packed: dict[str, Path] = {}
-    total = 0
+    files: list[tuple[Path, Path]] = []
     for name, run_dir in _runs(arguments.out).items():
         if _phase(run_dir) != "awaiting-device":
             continue
         manifest_path = run_dir / "device_step.json"
-        target = arguments.dest / run_dir.name
         for relative in ["device_step.json", *json.loads(manifest_path.read_text())["files"]]:
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run_dir / relative, target / relative)
-            total += (run_dir / relative).stat().st_size
+            files.append((run_dir / relative, Path(run_dir.name) / relative))
         packed[name] = Path(run_dir.name)
-    _save_runs(arguments.dest, packed)
-    print(f"packed {len(packed)} run(s), {total / 1e6:.1f} MB, into {arguments.dest}")
+    limit = arguments.part_mb * 1e6 if arguments.part_mb else math.inf
+    parts: list[list[tuple[Path, Path]]] = [[]]
+    used = 0.0
+    for source, relative in sorted(files, key=lambda f: -f[0].stat().st_size):
+        size = source.stat().st_size
+        if parts[-1] and used + size > limit:
+            parts.append([])
+            used = 0.0
+        parts[-1].append((source, relative))
+        used += size
+    for index, part in enumerate(parts, start=1):
+        folder = arguments.dest / f"part{index}" if len(parts) > 1 else arguments.dest
+        for source, relative in part:
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, folder / relative)
+        _save_runs(folder, packed)
+        size = sum(source.stat().st_size for source, _ in part)
+        print(f"{folder}: {len(part)} files, {size / 1e6:.1f} MB")
+    print(f"packed {len(packed)} run(s) into {len(parts)} part(s) under {arguments.dest}")
 
 
 # What a device step writes that the compile host reads back (small JSON and model outputs).
@@ -378,6 +397,9 @@ def main() -> int:
     )
     parser.add_argument("--dest", type=Path, help="pack: the folder to copy the payload into")
     parser.add_argument("--archive", type=Path, help="collect/unpack: the results archive")
+    parser.add_argument(
+        "--part-mb", type=float, default=0.0, help="pack: split the payload into parts of this size"
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder of models and runs")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated models")
     parser.add_argument("--target", default="cuda:sm_80", help="what to compile for")

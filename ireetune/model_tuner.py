@@ -117,6 +117,9 @@ class ModelTuneOptions:
     flag_sets: tuple[tuple[str, ...], ...] = ()
     # A flag set must make the model at least this much faster (its interval's lower bound).
     flag_threshold: float = MODEL_RULE.threshold
+    # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
+    # which every binary reads at run time (small binaries to send to the device host).
+    externalize_weights: bool = False
 
 
 @dataclass(frozen=True)

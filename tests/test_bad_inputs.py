@@ -264,6 +264,11 @@ CASES = [
         (*TUNE, "--stop-after", "compile", "--time-budget", "60"),
         "do not apply with --stop-after compile",
     ),
+    Case(
+        "tune-externalize-without-split",
+        (*TUNE, "--externalize-weights"),
+        "--externalize-weights applies only with --stop-after compile",
+    ),
     Case("folder-missing", ("benchmark-folder", "{tmp}/missing"), "run folder not found"),
     Case("folder-is-a-file", ("benchmark-folder", "{afile}"), "is a file"),
     Case("folder-without-manifest", ("benchmark-folder", "{adir}"), "has no handoff.json"),

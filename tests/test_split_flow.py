@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ireetune.cli import main
@@ -264,6 +265,11 @@ def test_device_step_refuses_a_manifest_naming_a_file_outside_or_without_hash(
     path.write_text(json.dumps(manifest))
     assert main(["device-step", str(run_dir)]) == 2
     assert "files lists no hash for dispatch_binaries/0.log" in capsys.readouterr().err
+    manifest["default_model"] = "default.vmfb"
+    manifest["parameters"] = ["import/weights.irpa"]
+    path.write_text(json.dumps(manifest))
+    assert main(["device-step", str(run_dir)]) == 2
+    assert "files lists no hash for import/weights.irpa" in capsys.readouterr().err
 
 
 def test_continue_refuses_an_edited_manifest_and_foreign_results(
@@ -318,3 +324,46 @@ def test_continue_resumes_a_prepare_phase_that_was_stopped(prepared: Path, tmp_p
     assert json.loads((run_dir / STATE_NAME).read_text())["folders"] == kept
     assert {p: p.stat().st_mtime_ns for p in (run_dir / "tuning").rglob("*.vmfb")} == before
     assert json.loads((run_dir / DEVICE_MANIFEST_NAME).read_text())["round_trip"] == 1
+
+
+def test_weights_kept_apart_are_read_from_their_archive(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ireetune.frontend.model_import import PARAMETER_SCOPE, import_model
+    from ireetune.frontend.model_inputs import read_entry_signature
+    from ireetune.model import worker
+    from ireetune.model.timing import run_models_side_by_side
+    from tests.conftest import CPU_FLAGS, IREE_COMPILE
+
+    weights = np.random.default_rng(1).standard_normal((128, 96)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "projection",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 96])],
+        [numpy_helper.from_array(weights, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "projection.onnx"))
+    archive = tmp_path / "weights.irpa"
+    mlir = import_model(tmp_path / "projection.onnx", tmp_path / "import", archive)
+    assert archive.stat().st_size >= weights.nbytes
+    assert f'#stream.parameter.named<"{PARAMETER_SCOPE}"::"w">' in mlir.read_text()
+    assert worker.PARAMETER_SCOPE == PARAMETER_SCOPE
+    binary = tmp_path / "projection.vmfb"
+    subprocess.run([IREE_COMPILE, str(mlir), *CPU_FLAGS, "-o", str(binary)], check=True)
+    assert binary.stat().st_size < weights.nbytes
+    x = np.random.default_rng(2).standard_normal((64, 128)).astype(np.float32)
+    np.savez(tmp_path / "inputs.npz", arg0=x)
+    function, _ = read_entry_signature(mlir.read_text())
+    runs = run_models_side_by_side(
+        [("m", binary)], function, tmp_path / "inputs.npz", tmp_path, "local-task", 2,
+        parameters=[archive],
+    )  # fmt: skip
+    assert runs["m"].ok and len(runs["m"].times_ms) == 2
+    np.testing.assert_allclose(runs["m"].outputs[0], x @ weights, rtol=1e-4, atol=1e-4)
+    without = run_models_side_by_side(
+        [("m", binary)], function, tmp_path / "inputs.npz", tmp_path, "local-task", 1
+    )
+    assert not without["m"].ok

@@ -119,6 +119,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "folder; then `ireetune device-step RUN` there and `ireetune continue RUN` here, until "
         "the report (docs/split_flow.md)",
     )  # fmt: skip
+    parser.add_argument(
+        "--externalize-weights", action="store_true",
+        help="with --stop-after compile and an ONNX model: keep the weights in one parameter "
+        "archive (.irpa) that every model binary reads at run time, so that the binaries sent "
+        "to the device host are small",
+    )  # fmt: skip
     parser.set_defaults(handler=run)
 
 
@@ -156,7 +162,12 @@ def run(arguments: argparse.Namespace) -> int:
         max_flag_sets=arguments.max_flag_sets,
         flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),
         flag_threshold=arguments.flag_threshold,
+        externalize_weights=arguments.externalize_weights,
     )
+    if arguments.externalize_weights and arguments.stop_after != "compile":
+        from ireetune.errors import IreetuneError
+
+        raise IreetuneError("--externalize-weights applies only with --stop-after compile")
     if arguments.stop_after == "compile":
         from ireetune.errors import IreetuneError
         from ireetune.model.split_flow import describe_status, prepare_split_run

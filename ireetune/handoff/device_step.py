@@ -127,6 +127,7 @@ def _profile(
     runs = run_models_side_by_side(
         [("default", run_dir / manifest.default_model)], manifest.function,
         run_dir / manifest.inputs, step_dir, device, task.rounds,
+        parameters=[run_dir / p for p in manifest.parameters],
     )  # fmt: skip
     default = runs["default"]
     if not default.ok:
@@ -171,7 +172,7 @@ def _session(
         [("default", run_dir / manifest.default_model),
          *((label, run_dir / by_label[label]) for label in labels)],
         manifest.function, run_dir / manifest.inputs, work_dir, device, rounds,
-        task.calls_per_round,
+        task.calls_per_round, parameters=[run_dir / p for p in manifest.parameters],
     )  # fmt: skip
 
 

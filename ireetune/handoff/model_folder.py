@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,9 @@ class DeviceManifest:
     # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
     folders: tuple[str, ...]
     variants: VariantTask | None
+    # Parameter archives (.irpa) the model binaries read their weights from (ONNX models
+    # imported with their weights kept apart: one archive serves every variant).
+    parameters: tuple[str, ...] = ()
 
 
 def results_name(round_trip: int) -> str:
@@ -100,6 +104,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
         "function": manifest.function,
         "inputs": manifest.inputs,
         "default_model": manifest.default_model,
+        "parameters": list(manifest.parameters),
         "files": dict(sorted(manifest.files.items())),
         "profile": None
         if manifest.profile is None
@@ -231,6 +236,9 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     folders = reader.field(data, "folders")
     if not isinstance(folders, list):
         raise reader.fail("folders", "must be a list")
+    parameters = data.get("parameters", [])
+    if not isinstance(parameters, list):
+        raise reader.fail("parameters", "must be a list")
     profile_data = reader.field(data, "profile")
     variant_data = reader.field(data, "variants")
     manifest = DeviceManifest(
@@ -240,6 +248,10 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
         function=reader.text(data, "function"),
         inputs=reader.path_inside(data, "inputs"),
         default_model=reader.path_inside(data, "default_model"),
+        parameters=tuple(
+            reader.path_inside({"parameters": p}, "parameters", f"parameters[{i}].")
+            for i, p in enumerate(parameters)
+        ),
         files=dict(files),
         profile=None
         if profile_data is None
@@ -263,7 +275,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
         ),
     )
     # Whatever the step reads must be covered by a hash.
-    read = [manifest.inputs, manifest.default_model]
+    read = [manifest.inputs, manifest.default_model, *manifest.parameters]
     read += [d.vmfb for d in manifest.profile.dispatches] if manifest.profile else []
     read += [v.vmfb for v in manifest.variants.variants] if manifest.variants else []
     read += [f"{folder}/handoff.json" for folder in manifest.folders]
@@ -271,3 +283,60 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     if unlisted:
         raise reader.fail("files", f"lists no hash for {unlisted[0]}")
     return manifest
+
+
+def _is_times(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+        for t in value
+    )
+
+
+def check_device_results(results: dict[str, Any], run_dir: Path) -> str:
+    """Say what is wrong with a device results file (it comes from another host), or ''."""
+    devices = results.get("devices")
+    if not isinstance(devices, list) or not devices or not all(isinstance(d, str) for d in devices):
+        return "devices must be a list of device names"
+    seconds = results.get("seconds")
+    if not isinstance(seconds, dict) or not _is_times(list(seconds.values())):
+        return "seconds must map parts to durations"
+    folders = results.get("folders")
+    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
+        return "folders must map folders to outcomes"
+    profile = results.get("profile")
+    if profile is not None and not (
+        isinstance(profile, dict)
+        and _is_times(profile.get("model_times_ms"))
+        and profile.get("model_times_ms")
+        and _is_times([profile.get("model_ms")])
+        and isinstance(profile.get("dispatch_ms"), dict)
+        and _is_times([v for v in profile["dispatch_ms"].values() if v is not None])
+    ):
+        return "profile is malformed"
+    variants = results.get("variants")
+    if variants is None:
+        return ""
+    sessions = (
+        [variants.get("first"), variants.get("confirm")] if isinstance(variants, dict) else []
+    )
+    if not (
+        sessions
+        and isinstance(variants.get("calls_per_round"), int)
+        and variants["calls_per_round"] >= 1
+        and isinstance(variants.get("contenders"), list)
+        and all(
+            isinstance(session, dict)
+            and all(
+                isinstance(run, dict)
+                and _is_times(run.get("times_ms"))
+                and isinstance(run.get("outputs"), str)
+                and (not run["outputs"] or is_inside_folder(run_dir, run["outputs"]))
+                for run in session.values()
+            )
+            for session in sessions
+        )
+        and "default" in variants["first"]
+        and all(label in variants["first"] for label in variants["contenders"])
+    ):
+        return "variants is malformed"
+    return ""

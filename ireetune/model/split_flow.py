@@ -28,7 +28,6 @@ import enum
 import json
 import math
 import shutil
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -55,12 +54,13 @@ from ireetune.handoff.model_folder import (
     LabelledBinary,
     ProfileTask,
     VariantTask,
+    check_device_results,
     hash_device_manifest,
     hash_file,
     results_name,
     write_device_manifest,
 )
-from ireetune.model.flag_search import apply_command, repetitions_for
+from ireetune.model.flag_search import repetitions_for
 from ireetune.model.hot import (
     DispatchProfile,
     HotSet,
@@ -69,12 +69,12 @@ from ireetune.model.hot import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
+from ireetune.model.split_report import first_session_estimate, write_split_report
 from ireetune.model_tuner import (
     ModelTuneOptions,
     ModelUnderTuning,
     compile_dispatch_benchmarks,
     describe_dispatches,
-    explain_profile,
     write_model_inputs,
     write_profile,
 )
@@ -83,7 +83,7 @@ from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
-from ireetune.run_dir import check_output_dir, create_run_dir, is_inside_folder
+from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -231,7 +231,7 @@ def _options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
         "seed": options.seed, "jobs": options.jobs, "extra_flags": list(options.extra_flags),
         "devices": list(options.devices),
         "database_path": str(options.database_path) if options.database_path else None,
-        "use_database": options.use_database,
+        "use_database": options.use_database, "externalize_weights": options.externalize_weights,
     }  # fmt: skip
 
 
@@ -242,6 +242,7 @@ def _options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptio
     fields["extra_flags"] = tuple(fields["extra_flags"])
     fields["devices"] = tuple(fields["devices"])
     fields["database_path"] = Path(fields["database_path"]) if fields["database_path"] else None
+    fields.setdefault("externalize_weights", False)
     if jobs:
         fields["jobs"] = jobs
     return ModelTuneOptions(**fields, search_flags=False)
@@ -299,7 +300,11 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
     target = _target_of(options)
     done = state["done_steps"]
     if "import" not in done:
-        mlir_path = import_model(options.model_path, run_dir / "import")
+        weights = run_dir / "import" / "weights.irpa"
+        externalize = options.externalize_weights and options.model_path.suffix == ".onnx"
+        mlir_path = import_model(
+            options.model_path, run_dir / "import", weights if externalize else None
+        )
         if not mlir_path.resolve().is_relative_to(run_dir.resolve()):
             # The folder holds its own copy: later phases compile it, and check its hash.
             copied = run_dir / "import" / mlir_path.name
@@ -312,6 +317,7 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
         state["model"] = {
             "source": str(options.model_path), "mlir": _relative(run_dir, mlir_path),
             "mlir_sha256": hash_file(mlir_path), "function": function,
+            "parameters": ["import/weights.irpa"] if externalize else [],
         }  # fmt: skip
         done.append("import")
         _save_state(run_dir, state)
@@ -419,7 +425,8 @@ def _send_to_device(
 ) -> SplitStatus:  # fmt: skip
     """Write the next device manifest, with the hash of every file the step will read."""
     folders = [f for f in folders if f]
-    files = ["inputs.npz", "default.vmfb"]
+    parameters = state["model"].get("parameters", [])
+    files = ["inputs.npz", "default.vmfb", *parameters]
     files += [d.vmfb for d in profile.dispatches] if profile else []
     files += [v.vmfb for v in variants.variants] if variants else []
     for folder in folders:
@@ -432,7 +439,7 @@ def _send_to_device(
         round_trip=round_trip, target=state["options"]["target"], devices=tuple(state["devices"]),
         function=state["model"]["function"], inputs="inputs.npz", default_model="default.vmfb",
         files={f: hash_file(run_dir / f) for f in files}, profile=profile,
-        folders=tuple(folders), variants=variants,
+        folders=tuple(folders), variants=variants, parameters=tuple(parameters),
     )  # fmt: skip
     state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
     state.update(phase=Phase.AWAITING_DEVICE, round_trip=round_trip)
@@ -518,7 +525,7 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
             f"step again: ireetune device-step {run_dir}"
         )
-    problem = _results_problem(results, run_dir)
+    problem = check_device_results(results, run_dir)
     if problem:
         raise IreetuneError(f"{path}: {problem}; run the device step again")
     if results.get("done") is not True:
@@ -527,63 +534,6 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             f"keeps what was measured): ireetune device-step {run_dir}"
         )
     return results
-
-
-def _is_times(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
-        for t in value
-    )
-
-
-def _results_problem(results: dict[str, Any], run_dir: Path) -> str:
-    """Say what is wrong with a device results file (it comes from another host), or ''."""
-    devices = results.get("devices")
-    if not isinstance(devices, list) or not devices or not all(isinstance(d, str) for d in devices):
-        return "devices must be a list of device names"
-    seconds = results.get("seconds")
-    if not isinstance(seconds, dict) or not _is_times(list(seconds.values())):
-        return "seconds must map parts to durations"
-    folders = results.get("folders")
-    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
-        return "folders must map folders to outcomes"
-    profile = results.get("profile")
-    if profile is not None and not (
-        isinstance(profile, dict)
-        and _is_times(profile.get("model_times_ms"))
-        and profile.get("model_times_ms")
-        and _is_times([profile.get("model_ms")])
-        and isinstance(profile.get("dispatch_ms"), dict)
-        and _is_times([v for v in profile["dispatch_ms"].values() if v is not None])
-    ):
-        return "profile is malformed"
-    variants = results.get("variants")
-    if variants is None:
-        return ""
-    sessions = (
-        [variants.get("first"), variants.get("confirm")] if isinstance(variants, dict) else []
-    )
-    if not (
-        sessions
-        and isinstance(variants.get("calls_per_round"), int)
-        and variants["calls_per_round"] >= 1
-        and isinstance(variants.get("contenders"), list)
-        and all(
-            isinstance(session, dict)
-            and all(
-                isinstance(run, dict)
-                and _is_times(run.get("times_ms"))
-                and isinstance(run.get("outputs"), str)
-                and (not run["outputs"] or is_inside_folder(run_dir, run["outputs"]))
-                for run in session.values()
-            )
-            for session in sessions
-        )
-        and "default" in variants["first"]
-        and all(label in variants["first"] for label in variants["contenders"])
-    ):
-        return "variants is malformed"
-    return ""
 
 
 def _hot_set(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) -> HotSet:
@@ -718,7 +668,7 @@ def _decide(
             row["speedup_high"] = estimate.high if estimate else None
             row["verdict"] = judgement.verdict.value if judgement else ""
             row["why"] = judgement.reason if judgement else (run or {}).get("reason", "")
-            first_estimate = _first_session_estimate(variants, row["label"])
+            first_estimate = first_session_estimate(variants, row["label"])
             row["first_speedup"] = first_estimate.speedup if first_estimate else None
             if not judgement and first_estimate and not row["why"]:
                 row["why"] = f"not pre-selected: first session {first_estimate.speedup:.3f}x" + (
@@ -732,108 +682,13 @@ def _decide(
     state.update(phase=Phase.DONE, winner=winner_label, rule=MODEL_RULE.name)
     _record_time(state, "decide", "compile", time.monotonic() - started)
     _save_state(run_dir, state)
-    _write_split_report(run_dir, state, options, hot, variants, decision, estimates)
+    write_split_report(run_dir, state, options, hot, variants, decision, estimates)
     return SplitStatus(run_dir, Phase.DONE, state["round_trip"], "", _report_text(run_dir))
-
-
-def _first_session_estimate(variants: dict[str, Any], label: str) -> SpeedupEstimate | None:
-    """Return a variant's speedup in the first session (it pre-selects; it never decides)."""
-    first = variants["first"]
-    default_times = first["default"]["times_ms"]
-    times = first.get(label, {}).get("times_ms", [])
-    if not default_times or not times:
-        return None
-    calls = int(variants["calls_per_round"])
-    return estimate_speedup(
-        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
-    )
 
 
 def _report_text(run_dir: Path) -> str:
     path = run_dir / "report.txt"
     return path.read_text() if path.exists() else ""
-
-
-def _write_split_report(
-    run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet,
-    variants: dict[str, Any] | None, decision: Decision | None,
-    estimates: dict[str, SpeedupEstimate | None],
-) -> None:  # fmt: skip
-    winner = state.get("winner")
-    estimate = estimates.get(winner) if winner else None
-    compile_s = sum(t["seconds"] for t in state["timings"] if t["host"] == "compile")
-    device_s = sum(t["seconds"] for t in state["timings"] if t["host"] == "device")
-    lines = [
-        f"model: {options.model_path}   target: {options.target}   devices: "
-        f"{', '.join(state['devices'])}   (split flow)",
-        (
-            f"default {estimate.baseline_ms:.3f} ms, tuned {estimate.candidate_ms:.3f} ms, speedup "
-            f"{estimate.describe()} (whole model, variant '{winner}', "
-            f"{estimate.rounds} rounds of {variants['calls_per_round'] if variants else 1} calls "
-            "each, default and tuned interleaved in one process, 95% paired interval)"
-            if estimate
-            else "no variant made the model faster by the rule; no tuned spec written"
-        ),
-        explain_profile(hot),
-        f"rule: {MODEL_RULE.name}",
-        f"round trips: {state['round_trip']}; compile host {compile_s:.0f} s, device "
-        f"{device_s:.0f} s",
-    ]
-    lines += [f"  {t['phase']:<12} {t['host']:<8} {t['seconds']:8.1f} s" for t in state["timings"]]
-    lines += ["", f"{'share':>6} {'runs':>4} {'default ms':>10}  {'dispatch':<40} problem / note"]
-    basis = max(hot.model_ms, hot.explained_ms, 1e-9)
-    notes = state.get("dispatch_notes", {})
-    for profile in hot.ranked:
-        share = profile.total_ms / basis
-        if share < 0.005 and profile not in hot.selected:
-            continue
-        note = notes.get(profile.name, "" if profile in hot.selected else "not selected")
-        lines.append(
-            f"{share:>6.1%} {profile.invocations:>4} {profile.dispatch_ms or 0:>10.4f}  "
-            f"{profile.name[:40]:<40} {profile.problem}" + (f" | {note}" if note else "")
-        )
-    lines += ["", "variants (each timed against the default; the confirmed ones decide):"]
-    for row in state.get("variants", []):
-        figure = (
-            f"{row['speedup']:.3f}x [{row['speedup_low']:.3f}, {row['speedup_high']:.3f}]"
-            if row.get("speedup") is not None
-            else "-"
-        )
-        lines.append(
-            f"  {row['label']:<8} {row['status']:<12} {figure:<26} {row.get('verdict', '')} "
-            f"{row.get('why') or row.get('reason', '')}".rstrip()
-        )
-    lines += [f"note: {n}" for n in state.get("notes", [])]
-    lines.append("note: the flag phase does not run in the split flow (give flags with --flags)")
-    if winner:
-        lines.append(f"tuned spec: {run_dir / 'tuned_spec.mlir'}")
-        lines.append(
-            "apply: "
-            + apply_command(
-                run_dir / state["model"]["mlir"],
-                parse_target(options.target),
-                None,
-                run_dir / "tuned_spec.mlir",
-            )  # fmt: skip
-        )
-    write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
-    payload = {
-        "model": str(options.model_path), "target": options.target, "devices": state["devices"],
-        "flow": "split", "round_trips": state["round_trip"], "timings": state["timings"],
-        "compile_s": compile_s, "device_s": device_s, "rule": MODEL_RULE.name,
-        "default_ms": estimate.baseline_ms if estimate else float(state["profile"]["model_ms"]),
-        "tuned_ms": estimate.candidate_ms if estimate else None,
-        "speedup": estimate.speedup if estimate else 1.0,
-        "speedup_low": estimate.low if estimate else None,
-        "speedup_high": estimate.high if estimate else None,
-        "winner": winner,
-        "tuned_spec": str(run_dir / "tuned_spec.mlir") if winner else None,
-        "variants": state.get("variants", []),
-        "dispatch_notes": notes,
-        "notes": state.get("notes", []),
-        "profile_model_ms": statistics.median(state["profile"]["model_times_ms"]),
-    }  # fmt: skip
-    write_text_atomically(run_dir / "report.json", json.dumps(payload, indent=2) + "\n")
 
 
 def describe_status(status: SplitStatus) -> str:

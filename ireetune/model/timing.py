@@ -40,8 +40,12 @@ def run_models_side_by_side(
     rounds: int,
     repetitions: int = 1,
     timeout_s: float = 1800.0,
+    parameters: Sequence[Path] = (),
 ) -> dict[str, ModelRun]:
-    """Time several compiled models interleaved in one process; return each one's run."""
+    """Time several compiled models interleaved in one process; return each one's run.
+
+    `parameters` are the parameter archives (.irpa) the models read their weights from.
+    """
     jobs = [
         {"id": model_id, "vmfb": str(path), "outputs": str(work_dir / f"{model_id}_outputs.npz")}
         for model_id, path in models
@@ -53,6 +57,7 @@ def run_models_side_by_side(
         "rounds": rounds,
         "repetitions": repetitions,
         "jobs": jobs,
+        "parameters": [str(path) for path in parameters],
     }
     completed = run_child(
         [sys.executable, "-m", "ireetune.model.worker"],

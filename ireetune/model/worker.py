@@ -2,7 +2,10 @@
 
 Run as `python -m ireetune.model.worker` with a JSON request on stdin:
 {"device": "local-task", "inputs": "inputs.npz", "function": "main", "rounds": 5,
- "repetitions": 3, "jobs": [{"id": "default", "vmfb": "default.vmfb", "outputs": "d.npz"}]}
+ "repetitions": 3, "jobs": [{"id": "default", "vmfb": "default.vmfb", "outputs": "d.npz"}],
+ "parameters": ["weights.irpa"]}
+`parameters` (optional) are IREE parameter archives the models read their weights from, under
+the scope the ONNX import named them in ("model").
 Every model is loaded first; then each round calls every model `repetitions` times in turn, so
 a slow drift of the machine affects all of them alike. Inputs are uploaded to the device once
 and results are left there while timing. One JSON line per job at the end.
@@ -16,6 +19,9 @@ import time
 from typing import Any
 
 import numpy as np
+
+# The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
+PARAMETER_SCOPE = "model"
 
 
 def _as_arrays(result: Any) -> list[Any]:
@@ -34,10 +40,20 @@ def main() -> int:
     inputs = [runtime.asdevicearray(device, array) for array in host_inputs]
     loaded: dict[str, Any] = {}
     records: dict[str, dict[str, Any]] = {}
+    parameter_index = None
+    if request.get("parameters"):
+        parameter_index = runtime.ParameterIndex()
+        for path in request["parameters"]:
+            parameter_index.load(path)
     for job in request["jobs"]:
         try:
             config = runtime.Config(device=device)
             context = runtime.SystemContext(config=config)
+            if parameter_index is not None:
+                provider = parameter_index.create_provider(scope=PARAMETER_SCOPE)
+                context.add_vm_module(
+                    runtime.create_io_parameters_module(config.vm_instance, provider)
+                )
             vm_module = runtime.VmModule.mmap(config.vm_instance, job["vmfb"])
             context.add_vm_module(vm_module)
             function = context.modules[vm_module.name][request["function"]]
