@@ -231,6 +231,13 @@ def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -
     assert "default" in (run_dir / "report.txt").read_text()
     profile = json.loads((run_dir / "profile.json").read_text())
     assert profile["model_ms"] > 0 and len(profile["dispatches"]) == 2
+    # Dispatches with a verified winner are first tried all together, in one trial.
+    trials_path = run_dir / "selection" / "trials.json"
+    trials = json.loads(trials_path.read_text()) if trials_path.is_file() else []
+    if sum(1 for r in tuning_runs if r.get("best_candidate")) == 2:
+        assert trials[0]["candidate_spec"] == "every verified winner", trials
+    else:
+        assert all(t["candidate_spec"] != "every verified winner" for t in trials)
     if report["tuned_spec"]:
         compiled = subprocess.run(
             [
