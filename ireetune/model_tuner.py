@@ -6,9 +6,10 @@ Stages (each writes into the run folder):
    dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
 3. tune each hot problem with the dispatch tuner, keeping its top candidates even when none beats
    the default on its own;
-4. greedy model-level selection: for each hot dispatch, the linked spec grows by a candidate only
-   if the model, timed side by side with the current best, gets faster and its outputs still
-   equal the default model's;
+4. model-level selection: first every dispatch's verified winner together (one trial), then,
+   greedily for each hot dispatch still without a spec, the linked spec grows by a candidate
+   only if the model, timed side by side with the current best, gets faster and its outputs
+   still equal the default model's;
 5. a final side-by-side check of the default and the tuned model; specs found harmful are dropped.
 """
 
@@ -19,22 +20,21 @@ import logging
 import shutil
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.compile.driver import (
     DEFAULT_SPECS_FLAG,
     CompileStatus,
     build_request,
     run_compile,
 )
-from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.compile.pool import CompileJob, compile_all, default_jobs
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule, clears_threshold
@@ -47,7 +47,12 @@ from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.space import FlagSpace
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
-from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
+from ireetune.frontend.dispatches import (
+    DumpedDispatch,
+    dump_dispatches,
+    parse_module,
+    read_mlir_file,
+)
 from ireetune.frontend.model_import import export_torch_module, import_model
 from ireetune.frontend.model_inputs import (
     InputSpec,
@@ -69,8 +74,14 @@ from ireetune.model.hot import (
     select_hot_dispatches,
 )
 from ireetune.model.outputs import outputs_match
-from ireetune.model.select import MODEL_RULE, find_harmful, is_faster, model_speedup
-from ireetune.model.timing import ModelRun, run_models_side_by_side
+from ireetune.model.select import (
+    MODEL_RULE,
+    find_harmful,
+    is_faster,
+    is_undecided,
+    model_speedup,
+)
+from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
@@ -113,6 +124,9 @@ class ModelTuneOptions:
     flag_sets: tuple[tuple[str, ...], ...] = ()
     # A flag set must make the model at least this much faster (its interval's lower bound).
     flag_threshold: float = MODEL_RULE.threshold
+    # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
+    # which every binary reads at run time (small binaries to send to the device host).
+    externalize_weights: bool = False
     # Where compiles and measurements run (`--executor`): this host, or a Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL
     ray: RaySettings = RaySettings()
@@ -158,7 +172,7 @@ class ModelTuneResult:
 
 
 @dataclass
-class _Model:
+class ModelUnderTuning:
     """The model under tuning: its MLIR, entry function, inputs and default outputs."""
 
     mlir_path: Path
@@ -192,7 +206,9 @@ class _Model:
         return "" if result.ok else result.error_line
 
 
-def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path) -> str:
+def write_model_inputs(
+    mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path
+) -> str:
     function, signature = read_entry_signature(mlir_path.read_text())
     specs: list[InputSpec] = (
         [parse_input_spec(text) for text in input_flags] if input_flags else signature
@@ -206,14 +222,14 @@ def _model_inputs(mlir_path: Path, input_flags: Sequence[str], seed: int, inputs
     return function
 
 
-def _profile_dispatches(
-    model: _Model, run_dir: Path, options: ModelTuneOptions, device: str
-) -> list[DispatchProfile]:
+def compile_dispatch_benchmarks(
+    model: ModelUnderTuning, run_dir: Path, jobs: int
+) -> tuple[list[DumpedDispatch], dict[int, Path]]:
+    """Dump the model's dispatch benchmarks and compile each; return them and the binaries."""
     dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
-    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
     binaries = run_dir / "dispatch_binaries"
-    binaries.mkdir()
-    jobs = [
+    binaries.mkdir(exist_ok=True)
+    compile_jobs = [
         CompileJob(
             candidate_id=d.index,
             request=build_request(
@@ -228,39 +244,46 @@ def _profile_dispatches(
         for d in dumped
     ]
     compiled = {
-        o.candidate_id
-        for o in compile_all(jobs, options.jobs or 2, 300)
+        o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
+        for o in compile_all(compile_jobs, jobs or default_jobs(), 300)
         if o.status is CompileStatus.COMPILED
     }
-    timings: dict[int, float] = {}
-    for outcome in run_benchmarks(
-        [BenchmarkJob(i, binaries / f"{i}.vmfb") for i in sorted(compiled)],
-        device,
-        repetitions=3,
-        batch=0,
-        timeout_s=120,
-        min_repetition_s=0.02,
-    ):
-        if outcome.status is BenchmarkStatus.MEASURED:
-            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
+    return dumped, compiled
+
+
+def describe_dispatches(
+    dumped: Sequence[DumpedDispatch],
+    counts: Mapping[str, int],
+    timings: Mapping[int, float],
+    target: Target,
+) -> list[DispatchProfile]:
+    """Profile each dumped dispatch: its problem, whether it is tunable, its time and launches."""
     profiles = []
     for dispatch in dumped:
-        problem, tunable = _describe_problem(dispatch.path, model.target)
-        executable = dispatch.name
+        problem, tunable = describe_problem(dispatch.path, target)
         profiles.append(
             DispatchProfile(
-                name=executable,
+                name=dispatch.name,
                 benchmark_path=dispatch.path,
                 problem=problem,
                 tunable=tunable,
                 dispatch_ms=timings.get(dispatch.index),
-                invocations=counts.get(executable, 1),
+                invocations=counts.get(dispatch.name, 1),
             )
         )
     return profiles
 
 
-def _describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
+def _profile_dispatches(
+    model: ModelUnderTuning, run_dir: Path, options: ModelTuneOptions, device: str
+) -> list[DispatchProfile]:
+    dumped, binaries = compile_dispatch_benchmarks(model, run_dir, options.jobs)
+    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
+    timings = time_dispatch_benchmarks(binaries, device)
+    return describe_dispatches(dumped, counts, timings, model.target)
+
+
+def describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
     """Name a dispatch's problem and say whether the target has a space for it."""
     context = ir.Context()
     try:
@@ -308,8 +331,8 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     started = time.monotonic()
     mlir_path = import_model(options.model_path, run_dir / "import")
     inputs_path = run_dir / "inputs.npz"
-    function = _model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
-    model = _Model(mlir_path, function, inputs_path, target, options.with_default_specs)
+    function = write_model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
+    model = ModelUnderTuning(mlir_path, function, inputs_path, target, options.with_default_specs)
     device = options.devices[0] if options.devices else target.runtime_device
     model.device = device
     notes: list[str] = []
@@ -341,9 +364,11 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
 
     profiles = _profile_dispatches(model, run_dir, options, device)
     hot = select_hot_dispatches(profiles, default_ms, options.coverage, options.max_dispatches)
-    _write_profile(run_dir, hot)
+    write_profile(run_dir, hot)
 
     candidates_by_dispatch: dict[str, list[Path]] = {}
+    # Each dispatch's verified winner (decided on real inputs where the target asks for it).
+    winners: dict[str, Path] = {}
     # Per spec: (default ms, candidate ms) from the same tuning session of that dispatch.
     session_ms: dict[Path, tuple[float, float]] = {}
     dispatch_notes: dict[str, str] = {}
@@ -377,6 +402,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
         if result.best is not None:
             # The dispatch tuner's verified winner (decided on real inputs where the target asks
             # for it) goes first; the others follow in dispatch-level order.
+            winners[profile.name] = result.run_dir / result.best.spec_path
             ranked = [
                 result.best,
                 *(r for r in ranked if r.candidate_id != result.best.candidate_id),
@@ -397,8 +423,67 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     current_vmfb = default_vmfb
     trial_dir = run_dir / "selection"
     trial_dir.mkdir()
+
+    def run_trial(
+        label: str, specs: list[Path], dispatch: str, candidate: str
+    ) -> tuple[Path | None, str]:
+        """Link `specs`, compile and time the model against the current best; return the
+        trial's binary when it is faster with the default's outputs, else why not."""
+        trial_spec = trial_dir / f"{label}_spec.mlir"
+        link_spec_files(specs, trial_spec)
+        trial_vmfb = trial_dir / f"{label}.vmfb"
+        error = model.compile(trial_spec, trial_vmfb)
+        if error:
+            return None, f"a candidate broke the model's compile: {error}"
+        runs = time_pair_until_decided(
+            ("current", current_vmfb), ("trial", trial_vmfb), function, inputs_path,
+            trial_dir, device, options.rounds,
+        )  # fmt: skip
+        trial = runs["trial"]
+        if not trial.ok:
+            return None, f"a candidate broke the model: {trial.reason}"
+        matches, why = outputs_match(model.default_outputs, trial.outputs)
+        if not matches:
+            return None, f"dropped a candidate that changed the model's outputs ({why})"
+        estimate = model_speedup(runs["current"].times_ms, trial.times_ms)
+        faster = clears_threshold(estimate, MODEL_RULE)
+        trials.append(
+            {
+                "dispatch": dispatch,
+                "candidate_spec": candidate,
+                "linked_spec": str(trial_spec),
+                "current_ms": statistics.median(runs["current"].times_ms),
+                "trial_ms": statistics.median(trial.times_ms),
+                "speedup": estimate.speedup if estimate else None,
+                "speedup_low": estimate.low if estimate else None,
+                "speedup_high": estimate.high if estimate else None,
+                "rounds": len(trial.times_ms),
+                "rule": MODEL_RULE.name,
+                "accepted": faster,
+            }
+        )
+        write_text_atomically(trial_dir / "trials.json", json.dumps(trials, indent=2) + "\n")
+        return (trial_vmfb, "") if faster else (None, "")
+
+    # The verified winners together first: each alone may move the model by less than a loaded
+    # machine's model timing resolves, together by more (docs/benchmarks.md); the final check
+    # still drops any that harm.
+    if len(winners) > 1:
+        joint_vmfb, why = run_trial(
+            "joint", list(winners.values()), ", ".join(winners), "every verified winner"
+        )
+        if joint_vmfb is not None:
+            accepted.update(winners)
+            current_vmfb = joint_vmfb
+            for name, spec in winners.items():
+                dispatch_notes[name] = (
+                    f"kept candidate spec {spec.parent.parent.name}/{spec.name} "
+                    "(with the other verified winners)"
+                )
+        elif why:
+            notes.append(f"the verified winners together were not tried: {why}")
     for trial_index, profile in enumerate(
-        p for p in hot.selected if p.name in candidates_by_dispatch
+        p for p in hot.selected if p.name in candidates_by_dispatch and p.name not in accepted
     ):
         for candidate_index, spec in enumerate(candidates_by_dispatch[profile.name]):
             if (
@@ -407,50 +492,15 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
             ):
                 notes.append("time budget spent during model-level selection")
                 break
-            label = f"t{trial_index}_{candidate_index}"
-            trial_spec = trial_dir / f"{label}_spec.mlir"
-            link_spec_files([*accepted.values(), spec], trial_spec)
-            trial_vmfb = trial_dir / f"{label}.vmfb"
-            error = model.compile(trial_spec, trial_vmfb)
-            if error:
-                dispatch_notes[profile.name] = f"a candidate broke the model's compile: {error}"
-                continue
-            runs = run_models_side_by_side(
-                [("current", current_vmfb), ("trial", trial_vmfb)],
-                function,
-                inputs_path,
-                trial_dir,
-                device,
-                options.rounds,
+            trial_vmfb, why = run_trial(
+                f"t{trial_index}_{candidate_index}",
+                [*accepted.values(), spec],
+                profile.name,
+                str(spec),
             )
-            trial = runs["trial"]
-            if not trial.ok:
-                dispatch_notes[profile.name] = f"a candidate broke the model: {trial.reason}"
-                continue
-            matches, why = outputs_match(model.default_outputs, trial.outputs)
-            if not matches:
-                dispatch_notes[profile.name] = (
-                    f"dropped a candidate that changed the model's outputs ({why})"
-                )
-                continue
-            estimate = model_speedup(runs["current"].times_ms, trial.times_ms)
-            faster = clears_threshold(estimate, MODEL_RULE)
-            trials.append(
-                {
-                    "dispatch": profile.name,
-                    "candidate_spec": str(spec),
-                    "linked_spec": str(trial_spec),
-                    "current_ms": statistics.median(runs["current"].times_ms),
-                    "trial_ms": statistics.median(trial.times_ms),
-                    "speedup": estimate.speedup if estimate else None,
-                    "speedup_low": estimate.low if estimate else None,
-                    "speedup_high": estimate.high if estimate else None,
-                    "rule": MODEL_RULE.name,
-                    "accepted": faster,
-                }
-            )
-            write_text_atomically(trial_dir / "trials.json", json.dumps(trials, indent=2) + "\n")
-            if faster:
+            if why:
+                dispatch_notes[profile.name] = why
+            if trial_vmfb is not None:
                 accepted[profile.name] = spec
                 current_vmfb = trial_vmfb
                 dispatch_notes[profile.name] = (
@@ -514,7 +564,7 @@ def tune_torch_module(
 
 
 def _flag_search_request(
-    model: _Model, options: ModelTuneOptions, default_ms: float
+    model: ModelUnderTuning, options: ModelTuneOptions, default_ms: float
 ) -> ModelFlagSearch:
     """Describe the flag phase's search from the model and the run's options."""
     default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
@@ -524,14 +574,14 @@ def _flag_search_request(
         device=model.device,
         space=FlagSpace((), options.flag_sets) if options.flag_sets else model.target.flag_space(),
         rounds=options.rounds, repetitions=repetitions_for(default_ms),
-        max_sets=options.max_flag_sets, jobs=options.jobs or 2,
+        max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
         rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
     )  # fmt: skip
 
 
 def _finish_flags(
-    model: _Model,
+    model: ModelUnderTuning,
     options: ModelTuneOptions,
     run_dir: Path,
     original_vmfb: Path,
@@ -586,7 +636,7 @@ _DROPPED_NOTE = "dropped specs that slowed the linked model: "
 
 
 def _finish(
-    model: _Model,
+    model: ModelUnderTuning,
     run_dir: Path,
     accepted: dict[str, Path],
     default_vmfb: Path,
@@ -614,8 +664,8 @@ def _finish(
         return binaries[key]
 
     def compare(first: Path, second: Path) -> dict[str, ModelRun]:
-        return run_models_side_by_side(
-            [("default", first), ("tuned", second)], model.function, model.inputs_path,
+        return time_pair_until_decided(
+            ("default", first), ("tuned", second), model.function, model.inputs_path,
             final_dir, model.device, 2 * options.rounds,
         )  # fmt: skip
 
@@ -681,7 +731,44 @@ def _finish(
     )
 
 
-def _explained_line(hot: HotSet) -> str:
+# Batches of rounds a comparison may add while it is undecided (`is_undecided`): on this
+# project's loaded 2-core machine, 5 rounds of a real-weights ResNet-50 gave intervals 20-60%
+# wide (docs/benchmarks.md), wider than the gain of most single dispatches.
+MAX_EXTRA_BATCHES = 2
+
+
+def time_pair_until_decided(
+    first: tuple[str, Path],
+    second: tuple[str, Path],
+    function: str,
+    inputs_path: Path,
+    work_dir: Path,
+    device: str,
+    rounds: int,
+) -> dict[str, ModelRun]:
+    """Time two models side by side for `rounds` rounds, then, while the second looks faster but
+    its interval does not yet clear the model rule, for up to `MAX_EXTRA_BATCHES` more batches
+    of `rounds`; return each model's run with every round it was timed in."""
+    pair = [first, second]
+    labels = (first[0], second[0])
+    runs = run_models_side_by_side(pair, function, inputs_path, work_dir, device, rounds)
+    for _ in range(MAX_EXTRA_BATCHES):
+        if not all(runs[label].ok for label in labels):
+            break
+        estimate = model_speedup(runs[labels[0]].times_ms, runs[labels[1]].times_ms)
+        if not is_undecided(estimate, MODEL_RULE):
+            break
+        more = run_models_side_by_side(pair, function, inputs_path, work_dir, device, rounds)
+        if not all(more[label].ok for label in labels):
+            break
+        runs = {
+            label: replace(runs[label], times_ms=runs[label].times_ms + more[label].times_ms)
+            for label in labels
+        }
+    return runs
+
+
+def explain_profile(hot: HotSet) -> str:
     """Say how much of the model's time the dispatch timings explain, without negative rests."""
     if hot.unexplained_ms >= 0:
         return (
@@ -695,7 +782,7 @@ def _explained_line(hot: HotSet) -> str:
     )
 
 
-def _write_profile(run_dir: Path, hot: HotSet) -> None:
+def write_profile(run_dir: Path, hot: HotSet) -> None:
     rows = [
         {
             "name": p.name,
@@ -771,7 +858,7 @@ def _write_report(
         + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
         + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
         "process, 95% paired interval)",
-        _explained_line(hot),
+        explain_profile(hot),
         f"tuning wall time {wall_s:.0f} s; {len(hot.selected)} dispatch problem(s) selected, covering "
         f"{hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9):.0%} of dispatch time",
         "",
@@ -796,6 +883,8 @@ def _write_report(
     payload = {
         "model": str(options.model_path),
         "target": options.target,
+        # The model and its dispatches were profiled and timed on the first; candidates on all.
+        "devices": list(options.devices) or [parse_target(options.target).runtime_device],
         "default_ms": result.default_ms,
         "tuned_ms": result.tuned_ms,
         "speedup": result.speedup,

@@ -1,4 +1,7 @@
-"""The protocol of every runtime worker (benchmark, verification, model timing) and its supervisor.
+"""The protocol of the runtime workers (verification, model timing) and its supervisor.
+
+The benchmark worker speaks the same event lines, plus a phase per job ("loaded", "first-run")
+and jobs streamed in one line at a time; benchmark/runner.py supervises its sessions.
 
 A worker is a process that reads one JSON request on stdin, holding a list of "jobs", and works
 through them in order, printing one JSON line per event on stdout:

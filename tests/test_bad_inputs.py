@@ -25,7 +25,7 @@ import pytest
 from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME
 from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
 from tests.test_database import INFO as DATABASE_INFO
@@ -255,6 +255,20 @@ CASES = [
         "bad --input '64x96xfoo'",
     ),
     # benchmark-folder: the folder is untrusted data.
+    Case("device-step-missing", ("device-step", "{tmp}/missing"), "run folder not found"),
+    Case("device-step-not-a-run", ("device-step", "{adir}"), "has no device_step.json"),
+    Case("continue-missing", ("continue", "{tmp}/missing"), "run folder not found"),
+    Case("continue-not-a-run", ("continue", "{adir}"), "is not a split model run"),
+    Case(
+        "tune-split-time-budget",
+        (*TUNE, "--stop-after", "compile", "--time-budget", "60"),
+        "do not apply with --stop-after compile",
+    ),
+    Case(
+        "tune-externalize-without-split",
+        (*TUNE, "--externalize-weights"),
+        "--externalize-weights applies only with --stop-after compile",
+    ),
     Case("folder-missing", ("benchmark-folder", "{tmp}/missing"), "run folder not found"),
     Case("folder-is-a-file", ("benchmark-folder", "{afile}"), "is a file"),
     Case("folder-without-manifest", ("benchmark-folder", "{adir}"), "has no handoff.json"),
@@ -530,6 +544,7 @@ def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             input_path=model, target="cpu", num_candidates=2, output_dir=folder / "runs",
             repetitions=2, min_repetition_s=0.002, confirm_rounds=1, confirm_top=1,
             stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
+            references=References.ALL,
         )
     )  # fmt: skip
     return result.run_dir
@@ -703,6 +718,7 @@ def test_the_suite_covers_every_command() -> None:
     commands = {case.arguments[0] for case in CASES if case.arguments}
     assert commands >= {
         "tune", "tune-dispatch", "benchmark-folder", "finish", "compile", "spec", "profile", "db",
+        "device-step", "continue",
     }  # fmt: skip
     assert len(CASES) >= 60
 

@@ -128,3 +128,10 @@ def test_the_fingerprint_changes_with_the_data_and_not_with_group_order() -> Non
     assert fingerprint_groups(list(reversed(GROUPS)), "toy/v1", 0) == first
     assert fingerprint_groups(GROUPS[:3], "toy/v1", 0) != first
     assert fingerprint_groups(GROUPS, "toy/v1", 1) != first
+
+
+def test_the_fingerprint_changes_with_the_relevance_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A model trained under other labels must not be taken from the cache.
+    first = fingerprint_groups(GROUPS, "toy/v1", 0)
+    monkeypatch.setattr("ireetune.search.cost_model.RELEVANCE_RANGE", 32.0)
+    assert fingerprint_groups(GROUPS, "toy/v1", 0) != first

@@ -9,6 +9,8 @@ COMMAND_MODULES = (
     "ireetune.commands.tune_dispatch",
     "ireetune.commands.benchmark_folder",
     "ireetune.commands.finish",
+    "ireetune.commands.device_step",
+    "ireetune.commands.continue_run",
     "ireetune.commands.replay",
     "ireetune.commands.db",
     "ireetune.commands.model",

@@ -115,6 +115,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--flag-threshold", type=float, default=1.01,
         help="a flag set is kept only if its speedup interval lies above this (default 1.01)",
     )  # fmt: skip
+    parser.add_argument(
+        "--stop-after", choices=["compile"], default=None,
+        help="split the run for a GPU host without the compiler: compile here and write a run "
+        "folder; then `ireetune device-step RUN` there and `ireetune continue RUN` here, until "
+        "the report (docs/split_flow.md)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--externalize-weights", action="store_true",
+        help="with --stop-after compile and an ONNX model: keep the weights in one parameter "
+        "archive (.irpa) that every model binary reads at run time, so that the binaries sent "
+        "to the device host are small",
+    )  # fmt: skip
     add_executor_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -130,35 +142,55 @@ def run(arguments: argparse.Namespace) -> int:
         check_database_path(arguments.db)
 
     executor, ray = parse_executor(arguments)
-    result = tune_model(
-        ModelTuneOptions(
-            model_path=arguments.model,
-            target=arguments.target,
-            inputs=tuple(arguments.input),
-            coverage=arguments.coverage,
-            max_dispatches=arguments.max_dispatches,
-            num_candidates=arguments.num_candidates,
-            candidates_per_dispatch=arguments.candidates_per_dispatch,
-            time_budget_s=arguments.time_budget,
-            with_default_specs=arguments.with_default_specs,
-            output_dir=arguments.output_dir,
-            rounds=arguments.rounds,
-            seed=arguments.seed,
-            jobs=arguments.jobs or 0,
-            database_path=arguments.db,
-            use_database=not arguments.no_db,
-            retune=arguments.retune,
-            show_progress=arguments.progress,
-            extra_flags=parse_flag_text(arguments.flags),
-            devices=tuple(d for d in arguments.devices.split(",") if d),
-            search_flags=not arguments.no_flag_search,
-            max_flag_sets=arguments.max_flag_sets,
-            flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),
-            flag_threshold=arguments.flag_threshold,
-            executor=executor,
-            ray=ray,
-        )
+    options = ModelTuneOptions(
+        model_path=arguments.model,
+        target=arguments.target,
+        inputs=tuple(arguments.input),
+        coverage=arguments.coverage,
+        max_dispatches=arguments.max_dispatches,
+        num_candidates=arguments.num_candidates,
+        candidates_per_dispatch=arguments.candidates_per_dispatch,
+        time_budget_s=arguments.time_budget,
+        with_default_specs=arguments.with_default_specs,
+        output_dir=arguments.output_dir,
+        rounds=arguments.rounds,
+        seed=arguments.seed,
+        jobs=arguments.jobs or 0,
+        database_path=arguments.db,
+        use_database=not arguments.no_db,
+        retune=arguments.retune,
+        show_progress=arguments.progress,
+        extra_flags=parse_flag_text(arguments.flags),
+        devices=tuple(d for d in arguments.devices.split(",") if d),
+        search_flags=not arguments.no_flag_search,
+        max_flag_sets=arguments.max_flag_sets,
+        flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),
+        flag_threshold=arguments.flag_threshold,
+        externalize_weights=arguments.externalize_weights,
+        executor=executor,
+        ray=ray,
     )
+    if arguments.externalize_weights and arguments.stop_after != "compile":
+        from ireetune.errors import IreetuneError
+
+        raise IreetuneError("--externalize-weights applies only with --stop-after compile")
+    if arguments.stop_after == "compile":
+        from ireetune.errors import IreetuneError
+        from ireetune.model.split_flow import describe_status, prepare_split_run
+
+        if arguments.time_budget is not None or arguments.try_flags:
+            raise IreetuneError(
+                "--time-budget and --try-flags do not apply with --stop-after compile (the "
+                "split flow has no flag phase; give flags with --flags)"
+            )
+        from ireetune.executor import open_executor
+
+        # The compile half compiles with the chosen executor (`continue` runs on this host).
+        with open_executor(options.executor, options.ray):
+            status = prepare_split_run(options)
+        sys.stdout.write(describe_status(status))
+        return 0
+    result = tune_model(options)
     sys.stdout.write((result.run_dir / "report.txt").read_text())
     sys.stdout.write(f"run folder: {result.run_dir}\n")
     report_path = try_write_html_report(result.run_dir)

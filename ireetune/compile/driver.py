@@ -31,6 +31,7 @@ DEFAULT_SPECS_FLAG = "--iree-codegen-enable-default-tuning-specs"
 DUMP_BENCHMARKS_FLAG = "--iree-hal-dump-executable-benchmarks-to"
 DUMP_CONFIGURATIONS_FLAG = "--iree-hal-dump-executable-configurations-to"
 DUMP_SPECS_FLAG = "--iree-codegen-dump-tuning-specs-to"
+DUMP_SOURCES_FLAG = "--iree-hal-dump-executable-sources-to"
 TUNER_ATTRIBUTES_FLAG = "--iree-codegen-add-tuner-attributes"
 REPRODUCER_FLAG = "--mlir-pass-pipeline-crash-reproducer"
 

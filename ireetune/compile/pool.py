@@ -8,6 +8,7 @@ baseline's did not change the code, and one equal to an earlier candidate's is a
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -35,6 +36,14 @@ class CompileOutcome:
     reason: str
     binary_hash: str
     seconds: float
+
+
+def default_jobs() -> int:
+    """Return how many compiles run at once by default: the cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # Not on Linux.
+        return os.cpu_count() or 1
 
 
 def hash_binary(path: Path) -> str:

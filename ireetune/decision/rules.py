@@ -165,3 +165,23 @@ def pick_winner(
 def is_faster(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:
     """Say whether a model-level (or any) comparison's interval clears the rule's threshold."""
     return clears_threshold(estimate, rule)
+
+
+def preselect(facts: Sequence[CandidateFacts], rule: DecisionRule, limit: int) -> list[int]:
+    """Return up to `limit` candidates of a first session worth a confirmation, fastest first.
+
+    A first session only pre-selects, by its point estimate above the threshold (a handful of
+    rounds on a noisy machine can leave a real gain's interval reaching below 1); candidates whose
+    outputs were found to differ are left out. A fresh session then decides by the interval,
+    which also keeps the winner's figure free of the selection's optimism.
+    """
+    eligible = [
+        f
+        for f in facts
+        if f.dispatch is not None
+        and f.dispatch.speedup > rule.threshold
+        and f.outputs_match is not False
+        and not f.stopped_early
+    ]
+    eligible.sort(key=lambda f: (-(f.dispatch.speedup if f.dispatch else 0.0), f.candidate_id))
+    return [f.candidate_id for f in eligible[: max(0, limit)]]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ireetune.benchmark.runner import BenchmarkJob, BenchmarkOutcome
+    from ireetune.benchmark.runner import BenchmarkJob, BenchmarkOutcome, JobDeadlines, JobFeed
     from ireetune.compile.pool import CompileJob, CompileOutcome
     from ireetune.model.timing import ModelRun
     from ireetune.verify.runner import ReferenceRun
@@ -47,7 +47,7 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def run_benchmarks(
         self,
-        jobs: Sequence[BenchmarkJob],
+        jobs: Sequence[BenchmarkJob] | JobFeed,
         device: str,
         repetitions: int,
         batch: int,
@@ -55,9 +55,14 @@ class Executor(abc.ABC):
         hopeless_ms: float | None = None,
         min_repetition_s: float = 0.05,
         hopeless_factor: float | None = None,
-        timeout_after_first: Callable[[BenchmarkOutcome], float] | None = None,
+        timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
+        screen_fraction: float = 1.0,
+        prewarm: int = 0,
     ) -> Generator[BenchmarkOutcome, None, None]:
-        """Time each job on `device`; yield one outcome per job, in job order (benchmark/runner.py)."""
+        """Time each job on `device`; yield one outcome per job, in job order (benchmark/runner.py).
+
+        `jobs` may be a `JobFeed` that grows while the session runs (a benchmark session: the
+        campaign streams candidates and confirmation rounds into it)."""
 
     @abc.abstractmethod
     def run_reference_programs(
@@ -81,8 +86,10 @@ class Executor(abc.ABC):
         rounds: int,
         repetitions: int = 1,
         timeout_s: float = 1800.0,
+        parameters: Sequence[Path] = (),
     ) -> dict[str, ModelRun]:
-        """Time several compiled models interleaved on one device (model/timing.py)."""
+        """Time several compiled models interleaved on one device (model/timing.py); the models
+        read their weights from the `parameters` archives, if any."""
 
     def close(self) -> None:
         """Give back what the executor holds (actors, a cluster connection); default: nothing."""
@@ -105,7 +112,7 @@ class LocalExecutor(Executor):
 
     def run_benchmarks(
         self,
-        jobs: Sequence[BenchmarkJob],
+        jobs: Sequence[BenchmarkJob] | JobFeed,
         device: str,
         repetitions: int,
         batch: int,
@@ -113,13 +120,15 @@ class LocalExecutor(Executor):
         hopeless_ms: float | None = None,
         min_repetition_s: float = 0.05,
         hopeless_factor: float | None = None,
-        timeout_after_first: Callable[[BenchmarkOutcome], float] | None = None,
+        timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
+        screen_fraction: float = 1.0,
+        prewarm: int = 0,
     ) -> Generator[BenchmarkOutcome, None, None]:
         from ireetune.benchmark.runner import run_benchmarks_here
 
         return run_benchmarks_here(
             jobs, device, repetitions, batch, timeout_s, hopeless_ms, min_repetition_s,
-            hopeless_factor, timeout_after_first,
+            hopeless_factor, timeout_after_first, screen_fraction, prewarm,
         )  # fmt: skip
 
     def run_reference_programs(
@@ -144,11 +153,20 @@ class LocalExecutor(Executor):
         rounds: int,
         repetitions: int = 1,
         timeout_s: float = 1800.0,
+        parameters: Sequence[Path] = (),
     ) -> dict[str, ModelRun]:
         from ireetune.model.timing import run_models_side_by_side_here
 
         return run_models_side_by_side_here(
-            models, function, inputs_path, work_dir, device, rounds, repetitions, timeout_s
+            models,
+            function,
+            inputs_path,
+            work_dir,
+            device,
+            rounds,
+            repetitions,
+            timeout_s,
+            parameters,
         )
 
 

@@ -34,7 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkOutcome, BenchmarkStatus
+from ireetune.benchmark.runner import (
+    BenchmarkJob,
+    BenchmarkOutcome,
+    BenchmarkStatus,
+    JobDeadlines,
+    JobFeed,
+)
 from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
 from ireetune.compile.pool import CompileJob, CompileOutcome, record_outcome
 from ireetune.errors import IreetuneError
@@ -219,7 +225,10 @@ class _MeasuringActor:
         return str(path)
 
     def run_benchmarks(
-        self, shipped: list[tuple[int, tuple[str, str, Any], tuple[str, str, Any] | None, str]],
+        self,
+        shipped: list[
+            tuple[int, tuple[str, str, Any], tuple[str, str, Any] | None, str, int, bool]
+        ],
         device: str, options: dict[str, Any], fault_hook: str,
     ) -> Iterator[BenchmarkOutcome]:  # fmt: skip
         from ireetune.benchmark.runner import run_benchmarks_here
@@ -230,8 +239,10 @@ class _MeasuringActor:
                 Path(self._file(*binary)),
                 Path(self._file(*inputs)) if inputs is not None else None,
                 function,
+                batch,
+                early_stop,
             )
-            for candidate_id, binary, inputs, function in shipped
+            for candidate_id, binary, inputs, function, batch, early_stop in shipped
         ]
         for outcome in run_benchmarks_here(jobs, _local_device(device), **options):
             _maybe_kill_self(fault_hook, "measure", outcome.candidate_id)
@@ -267,6 +278,7 @@ class _MeasuringActor:
         rounds: int,
         repetitions: int,
         timeout_s: float,
+        parameters: Sequence[tuple[str, str, Any]] = (),
     ) -> dict[str, ModelRun]:
         from ireetune.model.timing import run_models_side_by_side_here
 
@@ -275,7 +287,7 @@ class _MeasuringActor:
         try:
             return run_models_side_by_side_here(
                 models, function, Path(self._file(*inputs)), work, _local_device(device),
-                rounds, repetitions, timeout_s,
+                rounds, repetitions, timeout_s, [Path(self._file(*p)) for p in parameters],
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -423,7 +435,7 @@ class RayExecutor(Executor):
 
     def run_benchmarks(
         self,
-        jobs: Sequence[BenchmarkJob],
+        jobs: Sequence[BenchmarkJob] | JobFeed,
         device: str,
         repetitions: int,
         batch: int,
@@ -431,15 +443,41 @@ class RayExecutor(Executor):
         hopeless_ms: float | None = None,
         min_repetition_s: float = 0.05,
         hopeless_factor: float | None = None,
-        timeout_after_first: Callable[[BenchmarkOutcome], float] | None = None,
+        timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
+        screen_fraction: float = 1.0,
+        prewarm: int = 0,
     ) -> Generator[BenchmarkOutcome, None, None]:
-        ray = self.ray
-        reported = 0
+        # The measuring actor runs the local session (run_benchmarks_here) over the jobs known
+        # when it is called. A session's feed grows while it runs (the campaign adds candidates
+        # as they compile and the confirmation rounds once the first pass is in), and a feed
+        # cannot be shipped: the jobs go over in chunks, each chunk one session in the actor
+        # (a fresh worker per chunk, so binaries stay loaded only within one). What the baseline
+        # taught the first chunk is passed to the later ones.
+        feed = jobs if isinstance(jobs, JobFeed) else JobFeed(jobs, closed=True)
         options: dict[str, Any] = {
             "repetitions": repetitions, "batch": batch, "timeout_s": timeout_s,
             "hopeless_ms": hopeless_ms, "min_repetition_s": min_repetition_s,
             "hopeless_factor": hopeless_factor, "timeout_after_first": timeout_after_first,
+            "screen_fraction": screen_fraction, "prewarm": prewarm, "deadlines": None,
         }  # fmt: skip
+        reported = 0
+        while True:
+            chunk = _available(feed, reported)
+            if not chunk:
+                return
+            for outcome in self._run_chunk(chunk, device, options, first=reported == 0):
+                if reported == 0 and timeout_after_first is not None:
+                    options = _learned(options, outcome, timeout_after_first)
+                reported += 1
+                yield outcome
+
+    def _run_chunk(
+        self, jobs: Sequence[BenchmarkJob], device: str, options: dict[str, Any], first: bool
+    ) -> Iterator[BenchmarkOutcome]:
+        """Time `jobs` in the device's actor; resend what is left when the actor is lost."""
+        ray = self.ray
+        reported = 0
+        lost: Exception | None = None
         for attempt in range(_MEASURE_ATTEMPTS):
             pending = jobs[reported:]
             shipped = [
@@ -448,6 +486,8 @@ class RayExecutor(Executor):
                     self._ship(job.vmfb_path),
                     self._ship(job.inputs_path) if job.inputs_path is not None else None,
                     job.function,
+                    job.batch,
+                    job.early_stop,
                 )
                 for job in pending
             ]
@@ -457,8 +497,8 @@ class RayExecutor(Executor):
             try:
                 for reference in stream:
                     outcome = replace(ray.get(reference), device=device)
-                    if reported == 0 and timeout_after_first is not None:
-                        options = _learned(options, outcome, timeout_after_first)
+                    if first and reported == 0 and options["timeout_after_first"] is not None:
+                        options = _learned(options, outcome, options["timeout_after_first"])
                     reported += 1
                     yield outcome
                 return
@@ -511,13 +551,14 @@ class RayExecutor(Executor):
         rounds: int,
         repetitions: int = 1,
         timeout_s: float = 1800.0,
+        parameters: Sequence[Path] = (),
     ) -> dict[str, ModelRun]:
         shipped = [(model_id, self._ship(path)) for model_id, path in models]
         try:
             runs: dict[str, ModelRun] = self.ray.get(
                 self._actor(device).run_models_side_by_side.remote(
                     shipped, function, self._ship(inputs_path), device, rounds, repetitions,
-                    timeout_s,
+                    timeout_s, [self._ship(path) for path in parameters],
                 )
             )  # fmt: skip
         except self.ray.exceptions.RayError as error:
@@ -532,13 +573,25 @@ class RayExecutor(Executor):
         return str(address), int(pid)
 
 
+def _available(feed: JobFeed, start: int) -> list[BenchmarkJob]:
+    """Wait for job `start` of the feed; return it and every job after it known now (empty once
+    the feed closed before it)."""
+    jobs: list[BenchmarkJob] = []
+    while True:
+        job = feed.wait_for(start + len(jobs), None if not jobs else 0)
+        if not isinstance(job, BenchmarkJob):
+            return jobs
+        jobs.append(job)
+
+
 def _learned(
     options: dict[str, Any],
     first: BenchmarkOutcome,
-    timeout_after_first: Callable[[BenchmarkOutcome], float],
+    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines],
 ) -> dict[str, Any]:
-    """Return the options a resent call needs once the baseline (the first job) was measured:
-    its batch, early-stop threshold and per-job timeout, as the local runner keeps them."""
+    """Return the options a later or resent call needs once the baseline (the first job) was
+    measured: its (screened) batch, early-stop threshold and phase deadlines, as the local
+    session keeps them."""
     if first.status is not BenchmarkStatus.MEASURED:
         return options
     import statistics
@@ -546,8 +599,8 @@ def _learned(
     factor = options["hopeless_factor"]
     return {
         **options,
-        "batch": first.batch,
-        "timeout_s": timeout_after_first(first),
+        "batch": max(1, int(first.batch * options["screen_fraction"])),
+        "deadlines": timeout_after_first(first),
         "hopeless_ms": factor * statistics.median(first.times_ms) if factor else None,
         "timeout_after_first": None,
     }

@@ -12,19 +12,29 @@ from ireetune.tools import find_tool, first_error_line, run_tool
 ONNX_OPSET = 17
 
 
-def import_model(model_path: Path, work_dir: Path) -> Path:
-    """Return an MLIR file for the model: the file itself, or an import of an ONNX model."""
+# The scope an externalized ONNX model's weights are named in (`#stream.parameter.named<"model"::
+# "name">`); the runtime's parameter provider is created under the same scope.
+PARAMETER_SCOPE = "model"
+
+
+def import_model(model_path: Path, work_dir: Path, parameters_path: Path | None = None) -> Path:
+    """Return an MLIR file for the model: the file itself, or an import of an ONNX model.
+
+    With `parameters_path`, an ONNX model's weights go into that IREE parameter archive (.irpa)
+    instead of the MLIR: every binary compiled from it is then small, and loads the weights
+    from the archive at run time (model/worker.py).
+    """
     if not model_path.is_file():
         raise IreetuneError(f"model file not found: {model_path}")
     suffix = model_path.suffix.lower()
     if suffix in (".mlir", ".mlirbc"):
         return model_path
     if suffix == ".onnx":
-        return _import_onnx(model_path, work_dir)
+        return _import_onnx(model_path, work_dir, parameters_path)
     raise IreetuneError(f"unknown model format '{suffix}': give a .mlir or .onnx file")
 
 
-def _import_onnx(model_path: Path, work_dir: Path) -> Path:
+def _import_onnx(model_path: Path, work_dir: Path, parameters_path: Path | None) -> Path:
     try:
         import onnx
         from onnx import version_converter
@@ -52,8 +62,15 @@ def _import_onnx(model_path: Path, work_dir: Path) -> Path:
         source = work_dir / f"{model_path.stem}_opset{ONNX_OPSET}.onnx"
         onnx.save(model, str(source))
     output = work_dir / f"{model_path.stem}.mlir"
+    externalize = (
+        ["--externalize-params", f"--save-params-to={parameters_path}",
+         f"--params-scope={PARAMETER_SCOPE}"]
+        if parameters_path is not None
+        else []
+    )  # fmt: skip
     result = run_tool(
-        [find_tool("iree-import-onnx"), str(source), "-o", str(output)], timeout_s=600
+        [find_tool("iree-import-onnx"), str(source), *externalize, "-o", str(output)],
+        timeout_s=600,
     )
     if result.returncode != 0:
         raise IreetuneError(

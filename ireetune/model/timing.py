@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.errors import IreetuneError
 from ireetune.worker_protocol import FailureKind, supervise_worker
 
@@ -37,12 +39,24 @@ def run_models_side_by_side(
     rounds: int,
     repetitions: int = 1,
     timeout_s: float = 1800.0,
+    parameters: Sequence[Path] = (),
 ) -> dict[str, ModelRun]:
-    """Time several compiled models interleaved with the executor in use; return each one's run."""
+    """Time several compiled models interleaved with the executor in use; return each one's run.
+
+    `parameters` are the parameter archives (.irpa) the models read their weights from.
+    """
     from ireetune.executor.base import current_executor
 
     return current_executor().run_models_side_by_side(
-        models, function, inputs_path, work_dir, device, rounds, repetitions, timeout_s
+        models,
+        function,
+        inputs_path,
+        work_dir,
+        device,
+        rounds,
+        repetitions,
+        timeout_s,
+        parameters,
     )
 
 
@@ -55,6 +69,7 @@ def run_models_side_by_side_here(
     rounds: int,
     repetitions: int = 1,
     timeout_s: float = 1800.0,
+    parameters: Sequence[Path] = (),
 ) -> dict[str, ModelRun]:
     """Time several compiled models interleaved in one process; return each one's run.
 
@@ -71,6 +86,7 @@ def run_models_side_by_side_here(
         return {
             "device": device, "inputs": str(inputs_path), "function": function,
             "rounds": rounds, "repetitions": repetitions,
+            "parameters": [str(path) for path in parameters],
             "jobs": [
                 {"kind": "load", "id": job, "vmfb": str(paths[job]), "outputs": str(outputs[job])}
                 if job != _TIME_JOB
@@ -109,3 +125,19 @@ def run_models_side_by_side_here(
 
 # The last job of a model-timing worker: time every model that ran.
 _TIME_JOB = "<time>"
+
+
+def time_dispatch_benchmarks(binaries: Mapping[int, Path], device: str) -> dict[int, float]:
+    """Time each compiled dispatch benchmark once on `device`; return the median ms of each."""
+    timings: dict[int, float] = {}
+    for outcome in run_benchmarks(
+        [BenchmarkJob(index, path) for index, path in sorted(binaries.items())],
+        device,
+        repetitions=3,
+        batch=0,
+        timeout_s=120,
+        min_repetition_s=0.02,
+    ):
+        if outcome.status is BenchmarkStatus.MEASURED:
+            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
+    return timings

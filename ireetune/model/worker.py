@@ -3,7 +3,10 @@
 Run as `python -m ireetune.model.worker` with a JSON request on stdin:
 {"device": "local-task", "inputs": "inputs.npz", "function": "main", "rounds": 5,
  "repetitions": 3, "jobs": [{"kind": "load", "id": "default", "vmfb": "default.vmfb",
- "outputs": "d.npz"}, ..., {"kind": "time", "models": [{"id": "default", "vmfb": ...}]}]}
+ "outputs": "d.npz"}, ..., {"kind": "time", "models": [{"id": "default", "vmfb": ...}]}],
+ "parameters": ["weights.irpa"]}
+`parameters` (optional) are IREE parameter archives the models read their weights from, under
+the scope the ONNX import named them in ("model").
 It speaks the worker protocol (worker_protocol.py): each "load" job loads one model, calls it
 once and saves its outputs, so a model that crashes or hangs there costs only itself; the last
 job, "time", times the models it names (loading any this process has not loaded: a fresh worker
@@ -21,6 +24,9 @@ from typing import Any
 
 import numpy as np
 
+# The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
+PARAMETER_SCOPE = "model"
+
 
 def _as_arrays(result: Any) -> list[Any]:
     values = result if isinstance(result, (list, tuple)) else [result]
@@ -32,9 +38,12 @@ def _emit(record: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _load(runtime: Any, device: Any, vmfb: str, function_name: str) -> Any:
+def _load(runtime: Any, device: Any, vmfb: str, function_name: str, parameters: Any) -> Any:
     config = runtime.Config(device=device)
     context = runtime.SystemContext(config=config)
+    if parameters is not None:
+        provider = parameters.create_provider(scope=PARAMETER_SCOPE)
+        context.add_vm_module(runtime.create_io_parameters_module(config.vm_instance, provider))
     vm_module = runtime.VmModule.mmap(config.vm_instance, vmfb)
     context.add_vm_module(vm_module)
     return context.modules[vm_module.name][function_name]
@@ -69,12 +78,17 @@ def main() -> int:
     # Inputs go to the device once: on a GPU, copying them on every call would dominate the time.
     inputs = [runtime.asdevicearray(device, array) for array in host_inputs]
     loaded: dict[str, Any] = {}
+    parameters = None
+    if request.get("parameters"):
+        parameters = runtime.ParameterIndex()
+        for path in request["parameters"]:
+            parameters.load(path)
     broken: set[str] = set()
     for job_index, job in enumerate(request["jobs"]):
         _emit({"event": "start", "job_index": job_index})
         if job["kind"] == "load":
             try:
-                function = _load(runtime, device, job["vmfb"], request["function"])
+                function = _load(runtime, device, job["vmfb"], request["function"], parameters)
                 np.savez(job["outputs"], *_as_arrays(function(*inputs)))
                 loaded[job["id"]] = function
                 record: dict[str, Any] = {"id": job["id"], "status": "ok"}
@@ -90,7 +104,7 @@ def main() -> int:
                     # A fresh worker after a crash: the models that ran before are loaded again.
                     try:
                         loaded[model["id"]] = _load(
-                            runtime, device, model["vmfb"], request["function"]
+                            runtime, device, model["vmfb"], request["function"], parameters
                         )
                     except Exception:  # Reported by the absence of its times.
                         continue

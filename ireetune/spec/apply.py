@@ -17,6 +17,7 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import (
     DUMP_CONFIGURATIONS_FLAG,
+    DUMP_SOURCES_FLAG,
     DUMP_SPECS_FLAG,
     CompileRequest,
     CompileResult,
@@ -181,6 +182,9 @@ def compile_with_spec(
 
     For each dispatch the static comparison says a matcher configures, the root op's
     `lowering_config` in `--iree-hal-dump-executable-configurations-to` must equal the matcher's.
+    A matcher's action may rewrite the op it configured (a CPU strided contraction becomes a
+    strided slice and a contraction); such an op is compared, in the matchers' eyes, as the
+    executable sources show it (`--iree-hal-dump-executable-sources-to`), before the spec ran.
     The `.vmfb` is written to `output_path` only when every configuration landed.
     """
     from ireetune.problem.root_op import parse_problem
@@ -193,13 +197,14 @@ def compile_with_spec(
     matchers = list_matchers(read_spec(spec_path, context))
     with tempfile.TemporaryDirectory(prefix="ireetune_compile_") as folder:
         config_dir = Path(folder) / "configurations"
+        sources_dir = Path(folder) / "sources"
         vmfb_path = Path(folder) / "model.vmfb"
         result = run_compile(
             target.request(
                 model_path,
                 vmfb_path,
                 spec_path=spec_path,
-                dumps=((DUMP_CONFIGURATIONS_FLAG, config_dir),),
+                dumps=((DUMP_CONFIGURATIONS_FLAG, config_dir), (DUMP_SOURCES_FLAG, sources_dir)),
                 timeout_s=timeout_s,
             )
         )
@@ -210,13 +215,30 @@ def compile_with_spec(
             name = config_path.stem.removeprefix("configured_").removeprefix("module_")
             with context:
                 module = ir.Module.parse(config_path.read_text())
-            for root_op in _configured_ops(module):
-                try:
-                    problem = parse_problem(root_op)
-                except IreetuneError:
+                configured = _structured_ops(module)
+                sources_path = sources_dir / f"{config_path.stem.removeprefix('configured_')}.mlir"
+                # Kept in a name: the ops below live only as long as their module.
+                sources_module = (
+                    ir.Module.parse(sources_path.read_text()) if sources_path.is_file() else None
+                )
+                sources = _structured_ops(sources_module) if sources_module is not None else []
+            if [op.name for op in sources] != [op.name for op in configured]:
+                sources = []
+            for position, root_op in enumerate(configured):
+                if "lowering_config" not in root_op.attributes:
                     continue
-                dispatch = DispatchRoot(index, name, root_op.name, problem)
-                (coverage,) = compute_coverage(matchers, [dispatch])
+                seen_as = [root_op, *sources[position : position + 1]]
+                for candidate_op in seen_as:
+                    try:
+                        problem = parse_problem(candidate_op)
+                    except IreetuneError:
+                        continue
+                    dispatch = DispatchRoot(index, name, candidate_op.name, problem)
+                    (coverage,) = compute_coverage(matchers, [dispatch])
+                    if coverage.winner is not None or coverage.undecided:
+                        break
+                else:
+                    continue
                 if coverage.undecided:
                     undecided = ", ".join(f"@{m.name}" for m in coverage.undecided)
                     notes.append(f"{name}: not checked, {undecided} cannot be evaluated statically")
@@ -253,12 +275,17 @@ def _raise_unless_compiled(result: CompileResult, model_path: Path, timeout_s: f
         raise IreetuneError(f"iree-compile failed on {model_path}: {result.error_line}")
 
 
-def _configured_ops(module: ir.Module) -> list[ir.Operation]:
-    """Return the ops that carry a `lowering_config`; the configuration dump has no root_op mark."""
+def _structured_ops(module: ir.Module) -> list[ir.Operation]:
+    """Return the dispatch's structured ops (linalg and IREE's linalg extensions) and any op
+    that carries a `lowering_config`, in walk order (the configuration dump has no root_op
+    mark); the terminators and index ops their regions hold are left out."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if "lowering_config" in op.attributes:
+        structured = op.name.startswith(("linalg.", "iree_linalg_ext.")) and not op.name.endswith(
+            (".yield", ".index")
+        )
+        if structured or "lowering_config" in op.attributes:
             found.append(op)
         return ir.WalkResult.ADVANCE
 

@@ -1,0 +1,241 @@
+"""The device half of a split model run: do whatever the run folder says is due, runtime only.
+
+    python -m ireetune.handoff.device_step RUN_DIR [--devices cuda://0,cuda://1]
+    ireetune device-step RUN_DIR [--devices ...]
+
+Reads `device_step.json` (handoff/model_folder.py), checks every file it names against its
+hash, then runs the tasks it lists, in order:
+    profile    the default model on its inputs and each dispatch benchmark, on the first device
+    folders    each dispatch-level benchmark folder (ireetune.benchmark.folder), on every device
+    variants   model variants interleaved with the default, a first session and a confirmation
+and writes `device/results_<round trip>.json` after each task. A step that is stopped (killed,
+a machine lost) is run again with the same command: finished tasks and measured folders are kept.
+
+Nothing on this path may import the IREE compiler or z3 (tests/test_split_flow.py checks).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ireetune.benchmark.folder import benchmark_folder
+from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
+from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
+from ireetune.errors import IreetuneError
+from ireetune.handoff.manifest import check_results_match_manifest
+from ireetune.handoff.model_folder import (
+    DeviceManifest,
+    ProfileTask,
+    VariantTask,
+    check_listed_files,
+    hash_device_manifest,
+    read_device_manifest,
+    results_name,
+)
+from ireetune.model.outputs import outputs_match
+from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
+
+RESULTS_FORMAT = "ireetune-device-results/1"
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(payload, indent=2) + "\n")
+    temporary.replace(path)
+
+
+def _earlier_results(path: Path, manifest_hash: str) -> dict[str, Any] | None:
+    """Return what an interrupted step of this same manifest already wrote, else None."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(data, dict) and data.get("manifest_sha256") == manifest_hash:
+        return data
+    return None
+
+
+def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
+    """Run the tasks of the folder's device manifest; return the path of the results file."""
+    started = time.monotonic()
+    manifest = read_device_manifest(run_dir)
+    manifest_hash = hash_device_manifest(run_dir)
+    check_listed_files(run_dir, manifest)
+    chosen = tuple(devices) or manifest.devices
+    results_path = run_dir / results_name(manifest.round_trip)
+    results_path.parent.mkdir(exist_ok=True)
+    results = _earlier_results(results_path, manifest_hash) or {
+        "format": RESULTS_FORMAT,
+        "manifest_sha256": manifest_hash,
+        "round_trip": manifest.round_trip,
+        "devices": list(chosen),
+        "seconds": {},
+        "folders": {},
+        "done": False,
+    }
+    if results["devices"] != list(chosen):
+        # Timings on other devices can not be mixed with these: start the step afresh.
+        results.update(devices=list(chosen), seconds={}, folders={}, done=False)
+        results.pop("profile", None)
+        results.pop("variants", None)
+    results["seconds"]["check"] = time.monotonic() - started
+    step_dir = run_dir / "device" / f"step_{manifest.round_trip}"
+    step_dir.mkdir(parents=True, exist_ok=True)
+    if manifest.profile is not None and "profile" not in results:
+        _log(
+            f"profiling the model and {len(manifest.profile.dispatches)} dispatches on {chosen[0]}"
+        )
+        part_started = time.monotonic()
+        results["profile"] = _profile(run_dir, manifest, manifest.profile, chosen[0], step_dir)
+        results["seconds"]["profile"] = time.monotonic() - part_started
+        _write_json(results_path, results)
+    for folder in manifest.folders:
+        part_started = time.monotonic()
+        results["folders"][folder] = _measure_folder(run_dir / folder, chosen)
+        results["seconds"]["folders"] = (
+            results["seconds"].get("folders", 0.0) + time.monotonic() - part_started
+        )
+        _write_json(results_path, results)
+    if manifest.variants is not None and "variants" not in results:
+        _log(f"timing {len(manifest.variants.variants)} model variants against the default")
+        part_started = time.monotonic()
+        results["variants"] = _time_variants(
+            run_dir, manifest, manifest.variants, chosen[0], step_dir
+        )
+        results["seconds"]["variants"] = time.monotonic() - part_started
+    results["done"] = True
+    results["seconds"]["total"] = sum(v for k, v in results["seconds"].items() if k != "total")
+    _write_json(results_path, results)
+    return results_path
+
+
+def _profile(
+    run_dir: Path, manifest: DeviceManifest, task: ProfileTask, device: str, step_dir: Path
+) -> dict[str, Any]:
+    """Time the default model and every dispatch benchmark; keep the default's outputs."""
+    runs = run_models_side_by_side(
+        [("default", run_dir / manifest.default_model)], manifest.function,
+        run_dir / manifest.inputs, step_dir, device, task.rounds,
+        parameters=[run_dir / p for p in manifest.parameters],
+    )  # fmt: skip
+    default = runs["default"]
+    if not default.ok:
+        raise IreetuneError(f"the default model does not run on {device}: {default.reason}")
+    timings = time_dispatch_benchmarks(
+        {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device
+    )
+    dispatch_ms = {d.label: timings.get(index) for index, d in enumerate(task.dispatches)}
+    return {
+        "device": device,
+        "model_times_ms": list(default.times_ms),
+        "model_ms": statistics.median(default.times_ms),
+        "default_outputs": str((step_dir / "default_outputs.npz").relative_to(run_dir)),
+        "dispatch_ms": dispatch_ms,
+    }
+
+
+def _measure_folder(folder: Path, devices: Sequence[str]) -> str:
+    """Benchmark one dispatch folder unless its results are already there; say how it went."""
+    try:
+        check_results_match_manifest(folder)
+        _log(f"{folder.name}: measured before, kept")
+        return "measured"
+    except IreetuneError:
+        pass
+    _log(f"benchmarking {folder.name} on {', '.join(devices)}")
+    try:
+        benchmark_folder(folder, devices)
+    except (ValueError, IreetuneError) as error:
+        # One dispatch that can not be measured never stops the others.
+        return f"failed: {error}"
+    return "measured"
+
+
+def _session(
+    run_dir: Path, manifest: DeviceManifest, task: VariantTask, labels: Sequence[str],
+    device: str, work_dir: Path, rounds: int,
+) -> dict[str, ModelRun]:  # fmt: skip
+    by_label = {v.label: v.vmfb for v in task.variants}
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return run_models_side_by_side(
+        [("default", run_dir / manifest.default_model),
+         *((label, run_dir / by_label[label]) for label in labels)],
+        manifest.function, run_dir / manifest.inputs, work_dir, device, rounds,
+        task.calls_per_round, parameters=[run_dir / p for p in manifest.parameters],
+    )  # fmt: skip
+
+
+def _time_variants(
+    run_dir: Path, manifest: DeviceManifest, task: VariantTask, device: str, step_dir: Path
+) -> dict[str, Any]:
+    """Time every variant beside the default, pre-select, and confirm in a fresh session."""
+    labels = [v.label for v in task.variants]
+    first = _session(run_dir, manifest, task, labels, device, step_dir / "first", task.rounds)
+    if not first["default"].ok:
+        raise IreetuneError(
+            f"the default model does not run on {device}: {first['default'].reason}"
+        )
+    facts = []
+    for index, label in enumerate(labels, start=1):
+        run = first[label]
+        if not run.ok:
+            continue
+        matches, _ = outputs_match(first["default"].outputs, run.outputs)
+        estimate = estimate_speedup(
+            split_rounds(first["default"].times_ms, task.calls_per_round),
+            split_rounds(run.times_ms, task.calls_per_round),
+            Basis.MODEL,
+        )
+        facts.append(CandidateFacts(index, dispatch=estimate, outputs_match=matches))
+    contenders = [
+        labels[i - 1]
+        for i in preselect(facts, DecisionRule(threshold=task.threshold), task.confirm_top)
+    ]
+    confirm: dict[str, ModelRun] = {}
+    if contenders:
+        _log(f"confirming {', '.join(contenders)} in a fresh session")
+        confirm = _session(
+            run_dir, manifest, task, contenders, device, step_dir / "confirm", task.confirm_rounds
+        )
+
+    def describe(session: dict[str, ModelRun], folder: str) -> dict[str, Any]:
+        return {
+            label: {
+                "times_ms": list(run.times_ms),
+                "reason": run.reason,
+                "outputs": f"device/step_{manifest.round_trip}/{folder}/{label}_outputs.npz"
+                if run.ok
+                else "",
+            }
+            for label, run in session.items()
+        }
+
+    return {
+        "device": device,
+        "calls_per_round": task.calls_per_round,
+        "first": describe(first, "first"),
+        "contenders": contenders,
+        "confirm": describe(confirm, "confirm"),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `ireetune device-step` (same flags, same checks, same one-line errors)."""
+    from ireetune.cli import main as run_command_line
+
+    return run_command_line(["device-step", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

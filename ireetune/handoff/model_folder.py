@@ -1,0 +1,342 @@
+"""The device step's manifest of a split model run: what the runtime-only host does next.
+
+Runtime-only: read on machines with only `iree-base-runtime` and `numpy`. The compile host
+(`ireetune/model/split_flow.py`) writes `device_step.json` into the run folder before each round
+trip; the device host (`ireetune/handoff/device_step.py`) does every task it lists and writes
+`device/results_<round trip>.json`. Paths are relative to the run folder.
+
+Every file the device step reads is listed with its SHA-256: the step checks them all before
+it runs anything, so a folder changed after it was compiled (or a file copied from another run)
+is refused with one line. The manifest is read as untrusted data, like the dispatch-level one
+(handoff/manifest.py): types checked, every path inside the folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ireetune.errors import IreetuneError
+from ireetune.handoff.manifest import check_inside_folder
+from ireetune.run_dir import is_inside_folder
+
+DEVICE_MANIFEST_NAME = "device_step.json"
+FORMAT = "ireetune-model-folder/1"
+
+
+@dataclass(frozen=True)
+class LabelledBinary:
+    """One compiled program to time: a dispatch benchmark or a model variant."""
+
+    label: str
+    vmfb: str
+
+
+@dataclass(frozen=True)
+class ProfileTask:
+    """Time the default model on its inputs and every dispatch benchmark once (the profile)."""
+
+    dispatches: tuple[LabelledBinary, ...]
+    rounds: int
+
+
+@dataclass(frozen=True)
+class VariantTask:
+    """Time model variants against the default, interleaved in one process, then confirm.
+
+    The first session pre-selects by point estimate (`threshold`, at most `confirm_top`); a
+    fresh session of `confirm_rounds` rounds times the pre-selected against the default again.
+    That session's intervals are what the compile host decides on.
+    """
+
+    variants: tuple[LabelledBinary, ...]
+    rounds: int
+    calls_per_round: int
+    confirm_top: int
+    confirm_rounds: int
+    threshold: float
+
+
+@dataclass(frozen=True)
+class DeviceManifest:
+    round_trip: int
+    target: str
+    devices: tuple[str, ...]
+    function: str
+    inputs: str
+    default_model: str
+    # Every file the step reads, with its SHA-256 (relative path -> digest).
+    files: dict[str, str]
+    profile: ProfileTask | None
+    # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
+    folders: tuple[str, ...]
+    variants: VariantTask | None
+    # Parameter archives (.irpa) the model binaries read their weights from (ONNX models
+    # imported with their weights kept apart: one archive serves every variant).
+    parameters: tuple[str, ...] = ()
+
+
+def results_name(round_trip: int) -> str:
+    """Return the folder-relative path of one round trip's device results."""
+    return f"device/results_{round_trip}.json"
+
+
+def hash_file(path: Path) -> str:
+    """Return a file's SHA-256, read in chunks (model binaries can be hundreds of megabytes)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
+    """Write `device_step.json`; return its SHA-256 (the compile host records it)."""
+    payload = {
+        "format": FORMAT,
+        "round_trip": manifest.round_trip,
+        "target": manifest.target,
+        "devices": list(manifest.devices),
+        "function": manifest.function,
+        "inputs": manifest.inputs,
+        "default_model": manifest.default_model,
+        "parameters": list(manifest.parameters),
+        "files": dict(sorted(manifest.files.items())),
+        "profile": None
+        if manifest.profile is None
+        else {
+            "rounds": manifest.profile.rounds,
+            "dispatches": [{"label": d.label, "vmfb": d.vmfb} for d in manifest.profile.dispatches],
+        },
+        "folders": list(manifest.folders),
+        "variants": None
+        if manifest.variants is None
+        else {
+            "rounds": manifest.variants.rounds,
+            "calls_per_round": manifest.variants.calls_per_round,
+            "confirm_top": manifest.variants.confirm_top,
+            "confirm_rounds": manifest.variants.confirm_rounds,
+            "threshold": manifest.variants.threshold,
+            "models": [{"label": v.label, "vmfb": v.vmfb} for v in manifest.variants.variants],
+        },
+    }
+    path = run_dir / DEVICE_MANIFEST_NAME
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(payload, indent=2) + "\n")
+    temporary.replace(path)
+    return hash_file(path)
+
+
+def hash_device_manifest(run_dir: Path) -> str:
+    """Return the SHA-256 of the folder's device manifest."""
+    return hash_file(run_dir / DEVICE_MANIFEST_NAME)
+
+
+def check_listed_files(run_dir: Path, manifest: DeviceManifest) -> None:
+    """Refuse the folder (one line) when a listed file is missing or differs from its hash."""
+    for relative, digest in manifest.files.items():
+        path = check_inside_folder(run_dir, relative)
+        if not path.is_file():
+            raise IreetuneError(f"{run_dir}: {relative} is missing; copy the whole run folder")
+        if hash_file(path) != digest:
+            raise IreetuneError(
+                f"{run_dir}: {relative} does not match the hash in {DEVICE_MANIFEST_NAME}; the "
+                "folder was changed after it was compiled"
+            )
+
+
+class _Reader:
+    """Read fields with their types checked; errors name the file and the field."""
+
+    def __init__(self, run_dir: Path, path: Path) -> None:
+        self.run_dir = run_dir
+        self.path = path
+
+    def fail(self, field: str, problem: str) -> IreetuneError:
+        return IreetuneError(f"{self.path}: {field} {problem}")
+
+    def field(self, data: Any, name: str, where: str = "") -> Any:
+        if not isinstance(data, dict) or name not in data:
+            raise self.fail(f"{where}{name}", "is missing")
+        return data[name]
+
+    def integer(self, data: Any, name: str, where: str = "", minimum: int = 0) -> int:
+        value = self.field(data, name, where)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(f"{where}{name}", f"must be an integer of at least {minimum}")
+        return value
+
+    def number(self, data: Any, name: str, where: str = "") -> float:
+        value = self.field(data, name, where)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise self.fail(f"{where}{name}", "must be a number of at least 0")
+        return float(value)
+
+    def text(self, data: Any, name: str, where: str = "") -> str:
+        value = self.field(data, name, where)
+        if not isinstance(value, str) or not value:
+            raise self.fail(f"{where}{name}", "must be a non-empty string")
+        return value
+
+    def path_inside(self, data: Any, name: str, where: str = "") -> str:
+        value = self.text(data, name, where)
+        if not is_inside_folder(self.run_dir, value):
+            raise self.fail(f"{where}{name}", f"must be a path inside the run folder: {value!r}")
+        return value
+
+    def binaries(self, data: Any, name: str, where: str) -> tuple[LabelledBinary, ...]:
+        listed = self.field(data, name, where)
+        if not isinstance(listed, list):
+            raise self.fail(f"{where}{name}", "must be a list")
+        binaries = tuple(
+            LabelledBinary(
+                self.text(entry, "label", f"{where}{name}[{index}]."),
+                self.path_inside(entry, "vmfb", f"{where}{name}[{index}]."),
+            )
+            for index, entry in enumerate(listed)
+        )
+        labels = [b.label for b in binaries]
+        if len(set(labels)) != len(labels) or "default" in labels:
+            raise self.fail(f"{where}{name}", "labels must be unique and not 'default'")
+        return binaries
+
+
+def read_device_manifest(run_dir: Path) -> DeviceManifest:
+    """Read `device_step.json`; raise IreetuneError (one line) for a folder that is not one."""
+    path = run_dir / DEVICE_MANIFEST_NAME
+    if not path.is_file():
+        raise IreetuneError(
+            f"{run_dir} has no {DEVICE_MANIFEST_NAME}; write it with `ireetune tune MODEL "
+            "--stop-after compile` (or `ireetune continue` after a device step)"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise IreetuneError(f"cannot read {path}: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise IreetuneError(f"{path} is not a {FORMAT} manifest")
+    reader = _Reader(run_dir, path)
+    devices = reader.field(data, "devices")
+    if (
+        not isinstance(devices, list)
+        or not devices
+        or not all(isinstance(d, str) and d for d in devices)
+    ):
+        raise reader.fail("devices", "must be a non-empty list of device names")
+    files = reader.field(data, "files")
+    if not isinstance(files, dict) or not all(
+        isinstance(digest, str) and len(digest) == 64 and is_inside_folder(run_dir, relative)
+        for relative, digest in files.items()
+    ):
+        raise reader.fail("files", "must map paths inside the run folder to SHA-256 digests")
+    folders = reader.field(data, "folders")
+    if not isinstance(folders, list):
+        raise reader.fail("folders", "must be a list")
+    parameters = data.get("parameters", [])
+    if not isinstance(parameters, list):
+        raise reader.fail("parameters", "must be a list")
+    profile_data = reader.field(data, "profile")
+    variant_data = reader.field(data, "variants")
+    manifest = DeviceManifest(
+        round_trip=reader.integer(data, "round_trip", minimum=1),
+        target=reader.text(data, "target"),
+        devices=tuple(devices),
+        function=reader.text(data, "function"),
+        inputs=reader.path_inside(data, "inputs"),
+        default_model=reader.path_inside(data, "default_model"),
+        parameters=tuple(
+            reader.path_inside({"parameters": p}, "parameters", f"parameters[{i}].")
+            for i, p in enumerate(parameters)
+        ),
+        files=dict(files),
+        profile=None
+        if profile_data is None
+        else ProfileTask(
+            reader.binaries(profile_data, "dispatches", "profile."),
+            reader.integer(profile_data, "rounds", "profile.", minimum=1),
+        ),
+        folders=tuple(
+            reader.path_inside({"folder": f}, "folder", f"folders[{i}].")
+            for i, f in enumerate(folders)
+        ),
+        variants=None
+        if variant_data is None
+        else VariantTask(
+            reader.binaries(variant_data, "models", "variants."),
+            reader.integer(variant_data, "rounds", "variants.", minimum=1),
+            reader.integer(variant_data, "calls_per_round", "variants.", minimum=1),
+            reader.integer(variant_data, "confirm_top", "variants."),
+            reader.integer(variant_data, "confirm_rounds", "variants.", minimum=1),
+            reader.number(variant_data, "threshold", "variants."),
+        ),
+    )
+    # Whatever the step reads must be covered by a hash.
+    read = [manifest.inputs, manifest.default_model, *manifest.parameters]
+    read += [d.vmfb for d in manifest.profile.dispatches] if manifest.profile else []
+    read += [v.vmfb for v in manifest.variants.variants] if manifest.variants else []
+    read += [f"{folder}/handoff.json" for folder in manifest.folders]
+    unlisted = [relative for relative in read if relative not in manifest.files]
+    if unlisted:
+        raise reader.fail("files", f"lists no hash for {unlisted[0]}")
+    return manifest
+
+
+def _is_times(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+        for t in value
+    )
+
+
+def check_device_results(results: dict[str, Any], run_dir: Path) -> str:
+    """Say what is wrong with a device results file (it comes from another host), or ''."""
+    devices = results.get("devices")
+    if not isinstance(devices, list) or not devices or not all(isinstance(d, str) for d in devices):
+        return "devices must be a list of device names"
+    seconds = results.get("seconds")
+    if not isinstance(seconds, dict) or not _is_times(list(seconds.values())):
+        return "seconds must map parts to durations"
+    folders = results.get("folders")
+    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
+        return "folders must map folders to outcomes"
+    profile = results.get("profile")
+    if profile is not None and not (
+        isinstance(profile, dict)
+        and _is_times(profile.get("model_times_ms"))
+        and profile.get("model_times_ms")
+        and _is_times([profile.get("model_ms")])
+        and isinstance(profile.get("dispatch_ms"), dict)
+        and _is_times([v for v in profile["dispatch_ms"].values() if v is not None])
+    ):
+        return "profile is malformed"
+    variants = results.get("variants")
+    if variants is None:
+        return ""
+    sessions = (
+        [variants.get("first"), variants.get("confirm")] if isinstance(variants, dict) else []
+    )
+    if not (
+        sessions
+        and isinstance(variants.get("calls_per_round"), int)
+        and variants["calls_per_round"] >= 1
+        and isinstance(variants.get("contenders"), list)
+        and all(
+            isinstance(session, dict)
+            and all(
+                isinstance(run, dict)
+                and _is_times(run.get("times_ms"))
+                and isinstance(run.get("outputs"), str)
+                and (not run["outputs"] or is_inside_folder(run_dir, run["outputs"]))
+                for run in session.values()
+            )
+            for session in sessions
+        )
+        and "default" in variants["first"]
+        and all(label in variants["first"] for label in variants["contenders"])
+    ):
+        return "variants is malformed"
+    return ""

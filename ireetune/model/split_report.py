@@ -1,0 +1,112 @@
+"""The report of a split model run: the decision, the variants, the profile, where the time went."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ireetune.decision.rules import Decision
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
+from ireetune.model.flag_search import apply_command
+from ireetune.model.hot import HotSet
+from ireetune.model.select import MODEL_RULE
+from ireetune.model_tuner import ModelTuneOptions, explain_profile
+from ireetune.report.records import write_text_atomically
+from ireetune.targets import parse_target
+
+
+def first_session_estimate(variants: dict[str, Any], label: str) -> SpeedupEstimate | None:
+    """Return a variant's speedup in the first session (it pre-selects; it never decides)."""
+    first = variants["first"]
+    default_times = first["default"]["times_ms"]
+    times = first.get(label, {}).get("times_ms", [])
+    if not default_times or not times:
+        return None
+    calls = int(variants["calls_per_round"])
+    return estimate_speedup(
+        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
+    )
+
+
+def write_split_report(
+    run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet,
+    variants: dict[str, Any] | None, decision: Decision | None,
+    estimates: dict[str, SpeedupEstimate | None],
+) -> None:  # fmt: skip
+    winner = state.get("winner")
+    estimate = estimates.get(winner) if winner else None
+    compile_s = sum(t["seconds"] for t in state["timings"] if t["host"] == "compile")
+    device_s = sum(t["seconds"] for t in state["timings"] if t["host"] == "device")
+    lines = [
+        f"model: {options.model_path}   target: {options.target}   devices: "
+        f"{', '.join(state['devices'])}   (split flow)",
+        (
+            f"default {estimate.baseline_ms:.3f} ms, tuned {estimate.candidate_ms:.3f} ms, speedup "
+            f"{estimate.describe()} (whole model, variant '{winner}', "
+            f"{estimate.rounds} rounds of {variants['calls_per_round'] if variants else 1} calls "
+            "each, default and tuned interleaved in one process, 95% paired interval)"
+            if estimate
+            else "no variant made the model faster by the rule; no tuned spec written"
+        ),
+        explain_profile(hot),
+        f"rule: {MODEL_RULE.name}",
+        f"round trips: {state['round_trip']}; compile host {compile_s:.0f} s, device "
+        f"{device_s:.0f} s",
+    ]
+    lines += [f"  {t['phase']:<12} {t['host']:<8} {t['seconds']:8.1f} s" for t in state["timings"]]
+    lines += ["", f"{'share':>6} {'runs':>4} {'default ms':>10}  {'dispatch':<40} problem / note"]
+    basis = max(hot.model_ms, hot.explained_ms, 1e-9)
+    notes = state.get("dispatch_notes", {})
+    for profile in hot.ranked:
+        share = profile.total_ms / basis
+        if share < 0.005 and profile not in hot.selected:
+            continue
+        note = notes.get(profile.name, "" if profile in hot.selected else "not selected")
+        lines.append(
+            f"{share:>6.1%} {profile.invocations:>4} {profile.dispatch_ms or 0:>10.4f}  "
+            f"{profile.name[:40]:<40} {profile.problem}" + (f" | {note}" if note else "")
+        )
+    lines += ["", "variants (each timed against the default; the confirmed ones decide):"]
+    for row in state.get("variants", []):
+        figure = (
+            f"{row['speedup']:.3f}x [{row['speedup_low']:.3f}, {row['speedup_high']:.3f}]"
+            if row.get("speedup") is not None
+            else "-"
+        )
+        lines.append(
+            f"  {row['label']:<8} {row['status']:<12} {figure:<26} {row.get('verdict', '')} "
+            f"{row.get('why') or row.get('reason', '')}".rstrip()
+        )
+    lines += [f"note: {n}" for n in state.get("notes", [])]
+    lines.append("note: the flag phase does not run in the split flow (give flags with --flags)")
+    if winner:
+        lines.append(f"tuned spec: {run_dir / 'tuned_spec.mlir'}")
+        lines.append(
+            "apply: "
+            + apply_command(
+                run_dir / state["model"]["mlir"],
+                parse_target(options.target),
+                None,
+                run_dir / "tuned_spec.mlir",
+            )  # fmt: skip
+        )
+    write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
+    payload = {
+        "model": str(options.model_path), "target": options.target, "devices": state["devices"],
+        "flow": "split", "round_trips": state["round_trip"], "timings": state["timings"],
+        "compile_s": compile_s, "device_s": device_s, "rule": MODEL_RULE.name,
+        "default_ms": estimate.baseline_ms if estimate else float(state["profile"]["model_ms"]),
+        "tuned_ms": estimate.candidate_ms if estimate else None,
+        "speedup": estimate.speedup if estimate else 1.0,
+        "speedup_low": estimate.low if estimate else None,
+        "speedup_high": estimate.high if estimate else None,
+        "winner": winner,
+        "tuned_spec": str(run_dir / "tuned_spec.mlir") if winner else None,
+        "variants": state.get("variants", []),
+        "dispatch_notes": notes,
+        "notes": state.get("notes", []),
+        "profile_model_ms": statistics.median(state["profile"]["model_times_ms"]),
+    }  # fmt: skip
+    write_text_atomically(run_dir / "report.json", json.dumps(payload, indent=2) + "\n")
