@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, JobDeadlines, JobFeed
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
@@ -177,6 +177,38 @@ def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
     assert [o.candidate_id for o in outcomes] == [j.candidate_id for j in jobs]
     assert {o.status for o in outcomes} == {BenchmarkStatus.MEASURED}
     assert {o.device for o in outcomes} == {"local-task"}
+
+
+def test_a_session_fed_while_it_runs_keeps_what_the_baseline_taught(
+    ray_cluster: None, compiled_here: TuneResult
+) -> None:
+    # A benchmark session's jobs arrive as it runs (the campaign's JobFeed): the actor gets them
+    # in chunks, and the later chunks time with the baseline's screened batch, while a
+    # confirmation job keeps its own batch.
+    compiled = compiled_here
+    binaries = [r for r in compiled.records if r.binary_path]
+    jobs = [BenchmarkJob(r.candidate_id, compiled.run_dir / r.binary_path) for r in binaries]
+    feed = JobFeed([jobs[0]])
+    executor = RayExecutor(RaySettings())
+    try:
+        outcomes = executor.run_benchmarks(
+            feed, "local-task", 2, 0, 60.0, min_repetition_s=0.01,
+            timeout_after_first=lambda first: JobDeadlines(60.0, 60.0, 1.0, 2, 5.0),
+            screen_fraction=0.5,
+        )  # fmt: skip
+        baseline = next(outcomes)
+        for job in jobs[1:]:
+            feed.add(job)
+        feed.add(replace(jobs[0], batch=3, early_stop=False))
+        feed.close()
+        rest = list(outcomes)
+    finally:
+        executor.close()
+    assert baseline.status is BenchmarkStatus.MEASURED
+    assert [o.candidate_id for o in rest] == [j.candidate_id for j in jobs[1:]] + [0]
+    assert {o.status for o in rest} == {BenchmarkStatus.MEASURED}
+    screened = max(1, baseline.batch // 2)
+    assert [o.batch for o in rest] == [screened] * (len(jobs) - 1) + [3]
 
 
 def test_without_ray_the_command_says_how_to_install_it(model: Path, tmp_path: Path) -> None:
