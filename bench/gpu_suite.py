@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.tools import find_tool
 
 TARGET = "cuda:sm_80"
@@ -133,7 +133,7 @@ def main() -> int:
                     input_path=benchmark, target=TARGET, num_candidates=arguments.num_candidates,
                     output_dir=out / "work" / problem.name / order.value, devices=("cuda://0",),
                     min_repetition_s=0.02, stop_after=StopAfter.COMPILE, order=order, show_progress=False,
-                    use_database=False,
+                    use_database=False, references=References.ALL,
                 )
             )  # fmt: skip
             seconds = time.perf_counter() - start

@@ -11,15 +11,23 @@ For every recorded space (data/spaces/, written by bench/record_spaces.py) and e
 
 prints the number of benchmarks needed to measure a candidate within `--tolerance` of the best
 of the recorded sample, averaged over `--seeds` seeds, per problem and as a geometric mean, with
-each strategy's factor against random. No device and no compiler run: seconds.
+each strategy's factor against random. No device and no compiler run: seconds to a minute.
+
+A candidate's time is its binary's re-measured time where the space has one (the median of the
+interleaved rounds of bench/remeasure_spaces.py), else its first pass; `--labels first-pass`
+ignores the re-measurements. `--split-date` also prints the geometric means of the problems
+recorded before and after a date (the problems recorded after the ordering's settings were
+chosen are a held-out test of them).
 
 Usage: python bench/ordering_eval.py [--spaces data/spaces/cpu] [--seeds 5] [--batch 8]
-           [--tolerance 0.02] [--json out.json]
+           [--tolerance 0.02] [--labels remeasured|first-pass] [--split-date ISO]
+           [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -39,6 +47,7 @@ from ireetune.search.evaluation import (
 from ireetune.search.learned_order import order_with_model, rerank_remaining
 from ireetune.search.model_store import group_from_recorded, target_for_recorded
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
+from ireetune.targets.base import Target
 
 STRATEGIES = ("random", "heuristic", "learned", "learned-online")
 
@@ -49,8 +58,24 @@ def index_order(space: RecordedSpace, ordered: Sequence[tuple[object, float]]) -
     return [position[knobs] for knobs, _ in ordered]  # type: ignore[index]
 
 
+def target_with_known_features(space: RecordedSpace) -> Target:
+    """Return the space's target with every row's features computed once (a replay asks for the
+    same candidates' features after every batch)."""
+    target = target_for_recorded(space)
+    pool = [row.knobs for row in space.rows]
+    known = dict(zip(pool, target.candidate_features(space.problem, pool), strict=True))
+    compute = target.candidate_features
+
+    def candidate_features(problem: object, knobs_list: Sequence[object]) -> list[list[float]]:
+        return [known[k] if k in known else compute(problem, [k])[0] for k in knobs_list]  # type: ignore[index, arg-type, list-item]
+
+    target.candidate_features = candidate_features  # type: ignore[method-assign, assignment]
+    return target
+
+
 def evaluate_problem(
     space: RecordedSpace,
+    target: Target,
     model: CostModel,
     strategy: str,
     seed: int,
@@ -58,7 +83,6 @@ def evaluate_problem(
     tolerance: float,
 ) -> int | None:
     replay = replay_space(space)
-    target = target_for_recorded(space)
     pool = [row.knobs for row in space.rows]
     if strategy == "random":
         order = list(range(len(pool)))
@@ -107,7 +131,8 @@ def run(
         )
         per_strategy: dict[str, float] = {}
         per_seed: dict[str, list[int | None]] = {}
-        feature_space = target_for_recorded(space).feature_space(space.problem)
+        target = target_with_known_features(space)
+        feature_space = target.feature_space(space.problem)
         assert feature_space is not None, "recorded targets have features"
         # Leave one problem out: the model never saw the problem it orders.
         models = {
@@ -121,7 +146,7 @@ def run(
         }
         for strategy in STRATEGIES:
             counts = [
-                evaluate_problem(space, models[seed], strategy, seed, batch, tolerance)
+                evaluate_problem(space, target, models[seed], strategy, seed, batch, tolerance)
                 for seed in range(seeds)
             ]
             reached = [c for c in counts if c is not None]
@@ -132,21 +157,50 @@ def run(
     return {"per_problem": results, "per_seed": details}
 
 
-def render_table(per_problem: dict[str, dict[str, float]]) -> str:
+def summary_lines(label: str, rows: Sequence[dict[str, float]]) -> list[str]:
+    means = {s: geometric_mean([row[s] for row in rows]) for s in STRATEGIES}
+    return [
+        f"| **{label}** | " + " | ".join(f"**{means[s]:.1f}**" for s in STRATEGIES) + " |",
+        f"| **random / strategy{label[len('geometric mean') :]}** | "
+        + " | ".join(f"**{means['random'] / means[s]:.2f}x**" for s in STRATEGIES)
+        + " |",
+    ]
+
+
+def render_table(
+    per_problem: dict[str, dict[str, float]], later: frozenset[str] = frozenset()
+) -> str:
+    """Render the table; with `later` (names), also the means of earlier and later problems."""
     header = "| problem | " + " | ".join(STRATEGIES) + " |"
     lines = [header, "|---|" + "---:|" * len(STRATEGIES)]
     for name, row in per_problem.items():
-        lines.append(f"| {name} | " + " | ".join(f"{row[s]:.1f}" for s in STRATEGIES) + " |")
-    means = {s: geometric_mean([row[s] for row in per_problem.values()]) for s in STRATEGIES}
-    lines.append(
-        "| **geometric mean** | " + " | ".join(f"**{means[s]:.1f}**" for s in STRATEGIES) + " |"
-    )
-    lines.append(
-        "| **random / strategy** | "
-        + " | ".join(f"**{means['random'] / means[s]:.2f}x**" for s in STRATEGIES)
-        + " |"
-    )
+        mark = " (later)" if name in later else ""
+        lines.append(f"| {name}{mark} | " + " | ".join(f"{row[s]:.1f}" for s in STRATEGIES) + " |")
+    lines += summary_lines("geometric mean", list(per_problem.values()))
+    if later and set(per_problem) - later:
+        earlier = [row for name, row in per_problem.items() if name not in later]
+        recent = [row for name, row in per_problem.items() if name in later]
+        lines += summary_lines(f"geometric mean, {len(earlier)} earlier", earlier)
+        lines += summary_lines(f"geometric mean, {len(recent)} later", recent)
     return "\n".join(lines)
+
+
+def seed_spread(per_seed: dict[str, dict[str, list[int | None]]]) -> str:
+    """Say how far each strategy's factor against random moves between seeds: the factor of the
+    geometric means over problems, one seed at a time (a problem a seed never solved is left
+    out of that seed's means)."""
+    seeds = len(next(iter(per_seed.values()))["random"])
+    factors: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    for seed in range(seeds):
+        solved = [
+            counts for counts in per_seed.values() if all(counts[s][seed] for s in STRATEGIES)
+        ]
+        means = {s: geometric_mean([float(c[s][seed] or 0) for c in solved]) for s in STRATEGIES}
+        for strategy in STRATEGIES:
+            factors[strategy].append(means["random"] / means[strategy])
+    return ", ".join(
+        f"{s} {min(factors[s]):.2f}-{max(factors[s]):.2f}x" for s in STRATEGIES if s != "random"
+    )
 
 
 def main() -> int:
@@ -155,19 +209,34 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument(
+        "--labels", choices=("remeasured", "first-pass"), default="remeasured",
+        help="times of re-measured binaries: their rounds' median, or their first pass",
+    )  # fmt: skip
+    parser.add_argument(
+        "--split-date", default="", help="also summarise problems recorded before/after (ISO)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     arguments = parser.parse_args()
     started = time.perf_counter()
     spaces = load_recorded_spaces(arguments.spaces)
+    if arguments.labels == "first-pass":
+        spaces = [dataclasses.replace(space, remeasured={}) for space in spaces]
+    later = frozenset(
+        space.name
+        for space in spaces
+        if arguments.split_date and str(space.provenance.get("date", "")) >= arguments.split_date
+    )
     figures = run(spaces, arguments.seeds, arguments.batch, arguments.tolerance, print)
     seconds = time.perf_counter() - started
     print()
     print(
         f"benchmarks to reach within {arguments.tolerance:.0%} of the best of each recorded "
         f"sample, mean of {arguments.seeds} seeds, leave-one-problem-out, online batch "
-        f"{arguments.batch} ({seconds:.1f} s)"
+        f"{arguments.batch}, {arguments.labels} labels ({seconds:.1f} s)"
     )
-    print(render_table(figures["per_problem"]))  # type: ignore[arg-type]
+    print(render_table(figures["per_problem"], later))  # type: ignore[arg-type]
+    print(f"\nrandom / strategy, one seed at a time: {seed_spread(figures['per_seed'])}")  # type: ignore[arg-type]
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(figures, indent=1) + "\n")
     return 0

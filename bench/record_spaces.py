@@ -16,6 +16,7 @@ Usage:
         [--repetitions 10] [--min-repetition-time 0.02] [--confirm-rounds 0]
         [--out data/spaces/cpu] [--keep-runs DIR]
     python bench/record_spaces.py --list
+    python bench/record_spaces.py --table   (data/spaces/README.md's table of the spaces in --out)
     python bench/record_spaces.py --rebuild-from RUNS_DIR   (the run folders of --keep-runs)
 """
 
@@ -42,6 +43,7 @@ from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.recorded import (
     RecordedSpace,
+    load_recorded_spaces,
     read_run_folder_rows,
     write_recorded_space,
 )
@@ -129,6 +131,20 @@ PROBLEMS = (
     RecordedProblem("conv_nhwc_1x18x18x64_3x3x64_f32", conv_model(18, 18, 64, 64, 3, 1)),
     RecordedProblem("conv_nhwc_1x34x34x32_3x3x64_f32", conv_model(34, 34, 32, 64, 3, 1)),
     RecordedProblem("conv_nhwc_1x29x29x64_3x3x128_s2_f32", conv_model(29, 29, 64, 128, 3, 2)),
+    # Added on 2026-11-23 (second recording session): more shapes for leave-one-out training,
+    # among them sizes that are not powers of two, skinny and wide contractions, a pointwise and
+    # a deep-channel convolution.
+    RecordedProblem("matmul_196x768x384_f32", matmul_model(196, 768, 384)),
+    RecordedProblem("conv_nhwc_1x28x28x128_1x1x256_f32", conv_model(28, 28, 128, 256, 1, 1)),
+    RecordedProblem("matmul_2048x64x256_f32", matmul_model(2048, 64, 256)),
+    RecordedProblem("conv_nhwc_1x9x9x256_3x3x256_f32", conv_model(9, 9, 256, 256, 3, 1)),
+    RecordedProblem("matmul_384x384x768_f16_f32", matmul_model(384, 384, 768, "f16", "f16", "f32")),
+    RecordedProblem("conv_nhwc_1x57x57x32_3x3x64_s2_f32", conv_model(57, 57, 32, 64, 3, 2)),
+    RecordedProblem("matmul_512x128x1024_i8_i32", matmul_model(512, 128, 1024, "i8", "i8", "i32")),
+    RecordedProblem("batch_matmul_16x64x64x128_f32", batch_matmul_model(16, 64, 64, 128)),
+    RecordedProblem("mmt_256x1024x512_f32", mmt_model(256, 1024, 512)),
+    RecordedProblem("conv_nhwc_1x30x30x128_3x3x128_f32", conv_model(30, 30, 128, 128, 3, 1)),
+    RecordedProblem("matmul_128x1024x256_f32", matmul_model(128, 1024, 256)),
 )
 
 
@@ -188,7 +204,7 @@ def rebuild_from_runs(runs_dir: Path, out: Path) -> list[Path]:
         provenance = {**document["provenance"], "note": NOTE, "run_folder": run_dir.name}
         space = RecordedSpace(
             name=document["name"], target=document["target"], device=document["device"],
-            problem=dispatch.problem, facts=asdict(target.facts(dispatch.variant_target)),
+            problem=dispatch.problem, facts=asdict(target.space_for(dispatch.problem).facts(dispatch.variant_target)),
             provenance=provenance, rows=rows, baseline=baseline,
         )  # fmt: skip
         written.append(write_recorded_space(space, out))
@@ -206,7 +222,7 @@ def record_problem(
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="record_") as scratch:
         dispatch = load_dispatch(model_path, None, target, Path(scratch), context)
-    facts = target.facts(dispatch.variant_target)
+    facts = target.space_for(dispatch.problem).facts(dispatch.variant_target)
     load_before = load_average()
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.UTC)
@@ -256,6 +272,31 @@ def record_problem(
     )
 
 
+def render_table(folder: Path) -> str:
+    """Describe each recorded space in `folder` as a row of data/spaces/README.md's table."""
+    lines = [
+        "| problem | candidates | measured | basis | default min ms | best min ms | within 2% "
+        "of best | re-measured | start (UTC) | load average before -> after | seconds |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|---|---:|",
+    ]
+    for space in load_recorded_spaces(folder):
+        times = [t for t in space.effective_times() if t is not None]
+        best = min(times)
+        provenance = space.provenance
+        default_ms = space.baseline_time()
+        lines.append(
+            f"| {space.name} | {len(space.rows)} | {len(times)} | "
+            f"{'real-input' if provenance.get('timing_basis') == 'real-input' else 'dispatch'} | "
+            f"{'-' if default_ms is None else f'{default_ms:.3f}'} | {best:.3f} | "
+            f"{sum(1 for t in times if t <= best * 1.02)} | {len(space.remeasured)} | "
+            f"{str(provenance.get('date', ''))[11:16]} | "
+            f"{provenance.get('load_average_before', ['?'])[0]} -> "  # type: ignore[index]
+            f"{provenance.get('load_average_after', ['?'])[0]} | "  # type: ignore[index]
+            f"{round(float(str(provenance.get('recording_seconds', 0))))} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", default="", help="comma-separated names (default: all)")
@@ -272,11 +313,17 @@ def main() -> int:
     parser.add_argument("--keep-runs", type=Path, default=None, help="keep the run folders here")
     parser.add_argument("--list", action="store_true", help="list the problems and exit")
     parser.add_argument(
+        "--table", action="store_true", help="print a table of the spaces in --out and exit"
+    )
+    parser.add_argument(
         "--rebuild-from", type=Path, default=None,
         help="write the spaces in --out again from kept run folders, measuring nothing",
     )  # fmt: skip
     arguments = parser.parse_args()
     arguments.commit = git_commit()
+    if arguments.table:
+        print(render_table(arguments.out))
+        return 0
     if arguments.list:
         for problem in PROBLEMS:
             print(problem.name)

@@ -20,10 +20,10 @@ import itertools
 import json
 import logging
 import math
-import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -33,12 +33,21 @@ from ireetune import __version__
 from ireetune.benchmark.campaign import (
     CampaignResult,
     CampaignSettings,
+    CandidateMeasurement,
     EarlierResult,
+    measures_on_host,
     run_campaign,
 )
 from ireetune.benchmark.outcomes import apply_campaign, record_measurement
 from ireetune.benchmark.runner import BenchmarkJob
-from ireetune.compile.stage import classify_binaries, compile_candidates, compile_success_rate
+from ireetune.compile.overlap import compile_and_measure
+from ireetune.compile.pool import default_jobs
+from ireetune.compile.stage import (
+    classify_binaries,
+    compile_candidates,
+    compile_jobs_for,
+    compile_success_rate,
+)
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.reuse import (
     facts_from_stored_campaign,
@@ -69,7 +78,7 @@ from ireetune.flags.dispatch_search import search_flags_for_input
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
-from ireetune.handoff.export import StopAfter, export_for_benchmarking
+from ireetune.handoff.export import References, StopAfter, export_for_benchmarking
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.recorder import RunRecorder
@@ -156,6 +165,15 @@ class TuneOptions:
     search_flags: bool = False
     # With a learned model, measure in rounds and re-rank the rest of the pool between them.
     online: bool = True
+    # Measure candidates while the rest compile (None: where the device is not the host's CPU).
+    overlap: bool | None = None
+    # The first pass's batch as a share of the baseline's; processes that JIT ahead (None: by
+    # device, see CampaignSettings.for_device).
+    screen_fraction: float | None = None
+    prewarm: int | None = None
+    # With stop_after COMPILE: compile the reference programs of the leaders only, later (the
+    # default: each candidate compiled once), or of every candidate now (one device trip).
+    references: References = References.LEADERS
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -176,7 +194,7 @@ def tune_dispatch(options: TuneOptions) -> TuneResult:
         return _tune(options, target)
     flag_search = search_flags_for_input(
         options.input_path, target, create_run_dir(options.output_dir, f"flags_{options.input_path.stem}"),
-        options.threshold, campaign_settings(options), options.jobs or 2,
+        options.threshold, campaign_settings(options), options.jobs or default_jobs(),
         options.compile_timeout_s, options.seed, options.model_level_rounds,
     )  # fmt: skip
     target = target.with_global_flags((*options.extra_flags, *flag_search.winner.flags))
@@ -316,39 +334,46 @@ def _run(
     )
     _write_specs(recorder, target, context, problem, dispatch.default_knobs, candidates)
     restored = restore_candidates(recorder, stored)
-    workers = options.jobs or len(os.sched_getaffinity(0))
+    workers = options.jobs or default_jobs()
     notes: list[str] = list(target.space_for(problem).space_notes())
     with StageProgress(progress_enabled(options.show_progress)) as progress:
         if search is not None:
             restored = _measure_early_rounds(options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
         source, flags_for = _compile_plan(target, recorder, reference, real_input_search, restored)
-        compile_candidates(
-            recorder, source, flags_for, restored, workers, options.compile_timeout_s, progress
-        )
+        basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
+        overlapped: CampaignResult | None = None
+        if should_overlap(options, devices) and not restored and search is None and options.stop_after is None:  # fmt: skip
+            overlapped = _compile_and_benchmark(options, devices, recorder, source, flags_for, workers, reference if real_input_search else None, progress)  # fmt: skip
+            recorder.info["overlap"] = True
+        else:
+            compile_candidates(
+                recorder, source, flags_for, restored, workers, options.compile_timeout_s, progress
+            )
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
                 f"the default configuration does not compile: {recorder.records[0].reason}"
             )
-        classify_binaries(recorder, restored)
+        if overlapped is None:
+            classify_binaries(recorder, restored)
         success_rate = compile_success_rate(recorder)
         if options.stop_after is StopAfter.COMPILE:
             export_for_benchmarking(
                 target, context, dispatch.root_op, problem, run_dir, recorder.records, recorder.info,
                 campaign_settings(options), tuple(devices), options.seed, options.verify_top,
                 options.compile_timeout_s, progress, rule, options.model_level_rounds,
+                options.references,
             )  # fmt: skip
             recorder.info["notes"] = notes
             recorder.save()
             return _compiled_only_result(recorder, problem, notes)
-        basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
         stored_facts = (
             facts_from_stored_campaign(recorder, stored, restored, basis)
-            if len(devices) == 1
+            if len(devices) == 1 and overlapped is None
             else None
         )
         if stored_facts is None:
-            campaign = _benchmark(options, devices, recorder, restored, reference if real_input_search else None, progress)  # fmt: skip
+            campaign = overlapped or _benchmark(options, devices, recorder, restored, reference if real_input_search else None, progress)  # fmt: skip
             notes.extend(campaign.notes)
             facts = facts_from_campaign(campaign, basis)
         else:
@@ -564,7 +589,16 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
         repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
         hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
         confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
+        screen_fraction=options.screen_fraction, prewarm=options.prewarm,
     )  # fmt: skip
+
+
+def should_overlap(options: TuneOptions, devices: list[str]) -> bool:
+    """Whether to measure while compiling: when asked, else only where no device is the host's
+    CPU (there the compiles would take the cores being measured; see compile/overlap.py)."""
+    if options.overlap is not None:
+        return options.overlap
+    return not any(measures_on_host(device) for device in devices)
 
 
 def _benchmark(
@@ -576,14 +610,7 @@ def _benchmark(
     progress: StageProgress,
 ) -> CampaignResult:
     """Measure the compiled candidates on every device (benchmark/campaign.py), recording each."""
-    run_dir = recorder.run_dir
-    inputs = reference.inputs_path if reference is not None else None
-
-    def job(record: CandidateRecord) -> BenchmarkJob:
-        return BenchmarkJob(
-            record.candidate_id, run_dir / record.binary_path, inputs, "main" if inputs else ""
-        )
-
+    job = _job_maker(recorder.run_dir, reference)
     ordered = recorder.ordered()
     jobs = [job(r) for r in ordered if not r.is_baseline and r.status is CandidateStatus.COMPILED and r.candidate_id not in restored]  # fmt: skip
     earlier = [
@@ -591,17 +618,62 @@ def _benchmark(
         for r in ordered
         if r.candidate_id in restored and r.binary_path and r.speedup and not r.stopped_early
     ]
+    with progress.stage("benchmarking", len(jobs)):
+        result = run_campaign(job(recorder.records[0]), jobs, devices, campaign_settings(options), on_measured=_recording(recorder, progress), earlier=earlier)  # fmt: skip
+    _fold_campaign(recorder, result)
+    return result
 
-    def on_measured(measurement: object) -> None:
-        from ireetune.benchmark.campaign import CandidateMeasurement
 
-        assert isinstance(measurement, CandidateMeasurement)
+def _compile_and_benchmark(
+    options: TuneOptions,
+    devices: list[str],
+    recorder: RunRecorder,
+    source: Path,
+    flags_for: dict[int, tuple[str, ...]],
+    workers: int,
+    reference: ReferenceSetup | None,
+    progress: StageProgress,
+) -> CampaignResult:
+    """Compile every candidate and measure each while the rest compile (compile/overlap.py)."""
+    result = compile_and_measure(
+        recorder, compile_jobs_for(recorder, source, flags_for), workers, options.compile_timeout_s,
+        _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
+        _recording(recorder, None), progress,
+    )  # fmt: skip
+    _fold_campaign(recorder, result)
+    return result
+
+
+def _job_maker(
+    run_dir: Path, reference: ReferenceSetup | None
+) -> Callable[[CandidateRecord], BenchmarkJob]:
+    """Return how a compiled candidate becomes a benchmark job (on real inputs when given)."""
+    inputs = reference.inputs_path if reference is not None else None
+
+    def job(record: CandidateRecord) -> BenchmarkJob:
+        return BenchmarkJob(
+            record.candidate_id, run_dir / record.binary_path, inputs, "main" if inputs else ""
+        )
+
+    return job
+
+
+def _recording(
+    recorder: RunRecorder, progress: StageProgress | None
+) -> Callable[[CandidateMeasurement], None]:
+    """Return the callback that records (and saves) each first-pass measurement."""
+
+    def on_measured(measurement: CandidateMeasurement) -> None:
         recorder.update(record_measurement(recorder.records[measurement.candidate_id], measurement))
         recorder.save()
-        progress.advance()
+        if progress is not None:
+            progress.advance()
 
-    with progress.stage("benchmarking", len(jobs)):
-        result = run_campaign(job(recorder.records[0]), jobs, devices, campaign_settings(options), on_measured=on_measured, earlier=earlier)  # fmt: skip
+    return on_measured
+
+
+def _fold_campaign(recorder: RunRecorder, result: CampaignResult) -> None:
+    """Record a finished campaign: every measurement, the baselines and the confirmation."""
     changed, _ = apply_campaign(recorder.records, result, recorder.info)
     recorder.baseline_ms_by_device = {
         b.device: b.reference_ms for b in result.baselines.values() if not b.error
@@ -609,7 +681,6 @@ def _benchmark(
     for updated in changed:
         recorder.update(updated)
     recorder.save()
-    return result
 
 
 def _check(

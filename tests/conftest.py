@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.problem.convolution import ConvolutionProblem
+
 CPU_FLAGS = [
     "--iree-hal-target-device=local",
     "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -153,3 +155,35 @@ def conv_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("conv_model") / "conv.mlir"
     path.write_text(CONV_MODEL)
     return path
+
+
+def nchw_conv_problem(
+    batch: int, f: int, c: int, out: int, kernel: int, stride: int = 1
+) -> ConvolutionProblem:
+    """Return the problem record of an f32 NCHW convolution with square images and filters, as
+    IREE's dispatch shows it (loops n, f, oh, ow, c, kh, kw)."""
+    image = f"d2 * {stride} + d5, d3 * {stride} + d6" if stride > 1 else "d2 + d5, d3 + d6"
+    size = (out - 1) * stride + kernel
+    return ConvolutionProblem(
+        op_name="linalg.generic",
+        loop_sizes=(batch, f, out, out, c, kernel, kernel),
+        batch_dims=(0,),
+        output_image_dims=(2, 3),
+        output_channel_dims=(1,),
+        filter_dims=(5, 6),
+        input_channel_dims=(4,),
+        depth_dims=(),
+        strides=(stride, stride),
+        dilations=(1, 1),
+        lhs_type="f32",
+        rhs_type="f32",
+        output_type="f32",
+        indexing_maps=(
+            f"(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, {image})",
+            "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
+            "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)",
+        ),
+        lhs_shape=(batch, c, size, size),
+        rhs_shape=(f, c, kernel, kernel),
+        output_shape=(batch, f, out, out),
+    )

@@ -5,6 +5,9 @@ the process with SIGSEGV; IREETUNE_FAULT_HANG names one whose run never returns;
 IREETUNE_FAULT_DEVICE names one whose run fails on the device and leaves the device broken, as a
 CUDA illegal address does: every later run in the same process fails too.
 IREETUNE_FAULT_DELAY adds that many seconds before each job (to widen windows in kill tests).
+IREETUNE_FAULT_SLOW names a candidate that loads fine but whose every run never returns (a
+kernel that hangs). IREETUNE_FAULT_LOG names a file that gets a line "PID load PATH" for every
+binary this process loads (a prewarm process included) and "PID job ID" for every job it times.
 """
 
 from __future__ import annotations
@@ -18,7 +21,27 @@ from typing import Any
 from ireetune.benchmark import worker
 
 _real_time_job = worker.time_job
+_real_load_function = worker.load_function
 _device_broken = False
+
+
+def _log(line: str) -> None:
+    path = os.environ.get("IREETUNE_FAULT_LOG")
+    if path:
+        with open(path, "a") as log:
+            log.write(f"{os.getpid()} {line}\n")
+
+
+def _load_function_with_faults(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, str]:
+    _log(f"load {job['vmfb']}")
+    function, name = _real_load_function(runtime, device, job)
+    if job.get("candidate_id") == int(os.environ.get("IREETUNE_FAULT_SLOW", "-1")):
+
+        def hang(count: int) -> None:
+            time.sleep(3600)
+
+        return hang, name
+    return function, name
 
 
 def _time_job_with_faults(
@@ -31,6 +54,7 @@ def _time_job_with_faults(
     global _device_broken
     time.sleep(float(os.environ.get("IREETUNE_FAULT_DELAY", "0")))
     candidate_id = job["candidate_id"]
+    _log(f"job {candidate_id}")
     if candidate_id == int(os.environ.get("IREETUNE_FAULT_CRASH", "-1")):
         os.kill(os.getpid(), signal.SIGSEGV)
     if candidate_id == int(os.environ.get("IREETUNE_FAULT_HANG", "-1")):
@@ -45,4 +69,5 @@ def _time_job_with_faults(
 
 if __name__ == "__main__":
     worker.time_job = _time_job_with_faults
+    worker.load_function = _load_function_with_faults
     sys.exit(worker.main())

@@ -25,7 +25,7 @@ import pytest
 from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME
 from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
 from tests.test_database import INFO as DATABASE_INFO
@@ -544,6 +544,7 @@ def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             input_path=model, target="cpu", num_candidates=2, output_dir=folder / "runs",
             repetitions=2, min_repetition_s=0.002, confirm_rounds=1, confirm_top=1,
             stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
+            references=References.ALL,
         )
     )  # fmt: skip
     return result.run_dir

@@ -40,8 +40,10 @@ GROUPS = [_group(f"problem {i}", i, best_tile=8.0) for i in range(4)]
 
 
 def test_relevance_grades_closeness_to_the_best_in_log_time() -> None:
-    # Best: 15; 8x slower or failed: 0; 2x slower: two thirds of the way up (log scale).
-    assert relevance_labels([1.0, 2.0, 4.0, 8.0, 16.0, None, 1.02]) == [15, 10, 5, 0, 0, 0, 14]
+    # Best: 15; 32x slower or failed: 0; 2x slower: four fifths of the way up (log scale).
+    assert relevance_labels([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, None, 1.02]) == [
+        15, 12, 9, 6, 3, 0, 0, 0, 14
+    ]  # fmt: skip
 
 
 def test_relevance_of_a_problem_where_nothing_ran_is_zero() -> None:
@@ -128,3 +130,10 @@ def test_the_fingerprint_changes_with_the_data_and_not_with_group_order() -> Non
     assert fingerprint_groups(list(reversed(GROUPS)), "toy/v1", 0) == first
     assert fingerprint_groups(GROUPS[:3], "toy/v1", 0) != first
     assert fingerprint_groups(GROUPS, "toy/v1", 1) != first
+
+
+def test_the_fingerprint_changes_with_the_relevance_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A model trained under other labels must not be taken from the cache.
+    first = fingerprint_groups(GROUPS, "toy/v1", 0)
+    monkeypatch.setattr("ireetune.search.cost_model.RELEVANCE_RANGE", 8.0)
+    assert fingerprint_groups(GROUPS, "toy/v1", 0) != first

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.search.candidate import Knobs
 from ireetune.search.neighbourhood import distance_to
@@ -27,33 +26,11 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from tests.conftest import dump_benchmarks
+from tests.conftest import dump_benchmarks, nchw_conv_problem
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # ResNet-50's 3x3 convolution on 56x56 images in NCHW: loops (n, f, oh, ow, c, kh, kw).
-CONV = ConvolutionProblem(
-    op_name="linalg.generic",
-    loop_sizes=(1, 64, 56, 56, 64, 3, 3),
-    batch_dims=(0,),
-    output_image_dims=(2, 3),
-    output_channel_dims=(1,),
-    filter_dims=(5, 6),
-    input_channel_dims=(4,),
-    depth_dims=(),
-    strides=(1, 1),
-    dilations=(1, 1),
-    lhs_type="f32",
-    rhs_type="f32",
-    output_type="f32",
-    indexing_maps=(
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 + d5, d3 + d6)",
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)",
-    ),
-    lhs_shape=(1, 64, 58, 58),
-    rhs_shape=(64, 64, 3, 3),
-    output_shape=(1, 64, 56, 56),
-)
+CONV = nchw_conv_problem(1, 64, 64, 56, 3)
 
 
 def test_conv_candidates_obey_register_vector_and_nesting_rules() -> None:
@@ -251,29 +228,7 @@ def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
 
 # ResNet-50's 7x7 stem convolution (3 input channels, stride 2) and IREE's default for it on
 # znver4, whose channel tile 3 is in no power-of-two list.
-STEM = ConvolutionProblem(
-    op_name="linalg.generic",
-    loop_sizes=(1, 64, 112, 112, 3, 7, 7),
-    batch_dims=(0,),
-    output_image_dims=(2, 3),
-    output_channel_dims=(1,),
-    filter_dims=(5, 6),
-    input_channel_dims=(4,),
-    depth_dims=(),
-    strides=(2, 2),
-    dilations=(1, 1),
-    lhs_type="f32",
-    rhs_type="f32",
-    output_type="f32",
-    indexing_maps=(
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 * 2 + d5, d3 * 2 + d6)",
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)",
-    ),
-    lhs_shape=(1, 3, 229, 229),
-    rhs_shape=(64, 3, 7, 7),
-    output_shape=(1, 64, 112, 112),
-)
+STEM = nchw_conv_problem(1, 64, 3, 112, 7, stride=2)
 STEM_DEFAULT = (
     ("dist_f", 64),
     ("dist_oh", 56),

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import itertools
 
+from ireetune.problem.reduction import ReductionProblem
+from ireetune.search.candidate import make_knobs
 from ireetune.search.neighbourhood import distance_to
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.reduction_space import (
+    STRIDED_CONTRACTION_PASS,
     CpuReductionSizes,
+    compute_anchor,
+    compute_reduction_sizes,
     enumerate_reduction_space,
     parse_default_reduction_knobs,
     reduction_sibling_configs,
@@ -49,10 +54,8 @@ def test_near_default_configurations_score_higher() -> None:
     ) > score_reduction_candidate(STRIDED, AVX512, far, STRIDED_DEFAULT)
 
 
-def test_tiles_round_trip_and_give_the_other_ops_the_same_vectors() -> None:
-    from ireetune.problem.reduction import ReductionProblem
-
-    problem = ReductionProblem(
+def _strided_problem(body: tuple[str, ...]) -> ReductionProblem:
+    return ReductionProblem(
         kind="reduction", op_name="linalg.generic", loop_sizes=(2048, 7, 7, 1024),
         parallel_dims=(0, 1, 2), reduction_dims=(3,), input_types=("f32", "f32"),
         input_shapes=((1024, 14, 14), (2048, 1024)), output_type="f32", output_shape=(2048, 7, 7),
@@ -60,16 +63,60 @@ def test_tiles_round_trip_and_give_the_other_ops_the_same_vectors() -> None:
             "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)", "(d0, d1, d2, d3) -> (d0, d3)",
             "(d0, d1, d2, d3) -> (d0, d1, d2)",
         ),
-        body=("arith.mulf", "arith.addf", "linalg.yield"), source="",
+        body=body, source="",
     )  # fmt: skip
-    tiles = reduction_tile_lists(problem, STRIDED_DEFAULT)
-    assert tiles == {
-        "distribution": [32, 7, 7, 0],
-        "vector_common_parallel": [1, 1, 8, 0],
-        "vector_reduction": [0, 0, 0, 16],
-    }
-    assert parse_default_reduction_knobs(problem, tiles) == STRIDED_DEFAULT
-    assert reduction_sibling_configs(problem, tiles) == (
+
+
+# The strided read of a ResNet's strided 1x1 convolution, but a body that is no contraction's.
+STRIDED_MAXIMUM = _strided_problem(("arith.mulf", "arith.maximumf", "linalg.yield"))
+# The convolution itself: a contraction in all but its strided image read.
+STRIDED_CONTRACTION = _strided_problem(("arith.mulf", "arith.addf", "linalg.yield"))
+IREE_DEFAULT_TILES = {
+    "distribution": [32, 7, 7, 0],
+    "vector_common_parallel": [1, 1, 8, 0],
+    "vector_reduction": [0, 0, 0, 16],
+}
+
+
+def test_tiles_round_trip_and_give_the_other_ops_the_same_vectors() -> None:
+    assert not STRIDED_MAXIMUM.strided_contraction
+    tiles = reduction_tile_lists(STRIDED_MAXIMUM, STRIDED_DEFAULT)
+    assert tiles == IREE_DEFAULT_TILES
+    assert parse_default_reduction_knobs(STRIDED_MAXIMUM, tiles) == STRIDED_DEFAULT
+    assert reduction_sibling_configs(STRIDED_MAXIMUM, tiles) == (
         ("reduction", "#iree_cpu.lowering_config<vector_common_parallel = [1, 1, 8, 0], vector_reduction = [0, 0, 0, 16]>"),
         ("parallel", "#iree_cpu.lowering_config<vector_common_parallel = [1, 1, 8, 0], vector_inner_parallel = [0, 0, 0, 16]>"),
     )  # fmt: skip
+
+
+def test_a_strided_contraction_is_blocked_like_a_matmul_from_an_anchor() -> None:
+    problem = STRIDED_CONTRACTION
+    assert problem.strided_contraction and problem.output_channel_loops == (0,)
+    sizes = compute_reduction_sizes(problem)
+    default = parse_default_reduction_knobs(problem, IREE_DEFAULT_TILES)
+    assert default is not None
+    assert dict(default) == {**dict(STRIDED_DEFAULT), "vec_0": 1, "vec_1": 1}
+    assert reduction_tile_lists(problem, default) == IREE_DEFAULT_TILES
+    # The anchor blocks 8 output channels; it and its neighbours come first, the default never.
+    anchor = compute_anchor(sizes, default)
+    assert dict(anchor) == {**dict(default), "vec_0": 8}
+    pool = list(itertools.islice(enumerate_reduction_space(sizes, AVX512, 0, default), 64))
+    assert pool[0] == anchor and default not in pool
+    assert {dict(k)["vec_1"] for k in pool} >= {1, 7}  # Rows are blocked too.
+    ordered = sorted(pool, key=lambda k: -score_reduction_candidate(sizes, AVX512, k, default))
+    assert ordered[0] == anchor
+    assert all(dict(k)["vec_0"] >= 4 for k in ordered[:8])
+
+
+def test_a_strided_contraction_candidate_runs_the_rewrite_after_configuring() -> None:
+    from iree.compiler import ir
+
+    from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
+
+    knobs = make_knobs({**dict(STRIDED_DEFAULT), "vec_0": 8, "vec_1": 1})
+    configuration = CpuReductionSpace(2).configuration(STRIDED_CONTRACTION, knobs, ir.Context())
+    assert configuration.function_passes == (STRIDED_CONTRACTION_PASS,)
+    assert configuration.sibling_configs == ()
+    assert "vector_common_parallel = [8, 1, 8, 0]" in configuration.compilation_info
+    other = CpuReductionSpace(2).configuration(STRIDED_MAXIMUM, STRIDED_DEFAULT, ir.Context())
+    assert other.function_passes == () and len(other.sibling_configs) == 2

@@ -28,7 +28,7 @@ from ireetune.database.store import (
 )
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.convolution import ConvolutionProblem
+from tests.conftest import nchw_conv_problem
 
 PROBLEM = ContractionProblem(
     "linalg.matmul",
@@ -260,29 +260,7 @@ def test_import_rejects_a_file_that_is_neither_format(tmp_path: Path) -> None:
     assert "neither an ireetune database nor a results JSON export" in str(excinfo.value)
 
 
-CONV = ConvolutionProblem(
-    op_name="linalg.generic",
-    loop_sizes=(2, 32, 16, 16, 16, 3, 3),
-    batch_dims=(0,),
-    output_image_dims=(2, 3),
-    output_channel_dims=(1,),
-    filter_dims=(5, 6),
-    input_channel_dims=(4,),
-    depth_dims=(),
-    strides=(1, 1),
-    dilations=(1, 1),
-    lhs_type="f32",
-    rhs_type="f32",
-    output_type="f32",
-    indexing_maps=(
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 + d5, d3 + d6)",
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
-        "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)",
-    ),
-    lhs_shape=(2, 16, 18, 18),
-    rhs_shape=(32, 16, 3, 3),
-    output_shape=(2, 32, 16, 16),
-)
+CONV = nchw_conv_problem(2, 32, 16, 16, 3)
 CONV_KEY = ResultKey(
     KEY.compiler_version, KEY.target, KEY.device, problem_key(CONV), CONV.signature
 )

@@ -230,14 +230,26 @@ func.func @main(%x: tensor<1x16x8x8xf32>, %w: tensor<32x16x1x1xf32>) -> tensor<1
 """
 
 
-def test_a_strided_reduction_reference_takes_the_config(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("model_text", "first_map"),
+    [
+        (STRIDED_POINTWISE_MODEL, "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)"),
+        (SOFTMAX_MODEL, "(d0, d1) -> (d0, d1)"),
+    ],
+    ids=["strided_1x1_conv", "softmax"],
+)
+def test_a_reduction_reference_takes_the_config(
+    model_text: str, first_map: str, tmp_path: Path
+) -> None:
+    # ReductionProblem.reference_carries_config: candidates are searched on real inputs, so a
+    # candidate's reference program must differ from the default's.
     import subprocess
 
     from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
     from ireetune.spec.builder import build_configuration_spec
     from ireetune.verify.reference import build_reference_module
 
-    benchmarks = dump_benchmarks(STRIDED_POINTWISE_MODEL, tmp_path / "dump")
+    benchmarks = dump_benchmarks(model_text, tmp_path / "dump")
     context = ir.Context()
     found = []
     for benchmark in benchmarks:
@@ -245,7 +257,8 @@ def test_a_strided_reduction_reference_takes_the_config(tmp_path: Path) -> None:
         if problem is not None and problem.family == "reduction":
             found.append((module, problem))
     ((module, problem),) = found
-    assert problem.indexing_maps[0] == "(d0, d1, d2, d3) -> (d3, d1 * 2, d2 * 2)"  # type: ignore[attr-defined]
+    assert problem.reference_carries_config  # type: ignore[attr-defined]
+    assert problem.indexing_maps[0] == first_map  # type: ignore[attr-defined]
     target = parse_target("cpu")
     with context:
         root_op = find_root_op(module)
@@ -280,3 +293,59 @@ def _problem_of_or_none(benchmark: Path, context: ir.Context) -> tuple[ir.Module
             return module, parse_problem(find_root_op(module))
         except IreetuneError:
             return module, None
+
+
+def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
+    tmp_path: Path,
+) -> None:
+    # IREE leaves the strided 1x1 convolution a scalar reduction inside a network; the
+    # candidate's action rewrites it into a strided slice and a contraction after setting its
+    # config, so the config stays on the op, and the model computes what the default computes.
+    import subprocess
+
+    import numpy as np
+    from iree import runtime
+
+    from ireetune.spec.apply import compile_with_spec, resolve_compile_target
+    from ireetune.spec.builder import build_configuration_spec, matcher_name
+    from ireetune.targets.llvm_cpu.reduction_space import STRIDED_CONTRACTION_PASS
+
+    benchmarks = dump_benchmarks(STRIDED_POINTWISE_MODEL, tmp_path / "dump")
+    context = ir.Context()
+    found = [_problem_of_or_none(b, context) for b in benchmarks]
+    ((module, problem),) = [(m, p) for m, p in found if p is not None and p.family == "reduction"]
+    assert problem.strided_contraction  # type: ignore[attr-defined]
+    target = parse_target("cpu")
+    with context:
+        default = target.parse_default_knobs(problem, find_root_op(module))  # type: ignore[arg-type]
+    assert default is not None
+    knobs = tuple((n, 4 if n == "vec_0" else v) for n, v in default)
+    configuration = target.configuration(problem, knobs, context)  # type: ignore[arg-type]
+    assert configuration.function_passes == (STRIDED_CONTRACTION_PASS,)
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))  # type: ignore[arg-type]
+    model = tmp_path / "model.mlir"
+    model.write_text(STRIDED_POINTWISE_MODEL)
+    dumps = {}
+    for label, flags in (("default", []), ("tuned", target.spec_flags(spec))):
+        dump_dir = tmp_path / f"configs_{label}"
+        subprocess.run(
+            [IREE_COMPILE, str(model), *target.compile_flags(), *flags,
+             f"--iree-hal-dump-executable-configurations-to={dump_dir}", "-o", str(tmp_path / f"{label}.vmfb")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        dumps[label] = "\n".join(p.read_text() for p in sorted(dump_dir.glob("*.mlir")))
+    assert "d1 * 2" in dumps["default"] and "d1 * 2" not in dumps["tuned"]
+    assert "vector_common_parallel = [4, 1, 4, 0]" in dumps["tuned"]
+    # `ireetune compile` compares the matcher with the op as the spec saw it, before the rewrite.
+    report = compile_with_spec(model, resolve_compile_target("cpu"), spec, tmp_path / "c.vmfb", 120)
+    assert report.landed and [c.matcher for c in report.checks] == [matcher_name(problem)]  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 8, 8), (32, 16, 1, 1))]
+    results = []
+    for label in ("default", "tuned"):
+        loaded = runtime.load_vm_flatbuffer_file(
+            str(tmp_path / f"{label}.vmfb"), driver="local-task"
+        )
+        results.append(np.asarray(loaded.main(*inputs)))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-5)

@@ -17,9 +17,10 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.manifest import read_manifest
 from ireetune.report.records import CandidateStatus
+from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.targets import parse_target
 from ireetune.verify.landing import (
     dump_configurations,
@@ -106,7 +107,7 @@ def compile_run(benchmark: Path, target_name: str, output_dir: Path, count: int)
     return tune_dispatch(
         TuneOptions(
             input_path=benchmark, target=target_name, num_candidates=count, output_dir=output_dir,
-            stop_after=StopAfter.COMPILE, show_progress=False,
+            stop_after=StopAfter.COMPILE, show_progress=False, references=References.ALL,
         )
     )  # fmt: skip
 
@@ -267,6 +268,15 @@ def test_softmax_candidates_configure_the_whole_dispatch(target_name: str, tmp_p
         tmp_path / "d",
     )
     assert dumped.count("serial = [0,") == 1 and dumped.count("partial_reduction = [0,") == 2
+    # `ireetune compile` reads the reduction matcher back and finds its config in the model.
+    report = compile_with_spec(
+        tmp_path / "dump" / "model.mlir",
+        resolve_compile_target(target_name),
+        result.run_dir / result.records[1].spec_path,
+        tmp_path / "model.vmfb",
+        300,
+    )
+    assert report.landed and len(report.checks) == 1
 
 
 def test_sm80_f32_matmul_searches_the_simt_space(tmp_path: Path) -> None:

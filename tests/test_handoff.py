@@ -21,7 +21,7 @@ from ireetune.benchmark.folder import benchmark_folder
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import (
     MANIFEST_NAME,
@@ -65,7 +65,7 @@ def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             input_path=model, target="cpu", num_candidates=3, output_dir=folder / "runs", repetitions=3,
             min_repetition_s=0.005, confirm_rounds=1, confirm_top=2, stop_after=StopAfter.COMPILE,
             use_database=False,
-            show_progress=False,
+            show_progress=False, references=References.ALL,
         )
     )  # fmt: skip
     return result.run_dir
@@ -213,3 +213,54 @@ def test_compile_step_writes_the_benchmark_timeout_into_the_manifest(tmp_path: P
         )
     )  # fmt: skip
     assert read_manifest(result.run_dir).benchmark_timeout_s == 2.5
+
+
+def test_deferred_references_are_compiled_for_the_leaders_only(tmp_path: Path) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL)
+    # A threshold far below 1x makes every confirmed candidate a contender (a leader).
+    run_dir = tune_dispatch(
+        TuneOptions(
+            input_path=model, target="cpu", num_candidates=4, output_dir=tmp_path / "runs",
+            repetitions=3, min_repetition_s=0.005, confirm_rounds=2, confirm_top=2,
+            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False, threshold=0.01,
+        )
+    ).run_dir  # fmt: skip
+    # Compiled once: the dispatch benchmarks, no reference program.
+    assert read_manifest(run_dir).references_deferred
+    assert sorted(p.name for p in (run_dir / "verify").glob("*.vmfb")) == []
+
+    runtime_only = runtime_only_environment(tmp_path)
+
+    def command(*arguments: str) -> subprocess.CompletedProcess[str]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "ireetune.cli", *arguments, str(run_dir)],
+            env=runtime_only if arguments[0] == "benchmark-folder" else None,
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
+        assert completed.returncode == 0, completed.stderr
+        return completed
+
+    first = command("benchmark-folder", "--devices", "local-task")
+    results = json.loads((run_dir / RESULTS_NAME).read_text())
+    contenders = results["contenders"]
+    assert contenders and results["verification"]["pending"] == [0, *contenders]
+    assert "then this command again to check their outputs" in first.stdout
+    with pytest.raises(IreetuneError) as excinfo:
+        finish_run(run_dir)
+    assert "not checked yet" in str(excinfo.value)
+
+    compiled = command("finish")
+    assert "compiled the reference programs of candidates" in compiled.stdout
+    references = sorted(p.name for p in (run_dir / "verify").glob("reference_*.vmfb"))
+    assert references == sorted(f"reference_{cid}.vmfb" for cid in (0, *contenders))
+
+    command("benchmark-folder")
+    verified = json.loads((run_dir / RESULTS_NAME).read_text())
+    assert "pending" not in verified["verification"]
+    assert verified["campaign"] == results["campaign"]  # Checked, not measured again.
+    assert sorted(map(int, verified["verification"]["verdicts"])) == sorted(contenders)
+    result = finish_run(run_dir)
+    assert {r.candidate_id for r in result.records if r.outputs_match is not None} == set(
+        contenders
+    )

@@ -181,12 +181,12 @@ def test_the_learned_order_puts_what_the_database_taught_first(tmp_path: Path) -
     assert choice.model is not None
     unseen = _matmul(512, 256, 256)
     ordered = order_with_model(_target(), unseen, choice.model, POOL, seed=0)
-    fastest = sorted(POOL, key=_time)[:3]
-    assert (
-        [knobs for knobs, _ in ordered[:3]]
-        == fastest
-        == [_knobs(8, 16), _knobs(8, 8), _knobs(8, 4)]
-    )
+    fastest = sorted(POOL, key=_time)[:4]
+    assert fastest == [_knobs(8, 16), _knobs(8, 8), _knobs(8, 4), _knobs(4, 16)]
+    assert [knobs for knobs, _ in ordered[:2]] == fastest[:2]
+    # The third and fourth (1.67x and 2x slower than the best) share a relevance grade, so the
+    # labels do not order them.
+    assert {knobs for knobs, _ in ordered[2:4]} == set(fastest[2:])
 
 
 def test_rerank_learns_from_the_current_problem(tmp_path: Path) -> None:

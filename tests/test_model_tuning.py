@@ -20,7 +20,7 @@ from ireetune.frontend.model_inputs import (
     read_entry_signature,
 )
 from ireetune.model.hot import DispatchProfile, count_dispatch_invocations, select_hot_dispatches
-from ireetune.model.select import find_harmful, is_faster
+from ireetune.model.select import find_harmful, is_faster, is_undecided, model_speedup
 from ireetune.targets import parse_target
 from tests.conftest import CPU_FLAGS, IREE_COMPILE
 
@@ -96,6 +96,58 @@ def test_faster_means_the_paired_interval_clears_the_threshold() -> None:
     # Same medians' ratio, but rounds disagree: not significant.
     assert not is_faster([10.0, 10.0, 10.0, 10.0, 10.0], [8.0, 11.0, 8.0, 11.0, 8.5])
     assert not is_faster([], [1.0])
+
+
+# Rounds in which the trial wins by 5-12% and one in which the machine stalled it.
+NOISY_WIN = ([10.0, 10.0, 10.0, 10.0, 10.0], [9.0, 9.5, 8.9, 12.0, 9.2])
+
+
+def test_only_a_win_whose_interval_does_not_yet_clear_the_rule_is_undecided() -> None:
+    assert is_undecided(model_speedup(*NOISY_WIN))
+    assert not is_undecided(model_speedup([10.0] * 5, [9.0, 9.1, 8.9, 9.0, 9.05]))  # Clear win.
+    assert not is_undecided(model_speedup([10.0] * 5, [11.0, 10.5, 12.0, 10.8, 11.1]))  # Loss.
+    assert not is_undecided(None)
+
+
+def test_an_undecided_comparison_gets_more_rounds_until_it_is_decided(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The timing process is replaced by scripted batches: what is tested is when the loop asks
+    # for more rounds and how it pools them, not the machine's noise.
+    import ireetune.model_tuner as model_tuner
+    from ireetune.model.timing import ModelRun
+
+    def batches(*trial_times: list[float]) -> list[tuple[list[float], list[float]]]:
+        return [([10.0] * len(times), times) for times in trial_times]
+
+    def fake_runs(script: list[tuple[list[float], list[float]]]) -> list[int]:
+        calls: list[int] = []
+
+        def run(models, function, inputs_path, work_dir, device, rounds):  # type: ignore[no-untyped-def]
+            first, second = script[len(calls)]
+            calls.append(rounds)
+            return {
+                models[0][0]: ModelRun(models[0][0], (), tuple(first), ""),
+                models[1][0]: ModelRun(models[1][0], (), tuple(second), ""),
+            }
+
+        monkeypatch.setattr(model_tuner, "run_models_side_by_side", run)
+        return calls
+
+    pair = (("current", tmp_path / "a.vmfb"), ("trial", tmp_path / "b.vmfb"))
+    # Undecided, then clearly faster: two batches, pooled.
+    calls = fake_runs(batches(NOISY_WIN[1], [9.0, 9.1, 8.9, 9.0, 9.05]))
+    runs = model_tuner.time_pair_until_decided(*pair, "main", tmp_path, tmp_path, "local-task", 5)
+    assert calls == [5, 5] and len(runs["trial"].times_ms) == 10
+    assert is_faster(runs["current"].times_ms, runs["trial"].times_ms)
+    # A loss is not timed again.
+    calls = fake_runs(batches([11.0, 10.5, 12.0, 10.8, 11.1]))
+    model_tuner.time_pair_until_decided(*pair, "main", tmp_path, tmp_path, "local-task", 5)
+    assert calls == [5]
+    # Undecided for ever: the first batch and at most MAX_EXTRA_BATCHES more.
+    calls = fake_runs(batches(*[NOISY_WIN[1]] * 5))
+    model_tuner.time_pair_until_decided(*pair, "main", tmp_path, tmp_path, "local-task", 5)
+    assert calls == [5] * (1 + model_tuner.MAX_EXTRA_BATCHES)
 
 
 def test_harmful_specs_are_dropped_one_at_a_time() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -17,6 +18,7 @@ from ireetune.search.recorded import (
     load_recorded_space,
     load_recorded_spaces,
     read_run_folder_rows,
+    select_leaders,
     write_recorded_space,
 )
 
@@ -73,6 +75,58 @@ def test_effective_times_follow_duplicates_and_the_default() -> None:
     # Times are the fastest repetitions; the duplicate runs as row 0's binary; the config that
     # did not apply runs as the default.
     assert SPACE.effective_times() == [1.4, None, 1.4, 1.1, 0.85]
+
+
+REMEASURED = dataclasses.replace(
+    SPACE,
+    remeasured={"bbbb": (0.95, 0.9, 1.3), "base": (1.0, 0.98, 0.99), "aaaa": (0.93, 0.97)},
+    provenance={**SPACE.provenance, "remeasure": {"rounds": 3}},
+)
+
+
+def test_re_measured_rounds_decide_the_times_of_their_binaries() -> None:
+    # The fastest repetition of the rounds replaces the first pass for every row of a
+    # re-measured binary: measured, duplicate, and the config that did not apply (the default's).
+    assert REMEASURED.effective_times() == [0.93, None, 0.93, 0.98, 0.9]
+    assert REMEASURED.effective_times(use_remeasured=False) == [1.4, None, 1.4, 1.1, 0.85]
+    assert REMEASURED.baseline_time() == 0.98
+    assert REMEASURED.baseline_time(use_remeasured=False) == 1.1
+
+
+def test_a_re_measured_space_reads_back_exactly_as_written(tmp_path: Path) -> None:
+    path = write_recorded_space(REMEASURED, tmp_path)
+    assert load_recorded_space(path) == REMEASURED
+    assert json.loads(gzip.decompress(path.read_bytes()))["version"] == 2
+
+
+def test_a_version_1_space_still_reads(tmp_path: Path) -> None:
+    path = write_recorded_space(SPACE, tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["version"] = 1
+    del data["remeasured"]
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    assert load_recorded_space(path) == SPACE
+
+
+def test_re_measured_times_that_are_not_positive_are_refused(tmp_path: Path) -> None:
+    path = write_recorded_space(REMEASURED, tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["remeasured"]["bbbb"] = [0.9, -1]
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    with pytest.raises(IreetuneError) as excinfo:
+        load_recorded_space(path)
+    assert str(excinfo.value) == (
+        f"{path}: remeasured must map binaries to lists of positive times"
+    )
+
+
+def test_leaders_are_the_fastest_distinct_binaries_and_the_default() -> None:
+    # By first pass: bbbb 0.85, base 1.1 (the config that did not apply), aaaa 1.4.
+    assert select_leaders(SPACE, top=1, near=0.0, most=10) == ["bbbb", "base"]
+    assert select_leaders(SPACE, top=1, near=0.3, most=10) == ["bbbb", "base"]
+    assert select_leaders(SPACE, top=1, near=0.7, most=10) == ["bbbb", "base", "aaaa"]
+    assert select_leaders(SPACE, top=3, near=0.0, most=1) == ["bbbb", "base"]
+    assert select_leaders(SPACE, top=1, near=0.0, most=0) == ["base"]
 
 
 def test_another_format_is_refused_in_one_line(tmp_path: Path) -> None:

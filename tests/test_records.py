@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
+from dataclasses import replace
+
 from ireetune.report.ranking import is_real_improvement, rank_candidates
 from ireetune.report.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
 from ireetune.report.summary import render_summary
@@ -61,3 +65,60 @@ def test_summary_reports_the_winner_or_says_the_default_stands() -> None:
     assert "compile success: 67%" in won and "note: a note" in won
     lost = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", [BASELINE, SLOW], 2.0, 1.0, None, [])
     assert "best: the compiler's default" in lost
+
+
+def test_a_candidate_stopped_at_its_deadline_is_kept_as_stopped_early() -> None:
+    from ireetune.benchmark.campaign import CandidateMeasurement
+    from ireetune.benchmark.outcomes import record_measurement
+    from ireetune.benchmark.runner import BenchmarkStatus
+
+    stopped = CandidateMeasurement(
+        5, "local-task", BenchmarkStatus.TIMED_OUT,
+        "stopped early: its first run passed 0.62 s, set from the baseline's time",
+        stopped_early=True,
+    )  # fmt: skip
+    record = record_measurement(
+        CandidateRecord(5, make_knobs({"vec_m": 16}), CandidateStatus.COMPILED), stopped
+    )
+    (row,) = csv.DictReader(io.StringIO(render_csv([record])))
+    assert (row["status"], row["stopped_early"], row["reason"]) == (
+        "benchmark-timed-out",
+        "yes",
+        "stopped early: its first run passed 0.62 s, set from the baseline's time",
+    )
+
+
+def test_each_measurement_says_how_it_was_timed() -> None:
+    from ireetune.benchmark.campaign import CandidateMeasurement
+    from ireetune.benchmark.outcomes import record_measurement
+    from ireetune.benchmark.runner import BenchmarkStatus
+    from ireetune.benchmark.timing import TimingKind
+
+    batched = CandidateMeasurement(
+        1, "cuda://0", BenchmarkStatus.MEASURED, times_ms=(0.01, 0.011), speedup=1.5,
+        timing=TimingKind.BATCHED, batch=4096,
+    )  # fmt: skip
+    record = record_measurement(CandidateRecord(1, None, CandidateStatus.COMPILED), batched)
+    (row,) = csv.DictReader(io.StringIO(render_csv([record])))
+    assert (row["timing"], row["batch"]) == ("batched", "4096")
+    summary = render_summary("mmt", "cuda:sm_80", [BASELINE, record], 2.0, 1.0, None, [])
+    assert (
+        "timing: host clock over batches of 4096 dispatches in one call (launch amortised) "
+        "(1 measurements)" in summary
+    )
+
+
+def test_a_tiny_dispatch_timed_call_by_call_is_flagged() -> None:
+    tiny = CandidateRecord(
+        0, None, CandidateStatus.MEASURED, median_ms=0.02, speedup=1.0, timing="host-per-call",
+        batch=512,
+    )  # fmt: skip
+    summary = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", [tiny], 0.02, 1.0, None, [])
+    assert (
+        "timing: the default takes 20.0 us a call, so launch overhead is a large part of every "
+        "time and speedups read smaller than they are" in summary
+    )
+    batched = render_summary(
+        "matmul_8x8x8_f32_f32_f32", "cpu", [replace(tiny, timing="batched")], 0.02, 1.0, None, []
+    )
+    assert "launch overhead is a large part" not in batched

@@ -1,10 +1,12 @@
 """Measure a dispatch's candidates on one or more devices against each device's own baseline.
 
 Per device, in one thread each (the devices' queues run concurrently): time the baseline (which
-also fixes the batch size of that device), the device's share of the candidates (dealt round
-robin), the baseline again, and then a confirmation round that re-times the device's leaders
-interleaved with the baseline. Every speedup is relative to the baseline measured on the same
-device (seeds/002: chips of one SKU differ), so results from several devices rank together.
+also fixes the batch size of that device and every later deadline), the device's share of the
+candidates (dealt round robin, possibly while they are still compiling), the baseline again, and
+then a confirmation round that re-times the device's leaders interleaved with the baseline. One
+worker session per device does all of it: the device stays open and the leaders stay loaded.
+Every speedup is relative to the baseline measured on the same device (seeds/002: chips of one
+SKU differ), so results from several devices rank together.
 
 Runtime-only: this module and everything it imports run where only `iree-base-runtime` and
 `numpy` are installed.
@@ -12,21 +14,25 @@ Runtime-only: this module and everything it imports run where only `iree-base-ru
 
 from __future__ import annotations
 
+import os
 import queue
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ireetune.benchmark.runner import (
     BenchmarkJob,
     BenchmarkOutcome,
     BenchmarkStatus,
+    JobDeadlines,
+    JobFeed,
     run_benchmarks,
 )
 from ireetune.benchmark.stats import compute_stats
+from ireetune.benchmark.timing import TimingKind
 
 # Baseline movement between before and after the candidates that is worth a note.
 DRIFT_NOTE = 0.03
@@ -35,7 +41,13 @@ BASELINE_TIMEOUT_S = 300.0
 
 @dataclass(frozen=True)
 class CampaignSettings:
-    """How to time: repetitions, batch sizing, early stop and the confirmation round."""
+    """How to time: repetitions, batch sizing, early stop and the confirmation round.
+
+    `min_timeout_s` bounds loading one candidate (and its JIT); its first run and repetitions
+    are stopped at `hopeless_factor` times the baseline's, plus `hang_slack_s` (by device). The first pass
+    times batches of `screen_fraction` of the baseline's batch; the confirmation round always
+    uses the full batch. `prewarm` processes load the coming candidates ahead (GPU JIT).
+    """
 
     repetitions: int = 5
     min_repetition_s: float = 0.05
@@ -43,6 +55,32 @@ class CampaignSettings:
     confirm_top: int = 4
     confirm_rounds: int = 5
     min_timeout_s: float = 10.0
+    # None: chosen per device by `for_device` (the host's CPU, or an accelerator).
+    screen_fraction: float | None = None
+    prewarm: int | None = None
+    hang_slack_s: float | None = None
+
+    def for_device(self, device: str) -> CampaignSettings:
+        """Fill what was left to the device: on the host's CPU, screen with the full batch and
+        prewarm nothing (there is no JIT, and loading would take the measured cores); on an
+        accelerator, screen with a quarter batch (batched dispatch timing there is stable to
+        0.1%) and JIT the next candidates in up to four prewarm processes (a PTX JIT took about
+        0.4 s a candidate on the H100: four keep ahead of 10 candidates a second). A run's
+        deadline allows 1 s beyond the baseline's times on an accelerator, 3 s on the host's
+        CPU, whose cores the measurement shares with everything else on the machine."""
+        on_host = measures_on_host(device)
+        prewarm = 0 if on_host else max(1, min(4, (os.cpu_count() or 2) // 2))
+        return replace(
+            self,
+            screen_fraction=self.screen_fraction or (1.0 if on_host else 0.25),
+            prewarm=self.prewarm if self.prewarm is not None else prewarm,
+            hang_slack_s=self.hang_slack_s or (3.0 if on_host else 1.0),
+        )
+
+
+def measures_on_host(device: str) -> bool:
+    """Whether a runtime device runs on this host's CPU (local-task, local-sync)."""
+    return device.split(":", 1)[0].startswith("local")
 
 
 @dataclass(frozen=True)
@@ -68,6 +106,9 @@ class CandidateMeasurement:
     confirmed: bool = False
     # The confirmation round's timings, one tuple per round interleaved with the baseline.
     rounds_ms: tuple[tuple[float, ...], ...] = ()
+    # How `times_ms` was taken, and with how many dispatches per timed call.
+    timing: TimingKind | None = None
+    batch: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +123,7 @@ class DeviceBaseline:
     drift: float | None
     error: str = ""
     confirmed_rounds_ms: tuple[tuple[float, ...], ...] = ()
+    timing: TimingKind | None = None
 
     @property
     def reference_ms(self) -> float:
@@ -99,9 +141,24 @@ class CampaignResult:
     measured_per_second: float = field(default=0.0)
 
 
-def _job_timeout(settings: CampaignSettings, batch: int, baseline_ms: float) -> float:
-    """Allow load time plus 20x the baseline's time for one candidate's repetitions."""
-    return settings.min_timeout_s + 20.0 * (settings.repetitions + 2) * batch * baseline_ms / 1000.0
+def job_deadlines(settings: CampaignSettings, first: BenchmarkOutcome) -> JobDeadlines:
+    """Set every later job's deadlines from the baseline's own load, first run and median.
+
+    A candidate whose first run or repetitions take `hopeless_factor` times the baseline's is
+    hopeless (the worker would stop it after that run anyway); one that has not answered by then
+    is stopped, so a hang costs a few baseline runs and a worker restart.
+    """
+    assert settings.hang_slack_s is not None, "settings.for_device(...) fills it"
+    median_s = compute_stats(first.times_ms).median_ms / 1000.0
+    first_run_s = (first.first_run_ms or 0.0) / 1000.0
+    factor = max(settings.hopeless_factor, 1.0)
+    return JobDeadlines(
+        load_s=settings.min_timeout_s + factor * first.load_s,
+        first_run_s=settings.hang_slack_s + factor * max(first_run_s, median_s),
+        per_dispatch_s=factor * median_s,
+        repetitions=settings.repetitions,
+        slack_s=settings.hang_slack_s,
+    )
 
 
 def _measurement(
@@ -109,19 +166,37 @@ def _measurement(
 ) -> CandidateMeasurement:
     if outcome.status is not BenchmarkStatus.MEASURED:
         return CandidateMeasurement(
-            outcome.candidate_id, outcome.device, outcome.status, outcome.reason
-        )
+            outcome.candidate_id, outcome.device, outcome.status, outcome.reason,
+            stopped_early=outcome.stopped_early,
+        )  # fmt: skip
     median = compute_stats(outcome.times_ms).median_ms
     return CandidateMeasurement(
         outcome.candidate_id, outcome.device, outcome.status, "", outcome.times_ms,
-        baseline_ms / median, outcome.stopped_early, confirmed,
+        baseline_ms / median, outcome.stopped_early, confirmed, timing=outcome.timing,
+        batch=outcome.batch,
     )  # fmt: skip
+
+
+def _pump(share: JobFeed, session: JobFeed, after: BenchmarkJob, after_index: list[int]) -> None:
+    """Move a device's share into its session as it arrives, then the baseline once more."""
+    index = 0
+    for job in _drain_stream(share):
+        session.add(job)
+        index += 1
+    # The session's first job is the baseline, so the repeated baseline is job index + 1.
+    after_index.append(index + 1)
+    session.add(after)
+
+
+def _drain(share: JobFeed) -> list[BenchmarkJob]:
+    """Wait for a share to close; return every job it held."""
+    return list(_drain_stream(share))
 
 
 def _run_device(
     device: str,
     baseline_job: BenchmarkJob,
-    jobs: Sequence[BenchmarkJob],
+    share: JobFeed,
     settings: CampaignSettings,
     earlier: Sequence[EarlierResult],
     results: dict[int, CandidateMeasurement],
@@ -130,37 +205,72 @@ def _run_device(
     measured: queue.Queue[CandidateMeasurement],
     lock: threading.Lock,
 ) -> None:
-    # One worker process times the baseline, the candidates and the baseline again: the first
-    # baseline fixes the batch, the early-stop threshold and the per-candidate timeout.
+    # One worker session times the baseline, the candidates, the baseline again and the
+    # confirmation rounds: the first baseline fixes the batch, the early-stop threshold and the
+    # deadlines.
+    settings = settings.for_device(device)
+    assert settings.screen_fraction is not None and settings.prewarm is not None
+    session = JobFeed([baseline_job])
     outcomes = run_benchmarks(
-        [baseline_job, *jobs, baseline_job], device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
+        session, device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
         min_repetition_s=settings.min_repetition_s, hopeless_factor=settings.hopeless_factor,
-        timeout_after_first=lambda first: _job_timeout(
-            settings, first.batch, compute_stats(first.times_ms).median_ms
-        ),
+        timeout_after_first=lambda first: job_deadlines(settings, first),
+        screen_fraction=settings.screen_fraction, prewarm=settings.prewarm,
     )  # fmt: skip
+    try:
+        _run_session(device, baseline_job, share, session, outcomes, settings, earlier, results, baselines, notes, measured, lock)  # fmt: skip
+    finally:
+        session.close()
+        outcomes.close()
+
+
+def _run_session(
+    device: str,
+    baseline_job: BenchmarkJob,
+    share: JobFeed,
+    session: JobFeed,
+    outcomes: Generator[BenchmarkOutcome, None, None],
+    settings: CampaignSettings,
+    earlier: Sequence[EarlierResult],
+    results: dict[int, CandidateMeasurement],
+    baselines: dict[str, DeviceBaseline],
+    notes: list[str],
+    measured: queue.Queue[CandidateMeasurement],
+    lock: threading.Lock,
+) -> None:
     before = next(outcomes)
     if before.status is not BenchmarkStatus.MEASURED:
-        outcomes.close()
         reason = (
             f"baseline could not be measured on {device}: {before.status.value} {before.reason}"
         )
         with lock:
             baselines[device] = DeviceBaseline(device, 0, (), (), (), None, reason)
-            for job in jobs:
+        for job in _drain(share):
+            with lock:
                 results[job.candidate_id] = CandidateMeasurement(
                     job.candidate_id, device, BenchmarkStatus.DEVICE_ERROR, reason
                 )
         return
     batch = before.batch
     baseline_ms = compute_stats(before.times_ms).median_ms
-    timeout_s = _job_timeout(settings, batch, baseline_ms)
+    after_index: list[int] = []
+    pump = threading.Thread(
+        target=_pump, args=(share, session, baseline_job, after_index), daemon=True
+    )
+    pump.start()
     local: dict[int, CandidateMeasurement] = {}
-    for _, outcome in zip(jobs, outcomes, strict=False):
+    jobs: list[BenchmarkJob] = []
+    after: BenchmarkOutcome | None = None
+    for index, outcome in enumerate(outcomes, start=1):
+        if after_index and index == after_index[0]:
+            after = outcome
+            break
+        jobs.append(session[index])
         measurement = _measurement(outcome, baseline_ms, confirmed=False)
         local[outcome.candidate_id] = measurement
         measured.put(measurement)
-    after = next(outcomes)
+    pump.join()
+    assert after is not None, "the session ends only after the repeated baseline"
     after_ms: tuple[float, ...] = ()
     drift: float | None = None
     if after.status is BenchmarkStatus.MEASURED:
@@ -173,9 +283,16 @@ def _run_device(
                 )
     reference_ms = float(statistics.median(before.times_ms + after_ms))
     local = {cid: _rescale(m, reference_ms) for cid, m in local.items()}
-    confirmed_rounds = _confirm(
-        device, baseline_job, jobs, local, earlier, settings, batch, timeout_s
-    )
+
+    def run_rounds(round_jobs: Sequence[BenchmarkJob]) -> list[BenchmarkOutcome]:
+        # The confirmation times full batches, whatever the first pass screened with, and
+        # every repetition of them (as it did in a worker of its own).
+        for job in round_jobs:
+            session.add(replace(job, batch=batch, early_stop=False))
+        session.close()
+        return [next(outcomes) for _ in round_jobs]
+
+    confirmed_rounds = _confirm(device, baseline_job, jobs, local, earlier, settings, run_rounds)
     confirmed_ms = tuple(t for r in confirmed_rounds for t in r)
     with lock:
         results.update(local)
@@ -187,6 +304,7 @@ def _run_device(
             confirmed_ms,
             drift,
             confirmed_rounds_ms=confirmed_rounds,
+            timing=before.timing,
         )
 
 
@@ -194,10 +312,7 @@ def _rescale(measurement: CandidateMeasurement, baseline_ms: float) -> Candidate
     if not measurement.times_ms:
         return measurement
     median = compute_stats(measurement.times_ms).median_ms
-    return CandidateMeasurement(
-        measurement.candidate_id, measurement.device, measurement.status, measurement.reason,
-        measurement.times_ms, baseline_ms / median, measurement.stopped_early, measurement.confirmed,
-    )  # fmt: skip
+    return replace(measurement, speedup=baseline_ms / median)
 
 
 def _confirm(
@@ -207,8 +322,7 @@ def _confirm(
     local: dict[int, CandidateMeasurement],
     earlier: Sequence[EarlierResult],
     settings: CampaignSettings,
-    batch: int,
-    timeout_s: float,
+    run_rounds: Callable[[Sequence[BenchmarkJob]], list[BenchmarkOutcome]],
 ) -> tuple[tuple[float, ...], ...]:
     """Re-time the leaders interleaved with the baseline; put their new results in `local`.
 
@@ -232,14 +346,15 @@ def _confirm(
     round_jobs = [baseline_job, *(by_id[m.candidate_id] for m in leaders)]
     rounds: dict[int, list[tuple[float, ...]]] = {job.candidate_id: [] for job in round_jobs}
     failures: dict[int, BenchmarkOutcome] = {}
-    for outcome in run_benchmarks(
-        round_jobs * settings.confirm_rounds, device, settings.repetitions, batch, timeout_s
-    ):
+    timings: dict[int, tuple[TimingKind, int]] = {}
+    for outcome in run_rounds(round_jobs * settings.confirm_rounds):
         # A failed round stays in place (empty) so the rounds stay paired by position.
         measured = outcome.status is BenchmarkStatus.MEASURED
         rounds[outcome.candidate_id].append(outcome.times_ms if measured else ())
         if not measured:
             failures[outcome.candidate_id] = outcome
+        else:
+            timings[outcome.candidate_id] = (outcome.timing, outcome.batch)
     times = {cid: [t for r in per_round for t in r] for cid, per_round in rounds.items()}
     if not times[0]:
         return ()
@@ -256,13 +371,14 @@ def _confirm(
             leader.candidate_id, device, BenchmarkStatus.MEASURED,
             f"confirmed in {settings.confirm_rounds} rounds interleaved with the baseline",
             tuple(confirmed), baseline_ms / median, False, True, tuple(rounds[leader.candidate_id]),
+            *timings.get(leader.candidate_id, (None, 0)),
         )  # fmt: skip
     return tuple(rounds[0])
 
 
 def run_campaign(
     baseline: Path | BenchmarkJob,
-    jobs: Sequence[BenchmarkJob],
+    jobs: Sequence[BenchmarkJob] | JobFeed,
     devices: Sequence[str],
     settings: CampaignSettings,
     on_measured: Callable[[CandidateMeasurement], None] | None = None,
@@ -270,6 +386,8 @@ def run_campaign(
 ) -> CampaignResult:
     """Measure every job on one of `devices` (round robin), each device in its own thread.
 
+    `jobs` may be a `JobFeed` still being filled (candidates as they compile): each is measured
+    as soon as it arrives, and the confirmation round starts once the feed is closed.
     `on_measured` sees each first-pass measurement as it arrives (its speedup against the
     device's first baseline timing), always on the calling thread. `earlier` results take part
     in the first device's confirmation round. `baseline` is the default's job (or its binary).
@@ -277,9 +395,9 @@ def run_campaign(
     assert devices, "at least one device"
     baseline_job = baseline if isinstance(baseline, BenchmarkJob) else BenchmarkJob(0, baseline)
     start = time.perf_counter()
-    shares: dict[str, list[BenchmarkJob]] = {device: [] for device in devices}
-    for index, job in enumerate(jobs):
-        shares[devices[index % len(devices)]].append(job)
+    shares = {device: JobFeed() for device in devices}
+    dealer = threading.Thread(target=_deal, args=(jobs, devices, shares), daemon=True)
+    dealer.start()
     results: dict[int, CandidateMeasurement] = {}
     baselines: dict[str, DeviceBaseline] = {}
     notes: list[str] = []
@@ -314,6 +432,32 @@ def run_campaign(
     )
 
 
+def _deal(
+    jobs: Sequence[BenchmarkJob] | JobFeed, devices: Sequence[str], shares: dict[str, JobFeed]
+) -> None:
+    """Deal the jobs to the devices round robin, as they arrive; close every share at the end."""
+    try:
+        if isinstance(jobs, JobFeed):
+            for index, job in enumerate(_drain_stream(jobs)):
+                shares[devices[index % len(devices)]].add(job)
+        else:
+            for index, job in enumerate(jobs):
+                shares[devices[index % len(devices)]].add(job)
+    finally:
+        for share in shares.values():
+            share.close()
+
+
+def _drain_stream(feed: JobFeed) -> Iterator[BenchmarkJob]:
+    index = 0
+    while True:
+        job = feed.wait_for(index, None)
+        if not isinstance(job, BenchmarkJob):
+            return
+        yield job
+        index += 1
+
+
 def campaign_to_json(result: CampaignResult) -> dict[str, object]:
     """Return a JSON-ready form of a campaign's result (read back by `campaign_from_json`)."""
     return {
@@ -330,6 +474,7 @@ def campaign_to_json(result: CampaignResult) -> dict[str, object]:
                 "drift": b.drift,
                 "error": b.error,
                 "confirmed_rounds_ms": [list(r) for r in b.confirmed_rounds_ms],
+                "timing": b.timing.value if b.timing else None,
             }
             for b in result.baselines.values()
         ],  # fmt: skip
@@ -344,6 +489,8 @@ def campaign_to_json(result: CampaignResult) -> dict[str, object]:
                 "stopped_early": m.stopped_early,
                 "confirmed": m.confirmed,
                 "rounds_ms": [list(r) for r in m.rounds_ms],
+                "timing": m.timing.value if m.timing else None,
+                "batch": m.batch,
             }
             for m in sorted(result.candidates.values(), key=lambda m: m.candidate_id)
         ],  # fmt: skip
@@ -360,6 +507,7 @@ def campaign_from_json(data: dict[str, object]) -> CampaignResult:
             b["device"], int(b["batch"]), tuple(b["before_ms"]), tuple(b["after_ms"]),
             tuple(b["confirmed_ms"]), b["drift"], b.get("error", ""),
             tuple(tuple(r) for r in b.get("confirmed_rounds_ms", [])),
+            TimingKind(b["timing"]) if b.get("timing") else None,
         )
         for b in baselines_data
     }  # fmt: skip
@@ -368,6 +516,7 @@ def campaign_from_json(data: dict[str, object]) -> CampaignResult:
             int(c["candidate_id"]), c["device"], BenchmarkStatus(c["status"]), c["reason"],
             tuple(c["times_ms"]), c["speedup"], bool(c["stopped_early"]), bool(c["confirmed"]),
             tuple(tuple(r) for r in c.get("rounds_ms", [])),
+            TimingKind(c["timing"]) if c.get("timing") else None, int(c.get("batch", 0)),
         )
         for c in candidates_data
     }  # fmt: skip

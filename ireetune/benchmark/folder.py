@@ -38,6 +38,7 @@ from ireetune.handoff.manifest import (
     check_inside_folder,
     hash_manifest,
     read_manifest,
+    read_references,
 )
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.real_inputs import time_on_real_inputs
@@ -71,24 +72,25 @@ def verify_contenders(
     run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
 ) -> dict[str, Any]:
     """Run the baseline's and the contenders' reference programs; compare outputs to the baseline's."""
-    by_id = {c.candidate_id: c for c in (manifest.baseline, *manifest.candidates)}
+    references = read_references(run_dir, manifest)
+    baseline_hash = references.get(0, ("", ""))[1]
     verdicts: dict[str, Any] = {}
     runnable = []
     for candidate_id in (0, *contenders):
-        entry = by_id[candidate_id]
-        if not entry.reference_vmfb:
+        reference_vmfb, reference_hash = references.get(candidate_id, ("", ""))
+        if not reference_vmfb:
             verdicts[str(candidate_id)] = {
                 "status": "wrong",
                 "reason": "reference program failed to compile",
             }
             continue
-        if candidate_id and entry.reference_hash == manifest.baseline.reference_hash:
+        if candidate_id and reference_hash == baseline_hash:
             verdicts[str(candidate_id)] = {
                 "status": "unverified", "reason": "config did not change the reference program",
             }  # fmt: skip
             continue
         output = run_dir / "verify" / f"output_{candidate_id}.npy"
-        runnable.append((candidate_id, run_dir / entry.reference_vmfb, output))
+        runnable.append((candidate_id, run_dir / reference_vmfb, output))
     inputs_path = run_dir / "verify" / "inputs.npz"
     inputs = make_random_inputs(
         list(manifest.verify.input_shapes), list(manifest.verify.input_types), manifest.verify.seed
@@ -128,7 +130,12 @@ def verify_contenders(
 
 
 def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
-    """Measure and verify a run folder; return the path of the results file it wrote."""
+    """Measure and verify a run folder; return the path of the results file it wrote.
+
+    Where the manifest deferred the reference programs, the first call measures and names the
+    leaders whose references `finish` must compile ("pending"); once they are there, the next
+    call checks their outputs without measuring again.
+    """
     manifest = read_manifest(run_dir)
     manifest_hash = hash_manifest(run_dir)
     # Everything written below goes into the folder: refuse links that lead out of it, first.
@@ -137,6 +144,9 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     candidate_ids = (0, *(c.candidate_id for c in manifest.candidates))
     for name in ("inputs.npz", *(f"output_{i}.npy" for i in candidate_ids)):
         check_inside_folder(run_dir, f"verify/{name}")
+    pending = _pending_verification(run_dir, manifest, manifest_hash)
+    if pending is not None:
+        return _verify_pending(run_dir, manifest, results_path, pending)
     chosen = tuple(devices) or manifest.devices
     settings = CampaignSettings(
         repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
@@ -153,25 +163,14 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         errors = "; ".join(f"{b.device}: {b.error}" for b in result.baselines.values())
         raise ValueError(f"no device could be measured ({errors}); nothing was written")
     verification: dict[str, Any] = {"verdicts": {}}
-    if contenders and measured_devices:
-        _log(f"verifying candidates {', '.join(map(str, contenders))}")
-        verification = verify_contenders(run_dir, manifest, contenders, measured_devices[0])
-        passing = [
-            c
-            for c in contenders
-            if verification["verdicts"].get(str(c), {}).get("status") == "verified"
-        ]
-        if manifest.real_input_decides and passing:
-            _log(
-                f"timing candidates {', '.join(map(str, passing))} on real inputs beside the default"
-            )
-            by_id = {c.candidate_id: c for c in (manifest.baseline, *manifest.candidates)}
-            _, raw = time_on_real_inputs(
-                {cid: run_dir / by_id[cid].reference_vmfb for cid in (0, *passing)},
-                run_dir / "verify" / "inputs.npz", run_dir / "verify", measured_devices[0],
-                manifest.real_input_rounds,
-            )  # fmt: skip
-            verification["real_input_timings"] = raw
+    if contenders and manifest.references_deferred:
+        verification["pending"] = [0, *contenders]
+        _log(
+            f"candidates {', '.join(map(str, contenders))} lead: their reference programs are "
+            "compiled by `ireetune finish`, then this command checks their outputs"
+        )
+    elif contenders:
+        verification = _verify(run_dir, manifest, contenders, measured_devices[0])
     payload = {
         "devices": list(chosen),
         "campaign": campaign_to_json(result),
@@ -186,6 +185,67 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         "manifest_sha256": manifest_hash,
     }
     results_path.write_text(json.dumps(payload, indent=2) + "\n")
+    return results_path
+
+
+def _verify(
+    run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
+) -> dict[str, Any]:
+    """Check the contenders' outputs and, where real inputs decide, time them there."""
+    _log(f"verifying candidates {', '.join(map(str, contenders))}")
+    verification = verify_contenders(run_dir, manifest, contenders, device)
+    passing = [
+        c
+        for c in contenders
+        if verification["verdicts"].get(str(c), {}).get("status") == "verified"
+    ]
+    if manifest.real_input_decides and passing:
+        _log(f"timing candidates {', '.join(map(str, passing))} on real inputs beside the default")
+        references = read_references(run_dir, manifest)
+        _, raw = time_on_real_inputs(
+            {cid: run_dir / references[cid][0] for cid in (0, *passing)},
+            run_dir / "verify" / "inputs.npz", run_dir / "verify", device,
+            manifest.real_input_rounds,
+        )  # fmt: skip
+        verification["real_input_timings"] = raw
+    return verification
+
+
+def _pending_verification(
+    run_dir: Path, manifest: Manifest, manifest_hash: str
+) -> dict[str, Any] | None:
+    """Return this folder's results when they wait for an output check whose references are
+    now compiled; None when the folder is to be measured."""
+    path = run_dir / RESULTS_NAME
+    if not manifest.references_deferred or not path.exists():
+        return None
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(results, dict) or results.get("manifest_sha256") != manifest_hash:
+        return None
+    pending = results.get("verification", {}).get("pending")
+    if not pending:
+        return None
+    missing = [cid for cid in pending if cid not in read_references(run_dir, manifest)]
+    if missing:
+        raise ValueError(
+            f"the reference programs of candidates {', '.join(map(str, missing))} are not compiled "
+            f"yet: run `ireetune finish {run_dir}` where the compiler is, then this again"
+        )
+    return results
+
+
+def _verify_pending(
+    run_dir: Path, manifest: Manifest, results_path: Path, results: dict[str, Any]
+) -> Path:
+    """Check the outputs of the leaders a first pass chose (no measuring again)."""
+    contenders = [int(cid) for cid in results["contenders"]]
+    campaign = results["campaign"]
+    device = next(b["device"] for b in campaign["baselines"] if not b.get("error"))
+    results["verification"] = _verify(run_dir, manifest, contenders, device)
+    results_path.write_text(json.dumps(results, indent=2) + "\n")
     return results_path
 
 

@@ -24,9 +24,10 @@ def record_measurement(
 ) -> CandidateRecord:
     """Return the record updated with one measurement (or its failure)."""
     if measurement.status is not BenchmarkStatus.MEASURED:
+        # A candidate stopped at a deadline set from the baseline is recorded as stopped early.
         return replace(
             record, status=_FAILED_STATUS[measurement.status], device=measurement.device,
-            reason=measurement.reason,
+            reason=measurement.reason, stopped_early=measurement.stopped_early,
         )  # fmt: skip
     stats = compute_stats(measurement.times_ms)
     reason = measurement.reason
@@ -37,6 +38,7 @@ def record_measurement(
         times_ms=measurement.times_ms, median_ms=stats.median_ms, min_ms=stats.min_ms,
         max_ms=stats.max_ms, spread=stats.spread, stopped_early=measurement.stopped_early,
         speedup=measurement.speedup, confirmed=measurement.confirmed, rounds_ms=measurement.rounds_ms,
+        timing=measurement.timing.value if measurement.timing else "", batch=measurement.batch,
     )  # fmt: skip
 
 
@@ -66,6 +68,7 @@ def apply_campaign(
         records[0], status=CandidateStatus.MEASURED, device=first.device, times_ms=tuple(baseline_times),
         median_ms=stats.median_ms, min_ms=stats.min_ms, max_ms=stats.max_ms, spread=stats.spread,
         speedup=1.0, confirmed=bool(first.confirmed_rounds_ms), rounds_ms=first.confirmed_rounds_ms,
+        timing=first.timing.value if first.timing else "", batch=first.batch,
     ))  # fmt: skip
     info["baseline_noise"] = stats.noise
     info["baseline_drift"] = {b.device: b.drift for b in measured_devices if b.drift is not None}
@@ -75,6 +78,8 @@ def apply_campaign(
         )
         for device in result.baselines
     }
+    if first.timing is not None:
+        info["timing"] = {"kind": first.timing.value, "batch": first.batch}
     info["benchmark_seconds"] = result.seconds
     info["benchmark_candidates_per_second"] = result.measured_per_second
     return changed, stats.median_ms

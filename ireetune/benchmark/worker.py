@@ -5,14 +5,26 @@ Run as `python -m ireetune.benchmark.worker` with a JSON request on stdin. It ne
 The device is opened once and reused for every candidate, which on a GPU saves the seconds of
 driver start-up that one process per candidate would pay.
 
-Request: {"device": "local-task", "repetitions": 5, "batch": 0, "min_repetition_s": 0.05,
-          "hopeless_ms": null, "jobs": [{"candidate_id": 0, "vmfb": "0.vmfb"}]}
+Request (the first line of stdin): {"device": "local-task", "repetitions": 5, "batch": 0,
+          "min_repetition_s": 0.05, "hopeless_ms": null, "jobs": [{"candidate_id": 0, ...}]}
+More jobs may follow, one JSON object a line, until stdin closes: the runner streams candidates
+to one worker as they compile, and the confirmation rounds after them, so the device stays open
+and loaded binaries stay loaded for the whole campaign (the latest `_CACHED_MODULES`, of which at
+most `_CACHED_WITH_INPUTS` hold uploaded real inputs, which can be large).
 A job with "inputs" (an .npz of arg0, arg1, ...) and "function" times a program on those real
 inputs instead: they are uploaded once, and a batch of n is n calls.
-With "learn_from_first": true, the first job (the baseline) fixes the batch for the others and,
-with "hopeless_factor": f, their early-stop threshold (f times its median).
-Each job prints {"event": "start", "job_index": i, ...} before it runs and {"event": "result",
-...} after. A candidate may appear several times (interleaved confirmation rounds).
+With "learn_from_first": true, the first job (the baseline) fixes the batch for the others
+("screen_fraction" of it, at least 1) and, with "hopeless_factor": f, their early-stop threshold
+(f times its median). A job may carry its own "batch".
+Each job prints {"event": "start", "job_index": i, ...} before it loads, {"event": "loaded"}
+once loaded, {"event": "first-run", "ms": t} after its first (warm-up) call and {"event":
+"result", ...} at the end, so the runner can give each phase its own deadline. A candidate may
+appear several times (interleaved confirmation rounds).
+
+`python -m ireetune.benchmark.worker --prewarm` only loads binaries (paths, one a line, after the
+device line) and drops them: on a GPU that JIT-compiles the next candidates into the driver's
+cache while this worker measures, without sharing its process (module registration holds the GIL,
+so a loading thread beside the timing one would stall its clock).
 
 A binary that fails to load is that candidate's failure alone. An error once a candidate ran on
 the device may have broken the device (a CUDA illegal address poisons the context): the worker
@@ -21,13 +33,22 @@ reports it with "restart": true and exits, and the runner gives the next job a f
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
+from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
+from ireetune.benchmark.timing import TimingKind
+
 _MAX_BATCH = 1 << 16
+# Loaded binaries kept for later jobs of the same campaign (the leaders' confirmation rounds).
+_CACHED_MODULES = 32
+_CACHED_WITH_INPUTS = 6
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -81,7 +102,7 @@ class CandidateLoadError(Exception):
 
 
 def load_function(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, str]:
-    """Load one binary on the device; return its benchmark function (warmed up) and name."""
+    """Load one binary on the device; return its benchmark function and name (not yet run)."""
     try:
         config = runtime.Config(device=device)
         context = runtime.SystemContext(config=config)
@@ -93,20 +114,25 @@ def load_function(runtime: Any, device: Any, job: dict[str, Any]) -> tuple[Any, 
             function = _on_real_inputs(runtime, device, function, job["inputs"])
     except Exception as error:  # The runtime raises plain exceptions for unloadable binaries.
         raise CandidateLoadError(f"{type(error).__name__}: {_first_line(error)}") from error
-    function(1)  # Warm-up: loads the executable (and JIT-compiles it on a GPU).
     return function, function_name
 
 
 def time_function(
     function: Any, batch: int, repetitions: int, hopeless_ms: float | None
-) -> tuple[list[float], bool]:
-    """Time `repetitions` calls of `batch` dispatches; stop early once clearly hopeless."""
+) -> tuple[list[float], bool, int]:
+    """Time `repetitions` calls of `batch` dispatches; stop early once clearly hopeless.
+
+    Return the times (per dispatch), whether it stopped early, and the dispatches per timed
+    call (1 when a single hopeless call ended it).
+    """
     if hopeless_ms is not None:
+        # Timed after the warm-up call: a first call pays wake-ups that a tiny dispatch's
+        # threshold would mistake for slowness.
         start = time.perf_counter()
         function(1)
         single_ms = (time.perf_counter() - start) * 1000.0
         if single_ms > max(hopeless_ms, _SINGLE_CALL_FLOOR_MS):
-            return [single_ms], True
+            return [single_ms], True, 1
     # One untimed repetition lets the thread pool spin up and clocks settle; the first timed
     # repetitions were 30-50% slow without it on a 2-core machine.
     function(batch)
@@ -116,8 +142,8 @@ def time_function(
         function(batch)
         times_ms.append((time.perf_counter() - start) * 1000.0 / batch)
         if hopeless_ms is not None and times_ms[-1] > hopeless_ms:
-            return times_ms, True
-    return times_ms, False
+            return times_ms, True, batch
+    return times_ms, False, batch
 
 
 def time_job(
@@ -129,25 +155,44 @@ def time_job(
 ) -> dict[str, Any]:
     """Load (or reuse) one binary and time its benchmark function; return the result record.
 
-    The request's `batch` (0: choose one so a repetition lasts `min_repetition_s`) and
-    `hopeless_ms` apply; `main` fills them from the first job when the request asks it to.
+    The job's or else the request's `batch` (0: choose one so a repetition lasts
+    `min_repetition_s`) and `hopeless_ms` apply; `main` fills them from the first job when the
+    request asks it to. Prints the "loaded" and "first-run" events as the phases end.
     """
+    start = time.perf_counter()
     if cache is not None and job["vmfb"] in cache:
         function, function_name = cache[job["vmfb"]]
+        if isinstance(cache, OrderedDict):
+            cache.move_to_end(job["vmfb"])
     else:
         function, function_name = load_function(runtime, device, job)
         if cache is not None:
             cache[job["vmfb"]] = (function, function_name)
-    batch = int(request.get("batch") or 0)
+    load_s = time.perf_counter() - start
+    _emit({"event": "loaded", "seconds": load_s})
+    # The first call warms up (executable upload, JIT on some drivers, caches); its time sets
+    # the runner's deadline for later first runs.
+    start = time.perf_counter()
+    function(1)
+    first_ms = (time.perf_counter() - start) * 1000.0
+    _emit({"event": "first-run", "ms": first_ms})
+    batch = int(job.get("batch") or request.get("batch") or 0)
     if batch <= 0:
         batch = _choose_batch(function, float(request.get("min_repetition_s", 0.05)))
-    hopeless_ms = request.get("hopeless_ms")
-    times_ms, stopped_early = time_function(
+    # A confirmation round times every repetition of its leaders: no early stop there.
+    hopeless_ms = request.get("hopeless_ms") if job.get("early_stop", True) else None
+    times_ms, stopped_early, per_call = time_function(
         function,
         batch,
         int(request.get("repetitions", 5)),
         float(hopeless_ms) if hopeless_ms is not None else None,
     )
+    if job.get("inputs"):
+        timing = TimingKind.HOST_PER_CALL
+    elif per_call > 1:
+        timing = TimingKind.BATCHED
+    else:
+        timing = TimingKind.HOST
     return {
         "event": "result",
         "candidate_id": job["candidate_id"],
@@ -156,11 +201,46 @@ def time_job(
         "batch": batch,
         "times_ms": times_ms,
         "stopped_early": stopped_early,
+        "timing": timing.value,
+        "load_s": load_s,
+        "first_run_ms": first_ms,
     }
 
 
+def screened_batch(batch: int, fraction: float) -> int:
+    """Return the first pass's batch: `fraction` of the baseline's, rounded down, at least 1."""
+    return max(1, int(batch * fraction))
+
+
+def _read_jobs(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Yield the request's own jobs, then each job line of stdin until it closes."""
+    yield from request.get("jobs", [])
+    for line in sys.stdin:
+        if line.strip():
+            yield json.loads(line)
+
+
+def prewarm(device_uri: str) -> int:
+    """Load each binary named on stdin and drop it (see the module docstring)."""
+    import iree.runtime as runtime
+
+    os.nice(10)  # Loading must not take the host's time from the measuring worker.
+    device = runtime.get_device(device_uri)
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            continue
+        # A binary that fails to load here is reported by the measuring worker.
+        with contextlib.suppress(CandidateLoadError):
+            load_function(runtime, device, {"vmfb": path})
+        _emit({"event": "prewarmed", "vmfb": path})
+    return 0
+
+
 def main() -> int:
-    request = json.loads(sys.stdin.read())
+    if sys.argv[1:2] == ["--prewarm"]:
+        return prewarm(sys.stdin.readline().strip())
+    request = json.loads(sys.stdin.readline())
     import iree.runtime as runtime
 
     try:
@@ -168,19 +248,20 @@ def main() -> int:
     except Exception as error:  # The runtime raises plain exceptions for unknown devices.
         _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
         return 3
-    # Binaries that appear more than once (interleaved confirmation rounds) stay loaded.
-    paths = [job["vmfb"] for job in request["jobs"]]
-    cache: dict[str, tuple[Any, str]] = {}
-    repeated = {path for path in paths if paths.count(path) > 1}
-    for job_index, job in enumerate(request["jobs"]):
+    # Loaded binaries stay loaded (interleaved confirmation rounds load nothing again).
+    cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+    with_inputs: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+    for job_index, job in enumerate(_read_jobs(request)):
         _emit({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
-            record = time_job(
-                runtime, device, job, request, cache if job["vmfb"] in repeated else None
-            )
+            in_use = with_inputs if job.get("inputs") else cache
+            record = time_job(runtime, device, job, request, in_use)
+            _trim(in_use, _CACHED_WITH_INPUTS if in_use is with_inputs else _CACHED_MODULES)
             if job_index == 0 and request.get("learn_from_first") and record["times_ms"]:
                 # The first job is the baseline: its batch and time set the rest's.
-                request["batch"] = record["batch"]
+                request["batch"] = screened_batch(
+                    record["batch"], float(request.get("screen_fraction") or 1.0)
+                )
                 factor = request.get("hopeless_factor")
                 if factor is not None:
                     request["hopeless_ms"] = float(factor) * statistics.median(record["times_ms"])
@@ -207,6 +288,12 @@ def main() -> int:
         record["job_index"] = job_index
         _emit(record)
     return 0
+
+
+def _trim(cache: OrderedDict[str, tuple[Any, str]], size: int) -> None:
+    """Drop the least recently used binaries beyond `size`."""
+    while len(cache) > size:
+        cache.popitem(last=False)
 
 
 def _first_line(error: Exception) -> str:

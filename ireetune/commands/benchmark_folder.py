@@ -7,6 +7,7 @@ compiler or z3: this command runs on a GPU host with only `iree-base-runtime` an
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -40,5 +41,12 @@ def run(arguments: argparse.Namespace) -> int:
         path = benchmark_folder(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
     except ValueError as error:
         raise IreetuneError(str(error)) from None
+    pending = json.loads(path.read_text()).get("verification", {}).get("pending")
+    if pending:
+        sys.stdout.write(
+            f"results: {path}\nnext: ireetune finish {arguments.run_dir}   (compiles the "
+            f"leaders' reference programs), then this command again to check their outputs\n"
+        )
+        return 0
     sys.stdout.write(f"results: {path}\nnext: ireetune finish {arguments.run_dir}\n")
     return 0

@@ -24,10 +24,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.handoff.finish import finish_run
+    from ireetune.handoff.references import compile_pending_references, pending_references
     from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(arguments.run_dir)
+    pending = pending_references(arguments.run_dir)
+    if pending:
+        # The folder deferred its reference programs: compile the leaders' now.
+        compile_pending_references(arguments.run_dir, pending)
+        sys.stdout.write(
+            f"compiled the reference programs of candidates {', '.join(map(str, pending))}; "
+            f"check their outputs where the device is, then finish:\n"
+            f"  ireetune benchmark-folder {arguments.run_dir}\n"
+            f"  ireetune finish {arguments.run_dir}\n"
+        )
+        return 0
     result = finish_run(arguments.run_dir)
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:

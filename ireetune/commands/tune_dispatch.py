@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ireetune.commands.arguments import (
     TARGET_HELP,
+    fraction,
     non_negative_int,
     non_negative_seconds,
     positive_int,
@@ -81,6 +82,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(default: run every stage here)",
     )  # fmt: skip
     parser.add_argument(
+        "--references", choices=("leaders", "all"), default="leaders",
+        help="with --stop-after compile: compile the output checks' reference programs of the "
+        "leaders only, in `finish` after benchmarking (default; each candidate is compiled once, "
+        "the device host checks outputs on a second call), or of every candidate now (one trip)",
+    )  # fmt: skip
+    parser.add_argument(
         "--order", choices=("auto", "learned", "heuristic", "random"), default="auto",
         help="which candidates to compile: the learned cost model's best when the database can "
         "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
@@ -109,8 +116,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--benchmark-timeout",
         type=positive_seconds,
         default=10.0,
-        help="seconds allowed for loading one candidate, on top of 20x the baseline's run time",
+        help="seconds allowed for loading one candidate (runs are stopped at 5x the baseline's "
+        "time)",
     )
+    parser.add_argument(
+        "--overlap", action=argparse.BooleanOptionalAction, default=None,
+        help="measure candidates while the rest still compile (default: on for GPU devices, off "
+        "on the host's CPU, where compiles would take the cores being measured)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--screen-fraction", type=fraction, default=None,
+        help="first pass: time batches of this share of the baseline's batch; the leaders' "
+        "confirmation always uses the full batch (default: 1 on the CPU, 0.25 on GPUs)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--prewarm", type=non_negative_int, default=None,
+        help="processes that load (JIT) the next candidates while one is measured "
+        "(default: up to 4 on GPUs, half the cores at most; 0 on the CPU)",
+    )  # fmt: skip
     parser.add_argument(
         "--flags", default="",
         help='extra global iree-compile flags for every compile, e.g. "--iree-opt-data-tiling"',
@@ -126,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
     from ireetune.flags.check import parse_flag_text
-    from ireetune.handoff.export import StopAfter
+    from ireetune.handoff.export import References, StopAfter
     from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_database_path, check_output_dir
 
@@ -158,6 +181,10 @@ def run(arguments: argparse.Namespace) -> int:
         stop_after=StopAfter(arguments.stop_after) if arguments.stop_after else None,
         extra_flags=parse_flag_text(arguments.flags),
         search_flags=arguments.search_flags,
+        overlap=arguments.overlap,
+        screen_fraction=arguments.screen_fraction,
+        prewarm=arguments.prewarm,
+        references=References(arguments.references),
     )
     result = tune_dispatch(options)
     if options.stop_after is StopAfter.COMPILE:
@@ -166,6 +193,11 @@ def run(arguments: argparse.Namespace) -> int:
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
             f"  ireetune benchmark-folder {result.run_dir}   (or python -m ireetune.benchmark.folder)\n"
             f"  ireetune finish {result.run_dir}\n"
+            + (
+                "  then, for the leaders' output checks: benchmark-folder and finish once more\n"
+                if options.references is References.LEADERS
+                else ""
+            )
         )
         for note in result.notes[:-1]:
             sys.stdout.write(f"note: {note}\n")

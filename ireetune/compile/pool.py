@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -46,6 +47,14 @@ class CompileOutcome:
     reason: str
     binary_hash: str
     seconds: float
+
+
+def default_jobs() -> int:
+    """Return how many compiles run at once by default: the cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # Not on Linux.
+        return os.cpu_count() or 1
 
 
 def hash_binary(path: Path) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileOutcome, CompileStatus, compile_all
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
@@ -24,18 +24,12 @@ _STATUS = {
 }
 
 
-def compile_candidates(
-    recorder: RunRecorder,
-    source_path: Path,
-    flags_for: dict[int, tuple[str, ...]],
-    restored: set[int],
-    workers: int,
-    timeout_s: float,
-    progress: StageProgress,
-) -> None:
-    """Compile `source_path` once per candidate in `flags_for`; record each outcome."""
+def compile_jobs_for(
+    recorder: RunRecorder, source_path: Path, flags_for: dict[int, tuple[str, ...]]
+) -> list[CompileJob]:
+    """Return one compile job per candidate in `flags_for`, in id order (the baseline first)."""
     run_dir = recorder.run_dir
-    jobs = [
+    return [
         CompileJob(
             candidate_id=candidate_id,
             source_path=source_path,
@@ -46,63 +40,88 @@ def compile_candidates(
         )
         for candidate_id, flags in sorted(flags_for.items())
     ]
+
+
+def record_compile(recorder: RunRecorder, outcome: CompileOutcome, restored: set[int]) -> None:
+    """Record one compile's outcome in the candidate's record (not saved yet)."""
+    record = recorder.records[outcome.candidate_id]
+    binary = (
+        f"binaries/{outcome.candidate_id}.vmfb" if outcome.status is CompileStatus.COMPILED else ""
+    )
+    if outcome.candidate_id in restored:
+        # Measured in an earlier run: this compile only provides the binary.
+        recorder.records[outcome.candidate_id] = replace(
+            record, binary_path=binary, binary_hash=outcome.binary_hash
+        )
+    else:
+        recorder.update(
+            replace(
+                record,
+                status=_STATUS[outcome.status],
+                reason=outcome.reason,
+                binary_path=binary,
+                binary_hash=outcome.binary_hash,
+                compile_seconds=outcome.seconds,
+            )
+        )
+
+
+def compile_candidates(
+    recorder: RunRecorder,
+    source_path: Path,
+    flags_for: dict[int, tuple[str, ...]],
+    restored: set[int],
+    workers: int,
+    timeout_s: float,
+    progress: StageProgress,
+) -> None:
+    """Compile `source_path` once per candidate in `flags_for`; record each outcome."""
+    jobs = compile_jobs_for(recorder, source_path, flags_for)
     with progress.stage("compiling", len(jobs)):
         for outcome in compile_all(jobs, workers, timeout_s):
-            record = recorder.records[outcome.candidate_id]
-            binary = (
-                f"binaries/{outcome.candidate_id}.vmfb"
-                if outcome.status is CompileStatus.COMPILED
-                else ""
-            )
-            if outcome.candidate_id in restored:
-                # Measured in an earlier run: this compile only provides the binary.
-                recorder.records[outcome.candidate_id] = replace(
-                    record, binary_path=binary, binary_hash=outcome.binary_hash
-                )
-            else:
-                recorder.update(
-                    replace(
-                        record,
-                        status=_STATUS[outcome.status],
-                        reason=outcome.reason,
-                        binary_path=binary,
-                        binary_hash=outcome.binary_hash,
-                        compile_seconds=outcome.seconds,
-                    )
-                )
+            record_compile(recorder, outcome, restored)
             progress.advance()
     recorder.save()
 
 
+def classify_binary(recorder: RunRecorder, candidate_id: int, seen: dict[str, int]) -> bool:
+    """Mark one compiled candidate not applied or a duplicate of one in `seen` (hash -> id);
+    return whether its binary is new (and so worth measuring). `seen` holds the baseline's."""
+    record = recorder.records[candidate_id]
+    if record.status is not CandidateStatus.COMPILED:
+        return False
+    if seen.get(record.binary_hash) == 0:
+        recorder.update(
+            replace(
+                record,
+                status=CandidateStatus.NOT_APPLIED,
+                reason="binary identical to the baseline: config not applied",
+            )
+        )
+        return False
+    if record.binary_hash in seen:
+        recorder.update(
+            replace(
+                record,
+                status=CandidateStatus.DUPLICATE,
+                reason=f"binary identical to candidate {seen[record.binary_hash]}",
+            )
+        )
+        return False
+    seen[record.binary_hash] = candidate_id
+    return True
+
+
 def classify_binaries(recorder: RunRecorder, restored: set[int]) -> None:
     """Mark candidates whose binary equals the baseline's (not applied) or an earlier one's."""
-    baseline_hash = recorder.records[0].binary_hash
-    seen: dict[str, int] = {baseline_hash: 0}
+    seen: dict[str, int] = {recorder.records[0].binary_hash: 0}
     for candidate_id in sorted(recorder.records):
         record = recorder.records[candidate_id]
         if candidate_id in restored and record.binary_hash:
             seen.setdefault(record.binary_hash, candidate_id)
             continue
-        if candidate_id == 0 or record.status is not CandidateStatus.COMPILED:
-            continue
-        if record.binary_hash == baseline_hash:
-            recorder.update(
-                replace(
-                    record,
-                    status=CandidateStatus.NOT_APPLIED,
-                    reason="binary identical to the baseline: config not applied",
-                )
-            )
-        elif record.binary_hash in seen:
-            recorder.update(
-                replace(
-                    record,
-                    status=CandidateStatus.DUPLICATE,
-                    reason=f"binary identical to candidate {seen[record.binary_hash]}",
-                )
-            )
-        else:
-            seen[record.binary_hash] = candidate_id
+        if candidate_id != 0:
+            classify_binary(recorder, candidate_id, seen)
     recorder.save()
 
 

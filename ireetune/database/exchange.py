@@ -102,6 +102,7 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
                     problem, configuration.compilation_info,
                     op_attributes=configuration.op_attributes,
                     sibling_configs=configuration.sibling_configs,
+                    function_passes=configuration.function_passes,
                 )
             )  # fmt: skip
         else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, default_jobs
 from ireetune.decision.rules import DecisionRule
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.family import Problem
@@ -26,6 +25,18 @@ class StopAfter(enum.Enum):
     """Where `tune-dispatch --stop-after` ends a run."""
 
     COMPILE = "compile"
+
+
+class References(enum.Enum):
+    """Which reference programs (the output checks' binaries) a split run compiles, and when.
+
+    LEADERS: none now; `finish` compiles those of the leaders the benchmarking side chose, and
+    the benchmarking side checks their outputs in a second pass (each candidate is compiled once,
+    a leader twice). ALL: every candidate's now, so one trip to the device host is enough.
+    """
+
+    LEADERS = "leaders"
+    ALL = "all"
 
 
 def export_for_benchmarking(
@@ -44,12 +55,16 @@ def export_for_benchmarking(
     progress: StageProgress,
     rule: DecisionRule | None = None,
     real_input_rounds: int = 7,
+    references: References = References.ALL,
 ) -> Path:
-    """Compile every distinct candidate's reference program and write the folder's manifest.
+    """Write the folder's manifest and, with References.ALL, every distinct candidate's
+    reference program.
 
-    Which candidates win is only known after benchmarking elsewhere, so the reference program
-    (the root op on real inputs, see verify/reference.py) is compiled for each of them now. The
-    random inputs are not written: the benchmarking side draws them from the same seed.
+    Which candidates win is only known after benchmarking elsewhere: the reference program (the
+    root op on real inputs, see verify/reference.py) is compiled for each of them now, or with
+    References.LEADERS for the leaders only, by `finish` after the benchmarking side chose them
+    (handoff/references.py). The random inputs are not written: the benchmarking side draws
+    them from the same seed.
     """
     verify_dir = run_dir / "verify"
     verify_dir.mkdir(exist_ok=True)
@@ -59,6 +74,7 @@ def export_for_benchmarking(
     to_measure = [
         r for r in records.values() if r.is_baseline or r.status is CandidateStatus.COMPILED
     ]
+    deferred = references is References.LEADERS
     jobs = [
         CompileJob(
             candidate_id=record.candidate_id,
@@ -71,10 +87,11 @@ def export_for_benchmarking(
             / f"{record.candidate_id}_reference_reproducer.mlir",
         )
         for record in sorted(to_measure, key=lambda r: r.candidate_id)
+        if not deferred
     ]
     hashes: dict[int, str] = {}
     with progress.stage("compiling reference programs", len(jobs)):
-        for outcome in compile_all(jobs, len(os.sched_getaffinity(0)), compile_timeout_s):
+        for outcome in compile_all(jobs, default_jobs(), compile_timeout_s):
             if outcome.status is CompileStatus.COMPILED:
                 hashes[outcome.candidate_id] = outcome.binary_hash
             progress.advance()
@@ -115,6 +132,8 @@ def export_for_benchmarking(
         real_input_decides=rule.real_input_decides if rule else False,
         real_input_rounds=real_input_rounds,
         global_flags=target.global_flags,
+        references_deferred=deferred,
     )
     info["outcome"] = "compiled"
+    info["references"] = references.value
     return write_manifest(run_dir, manifest)

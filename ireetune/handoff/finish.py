@@ -73,6 +73,12 @@ def finish_run(run_dir: Path) -> TuneResult:
     info["devices"] = results["devices"]
     notes = list(campaign.notes)
     verification = results.get("verification", {})
+    if verification.get("pending"):
+        pending = ", ".join(map(str, verification["pending"]))
+        raise IreetuneError(
+            f"the outputs of candidates {pending} are not checked yet: "
+            f"run `ireetune benchmark-folder {run_dir}` again where the device is"
+        )
     if "baseline_error" in verification:
         notes.append(f"verification could not run: {verification['baseline_error']}")
     if verification.get("model_level_baseline_ms") is not None:

@@ -23,6 +23,8 @@ from ireetune.run_dir import is_inside_folder
 
 MANIFEST_NAME = "handoff.json"
 RESULTS_NAME = "benchmark_results.json"
+# The leaders' reference programs, compiled by `finish` when the manifest deferred them.
+REFERENCES_NAME = "verify/references.json"
 FORMAT = "ireetune-benchmark-folder/1"
 
 
@@ -71,6 +73,8 @@ class Manifest:
     benchmark_timeout_s: float = 10.0
     # Global iree-compile flags every candidate was compiled with (`--flags`, a flag winner).
     global_flags: tuple[str, ...] = ()
+    # No reference program was compiled yet: `finish` compiles the leaders' (REFERENCES_NAME).
+    references_deferred: bool = False
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
@@ -264,6 +268,7 @@ def read_manifest(run_dir: Path) -> Manifest:
         if "real_input_rounds" in data
         else 7,
         global_flags=_read_global_flags(reader, data),
+        references_deferred=_read_flag(reader, data, "references_deferred"),
     )
 
 
@@ -301,3 +306,32 @@ def _read_timeout(reader: _Reader, data: dict[str, Any]) -> float:
     if value <= 0:
         raise reader.fail("benchmark_timeout_s", f"must be more than 0, got {value}")
     return value
+
+
+def read_references(run_dir: Path, manifest: Manifest) -> dict[int, tuple[str, str]]:
+    """Return id -> (reference binary, its hash) from the manifest and, when the manifest
+    deferred them, from REFERENCES_NAME (read as untrusted: every path stays in the folder)."""
+    found = {
+        c.candidate_id: (c.reference_vmfb, c.reference_hash)
+        for c in (manifest.baseline, *manifest.candidates)
+        if c.reference_vmfb
+    }
+    path = run_dir / REFERENCES_NAME
+    if not manifest.references_deferred or not path.exists():
+        return found
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from None
+    reader = _Reader(run_dir, path)
+    listed = reader.field(data, "references", "")
+    if not isinstance(listed, list):
+        raise reader.fail("references", "must be a list")
+    for index, entry in enumerate(listed):
+        where = f"references[{index}]."
+        if not isinstance(entry, dict):
+            raise reader.fail(f"references[{index}]", "must be an object")
+        candidate_id = reader.integer(entry, "candidate_id", where)
+        vmfb = reader.inside_path(entry, "vmfb", where, optional=True)
+        found[candidate_id] = (vmfb, reader.text(entry, "hash", where))
+    return found

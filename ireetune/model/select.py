@@ -29,6 +29,16 @@ def is_faster(
     return clears_threshold(model_speedup(current, candidate), rule)
 
 
+def is_undecided(estimate: SpeedupEstimate | None, rule: DecisionRule = MODEL_RULE) -> bool:
+    """Say whether more rounds could turn a comparison into a win: its point estimate clears the
+    rule's threshold, its interval does not yet."""
+    return (
+        estimate is not None
+        and estimate.speedup > rule.threshold
+        and not clears_threshold(estimate, rule)
+    )
+
+
 def find_harmful(
     kept: Sequence[str], better_without: Callable[[Sequence[str], Sequence[str]], bool]
 ) -> list[str]:

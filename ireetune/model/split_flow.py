@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from iree.compiler import ir
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, default_jobs
 from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
@@ -45,7 +45,7 @@ from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.frontend.model_import import import_model
-from ireetune.handoff.export import StopAfter
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import read_manifest
 from ireetune.handoff.model_folder import (
@@ -404,6 +404,9 @@ def _compile_folders(
                     jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
                     use_database=False, show_progress=options.show_progress,
                     extra_flags=options.extra_flags, stop_after=StopAfter.COMPILE,
+                    # Every candidate's reference program now, so that one device step both
+                    # measures and verifies (deferring them to the leaders costs a round trip).
+                    references=References.ALL,
                 )
             )  # fmt: skip
         except IreetuneError as failure:
@@ -603,7 +606,8 @@ def _build_variants(
     built: list[LabelledBinary] = []
     variant_rows = []
     for outcome in sorted(
-        compile_all(jobs, options.jobs or 2, model.compile_timeout_s), key=lambda o: o.candidate_id
+        compile_all(jobs, options.jobs or default_jobs(), model.compile_timeout_s),
+        key=lambda o: o.candidate_id,
     ):
         plan = plans[outcome.candidate_id]
         row = {

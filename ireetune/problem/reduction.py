@@ -48,6 +48,8 @@ REDUCTION_MATCH = MatchOpSpec(DAG_MATCH, (), ("loops",))
 # Body ops that move values around rather than compute.
 _NEUTRAL_BODY_OPS = frozenset({"linalg.yield", "linalg.index"})
 _CONFIG_ATTRIBUTES = ("lowering_config", "compilation_info", "root_op")
+# The bodies of a contraction: multiply, then accumulate.
+_CONTRACTION_BODIES = frozenset({("arith.mulf", "arith.addf"), ("arith.muli", "arith.addi")})
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,35 @@ class ReductionProblem:
     @property
     def reduction_sizes(self) -> tuple[int, ...]:
         return tuple(self.loop_sizes[d] for d in self.reduction_dims)
+
+    @property
+    def strided_contraction(self) -> bool:
+        """Say whether the op is a contraction in all but a strided read of its first input.
+
+        A ResNet's strided 1x1 convolution reads its image as `(d3, d1 * 2, d2 * 2)` and its
+        filter and output with plain dimensions; its body multiplies and adds. IREE rewrites such
+        an op into a strided slice and a contraction only when its image comes from outside the
+        model (`iree-global-opt-convert-strided-contraction-to-contraction`), so inside a network
+        it stays a reduction that codegen does not vectorise.
+        """
+        work = tuple(op for op in self.body if op not in _NEUTRAL_BODY_OPS)
+        if len(self.input_types) != 2 or work not in _CONTRACTION_BODIES:
+            return False
+        image, *others = (map_dim_positions(text) for text in self.indexing_maps)
+        return -1 in image and all(
+            -1 not in positions and len(set(positions)) == len(positions) for positions in others
+        )
+
+    @property
+    def output_channel_loops(self) -> tuple[int, ...]:
+        """Return the parallel loops (positions among them) that only the second input and the
+        output index: a strided contraction's output channels, blocked like a matmul's N."""
+        image, weights, output = (set(map_dim_positions(text)) for text in self.indexing_maps)
+        return tuple(
+            index
+            for index, dim in enumerate(self.parallel_dims)
+            if dim in weights and dim in output and dim not in image
+        )
 
     @property
     def flops(self) -> int:

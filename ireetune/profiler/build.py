@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +28,7 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.compile.pool import CompileJob, CompileStatus, compile_all
+from ireetune.compile.pool import CompileJob, CompileStatus, compile_all, default_jobs
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, strip_configurations
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
@@ -220,7 +219,7 @@ def build_dispatches(operations: Sequence[Operation], options: BuildOptions) -> 
     patterns = compile_patterns(options.dispatch_patterns)
     generated_dir = options.generated_dir.resolve()
     generated_dir.mkdir(parents=True, exist_ok=True)
-    workers = options.jobs or len(os.sched_getaffinity(0))
+    workers = options.jobs or default_jobs()
     notes: list[str] = []
     entries: list[DispatchEntry] = []
     prepared: list[_Prepared] = []

@@ -67,6 +67,9 @@ class CandidateRecord:
     real_input_low: float | None = None
     real_input_high: float | None = None
     verdict: str = ""
+    # How the times were taken (benchmark/timing.py) and how many dispatches one timed call held.
+    timing: str = ""
+    batch: int = 0
 
     @property
     def is_baseline(self) -> bool:
@@ -94,6 +97,8 @@ CSV_COLUMNS = (
     "real_input_high",
     "verdict",
     "repetitions",
+    "timing",
+    "batch",
     "stopped_early",
     "device",
     "compile_seconds",
@@ -130,6 +135,8 @@ def record_row(record: CandidateRecord) -> dict[str, str]:
         "real_input_high": _cell(record.real_input_high, 4),
         "verdict": record.verdict,
         "repetitions": str(len(record.times_ms)),
+        "timing": record.timing,
+        "batch": str(record.batch) if record.batch else "",
         "stopped_early": "yes" if record.stopped_early else "no",
         "device": record.device,
         "compile_seconds": _cell(record.compile_seconds, 3),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ireetune.benchmark.timing import TimingKind
 from ireetune.decision.rules import Decision
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import CandidateRecord, CandidateStatus
@@ -18,6 +19,31 @@ def count_by_status(records: Sequence[CandidateRecord]) -> dict[str, int]:
         if number:
             counts[status.value] = number
     return counts
+
+
+# Below this, one call's launch and wait are a visible share of a dispatch's host-clock time.
+TINY_DISPATCH_MS = 0.1
+
+
+def _timing_lines(records: Sequence[CandidateRecord]) -> list[str]:
+    """Say how the times were taken, per kind in use (the candidates.csv `timing` column), and
+    warn where a tiny dispatch was timed one call at a time."""
+    lines = []
+    for kind in TimingKind:
+        batches = sorted({r.batch for r in records if r.timing == kind.value})
+        if batches:
+            count = sum(1 for r in records if r.timing == kind.value)
+            span = f"{batches[0]}" if len(batches) == 1 else f"{batches[0]}-{batches[-1]}"
+            lines.append(f"timing: {kind.describe(span)} ({count} measurements)")
+    baseline = next((r for r in records if r.is_baseline), None)
+    per_call = (TimingKind.HOST.value, TimingKind.HOST_PER_CALL.value)
+    median_ms = baseline.median_ms if baseline is not None else None
+    if baseline and baseline.timing in per_call and median_ms and median_ms < TINY_DISPATCH_MS:
+        lines.append(
+            f"timing: the default takes {median_ms * 1000:.1f} us a call, so launch "
+            "overhead is a large part of every time and speedups read smaller than they are"
+        )
+    return lines
 
 
 def render_summary(
@@ -40,6 +66,7 @@ def render_summary(
         + "   ".join(f"{k}: {v}" for k, v in count_by_status(records).items()),
         f"baseline (candidate 0, compiler default {format_knobs(baseline.knobs) or 'n/a'}): "
         f"{baseline_ms:.4f} ms median, spread {baseline.spread or 0:.1%}",
+        *_timing_lines(records),
         "",
         f"{'rank':>4} {'id':>4} {'median ms':>10} {'spread':>7} {'speedup':>8} {'95% interval':>16}  "
         f"{'status':<10} {'verdict':<8} knobs",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping, Sequence
 
 Knobs = tuple[tuple[str, int | str], ...]
 
@@ -17,3 +18,15 @@ def format_knobs(knobs: Knobs | None) -> str:
     if knobs is None:
         return ""
     return " ".join(f"{name}={value}" for name, value in knobs)
+
+
+def sort_by_score(
+    pool: Sequence[Knobs], score: Callable[[Knobs], float], seed: int
+) -> list[tuple[Knobs, float]]:
+    """Sort a pool by descending score; ties are broken by a seeded hash of each configuration.
+
+    The tie-break depends only on the seed and the configuration, never on the pool's order.
+    """
+    scored = [(knobs, score(knobs), random.Random(f"{seed}:{knobs}").random()) for knobs in pool]
+    scored.sort(key=lambda item: (-item[1], item[2]))
+    return [(knobs, value) for knobs, value, _ in scored]

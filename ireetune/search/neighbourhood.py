@@ -9,10 +9,11 @@ pairs of such moves, kept only when they satisfy the space's hard constraints.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.z3_enumerate import SpaceBuilder, satisfies
+from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
 
 
 def with_values(domains: Mapping[str, Sequence[int]], knobs: Knobs) -> dict[str, list[int]]:
@@ -63,3 +64,29 @@ def distance_to(knobs: Knobs, default: Knobs) -> float:
         abs(math.log2(max(int(value), 1) / max(int(reference.get(name, value)), 1)))
         for name, value in knobs
     )
+
+
+def enumerate_near_default_first(
+    walk: Sequence[SpaceBuilder],
+    seed: int,
+    default: Knobs | None,
+    known: Sequence[Knobs],
+    hard_constraints: Callable[[Knobs], SpaceBuilder],
+    domains: Mapping[str, Sequence[int]],
+    limit: int,
+    centre: Callable[[Knobs], Knobs] | None = None,
+) -> Iterator[Knobs]:
+    """Yield configurations lazily: when the default is known, a centre (the default itself
+    unless `centre` moves it) and up to `limit` of its neighbours that satisfy
+    `hard_constraints(default)` (the space's constraints with the default's values in their
+    domains), then a seeded walk over the first satisfiable space of `walk`. The default itself
+    is never yielded: it is the baseline."""
+    first: list[Knobs] = []
+    if default is not None:
+        hard = hard_constraints(default)
+        middle = centre(default) if centre is not None else default
+        if middle != default and satisfies(hard, middle):
+            first.append(middle)
+        near = default_neighbours(middle, with_values(domains, default), hard, limit)
+        first += [knobs for knobs in near if knobs != default]
+    return enumerate_z3_space(walk, seed, default, known, first=first)

@@ -13,7 +13,8 @@ and the dataset can live in the repository (data/spaces/). One gzipped JSON file
      "baseline": {"knobs": [64, 64, 16, 8, 16], "status": "measured", "min_ms": 1.60,
                   "median_ms": 1.71, "speedup": 1.0, "confirmed": true, "binary": "3a5700b8..."},
      "columns": ["knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary"],
-     "rows": [[[259, 16, 2, 7, 16], "measured", 2.14, 2.17, 0.79, false, "f95f1d60..."], ...]}
+     "rows": [[[259, 16, 2, 7, 16], "measured", 2.14, 2.17, 0.79, false, "f95f1d60..."], ...],
+     "remeasured": {"3a5700b8...": [1.61, 1.63, 1.60, 1.64, 1.62], ...}}
 
 `min_ms` and `median_ms` summarise the candidate's repetitions: those of the first pass, or,
 for the leaders re-timed in interleaved rounds with the default (`confirmed`), those of the
@@ -25,6 +26,20 @@ it moved with it). `binary` is the first 16 hex digits of the compiled binary's 
 `duplicate` row costs no benchmark and runs as fast as the measured row with the same binary; a
 `not-applied` row runs the default's binary. GPU spaces use the same format with their own
 knob names and facts.
+
+**Re-measured leaders (version 2).** One pass of repetitions per candidate leaves the top of a
+sample partly to luck: on a loaded machine the fastest candidate was often a single lucky timing.
+`bench/remeasure_spaces.py` therefore times the leading binaries of a sample (and the default's)
+again in several rounds, each round in a fresh shuffled order, so that every leader meets the
+same disturbances. `remeasured` maps a binary's hash to its fastest repetition in each round, and
+the provenance's `remeasure` entry says when, how and which binaries. A re-measured binary's
+time is its fastest repetition over all rounds: other jobs only ever slow a repetition down, so
+the more repetitions a binary gets, the nearer its fastest comes to its undisturbed time, and
+every leader gets the same number in the same rounds. (The median of the rounds would keep
+whatever disturbed most rounds: on the loaded development machine round-to-round spreads were
+60-150%.) Leaders thereby get more chances than the rest of the sample, which kept their first
+pass; the selection (`select_leaders`) keeps every binary within a margin of the best, so what is
+left out was well behind. Version 1 files (no `remeasured`) still read.
 """
 
 from __future__ import annotations
@@ -41,7 +56,8 @@ from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.search.candidate import Knobs, make_knobs
 
 FORMAT_NAME = "ireetune-recorded-space"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
 BINARY_DIGITS = 16
 MEASURED_STATUSES = frozenset({"measured", "verified", "wrong"})
@@ -76,10 +92,13 @@ class RecordedSpace:
     baseline: RecordedRow | None = None
     target_name: str = "cpu"
     knob_names: tuple[str, ...] = field(default=())
+    # A binary's fastest repetition in each round of re-measurement (bench/remeasure_spaces.py).
+    remeasured: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
-    def effective_times(self) -> list[float | None]:
-        """Return each row's time (its fastest repetition, ms) as the tuner would see it (None
-        where nothing runs).
+    def effective_times(self, use_remeasured: bool = True) -> list[float | None]:
+        """Return each row's time (ms) as the tuner would see it (None where nothing runs): the
+        fastest of its binary's re-measured rounds where there are some (unless `use_remeasured`
+        is false), else its first pass's fastest repetition.
 
         A duplicate runs as fast as the measured row with its binary; a config that did not apply
         runs the default's binary.
@@ -88,13 +107,52 @@ class RecordedSpace:
         for row in (*self.rows, *(() if self.baseline is None else (self.baseline,))):
             if row.binary and row.min_ms is not None:
                 by_binary.setdefault(row.binary, row.min_ms)
+        if use_remeasured:
+            by_binary.update(self.remeasured_times())
         times: list[float | None] = []
         for row in self.rows:
             time = row.min_ms
-            if time is None and row.status in ("duplicate", "not-applied"):
-                time = by_binary.get(row.binary)
+            if row.binary in by_binary and (
+                time is not None or row.status in ("duplicate", "not-applied")
+            ):
+                time = by_binary[row.binary]
             times.append(time)
         return times
+
+    def remeasured_times(self) -> dict[str, float]:
+        """Return each re-measured binary's time: its fastest repetition over all rounds."""
+        return {binary: min(rounds) for binary, rounds in self.remeasured.items() if rounds}
+
+    def baseline_time(self, use_remeasured: bool = True) -> float | None:
+        """Return the default's time on the same basis as `effective_times`."""
+        if self.baseline is None:
+            return None
+        if use_remeasured and self.baseline.binary in self.remeasured:
+            return self.remeasured_times().get(self.baseline.binary)
+        return self.baseline.min_ms
+
+
+def select_leaders(space: RecordedSpace, top: int, near: float, most: int) -> list[str]:
+    """Return the binaries of a space to re-measure, by their first pass, fastest first: the
+    `top` fastest distinct binaries and every other one within `near` of the fastest (a
+    fraction), at most `most` of them, then the default's binary.
+
+    So that no binary left out could be near the best after the re-measurement, `top` and `near`
+    should reach well past the first pass's noise at the top of the sample.
+    """
+    first_pass: dict[str, float] = {}
+    for row, time_ms in zip(space.rows, space.effective_times(use_remeasured=False), strict=True):
+        if row.binary and time_ms is not None:
+            first_pass[row.binary] = min(time_ms, first_pass.get(row.binary, time_ms))
+    ranked = sorted(first_pass, key=lambda binary: (first_pass[binary], binary))
+    if not ranked:
+        return []
+    best = first_pass[ranked[0]]
+    chosen = [b for i, b in enumerate(ranked) if i < top or first_pass[b] <= best * (1 + near)]
+    chosen = chosen[:most]
+    if space.baseline is not None and space.baseline.binary and space.baseline.binary not in chosen:
+        chosen.append(space.baseline.binary)
+    return chosen
 
 
 def _finite(value: object) -> float | None:
@@ -175,6 +233,7 @@ def encode_recorded_space(space: RecordedSpace) -> dict[str, object]:
         else dict(zip(COLUMNS, _encode_row(space.baseline, knob_names), strict=True)),
         "columns": list(COLUMNS),
         "rows": [_encode_row(row, knob_names) for row in space.rows],
+        "remeasured": {binary: list(rounds) for binary, rounds in sorted(space.remeasured.items())},
     }
 
 
@@ -210,9 +269,10 @@ def decode_recorded_space(data: object, where: str) -> RecordedSpace:
     """Read the JSON form back, checking its format; `where` names the source in errors."""
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         raise IreetuneError(f"{where} is not a recorded space ({FORMAT_NAME})")
-    if data.get("version") != FORMAT_VERSION:
+    if data.get("version") not in READABLE_VERSIONS:
         raise IreetuneError(
-            f"{where}: recorded-space version {data.get('version')!r} is not {FORMAT_VERSION}"
+            f"{where}: recorded-space version {data.get('version')!r} is not one of "
+            f"{sorted(READABLE_VERSIONS)}"
         )
     knob_names = data.get("knob_names")
     if not isinstance(knob_names, list) or not all(isinstance(n, str) for n in knob_names):
@@ -228,6 +288,12 @@ def decode_recorded_space(data: object, where: str) -> RecordedSpace:
     provenance = data.get("provenance")
     if not isinstance(facts, dict) or not isinstance(provenance, dict):
         raise IreetuneError(f"{where}: facts and provenance must be objects")
+    remeasured = data.get("remeasured", {})
+    if not isinstance(remeasured, dict) or not all(
+        isinstance(rounds, list) and all(_finite(t) is not None for t in rounds)
+        for rounds in remeasured.values()
+    ):
+        raise IreetuneError(f"{where}: remeasured must map binaries to lists of positive times")
     return RecordedSpace(
         name=str(data.get("name", "")),
         target=str(data.get("target", "")),
@@ -241,6 +307,9 @@ def decode_recorded_space(data: object, where: str) -> RecordedSpace:
         if baseline is None
         else _decode_row([baseline.get(c) for c in COLUMNS], knob_names, where),
         knob_names=tuple(knob_names),
+        remeasured={
+            str(binary): tuple(float(t) for t in rounds) for binary, rounds in remeasured.items()
+        },
     )
 
 

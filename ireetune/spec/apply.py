@@ -163,6 +163,9 @@ def compile_with_spec(
 
     For each dispatch the static comparison says a matcher configures, the root op's
     `lowering_config` in `--iree-hal-dump-executable-configurations-to` must equal the matcher's.
+    A matcher's action may rewrite the op it configured (a CPU strided contraction becomes a
+    strided slice and a contraction); such an op is compared, in the matchers' eyes, as the
+    executable sources show it (`--iree-hal-dump-executable-sources-to`), before the spec ran.
     The `.vmfb` is written to `output_path` only when every configuration landed.
     """
     from ireetune.problem.root_op import parse_problem
@@ -175,6 +178,7 @@ def compile_with_spec(
     matchers = list_matchers(read_spec(spec_path, context))
     with tempfile.TemporaryDirectory(prefix="ireetune_compile_") as folder:
         config_dir = Path(folder) / "configurations"
+        sources_dir = Path(folder) / "sources"
         vmfb_path = Path(folder) / "model.vmfb"
         result = run_tool(
             [
@@ -183,6 +187,7 @@ def compile_with_spec(
                 *target.compile_flags,
                 *target.spec_flags(spec_path),
                 f"--iree-hal-dump-executable-configurations-to={config_dir}",
+                f"--iree-hal-dump-executable-sources-to={sources_dir}",
                 "-o",
                 str(vmfb_path),
             ],
@@ -200,13 +205,30 @@ def compile_with_spec(
             name = config_path.stem.removeprefix("configured_").removeprefix("module_")
             with context:
                 module = ir.Module.parse(config_path.read_text())
-            for root_op in _configured_ops(module):
-                try:
-                    problem = parse_problem(root_op)
-                except IreetuneError:
+                configured = _structured_ops(module)
+                sources_path = sources_dir / f"{config_path.stem.removeprefix('configured_')}.mlir"
+                # Kept in a name: the ops below live only as long as their module.
+                sources_module = (
+                    ir.Module.parse(sources_path.read_text()) if sources_path.is_file() else None
+                )
+                sources = _structured_ops(sources_module) if sources_module is not None else []
+            if [op.name for op in sources] != [op.name for op in configured]:
+                sources = []
+            for position, root_op in enumerate(configured):
+                if "lowering_config" not in root_op.attributes:
                     continue
-                dispatch = DispatchRoot(index, name, root_op.name, problem)
-                (coverage,) = compute_coverage(matchers, [dispatch])
+                seen_as = [root_op, *sources[position : position + 1]]
+                for candidate_op in seen_as:
+                    try:
+                        problem = parse_problem(candidate_op)
+                    except IreetuneError:
+                        continue
+                    dispatch = DispatchRoot(index, name, candidate_op.name, problem)
+                    (coverage,) = compute_coverage(matchers, [dispatch])
+                    if coverage.winner is not None or coverage.undecided:
+                        break
+                else:
+                    continue
                 if coverage.undecided:
                     undecided = ", ".join(f"@{m.name}" for m in coverage.undecided)
                     notes.append(f"{name}: not checked, {undecided} cannot be evaluated statically")
@@ -244,12 +266,17 @@ def compile_without_spec(
         )
 
 
-def _configured_ops(module: ir.Module) -> list[ir.Operation]:
-    """Return the ops that carry a `lowering_config`; the configuration dump has no root_op mark."""
+def _structured_ops(module: ir.Module) -> list[ir.Operation]:
+    """Return the dispatch's structured ops (linalg and IREE's linalg extensions) and any op
+    that carries a `lowering_config`, in walk order (the configuration dump has no root_op
+    mark); the terminators and index ops their regions hold are left out."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if "lowering_config" in op.attributes:
+        structured = op.name.startswith(("linalg.", "iree_linalg_ext.")) and not op.name.endswith(
+            (".yield", ".index")
+        )
+        if structured or "lowering_config" in op.attributes:
             found.append(op)
         return ir.WalkResult.ADVANCE
 

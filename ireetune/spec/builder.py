@@ -43,6 +43,8 @@ class MatcherEntry:
     op_attributes: tuple[tuple[str, str], ...] = ()
     # The `lowering_config` of the dispatch's other ops, by kind (`reduction`, `parallel`).
     sibling_configs: tuple[tuple[str, str], ...] = ()
+    # Registered passes the action runs on the op's function after setting its attributes.
+    function_passes: tuple[str, ...] = ()
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
@@ -50,10 +52,26 @@ class MatcherEntry:
         return (COMPILATION_INFO, *(name for name, _ in self.op_attributes))
 
     @property
-    def action_key(self) -> tuple[tuple[str, ...], tuple[str, ...], int]:
-        """Identify the action: the attributes set, the sibling kinds and the op's loop count."""
+    def action_key(self) -> ActionKey:
+        """Identify the action: the attributes set, the sibling kinds, the op's loop count and
+        the passes run after."""
         kinds = tuple(kind for kind, _ in self.sibling_configs)
-        return self.attribute_names, kinds, len(self.problem.loop_sizes) if kinds else 0
+        return ActionKey(
+            self.attribute_names,
+            kinds,
+            len(self.problem.loop_sizes) if kinds else 0,
+            self.function_passes,
+        )
+
+
+@dataclass(frozen=True)
+class ActionKey:
+    """What an action does, so that entries that do the same share one action."""
+
+    attribute_names: tuple[str, ...]
+    sibling_kinds: tuple[str, ...]
+    rank: int
+    function_passes: tuple[str, ...] = ()
 
 
 def matcher_name(problem: Problem) -> str:
@@ -69,16 +87,20 @@ def _consumed() -> dict[str, ir.Attribute]:
     return {"transform.consumed": ir.UnitAttr.get()}
 
 
-def action_name(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> str:
+def action_name(key: ActionKey) -> str:
     """Name the action of an action key: `apply_op_config` for compilation_info alone,
     `apply_op_config_and_decomposition_config` when attention's decomposition comes along,
     `apply_op_config_and_siblings_2` when the other ops of a 2-loop reduction's dispatch are
-    configured too."""
-    attribute_names, kinds, rank = key
-    parts = [APPLY_OP_CONFIG, *attribute_names[1:]]
-    if kinds:
-        parts.append(f"siblings_{rank}")
-    return "_and_".join(parts)
+    configured too, `..._then_convert_strided_contraction_to_contraction` when a pass runs
+    after."""
+    parts = [APPLY_OP_CONFIG, *key.attribute_names[1:]]
+    if key.sibling_kinds:
+        parts.append(f"siblings_{key.rank}")
+    name = "_and_".join(parts)
+    for pass_name in key.function_passes:
+        short = pass_name.removeprefix("iree-global-opt-").removeprefix("iree-codegen-")
+        name += "_then_" + re.sub(r"[^A-Za-z0-9_]", "_", short)
+    return name
 
 
 def sibling_matcher_name(kind: str, rank: int) -> str:
@@ -137,11 +159,18 @@ def _build_sibling_matcher(kind: str, rank: int) -> None:
         transform.YieldOp([op_handle])
 
 
-def _build_action(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> None:
+def _build_action(key: ActionKey) -> None:
     """Annotate the matched op with each attribute the matcher yields, in order; first, when
     the key names sibling kinds, every other op of those kinds in its function gets its
-    `lowering_config` (the root's compilation_info is set last, over its own)."""
-    attribute_names, kinds, rank = key
+    `lowering_config` (the root's compilation_info is set last, over its own). Then the key's
+    passes run on the op's function, which keeps the attributes of the ops they rewrite:
+
+        %f = transform.get_parent_op %op {op_name = "func.func"}
+        %g = transform.apply_registered_pass "iree-global-opt-convert-strided-contraction-to-contraction" to %f
+
+    Run here rather than before matching, a pass changes only the dispatches a matcher chose.
+    """
+    attribute_names, kinds, rank = key.attribute_names, key.sibling_kinds, key.rank
     any_op = transform.AnyOpType.get()
     any_param = transform.AnyParamType.get()
     params = [any_param] * (len(attribute_names) + len(kinds))
@@ -160,6 +189,10 @@ def _build_action(key: tuple[tuple[str, ...], tuple[str, ...], int]) -> None:
                 transform.AnnotateOp(siblings, "lowering_config", param=handle)
         for name, handle in zip(attribute_names, handles[: len(attribute_names)], strict=True):
             transform.AnnotateOp(op_handle, name, param=handle)
+        if key.function_passes:
+            function = transform.GetParentOp(any_op, op_handle, op_name="func.func").result
+            for pass_name in key.function_passes:
+                function = transform.ApplyRegisteredPassOp(any_op, function, pass_name).result
         transform.YieldOp([])
 
 
@@ -236,7 +269,9 @@ def build_spec(
         pairs: list[tuple[str, str]] = []
         with ir.InsertionPoint(module.body):
             keys = list(dict.fromkeys(entry.action_key for entry in entries))
-            for kind, rank in dict.fromkeys((k, r) for _, kinds, r in keys for k in kinds):
+            for kind, rank in dict.fromkeys(
+                (k, key.rank) for key in keys for k in key.sibling_kinds
+            ):
                 _build_sibling_matcher(kind, rank)
             for key in keys:
                 _build_action(key)
@@ -270,5 +305,6 @@ def build_configuration_spec(
         configuration.compilation_info,
         op_attributes=configuration.op_attributes,
         sibling_configs=configuration.sibling_configs,
+        function_passes=configuration.function_passes,
     )
     return render_spec(build_spec([entry], context, prologue_passes))

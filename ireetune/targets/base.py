@@ -37,6 +37,9 @@ class OpConfiguration:
     compilation_info: str
     op_attributes: tuple[tuple[str, str], ...] = ()
     sibling_configs: tuple[tuple[str, str], ...] = ()
+    # Registered passes run on the configured op's function once its attributes are set (the
+    # CPU's strided contractions become contractions there, keeping their configuration).
+    function_passes: tuple[str, ...] = ()
 
 
 class FamilySpace(abc.ABC):

@@ -13,7 +13,6 @@ Batch loops get tile 1; depthwise convolutions (a depth loop) are not covered.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -23,9 +22,12 @@ from iree.compiler import ir
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem, as_convolution
 from ireetune.problem.family import Problem
-from ireetune.search.candidate import Knobs
-from ireetune.search.neighbourhood import default_neighbours, distance_to, with_values
-from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.search.candidate import Knobs, sort_by_score
+from ireetune.search.neighbourhood import (
+    distance_to,
+    enumerate_near_default_first,
+    with_values,
+)
 from ireetune.targets.base import OpConfiguration
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -175,15 +177,7 @@ def enumerate_conv_space(
 ) -> Iterator[Knobs]:
     """Yield valid convolution configurations lazily and reproducibly for a seed: the default's
     neighbours first (when the default is known), then a seeded random walk over the space."""
-    neighbours: list[Knobs] = []
-    if excluded is not None:
-
-        def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
-            return build_conv_constraints(sizes, facts, False, context, False, excluded)
-
-        domains = with_values(conv_domains(sizes), excluded)
-        neighbours = default_neighbours(excluded, domains, hard, _MAX_NEIGHBOURS)
-    return enumerate_z3_space(
+    return enumerate_near_default_first(
         [
             lambda context: build_conv_constraints(sizes, facts, True, context),
             lambda context: build_conv_constraints(sizes, facts, False, context),
@@ -191,7 +185,11 @@ def enumerate_conv_space(
         seed,
         excluded,
         known,
-        first=neighbours,
+        lambda default: (
+            lambda context: build_conv_constraints(sizes, facts, False, context, False, default)
+        ),
+        conv_domains(sizes),
+        _MAX_NEIGHBOURS,
     )
 
 
@@ -251,17 +249,12 @@ def order_conv_candidates(
 ) -> list[tuple[Knobs, float]]:
     """Sort by descending score (the heuristic, minus the distance to the compiler's default
     when known); ties broken by a seeded hash of each configuration."""
-    scored = [
-        (
-            knobs,
-            score_conv_candidate(sizes, facts, knobs)
-            - (NEARNESS_WEIGHT * distance_to(knobs, default) if default is not None else 0.0),
-            random.Random(f"{seed}:{knobs}").random(),
-        )
-        for knobs in pool
-    ]
-    scored.sort(key=lambda item: (-item[1], item[2]))
-    return [(knobs, score) for knobs, score, _ in scored]
+
+    def score(knobs: Knobs) -> float:
+        nearness = distance_to(knobs, default) if default is not None else 0.0
+        return score_conv_candidate(sizes, facts, knobs) - NEARNESS_WEIGHT * nearness
+
+    return sort_by_score(pool, score, seed)
 
 
 def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:

@@ -16,18 +16,20 @@ The weights were set by hand from the first measurements on this project's 2-cor
 
 from __future__ import annotations
 
+import functools
 import math
-import random
 
-from ireetune.search.candidate import Knobs
+from ireetune.search.candidate import Knobs, sort_by_score
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
 
 _K_PANEL = 256
 
 
+@functools.cache
 def best_intensity(facts: CpuFacts) -> float:
-    """Return the highest micro-kernel intensity m*r/(m+r) the register file can hold."""
+    """Return the highest micro-kernel intensity m*r/(m+r) the register file can hold (kept per
+    machine: every candidate's score and features divide by it)."""
     best = 0.0
     for rows in range(1, 17):
         for registers_n in range(1, 5):
@@ -77,9 +79,4 @@ def order_by_score(
 
     The tie-break depends only on the seed and the configuration, never on the pool's order.
     """
-    scored = [
-        (knobs, score_candidate(sizes, facts, knobs), random.Random(f"{seed}:{knobs}").random())
-        for knobs in pool
-    ]
-    scored.sort(key=lambda item: (-item[1], item[2]))
-    return [(knobs, score) for knobs, score, _ in scored]
+    return sort_by_score(pool, lambda knobs: score_candidate(sizes, facts, knobs), seed)

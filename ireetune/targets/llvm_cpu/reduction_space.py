@@ -6,19 +6,26 @@ maximum and normalisation) are tiled to fit it. The knobs:
 - `dist_<i>`: the distribution tile of parallel loop i (outermost first), one task's share;
 - `vec_p`: the vector tile of the innermost parallel loop, rows reduced side by side (the
   other parallel loops get vector tile 1);
-- `vec_r`: the vector tile of the innermost reduction loop (the others get 1).
+- `vec_r`: the vector tile of the innermost reduction loop (the others get 1);
+- `vec_<i>` (strided contractions only): the vector tile of outer parallel loop i.
 
 IREE's own choice for a 32x1024 f32 row sum on AVX-512 is `dist_0 = 4, vec_p = 4, vec_r = 16`:
 four rows at a time, one 16-lane vector each. Real networks have bigger ones: a ResNet-50 with
 real weights has strided 1x1 convolutions that are neither contractions nor convolutions to
 `linalg` (`(d3, d1 * 2, d2 * 2)` image map), reduced over 256-1024 input channels, which took a
-third of its CPU time (docs/benchmarks.md); the default's neighbours are proposed first.
+third of its CPU time (docs/benchmarks.md). IREE's default for them is scalar code: its
+vectoriser does not take the strided read. A candidate for such a strided contraction runs
+`iree-global-opt-convert-strided-contraction-to-contraction` on its dispatch once configured
+(a strided slice and a plain contraction, the form IREE gives the op when its image is a
+model input), and blocks it like a matmul: vector tiles on the output channels and rows as well
+(measured 3-7x over the default on the three ResNet-50 shapes, docs/benchmarks.md). Candidates
+near a matmul-like anchor (the default with 8 output channels per vector tile) come first; for
+other reductions, the default's neighbours.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -28,9 +35,12 @@ from iree.compiler import ir
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.reduction import ReductionProblem, as_reduction
-from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.search.neighbourhood import default_neighbours, distance_to, with_values
-from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.search.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.search.neighbourhood import (
+    distance_to,
+    enumerate_near_default_first,
+    with_values,
+)
 from ireetune.targets.base import OpConfiguration
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -40,6 +50,12 @@ REDUCTION_PIPELINE = "DoubleTilingExpert"
 _VEC_P_CHOICES = (1, 2, 4, 8, 16)
 _VEC_R_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 _MAX_NEIGHBOURS = 16
+STRIDED_CONTRACTION_PASS = "iree-global-opt-convert-strided-contraction-to-contraction"
+# Output channels per vector tile at a strided contraction's anchor, and the most accumulator
+# elements (the product of the parallel vector tiles) a candidate may hold.
+_ANCHOR_CHANNELS = 8
+_MAX_ACCUMULATORS = 128
+_MAX_OUTER_VECTOR = 16
 
 
 @dataclass(frozen=True)
@@ -49,11 +65,28 @@ class CpuReductionSizes:
     parallel: tuple[int, ...]
     reduction: int
     element_bytes: int
+    # A strided contraction's outer parallel loops get vector tiles too; the loops at
+    # `output_channels` (positions among the parallel loops) are blocked like a matmul's N.
+    strided_contraction: bool = False
+    output_channels: tuple[int, ...] = ()
+
+    @property
+    def outer_vector_knobs(self) -> tuple[str, ...]:
+        """Name the vector knobs of outer parallel loops (strided contractions only)."""
+        if not self.strided_contraction:
+            return ()
+        return tuple(f"vec_{i}" for i in range(len(self.parallel) - 1))
 
     @property
     def knob_names(self) -> tuple[str, ...]:
-        """Name the knobs: `dist_<i>` per parallel loop (outermost first), `vec_p`, `vec_r`."""
-        return (*(f"dist_{i}" for i in range(len(self.parallel))), "vec_p", "vec_r")
+        """Name the knobs: `dist_<i>` per parallel loop (outermost first), the outer vector
+        knobs, `vec_p`, `vec_r`."""
+        return (
+            *(f"dist_{i}" for i in range(len(self.parallel))),
+            *self.outer_vector_knobs,
+            "vec_p",
+            "vec_r",
+        )
 
 
 def compute_reduction_sizes(problem: ReductionProblem) -> CpuReductionSizes:
@@ -63,10 +96,13 @@ def compute_reduction_sizes(problem: ReductionProblem) -> CpuReductionSizes:
             f"{problem.signature}: a reduction to a single value has no parallel loop to tile "
             "on the CPU"
         )
+    strided = problem.strided_contraction
     return CpuReductionSizes(
         parallel=problem.parallel_sizes,
         reduction=problem.loop_sizes[problem.reduction_dims[-1]],
         element_bytes=max(element_bytes(t) for t in (*problem.input_types, problem.output_type)),
+        strided_contraction=strided,
+        output_channels=problem.output_channel_loops if strided else (),
     )
 
 
@@ -82,6 +118,8 @@ def reduction_domains(sizes: CpuReductionSizes) -> dict[str, list[int]]:
     # output row of a ResNet-50 is 8).
     domains["vec_p"] = [x for x in _VEC_P_CHOICES if inner % x == 0 or x // 2 < inner < x]
     domains["vec_r"] = [x for x in _VEC_R_CHOICES if sizes.reduction % x == 0]
+    for index, name in enumerate(sizes.outer_vector_knobs):
+        domains[name] = _divisors(sizes.parallel[index], _MAX_OUTER_VECTOR)
     return domains
 
 
@@ -103,15 +141,29 @@ def build_reduction_constraints(
     constraints: list[z3.BoolRef] = [
         z3.Or([v[name] == x for x in values]) for name, values in domains.items()
     ]
-    constraints += [
+    constraints.append(
         z3.Or(
             v[inner] % v["vec_p"] == 0,
             z3.And(v["vec_p"] > v[inner], v["vec_p"] < 2 * v[inner]),
-        ),
-        # Accumulators: one register per row and started vector, plus the loaded operand.
-        v["vec_p"] * ((v["vec_r"] + lanes - 1) / lanes) * 2 + 1 <= facts.vector_registers,
-        v["vec_p"] * v["vec_r"] * sizes.element_bytes < facts.max_vector_bytes,
-    ]
+        )
+    )
+    if sizes.strided_contraction:
+        # Blocked like a matmul: each outer vector tile divides its task's tile, and the
+        # accumulators (one element per parallel vector position) stay in a bounded block.
+        accumulators = v["vec_p"]
+        for index, name in enumerate(sizes.outer_vector_knobs):
+            constraints.append(v[f"dist_{index}"] % v[name] == 0)
+            accumulators = accumulators * v[name]
+        constraints += [
+            accumulators <= _MAX_ACCUMULATORS,
+            accumulators * v["vec_r"] * sizes.element_bytes < facts.max_vector_bytes,
+        ]
+    else:
+        constraints += [
+            # Accumulators: one register per row and started vector, plus the loaded operand.
+            v["vec_p"] * ((v["vec_r"] + lanes - 1) / lanes) * 2 + 1 <= facts.vector_registers,
+            v["vec_p"] * v["vec_r"] * sizes.element_bytes < facts.max_vector_bytes,
+        ]
     if require_parallelism:
         tiles = z3.IntVal(1, context)
         for index, size in enumerate(sizes.parallel):
@@ -127,17 +179,9 @@ def enumerate_reduction_space(
     excluded: Knobs | None = None,
     known: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
-    """Yield valid reduction configurations lazily and reproducibly for a seed: the default's
-    neighbours first, then a seeded random walk."""
-    neighbours: list[Knobs] = []
-    if excluded is not None:
-
-        def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
-            return build_reduction_constraints(sizes, facts, False, context, excluded)
-
-        domains = with_values(reduction_domains(sizes), excluded)
-        neighbours = default_neighbours(excluded, domains, hard, _MAX_NEIGHBOURS)
-    return enumerate_z3_space(
+    """Yield valid reduction configurations lazily and reproducibly for a seed: the anchor
+    (`compute_anchor`) and its neighbours first, then a seeded random walk."""
+    return enumerate_near_default_first(
         [
             lambda context: build_reduction_constraints(sizes, facts, True, context),
             lambda context: build_reduction_constraints(sizes, facts, False, context),
@@ -145,8 +189,33 @@ def enumerate_reduction_space(
         seed,
         excluded,
         known,
-        first=neighbours,
+        lambda default: (
+            lambda context: build_reduction_constraints(sizes, facts, False, context, default)
+        ),
+        reduction_domains(sizes),
+        _MAX_NEIGHBOURS,
+        centre=lambda default: compute_anchor(sizes, default),
     )
+
+
+def compute_anchor(sizes: CpuReductionSizes, default: Knobs) -> Knobs:
+    """Return the configuration the search centres on: the default itself, or for a strided
+    contraction the default with its output channels blocked by 8, as a matmul is (IREE's
+    default for those is scalar code, so its own neighbourhood holds nothing worth timing)."""
+    if not sizes.strided_contraction:
+        return default
+    values = {name: int(value) for name, value in default}
+    domains = reduction_domains(sizes)
+    for index in sizes.output_channels:
+        if index >= len(sizes.parallel) - 1:
+            continue
+        name = f"vec_{index}"
+        fitting = [
+            x for x in domains[name] if x <= _ANCHOR_CHANNELS and values[f"dist_{index}"] % x == 0
+        ]
+        if fitting:
+            values[name] = max(fitting)
+    return make_knobs(values)
 
 
 def score_reduction_candidate(
@@ -156,17 +225,22 @@ def score_reduction_candidate(
 
     A reduction is bound by memory: whole native vectors along the reduction (`vec_r` a multiple
     of the lanes) and a few rows at a time keep the loads streaming; tasks that leave threads
-    idle waste it. Configurations near IREE's own choice come first.
+    idle waste it. Configurations near the anchor (IREE's own choice, or for a strided
+    contraction its matmul-like blocking) come first.
     """
     values = {name: int(value) for name, value in knobs}
     vec_p, vec_r = values["vec_p"], values["vec_r"]
     lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
     whole_vectors = 1.0 if vec_r % lanes == 0 else 0.0
-    registers = vec_p * math.ceil(vec_r / lanes)
-    register_fit = -abs(math.log2(max(registers, 1) / 4.0))
     tiles = math.prod(size // values[f"dist_{i}"] for i, size in enumerate(sizes.parallel))
     imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
-    nearness = -distance_to(knobs, default) if default is not None else 0.0
+    nearness = -distance_to(knobs, compute_anchor(sizes, default)) if default is not None else 0.0
+    if sizes.strided_contraction:
+        # Its accumulators are a block of outputs, not one vector per row (measured: blocks of
+        # 8-16 channels by 1-8 rows or columns, reduced 16 at a time, did best).
+        return 1.0 * whole_vectors - 1.0 * imbalance + 1.5 * nearness
+    registers = vec_p * math.ceil(vec_r / lanes)
+    register_fit = -abs(math.log2(max(registers, 1) / 4.0))
     return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
 
 
@@ -176,7 +250,8 @@ def reduction_tile_lists(problem: ReductionProblem, knobs: Knobs) -> dict[str, l
     count = len(problem.loop_sizes)
     distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
     for index, dim in enumerate(problem.parallel_dims):
-        distribution[dim], parallel[dim] = values[f"dist_{index}"], 1
+        distribution[dim] = values[f"dist_{index}"]
+        parallel[dim] = values.get(f"vec_{index}", 1)
     parallel[problem.parallel_dims[-1]] = values["vec_p"]
     for dim in problem.reduction_dims[:-1]:
         reduction[dim] = 1
@@ -225,7 +300,11 @@ def parse_default_reduction_knobs(
     values["vec_p"] = levels["vector_common_parallel"][problem.parallel_dims[-1]]
     values["vec_r"] = levels["vector_reduction"][problem.reduction_dims[-1]]
     outer_vectors = [levels["vector_common_parallel"][d] for d in problem.parallel_dims[:-1]]
-    if any(value <= 0 for value in values.values()) or any(v not in (0, 1) for v in outer_vectors):
+    if problem.strided_contraction:
+        values.update({f"vec_{i}": max(1, v) for i, v in enumerate(outer_vectors)})
+    elif any(v not in (0, 1) for v in outer_vectors):
+        return None
+    if any(value <= 0 for value in values.values()):
         return None
     return make_knobs(values)
 
@@ -259,23 +338,22 @@ class CpuReductionSpace(CpuSpace):
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
         sizes = compute_reduction_sizes(as_reduction(problem))
-        scored = [
-            (
-                knobs,
-                score_reduction_candidate(sizes, self.known_facts, knobs, self._default),
-                random.Random(f"{seed}:{knobs}").random(),
-            )
-            for knobs in pool
-        ]
-        scored.sort(key=lambda item: (-item[1], item[2]))
-        return [(knobs, score) for knobs, score, _ in scored]
+        return sort_by_score(
+            pool,
+            lambda knobs: score_reduction_candidate(sizes, self.known_facts, knobs, self._default),
+            seed,
+        )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         reduction = as_reduction(problem)
         tiles = reduction_tile_lists(reduction, knobs)
+        compilation_info = render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context)
+        if reduction.strided_contraction:
+            # The op is alone in its dispatch (with the fill of its result), and the pass keeps
+            # its configuration while it turns the strided read into a strided slice.
+            return OpConfiguration(compilation_info, function_passes=(STRIDED_CONTRACTION_PASS,))
         return OpConfiguration(
-            render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context),
-            sibling_configs=reduction_sibling_configs(reduction, tiles),
+            compilation_info, sibling_configs=reduction_sibling_configs(reduction, tiles)
         )
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:

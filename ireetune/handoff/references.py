@@ -1,0 +1,66 @@
+"""Compile the leaders' reference programs of a split run that deferred them.
+
+`tune-dispatch --stop-after compile` (References.LEADERS) compiles each candidate once: its
+dispatch benchmark. The benchmarking side measures, chooses the leaders and lists them as
+pending; `ireetune finish` then compiles just their reference programs (and the default's) here,
+writes verify/references.json, and the benchmarking side checks their outputs on a second call.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ireetune.compile.pool import default_jobs
+from ireetune.errors import IreetuneError
+from ireetune.handoff.manifest import REFERENCES_NAME, RESULTS_NAME, read_manifest, read_references
+from ireetune.targets import parse_target
+from ireetune.verify.stage import ReferenceSetup, compile_references
+
+REFERENCE_TIMEOUT_S = 300.0
+
+
+def pending_references(run_dir: Path) -> list[int]:
+    """Return the candidates whose outputs wait for a reference program not compiled yet."""
+    results_path = run_dir / RESULTS_NAME
+    if not results_path.exists():
+        return []
+    try:
+        manifest = read_manifest(run_dir)
+        results = json.loads(results_path.read_text())
+        pending = [int(cid) for cid in results.get("verification", {}).get("pending", [])]
+        compiled = read_references(run_dir, manifest)
+    except (ValueError, TypeError, AttributeError) as error:
+        raise IreetuneError(f"{results_path} cannot be read: {error}") from None
+    return [cid for cid in pending if cid not in compiled]
+
+
+def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:
+    """Compile the reference programs of `candidate_ids` with their specs; record them (with
+    the binaries' hashes, or empty where a compile failed) in REFERENCES_NAME."""
+    try:
+        manifest = read_manifest(run_dir)
+        records = {
+            int(c["candidate_id"]): c
+            for c in json.loads((run_dir / "results.json").read_text())["candidates"]
+        }
+    except (ValueError, KeyError, TypeError) as error:
+        raise IreetuneError(f"{run_dir} cannot be read: {error}") from None
+    target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
+    verify_dir = run_dir / "verify"
+    setup = ReferenceSetup(verify_dir / "reference.mlir", verify_dir / "inputs.npz")
+    built = compile_references(
+        target, setup, {cid: run_dir / records[cid]["spec_path"] for cid in candidate_ids},
+        verify_dir, run_dir / "failures", REFERENCE_TIMEOUT_S, default_jobs(),
+    )  # fmt: skip
+    path = run_dir / REFERENCES_NAME
+    known = json.loads(path.read_text())["references"] if path.exists() else []
+    entries = {int(entry["candidate_id"]): entry for entry in known}
+    for candidate_id, (binary, detail) in built.items():
+        entries[candidate_id] = {
+            "candidate_id": candidate_id,
+            "vmfb": str(binary.relative_to(run_dir)) if binary is not None else "",
+            "hash": detail if binary is not None else "",
+        }
+    path.write_text(json.dumps({"references": [entries[c] for c in sorted(entries)]}, indent=2))
+    return path
