@@ -233,7 +233,9 @@ def main() -> int:
     print(
         f"benchmarks to reach within {arguments.tolerance:.0%} of the best of each recorded "
         f"sample, mean of {arguments.seeds} seeds, leave-one-problem-out, online batch "
-        f"{arguments.batch}, {arguments.labels} labels ({seconds:.1f} s)"
+        f"{arguments.batch}, "
+        f"{'re-measured times where a space has them' if arguments.labels == 'remeasured' else 'first-pass times'}"
+        f" ({seconds:.1f} s)"
     )
     print(render_table(figures["per_problem"], later))  # type: ignore[arg-type]
     print(f"\nrandom / strategy, one seed at a time: {seed_spread(figures['per_seed'])}")  # type: ignore[arg-type]

@@ -79,15 +79,21 @@ def test_effective_times_follow_duplicates_and_the_default() -> None:
 
 REMEASURED = dataclasses.replace(
     SPACE,
-    remeasured={"bbbb": (0.95, 0.9, 1.3), "base": (1.0, 0.98, 0.99), "aaaa": (0.93, 0.97)},
+    remeasured={"bbbb": (0.95, 0.9, 1.3), "base": (1.0, 0.98, 0.99)},
     provenance={**SPACE.provenance, "remeasure": {"rounds": 3}},
 )
 
 
 def test_re_measured_rounds_decide_the_times_of_their_binaries() -> None:
     # The fastest repetition of the rounds replaces the first pass for every row of a
-    # re-measured binary: measured, duplicate, and the config that did not apply (the default's).
-    assert REMEASURED.effective_times() == [0.93, None, 0.93, 0.98, 0.9]
+    # re-measured binary (measured, and the config that did not apply: the default's); the rest
+    # keep their first pass, scaled by the median ratio of the re-measured binaries' times
+    # (0.9 / 0.85 and 0.98 / 1.1) to the machine as the re-measurement found it.
+    factor = (0.9 / 0.85 + 0.98 / 1.1) / 2
+    assert REMEASURED.conditions_factor() == pytest.approx(factor)
+    assert REMEASURED.effective_times() == pytest.approx(
+        [1.4 * factor, None, 1.4 * factor, 0.98, 0.9]
+    )
     assert REMEASURED.effective_times(use_remeasured=False) == [1.4, None, 1.4, 1.1, 0.85]
     assert REMEASURED.baseline_time() == 0.98
     assert REMEASURED.baseline_time(use_remeasured=False) == 1.1
@@ -127,6 +133,7 @@ def test_leaders_are_the_fastest_distinct_binaries_and_the_default() -> None:
     assert select_leaders(SPACE, top=1, near=0.7, most=10) == ["bbbb", "base", "aaaa"]
     assert select_leaders(SPACE, top=3, near=0.0, most=1) == ["bbbb", "base"]
     assert select_leaders(SPACE, top=1, near=0.0, most=0) == ["base"]
+    assert SPACE.conditions_factor() == 1.0
 
 
 def test_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -204,3 +211,10 @@ def test_the_shipped_cpu_dataset_is_large_enough_and_says_where_it_comes_from() 
             "load_average_before",
             "timing_basis",
         } <= set(space.provenance), space.name
+        if space.remeasured:
+            remeasure = space.provenance["remeasure"]
+            assert isinstance(remeasure, dict), space.name
+            assert {"date", "rounds", "load_average_before", "selection", "statistic"} <= set(
+                remeasure
+            ), space.name
+            assert space.baseline is not None and space.baseline.binary in space.remeasured

@@ -405,9 +405,8 @@ def _compile_folders(
                     jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
                     use_database=False, show_progress=options.show_progress,
                     extra_flags=options.extra_flags, stop_after=StopAfter.COMPILE,
-                    # Every candidate's reference program goes along, so the device verifies
-                    # and times the leaders in the same round trip (leaders-only references
-                    # would cost the model flow a third one).
+                    # Every candidate's reference program now, so that one device step both
+                    # measures and verifies (deferring them to the leaders costs a round trip).
                     references=References.ALL,
                 )
             )  # fmt: skip

@@ -47,6 +47,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -98,7 +99,8 @@ class RecordedSpace:
     def effective_times(self, use_remeasured: bool = True) -> list[float | None]:
         """Return each row's time (ms) as the tuner would see it (None where nothing runs): the
         fastest of its binary's re-measured rounds where there are some (unless `use_remeasured`
-        is false), else its first pass's fastest repetition.
+        is false), else its first pass's fastest repetition, scaled by `conditions_factor` so
+        that both describe the machine as the re-measurement found it.
 
         A duplicate runs as fast as the measured row with its binary; a config that did not apply
         runs the default's binary.
@@ -107,17 +109,40 @@ class RecordedSpace:
         for row in (*self.rows, *(() if self.baseline is None else (self.baseline,))):
             if row.binary and row.min_ms is not None:
                 by_binary.setdefault(row.binary, row.min_ms)
-        if use_remeasured:
+        factor = 1.0
+        if use_remeasured and self.remeasured:
+            factor = self.conditions_factor()
+            by_binary = {binary: time * factor for binary, time in by_binary.items()}
             by_binary.update(self.remeasured_times())
         times: list[float | None] = []
         for row in self.rows:
-            time = row.min_ms
+            time = None if row.min_ms is None else row.min_ms * factor
             if row.binary in by_binary and (
                 time is not None or row.status in ("duplicate", "not-applied")
             ):
                 time = by_binary[row.binary]
             times.append(time)
         return times
+
+    def conditions_factor(self) -> float:
+        """Return how much slower the re-measured binaries ran than in their first pass (the
+        median ratio; 1.0 without a re-measurement).
+
+        The first pass and the re-measurement may find the shared machine under very different
+        load (a 2-thread dispatch on 2 busy cores runs 2-3x slower), so the rest of the sample is
+        scaled by this factor to be compared with the leaders. The leaders were chosen for fast
+        first passes, so the factor errs high, which keeps the rest behind them.
+        """
+        first: dict[str, float] = {}
+        for row in (*self.rows, *(() if self.baseline is None else (self.baseline,))):
+            if row.binary and row.min_ms is not None:
+                first[row.binary] = min(row.min_ms, first.get(row.binary, row.min_ms))
+        ratios = [
+            time / first[binary]
+            for binary, time in self.remeasured_times().items()
+            if binary in first
+        ]
+        return statistics.median(ratios) if ratios else 1.0
 
     def remeasured_times(self) -> dict[str, float]:
         """Return each re-measured binary's time: its fastest repetition over all rounds."""
