@@ -248,10 +248,14 @@ def cpu_hang(args: argparse.Namespace) -> None:
                 **environment_for(root), "IREETUNE_BENCHMARK_WORKER": json.dumps(worker),
                 "IREETUNE_FAULT_SLOW": "3",
             }  # fmt: skip
-            result = subprocess.run(
-                [sys.executable, "-c", HANG_SCRIPT, str(folder)], capture_output=True, text=True,
-                env=environment, check=True,
-            )  # fmt: skip
+            try:
+                result = subprocess.run(
+                    [sys.executable, "-c", HANG_SCRIPT, str(folder)], capture_output=True,
+                    text=True, env=environment, check=True, timeout=300,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                print(f"round {round_index + 1}: {name:<7} no result within 300 s", flush=True)
+                continue
             taken, _, what = result.stdout.strip().partition(" ")
             seconds[name].append(float(taken))
             print(
