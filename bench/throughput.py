@@ -11,6 +11,11 @@ and `--overlap` ("after+overlap"), in rotating order, and prints for each: the t
 the first pass's candidates per second (measured / benchmark seconds, as results.json records)
 and measured candidates per second of wall time, each as a mean with its 95% t-interval.
 
+What a hanging candidate costs, before and after (the measuring phase alone, real runtime, one
+candidate whose kernel never returns, injected by tests/fault_worker.py):
+
+    python bench/throughput.py cpu-hang [--rounds 3]
+
 On a GPU host (P4: 100 candidates of a sub-ms dispatch), in two steps:
 
     python bench/throughput.py prepare-gpu OUT [--num-candidates 100]     # compile host
@@ -184,6 +189,84 @@ def cpu(args: argparse.Namespace) -> None:
     shutil.rmtree(out, ignore_errors=True)
 
 
+HANG_SCRIPT = """
+import sys, time
+from pathlib import Path
+from ireetune.benchmark.campaign import CampaignSettings, run_campaign
+from ireetune.benchmark.runner import BenchmarkJob
+folder = Path(sys.argv[1])
+inputs = folder / "inputs.npz"
+jobs = [BenchmarkJob(i, folder / f"{i}.vmfb", inputs, "main") for i in range(1, 7)]
+start = time.perf_counter()
+result = run_campaign(BenchmarkJob(0, folder / "0.vmfb", inputs, "main"), jobs, ["local-task"],
+                      CampaignSettings(repetitions=3, confirm_rounds=1, confirm_top=2))
+hung = result.candidates[3]
+print(f"{time.perf_counter() - start:.2f} {hung.status.value} {hung.reason}")
+"""
+
+SMALL_MATMUL = """
+func.func @main(%lhs: tensor<256x256xf32>, %rhs: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<256x256xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<256x256xf32>, tensor<256x256xf32>)
+                     outs(%init : tensor<256x256xf32>) -> tensor<256x256xf32>
+  return %r : tensor<256x256xf32>
+}
+"""
+
+
+def cpu_hang(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    out = Path(tempfile.mkdtemp(prefix="throughput_hang_"))
+    before = export_package(BEFORE_COMMIT, out / "before")
+    after = out / "after"
+    shutil.copytree(REPOSITORY / "ireetune", after / "ireetune")
+    folder = out / "binaries"
+    folder.mkdir()
+    source = folder / "matmul.mlir"
+    source.write_text(SMALL_MATMUL)
+    compiler = str(Path(sys.executable).parent / "iree-compile")
+    flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+             "--iree-llvmcpu-target-cpu=host"]  # fmt: skip
+    subprocess.run([compiler, str(source), *flags, "-o", str(folder / "0.vmfb")], check=True)
+    for index in range(1, 7):
+        shutil.copyfile(folder / "0.vmfb", folder / f"{index}.vmfb")
+    generator = np.random.default_rng(0)
+    arrays = {f"arg{i}": generator.standard_normal((256, 256), dtype=np.float32) for i in range(2)}
+    np.savez(folder / "inputs.npz", **arrays)  # type: ignore[arg-type]
+    worker = [sys.executable, str(REPOSITORY / "tests" / "fault_worker.py")]
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, {load_summary()}"
+    )
+    seconds: dict[str, list[float]] = {"before": [], "after": []}
+    for round_index in range(args.rounds):
+        order = [("before", before), ("after", after)]
+        for name, root in order if round_index % 2 == 0 else order[::-1]:
+            environment = {
+                **environment_for(root), "IREETUNE_BENCHMARK_WORKER": json.dumps(worker),
+                "IREETUNE_FAULT_SLOW": "3",
+            }  # fmt: skip
+            try:
+                result = subprocess.run(
+                    [sys.executable, "-c", HANG_SCRIPT, str(folder)], capture_output=True,
+                    text=True, env=environment, check=True, timeout=300,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                print(f"round {round_index + 1}: {name:<7} no result within 300 s", flush=True)
+                continue
+            taken, _, what = result.stdout.strip().partition(" ")
+            seconds[name].append(float(taken))
+            print(
+                f"round {round_index + 1}: {name:<7} {float(taken):6.2f} s; candidate 3: {what}  ({load_summary()})",
+                flush=True,
+            )
+    for name, values in seconds.items():
+        print(f"{name:<7} campaign of 6 candidates, one hanging: {interval(values)} s")
+    shutil.rmtree(out, ignore_errors=True)
+
+
 def prepare_gpu(args: argparse.Namespace) -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -253,6 +336,8 @@ def main() -> None:
     on_cpu = commands.add_parser("cpu", help="README example before/after on this machine's CPU")
     on_cpu.add_argument("--rounds", type=int, default=3, help="interleaved rounds per variant")
     on_cpu.add_argument("--num-candidates", type=int, default=32, help="candidates per run")
+    hang = commands.add_parser("cpu-hang", help="what one hanging candidate costs, before/after")
+    hang.add_argument("--rounds", type=int, default=3, help="interleaved rounds per variant")
     prepare = commands.add_parser("prepare-gpu", help="compile the P4 folder (compile host)")
     prepare.add_argument("out", type=Path, help="folder to carry to the GPU host")
     prepare.add_argument("--num-candidates", type=int, default=100, help="candidates to compile")
@@ -261,7 +346,8 @@ def main() -> None:
     on_gpu.add_argument("--devices", default="cuda://0", help="runtime device(s), comma-separated")
     on_gpu.add_argument("--rounds", type=int, default=3, help="interleaved rounds per variant")
     args = parser.parse_args()
-    {"cpu": cpu, "prepare-gpu": prepare_gpu, "gpu": gpu}[args.command](args)
+    commands_by_name = {"cpu": cpu, "cpu-hang": cpu_hang, "prepare-gpu": prepare_gpu, "gpu": gpu}
+    commands_by_name[args.command](args)
 
 
 if __name__ == "__main__":
