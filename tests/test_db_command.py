@@ -231,17 +231,17 @@ def _garbage(path: Path) -> None:
         (_wrong_columns, "is an SQLite file of another program (its results table has columns id"),
         (
             _ireetune_file_plus("CREATE TABLE notes (text TEXT)"),
-            "is an SQLite file of another program (tables: meta, notes, results)",
+            "is an SQLite file of another program (tables: meta, model_results, notes, results)",
         ),
         (
             _ireetune_file_plus(
                 "CREATE TRIGGER wipe AFTER INSERT ON results BEGIN DELETE FROM meta; END"
             ),
-            "is an SQLite file of another program (tables: meta, results; also trigger wipe)",
+            "is an SQLite file of another program (tables: meta, model_results, results; also trigger wipe)",
         ),
         (
-            _ireetune_file_plus("UPDATE meta SET value = '3' WHERE key = 'schema_version'"),
-            "has database schema 3; this ireetune reads 2 (a newer ireetune wrote it)",
+            _ireetune_file_plus("UPDATE meta SET value = '4' WHERE key = 'schema_version'"),
+            "has database schema 4; this ireetune reads 3 (a newer ireetune wrote it)",
         ),
         (_garbage, "is not an ireetune database (file is not a database)"),
     ],
@@ -270,11 +270,11 @@ def test_a_refused_import_source_is_left_byte_for_byte(
     database_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / "other.sqlite"
-    _ireetune_file_plus("UPDATE meta SET value = '3' WHERE key = 'schema_version'")(source)
+    _ireetune_file_plus("UPDATE meta SET value = '4' WHERE key = 'schema_version'")(source)
     before = (_digest(source), _digest(database_file))
     assert main(["db", "--db", str(database_file), "import", str(source)]) == 2
     assert _one_error_line(capsys) == (
-        f"{source} has database schema 3; this ireetune reads 2 (a newer ireetune wrote it)"
+        f"{source} has database schema 4; this ireetune reads 3 (a newer ireetune wrote it)"
     )
     assert (_digest(source), _digest(database_file)) == before
 

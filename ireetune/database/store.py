@@ -5,9 +5,9 @@ text: the problem as the JSON of its record, the config as the JSON of its sorte
 for the compiler's default). Each row keeps every check's outcome separately (dispatch-level
 speedup with its interval, outputs equal, real-input speedup with its interval) and the verdict
 that the decision rule named in `rule` reached; only a `winner` under the current rule, measured
-here (`origin` = local), is ever reused. WAL mode and a busy timeout let several tuner processes share one
-file; every write is its own short transaction, so a killed process loses at most the row it was
-writing.
+here (`origin` = local), is ever reused. WAL mode and a busy timeout let several tuner processes
+share one file; every write is its own short transaction, so a killed process loses at most the
+row it was writing. The file's tables and their versions live in `database/schema.py`.
 """
 
 from __future__ import annotations
@@ -17,74 +17,25 @@ import json
 import math
 import os
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ireetune.database.schema import (
+    connect_read_only,
+    inspect_database_file,
+    open_database,
+    transaction,
+)
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 from ireetune.report.records import CandidateStatus
 from ireetune.search.candidate import Knobs
 
-SCHEMA_VERSION = 2
-BUSY_TIMEOUT_MS = 30_000
 DB_VARIABLE = "IREETUNE_DB"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS results (
-    compiler_version TEXT NOT NULL,
-    target TEXT NOT NULL,
-    device TEXT NOT NULL,
-    problem TEXT NOT NULL,
-    signature TEXT NOT NULL,
-    config TEXT NOT NULL,
-    compilation_info TEXT NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    times_ms TEXT NOT NULL,
-    median_ms REAL,
-    min_ms REAL,
-    max_ms REAL,
-    spread REAL,
-    baseline_ms REAL,
-    speedup REAL,
-    session TEXT NOT NULL,
-    written_at TEXT NOT NULL,
-    speedup_low REAL,
-    speedup_high REAL,
-    basis TEXT NOT NULL DEFAULT '',
-    confirmed INTEGER NOT NULL DEFAULT 0,
-    rounds_ms TEXT NOT NULL DEFAULT '[]',
-    outputs_match INTEGER,
-    real_input_speedup REAL,
-    real_input_low REAL,
-    real_input_high REAL,
-    verdict TEXT NOT NULL DEFAULT '',
-    rule TEXT NOT NULL DEFAULT '',
-    origin TEXT NOT NULL DEFAULT 'local',
-    PRIMARY KEY (compiler_version, target, device, problem, config)
-);
-CREATE INDEX IF NOT EXISTS results_by_problem ON results (signature, target, device);
-"""
-
-# Columns schema 2 added to schema 1's results table; a schema-1 file is upgraded in place.
-_SCHEMA_2_COLUMNS = (
-    "speedup_low REAL",
-    "speedup_high REAL",
-    "basis TEXT NOT NULL DEFAULT ''",
-    "confirmed INTEGER NOT NULL DEFAULT 0",
-    "rounds_ms TEXT NOT NULL DEFAULT '[]'",
-    "outputs_match INTEGER",
-    "real_input_speedup REAL",
-    "real_input_low REAL",
-    "real_input_high REAL",
-    "verdict TEXT NOT NULL DEFAULT ''",
-    "rule TEXT NOT NULL DEFAULT ''",
-    "origin TEXT NOT NULL DEFAULT 'local'",
-)
 LOCAL_ORIGIN = "local"
 # Imported rows' origin: `imported:<file name>@<time>`.
 IMPORTED_ORIGIN = "imported"
@@ -194,233 +145,34 @@ class StoredResult:
         return parse_config_key(self.config)
 
 
-def _column_names(declarations: str) -> tuple[str, ...]:
-    return tuple(line.split()[0] for line in declarations.strip().splitlines())
-
-
-# Column names of schema 1's results table, in order; schema 2 appends _SCHEMA_2_COLUMNS.
-_SCHEMA_1_RESULT_COLUMNS = _column_names(
-    """
-    compiler_version
-    target
-    device
-    problem
-    signature
-    config
-    compilation_info
-    status
-    reason
-    times_ms
-    median_ms
-    min_ms
-    max_ms
-    spread
-    baseline_ms
-    speedup
-    session
-    written_at
-    """
-)
-RESULT_COLUMNS = {
-    1: _SCHEMA_1_RESULT_COLUMNS,
-    2: _SCHEMA_1_RESULT_COLUMNS + tuple(column.split()[0] for column in _SCHEMA_2_COLUMNS),
-}
-# Everything an ireetune database's sqlite_master may hold; anything else is another program's.
-_OWN_SCHEMA_ENTRIES = frozenset(
-    {
-        ("table", "meta"),
-        ("table", "results"),
-        ("index", "results_by_problem"),
-        ("index", "sqlite_autoindex_meta_1"),
-        ("index", "sqlite_autoindex_results_1"),
-    }
-)
-
-
-def _read_only_uri(path: Path) -> str:
-    """Name a file for a read-only SQLite connection (percent-encoded, so any name is safe)."""
-    return f"{path.resolve().as_uri()}?mode=ro"
-
-
-def inspect_database_file(path: Path) -> int:
-    """Check, through a read-only connection, that a file is an ireetune database this version
-    reads, and return its schema version (0 for an empty database).
-
-    Nothing is written: a foreign SQLite file, a damaged one, garbage or a newer schema is
-    refused with an IreetuneError and left byte for byte as it was.
-    """
-    try:
-        connection = sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-    except sqlite3.Error as error:
-        raise IreetuneError(f"cannot read {path} ({error})") from error
-    try:
-        return _inspect(connection, path)
-    except sqlite3.DatabaseError as error:
-        raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
-    finally:
-        connection.close()
-
-
-def _inspect(connection: sqlite3.Connection, path: Path) -> int:
-    entries = {
-        (kind, name)
-        for kind, name in connection.execute("SELECT type, name FROM sqlite_master")
-        if not (kind == "table" and name.startswith("sqlite_"))
-    }
-    if not entries:
-        return 0
-    tables = {name for kind, name in entries if kind == "table"}
-    if not entries <= _OWN_SCHEMA_ENTRIES or tables != {"meta", "results"}:
-        foreign = sorted(f"{kind} {name}" for kind, name in entries - _OWN_SCHEMA_ENTRIES)
-        raise IreetuneError(
-            f"{path} is an SQLite file of another program (tables: {', '.join(sorted(tables))}"
-            + (f"; also {', '.join(foreign)}" if foreign and tables == {"meta", "results"} else "")
-            + ")"
-        )
-    meta_columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(meta)"))
-    if meta_columns != ("key", "value"):
-        raise IreetuneError(
-            f"{path} is an SQLite file of another program (its meta table has columns "
-            f"{', '.join(meta_columns)})"
-        )
-    stored = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-    version_text = stored[0][0] if len(stored) == 1 else None
-    if not (isinstance(version_text, str) and version_text.isdigit()):
-        raise IreetuneError(f"{path} is not an ireetune database (no schema version)")
-    version = int(version_text)
-    if version > SCHEMA_VERSION:
-        raise IreetuneError(
-            f"{path} has database schema {version}; this ireetune reads {SCHEMA_VERSION} "
-            "(a newer ireetune wrote it)"
-        )
-    result_columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(results)"))
-    if result_columns != RESULT_COLUMNS.get(version):
-        raise IreetuneError(
-            f"{path} is an SQLite file of another program (its results table has columns "
-            f"{', '.join(result_columns)}, unlike ireetune's schema {version})"
-        )
-    problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
-    if problems != ["ok"]:
-        raise IreetuneError(f"{path} is a damaged database ({problems[0]})")
-    return version
-
-
 def read_database_rows(path: Path) -> list[dict[str, object]]:
     """Read every results row of another ireetune database file as raw column values, through a
     read-only connection: the file is neither switched to WAL nor upgraded. The values are
     untrusted; the caller validates them."""
     if inspect_database_file(path) == 0:
         return []
+    connection = connect_read_only(path)
     try:
-        connection = sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-        try:
-            return list(_dicts(connection.execute("SELECT * FROM results ORDER BY rowid")))
-        finally:
-            connection.close()
+        return list(_dicts(connection.execute("SELECT * FROM results ORDER BY rowid")))
     except sqlite3.Error as error:
         raise IreetuneError(f"cannot read {path} ({error})") from error
-
-
-def _require_writable_folder(folder: Path) -> None:
-    """Create the database's folder if needed and check that files can be made in it (the
-    database, its WAL and shared-memory files)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise IreetuneError(
-            f"cannot create the database folder {folder}: {error.strerror}"
-        ) from error
-    try:
-        # A real probe rather than os.access, which says yes to root on a read-only folder.
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise IreetuneError(
-            f"the database folder {folder} is not writable ({error.strerror})"
-        ) from error
+    finally:
+        connection.close()
 
 
 class TuningDatabase:
     """A connection to one database file; safe to use from several processes at once.
 
     An existing file is inspected read-only first; only an ireetune database of this or an older
-    schema is then opened for writing (switched to WAL, created or upgraded).
+    schema is then opened for writing (`database/schema.py`).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        if path.exists() and not path.is_file():
-            raise IreetuneError(f"database path is not a file: {path}")
-        _require_writable_folder(path.parent)
-        if path.is_file() and path.stat().st_size > 0:
-            inspect_database_file(path)
-        try:
-            self._connection = sqlite3.connect(
-                str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
-            )
-        except sqlite3.Error as error:
-            raise IreetuneError(f"cannot open {path} for writing ({error})") from error
-        try:
-            self._connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._connection.execute("PRAGMA journal_mode = WAL")
-            self._connection.execute("PRAGMA synchronous = NORMAL")
-            self._create_or_upgrade_schema()
-        except sqlite3.DatabaseError as error:
-            self._connection.close()
-            raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
-        except IreetuneError:
-            self._connection.close()
-            raise
+        self._connection = open_database(path)
 
-    def _create_or_upgrade_schema(self) -> None:
-        """Create the tables in a new file, or upgrade a schema-1 file, in one transaction (a
-        process that starts at the same time sees all of it or nothing)."""
-        with self._transaction():
-            tables = {
-                row[0]
-                for row in self._connection.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                )
-            }
-            if not tables:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._connection.execute(statement)
-                self._connection.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            stored = self._connection.execute(
-                "SELECT value FROM meta WHERE key = 'schema_version'"
-            ).fetchone()
-            if stored is not None and stored[0] == "1":
-                self._upgrade_from_schema_1()
-            elif stored is None or stored[0] != str(SCHEMA_VERSION):
-                # The read-only inspection passed; only a change since then gets here.
-                raise IreetuneError(f"{self.path} changed while it was opened; try again")
-
-    def _upgrade_from_schema_1(self) -> None:
-        """Add schema 2's columns; old rows get no verdict, so they are re-decided, never reused."""
-        present = {row[1] for row in self._connection.execute("PRAGMA table_info(results)")}
-        for column in _SCHEMA_2_COLUMNS:
-            if column.split()[0] not in present:
-                self._connection.execute(f"ALTER TABLE results ADD COLUMN {column}")
-        self._connection.execute(
-            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-        )
-
-    class _Transaction:
-        def __init__(self, connection: sqlite3.Connection) -> None:
-            self._connection = connection
-
-        def __enter__(self) -> None:
-            self._connection.execute("BEGIN IMMEDIATE")
-
-        def __exit__(self, kind: object, value: object, traceback: object) -> None:
-            self._connection.execute("COMMIT" if kind is None else "ROLLBACK")
-
-    def _transaction(self) -> TuningDatabase._Transaction:
-        return TuningDatabase._Transaction(self._connection)
+    def _transaction(self) -> AbstractContextManager[None]:
+        return transaction(self._connection)
 
     def close(self) -> None:
         self._connection.close()

@@ -3,9 +3,9 @@
 One row per (compiler version, target, device, model): the model is named by the SHA-256 of the
 MLIR that was tuned. The row keeps the winning flags, the flag phase's interval and rule, the
 tuned spec's text, and the combined speedup over the default. The table lives in the same SQLite
-file as the per-dispatch results (`database/store.py`), created here and touched by nothing
-else; `ireetune tune` reuses a stored flag winner reached under the same rule unless asked to
-`--retune`.
+file as the per-dispatch results (`database/store.py`); the file's schema, this table's
+included, is created, checked and upgraded in one place (`database/schema.py`). `ireetune tune`
+reuses a stored flag winner reached under the same rule unless asked to `--retune`.
 """
 
 from __future__ import annotations
@@ -13,35 +13,10 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.errors import IreetuneError
-
-BUSY_TIMEOUT_MS = 30_000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS model_results (
-    compiler_version TEXT NOT NULL,
-    target TEXT NOT NULL,
-    device TEXT NOT NULL,
-    model_sha256 TEXT NOT NULL,
-    model_name TEXT NOT NULL,
-    flags TEXT NOT NULL,
-    flag_speedup REAL,
-    flag_low REAL,
-    flag_high REAL,
-    rule TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    combined_speedup REAL,
-    combined_low REAL,
-    combined_high REAL,
-    run_dir TEXT NOT NULL,
-    written_at TEXT NOT NULL,
-    PRIMARY KEY (compiler_version, target, device, model_sha256)
-);
-"""
+from ireetune.database.schema import open_database, transaction
 
 
 @dataclass(frozen=True)
@@ -77,23 +52,12 @@ def hash_model(mlir_path: Path) -> str:
     return hashlib.sha256(mlir_path.read_bytes()).hexdigest()
 
 
-def _connect(database_path: Path) -> sqlite3.Connection:
-    try:
-        database_path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(database_path, timeout=BUSY_TIMEOUT_MS / 1000)
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        connection.executescript(_SCHEMA)
-    except sqlite3.Error as error:
-        raise IreetuneError(f"cannot open the tuning database {database_path}: {error}") from error
-    return connection
-
-
 def record_model_result(database_path: Path, key: ModelKey, result: ModelResult) -> None:
     """Write (or replace) the model's row."""
     written_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    connection = _connect(database_path)
+    connection = open_database(database_path)
     try:
-        with connection:
+        with transaction(connection):
             connection.execute(
                 "INSERT OR REPLACE INTO model_results VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -113,7 +77,7 @@ def lookup_model_result(database_path: Path, key: ModelKey) -> ModelResult | Non
     """Return the model's stored row, or None."""
     if not database_path.exists():
         return None
-    connection = _connect(database_path)
+    connection = open_database(database_path)
     try:
         row = connection.execute(
             "SELECT model_name, flags, flag_speedup, flag_low, flag_high, rule, spec, "
