@@ -70,10 +70,12 @@ def check_output_file(path: Path) -> None:
 
 
 def check_database_path(path: Path | None) -> None:
-    """Refuse, before any work, a database file (default: the user's) that cannot be written.
+    """Refuse, before any work, a database file (default: the user's) that cannot be written or
+    that ireetune would refuse to open (not an ireetune database, a newer schema).
 
     SQLite writes a journal beside the file, so its folder must be writable too.
     """
+    from ireetune.database.schema import check_database_file
     from ireetune.database.store import default_database_path
 
     database = path or default_database_path()
@@ -83,6 +85,7 @@ def check_database_path(path: Path | None) -> None:
         check_output_file(database)
     except IreetuneError as error:
         raise IreetuneError(f"cannot use the database {database}: {error}") from None
+    check_database_file(database)
 
 
 def check_run_folder(path: Path) -> None:

@@ -30,6 +30,7 @@ from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME
 from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
 from tests.test_database import INFO as DATABASE_INFO
 from tests.test_database import PROBLEM as DATABASE_PROBLEM
+from tests.test_hardening_database import write_newer_schema_file, write_wal_foreign_file
 
 DYNAMIC_MODEL = """
 func.func @main(%lhs: tensor<?x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<?x128xf32> {
@@ -528,6 +529,54 @@ CASES = [
         "db-import-string-speedup",
         ("db", "--db", "{empty_db}", "import", "{bad_rows}"),
         "speedup",
+    ),
+    # database: every command that takes --db checks it before any work, and a refused file gets
+    # nothing written into or beside it (no -wal/-shm file, no new database).
+    Case(
+        "database-tune-text-file",
+        (*TUNE[:-1], "--no-flag-search", "--num-candidates", "2", "--db", "{afile}"),
+        "afile.txt is not an ireetune database (file is not a database)",
+    ),
+    Case(
+        "database-tune-newer-schema",
+        (*TUNE[:-1], "--no-flag-search", "--num-candidates", "2", "--db", "{tmp}/newer.sqlite"),
+        "newer.sqlite has database schema",
+        setup=lambda folder, tmp: write_newer_schema_file(tmp / "newer.sqlite"),
+    ),
+    Case(
+        "database-tune-newer-schema-wal",
+        (*TUNE[:-1], "--no-flag-search", "--num-candidates", "2", "--db", "{tmp}/newer.sqlite"),
+        "a newer ireetune wrote it",
+        setup=lambda folder, tmp: write_newer_schema_file(tmp / "newer.sqlite", wal=True),
+    ),
+    Case(
+        "database-tune-dispatch-newer-schema-wal",
+        (*TUNE_DISPATCH, "--num-candidates", "2", "--db", "{tmp}/newer.sqlite"),
+        "a newer ireetune wrote it",
+        setup=lambda folder, tmp: write_newer_schema_file(tmp / "newer.sqlite", wal=True),
+    ),
+    Case(
+        "database-tune-dispatch-foreign-wal",
+        (*TUNE_DISPATCH, "--num-candidates", "2", "--db", "{tmp}/wal.sqlite"),
+        "wal.sqlite is an SQLite file of another program (tables: customers)",
+        setup=lambda folder, tmp: write_wal_foreign_file(tmp / "wal.sqlite"),
+    ),
+    Case(
+        "database-db-list-newer-schema-wal",
+        ("db", "--db", "{tmp}/newer.sqlite", "list"),
+        "a newer ireetune wrote it",
+        setup=lambda folder, tmp: write_newer_schema_file(tmp / "newer.sqlite", wal=True),
+    ),
+    Case(
+        "database-db-import-foreign-wal-source",
+        ("db", "--db", "{tmp}/new.sqlite", "import", "{tmp}/wal.sqlite"),
+        "wal.sqlite is an SQLite file of another program",
+        setup=lambda folder, tmp: write_wal_foreign_file(tmp / "wal.sqlite"),
+    ),
+    Case(
+        "database-db-import-bad-rows-into-a-new-database",
+        ("db", "--db", "{tmp}/new.sqlite", "import", "{bad_rows}"),
+        "bad_rows.json: row 0: speedup",
     ),
 ]
 

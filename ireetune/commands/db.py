@@ -49,16 +49,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.database.schema import check_database_file
     from ireetune.database.store import TuningDatabase, default_database_path
 
     path = arguments.db or default_database_path()
     if arguments.db_command != "import" and not path.exists():
         raise IreetuneError(f"no database at {path}")
+    check_database_file(path)
     if arguments.db_command in ("export", "report") and arguments.output is not None:
         _check_output(arguments.output)
-    if arguments.db_command == "import" and not arguments.source.is_file():
-        # Read the source's fate before the database is created or touched.
-        raise IreetuneError(f"file not found: {arguments.source}")
+    if arguments.db_command == "import":
+        # The source is read and checked in full before the database is created or touched.
+        return _import(path, arguments.source)
     with TuningDatabase(path) as database:
         if arguments.db_command == "list":
             return _list(database)
@@ -71,7 +73,7 @@ def run(arguments: argparse.Namespace) -> int:
 
             sys.stdout.write(report_database(database, path, arguments.output))
             return 0
-        return _import(database, arguments.source)
+    raise AssertionError(f"unknown db command {arguments.db_command}")
 
 
 def _check_output(output: Path) -> None:
@@ -80,12 +82,6 @@ def _check_output(output: Path) -> None:
         raise IreetuneError(f"cannot write {output}: it is a folder")
     if not output.parent.is_dir():
         raise IreetuneError(f"cannot write {output}: folder {output.parent} does not exist")
-
-
-def _printable(text: str) -> str:
-    """Show stored text on one line: control characters (a newline, a terminal escape) that an
-    imported row could hold are written as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _speedup_text(result: StoredResult) -> str:
@@ -100,6 +96,7 @@ def _speedup_text(result: StoredResult) -> str:
 
 def _list(database: TuningDatabase) -> int:
     from ireetune.database.store import LOCAL_ORIGIN, deciding_speedup, is_local_winner
+    from ireetune.report.db_report import printable_text
 
     winners: dict[tuple[str, str, str, str], StoredResult] = {}
     counts: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -127,12 +124,14 @@ def _list(database: TuningDatabase) -> int:
             f"; {imported[group]} imported (candidates to measure again)" if imported[group] else ""
         )
         sys.stdout.write(
-            _printable(f"{'  '.join(group)}: {best}; {status_text}{origin_text}") + "\n"
+            printable_text(f"{'  '.join(group)}: {best}; {status_text}{origin_text}") + "\n"
         )
     return 0
 
 
 def _show(database: TuningDatabase, problem: str) -> int:
+    from ireetune.report.db_report import printable_text
+
     rows = [r for r in database.all_results() if problem in r.key.signature]
     if not rows:
         raise IreetuneError(f"no stored result for a problem matching '{problem}'")
@@ -143,7 +142,7 @@ def _show(database: TuningDatabase, problem: str) -> int:
             f"{_speedup_text(r):>24} {median:>12}  {r.config}  origin {r.origin}"
             f"{'  (' + r.reason + ')' if r.reason else ''}"
         )
-        sys.stdout.write(_printable(line) + "\n")
+        sys.stdout.write(printable_text(line) + "\n")
     return 0
 
 
@@ -176,11 +175,13 @@ def _export(
     return 0
 
 
-def _import(database: TuningDatabase, source: Path) -> int:
+def _import(path: Path, source: Path) -> int:
     from ireetune.database.exchange import read_results_file
+    from ireetune.database.store import TuningDatabase
 
     results = read_results_file(source)
-    added = database.import_results(results)
+    with TuningDatabase(path) as database:
+        added = database.import_results(results)
     sys.stdout.write(
         f"imported {added} of {len(results)} results ({len(results) - added} already present); "
         "imported verdicts are candidates to measure again here, never reused as they are\n"

@@ -40,10 +40,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.database.schema import check_database_file
     from ireetune.database.store import default_database_path
     from ireetune.search.model_store import model_folder
 
     database_path = arguments.db or default_database_path()
+    check_database_file(database_path)
     folder = model_folder(database_path)
     if arguments.model_command == "train":
         return _train(database_path, folder, arguments.spaces, arguments.seed)

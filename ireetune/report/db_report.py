@@ -103,6 +103,12 @@ def summarize_results(results: Iterable[StoredResult]) -> DatabaseSummary:
     )
 
 
+def printable_text(text: str) -> str:
+    """Show stored text on one line of a terminal: control characters (a newline, a terminal
+    escape) that an imported row could hold are written as escapes (`\\x1b`)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _speedup_text(speedup: float | None) -> str:
     return "no verified result" if speedup is None else f"{speedup:.3f}x"
 
@@ -128,7 +134,7 @@ def render_summary_text(summary: DatabaseSummary) -> str:
             f"{g.improved} improved"
             for g in groups
         )
-    return "\n".join(lines) + "\n"
+    return "".join(printable_text(line) + "\n" for line in lines)
 
 
 def render_summary_html(summary: DatabaseSummary, database_name: str) -> str:
