@@ -50,7 +50,7 @@ def write_schema_2_file(path: Path, with_model_results: bool) -> None:
         database.write(stored_result({"vec_m": 8}, "measured", 1.2))
     connection = sqlite3.connect(path)
     connection.execute("PRAGMA journal_mode = DELETE")
-    connection.execute("DROP TABLE model_results")
+    connection.execute("DROP TABLE IF EXISTS model_results")
     connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     if with_model_results:
         connection.executescript(SCHEMA_2_MODEL_RESULTS)
