@@ -5,7 +5,7 @@ MLIR that was tuned. The row keeps the winning flags, the flag phase's interval 
 tuned spec's text, and the combined speedup over the default. The table lives in the same SQLite
 file as the per-dispatch results (`database/store.py`); the file's schema, this table's
 included, is created, checked and upgraded in one place (`database/schema.py`). `ireetune tune`
-reuses a stored flag winner reached under the same rule unless asked to `--retune`.
+writes the row; nothing reads it back yet (`lookup_model_result` is the reader to come).
 """
 
 from __future__ import annotations
