@@ -9,9 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireetune.errors import IreetuneError
+from ireetune.output_paths import add_force_argument, check_new_output, write_output
 
 if TYPE_CHECKING:
     from ireetune.database.store import StoredResult, TuningDatabase
+
+# The database file and the journal, write-ahead log and shared memory SQLite keeps beside it.
+DATABASE_SUFFIXES = ("", "-journal", "-wal", "-shm")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,12 +39,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument(
         "-o", "--output", type=Path, default=None, help="file to write (default: stdout)"
     )
+    add_force_argument(export)
     import_ = actions.add_parser(
         "import", help="add results from a JSON export or another database"
     )
     import_.add_argument("source", type=Path, help="a JSON export or an ireetune database file")
     report = actions.add_parser("report", help="best speedups per problem, target and compiler")
     report.add_argument("-o", "--output", type=Path, default=None, help="also write an HTML page")
+    add_force_argument(report)
     for action in (list_, show, export, import_, report):
         # After the action too (`ireetune db list --db FILE`), as every tuner takes it; SUPPRESS
         # keeps a `--db` given before the action when none follows it.
@@ -55,7 +61,9 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.db_command != "import" and not path.exists():
         raise IreetuneError(f"no database at {path}")
     if arguments.db_command in ("export", "report") and arguments.output is not None:
-        _check_output(arguments.output)
+        # The database and the files SQLite keeps beside it are inputs, never outputs.
+        database_files = [path.with_name(path.name + suffix) for suffix in DATABASE_SUFFIXES]
+        check_new_output(arguments.output, arguments.force, database_files)
     if arguments.db_command == "import" and not arguments.source.is_file():
         # Read the source's fate before the database is created or touched.
         raise IreetuneError(f"file not found: {arguments.source}")
@@ -72,14 +80,6 @@ def run(arguments: argparse.Namespace) -> int:
             sys.stdout.write(report_database(database, path, arguments.output))
             return 0
         return _import(database, arguments.source)
-
-
-def _check_output(output: Path) -> None:
-    """Refuse an output file that cannot be written, before any work."""
-    if output.is_dir():
-        raise IreetuneError(f"cannot write {output}: it is a folder")
-    if not output.parent.is_dir():
-        raise IreetuneError(f"cannot write {output}: folder {output.parent} does not exist")
 
 
 def _printable(text: str) -> str:
@@ -169,10 +169,7 @@ def _export(
     if output is None:
         sys.stdout.write(text)
         return 0
-    try:
-        output.write_text(text)
-    except OSError as error:
-        raise IreetuneError(f"cannot write {output}: {error.strerror}") from error
+    write_output(output, text)
     return 0
 
 
