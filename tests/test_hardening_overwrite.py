@@ -1,18 +1,20 @@
-"""Issue 22, defect 3: no silent overwrite.
+"""Issue 22, defect 3 and the quoting item of defect 6: no silent overwrite, quoted next commands.
 
 The refusals (an existing output without `--force`, an input even with it) are cases of
 tests/test_bad_inputs.py; here are the runs that succeed: `--force` replaces an output, and
-atomically.
+atomically, and every printed next command survives a path with a space.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
 from ireetune.cli import main
+from ireetune.model.split_flow import Phase, SplitStatus, describe_status
 from tests.conftest import MATMUL_MODEL
 
 
@@ -132,3 +134,48 @@ def test_report_replaces_its_own_default_page_but_no_file_of_the_run(
     after = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
     assert {name: after[name] for name in run_files} == run_files
     assert sorted(set(after) - set(run_files)) == ["report.html"]
+
+
+def test_printed_next_commands_quote_a_path_with_spaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    runs = tmp_path / "my runs; rm -rf x"
+    tune = ["tune-dispatch", str(model), "--output-dir", str(runs), "--num-candidates", "2"]
+    quick = ["--repetitions", "2", "--min-repetition-time", "0.002"]
+    assert main([*tune, *quick, "--stop-after", "compile", "--no-db", "--no-progress"]) == 0
+    (run_dir,) = runs.iterdir()
+    compiled_out = capsys.readouterr().out
+    assert main(["benchmark-folder", str(run_dir), "--devices", "local-task"]) == 0
+    benchmarked_out = capsys.readouterr().out
+
+    commands = [
+        shlex.split(line.split("   (")[0])
+        for line in compiled_out.splitlines()
+        if line.startswith("  ireetune ")
+    ]
+    (next_line,) = [line for line in benchmarked_out.splitlines() if line.startswith("next: ")]
+
+    assert commands == [
+        ["ireetune", "benchmark-folder", str(run_dir)],
+        ["ireetune", "finish", str(run_dir)],
+    ]
+    assert shlex.split(next_line.removeprefix("next: ").split("   (")[0]) == [
+        "ireetune",
+        "finish",
+        str(run_dir),
+    ]
+
+
+def test_split_run_status_quotes_its_commands() -> None:
+    run_dir = Path("/tmp/a run folder/mlp run")
+    status = SplitStatus(run_dir, Phase.AWAITING_DEVICE, 1, "ireetune device-step")
+
+    lines = describe_status(status).splitlines()
+
+    assert shlex.split(lines[-1].removeprefix("then, here: ")) == [
+        "ireetune",
+        "continue",
+        str(run_dir),
+    ]
