@@ -45,10 +45,10 @@ def run(arguments: argparse.Namespace) -> int:
         resolve_compile_target,
     )
 
-    inputs = [arguments.model, arguments.spec, arguments.flags_file]
-    check_new_output(arguments.output, arguments.force, [p for p in inputs if p is not None])
     if arguments.spec is None and arguments.flags_file is None:
         raise IreetuneError("compile: give --spec SPEC, --flags-file FILE or both")
+    inputs = [arguments.model, arguments.spec, arguments.flags_file]
+    check_new_output(arguments.output, arguments.force, [p for p in inputs if p is not None])
     flags = read_flags_file(arguments.flags_file) if arguments.flags_file is not None else ()
     target = resolve_compile_target(arguments.target, flags)
     if arguments.spec is None:

@@ -58,12 +58,14 @@ def run(arguments: argparse.Namespace) -> int:
     from ireetune.database.store import TuningDatabase, default_database_path
 
     path = arguments.db or default_database_path()
-    if arguments.db_command != "import" and not path.exists():
-        raise IreetuneError(f"no database at {path}")
     if arguments.db_command in ("export", "report") and arguments.output is not None:
         # The database and the files SQLite keeps beside it are inputs, never outputs.
         database_files = [path.with_name(path.name + suffix) for suffix in DATABASE_SUFFIXES]
         check_new_output(arguments.output, arguments.force, database_files)
+    if arguments.db_command != "import" and not path.exists():
+        raise IreetuneError(f"no database at {path}")
+    if arguments.db_command in ("export", "report") and arguments.output is not None:
+        _check_output(arguments.output)
     if arguments.db_command == "import" and not arguments.source.is_file():
         # Read the source's fate before the database is created or touched.
         raise IreetuneError(f"file not found: {arguments.source}")
@@ -80,6 +82,14 @@ def run(arguments: argparse.Namespace) -> int:
             sys.stdout.write(report_database(database, path, arguments.output))
             return 0
         return _import(database, arguments.source)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an output file that cannot be written, before any work."""
+    if output.is_dir():
+        raise IreetuneError(f"cannot write {output}: it is a folder")
+    if not output.parent.is_dir():
+        raise IreetuneError(f"cannot write {output}: folder {output.parent} does not exist")
 
 
 def _printable(text: str) -> str:
