@@ -78,9 +78,14 @@ def check_new_output(
 def _temporary_beside(output: Path) -> Iterator[Path]:
     """Yield a fresh temporary path in the output's folder; rename it over `output` on success.
 
-    The temporary file gets the mode a new file would get (mkstemp makes it private).
+    The folder is created if needed (`check_new_output` has seen that it can be). The temporary
+    file gets the mode a new file would get (mkstemp makes it private).
     """
-    handle, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    except OSError as error:
+        raise IreetuneError(f"cannot write {output}: {error.strerror}") from error
     os.close(handle)
     temporary = Path(name)
     try:

@@ -8,13 +8,17 @@ atomically, and every printed next command survives a path with a space.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
 from pathlib import Path
 
 import pytest
 
 from ireetune.cli import main
+from ireetune.errors import IreetuneError
 from ireetune.model.split_flow import Phase, SplitStatus, describe_status
+from ireetune.output_paths import check_new_output, write_output
 from tests.conftest import MATMUL_MODEL
 
 
@@ -179,3 +183,30 @@ def test_split_run_status_quotes_its_commands() -> None:
         "continue",
         str(run_dir),
     ]
+
+
+def test_a_hard_link_to_an_input_is_the_input(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.mlir"
+    spec.write_text("module {}\n")
+    alias = tmp_path / "alias.mlir"
+    alias.hardlink_to(spec)
+
+    with pytest.raises(IreetuneError) as excinfo:
+        check_new_output(alias, True, [spec])
+
+    assert str(excinfo.value) == (
+        f"cannot write {alias}: it is the input {spec}; name another output file"
+    )
+
+
+def test_write_output_makes_its_folder_and_a_file_of_the_usual_mode(tmp_path: Path) -> None:
+    output = tmp_path / "new" / "nested" / "rows.csv"
+    previous = os.umask(0o022)
+    try:
+        write_output(output, "a,b\n")
+    finally:
+        os.umask(previous)
+
+    assert output.read_text() == "a,b\n"
+    assert stat.S_IMODE(output.stat().st_mode) == 0o644
+    assert [p.name for p in output.parent.iterdir()] == ["rows.csv"]
