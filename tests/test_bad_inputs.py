@@ -578,6 +578,112 @@ CASES = [
         ("db", "--db", "{tmp}/new.sqlite", "import", "{bad_rows}"),
         "bad_rows.json: row 0: speedup",
     ),
+    # overwrite (issue 22, defect 3): an existing output needs --force; an input, never.
+    Case(
+        "db-export-over-its-database",
+        ("db", "--db", "{empty_db}", "export", "--format", "json", "-o", "{empty_db}", "--force"),
+        "it is the input",
+    ),
+    Case(
+        "db-export-over-an-existing-file",
+        ("db", "--db", "{empty_db}", "export", "--format", "csv", "-o", "{afile}"),
+        "afile.txt exists; pass --force to replace it",
+    ),
+    Case(
+        "db-report-over-its-database",
+        ("db", "--db", "{empty_db}", "report", "-o", "{empty_db}", "--force"),
+        "it is the input",
+    ),
+    Case(
+        "db-report-over-an-existing-file",
+        ("db", "--db", "{empty_db}", "report", "-o", "{afile}"),
+        "exists; pass --force",
+    ),
+    Case(
+        "report-over-a-file-of-the-run",
+        ("report", "{folder}", "-o", "{folder}/results.json", "--force"),
+        "which this command reads",
+    ),
+    Case(
+        "report-over-an-existing-file",
+        ("report", "{folder}", "-o", "{afile}"),
+        "exists; pass --force",
+    ),
+    Case(
+        "spec-link-over-its-input",
+        ("spec", "link", "{spec}", "-o", "{spec}", "--force"),
+        "it is the input",
+    ),
+    Case(
+        "spec-link-over-an-existing-file",
+        ("spec", "link", "{spec}", "-o", "{afile}"),
+        "exists; pass --force",
+    ),
+    Case(
+        "compile-over-its-model",
+        ("compile", "{model}", "--target", "cpu", "--spec", "{spec}", "-o", "{model}", "--force"),
+        "it is the input",
+    ),
+    Case(
+        "compile-over-its-model-through-a-link",
+        (
+            "compile",
+            "{model}",
+            "--target",
+            "cpu",
+            "--spec",
+            "{spec}",
+            "-o",
+            "{tmp}/link.vmfb",
+            "--force",
+        ),
+        "it is the input",
+        setup=lambda _, tmp: (tmp / "link.vmfb").symlink_to(tmp / "model.mlir"),
+    ),
+    Case(
+        "compile-over-its-spec-another-spelling",
+        (
+            "compile",
+            "{model}",
+            "--target",
+            "cpu",
+            "--spec",
+            "{spec}",
+            "-o",
+            "{adir}/../spec.mlir",
+            "--force",
+        ),
+        "it is the input",
+    ),
+    Case(
+        "compile-over-an-existing-file",
+        ("compile", "{model}", "--target", "cpu", "--spec", "{spec}", "-o", "{afile}"),
+        "exists; pass --force",
+    ),
+    Case(
+        "profile-output-over-its-configs",
+        (*PROFILE, "--configs", "{spec}", "--output", "{spec}", "--force"),
+        "it is the input",
+    ),
+    Case(
+        "profile-output-over-a-file-of-its-tree",
+        (
+            "profile",
+            "--phase",
+            "run",
+            "--generated-dir",
+            "{tree}",
+            "--output",
+            "{tree}/manifest.json",
+            "--force",
+        ),
+        "which this command reads",
+    ),
+    Case(
+        "profile-output-over-an-existing-file",
+        (*PROFILE, "--output", "{afile}"),
+        "exists; pass --force",
+    ),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -42,11 +43,12 @@ def run(arguments: argparse.Namespace) -> int:
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
+    finish_command = shlex.join(["ireetune", "finish", str(arguments.run_dir)])
     if pending:
         sys.stdout.write(
-            f"results: {path}\nnext: ireetune finish {arguments.run_dir}   (compiles the "
+            f"results: {path}\nnext: {finish_command}   (compiles the "
             f"leaders' reference programs), then this command again to check their outputs\n"
         )
         return 0
-    sys.stdout.write(f"results: {path}\nnext: ireetune finish {arguments.run_dir}\n")
+    sys.stdout.write(f"results: {path}\nnext: {finish_command}\n")
     return 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ireetune.commands.arguments import TARGET_HELP, positive_seconds
+from ireetune.output_paths import add_force_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="global iree-compile flags, one per line (tuned_flags.txt of `ireetune tune`)",
     )  # fmt: skip
     parser.add_argument("-o", "--output", type=Path, required=True, help="the .vmfb to write")
+    add_force_argument(parser)
     parser.add_argument(
         "--compile-timeout", type=positive_seconds, default=600.0, help="seconds for the compile"
     )
@@ -35,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.errors import IreetuneError
     from ireetune.flags.file import read_flags_file
-    from ireetune.run_dir import check_output_file
+    from ireetune.output_paths import check_new_output
     from ireetune.spec.apply import (
         compile_with_spec,
         compile_without_spec,
@@ -43,9 +45,10 @@ def run(arguments: argparse.Namespace) -> int:
         resolve_compile_target,
     )
 
-    check_output_file(arguments.output)
     if arguments.spec is None and arguments.flags_file is None:
         raise IreetuneError("compile: give --spec SPEC, --flags-file FILE or both")
+    inputs = [arguments.model, arguments.spec, arguments.flags_file]
+    check_new_output(arguments.output, arguments.force, [p for p in inputs if p is not None])
     flags = read_flags_file(arguments.flags_file) if arguments.flags_file is not None else ()
     target = resolve_compile_target(arguments.target, flags)
     if arguments.spec is None:

@@ -9,9 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireetune.errors import IreetuneError
+from ireetune.output_paths import add_force_argument, check_new_output, write_output
 
 if TYPE_CHECKING:
     from ireetune.database.store import StoredResult, TuningDatabase
+
+# The database file and the journal, write-ahead log and shared memory SQLite keeps beside it.
+DATABASE_SUFFIXES = ("", "-journal", "-wal", "-shm")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,12 +39,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument(
         "-o", "--output", type=Path, default=None, help="file to write (default: stdout)"
     )
+    add_force_argument(export)
     import_ = actions.add_parser(
         "import", help="add results from a JSON export or another database"
     )
     import_.add_argument("source", type=Path, help="a JSON export or an ireetune database file")
     report = actions.add_parser("report", help="best speedups per problem, target and compiler")
     report.add_argument("-o", "--output", type=Path, default=None, help="also write an HTML page")
+    add_force_argument(report)
     for action in (list_, show, export, import_, report):
         # After the action too (`ireetune db list --db FILE`), as every tuner takes it; SUPPRESS
         # keeps a `--db` given before the action when none follows it.
@@ -53,6 +59,10 @@ def run(arguments: argparse.Namespace) -> int:
     from ireetune.database.store import TuningDatabase, default_database_path
 
     path = arguments.db or default_database_path()
+    if arguments.db_command in ("export", "report") and arguments.output is not None:
+        # The database and the files SQLite keeps beside it are inputs, never outputs.
+        database_files = [path.with_name(path.name + suffix) for suffix in DATABASE_SUFFIXES]
+        check_new_output(arguments.output, arguments.force, database_files)
     if arguments.db_command != "import" and not path.exists():
         raise IreetuneError(f"no database at {path}")
     check_database_file(path)
@@ -168,10 +178,7 @@ def _export(
     if output is None:
         sys.stdout.write(text)
         return 0
-    try:
-        output.write_text(text)
-    except OSError as error:
-        raise IreetuneError(f"cannot write {output}: {error.strerror}") from error
+    write_output(output, text)
     return 0
 
 

@@ -7,6 +7,7 @@ compiler or z3: this command runs on a GPU host with only `iree-base-runtime` an
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -36,5 +37,6 @@ def run(arguments: argparse.Namespace) -> int:
 
     check_run_folder(arguments.run_dir)
     path = run_device_step(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
-    sys.stdout.write(f"results: {path}\nnext: ireetune continue {arguments.run_dir}\n")
+    next_command = shlex.join(["ireetune", "continue", str(arguments.run_dir)])
+    sys.stdout.write(f"results: {path}\nnext: {next_command}\n")
     return 0

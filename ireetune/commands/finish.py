@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -36,8 +37,8 @@ def run(arguments: argparse.Namespace) -> int:
         sys.stdout.write(
             f"compiled the reference programs of candidates {', '.join(map(str, pending))}; "
             f"check their outputs where the device is, then finish:\n"
-            f"  ireetune benchmark-folder {arguments.run_dir}\n"
-            f"  ireetune finish {arguments.run_dir}\n"
+            f"  {shlex.join(['ireetune', 'benchmark-folder', str(arguments.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'finish', str(arguments.run_dir)])}\n"
         )
         return 0
     result = finish_run(arguments.run_dir)

@@ -14,6 +14,7 @@ from ireetune.commands.arguments import (
     seed,
 )
 from ireetune.errors import IreetuneError
+from ireetune.output_paths import add_force_argument
 from ireetune.profiler.operations import ConvLayout, MatmulLayout, OperationKind
 
 # Every dimension flag, its help text, and the operations that take it.
@@ -138,6 +139,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--output", type=Path, help="also write the results as CSV to this file (default: none)"
     )
+    add_force_argument(parser)
     parser.add_argument(
         "--format", choices=("blocks", "csv"), default="blocks", help="console output"
     )
@@ -151,6 +153,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.output_paths import check_new_output, write_output
     from ireetune.profiler.configs import parse_config_request
     from ireetune.profiler.pipeline import Phase, ProfileOptions, run_profile
     from ireetune.profiler.report import render_blocks, render_csv
@@ -164,12 +167,25 @@ def run(arguments: argparse.Namespace) -> int:
     from ireetune.report.html_report import try_write_html_report
     from ireetune.report.records import write_text_atomically
     from ireetune.report.run_view import PROFILE_RESULTS_NAME
-    from ireetune.run_dir import check_output_dir, check_output_file
+    from ireetune.run_dir import check_output_dir
 
     phase = Phase(arguments.phase)
     check_output_dir(arguments.generated_dir)
     if arguments.output is not None:
-        check_output_file(arguments.output)
+        # The problem and config files are inputs; so is every file of the generated tree, which
+        # the run phase reads.
+        config_files = [
+            Path(item.strip())
+            for item in arguments.configs.split(",")
+            if item.strip() and item.strip() != "default" and not item.strip().isdigit()
+        ]
+        problem_files = [arguments.problems] if arguments.problems is not None else []
+        check_new_output(
+            arguments.output,
+            arguments.force,
+            [*problem_files, *config_files],
+            input_folders=[arguments.generated_dir],
+        )
     dimensions = {
         name: getattr(arguments, name) for name in _DIMENSION_FLAGS if getattr(arguments, name)
     }
@@ -237,7 +253,7 @@ def run(arguments: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_blocks(result.results, provider))
     if arguments.output is not None:
-        arguments.output.write_text(render_csv(result.results))
+        write_output(arguments.output, render_csv(result.results))
         sys.stderr.write(f"Writing performance report to {arguments.output}\n")
     # The results stay beside the manifest, where `ireetune report` finds them.
     write_text_atomically(

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ireetune.output_paths import add_force_argument
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -15,12 +17,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "-o", "--output", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)"
     )
+    add_force_argument(parser)
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.report.html_report import write_html_report
+    from ireetune.output_paths import check_new_output
+    from ireetune.report.html_report import REPORT_NAME, write_html_report
 
-    path = write_html_report(arguments.run_dir, arguments.output)
+    output = arguments.output
+    if output is not None and output.resolve() != (arguments.run_dir / REPORT_NAME).resolve():
+        # Every file of the run folder is the report's input; its own report.html is not.
+        check_new_output(output, arguments.force, input_folders=[arguments.run_dir])
+    path = write_html_report(arguments.run_dir, output)
     sys.stdout.write(f"html report: {path}\n")
     return 0

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.commands.arguments import TARGET_HELP, positive_seconds
+from ireetune.output_paths import add_force_argument
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -27,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     link = commands.add_parser("link", help="link specs into one, first input first")
     link.add_argument("specs", type=Path, nargs="+", help="the specs (.mlir) to link, in order")
     link.add_argument("-o", "--output", type=Path, required=True, help="the linked spec to write")
+    add_force_argument(link)
     link.set_defaults(handler=run_link)
 
     show = commands.add_parser("show", help="list a spec's matchers; with a model, what they cover")
@@ -65,11 +67,10 @@ def run_check(arguments: argparse.Namespace) -> int:
 
 
 def run_link(arguments: argparse.Namespace) -> int:
-    from ireetune.run_dir import check_output_file
+    from ireetune.output_paths import check_new_output
     from ireetune.spec.link import link_spec_files, render_link_result
 
-    check_output_file(arguments.output)
-
+    check_new_output(arguments.output, arguments.force, arguments.specs)
     result = link_spec_files(arguments.specs, arguments.output)
     sys.stdout.write(render_link_result(result))
     return EXIT_PASS

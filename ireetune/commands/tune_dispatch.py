@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -197,8 +198,9 @@ def run(arguments: argparse.Namespace) -> int:
         sys.stdout.write(
             f"compiled {result.problem.signature} into {result.run_dir} "
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
-            f"  ireetune benchmark-folder {result.run_dir}   (or python -m ireetune.benchmark.folder)\n"
-            f"  ireetune finish {result.run_dir}\n"
+            f"  {shlex.join(['ireetune', 'benchmark-folder', str(result.run_dir)])}"
+            "   (or python -m ireetune.benchmark.folder)\n"
+            f"  {shlex.join(['ireetune', 'finish', str(result.run_dir)])}\n"
             + (
                 "  then, for the leaders' output checks: benchmark-folder and finish once more\n"
                 if options.references is References.LEADERS

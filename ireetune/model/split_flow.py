@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import shlex
 import shutil
 import time
 from collections.abc import Sequence
@@ -444,9 +445,7 @@ def _send_to_device(
     state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
     state.update(phase=Phase.AWAITING_DEVICE, round_trip=round_trip)
     _save_state(run_dir, state)
-    return SplitStatus(
-        run_dir, Phase.AWAITING_DEVICE, round_trip, f"ireetune device-step {run_dir}"
-    )
+    return SplitStatus(run_dir, Phase.AWAITING_DEVICE, round_trip, _device_step_command(run_dir))
 
 
 def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
@@ -505,6 +504,11 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
     return _send_to_device(run_dir, state, None, [], variants)
 
 
+def _device_step_command(run_dir: Path) -> str:
+    """Spell the device step of a run folder as a shell command (a path with spaces quoted)."""
+    return shlex.join(["ireetune", "device-step", str(run_dir)])
+
+
 def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     """Read the current round trip's device results; refuse those of another manifest."""
     path = run_dir / results_name(state["round_trip"])
@@ -512,7 +516,7 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
         results = json.loads(path.read_text())
     except FileNotFoundError:
         raise IreetuneError(
-            f"{run_dir} waits for the device: run `ireetune device-step {run_dir}` on the GPU "
+            f"{run_dir} waits for the device: run `{_device_step_command(run_dir)}` on the GPU "
             "host, then continue"
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -523,7 +527,7 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     ):
         raise IreetuneError(
             f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
-            f"step again: ireetune device-step {run_dir}"
+            f"step again: {_device_step_command(run_dir)}"
         )
     problem = check_device_results(results, run_dir)
     if problem:
@@ -531,7 +535,7 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     if results.get("done") is not True:
         raise IreetuneError(
             f"the device step of {run_dir} was stopped before it finished; run it again (it "
-            f"keeps what was measured): ireetune device-step {run_dir}"
+            f"keeps what was measured): {_device_step_command(run_dir)}"
         )
     return results
 
@@ -697,5 +701,5 @@ def describe_status(status: SplitStatus) -> str:
     return (
         f"run folder: {status.run_dir}\nround trip {status.round_trip}: copy the folder to the "
         f"GPU host and run there (runtime only): {status.next_command}\n"
-        f"then, here: ireetune continue {status.run_dir}\n"
+        f"then, here: {shlex.join(['ireetune', 'continue', str(status.run_dir)])}\n"
     )

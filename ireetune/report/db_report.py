@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.database.store import StoredResult, TuningDatabase
+from ireetune.output_paths import write_output
 from ireetune.report.html_report import (
     escape_html,
     figure_svg,
@@ -20,7 +21,6 @@ from ireetune.report.html_report import (
     render_table,
 )
 from ireetune.report.plots import plot_speedup_bars
-from ireetune.report.records import write_text_atomically
 
 
 @dataclass(frozen=True)
@@ -193,5 +193,5 @@ def report_database(database: TuningDatabase, database_path: Path, output: Path 
     """Summarize the database; write the HTML page to `output` when given; return the text."""
     summary = summarize_results(database.all_results())
     if output is not None:
-        write_text_atomically(output, render_summary_html(summary, str(database_path)))
+        write_output(output, render_summary_html(summary, str(database_path)))
     return render_summary_text(summary) + (f"html report: {output}\n" if output else "")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from ireetune.output_paths import write_output
 from ireetune.report.plots import (
     MAX_CANDIDATE_ROWS,
     KnobPoint,
@@ -25,7 +26,6 @@ from ireetune.report.plots import (
     render_svg,
     status_colour,
 )
-from ireetune.report.records import write_text_atomically
 from ireetune.report.run_view import (
     CandidateView,
     Decision,
@@ -491,7 +491,7 @@ def render_html_report(run: RunView) -> str:
 def write_html_report(run_dir: Path, output: Path | None = None) -> Path:
     """Read `run_dir` and write its report (default `run_dir/report.html`); return the path."""
     path = output if output is not None else run_dir / REPORT_NAME
-    write_text_atomically(path, render_html_report(read_run(run_dir)))
+    write_output(path, render_html_report(read_run(run_dir)))
     return path
 
 

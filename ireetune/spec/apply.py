@@ -7,7 +7,6 @@ How a spec reaches the compiler depends on the target (see REFERENCE.md): llvm-c
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from ireetune.compile.driver import (
     run_compile,
 )
 from ireetune.errors import IreetuneError
+from ireetune.output_paths import output_in_place, replace_output
 from ireetune.targets import parse_target
 
 
@@ -253,7 +253,7 @@ def compile_with_spec(
         report = CompileReport(output_path, tuple(checks), tuple(notes))
         if report.landed:
             output_path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(vmfb_path, output_path)
+            replace_output(output_path, vmfb_path)
     return report
 
 
@@ -264,8 +264,10 @@ def compile_without_spec(
     if not model_path.is_file():
         raise IreetuneError(f"model not found: {model_path}")
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    result = run_compile(target.request(model_path, output_path, timeout_s=timeout_s))
-    _raise_unless_compiled(result, model_path, timeout_s)
+    # The compiler writes beside the output; the output changes only once it succeeded.
+    with output_in_place(output_path) as vmfb_path:
+        result = run_compile(target.request(model_path, vmfb_path, timeout_s=timeout_s))
+        _raise_unless_compiled(result, model_path, timeout_s)
 
 
 def _raise_unless_compiled(result: CompileResult, model_path: Path, timeout_s: float) -> None:

@@ -29,6 +29,7 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileRequest, CompilerTool, run_compile
 from ireetune.errors import IreetuneError
+from ireetune.output_paths import write_output
 from ireetune.spec.check import (
     ENTRYPOINT_ATTR,
     WITH_NAMED_SEQUENCE_ATTR,
@@ -275,7 +276,7 @@ def link_spec_files(
     origin = _matcher_origins(units, matchers, form)
     overlaps = find_overlaps(matchers, origin)
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text(linked_text)
+    write_output(output_path, linked_text)
     return LinkResult(
         output_path, form, labels, len(matchers), tuple(renames), tuple(overlaps), warnings
     )
