@@ -1,4 +1,4 @@
-"""Issue 22, user inputs: a SIGTERM ends a run like Ctrl-C does."""
+"""Issue 22, user inputs: a SIGTERM ends a run like Ctrl-C does; good --input values still pass."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from ireetune.model_tuner import write_model_inputs
 from tests.conftest import MATMUL_MODEL
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -35,3 +38,20 @@ def test_sigterm_mid_run_says_one_line_and_removes_the_scratch_folders(tmp_path:
 
     assert (process.returncode, stderr) == (143, "ireetune: terminated\n")
     assert sorted(path.name for path in scratch_parent.glob("ireetune_*")) == []
+
+
+def test_model_inputs_that_match_the_signature_are_written(tmp_path: Path) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    inputs_path = tmp_path / "inputs.npz"
+
+    function = write_model_inputs(model, ["64x96xf32=1.5", "96x128xf32"], 0, inputs_path)
+
+    with np.load(inputs_path) as arrays:
+        shapes = {name: (arrays[name].shape, str(arrays[name].dtype)) for name in arrays.files}
+        first = arrays["arg0"]
+        assert (first == 1.5).all()
+    assert (function, shapes) == (
+        "main",
+        {"arg0": ((64, 96), "float32"), "arg1": ((96, 128), "float32")},
+    )
