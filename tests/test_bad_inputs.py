@@ -703,6 +703,22 @@ CASES = [
         "is a symlink loop",
         setup=_make_symlink_loop,
     ),
+    *(
+        Case(
+            f"{command}-run-folder-symlink-loop",
+            (command, "{tmp}/loop.mlir"),
+            "run folder is a symlink loop",
+            setup=_make_symlink_loop,
+        )
+        for command in (
+            "replay",
+            "report",
+            "finish",
+            "benchmark-folder",
+            "continue",
+            "device-step",
+        )
+    ),  # fmt: skip
     Case(
         "tune-dispatch-newline-in-name",
         ("tune-dispatch", "{tmp}/two\nlines.mlir"),
