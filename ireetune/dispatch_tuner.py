@@ -204,11 +204,21 @@ def _tune_dispatch(options: TuneOptions) -> TuneResult:
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not options.search_flags:
         return _tune(options, target)
-    flag_search = search_flags_for_input(
-        options.input_path, target, create_run_dir(options.output_dir, f"flags_{options.input_path.stem}"),
-        options.threshold, campaign_settings(options), options.jobs or default_jobs(),
-        options.compile_timeout_s, options.seed, options.model_level_rounds,
-    )  # fmt: skip
+    output_existed = options.output_dir.exists()
+    flags_dir = create_run_dir(options.output_dir, f"flags_{options.input_path.stem}")
+    try:
+        flag_search = search_flags_for_input(
+            options.input_path, target, flags_dir,
+            options.threshold, campaign_settings(options), options.jobs or default_jobs(),
+            options.compile_timeout_s, options.seed, options.model_level_rounds,
+        )  # fmt: skip
+    except BaseException:
+        # A search refused before it wrote anything (inputs no one can make) leaves no folder.
+        if not any(flags_dir.iterdir()):
+            flags_dir.rmdir()
+            if not output_existed and not any(options.output_dir.iterdir()):
+                options.output_dir.rmdir()
+        raise
     target = target.with_global_flags((*options.extra_flags, *flag_search.winner.flags))
     return _attach_flag_search(_tune(options, target), flag_search)
 
