@@ -557,6 +557,12 @@ CASES = [
         setup=_write_model("i4.mlir", _matmul_model(64, 128, 96, "i4")),
     ),
     Case(
+        "tune-dispatch-search-flags-i4-matmul",
+        ("tune-dispatch", "{tmp}/i4.mlir", "--output-dir", "{runs}", "--search-flags", "--no-db"),
+        "element type i4, which ireetune cannot make inputs for",
+        setup=_write_model("i4.mlir", _matmul_model(64, 128, 96, "i4")),
+    ),
+    Case(
         "tune-dispatch-f8-matmul",
         ("tune-dispatch", "{tmp}/f8.mlir", "--output-dir", "{runs}"),
         "element type f8E4M3FNUZ, which ireetune cannot make inputs for",
