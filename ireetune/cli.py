@@ -131,7 +131,9 @@ def _run(argv: Sequence[str] | None) -> int:
         return status
     except IreetuneError as error:
         # One line, whatever the message carries (a runtime's error text spans several).
-        message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        message = str(error)
+        if len(message.splitlines()) > 1:
+            message = " ".join(line.strip() for line in message.splitlines() if line.strip())
         sys.stderr.write(f"ireetune: error: {message}\n")
         return EXIT_USER_ERROR
     except BrokenPipeError:
