@@ -192,6 +192,9 @@ def start_child(
             cwd=cwd,
             env=env,
             text=True,
+            # A compiler echoes the user's input back in its errors: a binary file must not end
+            # the tuner in a decode error.
+            errors="replace",
             process_group=0,
             preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,8 +96,30 @@ def _attach_flag_text(argv: Sequence[str]) -> list[str]:
     return attached
 
 
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C, so that every scratch folder is removed."""
+
+
+def _raise_terminated(signal_number: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
+    # Only the main thread may set a handler (a test may call main from another one).
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    try:
+        return _run(argv)
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         words = _attach_flag_text(sys.argv[1:] if argv is None else argv)
         arguments = build_parser().parse_args(words)
@@ -106,7 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = arguments.handler(arguments)
         return status
     except IreetuneError as error:
-        sys.stderr.write(f"ireetune: error: {error}\n")
+        # One line, whatever the message carries (a runtime's error text spans several).
+        message = str(error)
+        if len(message.splitlines()) > 1:
+            message = " ".join(line.strip() for line in message.splitlines() if line.strip())
+        sys.stderr.write(f"ireetune: error: {message}\n")
         return EXIT_USER_ERROR
     except BrokenPipeError:
         # The reader went away (for example `| head`); nothing more to say to it.
@@ -117,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_all_children()
         sys.stderr.write("ireetune: interrupted\n")
         return 130
+    except _Terminated:
+        stop_all_children()
+        sys.stderr.write("ireetune: terminated\n")
+        return EXIT_TERMINATED
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
 from ireetune.handoff.export import References, StopAfter, export_for_benchmarking
+from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.recorder import RunRecorder
@@ -94,6 +95,7 @@ from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
 from ireetune.targets.base import OpConfiguration, Target
+from ireetune.verify.compare import check_inputs
 from ireetune.verify.landing import prove_config_landed
 from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.stage import (
@@ -202,11 +204,21 @@ def _tune_dispatch(options: TuneOptions) -> TuneResult:
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not options.search_flags:
         return _tune(options, target)
-    flag_search = search_flags_for_input(
-        options.input_path, target, create_run_dir(options.output_dir, f"flags_{options.input_path.stem}"),
-        options.threshold, campaign_settings(options), options.jobs or default_jobs(),
-        options.compile_timeout_s, options.seed, options.model_level_rounds,
-    )  # fmt: skip
+    output_existed = options.output_dir.exists()
+    flags_dir = create_run_dir(options.output_dir, f"flags_{options.input_path.stem}")
+    try:
+        flag_search = search_flags_for_input(
+            options.input_path, target, flags_dir,
+            options.threshold, campaign_settings(options), options.jobs or default_jobs(),
+            options.compile_timeout_s, options.seed, options.model_level_rounds,
+        )  # fmt: skip
+    except BaseException:
+        # A search refused before it wrote anything (inputs no one can make) leaves no folder.
+        if not any(flags_dir.iterdir()):
+            flags_dir.rmdir()
+            if not output_existed and not any(options.output_dir.iterdir()):
+                options.output_dir.rmdir()
+        raise
     target = target.with_global_flags((*options.extra_flags, *flag_search.winner.flags))
     return _attach_flag_search(_tune(options, target), flag_search)
 
@@ -223,6 +235,9 @@ def _tune(options: TuneOptions, target: Target) -> TuneResult:
         dispatch = load_dispatch(
             options.input_path, options.dispatch, target, Path(scratch_name), context
         )
+        # Refuse what the output check cannot make inputs for before any work or run folder.
+        reference_inputs = family_of(dispatch.problem).reference_inputs(dispatch.problem)
+        check_inputs(reference_inputs.shapes, reference_inputs.types, "the dispatch's inputs")
         devices = list(options.devices) or [target.runtime_device]
         rule = decision_rule(target, options)
         database = (

@@ -89,6 +89,7 @@ from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
+from ireetune.verify.compare import check_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -206,10 +207,14 @@ class ModelUnderTuning:
         return "" if result.ok else result.error_line
 
 
+def _describe_tensor(spec: InputSpec) -> str:
+    return "x".join([*(str(size) for size in spec.shape), spec.element_type])
+
+
 def write_model_inputs(
     mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path
 ) -> str:
-    function, signature = read_entry_signature(mlir_path.read_text())
+    function, signature = read_entry_signature(read_mlir_file(mlir_path))
     specs: list[InputSpec] = (
         [parse_input_spec(text) for text in input_flags] if input_flags else signature
     )
@@ -217,6 +222,15 @@ def write_model_inputs(
         raise IreetuneError(
             f"the model's @{function} takes {len(signature)} inputs; {len(specs)} --input given"
         )
+    for number, (spec, expected) in enumerate(zip(specs, signature, strict=True), start=1):
+        if (spec.shape, spec.element_type) != (expected.shape, expected.element_type):
+            raise IreetuneError(
+                f"--input {number} is {_describe_tensor(spec)}; the model's @{function} takes "
+                f"{_describe_tensor(expected)} there"
+            )
+    check_inputs(
+        [spec.shape for spec in specs], [spec.element_type for spec in specs], "the model's inputs"
+    )
     arrays = make_model_inputs(specs, seed)
     np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
     return function
@@ -309,6 +323,13 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     if not 0 < options.coverage <= 1:
         raise IreetuneError("--coverage must be in (0, 1]")
     check_output_dir(options.output_dir)
+    # Each --input on its own, before the run folder exists (the model is read later).
+    input_specs = [parse_input_spec(text) for text in options.inputs]
+    check_inputs(
+        [spec.shape for spec in input_specs],
+        [spec.element_type for spec in input_specs],
+        "the --input values",
+    )
     output_existed = options.output_dir.exists()
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
     try:

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 
 
 def create_run_dir(parent: Path, label: str) -> Path:
@@ -90,8 +91,7 @@ def check_database_path(path: Path | None) -> None:
 
 def check_run_folder(path: Path) -> None:
     """Refuse a run folder that does not exist, is not a folder, or cannot be written."""
-    if not path.exists():
-        raise IreetuneError(f"run folder not found: {path}")
+    check_input_file(path, "run folder")
     if not path.is_dir():
         raise IreetuneError(f"not a run folder: {path} is a file")
     check_output_dir(path)

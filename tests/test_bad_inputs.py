@@ -136,6 +136,25 @@ def _duplicate_first_candidate(manifest: dict[str, Any]) -> None:
     manifest["candidates"].append(dict(manifest["candidates"][0]))
 
 
+def _matmul_model(m: int, n: int, k: int, element_type: str) -> str:
+    """A model of one matmul whose result is its third argument."""
+    lhs, rhs, out = (f"tensor<{a}x{b}x{element_type}>" for a, b in ((m, k), (k, n), (m, n)))
+    return (
+        f"func.func @main(%lhs: {lhs}, %rhs: {rhs}, %init: {out}) -> {out} {{\n"
+        f"  %r = linalg.matmul ins(%lhs, %rhs : {lhs}, {rhs}) outs(%init : {out}) -> {out}\n"
+        f"  return %r : {out}\n}}\n"
+    )
+
+
+def _write_model(name: str, text: str) -> Callable[[Path, Path], object]:
+    return lambda _, tmp: (tmp / name).write_text(text)
+
+
+def _make_symlink_loop(_: Path, tmp: Path) -> None:
+    (tmp / "loop.mlir").symlink_to(tmp / "loop_back.mlir")
+    (tmp / "loop_back.mlir").symlink_to(tmp / "loop.mlir")
+
+
 TUNE_DISPATCH = ("tune-dispatch", "{model}", "--output-dir", "{runs}")
 TUNE = ("tune", "{model}", "--output-dir", "{runs}", "--no-db")
 PROFILE = ("profile", "matmul", "--m", "64", "--n", "64", "--k", "64", "--generated-dir", "{gen}")
@@ -683,6 +702,240 @@ CASES = [
         "profile-output-over-an-existing-file",
         (*PROFILE, "--output", "{afile}"),
         "exists; pass --force",
+    ),
+    # inputs (issue 22): element types and sizes no input can be made for, refused before any
+    # run folder exists; binary and empty files, symlink loops, empty device names, huge counts.
+    Case(
+        "tune-dispatch-i4-matmul",
+        ("tune-dispatch", "{tmp}/i4.mlir", "--output-dir", "{runs}"),
+        "element type i4, which ireetune cannot make inputs for",
+        setup=_write_model("i4.mlir", _matmul_model(64, 128, 96, "i4")),
+    ),
+    Case(
+        "tune-dispatch-search-flags-i4-matmul",
+        ("tune-dispatch", "{tmp}/i4.mlir", "--output-dir", "{runs}", "--search-flags", "--no-db"),
+        "element type i4, which ireetune cannot make inputs for",
+        setup=_write_model("i4.mlir", _matmul_model(64, 128, 96, "i4")),
+    ),
+    Case(
+        "tune-dispatch-f8-matmul",
+        ("tune-dispatch", "{tmp}/f8.mlir", "--output-dir", "{runs}"),
+        "element type f8E4M3FNUZ, which ireetune cannot make inputs for",
+        setup=_write_model("f8.mlir", _matmul_model(64, 128, 96, "f8E4M3FNUZ")),
+    ),
+    Case(
+        "tune-dispatch-huge-matmul",
+        ("tune-dispatch", "{tmp}/huge.mlir", "--output-dir", "{runs}"),
+        "the dispatch's inputs take 7,451 GiB, more than ireetune makes inputs for",
+        setup=_write_model("huge.mlir", _matmul_model(10**6, 10**6, 10**6, "f32")),
+    ),
+    Case(
+        "tune-i4-model",
+        ("tune", "{tmp}/i4.mlir", "--output-dir", "{runs}", "--no-db"),
+        "element type i4",
+        setup=_write_model("i4.mlir", _matmul_model(64, 128, 96, "i4")),
+    ),
+    Case(
+        "tune-huge-model",
+        ("tune", "{tmp}/huge.mlir", "--output-dir", "{runs}", "--no-db"),
+        "the model's inputs take 11,176 GiB",
+        setup=_write_model("huge.mlir", _matmul_model(10**6, 10**6, 10**6, "f32")),
+    ),
+    Case(
+        "tune-huge-input",
+        (*TUNE, "--input", "99999999999x99999999999xf32", "--input", "96x128xf32"),
+        "the --input values take",
+    ),
+    Case(
+        "tune-input-zero-rows",
+        (*TUNE, "--input", "0x64xf32", "--input", "96x128xf32"),
+        "--input 1 is 0x64xf32; the model's @main takes 64x96xf32 there",
+    ),
+    Case(
+        "tune-input-other-type",
+        (*TUNE, "--input", "64x96xf32", "--input", "96x128xf16"),
+        "--input 2 is 96x128xf16; the model's @main takes 96x128xf32 there",
+    ),
+    Case(
+        "profile-huge-matmul",
+        (*PROFILE[:2], "--m", "1000000", "--n", "1000000", "--k", "1000000", *PROFILE[-2:]),
+        "inputs take 7,451 GiB",
+    ),
+    Case("tune-binary-model", (*TUNE[:1], "{binary}", *TUNE[2:]), "binary.mlir"),
+    Case(
+        "compile-binary-model",
+        ("compile", "{binary}", "--target", "cpu", "--spec", "{spec}", "-o", "{tmp}/o.vmfb"),
+        "iree-compile failed on",
+    ),
+    Case(
+        "spec-dump-binary-model",
+        ("spec", "dump", "{binary}", "--target", "cpu", "--spec", "{spec}"),
+        "iree-compile failed on",
+    ),
+    Case(
+        "spec-show-binary-model",
+        ("spec", "show", "{spec}", "--model", "{binary}"),
+        "iree-compile failed on",
+    ),
+    Case(
+        "tune-dispatch-empty-model",
+        ("tune-dispatch", "{tmp}/empty.mlir"),
+        "input file is empty",
+        setup=_write_model("empty.mlir", ""),
+    ),
+    Case(
+        "tune-empty-model",
+        (*TUNE[:1], "{tmp}/empty.mlir", *TUNE[2:]),
+        "model file is empty",
+        setup=_write_model("empty.mlir", ""),
+    ),
+    Case(
+        "compile-empty-model",
+        ("compile", "{tmp}/empty.mlir", "--target", "cpu", "--spec", "{spec}", "-o", "{tmp}/o"),
+        "model is empty",
+        setup=_write_model("empty.mlir", ""),
+    ),
+    Case(
+        "spec-dump-empty-model",
+        ("spec", "dump", "{tmp}/empty.mlir", "--target", "cpu", "--spec", "{spec}"),
+        "model is empty",
+        setup=_write_model("empty.mlir", ""),
+    ),
+    Case(
+        "spec-show-empty-model",
+        ("spec", "show", "{spec}", "--model", "{tmp}/empty.mlir"),
+        "model is empty",
+        setup=_write_model("empty.mlir", ""),
+    ),
+    Case(
+        "tune-dispatch-symlink-loop",
+        ("tune-dispatch", "{tmp}/loop.mlir"),
+        "input file is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "tune-symlink-loop",
+        (*TUNE[:1], "{tmp}/loop.mlir", *TUNE[2:]),
+        "model file is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "compile-symlink-loop",
+        ("compile", "{tmp}/loop.mlir", "--target", "cpu", "--spec", "{spec}", "-o", "{tmp}/o"),
+        "model is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "compile-spec-symlink-loop",
+        ("compile", "{model}", "--target", "cpu", "--spec", "{tmp}/loop.mlir", "-o", "{tmp}/o"),
+        "is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "compile-flags-file-symlink-loop",
+        (
+            "compile",
+            "{model}",
+            "--target",
+            "cpu",
+            "--flags-file",
+            "{tmp}/loop.mlir",
+            "-o",
+            "{tmp}/o",
+        ),
+        "flags file is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "spec-dump-spec-symlink-loop",
+        ("spec", "dump", "{model}", "--target", "cpu", "--spec", "{tmp}/loop.mlir"),
+        "spec is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "spec-show-model-symlink-loop",
+        ("spec", "show", "{spec}", "--model", "{tmp}/loop.mlir"),
+        "model is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    Case(
+        "spec-check-symlink-loop",
+        ("spec", "check", "{tmp}/loop.mlir"),
+        "is a symlink loop",
+        setup=_make_symlink_loop,
+    ),
+    *(
+        Case(
+            f"{command}-run-folder-symlink-loop",
+            (command, "{tmp}/loop.mlir"),
+            "run folder is a symlink loop",
+            setup=_make_symlink_loop,
+        )
+        for command in (
+            "replay",
+            "report",
+            "finish",
+            "benchmark-folder",
+            "continue",
+            "device-step",
+        )
+    ),  # fmt: skip
+    Case(
+        "tune-dispatch-newline-in-name",
+        ("tune-dispatch", "{tmp}/two\nlines.mlir"),
+        "input file not found",
+    ),
+    Case("tune-dispatch-no-devices", (*TUNE_DISPATCH, "--devices", ",,,"), "empty device name"),
+    Case("tune-no-devices", (*TUNE, "--devices", "local-task,,"), "empty device name"),
+    Case(
+        "benchmark-folder-no-devices",
+        ("benchmark-folder", "{folder}", "--devices", ",,,"),
+        "empty device name",
+    ),
+    Case(
+        "device-step-no-devices",
+        ("device-step", "{folder}", "--devices", ","),
+        "empty device name",
+    ),
+    Case(
+        "tune-dispatch-endless-candidates",
+        (*TUNE_DISPATCH, "--num-candidates", "999999999999"),
+        "argument --num-candidates: must be at most 100000, got 999999999999",
+    ),
+    Case(
+        "tune-endless-candidates",
+        (*TUNE, "--num-candidates", "999999999999"),
+        "argument --num-candidates: must be at most 100000",
+    ),
+    Case(
+        "tune-endless-candidates-per-dispatch",
+        (*TUNE, "--candidates-per-dispatch", "100001"),
+        "argument --candidates-per-dispatch: must be at most 100000",
+    ),
+    Case(
+        "tune-endless-dispatches",
+        (*TUNE, "--max-dispatches", "100001"),
+        "argument --max-dispatches: must be at most 100000",
+    ),
+    Case(
+        "tune-dispatch-endless-repetitions",
+        (*TUNE_DISPATCH, "--repetitions", "100001"),
+        "argument --repetitions: must be at most 100000",
+    ),
+    Case(
+        "tune-dispatch-endless-confirm-rounds",
+        (*TUNE_DISPATCH, "--confirm-rounds", "100001"),
+        "argument --confirm-rounds: must be at most 100000",
+    ),
+    Case(
+        "profile-endless-repetitions",
+        (*PROFILE, "--repetitions", "100001"),
+        "argument --repetitions: must be at most 100000",
+    ),
+    Case(
+        "replay-endless-rounds",
+        ("replay", "{folder}", "--rounds", "100001"),
+        "argument --rounds: must be at most 100000",
     ),
 ]
 

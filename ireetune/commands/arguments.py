@@ -1,7 +1,8 @@
 """Argument types and help texts shared by the subcommands.
 
 Every numeric flag goes through one of these types, so an out-of-range value is refused while
-parsing, before any work, as one line naming the flag (argparse adds "argument --flag:").
+parsing, before any work, as one line naming the flag (argparse adds "argument --flag:"). Counts
+(candidates, dispatches, repetitions, rounds, jobs) are at most MAX_COUNT.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ TARGET_HELP = (
 )
 # z3 takes its random seed as an unsigned 32-bit value; keep seeds where every consumer agrees.
 MAX_SEED = 2**31 - 1
+# The most of anything a count flag asks for: far above any useful run (the largest search
+# spaces hold tens of thousands of configurations), far below a run that never ends.
+MAX_COUNT = 100_000
 
 
 def _parse_int(text: str) -> int:
@@ -40,19 +44,35 @@ def _parse_float(text: str) -> float:
 
 
 def positive_int(text: str) -> int:
-    """Parse an integer of at least 1 (argparse type)."""
+    """Parse a count from 1 to MAX_COUNT (argparse type)."""
     value = _parse_int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    """Parse an integer of at least 0 (argparse type)."""
+    """Parse a count from 0 to MAX_COUNT (argparse type)."""
     value = _parse_int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
     return value
+
+
+def device_list(text: str) -> tuple[str, ...]:
+    """Parse comma-separated runtime devices; "" means the default (argparse type)."""
+    if not text:
+        return ()
+    devices = tuple(device.strip() for device in text.split(","))
+    if not all(devices):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' has an empty device name: give devices as local-task or cuda://0,cuda://1"
+        )
+    return devices
 
 
 def seed(text: str) -> int:

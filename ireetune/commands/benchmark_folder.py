@@ -12,6 +12,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from ireetune.commands.arguments import device_list
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -26,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--devices",
+        type=device_list,
         default="",
         help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)",
     )
@@ -39,7 +42,7 @@ def run(arguments: argparse.Namespace) -> int:
 
     check_run_folder(arguments.run_dir)
     try:
-        path = benchmark_folder(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
+        path = benchmark_folder(arguments.run_dir, list(arguments.devices))
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")

@@ -11,6 +11,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from ireetune.commands.arguments import device_list
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -24,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("run_dir", type=Path, help="the model run folder (holds device_step.json)")
     parser.add_argument(
         "--devices",
+        type=device_list,
         default="",
         help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's); "
         "the model is timed on the first, dispatch candidates on all",
@@ -36,7 +39,7 @@ def run(arguments: argparse.Namespace) -> int:
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(arguments.run_dir)
-    path = run_device_step(arguments.run_dir, [d for d in arguments.devices.split(",") if d])
+    path = run_device_step(arguments.run_dir, list(arguments.devices))
     next_command = shlex.join(["ireetune", "continue", str(arguments.run_dir)])
     sys.stdout.write(f"results: {path}\nnext: {next_command}\n")
     return 0

@@ -6,15 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
+from ireetune.commands.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,13 +18,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("run_dir", type=Path, help="a tune-dispatch or finish run folder")
     parser.add_argument(
-        "--candidate", type=_positive_int, default=None, help="candidate id (default: the winner)"
+        "--candidate", type=positive_int, default=None, help="candidate id (default: the winner)"
     )
     parser.add_argument(
-        "--rounds", type=_positive_int, default=7, help="interleaved rounds (default: 7)"
+        "--rounds", type=positive_int, default=7, help="interleaved rounds (default: 7)"
     )
     parser.add_argument(
-        "--repetitions", type=_positive_int, default=5, help="timings per round (default: 5)"
+        "--repetitions", type=positive_int, default=5, help="timings per round (default: 5)"
     )
     parser.add_argument("--device", default=None, help="runtime device (default: the run's first)")
     parser.set_defaults(handler=run)

@@ -79,9 +79,13 @@ def run_link(arguments: argparse.Namespace) -> int:
 def run_show(arguments: argparse.Namespace) -> int:
     from iree.compiler import ir
 
+    from ireetune.input_files import check_input_file
     from ireetune.spec.inspect import list_matchers, render_coverage, render_matchers
     from ireetune.spec.source import read_spec
 
+    if arguments.model is not None:
+        # Refuse a bad model before anything is printed.
+        check_input_file(arguments.model, "model")
     context = ir.Context()
     matchers = list_matchers(read_spec(arguments.spec, context))
     sys.stdout.write(render_matchers(matchers))

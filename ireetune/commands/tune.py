@@ -9,6 +9,7 @@ from pathlib import Path
 from ireetune.commands.arguments import (
     TARGET_HELP,
     add_executor_arguments,
+    device_list,
     fraction,
     parse_executor,
     positive_int,
@@ -91,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--devices",
+        type=device_list,
         default="",
         help="comma-separated runtime devices: the model is timed on the first, each dispatch's "
         "candidates on all (default: the target's: local-task, cuda://0, hip://0)",
@@ -161,7 +163,7 @@ def run(arguments: argparse.Namespace) -> int:
         retune=arguments.retune,
         show_progress=arguments.progress,
         extra_flags=parse_flag_text(arguments.flags),
-        devices=tuple(d for d in arguments.devices.split(",") if d),
+        devices=arguments.devices,
         search_flags=not arguments.no_flag_search,
         max_flag_sets=arguments.max_flag_sets,
         flag_sets=tuple(parse_flag_text(text) for text in arguments.try_flags),

@@ -10,6 +10,7 @@ from pathlib import Path
 from ireetune.commands.arguments import (
     TARGET_HELP,
     add_executor_arguments,
+    device_list,
     fraction,
     non_negative_int,
     non_negative_seconds,
@@ -53,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--devices",
+        type=device_list,
         default="",
         help="comma-separated runtime devices to time on (default: the target's: "
         "local-task for cpu, cuda://0 for cuda, hip://0 for rocm)",
@@ -170,7 +172,7 @@ def run(arguments: argparse.Namespace) -> int:
         output_dir=arguments.output_dir,
         jobs=arguments.jobs or 0,
         seed=arguments.seed,
-        devices=tuple(d for d in arguments.devices.split(",") if d),
+        devices=arguments.devices,
         repetitions=arguments.repetitions,
         compile_timeout_s=arguments.compile_timeout,
         confirm_rounds=arguments.confirm_rounds,

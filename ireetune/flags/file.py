@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flag_form
+from ireetune.input_files import check_input_file
 from ireetune.report.records import write_text_atomically
 
 FLAGS_FILE_NAME = "tuned_flags.txt"
@@ -24,6 +25,8 @@ def write_flags_file(path: Path, flags: Sequence[str]) -> None:
 
 def read_flags_file(path: Path) -> tuple[str, ...]:
     """Read a flags file written by `write_flags_file` (or by hand) and check each flag's form."""
+    # An empty flags file is valid: it means the compiler's defaults.
+    check_input_file(path, "flags file", allow_empty=True)
     if not path.is_file():
         raise IreetuneError(f"flags file not found: {path}")
     try:

@@ -23,6 +23,7 @@ from ireetune.compile.driver import (
     run_compile,
 )
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 from ireetune.targets.base import Target
 
 _BENCHMARK_MARKER = 'iree.benchmark = "dispatch"'
@@ -43,8 +44,7 @@ class DumpedDispatch:
 
 def read_mlir_file(path: Path) -> str:
     """Read an MLIR file or raise a one-line error for a missing or unreadable one."""
-    if not path.exists():
-        raise IreetuneError(f"input file not found: {path}")
+    check_input_file(path, "input file")
     if not path.is_file():
         raise IreetuneError(f"input is not a file: {path}")
     try:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 from ireetune.tools import find_tool, first_error_line, run_tool
 
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
@@ -24,6 +25,7 @@ def import_model(model_path: Path, work_dir: Path, parameters_path: Path | None 
     instead of the MLIR: every binary compiled from it is then small, and loads the weights
     from the archive at run time (model/worker.py).
     """
+    check_input_file(model_path, "model file")
     if not model_path.is_file():
         raise IreetuneError(f"model file not found: {model_path}")
     suffix = model_path.suffix.lower()

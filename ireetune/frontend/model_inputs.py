@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ireetune.errors import IreetuneError
-from ireetune.verify.compare import numpy_dtype
+from ireetune.verify.compare import check_inputs, numpy_dtype
 
 _SPEC = re.compile(r"^((?:\d+x)*)([a-z]+\d+)(?:=(.*))?$")
 _TENSOR = re.compile(r"tensor<((?:\d+x)*)([a-z]+\d+)>")
@@ -77,6 +77,9 @@ def read_entry_signature(mlir_text: str) -> tuple[str, list[InputSpec]]:
 
 def make_model_inputs(specs: list[InputSpec], seed: int) -> list[npt.NDArray[np.generic]]:
     """Materialise inputs: random by default, a constant, or values from a .npy file."""
+    check_inputs(
+        [spec.shape for spec in specs], [spec.element_type for spec in specs], "the model's inputs"
+    )
     rng = np.random.default_rng(seed)
     arrays: list[npt.NDArray[np.generic]] = []
     for spec in specs:

@@ -18,6 +18,7 @@ from ireetune.profiler.measure import MeasureOptions, measure_dispatches
 from ireetune.profiler.operations import Operation
 from ireetune.profiler.reference import DEFAULT_SAMPLES
 from ireetune.profiler.report import DispatchResult
+from ireetune.verify.compare import check_inputs
 
 
 class Phase(enum.Enum):
@@ -63,6 +64,14 @@ def run_profile(operations: Sequence[Operation], options: ProfileOptions) -> Pro
     if options.phase is not Phase.RUN:
         if not operations:
             raise IreetuneError("the sweep is empty: nothing to profile")
+        if options.phase is Phase.ALL and options.verify:
+            # The check's inputs must fit before anything is compiled or written.
+            for operation in operations:
+                check_inputs(
+                    [tuple(shape) for shape in operation.input_shapes],
+                    [element_type.value for element_type in operation.input_types],
+                    f"{operation.name}'s inputs",
+                )
         from ireetune.profiler.build import BuildOptions, build_dispatches
 
         manifest = build_dispatches(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 from ireetune.profiler.operations import (
     ALLOWED_ACCUMULATORS,
     DEFAULT_ACCUMULATOR,
@@ -199,6 +200,7 @@ def read_problem_file(path: Path) -> list[SweepRequest]:
         op,m,n,k,dtype,acc,layout
         matmul,2048,1280,5120,f16,f32,nt
     """
+    check_input_file(path, "problem file")
     if not path.is_file():
         raise IreetuneError(f"problem file not found: {path}")
     text = path.read_text()

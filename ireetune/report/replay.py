@@ -14,6 +14,7 @@ from pathlib import Path
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 
 
 def replay_command(run_dir: Path, candidate_id: int) -> str:
@@ -40,6 +41,7 @@ def replay(
     run_dir: Path, candidate_id: int | None, rounds: int, repetitions: int, device: str | None
 ) -> tuple[int, SpeedupEstimate]:
     """Time the default and a candidate in `rounds` interleaved rounds; return the estimate."""
+    check_input_file(run_dir, "run folder")
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise IreetuneError(f"{run_dir} is not a run folder (no results.json)")

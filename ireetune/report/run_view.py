@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 
 RESULTS_NAME = "results.json"
 MODEL_REPORT_NAME = "report.json"
@@ -159,6 +160,7 @@ RunView = DispatchRunView | ModelRunView | ProfileRunView
 
 def detect_run_kind(run_dir: Path) -> RunKind:
     """Tell which kind of run wrote `run_dir` from the files it holds."""
+    check_input_file(run_dir, "run folder")
     if not run_dir.is_dir():
         raise IreetuneError(f"{run_dir} is not a folder")
     if (run_dir / MODEL_REPORT_NAME).is_file():

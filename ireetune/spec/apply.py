@@ -24,6 +24,7 @@ from ireetune.compile.driver import (
     run_compile,
 )
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 from ireetune.output_paths import output_in_place, replace_output
 from ireetune.targets import parse_target
 
@@ -108,12 +109,15 @@ def dump_used_spec(
     On CUDA the spec is a transform-dialect library that the compiler runs as given: no linking
     happens and nothing is dumped, so the spec itself is returned.
     """
+    check_input_file(model_path, "model")
     if not model_path.is_file():
         raise IreetuneError(f"model not found: {model_path}")
     if with_default_specs and not target.has_default_specs:
         raise IreetuneError(f"IREE ships no default tuning specs for {target.name} (only for ROCm)")
     if spec_path is None and not with_default_specs:
         raise IreetuneError("nothing to dump: give --spec SPEC and/or --with-default-specs")
+    if spec_path is not None:
+        check_input_file(spec_path, "spec")
     if spec_path is not None and not spec_path.is_file():
         raise IreetuneError(f"spec not found: {spec_path}")
     with tempfile.TemporaryDirectory(prefix="ireetune_dump_") as folder:
@@ -191,6 +195,7 @@ def compile_with_spec(
     from ireetune.spec.inspect import DispatchRoot, compute_coverage, list_matchers
     from ireetune.spec.source import read_spec
 
+    check_input_file(model_path, "model")
     if not model_path.is_file():
         raise IreetuneError(f"model not found: {model_path}")
     context = ir.Context()
@@ -261,6 +266,7 @@ def compile_without_spec(
     model_path: Path, target: CompileTarget, output_path: Path, timeout_s: float
 ) -> None:
     """Compile a model with the target's flags (and its global flags) only."""
+    check_input_file(model_path, "model")
     if not model_path.is_file():
         raise IreetuneError(f"model not found: {model_path}")
     output_path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from ireetune.errors import IreetuneError
+
+SUPPORTED_ELEMENT_TYPES = ("f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8")
 
 
 def numpy_dtype(type_name: str) -> npt.DTypeLike:
@@ -29,10 +34,38 @@ def numpy_dtype(type_name: str) -> npt.DTypeLike:
     raise ValueError(f"no NumPy dtype for element type {type_name}")
 
 
+# Random inputs are held in memory, and written to disk, whole: a bound far above any dispatch
+# worth tuning on one machine, and far below what would end in a MemoryError.
+MAX_INPUT_BYTES = 16 << 30
+
+
+def check_inputs(shapes: Sequence[tuple[int, ...]], type_names: Sequence[str], what: str) -> None:
+    """Refuse, in one line, inputs whose element type has no NumPy dtype or that are too large.
+
+    `what` names the inputs for the message, for example "the dispatch's inputs".
+    """
+    total_bytes = 0
+    for shape, type_name in zip(shapes, type_names, strict=True):
+        try:
+            dtype = np.dtype(numpy_dtype(type_name))
+        except ValueError:
+            raise IreetuneError(
+                f"{what} use element type {type_name}, which ireetune cannot make inputs for "
+                f"(supported: {', '.join(SUPPORTED_ELEMENT_TYPES)})"
+            ) from None
+        total_bytes += math.prod(shape) * dtype.itemsize
+    if total_bytes > MAX_INPUT_BYTES:
+        raise IreetuneError(
+            f"{what} take {total_bytes / 2**30:,.0f} GiB, more than ireetune makes inputs for "
+            f"({MAX_INPUT_BYTES / 2**30:.0f} GiB)"
+        )
+
+
 def make_random_inputs(
     shapes: list[tuple[int, ...]], type_names: list[str], seed: int
 ) -> list[npt.NDArray[np.generic]]:
     """Draw inputs: small integers for integer types, standard normals for floats."""
+    check_inputs(shapes, type_names, "the inputs")
     rng = np.random.default_rng(seed)
     arrays = []
     for shape, type_name in zip(shapes, type_names, strict=True):

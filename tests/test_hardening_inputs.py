@@ -1,0 +1,57 @@
+"""Issue 22, user inputs: a SIGTERM ends a run like Ctrl-C does; good --input values still pass."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ireetune.model_tuner import write_model_inputs
+from tests.conftest import MATMUL_MODEL
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def test_sigterm_mid_run_says_one_line_and_removes_the_scratch_folders(tmp_path: Path) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    environment = {**os.environ, "TMPDIR": str(scratch_parent), "PYTHONPATH": str(REPOSITORY)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(model), "--no-db",
+         "--num-candidates", "64", "--output-dir", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
+    )  # fmt: skip
+    # Wait until the run has its scratch folder: it is then mid-run, with work to clean up.
+    deadline = time.monotonic() + 120
+    while not list(scratch_parent.glob("ireetune_*")) and process.poll() is None:
+        assert time.monotonic() < deadline, "the run never made its scratch folder"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+
+    assert (process.returncode, stderr) == (143, "ireetune: terminated\n")
+    assert sorted(path.name for path in scratch_parent.glob("ireetune_*")) == []
+
+
+def test_model_inputs_that_match_the_signature_are_written(tmp_path: Path) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    inputs_path = tmp_path / "inputs.npz"
+
+    function = write_model_inputs(model, ["64x96xf32=1.5", "96x128xf32"], 0, inputs_path)
+
+    with np.load(inputs_path) as arrays:
+        shapes = {name: (arrays[name].shape, str(arrays[name].dtype)) for name in arrays.files}
+        first = arrays["arg0"]
+        assert (first == 1.5).all()
+    assert (function, shapes) == (
+        "main",
+        {"arg0": ((64, 96), "float32"), "arg1": ((96, 128), "float32")},
+    )
