@@ -529,6 +529,11 @@ CASES = [
         ("db", "--db", "{empty_db}", "import", "{bad_rows}"),
         "speedup",
     ),
+    # z3cpu: a CPU name LLVM does not know (it would only warn and compile for a generic CPU).
+    Case("target-cpu-unknown-name", (*TUNE_DISPATCH, "--target", "cpu:zen4"), "unknown CPU 'zen4'"),
+    Case(
+        "tune-target-cpu-unknown-name", (*TUNE, "--target", "cpu:Haswell"), "unknown CPU 'Haswell'"
+    ),
 ]
 
 
