@@ -44,7 +44,7 @@ SPACE_VERSION = "llvm-cpu-space/v1"
 INSERT_BATCH_DIM_PASS = "iree-codegen-insert-batch-dim-for-batchless-conv"
 # The x86-64 CPUs that IREE 3.13's LLVM knows (its list when `--iree-llvmcpu-target-cpu` names
 # another): the names `--target cpu:NAME` takes on an x86-64 host.
-X86_64_CPUS = frozenset(
+_X86_64_CPU_NAMES = (
     "nocona core2 penryn bonnell atom silvermont slm goldmont goldmont-plus tremont nehalem corei7 "
     "westmere sandybridge corei7-avx ivybridge core-avx-i haswell core-avx2 broadwell skylake "
     "skylake-avx512 skx cascadelake cooperlake cannonlake icelake-client rocketlake "
@@ -53,8 +53,9 @@ X86_64_CPUS = frozenset(
     "graniterapids graniterapids-d emeraldrapids clearwaterforest diamondrapids knl knm k8 "
     "athlon64 athlon-fx opteron k8-sse3 athlon64-sse3 opteron-sse3 amdfam10 barcelona btver1 "
     "btver2 bdver1 bdver2 bdver3 bdver4 znver1 znver2 znver3 znver4 znver5 znver6 c86-4g-m4 "
-    "c86-4g-m6 c86-4g-m7 c86-4g-m8 x86-64 x86-64-v2 x86-64-v3 x86-64-v4".split()
+    "c86-4g-m6 c86-4g-m7 c86-4g-m8 x86-64 x86-64-v2 x86-64-v3 x86-64-v4"
 )
+X86_64_CPUS = frozenset(_X86_64_CPU_NAMES.split())
 # The families whose candidates the learned cost model has features for.
 _FEATURE_FAMILIES = ("contraction", "batch_contraction", "convolution")
 
