@@ -308,14 +308,24 @@ def _generate(
     returned picks the later rounds from the rest of the pool as measurements arrive.
     """
     pool_size = max(4 * options.num_candidates, 64)
-    pool = list(
-        itertools.islice(
-            target.generate_candidates(
-                dispatch.problem, dispatch.variant_target, dispatch.default_knobs, options.seed
-            ),
-            pool_size,
+    try:
+        pool = list(
+            itertools.islice(
+                target.generate_candidates(
+                    dispatch.problem, dispatch.variant_target, dispatch.default_knobs, options.seed
+                ),
+                pool_size,
+            )
         )
-    )
+    except IreetuneError:
+        raise
+    except Exception as error:
+        # A space that cannot be built is this dispatch's failure, with its reason: a model run
+        # records it and goes on with the other dispatches.
+        raise IreetuneError(
+            f"the search space of {dispatch.problem.signature} on {target.name} could not be "
+            f"built: {type(error).__name__}: {' '.join(str(error).split())}"
+        ) from error
     if not pool:
         raise IreetuneError(
             f"the search space of {dispatch.problem.signature} on {target.name} is empty"

@@ -15,7 +15,7 @@ from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
-from tests.conftest import CONV_MODEL, dump_benchmarks
+from tests.conftest import CONV_MODEL, TEST_CPU, dump_benchmarks
 from tests.conftest import MATMUL_MODEL as MATMUL_MODEL
 
 # A CPU spec for the 64x128x96 f32 matmul of MATMUL_MODEL and MIXED_MODEL's first dispatch.
@@ -188,7 +188,7 @@ def build_conv_spec(folder: Path) -> ConvSpec:
     root_op = find_root_op(module)
     problem = parse_problem(root_op)
     assert isinstance(problem, ConvolutionProblem)
-    target = LlvmCpuTarget()
+    target = LlvmCpuTarget(TEST_CPU)
     default = target.parse_default_knobs(problem, root_op)
     assert default is not None
     knobs = tuple(

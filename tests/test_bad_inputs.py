@@ -937,6 +937,11 @@ CASES = [
         ("replay", "{folder}", "--rounds", "100001"),
         "argument --rounds: must be at most 100000",
     ),
+    # z3cpu: a CPU name LLVM does not know (it would only warn and compile for a generic CPU).
+    Case("target-cpu-unknown-name", (*TUNE_DISPATCH, "--target", "cpu:zen4"), "unknown CPU 'zen4'"),
+    Case(
+        "tune-target-cpu-unknown-name", (*TUNE, "--target", "cpu:Haswell"), "unknown CPU 'Haswell'"
+    ),
 ]
 
 

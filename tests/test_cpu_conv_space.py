@@ -26,7 +26,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from tests.conftest import dump_benchmarks, nchw_conv_problem
+from tests.conftest import TEST_TARGET, dump_benchmarks, nchw_conv_problem
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # ResNet-50's 3x3 convolution on 56x56 images in NCHW: loops (n, f, oh, ow, c, kh, kw).
@@ -153,7 +153,7 @@ def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
     # restores the batch first. The configuration dump of the whole-model compile is the proof.
     (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")
     model = tmp_path / "dump" / "model.mlir"
-    target = parse_target("cpu")
+    target = parse_target(TEST_TARGET)
     context = ir.Context()
     with context:
         module = ir.Module.parse(benchmark.read_text())
@@ -166,7 +166,7 @@ def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
     )
     assert knobs != default
     configuration = target.configuration(problem, knobs, context)
-    compile_target = resolve_compile_target("cpu")
+    compile_target = resolve_compile_target(TEST_TARGET)
     reports = {}
     for label, prologue in (("with", target.spec_prologue(problem)), ("without", ())):
         spec = tmp_path / f"{label}.mlir"
@@ -190,7 +190,7 @@ def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
     from ireetune.verify.reference import build_reference_module
 
     (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")
-    target = parse_target("cpu")
+    target = parse_target(TEST_TARGET)
     context = ir.Context()
     with context:
         module = ir.Module.parse(benchmark.read_text())

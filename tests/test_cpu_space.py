@@ -102,3 +102,17 @@ def test_ordering_is_sorted_by_score_and_reproducible() -> None:
     assert scores == sorted(scores, reverse=True)
     assert sorted(k for k, _ in ordered) == sorted(pool)
     assert ordered == order_by_score(SIZES, AVX512, list(reversed(pool)), seed=3)
+
+
+def test_a_long_loop_that_no_vector_tile_divides_still_has_distribution_tiles() -> None:
+    # GoogLeNet's 3x3 convolution over 55x55 images, as im2col writes it: N = 3025 is odd and
+    # over the 2048 limit, so no multiple of a 16-lane vector divides it or covers it in one tile.
+    # Its N domain was empty, and `Or()` over no values made z3 refuse the constraints ("Value
+    # cannot be converted into a Z3 Boolean value") and ended the model run.
+    sizes = CpuProblemSizes(m=192, n=3025, k=576, outer_parallel=1, input_bytes=4,
+                            accumulator_bytes=4)  # fmt: skip
+    candidates = _take(sizes, 40)
+    assert len(candidates) == 40
+    # Every N tile is whole vectors; none divides the loop, so its last tile is partial.
+    assert all(c["dist_n"] % c["vec_n"] == 0 and c["vec_n"] % 16 == 0 for c in candidates)
+    assert all(3025 % c["dist_n"] != 0 and c["dist_n"] <= 2048 for c in candidates)

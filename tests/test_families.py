@@ -22,7 +22,7 @@ from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
 from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
 from ireetune.targets.base import check_family_coverage
-from tests.conftest import IREE_COMPILE, dump_benchmarks
+from tests.conftest import IREE_COMPILE, TEST_TARGET, dump_benchmarks
 from tests.test_gpu_compile import ATTENTION_F16, dump_gpu_benchmark
 
 SOFTMAX_MODEL = """
@@ -259,7 +259,7 @@ def test_a_reduction_reference_takes_the_config(
     ((module, problem),) = found
     assert problem.reference_carries_config  # type: ignore[attr-defined]
     assert problem.indexing_maps[0] == first_map  # type: ignore[attr-defined]
-    target = parse_target("cpu")
+    target = parse_target(TEST_TARGET)
     with context:
         root_op = find_root_op(module)
         default = target.parse_default_knobs(problem, root_op)  # type: ignore[arg-type]
@@ -315,7 +315,7 @@ def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
     found = [_problem_of_or_none(b, context) for b in benchmarks]
     ((module, problem),) = [(m, p) for m, p in found if p is not None and p.family == "reduction"]
     assert problem.strided_contraction  # type: ignore[attr-defined]
-    target = parse_target("cpu")
+    target = parse_target(TEST_TARGET)
     with context:
         default = target.parse_default_knobs(problem, find_root_op(module))  # type: ignore[arg-type]
     assert default is not None
@@ -338,7 +338,9 @@ def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
     assert "d1 * 2" in dumps["default"] and "d1 * 2" not in dumps["tuned"]
     assert "vector_common_parallel = [4, 1, 4, 0]" in dumps["tuned"]
     # `ireetune compile` compares the matcher with the op as the spec saw it, before the rewrite.
-    report = compile_with_spec(model, resolve_compile_target("cpu"), spec, tmp_path / "c.vmfb", 120)
+    report = compile_with_spec(
+        model, resolve_compile_target(TEST_TARGET), spec, tmp_path / "c.vmfb", 120
+    )
     assert report.landed and [c.matcher for c in report.checks] == [matcher_name(problem)]  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 8, 8), (32, 16, 1, 1))]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import platform
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -41,6 +42,20 @@ SPACE_VERSION = "llvm-cpu-space/v1"
 # batch global optimisation folded away (every batch-1 convolution of a model) its batch loop
 # back, and drops the attributes of the op it replaces, the spec's compilation_info among them.
 INSERT_BATCH_DIM_PASS = "iree-codegen-insert-batch-dim-for-batchless-conv"
+# The x86-64 CPUs that IREE 3.13's LLVM knows (its list when `--iree-llvmcpu-target-cpu` names
+# another): the names `--target cpu:NAME` takes on an x86-64 host.
+_X86_64_CPU_NAMES = (
+    "nocona core2 penryn bonnell atom silvermont slm goldmont goldmont-plus tremont nehalem corei7 "
+    "westmere sandybridge corei7-avx ivybridge core-avx-i haswell core-avx2 broadwell skylake "
+    "skylake-avx512 skx cascadelake cooperlake cannonlake icelake-client rocketlake "
+    "icelake-server tigerlake sapphirerapids alderlake raptorlake meteorlake arrowlake "
+    "arrowlake-s lunarlake gracemont pantherlake wildcatlake novalake sierraforest grandridge "
+    "graniterapids graniterapids-d emeraldrapids clearwaterforest diamondrapids knl knm k8 "
+    "athlon64 athlon-fx opteron k8-sse3 athlon64-sse3 opteron-sse3 amdfam10 barcelona btver1 "
+    "btver2 bdver1 bdver2 bdver3 bdver4 znver1 znver2 znver3 znver4 znver5 znver6 c86-4g-m4 "
+    "c86-4g-m6 c86-4g-m7 c86-4g-m8 x86-64 x86-64-v2 x86-64-v3 x86-64-v4"
+)
+X86_64_CPUS = frozenset(_X86_64_CPU_NAMES.split())
 # The families whose candidates the learned cost model has features for.
 _FEATURE_FAMILIES = ("contraction", "batch_contraction", "convolution")
 
@@ -49,6 +64,12 @@ class LlvmCpuTarget(Target):
     """IREE's llvm-cpu backend, run on the `local-task` device."""
 
     def __init__(self, cpu: str = "host", threads: int | None = None) -> None:
+        if cpu != "host" and platform.machine() in ("x86_64", "AMD64") and cpu not in X86_64_CPUS:
+            # LLVM would only warn and compile for a generic CPU.
+            raise IreetuneError(
+                f"unknown CPU '{cpu}' in --target cpu:{cpu}; LLVM's x86-64 CPUs include "
+                "haswell, skylake-avx512, znver4 and x86-64-v3"
+            )
         self.cpu = cpu
         self.threads = threads or len(os.sched_getaffinity(0))
         # Recorded facts (`use_machine_facts`) or those the last generation read.
