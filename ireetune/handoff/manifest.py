@@ -20,12 +20,20 @@ from typing import Any
 
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
+from ireetune.run_files import read_json_file
 
 MANIFEST_NAME = "handoff.json"
 RESULTS_NAME = "benchmark_results.json"
 # The leaders' reference programs, compiled by `finish` when the manifest deferred them.
 REFERENCES_NAME = "verify/references.json"
 FORMAT = "ireetune-benchmark-folder/1"
+# A manifest lists a few thousand candidates at most: some hundred kilobytes.
+MAX_MANIFEST_BYTES = 16 * 2**20
+# The random inputs are made where they run, from the manifest's shapes: bound what a tampered
+# manifest can make us allocate (2**31 elements is 8 GiB of f32, far above any dispatch's inputs).
+MAX_INPUT_ELEMENTS = 2**31
+MAX_INPUTS = 64
+MAX_RANK = 16
 
 
 @dataclass(frozen=True)
@@ -93,14 +101,11 @@ def hash_manifest(run_dir: Path) -> str:
 def check_results_match_manifest(run_dir: Path) -> None:
     """Refuse benchmark results that were not measured from this folder's current manifest."""
     results_path = run_dir / RESULTS_NAME
-    try:
-        results = json.loads(results_path.read_text())
-    except FileNotFoundError:
+    if not results_path.exists():
         raise IreetuneError(
             f"{run_dir} has no {RESULTS_NAME}; benchmark it first: ireetune benchmark-folder {run_dir}"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {results_path}: {error}") from None
+        )
+    results = read_json_file(results_path)
     recorded = results.get("manifest_sha256") if isinstance(results, dict) else None
     if recorded is None:
         raise IreetuneError(
@@ -210,10 +215,7 @@ def read_manifest(run_dir: Path) -> Manifest:
         raise ValueError(
             f"{run_dir} has no {MANIFEST_NAME}; compile it with `tune-dispatch --stop-after compile`"
         )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
+    data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT} manifest")
     reader = _Reader(run_dir, path)
@@ -242,6 +244,7 @@ def read_manifest(run_dir: Path) -> Manifest:
         for shape in shapes
     ):
         raise reader.fail("verify.input_shapes", "must be a list of lists of sizes")
+    _check_input_sizes(reader, shapes, reader.texts(verify, "input_types", "verify."))
     return Manifest(
         problem=reader.text(data, "problem"),
         target=reader.text(data, "target"),
@@ -270,6 +273,24 @@ def read_manifest(run_dir: Path) -> Manifest:
         global_flags=_read_global_flags(reader, data),
         references_deferred=_read_flag(reader, data, "references_deferred"),
     )
+
+
+def _check_input_sizes(reader: _Reader, shapes: list[list[int]], types: tuple[str, ...]) -> None:
+    """Refuse shapes that disagree with the types, or whose inputs would not fit in memory."""
+    if len(shapes) != len(types):
+        raise reader.fail(
+            "verify.input_shapes", f"names {len(shapes)} inputs but input_types {len(types)}"
+        )
+    if len(shapes) > MAX_INPUTS or any(len(shape) > MAX_RANK for shape in shapes):
+        raise reader.fail(
+            "verify.input_shapes", f"must hold at most {MAX_INPUTS} shapes of rank {MAX_RANK}"
+        )
+    elements = sum(math.prod(shape) for shape in shapes)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise reader.fail(
+            "verify.input_shapes",
+            f"asks for {elements} input elements, more than the {MAX_INPUT_ELEMENTS} allowed",
+        )
 
 
 # A global flag in a folder is passed to iree-compile by `finish`: only plain option settings
@@ -319,10 +340,7 @@ def read_references(run_dir: Path, manifest: Manifest) -> dict[int, tuple[str, s
     path = run_dir / REFERENCES_NAME
     if not manifest.references_deferred or not path.exists():
         return found
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
+    data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
     reader = _Reader(run_dir, path)
     listed = reader.field(data, "references", "")
     if not isinstance(listed, list):

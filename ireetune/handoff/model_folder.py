@@ -23,6 +23,7 @@ from typing import Any
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_inside_folder
 from ireetune.run_dir import is_inside_folder
+from ireetune.run_files import read_json_file
 
 DEVICE_MANIFEST_NAME = "device_step.json"
 FORMAT = "ireetune-model-folder/1"
@@ -213,10 +214,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
             f"{run_dir} has no {DEVICE_MANIFEST_NAME}; write it with `ireetune tune MODEL "
             "--stop-after compile` (or `ireetune continue` after a device step)"
         )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {path}: {error}") from None
+    data = read_json_file(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise IreetuneError(f"{path} is not a {FORMAT} manifest")
     reader = _Reader(run_dir, path)
