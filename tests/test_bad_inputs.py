@@ -642,6 +642,12 @@ CASES = [
         setup=_oversize("results.json"),
     ),
     Case(
+        "profile-run-deep-tree",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        "manifest.json nests deeper than 32 levels",
+        setup=lambda _, tmp: (tmp / "tree" / "manifest.json").write_text(DEEP_JSON),
+    ),
+    Case(
         "folder-huge-input-shapes",
         ("benchmark-folder", "{folder}"),
         "verify.input_shapes asks for 1000000012288 input elements",
