@@ -624,6 +624,13 @@ CASES = [
         setup=_write(RESULTS_NAME, DEEP_JSON),
     ),
     Case(
+        "folder-deferred-benchmark-results-deep",
+        ("benchmark-folder", "{folder}"),
+        "benchmark_results.json nests deeper than 32 levels: not a file ireetune wrote (remove it",
+        _set("references_deferred", True),
+        setup=_write(RESULTS_NAME, DEEP_JSON),
+    ),
+    Case(
         "replay-results-deep",
         ("replay", "{folder}", "--candidate", "1"),
         "results.json nests deeper than 32 levels",
