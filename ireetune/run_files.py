@@ -134,18 +134,59 @@ def read_json_object(path: Path, max_bytes: int = MAX_FILE_BYTES) -> dict[str, A
     return document
 
 
+# What a JSON user reads for pydantic's error types (the rest keep pydantic's own words).
+_PHRASES = {
+    "missing": "is missing",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "list_type": "must be an array",
+    "tuple_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "extra_forbidden": "is not a field of this file",
+}
+
+
+def _phrase(error: Mapping[str, Any]) -> str:
+    """Say what is wrong with one field, in the words of the JSON file."""
+    kind = error["type"]
+    context = error.get("ctx") or {}
+    if kind in _PHRASES:
+        return _PHRASES[kind]
+    if kind == "value_error":
+        return str(context.get("error", error["msg"]))
+    if kind == "greater_than_equal":
+        return f"must be at least {context['ge']:g}"
+    if kind == "greater_than":
+        return f"must be more than {context['gt']:g}"
+    if kind == "less_than_equal":
+        return f"must be at most {context['le']:g}"
+    if kind in ("enum", "literal_error"):
+        return f"must be {context.get('expected', 'one of the known values')}"
+    message = str(error["msg"])
+    return message[:1].lower() + message[1:]
+
+
 def describe_validation_error(path: Path, error: ValidationError) -> str:
     """Turn pydantic's report into one line: the file, the first bad field and what is wrong."""
     first = error.errors(include_url=False)[0]
-    field = "".join(
-        f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]
-    ).lstrip(".")
-    got = json.dumps(first.get("input"), default=str)
-    got = got if len(got) <= 60 else got[:57] + "..."
-    where = f"{field} " if field else ""
-    count = error.error_count()
-    more = f" (and {count - 1} more)" if count > 1 else ""
-    return f"{path}: {where}{first['msg'][:1].lower()}{first['msg'][1:]}, got {got}{more}"
+    # A union's member names (`int`, `str`) are pydantic's, not the file's: leave them out.
+    parts = [part for part in first["loc"] if part not in ("int", "str", "float")]
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    value = first.get("input")
+    got = ""
+    if value is None or isinstance(value, str | int | float | bool):
+        shown = json.dumps(value)
+        got = f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
+    where = f"{field.lstrip('.')} " if field else ""
+    return f"{path}: {where}{_phrase(first)}{got}"
 
 
 def validate_document(
@@ -167,7 +208,7 @@ def read_model_file(
     return validate_document(path, model, read_json_file(path, max_bytes), run_dir)
 
 
-def _inside_run_dir(value: str, info: ValidationInfo) -> str:
+def check_inside_run_dir(value: str, info: ValidationInfo) -> str:
     """Accept "" (no file) or a relative path that resolves inside the run folder."""
     run_dir = (info.context or {}).get("run_dir")
     if not value:
@@ -181,7 +222,7 @@ def _inside_run_dir(value: str, info: ValidationInfo) -> str:
 
 
 # A path a folder's file names: relative, and inside the folder once symlinks are followed.
-InsidePath = Annotated[str, AfterValidator(_inside_run_dir)]
+InsidePath = Annotated[str, AfterValidator(check_inside_run_dir)]
 CandidateId = Annotated[int, Field(ge=0, le=MAX_CANDIDATE_ID)]
 Count = Annotated[int, Field(ge=0, le=MAX_BATCH)]
 Times = tuple[float, ...]

@@ -385,7 +385,7 @@ CASES = [
     Case(
         "folder-symlink-out",
         ("benchmark-folder", "{folder}"),
-        'candidates[0].vmfb leads outside the run folder: "outside.vmfb"',
+        'candidates[0].vmfb leads outside the run folder, got "outside.vmfb"',
         _set("candidates.0.vmfb", "outside.vmfb"),
     ),
     Case(
@@ -397,7 +397,7 @@ CASES = [
     Case(
         "folder-verify-link-out",
         ("benchmark-folder", "{folder}"),
-        'baseline.reference_vmfb leads outside the run folder: "verify/reference_0.vmfb"',
+        'baseline.reference_vmfb leads outside the run folder, got "verify/reference_0.vmfb"',
         setup=lambda folder, tmp: _replace_with_link(folder / "verify", tmp / "adir"),
     ),
     Case(
@@ -441,19 +441,19 @@ CASES = [
     Case(
         "folder-bad-shapes",
         ("benchmark-folder", "{folder}"),
-        "verify.input_shapes must be a list of lists of sizes",
+        'verify.input_shapes[0][0] must be an integer, got "64"',
         _set("verify.input_shapes", [["64", 96]]),
     ),
     Case(
         "folder-candidates-not-a-list",
         ("benchmark-folder", "{folder}"),
-        "candidates must be a list",
+        "candidates must be an array",
         _set("candidates", {"0": "x"}),
     ),
     Case(
         "folder-negative-timeout",
         ("benchmark-folder", "{folder}"),
-        "benchmark_timeout_s must be at least 0",
+        "benchmark_timeout_s must be more than 0, got -1",
         _set("benchmark_timeout_s", -1),
     ),
     Case(
@@ -663,31 +663,31 @@ CASES = [
     Case(
         "folder-shapes-without-types",
         ("benchmark-folder", "{folder}"),
-        "verify.input_shapes names 3 inputs but input_types 2",
+        "verify.input_types names 2 inputs but input_shapes 3",
         lambda manifest: manifest["verify"]["input_shapes"].append([4]),
     ),
     Case(
         "finish-absolute-spec-path",
         ("finish", "{folder}"),
-        'candidates[1].spec_path value error, must be a path inside the run folder, got "/',
+        'candidates[1].spec_path must be a path inside the run folder, got "/etc/hostname"',
         setup=_edit_results(lambda run: run["candidates"][1].update(spec_path="/etc/hostname")),
     ),
     Case(
         "finish-spec-path-link-out",
         ("finish", "{folder}"),
-        "candidates[1].spec_path value error, leads outside the run folder",
+        'candidates[1].spec_path leads outside the run folder, got "specs/linked.mlir"',
         setup=_link_spec_out,
     ),
     Case(
         "finish-results-bad-status",
         ("finish", "{folder}"),
-        "candidates[0].status input should be 'generated'",
+        "candidates[0].status must be 'generated', 'compiled', 'compile-failed'",
         setup=_edit_results(lambda run: run["candidates"][0].update(status="bogus")),
     ),
     Case(
         "finish-results-text-id",
         ("finish", "{folder}"),
-        'candidates[1].candidate_id input should be a valid integer, got "1"',
+        'candidates[1].candidate_id must be an integer, got "1"',
         setup=_edit_results(lambda run: run["candidates"][1].update(candidate_id="1")),
     ),
     Case(
@@ -699,7 +699,7 @@ CASES = [
     Case(
         "finish-benchmark-campaign-not-object",
         ("finish", "{folder}"),
-        "benchmark_results.json: campaign.baselines input should be a valid array",
+        'benchmark_results.json: campaign.baselines must be an array, got "x"',
         setup=_benchmark_results(campaign={"baselines": "x", "candidates": [], "seconds": 1.0}),
     ),
     Case(
@@ -717,7 +717,7 @@ CASES = [
     Case(
         "finish-benchmark-zero-repetitions",
         ("finish", "{folder}"),
-        "verification.real_input_timings.repetitions input should be greater than or equal to 1",
+        "verification.real_input_timings.repetitions must be at least 1, got 0",
         setup=_benchmark_results(
             verification={"real_input_timings": {"repetitions": 0, "times_ms": {"0": [1.0]}}}
         ),
@@ -759,13 +759,13 @@ CASES = [
     Case(
         "replay-bad-timing-basis",
         ("replay", "{folder}", "--candidate", "1"),
-        "results.json: timing_basis input should be 'dispatch', 'real-input' or 'model'",
+        "results.json: timing_basis must be 'dispatch', 'real-input' or 'model', got \"bogus\"",
         setup=_edit_results(lambda run: run.update(timing_basis="bogus")),
     ),
     Case(
         "replay-boolean-winner",
         ("replay", "{folder}"),
-        "decision.winner input should be a valid integer, got true",
+        "decision.winner must be an integer, got true",
         setup=_edit_results(lambda run: run.update(decision={"winner": True})),
     ),
 ]
