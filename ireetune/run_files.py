@@ -184,7 +184,7 @@ def describe_validation_error(path: Path, error: ValidationError) -> str:
     got = ""
     if value is None or isinstance(value, str | int | float | bool):
         shown = json.dumps(value)
-        got = f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
+        got = f", got {shown if len(shown) <= 200 else shown[:197] + '...'}"
     where = f"{field.lstrip('.')} " if field else ""
     return f"{path}: {where}{_phrase(first)}{got}"
 

@@ -5,12 +5,16 @@ flags a folder may carry. The command-level refusals are cases of tests/test_bad
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from ireetune.cli import main
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.flags.space import propose_flag_sets
+from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.run_files import (
     DispatchRunFile,
@@ -21,6 +25,7 @@ from ireetune.run_files import (
 )
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
+from tests.conftest import MATMUL_MODEL
 
 BASELINE = {"candidate_id": 0, "knobs": None, "status": "measured", "spec_path": "specs/0.mlir"}
 
@@ -120,4 +125,58 @@ def test_a_flag_the_search_never_writes_is_refused(flag: str) -> None:
         check_folder_flags((flag,), "handoff.json: global_flags")
     assert str(excinfo.value).startswith(
         f"handoff.json: global_flags: {flag!r} is not a flag a run folder may carry"
+    )
+
+
+@pytest.fixture(scope="module")
+def benchmarked_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real folder: compiled by `tune-dispatch --stop-after compile`, then benchmarked."""
+    folder = tmp_path_factory.mktemp("benchmarked")
+    model = folder / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=model, target="cpu", num_candidates=2, output_dir=folder / "runs",
+            repetitions=2, min_repetition_s=0.002, confirm_rounds=1, confirm_top=1,
+            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
+            references=References.ALL,
+        )
+    )  # fmt: skip
+    assert main(["benchmark-folder", str(result.run_dir)]) == 0
+    return result.run_dir
+
+
+def test_finish_refuses_a_winner_whose_spec_lies_outside_the_folder(
+    benchmarked_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(benchmarked_folder, run_dir)
+    outside = tmp_path / "outside_spec.mlir"
+    shutil.copyfile(run_dir / "specs" / "1_spec.mlir", outside)
+    results_path = run_dir / "results.json"
+    run = json.loads(results_path.read_text())
+    for record in run["candidates"]:
+        record["spec_path"] = str(outside)
+    results_path.write_text(json.dumps(run))
+    capsys.readouterr()
+
+    status = main(["finish", str(run_dir)])
+
+    assert (status, capsys.readouterr().err) == (
+        2,
+        f"ireetune: error: {results_path}: candidates[0].spec_path must be a path inside the run "
+        f'folder, got "{outside}"\n',
+    )
+    assert not (run_dir / "best_spec.mlir").exists()
+
+
+def test_an_untampered_benchmarked_folder_still_finishes(
+    benchmarked_folder: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(benchmarked_folder, run_dir)
+    assert main(["finish", str(run_dir)]) == 0
+    assert json.loads((run_dir / "results.json").read_text())["outcome"] in (
+        "improved",
+        "no-improvement",
     )
