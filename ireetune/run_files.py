@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -85,6 +86,9 @@ def measure_depth(text: str, limit: int) -> int:
 def read_json_text(path: Path, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> str:
     """Return the text of a run folder's JSON file after its size and depth checks."""
     try:
+        # A named pipe would block the open below, a device would never end: plain files only.
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise RunFileError(f"cannot read {path}: not a plain file")
         with path.open("rb") as handle:
             size = handle.seek(0, 2)
             if size > max_bytes:

@@ -5,6 +5,7 @@ flags a folder may carry. The command-level refusals are cases of tests/test_bad
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -62,6 +63,18 @@ def test_a_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RunFileError) as excinfo:
         read_json_file(path)
     assert str(excinfo.value) == f"cannot read {path}: not UTF-8 text (invalid start byte)"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_file_that_is_not_plain_is_refused_without_opening_it(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "results.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with pytest.raises(RunFileError) as excinfo:
+        read_json_file(path)
+    assert str(excinfo.value) == f"cannot read {path}: not a plain file"
 
 
 def _write_run(run_dir: Path, spec_path: str) -> Path:
