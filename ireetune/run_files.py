@@ -172,6 +172,12 @@ def _phrase(error: Mapping[str, Any]) -> str:
         return f"must be more than {context['gt']:g}"
     if kind == "less_than_equal":
         return f"must be at most {context['le']:g}"
+    if kind == "string_too_short":
+        return f"must have at least {context['min_length']} characters"
+    if kind == "string_too_long":
+        return f"must have at most {context['max_length']} characters"
+    if kind == "too_short":
+        return f"must hold at least {context['min_length']} items"
     if kind in ("enum", "literal_error"):
         return f"must be {context.get('expected', 'one of the known values')}"
     message = str(error["msg"])
@@ -182,8 +188,15 @@ def describe_validation_error(path: Path, error: ValidationError) -> str:
     """Turn pydantic's report into one line: the file, the first bad field and what is wrong."""
     first = error.errors(include_url=False)[0]
     # A union's member names (`int`, `str`) are pydantic's, not the file's: leave them out.
-    parts = [part for part in first["loc"] if part not in ("int", "str", "float")]
-    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+    parts = [part for part in first["loc"] if part not in ("int", "str", "float", "[key]")]
+    field = "".join(
+        f"[{part}]"
+        if isinstance(part, int)
+        else f".{part}"
+        if part.isidentifier()
+        else f"[{json.dumps(part)}]"
+        for part in parts
+    )
     value = first.get("input")
     got = ""
     if value is None or isinstance(value, str | int | float | bool):

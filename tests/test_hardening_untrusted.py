@@ -17,6 +17,7 @@ from ireetune.errors import IreetuneError
 from ireetune.flags.space import propose_flag_sets
 from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.folder_flags import check_folder_flags
+from ireetune.handoff.model_folder import read_device_manifest
 from ireetune.run_files import (
     DispatchRunFile,
     RunFileError,
@@ -192,4 +193,45 @@ def test_an_untampered_benchmarked_folder_still_finishes(
     assert json.loads((run_dir / "results.json").read_text())["outcome"] in (
         "improved",
         "no-improvement",
+    )
+
+
+DEVICE_MANIFEST = {
+    "format": "ireetune-model-folder/1", "round_trip": 1, "target": "cpu",
+    "devices": ["local-task"], "function": "main", "inputs": "inputs.npz",
+    "default_model": "model.vmfb", "files": {"inputs.npz": "a" * 64, "model.vmfb": "b" * 64},
+    "profile": None, "folders": [], "variants": None,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        ({"files": {"/etc/passwd": "a" * 64}}, 'files["/etc/passwd"] must be a path inside'),
+        (
+            {"files": {"inputs.npz": "short"}},
+            'files["inputs.npz"] must have at least 64 characters',
+        ),
+        ({"round_trip": True}, "round_trip must be an integer, got true"),
+        ({"devices": []}, "devices must hold at least 1 items"),
+        ({"inputs": "../inputs.npz"}, 'inputs must be a path inside the run folder, got "../'),
+    ],
+)
+def test_a_tampered_device_manifest_is_refused_in_one_line(
+    tmp_path: Path, edit: dict[str, object], problem: str
+) -> None:
+    path = tmp_path / "device_step.json"
+    path.write_text(json.dumps({**DEVICE_MANIFEST, **edit}))
+    with pytest.raises(IreetuneError) as excinfo:
+        read_device_manifest(tmp_path)
+    assert str(excinfo.value).startswith(f"{path}: {problem}")
+
+
+def test_a_device_manifest_as_written_reads_back(tmp_path: Path) -> None:
+    (tmp_path / "device_step.json").write_text(json.dumps(DEVICE_MANIFEST))
+    manifest = read_device_manifest(tmp_path)
+    assert (manifest.inputs, manifest.default_model, manifest.devices) == (
+        "inputs.npz",
+        "model.vmfb",
+        ("local-task",),
     )
