@@ -95,9 +95,12 @@ def _read_benchmark_results(
             "verification.real_input_timings.times_ms",
             verification.real_input_timings.times_ms,
         )
-    named = {("campaign.candidates", m.candidate_id) for m in checked.campaign.candidates} | {
-        ("verification.verdicts", cid) for cid in verification.verdict_ids()
-    }
+    timed = verification.real_input_timings.times_ms if verification.real_input_timings else {}
+    named = (
+        {("campaign.candidates", m.candidate_id) for m in checked.campaign.candidates}
+        | {("verification.verdicts", cid) for cid in verification.verdict_ids()}
+        | {("verification.real_input_timings.times_ms", int(key)) for key in timed}
+    )
     for field, candidate_id in sorted(named):
         if candidate_id not in known:
             raise IreetuneError(f"{path}: {field} names candidate {candidate_id}, not in this run")
