@@ -26,7 +26,7 @@ from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.handoff.export import References, StopAfter
-from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME
+from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME, hash_manifest
 from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
 from tests.test_database import INFO as DATABASE_INFO
 from tests.test_database import PROBLEM as DATABASE_PROBLEM
@@ -134,6 +134,74 @@ def _replace_with_link(path: Path, target: Path) -> None:
 
 def _duplicate_first_candidate(manifest: dict[str, Any]) -> None:
     manifest["candidates"].append(dict(manifest["candidates"][0]))
+
+
+# 100,000 levels of nesting: the standard parser ends in a RecursionError on it.
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def _write(relative: str, text: str) -> Callable[[Path, Path], object]:
+    """Replace a file of the run folder with `text`."""
+    return lambda folder, _: (folder / relative).write_text(text)
+
+
+def _edit_results(edit: Callable[[dict[str, Any]], object]) -> Callable[[Path, Path], object]:
+    """Edit the run folder's results.json (the run's own record)."""
+
+    def setup(folder: Path, _: Path) -> None:
+        path = folder / "results.json"
+        document = json.loads(path.read_text())
+        edit(document)
+        path.write_text(json.dumps(document))
+
+    return setup
+
+
+def _benchmark_results(**fields: object) -> Callable[[Path, Path], object]:
+    """Write a benchmark_results.json of this folder's manifest, valid but for `fields`."""
+
+    def setup(folder: Path, _: Path) -> None:
+        payload = {
+            "devices": ["local-task"],
+            "campaign": {
+                "baselines": [
+                    {"device": "local-task", "batch": 1, "before_ms": [1.0], "after_ms": [1.0],
+                     "confirmed_ms": [], "drift": 0.0}
+                ],
+                "candidates": [],
+                "seconds": 1.0,
+            },
+            "contenders": [],
+            "verification": {"verdicts": {}},
+            "manifest_sha256": hash_manifest(folder),
+            **fields,
+        }  # fmt: skip
+        (folder / RESULTS_NAME).write_text(json.dumps(payload))
+
+    return setup
+
+
+def _link_binaries_out(folder: Path, tmp: Path) -> None:
+    """Move the folder's binaries out and leave a link to them (replay must not follow it)."""
+    shutil.copytree(folder / "binaries", tmp / "elsewhere_binaries")
+    _replace_with_link(folder / "binaries", tmp / "elsewhere_binaries")
+
+
+def _link_spec_out(folder: Path, tmp: Path) -> None:
+    (folder / "specs" / "linked.mlir").symlink_to(tmp / "spec.mlir")
+    _edit_results(lambda run: run["candidates"][1].update(spec_path="specs/linked.mlir"))(
+        folder, tmp
+    )
+
+
+def _oversize(relative: str) -> Callable[[Path, Path], object]:
+    """Make a file of the folder larger than any run folder's file may be (sparse: no disk)."""
+
+    def setup(folder: Path, _: Path) -> None:
+        with (folder / relative).open("r+b") as handle:
+            handle.truncate(65 * 2**20)
+
+    return setup
 
 
 def _matmul_model(m: int, n: int, k: int, element_type: str) -> str:
@@ -337,7 +405,7 @@ CASES = [
     Case(
         "folder-symlink-out",
         ("benchmark-folder", "{folder}"),
-        'candidates[0].vmfb leads outside the run folder: "outside.vmfb"',
+        'candidates[0].vmfb leads outside the run folder, got "outside.vmfb"',
         _set("candidates.0.vmfb", "outside.vmfb"),
     ),
     Case(
@@ -349,7 +417,7 @@ CASES = [
     Case(
         "folder-verify-link-out",
         ("benchmark-folder", "{folder}"),
-        'baseline.reference_vmfb leads outside the run folder: "verify/reference_0.vmfb"',
+        'baseline.reference_vmfb leads outside the run folder, got "verify/reference_0.vmfb"',
         setup=lambda folder, tmp: _replace_with_link(folder / "verify", tmp / "adir"),
     ),
     Case(
@@ -393,19 +461,19 @@ CASES = [
     Case(
         "folder-bad-shapes",
         ("benchmark-folder", "{folder}"),
-        "verify.input_shapes must be a list of lists of sizes",
+        'verify.input_shapes[0][0] must be an integer, got "64"',
         _set("verify.input_shapes", [["64", 96]]),
     ),
     Case(
         "folder-candidates-not-a-list",
         ("benchmark-folder", "{folder}"),
-        "candidates must be a list",
+        "candidates must be an array",
         _set("candidates", {"0": "x"}),
     ),
     Case(
         "folder-negative-timeout",
         ("benchmark-folder", "{folder}"),
-        "benchmark_timeout_s must be at least 0",
+        "benchmark_timeout_s must be more than 0, got -1",
         _set("benchmark_timeout_s", -1),
     ),
     Case(
@@ -548,6 +616,177 @@ CASES = [
         "db-import-string-speedup",
         ("db", "--db", "{empty_db}", "import", "{bad_rows}"),
         "speedup",
+    ),
+    # untrusted: every JSON file of a run folder through one reading path (size, depth, field
+    # types, paths confined to the folder); the global flags a folder may carry (issue 22).
+    Case(
+        "folder-manifest-deep",
+        ("benchmark-folder", "{folder}"),
+        "handoff.json nests deeper than 32 levels",
+        manifest_text='{"format": "ireetune-benchmark-folder/1", "x": ' + DEEP_JSON + "}",
+    ),
+    Case(
+        "finish-manifest-deep",
+        ("finish", "{folder}"),
+        "handoff.json nests deeper than 32 levels",
+        manifest_text=DEEP_JSON,
+    ),
+    Case(
+        "finish-results-deep",
+        ("finish", "{folder}"),
+        "results.json nests deeper than 32 levels",
+        setup=_write("results.json", DEEP_JSON),
+    ),
+    Case(
+        "finish-benchmark-results-deep",
+        ("finish", "{folder}"),
+        "benchmark_results.json nests deeper than 32 levels",
+        setup=_write(RESULTS_NAME, DEEP_JSON),
+    ),
+    Case(
+        "folder-deferred-benchmark-results-deep",
+        ("benchmark-folder", "{folder}"),
+        "benchmark_results.json nests deeper than 32 levels: not a file ireetune wrote (remove it",
+        _set("references_deferred", True),
+        setup=_write(RESULTS_NAME, DEEP_JSON),
+    ),
+    Case(
+        "replay-results-deep",
+        ("replay", "{folder}", "--candidate", "1"),
+        "results.json nests deeper than 32 levels",
+        setup=_write("results.json", DEEP_JSON),
+    ),
+    Case(
+        "report-results-deep",
+        ("report", "{folder}", "-o", "{tmp}/report.html"),
+        "results.json nests deeper than 32 levels",
+        setup=_write("results.json", DEEP_JSON),
+    ),
+    Case(
+        "report-results-oversized",
+        ("report", "{folder}", "-o", "{tmp}/report.html"),
+        "results.json is 68157440 bytes, more than the 67108864",
+        setup=_oversize("results.json"),
+    ),
+    Case(
+        "profile-run-deep-tree",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        "manifest.json nests deeper than 32 levels",
+        setup=lambda _, tmp: (tmp / "tree" / "manifest.json").write_text(DEEP_JSON),
+    ),
+    Case(
+        "folder-huge-input-shapes",
+        ("benchmark-folder", "{folder}"),
+        "verify.input_shapes asks for 1000000012288 input elements",
+        _set("verify.input_shapes.0", [1_000_000, 1_000_000]),
+    ),
+    Case(
+        "folder-shapes-without-types",
+        ("benchmark-folder", "{folder}"),
+        "verify.input_types names 2 inputs but input_shapes 3",
+        lambda manifest: manifest["verify"]["input_shapes"].append([4]),
+    ),
+    Case(
+        "finish-absolute-spec-path",
+        ("finish", "{folder}"),
+        'candidates[1].spec_path must be a path inside the run folder, got "/etc/hostname"',
+        setup=_edit_results(lambda run: run["candidates"][1].update(spec_path="/etc/hostname")),
+    ),
+    Case(
+        "finish-spec-path-link-out",
+        ("finish", "{folder}"),
+        'candidates[1].spec_path leads outside the run folder, got "specs/linked.mlir"',
+        setup=_link_spec_out,
+    ),
+    Case(
+        "finish-results-bad-status",
+        ("finish", "{folder}"),
+        "candidates[0].status must be 'generated', 'compiled', 'compile-failed'",
+        setup=_edit_results(lambda run: run["candidates"][0].update(status="bogus")),
+    ),
+    Case(
+        "finish-results-text-id",
+        ("finish", "{folder}"),
+        'candidates[1].candidate_id must be an integer, got "1"',
+        setup=_edit_results(lambda run: run["candidates"][1].update(candidate_id="1")),
+    ),
+    Case(
+        "finish-results-no-baseline",
+        ("finish", "{folder}"),
+        "candidates must hold candidate 0 and no id twice",
+        setup=_edit_results(lambda run: run["candidates"].pop(0)),
+    ),
+    Case(
+        "finish-benchmark-campaign-not-object",
+        ("finish", "{folder}"),
+        'benchmark_results.json: campaign.baselines must be an array, got "x"',
+        setup=_benchmark_results(campaign={"baselines": "x", "candidates": [], "seconds": 1.0}),
+    ),
+    Case(
+        "finish-benchmark-verdict-of-no-candidate",
+        ("finish", "{folder}"),
+        "verification.verdicts names candidate 99, not in this run",
+        setup=_benchmark_results(verification={"verdicts": {"99": {"status": "verified"}}}),
+    ),
+    Case(
+        "finish-benchmark-verdict-key-not-id",
+        ("finish", "{folder}"),
+        "verification.verdicts has a key that is not a candidate id: 'x'",
+        setup=_benchmark_results(verification={"verdicts": {"x": {"status": "verified"}}}),
+    ),
+    Case(
+        "finish-benchmark-zero-repetitions",
+        ("finish", "{folder}"),
+        "verification.real_input_timings.repetitions must be at least 1, got 0",
+        setup=_benchmark_results(
+            verification={"real_input_timings": {"repetitions": 0, "times_ms": {"0": [1.0]}}}
+        ),
+    ),
+    Case(
+        "finish-keep-linker-artifacts",
+        ("finish", "{folder}"),
+        "'--iree-llvmcpu-keep-linker-artifacts' is not a flag a run folder may carry",
+        _set("global_flags", ["--iree-llvmcpu-keep-linker-artifacts"]),
+    ),
+    Case(
+        "tune-dispatch-split-foreign-flag",
+        (
+            *TUNE_DISPATCH,
+            "--stop-after",
+            "compile",
+            "--flags",
+            "--iree-llvmcpu-keep-linker-artifacts",
+        ),
+        "'--iree-llvmcpu-keep-linker-artifacts' is not a flag a run folder may carry",
+    ),
+    Case(
+        "replay-binaries-link-out",
+        ("replay", "{folder}", "--candidate", "1"),
+        "leads outside the run folder",
+        setup=_link_binaries_out,
+    ),
+    Case(
+        "replay-unlisted-binaries-link-out",
+        ("replay", "{folder}", "--candidate", "1"),
+        "binaries/0.vmfb leads outside the run folder",
+        setup=lambda folder, tmp: (
+            _link_binaries_out(folder, tmp),
+            _edit_results(lambda run: [c.update(binary_path="") for c in run["candidates"]])(
+                folder, tmp
+            ),
+        ),
+    ),
+    Case(
+        "replay-bad-timing-basis",
+        ("replay", "{folder}", "--candidate", "1"),
+        "results.json: timing_basis must be 'dispatch', 'real-input' or 'model', got \"bogus\"",
+        setup=_edit_results(lambda run: run.update(timing_basis="bogus")),
+    ),
+    Case(
+        "replay-boolean-winner",
+        ("replay", "{folder}"),
+        "decision.winner must be an integer, got true",
+        setup=_edit_results(lambda run: run.update(decision={"winner": True})),
     ),
     # database: every command that takes --db checks it before any work, and a refused file gets
     # nothing written into or beside it (no -wal/-shm file, no new database).

@@ -40,6 +40,12 @@ from ireetune.handoff.manifest import (
     read_manifest,
     read_references,
 )
+from ireetune.run_files import (
+    BenchmarkResultsFile,
+    RunFileError,
+    read_json_file,
+    validate_document,
+)
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.runner import run_reference_programs
@@ -220,12 +226,13 @@ def _pending_verification(
     if not manifest.references_deferred or not path.exists():
         return None
     try:
-        results = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(results, dict) or results.get("manifest_sha256") != manifest_hash:
-        return None
-    pending = results.get("verification", {}).get("pending")
+        results = read_json_file(path)
+        if not isinstance(results, dict) or results.get("manifest_sha256") != manifest_hash:
+            return None
+        checked = validate_document(path, BenchmarkResultsFile, results, run_dir)
+    except RunFileError as error:
+        raise RunFileError(f"{error} (remove it to measure the folder again)") from None
+    pending = checked.verification.pending
     if not pending:
         return None
     missing = [cid for cid in pending if cid not in read_references(run_dir, manifest)]
@@ -234,6 +241,8 @@ def _pending_verification(
             f"the reference programs of candidates {', '.join(map(str, missing))} are not compiled "
             f"yet: run `ireetune finish {run_dir}` where the compiler is, then this again"
         )
+    if not any(not baseline.error for baseline in checked.campaign.baselines):
+        raise ValueError(f"{path}: campaign.baselines holds no measured device")
     return results
 
 

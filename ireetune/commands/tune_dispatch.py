@@ -156,12 +156,16 @@ def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
     from ireetune.flags.check import parse_flag_text
     from ireetune.handoff.export import References, StopAfter
+    from ireetune.handoff.folder_flags import check_folder_flags
     from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_database_path, check_output_dir
 
     check_output_dir(arguments.output_dir)
     if not arguments.no_db:
         check_database_path(arguments.db)
+    if arguments.stop_after:
+        # `finish` compiles with the folder's flags and accepts only the flag search's.
+        check_folder_flags(parse_flag_text(arguments.flags), "--flags with --stop-after compile")
 
     executor, ray = parse_executor(arguments)
     options = TuneOptions(

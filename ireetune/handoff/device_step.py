@@ -40,6 +40,7 @@ from ireetune.handoff.model_folder import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
+from ireetune.run_files import RunFileError, read_json_file
 
 RESULTS_FORMAT = "ireetune-device-results/1"
 
@@ -58,8 +59,8 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
 def _earlier_results(path: Path, manifest_hash: str) -> dict[str, Any] | None:
     """Return what an interrupted step of this same manifest already wrote, else None."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json_file(path)
+    except RunFileError:
         return None
     if isinstance(data, dict) and data.get("manifest_sha256") == manifest_hash:
         return data

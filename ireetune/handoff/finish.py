@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import shutil
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,27 +19,92 @@ from ireetune.decision.rules import choose_contenders, pick_winner
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
-from ireetune.handoff.manifest import RESULTS_NAME, check_results_match_manifest, read_manifest
+from ireetune.handoff.folder_flags import check_folder_flags
+from ireetune.handoff.manifest import (
+    MANIFEST_NAME,
+    RESULTS_NAME,
+    Manifest,
+    check_results_match_manifest,
+    read_manifest,
+)
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateRecord, CandidateStatus, write_text_atomically
+from ireetune.report.records import CandidateRecord, write_text_atomically
 from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
+from ireetune.run_files import (
+    BenchmarkResultsFile,
+    CandidateRecordFile,
+    DispatchRunFile,
+    check_id_keys,
+    read_json_object,
+    validate_document,
+)
 from ireetune.search.candidate import make_knobs
 from ireetune.targets import parse_target
 from ireetune.verify.landing import prove_config_landed
 from ireetune.verify.real_inputs import estimates_from_rounds
 
 
-def record_from_json(data: dict[str, Any]) -> CandidateRecord:
-    """Rebuild a CandidateRecord from its results.json form."""
-    fields = dict(data)
-    fields["status"] = CandidateStatus(fields["status"])
-    fields["knobs"] = make_knobs(fields["knobs"]) if fields["knobs"] is not None else None
-    fields["times_ms"] = tuple(fields["times_ms"])
-    fields["rounds_ms"] = tuple(tuple(r) for r in fields.get("rounds_ms", []))
+def record_from_json(data: CandidateRecordFile) -> CandidateRecord:
+    """Rebuild a CandidateRecord from its checked results.json form."""
+    fields = data.model_dump()
+    fields["status"] = data.status
+    fields["knobs"] = make_knobs(data.knobs) if data.knobs is not None else None
     return CandidateRecord(**fields)
+
+
+def read_compiling_manifest(run_dir: Path) -> Manifest:
+    """Read the manifest of a folder whose global flags this side passes to iree-compile."""
+    try:
+        manifest = read_manifest(run_dir)
+    except ValueError as error:
+        raise IreetuneError(str(error)) from None
+    check_folder_flags(manifest.global_flags, f"{run_dir / MANIFEST_NAME}: global_flags")
+    return manifest
+
+
+def read_run_record(run_dir: Path) -> tuple[dict[str, Any], dict[int, CandidateRecord]]:
+    """Read results.json as untrusted data: the run's facts and its candidates' records.
+
+    Every record's spec and binary path must stay inside the folder: the winner's spec becomes
+    the run's best_spec.mlir.
+    """
+    path = run_dir / "results.json"
+    run_data = read_json_object(path)
+    run_file = validate_document(path, DispatchRunFile, run_data, run_dir)
+    records = {record.candidate_id: record_from_json(record) for record in run_file.candidates}
+    if len(records) != len(run_file.candidates) or 0 not in records:
+        raise IreetuneError(f"{path}: candidates must hold candidate 0 and no id twice")
+    return {key: value for key, value in run_data.items() if key != "candidates"}, records
+
+
+def _read_benchmark_results(
+    run_dir: Path, known: Collection[int]
+) -> tuple[dict[str, Any], BenchmarkResultsFile]:
+    """Read benchmark_results.json as untrusted data; every id it names must be a candidate."""
+    path = run_dir / RESULTS_NAME
+    results = read_json_object(path)
+    checked = validate_document(path, BenchmarkResultsFile, results, run_dir)
+    verification = checked.verification
+    check_id_keys(path, "verification.verdicts", verification.verdicts)
+    if verification.real_input_timings is not None:
+        check_id_keys(
+            path,
+            "verification.real_input_timings.times_ms",
+            verification.real_input_timings.times_ms,
+        )
+    timed = verification.real_input_timings.times_ms if verification.real_input_timings else {}
+    named = (
+        {("campaign.candidates", m.candidate_id) for m in checked.campaign.candidates}
+        | {("verification.verdicts", cid) for cid in verification.verdict_ids()}
+        | {("verification.real_input_timings.times_ms", int(key)) for key in timed}
+    )
+    for field, candidate_id in sorted(named):
+        if candidate_id not in known:
+            raise IreetuneError(f"{path}: {field} names candidate {candidate_id}, not in this run")
+    return results, checked
 
 
 def finish_run(run_dir: Path) -> TuneResult:
@@ -51,38 +116,31 @@ def finish_run(run_dir: Path) -> TuneResult:
     """
     if not run_dir.is_dir():
         raise IreetuneError(f"run folder not found: {run_dir}")
+    manifest = read_compiling_manifest(run_dir)
+    info, records = read_run_record(run_dir)
     try:
-        manifest = read_manifest(run_dir)
         check_results_match_manifest(run_dir)
     except ValueError as error:
         raise IreetuneError(str(error)) from None
-    results_path = run_dir / RESULTS_NAME
-    try:
-        run_data = json.loads((run_dir / "results.json").read_text())
-        results = json.loads(results_path.read_text())
-        campaign = campaign_from_json(results["campaign"])
-    except (ValueError, KeyError, TypeError) as error:
-        raise IreetuneError(f"{results_path} cannot be read: {error}") from None
-    info = {key: value for key, value in run_data.items() if key != "candidates"}
-    recorder = RunRecorder(
-        run_dir, info, {r.candidate_id: r for r in map(record_from_json, run_data["candidates"])}
-    )
+    results, checked = _read_benchmark_results(run_dir, records)
+    campaign = campaign_from_json(results["campaign"])
+    recorder = RunRecorder(run_dir, info, records)
     changed, baseline_ms = apply_campaign(recorder.records, campaign, info)
     for record in changed:
         recorder.update(record)
-    info["devices"] = results["devices"]
+    info["devices"] = list(checked.devices)
     notes = list(campaign.notes)
-    verification = results.get("verification", {})
-    if verification.get("pending"):
-        pending = ", ".join(map(str, verification["pending"]))
+    verification = checked.verification
+    if verification.pending:
+        pending = ", ".join(map(str, verification.pending))
         raise IreetuneError(
             f"the outputs of candidates {pending} are not checked yet: "
             f"run `ireetune benchmark-folder {run_dir}` again where the device is"
         )
-    if "baseline_error" in verification:
-        notes.append(f"verification could not run: {verification['baseline_error']}")
-    if verification.get("model_level_baseline_ms") is not None:
-        info["model_level_baseline_ms"] = verification["model_level_baseline_ms"]
+    if verification.baseline_error is not None:
+        notes.append(f"verification could not run: {verification.baseline_error}")
+    if verification.model_level_baseline_ms is not None:
+        info["model_level_baseline_ms"] = verification.model_level_baseline_ms
 
     rule = folder_rule(manifest)
     info["rule"] = rule.name
@@ -90,16 +148,18 @@ def finish_run(run_dir: Path) -> TuneResult:
     recorder.record_facts(facts)
     contenders = choose_contenders(list(facts.values()), rule, contender_limit(manifest))
     outputs: dict[int, tuple[bool, str]] = {}
-    for key, verdict in verification.get("verdicts", {}).items():
-        outputs[int(key)] = (verdict.get("status") == "verified", verdict.get("reason", ""))
-        if verdict.get("max_abs_error") is not None:
+    for key, verdict in verification.verdicts.items():
+        outputs[int(key)] = (verdict.status == "verified", verdict.reason)
+        if verdict.max_abs_error is not None:
             cid = int(key)
             recorder.records[cid] = replace(
-                recorder.records[cid], max_abs_error=verdict["max_abs_error"]
+                recorder.records[cid], max_abs_error=verdict.max_abs_error
             )
     facts = with_outputs(facts, {cid: outputs[cid] for cid in contenders if cid in outputs})
-    if verification.get("real_input_timings"):
-        facts = with_real_input(facts, estimates_from_rounds(verification["real_input_timings"]))
+    if verification.real_input_timings is not None and verification.real_input_timings.times_ms:
+        facts = with_real_input(
+            facts, estimates_from_rounds(results["verification"]["real_input_timings"])
+        )
     decision = pick_winner(list(facts.values()), contenders, rule)
     recorder.record_decision(decision, facts)
 
@@ -112,6 +172,8 @@ def finish_run(run_dir: Path) -> TuneResult:
     best_spec_path: Path | None = None
     if decision.winner is not None:
         best = recorder.records[decision.winner]
+        if not best.spec_path:
+            raise IreetuneError(f"{run_dir / 'results.json'}: the winner names no spec_path")
         target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
         prove_config_landed(
             target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,

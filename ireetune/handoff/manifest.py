@@ -16,16 +16,34 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
+from ireetune.run_files import (
+    CandidateId,
+    FileModel,
+    InsidePath,
+    check_inside_run_dir,
+    read_json_file,
+    read_model_file,
+    validate_document,
+)
 
 MANIFEST_NAME = "handoff.json"
 RESULTS_NAME = "benchmark_results.json"
 # The leaders' reference programs, compiled by `finish` when the manifest deferred them.
 REFERENCES_NAME = "verify/references.json"
 FORMAT = "ireetune-benchmark-folder/1"
+# A manifest lists a few thousand candidates at most: some hundred kilobytes.
+MAX_MANIFEST_BYTES = 16 * 2**20
+# The random inputs are made where they run, from the manifest's shapes: bound what a tampered
+# manifest can make us allocate (2**31 elements is 8 GiB of f32, far above any dispatch's inputs).
+MAX_INPUT_ELEMENTS = 2**31
+MAX_INPUTS = 64
+MAX_RANK = 16
 
 
 @dataclass(frozen=True)
@@ -93,14 +111,11 @@ def hash_manifest(run_dir: Path) -> str:
 def check_results_match_manifest(run_dir: Path) -> None:
     """Refuse benchmark results that were not measured from this folder's current manifest."""
     results_path = run_dir / RESULTS_NAME
-    try:
-        results = json.loads(results_path.read_text())
-    except FileNotFoundError:
+    if not results_path.exists():
         raise IreetuneError(
             f"{run_dir} has no {RESULTS_NAME}; benchmark it first: ireetune benchmark-folder {run_dir}"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {results_path}: {error}") from None
+        )
+    results = read_json_file(results_path)
     recorded = results.get("manifest_sha256") if isinstance(results, dict) else None
     if recorded is None:
         raise IreetuneError(
@@ -126,77 +141,90 @@ def check_inside_folder(run_dir: Path, relative: str) -> Path:
     return path
 
 
-class _Reader:
-    """Read one manifest's fields with their types checked; errors name the file and field."""
+class FolderCandidateFile(FileModel):
+    """One candidate of handoff.json: its binary and its reference program, inside the folder."""
 
-    def __init__(self, run_dir: Path, path: Path) -> None:
-        self.run_dir = run_dir
-        self.path = path
+    candidate_id: CandidateId
+    vmfb: Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
+    reference_vmfb: InsidePath
+    reference_hash: str
 
-    def fail(self, field: str, problem: str) -> ValueError:
-        return ValueError(f"{self.path}: {field} {problem}")
 
-    def field(self, data: dict[str, Any], name: str, where: str) -> Any:
-        if not isinstance(data, dict) or name not in data:
-            raise self.fail(f"{where}{name}", "is missing")
-        return data[name]
+class VerifySettingsFile(FileModel):
+    seed: Annotated[int, Field(ge=0)]
+    input_shapes: list[list[Annotated[int, Field(ge=0)]]]
+    input_types: list[str]
+    output_type: str
+    reduction_size: Annotated[int, Field(ge=1)]
+    top: Annotated[int, Field(ge=0)]
 
-    def integer(self, data: dict[str, Any], name: str, where: str = "", minimum: int = 0) -> int:
-        value = self.field(data, name, where)
-        # bool is an int in Python; a JSON true is not a count.
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(f"{where}{name}", f"must be an integer, got {json.dumps(value)}")
-        if value < minimum:
-            raise self.fail(f"{where}{name}", f"must be at least {minimum}, got {value}")
-        return value
-
-    def number(self, data: dict[str, Any], name: str, where: str = "") -> float:
-        value = self.field(data, name, where)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise self.fail(f"{where}{name}", f"must be a number, got {json.dumps(value)}")
-        if value < 0:
-            raise self.fail(f"{where}{name}", f"must be at least 0, got {value}")
-        return float(value)
-
-    def text(self, data: dict[str, Any], name: str, where: str = "") -> str:
-        value = self.field(data, name, where)
-        if not isinstance(value, str):
-            raise self.fail(f"{where}{name}", f"must be a string, got {json.dumps(value)}")
-        return value
-
-    def texts(self, data: dict[str, Any], name: str, where: str = "") -> tuple[str, ...]:
-        value = self.field(data, name, where)
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise self.fail(f"{where}{name}", "must be a list of strings")
-        return tuple(value)
-
-    def inside_path(self, data: dict[str, Any], name: str, where: str, optional: bool) -> str:
-        """Read a path that must be relative and resolve inside the run folder."""
-        value = self.text(data, name, where)
-        if not value and optional:
-            return value
-        relative = Path(value)
-        if not value or relative.is_absolute() or ".." in relative.parts:
-            raise self.fail(
-                f"{where}{name}", f"must be a path inside the run folder, got {json.dumps(value)}"
+    @field_validator("input_shapes")
+    @classmethod
+    def _bound_inputs(cls, shapes: list[list[int]]) -> list[list[int]]:
+        """Bound what a tampered manifest can make the benchmarking side allocate."""
+        if len(shapes) > MAX_INPUTS or any(len(shape) > MAX_RANK for shape in shapes):
+            raise ValueError(f"must hold at most {MAX_INPUTS} shapes of rank {MAX_RANK}")
+        elements = sum(math.prod(shape) for shape in shapes)
+        if elements > MAX_INPUT_ELEMENTS:
+            raise ValueError(
+                f"asks for {elements} input elements, more than the {MAX_INPUT_ELEMENTS} allowed"
             )
-        if not is_inside_folder(self.run_dir, value):
-            raise self.fail(f"{where}{name}", f"leads outside the run folder: {json.dumps(value)}")
-        return value
+        return shapes
 
-    def candidate(self, data: dict[str, Any], where: str) -> FolderCandidate:
-        if not isinstance(data, dict):
-            raise self.fail(where.rstrip("."), "must be an object")
-        return FolderCandidate(
-            candidate_id=self.integer(data, "candidate_id", where),
-            vmfb=self.inside_path(data, "vmfb", where, optional=False),
-            reference_vmfb=self.inside_path(data, "reference_vmfb", where, optional=True),
-            reference_hash=self.text(data, "reference_hash", where),
-        )
+    @field_validator("input_types")
+    @classmethod
+    def _one_type_per_shape(cls, types: list[str], info: ValidationInfo) -> list[str]:
+        shapes = info.data.get("input_shapes")
+        if shapes is not None and len(shapes) != len(types):
+            raise ValueError(f"names {len(types)} inputs but input_shapes {len(shapes)}")
+        return types
+
+
+# A global flag in a folder is passed to iree-compile by `finish`: here only its form is checked
+# (a plain option setting, never one that names a file); `finish` accepts exactly the flag
+# search's flags (handoff/folder_flags.py, which needs the compiler's side of the package).
+_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
+_FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
+
+
+def _check_flag_form(flag: str) -> str:
+    name = flag.split("=", 1)[0]
+    if not _SAFE_GLOBAL_FLAG.fullmatch(flag) or any(word in name for word in _FILE_FLAG_WORDS):
+        raise ValueError("not a plain compiler option setting")
+    return flag
+
+
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ManifestFile(FileModel):
+    """handoff.json: everything the benchmarking side needs, read as untrusted data."""
+
+    format: str
+    problem: str
+    target: str
+    devices: list[str]
+    repetitions: Annotated[int, Field(ge=1)]
+    min_repetition_s: NonNegative
+    hopeless_factor: NonNegative
+    confirm_top: Annotated[int, Field(ge=0)]
+    confirm_rounds: Annotated[int, Field(ge=0)]
+    baseline: FolderCandidateFile
+    candidates: list[FolderCandidateFile]
+    verify: VerifySettingsFile
+    # Fields that older folders lack: their defaults are what those folders meant.
+    threshold: NonNegative = 1.02
+    real_input_decides: bool = False
+    real_input_rounds: Annotated[int, Field(ge=1)] = 7
+    benchmark_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    global_flags: list[Annotated[str, AfterValidator(_check_flag_form)]] = []
+    references_deferred: bool = False
+
+
+def _folder_candidate(entry: FolderCandidateFile) -> FolderCandidate:
+    return FolderCandidate(
+        entry.candidate_id, entry.vmfb, entry.reference_vmfb, entry.reference_hash
+    )
 
 
 def read_manifest(run_dir: Path) -> Manifest:
@@ -210,102 +238,51 @@ def read_manifest(run_dir: Path) -> Manifest:
         raise ValueError(
             f"{run_dir} has no {MANIFEST_NAME}; compile it with `tune-dispatch --stop-after compile`"
         )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
+    data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a {FORMAT} manifest")
-    reader = _Reader(run_dir, path)
-    baseline = reader.candidate(reader.field(data, "baseline", ""), "baseline.")
-    if baseline.candidate_id != 0:
-        raise reader.fail("baseline.candidate_id", f"must be 0, got {baseline.candidate_id}")
-    listed = reader.field(data, "candidates", "")
-    if not isinstance(listed, list):
-        raise reader.fail("candidates", "must be a list")
-    candidates = tuple(
-        reader.candidate(entry, f"candidates[{index}].") for index, entry in enumerate(listed)
-    )
+    checked = validate_document(path, ManifestFile, data, run_dir)
+    if checked.baseline.candidate_id != 0:
+        raise ValueError(
+            f"{path}: baseline.candidate_id must be 0, got {checked.baseline.candidate_id}"
+        )
     seen: set[int] = set()
-    for index, entry in enumerate(candidates):
+    for index, entry in enumerate(checked.candidates):
         if entry.candidate_id < 1 or entry.candidate_id in seen:
-            raise reader.fail(
-                f"candidates[{index}].candidate_id",
-                f"must be a new id of at least 1, got {entry.candidate_id}",
+            raise ValueError(
+                f"{path}: candidates[{index}].candidate_id must be a new id of at least 1, got "
+                f"{entry.candidate_id}"
             )
         seen.add(entry.candidate_id)
-    verify = reader.field(data, "verify", "")
-    shapes = reader.field(verify, "input_shapes", "verify.")
-    if not isinstance(shapes, list) or not all(
-        isinstance(shape, list)
-        and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-        for shape in shapes
-    ):
-        raise reader.fail("verify.input_shapes", "must be a list of lists of sizes")
+    verify = checked.verify
     return Manifest(
-        problem=reader.text(data, "problem"),
-        target=reader.text(data, "target"),
-        devices=reader.texts(data, "devices"),
-        repetitions=reader.integer(data, "repetitions", minimum=1),
-        min_repetition_s=reader.number(data, "min_repetition_s"),
-        hopeless_factor=reader.number(data, "hopeless_factor"),
-        confirm_top=reader.integer(data, "confirm_top"),
-        confirm_rounds=reader.integer(data, "confirm_rounds"),
-        baseline=baseline,
-        candidates=candidates,
+        problem=checked.problem, target=checked.target, devices=tuple(checked.devices),
+        repetitions=checked.repetitions, min_repetition_s=checked.min_repetition_s,
+        hopeless_factor=checked.hopeless_factor, confirm_top=checked.confirm_top,
+        confirm_rounds=checked.confirm_rounds, baseline=_folder_candidate(checked.baseline),
+        candidates=tuple(_folder_candidate(entry) for entry in checked.candidates),
         verify=VerifySettings(
-            seed=reader.integer(verify, "seed", "verify."),
-            input_shapes=tuple(tuple(shape) for shape in shapes),
-            input_types=reader.texts(verify, "input_types", "verify."),
-            output_type=reader.text(verify, "output_type", "verify."),
-            reduction_size=reader.integer(verify, "reduction_size", "verify.", minimum=1),
-            top=reader.integer(verify, "top", "verify."),
+            seed=verify.seed, input_shapes=tuple(tuple(shape) for shape in verify.input_shapes),
+            input_types=tuple(verify.input_types), output_type=verify.output_type,
+            reduction_size=verify.reduction_size, top=verify.top,
         ),
-        benchmark_timeout_s=_read_timeout(reader, data),
-        threshold=reader.number(data, "threshold") if "threshold" in data else 1.02,
-        real_input_decides=_read_flag(reader, data, "real_input_decides"),
-        real_input_rounds=reader.integer(data, "real_input_rounds", minimum=1)
-        if "real_input_rounds" in data
-        else 7,
-        global_flags=_read_global_flags(reader, data),
-        references_deferred=_read_flag(reader, data, "references_deferred"),
-    )
+        threshold=checked.threshold, real_input_decides=checked.real_input_decides,
+        real_input_rounds=checked.real_input_rounds,
+        benchmark_timeout_s=checked.benchmark_timeout_s, global_flags=tuple(checked.global_flags),
+        references_deferred=checked.references_deferred,
+    )  # fmt: skip
 
 
-# A global flag in a folder is passed to iree-compile by `finish`: only plain option settings
-# are accepted, never one that names a file to read or write.
-_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
-_FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
+class ReferenceFile(FileModel):
+    candidate_id: CandidateId
+    vmfb: InsidePath
+    hash: str
 
 
-def _read_global_flags(reader: _Reader, data: dict[str, Any]) -> tuple[str, ...]:
-    """Read the global flags the candidates were compiled with (none in older folders)."""
-    if "global_flags" not in data:
-        return ()
-    flags = reader.texts(data, "global_flags")
-    for flag in flags:
-        name = flag.split("=", 1)[0]
-        if not _SAFE_GLOBAL_FLAG.fullmatch(flag) or any(w in name for w in _FILE_FLAG_WORDS):
-            raise reader.fail("global_flags", f"not a plain compiler option setting: {flag!r}")
-    return flags
+class ReferencesFile(FileModel):
+    """verify/references.json: the leaders' reference programs `finish` compiled."""
 
-
-def _read_flag(reader: _Reader, data: dict[str, Any], name: str) -> bool:
-    """Read an optional true/false field (false in folders written before it existed)."""
-    value = data.get(name, False)
-    if not isinstance(value, bool):
-        raise reader.fail(name, f"must be true or false, got {value!r}")
-    return value
-
-
-def _read_timeout(reader: _Reader, data: dict[str, Any]) -> float:
-    """Read `benchmark_timeout_s` (more than 0 seconds); a folder written before it had 10 s."""
-    if "benchmark_timeout_s" not in data:
-        return 10.0
-    value = reader.number(data, "benchmark_timeout_s")
-    if value <= 0:
-        raise reader.fail("benchmark_timeout_s", f"must be more than 0, got {value}")
-    return value
+    references: list[ReferenceFile]
 
 
 def read_references(run_dir: Path, manifest: Manifest) -> dict[int, tuple[str, str]]:
@@ -319,19 +296,7 @@ def read_references(run_dir: Path, manifest: Manifest) -> dict[int, tuple[str, s
     path = run_dir / REFERENCES_NAME
     if not manifest.references_deferred or not path.exists():
         return found
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
-    reader = _Reader(run_dir, path)
-    listed = reader.field(data, "references", "")
-    if not isinstance(listed, list):
-        raise reader.fail("references", "must be a list")
-    for index, entry in enumerate(listed):
-        where = f"references[{index}]."
-        if not isinstance(entry, dict):
-            raise reader.fail(f"references[{index}]", "must be an object")
-        candidate_id = reader.integer(entry, "candidate_id", where)
-        vmfb = reader.inside_path(entry, "vmfb", where, optional=True)
-        found[candidate_id] = (vmfb, reader.text(entry, "hash", where))
+    checked = read_model_file(path, ReferencesFile, run_dir, max_bytes=MAX_MANIFEST_BYTES)
+    for entry in checked.references:
+        found[entry.candidate_id] = (entry.vmfb, entry.hash)
     return found

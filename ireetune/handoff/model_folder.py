@@ -18,11 +18,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_inside_folder
 from ireetune.run_dir import is_inside_folder
+from ireetune.run_files import FileModel, check_inside_run_dir, read_json_file, validate_document
 
 DEVICE_MANIFEST_NAME = "device_step.json"
 FORMAT = "ireetune-model-folder/1"
@@ -149,60 +152,58 @@ def check_listed_files(run_dir: Path, manifest: DeviceManifest) -> None:
             )
 
 
-class _Reader:
-    """Read fields with their types checked; errors name the file and the field."""
+NonEmpty = Annotated[str, Field(min_length=1)]
+FolderPath = Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
+Digest = Annotated[str, Field(min_length=64, max_length=64)]
 
-    def __init__(self, run_dir: Path, path: Path) -> None:
-        self.run_dir = run_dir
-        self.path = path
 
-    def fail(self, field: str, problem: str) -> IreetuneError:
-        return IreetuneError(f"{self.path}: {field} {problem}")
+class LabelledBinaryFile(FileModel):
+    label: NonEmpty
+    vmfb: FolderPath
 
-    def field(self, data: Any, name: str, where: str = "") -> Any:
-        if not isinstance(data, dict) or name not in data:
-            raise self.fail(f"{where}{name}", "is missing")
-        return data[name]
 
-    def integer(self, data: Any, name: str, where: str = "", minimum: int = 0) -> int:
-        value = self.field(data, name, where)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(f"{where}{name}", f"must be an integer of at least {minimum}")
-        return value
+def _unique_labels(binaries: list[LabelledBinaryFile]) -> list[LabelledBinaryFile]:
+    labels = [binary.label for binary in binaries]
+    if len(set(labels)) != len(labels) or "default" in labels:
+        raise ValueError("labels must be unique and not 'default'")
+    return binaries
 
-    def number(self, data: Any, name: str, where: str = "") -> float:
-        value = self.field(data, name, where)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise self.fail(f"{where}{name}", "must be a number of at least 0")
-        return float(value)
 
-    def text(self, data: Any, name: str, where: str = "") -> str:
-        value = self.field(data, name, where)
-        if not isinstance(value, str) or not value:
-            raise self.fail(f"{where}{name}", "must be a non-empty string")
-        return value
+Binaries = Annotated[list[LabelledBinaryFile], AfterValidator(_unique_labels)]
 
-    def path_inside(self, data: Any, name: str, where: str = "") -> str:
-        value = self.text(data, name, where)
-        if not is_inside_folder(self.run_dir, value):
-            raise self.fail(f"{where}{name}", f"must be a path inside the run folder: {value!r}")
-        return value
 
-    def binaries(self, data: Any, name: str, where: str) -> tuple[LabelledBinary, ...]:
-        listed = self.field(data, name, where)
-        if not isinstance(listed, list):
-            raise self.fail(f"{where}{name}", "must be a list")
-        binaries = tuple(
-            LabelledBinary(
-                self.text(entry, "label", f"{where}{name}[{index}]."),
-                self.path_inside(entry, "vmfb", f"{where}{name}[{index}]."),
-            )
-            for index, entry in enumerate(listed)
-        )
-        labels = [b.label for b in binaries]
-        if len(set(labels)) != len(labels) or "default" in labels:
-            raise self.fail(f"{where}{name}", "labels must be unique and not 'default'")
-        return binaries
+class ProfileTaskFile(FileModel):
+    dispatches: Binaries
+    rounds: Annotated[int, Field(ge=1)]
+
+
+class VariantTaskFile(FileModel):
+    models: Binaries
+    rounds: Annotated[int, Field(ge=1)]
+    calls_per_round: Annotated[int, Field(ge=1)]
+    confirm_top: Annotated[int, Field(ge=0)]
+    confirm_rounds: Annotated[int, Field(ge=1)]
+    threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class DeviceManifestFile(FileModel):
+    """device_step.json: what the device host runs, read there as untrusted data."""
+
+    round_trip: Annotated[int, Field(ge=1)]
+    target: NonEmpty
+    devices: Annotated[list[NonEmpty], Field(min_length=1)]
+    function: NonEmpty
+    inputs: FolderPath
+    default_model: FolderPath
+    parameters: list[FolderPath] = []
+    files: dict[FolderPath, Digest]
+    profile: ProfileTaskFile | None
+    folders: list[FolderPath]
+    variants: VariantTaskFile | None
+
+
+def _labelled(binaries: list[LabelledBinaryFile]) -> tuple[LabelledBinary, ...]:
+    return tuple(LabelledBinary(binary.label, binary.vmfb) for binary in binaries)
 
 
 def read_device_manifest(run_dir: Path) -> DeviceManifest:
@@ -213,67 +214,24 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
             f"{run_dir} has no {DEVICE_MANIFEST_NAME}; write it with `ireetune tune MODEL "
             "--stop-after compile` (or `ireetune continue` after a device step)"
         )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {path}: {error}") from None
+    data = read_json_file(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise IreetuneError(f"{path} is not a {FORMAT} manifest")
-    reader = _Reader(run_dir, path)
-    devices = reader.field(data, "devices")
-    if (
-        not isinstance(devices, list)
-        or not devices
-        or not all(isinstance(d, str) and d for d in devices)
-    ):
-        raise reader.fail("devices", "must be a non-empty list of device names")
-    files = reader.field(data, "files")
-    if not isinstance(files, dict) or not all(
-        isinstance(digest, str) and len(digest) == 64 and is_inside_folder(run_dir, relative)
-        for relative, digest in files.items()
-    ):
-        raise reader.fail("files", "must map paths inside the run folder to SHA-256 digests")
-    folders = reader.field(data, "folders")
-    if not isinstance(folders, list):
-        raise reader.fail("folders", "must be a list")
-    parameters = data.get("parameters", [])
-    if not isinstance(parameters, list):
-        raise reader.fail("parameters", "must be a list")
-    profile_data = reader.field(data, "profile")
-    variant_data = reader.field(data, "variants")
+    checked = validate_document(path, DeviceManifestFile, data, run_dir)
+    profile, variants = checked.profile, checked.variants
     manifest = DeviceManifest(
-        round_trip=reader.integer(data, "round_trip", minimum=1),
-        target=reader.text(data, "target"),
-        devices=tuple(devices),
-        function=reader.text(data, "function"),
-        inputs=reader.path_inside(data, "inputs"),
-        default_model=reader.path_inside(data, "default_model"),
-        parameters=tuple(
-            reader.path_inside({"parameters": p}, "parameters", f"parameters[{i}].")
-            for i, p in enumerate(parameters)
-        ),
-        files=dict(files),
-        profile=None
-        if profile_data is None
-        else ProfileTask(
-            reader.binaries(profile_data, "dispatches", "profile."),
-            reader.integer(profile_data, "rounds", "profile.", minimum=1),
-        ),
-        folders=tuple(
-            reader.path_inside({"folder": f}, "folder", f"folders[{i}].")
-            for i, f in enumerate(folders)
-        ),
+        round_trip=checked.round_trip, target=checked.target, devices=tuple(checked.devices),
+        function=checked.function, inputs=checked.inputs, default_model=checked.default_model,
+        parameters=tuple(checked.parameters), files=dict(checked.files),
+        profile=None if profile is None else ProfileTask(_labelled(profile.dispatches), profile.rounds),
+        folders=tuple(checked.folders),
         variants=None
-        if variant_data is None
+        if variants is None
         else VariantTask(
-            reader.binaries(variant_data, "models", "variants."),
-            reader.integer(variant_data, "rounds", "variants.", minimum=1),
-            reader.integer(variant_data, "calls_per_round", "variants.", minimum=1),
-            reader.integer(variant_data, "confirm_top", "variants."),
-            reader.integer(variant_data, "confirm_rounds", "variants.", minimum=1),
-            reader.number(variant_data, "threshold", "variants."),
+            _labelled(variants.models), variants.rounds, variants.calls_per_round,
+            variants.confirm_top, variants.confirm_rounds, variants.threshold,
         ),
-    )
+    )  # fmt: skip
     # Whatever the step reads must be covered by a hash.
     read = [manifest.inputs, manifest.default_model, *manifest.parameters]
     read += [d.vmfb for d in manifest.profile.dispatches] if manifest.profile else []
@@ -281,7 +239,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     read += [f"{folder}/handoff.json" for folder in manifest.folders]
     unlisted = [relative for relative in read if relative not in manifest.files]
     if unlisted:
-        raise reader.fail("files", f"lists no hash for {unlisted[0]}")
+        raise IreetuneError(f"{path}: files lists no hash for {unlisted[0]}")
     return manifest
 
 

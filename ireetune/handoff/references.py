@@ -13,7 +13,15 @@ from pathlib import Path
 
 from ireetune.compile.pool import default_jobs
 from ireetune.errors import IreetuneError
-from ireetune.handoff.manifest import REFERENCES_NAME, RESULTS_NAME, read_manifest, read_references
+from ireetune.handoff.finish import read_compiling_manifest, read_run_record
+from ireetune.handoff.manifest import (
+    REFERENCES_NAME,
+    RESULTS_NAME,
+    hash_manifest,
+    read_manifest,
+    read_references,
+)
+from ireetune.run_files import BenchmarkResultsFile, read_json_file, validate_document
 from ireetune.targets import parse_target
 from ireetune.verify.stage import ReferenceSetup, compile_references
 
@@ -27,34 +35,44 @@ def pending_references(run_dir: Path) -> list[int]:
         return []
     try:
         manifest = read_manifest(run_dir)
-        results = json.loads(results_path.read_text())
-        pending = [int(cid) for cid in results.get("verification", {}).get("pending", [])]
+        document = read_json_file(results_path)
+        if not isinstance(document, dict) or document.get("manifest_sha256") != hash_manifest(
+            run_dir
+        ):
+            return []  # `finish` refuses results of another manifest, with its own message.
+        results = validate_document(results_path, BenchmarkResultsFile, document, run_dir)
+        pending = list(results.verification.pending or ())
         compiled = read_references(run_dir, manifest)
-    except (ValueError, TypeError, AttributeError) as error:
-        raise IreetuneError(f"{results_path} cannot be read: {error}") from None
+    except ValueError as error:
+        raise IreetuneError(str(error)) from None
     return [cid for cid in pending if cid not in compiled]
 
 
 def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:
     """Compile the reference programs of `candidate_ids` with their specs; record them (with
     the binaries' hashes, or empty where a compile failed) in REFERENCES_NAME."""
-    try:
-        manifest = read_manifest(run_dir)
-        records = {
-            int(c["candidate_id"]): c
-            for c in json.loads((run_dir / "results.json").read_text())["candidates"]
-        }
-    except (ValueError, KeyError, TypeError) as error:
-        raise IreetuneError(f"{run_dir} cannot be read: {error}") from None
+    manifest = read_compiling_manifest(run_dir)
+    _, records = read_run_record(run_dir)
+    unknown = [cid for cid in candidate_ids if cid not in records or not records[cid].spec_path]
+    if unknown:
+        raise IreetuneError(
+            f"{run_dir / RESULTS_NAME}: verification.pending names candidates without a spec: "
+            f"{', '.join(map(str, unknown))}"
+        )
     target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
     verify_dir = run_dir / "verify"
     setup = ReferenceSetup(verify_dir / "reference.mlir", verify_dir / "inputs.npz")
     built = compile_references(
-        target, setup, {cid: run_dir / records[cid]["spec_path"] for cid in candidate_ids},
+        target, setup, {cid: run_dir / records[cid].spec_path for cid in candidate_ids},
         verify_dir, run_dir / "failures", REFERENCE_TIMEOUT_S, default_jobs(),
     )  # fmt: skip
     path = run_dir / REFERENCES_NAME
-    known = json.loads(path.read_text())["references"] if path.exists() else []
+    try:
+        # Checks the file's fields (a folder that defers its references), then extends it.
+        read_references(run_dir, manifest)
+    except ValueError as error:
+        raise IreetuneError(str(error)) from None
+    known = read_json_file(path)["references"] if path.exists() else []
     entries = {int(entry["candidate_id"]): entry for entry in known}
     for candidate_id, (binary, detail) in built.items():
         entries[candidate_id] = {

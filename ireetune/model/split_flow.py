@@ -86,6 +86,7 @@ from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
 from ireetune.run_dir import check_output_dir, create_run_dir
+from ireetune.run_files import read_json_file
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 from ireetune.targets.base import Target
@@ -210,10 +211,7 @@ def _read_state(run_dir: Path) -> dict[str, Any]:
             f"{run_dir} is not a split model run (no {STATE_NAME}); start one with "
             "`ireetune tune MODEL --stop-after compile`"
         )
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {path}: {error}") from None
+    state = read_json_file(path)
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise IreetuneError(f"{path} is not a {STATE_FORMAT} file")
     return state
@@ -512,15 +510,12 @@ def _device_step_command(run_dir: Path) -> str:
 def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     """Read the current round trip's device results; refuse those of another manifest."""
     path = run_dir / results_name(state["round_trip"])
-    try:
-        results = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         raise IreetuneError(
             f"{run_dir} waits for the device: run `{_device_step_command(run_dir)}` on the GPU "
             "host, then continue"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {path}: {error}") from None
+        )
+    results = read_json_file(path)
     if (
         not isinstance(results, dict)
         or results.get("manifest_sha256") != state["device_manifest_sha256"]

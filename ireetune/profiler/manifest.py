@@ -25,6 +25,7 @@ from ireetune.profiler.operations import (
     OperationKind,
 )
 from ireetune.run_dir import is_inside_folder
+from ireetune.run_files import read_json_object
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -121,10 +122,7 @@ def read_manifest(generated_dir: Path) -> Manifest:
         raise IreetuneError(
             f"{path} not found: run the compile phase first (--phase compile or all)"
         )
-    try:
-        document = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise IreetuneError(f"{path} is damaged: {error}") from None
+    document = read_json_object(path)
     if document.get("version") != MANIFEST_VERSION:
         raise IreetuneError(
             f"{path} has version {document.get('version')}; expected {MANIFEST_VERSION}"

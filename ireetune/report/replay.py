@@ -7,7 +7,6 @@ paired speedup with its confidence interval. Runtime only: no compiler is import
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchma
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
+from ireetune.run_dir import is_inside_folder
+from ireetune.run_files import DecisionFile, DispatchRunFile, read_model_file
 
 
 def replay_command(run_dir: Path, candidate_id: int) -> str:
@@ -45,21 +46,21 @@ def replay(
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise IreetuneError(f"{run_dir} is not a run folder (no results.json)")
-    try:
-        info = json.loads(results_path.read_text())
-    except ValueError as error:
-        raise IreetuneError(f"{results_path} is not valid JSON ({error})") from None
-    decision = info.get("decision") or {}
-    chosen = candidate_id if candidate_id is not None else decision.get("winner")
-    if not isinstance(chosen, int) or chosen < 1:
+    info = read_model_file(results_path, DispatchRunFile, run_dir)
+    decision = info.decision or DecisionFile()
+    chosen = candidate_id if candidate_id is not None else decision.winner
+    if chosen is None or chosen < 1:
         raise IreetuneError(f"{run_dir} has no winner; name a candidate with --candidate N")
-    basis = Basis(decision.get("basis") or info.get("timing_basis") or "dispatch")
-    searched = Basis(info.get("timing_basis") or "dispatch")
+    searched = info.timing_basis or Basis.DISPATCH
+    basis = decision.basis or searched
     jobs = _jobs(run_dir, chosen, basis, searched)
     for job in jobs:
+        # The binaries are run: refuse any that a link leads to from outside the folder.
+        if not is_inside_folder(run_dir, str(job.vmfb_path.relative_to(run_dir))):
+            raise IreetuneError(f"{job.vmfb_path} leads outside the run folder {run_dir}")
         if not job.vmfb_path.is_file():
             raise IreetuneError(f"missing binary {job.vmfb_path}; the run folder is incomplete")
-    chosen_device = device or (info.get("devices") or ["local-task"])[0]
+    chosen_device = device or (info.devices or ("local-task",))[0]
     timed: dict[int, list[tuple[float, ...]]] = {0: [], chosen: []}
     for outcome in run_benchmarks(jobs * rounds, chosen_device, repetitions, 0, 600.0):
         if outcome.status is not BenchmarkStatus.MEASURED:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import enum
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
+from ireetune.run_files import read_json_object
 
 RESULTS_NAME = "results.json"
 MODEL_REPORT_NAME = "report.json"
@@ -186,13 +186,7 @@ def read_run(run_dir: Path) -> RunView:
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise IreetuneError(f"cannot read {path}: {error}") from error
-    if not isinstance(document, dict):
-        raise IreetuneError(f"{path} does not hold a JSON object")
-    return document
+    return read_json_object(path)
 
 
 def _number(value: object) -> float | None:

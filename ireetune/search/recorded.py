@@ -54,6 +54,7 @@ from pathlib import Path
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
+from ireetune.run_files import read_json_object
 from ireetune.search.candidate import Knobs, make_knobs
 
 FORMAT_NAME = "ireetune-recorded-space"
@@ -216,7 +217,7 @@ def read_run_folder_rows(
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise IreetuneError(f"{run_dir} has no results.json; is it a tuning run folder?")
-    data = json.loads(results_path.read_text())
+    data = read_json_object(results_path)
     candidates = sorted(data.get("candidates", []), key=lambda c: int(c["candidate_id"]))
     baseline = next(
         (

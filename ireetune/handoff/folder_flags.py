@@ -1,0 +1,42 @@
+"""The global compiler flags a run folder may carry: exactly those ireetune's flag search writes.
+
+`finish` passes a folder's global flags to iree-compile. A folder is untrusted data, and a flag
+of plain form can still make the compiler write files (`--iree-llvmcpu-keep-linker-artifacts`
+leaves object files in /tmp), so the folder format accepts no flag outside the searched spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ireetune.errors import IreetuneError
+from ireetune.flags.space import FlagSpace
+from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
+from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
+
+
+def list_space_flags(space: FlagSpace) -> frozenset[str]:
+    """Return every flag a flag space can propose (its options' choices and combinations)."""
+    flags: set[str] = set()
+    for option in space.options:
+        flags.update(option.requires)
+        for choice in option.choices:
+            flags.update(choice)
+    for combination in space.combinations:
+        flags.update(combination)
+    return frozenset(flags)
+
+
+FOLDER_FLAGS = frozenset().union(
+    *(list_space_flags(space) for space in (CPU_FLAG_SPACE, CUDA_FLAG_SPACE, ROCM_FLAG_SPACE))
+)
+
+
+def check_folder_flags(flags: Sequence[str], origin: str) -> None:
+    """Refuse a global flag that no flag search writes (`origin` names where it came from)."""
+    for flag in flags:
+        if flag not in FOLDER_FLAGS:
+            raise IreetuneError(
+                f"{origin}: {flag!r} is not a flag a run folder may carry (only the flag "
+                "search's options, see `ireetune/targets/*/flags.py`)"
+            )

@@ -1,0 +1,401 @@
+"""One reading path for the JSON files a run folder holds, read as untrusted data.
+
+A run folder travels: it is copied to a benchmarking host and back, and a user may be handed
+one. Every JSON file in it is read here, through the same three checks, before any field is
+used:
+
+1. size: a file over its limit is refused before a byte of it is parsed;
+2. depth: nesting deeper than a small limit is refused by scanning the text without recursion
+   (the standard parser would end in a RecursionError on a crafted file);
+3. fields: a typed model (pydantic) checks each field's type and bounds, and every path it names
+   must stay inside the folder (relative, no `..`, no symlink that leads out).
+
+Each refusal is one line that names the file and the field. Runtime-only: nothing here imports
+the IREE compiler or z3 (`benchmark-folder` runs on hosts with only the runtime and NumPy).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from ireetune.benchmark.runner import BenchmarkStatus
+from ireetune.benchmark.timing import TimingKind
+from ireetune.decision.stats import Basis
+from ireetune.errors import IreetuneError
+from ireetune.report.records import CandidateStatus
+from ireetune.run_dir import is_inside_folder
+
+# The largest file of a real run folder is a results.json of some thousands of candidates with
+# their timings: a few megabytes.
+MAX_FILE_BYTES = 64 * 2**20
+# Our own files nest at most about eight levels (a campaign's rounds of timings in a report).
+MAX_DEPTH = 32
+# Bounds on the counts a folder may claim, so a tampered number cannot make us allocate.
+MAX_CANDIDATE_ID = 2**31 - 1
+MAX_BATCH = 2**31 - 1
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class RunFileError(IreetuneError, ValueError):
+    """A run folder's file that is too big, too deep, not JSON or not of its model.
+
+    A ValueError too, so the runtime-only readers that turn ValueError into one line (the
+    manifest's) handle it the same way.
+    """
+
+
+# A JSON string (escapes included) or one bracket: what the depth scan steps through.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def measure_depth(text: str, limit: int) -> int:
+    """Return the deepest nesting of brackets in JSON `text`, stopping once it passes `limit`.
+
+    Strings are stepped over whole, so brackets inside them do not count. No recursion: a file
+    100,000 levels deep costs one pass over its brackets.
+    """
+    depth = deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_json_text(path: Path, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> str:
+    """Return the text of a run folder's JSON file after its size and depth checks."""
+    try:
+        # A named pipe would block the open below, a device would never end: plain files only.
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise RunFileError(f"cannot read {path}: not a plain file")
+        with path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            if size > max_bytes:
+                raise RunFileError(
+                    f"{path} is {size} bytes, more than the {max_bytes} a run folder's file may hold"
+                )
+            handle.seek(0)
+            raw = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise RunFileError(f"{path} is missing") from None
+    except IsADirectoryError:
+        raise RunFileError(f"cannot read {path}: it is a folder") from None
+    except OSError as error:
+        raise RunFileError(f"cannot read {path}: {error.strerror}") from None
+    if len(raw) > max_bytes:
+        raise RunFileError(
+            f"{path} is more than the {max_bytes} bytes a run folder's file may hold"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RunFileError(f"cannot read {path}: not UTF-8 text ({error.reason})") from None
+    if measure_depth(text, max_depth) > max_depth:
+        raise RunFileError(
+            f"{path} nests deeper than {max_depth} levels: not a file ireetune wrote"
+        )
+    return text
+
+
+def read_json_file(path: Path, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """Read a run folder's JSON file (size and depth checked); return the parsed value."""
+    text = read_json_text(path, max_bytes, max_depth)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RunFileError(f"cannot read {path}: {error}") from None
+    except RecursionError:
+        # Unreachable after the depth scan; kept so no parser path can end in a traceback.
+        raise RunFileError(f"{path} nests too deeply: not a file ireetune wrote") from None
+
+
+def read_json_object(path: Path, max_bytes: int = MAX_FILE_BYTES) -> dict[str, Any]:
+    """Read a run folder's JSON file that must hold one object."""
+    document = read_json_file(path, max_bytes)
+    if not isinstance(document, dict):
+        raise RunFileError(f"{path} does not hold a JSON object")
+    return document
+
+
+# What a JSON user reads for pydantic's error types (the rest keep pydantic's own words).
+_PHRASES = {
+    "missing": "is missing",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "list_type": "must be an array",
+    "tuple_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "extra_forbidden": "is not a field of this file",
+}
+
+
+def _phrase(error: Mapping[str, Any]) -> str:
+    """Say what is wrong with one field, in the words of the JSON file."""
+    kind = error["type"]
+    context = error.get("ctx") or {}
+    if kind in _PHRASES:
+        return _PHRASES[kind]
+    if kind == "value_error":
+        return str(context.get("error", error["msg"]))
+    if kind == "greater_than_equal":
+        return f"must be at least {context['ge']:g}"
+    if kind == "greater_than":
+        return f"must be more than {context['gt']:g}"
+    if kind == "less_than_equal":
+        return f"must be at most {context['le']:g}"
+    if kind == "string_too_short":
+        return f"must have at least {context['min_length']} characters"
+    if kind == "string_too_long":
+        return f"must have at most {context['max_length']} characters"
+    if kind == "too_short":
+        return f"must hold at least {context['min_length']} items"
+    if kind in ("enum", "literal_error"):
+        return f"must be {context.get('expected', 'one of the known values')}"
+    message = str(error["msg"])
+    return message[:1].lower() + message[1:]
+
+
+def describe_validation_error(path: Path, error: ValidationError) -> str:
+    """Turn pydantic's report into one line: the file, the first bad field and what is wrong."""
+    first = error.errors(include_url=False)[0]
+    # A union's member names (`int`, `str`) are pydantic's, not the file's: leave them out.
+    parts = [part for part in first["loc"] if part not in ("int", "str", "float", "[key]")]
+    field = "".join(
+        f"[{part}]"
+        if isinstance(part, int)
+        else f".{part}"
+        if part.isidentifier()
+        else f"[{json.dumps(part)}]"
+        for part in parts
+    )
+    value = first.get("input")
+    got = ""
+    if value is None or isinstance(value, str | int | float | bool):
+        shown = json.dumps(value)
+        got = f", got {shown if len(shown) <= 200 else shown[:197] + '...'}"
+    where = f"{field.lstrip('.')} " if field else ""
+    return f"{path}: {where}{_phrase(first)}{got}"
+
+
+def validate_document(
+    path: Path, model: type[ModelT], document: object, run_dir: Path | None = None
+) -> ModelT:
+    """Check an already read document against its model; paths are confined to `run_dir`."""
+    try:
+        # Validated from JSON text: strict mode then takes enums from their values and arrays
+        # for tuples, and still refuses "5" for 5 and true for 1.
+        return model.model_validate_json(json.dumps(document), context={"run_dir": run_dir})
+    except ValidationError as error:
+        raise RunFileError(describe_validation_error(path, error)) from None
+
+
+def read_model_file(
+    path: Path, model: type[ModelT], run_dir: Path | None = None, max_bytes: int = MAX_FILE_BYTES
+) -> ModelT:
+    """Read a run folder's JSON file into its typed model (size, depth and fields checked)."""
+    return validate_document(path, model, read_json_file(path, max_bytes), run_dir)
+
+
+def check_inside_run_dir(value: str, info: ValidationInfo) -> str:
+    """Accept "" (no file) or a relative path that resolves inside the run folder."""
+    run_dir = (info.context or {}).get("run_dir")
+    if not value:
+        return value
+    relative = Path(value)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise ValueError("must be a path inside the run folder")
+    if run_dir is not None and not is_inside_folder(run_dir, value):
+        raise ValueError("leads outside the run folder")
+    return value
+
+
+# A path a folder's file names: relative, and inside the folder once symlinks are followed.
+InsidePath = Annotated[str, AfterValidator(check_inside_run_dir)]
+CandidateId = Annotated[int, Field(ge=0, le=MAX_CANDIDATE_ID)]
+Count = Annotated[int, Field(ge=0, le=MAX_BATCH)]
+Times = tuple[float, ...]
+
+
+class FileModel(BaseModel):
+    """A file that crosses a boundary: typed, strict (no "5" for 5, no true for 1), immutable;
+    fields a newer writer added are ignored."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="ignore")
+
+
+# results.json of a dispatch run (report/recorder.py writes it).
+
+
+class CandidateRecordFile(FileModel):
+    """One candidate of results.json (the fields of report.records.CandidateRecord)."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    candidate_id: CandidateId
+    knobs: dict[str, int | str] | None
+    status: CandidateStatus
+    heuristic_score: float | None = None
+    reason: str = ""
+    spec_path: InsidePath = ""
+    binary_path: InsidePath = ""
+    binary_hash: str = ""
+    compile_seconds: float | None = None
+    device: str = ""
+    times_ms: Times = ()
+    median_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    spread: float | None = None
+    speedup: float | None = None
+    stopped_early: bool = False
+    max_abs_error: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    basis: str = ""
+    confirmed: bool = False
+    rounds_ms: tuple[Times, ...] = ()
+    outputs_match: bool | None = None
+    real_input_speedup: float | None = None
+    real_input_low: float | None = None
+    real_input_high: float | None = None
+    verdict: str = ""
+    timing: str = ""
+    batch: Count = 0
+
+
+class DecisionFile(FileModel):
+    """The run-level verdict in results.json: what `replay` re-measures."""
+
+    winner: CandidateId | None = None
+    basis: Basis | None = None
+
+
+class DispatchRunFile(FileModel):
+    """A dispatch run's results.json: the run's facts and every candidate."""
+
+    candidates: tuple[CandidateRecordFile, ...]
+    devices: tuple[str, ...] = ()
+    timing_basis: Basis | None = None
+    decision: DecisionFile | None = None
+
+
+# benchmark_results.json (benchmark/folder.py writes it; `finish` reads it).
+
+
+class DeviceBaselineFile(FileModel):
+    device: str
+    batch: Count
+    before_ms: Times
+    after_ms: Times
+    confirmed_ms: Times
+    drift: float | None
+    error: str = ""
+    confirmed_rounds_ms: tuple[Times, ...] = ()
+    timing: TimingKind | None = None
+
+    @model_validator(mode="after")
+    def _check_measured(self) -> DeviceBaselineFile:
+        if not self.error and not (self.confirmed_ms or self.before_ms + self.after_ms):
+            raise ValueError("a baseline without an error must hold its times")
+        return self
+
+
+class MeasurementFile(FileModel):
+    candidate_id: CandidateId
+    device: str
+    status: BenchmarkStatus
+    reason: str
+    times_ms: Times
+    speedup: float | None
+    stopped_early: bool
+    confirmed: bool
+    rounds_ms: tuple[Times, ...] = ()
+    timing: TimingKind | None = None
+    batch: Count = 0
+
+    @model_validator(mode="after")
+    def _check_measured(self) -> MeasurementFile:
+        if self.status is BenchmarkStatus.MEASURED and not self.times_ms:
+            raise ValueError("a measured candidate must hold its times")
+        return self
+
+
+class CampaignFile(FileModel):
+    """A measuring campaign as benchmark/campaign.py's `campaign_to_json` writes it."""
+
+    baselines: tuple[DeviceBaselineFile, ...]
+    candidates: tuple[MeasurementFile, ...]
+    notes: tuple[str, ...] = ()
+    seconds: float
+    measured_per_second: float = 0.0
+
+
+class VerdictFile(FileModel):
+    status: str
+    reason: str = ""
+    max_abs_error: float | None = None
+
+
+class RealInputTimingsFile(FileModel):
+    repetitions: Annotated[int, Field(ge=1, le=10**6)]
+    times_ms: dict[str, Times]
+
+
+class VerificationFile(FileModel):
+    verdicts: dict[str, VerdictFile] = {}
+    pending: tuple[CandidateId, ...] | None = None
+    baseline_error: str | None = None
+    model_level_baseline_ms: float | None = None
+    real_input_timings: RealInputTimingsFile | None = None
+
+    def verdict_ids(self) -> Iterator[int]:
+        """Yield the candidate ids the verdicts name (their keys are decimal ids)."""
+        for key in self.verdicts:
+            yield int(key)
+
+
+class BenchmarkResultsFile(FileModel):
+    """benchmark_results.json: the campaign, the contenders and their output checks."""
+
+    devices: tuple[str, ...]
+    campaign: CampaignFile
+    contenders: tuple[CandidateId, ...] = ()
+    verification: VerificationFile = VerificationFile()
+    baseline_ms_by_device: dict[str, float] = {}
+    manifest_sha256: str | None = None
+
+
+def check_id_keys(path: Path, field: str, keys: Mapping[str, object]) -> None:
+    """Refuse an object keyed by candidate ids whose keys are not decimal ids."""
+    for key in keys:
+        if not key.isdigit() or int(key) > MAX_CANDIDATE_ID:
+            raise RunFileError(f"{path}: {field} has a key that is not a candidate id: {key!r}")
