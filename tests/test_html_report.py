@@ -208,7 +208,7 @@ def test_a_recorded_decision_shows_its_interval_replay_and_why(tmp_path: Path) -
     )
     page = render_dispatch_report(run)
     assert (
-        "1.250× faster than the compiler&#x27;s default (interval 1.100×–1.400×): candidate 1, "
+        "1.250× faster than the compiler&#39;s default (interval 1.100×–1.400×): candidate 1, "
         "decided on real inputs, timed side by side with the default" in page
     )
     assert f"<pre>{replay}</pre>" in page
@@ -230,7 +230,7 @@ def test_an_old_results_file_without_decision_still_reports(tmp_path: Path) -> N
         "candidate 1 was verified and beat the default",
     )
     page = render_dispatch_report(run)
-    assert "1.250× faster than the compiler&#x27;s default: candidate 1" in page
+    assert "1.250× faster than the compiler&#39;s default: candidate 1" in page
     assert "interval" not in page.split("<h2>")[0]
     assert "<pre>" not in page
 

@@ -13,13 +13,7 @@ from pathlib import Path
 
 from ireetune.database.store import StoredResult, TuningDatabase
 from ireetune.output_paths import write_output
-from ireetune.report.html_report import (
-    escape_html,
-    figure_svg,
-    render_figure,
-    render_page,
-    render_table,
-)
+from ireetune.report.html_page import Plot, build_plot, render_page
 from ireetune.report.plots import plot_speedup_bars
 
 
@@ -137,56 +131,80 @@ def render_summary_text(summary: DatabaseSummary) -> str:
     return "".join(printable_text(line) + "\n" for line in lines)
 
 
-def render_summary_html(summary: DatabaseSummary, database_name: str) -> str:
-    """Write the summary as a self-contained HTML page with a bar plot of the best speedups."""
+@dataclass(frozen=True)
+class ProblemRow:
+    signature: str
+    target: str
+    device: str
+    compiler_version: str
+    runs: str
+    verified: str
+    best: str
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    name: str
+    problems: str
+    improved: str
+    geomean_speedup: str
+
+
+@dataclass(frozen=True)
+class DatabasePage:
+    """The database report as its template shows it (`templates/database.html`)."""
+
+    title: str
+    subtitle: str
+    best_speedups: Plot
+    problems: tuple[ProblemRow, ...]
+    by_target: tuple[GroupRow, ...]
+    by_compiler: tuple[GroupRow, ...]
+
+
+def _group_rows(groups: Sequence[GroupSummary]) -> tuple[GroupRow, ...]:
+    return tuple(
+        GroupRow(g.name, str(g.problems), str(g.improved), f"{g.geomean_speedup:.3f}×")
+        for g in groups
+    )
+
+
+def build_database_page(summary: DatabaseSummary, database_name: str) -> DatabasePage:
+    """Lay out the summary for its page, with a bar plot of the best speedups."""
     with_speedup = [p for p in summary.problems if p.best_speedup is not None]
     figure = plot_speedup_bars(
         [f"{p.signature} ({p.compiler_version})" for p in with_speedup],
         [p.best_speedup or 1.0 for p in with_speedup],
         [f"{short_target(p.target)} on {p.device}" for p in with_speedup],
     )
-    problem_rows = [
-        [
-            escape_html(p.signature),
-            escape_html(short_target(p.target)),
-            escape_html(p.device),
-            escape_html(p.compiler_version),
-            str(p.sessions),
-            f"{p.verified} / {p.results}",
-            escape_html(_speedup_text(p.best_speedup)),
-        ]
-        for p in summary.problems
-    ]
-
-    def group_table(groups: Sequence[GroupSummary], title: str) -> str:
-        return render_table(
-            [title, "problems", "improved", "geomean speedup"],
-            [
-                [escape_html(g.name), str(g.problems), str(g.improved), f"{g.geomean_speedup:.3f}×"]
-                for g in groups
-            ],
-            {1, 2, 3},
-        )
-
-    sections = [
-        "<h2>Best verified speedup per problem</h2>",
-        render_figure(
-            figure_svg(figure),
+    return DatabasePage(
+        title="ireetune: tuning database",
+        subtitle=f"database {database_name}",
+        best_speedups=build_plot(
+            figure,
             "The best verified result of each problem, coloured by target and device.",
             "No problem has a verified result yet.",
         ),
-        render_table(
-            ["problem", "target", "device", "compiler", "runs", "verified", "best"],
-            problem_rows,
-            {4, 5, 6},
+        problems=tuple(
+            ProblemRow(
+                signature=p.signature,
+                target=short_target(p.target),
+                device=p.device,
+                compiler_version=p.compiler_version,
+                runs=str(p.sessions),
+                verified=f"{p.verified} / {p.results}",
+                best=_speedup_text(p.best_speedup),
+            )
+            for p in summary.problems
         ),
-        "<h2>Per target</h2>",
-        "<p>Geometric mean of the best speedups; a problem without a win counts as 1×.</p>",
-        group_table(summary.by_target, "target on device"),
-        "<h2>Per compiler version</h2>",
-        group_table(summary.by_compiler, "compiler"),
-    ]
-    return render_page("ireetune: tuning database", f"database {database_name}", sections)
+        by_target=_group_rows(summary.by_target),
+        by_compiler=_group_rows(summary.by_compiler),
+    )
+
+
+def render_summary_html(summary: DatabaseSummary, database_name: str) -> str:
+    """Write the summary as a self-contained HTML page with a bar plot of the best speedups."""
+    return render_page("database.html", build_database_page(summary, database_name))
 
 
 def report_database(database: TuningDatabase, database_path: Path, output: Path | None) -> str:

@@ -1,19 +1,20 @@
 """The HTML report of a run folder: one self-contained page, verdict first, plots inline as SVG.
 
 The page loads nothing: no script, no stylesheet, no font, no image from anywhere else, so it
-opens the same offline, from a mail attachment or from a CI artifact.
+opens the same offline, from a mail attachment or from a CI artifact. Each kind of run has a typed
+view built here (what the page says, formatted) and a template that holds its markup
+(`report/templates/`, rendered by `report/html_page.py`, which escapes every value).
 """
 
 from __future__ import annotations
 
-import html
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 from ireetune.output_paths import write_output
+from ireetune.report.html_page import Chip, Plot, build_chip, build_plot, render_page
 from ireetune.report.plots import (
     MAX_CANDIDATE_ROWS,
     KnobPoint,
@@ -23,12 +24,9 @@ from ireetune.report.plots import (
     plot_knob_effects,
     plot_model_shares,
     plot_profile_gflops,
-    render_svg,
-    status_colour,
 )
 from ireetune.report.run_view import (
     CandidateView,
-    Decision,
     DispatchRunView,
     ModelDispatchView,
     ModelRunView,
@@ -41,35 +39,123 @@ logger = logging.getLogger(__name__)
 
 REPORT_NAME = "report.html"
 
-_STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
-       max-width: 1100px; padding: 0 1em; color: #222; line-height: 1.4; }
-h1 { font-size: 1.5em; margin-bottom: 0.2em; }
-h2 { font-size: 1.2em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.8em; }
-h3 { font-size: 1.05em; margin-top: 1.4em; }
-.subtitle { color: #666; margin-top: 0; }
-.verdict { border-left: 6px solid #999; background: #f6f6f6; padding: 0.8em 1.2em; }
-.verdict.good { border-color: #1a9850; } .verdict.neutral { border-color: #999; }
-.verdict.bad { border-color: #d73027; }
-.headline { font-size: 1.35em; font-weight: 600; margin: 0 0 0.4em 0; }
-pre { background: #272822; color: #f8f8f2; padding: 0.6em 0.8em; overflow-x: auto;
-      border-radius: 4px; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
-th, td { border-bottom: 1px solid #e4e4e4; padding: 0.25em 0.6em; text-align: left;
-         vertical-align: top; }
-th { background: #f0f0f0; white-space: nowrap; }
-td:last-child { overflow-wrap: anywhere; min-width: 12em; } td.number { text-align: right; font-variant-numeric: tabular-nums;
-                                        white-space: nowrap; }
-.chip { display: inline-block; padding: 0 0.5em; border-radius: 0.8em; color: white;
-        font-size: 0.85em; white-space: nowrap; }
-figure.plot { margin: 0.8em 0; } figure.plot svg { max-width: 100%; height: auto; }
-figcaption { color: #555; font-size: 0.85em; }
-.empty { color: #777; font-style: italic; }
-"""
+
+@dataclass(frozen=True)
+class SpecLine:
+    """Whether the run wrote a spec, where (empty: not shown) and why."""
+
+    written: bool
+    path: str
+    why: str
 
 
-def escape_html(value: object) -> str:
-    return html.escape(str(value), quote=True)
+@dataclass(frozen=True)
+class Verdict:
+    """The section that opens a page; `tone` is `good`, `neutral` or `bad`."""
+
+    tone: str
+    headline: str
+    spec: SpecLine | None
+    rule: str
+    replay: str
+    knobs: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    label: str
+    status: Chip
+    median: str
+    spread: str
+    speedup: str
+    interval: str
+    verdict: str
+    knobs: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """What the search of one dispatch did: three plots and the table of its candidates."""
+
+    convergence: Plot
+    candidate_times: Plot
+    knob_effects: Plot
+    candidates: tuple[CandidateRow, ...]
+
+
+@dataclass(frozen=True)
+class DispatchPage:
+    title: str
+    subtitle: str
+    verdict: Verdict
+    problem: str
+    target: str
+    devices: str
+    compiler_version: str
+    baseline: str
+    status_counts: tuple[tuple[Chip, int], ...]
+    search: SearchView
+
+
+@dataclass(frozen=True)
+class UntunedRow:
+    reason: str
+    share: str
+
+
+@dataclass(frozen=True)
+class ModelDispatchRow:
+    name: str
+    problem: str
+    runs: str
+    share: str
+    default: str
+    tuned: str
+    spec_kept: str
+    note: str
+
+
+@dataclass(frozen=True)
+class TuningRunSection:
+    problem: str
+    summary: str
+    search: SearchView
+
+
+@dataclass(frozen=True)
+class ModelPage:
+    title: str
+    subtitle: str
+    verdict: Verdict
+    shares: Plot
+    untuned: tuple[UntunedRow, ...]
+    dispatches: tuple[ModelDispatchRow, ...]
+    tuning_runs: tuple[TuningRunSection, ...]
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    operation: str
+    configuration: str
+    verification: Chip
+    runtime: str
+    gflops: str
+    peak: str
+    vs_default: str
+    vendor: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProfilePage:
+    title: str
+    subtitle: str
+    verdict: Verdict
+    gflops: Plot
+    knob_effects: Plot
+    rows: tuple[ProfileRow, ...]
 
 
 def _format_ms(value: float | None) -> str:
@@ -80,67 +166,14 @@ def _format_ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}×"
 
 
-def render_figure(svg: str | None, caption: str, empty: str) -> str:
-    if svg is None:
-        return f'<p class="empty">{escape_html(empty)}</p>'
-    return f'<figure class="plot">{svg}<figcaption>{escape_html(caption)}</figcaption></figure>'
-
-
-def figure_svg(figure: Figure | None) -> str | None:
-    return None if figure is None else render_svg(figure)
-
-
-def _chip(status: str) -> str:
-
-    colour = status_colour(status)
-    return f'<span class="chip" style="background:{colour}">{escape_html(status)}</span>'
-
-
-def render_table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: set[int]) -> str:
-    """Write a table; cells are already HTML (escaped by the caller)."""
-    head = "".join(f"<th>{escape_html(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="number">{cell}</td>' if index in numeric else f"<td>{cell}</td>"
-            for index, cell in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def render_page(title: str, subtitle: str, sections: Sequence[str]) -> str:
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        # Forbid every load from elsewhere: the page must be complete in itself.
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{escape_html(title)}</title><style>{_STYLE}</style></head><body>"
-        f'<h1>{escape_html(title)}</h1><p class="subtitle">{escape_html(subtitle)}</p>'
-        + "".join(sections)
-        + "</body></html>\n"
-    )
+def _format_knobs(knobs: Sequence[tuple[str, int | str]]) -> str:
+    return " ".join(f"{k}={v}" for k, v in knobs)
 
 
 def _interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return ""
     return f" (interval {low:.3f}×–{high:.3f}×)"
-
-
-def _decision_lines(decision: Decision | None) -> list[str]:
-    if decision is None:
-        return []
-    lines = []
-    if decision.rule:
-        lines.append(f"<p>Rule: {escape_html(decision.rule)}</p>")
-    if decision.replay:
-        lines.append(f"<p>Replay the decision:</p><pre>{escape_html(decision.replay)}</pre>")
-    return lines
 
 
 # How the run's decision was measured, as the verdict says it.
@@ -155,7 +188,7 @@ def _winner(run: DispatchRunView) -> CandidateView | None:
     return next((c for c in run.candidates if c.candidate_id == winner), None)
 
 
-def _dispatch_verdict(run: DispatchRunView) -> str:
+def build_dispatch_verdict(run: DispatchRunView) -> Verdict:
     decision = run.decision
     winner = _winner(run)
     speedup = decision.speedup if decision is not None else run.best_speedup
@@ -179,116 +212,98 @@ def _dispatch_verdict(run: DispatchRunView) -> str:
     else:
         headline, tone = (
             "The compiler's default stays: no candidate beat it beyond the noise",
-            ("neutral"),
+            "neutral",
         )
-    spec = (
-        f"Spec written: <b>yes</b> ({escape_html(run.run_dir / 'best_spec.mlir')}). "
-        if run.spec_written
-        else "Spec written: <b>no</b>. "
-    ) + escape_html(run.spec_why[:1].upper() + run.spec_why[1:])
-    parts = [f'<p class="headline">{escape_html(headline)}</p>', f"<p>{spec}</p>"]
-    parts.extend(_decision_lines(decision))
-    if winner is not None and winner.knobs:
-        knobs = " ".join(f"{k}={v}" for k, v in winner.knobs)
-        parts.append(f"<p>Winning knobs: <code>{escape_html(knobs)}</code></p>")
-    if run.notes:
-        parts.append("<ul>" + "".join(f"<li>{escape_html(n)}</li>" for n in run.notes) + "</ul>")
-    return f'<section class="verdict {tone}">{"".join(parts)}</section>'
-
-
-def _candidate_table(candidates: Sequence[CandidateView]) -> str:
-    rows = [
-        [
-            "default" if c.is_baseline else str(c.candidate_id),
-            _chip(
-                "default" if c.is_baseline and c.status in ("measured", "compiled") else c.status
-            ),
-            escape_html(_format_ms(c.median_ms)),
-            escape_html("–" if c.spread is None else f"{c.spread:.0%}"),
-            escape_html(_format_ratio(c.speedup)),
-            escape_html(
-                f"{c.speedup_low:.3f}–{c.speedup_high:.3f}"
-                if c.speedup_low is not None and c.speedup_high is not None
-                else "–"
-            ),
-            escape_html(c.verdict),
-            f"<code>{escape_html(' '.join(f'{k}={v}' for k, v in c.knobs))}</code>",
-            escape_html(c.reason),
-        ]
-        for c in candidates
-    ]
-    return render_table(
-        ["id", "status", "median", "spread", "speedup", "interval", "verdict", "knobs", "reason"],
-        rows,
-        {2, 3, 4, 5},
+    spec = SpecLine(
+        written=run.spec_written,
+        path=str(run.run_dir / "best_spec.mlir") if run.spec_written else "",
+        why=run.spec_why[:1].upper() + run.spec_why[1:],
+    )
+    return Verdict(
+        tone=tone,
+        headline=headline,
+        spec=spec,
+        rule=decision.rule if decision is not None else "",
+        replay=decision.replay if decision is not None else "",
+        knobs=_format_knobs(winner.knobs) if winner is not None else "",
+        notes=run.notes,
     )
 
 
-def _dispatch_sections(run: DispatchRunView, heading_level: int = 2) -> list[str]:
-    """Write the convergence, candidate-time and knob sections of one dispatch run."""
+def _candidate_row(candidate: CandidateView) -> CandidateRow:
+    low, high = candidate.speedup_low, candidate.speedup_high
+    status = candidate.status
+    return CandidateRow(
+        label="default" if candidate.is_baseline else str(candidate.candidate_id),
+        status=build_chip(
+            "default" if candidate.is_baseline and status in ("measured", "compiled") else status
+        ),
+        median=_format_ms(candidate.median_ms),
+        spread="–" if candidate.spread is None else f"{candidate.spread:.0%}",
+        speedup=_format_ratio(candidate.speedup),
+        interval=f"{low:.3f}–{high:.3f}" if low is not None and high is not None else "–",
+        verdict=candidate.verdict,
+        knobs=_format_knobs(candidate.knobs),
+        reason=candidate.reason,
+    )
 
-    tag = f"h{heading_level}"
+
+def build_search_view(run: DispatchRunView) -> SearchView:
+    """Draw the convergence, candidate-time and knob plots of one dispatch run; table it."""
     winner = run.decision.winner if run.decision is not None else run.best_candidate
     points = [
         KnobPoint(c.knobs, c.speedup, c.status)
         for c in run.candidates
         if not c.is_baseline and c.speedup is not None
     ]
-    return [
-        f"<{tag}>Is the search converging?</{tag}>",
-        render_figure(
-            figure_svg(plot_convergence(run.candidates, winner)),
+    return SearchView(
+        convergence=build_plot(
+            plot_convergence(run.candidates, winner),
             "Each measured candidate's speedup over the default (dots, coloured by status; "
             "whiskers: its interval where recorded) and the best so far (line). A line still "
             "climbing at the right end says more candidates may help.",
             "No candidate was measured.",
         ),
-        f"<{tag}>Every candidate against the default</{tag}>",
-        render_figure(
-            figure_svg(plot_candidate_times(run.candidates, winner)),
+        candidate_times=build_plot(
+            plot_candidate_times(run.candidates, winner),
             "Median time per call; whiskers span the fastest to the slowest repetition. The "
             "dashed line is the default's median, the grey band its spread. At most the "
             f"{MAX_CANDIDATE_ROWS} fastest candidates are drawn; the table lists them all.",
             "No candidate has a time.",
         ),
-        f"<{tag}>What the search learned: knobs against speedup</{tag}>",
-        render_figure(
-            figure_svg(plot_knob_effects(points, "speedup (x)")),
+        knob_effects=build_plot(
+            plot_knob_effects(points, "speedup (x)"),
             "One panel per knob that varied: the speedup each measured candidate reached.",
             "No knob varied among the measured candidates.",
         ),
-        f"<{tag}>Candidates</{tag}>",
-        _candidate_table(run.candidates),
-    ]
+        candidates=tuple(_candidate_row(c) for c in run.candidates),
+    )
 
 
-def render_dispatch_report(run: DispatchRunView) -> str:
+def build_dispatch_page(run: DispatchRunView) -> DispatchPage:
     counts: dict[str, int] = {}
     for candidate in run.candidates:
         if not candidate.is_baseline:
             counts[candidate.status] = counts.get(candidate.status, 0) + 1
-    facts = render_table(
-        ["problem", "target", "devices", "compiler", "default", "candidates"],
-        [
-            [
-                escape_html(run.problem),
-                escape_html(run.target),
-                escape_html(", ".join(run.devices)),
-                escape_html(run.compiler_version),
-                escape_html(_format_ms(run.baseline_ms)),
-                " ".join(f"{_chip(s)} {n}" for s, n in counts.items()),
-            ]
-        ],
-        set(),
-    )
-    return render_page(
-        f"ireetune: {run.problem}",
-        f"dispatch tuning run {run.run_dir}",
-        [_dispatch_verdict(run), "<h2>The run</h2>", facts, *_dispatch_sections(run)],
+    return DispatchPage(
+        title=f"ireetune: {run.problem}",
+        subtitle=f"dispatch tuning run {run.run_dir}",
+        verdict=build_dispatch_verdict(run),
+        problem=run.problem,
+        target=run.target,
+        devices=", ".join(run.devices),
+        compiler_version=run.compiler_version,
+        baseline=_format_ms(run.baseline_ms),
+        status_counts=tuple((build_chip(s), n) for s, n in counts.items()),
+        search=build_search_view(run),
     )
 
 
-def _model_verdict(run: ModelRunView) -> str:
+def render_dispatch_report(run: DispatchRunView) -> str:
+    return render_page("dispatch.html", build_dispatch_page(run))
+
+
+def build_model_verdict(run: ModelRunView) -> Verdict:
     if run.speedup is not None and run.tuned_spec is not None:
         headline = (
             f"The model runs {run.speedup:.3f}× faster with the tuned spec: "
@@ -297,18 +312,21 @@ def _model_verdict(run: ModelRunView) -> str:
         if run.decision is not None:
             headline += _interval(run.decision.low, run.decision.high)
         tone = "good" if run.speedup > 1.0 else "neutral"
-        spec = f"Spec written: <b>yes</b> ({escape_html(run.tuned_spec)})."
+        spec = SpecLine(written=True, path=run.tuned_spec, why="")
     else:
         headline = f"The model keeps the compiler's default ({_format_ms(run.default_ms)})"
         tone = "neutral"
-        spec = "Spec written: <b>no</b>. " + escape_html(
-            next((n for n in run.notes if "spec" in n), "no dispatch spec made the model faster")
-        )
-    parts = [f'<p class="headline">{escape_html(headline)}</p>', f"<p>{spec}</p>"]
-    parts.extend(_decision_lines(run.decision))
-    if run.notes:
-        parts.append("<ul>" + "".join(f"<li>{escape_html(n)}</li>" for n in run.notes) + "</ul>")
-    return f'<section class="verdict {tone}">{"".join(parts)}</section>'
+        why = next((n for n in run.notes if "spec" in n), "no dispatch spec made the model faster")
+        spec = SpecLine(written=False, path="", why=why)
+    return Verdict(
+        tone=tone,
+        headline=headline,
+        spec=spec,
+        rule=run.decision.rule if run.decision is not None else "",
+        replay=run.decision.replay if run.decision is not None else "",
+        knobs="",
+        notes=run.notes,
+    )
 
 
 def _untuned_reason(dispatch: ModelDispatchView, run: ModelRunView) -> str:
@@ -326,69 +344,57 @@ def _untuned_reason(dispatch: ModelDispatchView, run: ModelRunView) -> str:
     return dispatch.note or "not tuned"
 
 
-def render_model_report(run: ModelRunView) -> str:
+def _tuning_run_section(run: DispatchRunView) -> TuningRunSection:
+    best = (
+        f"best {_format_ratio(run.best_speedup)} at dispatch level"
+        if run.best_speedup is not None
+        else "no candidate won at dispatch level"
+    )
+    return TuningRunSection(run.problem, f"{best}; {run.spec_why}", build_search_view(run))
 
+
+def build_model_page(run: ModelRunView) -> ModelPage:
     untuned: dict[str, float] = {}
     for dispatch in run.dispatches:
         if not dispatch.in_tuned_spec:
             reason = _untuned_reason(dispatch, run)
             untuned[reason] = untuned.get(reason, 0.0) + dispatch.share
-    dispatch_rows = [
-        [
-            escape_html(d.name),
-            escape_html(d.problem),
-            str(d.invocations),
-            f"{d.share:.1%}",
-            escape_html(_format_ms(d.default_ms)),
-            escape_html(_format_ms(d.tuned_ms)),
-            "yes" if d.in_tuned_spec else "no",
-            escape_html(d.note),
-        ]
-        for d in run.dispatches
-    ]
-    sections = [
-        _model_verdict(run),
-        "<h2>Where the model's time goes</h2>",
-        render_figure(
-            figure_svg(plot_model_shares(compute_model_shares(run))),
+    return ModelPage(
+        title=f"ireetune: {Path(run.model).name or run.run_dir.name}",
+        subtitle=f"model tuning run {run.run_dir} (target {run.target})",
+        verdict=build_model_verdict(run),
+        shares=build_plot(
+            plot_model_shares(compute_model_shares(run)),
             "Each dispatch's share of model time before tuning (profiled) and after (estimated "
             "from the kept candidates' dispatch-level times). Hatched: the compiler's default kept; "
             "grey: time outside any dispatch.",
             "The run has no dispatch profile.",
         ),
-        "<h3>Time left to the compiler's default, by reason</h3>",
-        render_table(
-            ["reason", "share of model time"],
-            [[escape_html(r), f"{s:.1%}"] for r, s in sorted(untuned.items(), key=lambda i: -i[1])],
-            {1},
-        )
-        if untuned
-        else '<p class="empty">Every dispatch got a spec.</p>',
-        "<h3>Dispatches</h3>",
-        render_table(
-            ["dispatch", "problem", "runs", "share", "default", "tuned", "spec kept", "note"],
-            dispatch_rows,
-            {2, 3, 4, 5},
+        untuned=tuple(
+            UntunedRow(r, f"{s:.1%}") for r, s in sorted(untuned.items(), key=lambda i: -i[1])
         ),
-    ]
-    for tuning_run in run.tuning_runs:
-        sections.append(f"<h2>Tuning {escape_html(tuning_run.problem)}</h2>")
-        best = (
-            f"best {_format_ratio(tuning_run.best_speedup)} at dispatch level"
-            if tuning_run.best_speedup is not None
-            else "no candidate won at dispatch level"
-        )
-        sections.append(f"<p>{escape_html(best)}; {escape_html(tuning_run.spec_why)}</p>")
-        sections.extend(_dispatch_sections(tuning_run, heading_level=3))
-    return render_page(
-        f"ireetune: {Path(run.model).name or run.run_dir.name}",
-        f"model tuning run {run.run_dir} (target {run.target})",
-        sections,
+        dispatches=tuple(
+            ModelDispatchRow(
+                name=d.name,
+                problem=d.problem,
+                runs=str(d.invocations),
+                share=f"{d.share:.1%}",
+                default=_format_ms(d.default_ms),
+                tuned=_format_ms(d.tuned_ms),
+                spec_kept="yes" if d.in_tuned_spec else "no",
+                note=d.note,
+            )
+            for d in run.dispatches
+        ),
+        tuning_runs=tuple(_tuning_run_section(r) for r in run.tuning_runs),
     )
 
 
-def render_profile_report(run: ProfileRunView) -> str:
+def render_model_report(run: ModelRunView) -> str:
+    return render_page("model.html", build_model_page(run))
 
+
+def build_profile_page(run: ProfileRunView) -> ProfilePage:
     operations = list(dict.fromkeys(r.operation for r in run.rows))
     wrong = [r for r in run.rows if r.verification not in ("SUCCESS", "")]
     best_lines = []
@@ -404,17 +410,11 @@ def render_profile_report(run: ProfileRunView) -> str:
         if configs:
             best = max(configs, key=lambda r: r.speedup_vs_default or 0.0)
             best_lines.append(
-                f"<li>{escape_html(operation)}: best {escape_html(best.configuration)} "
-                f"{escape_html(_format_ratio(best.speedup_vs_default))} vs the default</li>"
+                f"{operation}: best {best.configuration} "
+                f"{_format_ratio(best.speedup_vs_default)} vs the default"
             )
     headline = f"{len(operations)} shapes, {len(run.rows)} dispatches profiled" + (
         f"; {len(wrong)} gave wrong results" if wrong else "; every checked output was right"
-    )
-    verdict = (
-        f'<section class="verdict {"bad" if wrong else "neutral"}">'
-        f'<p class="headline">{escape_html(headline)}</p>'
-        + (f"<ul>{''.join(best_lines)}</ul>" if best_lines else "")
-        + "</section>"
     )
     points = [
         KnobPoint(
@@ -423,60 +423,55 @@ def render_profile_report(run: ProfileRunView) -> str:
         for r in run.rows
         if r.configuration != "default" and r.speedup_vs_default is not None
     ]
-    rows = [
-        [
-            escape_html(r.operation),
-            escape_html(r.configuration),
-            _chip("verified" if r.verification == "SUCCESS" else r.verification.lower() or "-"),
-            escape_html(_format_ms(r.runtime_ms)),
-            escape_html("–" if r.gflops is None else f"{r.gflops:.1f}"),
-            escape_html("–" if r.peak_gflops is None else f"{r.peak_gflops:.0f}"),
-            escape_html(_format_ratio(r.speedup_vs_default)),
-            escape_html(
-                f"{r.vendor_gflops:.1f}" if r.vendor_gflops is not None else f"– {r.vendor_note}"
-            ),
-            escape_html(r.reason),
-        ]
-        for r in run.rows
-    ]
-    sections = [
-        verdict,
-        "<h2>GFLOP/s per shape and configuration</h2>",
-        render_figure(
-            figure_svg(plot_profile_gflops(run.rows)),
+    return ProfilePage(
+        title="ireetune profile",
+        subtitle=f"profiler run {run.run_dir} (target {run.target}, device {run.device})",
+        verdict=Verdict(
+            tone="bad" if wrong else "neutral",
+            headline=headline,
+            spec=None,
+            rule="",
+            replay="",
+            knobs="",
+            notes=tuple(best_lines),
+        ),
+        gflops=build_plot(
+            plot_profile_gflops(run.rows),
             "Squares: the compiler's default; dots: the configurations profiled; diamonds: the "
             "vendor library where it was timed; dashed: the peak where given (--peak-gflops).",
             "Nothing was profiled.",
         ),
-        "<h2>What the configurations show: knobs against speedup</h2>",
-        render_figure(
-            figure_svg(plot_knob_effects(points, "speedup vs default (x)")),
+        knob_effects=build_plot(
+            plot_knob_effects(points, "speedup vs default (x)"),
             "One panel per knob that varied: the speedup over the default each configuration "
             "reached on its shape.",
             "No knob varied among the configurations profiled.",
         ),
-        "<h2>Dispatches</h2>",
-        render_table(
-            [
-                "operation",
-                "configuration",
-                "verification",
-                "runtime",
-                "GFLOP/s",
-                "peak",
-                "vs default",
-                "vendor GFLOP/s",
-                "reason",
-            ],
-            rows,
-            {3, 4, 5, 6},
+        rows=tuple(
+            ProfileRow(
+                operation=r.operation,
+                configuration=r.configuration,
+                verification=build_chip(
+                    "verified" if r.verification == "SUCCESS" else r.verification.lower() or "-"
+                ),
+                runtime=_format_ms(r.runtime_ms),
+                gflops="–" if r.gflops is None else f"{r.gflops:.1f}",
+                peak="–" if r.peak_gflops is None else f"{r.peak_gflops:.0f}",
+                vs_default=_format_ratio(r.speedup_vs_default),
+                vendor=(
+                    f"{r.vendor_gflops:.1f}"
+                    if r.vendor_gflops is not None
+                    else f"– {r.vendor_note}"
+                ),
+                reason=r.reason,
+            )
+            for r in run.rows
         ),
-    ]
-    return render_page(
-        "ireetune profile",
-        f"profiler run {run.run_dir} (target {run.target}, device {run.device})",
-        sections,
     )
+
+
+def render_profile_report(run: ProfileRunView) -> str:
+    return render_page("profile.html", build_profile_page(run))
 
 
 def render_html_report(run: RunView) -> str:
