@@ -6,14 +6,19 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from ireetune.cli import main
+from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
 from ireetune.report.html_report import (
     render_dispatch_report,
+    render_model_report,
+    render_profile_report,
     try_write_html_report,
     write_html_report,
 )
@@ -23,6 +28,8 @@ from ireetune.report.run_view import (
     Decision,
     ModelDispatchView,
     ModelRunView,
+    ProfileRowView,
+    ProfileRunView,
     read_dispatch_run,
     read_model_run,
 )
@@ -285,3 +292,122 @@ def test_model_shares_after_tuning_use_only_specs_in_the_final_spec() -> None:
         ShareSegment("b (b_problem)", 0.2, pytest.approx(2 / 6), kept_default=True),
         ShareSegment("outside dispatches (launches, copies)", 0.2, pytest.approx(2 / 6), False),
     ]
+
+
+# A value that a run folder or an imported database row may hold (a problem or dispatch name, a
+# compiler message, a note): every page must show it as text, never as markup.
+HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
+
+
+class _ParsedPage(HTMLParser):
+    """The elements of a page and its text, as a browser's parser reads them."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.text = ""
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+
+
+def _hostile_dispatch_page(tmp_path: Path) -> tuple[str, list[str]]:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    records = [
+        CandidateRecord(0, (("tile", "8"),), CandidateStatus.MEASURED, median_ms=2.0, min_ms=1.9,
+                        max_ms=2.1, speedup=1.0),
+        CandidateRecord(1, (("tile", HOSTILE),), CandidateStatus.VERIFIED, median_ms=1.6,
+                        min_ms=1.5, max_ms=1.7, speedup=1.25),
+        CandidateRecord(2, (("tile", "4"),), CandidateStatus.COMPILE_FAILED, reason=HOSTILE),
+    ]  # fmt: skip
+    decision = {"rule": HOSTILE, "winner": 1, "speedup": 1.25, "low": 1.1, "high": 1.4,
+                "basis": HOSTILE, "replay": HOSTILE}  # fmt: skip
+    run_info = {"problem": HOSTILE, "target": HOSTILE, "outcome": "improved", "best_candidate": 1,
+                "decision": decision, "spec_written": False, "why": HOSTILE}  # fmt: skip
+    write_results(run_dir / "results.json", run_info, records)
+    page = write_html_report(run_dir).read_text()
+    return page, [
+        f"ireetune: {HOSTILE}",
+        f"candidate 1, decided on {HOSTILE}",
+        f"Spec written: no. {HOSTILE}",
+        f"Rule: {HOSTILE}",
+        f"Replay the decision:{HOSTILE}",
+        f"Winning knobs: tile={HOSTILE}",
+        f"tile=4{HOSTILE}",
+    ]
+
+
+def _hostile_model_page(tmp_path: Path) -> tuple[str, list[str]]:
+    hostile_dispatch = ModelDispatchView(
+        name=HOSTILE, problem=HOSTILE, invocations=1, share=0.5, default_ms=1.0, tuned_ms=None,
+        kept_spec=None, selected=True, note=HOSTILE, in_tuned_spec=False,
+    )  # fmt: skip
+    run = ModelRunView(
+        run_dir=tmp_path, model="m.mlir", target=HOSTILE, default_ms=4.0, tuned_ms=2.0,
+        speedup=2.0, tuned_spec=HOSTILE,
+        decision=Decision(HOSTILE, None, 2.0, 1.5, 2.5, "real-input", HOSTILE),
+        notes=(HOSTILE,), model_ms=4.0, explained_ms=2.0,
+        dispatches=(hostile_dispatch, _model_dispatch("a", 1.0, 0.5, in_spec=True)),
+        tuning_runs=(),
+    )  # fmt: skip
+    return render_model_report(run), [
+        f"(target {HOSTILE})",
+        f"Spec written: yes ({HOSTILE}).",
+        f"Rule: {HOSTILE}",
+        f"{HOSTILE}50.0%",
+        f"{HOSTILE}{HOSTILE}150.0%",
+    ]
+
+
+def _hostile_profile_page(tmp_path: Path) -> tuple[str, list[str]]:
+    row = ProfileRowView(
+        dispatch=HOSTILE, operation=HOSTILE, configuration=HOSTILE, knobs=(("tile", HOSTILE),),
+        status=HOSTILE, verification="SUCCESS", runtime_ms=1.0, gflops=2.0, peak_gflops=None,
+        speedup_vs_default=1.5, vendor_library=HOSTILE, vendor_gflops=None, vendor_note=HOSTILE,
+        reason=HOSTILE,
+    )  # fmt: skip
+    page = render_profile_report(ProfileRunView(tmp_path, HOSTILE, HOSTILE, (row,)))
+    return page, [
+        f"(target {HOSTILE}, device {HOSTILE})",
+        f"{HOSTILE}: best {HOSTILE} 1.500× vs the default",
+        f"– {HOSTILE}{HOSTILE}",
+    ]
+
+
+def _hostile_database_page(tmp_path: Path) -> tuple[str, list[str]]:
+    path = tmp_path / "tuning.sqlite"
+    key = ResultKey(HOSTILE, HOSTILE, HOSTILE, "key", HOSTILE)
+    with TuningDatabase(path) as database:
+        database.write(
+            StoredResult(
+                key, "{}", "", "verified", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.0, 1.5, "run-1", "now"
+            )  # fmt: skip
+        )
+    output = tmp_path / "db.html"
+    assert main(["db", "--db", str(path), "report", "-o", str(output)]) == 0
+    return output.read_text(), [
+        f"{HOSTILE}{HOSTILE}{HOSTILE}{HOSTILE}11 / 11.500x",
+        f"{HOSTILE} on {HOSTILE}111.500×",
+    ]
+
+
+@pytest.mark.parametrize(
+    "build_page",
+    [_hostile_dispatch_page, _hostile_model_page, _hostile_profile_page, _hostile_database_page],
+)
+def test_a_hostile_value_is_text_on_every_page(
+    build_page: Callable[[Path], tuple[str, list[str]]], tmp_path: Path
+) -> None:
+    page, phrases = build_page(tmp_path)
+    parsed = _ParsedPage(page)
+    # The value's tags never became elements: the page holds no script and no image at all.
+    assert parsed.tags & {"script", "img"} == set()
+    assert HOSTILE not in page
+    # It is shown, whole, where the page names it.
+    assert [phrase for phrase in phrases if phrase not in parsed.text] == []
