@@ -44,3 +44,20 @@ def test_every_imported_distribution_is_a_declared_dependency() -> None:
         if not {_normalise(d) for d in distributions.get(module, [module])} & declared
     )
     assert undeclared == []
+
+
+def test_every_html_template_ships_as_package_data() -> None:
+    # A wheel (`pip install .`, not editable) holds only the data files that package-data names;
+    # a template left out would fail every report of an installed ireetune.
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    shipped = {
+        path
+        for package, patterns in package_data.items()
+        for pattern in patterns
+        for path in (ROOT / package.replace(".", "/")).glob(pattern)
+    }
+    templates = {path for path in (ROOT / "ireetune/report/templates").rglob("*") if path.is_file()}
+    assert len(templates) >= 2
+    assert sorted(templates - shipped) == []
