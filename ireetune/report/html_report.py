@@ -27,6 +27,7 @@ from ireetune.report.plots import (
 )
 from ireetune.report.run_view import (
     CandidateView,
+    Decision,
     DispatchRunView,
     ModelDispatchView,
     ModelRunView,
@@ -56,8 +57,8 @@ class Verdict:
     tone: str
     headline: str
     spec: SpecLine | None
-    rule: str
-    replay: str
+    # The recorded decision, for its rule and its replay command.
+    decision: Decision | None
     knobs: str
     notes: tuple[str, ...]
 
@@ -223,8 +224,7 @@ def build_dispatch_verdict(run: DispatchRunView) -> Verdict:
         tone=tone,
         headline=headline,
         spec=spec,
-        rule=decision.rule if decision is not None else "",
-        replay=decision.replay if decision is not None else "",
+        decision=decision,
         knobs=_format_knobs(winner.knobs) if winner is not None else "",
         notes=run.notes,
     )
@@ -322,8 +322,7 @@ def build_model_verdict(run: ModelRunView) -> Verdict:
         tone=tone,
         headline=headline,
         spec=spec,
-        rule=run.decision.rule if run.decision is not None else "",
-        replay=run.decision.replay if run.decision is not None else "",
+        decision=run.decision,
         knobs="",
         notes=run.notes,
     )
@@ -430,8 +429,7 @@ def build_profile_page(run: ProfileRunView) -> ProfilePage:
             tone="bad" if wrong else "neutral",
             headline=headline,
             spec=None,
-            rule="",
-            replay="",
+            decision=None,
             knobs="",
             notes=tuple(best_lines),
         ),
