@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.dispatch_tuner import CandidateOrder, TuneOptions, tune_dispatch
-from ireetune.handoff.export import References, StopAfter
+from ireetune.dispatch_options import CandidateOrder, References, StopAfter, TuneOptions
+from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.tools import find_tool
 
 TARGET = "cuda:sm_80"

@@ -31,10 +31,11 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if (
             not action.option_strings
             or "default" in help_text
+            # A switch (`--retune`, `--no-db`) says what it does; its default is its absence.
+            or isinstance(action, argparse._StoreConstAction)
             or default is None
-            or default is False
             or default is argparse.SUPPRESS
-            or default in ("", [])
+            or default in ("", [], ())
         ):
             return help_text
         return f"{help_text} (default: %(default)s)"

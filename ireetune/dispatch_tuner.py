@@ -15,7 +15,6 @@ This module only sequences the stages; each lives in its own module:
 
 from __future__ import annotations
 
-import enum
 import itertools
 import json
 import logging
@@ -24,7 +23,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from iree.compiler import ir
@@ -73,14 +72,15 @@ from ireetune.decision.rules import (
     pick_winner,
 )
 from ireetune.decision.stats import Basis
+from ireetune.dispatch_options import CandidateOrder, StopAfter, TuneOptions
 from ireetune.errors import IreetuneError
-from ireetune.executor import ExecutorKind, RaySettings, open_executor
+from ireetune.executor import open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.dispatch_search import search_flags_for_input
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
-from ireetune.handoff.export import References, StopAfter, export_for_benchmarking
+from ireetune.handoff.export import export_for_benchmarking
 from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
@@ -120,67 +120,6 @@ MODEL_LEVEL_DISAGREEMENT = 0.20
 # Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least
 # are checked on real inputs.
 REAL_INPUT_PRESELECTION = 6
-
-
-class CandidateOrder(enum.Enum):
-    """Which candidates of the sampled pool are compiled: the best by the learned cost model
-    (AUTO: when the database can teach one, else the heuristic), the heuristic's best, or random
-    ones (a baseline for the others)."""
-
-    AUTO = "auto"
-    LEARNED = "learned"
-    HEURISTIC = "heuristic"
-    RANDOM = "random"
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    """Everything a dispatch tuning run can be asked to do."""
-
-    input_path: Path
-    target: str = "cpu"
-    num_candidates: int = 32
-    dispatch: str | None = None
-    output_dir: Path = Path("ireetune_runs")
-    jobs: int = 0
-    seed: int = 0
-    devices: tuple[str, ...] = ()
-    repetitions: int = 5
-    compile_timeout_s: float = 120.0
-    min_repetition_s: float = 0.05
-    hopeless_factor: float = 5.0
-    verify_top: int = 3
-    confirm_top: int = 4
-    confirm_rounds: int = 5
-    model_level_rounds: int = 7
-    show_progress: bool | None = None
-    database_path: Path | None = None
-    use_database: bool = True
-    retune: bool = False
-    min_benchmark_timeout_s: float = 10.0
-    pipelines: tuple[str, ...] = ()
-    stop_after: StopAfter | None = None
-    order: CandidateOrder = CandidateOrder.AUTO
-    threshold: float = 1.02
-    # Global iree-compile flags for every compile (`--flags`; the model tuner's flag winner).
-    extra_flags: tuple[str, ...] = ()
-    # Search the target's flag space first (`--search-flags`): on the model when the input is
-    # one, else on the dispatch benchmark; the winner joins `extra_flags`.
-    search_flags: bool = False
-    # With a learned model, measure in rounds and re-rank the rest of the pool between them.
-    online: bool = True
-    # Measure candidates while the rest compile (None: where the device is not the host's CPU).
-    overlap: bool | None = None
-    # The first pass's batch as a share of the baseline's; processes that JIT ahead (None: by
-    # device, see CampaignSettings.for_device).
-    screen_fraction: float | None = None
-    prewarm: int | None = None
-    # With stop_after COMPILE: compile the reference programs of the leaders only, later (the
-    # default: each candidate compiled once), or of every candidate now (one device trip).
-    references: References = References.LEADERS
-    # Where compiles and measurements run (`--executor`): this host, or a Ray cluster.
-    executor: ExecutorKind = ExecutorKind.LOCAL
-    ray: RaySettings = RaySettings()
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:

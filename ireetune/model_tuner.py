@@ -39,9 +39,10 @@ from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule, clears_threshold
 from ireetune.decision.stats import SpeedupEstimate
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.dispatch_options import TuneOptions
+from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.executor import ExecutorKind, RaySettings, open_executor
+from ireetune.executor import open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.space import FlagSpace
@@ -82,6 +83,7 @@ from ireetune.model.select import (
     model_speedup,
 )
 from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
+from ireetune.model_options import ModelTuneOptions
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.report.records import write_text_atomically
@@ -92,45 +94,6 @@ from ireetune.targets.base import Target
 from ireetune.verify.compare import check_inputs
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ModelTuneOptions:
-    """Everything a whole-model tuning run can be asked to do."""
-
-    model_path: Path
-    target: str = "cpu"
-    inputs: tuple[str, ...] = ()
-    coverage: float = 0.9
-    max_dispatches: int = 8
-    num_candidates: int = 24
-    candidates_per_dispatch: int = 3
-    time_budget_s: float | None = None
-    with_default_specs: bool = False
-    output_dir: Path = Path("ireetune_runs")
-    rounds: int = 5
-    seed: int = 0
-    jobs: int = 0
-    database_path: Path | None = None
-    use_database: bool = True
-    retune: bool = False
-    show_progress: bool | None = None
-    # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
-    extra_flags: tuple[str, ...] = ()
-    # Runtime devices: the model is timed on the first; each dispatch's candidates on all.
-    devices: tuple[str, ...] = ()
-    search_flags: bool = True
-    max_flag_sets: int = 24
-    # Flag sets to try instead of the target's flag space (`--try-flags`, repeatable).
-    flag_sets: tuple[tuple[str, ...], ...] = ()
-    # A flag set must make the model at least this much faster (its interval's lower bound).
-    flag_threshold: float = MODEL_RULE.threshold
-    # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
-    # which every binary reads at run time (small binaries to send to the device host).
-    externalize_weights: bool = False
-    # Where compiles and measurements run (`--executor`): this host, or a Ray cluster.
-    executor: ExecutorKind = ExecutorKind.LOCAL
-    ray: RaySettings = RaySettings()
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
+from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME, hash_manifest
 from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
 from tests.test_database import INFO as DATABASE_INFO

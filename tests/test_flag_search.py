@@ -230,7 +230,7 @@ def test_bad_flags_give_one_line_and_exit_2(matmul_benchmark: Path, tmp_path: Pa
     assert not list(tmp_path.iterdir())
     # A single flag after --flags is its value, not an option of ireetune.
     words = _attach_flag_text(["tune-dispatch", "x.mlir", "--flags", "--iree-opt-data-tiling"])
-    assert build_parser().parse_args(words).flags == "--iree-opt-data-tiling"
+    assert build_parser().parse_args(words).extra_flags == ("--iree-opt-data-tiling",)
 
 
 def test_dispatch_level_search_finds_data_tiling_has_no_effect_on_a_formed_dispatch(

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
+from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
-from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.manifest import read_manifest
 from ireetune.report.records import CandidateStatus
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target

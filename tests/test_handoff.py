@@ -19,9 +19,9 @@ import pytest
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.folder import benchmark_folder
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
+from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import (
     MANIFEST_NAME,

@@ -75,6 +75,11 @@ def device_list(text: str) -> tuple[str, ...]:
     return devices
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """Parse a comma-separated list, dropping empty items (argparse type)."""
+    return tuple(item for item in text.split(",") if item)
+
+
 def seed(text: str) -> int:
     """Parse a random seed: an integer from 0 to MAX_SEED (argparse type)."""
     value = _parse_int(text)
@@ -113,6 +118,15 @@ def fraction(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {text}")
     return value
+
+
+def flag_text(text: str) -> tuple[str, ...]:
+    """Parse `--flags` text into iree-compile flags (argparse type; a bad flag is an
+    IreetuneError, which argparse passes through as it is)."""
+    # Imported here: the flag checks import the compiler, which parsing other commands must not.
+    from ireetune.flags.check import parse_flag_text
+
+    return parse_flag_text(text)
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,16 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import (
-    TARGET_HELP,
-    positive_float,
-    positive_int,
-    positive_seconds,
-    seed,
-)
+from ireetune.commands.options import add_options, options_from_arguments
 from ireetune.errors import IreetuneError
 from ireetune.output_paths import add_force_argument
 from ireetune.profiler.operations import ConvLayout, MatmulLayout, OperationKind
+from ireetune.profiler.options import Phase, ProfileOptions
 
 # Every dimension flag, its help text, and the operations that take it.
 _DIMENSION_FLAGS = {
@@ -73,69 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="default",
         help="default | N (first N of the target's search space) | FILE (.mlir spec or .json knobs); comma list",
     )
-    parser.add_argument(
-        "--dispatches",
-        default="",
-        help="comma-separated regexes selecting dispatches by name (default: all)",
-    )
-    parser.add_argument("--target", default="cpu", help=f"what to compile for: {TARGET_HELP}")
-    parser.add_argument(
-        "--device", help="runtime device, e.g. local-task, cuda://0 (default: the target's)"
-    )
-    parser.add_argument(
-        "--generated-dir",
-        type=Path,
-        default=Path("generated"),
-        help="the output tree (written by compile, read by run)",
-    )
-    parser.add_argument(
-        "--phase",
-        choices=("all", "compile", "run"),
-        default="all",
-        help="compile only, run (verify and profile) an already compiled tree, or both",
-    )
-    parser.add_argument(
-        "--verify",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="check every dispatch's outputs against a reference",
-    )
-    parser.add_argument(
-        "--profile",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="time every dispatch",
-    )
-    parser.add_argument(
-        "--vendor",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="time the same problem with torch when it is importable",
-    )
-    parser.add_argument(
-        "--repetitions", type=positive_int, default=5, help="timed repetitions per dispatch"
-    )
-    parser.add_argument(
-        "--jobs", type=positive_int, default=None, help="parallel compiles (default: cores)"
-    )
-    parser.add_argument(
-        "--seed", type=seed, default=0, help="seed of the random inputs and of sampled configs"
-    )
-    parser.add_argument(
-        "--samples",
-        type=positive_int,
-        default=4096,
-        help="output elements checked when a problem is too large to check whole",
-    )
-    parser.add_argument(
-        "--peak-gflops",
-        type=positive_float,
-        default=None,
-        help="the device's peak, for Peak(%%) (default: a known peak for the device, if any)",
-    )
-    parser.add_argument(
-        "--compile-timeout", type=positive_seconds, default=120.0, help="seconds per compile"
-    )
+    add_options(parser, ProfileOptions)
     parser.add_argument(
         "--output", type=Path, help="also write the results as CSV to this file (default: none)"
     )
@@ -143,19 +76,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--format", choices=("blocks", "csv"), default="blocks", help="console output"
     )
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress bars on stderr (default: when stderr is a terminal)",
-    )
     parser.set_defaults(handler=run)
 
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.output_paths import check_new_output, write_output
     from ireetune.profiler.configs import parse_config_request
-    from ireetune.profiler.pipeline import Phase, ProfileOptions, run_profile
+    from ireetune.profiler.pipeline import run_profile
     from ireetune.profiler.report import render_blocks, render_csv
     from ireetune.profiler.shapes import (
         DIMENSIONS_BY_KIND,
@@ -218,23 +145,8 @@ def run(arguments: argparse.Namespace) -> int:
             "name an operation (matmul, batch_matmul, conv2d, matmul_bias_relu) or --problems"
         )
     operations = expand_requests(requests) if phase is not Phase.RUN else []
-    options = ProfileOptions(
-        generated_dir=arguments.generated_dir,
-        target=arguments.target,
-        configs=parse_config_request(arguments.configs),
-        dispatch_patterns=tuple(p for p in arguments.dispatches.split(",") if p),
-        phase=phase,
-        verify=arguments.verify,
-        profile=arguments.profile,
-        device=arguments.device,
-        jobs=arguments.jobs or 0,
-        seed=arguments.seed,
-        repetitions=arguments.repetitions,
-        compile_timeout_s=arguments.compile_timeout,
-        samples=arguments.samples,
-        vendor=arguments.vendor,
-        peak_gflops=arguments.peak_gflops,
-        show_progress=arguments.progress,
+    options = options_from_arguments(
+        ProfileOptions, arguments, configs=parse_config_request(arguments.configs)
     )
     result = run_profile(operations, options)
     for note in result.manifest.notes:

@@ -29,7 +29,8 @@ def iter_commands(
 def describe_flag(action: argparse.Action) -> str:
     """Spell an argument as a user types it: `--jobs JOBS`, `-o, --output OUTPUT`, `specs...`."""
     if not action.option_strings:
-        return f"{action.dest}..." if action.nargs in ("+", "*") else action.dest
+        name = str(action.metavar or action.dest)
+        return f"{name}..." if action.nargs in ("+", "*") else name
     if action.nargs == 0:
         return ", ".join(action.option_strings)
     if action.choices is not None:

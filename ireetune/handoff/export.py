@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all, default_jobs
 from ireetune.decision.rules import DecisionRule
+from ireetune.dispatch_options import References
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
@@ -20,24 +20,6 @@ from ireetune.report.progress import StageProgress
 from ireetune.report.records import CandidateRecord, CandidateStatus
 from ireetune.targets.base import Target
 from ireetune.verify.reference import build_reference_module
-
-
-class StopAfter(enum.Enum):
-    """Where `tune-dispatch --stop-after` ends a run."""
-
-    COMPILE = "compile"
-
-
-class References(enum.Enum):
-    """Which reference programs (the output checks' binaries) a split run compiles, and when.
-
-    LEADERS: none now; `finish` compiles those of the leaders the benchmarking side chose, and
-    the benchmarking side checks their outputs in a second pass (each candidate is compiled once,
-    a leader twice). ALL: every candidate's now, so one trip to the device host is enough.
-    """
-
-    LEADERS = "leaders"
-    ALL = "all"
 
 
 def export_for_benchmarking(

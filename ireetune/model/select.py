@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 
 from ireetune.decision.rules import DecisionRule, clears_threshold
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
+from ireetune.decision.thresholds import MODEL_THRESHOLD
 
 # A spec must make the whole model at least this much faster (the interval's lower bound).
-MODEL_RULE = DecisionRule(threshold=1.01)
+MODEL_RULE = DecisionRule(threshold=MODEL_THRESHOLD)
 
 
 def model_speedup(current: Sequence[float], candidate: Sequence[float]) -> SpeedupEstimate | None:

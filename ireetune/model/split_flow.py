@@ -42,12 +42,12 @@ from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all, default_jobs
 from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.dispatch_options import References, StopAfter, TuneOptions
+from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.frontend.model_import import import_model
-from ireetune.handoff.export import References, StopAfter
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import read_manifest
 from ireetune.handoff.model_folder import (
@@ -72,8 +72,8 @@ from ireetune.model.hot import (
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.split_report import first_session_estimate, write_split_report
+from ireetune.model_options import ModelTuneOptions
 from ireetune.model_tuner import (
-    ModelTuneOptions,
     ModelUnderTuning,
     compile_dispatch_benchmarks,
     describe_dispatches,

@@ -12,7 +12,8 @@ from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, sp
 from ireetune.model.flag_search import apply_command
 from ireetune.model.hot import HotSet
 from ireetune.model.select import MODEL_RULE
-from ireetune.model_tuner import ModelTuneOptions, explain_profile
+from ireetune.model_options import ModelTuneOptions
+from ireetune.model_tuner import explain_profile
 from ireetune.report.records import write_text_atomically
 from ireetune.targets import parse_target
 

@@ -6,49 +6,17 @@ the runtime) meet at the manifest in the generated folder; `Phase.ALL` runs both
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ireetune.errors import IreetuneError
-from ireetune.profiler.configs import ConfigRequest, compile_patterns, is_selected
+from ireetune.profiler.configs import compile_patterns, is_selected
 from ireetune.profiler.manifest import Manifest, read_manifest
 from ireetune.profiler.measure import MeasureOptions, measure_dispatches
 from ireetune.profiler.operations import Operation
-from ireetune.profiler.reference import DEFAULT_SAMPLES
+from ireetune.profiler.options import Phase, ProfileOptions
 from ireetune.profiler.report import DispatchResult
 from ireetune.verify.compare import check_inputs
-
-
-class Phase(enum.Enum):
-    ALL = "all"
-    COMPILE = "compile"
-    RUN = "run"
-
-
-@dataclass(frozen=True)
-class ProfileOptions:
-    """Everything one `ireetune profile` run can be asked to do."""
-
-    generated_dir: Path = Path("generated")
-    target: str = "cpu"
-    configs: ConfigRequest = ConfigRequest(0, ())
-    dispatch_patterns: tuple[str, ...] = ()
-    phase: Phase = Phase.ALL
-    verify: bool = True
-    profile: bool = True
-    device: str | None = None
-    jobs: int = 0
-    seed: int = 0
-    repetitions: int = 5
-    min_repetition_s: float = 0.02
-    compile_timeout_s: float = 120.0
-    benchmark_timeout_s: float = 120.0
-    samples: int = DEFAULT_SAMPLES
-    vendor: bool = True
-    peak_gflops: float | None = None
-    show_progress: bool | None = None
 
 
 @dataclass(frozen=True)

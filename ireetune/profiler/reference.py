@@ -25,6 +25,7 @@ from ireetune.profiler.operations import (
     Operation,
     OperationKind,
 )
+from ireetune.profiler.options import DEFAULT_SAMPLES
 from ireetune.verify.compare import numpy_dtype
 
 Array = npt.NDArray[np.generic]
@@ -33,7 +34,6 @@ Exact = npt.NDArray[Any]
 Indices = npt.NDArray[np.intp]
 # Above this many multiply-adds the reference is computed on sampled output elements only.
 FULL_REFERENCE_MACS = 1 << 24
-DEFAULT_SAMPLES = 4096
 
 _EPSILON = {
     ElementType.F32: 2.0**-23,

@@ -1,0 +1,125 @@
+"""Declare each command's options once, as dataclass fields, and generate the parser from them.
+
+A field declared with `option(...)` carries its command-line flag, help text, argparse type,
+choices and action in its metadata:
+
+    num_candidates: int = option(32, flag="--num-candidates", type=positive_int,
+                                 help="candidate configurations to try")
+
+`add_options(parser, TuneOptions)` adds one argument per such field, in field order, with the
+field's name as its destination; `options_from_arguments(TuneOptions, namespace)` builds the
+dataclass back from the parsed namespace. Fields without `option` metadata are not on the
+command line (they keep their defaults, or the caller passes them). Enum choices are shown and
+parsed by their values and become enum members; repeatable options become tuples.
+
+This module imports nothing heavy: the option dataclasses import it, and the parser (which every
+command builds, the runtime-only device host's included) imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+# How the flag takes its value: one value (store), repeatable (append: a tuple), a switch that
+# sets True or False (store_true, store_false: `--no-db` for `use_database`), or a switch with a
+# `--no-` twin (boolean_optional: `--online/--no-online`).
+OptionAction = Literal["store", "append", "store_true", "store_false", "boolean_optional"]
+
+_METADATA_KEY = "ireetune_option"
+
+OptionsT = TypeVar("OptionsT")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionSpec:
+    """How one dataclass field appears on the command line."""
+
+    # `--num-candidates`, or a positional argument's name as the user sees it (`input`).
+    flag: str
+    help: str
+    # The argparse type: parses and checks the value's text (commands/arguments.py).
+    value_type: Callable[[str], Any] | None = None
+    choices: type[enum.Enum] | tuple[str, ...] | None = None
+    action: OptionAction = "store"
+    metavar: str | None = None
+
+    @property
+    def positional(self) -> bool:
+        return not self.flag.startswith("-")
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    flag: str,
+    help: str,
+    type: Callable[[str], Any] | None = None,
+    choices: type[enum.Enum] | tuple[str, ...] | None = None,
+    action: OptionAction = "store",
+    metavar: str | None = None,
+) -> Any:
+    """Declare a dataclass field that is also a command-line option (no default: positional)."""
+    spec = OptionSpec(flag, help, type, choices, action, metavar)
+    return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+def option_fields(options_class: type) -> list[tuple[dataclasses.Field[Any], OptionSpec]]:
+    """Return the fields of `options_class` that are command-line options, in field order."""
+    return [
+        (field, field.metadata[_METADATA_KEY])
+        for field in dataclasses.fields(options_class)
+        if _METADATA_KEY in field.metadata
+    ]
+
+
+def add_options(parser: argparse.ArgumentParser, options_class: type) -> None:
+    """Add one argument per option field of `options_class`, its destination the field's name."""
+    for field, spec in option_fields(options_class):
+        keywords: dict[str, Any] = {"help": spec.help}
+        takes_value = spec.action in ("store", "append")
+        if takes_value and spec.choices is None and not spec.positional:
+            # The value is named for the flag, not the field (`--db DB`, not DATABASE_PATH).
+            keywords["metavar"] = spec.metavar or spec.flag.lstrip("-").replace("-", "_").upper()
+        if spec.value_type is not None:
+            keywords["type"] = spec.value_type
+        if isinstance(spec.choices, enum.EnumMeta):
+            keywords["choices"] = tuple(member.value for member in spec.choices)
+        elif spec.choices is not None:
+            keywords["choices"] = spec.choices
+        if spec.positional:
+            assert field.default is dataclasses.MISSING, f"{field.name}: a positional is required"
+            parser.add_argument(field.name, metavar=spec.flag, **keywords)
+            continue
+        assert field.default is not dataclasses.MISSING, f"{field.name}: an option needs a default"
+        default = field.default
+        if spec.action == "append":
+            assert default == (), f"{field.name}: a repeatable option starts empty"
+            keywords.update(action="append", default=[])
+        elif spec.action == "boolean_optional":
+            keywords.update(action=argparse.BooleanOptionalAction, default=default)
+        elif spec.action in ("store_true", "store_false"):
+            assert default is (spec.action == "store_false"), f"{field.name}: default flipped"
+            keywords.update(action=spec.action, default=default)
+        else:
+            # The parser shows and takes an enum by its value.
+            keywords["default"] = default.value if isinstance(default, enum.Enum) else default
+        parser.add_argument(spec.flag, dest=field.name, **keywords)
+
+
+def options_from_arguments(
+    options_class: type[OptionsT], arguments: argparse.Namespace, **values: Any
+) -> OptionsT:
+    """Build `options_class` from parsed arguments; `values` gives its fields that are no options."""
+    for field, spec in option_fields(options_class):
+        assert field.name not in values, f"{field.name} is an option; the parser gives it"
+        value = getattr(arguments, field.name)
+        if isinstance(spec.choices, enum.EnumMeta) and value is not None:
+            value = spec.choices(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[field.name] = value
+    return options_class(**values)

@@ -1,0 +1,195 @@
+"""What a dispatch tuning run can be asked to do (`TuneOptions`), declared once.
+
+Each field that is also a `tune-dispatch` option carries its flag and help (commands/options.py),
+and the command's parser is generated from them. This module imports nothing heavy, so that
+building the parser never imports the compiler (the runtime-only device host builds it too).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from ireetune.commands.arguments import (
+    TARGET_HELP,
+    device_list,
+    flag_text,
+    fraction,
+    non_negative_int,
+    non_negative_seconds,
+    positive_int,
+    positive_seconds,
+    seed,
+)
+from ireetune.commands.options import option
+from ireetune.executor import ExecutorKind, RaySettings
+
+
+class CandidateOrder(enum.Enum):
+    """Which candidates of the sampled pool are compiled: the best by the learned cost model
+    (AUTO: when the database can teach one, else the heuristic), the heuristic's best, or random
+    ones (a baseline for the others)."""
+
+    AUTO = "auto"
+    LEARNED = "learned"
+    HEURISTIC = "heuristic"
+    RANDOM = "random"
+
+
+class StopAfter(enum.Enum):
+    """Where `tune-dispatch --stop-after` ends a run."""
+
+    COMPILE = "compile"
+
+
+class References(enum.Enum):
+    """Which reference programs (the output checks' binaries) a split run compiles, and when.
+
+    LEADERS: none now; `finish` compiles those of the leaders the benchmarking side chose, and
+    the benchmarking side checks their outputs in a second pass (each candidate is compiled once,
+    a leader twice). ALL: every candidate's now, so one trip to the device host is enough.
+    """
+
+    LEADERS = "leaders"
+    ALL = "all"
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Everything a dispatch tuning run can be asked to do.
+
+    The options come in the order `tune-dispatch --help` lists them; the fields after them are
+    for the Python API and the flows that call `tune_dispatch` (the model tuner, benchmarks).
+    """
+
+    input_path: Path = option(
+        flag="input", type=Path,
+        help="a *_benchmark.mlir dispatch dump (iree-compile "
+        "--iree-hal-dump-executable-benchmarks-to) or a model .mlir with static shapes",
+    )  # fmt: skip
+    target: str = option("cpu", flag="--target", help=f"what to compile for: {TARGET_HELP}")
+    num_candidates: int = option(
+        32, flag="--num-candidates", type=positive_int, help="candidate configurations to try"
+    )
+    dispatch: str | None = option(
+        None, flag="--dispatch",
+        help="for a model with several dispatches: the one to tune, by name or index "
+        "(default: the only one; a model with several lists them)",
+    )  # fmt: skip
+    output_dir: Path = option(
+        Path("ireetune_runs"), flag="--output-dir", type=Path, help="parent of the run folder"
+    )
+    # 0: one compile per core.
+    jobs: int = option(
+        0, flag="--jobs", type=positive_int, help="parallel compiles (default: cores)"
+    )
+    seed: int = option(
+        0, flag="--seed", type=seed, help="seed of the candidate sampling (same seed, same run)"
+    )
+    devices: tuple[str, ...] = option(
+        (), flag="--devices", type=device_list,
+        help="comma-separated runtime devices to time on (default: the target's: "
+        "local-task for cpu, cuda://0 for cuda, hip://0 for rocm)",
+    )  # fmt: skip
+    repetitions: int = option(
+        5, flag="--repetitions", type=positive_int, help="timed repetitions per candidate"
+    )
+    compile_timeout_s: float = option(
+        120.0, flag="--compile-timeout", type=positive_seconds, help="seconds per compile"
+    )
+    confirm_rounds: int = option(
+        5, flag="--confirm-rounds", type=non_negative_int,
+        help="interleaved re-timing rounds of the leaders against the baseline (0 to skip)",
+    )  # fmt: skip
+    min_repetition_s: float = option(
+        0.05, flag="--min-repetition-time", type=non_negative_seconds,
+        help="seconds one timed repetition should last at least (sets the batch size)",
+    )  # fmt: skip
+    pipelines: tuple[str, ...] = option(
+        (), flag="--pipeline", action="append", choices=("TileAndFuse", "VectorDistribute"),
+        help="GPU targets: search only this codegen pipeline (repeatable; default: all)",
+    )  # fmt: skip
+    stop_after: StopAfter | None = option(
+        None, flag="--stop-after", choices=StopAfter,
+        help="compile: write a self-contained folder to measure with `ireetune benchmark-folder` "
+        "(default: run every stage here)",
+    )  # fmt: skip
+    # With stop_after COMPILE: compile the reference programs of the leaders only, later (the
+    # default: each candidate compiled once), or of every candidate now (one device trip).
+    references: References = option(
+        References.LEADERS, flag="--references", choices=References,
+        help="with --stop-after compile: compile the output checks' reference programs of the "
+        "leaders only, in `finish` after benchmarking (default; each candidate is compiled once, "
+        "the device host checks outputs on a second call), or of every candidate now (one trip)",
+    )  # fmt: skip
+    order: CandidateOrder = option(
+        CandidateOrder.AUTO, flag="--order", choices=CandidateOrder,
+        help="which candidates to compile: the learned cost model's best when the database can "
+        "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
+        "ones (a baseline for the others)",
+    )  # fmt: skip
+    # With a learned model, measure in rounds and re-rank the rest of the pool between them.
+    online: bool = option(
+        True, flag="--online", action="boolean_optional",
+        help="with a learned model, measure in rounds and re-rank the rest between them "
+        "(default: on)",
+    )  # fmt: skip
+    show_progress: bool | None = option(
+        None, flag="--progress", action="boolean_optional",
+        help="show progress bars on stderr (default: when stderr is a terminal)",
+    )  # fmt: skip
+    database_path: Path | None = option(
+        None, flag="--db", type=Path,
+        help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
+    )  # fmt: skip
+    use_database: bool = option(
+        True, flag="--no-db", action="store_false", help="neither read nor write the database"
+    )
+    retune: bool = option(
+        False, flag="--retune", action="store_true", help="tune even if a stored result exists"
+    )
+    min_benchmark_timeout_s: float = option(
+        10.0, flag="--benchmark-timeout", type=positive_seconds,
+        help="seconds allowed for loading one candidate (runs are stopped at 5x the baseline's "
+        "time)",
+    )  # fmt: skip
+    # Measure candidates while the rest compile (None: where the device is not the host's CPU).
+    overlap: bool | None = option(
+        None, flag="--overlap", action="boolean_optional",
+        help="measure candidates while the rest still compile (default: on for GPU devices, off "
+        "on the host's CPU, where compiles would take the cores being measured)",
+    )  # fmt: skip
+    # The first pass's batch as a share of the baseline's; processes that JIT ahead (None: by
+    # device, see CampaignSettings.for_device).
+    screen_fraction: float | None = option(
+        None, flag="--screen-fraction", type=fraction,
+        help="first pass: time batches of this share of the baseline's batch; the leaders' "
+        "confirmation always uses the full batch (default: 1 on the CPU, 0.25 on GPUs)",
+    )  # fmt: skip
+    prewarm: int | None = option(
+        None, flag="--prewarm", type=non_negative_int,
+        help="processes that load (JIT) the next candidates while one is measured "
+        "(default: up to 4 on GPUs, half the cores at most; 0 on the CPU)",
+    )  # fmt: skip
+    # Global iree-compile flags for every compile (`--flags`; the model tuner's flag winner).
+    extra_flags: tuple[str, ...] = option(
+        (), flag="--flags", type=flag_text,
+        help='extra global iree-compile flags for every compile, e.g. "--iree-opt-data-tiling"',
+    )  # fmt: skip
+    # Search the target's flag space first (`--search-flags`): on the model when the input is
+    # one, else on the dispatch benchmark; the winner joins `extra_flags`.
+    search_flags: bool = option(
+        False, flag="--search-flags", action="store_true",
+        help="first search the target's global flags (on the model, or on the dispatch benchmark "
+        "itself) and tune under the winner",
+    )  # fmt: skip
+    hopeless_factor: float = 5.0
+    verify_top: int = 3
+    confirm_top: int = 4
+    model_level_rounds: int = 7
+    threshold: float = 1.02
+    # Where compiles and measurements run (`--executor`, commands/arguments.py): this host, or a
+    # Ray cluster.
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    ray: RaySettings = RaySettings()

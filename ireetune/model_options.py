@@ -1,0 +1,135 @@
+"""What a whole-model tuning run can be asked to do (`ModelTuneOptions`), declared once.
+
+Each field that is also a `tune` option carries its flag and help (commands/options.py), and
+the command's parser is generated from them. This module imports nothing heavy, so that building
+the parser never imports the compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ireetune.commands.arguments import (
+    TARGET_HELP,
+    device_list,
+    flag_text,
+    fraction,
+    positive_int,
+    positive_seconds,
+    seed,
+)
+from ireetune.commands.options import option
+from ireetune.decision.thresholds import MODEL_THRESHOLD
+from ireetune.executor import ExecutorKind, RaySettings
+
+
+@dataclass(frozen=True)
+class ModelTuneOptions:
+    """Everything a whole-model tuning run can be asked to do.
+
+    The options come in the order `tune --help` lists them; the fields after them are for the
+    Python API (`--stop-after compile` is the command's: it runs the split flow instead).
+    """
+
+    model_path: Path = option(
+        flag="model", type=Path,
+        help="the model: .mlir (anything iree-compile takes) or .onnx, with static shapes",
+    )  # fmt: skip
+    target: str = option("cpu", flag="--target", help=f"what to compile for: {TARGET_HELP}")
+    inputs: tuple[str, ...] = option(
+        (), flag="--input", action="append",
+        help="one model input as SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32, once per "
+        "input in order (default: random inputs from the model's signature)",
+    )  # fmt: skip
+    coverage: float = option(
+        0.9, flag="--coverage", type=fraction, help="share of model time to cover, in (0, 1]"
+    )
+    max_dispatches: int = option(
+        8, flag="--max-dispatches", type=positive_int, help="most dispatches to tune"
+    )
+    num_candidates: int = option(
+        24, flag="--num-candidates", type=positive_int, help="candidates per dispatch tuned"
+    )
+    candidates_per_dispatch: int = option(
+        3, flag="--candidates-per-dispatch", type=positive_int,
+        help="best candidates per dispatch kept for model-level selection",
+    )  # fmt: skip
+    time_budget_s: float | None = option(
+        None, flag="--time-budget", type=positive_seconds,
+        help="seconds for the whole run (default: no limit)",
+    )  # fmt: skip
+    with_default_specs: bool = option(
+        False, flag="--with-default-specs", action="store_true",
+        help="link IREE's shipped specs after ours",
+    )  # fmt: skip
+    rounds: int = option(
+        5, flag="--rounds", type=positive_int, help="interleaved model timing rounds"
+    )
+    output_dir: Path = option(
+        Path("ireetune_runs"), flag="--output-dir", type=Path, help="parent of the run folder"
+    )
+    # 0: one compile per core.
+    jobs: int = option(
+        0, flag="--jobs", type=positive_int, help="parallel compiles (default: cores)"
+    )
+    seed: int = option(
+        0, flag="--seed", type=seed, help="seed of the candidate sampling (same seed, same run)"
+    )
+    database_path: Path | None = option(
+        None, flag="--db", type=Path,
+        help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
+    )  # fmt: skip
+    use_database: bool = option(
+        True, flag="--no-db", action="store_false", help="neither read nor write the database"
+    )
+    retune: bool = option(
+        False, flag="--retune", action="store_true",
+        help="tune dispatches even if a stored result exists",
+    )  # fmt: skip
+    show_progress: bool | None = option(
+        None, flag="--progress", action="boolean_optional",
+        help="show progress bars on stderr (default: when stderr is a terminal)",
+    )  # fmt: skip
+    # Runtime devices: the model is timed on the first; each dispatch's candidates on all.
+    devices: tuple[str, ...] = option(
+        (), flag="--devices", type=device_list,
+        help="comma-separated runtime devices: the model is timed on the first, each dispatch's "
+        "candidates on all (default: the target's: local-task, cuda://0, hip://0)",
+    )  # fmt: skip
+    # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
+    extra_flags: tuple[str, ...] = option(
+        (), flag="--flags", type=flag_text,
+        help='extra global iree-compile flags for every compile, e.g. "--iree-opt-level=O3"',
+    )  # fmt: skip
+    search_flags: bool = option(
+        True, flag="--no-flag-search", action="store_false",
+        help="skip the first phase (the search of the target's global compiler flags)",
+    )  # fmt: skip
+    max_flag_sets: int = option(
+        24, flag="--max-flag-sets", type=positive_int, help="flag sets the flag phase compiles"
+    )
+    # Flag sets to try instead of the target's flag space (`--try-flags`, repeatable).
+    flag_sets: tuple[tuple[str, ...], ...] = option(
+        (), flag="--try-flags", action="append", type=flag_text, metavar="FLAGS",
+        help='a flag set for the flag phase to try instead of the target\'s (repeatable), e.g. '
+        '"--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d"',
+    )  # fmt: skip
+    # A flag set must make the model at least this much faster (its interval's lower bound).
+    flag_threshold: float = option(
+        MODEL_THRESHOLD, flag="--flag-threshold", type=float,
+        help="a flag set is kept only if its speedup interval lies above this "
+        f"(default {MODEL_THRESHOLD:g})",
+    )  # fmt: skip
+    # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
+    # which every binary reads at run time (small binaries to send to the device host).
+    externalize_weights: bool = option(
+        False, flag="--externalize-weights", action="store_true",
+        help="with --stop-after compile and an ONNX model: keep the weights in one parameter "
+        "archive (.irpa) that every model binary reads at run time, so that the binaries sent "
+        "to the device host are small",
+    )  # fmt: skip
+    # Where compiles and measurements run (`--executor`, commands/arguments.py): this host, or a
+    # Ray cluster.
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    ray: RaySettings = RaySettings()
