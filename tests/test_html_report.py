@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import main
+from ireetune.core.records import CandidateRecord, CandidateStatus, write_results
 from ireetune.report.html_report import (
     render_dispatch_report,
     try_write_html_report,
     write_html_report,
 )
 from ireetune.report.plots import ShareSegment, compute_model_shares
-from ireetune.report.records import CandidateRecord, CandidateStatus, write_results
 from ireetune.report.run_view import (
     Decision,
     ModelDispatchView,

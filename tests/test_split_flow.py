@@ -29,7 +29,7 @@ from ireetune.handoff.model_folder import (
     results_name,
 )
 from ireetune.model.hot import DispatchProfile
-from ireetune.model.split_flow import (
+from ireetune.split_flow import (
     STATE_NAME,
     Phase,
     continue_split_run,

@@ -153,6 +153,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.core.records import write_text_atomically
     from ireetune.output_paths import check_new_output, write_output
     from ireetune.profiler.configs import parse_config_request
     from ireetune.profiler.pipeline import Phase, ProfileOptions, run_profile
@@ -165,7 +166,6 @@ def run(arguments: argparse.Namespace) -> int:
         read_problem_file,
     )
     from ireetune.report.html_report import try_write_html_report
-    from ireetune.report.records import write_text_atomically
     from ireetune.report.run_view import PROFILE_RESULTS_NAME
     from ireetune.run_dir import check_output_dir
 

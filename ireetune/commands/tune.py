@@ -178,7 +178,7 @@ def run(arguments: argparse.Namespace) -> int:
         raise IreetuneError("--externalize-weights applies only with --stop-after compile")
     if arguments.stop_after == "compile":
         from ireetune.errors import IreetuneError
-        from ireetune.model.split_flow import describe_status, prepare_split_run
+        from ireetune.split_flow import describe_status, prepare_split_run
 
         if arguments.time_budget is not None or arguments.try_flags:
             raise IreetuneError(

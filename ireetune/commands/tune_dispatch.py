@@ -205,7 +205,7 @@ def run(arguments: argparse.Namespace) -> int:
             f"compiled {result.problem.signature} into {result.run_dir} "
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
             f"  {shlex.join(['ireetune', 'benchmark-folder', str(result.run_dir)])}"
-            "   (or python -m ireetune.benchmark.folder)\n"
+            "   (or python -m ireetune.cli benchmark-folder)\n"
             f"  {shlex.join(['ireetune', 'finish', str(result.run_dir)])}\n"
             + (
                 "  then, for the leaders' output checks: benchmark-folder and finish once more\n"

@@ -23,10 +23,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.features import FeatureSpace
+from ireetune.core.target import FactValue, Target
 from ireetune.database.store import StoredResult
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
-from ireetune.search.candidate import Knobs
 from ireetune.search.cost_model import (
     CostModel,
     TrainingGroup,
@@ -35,10 +37,8 @@ from ireetune.search.cost_model import (
     save_cost_model,
     train_cost_model,
 )
-from ireetune.search.features import FeatureSpace
 from ireetune.search.recorded import RecordedSpace
 from ireetune.targets import parse_target
-from ireetune.targets.base import FactValue, Target
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ireetune.search.candidate import Knobs, format_knobs
+from ireetune.core.candidate import Knobs, format_knobs
 
 
 class CandidateStatus(enum.Enum):

@@ -31,7 +31,7 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs, make_knobs
 
 logger = logging.getLogger(__name__)
 
