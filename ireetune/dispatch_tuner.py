@@ -50,7 +50,8 @@ from ireetune.compile.stage import (
     compile_success_rate,
 )
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import CandidateRecord, CandidateStatus, write_text_atomically
+from ireetune.core.files import write_text_atomically
+from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.core.target import OpConfiguration, Target
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (

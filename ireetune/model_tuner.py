@@ -29,8 +29,8 @@ from ireetune.compile.driver import (
     DEFAULT_SPECS_FLAG,
 )
 from ireetune.compile.pool import default_jobs
+from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import FlagSpace
-from ireetune.core.records import write_text_atomically
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path

@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ireetune.core.records import write_text_atomically
+from ireetune.core.files import write_text_atomically
 from ireetune.decision.rules import Decision
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.flags.model_search import apply_command

@@ -153,7 +153,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.core.records import write_text_atomically
+    from ireetune.core.files import write_text_atomically
     from ireetune.output_paths import check_new_output, write_output
     from ireetune.profiler.configs import parse_config_request
     from ireetune.profiler.pipeline import Phase, ProfileOptions, run_profile

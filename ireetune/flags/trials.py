@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet
-from ireetune.core.records import write_text_atomically
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.files import write_text_atomically
 from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
 from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
@@ -51,9 +52,7 @@ def _log(message: str) -> None:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
 
 
 def _earlier_results(path: Path, manifest_hash: str) -> dict[str, Any] | None:

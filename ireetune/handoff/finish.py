@@ -14,7 +14,8 @@ from iree.compiler.dialects import iree_codegen
 from ireetune.benchmark.campaign import campaign_from_json
 from ireetune.benchmark.outcomes import apply_campaign
 from ireetune.core.candidate import make_knobs
-from ireetune.core.records import CandidateRecord, write_text_atomically
+from ireetune.core.files import write_text_atomically
+from ireetune.core.records import CandidateRecord
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import choose_contenders, pick_winner
 from ireetune.decision.stats import Basis

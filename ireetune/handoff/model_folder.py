@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_inside_folder
 from ireetune.run_dir import is_inside_folder
@@ -128,9 +129,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
         },
     }
     path = run_dir / DEVICE_MANIFEST_NAME
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
     return hash_file(path)
 
 

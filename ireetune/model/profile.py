@@ -11,7 +11,7 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all, default_jobs
-from ireetune.core.records import write_text_atomically
+from ireetune.core.files import write_text_atomically
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import (

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.features import FeatureSpace
+from ireetune.core.files import write_text_atomically
 from ireetune.core.target import FactValue, Target
 from ireetune.database.store import StoredResult
 from ireetune.errors import IreetuneError
@@ -191,9 +192,7 @@ def remember_machine_facts(folder: Path, target_key: str, facts: Mapping[str, Fa
         if path.is_file() and path.read_text() == text:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(text)
-        temporary.replace(path)
+        write_text_atomically(path, text)
     except OSError as error:
         logger.warning("could not keep machine facts in %s: %s", folder, error)
 
