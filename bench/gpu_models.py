@@ -379,7 +379,7 @@ def local(arguments: argparse.Namespace) -> None:
             break
         for name, run_dir in pending.items():
             if _phase(run_dir) == "awaiting-device":
-                command = [sys.executable, "-m", "ireetune.handoff.device_step", str(run_dir)]
+                command = [sys.executable, "-m", "ireetune.cli", "device-step", str(run_dir)]
                 if arguments.devices:
                     command += ["--devices", arguments.devices]
                 started = time.monotonic()
