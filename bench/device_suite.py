@@ -3,7 +3,7 @@
     PYTHONPATH=<iree-base-runtime>:<dir holding ireetune> python device_suite.py SUITE_DIR OUT_DIR
 
 Runs on the GPU machine with only the IREE runtime, NumPy and (for the cuBLAS/cuDNN reference)
-torch: `ireetune.benchmark.folder` measures and verifies every folder of `SUITE_DIR/plan.json`;
+torch: `ireetune.handoff.benchmark_folder` measures and verifies every folder of `SUITE_DIR/plan.json`;
 the results come back as one JSON file for `bench/finish_suite.py`.
 """
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ireetune.benchmark.folder import benchmark_folder
+from ireetune.handoff.benchmark_folder import benchmark_folder
 
 
 def time_torch(spec: dict[str, Any], repetitions: int = 7) -> float:

@@ -5,7 +5,7 @@ problem, this times what the tuner does before the first compile: read the dispa
 space (`load_dispatch`, which asks the compiler for a GPU space), draw the pool of
 max(4 x 100, 64) candidates and order it (`order_pool`, as `--order auto` does), twice: with an
 empty cache folder (the first read) and again with the folder the first run filled
-(`<database folder>/spaces/`, ireetune/search/space_cache.py). The dispatch benchmarks are
+(`<database folder>/spaces/`, ireetune/targets/space_cache.py). The dispatch benchmarks are
 dumped beforehand and not timed. With `--spaces DIR`, a cost model trained on those recorded
 spaces is kept beside each CPU database first (not timed), so the CPU pools are ordered by the
 learned model, features and all, as `--order auto` would.

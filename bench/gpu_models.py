@@ -211,8 +211,8 @@ def _phase(run_dir: Path) -> str:
 
 
 def prepare(arguments: argparse.Namespace) -> None:
-    from ireetune.model.split_flow import prepare_split_run
     from ireetune.model_tuner import ModelTuneOptions
+    from ireetune.split_flow import prepare_split_run
 
     runs = _runs(arguments.out)
     for name in arguments.models.split(","):
@@ -254,7 +254,7 @@ def device(arguments: argparse.Namespace) -> None:
 
 
 def continue_runs(arguments: argparse.Namespace) -> None:
-    from ireetune.model.split_flow import continue_split_run
+    from ireetune.split_flow import continue_split_run
 
     for name, run_dir in _runs(arguments.out).items():
         if _phase(run_dir) == "done":
@@ -379,7 +379,7 @@ def local(arguments: argparse.Namespace) -> None:
             break
         for name, run_dir in pending.items():
             if _phase(run_dir) == "awaiting-device":
-                command = [sys.executable, "-m", "ireetune.handoff.device_step", str(run_dir)]
+                command = [sys.executable, "-m", "ireetune.cli", "device-step", str(run_dir)]
                 if arguments.devices:
                     command += ["--devices", arguments.devices]
                 started = time.monotonic()

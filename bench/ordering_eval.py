@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ireetune.core.target import Target
 from ireetune.search.cost_model import CostModel, train_cost_model
 from ireetune.search.evaluation import (
     ReplaySpace,
@@ -47,7 +48,6 @@ from ireetune.search.evaluation import (
 from ireetune.search.learned_order import order_with_model, rerank_remaining
 from ireetune.search.model_store import group_from_recorded, target_for_recorded
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
-from ireetune.targets.base import Target
 
 STRATEGIES = ("random", "heuristic", "learned", "learned-online")
 

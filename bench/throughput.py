@@ -24,7 +24,7 @@ On a GPU host (P4: 100 candidates of a sub-ms dispatch), in two steps:
 `prepare-gpu` dumps the f16 mmt 2048x1280x5120 dispatch (0.26 ms with IREE's default on an
 H100), compiles its candidates for cuda:sm_80 into a run folder (`--stop-after compile`), and
 puts beside it both packages (before: eb7a0dc, after: this checkout) and this script. `gpu` runs
-on the GPU host with the runtime alone: it times `python -m ireetune.benchmark.folder` of each
+on the GPU host with the runtime alone: it times `python -m ireetune.cli benchmark-folder` of each
 package on a fresh copy of the folder, interleaved, and prints candidates per second and the
 leaders' confirmed speedups (the accuracy check: the same leaders, the same speedups).
 """
@@ -308,7 +308,7 @@ def gpu(args: argparse.Namespace) -> None:
             shutil.copytree(folder, copy)
             start = time.perf_counter()
             result = subprocess.run(
-                [sys.executable, "-m", "ireetune.benchmark.folder", str(copy), "--devices", args.devices],
+                [sys.executable, "-m", "ireetune.cli", "benchmark-folder", str(copy), "--devices", args.devices],
                 capture_output=True, text=True, env=environment_for(root), cwd=out,
             )  # fmt: skip
             wall_s = time.perf_counter() - start

@@ -1,6 +1,6 @@
 """What a dispatch tuning run can be asked to do (`TuneOptions`), declared once.
 
-Each field that is also a `tune-dispatch` option carries its flag and help (commands/options.py),
+Each field that is also a `tune-dispatch` option carries its flag and help (core/options.py),
 and the command's parser is generated from them. This module imports nothing heavy, so that
 building the parser never imports the compiler (the runtime-only device host builds it too).
 """
@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.arguments import (
+from ireetune.core.arguments import (
     TARGET_HELP,
     device_list,
     flag_text,
@@ -22,7 +22,7 @@ from ireetune.commands.arguments import (
     positive_seconds,
     seed,
 )
-from ireetune.commands.options import option
+from ireetune.core.options import option
 from ireetune.executor import ExecutorKind, RaySettings
 
 
@@ -189,7 +189,7 @@ class TuneOptions:
     confirm_top: int = 4
     model_level_rounds: int = 7
     threshold: float = 1.02
-    # Where compiles and measurements run (`--executor`, commands/arguments.py): this host, or a
+    # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a
     # Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL
     ray: RaySettings = RaySettings()

@@ -4,7 +4,7 @@ This module only sequences the stages; each lives in its own module:
 
     load the dispatch           frontend/dispatches.py
     generate and order          targets/<target>/ (search space, ordering)
-    reuse or resume             database/reuse.py
+    reuse or resume             report/reuse.py
     write specs                 spec/builder.py
     compile                     compile/stage.py
     benchmark                   benchmark/campaign.py, benchmark/outcomes.py
@@ -48,13 +48,11 @@ from ireetune.compile.stage import (
     compile_jobs_for,
     compile_success_rate,
 )
+from ireetune.core.candidate import Knobs
+from ireetune.core.files import write_text_atomically
+from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.core.target import OpConfiguration, Target
 from ireetune.database.keys import describe_device, describe_target
-from ireetune.database.reuse import (
-    facts_from_stored_campaign,
-    find_reusable,
-    restore_candidates,
-    stale_candidates,
-)
 from ireetune.database.store import (
     ResultKey,
     StoredResult,
@@ -81,23 +79,26 @@ from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
 from ireetune.handoff.export import export_for_benchmarking
+from ireetune.model.real_inputs import time_on_real_inputs
 from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateRecord, CandidateStatus, write_text_atomically
 from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
+from ireetune.report.reuse import (
+    facts_from_stored_campaign,
+    find_reusable,
+    restore_candidates,
+    stale_candidates,
+)
 from ireetune.report.summary import render_summary
 from ireetune.run_dir import check_output_dir, create_run_dir
-from ireetune.search.candidate import Knobs
 from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
-from ireetune.targets.base import OpConfiguration, Target
 from ireetune.verify.compare import check_inputs
 from ireetune.verify.landing import prove_config_landed
-from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.stage import (
     ReferenceSetup,
     check_outputs,

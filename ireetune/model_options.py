@@ -1,6 +1,6 @@
 """What a whole-model tuning run can be asked to do (`ModelTuneOptions`), declared once.
 
-Each field that is also a `tune` option carries its flag and help (commands/options.py), and
+Each field that is also a `tune` option carries its flag and help (core/options.py), and
 the command's parser is generated from them. This module imports nothing heavy, so that building
 the parser never imports the compiler.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.arguments import (
+from ireetune.core.arguments import (
     TARGET_HELP,
     device_list,
     flag_text,
@@ -19,7 +19,7 @@ from ireetune.commands.arguments import (
     positive_seconds,
     seed,
 )
-from ireetune.commands.options import option
+from ireetune.core.options import option
 from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.executor import ExecutorKind, RaySettings
 
@@ -129,7 +129,7 @@ class ModelTuneOptions:
         "archive (.irpa) that every model binary reads at run time, so that the binaries sent "
         "to the device host are small",
     )  # fmt: skip
-    # Where compiles and measurements run (`--executor`, commands/arguments.py): this host, or a
+    # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a
     # Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL
     ray: RaySettings = RaySettings()

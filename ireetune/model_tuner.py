@@ -20,21 +20,18 @@ import logging
 import shutil
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from iree.compiler import ir
-
 from ireetune.compile.driver import (
     DEFAULT_SPECS_FLAG,
-    CompileStatus,
-    build_request,
-    run_compile,
 )
-from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.compile.pool import default_jobs
+from ireetune.core.files import write_text_atomically
+from ireetune.core.flag_space import FlagSpace
+from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule, clears_threshold
@@ -45,28 +42,18 @@ from ireetune.errors import IreetuneError
 from ireetune.executor import open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
-from ireetune.flags.space import FlagSpace
-from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
-from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
-from ireetune.frontend.dispatches import (
-    DumpedDispatch,
-    dump_dispatches,
-    parse_module,
-    read_mlir_file,
-)
-from ireetune.frontend.model_import import export_torch_module, import_model
-from ireetune.frontend.model_inputs import (
-    InputSpec,
-    make_model_inputs,
-    parse_input_spec,
-    read_entry_signature,
-)
-from ireetune.model.flag_search import (
+from ireetune.flags.model_search import (
     ModelFlagSearch,
     apply_command,
     measure_combined,
     repetitions_for,
     search_model_flags,
+)
+from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
+from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
+from ireetune.frontend.model_import import export_torch_module, import_model
+from ireetune.frontend.model_inputs import (
+    parse_input_spec,
 )
 from ireetune.model.hot import (
     DispatchProfile,
@@ -75,6 +62,13 @@ from ireetune.model.hot import (
     select_hot_dispatches,
 )
 from ireetune.model.outputs import outputs_match
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
+from ireetune.model.profile import (
+    compile_dispatch_benchmarks,
+    describe_dispatches,
+    explain_profile,
+    write_profile,
+)
 from ireetune.model.select import (
     MODEL_RULE,
     find_harmful,
@@ -84,13 +78,10 @@ from ireetune.model.select import (
 )
 from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
 from ireetune.model_options import ModelTuneOptions
-from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
-from ireetune.report.records import write_text_atomically
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
-from ireetune.targets.base import Target
 from ireetune.verify.compare import check_inputs
 
 logger = logging.getLogger(__name__)
@@ -135,122 +126,6 @@ class ModelTuneResult:
         return self.default_ms / self.tuned_ms if self.tuned_ms else 1.0
 
 
-@dataclass
-class ModelUnderTuning:
-    """The model under tuning: its MLIR, entry function, inputs and default outputs."""
-
-    mlir_path: Path
-    function: str
-    inputs_path: Path
-    target: Target
-    with_default_specs: bool
-    # The runtime device the model and its dispatches are timed on (`--devices`' first).
-    device: str = ""
-    default_outputs: tuple[Any, ...] = ()
-    # Until the default has compiled, allow a long time; afterwards a compile with a spec gets
-    # ten times the default's compile time (at least a minute): seen here, iree-compile can
-    # deadlock on a candidate spec, and that must not stall the run.
-    compile_timeout_s: float = 1200.0
-
-    def compile(self, spec_path: Path | None, output: Path) -> str:
-        """Compile the model (with a spec when given); return '' or the error line."""
-        timeout_s = self.compile_timeout_s
-        result = run_compile(
-            build_request(
-                self.target,
-                self.mlir_path,
-                output,
-                spec_path=spec_path,
-                default_specs=self.with_default_specs,
-                timeout_s=timeout_s,
-            )
-        )
-        if result.status is CompileStatus.TIMED_OUT:
-            return f"compile timed out after {timeout_s:.0f} s"
-        return "" if result.ok else result.error_line
-
-
-def _describe_tensor(spec: InputSpec) -> str:
-    return "x".join([*(str(size) for size in spec.shape), spec.element_type])
-
-
-def write_model_inputs(
-    mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path
-) -> str:
-    function, signature = read_entry_signature(read_mlir_file(mlir_path))
-    specs: list[InputSpec] = (
-        [parse_input_spec(text) for text in input_flags] if input_flags else signature
-    )
-    if input_flags and len(specs) != len(signature):
-        raise IreetuneError(
-            f"the model's @{function} takes {len(signature)} inputs; {len(specs)} --input given"
-        )
-    for number, (spec, expected) in enumerate(zip(specs, signature, strict=True), start=1):
-        if (spec.shape, spec.element_type) != (expected.shape, expected.element_type):
-            raise IreetuneError(
-                f"--input {number} is {_describe_tensor(spec)}; the model's @{function} takes "
-                f"{_describe_tensor(expected)} there"
-            )
-    check_inputs(
-        [spec.shape for spec in specs], [spec.element_type for spec in specs], "the model's inputs"
-    )
-    arrays = make_model_inputs(specs, seed)
-    np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
-    return function
-
-
-def compile_dispatch_benchmarks(
-    model: ModelUnderTuning, run_dir: Path, jobs: int
-) -> tuple[list[DumpedDispatch], dict[int, Path]]:
-    """Dump the model's dispatch benchmarks and compile each; return them and the binaries."""
-    dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
-    binaries = run_dir / "dispatch_binaries"
-    binaries.mkdir(exist_ok=True)
-    compile_jobs = [
-        CompileJob(
-            candidate_id=d.index,
-            request=build_request(
-                model.target,
-                d.path,
-                binaries / f"{d.index}.vmfb",
-                phase_flags=("--compile-from=executable-sources",),
-                reproducer_path=binaries / f"{d.index}_reproducer.mlir",
-            ),
-            log_path=binaries / f"{d.index}.log",
-        )
-        for d in dumped
-    ]
-    compiled = {
-        o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
-        for o in compile_all(compile_jobs, jobs or default_jobs(), 300)
-        if o.status is CompileStatus.COMPILED
-    }
-    return dumped, compiled
-
-
-def describe_dispatches(
-    dumped: Sequence[DumpedDispatch],
-    counts: Mapping[str, int],
-    timings: Mapping[int, float],
-    target: Target,
-) -> list[DispatchProfile]:
-    """Profile each dumped dispatch: its problem, whether it is tunable, its time and launches."""
-    profiles = []
-    for dispatch in dumped:
-        problem, tunable = describe_problem(dispatch.path, target)
-        profiles.append(
-            DispatchProfile(
-                name=dispatch.name,
-                benchmark_path=dispatch.path,
-                problem=problem,
-                tunable=tunable,
-                dispatch_ms=timings.get(dispatch.index),
-                invocations=counts.get(dispatch.name, 1),
-            )
-        )
-    return profiles
-
-
 def _profile_dispatches(
     model: ModelUnderTuning, run_dir: Path, options: ModelTuneOptions, device: str
 ) -> list[DispatchProfile]:
@@ -258,21 +133,6 @@ def _profile_dispatches(
     counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
     timings = time_dispatch_benchmarks(binaries, device)
     return describe_dispatches(dumped, counts, timings, model.target)
-
-
-def describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
-    """Name a dispatch's problem and say whether the target has a space for it."""
-    context = ir.Context()
-    try:
-        module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
-        with context:
-            problem = parse_problem(find_root_op(module))
-    except IreetuneError as error:
-        return f"not tunable: {error}", False
-    refusal = target.refusal(problem)
-    if refusal is not None:
-        return f"not tunable: {refusal}", False
-    return problem.signature, True
 
 
 def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
@@ -750,41 +610,6 @@ def time_pair_until_decided(
             for label in labels
         }
     return runs
-
-
-def explain_profile(hot: HotSet) -> str:
-    """Say how much of the model's time the dispatch timings explain, without negative rests."""
-    if hot.unexplained_ms >= 0:
-        return (
-            f"profile: dispatches explain {hot.explained_ms:.3f} of {hot.model_ms:.3f} ms measured "
-            f"(unexplained {hot.unexplained_ms:.3f} ms: launch overhead, copies, timing differences)"
-        )
-    return (
-        f"profile: dispatch benchmarks add up to {hot.explained_ms:.3f} ms, more than the "
-        f"{hot.model_ms:.3f} ms the model takes (dispatch benchmarks time each dispatch alone, on "
-        "the CPU on uninitialised buffers): shares are of the dispatch total"
-    )
-
-
-def write_profile(run_dir: Path, hot: HotSet) -> None:
-    rows = [
-        {
-            "name": p.name,
-            "problem": p.problem,
-            "invocations": p.invocations,
-            "dispatch_ms": p.dispatch_ms,
-            "total_ms": p.total_ms,
-            "selected": p in hot.selected,
-        }
-        for p in hot.ranked
-    ]
-    payload = {
-        "model_ms": hot.model_ms,
-        "explained_ms": hot.explained_ms,
-        "unexplained_ms": hot.unexplained_ms,
-        "dispatches": rows,
-    }
-    write_text_atomically(run_dir / "profile.json", json.dumps(payload, indent=2) + "\n")
 
 
 def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> list[str]:

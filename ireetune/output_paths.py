@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from ireetune.core.files import temporary_beside
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import check_output_file
 
@@ -78,24 +78,16 @@ def check_new_output(
 def _temporary_beside(output: Path) -> Iterator[Path]:
     """Yield a fresh temporary path in the output's folder; rename it over `output` on success.
 
-    The folder is created if needed (`check_new_output` has seen that it can be). The temporary
-    file gets the mode a new file would get (mkstemp makes it private).
+    The folder is created if needed (`check_new_output` has seen that it can be); a folder or
+    temporary file that cannot be made is a one-line error naming the output.
     """
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    except OSError as error:
-        raise IreetuneError(f"cannot write {output}: {error.strerror}") from error
-    os.close(handle)
-    temporary = Path(name)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
+    with ExitStack() as stack:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            temporary = stack.enter_context(temporary_beside(output))
+        except OSError as error:
+            raise IreetuneError(f"cannot write {output}: {error.strerror}") from error
         yield temporary
-        os.replace(temporary, output)
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def write_output(output: Path, content: str | bytes) -> None:

@@ -35,9 +35,9 @@ from pydantic import (
 
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.timing import TimingKind
+from ireetune.core.records import CandidateStatus
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
-from ireetune.report.records import CandidateStatus
 from ireetune.run_dir import is_inside_folder
 
 # The largest file of a real run folder is a results.json of some thousands of candidates with
@@ -308,7 +308,7 @@ class DispatchRunFile(FileModel):
     decision: DecisionFile | None = None
 
 
-# benchmark_results.json (benchmark/folder.py writes it; `finish` reads it).
+# benchmark_results.json (handoff/benchmark_folder.py writes it; `finish` reads it).
 
 
 class DeviceBaselineFile(FileModel):

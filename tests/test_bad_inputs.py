@@ -1377,7 +1377,7 @@ def test_the_suite_covers_every_command() -> None:
 
 def test_module_entry_point_gives_the_same_one_line(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "ireetune.benchmark.folder", str(tmp_path / "missing")],
+        [sys.executable, "-m", "ireetune.cli", "benchmark-folder", str(tmp_path / "missing")],
         capture_output=True,
         text=True,
         check=False,

@@ -11,9 +11,9 @@ from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.compile.driver import CompileRequest
 from ireetune.compile.overlap import Timeline, compile_and_measure
 from ireetune.compile.pool import CompileJob, default_jobs
+from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateRecord, CandidateStatus
 from tests.conftest import CPU_FLAGS
 
 SOURCES = 9

@@ -10,10 +10,10 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all, compile_one
+from ireetune.core.candidate import make_knobs
 from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.root_op import find_root_op, parse_problem
-from ireetune.search.candidate import make_knobs
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 from ireetune.tools import find_tool

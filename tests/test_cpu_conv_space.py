@@ -10,9 +10,8 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs
 from ireetune.problem.root_op import find_root_op, parse_problem
-from ireetune.search.candidate import Knobs
-from ireetune.search.neighbourhood import distance_to
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.spec.inspect import list_matchers
@@ -26,6 +25,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.neighbourhood import distance_to
 from tests.conftest import TEST_TARGET, dump_benchmarks, nchw_conv_problem
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)

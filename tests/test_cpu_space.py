@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ireetune.search.candidate import make_knobs
+from ireetune.core.candidate import make_knobs
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.ordering import order_by_score, score_candidate
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space

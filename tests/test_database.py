@@ -15,7 +15,6 @@ import pytest
 from ireetune.database.exchange import (
     problem_from_key,
     read_results_file,
-    render_linked_spec,
     results_to_json,
 )
 from ireetune.database.store import (
@@ -28,6 +27,7 @@ from ireetune.database.store import (
 )
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.spec.export import render_linked_spec
 from tests.conftest import nchw_conv_problem
 
 PROBLEM = ContractionProblem(

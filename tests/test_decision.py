@@ -12,7 +12,6 @@ from ireetune.benchmark.campaign import (
     campaign_to_json,
 )
 from ireetune.benchmark.runner import BenchmarkStatus
-from ireetune.database.reuse import find_reusable
 from ireetune.database.store import ResultKey, StoredResult
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
@@ -23,6 +22,7 @@ from ireetune.decision.rules import (
     pick_winner,
 )
 from ireetune.decision.stats import Basis, estimate_speedup
+from ireetune.report.reuse import find_reusable
 
 BASE = ((10.0, 10.1, 9.9), (10.2, 10.0, 10.1), (9.9, 10.0, 10.0), (10.1, 10.0, 9.9))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
+from ireetune.core.target import check_family_coverage
 from ireetune.database.store import problem_key
 from ireetune.errors import IreetuneError
 from ireetune.problem.attention import AttentionProblem
@@ -21,7 +22,6 @@ from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
 from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
-from ireetune.targets.base import check_family_coverage
 from tests.conftest import IREE_COMPILE, TEST_TARGET, dump_benchmarks
 from tests.test_gpu_compile import ATTENTION_F16, dump_gpu_benchmark
 
@@ -185,8 +185,8 @@ def test_database_export_runs_the_cpu_prologue_and_refuses_partial_configs(
 ) -> None:
     from dataclasses import replace
 
-    from ireetune.database.exchange import render_linked_spec
     from ireetune.problem.convolution import ConvolutionProblem
+    from ireetune.spec.export import render_linked_spec
     from tests.test_cpu_conv_space import CONV
     from tests.test_database import KEY, stored_result
 

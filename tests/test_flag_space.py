@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.decision.rules import DecisionRule
-from ireetune.decision.stats import Basis, estimate_speedup
-from ireetune.errors import IreetuneError
-from ireetune.flags.check import check_flag_form, parse_flag_text
-from ireetune.flags.space import (
+from ireetune.core.flag_space import (
     FlagOption,
     FlagSet,
     FlagSpace,
     propose_flag_sets,
     union_of_winners,
 )
+from ireetune.decision.rules import DecisionRule
+from ireetune.decision.stats import Basis, estimate_speedup
+from ireetune.errors import IreetuneError
+from ireetune.flags.check import check_flag_form, parse_flag_text
 from ireetune.flags.trials import (
     FlagTrial,
     TrialStatus,

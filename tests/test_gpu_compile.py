@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
+from ireetune.core.records import CandidateStatus
 from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
 from ireetune.handoff.manifest import read_manifest
-from ireetune.report.records import CandidateStatus
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.targets import parse_target
 from ireetune.verify.landing import (

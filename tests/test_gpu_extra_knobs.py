@@ -21,9 +21,9 @@ import pytest
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
+from ireetune.core.candidate import make_knobs
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
-from ireetune.search.candidate import make_knobs
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.candidate import make_knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import make_knobs
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.ordering import TileShape, compute_tile_shape, interleave, score_candidate

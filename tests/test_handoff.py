@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
-from ireetune.benchmark.folder import benchmark_folder
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
+from ireetune.core.records import CandidateStatus
 from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
+from ireetune.handoff.benchmark_folder import benchmark_folder
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import (
     MANIFEST_NAME,
@@ -30,7 +31,6 @@ from ireetune.handoff.manifest import (
     hash_manifest,
     read_manifest,
 )
-from ireetune.report.records import CandidateStatus
 from tests.conftest import MATMUL_MODEL
 
 MATMUL = MATMUL_MODEL

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ireetune.model_tuner import write_model_inputs
+from ireetune.model.prepare import write_model_inputs
 from tests.conftest import MATMUL_MODEL
 
 REPOSITORY = Path(__file__).resolve().parents[1]

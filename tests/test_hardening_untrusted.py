@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import main
+from ireetune.core.flag_space import propose_flag_sets
 from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.flags.space import propose_flag_sets
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.handoff.model_folder import read_device_manifest
 from ireetune.run_files import (

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import z3
 
+from ireetune.core.candidate import Knobs
 from ireetune.model_tuner import ModelTuneOptions, tune_model
-from ireetune.search.candidate import Knobs
 from ireetune.targets.llvm_cpu import space as cpu_space
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from tests.conftest import TEST_TARGET

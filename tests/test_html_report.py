@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import main
+from ireetune.core.records import CandidateRecord, CandidateStatus, write_results
 from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
 from ireetune.report.html_report import (
     render_dispatch_report,
@@ -23,7 +24,6 @@ from ireetune.report.html_report import (
     write_html_report,
 )
 from ireetune.report.plots import ShareSegment, compute_model_shares
-from ireetune.report.records import CandidateRecord, CandidateStatus, write_results
 from ireetune.report.run_view import (
     Decision,
     ModelDispatchView,

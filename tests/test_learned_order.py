@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.database.keys import describe_target
 from ireetune.database.store import (
     ResultKey,
@@ -21,7 +22,6 @@ from ireetune.database.store import (
 )
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import Knobs, make_knobs
 from ireetune.search.cost_model import load_cost_model
 from ireetune.search.learned_order import (
     OnlineSearch,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import build_parser
-from ireetune.commands.arguments import positive_int
-from ireetune.commands.options import add_options, option, option_fields, options_from_arguments
+from ireetune.core.arguments import positive_int
+from ireetune.core.options import add_options, option, option_fields, options_from_arguments
 from ireetune.dispatch_options import CandidateOrder, References, StopAfter, TuneOptions
 from ireetune.executor import ExecutorKind, RaySettings
 from ireetune.model.select import MODEL_RULE

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.candidate import make_knobs
 from ireetune.errors import IreetuneError
 from ireetune.profiler.configs import (
     ConfigKind,
@@ -14,7 +15,6 @@ from ireetune.profiler.configs import (
     name_knobs,
     parse_config_request,
 )
-from ireetune.search.candidate import make_knobs
 
 
 def test_knob_names_are_short_stable_and_unambiguous() -> None:

@@ -17,11 +17,11 @@ import ray
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, JobDeadlines, JobFeed
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob
+from ireetune.core.records import CandidateStatus
 from ireetune.dispatch_options import StopAfter
 from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
 from ireetune.executor import ExecutorKind, RaySettings, current_executor
 from ireetune.executor.ray_executor import FAULT_VARIABLE, RayExecutor
-from ireetune.report.records import CandidateStatus
 from ireetune.targets import parse_target
 from tests.conftest import MATMUL_MODEL
 

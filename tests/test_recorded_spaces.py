@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.candidate import make_knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import make_knobs
 from ireetune.search.recorded import (
     RecordedRow,
     RecordedSpace,

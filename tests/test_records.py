@@ -6,10 +6,10 @@ import csv
 import io
 from dataclasses import replace
 
+from ireetune.core.candidate import make_knobs
+from ireetune.core.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
 from ireetune.report.ranking import is_real_improvement, rank_candidates
-from ireetune.report.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
 from ireetune.report.summary import render_summary
-from ireetune.search.candidate import make_knobs
 
 BASELINE = CandidateRecord(
     0, make_knobs({"vec_m": 8}), CandidateStatus.MEASURED, median_ms=2.0, speedup=1.0, spread=0.02

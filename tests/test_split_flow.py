@@ -29,7 +29,7 @@ from ireetune.handoff.model_folder import (
     results_name,
 )
 from ireetune.model.hot import DispatchProfile
-from ireetune.model.split_flow import (
+from ireetune.split_flow import (
     STATE_NAME,
     Phase,
     continue_split_run,
@@ -154,7 +154,7 @@ def _device_step(run_dir: Path, tmp_path: Path) -> subprocess.Popen[str]:
         ),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "ireetune.handoff.device_step", str(run_dir)],
+        [sys.executable, "-m", "ireetune.cli", "device-step", str(run_dir)],
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import device_list
+from ireetune.core.arguments import device_list
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.benchmark.folder import benchmark_folder
     from ireetune.errors import IreetuneError
+    from ireetune.handoff.benchmark_folder import benchmark_folder
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(arguments.run_dir)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import TARGET_HELP, positive_seconds
+from ireetune.core.arguments import TARGET_HELP, positive_seconds
 from ireetune.output_paths import add_force_argument
 
 

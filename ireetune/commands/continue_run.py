@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import positive_int
+from ireetune.core.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.model.split_flow import continue_split_run, describe_status
     from ireetune.run_dir import check_run_folder
+    from ireetune.split_flow import continue_split_run, describe_status
 
     check_run_folder(arguments.run_dir)
     sys.stdout.write(describe_status(continue_split_run(arguments.run_dir, arguments.jobs)))

@@ -159,7 +159,8 @@ def _show(database: TuningDatabase, problem: str) -> int:
 def _export(
     database: TuningDatabase, output_format: str, target: str | None, output: Path | None
 ) -> int:
-    from ireetune.database.exchange import render_linked_spec, render_results_csv, results_to_json
+    from ireetune.database.exchange import render_results_csv, results_to_json
+    from ireetune.spec.export import render_linked_spec
 
     if output_format == "spec":
         best = [

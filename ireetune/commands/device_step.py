@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import device_list
+from ireetune.core.arguments import device_list
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.options import add_options, options_from_arguments
+from ireetune.core.options import add_options, options_from_arguments
 from ireetune.errors import IreetuneError
 from ireetune.output_paths import add_force_argument
 from ireetune.profiler.operations import ConvLayout, MatmulLayout, OperationKind
@@ -80,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.core.files import write_text_atomically
     from ireetune.output_paths import check_new_output, write_output
     from ireetune.profiler.configs import parse_config_request
     from ireetune.profiler.pipeline import run_profile
@@ -92,7 +93,6 @@ def run(arguments: argparse.Namespace) -> int:
         read_problem_file,
     )
     from ireetune.report.html_report import try_write_html_report
-    from ireetune.report.records import write_text_atomically
     from ireetune.report.run_view import PROFILE_RESULTS_NAME
     from ireetune.run_dir import check_output_dir
 

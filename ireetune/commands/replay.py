@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.commands.arguments import positive_int
+from ireetune.core.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

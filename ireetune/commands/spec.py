@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ireetune.commands.arguments import TARGET_HELP, positive_seconds
+from ireetune.core.arguments import TARGET_HELP, positive_seconds
 from ireetune.output_paths import add_force_argument
 
 EXIT_PASS = 0

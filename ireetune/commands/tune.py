@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ireetune.commands.arguments import add_executor_arguments, parse_executor
-from ireetune.commands.options import add_options, options_from_arguments
+from ireetune.core.arguments import add_executor_arguments, parse_executor
+from ireetune.core.options import add_options, options_from_arguments
 from ireetune.model_options import ModelTuneOptions
 
 
@@ -45,7 +45,7 @@ def run(arguments: argparse.Namespace) -> int:
         raise IreetuneError("--externalize-weights applies only with --stop-after compile")
     if arguments.stop_after == "compile":
         from ireetune.errors import IreetuneError
-        from ireetune.model.split_flow import describe_status, prepare_split_run
+        from ireetune.split_flow import describe_status, prepare_split_run
 
         if options.time_budget_s is not None or options.flag_sets:
             raise IreetuneError(

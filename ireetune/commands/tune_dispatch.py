@@ -6,8 +6,8 @@ import argparse
 import shlex
 import sys
 
-from ireetune.commands.arguments import add_executor_arguments, parse_executor
-from ireetune.commands.options import add_options, options_from_arguments
+from ireetune.core.arguments import add_executor_arguments, parse_executor
+from ireetune.core.options import add_options, options_from_arguments
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 
 
@@ -44,7 +44,7 @@ def run(arguments: argparse.Namespace) -> int:
             f"compiled {result.problem.signature} into {result.run_dir} "
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
             f"  {shlex.join(['ireetune', 'benchmark-folder', str(result.run_dir)])}"
-            "   (or python -m ireetune.benchmark.folder)\n"
+            "   (or python -m ireetune.cli benchmark-folder)\n"
             f"  {shlex.join(['ireetune', 'finish', str(result.run_dir)])}\n"
             + (
                 "  then, for the leaders' output checks: benchmark-folder and finish once more\n"

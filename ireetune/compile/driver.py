@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from ireetune.tools import find_tool, first_error_line, run_tool
 
 if TYPE_CHECKING:
-    from ireetune.targets.base import Target
+    from ireetune.core.target import Target
 
 DEFAULT_SPECS_FLAG = "--iree-codegen-enable-default-tuning-specs"
 DUMP_BENCHMARKS_FLAG = "--iree-hal-dump-executable-benchmarks-to"

@@ -30,10 +30,10 @@ from ireetune.benchmark.campaign import (
 from ireetune.benchmark.runner import BenchmarkJob, JobFeed
 from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.compile.stage import classify_binary, record_compile
+from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateRecord, CandidateStatus
 
 
 @dataclass

@@ -12,10 +12,10 @@ from dataclasses import replace
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileJob, CompileOutcome, compile_all
+from ireetune.core.records import CandidateStatus
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateStatus
 
 _STATUS = {
     CompileStatus.COMPILED: CandidateStatus.COMPILED,

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.records import CandidateStatus
 from ireetune.database.schema import (
     connect_read_only,
     inspect_database_file,
@@ -31,8 +33,6 @@ from ireetune.database.schema import (
 )
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
-from ireetune.report.records import CandidateStatus
-from ireetune.search.candidate import Knobs
 
 DB_VARIABLE = "IREETUNE_DB"
 

@@ -43,6 +43,7 @@ from ireetune.benchmark.runner import (
 )
 from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
 from ireetune.compile.pool import CompileJob, CompileOutcome, record_outcome
+from ireetune.core.files import write_bytes_atomically
 from ireetune.errors import IreetuneError
 from ireetune.executor import RaySettings
 from ireetune.executor.base import Executor
@@ -104,9 +105,7 @@ def _write_once(path: Path, content: bytes) -> None:
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    partial.write_bytes(content)
-    os.replace(partial, path)
+    write_bytes_atomically(path, content)
 
 
 def _maybe_kill_self(hook: str, kind: str, name: str | int) -> None:

@@ -21,11 +21,13 @@ from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace, propose_flag_sets
+from ireetune.core.target import Target
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
-from ireetune.flags.space import DEFAULT_FLAGS, FlagSpace, propose_flag_sets
+from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
@@ -43,9 +45,7 @@ from ireetune.frontend.dispatches import (
     strip_configurations,
 )
 from ireetune.frontend.model_inputs import make_model_inputs, read_entry_signature
-from ireetune.model.flag_search import ModelFlagSearch, search_model_flags
 from ireetune.problem.root_op import find_root_op, parse_problem
-from ireetune.targets.base import Target
 from ireetune.verify.stage import check_outputs, write_reference
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flag_form
 from ireetune.input_files import check_input_file
-from ireetune.report.records import write_text_atomically
 
 FLAGS_FILE_NAME = "tuned_flags.txt"
 

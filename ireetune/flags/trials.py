@@ -1,6 +1,6 @@
 """What a flag search tried and concluded: one record per flag set, and the search's result.
 
-Both searches (a whole model, `model/flag_search.py`; one dispatch benchmark,
+Both searches (a whole model, `flags/model_search.py`; one dispatch benchmark,
 `flags/dispatch_search.py`) compile the default and every proposed set from the same source
 path, sort the binaries by hash (`classify_by_hash`), time the distinct ones side by side with
 the default, and let the decision stage's rule pick the winner (`judge_flag_sets`).
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.core.files import write_text_atomically
+from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
-from ireetune.flags.space import DEFAULT_FLAGS, FlagSet
-from ireetune.report.records import write_text_atomically
 
 TRIALS_FILE_NAME = "trials.json"
 

@@ -22,9 +22,9 @@ from ireetune.compile.driver import (
     build_request,
     run_compile,
 )
+from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
-from ireetune.targets.base import Target
 
 _BENCHMARK_MARKER = 'iree.benchmark = "dispatch"'
 _STRIP_PIPELINE = (

@@ -9,6 +9,8 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import (
     dump_dispatches,
@@ -18,8 +20,6 @@ from ireetune.frontend.dispatches import (
     select_dispatch,
 )
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
-from ireetune.search.candidate import Knobs
-from ireetune.targets.base import Target
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """The device half of a split model run: do whatever the run folder says is due, runtime only.
 
-    python -m ireetune.handoff.device_step RUN_DIR [--devices cuda://0,cuda://1]
-    ireetune device-step RUN_DIR [--devices ...]
+    ireetune device-step RUN_DIR [--devices cuda://0,cuda://1]
+    python -m ireetune.cli device-step RUN_DIR [--devices ...]   (the same, without the console script)
 
 Reads `device_step.json` (handoff/model_folder.py), checks every file it names against its
 hash, then runs the tasks it lists, in order:
     profile    the default model on its inputs and each dispatch benchmark, on the first device
-    folders    each dispatch-level benchmark folder (ireetune.benchmark.folder), on every device
+    folders    each dispatch-level benchmark folder (ireetune.handoff.benchmark_folder), on every device
     variants   model variants interleaved with the default, a first session and a confirmation
 and writes `device/results_<round trip>.json` after each task. A step that is stopped (killed,
 a machine lost) is run again with the same command: finished tasks and measured folders are kept.
@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ireetune.benchmark.folder import benchmark_folder
+from ireetune.core.files import write_text_atomically
 from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
 from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
+from ireetune.handoff.benchmark_folder import benchmark_folder
 from ireetune.handoff.manifest import check_results_match_manifest
 from ireetune.handoff.model_folder import (
     DeviceManifest,
@@ -51,9 +52,7 @@ def _log(message: str) -> None:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
 
 
 def _earlier_results(path: Path, manifest_hash: str) -> dict[str, Any] | None:
@@ -229,14 +228,3 @@ def _time_variants(
         "contenders": contenders,
         "confirm": describe(confirm, "confirm"),
     }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `ireetune device-step` (same flags, same checks, same one-line errors)."""
-    from ireetune.cli import main as run_command_line
-
-    return run_command_line(["device-step", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,14 +11,14 @@ from iree.compiler import ir
 from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.core.target import Target
 from ireetune.decision.rules import DecisionRule
 from ireetune.dispatch_options import References
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
 from ireetune.report.progress import StageProgress
-from ireetune.report.records import CandidateRecord, CandidateStatus
-from ireetune.targets.base import Target
 from ireetune.verify.reference import build_reference_module
 
 

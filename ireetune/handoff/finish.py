@@ -12,13 +12,16 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.benchmark.campaign import campaign_from_json
-from ireetune.benchmark.folder import contender_limit, folder_rule
 from ireetune.benchmark.outcomes import apply_campaign
+from ireetune.core.candidate import make_knobs
+from ireetune.core.files import write_text_atomically
+from ireetune.core.records import CandidateRecord
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import choose_contenders, pick_winner
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
+from ireetune.handoff.benchmark_folder import contender_limit, folder_rule
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.handoff.manifest import (
     MANIFEST_NAME,
@@ -27,9 +30,9 @@ from ireetune.handoff.manifest import (
     check_results_match_manifest,
     read_manifest,
 )
+from ireetune.model.real_inputs import estimates_from_rounds
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateRecord, write_text_atomically
 from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
 from ireetune.report.summary import render_summary
@@ -41,10 +44,8 @@ from ireetune.run_files import (
     read_json_object,
     validate_document,
 )
-from ireetune.search.candidate import make_knobs
 from ireetune.targets import parse_target
 from ireetune.verify.landing import prove_config_landed
-from ireetune.verify.real_inputs import estimates_from_rounds
 
 
 def record_from_json(data: CandidateRecordFile) -> CandidateRecord:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ireetune.core.flag_space import FlagSpace
 from ireetune.errors import IreetuneError
-from ireetune.flags.space import FlagSpace
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 

@@ -1,7 +1,7 @@
 """The device step's manifest of a split model run: what the runtime-only host does next.
 
 Runtime-only: read on machines with only `iree-base-runtime` and `numpy`. The compile host
-(`ireetune/model/split_flow.py`) writes `device_step.json` into the run folder before each round
+(`ireetune/split_flow.py`) writes `device_step.json` into the run folder before each round
 trip; the device host (`ireetune/handoff/device_step.py`) does every task it lists and writes
 `device/results_<round trip>.json`. Paths are relative to the run folder.
 
@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_inside_folder
 from ireetune.run_dir import is_inside_folder
@@ -128,9 +129,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
         },
     }
     path = run_dir / DEVICE_MANIFEST_NAME
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
     return hash_file(path)
 
 

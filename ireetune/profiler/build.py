@@ -35,6 +35,8 @@ from ireetune.compile.driver import (
     build_request,
 )
 from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.core.candidate import Knobs, format_knobs
+from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, strip_configurations
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
@@ -51,10 +53,8 @@ from ireetune.profiler.generate import operation_dir, write_operation
 from ireetune.profiler.manifest import DispatchEntry, DispatchStatus, Manifest, write_manifest
 from ireetune.profiler.operations import Operation
 from ireetune.report.progress import StageProgress, progress_enabled
-from ireetune.search.candidate import Knobs, format_knobs
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target as resolve_target
-from ireetune.targets.base import Target
 
 logger = logging.getLogger(__name__)
 

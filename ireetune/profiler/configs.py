@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.errors import IreetuneError
-from ireetune.search.candidate import Knobs, make_knobs
 
 DEFAULT_NAME = "default"
 

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.profiler.operations import (
     ConvLayout,
@@ -109,9 +110,7 @@ def write_manifest(generated_dir: Path, manifest: Manifest) -> Path:
         "dispatches": records,
     }
     path = generated_dir / MANIFEST_NAME
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(document, indent=1) + "\n")
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(document, indent=1) + "\n")
     return path
 
 

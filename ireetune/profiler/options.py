@@ -1,6 +1,6 @@
 """What one `ireetune profile` run can be asked to do (`ProfileOptions`), declared once.
 
-Each field that is also a `profile` option carries its flag and help (commands/options.py), and
+Each field that is also a `profile` option carries its flag and help (core/options.py), and
 the command's parser is generated from them; the sweep's own flags (operations, dimensions,
 types, layouts, problem and config files) and the output's stay with the command, which turns
 them into operations. This module imports nothing heavy, so that building the parser never
@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.arguments import (
+from ireetune.core.arguments import (
     TARGET_HELP,
     comma_list,
     positive_float,
@@ -21,7 +21,7 @@ from ireetune.commands.arguments import (
     positive_seconds,
     seed,
 )
-from ireetune.commands.options import option
+from ireetune.core.options import option
 from ireetune.profiler.configs import ConfigRequest
 
 # Output elements checked when a problem is too large to check whole.

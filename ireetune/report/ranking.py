@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ireetune.report.records import CandidateRecord, CandidateStatus
+from ireetune.core.records import CandidateRecord, CandidateStatus
 
 RANKABLE = (CandidateStatus.MEASURED, CandidateStatus.VERIFIED)
 

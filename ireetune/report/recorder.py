@@ -12,16 +12,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.files import write_text_atomically
+from ireetune.core.records import CandidateRecord, CandidateStatus, render_csv, write_results
 from ireetune.database.store import ResultKey, StoredResult, TuningDatabase, config_key, now_utc
 from ireetune.decision.rules import CandidateFacts, Decision, Verdict
 from ireetune.decision.stats import SpeedupEstimate
-from ireetune.report.records import (
-    CandidateRecord,
-    CandidateStatus,
-    render_csv,
-    write_results,
-    write_text_atomically,
-)
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ireetune.core.records import CandidateRecord
 from ireetune.decision.rules import Decision
 from ireetune.problem.root_op import Problem
-from ireetune.report.records import CandidateRecord
 
 
 @dataclass(frozen=True)

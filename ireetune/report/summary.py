@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ireetune.benchmark.timing import TimingKind
+from ireetune.core.candidate import format_knobs
+from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.decision.rules import Decision
 from ireetune.report.ranking import rank_candidates
-from ireetune.report.records import CandidateRecord, CandidateStatus
-from ireetune.search.candidate import format_knobs
 
 
 def count_by_status(records: Sequence[CandidateRecord]) -> dict[str, int]:

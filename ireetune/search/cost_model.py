@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 
 if TYPE_CHECKING:
@@ -246,9 +247,7 @@ def save_cost_model(model: CostModel, path: Path) -> None:
         "lightgbm_version": lightgbm.__version__,
         "model": model.model_text,
     }
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(document))
-    temporary.replace(path)
+    write_text_atomically(path, json.dumps(document))
 
 
 def load_cost_model(path: Path) -> CostModel:

@@ -23,10 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.features import FeatureSpace
+from ireetune.core.files import write_text_atomically
+from ireetune.core.target import FactValue, Target
 from ireetune.database.store import StoredResult
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
-from ireetune.search.candidate import Knobs
 from ireetune.search.cost_model import (
     CostModel,
     TrainingGroup,
@@ -35,10 +38,8 @@ from ireetune.search.cost_model import (
     save_cost_model,
     train_cost_model,
 )
-from ireetune.search.features import FeatureSpace
 from ireetune.search.recorded import RecordedSpace
 from ireetune.targets import parse_target
-from ireetune.targets.base import FactValue, Target
 
 logger = logging.getLogger(__name__)
 
@@ -191,9 +192,7 @@ def remember_machine_facts(folder: Path, target_key: str, facts: Mapping[str, Fa
         if path.is_file() and path.read_text() == text:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(text)
-        temporary.replace(path)
+        write_text_atomically(path, text)
     except OSError as error:
         logger.warning("could not keep machine facts in %s: %s", folder, error)
 

@@ -52,10 +52,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.run_files import read_json_object
-from ireetune.search.candidate import Knobs, make_knobs
 
 FORMAT_NAME = "ireetune-recorded-space"
 FORMAT_VERSION = 2

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import transform
 
+from ireetune.core.target import OpConfiguration
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
-from ireetune.targets.base import OpConfiguration
 
 APPLY_OP_CONFIG = "apply_op_config"
 KERNEL_CONFIG = "__kernel_config"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
-from ireetune.targets.base import Target
 
 
 def parse_target(text: str, pipelines: Sequence[str] = ()) -> Target:
@@ -34,4 +34,4 @@ def parse_target(text: str, pipelines: Sequence[str] = ()) -> Target:
     raise IreetuneError(f"unknown target '{text}'; known targets: cpu, cuda:<sm_NN>, rocm:<gfxNNN>")
 
 
-__all__ = ["Target", "parse_target"]
+__all__ = ["parse_target"]

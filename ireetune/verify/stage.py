@@ -16,9 +16,9 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.core.target import Target
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
-from ireetune.targets.base import Target
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.reference import build_reference_module
 from ireetune.verify.runner import run_reference_programs

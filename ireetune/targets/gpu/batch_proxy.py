@@ -27,11 +27,11 @@ from ireetune.compile.driver import (
     build_request,
     run_compile,
 )
+from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem, as_contraction
 from ireetune.problem.family import Problem
-from ireetune.targets.base import Target
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
     ConstraintSpace,

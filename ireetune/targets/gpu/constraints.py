@@ -37,7 +37,7 @@ from ireetune.targets.gpu.template import (
 )
 
 if TYPE_CHECKING:
-    from ireetune.targets.base import Target
+    from ireetune.core.target import Target
 
 CONSTRAINTS_OP = "iree_codegen.smt.constraints"
 ASSERT_OP = "iree_codegen.smt.assert"

@@ -9,7 +9,7 @@ the user is still a standard tuning spec (see docs/gpu.md).
 
 from __future__ import annotations
 
-from ireetune.flags.space import FlagSpace
+from ireetune.core.flag_space import FlagSpace
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget
 

@@ -10,7 +10,7 @@ whose binary equals the default's.
 
 from __future__ import annotations
 
-from ireetune.flags.space import FlagOption, FlagSpace
+from ireetune.core.flag_space import FlagOption, FlagSpace
 
 _PREFETCH = "--iree-llvmgpu-prefetch-num-stages"
 _TILE_AND_FUSE_MATMUL = "--iree-codegen-llvmgpu-use-tile-and-fuse-matmul"

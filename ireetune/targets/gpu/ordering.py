@@ -25,9 +25,9 @@ import math
 import random
 from dataclasses import dataclass
 
+from ireetune.core.candidate import Knobs
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
-from ireetune.search.candidate import Knobs
 from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.template import OpaqueAttr, ResolvedDict
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ireetune.flags.space import FlagSpace
+from ireetune.core.flag_space import FlagSpace
 from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS, ExtraKnob
 from ireetune.targets.gpu.flags import ROCM_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget

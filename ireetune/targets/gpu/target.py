@@ -22,15 +22,14 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
+from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.target import FamilySpace, OpConfiguration, SpaceFactory, Target
 from ireetune.database.store import compiler_version, problem_key
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import as_contraction
 from ireetune.problem.convolution import as_convolution
 from ireetune.problem.family import Problem
-from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.search.space_cache import SpaceCache, compute_cache_key, stored_first
-from ireetune.targets.base import FamilySpace, OpConfiguration, SpaceFactory, Target
 from ireetune.targets.gpu.archs import GpuArch
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
@@ -68,6 +67,7 @@ from ireetune.targets.gpu.template import (
     build_lowering_config,
     fill_template,
 )
+from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
 logger = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ class GpuSpace(FamilySpace):
         if default_knobs is not None:
             space, values = self._space_of(default_knobs)
             excluded[str(space.index)] = values
-        # Solutions drawn by earlier runs come first, in a seeded order (search/space_cache.py);
+        # Solutions drawn by earlier runs come first, in a seeded order (targets/space_cache.py);
         # fresh draws follow, stored as they come.
         stored = self._stored_solutions(spaces, default_knobs)
         yield from stored_first(stored, seed)

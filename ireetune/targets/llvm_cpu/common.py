@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.target import FamilySpace
 from ireetune.problem.family import Problem
-from ireetune.search.candidate import Knobs
-from ireetune.targets.base import FamilySpace
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
 
 LEVELS = ("distribution", "vector_common_parallel", "vector_reduction")

@@ -19,19 +19,19 @@ from dataclasses import dataclass
 import z3
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs, sort_by_score
+from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem, as_convolution
 from ireetune.problem.family import Problem
-from ireetune.search.candidate import Knobs, sort_by_score
-from ireetune.search.neighbourhood import (
+from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.neighbourhood import (
     distance_to,
     enumerate_near_default_first,
     with_values,
 )
-from ireetune.targets.base import OpConfiguration
-from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.space import element_bytes
 
 CONV_KNOB_NAMES = ("dist_f", "dist_oh", "dist_ow", "vec_f", "vec_ow", "vec_c")
 CONV_PIPELINE = "ConvTileAndDecomposeExpert"

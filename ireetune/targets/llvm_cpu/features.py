@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ireetune.search.candidate import Knobs
+from ireetune.core.candidate import Knobs
 from ireetune.targets.llvm_cpu.conv_space import CpuConvSizes, score_conv_candidate
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate

@@ -11,7 +11,7 @@ what the dispatch tuner's lowering configurations search per dispatch.
 
 from __future__ import annotations
 
-from ireetune.flags.space import FlagOption, FlagSpace
+from ireetune.core.flag_space import FlagOption, FlagSpace
 
 DATA_TILING = "--iree-opt-data-tiling"
 _UKERNELS = "--iree-llvmcpu-enable-ukernels"

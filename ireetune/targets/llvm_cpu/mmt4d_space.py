@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import z3
 
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 
 MMT4D_PIPELINE = "Mmt4dTilingExpert"
 KNOB_NAMES = ("dist_m1", "dist_n1")

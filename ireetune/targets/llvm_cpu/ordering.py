@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ireetune.search.candidate import Knobs, sort_by_score
+from ireetune.core.candidate import Knobs, sort_by_score
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
 

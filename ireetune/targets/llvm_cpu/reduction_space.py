@@ -32,19 +32,19 @@ from dataclasses import dataclass
 import z3
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.reduction import ReductionProblem, as_reduction
-from ireetune.search.candidate import Knobs, make_knobs, sort_by_score
-from ireetune.search.neighbourhood import (
+from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.neighbourhood import (
     distance_to,
     enumerate_near_default_first,
     with_values,
 )
-from ireetune.targets.base import OpConfiguration
-from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.space import element_bytes
 
 REDUCTION_PIPELINE = "DoubleTilingExpert"
 _VEC_P_CHOICES = (1, 2, 4, 8, 16)

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import z3
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.target import OpConfiguration
 from ireetune.problem.contraction import ContractionProblem, as_contraction
 from ireetune.problem.family import Problem
-from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
-from ireetune.targets.base import OpConfiguration
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
 PIPELINE = "DoubleTilingExpert"

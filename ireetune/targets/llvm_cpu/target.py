@@ -12,16 +12,15 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.features import FeatureSpace
+from ireetune.core.flag_space import FlagSpace
+from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, Target
 from ireetune.database.store import problem_key
 from ireetune.errors import IreetuneError
-from ireetune.flags.space import FlagSpace
 from ireetune.problem.contraction import as_contraction
 from ireetune.problem.convolution import as_convolution
 from ireetune.problem.family import Problem
-from ireetune.search.candidate import Knobs
-from ireetune.search.features import FeatureSpace
-from ireetune.search.space_cache import SpaceCache, compute_cache_key, stored_first
-from ireetune.targets.base import FactValue, FamilySpace, SpaceFactory, Target
 from ireetune.targets.llvm_cpu.common import CpuSpace
 from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace, compute_conv_sizes
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -34,6 +33,7 @@ from ireetune.targets.llvm_cpu.features import (
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace, compute_problem_sizes
+from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
 # Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
 # it whenever their constraints change, so that no stored configuration of the old space is used.

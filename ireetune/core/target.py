@@ -16,12 +16,12 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.features import FeatureSpace
+from ireetune.core.flag_space import FlagSpace
 from ireetune.errors import IreetuneError
-from ireetune.flags.space import FlagSpace
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_names
-from ireetune.search.candidate import Knobs
-from ireetune.search.features import FeatureSpace
 
 # The option that applies a tuning spec on most backends (llvm-cpu, ROCm).
 TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"

@@ -40,12 +40,15 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.core.files import write_text_atomically
+from ireetune.core.target import Target
 from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flags_with_compiler
+from ireetune.flags.model_search import repetitions_for
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.frontend.model_import import import_model
 from ireetune.handoff.finish import finish_run
@@ -62,7 +65,6 @@ from ireetune.handoff.model_folder import (
     results_name,
     write_device_manifest,
 )
-from ireetune.model.flag_search import repetitions_for
 from ireetune.model.hot import (
     DispatchProfile,
     HotSet,
@@ -70,26 +72,19 @@ from ireetune.model.hot import (
     select_hot_dispatches,
 )
 from ireetune.model.outputs import outputs_match
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
+from ireetune.model.profile import compile_dispatch_benchmarks, describe_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.split_report import first_session_estimate, write_split_report
 from ireetune.model_options import ModelTuneOptions
-from ireetune.model_tuner import (
-    ModelUnderTuning,
-    compile_dispatch_benchmarks,
-    describe_dispatches,
-    write_model_inputs,
-    write_profile,
-)
 from ireetune.problem.family import map_dim_positions
 from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
-from ireetune.report.records import write_text_atomically
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.run_files import read_json_file
 from ireetune.spec.link import link_spec_files
+from ireetune.split_report import first_session_estimate, write_split_report
 from ireetune.targets import parse_target
-from ireetune.targets.base import Target
 
 STATE_NAME = "split.json"
 STATE_FORMAT = "ireetune-split-run/1"

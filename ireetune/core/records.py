@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ireetune.search.candidate import Knobs, format_knobs
+from ireetune.core.candidate import Knobs, format_knobs
+from ireetune.core.files import write_text_atomically
 
 
 class CandidateStatus(enum.Enum):
@@ -164,13 +165,6 @@ def record_to_json(record: CandidateRecord) -> dict[str, Any]:
     data["times_ms"] = list(record.times_ms)
     data["rounds_ms"] = [list(r) for r in record.rounds_ms]
     return data
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write a file so that a reader (or a crash) never sees half of it."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
 
 
 def write_results(path: Path, run_info: dict[str, Any], records: Sequence[CandidateRecord]) -> None:

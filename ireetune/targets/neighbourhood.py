@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from ireetune.search.candidate import Knobs, make_knobs
-from ireetune.search.z3_enumerate import SpaceBuilder, satisfies
-from ireetune.search.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.targets.z3_enumerate import SpaceBuilder, satisfies
+from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 
 
 def with_values(domains: Mapping[str, Sequence[int]], knobs: Knobs) -> dict[str, list[int]]:

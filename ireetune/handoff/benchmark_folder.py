@@ -1,6 +1,7 @@
 """Benchmark and verify a compiled run folder with only the IREE runtime and NumPy installed.
 
-    python -m ireetune.benchmark.folder RUN_DIR [--devices cuda://0,cuda://1]
+    ireetune benchmark-folder RUN_DIR [--devices cuda://0,cuda://1]
+    python -m ireetune.cli benchmark-folder RUN_DIR [--devices ...]   (the same, without the console script)
 
 Reads the folder's manifest (written by `ireetune tune-dispatch --stop-after compile`), times
 every candidate against each device's baseline (benchmark/campaign.py), runs the reference
@@ -40,6 +41,7 @@ from ireetune.handoff.manifest import (
     read_manifest,
     read_references,
 )
+from ireetune.model.real_inputs import time_on_real_inputs
 from ireetune.run_files import (
     BenchmarkResultsFile,
     RunFileError,
@@ -47,7 +49,6 @@ from ireetune.run_files import (
     validate_document,
 )
 from ireetune.verify.compare import compare_outputs, make_random_inputs
-from ireetune.verify.real_inputs import time_on_real_inputs
 from ireetune.verify.runner import run_reference_programs
 
 
@@ -256,14 +257,3 @@ def _verify_pending(
     results["verification"] = _verify(run_dir, manifest, contenders, device)
     results_path.write_text(json.dumps(results, indent=2) + "\n")
     return results_path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `ireetune benchmark-folder` (same flags, same checks, same one-line errors)."""
-    from ireetune.cli import main as run_command_line
-
-    return run_command_line(["benchmark-folder", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,12 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.files import write_text_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +53,6 @@ def stored_first(stored: Sequence[Knobs], seed: int) -> list[Knobs]:
 
 def _line(knobs: Knobs) -> str:
     return json.dumps(dict(knobs), sort_keys=True)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
 
 
 class SpaceCache:
@@ -89,10 +83,12 @@ class SpaceCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if proxy is not None:
-                _write_atomically(self.proxy_path, proxy)
-            _write_atomically(self.folder / "meta.json", json.dumps(dict(meta), indent=1) + "\n")
+                write_text_atomically(self.proxy_path, proxy)
+            write_text_atomically(
+                self.folder / "meta.json", json.dumps(dict(meta), indent=1) + "\n"
+            )
             # Written last: its presence says the entry is whole.
-            _write_atomically(self.space_path, text)
+            write_text_atomically(self.space_path, text)
         except OSError as error:
             logger.warning("could not keep the space in %s: %s", self.folder, error)
 

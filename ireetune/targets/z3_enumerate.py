@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import z3
 
-from ireetune.search.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs, make_knobs
 
 SpaceBuilder = Callable[[z3.Context], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]]
 

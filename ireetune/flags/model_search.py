@@ -21,15 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ireetune.decision.rules import DecisionRule
-from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.errors import IreetuneError
-from ireetune.flags.space import (
+from ireetune.core.flag_space import (
     DEFAULT_FLAGS,
     FlagSpace,
     propose_flag_sets,
     union_of_winners,
 )
+from ireetune.core.target import Target
+from ireetune.decision.rules import DecisionRule
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
+from ireetune.errors import IreetuneError
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
@@ -44,7 +45,6 @@ from ireetune.flags.trials import (
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelRun, run_models_side_by_side
-from ireetune.targets.base import Target
 
 logger = logging.getLogger(__name__)
 

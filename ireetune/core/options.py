@@ -41,7 +41,7 @@ class OptionSpec:
     # `--num-candidates`, or a positional argument's name as the user sees it (`input`).
     flag: str
     help: str
-    # The argparse type: parses and checks the value's text (commands/arguments.py).
+    # The argparse type: parses and checks the value's text (core/arguments.py).
     value_type: Callable[[str], Any] | None = None
     choices: type[enum.Enum] | tuple[str, ...] | None = None
     action: OptionAction = "store"

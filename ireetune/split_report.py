@@ -7,14 +7,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.files import write_text_atomically
 from ireetune.decision.rules import Decision
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.model.flag_search import apply_command
+from ireetune.flags.model_search import apply_command
 from ireetune.model.hot import HotSet
+from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model_options import ModelTuneOptions
-from ireetune.model_tuner import explain_profile
-from ireetune.report.records import write_text_atomically
 from ireetune.targets import parse_target
 
 

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
+from ireetune.core.candidate import Knobs
+from ireetune.core.records import CandidateStatus
 from ireetune.database.store import (
     FINAL_STATUSES,
     ResultKey,
@@ -24,8 +26,6 @@ from ireetune.database.store import (
 from ireetune.decision.rules import CandidateFacts
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.records import CandidateStatus
-from ireetune.search.candidate import Knobs
 
 logger = logging.getLogger(__name__)
 

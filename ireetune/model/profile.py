@@ -1,0 +1,127 @@
+"""Profile a model's dispatches: dump and compile their benchmarks, name each one's problem, and
+write what the profile explains (`profile.json`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.core.files import write_text_atomically
+from ireetune.core.target import Target
+from ireetune.errors import IreetuneError
+from ireetune.frontend.dispatches import (
+    DumpedDispatch,
+    dump_dispatches,
+    parse_module,
+    read_mlir_file,
+)
+from ireetune.model.hot import DispatchProfile, HotSet
+from ireetune.model.prepare import ModelUnderTuning
+from ireetune.problem.root_op import find_root_op, parse_problem
+
+
+def compile_dispatch_benchmarks(
+    model: ModelUnderTuning, run_dir: Path, jobs: int
+) -> tuple[list[DumpedDispatch], dict[int, Path]]:
+    """Dump the model's dispatch benchmarks and compile each; return them and the binaries."""
+    dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
+    binaries = run_dir / "dispatch_binaries"
+    binaries.mkdir(exist_ok=True)
+    compile_jobs = [
+        CompileJob(
+            candidate_id=d.index,
+            request=build_request(
+                model.target,
+                d.path,
+                binaries / f"{d.index}.vmfb",
+                phase_flags=("--compile-from=executable-sources",),
+                reproducer_path=binaries / f"{d.index}_reproducer.mlir",
+            ),
+            log_path=binaries / f"{d.index}.log",
+        )
+        for d in dumped
+    ]
+    compiled = {
+        o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
+        for o in compile_all(compile_jobs, jobs or default_jobs(), 300)
+        if o.status is CompileStatus.COMPILED
+    }
+    return dumped, compiled
+
+
+def describe_dispatches(
+    dumped: Sequence[DumpedDispatch],
+    counts: Mapping[str, int],
+    timings: Mapping[int, float],
+    target: Target,
+) -> list[DispatchProfile]:
+    """Profile each dumped dispatch: its problem, whether it is tunable, its time and launches."""
+    profiles = []
+    for dispatch in dumped:
+        problem, tunable = describe_problem(dispatch.path, target)
+        profiles.append(
+            DispatchProfile(
+                name=dispatch.name,
+                benchmark_path=dispatch.path,
+                problem=problem,
+                tunable=tunable,
+                dispatch_ms=timings.get(dispatch.index),
+                invocations=counts.get(dispatch.name, 1),
+            )
+        )
+    return profiles
+
+
+def describe_problem(benchmark_path: Path, target: Target) -> tuple[str, bool]:
+    """Name a dispatch's problem and say whether the target has a space for it."""
+    context = ir.Context()
+    try:
+        module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
+        with context:
+            problem = parse_problem(find_root_op(module))
+    except IreetuneError as error:
+        return f"not tunable: {error}", False
+    refusal = target.refusal(problem)
+    if refusal is not None:
+        return f"not tunable: {refusal}", False
+    return problem.signature, True
+
+
+def explain_profile(hot: HotSet) -> str:
+    """Say how much of the model's time the dispatch timings explain, without negative rests."""
+    if hot.unexplained_ms >= 0:
+        return (
+            f"profile: dispatches explain {hot.explained_ms:.3f} of {hot.model_ms:.3f} ms measured "
+            f"(unexplained {hot.unexplained_ms:.3f} ms: launch overhead, copies, timing differences)"
+        )
+    return (
+        f"profile: dispatch benchmarks add up to {hot.explained_ms:.3f} ms, more than the "
+        f"{hot.model_ms:.3f} ms the model takes (dispatch benchmarks time each dispatch alone, on "
+        "the CPU on uninitialised buffers): shares are of the dispatch total"
+    )
+
+
+def write_profile(run_dir: Path, hot: HotSet) -> None:
+    rows = [
+        {
+            "name": p.name,
+            "problem": p.problem,
+            "invocations": p.invocations,
+            "dispatch_ms": p.dispatch_ms,
+            "total_ms": p.total_ms,
+            "selected": p in hot.selected,
+        }
+        for p in hot.ranked
+    ]
+    payload = {
+        "model_ms": hot.model_ms,
+        "explained_ms": hot.explained_ms,
+        "unexplained_ms": hot.unexplained_ms,
+        "dispatches": rows,
+    }
+    write_text_atomically(run_dir / "profile.json", json.dumps(payload, indent=2) + "\n")

@@ -1,0 +1,63 @@
+"""Build one tuning spec from the database's best results (`ireetune db export --format spec`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from ireetune.database.exchange import problem_from_key
+from ireetune.database.store import StoredResult, parse_config_key
+from ireetune.errors import IreetuneError
+from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+from ireetune.targets import parse_target
+
+
+def render_linked_spec(results: Sequence[StoredResult]) -> str:
+    """Build one tuning spec with a matcher for the best verified config of each problem."""
+    if not results:
+        raise IreetuneError("no verified result to export")
+    targets = {r.key.target for r in results}
+    if len(targets) > 1:
+        raise IreetuneError(
+            f"results for several targets ({', '.join(sorted(targets))}); choose one with --target"
+        )
+    context = ir.Context()
+    # The stored target names its prologue (llvm-cpu's convolutions need one; a spec runs it
+    # once for all its matchers) and says whether a configuration needs more than the stored
+    # compilation_info, which a CPU space renders again from the stored knobs.
+    target = parse_target(next(iter(targets)).split("#", 1)[0])
+    entries: list[MatcherEntry] = []
+    partial: list[str] = []
+    for result in results:
+        problem = problem_from_key(result.key.problem)
+        knobs = parse_config_key(result.config)
+        if not target.needs_more_than_compilation_info(problem):
+            entries.append(MatcherEntry(problem, result.compilation_info))
+        elif target.renders_without_dispatch and knobs is not None:
+            configuration = target.configuration(problem, knobs, context)
+            entries.append(
+                MatcherEntry(
+                    problem, configuration.compilation_info,
+                    op_attributes=configuration.op_attributes,
+                    sibling_configs=configuration.sibling_configs,
+                    function_passes=configuration.function_passes,
+                )
+            )  # fmt: skip
+        else:
+            partial.append(problem.signature)
+    if partial:
+        raise IreetuneError(
+            f"the stored results of {', '.join(partial)} on {target.name} keep only the "
+            "compilation_info, and their configuration sets more; use the best_spec.mlir of "
+            "their tuning runs (or tune them again)"
+        )
+    prologue = tuple(
+        dict.fromkeys(name for entry in entries for name in target.spec_prologue(entry.problem))
+    )
+    try:
+        return render_spec(build_spec(entries, context, prologue))
+    except ir.MLIRError as error:
+        raise IreetuneError(
+            f"a stored configuration does not parse: {str(error).splitlines()[0]}"
+        ) from error

@@ -1,0 +1,374 @@
+"""The package's shape, read from the AST of `ireetune/` (docs/architecture.md, "Layers").
+
+- No top-level unit (a package such as `search/`, or a module such as `dispatch_tuner.py`) takes
+  part in an import cycle.
+- Every import goes down the layers of `LAYERS`, or stays within one layer.
+- No function takes more than `MAX_PARAMETERS` parameters and no module is longer than
+  `MAX_LINES` lines, except the ones listed today; the lists may only shrink.
+
+Imports count when they run on import: module-level statements, also inside `try`, `with` and
+`if` blocks, but not inside `if TYPE_CHECKING:` (type-only) nor in a function's body.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import ireetune
+
+PACKAGE = Path(ireetune.__file__).parent
+
+# Each top-level unit of `ireetune/` and its layer: a unit may import its own layer and the ones
+# below it, never one above. A new top-level unit must be placed here (and in the picture of
+# docs/architecture.md).
+CORE, FLOWS, INTERFACE, COMMAND_LINE = 0, 15, 16, 17
+LAYERS: dict[str, int] = {
+    # The core: the records and protocols every stage shares (ireetune/core/: knobs, candidate
+    # and run records, the target protocol, atomic file writing), the op families a problem is
+    # (the target protocol speaks of problems), and leaf helpers that import nothing above them.
+    "__init__": CORE,
+    "core": CORE,
+    "problem": CORE,
+    "errors": CORE,
+    "tools": CORE,
+    "child_process": CORE,
+    "worker_protocol": CORE,
+    "input_files": CORE,
+    "run_dir": CORE,
+    "output_paths": CORE,
+    # The stages, each importing only the ones below it.
+    "benchmark": 1,
+    "decision": 2,
+    "database": 3,
+    "run_files": 4,
+    "report": 5,
+    "compile": 6,
+    "verify": 7,
+    "frontend": 8,
+    "targets": 9,
+    "spec": 10,
+    "search": 11,
+    "model": 12,
+    "flags": 13,
+    "executor": 14,
+    # The flows, which run the stages in order (a flow may call another: the model flow tunes
+    # each hot dispatch with the dispatch flow).
+    # The options each flow is run with (declared once; the parser is generated from them).
+    "dispatch_options": FLOWS,
+    "model_options": FLOWS,
+    "handoff": FLOWS,
+    "dispatch_tuner": FLOWS,
+    "model_tuner": FLOWS,
+    "split_flow": FLOWS,
+    "split_report": FLOWS,
+    "profiler": FLOWS,
+    # What a user calls: the Python API and the command handlers, then the command line.
+    "api": INTERFACE,
+    "commands": INTERFACE,
+    "cli": COMMAND_LINE,
+}
+
+MAX_PARAMETERS = 7
+MAX_LINES = 600
+
+# Today's functions with more than MAX_PARAMETERS parameters (self and cls not counted), by
+# qualified name. A listed function may lose parameters; once it is within the limit it must
+# leave this list, and no function may join it.
+WIDE_FUNCTIONS: dict[str, int] = {
+    "ireetune.benchmark.campaign._run_device": 10,
+    "ireetune.benchmark.campaign._run_session": 12,
+    "ireetune.benchmark.runner.run_benchmarks": 11,
+    "ireetune.benchmark.runner.run_benchmarks_here": 12,
+    "ireetune.compile.driver.build_request": 9,
+    "ireetune.compile.overlap.compile_and_measure": 11,
+    "ireetune.dispatch_tuner._run": 13,
+    "ireetune.dispatch_tuner._start_recording": 9,
+    "ireetune.dispatch_tuner._measure_early_rounds": 13,
+    "ireetune.dispatch_tuner._check": 10,
+    "ireetune.executor.base.Executor.run_benchmarks": 11,
+    "ireetune.executor.base.Executor.run_models_side_by_side": 9,
+    "ireetune.executor.base.LocalExecutor.run_benchmarks": 11,
+    "ireetune.executor.base.LocalExecutor.run_models_side_by_side": 9,
+    "ireetune.executor.ray_executor._MeasuringActor.run_models_side_by_side": 8,
+    "ireetune.executor.ray_executor.RayExecutor.run_benchmarks": 11,
+    "ireetune.executor.ray_executor.RayExecutor.run_models_side_by_side": 9,
+    "ireetune.flags.dispatch_search.search_flags_for_input": 9,
+    "ireetune.flags.dispatch_search.search_dispatch_flags": 10,
+    "ireetune.handoff.export.export_for_benchmarking": 16,
+    "ireetune.model.timing.run_models_side_by_side": 9,
+    "ireetune.model.timing.run_models_side_by_side_here": 9,
+    "ireetune.model_tuner._finish_flags": 9,
+    "ireetune.report.summary.render_summary": 9,
+    "ireetune.targets.llvm_cpu.features._shared_features": 14,
+    "ireetune.targets.neighbourhood.enumerate_near_default_first": 8,
+}
+
+# Today's modules longer than MAX_LINES lines, by path under ireetune/; the same ratchet.
+LONG_MODULES: dict[str, int] = {
+    "dispatch_tuner.py": 899,
+    "executor/ray_executor.py": 605,
+    "model_tuner.py": 758,
+    "split_flow.py": 695,
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One module-level import of a module of the package by another."""
+
+    importer: str
+    imported: str
+    line: int
+
+    def describe(self) -> str:
+        return f"{self.importer} imports {self.imported} (line {self.line})"
+
+
+def module_name(path: Path, root: Path) -> str:
+    """Name the module at `path` of the package at `root` (`ireetune.search.learned_order`)."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def unit_of(module: str) -> str:
+    """Name the top-level unit a module belongs to (`search`; `__init__` for the package)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _runtime_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Yield the statements that run when the module is imported, type-only blocks left out."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.If):
+            if "TYPE_CHECKING" not in ast.unparse(statement.test):
+                yield from _runtime_statements(statement.body)
+            yield from _runtime_statements(statement.orelse)
+        elif isinstance(statement, ast.Try):
+            for block in (statement.body, statement.orelse, statement.finalbody):
+                yield from _runtime_statements(block)
+            for handler in statement.handlers:
+                yield from _runtime_statements(handler.body)
+        elif isinstance(statement, ast.With):
+            yield from _runtime_statements(statement.body)
+
+
+@functools.cache
+def read_imports(root: Path) -> list[Import]:
+    """Read every module-level import of one module of the package by another (once per root)."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    package = root.name
+    imports = []
+    for importer, path in sorted(modules.items()):
+        tree = ast.parse(path.read_text(), str(path))
+        for statement in _runtime_statements(tree.body):
+            if isinstance(statement, ast.Import):
+                targets = [alias.name for alias in statement.names]
+            elif isinstance(statement, ast.ImportFrom):
+                if statement.level:
+                    base = importer.split(".")
+                    if path.name != "__init__.py":
+                        base = base[:-1]
+                    base = base[: len(base) - (statement.level - 1)]
+                    source = ".".join([*base, *([statement.module] if statement.module else [])])
+                else:
+                    source = statement.module or ""
+                # `from ireetune.search import learned_order` imports a module, not a name.
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                    for alias in statement.names
+                ]
+            else:
+                continue
+            for target in targets:
+                if target == package or target.startswith(package + "."):
+                    imports.append(Import(importer, target, statement.lineno))
+    return imports
+
+
+def find_cycles(imports: list[Import]) -> list[list[str]]:
+    """Return the groups of top-level units that import each other in a cycle (Tarjan)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for item in imports:
+        if unit_of(item.importer) != unit_of(item.imported):
+            graph[unit_of(item.importer)].add(unit_of(item.imported))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        on_stack.add(unit)
+        for other in sorted(graph.get(unit, ())):
+            if other not in index:
+                visit(other)
+                low[unit] = min(low[unit], low[other])
+            elif other in on_stack:
+                low[unit] = min(low[unit], index[other])
+        if low[unit] == index[unit]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == unit:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for unit in sorted(graph):
+        if unit not in index:
+            visit(unit)
+    return cycles
+
+
+def find_upward_imports(imports: list[Import], layers: Mapping[str, int]) -> list[str]:
+    """Describe every import from a lower layer into a higher one."""
+    return [
+        f"{item.describe()}: layer {layers[unit_of(item.importer)]} ({unit_of(item.importer)}) "
+        f"may not import layer {layers[unit_of(item.imported)]} ({unit_of(item.imported)})"
+        for item in imports
+        if layers[unit_of(item.importer)] < layers[unit_of(item.imported)]
+    ]
+
+
+def count_parameters(root: Path) -> dict[str, int]:
+    """Count every function's parameters (self and cls left out), by qualified name."""
+    counts: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = child.args
+                names = [
+                    a.arg
+                    for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+                    if a.arg not in ("self", "cls")
+                ]
+                counts[f"{prefix}{child.name}"] = len(names)
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    for path in sorted(root.rglob("*.py")):
+        visit(ast.parse(path.read_text(), str(path)), module_name(path, root) + ".")
+    return counts
+
+
+def count_lines(root: Path) -> dict[str, int]:
+    """Count every module's lines, by path under the package."""
+    return {
+        path.relative_to(root).as_posix(): len(path.read_text().splitlines())
+        for path in sorted(root.rglob("*.py"))
+    }
+
+
+def check_ratchet(measured: Mapping[str, int], listed: Mapping[str, int], limit: int) -> list[str]:
+    """Name what breaks a limit's ratchet: a new excess, a listed one that grew, a listed one
+    that is now within the limit (or gone) and must leave the list."""
+    problems = []
+    for name, value in sorted(measured.items()):
+        if value > limit and name not in listed:
+            problems.append(f"{name}: {value}, over the limit of {limit}")
+        elif name in listed and value > listed[name]:
+            problems.append(f"{name}: {value}, more than the {listed[name]} listed")
+    for name in sorted(listed):
+        if measured.get(name, 0) <= limit:
+            problems.append(f"{name}: now within the limit of {limit}; remove it from the list")
+    return problems
+
+
+def test_no_top_level_unit_takes_part_in_an_import_cycle() -> None:
+    imports = read_imports(PACKAGE)
+    cycles = find_cycles(imports)
+    between = [
+        item.describe()
+        for item in imports
+        for group in cycles
+        if unit_of(item.importer) in group
+        and unit_of(item.imported) in group
+        and unit_of(item.importer) != unit_of(item.imported)
+    ]
+    assert (cycles, between) == ([], [])
+
+
+def test_every_top_level_unit_has_a_layer() -> None:
+    units = {unit_of(module_name(path, PACKAGE)) for path in PACKAGE.rglob("*.py")}
+    assert (sorted(units - set(LAYERS)), sorted(set(LAYERS) - units)) == ([], [])
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    assert find_upward_imports(read_imports(PACKAGE), LAYERS) == []
+
+
+def test_no_new_function_takes_more_than_seven_parameters() -> None:
+    assert check_ratchet(count_parameters(PACKAGE), WIDE_FUNCTIONS, MAX_PARAMETERS) == []
+
+
+def test_no_new_module_is_longer_than_six_hundred_lines() -> None:
+    assert check_ratchet(count_lines(PACKAGE), LONG_MODULES, MAX_LINES) == []
+
+
+# The checks themselves, on a small package written for the purpose: each must fail when broken.
+
+
+def _write_package(root: Path, files: Mapping[str, str]) -> Path:
+    package = root / "shop"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+def test_the_checks_find_a_cycle_and_an_upward_import_but_not_a_type_only_one(
+    tmp_path: Path,
+) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "core.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from shop.flow import run\n",
+            "stage/__init__.py": "",
+            "stage/cut.py": "from shop import core\nfrom shop.flow import run\n",
+            "flow.py": "try:\n    from .stage.cut import cut\nexcept ImportError:\n    pass\n",
+        },
+    )
+    imports = read_imports(package)
+    assert find_cycles(imports) == [["flow", "stage"]]
+    assert find_upward_imports(imports, {"__init__": 0, "core": 0, "stage": 1, "flow": 2}) == [
+        "shop.stage.cut imports shop.flow (line 2): layer 1 (stage) may not import layer 2 (flow)"
+    ]
+
+
+def test_the_ratchets_refuse_new_grown_and_stale_entries(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "wide.py": "class Shop:\n"
+            "    def sell(self, a, b, c, d, e, f, g, h): ...\n"
+            "def buy(a, b, c, d, e, f, g, h, i): ...\n"
+            "def pay(a, b): ...\n",
+        },
+    )
+    counts = count_parameters(package)
+    assert counts == {"shop.wide.Shop.sell": 8, "shop.wide.buy": 9, "shop.wide.pay": 2}
+    listed = {"shop.wide.buy": 8, "shop.wide.pay": 9}
+    assert check_ratchet(counts, listed, 7) == [
+        "shop.wide.Shop.sell: 8, over the limit of 7",
+        "shop.wide.buy: 9, more than the 8 listed",
+        "shop.wide.pay: now within the limit of 7; remove it from the list",
+    ]
+    assert count_lines(package) == {"__init__.py": 0, "wide.py": 4}
