@@ -232,50 +232,16 @@ class _Phase(enum.Enum):
     REPETITIONS = "timed repetitions"
 
 
-def run_benchmarks(
-    jobs: Sequence[BenchmarkJob] | JobFeed,
-    device: str,
-    repetitions: int,
-    batch: int,
-    timeout_s: float,
-    hopeless_ms: float | None = None,
-    min_repetition_s: float = 0.05,
-    hopeless_factor: float | None = None,
-    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
-    screen_fraction: float = 1.0,
-    prewarm: int = 0,
-) -> Generator[BenchmarkOutcome, None, None]:
-    """Time each job on `device` with the executor in use (`run_benchmarks_here` locally, a
-    measuring actor on Ray); yield exactly one outcome per job, in job order."""
-    from ireetune.executor.base import current_executor
-
-    return current_executor().run_benchmarks(
-        jobs, device, repetitions, batch, timeout_s, hopeless_ms, min_repetition_s,
-        hopeless_factor, timeout_after_first, screen_fraction, prewarm,
-    )  # fmt: skip
-
-
-def run_benchmarks_here(
-    jobs: Sequence[BenchmarkJob] | JobFeed,
-    device: str,
-    repetitions: int,
-    batch: int,
-    timeout_s: float,
-    hopeless_ms: float | None = None,
-    min_repetition_s: float = 0.05,
-    hopeless_factor: float | None = None,
-    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
-    screen_fraction: float = 1.0,
-    prewarm: int = 0,
-    deadlines: JobDeadlines | None = None,
-) -> Generator[BenchmarkOutcome, None, None]:
-    """Time each job on `device` in a benchmark session of this host; yield exactly one outcome
-    per job, in job order.
+@dataclass(frozen=True)
+class BenchmarkSession:
+    """A benchmark session for an executor (`Executor.run_benchmarks`): time each job on
+    `device`, one outcome per job, in job order.
 
     `jobs` may be a `JobFeed` that grows while the session runs: one worker keeps the device
-    open and the binaries loaded for all of them. `timeout_s` bounds each phase of a job (load,
-    first run, repetitions) until the first job teaches better. `batch` 0 lets the worker pick a
-    batch that makes one repetition last at least `min_repetition_s`; a job's own batch wins.
+    open and the binaries loaded for all of them (the campaign streams candidates and
+    confirmation rounds into it). `timeout_s` bounds each phase of a job (load, first run,
+    repetitions) until the first job teaches better. `batch` 0 lets the worker pick a batch that
+    makes one repetition last at least `min_repetition_s`; a job's own batch wins.
 
     With `timeout_after_first`, the first job is the baseline and sets the rest: the batch
     (`screen_fraction` of its own), the early-stop threshold (`hopeless_factor` times its
@@ -286,6 +252,31 @@ def run_benchmarks_here(
     `deadlines` are phase deadlines already learned from the baseline (a session resumed
     elsewhere, as the Ray executor's measuring actor does after a restart).
     """
+
+    jobs: Sequence[BenchmarkJob] | JobFeed
+    device: str
+    repetitions: int
+    batch: int
+    timeout_s: float
+    hopeless_ms: float | None = None
+    min_repetition_s: float = 0.05
+    hopeless_factor: float | None = None
+    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None
+    screen_fraction: float = 1.0
+    prewarm: int = 0
+    deadlines: JobDeadlines | None = None
+
+
+def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome, None, None]:
+    """Run a benchmark session on this host; yield exactly one outcome per job, in job order."""
+    jobs, device, repetitions, batch, timeout_s = (
+        session.jobs, session.device, session.repetitions, session.batch, session.timeout_s
+    )  # fmt: skip
+    hopeless_ms, hopeless_factor, deadlines = (
+        session.hopeless_ms, session.hopeless_factor, session.deadlines
+    )  # fmt: skip
+    min_repetition_s, screen_fraction = session.min_repetition_s, session.screen_fraction
+    timeout_after_first, prewarm = session.timeout_after_first, session.prewarm
     feed = jobs if isinstance(jobs, JobFeed) else JobFeed(jobs, closed=True)
     learn = timeout_after_first is not None
     prewarmers = _start_prewarmers(device, prewarm) if prewarm > 0 else []
