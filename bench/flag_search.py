@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_flags_file
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
 from ireetune.flags.trials import describe_trial, trial_row
@@ -206,6 +207,7 @@ def run_conv(model_name: str, rounds: int, scratch: Path) -> dict[str, object]:
     load_before = _load()
     started = time.perf_counter()
     result = search_model_flags(
+        LocalExecutor(),
         ModelFlagSearch(
             source_path=mlir_path, function=function, inputs_path=inputs_path,
             base_flags=tuple(target.compile_flags()), user_flags=(), device="local-task",

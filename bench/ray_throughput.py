@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob
+from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.dispatch_options import StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor, RaySettings
@@ -67,7 +67,7 @@ def _jobs(run_dir: Path, output_dir: Path) -> list[CompileJob]:
 
 def _time(executor: Executor, jobs: list[CompileJob], workers: int) -> tuple[float, int]:
     start = time.perf_counter()
-    outcomes = list(executor.compile(jobs, workers, 300.0))
+    outcomes = list(executor.compile(CompileBatch(jobs, workers, 300.0)))
     seconds = time.perf_counter() - start
     compiled = sum(1 for o in outcomes if o.status is CompileStatus.COMPILED)
     assert len(outcomes) == len(jobs)

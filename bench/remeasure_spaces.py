@@ -36,7 +36,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
+from ireetune.executor import LocalExecutor
 from ireetune.search.recorded import (
     RecordedSpace,
     load_recorded_space,
@@ -102,8 +103,11 @@ def remeasure(space: RecordedSpace, run_dir: Path, arguments: argparse.Namespace
     }
     # One batch for every binary, fixed by the default as the first pass fixed it.
     baseline_binary = space.baseline.binary if space.baseline is not None else leaders[0]
-    (calibration,) = run_benchmarks(
-        [jobs[baseline_binary]], DEVICE, 1, 0, JOB_TIMEOUT_S, min_repetition_s=min_repetition_s
+    executor = LocalExecutor()
+    (calibration,) = executor.run_benchmarks(
+        BenchmarkSession(
+            [jobs[baseline_binary]], DEVICE, 1, 0, JOB_TIMEOUT_S, min_repetition_s=min_repetition_s
+        )
     )
     assert calibration.status is BenchmarkStatus.MEASURED, calibration.reason
     batch = calibration.batch
@@ -114,9 +118,11 @@ def remeasure(space: RecordedSpace, run_dir: Path, arguments: argparse.Namespace
     for round_index in range(arguments.rounds):
         order = list(leaders)
         random.Random(f"{arguments.seed}:{space.name}:{round_index}").shuffle(order)
-        outcomes = run_benchmarks(
-            [jobs[binary] for binary in order], DEVICE, repetitions, batch, JOB_TIMEOUT_S,
-            min_repetition_s=min_repetition_s,
+        outcomes = executor.run_benchmarks(
+            BenchmarkSession(
+                [jobs[binary] for binary in order], DEVICE, repetitions, batch, JOB_TIMEOUT_S,
+                min_repetition_s=min_repetition_s,
+            )
         )  # fmt: skip
         for binary, outcome in zip(order, outcomes, strict=True):
             if outcome.status is BenchmarkStatus.MEASURED and outcome.times_ms:

@@ -194,11 +194,12 @@ import sys, time
 from pathlib import Path
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import BenchmarkJob
+from ireetune.executor import LocalExecutor
 folder = Path(sys.argv[1])
 inputs = folder / "inputs.npz"
 jobs = [BenchmarkJob(i, folder / f"{i}.vmfb", inputs, "main") for i in range(1, 7)]
 start = time.perf_counter()
-result = run_campaign(BenchmarkJob(0, folder / "0.vmfb", inputs, "main"), jobs, ["local-task"],
+result = run_campaign(LocalExecutor(), BenchmarkJob(0, folder / "0.vmfb", inputs, "main"), jobs, ["local-task"],
                       CampaignSettings(repetitions=3, confirm_rounds=1, confirm_top=2))
 hung = result.candidates[3]
 print(f"{time.perf_counter() - start:.2f} {hung.status.value} {hung.reason}")

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.errors import IreetuneError
+from ireetune.executor import LocalExecutor
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
 from ireetune.model.hot import count_dispatch_invocations
 from ireetune.problem.root_op import find_root_op, parse_problem
@@ -60,18 +61,19 @@ def main() -> int:
         ]
         compiled = {
             o.candidate_id
-            for o in compile_all(jobs, args.jobs, 600)
+            for o in LocalExecutor().compile(CompileBatch(jobs, args.jobs, 600))
             if o.status is CompileStatus.COMPILED
         }
         times: dict[int, float] = {}
-        for outcome in run_benchmarks(
+        session = BenchmarkSession(
             [BenchmarkJob(i, folder / f"{i}.vmfb") for i in sorted(compiled)],
             target.runtime_device,
             repetitions=3,
             batch=0,
             timeout_s=300,
             min_repetition_s=0.02,
-        ):
+        )
+        for outcome in LocalExecutor().run_benchmarks(session):
             if outcome.status is BenchmarkStatus.MEASURED:
                 times[outcome.candidate_id] = statistics.median(outcome.times_ms)
         rows = []

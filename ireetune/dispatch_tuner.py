@@ -41,7 +41,7 @@ from ireetune.benchmark.outcomes import apply_campaign, record_measurement
 from ireetune.benchmark.runner import BenchmarkJob
 from ireetune.compile.driver import CompileRequest, build_request
 from ireetune.compile.overlap import compile_and_measure
-from ireetune.compile.pool import default_jobs
+from ireetune.compile.pool import CompileBatch, default_jobs
 from ireetune.compile.stage import (
     classify_binaries,
     compile_candidates,
@@ -72,7 +72,7 @@ from ireetune.decision.rules import (
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import CandidateOrder, StopAfter, TuneOptions
 from ireetune.errors import IreetuneError
-from ireetune.executor import open_executor
+from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.dispatch_search import search_flags_for_input
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
@@ -103,6 +103,7 @@ from ireetune.verify.stage import (
     ReferenceSetup,
     check_outputs,
     compile_references,
+    reference_jobs,
     write_reference,
 )
 
@@ -130,25 +131,31 @@ def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
     )
 
 
-def tune_dispatch(options: TuneOptions) -> TuneResult:
-    """Tune one dispatch; see the module docstring for the stages."""
+def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> TuneResult:
+    """Tune one dispatch; see the module docstring for the stages.
+
+    Compiles and measurements run on `executor` when a flow that runs several dispatches hands
+    in its own; else on the one `options` choose, started for this run and closed after it.
+    """
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
     check_output_dir(options.output_dir)
-    with open_executor(options.executor, options.ray):
-        return _tune_dispatch(options)
+    if executor is not None:
+        return _tune_dispatch(options, executor)
+    with open_executor(options.executor, options.ray) as own:
+        return _tune_dispatch(options, own)
 
 
-def _tune_dispatch(options: TuneOptions) -> TuneResult:
+def _tune_dispatch(options: TuneOptions, executor: Executor) -> TuneResult:
     target = parse_target(options.target, options.pipelines).with_global_flags(options.extra_flags)
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not options.search_flags:
-        return _tune(options, target)
+        return _tune(options, target, executor)
     output_existed = options.output_dir.exists()
     flags_dir = create_run_dir(options.output_dir, f"flags_{options.input_path.stem}")
     try:
         flag_search = search_flags_for_input(
-            options.input_path, target, flags_dir,
+            executor, options.input_path, target, flags_dir,
             options.threshold, campaign_settings(options), options.jobs or default_jobs(),
             options.compile_timeout_s, options.seed, options.model_level_rounds,
         )  # fmt: skip
@@ -160,10 +167,10 @@ def _tune_dispatch(options: TuneOptions) -> TuneResult:
                 options.output_dir.rmdir()
         raise
     target = target.with_global_flags((*options.extra_flags, *flag_search.winner.flags))
-    return _attach_flag_search(_tune(options, target), flag_search)
+    return _attach_flag_search(_tune(options, target, executor), flag_search)
 
 
-def _tune(options: TuneOptions, target: Target) -> TuneResult:
+def _tune(options: TuneOptions, target: Target, executor: Executor) -> TuneResult:
     """Tune one dispatch for a target that carries every global flag of the run."""
     if options.use_database:
         # What is slow to read again (a GPU space) is kept beside the database.
@@ -202,7 +209,7 @@ def _tune(options: TuneOptions, target: Target) -> TuneResult:
                 candidates = stale_candidates(database, result_key, candidates)
             run_dir = create_run_dir(options.output_dir, dispatch.problem.signature)
             try:
-                return _run(options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering, search)  # fmt: skip
+                return _run(executor, options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering, search)  # fmt: skip
             except BaseException:
                 # Whatever happened, the folder must not look like a finished run.
                 marker = run_dir / "results.json"
@@ -286,6 +293,7 @@ def _generate(
 
 
 def _run(
+    executor: Executor,
     options: TuneOptions,
     target: Target,
     context: ir.Context,
@@ -313,18 +321,20 @@ def _run(
     notes: list[str] = list(target.space_for(problem).space_notes())
     with StageProgress(progress_enabled(options.show_progress)) as progress:
         if search is not None:
-            restored = _measure_early_rounds(options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
+            restored = _measure_early_rounds(executor, options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
         requests = _compile_plan(target, recorder, reference, real_input_search, restored)
         basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
         overlapped: CampaignResult | None = None
         if should_overlap(options, devices) and not restored and search is None and options.stop_after is None:  # fmt: skip
-            overlapped = _compile_and_benchmark(options, devices, recorder, requests, workers, reference if real_input_search else None, progress)  # fmt: skip
+            batch = CompileBatch(compile_jobs_for(recorder, requests), workers, options.compile_timeout_s)  # fmt: skip
+            overlapped = _compile_and_benchmark(executor, options, devices, recorder, batch, reference if real_input_search else None, progress)  # fmt: skip
             recorder.info["overlap"] = True
         else:
             compile_candidates(
-                recorder, requests, restored, workers, options.compile_timeout_s, progress
-            )
+                executor, recorder, requests, restored, workers, options.compile_timeout_s,
+                progress,
+            )  # fmt: skip
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
                 f"the default configuration does not compile: {recorder.records[0].reason}"
@@ -334,7 +344,7 @@ def _run(
         success_rate = compile_success_rate(recorder)
         if options.stop_after is StopAfter.COMPILE:
             export_for_benchmarking(
-                target, context, dispatch.root_op, problem, run_dir, recorder.records, recorder.info,
+                executor, target, context, dispatch.root_op, problem, run_dir, recorder.records, recorder.info,
                 campaign_settings(options), tuple(devices), options.seed, options.verify_top,
                 options.compile_timeout_s, progress, rule, options.model_level_rounds,
                 options.references,
@@ -348,7 +358,7 @@ def _run(
             else None
         )
         if stored_facts is None:
-            campaign = overlapped or _benchmark(options, devices, recorder, restored, reference if real_input_search else None, progress)  # fmt: skip
+            campaign = overlapped or _benchmark(executor, options, devices, recorder, restored, reference if real_input_search else None, progress)  # fmt: skip
             notes.extend(campaign.notes)
             facts = facts_from_campaign(campaign, basis)
         else:
@@ -360,7 +370,7 @@ def _run(
         limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not real_input_search else options.verify_top  # fmt: skip
         contenders = choose_contenders(list(facts.values()), rule, limit)
         with progress.stage("checking", len(contenders) + 1):
-            facts = _check(options, target, problem, recorder, reference, facts, contenders, real_input_search, workers, notes)  # fmt: skip
+            facts = _check(executor, options, target, problem, recorder, reference, facts, contenders, real_input_search, workers, notes)  # fmt: skip
             progress.advance(len(contenders) + 1)
     decision = pick_winner(list(facts.values()), contenders, rule)
     recorder.record_decision(decision, facts)
@@ -509,6 +519,7 @@ def _compile_plan(
 
 
 def _measure_early_rounds(
+    executor: Executor,
     options: TuneOptions,
     target: Target,
     context: ir.Context,
@@ -533,14 +544,16 @@ def _measure_early_rounds(
     early = replace(options, confirm_rounds=0)
     while search.rounds_left > 0:
         requests = _compile_plan(target, recorder, reference, real_input_search, done)
-        compile_candidates(recorder, requests, done, workers, options.compile_timeout_s, progress)
+        compile_candidates(
+            executor, recorder, requests, done, workers, options.compile_timeout_s, progress
+        )
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
                 f"the default configuration does not compile: {recorder.records[0].reason}"
             )
         classify_binaries(recorder, done)
         if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
-            _benchmark(early, devices, recorder, done, reference if real_input_search else None, progress)  # fmt: skip
+            _benchmark(executor, early, devices, recorder, done, reference if real_input_search else None, progress)  # fmt: skip
         done.update(recorder.records)
         done.discard(0)
         chosen = search.next_round(_measurements(recorder))
@@ -584,6 +597,7 @@ def should_overlap(options: TuneOptions, devices: list[str]) -> bool:
 
 
 def _benchmark(
+    executor: Executor,
     options: TuneOptions,
     devices: list[str],
     recorder: RunRecorder,
@@ -601,24 +615,23 @@ def _benchmark(
         if r.candidate_id in restored and r.binary_path and r.speedup and not r.stopped_early
     ]
     with progress.stage("benchmarking", len(jobs)):
-        result = run_campaign(job(recorder.records[0]), jobs, devices, campaign_settings(options), on_measured=_recording(recorder, progress), earlier=earlier)  # fmt: skip
+        result = run_campaign(executor, job(recorder.records[0]), jobs, devices, campaign_settings(options), on_measured=_recording(recorder, progress), earlier=earlier)  # fmt: skip
     _fold_campaign(recorder, result)
     return result
 
 
 def _compile_and_benchmark(
+    executor: Executor,
     options: TuneOptions,
     devices: list[str],
     recorder: RunRecorder,
-    requests: dict[int, CompileRequest],
-    workers: int,
+    batch: CompileBatch,
     reference: ReferenceSetup | None,
     progress: StageProgress,
 ) -> CampaignResult:
     """Compile every candidate and measure each while the rest compile (compile/overlap.py)."""
     result = compile_and_measure(
-        recorder, compile_jobs_for(recorder, requests), workers, options.compile_timeout_s,
-        _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
+        executor, recorder, batch, _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
         _recording(recorder, None), progress,
     )  # fmt: skip
     _fold_campaign(recorder, result)
@@ -665,6 +678,7 @@ def _fold_campaign(recorder: RunRecorder, result: CampaignResult) -> None:
 
 
 def _check(
+    executor: Executor,
     options: TuneOptions,
     target: Target,
     problem: Problem,
@@ -689,13 +703,16 @@ def _check(
             for cid in (0, *contenders)
         }
     else:
-        binaries = compile_references(
+        jobs = reference_jobs(
             target, reference, {cid: run_dir / recorder.records[cid].spec_path for cid in (0, *contenders)},
-            verify_dir, run_dir / "failures", options.compile_timeout_s, workers,
+            verify_dir, run_dir / "failures",
         )  # fmt: skip
+        binaries = compile_references(
+            executor, CompileBatch(jobs, workers, options.compile_timeout_s)
+        )
         if binaries[0][0] is None:
             raise IreetuneError(f"the reference program does not compile: {binaries[0][1]}")
-    checks = check_outputs(problem, binaries, reference, device)
+    checks = check_outputs(executor, problem, binaries, reference, device)
     if checks.baseline_error:
         notes.append(f"outputs could not be checked: {checks.baseline_error}")
     for cid, error in checks.max_abs_errors.items():
@@ -714,7 +731,7 @@ def _check(
         if passing:
             programs = {cid: binaries[cid][0] for cid in (0, *passing)}
             estimates, raw = time_on_real_inputs(
-                {cid: p for cid, p in programs.items() if p is not None}, reference.inputs_path, verify_dir, device, options.model_level_rounds,
+                executor, {cid: p for cid, p in programs.items() if p is not None}, reference.inputs_path, verify_dir, device, options.model_level_rounds,
             )  # fmt: skip
             recorder.info["real_input_timings"] = raw
             facts = with_real_input(facts, estimates)

@@ -39,7 +39,7 @@ from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import TuneOptions
 from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.executor import open_executor
+from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.model_search import (
@@ -76,7 +76,7 @@ from ireetune.model.select import (
     is_undecided,
     model_speedup,
 )
-from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
+from ireetune.model.timing import ModelComparison, ModelRun, time_dispatch_benchmarks
 from ireetune.model_options import ModelTuneOptions
 from ireetune.report.ranking import rank_candidates
 from ireetune.run_dir import check_output_dir, create_run_dir
@@ -127,11 +127,15 @@ class ModelTuneResult:
 
 
 def _profile_dispatches(
-    model: ModelUnderTuning, run_dir: Path, options: ModelTuneOptions, device: str
+    executor: Executor,
+    model: ModelUnderTuning,
+    run_dir: Path,
+    options: ModelTuneOptions,
+    device: str,
 ) -> list[DispatchProfile]:
-    dumped, binaries = compile_dispatch_benchmarks(model, run_dir, options.jobs)
+    dumped, binaries = compile_dispatch_benchmarks(executor, model, run_dir, options.jobs)
     counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
-    timings = time_dispatch_benchmarks(binaries, device)
+    timings = time_dispatch_benchmarks(executor, binaries, device)
     return describe_dispatches(dumped, counts, timings, model.target)
 
 
@@ -156,8 +160,8 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     output_existed = options.output_dir.exists()
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
     try:
-        with open_executor(options.executor, options.ray):
-            return _tune_model(options, target, run_dir)
+        with open_executor(options.executor, options.ray) as executor:
+            return _tune_model(options, target, run_dir, executor)
     except BaseException as failure:
         if not (run_dir / "profile.json").exists():
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -171,7 +175,9 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
         raise
 
 
-def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> ModelTuneResult:
+def _tune_model(
+    options: ModelTuneOptions, target: Target, run_dir: Path, executor: Executor
+) -> ModelTuneResult:
     started = time.monotonic()
     mlir_path = import_model(options.model_path, run_dir / "import")
     inputs_path = run_dir / "inputs.npz"
@@ -187,8 +193,10 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     if error:
         raise IreetuneError(f"the model does not compile for {target.name}: {error}")
     model.compile_timeout_s = max(60.0, 10.0 * (time.monotonic() - compile_started))
-    first = run_models_side_by_side(
-        [("default", default_vmfb)], function, inputs_path, run_dir, device, options.rounds
+    first = executor.run_models_side_by_side(
+        ModelComparison(
+            [("default", default_vmfb)], function, inputs_path, run_dir, device, options.rounds
+        )
     )
     if not first["default"].ok:
         raise IreetuneError(f"the default model does not run: {first['default'].reason}")
@@ -197,7 +205,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
     original_vmfb, flag_search = default_vmfb, None
     flag_request = _flag_search_request(model, options, default_ms)
     if options.search_flags and flag_request.space.options + flag_request.space.combinations:
-        flag_search = search_model_flags(flag_request, run_dir / "flags")
+        flag_search = search_model_flags(executor, flag_request, run_dir / "flags")
         notes.extend(flag_search.notes)
         if flag_search.winner_binary is not None and flag_search.estimate is not None:
             # Everything after this phase (dumps, dispatch tuning, selection) uses the winner.
@@ -206,7 +214,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
             )
             default_vmfb, default_ms = flag_search.winner_binary, flag_search.estimate.candidate_ms
 
-    profiles = _profile_dispatches(model, run_dir, options, device)
+    profiles = _profile_dispatches(executor, model, run_dir, options, device)
     hot = select_hot_dispatches(profiles, default_ms, options.coverage, options.max_dispatches)
     write_profile(run_dir, hot)
 
@@ -235,7 +243,8 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
                     show_progress=options.show_progress,
                     extra_flags=target.global_flags,
                     devices=options.devices,
-                )
+                ),
+                executor,
             )
         except IreetuneError as failure:
             dispatch_notes[profile.name] = f"not tuned: {failure}"
@@ -280,8 +289,11 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
         if error:
             return None, f"a candidate broke the model's compile: {error}"
         runs = time_pair_until_decided(
-            ("current", current_vmfb), ("trial", trial_vmfb), function, inputs_path,
-            trial_dir, device, options.rounds,
+            executor,
+            ModelComparison(
+                [("current", current_vmfb), ("trial", trial_vmfb)], function, inputs_path,
+                trial_dir, device, options.rounds,
+            ),
         )  # fmt: skip
         trial = runs["trial"]
         if not trial.ok:
@@ -357,7 +369,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
             )
 
     tuned_spec_path, final_default, final_tuned, final_estimate = _finish(
-        model, run_dir, accepted, default_vmfb, options, notes
+        executor, model, run_dir, accepted, default_vmfb, options, notes
     )
     for name in [n for n in accepted if tuned_spec_path is None or n in _dropped(notes)]:
         dispatch_notes[name] = "candidate spec kept in selection, then dropped at the final check"
@@ -384,7 +396,7 @@ def _tune_model(options: ModelTuneOptions, target: Target, run_dir: Path) -> Mod
         for p in hot.ranked
     )
     combined, tuned_flags_path = _finish_flags(
-        model, options, run_dir, original_vmfb, default_vmfb, tuned_spec_path, flag_search,
+        executor, model, options, run_dir, original_vmfb, default_vmfb, tuned_spec_path, flag_search,
         flag_request, notes,
     )  # fmt: skip
     model_result = ModelTuneResult(
@@ -425,6 +437,7 @@ def _flag_search_request(
 
 
 def _finish_flags(
+    executor: Executor,
     model: ModelUnderTuning,
     options: ModelTuneOptions,
     run_dir: Path,
@@ -447,7 +460,9 @@ def _finish_flags(
             final_vmfb = run_dir / "tuned.vmfb"
             error = model.compile(tuned_spec_path, final_vmfb)
             assert not error, f"the tuned model compiled in the final check: {error}"
-        combined, why = measure_combined(original_vmfb, final_vmfb, flag_request, run_dir / "final")
+        combined, why = measure_combined(
+            executor, original_vmfb, final_vmfb, flag_request, run_dir / "final"
+        )
         if combined is None:
             notes.append(f"the combined check of flags and spec failed: {why}")
     if options.use_database:
@@ -480,6 +495,7 @@ _DROPPED_NOTE = "dropped specs that slowed the linked model: "
 
 
 def _finish(
+    executor: Executor,
     model: ModelUnderTuning,
     run_dir: Path,
     accepted: dict[str, Path],
@@ -509,8 +525,11 @@ def _finish(
 
     def compare(first: Path, second: Path) -> dict[str, ModelRun]:
         return time_pair_until_decided(
-            ("default", first), ("tuned", second), model.function, model.inputs_path,
-            final_dir, model.device, 2 * options.rounds,
+            executor,
+            ModelComparison(
+                [("default", first), ("tuned", second)], model.function, model.inputs_path,
+                final_dir, model.device, 2 * options.rounds,
+            ),
         )  # fmt: skip
 
     names = list(accepted)
@@ -543,9 +562,11 @@ def _finish(
             names = [n for n in names if n not in dropped]
     final = binary_of(names) if names else None
     if final is None:
-        runs = run_models_side_by_side(
-            [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
-            model.device, 2 * options.rounds,
+        runs = executor.run_models_side_by_side(
+            ModelComparison(
+                [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
+                model.device, 2 * options.rounds,
+            )
         )  # fmt: skip
         default_ms = statistics.median(runs["default"].times_ms)
         notes.append("no dispatch spec made the model faster; no tuned spec written")
@@ -581,28 +602,21 @@ def _finish(
 MAX_EXTRA_BATCHES = 2
 
 
-def time_pair_until_decided(
-    first: tuple[str, Path],
-    second: tuple[str, Path],
-    function: str,
-    inputs_path: Path,
-    work_dir: Path,
-    device: str,
-    rounds: int,
-) -> dict[str, ModelRun]:
-    """Time two models side by side for `rounds` rounds, then, while the second looks faster but
-    its interval does not yet clear the model rule, for up to `MAX_EXTRA_BATCHES` more batches
-    of `rounds`; return each model's run with every round it was timed in."""
-    pair = [first, second]
+def time_pair_until_decided(executor: Executor, pair: ModelComparison) -> dict[str, ModelRun]:
+    """Time two models (`pair.models`, the second the one tried) side by side on `executor` for
+    `pair.rounds` rounds, then, while the second looks faster but its interval does not yet
+    clear the model rule, for up to `MAX_EXTRA_BATCHES` more batches of rounds; return each
+    model's run with every round it was timed in."""
+    first, second = pair.models
     labels = (first[0], second[0])
-    runs = run_models_side_by_side(pair, function, inputs_path, work_dir, device, rounds)
+    runs = executor.run_models_side_by_side(pair)
     for _ in range(MAX_EXTRA_BATCHES):
         if not all(runs[label].ok for label in labels):
             break
         estimate = model_speedup(runs[labels[0]].times_ms, runs[labels[1]].times_ms)
         if not is_undecided(estimate, MODEL_RULE):
             break
-        more = run_models_side_by_side(pair, function, inputs_path, work_dir, device, rounds)
+        more = executor.run_models_side_by_side(pair)
         if not all(more[label].ok for label in labels):
             break
         runs = {

@@ -33,13 +33,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.files import write_text_atomically
 from ireetune.core.target import Target
 from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
@@ -85,6 +85,9 @@ from ireetune.run_files import read_json_file
 from ireetune.spec.link import link_spec_files
 from ireetune.split_report import first_session_estimate, write_split_report
 from ireetune.targets import parse_target
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 STATE_NAME = "split.json"
 STATE_FORMAT = "ireetune-split-run/1"
@@ -269,7 +272,10 @@ def _relative(run_dir: Path, path: Path) -> str:
 
 
 def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
-    """Start a split run: everything the first device step needs, compiled here."""
+    """Start a split run: everything the first device step needs, compiled with the executor
+    the options choose (`continue_split_run` compiles on this host)."""
+    from ireetune.executor import open_executor
+
     target = _target_of(options)
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not 0 < options.coverage <= 1:
@@ -286,10 +292,13 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
         "folders": {},
     }
     _save_state(run_dir, state)
-    return _prepare(run_dir, state, options)
+    with open_executor(options.executor, options.ray) as executor:
+        return _prepare(executor, run_dir, state, options)
 
 
-def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) -> SplitStatus:
+def _prepare(
+    executor: Executor, run_dir: Path, state: dict[str, Any], options: ModelTuneOptions
+) -> SplitStatus:
     """Run (or resume) the prepare phase; each finished sub-step is recorded and kept."""
     started = time.monotonic()
     target = _target_of(options)
@@ -326,7 +335,7 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
         done.append("default")
         _save_state(run_dir, state)
     if "dispatches" not in done:
-        dumped, binaries = compile_dispatch_benchmarks(model, run_dir, options.jobs)
+        dumped, binaries = compile_dispatch_benchmarks(executor, model, run_dir, options.jobs)
         counts = count_dispatch_invocations(model.mlir_path, target, run_dir)
         profiles = describe_dispatches(dumped, counts, {}, target)
         state["dispatches"] = [
@@ -343,7 +352,7 @@ def _prepare(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
     profiles = _profiles(run_dir, state, {})
     costs = {d["name"]: estimate_cost(d["flops"], d.get("bytes", 0)) for d in state["dispatches"]}
     ranked = pre_rank_dispatches(profiles, costs, options.max_dispatches)
-    _compile_folders(run_dir, state, options, ranked)
+    _compile_folders(executor, run_dir, state, options, ranked)
     _record_time(state, "prepare", "compile", time.monotonic() - started)
     dispatch_binaries = [
         LabelledBinary(d["name"], d["vmfb"]) for d in state["dispatches"] if d["vmfb"]
@@ -384,7 +393,7 @@ def _profiles(
 
 
 def _compile_folders(
-    run_dir: Path, state: dict[str, Any], options: ModelTuneOptions,
+    executor: Executor, run_dir: Path, state: dict[str, Any], options: ModelTuneOptions,
     dispatches: Sequence[DispatchProfile],
 ) -> None:  # fmt: skip
     """Compile a dispatch-level benchmark folder for each problem that has none."""
@@ -402,7 +411,8 @@ def _compile_folders(
                     # Every candidate's reference program now, so that one device step both
                     # measures and verifies (deferring them to the leaders costs a round trip).
                     references=References.ALL,
-                )
+                ),
+                executor,
             )  # fmt: skip
         except IreetuneError as failure:
             state.setdefault("notes", []).append(f"{profile.name}: not tuned: {failure}")
@@ -442,7 +452,11 @@ def _send_to_device(
 
 
 def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
-    """Do what is due next in a split run, after a device step (or resume a stopped phase)."""
+    """Do what is due next in a split run, after a device step (or resume a stopped phase);
+    compile on this host (the local executor)."""
+    from ireetune.executor.base import LocalExecutor
+
+    executor = LocalExecutor()
     state = _read_state(run_dir)
     options = _options_from_json(state["options"], jobs)
     model = state.get("model")
@@ -453,7 +467,7 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
     if state["phase"] == Phase.DONE:
         return SplitStatus(run_dir, Phase.DONE, state["round_trip"], "", _report_text(run_dir))
     if state["phase"] == Phase.PREPARING:
-        return _prepare(run_dir, state, options)
+        return _prepare(executor, run_dir, state, options)
     if hash_device_manifest(run_dir) != state["device_manifest_sha256"]:
         raise IreetuneError(
             f"{run_dir / DEVICE_MANIFEST_NAME} is not the one this run wrote; the folder was "
@@ -479,7 +493,7 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
         return _decide(run_dir, state, options, hot, results["variants"], started)
     missing = [p for p in hot.selected if p.problem not in state["folders"]]
     if missing:
-        _compile_folders(run_dir, state, options, missing)
+        _compile_folders(executor, run_dir, state, options, missing)
         _record_time(state, "candidates", "compile", time.monotonic() - started)
     # Folders of hot problems that no device step has measured yet (compiled just now, or
     # before a kill) go out in one more round trip.
@@ -490,7 +504,7 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
     )
     if unmeasured:
         return _send_to_device(run_dir, state, None, unmeasured, None)
-    variants = _build_variants(run_dir, state, options, hot)
+    variants = _build_variants(executor, run_dir, state, options, hot)
     _record_time(state, "variants", "compile", time.monotonic() - started)
     if variants is None:
         return _decide(run_dir, state, options, hot, None, started)
@@ -555,7 +569,7 @@ def _ranked_specs(folder: Path, limit: int) -> tuple[list[Path], str]:
 
 
 def _build_variants(
-    run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet
+    executor: Executor, run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet
 ) -> VariantTask | None:
     """Link and compile the model variants; None when no hot dispatch has a candidate."""
     candidates: list[tuple[str, list[Path]]] = []
@@ -600,7 +614,9 @@ def _build_variants(
     built: list[LabelledBinary] = []
     variant_rows = []
     for outcome in sorted(
-        compile_all(jobs, options.jobs or default_jobs(), model.compile_timeout_s),
+        executor.compile(
+            CompileBatch(jobs, options.jobs or default_jobs(), model.compile_timeout_s)
+        ),
         key=lambda o: o.candidate_id,
     ):
         plan = plans[outcome.candidate_id]

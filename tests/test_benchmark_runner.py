@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Generator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,16 +16,24 @@ from ireetune.benchmark.runner import (
     WORKER_COMMAND_VARIABLE,
     BenchmarkJob,
     BenchmarkOutcome,
+    BenchmarkSession,
     BenchmarkStatus,
     JobDeadlines,
     JobFeed,
-    run_benchmarks,
 )
 from ireetune.benchmark.stats import compute_stats
 from ireetune.benchmark.timing import TimingKind
+from ireetune.executor import LocalExecutor
 from tests.conftest import CPU_FLAGS, IREE_COMPILE
 
 FAULT_WORKER = str(Path(__file__).with_name("fault_worker.py"))
+
+
+def run_benchmarks(
+    jobs: Sequence[BenchmarkJob] | JobFeed, *args: Any, **kwargs: Any
+) -> Generator[BenchmarkOutcome, None, None]:
+    """Run one benchmark session on the local executor."""
+    return LocalExecutor().run_benchmarks(BenchmarkSession(jobs, *args, **kwargs))
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +238,7 @@ def test_one_session_per_device_keeps_the_leaders_loaded_for_the_confirmation(
         repetitions=2, min_repetition_s=0.005, confirm_top=2, confirm_rounds=3
     )
     result = run_campaign(
-        BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2, 3)],
+        LocalExecutor(), BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2, 3)],
         ["local-task"], settings,
     )  # fmt: skip
     assert sum(m.confirmed for m in result.candidates.values()) == 2
@@ -337,7 +347,7 @@ def test_the_first_pass_screens_with_part_of_the_batch_and_the_confirmation_uses
         repetitions=2, min_repetition_s=0.01, confirm_top=1, confirm_rounds=2, screen_fraction=0.5
     )
     result = run_campaign(
-        BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2, 3)],
+        LocalExecutor(), BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2, 3)],
         ["local-task"], settings,
     )  # fmt: skip
     full = result.baselines["local-task"].batch

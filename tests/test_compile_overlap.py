@@ -10,8 +10,9 @@ from ireetune.benchmark.campaign import CampaignSettings, CandidateMeasurement
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.compile.driver import CompileRequest
 from ireetune.compile.overlap import Timeline, compile_and_measure
-from ireetune.compile.pool import CompileJob, default_jobs
+from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.executor import LocalExecutor
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
 from tests.conftest import CPU_FLAGS
@@ -69,7 +70,7 @@ def test_measuring_starts_before_the_last_compile_ends(
         assert recorder.records[measurement.candidate_id].status is CandidateStatus.COMPILED
 
     result = compile_and_measure(
-        recorder, jobs, 1, 120.0, make_job, ["local-task"],
+        LocalExecutor(), recorder, CompileBatch(jobs, 1, 120.0), make_job, ["local-task"],
         CampaignSettings(repetitions=2, min_repetition_s=0.005, confirm_rounds=1),
         on_measured, StageProgress(False), timeline=timeline,
     )  # fmt: skip

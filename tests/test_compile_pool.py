@@ -9,9 +9,10 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all, compile_one
+from ireetune.compile.pool import CompileBatch, CompileJob, compile_one
 from ireetune.core.candidate import make_knobs
 from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+from ireetune.executor import LocalExecutor
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
@@ -86,8 +87,10 @@ def test_candidates_compile_in_parallel_and_differ_from_the_baseline(
 ) -> None:
     stripped, baseline, spec = _prepare(matmul_benchmark, tmp_path)
     outcomes = sorted(
-        compile_all(
-            [_job(tmp_path, 0, stripped, baseline), _job(tmp_path, 1, stripped, spec)], 2, 60
+        LocalExecutor().compile(
+            CompileBatch(
+                [_job(tmp_path, 0, stripped, baseline), _job(tmp_path, 1, stripped, spec)], 2, 60
+            )
         ),
         key=lambda o: o.candidate_id,
     )

@@ -18,6 +18,7 @@ from ireetune.cli import _attach_flag_text, build_parser, main
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagOption, FlagSet, FlagSpace
 from ireetune.decision.rules import DecisionRule
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.executor import LocalExecutor
 from ireetune.flags.dispatch_search import search_dispatch_flags
 from ireetune.flags.file import write_flags_file
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
@@ -77,7 +78,7 @@ def test_a_set_without_effect_is_not_timed_and_a_harmful_one_is_rejected(
         source_path=model, function="main", inputs_path=inputs, base_flags=tuple(CPU_FLAGS),
         user_flags=(), device="local-task", space=space, rounds=3,
     )  # fmt: skip
-    result = search_model_flags(search, tmp_path)
+    result = search_model_flags(LocalExecutor(), search, tmp_path)
     by_flag = {t.flag_set.flags: t for t in result.trials}
     no_effect = by_flag[("--iree-global-opt-use-im2col-for-convs",)]
     harmful = by_flag[("--iree-llvmcpu-distribution-size=4",)]
@@ -238,7 +239,7 @@ def test_dispatch_level_search_finds_data_tiling_has_no_effect_on_a_formed_dispa
 ) -> None:
     space = FlagSpace((), (("--iree-opt-data-tiling",), ("--iree-llvmcpu-distribution-size=4",)))
     result = search_dispatch_flags(
-        matmul_benchmark, parse_target(TEST_TARGET), space, tmp_path, DecisionRule(threshold=1.02),
+        LocalExecutor(), matmul_benchmark, parse_target(TEST_TARGET), space, tmp_path, DecisionRule(threshold=1.02),
         CampaignSettings(repetitions=2, min_repetition_s=0.005, confirm_rounds=2), jobs=2,
         compile_timeout_s=120, seed=0,
     )  # fmt: skip

@@ -22,6 +22,7 @@ from ireetune.core.records import CandidateStatus
 from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
+from ireetune.executor import LocalExecutor
 from ireetune.handoff.benchmark_folder import benchmark_folder
 from ireetune.handoff.finish import finish_run
 from ireetune.handoff.manifest import (
@@ -138,6 +139,7 @@ def test_campaign_spreads_over_devices_and_survives_a_broken_one(compiled_folder
         repetitions=2, min_repetition_s=0.002, confirm_top=1, confirm_rounds=1
     )
     result = run_campaign(
+        LocalExecutor(),
         compiled_folder / manifest.baseline.vmfb,
         jobs,
         ["local-task", "local-sync", "nowhere://0"],

@@ -109,45 +109,49 @@ def test_only_a_win_whose_interval_does_not_yet_clear_the_rule_is_undecided() ->
     assert not is_undecided(None)
 
 
-def test_an_undecided_comparison_gets_more_rounds_until_it_is_decided(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # The timing process is replaced by scripted batches: what is tested is when the loop asks
+def test_an_undecided_comparison_gets_more_rounds_until_it_is_decided(tmp_path: Path) -> None:
+    # The timing process is replaced by an executor of scripted batches: what is tested is when the loop asks
     # for more rounds and how it pools them, not the machine's noise.
     import ireetune.model_tuner as model_tuner
-    from ireetune.model.timing import ModelRun
+    from ireetune.executor import LocalExecutor
+    from ireetune.model.timing import ModelComparison, ModelRun
 
     def batches(*trial_times: list[float]) -> list[tuple[list[float], list[float]]]:
         return [([10.0] * len(times), times) for times in trial_times]
 
-    def fake_runs(script: list[tuple[list[float], list[float]]]) -> list[int]:
-        calls: list[int] = []
+    class ScriptedExecutor(LocalExecutor):
+        """Answers each model comparison with the next scripted batch of times."""
 
-        def run(models, function, inputs_path, work_dir, device, rounds):  # type: ignore[no-untyped-def]
-            first, second = script[len(calls)]
-            calls.append(rounds)
+        def __init__(self, script: list[tuple[list[float], list[float]]]) -> None:
+            self.script = script
+            self.calls: list[int] = []
+
+        def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+            first, second = self.script[len(self.calls)]
+            self.calls.append(comparison.rounds)
+            models = comparison.models
             return {
                 models[0][0]: ModelRun(models[0][0], (), tuple(first), ""),
                 models[1][0]: ModelRun(models[1][0], (), tuple(second), ""),
             }
 
-        monkeypatch.setattr(model_tuner, "run_models_side_by_side", run)
-        return calls
-
-    pair = (("current", tmp_path / "a.vmfb"), ("trial", tmp_path / "b.vmfb"))
+    pair = ModelComparison(
+        [("current", tmp_path / "a.vmfb"), ("trial", tmp_path / "b.vmfb")], "main", tmp_path,
+        tmp_path, "local-task", 5,
+    )  # fmt: skip
     # Undecided, then clearly faster: two batches, pooled.
-    calls = fake_runs(batches(NOISY_WIN[1], [9.0, 9.1, 8.9, 9.0, 9.05]))
-    runs = model_tuner.time_pair_until_decided(*pair, "main", tmp_path, tmp_path, "local-task", 5)
-    assert calls == [5, 5] and len(runs["trial"].times_ms) == 10
+    executor = ScriptedExecutor(batches(NOISY_WIN[1], [9.0, 9.1, 8.9, 9.0, 9.05]))
+    runs = model_tuner.time_pair_until_decided(executor, pair)
+    assert executor.calls == [5, 5] and len(runs["trial"].times_ms) == 10
     assert is_faster(runs["current"].times_ms, runs["trial"].times_ms)
     # A loss is not timed again.
-    calls = fake_runs(batches([11.0, 10.5, 12.0, 10.8, 11.1]))
-    model_tuner.time_pair_until_decided(*pair, "main", tmp_path, tmp_path, "local-task", 5)
-    assert calls == [5]
+    executor = ScriptedExecutor(batches([11.0, 10.5, 12.0, 10.8, 11.1]))
+    model_tuner.time_pair_until_decided(executor, pair)
+    assert executor.calls == [5]
     # Undecided for ever: the first batch and at most MAX_EXTRA_BATCHES more.
-    calls = fake_runs(batches(*[NOISY_WIN[1]] * 5))
-    model_tuner.time_pair_until_decided(*pair, "main", tmp_path, tmp_path, "local-task", 5)
-    assert calls == [5] * (1 + model_tuner.MAX_EXTRA_BATCHES)
+    executor = ScriptedExecutor(batches(*[NOISY_WIN[1]] * 5))
+    model_tuner.time_pair_until_decided(executor, pair)
+    assert executor.calls == [5] * (1 + model_tuner.MAX_EXTRA_BATCHES)
 
 
 def test_harmful_specs_are_dropped_one_at_a_time() -> None:

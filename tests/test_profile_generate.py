@@ -9,7 +9,8 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.compile.pool import CompileBatch, CompileJob
+from ireetune.executor import LocalExecutor
 from ireetune.profiler.generate import generate_mlir, write_operation
 from ireetune.profiler.operations import (
     ConvLayout,
@@ -101,7 +102,8 @@ def test_generated_operations_compile_for_each_target(
             )
         )
     outcomes = sorted(
-        compile_all(jobs, len(os.sched_getaffinity(0)), 120.0), key=lambda o: o.candidate_id
+        LocalExecutor().compile(CompileBatch(jobs, len(os.sched_getaffinity(0)), 120.0)),
+        key=lambda o: o.candidate_id,
     )
     failures = {
         operations[o.candidate_id].name: o.reason

@@ -330,10 +330,11 @@ def test_weights_kept_apart_are_read_from_their_archive(tmp_path: Path) -> None:
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
+    from ireetune.executor import LocalExecutor
     from ireetune.frontend.model_import import PARAMETER_SCOPE, import_model
     from ireetune.frontend.model_inputs import read_entry_signature
     from ireetune.model import worker
-    from ireetune.model.timing import run_models_side_by_side
+    from ireetune.model.timing import ModelComparison
     from tests.conftest import CPU_FLAGS, IREE_COMPILE
 
     weights = np.random.default_rng(1).standard_normal((128, 96)).astype(np.float32)
@@ -357,13 +358,17 @@ def test_weights_kept_apart_are_read_from_their_archive(tmp_path: Path) -> None:
     x = np.random.default_rng(2).standard_normal((64, 128)).astype(np.float32)
     np.savez(tmp_path / "inputs.npz", arg0=x)
     function, _ = read_entry_signature(mlir.read_text())
-    runs = run_models_side_by_side(
-        [("m", binary)], function, tmp_path / "inputs.npz", tmp_path, "local-task", 2,
-        parameters=[archive],
+    runs = LocalExecutor().run_models_side_by_side(
+        ModelComparison(
+            [("m", binary)], function, tmp_path / "inputs.npz", tmp_path, "local-task", 2,
+            parameters=[archive],
+        )
     )  # fmt: skip
     assert runs["m"].ok and len(runs["m"].times_ms) == 2
     np.testing.assert_allclose(runs["m"].outputs[0], x @ weights, rtol=1e-4, atol=1e-4)
-    without = run_models_side_by_side(
-        [("m", binary)], function, tmp_path / "inputs.npz", tmp_path, "local-task", 1
+    without = LocalExecutor().run_models_side_by_side(
+        ModelComparison(
+            [("m", binary)], function, tmp_path / "inputs.npz", tmp_path, "local-task", 1
+        )
     )
     assert not without["m"].ok

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 from iree.compiler import ir
 
+from ireetune.executor import LocalExecutor
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.verify.compare import compare_outputs, make_random_inputs, tolerance
 from ireetune.verify.reference import build_reference_module
-from ireetune.verify.runner import run_reference_programs
+from ireetune.verify.runner import ReferenceBatch
 from tests.conftest import CPU_FLAGS, IREE_COMPILE
 
 
@@ -30,8 +31,8 @@ def test_reference_program_computes_the_matmul(matmul_benchmark: Path, tmp_path:
     )
     lhs, rhs = make_random_inputs([(64, 96), (96, 128)], ["f32", "f32"], seed=1)
     np.savez(tmp_path / "inputs.npz", arg0=lhs, arg1=rhs)
-    runs = run_reference_programs(
-        [(0, binary, tmp_path / "out.npy")], "local-task", tmp_path / "inputs.npz"
+    runs = LocalExecutor().run_reference_programs(
+        ReferenceBatch([(0, binary, tmp_path / "out.npy")], "local-task", tmp_path / "inputs.npz")
     )
     assert runs[0].output is not None and runs[0].median_ms is not None
     np.testing.assert_allclose(runs[0].output, lhs @ rhs, rtol=1e-4, atol=1e-4)
@@ -40,8 +41,10 @@ def test_reference_program_computes_the_matmul(matmul_benchmark: Path, tmp_path:
 def test_broken_reference_binary_is_a_failure_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "bad.vmfb").write_bytes(b"junk")
     np.savez(tmp_path / "inputs.npz", arg0=np.zeros(2, np.float32))
-    runs = run_reference_programs(
-        [(5, tmp_path / "bad.vmfb", tmp_path / "o.npy")], "local-task", tmp_path / "inputs.npz"
+    runs = LocalExecutor().run_reference_programs(
+        ReferenceBatch(
+            [(5, tmp_path / "bad.vmfb", tmp_path / "o.npy")], "local-task", tmp_path / "inputs.npz"
+        )
     )
     assert runs[5].output is None and runs[5].reason
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ireetune.compile.driver import build_request, run_compile
-from ireetune.model.timing import run_models_side_by_side_here
+from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.targets import parse_target
 from ireetune.worker_protocol import FailureKind, WorkerFailure, supervise_worker
 from tests.conftest import MATMUL_MODEL
@@ -109,8 +109,10 @@ def test_a_model_that_does_not_load_leaves_the_others_timed(tmp_path: Path) -> N
     rng = np.random.default_rng(0)
     np.savez(inputs, arg0=rng.random((64, 96), np.float32), arg1=rng.random((96, 128), np.float32))
     runs = run_models_side_by_side_here(
-        [("default", good), ("broken", broken), ("again", good)], "main", inputs, tmp_path,
-        "local-task", rounds=2,
+        ModelComparison(
+            [("default", good), ("broken", broken), ("again", good)], "main", inputs, tmp_path,
+            "local-task", rounds=2,
+        )
     )  # fmt: skip
     assert [(m, len(r.times_ms), r.ok) for m, r in runs.items()] == [
         ("default", 2, True),

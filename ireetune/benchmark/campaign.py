@@ -22,17 +22,21 @@ import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireetune.benchmark.runner import (
     BenchmarkJob,
     BenchmarkOutcome,
+    BenchmarkSession,
     BenchmarkStatus,
     JobDeadlines,
     JobFeed,
-    run_benchmarks,
 )
 from ireetune.benchmark.stats import compute_stats
 from ireetune.benchmark.timing import TimingKind
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 # Baseline movement between before and after the candidates that is worth a note.
 DRIFT_NOTE = 0.03
@@ -193,17 +197,25 @@ def _drain(share: JobFeed) -> list[BenchmarkJob]:
     return list(_drain_stream(share))
 
 
+@dataclass
+class _Shared:
+    """What every device's thread of a campaign writes (under `lock`, but the queue)."""
+
+    results: dict[int, CandidateMeasurement] = field(default_factory=dict)
+    baselines: dict[str, DeviceBaseline] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    measured: queue.Queue[CandidateMeasurement] = field(default_factory=queue.Queue)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 def _run_device(
+    executor: Executor,
     device: str,
     baseline_job: BenchmarkJob,
     share: JobFeed,
     settings: CampaignSettings,
     earlier: Sequence[EarlierResult],
-    results: dict[int, CandidateMeasurement],
-    baselines: dict[str, DeviceBaseline],
-    notes: list[str],
-    measured: queue.Queue[CandidateMeasurement],
-    lock: threading.Lock,
+    shared: _Shared,
 ) -> None:
     # One worker session times the baseline, the candidates, the baseline again and the
     # confirmation rounds: the first baseline fixes the batch, the early-stop threshold and the
@@ -211,14 +223,16 @@ def _run_device(
     settings = settings.for_device(device)
     assert settings.screen_fraction is not None and settings.prewarm is not None
     session = JobFeed([baseline_job])
-    outcomes = run_benchmarks(
-        session, device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
-        min_repetition_s=settings.min_repetition_s, hopeless_factor=settings.hopeless_factor,
-        timeout_after_first=lambda first: job_deadlines(settings, first),
-        screen_fraction=settings.screen_fraction, prewarm=settings.prewarm,
+    outcomes = executor.run_benchmarks(
+        BenchmarkSession(
+            session, device, settings.repetitions, 0, BASELINE_TIMEOUT_S,
+            min_repetition_s=settings.min_repetition_s, hopeless_factor=settings.hopeless_factor,
+            timeout_after_first=lambda first: job_deadlines(settings, first),
+            screen_fraction=settings.screen_fraction, prewarm=settings.prewarm,
+        )
     )  # fmt: skip
     try:
-        _run_session(device, baseline_job, share, session, outcomes, settings, earlier, results, baselines, notes, measured, lock)  # fmt: skip
+        _run_session(device, baseline_job, share, session, outcomes, settings, earlier, shared)
     finally:
         session.close()
         outcomes.close()
@@ -232,12 +246,10 @@ def _run_session(
     outcomes: Generator[BenchmarkOutcome, None, None],
     settings: CampaignSettings,
     earlier: Sequence[EarlierResult],
-    results: dict[int, CandidateMeasurement],
-    baselines: dict[str, DeviceBaseline],
-    notes: list[str],
-    measured: queue.Queue[CandidateMeasurement],
-    lock: threading.Lock,
+    shared: _Shared,
 ) -> None:
+    results, baselines, notes = shared.results, shared.baselines, shared.notes
+    measured, lock = shared.measured, shared.lock
     before = next(outcomes)
     if before.status is not BenchmarkStatus.MEASURED:
         reason = (
@@ -377,6 +389,7 @@ def _confirm(
 
 
 def run_campaign(
+    executor: Executor,
     baseline: Path | BenchmarkJob,
     jobs: Sequence[BenchmarkJob] | JobFeed,
     devices: Sequence[str],
@@ -391,6 +404,7 @@ def run_campaign(
     `on_measured` sees each first-pass measurement as it arrives (its speedup against the
     device's first baseline timing), always on the calling thread. `earlier` results take part
     in the first device's confirmation round. `baseline` is the default's job (or its binary).
+    Every session runs on `executor`.
     """
     assert devices, "at least one device"
     baseline_job = baseline if isinstance(baseline, BenchmarkJob) else BenchmarkJob(0, baseline)
@@ -398,17 +412,16 @@ def run_campaign(
     shares = {device: JobFeed() for device in devices}
     dealer = threading.Thread(target=_deal, args=(jobs, devices, shares), daemon=True)
     dealer.start()
-    results: dict[int, CandidateMeasurement] = {}
-    baselines: dict[str, DeviceBaseline] = {}
-    notes: list[str] = []
-    lock = threading.Lock()
-    measured: queue.Queue[CandidateMeasurement] = queue.Queue()
+    shared = _Shared()
+    results, baselines, notes, measured = (
+        shared.results, shared.baselines, shared.notes, shared.measured
+    )  # fmt: skip
     threads = [
         threading.Thread(
             target=_run_device,
             args=(
-                device, baseline_job, shares[device], settings, earlier if index == 0 else (),
-                results, baselines, notes, measured, lock,
+                executor, device, baseline_job, shares[device], settings,
+                earlier if index == 0 else (), shared,
             ),
             name=f"benchmark-{device}",
         )

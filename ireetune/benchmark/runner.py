@@ -232,50 +232,16 @@ class _Phase(enum.Enum):
     REPETITIONS = "timed repetitions"
 
 
-def run_benchmarks(
-    jobs: Sequence[BenchmarkJob] | JobFeed,
-    device: str,
-    repetitions: int,
-    batch: int,
-    timeout_s: float,
-    hopeless_ms: float | None = None,
-    min_repetition_s: float = 0.05,
-    hopeless_factor: float | None = None,
-    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
-    screen_fraction: float = 1.0,
-    prewarm: int = 0,
-) -> Generator[BenchmarkOutcome, None, None]:
-    """Time each job on `device` with the executor in use (`run_benchmarks_here` locally, a
-    measuring actor on Ray); yield exactly one outcome per job, in job order."""
-    from ireetune.executor.base import current_executor
-
-    return current_executor().run_benchmarks(
-        jobs, device, repetitions, batch, timeout_s, hopeless_ms, min_repetition_s,
-        hopeless_factor, timeout_after_first, screen_fraction, prewarm,
-    )  # fmt: skip
-
-
-def run_benchmarks_here(
-    jobs: Sequence[BenchmarkJob] | JobFeed,
-    device: str,
-    repetitions: int,
-    batch: int,
-    timeout_s: float,
-    hopeless_ms: float | None = None,
-    min_repetition_s: float = 0.05,
-    hopeless_factor: float | None = None,
-    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
-    screen_fraction: float = 1.0,
-    prewarm: int = 0,
-    deadlines: JobDeadlines | None = None,
-) -> Generator[BenchmarkOutcome, None, None]:
-    """Time each job on `device` in a benchmark session of this host; yield exactly one outcome
-    per job, in job order.
+@dataclass(frozen=True)
+class BenchmarkSession:
+    """A benchmark session for an executor (`Executor.run_benchmarks`): time each job on
+    `device`, one outcome per job, in job order.
 
     `jobs` may be a `JobFeed` that grows while the session runs: one worker keeps the device
-    open and the binaries loaded for all of them. `timeout_s` bounds each phase of a job (load,
-    first run, repetitions) until the first job teaches better. `batch` 0 lets the worker pick a
-    batch that makes one repetition last at least `min_repetition_s`; a job's own batch wins.
+    open and the binaries loaded for all of them (the campaign streams candidates and
+    confirmation rounds into it). `timeout_s` bounds each phase of a job (load, first run,
+    repetitions) until the first job teaches better. `batch` 0 lets the worker pick a batch that
+    makes one repetition last at least `min_repetition_s`; a job's own batch wins.
 
     With `timeout_after_first`, the first job is the baseline and sets the rest: the batch
     (`screen_fraction` of its own), the early-stop threshold (`hopeless_factor` times its
@@ -286,9 +252,29 @@ def run_benchmarks_here(
     `deadlines` are phase deadlines already learned from the baseline (a session resumed
     elsewhere, as the Ray executor's measuring actor does after a restart).
     """
+
+    jobs: Sequence[BenchmarkJob] | JobFeed
+    device: str
+    repetitions: int
+    batch: int
+    timeout_s: float
+    hopeless_ms: float | None = None
+    min_repetition_s: float = 0.05
+    hopeless_factor: float | None = None
+    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None
+    screen_fraction: float = 1.0
+    prewarm: int = 0
+    deadlines: JobDeadlines | None = None
+
+
+def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome, None, None]:
+    """Run a benchmark session on this host; yield exactly one outcome per job, in job order."""
+    jobs = session.jobs
     feed = jobs if isinstance(jobs, JobFeed) else JobFeed(jobs, closed=True)
-    learn = timeout_after_first is not None
-    prewarmers = _start_prewarmers(device, prewarm) if prewarm > 0 else []
+    # What the baseline teaches (with `timeout_after_first`) replaces these for later jobs.
+    batch, hopeless_ms, deadlines = session.batch, session.hopeless_ms, session.deadlines
+    learn = session.timeout_after_first is not None
+    prewarmers = _start_prewarmers(session.device, session.prewarm) if session.prewarm > 0 else []
     reported = 0
     try:
         while True:
@@ -296,14 +282,14 @@ def run_benchmarks_here(
             if total is not None and reported >= total:
                 return
             request = {
-                "device": device,
-                "repetitions": repetitions,
+                "device": session.device,
+                "repetitions": session.repetitions,
                 "batch": batch,
-                "min_repetition_s": min_repetition_s,
+                "min_repetition_s": session.min_repetition_s,
                 "hopeless_ms": hopeless_ms,
                 "learn_from_first": learn and reported == 0,
-                "hopeless_factor": hopeless_factor,
-                "screen_fraction": screen_fraction,
+                "hopeless_factor": session.hopeless_factor,
+                "screen_fraction": session.screen_fraction,
             }
             process = start_child(worker_command(), stdin=subprocess.PIPE)
             assert process.stdout is not None
@@ -324,7 +310,7 @@ def run_benchmarks_here(
             first = reported
             phase = _Phase.IDLE
             deadline = math.inf
-            limit = timeout_s
+            limit = session.timeout_s
             try:
                 while True:
                     wait_s = _POLL_S if phase is _Phase.IDLE else deadline - time.monotonic()
@@ -338,7 +324,7 @@ def run_benchmarks_here(
                             continue
                         stop_child(process)
                         learned = deadlines is not None
-                        yield _timed_out(feed[reported], phase, limit, learned, device)
+                        yield _timed_out(feed[reported], phase, limit, learned, session.device)
                         reported += 1
                         break
                     if line is None:
@@ -359,7 +345,7 @@ def run_benchmarks_here(
                             return
                         yield _failure(
                             job, BenchmarkStatus.CRASHED, f"{reason}: {tail}" if tail else reason,
-                            device,
+                            session.device,
                         )  # fmt: skip
                         reported += 1
                         break
@@ -375,41 +361,47 @@ def run_benchmarks_here(
                             if not isinstance(job, BenchmarkJob):
                                 return
                             yield _failure(
-                                job, BenchmarkStatus.DEVICE_ERROR, str(record.get("reason")), device
+                                job,
+                                BenchmarkStatus.DEVICE_ERROR,
+                                str(record.get("reason")),
+                                session.device,
                             )
                             reported += 1
                     if event == "start":
                         phase = _Phase.LOADING
-                        limit = deadlines.load_s if deadlines else timeout_s
+                        limit = deadlines.load_s if deadlines else session.timeout_s
                         deadline = time.monotonic() + limit
                     elif event == "loaded":
                         phase = _Phase.FIRST_RUN
-                        limit = deadlines.first_run_s if deadlines else timeout_s
+                        limit = deadlines.first_run_s if deadlines else session.timeout_s
                         deadline = time.monotonic() + limit
                     elif event == "first-run":
                         phase = _Phase.REPETITIONS
                         job_batch = feed[reported].batch or batch
-                        limit = deadlines.rest_s(job_batch) if deadlines else timeout_s
+                        limit = deadlines.rest_s(job_batch) if deadlines else session.timeout_s
                         deadline = time.monotonic() + limit
                     elif event == "result":
                         job = feed[reported]
                         reported += 1
                         phase = _Phase.IDLE
                         if record.get("status") == "measured":
-                            outcome = _measured(job, record, device)
+                            outcome = _measured(job, record, session.device)
                             if learn and reported == 1:
                                 # What the worker learned from the baseline, kept for restarts.
-                                assert timeout_after_first is not None
-                                batch = _screened(outcome.batch, screen_fraction)
-                                deadlines = timeout_after_first(outcome)
-                                if hopeless_factor is not None:
-                                    hopeless_ms = hopeless_factor * statistics.median(
+                                assert session.timeout_after_first is not None
+                                batch = _screened(outcome.batch, session.screen_fraction)
+                                deadlines = session.timeout_after_first(outcome)
+                                if session.hopeless_factor is not None:
+                                    hopeless_ms = session.hopeless_factor * statistics.median(
                                         outcome.times_ms
                                     )
                             yield outcome
                         else:
                             yield _failure(
-                                job, BenchmarkStatus.FAILED, str(record.get("reason", "")), device
+                                job,
+                                BenchmarkStatus.FAILED,
+                                str(record.get("reason", "")),
+                                session.device,
                             )
                             if record.get("restart"):
                                 # The device may be broken: the next job gets a fresh worker.

@@ -52,11 +52,8 @@ def run(arguments: argparse.Namespace) -> int:
                 "--time-budget and --try-flags do not apply with --stop-after compile (the "
                 "split flow has no flag phase; give flags with --flags)"
             )
-        from ireetune.executor import open_executor
-
         # The compile half compiles with the chosen executor (`continue` runs on this host).
-        with open_executor(options.executor, options.ray):
-            status = prepare_split_run(options)
+        status = prepare_split_run(options)
         sys.stdout.write(describe_status(status))
         return 0
     result = tune_model(options)

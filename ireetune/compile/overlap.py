@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ireetune.benchmark.campaign import (
     CampaignResult,
@@ -28,12 +29,15 @@ from ireetune.benchmark.campaign import (
     run_campaign,
 )
 from ireetune.benchmark.runner import BenchmarkJob, JobFeed
-from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.compile.pool import CompileBatch
 from ireetune.compile.stage import classify_binary, record_compile
 from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 
 @dataclass
@@ -45,10 +49,9 @@ class Timeline:
 
 
 def compile_and_measure(
+    executor: Executor,
     recorder: RunRecorder,
-    compile_jobs: Sequence[CompileJob],
-    workers: int,
-    timeout_s: float,
+    batch: CompileBatch,
     make_job: Callable[[CandidateRecord], BenchmarkJob],
     devices: Sequence[str],
     settings: CampaignSettings,
@@ -57,12 +60,14 @@ def compile_and_measure(
     earlier: Sequence[EarlierResult] = (),
     timeline: Timeline | None = None,
 ) -> CampaignResult:
-    """Compile every job and measure each new binary while the others still compile.
+    """Compile every job of the batch and measure each new binary while the others still
+    compile, both on `executor`.
 
     The baseline (candidate 0) must be among the jobs: it is compiled first and its binary is
     the campaign's baseline; a baseline that does not compile stops the run. Every record is
     updated on the calling thread (`on_measured` too) and saved as it changes.
     """
+    compile_jobs = batch.jobs
     assert compile_jobs and compile_jobs[0].candidate_id == 0, "the baseline compiles first"
     timeline = timeline if timeline is not None else Timeline()
     feed = JobFeed()
@@ -77,6 +82,7 @@ def compile_and_measure(
         try:
             results.append(
                 run_campaign(
+                    executor,
                     make_job(recorder.records[0]),
                     feed,
                     devices,
@@ -103,7 +109,7 @@ def compile_and_measure(
 
     try:
         with progress.stage("compiling (measuring as they compile)", len(compile_jobs)):
-            for outcome in compile_all(compile_jobs, workers, timeout_s):
+            for outcome in executor.compile(batch):
                 timeline.compiled_at[outcome.candidate_id] = time.monotonic()
                 record_compile(recorder, outcome, set())
                 if outcome.candidate_id == 0:

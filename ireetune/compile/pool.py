@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,28 +77,21 @@ def compile_one(job: CompileJob, timeout_s: float) -> CompileOutcome:
     return record_outcome(job, run_compile(replace(job.request, timeout_s=timeout_s)))
 
 
-def compile_all(
-    jobs: Sequence[CompileJob],
-    workers: int,
-    timeout_s: float,
-    on_done: Callable[[CompileOutcome], None] | None = None,
-) -> Iterator[CompileOutcome]:
-    """Compile jobs with the executor in use (threads here, or Ray tasks); yield outcomes as they
-    finish (in completion order). `workers` bounds the local executor's threads."""
-    from ireetune.executor.base import current_executor
+@dataclass(frozen=True)
+class CompileBatch:
+    """Compile jobs for an executor (`Executor.compile`): each job its own compiler process,
+    stopped after `timeout_s`; `workers` bounds the local executor's threads."""
 
-    for outcome in current_executor().compile(jobs, workers, timeout_s):
-        if on_done is not None:
-            on_done(outcome)
-        yield outcome
+    jobs: Sequence[CompileJob]
+    workers: int
+    timeout_s: float
 
 
-def compile_on_threads(
-    jobs: Sequence[CompileJob], workers: int, timeout_s: float
-) -> Iterator[CompileOutcome]:
-    """Compile jobs on `workers` threads; yield outcomes as they finish (in completion order)."""
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as executor:
-        futures = [executor.submit(compile_one, job, timeout_s) for job in jobs]
+def compile_on_threads(batch: CompileBatch) -> Iterator[CompileOutcome]:
+    """Compile a batch on this host's threads; yield outcomes as they finish (in completion
+    order)."""
+    with ThreadPoolExecutor(max_workers=max(1, batch.workers)) as executor:
+        futures = [executor.submit(compile_one, job, batch.timeout_s) for job in batch.jobs]
         pending = set(futures)
         try:
             while pending:

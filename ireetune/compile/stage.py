@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
-from ireetune.compile.pool import CompileJob, CompileOutcome, compile_all
+from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome
 from ireetune.core.records import CandidateStatus
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 _STATUS = {
     CompileStatus.COMPILED: CandidateStatus.COMPILED,
@@ -63,6 +67,7 @@ def record_compile(recorder: RunRecorder, outcome: CompileOutcome, restored: set
 
 
 def compile_candidates(
+    executor: Executor,
     recorder: RunRecorder,
     requests: dict[int, CompileRequest],
     restored: set[int],
@@ -70,10 +75,10 @@ def compile_candidates(
     timeout_s: float,
     progress: StageProgress,
 ) -> None:
-    """Compile every candidate's request; record each outcome."""
+    """Compile every candidate's request on `executor`; record each outcome."""
     jobs = compile_jobs_for(recorder, requests)
     with progress.stage("compiling", len(jobs)):
-        for outcome in compile_all(jobs, workers, timeout_s):
+        for outcome in executor.compile(CompileBatch(jobs, workers, timeout_s)):
             record_compile(recorder, outcome, restored)
             progress.advance()
     recorder.save()

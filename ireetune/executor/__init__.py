@@ -7,7 +7,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ireetune.executor.base import Executor, LocalExecutor, current_executor, use_executor
+from ireetune.executor.base import Executor, LocalExecutor
 
 
 class ExecutorKind(enum.Enum):
@@ -37,16 +37,15 @@ class RaySettings:
 
 @contextlib.contextmanager
 def open_executor(kind: ExecutorKind, ray: RaySettings | None = None) -> Iterator[Executor]:
-    """Start the chosen executor, make it current for the block, and give it back after."""
+    """Start the chosen executor for a run (the flow hands it to its stages); close it after."""
     if kind is ExecutorKind.LOCAL:
-        yield current_executor()
+        yield LocalExecutor()
         return
     from ireetune.executor.ray_executor import RayExecutor
 
     executor = RayExecutor(ray or RaySettings())
     try:
-        with use_executor(executor):
-            yield executor
+        yield executor
     finally:
         executor.close()
 
@@ -56,7 +55,5 @@ __all__ = [
     "ExecutorKind",
     "LocalExecutor",
     "RaySettings",
-    "current_executor",
     "open_executor",
-    "use_executor",
 ]

@@ -29,7 +29,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,18 +37,18 @@ from typing import Any
 from ireetune.benchmark.runner import (
     BenchmarkJob,
     BenchmarkOutcome,
+    BenchmarkSession,
     BenchmarkStatus,
-    JobDeadlines,
     JobFeed,
 )
 from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
-from ireetune.compile.pool import CompileJob, CompileOutcome, record_outcome
+from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome, record_outcome
 from ireetune.core.files import write_bytes_atomically
 from ireetune.errors import IreetuneError
 from ireetune.executor import RaySettings
 from ireetune.executor.base import Executor
-from ireetune.model.timing import ModelRun
-from ireetune.verify.runner import ReferenceRun
+from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.verify.runner import ReferenceBatch, ReferenceRun
 
 logger = logging.getLogger(__name__)
 
@@ -228,8 +228,9 @@ class _MeasuringActor:
         shipped: list[
             tuple[int, tuple[str, str, Any], tuple[str, str, Any] | None, str, int, bool]
         ],
-        device: str, options: dict[str, Any], fault_hook: str,
+        session: BenchmarkSession, fault_hook: str,
     ) -> Iterator[BenchmarkOutcome]:  # fmt: skip
+        """Run the session (shipped without its jobs) over the shipped jobs."""
         from ireetune.benchmark.runner import run_benchmarks_here
 
         jobs = [
@@ -243,18 +244,18 @@ class _MeasuringActor:
             )
             for candidate_id, binary, inputs, function, batch, early_stop in shipped
         ]
-        for outcome in run_benchmarks_here(jobs, _local_device(device), **options):
+        here = replace(session, jobs=jobs, device=_local_device(session.device))
+        for outcome in run_benchmarks_here(here):
             _maybe_kill_self(fault_hook, "measure", outcome.candidate_id)
             yield outcome
 
     def run_reference_programs(
         self,
         shipped: list[tuple[int, tuple[str, str, Any]]],
-        device: str,
         inputs: tuple[str, str, Any],
-        repetitions: int,
-        timeout_s: float,
+        batch: ReferenceBatch,
     ) -> dict[int, ReferenceRun]:
+        """Run the batch (shipped without its jobs and inputs) over the shipped binaries."""
         from ireetune.verify.runner import run_reference_programs_here
 
         work = Path(tempfile.mkdtemp(dir=self.folder))
@@ -262,31 +263,36 @@ class _MeasuringActor:
             (cid, Path(self._file(*binary)), work / f"{cid}_output.npy") for cid, binary in shipped
         ]
         try:
-            return run_reference_programs_here(
-                jobs, _local_device(device), Path(self._file(*inputs)), repetitions, timeout_s
+            here = replace(
+                batch,
+                jobs=jobs,
+                device=_local_device(batch.device),
+                inputs_path=Path(self._file(*inputs)),
             )
+            return run_reference_programs_here(here)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def run_models_side_by_side(
         self,
         shipped: list[tuple[str, tuple[str, str, Any]]],
-        function: str,
         inputs: tuple[str, str, Any],
-        device: str,
-        rounds: int,
-        repetitions: int,
-        timeout_s: float,
-        parameters: Sequence[tuple[str, str, Any]] = (),
+        parameters: Sequence[tuple[str, str, Any]],
+        comparison: ModelComparison,
     ) -> dict[str, ModelRun]:
+        """Time the comparison (shipped without its files) over the shipped binaries, inputs
+        and parameter archives, in a work folder of this actor."""
         from ireetune.model.timing import run_models_side_by_side_here
 
         work = Path(tempfile.mkdtemp(dir=self.folder))
         models = [(model_id, Path(self._file(*binary))) for model_id, binary in shipped]
         try:
             return run_models_side_by_side_here(
-                models, function, Path(self._file(*inputs)), work, _local_device(device),
-                rounds, repetitions, timeout_s, [Path(self._file(*p)) for p in parameters],
+                replace(
+                    comparison, models=models, inputs_path=Path(self._file(*inputs)),
+                    work_dir=work, device=_local_device(comparison.device),
+                    parameters=[Path(self._file(*p)) for p in parameters],
+                )
             )  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -352,15 +358,13 @@ class RayExecutor(Executor):
 
     # Compiling.
 
-    def compile(
-        self, jobs: Sequence[CompileJob], workers: int, timeout_s: float
-    ) -> Iterator[CompileOutcome]:
+    def compile(self, batch: CompileBatch) -> Iterator[CompileOutcome]:
         ray = self.ray
         hook = os.environ.get(FAULT_VARIABLE, "")
         sources: dict[Path, Any] = {}
         pending: dict[Any, CompileJob] = {}
-        for job in jobs:
-            request = replace(job.request, timeout_s=timeout_s)
+        for job in batch.jobs:
+            request = replace(job.request, timeout_s=batch.timeout_s)
             if request.source_path not in sources:
                 sources[request.source_path] = ray.put(request.source_path.read_bytes())
             spec = request.spec_path.read_bytes() if request.spec_path is not None else None
@@ -432,49 +436,34 @@ class RayExecutor(Executor):
             self._shipped_files[key] = (path.name, digest, self.ray.put(content))
         return self._shipped_files[key]
 
-    def run_benchmarks(
-        self,
-        jobs: Sequence[BenchmarkJob] | JobFeed,
-        device: str,
-        repetitions: int,
-        batch: int,
-        timeout_s: float,
-        hopeless_ms: float | None = None,
-        min_repetition_s: float = 0.05,
-        hopeless_factor: float | None = None,
-        timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines] | None = None,
-        screen_fraction: float = 1.0,
-        prewarm: int = 0,
-    ) -> Generator[BenchmarkOutcome, None, None]:
+    def run_benchmarks(self, session: BenchmarkSession) -> Generator[BenchmarkOutcome, None, None]:
         # The measuring actor runs the local session (run_benchmarks_here) over the jobs known
         # when it is called. A session's feed grows while it runs (the campaign adds candidates
         # as they compile and the confirmation rounds once the first pass is in), and a feed
         # cannot be shipped: the jobs go over in chunks, each chunk one session in the actor
         # (a fresh worker per chunk, so binaries stay loaded only within one). What the baseline
         # taught the first chunk is passed to the later ones.
+        jobs = session.jobs
         feed = jobs if isinstance(jobs, JobFeed) else JobFeed(jobs, closed=True)
-        options: dict[str, Any] = {
-            "repetitions": repetitions, "batch": batch, "timeout_s": timeout_s,
-            "hopeless_ms": hopeless_ms, "min_repetition_s": min_repetition_s,
-            "hopeless_factor": hopeless_factor, "timeout_after_first": timeout_after_first,
-            "screen_fraction": screen_fraction, "prewarm": prewarm, "deadlines": None,
-        }  # fmt: skip
+        # The session travels without its jobs (a feed cannot be pickled); they go as files.
+        rest = replace(session, jobs=())
         reported = 0
         while True:
             chunk = _available(feed, reported)
             if not chunk:
                 return
-            for outcome in self._run_chunk(chunk, device, options, first=reported == 0):
-                if reported == 0 and timeout_after_first is not None:
-                    options = _learned(options, outcome, timeout_after_first)
+            for outcome in self._run_chunk(chunk, rest, first=reported == 0):
+                if reported == 0 and rest.timeout_after_first is not None:
+                    rest = _learned(rest, outcome)
                 reported += 1
                 yield outcome
 
     def _run_chunk(
-        self, jobs: Sequence[BenchmarkJob], device: str, options: dict[str, Any], first: bool
+        self, jobs: Sequence[BenchmarkJob], session: BenchmarkSession, first: bool
     ) -> Iterator[BenchmarkOutcome]:
         """Time `jobs` in the device's actor; resend what is left when the actor is lost."""
         ray = self.ray
+        device = session.device
         reported = 0
         lost: Exception | None = None
         for attempt in range(_MEASURE_ATTEMPTS):
@@ -491,13 +480,13 @@ class RayExecutor(Executor):
                 for job in pending
             ]
             stream = self._actor(device).run_benchmarks.remote(
-                shipped, device, options, os.environ.get(FAULT_VARIABLE, "")
+                shipped, session, os.environ.get(FAULT_VARIABLE, "")
             )
             try:
                 for reference in stream:
                     outcome = replace(ray.get(reference), device=device)
-                    if first and reported == 0 and options["timeout_after_first"] is not None:
-                        options = _learned(options, outcome, options["timeout_after_first"])
+                    if first and reported == 0 and session.timeout_after_first is not None:
+                        session = _learned(session, outcome)
                     reported += 1
                     yield outcome
                 return
@@ -511,53 +500,36 @@ class RayExecutor(Executor):
                 f"measuring actor lost on the Ray cluster: {type(lost).__name__}", (), 0, False, device,
             )  # fmt: skip
 
-    def run_reference_programs(
-        self,
-        jobs: Sequence[tuple[int, Path, Path]],
-        device: str,
-        inputs_path: Path,
-        repetitions: int = 3,
-        timeout_s: float = 600.0,
-    ) -> dict[int, ReferenceRun]:
-        if not jobs:
+    def run_reference_programs(self, batch: ReferenceBatch) -> dict[int, ReferenceRun]:
+        if not batch.jobs:
             return {}
-        shipped = [(cid, self._ship(binary)) for cid, binary, _ in jobs]
+        shipped = [(cid, self._ship(binary)) for cid, binary, _ in batch.jobs]
         try:
             runs: dict[int, ReferenceRun] = self.ray.get(
-                self._actor(device).run_reference_programs.remote(
-                    shipped, device, self._ship(inputs_path), repetitions, timeout_s
+                self._actor(batch.device).run_reference_programs.remote(
+                    shipped, self._ship(batch.inputs_path), replace(batch, jobs=())
                 )
             )
         except self.ray.exceptions.RayError as error:
             reason = f"measuring actor lost on the Ray cluster: {type(error).__name__}"
-            return {cid: ReferenceRun(None, None, reason) for cid, _, _ in jobs}
+            return {cid: ReferenceRun(None, None, reason) for cid, _, _ in batch.jobs}
         # Where the local runner leaves each output, so a caller finds the same files.
         import numpy as np
 
-        for cid, _, output_path in jobs:
+        for cid, _, output_path in batch.jobs:
             output = runs[cid].output
             if output is not None:
                 np.save(output_path, output)
         return runs
 
-    def run_models_side_by_side(
-        self,
-        models: Sequence[tuple[str, Path]],
-        function: str,
-        inputs_path: Path,
-        work_dir: Path,
-        device: str,
-        rounds: int,
-        repetitions: int = 1,
-        timeout_s: float = 1800.0,
-        parameters: Sequence[Path] = (),
-    ) -> dict[str, ModelRun]:
-        shipped = [(model_id, self._ship(path)) for model_id, path in models]
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        shipped = [(model_id, self._ship(path)) for model_id, path in comparison.models]
         try:
             runs: dict[str, ModelRun] = self.ray.get(
-                self._actor(device).run_models_side_by_side.remote(
-                    shipped, function, self._ship(inputs_path), device, rounds, repetitions,
-                    timeout_s, [self._ship(path) for path in parameters],
+                self._actor(comparison.device).run_models_side_by_side.remote(
+                    shipped, self._ship(comparison.inputs_path),
+                    [self._ship(path) for path in comparison.parameters],
+                    replace(comparison, models=(), parameters=()),
                 )
             )  # fmt: skip
         except self.ray.exceptions.RayError as error:
@@ -583,23 +555,20 @@ def _available(feed: JobFeed, start: int) -> list[BenchmarkJob]:
         jobs.append(job)
 
 
-def _learned(
-    options: dict[str, Any],
-    first: BenchmarkOutcome,
-    timeout_after_first: Callable[[BenchmarkOutcome], JobDeadlines],
-) -> dict[str, Any]:
-    """Return the options a later or resent call needs once the baseline (the first job) was
+def _learned(session: BenchmarkSession, first: BenchmarkOutcome) -> BenchmarkSession:
+    """Return the session a later or resent call needs once the baseline (the first job) was
     measured: its (screened) batch, early-stop threshold and phase deadlines, as the local
     session keeps them."""
     if first.status is not BenchmarkStatus.MEASURED:
-        return options
+        return session
     import statistics
 
-    factor = options["hopeless_factor"]
-    return {
-        **options,
-        "batch": max(1, int(first.batch * options["screen_fraction"])),
-        "deadlines": timeout_after_first(first),
-        "hopeless_ms": factor * statistics.median(first.times_ms) if factor else None,
-        "timeout_after_first": None,
-    }
+    assert session.timeout_after_first is not None
+    factor = session.hopeless_factor
+    return replace(
+        session,
+        batch=max(1, int(first.batch * session.screen_fraction)),
+        deadlines=session.timeout_after_first(first),
+        hopeless_ms=factor * statistics.median(first.times_ms) if factor else None,
+        timeout_after_first=None,
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from iree.compiler import ir
@@ -48,8 +49,12 @@ from ireetune.frontend.model_inputs import make_model_inputs, read_entry_signatu
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.verify.stage import check_outputs, write_reference
 
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
+
 
 def search_flags_for_input(
+    executor: Executor,
     input_path: Path,
     target: Target,
     work_dir: Path,
@@ -61,11 +66,12 @@ def search_flags_for_input(
     model_rounds: int,
 ) -> FlagSearchResult:
     """Search flags for `tune-dispatch`: on the whole model when the input is a model (timed on
-    random inputs of its entry function's signature), else on the dispatch benchmark itself."""
+    random inputs of its entry function's signature), else on the dispatch benchmark itself;
+    every compile and measurement runs on `executor`."""
     text = read_mlir_file(input_path)
     if is_dispatch_benchmark(text):
         return search_dispatch_flags(
-            input_path, target, target.flag_space(), work_dir, DecisionRule(threshold=threshold), settings, jobs,
+            executor, input_path, target, target.flag_space(), work_dir, DecisionRule(threshold=threshold), settings, jobs,
             compile_timeout_s, seed,
         )  # fmt: skip
     parse_module(text, ir.Context(), input_path)
@@ -74,6 +80,7 @@ def search_flags_for_input(
     arrays = make_model_inputs(signature, seed)
     np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
     return search_model_flags(
+        executor,
         ModelFlagSearch(
             source_path=input_path, function=function, inputs_path=inputs_path,
             base_flags=tuple(target.compile_flags()), user_flags=target.global_flags,
@@ -86,6 +93,7 @@ def search_flags_for_input(
 
 
 def search_dispatch_flags(
+    executor: Executor,
     benchmark_path: Path,
     target: Target,
     space: FlagSpace,
@@ -97,7 +105,8 @@ def search_dispatch_flags(
     seed: int,
     max_sets: int = 24,
 ) -> FlagSearchResult:
-    """Search the target's flag space on one dispatch benchmark; return the winning set."""
+    """Search the target's flag space on one dispatch benchmark (compiling and measuring on
+    `executor`); return the winning set."""
     work_dir.mkdir(parents=True, exist_ok=True)
     context = ir.Context()
     module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
@@ -114,13 +123,22 @@ def search_dispatch_flags(
     ]
     base = (*target.compile_flags(), "--compile-from=executable-sources")
     trials = classify_by_hash(
-        compile_flag_sets(stripped, base, flag_sets, work_dir / "binaries", jobs, compile_timeout_s)
+        compile_flag_sets(
+            executor,
+            stripped,
+            base,
+            dict(enumerate(flag_sets)),
+            work_dir / "binaries",
+            jobs,
+            compile_timeout_s,
+        )
     )
     if trials[0].status is not TrialStatus.DEFAULT:
         raise IreetuneError(f"the dispatch does not compile with default flags: {trials[0].reason}")
     timed = [t.trial_id for t in trials if t.status is TrialStatus.TIMED]
     binaries = work_dir / "binaries"
     campaign = run_campaign(
+        executor,
         BenchmarkJob(0, binaries / "0.vmfb"),
         [BenchmarkJob(i, binaries / f"{i}.vmfb") for i in timed],
         [target.runtime_device],
@@ -144,11 +162,12 @@ def search_dispatch_flags(
     if contenders:
         reference = write_reference(root_op, context, problem, work_dir / "verify", seed)
         programs = compile_flag_sets(
-            reference.source_path, tuple(target.compile_flags()),
-            [trials[0].flag_set, *(trials[i].flag_set for i in contenders)],
-            work_dir / "verify", jobs, compile_timeout_s, ids=[0, *contenders],
+            executor, reference.source_path, tuple(target.compile_flags()),
+            {0: trials[0].flag_set, **{i: trials[i].flag_set for i in contenders}},
+            work_dir / "verify", jobs, compile_timeout_s,
         )  # fmt: skip
         checks = check_outputs(
+            executor,
             problem,
             {
                 p.trial_id: (

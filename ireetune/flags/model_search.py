@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireetune.core.flag_space import (
     DEFAULT_FLAGS,
@@ -44,7 +45,10 @@ from ireetune.flags.trials import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.timing import ModelRun, run_models_side_by_side
+from ireetune.model.timing import ModelComparison, ModelRun
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +95,11 @@ def repetitions_for(model_ms: float) -> int:
     return max(1, min(MAX_REPETITIONS, math.ceil(MIN_ROUND_MS / model_ms)))
 
 
-def search_model_flags(search: ModelFlagSearch, work_dir: Path) -> FlagSearchResult:
-    """Run the flag phase in `work_dir`; return the winning set (the default when none won)."""
+def search_model_flags(
+    executor: Executor, search: ModelFlagSearch, work_dir: Path
+) -> FlagSearchResult:
+    """Run the flag phase in `work_dir`, compiling and timing on `executor`; return the winning
+    set (the default when none won)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     fixed = {flag.split("=", 1)[0] for flag in search.user_flags}
     proposals = [
@@ -101,19 +108,19 @@ def search_model_flags(search: ModelFlagSearch, work_dir: Path) -> FlagSearchRes
         if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
     ]
     trials = compile_flag_sets(
-        search.source_path, search.base_flags, [DEFAULT_FLAGS, *proposals], work_dir,
-        search.jobs, search.compile_timeout_s,
+        executor, search.source_path, search.base_flags, dict(enumerate([DEFAULT_FLAGS, *proposals])),
+        work_dir, search.jobs, search.compile_timeout_s,
     )  # fmt: skip
     if trials[0].status is not TrialStatus.DEFAULT:
         raise IreetuneError(f"the model does not compile with default flags: {trials[0].reason}")
     trials = classify_by_hash(trials)
     if search.repetitions < 1:
-        warm_up = _time(search, work_dir, [0], "warm_up", rounds=3)[0]
+        warm_up = _time(executor, search, work_dir, [0], "warm_up", rounds=3)[0]
         if not warm_up.ok:
             raise IreetuneError(f"the default model does not run: {warm_up.reason}")
         search = replace(search, repetitions=repetitions_for(min(warm_up.times_ms)))
     timed_ids = [t.trial_id for t in trials if t.status is TrialStatus.TIMED]
-    first_runs = _time(search, work_dir, [0, *timed_ids], "first")
+    first_runs = _time(executor, search, work_dir, [0, *timed_ids], "first")
     default_run = first_runs[0]
     if not default_run.ok:
         raise IreetuneError(f"the default model does not run: {default_run.reason}")
@@ -127,8 +134,8 @@ def search_model_flags(search: ModelFlagSearch, work_dir: Path) -> FlagSearchRes
     if union is not None:
         # The options that each won alone, together: compiled and timed only in the confirmation.
         compiled = compile_flag_sets(
-            search.source_path, search.base_flags, [union], work_dir, search.jobs,
-            search.compile_timeout_s, ids=[len(trials)],
+            executor, search.source_path, search.base_flags, {len(trials): union}, work_dir,
+            search.jobs, search.compile_timeout_s,
         )  # fmt: skip
         extra = classify_by_hash([*trials, *compiled])[-1]
         trials.append(extra)
@@ -137,7 +144,12 @@ def search_model_flags(search: ModelFlagSearch, work_dir: Path) -> FlagSearchRes
         notes.append(f"tried the union of the sets that won alone: {union.label}")
     if contenders:
         confirm_runs = _time(
-            search, work_dir, [0, *contenders], "confirm", rounds=max(2 * search.rounds, 10)
+            executor,
+            search,
+            work_dir,
+            [0, *contenders],
+            "confirm",
+            rounds=max(2 * search.rounds, 10),
         )
         if not confirm_runs[0].ok:
             raise IreetuneError(f"the default model stopped running: {confirm_runs[0].reason}")
@@ -168,16 +180,18 @@ def search_model_flags(search: ModelFlagSearch, work_dir: Path) -> FlagSearchRes
 
 
 def _time(
-    search: ModelFlagSearch, work_dir: Path, trial_ids: Sequence[int], session: str,
-    rounds: int | None = None,
+    executor: Executor, search: ModelFlagSearch, work_dir: Path, trial_ids: Sequence[int],
+    session: str, rounds: int | None = None,
 ) -> dict[int, ModelRun]:  # fmt: skip
     """Time the trials' binaries interleaved in one process; return each one's run by id."""
     session_dir = work_dir / session
     session_dir.mkdir(exist_ok=True)
-    runs = run_models_side_by_side(
-        [(str(i), work_dir / f"{i}.vmfb") for i in trial_ids], search.function,
-        search.inputs_path, session_dir, search.device, rounds or search.rounds,
-        max(1, search.repetitions),
+    runs = executor.run_models_side_by_side(
+        ModelComparison(
+            [(str(i), work_dir / f"{i}.vmfb") for i in trial_ids], search.function,
+            search.inputs_path, session_dir, search.device, rounds or search.rounds,
+            max(1, search.repetitions),
+        )
     )  # fmt: skip
     return {int(model_id): run for model_id, run in runs.items()}
 
@@ -215,17 +229,20 @@ def _with_timing(
 
 
 def measure_combined(
-    original: Path, final: Path, search: ModelFlagSearch, work_dir: Path
+    executor: Executor, original: Path, final: Path, search: ModelFlagSearch, work_dir: Path
 ) -> tuple[SpeedupEstimate | None, str]:
-    """Time the untouched default and the final model (flags plus spec) side by side.
+    """Time the untouched default and the final model (flags plus spec) side by side on
+    `executor`.
 
     Returns the paired speedup, or None and why (the final model failed, or its outputs differ).
     """
     session_dir = work_dir / "combined"
     session_dir.mkdir(parents=True, exist_ok=True)
-    runs = run_models_side_by_side(
-        [("default", original), ("tuned", final)], search.function, search.inputs_path,
-        session_dir, search.device, 2 * search.rounds, search.repetitions,
+    runs = executor.run_models_side_by_side(
+        ModelComparison(
+            [("default", original), ("tuned", final)], search.function, search.inputs_path,
+            session_dir, search.device, 2 * search.rounds, search.repetitions,
+        )
     )  # fmt: skip
     if not runs["default"].ok or not runs["tuned"].ok:
         return None, runs["tuned"].reason or runs["default"].reason

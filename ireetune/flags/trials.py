@@ -13,13 +13,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
-from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 TRIALS_FILE_NAME = "trials.json"
 
@@ -226,21 +230,21 @@ def describe_trial(trial: FlagTrial) -> str:
 
 
 def compile_flag_sets(
+    executor: Executor,
     source: Path,
     base_flags: tuple[str, ...],
-    flag_sets: list[FlagSet],
+    flag_sets: Mapping[int, FlagSet],
     folder: Path,
     jobs: int,
     timeout_s: float,
-    ids: list[int] | None = None,
 ) -> list[FlagTrial]:
-    """Compile `source` once per flag set into `folder/<id>.vmfb`; trial 0 is the default.
+    """Compile `source` on `executor` once per flag set (by trial id) into
+    `folder/<id>.vmfb`; trial 0 is the default.
 
     Every set is compiled from the same source path: a binary's hash depends on it (locations
     are embedded), so only binaries of one path compare.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    trial_ids = ids or list(range(len(flag_sets)))
     compile_jobs = [
         CompileJob(
             trial_id,
@@ -250,11 +254,12 @@ def compile_flag_sets(
             ),
             folder / f"{trial_id}_compile.log",
         )
-        for trial_id, flag_set in zip(trial_ids, flag_sets, strict=True)
+        for trial_id, flag_set in flag_sets.items()
     ]  # fmt: skip
-    outcomes = {o.candidate_id: o for o in compile_all(compile_jobs, jobs, timeout_s)}
+    batch = CompileBatch(compile_jobs, jobs, timeout_s)
+    outcomes = {o.candidate_id: o for o in executor.compile(batch)}
     trials = []
-    for trial_id, flag_set in zip(trial_ids, flag_sets, strict=True):
+    for trial_id, flag_set in flag_sets.items():
         outcome = outcomes[trial_id]
         status = (
             TrialStatus.COMPILE_FAILED

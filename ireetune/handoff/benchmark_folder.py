@@ -19,7 +19,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,7 +49,10 @@ from ireetune.run_files import (
     validate_document,
 )
 from ireetune.verify.compare import compare_outputs, make_random_inputs
-from ireetune.verify.runner import run_reference_programs
+from ireetune.verify.runner import ReferenceBatch
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 
 def _log(message: str) -> None:
@@ -76,9 +79,10 @@ def choose_folder_contenders(result: CampaignResult, manifest: Manifest) -> list
 
 
 def verify_contenders(
-    run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
+    executor: Executor, run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
 ) -> dict[str, Any]:
-    """Run the baseline's and the contenders' reference programs; compare outputs to the baseline's."""
+    """Run the baseline's and the contenders' reference programs on `executor`; compare outputs
+    to the baseline's."""
     references = read_references(run_dir, manifest)
     baseline_hash = references.get(0, ("", ""))[1]
     verdicts: dict[str, Any] = {}
@@ -103,7 +107,7 @@ def verify_contenders(
         list(manifest.verify.input_shapes), list(manifest.verify.input_types), manifest.verify.seed
     )
     np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
-    runs = run_reference_programs(runnable, device=device, inputs_path=inputs_path)
+    runs = executor.run_reference_programs(ReferenceBatch(runnable, device, inputs_path))
     baseline_run = runs.get(0)
     if baseline_run is None or baseline_run.output is None:
         reason = (
@@ -141,8 +145,11 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
 
     Where the manifest deferred the reference programs, the first call measures and names the
     leaders whose references `finish` must compile ("pending"); once they are there, the next
-    call checks their outputs without measuring again.
+    call checks their outputs without measuring again. Everything runs on this host.
     """
+    from ireetune.executor.base import LocalExecutor
+
+    executor = LocalExecutor()
     manifest = read_manifest(run_dir)
     manifest_hash = hash_manifest(run_dir)
     # Everything written below goes into the folder: refuse links that lead out of it, first.
@@ -153,7 +160,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         check_inside_folder(run_dir, f"verify/{name}")
     pending = _pending_verification(run_dir, manifest, manifest_hash)
     if pending is not None:
-        return _verify_pending(run_dir, manifest, results_path, pending)
+        return _verify_pending(executor, run_dir, manifest, results_path, pending)
     chosen = tuple(devices) or manifest.devices
     settings = CampaignSettings(
         repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
@@ -162,7 +169,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     )  # fmt: skip
     jobs = [BenchmarkJob(c.candidate_id, run_dir / c.vmfb) for c in manifest.candidates]
     _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
-    result = run_campaign(run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
+    result = run_campaign(executor, run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
     _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
     contenders = choose_folder_contenders(result, manifest)
     measured_devices = [b.device for b in result.baselines.values() if not b.error]
@@ -177,7 +184,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
             "compiled by `ireetune finish`, then this command checks their outputs"
         )
     elif contenders:
-        verification = _verify(run_dir, manifest, contenders, measured_devices[0])
+        verification = _verify(executor, run_dir, manifest, contenders, measured_devices[0])
     payload = {
         "devices": list(chosen),
         "campaign": campaign_to_json(result),
@@ -196,11 +203,11 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
 
 
 def _verify(
-    run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
+    executor: Executor, run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
 ) -> dict[str, Any]:
     """Check the contenders' outputs and, where real inputs decide, time them there."""
     _log(f"verifying candidates {', '.join(map(str, contenders))}")
-    verification = verify_contenders(run_dir, manifest, contenders, device)
+    verification = verify_contenders(executor, run_dir, manifest, contenders, device)
     passing = [
         c
         for c in contenders
@@ -210,7 +217,7 @@ def _verify(
         _log(f"timing candidates {', '.join(map(str, passing))} on real inputs beside the default")
         references = read_references(run_dir, manifest)
         _, raw = time_on_real_inputs(
-            {cid: run_dir / references[cid][0] for cid in (0, *passing)},
+            executor, {cid: run_dir / references[cid][0] for cid in (0, *passing)},
             run_dir / "verify" / "inputs.npz", run_dir / "verify", device,
             manifest.real_input_rounds,
         )  # fmt: skip
@@ -248,12 +255,16 @@ def _pending_verification(
 
 
 def _verify_pending(
-    run_dir: Path, manifest: Manifest, results_path: Path, results: dict[str, Any]
+    executor: Executor,
+    run_dir: Path,
+    manifest: Manifest,
+    results_path: Path,
+    results: dict[str, Any],
 ) -> Path:
     """Check the outputs of the leaders a first pass chose (no measuring again)."""
     contenders = [int(cid) for cid in results["contenders"]]
     campaign = results["campaign"]
     device = next(b["device"] for b in campaign["baselines"] if not b.get("error"))
-    results["verification"] = _verify(run_dir, manifest, contenders, device)
+    results["verification"] = _verify(executor, run_dir, manifest, contenders, device)
     results_path.write_text(json.dumps(results, indent=2) + "\n")
     return results_path

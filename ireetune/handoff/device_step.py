@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ireetune.core.files import write_text_atomically
 from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
@@ -40,8 +40,11 @@ from ireetune.handoff.model_folder import (
     results_name,
 )
 from ireetune.model.outputs import outputs_match
-from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
+from ireetune.model.timing import ModelComparison, ModelRun, time_dispatch_benchmarks
 from ireetune.run_files import RunFileError, read_json_file
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 RESULTS_FORMAT = "ireetune-device-results/1"
 
@@ -67,7 +70,11 @@ def _earlier_results(path: Path, manifest_hash: str) -> dict[str, Any] | None:
 
 
 def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
-    """Run the tasks of the folder's device manifest; return the path of the results file."""
+    """Run the tasks of the folder's device manifest on this host; return the path of the
+    results file."""
+    from ireetune.executor.base import LocalExecutor
+
+    executor = LocalExecutor()
     started = time.monotonic()
     manifest = read_device_manifest(run_dir)
     manifest_hash = hash_device_manifest(run_dir)
@@ -97,7 +104,9 @@ def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
             f"profiling the model and {len(manifest.profile.dispatches)} dispatches on {chosen[0]}"
         )
         part_started = time.monotonic()
-        results["profile"] = _profile(run_dir, manifest, manifest.profile, chosen[0], step_dir)
+        results["profile"] = _profile(
+            executor, run_dir, manifest, manifest.profile, chosen[0], step_dir
+        )
         results["seconds"]["profile"] = time.monotonic() - part_started
         _write_json(results_path, results)
     for folder in manifest.folders:
@@ -111,7 +120,7 @@ def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         _log(f"timing {len(manifest.variants.variants)} model variants against the default")
         part_started = time.monotonic()
         results["variants"] = _time_variants(
-            run_dir, manifest, manifest.variants, chosen[0], step_dir
+            executor, run_dir, manifest, manifest.variants, chosen[0], step_dir
         )
         results["seconds"]["variants"] = time.monotonic() - part_started
     results["done"] = True
@@ -121,19 +130,26 @@ def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
 
 
 def _profile(
-    run_dir: Path, manifest: DeviceManifest, task: ProfileTask, device: str, step_dir: Path
+    executor: Executor,
+    run_dir: Path,
+    manifest: DeviceManifest,
+    task: ProfileTask,
+    device: str,
+    step_dir: Path,
 ) -> dict[str, Any]:
     """Time the default model and every dispatch benchmark; keep the default's outputs."""
-    runs = run_models_side_by_side(
-        [("default", run_dir / manifest.default_model)], manifest.function,
-        run_dir / manifest.inputs, step_dir, device, task.rounds,
-        parameters=[run_dir / p for p in manifest.parameters],
+    runs = executor.run_models_side_by_side(
+        ModelComparison(
+            [("default", run_dir / manifest.default_model)], manifest.function,
+            run_dir / manifest.inputs, step_dir, device, task.rounds,
+            parameters=[run_dir / p for p in manifest.parameters],
+        )
     )  # fmt: skip
     default = runs["default"]
     if not default.ok:
         raise IreetuneError(f"the default model does not run on {device}: {default.reason}")
     timings = time_dispatch_benchmarks(
-        {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device
+        executor, {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device
     )
     dispatch_ms = {d.label: timings.get(index) for index, d in enumerate(task.dispatches)}
     return {
@@ -165,10 +181,11 @@ def _measure_folder(folder: Path, devices: Sequence[str]) -> str:
 def _session(
     run_dir: Path, manifest: DeviceManifest, task: VariantTask, labels: Sequence[str],
     device: str, work_dir: Path, rounds: int,
-) -> dict[str, ModelRun]:  # fmt: skip
+) -> ModelComparison:  # fmt: skip
+    """Return the session that times the default and the variants `labels` side by side."""
     by_label = {v.label: v.vmfb for v in task.variants}
     work_dir.mkdir(parents=True, exist_ok=True)
-    return run_models_side_by_side(
+    return ModelComparison(
         [("default", run_dir / manifest.default_model),
          *((label, run_dir / by_label[label]) for label in labels)],
         manifest.function, run_dir / manifest.inputs, work_dir, device, rounds,
@@ -177,11 +194,18 @@ def _session(
 
 
 def _time_variants(
-    run_dir: Path, manifest: DeviceManifest, task: VariantTask, device: str, step_dir: Path
+    executor: Executor,
+    run_dir: Path,
+    manifest: DeviceManifest,
+    task: VariantTask,
+    device: str,
+    step_dir: Path,
 ) -> dict[str, Any]:
     """Time every variant beside the default, pre-select, and confirm in a fresh session."""
     labels = [v.label for v in task.variants]
-    first = _session(run_dir, manifest, task, labels, device, step_dir / "first", task.rounds)
+    first = executor.run_models_side_by_side(
+        _session(run_dir, manifest, task, labels, device, step_dir / "first", task.rounds)
+    )
     if not first["default"].ok:
         raise IreetuneError(
             f"the default model does not run on {device}: {first['default'].reason}"
@@ -205,9 +229,12 @@ def _time_variants(
     confirm: dict[str, ModelRun] = {}
     if contenders:
         _log(f"confirming {', '.join(contenders)} in a fresh session")
-        confirm = _session(
-            run_dir, manifest, task, contenders, device, step_dir / "confirm", task.confirm_rounds
-        )
+        confirm = executor.run_models_side_by_side(
+            _session(
+                run_dir, manifest, task, contenders, device, step_dir / "confirm",
+                task.confirm_rounds,
+            )
+        )  # fmt: skip
 
     def describe(session: dict[str, ModelRun], folder: str) -> dict[str, Any]:
         return {

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.core.target import Target
 from ireetune.decision.rules import DecisionRule
@@ -21,8 +21,12 @@ from ireetune.problem.registry import family_of
 from ireetune.report.progress import StageProgress
 from ireetune.verify.reference import build_reference_module
 
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
+
 
 def export_for_benchmarking(
+    executor: Executor,
     target: Target,
     context: ir.Context,
     root_op: ir.Operation,
@@ -41,7 +45,7 @@ def export_for_benchmarking(
     references: References = References.ALL,
 ) -> Path:
     """Write the folder's manifest and, with References.ALL, every distinct candidate's
-    reference program.
+    reference program (compiled on `executor`).
 
     Which candidates win is only known after benchmarking elsewhere: the reference program (the
     root op on real inputs, see verify/reference.py) is compiled for each of them now, or with
@@ -77,7 +81,7 @@ def export_for_benchmarking(
     ]
     hashes: dict[int, str] = {}
     with progress.stage("compiling reference programs", len(jobs)):
-        for outcome in compile_all(jobs, default_jobs(), compile_timeout_s):
+        for outcome in executor.compile(CompileBatch(jobs, default_jobs(), compile_timeout_s)):
             if outcome.status is CompileStatus.COMPILED:
                 hashes[outcome.candidate_id] = outcome.binary_hash
             progress.advance()

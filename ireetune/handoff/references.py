@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ireetune.compile.pool import default_jobs
+from ireetune.compile.pool import CompileBatch, default_jobs
 from ireetune.errors import IreetuneError
 from ireetune.handoff.finish import read_compiling_manifest, read_run_record
 from ireetune.handoff.manifest import (
@@ -23,7 +23,7 @@ from ireetune.handoff.manifest import (
 )
 from ireetune.run_files import BenchmarkResultsFile, read_json_file, validate_document
 from ireetune.targets import parse_target
-from ireetune.verify.stage import ReferenceSetup, compile_references
+from ireetune.verify.stage import ReferenceSetup, compile_references, reference_jobs
 
 REFERENCE_TIMEOUT_S = 300.0
 
@@ -50,7 +50,10 @@ def pending_references(run_dir: Path) -> list[int]:
 
 def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:
     """Compile the reference programs of `candidate_ids` with their specs; record them (with
-    the binaries' hashes, or empty where a compile failed) in REFERENCES_NAME."""
+    the binaries' hashes, or empty where a compile failed) in REFERENCES_NAME. They compile on
+    this host (the local executor)."""
+    from ireetune.executor.base import LocalExecutor
+
     manifest = read_compiling_manifest(run_dir)
     _, records = read_run_record(run_dir)
     unknown = [cid for cid in candidate_ids if cid not in records or not records[cid].spec_path]
@@ -62,10 +65,13 @@ def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:
     target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
     verify_dir = run_dir / "verify"
     setup = ReferenceSetup(verify_dir / "reference.mlir", verify_dir / "inputs.npz")
-    built = compile_references(
+    jobs = reference_jobs(
         target, setup, {cid: run_dir / records[cid].spec_path for cid in candidate_ids},
-        verify_dir, run_dir / "failures", REFERENCE_TIMEOUT_S, default_jobs(),
+        verify_dir, run_dir / "failures",
     )  # fmt: skip
+    built = compile_references(
+        LocalExecutor(), CompileBatch(jobs, default_jobs(), REFERENCE_TIMEOUT_S)
+    )
     path = run_dir / REFERENCES_NAME
     try:
         # Checks the file's fields (a folder that defers its references), then extends it.

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.files import write_text_atomically
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
@@ -24,11 +25,15 @@ from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.problem.root_op import find_root_op, parse_problem
 
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
+
 
 def compile_dispatch_benchmarks(
-    model: ModelUnderTuning, run_dir: Path, jobs: int
+    executor: Executor, model: ModelUnderTuning, run_dir: Path, jobs: int
 ) -> tuple[list[DumpedDispatch], dict[int, Path]]:
-    """Dump the model's dispatch benchmarks and compile each; return them and the binaries."""
+    """Dump the model's dispatch benchmarks and compile each on `executor`; return them and the
+    binaries."""
     dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
     binaries = run_dir / "dispatch_binaries"
     binaries.mkdir(exist_ok=True)
@@ -48,7 +53,7 @@ def compile_dispatch_benchmarks(
     ]
     compiled = {
         o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
-        for o in compile_all(compile_jobs, jobs or default_jobs(), 300)
+        for o in executor.compile(CompileBatch(compile_jobs, jobs or default_jobs(), 300))
         if o.status is CompileStatus.COMPILED
     }
     return dumped, compiled

@@ -4,29 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.model.timing import run_models_side_by_side
+from ireetune.model.timing import ModelComparison
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 # Repetitions per round when the reference programs are timed side by side.
 REAL_INPUT_REPETITIONS = 3
 
 
 def time_on_real_inputs(
+    executor: Executor,
     binaries: Mapping[int, Path],
     inputs_path: Path,
     work_dir: Path,
     device: str,
     rounds: int,
 ) -> tuple[dict[int, SpeedupEstimate | None], dict[str, object]]:
-    """Time the default's (id 0) and the candidates' programs interleaved on real inputs.
+    """Time the default's (id 0) and the candidates' programs interleaved on real inputs, on
+    `executor`.
 
     Return each candidate's paired speedup (None when it failed to run) and the raw rounds,
     which the split flow stores so that `finish` reaches the same estimate.
     """
     models = [(str(cid), path) for cid, path in sorted(binaries.items())]
-    runs = run_models_side_by_side(
-        models, "main", inputs_path, work_dir, device, rounds, repetitions=REAL_INPUT_REPETITIONS
+    runs = executor.run_models_side_by_side(
+        ModelComparison(
+            models, "main", inputs_path, work_dir, device, rounds, REAL_INPUT_REPETITIONS
+        )
     )
     raw = {
         "repetitions": REAL_INPUT_REPETITIONS,

@@ -7,13 +7,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.errors import IreetuneError
 from ireetune.worker_protocol import FailureKind, supervise_worker
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 
 @dataclass(frozen=True)
@@ -30,52 +34,34 @@ class ModelRun:
         return not self.reason
 
 
-def run_models_side_by_side(
-    models: Sequence[tuple[str, Path]],
-    function: str,
-    inputs_path: Path,
-    work_dir: Path,
-    device: str,
-    rounds: int,
-    repetitions: int = 1,
-    timeout_s: float = 1800.0,
-    parameters: Sequence[Path] = (),
-) -> dict[str, ModelRun]:
-    """Time several compiled models interleaved with the executor in use; return each one's run.
+@dataclass(frozen=True)
+class ModelComparison:
+    """Compiled models to time side by side for an executor (`Executor.run_models_side_by_side`):
+    each (model id, binary) calls `function` on the inputs on `device`, interleaved for `rounds`
+    rounds of `repetitions` calls; outputs go under `work_dir`. The models read their weights
+    from the `parameters` archives (.irpa), if any."""
 
-    `parameters` are the parameter archives (.irpa) the models read their weights from.
-    """
-    from ireetune.executor.base import current_executor
-
-    return current_executor().run_models_side_by_side(
-        models,
-        function,
-        inputs_path,
-        work_dir,
-        device,
-        rounds,
-        repetitions,
-        timeout_s,
-        parameters,
-    )
+    models: Sequence[tuple[str, Path]]
+    function: str
+    inputs_path: Path
+    work_dir: Path
+    device: str
+    rounds: int
+    repetitions: int = 1
+    timeout_s: float = 1800.0
+    parameters: Sequence[Path] = ()
 
 
-def run_models_side_by_side_here(
-    models: Sequence[tuple[str, Path]],
-    function: str,
-    inputs_path: Path,
-    work_dir: Path,
-    device: str,
-    rounds: int,
-    repetitions: int = 1,
-    timeout_s: float = 1800.0,
-    parameters: Sequence[Path] = (),
-) -> dict[str, ModelRun]:
+def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, ModelRun]:
     """Time several compiled models interleaved in one process; return each one's run.
 
     Each model is first loaded, run once and its outputs saved, one worker-protocol job each (a
     model that crashes or hangs costs only itself); then the models that ran are timed together.
     """
+    models, function, inputs_path = comparison.models, comparison.function, comparison.inputs_path
+    work_dir, device, rounds = comparison.work_dir, comparison.device, comparison.rounds
+    repetitions, timeout_s = comparison.repetitions, comparison.timeout_s
+    parameters = comparison.parameters
     outputs = {model_id: work_dir / f"{model_id}_outputs.npz" for model_id, _ in models}
     paths = dict(models)
     failed: dict[str, str] = {}
@@ -127,17 +113,20 @@ def run_models_side_by_side_here(
 _TIME_JOB = "<time>"
 
 
-def time_dispatch_benchmarks(binaries: Mapping[int, Path], device: str) -> dict[int, float]:
+def time_dispatch_benchmarks(
+    executor: Executor, binaries: Mapping[int, Path], device: str
+) -> dict[int, float]:
     """Time each compiled dispatch benchmark once on `device`; return the median ms of each."""
     timings: dict[int, float] = {}
-    for outcome in run_benchmarks(
+    session = BenchmarkSession(
         [BenchmarkJob(index, path) for index, path in sorted(binaries.items())],
         device,
         repetitions=3,
         batch=0,
         timeout_s=120,
         min_repetition_s=0.02,
-    ):
+    )
+    for outcome in executor.run_benchmarks(session):
         if outcome.status is BenchmarkStatus.MEASURED:
             timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
     return timings

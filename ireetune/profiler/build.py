@@ -24,6 +24,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
@@ -34,7 +35,7 @@ from ireetune.compile.driver import (
     CompileStatus,
     build_request,
 )
-from ireetune.compile.pool import CompileJob, compile_all, default_jobs
+from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.candidate import Knobs, format_knobs
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
@@ -55,6 +56,9 @@ from ireetune.profiler.operations import Operation
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target as resolve_target
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 logger = logging.getLogger(__name__)
 
@@ -219,8 +223,11 @@ def _prepare(
     return _Prepared(operation, folder, benchmark_path, tuple(configurations), tuple(failed))
 
 
-def build_dispatches(operations: Sequence[Operation], options: BuildOptions) -> Manifest:
-    """Generate and compile every selected dispatch of the sweep; write and return the manifest."""
+def build_dispatches(
+    executor: Executor, operations: Sequence[Operation], options: BuildOptions
+) -> Manifest:
+    """Generate and compile (on `executor`) every selected dispatch of the sweep; write and
+    return the manifest."""
     target = resolve_target(options.target)
     patterns = compile_patterns(options.dispatch_patterns)
     generated_dir = options.generated_dir.resolve()
@@ -234,7 +241,9 @@ def build_dispatches(operations: Sequence[Operation], options: BuildOptions) -> 
         with progress.stage("generating dispatches", len(dump_jobs)):
             outcomes = {
                 o.candidate_id: o
-                for o in compile_all(dump_jobs, workers, options.compile_timeout_s)
+                for o in executor.compile(
+                    CompileBatch(dump_jobs, workers, options.compile_timeout_s)
+                )
             }
             progress.advance(len(dump_jobs))
         for index, operation in enumerate(operations):
@@ -284,7 +293,8 @@ def build_dispatches(operations: Sequence[Operation], options: BuildOptions) -> 
                 )
         with progress.stage("compiling", len(jobs)):
             results: dict[int, dict[str, tuple[CompileStatus, str, str]]] = {}
-            for outcome in compile_all(jobs, workers, options.compile_timeout_s):
+            batch = CompileBatch(jobs, workers, options.compile_timeout_s)
+            for outcome in executor.compile(batch):
                 entry_index, role = owners[outcome.candidate_id]
                 results.setdefault(entry_index, {})[role] = (
                     outcome.status,

@@ -15,10 +15,11 @@ import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.profiler.manifest import DispatchEntry, DispatchStatus, Manifest
 from ireetune.profiler.operations import Operation, compute_bytes_moved
 from ireetune.profiler.peaks import PEAK_DEVICE, lookup_peak_gflops
@@ -32,7 +33,10 @@ from ireetune.profiler.reference import (
 from ireetune.profiler.report import DispatchResult, compute_throughput, is_memory_bound
 from ireetune.profiler.vendor import VendorTiming, time_with_vendor
 from ireetune.verify.compare import make_random_inputs
-from ireetune.verify.runner import run_reference_programs
+from ireetune.verify.runner import ReferenceBatch
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +69,15 @@ def _stage(enabled: bool | None, description: str, total: int) -> Iterator[objec
 
 
 def verify_dispatches(
-    entries: Sequence[DispatchEntry], generated_dir: Path, device: str, samples: int, seed: int
+    executor: Executor,
+    entries: Sequence[DispatchEntry],
+    generated_dir: Path,
+    device: str,
+    samples: int,
+    seed: int,
 ) -> dict[str, Verification]:
-    """Run every compiled dispatch's verification binary and check it against the reference."""
+    """Run every compiled dispatch's verification binary on `executor` and check it against the
+    reference."""
     by_operation: dict[str, list[DispatchEntry]] = {}
     for entry in entries:
         by_operation.setdefault(entry.operation.name, []).append(entry)
@@ -88,7 +98,9 @@ def verify_dispatches(
             (index, generated_dir / entry.verify_vmfb, folder / f"{entry.name}_output.npy")
             for index, entry in enumerate(operation_entries)
         ]
-        runs = run_reference_programs(jobs, device=device, inputs_path=inputs_path, repetitions=0)
+        runs = executor.run_reference_programs(
+            ReferenceBatch(jobs, device, inputs_path, repetitions=0)
+        )
         expected = compute_expected(operation, inputs, samples, seed)
         for index, entry in enumerate(operation_entries):
             run = runs[index]
@@ -106,22 +118,28 @@ def verify_dispatches(
 
 
 def profile_dispatches(
-    entries: Sequence[DispatchEntry], generated_dir: Path, device: str, options: MeasureOptions
+    executor: Executor,
+    entries: Sequence[DispatchEntry],
+    generated_dir: Path,
+    device: str,
+    options: MeasureOptions,
 ) -> dict[str, tuple[float | None, str]]:
-    """Time every compiled dispatch benchmark; map its name to (median ms or None, reason)."""
+    """Time every compiled dispatch benchmark on `executor`; map its name to (median ms or
+    None, reason)."""
     jobs = [
         BenchmarkJob(index, generated_dir / entry.profile_vmfb)
         for index, entry in enumerate(entries)
     ]
     times: dict[str, tuple[float | None, str]] = {}
-    for outcome in run_benchmarks(
+    session = BenchmarkSession(
         jobs,
         device,
         options.repetitions,
         0,
         options.timeout_s,
         min_repetition_s=options.min_repetition_s,
-    ):
+    )
+    for outcome in executor.run_benchmarks(session):
         entry = entries[outcome.candidate_id]
         if outcome.status is BenchmarkStatus.MEASURED and outcome.times_ms:
             times[entry.name] = (statistics.median(outcome.times_ms), "")
@@ -142,8 +160,11 @@ def _vendor_timings(
     return {op.name: time_with_vendor(op, gpu) for op in operations}
 
 
-def measure_dispatches(manifest: Manifest, options: MeasureOptions) -> list[DispatchResult]:
-    """Verify and profile the manifest's compiled dispatches; return one result per dispatch."""
+def measure_dispatches(
+    executor: Executor, manifest: Manifest, options: MeasureOptions
+) -> list[DispatchResult]:
+    """Verify and profile the manifest's compiled dispatches on `executor`; return one result
+    per dispatch."""
     generated_dir = options.generated_dir.resolve()
     device = options.device or manifest.device
     compiled = [e for e in manifest.dispatches if e.status is DispatchStatus.COMPILED]
@@ -151,12 +172,12 @@ def measure_dispatches(manifest: Manifest, options: MeasureOptions) -> list[Disp
     if options.verify and compiled:
         with _stage(options.show_progress, "verifying", len(compiled)):
             verdicts = verify_dispatches(
-                compiled, generated_dir, device, options.samples, options.seed
+                executor, compiled, generated_dir, device, options.samples, options.seed
             )
     timings: dict[str, tuple[float | None, str]] = {}
     if options.profile and compiled:
         with _stage(options.show_progress, "profiling", len(compiled)):
-            timings = profile_dispatches(compiled, generated_dir, device, options)
+            timings = profile_dispatches(executor, compiled, generated_dir, device, options)
     operations = list({e.operation.name: e.operation for e in compiled}.values())
     vendor = _vendor_timings(operations, manifest.target, options.vendor and options.profile)
     default_ms = {

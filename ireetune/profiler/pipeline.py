@@ -28,7 +28,13 @@ class ProfileResult:
 
 
 def run_profile(operations: Sequence[Operation], options: ProfileOptions) -> ProfileResult:
-    """Compile the operations' dispatches and/or verify and profile them, as `options.phase` says."""
+    """Compile the operations' dispatches and/or verify and profile them, as `options.phase` says.
+
+    Everything runs on this host (the local executor).
+    """
+    from ireetune.executor.base import LocalExecutor
+
+    executor = LocalExecutor()
     if options.phase is not Phase.RUN:
         if not operations:
             raise IreetuneError("the sweep is empty: nothing to profile")
@@ -43,6 +49,7 @@ def run_profile(operations: Sequence[Operation], options: ProfileOptions) -> Pro
         from ireetune.profiler.build import BuildOptions, build_dispatches
 
         manifest = build_dispatches(
+            executor,
             operations,
             BuildOptions(
                 generated_dir=options.generated_dir,
@@ -63,6 +70,7 @@ def run_profile(operations: Sequence[Operation], options: ProfileOptions) -> Pro
     else:
         manifest = _select(read_manifest(options.generated_dir), options.dispatch_patterns)
     results = measure_dispatches(
+        executor,
         manifest,
         MeasureOptions(
             generated_dir=options.generated_dir,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus, run_benchmarks
+from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
@@ -41,7 +41,10 @@ def _jobs(run_dir: Path, candidate_id: int, basis: Basis, searched: Basis) -> li
 def replay(
     run_dir: Path, candidate_id: int | None, rounds: int, repetitions: int, device: str | None
 ) -> tuple[int, SpeedupEstimate]:
-    """Time the default and a candidate in `rounds` interleaved rounds; return the estimate."""
+    """Time the default and a candidate in `rounds` interleaved rounds on this host; return the
+    estimate."""
+    from ireetune.executor.base import LocalExecutor
+
     check_input_file(run_dir, "run folder")
     results_path = run_dir / "results.json"
     if not results_path.is_file():
@@ -62,7 +65,8 @@ def replay(
             raise IreetuneError(f"missing binary {job.vmfb_path}; the run folder is incomplete")
     chosen_device = device or (info.devices or ("local-task",))[0]
     timed: dict[int, list[tuple[float, ...]]] = {0: [], chosen: []}
-    for outcome in run_benchmarks(jobs * rounds, chosen_device, repetitions, 0, 600.0):
+    session = BenchmarkSession(jobs * rounds, chosen_device, repetitions, 0, 600.0)
+    for outcome in LocalExecutor().run_benchmarks(session):
         if outcome.status is not BenchmarkStatus.MEASURED:
             raise IreetuneError(f"candidate {outcome.candidate_id} failed to run: {outcome.reason}")
         timed[outcome.candidate_id].append(outcome.times_ms)

@@ -23,29 +23,23 @@ class ReferenceRun:
     reason: str
 
 
-def run_reference_programs(
-    jobs: Sequence[tuple[int, Path, Path]],
-    device: str,
-    inputs_path: Path,
-    repetitions: int = 3,
-    timeout_s: float = 600.0,
-) -> dict[int, ReferenceRun]:
-    """Run each (candidate_id, binary, output path) on the inputs with the executor in use."""
-    from ireetune.executor.base import current_executor
+@dataclass(frozen=True)
+class ReferenceBatch:
+    """Reference programs for an executor (`Executor.run_reference_programs`): run each
+    (candidate_id, binary, output path) on the inputs on `device`, `repetitions` timed calls
+    each, each program stopped after `timeout_s`."""
 
-    return current_executor().run_reference_programs(
-        jobs, device, inputs_path, repetitions, timeout_s
-    )
+    jobs: Sequence[tuple[int, Path, Path]]
+    device: str
+    inputs_path: Path
+    repetitions: int = 3
+    timeout_s: float = 600.0
 
 
-def run_reference_programs_here(
-    jobs: Sequence[tuple[int, Path, Path]],
-    device: str,
-    inputs_path: Path,
-    repetitions: int = 3,
-    timeout_s: float = 600.0,
-) -> dict[int, ReferenceRun]:
-    """Run each (candidate_id, binary, output path) on the inputs; collect what came back."""
+def run_reference_programs_here(batch: ReferenceBatch) -> dict[int, ReferenceRun]:
+    """Run a batch of reference programs on this host; collect what came back."""
+    jobs, device, inputs_path = batch.jobs, batch.device, batch.inputs_path
+    repetitions, timeout_s = batch.repetitions, batch.timeout_s
     if not jobs:
         return {}
 

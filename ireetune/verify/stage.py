@@ -10,18 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileJob, compile_all
+from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.target import Target
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
 from ireetune.verify.compare import compare_outputs, make_random_inputs
 from ireetune.verify.reference import build_reference_module
-from ireetune.verify.runner import run_reference_programs
+from ireetune.verify.runner import ReferenceBatch
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 
 @dataclass(frozen=True)
@@ -56,17 +60,16 @@ def write_reference(
     return ReferenceSetup(source_path, inputs_path)
 
 
-def compile_references(
+def reference_jobs(
     target: Target,
     setup: ReferenceSetup,
     spec_paths: Mapping[int, Path],
     work_dir: Path,
     failures_dir: Path,
-    timeout_s: float,
-    workers: int,
-) -> dict[int, tuple[Path | None, str]]:
-    """Compile the reference program with each candidate's spec: id -> (binary, hash or error)."""
-    jobs = [
+) -> list[CompileJob]:
+    """Return the compiles of the reference program with each candidate's spec (its binary in
+    `work_dir`, what a failure leaves in `failures_dir`)."""
+    return [
         CompileJob(
             candidate_id=candidate_id,
             request=build_request(
@@ -80,13 +83,18 @@ def compile_references(
         )
         for candidate_id, spec_path in sorted(spec_paths.items())
     ]
+
+
+def compile_references(
+    executor: Executor, batch: CompileBatch
+) -> dict[int, tuple[Path | None, str]]:
+    """Compile the reference programs (`reference_jobs`) on `executor`: id -> (binary, hash or
+    error)."""
+    binaries = {job.candidate_id: job.request.output_path for job in batch.jobs}
     built: dict[int, tuple[Path | None, str]] = {}
-    for outcome in compile_all(jobs, workers, timeout_s):
+    for outcome in executor.compile(batch):
         if outcome.status is CompileStatus.COMPILED:
-            built[outcome.candidate_id] = (
-                work_dir / f"reference_{outcome.candidate_id}.vmfb",
-                outcome.binary_hash,
-            )
+            built[outcome.candidate_id] = (binaries[outcome.candidate_id], outcome.binary_hash)
         else:
             built[outcome.candidate_id] = (
                 None,
@@ -96,12 +104,14 @@ def compile_references(
 
 
 def check_outputs(
+    executor: Executor,
     problem: Problem,
     binaries: Mapping[int, tuple[Path | None, str]],
     setup: ReferenceSetup,
     device: str,
 ) -> OutputChecks:
-    """Run the default's (id 0) and each contender's reference program on the same inputs.
+    """Run the default's (id 0) and each contender's reference program on the same inputs, on
+    `executor`.
 
     `binaries` maps id -> (binary, hash) or (None, why it is missing). A contender whose
     binary equals the default's did not change the program and cannot be verified.
@@ -124,7 +134,7 @@ def check_outputs(
         return OutputChecks(
             {cid: (False, binaries[0][1]) for cid in binaries if cid}, {}, None, binaries[0][1]
         )
-    runs = run_reference_programs(runnable, device=device, inputs_path=setup.inputs_path)
+    runs = executor.run_reference_programs(ReferenceBatch(runnable, device, setup.inputs_path))
     baseline_run = runs.get(0)
     if baseline_run is None or baseline_run.output is None:
         reason = f"the default's reference program failed: {baseline_run.reason if baseline_run else 'no result'}"

@@ -1,0 +1,79 @@
+"""The executor is handed in: a flow's stages send every compile and measurement, as typed
+requests, to the executor they were given (no global to look one up)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+from ireetune.report.records import CandidateStatus
+
+import ireetune.executor
+import ireetune.executor.base
+from ireetune.benchmark.runner import BenchmarkOutcome, BenchmarkSession
+from ireetune.compile.pool import CompileBatch, CompileOutcome
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.executor import LocalExecutor
+from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.verify.runner import ReferenceBatch, ReferenceRun
+from tests.conftest import TEST_TARGET
+
+
+class RecordingExecutor(LocalExecutor):
+    """Runs everything on this host, and keeps each request it was given."""
+
+    def __init__(self) -> None:
+        self.requests: list[object] = []
+
+    def compile(self, batch: CompileBatch) -> Iterator[CompileOutcome]:
+        self.requests.append(batch)
+        return super().compile(batch)
+
+    def run_benchmarks(self, session: BenchmarkSession) -> Generator[BenchmarkOutcome, None, None]:
+        self.requests.append(session)
+        return super().run_benchmarks(session)
+
+    def run_reference_programs(self, batch: ReferenceBatch) -> dict[int, ReferenceRun]:
+        self.requests.append(batch)
+        return super().run_reference_programs(batch)
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        self.requests.append(comparison)
+        return super().run_models_side_by_side(comparison)
+
+
+def test_a_dispatch_run_compiles_and_measures_on_the_executor_it_is_handed(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    executor = RecordingExecutor()
+    options = TuneOptions(
+        input_path=matmul_benchmark, target=TEST_TARGET, num_candidates=3, seed=7,
+        output_dir=tmp_path / "runs", repetitions=2, min_repetition_s=0.005, confirm_rounds=1,
+        confirm_top=1, use_database=False, show_progress=False,
+        # Any candidate at least a tenth as fast is worth checking: the output check runs.
+        threshold=0.1,
+    )  # fmt: skip
+    result = tune_dispatch(options, executor)
+    # The candidates' compiles, their benchmark session and the output check of the contenders
+    # all went to the executor handed in, in that order, each as its own typed request. (On the
+    # CPU the search times the reference programs on real inputs: their binaries are the ones
+    # the output check runs, so nothing is compiled for it.)
+    kinds = [type(request).__name__ for request in executor.requests]
+    assert kinds == ["CompileBatch", "BenchmarkSession", "ReferenceBatch"]
+    (candidates, *_) = executor.requests
+    assert isinstance(candidates, CompileBatch)
+    assert sorted(job.candidate_id for job in candidates.jobs) == [
+        r.candidate_id for r in result.records
+    ]
+    measured = {CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG}
+    assert any(r.status in measured for r in result.records if not r.is_baseline)
+
+
+def test_requests_are_frozen_and_there_is_no_executor_to_look_up(tmp_path: Path) -> None:
+    session = BenchmarkSession([], "local-task", 2, 0, 60.0)
+    with pytest.raises(AttributeError):
+        session.device = "cuda://0"  # type: ignore[misc]
+    for module in (ireetune.executor, ireetune.executor.base):
+        assert not hasattr(module, "current_executor")
+        assert not hasattr(module, "use_executor")
