@@ -7,12 +7,12 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
-from ireetune.report.records import CandidateStatus
 
 import ireetune.executor
 import ireetune.executor.base
 from ireetune.benchmark.runner import BenchmarkOutcome, BenchmarkSession
 from ireetune.compile.pool import CompileBatch, CompileOutcome
+from ireetune.core.records import CandidateStatus
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor
 from ireetune.model.timing import ModelComparison, ModelRun
