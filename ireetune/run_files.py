@@ -225,6 +225,46 @@ def read_model_file(
     return validate_document(path, model, read_json_file(path, max_bytes), run_dir)
 
 
+def check_format(
+    path: Path, document: object, expected: str, kind: str, unversioned: bool = False
+) -> None:
+    """Refuse a file that is not of format `expected` ("name/version"), in one line.
+
+    A file of the same name but another version says both versions, so a folder written by
+    another ireetune is refused for what it is. `unversioned`: a file without a format field was
+    written before the field existed, in the layout of version 1, and is read as version 1.
+    """
+    name, _, version = expected.rpartition("/")
+    found = document.get("format") if isinstance(document, dict) else None
+    if found is None and unversioned and isinstance(document, dict):
+        if version != "1":
+            raise RunFileError(
+                f"{path} has no format version (written before version {version}); this "
+                f"ireetune reads {expected}: write the folder again with this ireetune"
+            )
+        return
+    if found == expected:
+        return
+    if isinstance(found, str) and found.rpartition("/")[0] == name:
+        raise RunFileError(
+            f"{path} has format {found}, written by another ireetune; this one reads "
+            f"{expected}: write the folder again with this ireetune"
+        )
+    raise RunFileError(f"{path} is not a {expected} {kind}")
+
+
+def dump_document(model: type[BaseModel], document: Mapping[str, Any]) -> str:
+    """Return `document` as JSON text after checking it against the model its reader uses.
+
+    The writer and the reader share one definition of the file: what is written is what will be
+    read back. A document that fails its model is a defect of ours, so the error is not turned
+    into a user's one-line message.
+    """
+    text = json.dumps(document, indent=2) + "\n"
+    model.model_validate_json(text)
+    return text
+
+
 def check_inside_run_dir(value: str, info: ValidationInfo) -> str:
     """Accept "" (no file) or a relative path that resolves inside the run folder."""
     run_dir = (info.context or {}).get("run_dir")

@@ -30,7 +30,6 @@ from ireetune.handoff.model_folder import (
 )
 from ireetune.model.hot import DispatchProfile
 from ireetune.model.split_flow import (
-    STATE_NAME,
     Phase,
     continue_split_run,
     decide_variants,
@@ -38,6 +37,7 @@ from ireetune.model.split_flow import (
     plan_variants,
     pre_rank_dispatches,
 )
+from ireetune.model.split_state import STATE_NAME
 from tests.test_handoff import runtime_only_environment
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -294,7 +294,8 @@ def test_continue_refuses_an_edited_manifest_and_foreign_results(
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert str(excinfo.value) == (
-        f"{run_dir / results_name(1)}: profile is malformed; run the device step again"
+        f"{run_dir / results_name(1)}: profile.model_times_ms[0] must be a number, got "
+        '"fast"; run the device step again'
     )
     path = run_dir / DEVICE_MANIFEST_NAME
     path.write_text(path.read_text().replace('"rounds": 2', '"rounds": 3'))

@@ -16,7 +16,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_split_flow.p
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -30,7 +29,9 @@ from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_results_match_manifest
 from ireetune.handoff.model_folder import (
+    RESULTS_FORMAT,
     DeviceManifest,
+    DeviceResultsFile,
     ProfileTask,
     VariantTask,
     check_listed_files,
@@ -40,9 +41,7 @@ from ireetune.handoff.model_folder import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
-from ireetune.run_files import RunFileError, read_json_file
-
-RESULTS_FORMAT = "ireetune-device-results/1"
+from ireetune.run_files import RunFileError, dump_document, read_json_file
 
 
 def _log(message: str) -> None:
@@ -52,7 +51,7 @@ def _log(message: str) -> None:
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n")
+    temporary.write_text(dump_document(DeviceResultsFile, payload))
     temporary.replace(path)
 
 

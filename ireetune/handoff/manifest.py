@@ -26,6 +26,7 @@ from ireetune.run_files import (
     CandidateId,
     FileModel,
     InsidePath,
+    check_format,
     check_inside_run_dir,
     read_json_file,
     read_model_file,
@@ -239,8 +240,7 @@ def read_manifest(run_dir: Path) -> Manifest:
             f"{run_dir} has no {MANIFEST_NAME}; compile it with `tune-dispatch --stop-after compile`"
         )
     data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} manifest")
+    check_format(path, data, FORMAT, "manifest")
     checked = validate_document(path, ManifestFile, data, run_dir)
     if checked.baseline.candidate_id != 0:
         raise ValueError(
