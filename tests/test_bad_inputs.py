@@ -557,19 +557,19 @@ CASES = [
     Case(
         "profile-run-damaged-tree",
         ("profile", "--phase", "run", "--generated-dir", "{tree}"),
-        "manifest.json is damaged: KeyError",
+        "manifest.json: dispatches[0].operation is missing",
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.pop("operation")),
     ),
     Case(
         "profile-run-escaping-name",
         ("profile", "--phase", "run", "--generated-dir", "{tree}"),
-        'dispatch name "../../ESCAPED" is not a plain file name',
+        'dispatches[0].name is not a plain file name, got "../../ESCAPED"',
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.update(name="../../ESCAPED")),
     ),
     Case(
         "profile-run-absolute-binary",
         ("profile", "--phase", "run", "--generated-dir", "{tree}"),
-        '"/bin/true" of matmul_64x64x64',
+        'dispatches[0].profile_vmfb must be a path inside the run folder, got "/bin/true"',
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.update(profile_vmfb="/bin/true")),
     ),
     Case(
