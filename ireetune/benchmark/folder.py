@@ -13,7 +13,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_handoff.py c
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from ireetune.handoff.manifest import (
 from ireetune.run_files import (
     BenchmarkResultsFile,
     RunFileError,
+    dump_document,
     read_json_file,
     validate_document,
 )
@@ -178,6 +178,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     elif contenders:
         verification = _verify(run_dir, manifest, contenders, measured_devices[0])
     payload = {
+        "format": BenchmarkResultsFile.FORMAT,
         "devices": list(chosen),
         "campaign": campaign_to_json(result),
         "contenders": contenders,
@@ -190,7 +191,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         "numpy_version": np.__version__,
         "manifest_sha256": manifest_hash,
     }
-    results_path.write_text(json.dumps(payload, indent=2) + "\n")
+    results_path.write_text(dump_document(BenchmarkResultsFile, payload))
     return results_path
 
 
@@ -254,7 +255,7 @@ def _verify_pending(
     campaign = results["campaign"]
     device = next(b["device"] for b in campaign["baselines"] if not b.get("error"))
     results["verification"] = _verify(run_dir, manifest, contenders, device)
-    results_path.write_text(json.dumps(results, indent=2) + "\n")
+    results_path.write_text(dump_document(BenchmarkResultsFile, results))
     return results_path
 
 

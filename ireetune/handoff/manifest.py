@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
@@ -281,6 +281,8 @@ class ReferenceFile(FileModel):
 
 class ReferencesFile(FileModel):
     """verify/references.json: the leaders' reference programs `finish` compiled."""
+
+    FORMAT: ClassVar[str] = "ireetune-references/1"
 
     references: list[ReferenceFile]
 

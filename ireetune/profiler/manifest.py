@@ -103,7 +103,7 @@ class MatmulOperationFile(FileModel):
     @model_validator(mode="after")
     def _check_batch(self) -> MatmulOperationFile:
         if (self.batch is not None) != (self.kind == "batch_matmul"):
-            raise ValueError("batch is given for batch_matmul, and only for it")
+            raise ValueError("must give batch for batch_matmul, and only for it")
         return self
 
 
