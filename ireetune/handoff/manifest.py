@@ -11,7 +11,6 @@ same: run only folders you produced.)
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from dataclasses import asdict, dataclass
@@ -28,6 +27,7 @@ from ireetune.run_files import (
     InsidePath,
     check_format,
     check_inside_run_dir,
+    dump_document,
     read_json_file,
     read_model_file,
     validate_document,
@@ -100,7 +100,7 @@ def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
     """Write the manifest into the run folder; return its path."""
     path = run_dir / MANIFEST_NAME
     payload = {"format": FORMAT, **asdict(manifest)}
-    path.write_text(json.dumps(payload, indent=2) + "\n")
+    path.write_text(dump_document(ManifestFile, payload))
     return path
 
 

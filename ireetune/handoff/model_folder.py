@@ -14,7 +14,6 @@ is refused with one line. The manifest is read as untrusted data, like the dispa
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +27,7 @@ from ireetune.run_files import (
     InsidePath,
     check_format,
     check_inside_run_dir,
+    dump_document,
     read_json_file,
     validate_document,
 )
@@ -135,7 +135,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
     }
     path = run_dir / DEVICE_MANIFEST_NAME
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n")
+    temporary.write_text(dump_document(DeviceManifestFile, payload))
     temporary.replace(path)
     return hash_file(path)
 
