@@ -195,6 +195,25 @@ def test_run_folder_rows_come_from_results_json(tmp_path: Path) -> None:
     assert info == {"timing_basis": "real-input"}
 
 
+def test_a_damaged_results_json_is_refused_in_one_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    candidate = {"candidate_id": "x", "knobs": dict(_knobs(32, 8)), "status": "verified"}
+    (run_dir / "results.json").write_text(json.dumps({"candidates": [candidate]}))
+    with pytest.raises(IreetuneError) as excinfo:
+        read_run_folder_rows(run_dir)
+    assert str(excinfo.value) == (
+        f'{run_dir / "results.json"}: candidates[0].candidate_id must be an integer, got "x"'
+    )
+    candidate.update(candidate_id=1, knobs=None)
+    (run_dir / "results.json").write_text(json.dumps({"candidates": [candidate]}))
+    with pytest.raises(IreetuneError) as excinfo:
+        read_run_folder_rows(run_dir)
+    assert (
+        str(excinfo.value) == f"{run_dir / 'results.json'}: candidates[0].knobs must be an object"
+    )
+
+
 def test_the_shipped_cpu_dataset_is_large_enough_and_says_where_it_comes_from() -> None:
     spaces = load_recorded_spaces(DATA / "cpu")
     assert len(spaces) >= 8

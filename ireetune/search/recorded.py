@@ -54,7 +54,12 @@ from pathlib import Path
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
-from ireetune.run_files import read_json_object
+from ireetune.run_files import (
+    CandidateRecordFile,
+    DispatchRunFile,
+    read_json_object,
+    validate_document,
+)
 from ireetune.search.candidate import Knobs, make_knobs
 
 FORMAT_NAME = "ireetune-recorded-space"
@@ -188,19 +193,16 @@ def _finite(value: object) -> float | None:
     return number if math.isfinite(number) and number > 0 else None
 
 
-def _row_from_result(candidate: Mapping[str, object]) -> RecordedRow:
-    knobs_data = candidate.get("knobs")
-    assert isinstance(knobs_data, dict), "a candidate of a run folder has knobs"
-    status = str(candidate.get("status", ""))
-    measured = status in MEASURED_STATUSES
+def _row_from_result(candidate: CandidateRecordFile, knobs: Mapping[str, int | str]) -> RecordedRow:
+    measured = candidate.status.value in MEASURED_STATUSES
     return RecordedRow(
-        knobs=make_knobs(knobs_data),
-        status=status,
-        min_ms=_finite(candidate.get("min_ms")) if measured else None,
-        median_ms=_finite(candidate.get("median_ms")) if measured else None,
-        speedup=_finite(candidate.get("speedup")) if measured else None,
-        confirmed=bool(candidate.get("confirmed")) if measured else False,
-        binary=str(candidate.get("binary_hash") or "")[:BINARY_DIGITS],
+        knobs=make_knobs(knobs),
+        status=candidate.status.value,
+        min_ms=_finite(candidate.min_ms) if measured else None,
+        median_ms=_finite(candidate.median_ms) if measured else None,
+        speedup=_finite(candidate.speedup) if measured else None,
+        confirmed=candidate.confirmed if measured else False,
+        binary=candidate.binary_hash[:BINARY_DIGITS],
     )
 
 
@@ -218,18 +220,20 @@ def read_run_folder_rows(
     if not results_path.is_file():
         raise IreetuneError(f"{run_dir} has no results.json; is it a tuning run folder?")
     data = read_json_object(results_path)
-    candidates = sorted(data.get("candidates", []), key=lambda c: int(c["candidate_id"]))
-    baseline = next(
-        (
-            _row_from_result(c)
-            for c in candidates
-            if int(c["candidate_id"]) == 0 and c.get("knobs") is not None
-        ),
-        None,
-    )
-    rows = tuple(_row_from_result(c) for c in candidates if int(c["candidate_id"]) != 0)
+    # Checked against the model every reader of results.json uses (paths inside the folder).
+    checked = validate_document(results_path, DispatchRunFile, data, run_dir)
+    baseline = None
+    rows = []
+    for index, candidate in sorted(enumerate(checked.candidates), key=lambda c: c[1].candidate_id):
+        if candidate.candidate_id == 0:
+            if candidate.knobs is not None:
+                baseline = _row_from_result(candidate, candidate.knobs)
+        elif candidate.knobs is None:
+            raise IreetuneError(f"{results_path}: candidates[{index}].knobs must be an object")
+        else:
+            rows.append(_row_from_result(candidate, candidate.knobs))
     info = {key: value for key, value in data.items() if key != "candidates"}
-    return baseline, rows, info
+    return baseline, tuple(rows), info
 
 
 def _encode_row(row: RecordedRow, knob_names: Sequence[str]) -> list[object]:
