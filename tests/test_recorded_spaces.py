@@ -164,6 +164,16 @@ def test_a_row_with_a_missing_column_is_refused(tmp_path: Path) -> None:
     assert str(excinfo.value) == f"{path}: a row must be a list of 7 values"
 
 
+def test_a_baseline_that_is_no_object_is_refused(tmp_path: Path) -> None:
+    path = write_recorded_space(SPACE, tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["baseline"] = [1, 2]
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    with pytest.raises(IreetuneError) as excinfo:
+        load_recorded_space(path)
+    assert str(excinfo.value) == f"{path}: baseline must be an object or null"
+
+
 def test_a_truncated_file_is_refused(tmp_path: Path) -> None:
     path = write_recorded_space(SPACE, tmp_path)
     path.write_bytes(path.read_bytes()[:40])
