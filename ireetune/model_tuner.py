@@ -84,7 +84,11 @@ from ireetune.model.select import (
 from ireetune.model.timing import ModelRun, run_models_side_by_side, time_dispatch_benchmarks
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
-from ireetune.report.records import write_text_atomically
+from ireetune.report.records import (
+    MODEL_PROFILE_FORMAT,
+    MODEL_REPORT_FORMAT,
+    write_text_atomically,
+)
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
@@ -343,7 +347,11 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
         else:
             write_text_atomically(
                 run_dir / "report.json",
-                json.dumps({"outcome": "failed", "error": str(failure)}, indent=2) + "\n",
+                json.dumps(
+                    {"format": MODEL_REPORT_FORMAT, "outcome": "failed", "error": str(failure)},
+                    indent=2,
+                )
+                + "\n",
             )
         raise
 
@@ -816,6 +824,7 @@ def write_profile(run_dir: Path, hot: HotSet) -> None:
         for p in hot.ranked
     ]
     payload = {
+        "format": MODEL_PROFILE_FORMAT,
         "model_ms": hot.model_ms,
         "explained_ms": hot.explained_ms,
         "unexplained_ms": hot.unexplained_ms,
@@ -902,6 +911,7 @@ def _write_report(
     text = "\n".join(lines) + "\n"
     write_text_atomically(run_dir / "report.txt", text)
     payload = {
+        "format": MODEL_REPORT_FORMAT,
         "model": str(options.model_path),
         "target": options.target,
         # The model and its dispatches were profiled and timed on the first; candidates on all.

@@ -24,6 +24,7 @@ from ireetune.report.records import (
     record_to_json,
     write_results,
 )
+from ireetune.report.run_view import read_model_run
 from ireetune.run_files import (
     CandidateRecordFile,
     DispatchRunFile,
@@ -118,4 +119,22 @@ def test_a_file_without_a_format_is_refused_once_its_layout_is_past_version_1() 
     assert str(excinfo.value) == (
         "f has no format version (written before version 2); this ireetune reads "
         "ireetune-x/2: write the folder again with this ireetune"
+    )
+
+
+def test_a_model_run_of_another_version_is_refused_and_an_unversioned_one_reads(
+    tmp_path: Path,
+) -> None:
+    report = {"model": "mlp.mlir", "target": "cpu", "dispatches": [], "notes": []}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    assert read_model_run(tmp_path).dispatches == ()
+    (tmp_path / "report.json").write_text(
+        json.dumps({**report, "format": "ireetune-model-report/2"})
+    )
+    with pytest.raises(RunFileError) as excinfo:
+        read_model_run(tmp_path)
+    assert str(excinfo.value) == (
+        f"{tmp_path / 'report.json'} has format ireetune-model-report/2, written by another "
+        "ireetune; this one reads ireetune-model-report/1: write the folder again with this "
+        "ireetune"
     )

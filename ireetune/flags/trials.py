@@ -19,7 +19,7 @@ from ireetune.compile.pool import CompileJob, compile_all
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.space import DEFAULT_FLAGS, FlagSet
-from ireetune.report.records import write_text_atomically
+from ireetune.report.records import FLAG_TRIALS_FORMAT, write_text_atomically
 
 TRIALS_FILE_NAME = "trials.json"
 
@@ -212,7 +212,12 @@ def write_trials(
     path: Path, trials: Sequence[FlagTrial], rule: DecisionRule, extra: Mapping[str, object]
 ) -> None:
     """Write every trial (flags, hash, times, intervals, verdict) to `path` as JSON."""
-    payload = {"rule": rule.name, **extra, "trials": [trial_row(t) for t in trials]}
+    payload = {
+        "format": FLAG_TRIALS_FORMAT,
+        "rule": rule.name,
+        **extra,
+        "trials": [trial_row(t) for t in trials],
+    }
     write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
 
 

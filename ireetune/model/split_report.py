@@ -13,7 +13,7 @@ from ireetune.model.flag_search import apply_command
 from ireetune.model.hot import HotSet
 from ireetune.model.select import MODEL_RULE
 from ireetune.model_tuner import ModelTuneOptions, explain_profile
-from ireetune.report.records import write_text_atomically
+from ireetune.report.records import MODEL_REPORT_FORMAT, write_text_atomically
 from ireetune.targets import parse_target
 
 
@@ -94,6 +94,7 @@ def write_split_report(
         )
     write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
     payload = {
+        "format": MODEL_REPORT_FORMAT,
         "model": str(options.model_path), "target": options.target, "devices": state["devices"],
         "flow": "split", "round_trips": state["round_trip"], "timings": state["timings"],
         "compile_s": compile_s, "device_s": device_s, "rule": MODEL_RULE.name,

@@ -16,6 +16,10 @@ from ireetune.search.candidate import Knobs, format_knobs
 # The format of a dispatch run's results.json (run_files.DispatchRunFile reads it); a file
 # without the field was written before it existed, in this same layout.
 RESULTS_FORMAT = "ireetune-dispatch-run/1"
+# The formats of a model run's files (report/run_view.py reads them; same rule for old files).
+MODEL_REPORT_FORMAT = "ireetune-model-report/1"
+MODEL_PROFILE_FORMAT = "ireetune-model-profile/1"
+FLAG_TRIALS_FORMAT = "ireetune-flag-trials/1"
 
 
 class CandidateStatus(enum.Enum):
