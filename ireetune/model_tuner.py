@@ -31,6 +31,7 @@ from ireetune.compile.driver import (
 from ireetune.compile.pool import default_jobs
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import FlagSpace
+from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
@@ -170,7 +171,11 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
         else:
             write_text_atomically(
                 run_dir / "report.json",
-                json.dumps({"outcome": "failed", "error": str(failure)}, indent=2) + "\n",
+                json.dumps(
+                    {"format": MODEL_REPORT_FORMAT, "outcome": "failed", "error": str(failure)},
+                    indent=2,
+                )
+                + "\n",
             )
         raise
 
@@ -704,6 +709,7 @@ def _write_report(
     text = "\n".join(lines) + "\n"
     write_text_atomically(run_dir / "report.txt", text)
     payload = {
+        "format": MODEL_REPORT_FORMAT,
         "model": str(options.model_path),
         "target": options.target,
         # The model and its dispatches were profiled and timed on the first; candidates on all.

@@ -21,7 +21,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -33,9 +33,10 @@ from pydantic import (
     model_validator,
 )
 
+from ireetune.benchmark.campaign import CampaignResult, CandidateMeasurement, DeviceBaseline
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.timing import TimingKind
-from ireetune.core.records import CandidateStatus
+from ireetune.core.records import RESULTS_FORMAT, CandidateStatus
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
@@ -49,7 +50,7 @@ MAX_DEPTH = 32
 MAX_CANDIDATE_ID = 2**31 - 1
 MAX_BATCH = 2**31 - 1
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound="FileModel")
 
 
 class RunFileError(IreetuneError, ValueError):
@@ -210,6 +211,8 @@ def validate_document(
     path: Path, model: type[ModelT], document: object, run_dir: Path | None = None
 ) -> ModelT:
     """Check an already read document against its model; paths are confined to `run_dir`."""
+    if model.FORMAT:
+        check_format(path, document, model.FORMAT, "file", unversioned=True)
     try:
         # Validated from JSON text: strict mode then takes enums from their values and arrays
         # for tuples, and still refuses "5" for 5 and true for 1.
@@ -223,6 +226,46 @@ def read_model_file(
 ) -> ModelT:
     """Read a run folder's JSON file into its typed model (size, depth and fields checked)."""
     return validate_document(path, model, read_json_file(path, max_bytes), run_dir)
+
+
+def check_format(
+    path: Path, document: object, expected: str, kind: str, unversioned: bool = False
+) -> None:
+    """Refuse a file that is not of format `expected` ("name/version"), in one line.
+
+    A file of the same name but another version says both versions, so a folder written by
+    another ireetune is refused for what it is. `unversioned`: a file without a format field was
+    written before the field existed, in the layout of version 1, and is read as version 1.
+    """
+    name, _, version = expected.rpartition("/")
+    found = document.get("format") if isinstance(document, dict) else None
+    if found is None and unversioned and isinstance(document, dict):
+        if version != "1":
+            raise RunFileError(
+                f"{path} has no format version (written before version {version}); this "
+                f"ireetune reads {expected}: write the folder again with this ireetune"
+            )
+        return
+    if found == expected:
+        return
+    if isinstance(found, str) and found.rpartition("/")[0] == name:
+        raise RunFileError(
+            f"{path} has format {found}, written by another ireetune; this one reads "
+            f"{expected}: write the folder again with this ireetune"
+        )
+    raise RunFileError(f"{path} is not a {expected} {kind}")
+
+
+def dump_document(model: type[BaseModel], document: Mapping[str, Any]) -> str:
+    """Return `document` as JSON text after checking it against the model its reader uses.
+
+    The writer and the reader share one definition of the file: what is written is what will be
+    read back. A document that fails its model is a defect of ours, so the error is not turned
+    into a user's one-line message.
+    """
+    text = json.dumps(document, indent=2) + "\n"
+    model.model_validate_json(text)
+    return text
 
 
 def check_inside_run_dir(value: str, info: ValidationInfo) -> str:
@@ -250,6 +293,10 @@ class FileModel(BaseModel):
     fields a newer writer added are ignored."""
 
     model_config = ConfigDict(frozen=True, strict=True, extra="ignore")
+
+    # The "name/version" a file of this model carries in its `format` field (checked before its
+    # fields); "" for the parts of a file and the files whose reader checks the format itself.
+    FORMAT: ClassVar[str] = ""
 
 
 # results.json of a dispatch run (report/recorder.py writes it).
@@ -301,6 +348,8 @@ class DecisionFile(FileModel):
 
 class DispatchRunFile(FileModel):
     """A dispatch run's results.json: the run's facts and every candidate."""
+
+    FORMAT: ClassVar[str] = RESULTS_FORMAT
 
     candidates: tuple[CandidateRecordFile, ...]
     devices: tuple[str, ...] = ()
@@ -359,6 +408,32 @@ class CampaignFile(FileModel):
     measured_per_second: float = 0.0
 
 
+def campaign_from_file(stored: CampaignFile) -> CampaignResult:
+    """Rebuild a campaign's result from its checked file form."""
+    baselines = {
+        b.device: DeviceBaseline(
+            b.device, b.batch, b.before_ms, b.after_ms, b.confirmed_ms, b.drift, b.error,
+            b.confirmed_rounds_ms, b.timing,
+        )
+        for b in stored.baselines
+    }  # fmt: skip
+    candidates = {
+        c.candidate_id: CandidateMeasurement(
+            c.candidate_id, c.device, c.status, c.reason, c.times_ms, c.speedup, c.stopped_early,
+            c.confirmed, c.rounds_ms, c.timing, c.batch,
+        )
+        for c in stored.candidates
+    }  # fmt: skip
+    return CampaignResult(
+        baselines, candidates, stored.notes, stored.seconds, stored.measured_per_second
+    )
+
+
+def campaign_from_json(data: Mapping[str, object]) -> CampaignResult:
+    """Rebuild a campaign's result from `campaign_to_json`'s form (checked against its model)."""
+    return campaign_from_file(CampaignFile.model_validate_json(json.dumps(data)))
+
+
 class VerdictFile(FileModel):
     status: str
     reason: str = ""
@@ -385,6 +460,8 @@ class VerificationFile(FileModel):
 
 class BenchmarkResultsFile(FileModel):
     """benchmark_results.json: the campaign, the contenders and their output checks."""
+
+    FORMAT: ClassVar[str] = "ireetune-benchmark-results/1"
 
     devices: tuple[str, ...]
     campaign: CampaignFile

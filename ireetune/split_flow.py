@@ -25,7 +25,6 @@ manifest or results do not match the hashes recorded is refused with one line.
 from __future__ import annotations
 
 import enum
-import json
 import math
 import shlex
 import shutil
@@ -40,7 +39,6 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
-from ireetune.core.files import write_text_atomically
 from ireetune.core.target import Target
 from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
@@ -81,16 +79,20 @@ from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.ranking import rank_candidates
 from ireetune.run_dir import check_output_dir, create_run_dir
-from ireetune.run_files import read_json_file
+from ireetune.run_files import RunFileError, read_json_file
 from ireetune.spec.link import link_spec_files
 from ireetune.split_report import first_session_estimate, write_split_report
+from ireetune.split_state import (
+    STATE_FORMAT,
+    options_from_json,
+    options_to_json,
+    read_state,
+    save_state,
+)
 from ireetune.targets import parse_target
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-STATE_NAME = "split.json"
-STATE_FORMAT = "ireetune-split-run/1"
 
 
 class Phase(enum.StrEnum):
@@ -197,53 +199,7 @@ def decide_variants(
     return decision, estimates
 
 
-# --- The state file -------------------------------------------------------------------------
-
-
-def _read_state(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / STATE_NAME
-    if not run_dir.is_dir():
-        raise IreetuneError(f"run folder not found: {run_dir}")
-    if not path.is_file():
-        raise IreetuneError(
-            f"{run_dir} is not a split model run (no {STATE_NAME}); start one with "
-            "`ireetune tune MODEL --stop-after compile`"
-        )
-    state = read_json_file(path)
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise IreetuneError(f"{path} is not a {STATE_FORMAT} file")
-    return state
-
-
-def _save_state(run_dir: Path, state: dict[str, Any]) -> None:
-    write_text_atomically(run_dir / STATE_NAME, json.dumps(state, indent=2) + "\n")
-
-
-def _options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
-    return {
-        "model_path": str(options.model_path), "target": options.target,
-        "inputs": list(options.inputs), "coverage": options.coverage,
-        "max_dispatches": options.max_dispatches, "num_candidates": options.num_candidates,
-        "candidates_per_dispatch": options.candidates_per_dispatch,
-        "with_default_specs": options.with_default_specs, "rounds": options.rounds,
-        "seed": options.seed, "jobs": options.jobs, "extra_flags": list(options.extra_flags),
-        "devices": list(options.devices),
-        "database_path": str(options.database_path) if options.database_path else None,
-        "use_database": options.use_database, "externalize_weights": options.externalize_weights,
-    }  # fmt: skip
-
-
-def _options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
-    fields = dict(data)
-    fields["model_path"] = Path(fields["model_path"])
-    fields["inputs"] = tuple(fields["inputs"])
-    fields["extra_flags"] = tuple(fields["extra_flags"])
-    fields["devices"] = tuple(fields["devices"])
-    fields["database_path"] = Path(fields["database_path"]) if fields["database_path"] else None
-    fields.setdefault("externalize_weights", False)
-    if jobs:
-        fields["jobs"] = jobs
-    return ModelTuneOptions(**fields, search_flags=False)
+# --- The run's state (split.json: split_state.py) -------------------------------------
 
 
 def _target_of(options: ModelTuneOptions) -> Target:
@@ -286,12 +242,12 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
         "format": STATE_FORMAT,
         "phase": Phase.PREPARING,
         "round_trip": 0,
-        "options": _options_to_json(options),
+        "options": options_to_json(options),
         "devices": list(options.devices) or [target.runtime_device],
         "done_steps": [],
         "folders": {},
     }
-    _save_state(run_dir, state)
+    save_state(run_dir, state)
     with open_executor(options.executor, options.ray) as executor:
         return _prepare(executor, run_dir, state, options)
 
@@ -324,7 +280,7 @@ def _prepare(
             "parameters": ["import/weights.irpa"] if externalize else [],
         }  # fmt: skip
         done.append("import")
-        _save_state(run_dir, state)
+        save_state(run_dir, state)
     model = _model_of(run_dir, state, target)
     if "default" not in done:
         compile_started = time.monotonic()
@@ -333,7 +289,7 @@ def _prepare(
             raise IreetuneError(f"the model does not compile for {target.name}: {error}")
         state["model"]["compile_timeout_s"] = max(60.0, 10.0 * (time.monotonic() - compile_started))
         done.append("default")
-        _save_state(run_dir, state)
+        save_state(run_dir, state)
     if "dispatches" not in done:
         dumped, binaries = compile_dispatch_benchmarks(executor, model, run_dir, options.jobs)
         counts = count_dispatch_invocations(model.mlir_path, target, run_dir)
@@ -348,7 +304,7 @@ def _prepare(
             for d, p in zip(dumped, profiles, strict=True)
         ]  # fmt: skip
         done.append("dispatches")
-        _save_state(run_dir, state)
+        save_state(run_dir, state)
     profiles = _profiles(run_dir, state, {})
     costs = {d["name"]: estimate_cost(d["flops"], d.get("bytes", 0)) for d in state["dispatches"]}
     ranked = pre_rank_dispatches(profiles, costs, options.max_dispatches)
@@ -417,10 +373,10 @@ def _compile_folders(
         except IreetuneError as failure:
             state.setdefault("notes", []).append(f"{profile.name}: not tuned: {failure}")
             state["folders"][profile.problem] = ""
-            _save_state(run_dir, state)
+            save_state(run_dir, state)
             continue
         state["folders"][profile.problem] = _relative(run_dir, result.run_dir)
-        _save_state(run_dir, state)
+        save_state(run_dir, state)
 
 
 def _send_to_device(
@@ -447,7 +403,7 @@ def _send_to_device(
     )  # fmt: skip
     state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
     state.update(phase=Phase.AWAITING_DEVICE, round_trip=round_trip)
-    _save_state(run_dir, state)
+    save_state(run_dir, state)
     return SplitStatus(run_dir, Phase.AWAITING_DEVICE, round_trip, _device_step_command(run_dir))
 
 
@@ -457,8 +413,8 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
     from ireetune.executor.base import LocalExecutor
 
     executor = LocalExecutor()
-    state = _read_state(run_dir)
-    options = _options_from_json(state["options"], jobs)
+    state = read_state(run_dir)
+    options = options_from_json(state["options"], jobs)
     model = state.get("model")
     if model is not None and hash_file(run_dir / model["mlir"]) != model["mlir_sha256"]:
         raise IreetuneError(
@@ -479,7 +435,7 @@ def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
         _record_time(
             state, f"device {state['round_trip']}", "device", float(results["seconds"]["total"])
         )
-        _save_state(run_dir, state)
+        save_state(run_dir, state)
     if "profile" in results:
         state["profile"] = results["profile"]
     # `device-step --devices` may have measured on other devices than the run was prepared for.
@@ -533,9 +489,10 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
             f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
             f"step again: {_device_step_command(run_dir)}"
         )
-    problem = check_device_results(results, run_dir)
-    if problem:
-        raise IreetuneError(f"{path}: {problem}; run the device step again")
+    try:
+        check_device_results(path, results, run_dir)
+    except RunFileError as error:
+        raise IreetuneError(f"{error}; run the device step again") from None
     if results.get("done") is not True:
         raise IreetuneError(
             f"the device step of {run_dir} was stopped before it finished; run it again (it "
@@ -631,7 +588,7 @@ def _build_variants(
             built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
         variant_rows.append(row)
     state["variants"] = variant_rows
-    _save_state(run_dir, state)
+    save_state(run_dir, state)
     if not built:
         return None
     model_ms = float(state["profile"]["model_ms"])
@@ -690,7 +647,7 @@ def _decide(
         shutil.copyfile(run_dir / "variants" / f"{winner_label}_spec.mlir", tuned_spec)
     state.update(phase=Phase.DONE, winner=winner_label, rule=MODEL_RULE.name)
     _record_time(state, "decide", "compile", time.monotonic() - started)
-    _save_state(run_dir, state)
+    save_state(run_dir, state)
     write_split_report(run_dir, state, options, hot, variants, decision, estimates)
     return SplitStatus(run_dir, Phase.DONE, state["round_trip"], "", _report_text(run_dir))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.core.files import write_text_atomically
+from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.decision.rules import Decision
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.flags.model_search import apply_command
@@ -95,6 +96,7 @@ def write_split_report(
         )
     write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
     payload = {
+        "format": MODEL_REPORT_FORMAT,
         "model": str(options.model_path), "target": options.target, "devices": state["devices"],
         "flow": "split", "round_trips": state["round_trip"], "timings": state["timings"],
         "compile_s": compile_s, "device_s": device_s, "rule": MODEL_RULE.name,

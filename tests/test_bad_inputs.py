@@ -557,19 +557,19 @@ CASES = [
     Case(
         "profile-run-damaged-tree",
         ("profile", "--phase", "run", "--generated-dir", "{tree}"),
-        "manifest.json is damaged: KeyError",
+        "manifest.json: dispatches[0].operation is missing",
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.pop("operation")),
     ),
     Case(
         "profile-run-escaping-name",
         ("profile", "--phase", "run", "--generated-dir", "{tree}"),
-        'dispatch name "../../ESCAPED" is not a plain file name',
+        'dispatches[0].name is not a plain file name, got "../../ESCAPED"',
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.update(name="../../ESCAPED")),
     ),
     Case(
         "profile-run-absolute-binary",
         ("profile", "--phase", "run", "--generated-dir", "{tree}"),
-        '"/bin/true" of matmul_64x64x64',
+        'dispatches[0].profile_vmfb must be a path inside the run folder, got "/bin/true"',
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry.update(profile_vmfb="/bin/true")),
     ),
     Case(
@@ -1180,6 +1180,55 @@ CASES = [
     Case("target-cpu-unknown-name", (*TUNE_DISPATCH, "--target", "cpu:zen4"), "unknown CPU 'zen4'"),
     Case(
         "tune-target-cpu-unknown-name", (*TUNE, "--target", "cpu:Haswell"), "unknown CPU 'Haswell'"
+    ),
+    # typed: a file of another format version is refused in one line naming both versions; every
+    # field of the profiler's manifest is checked against its model.
+    Case(
+        "typed-handoff-of-another-version",
+        ("benchmark-folder", "{folder}"),
+        "handoff.json has format ireetune-benchmark-folder/2, written by another ireetune; this "
+        "one reads ireetune-benchmark-folder/1",
+        _set("format", "ireetune-benchmark-folder/2"),
+    ),
+    Case(
+        "typed-results-of-another-version",
+        ("replay", "{folder}"),
+        "results.json has format ireetune-dispatch-run/2, written by another ireetune; this one "
+        "reads ireetune-dispatch-run/1",
+        setup=_edit_results(lambda run: run.update(format="ireetune-dispatch-run/2")),
+    ),
+    Case(
+        "typed-benchmark-results-of-another-version",
+        ("finish", "{folder}"),
+        "benchmark_results.json has format ireetune-benchmark-results/2, written by another "
+        "ireetune; this one reads ireetune-benchmark-results/1",
+        setup=_benchmark_results(format="ireetune-benchmark-results/2"),
+    ),
+    Case(
+        "typed-benchmark-results-of-another-file",
+        ("finish", "{folder}"),
+        "benchmark_results.json is not a ireetune-benchmark-results/1 file",
+        setup=_benchmark_results(format="ireetune-dispatch-run/1"),
+    ),
+    Case(
+        "typed-profile-manifest-of-another-version",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        "manifest.json has version 2; expected 1",
+        setup=lambda _, tmp: (tmp / "tree" / "manifest.json").write_text(
+            (tmp / "tree" / "manifest.json").read_text().replace('"version": 1', '"version": 2')
+        ),
+    ),
+    Case(
+        "typed-profile-matmul-with-a-batch",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        "dispatches[0].operation.matmul must give batch for batch_matmul, and only for it",
+        setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry["operation"].update(batch=4)),
+    ),
+    Case(
+        "typed-profile-dimension-text",
+        ("profile", "--phase", "run", "--generated-dir", "{tree}"),
+        'dispatches[0].operation.matmul.m must be an integer, got "64"',
+        setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry["operation"].update(m="64")),
     ),
 ]
 

@@ -8,7 +8,6 @@ from ireetune.benchmark.campaign import (
     CampaignResult,
     CandidateMeasurement,
     DeviceBaseline,
-    campaign_from_json,
     campaign_to_json,
 )
 from ireetune.benchmark.runner import BenchmarkStatus
@@ -23,6 +22,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis, estimate_speedup
 from ireetune.report.reuse import find_reusable
+from ireetune.run_files import campaign_from_json
 
 BASE = ((10.0, 10.1, 9.9), (10.2, 10.0, 10.1), (9.9, 10.0, 10.0), (10.1, 10.0, 9.9))
 

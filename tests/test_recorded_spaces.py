@@ -164,6 +164,16 @@ def test_a_row_with_a_missing_column_is_refused(tmp_path: Path) -> None:
     assert str(excinfo.value) == f"{path}: a row must be a list of 7 values"
 
 
+def test_a_baseline_that_is_no_object_is_refused(tmp_path: Path) -> None:
+    path = write_recorded_space(SPACE, tmp_path)
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    data["baseline"] = [1, 2]
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    with pytest.raises(IreetuneError) as excinfo:
+        load_recorded_space(path)
+    assert str(excinfo.value) == f"{path}: baseline must be an object or null"
+
+
 def test_a_truncated_file_is_refused(tmp_path: Path) -> None:
     path = write_recorded_space(SPACE, tmp_path)
     path.write_bytes(path.read_bytes()[:40])
@@ -193,6 +203,25 @@ def test_run_folder_rows_come_from_results_json(tmp_path: Path) -> None:
         RecordedRow(_knobs(64, 4), "compile-failed", None, None, None, False, ""),
     )
     assert info == {"timing_basis": "real-input"}
+
+
+def test_a_damaged_results_json_is_refused_in_one_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    candidate = {"candidate_id": "x", "knobs": dict(_knobs(32, 8)), "status": "verified"}
+    (run_dir / "results.json").write_text(json.dumps({"candidates": [candidate]}))
+    with pytest.raises(IreetuneError) as excinfo:
+        read_run_folder_rows(run_dir)
+    assert str(excinfo.value) == (
+        f'{run_dir / "results.json"}: candidates[0].candidate_id must be an integer, got "x"'
+    )
+    candidate.update(candidate_id=1, knobs=None)
+    (run_dir / "results.json").write_text(json.dumps({"candidates": [candidate]}))
+    with pytest.raises(IreetuneError) as excinfo:
+        read_run_folder_rows(run_dir)
+    assert (
+        str(excinfo.value) == f"{run_dir / 'results.json'}: candidates[0].knobs must be an object"
+    )
 
 
 def test_the_shipped_cpu_dataset_is_large_enough_and_says_where_it_comes_from() -> None:

@@ -30,7 +30,6 @@ from ireetune.handoff.model_folder import (
 )
 from ireetune.model.hot import DispatchProfile
 from ireetune.split_flow import (
-    STATE_NAME,
     Phase,
     continue_split_run,
     decide_variants,
@@ -38,6 +37,7 @@ from ireetune.split_flow import (
     plan_variants,
     pre_rank_dispatches,
 )
+from ireetune.split_state import STATE_NAME
 from tests.test_handoff import runtime_only_environment
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -294,7 +294,8 @@ def test_continue_refuses_an_edited_manifest_and_foreign_results(
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert str(excinfo.value) == (
-        f"{run_dir / results_name(1)}: profile is malformed; run the device step again"
+        f"{run_dir / results_name(1)}: profile.model_times_ms[0] must be a number, got "
+        '"fast"; run the device step again'
     )
     path = run_dir / DEVICE_MANIFEST_NAME
     path.write_text(path.read_text().replace('"rounds": 2', '"rounds": 3'))
@@ -324,6 +325,67 @@ def test_continue_resumes_a_prepare_phase_that_was_stopped(prepared: Path, tmp_p
     assert json.loads((run_dir / STATE_NAME).read_text())["folders"] == kept
     assert {p: p.stat().st_mtime_ns for p in (run_dir / "tuning").rglob("*.vmfb")} == before
     assert json.loads((run_dir / DEVICE_MANIFEST_NAME).read_text())["round_trip"] == 1
+
+
+def test_a_folder_of_another_version_is_refused_in_one_line_naming_both_versions(
+    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each file of the run folder, written by an ireetune of another format version.
+    run_dir = _copy(prepared, tmp_path)
+    path = run_dir / DEVICE_MANIFEST_NAME
+    path.write_text(path.read_text().replace("ireetune-model-folder/1", "ireetune-model-folder/2"))
+    assert main(["device-step", str(run_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"ireetune: error: {path} has format ireetune-model-folder/2, written by another "
+        "ireetune; this one reads ireetune-model-folder/1: write the folder again with this "
+        "ireetune\n"
+    )
+    run_dir = _copy(prepared, tmp_path / "results")
+    (run_dir / "device").mkdir()
+    results = {
+        "format": "ireetune-device-results/0",
+        "manifest_sha256": hash_device_manifest(run_dir),
+    }
+    (run_dir / results_name(1)).write_text(json.dumps(results))
+    with pytest.raises(IreetuneError) as excinfo:
+        continue_split_run(run_dir)
+    assert str(excinfo.value) == (
+        f"{run_dir / results_name(1)} has format ireetune-device-results/0, written by another "
+        "ireetune; this one reads ireetune-device-results/1: write the folder again with this "
+        "ireetune; run the device step again"
+    )
+    run_dir = _copy(prepared, tmp_path / "state")
+    state = json.loads((run_dir / STATE_NAME).read_text())
+    (run_dir / STATE_NAME).write_text(json.dumps({**state, "format": "ireetune-split-run/0"}))
+    with pytest.raises(IreetuneError) as excinfo:
+        continue_split_run(run_dir)
+    assert str(excinfo.value) == (
+        f"{run_dir / STATE_NAME} has format ireetune-split-run/0, written by another ireetune; "
+        "this one reads ireetune-split-run/1: write the folder again with this ireetune"
+    )
+
+
+def test_a_damaged_state_file_is_refused_in_one_line_naming_the_field(
+    prepared: Path, tmp_path: Path
+) -> None:
+    run_dir = _copy(prepared, tmp_path)
+    state = json.loads((run_dir / STATE_NAME).read_text())
+    state["dispatches"][0]["benchmark"] = "/etc/passwd"
+    (run_dir / STATE_NAME).write_text(json.dumps(state))
+    with pytest.raises(IreetuneError) as excinfo:
+        continue_split_run(run_dir)
+    assert str(excinfo.value) == (
+        f"{run_dir / STATE_NAME}: dispatches[0].benchmark must be a path inside the run folder, "
+        'got "/etc/passwd"'
+    )
+    state["dispatches"][0].pop("benchmark")
+    state["options"]["rounds"] = "5"
+    (run_dir / STATE_NAME).write_text(json.dumps(state))
+    with pytest.raises(IreetuneError) as excinfo:
+        continue_split_run(run_dir)
+    assert (
+        str(excinfo.value) == f'{run_dir / STATE_NAME}: options.rounds must be an integer, got "5"'
+    )
 
 
 def test_weights_kept_apart_are_read_from_their_archive(tmp_path: Path) -> None:

@@ -472,7 +472,11 @@ def _drain_stream(feed: JobFeed) -> Iterator[BenchmarkJob]:
 
 
 def campaign_to_json(result: CampaignResult) -> dict[str, object]:
-    """Return a JSON-ready form of a campaign's result (read back by `campaign_from_json`)."""
+    """Return a JSON-ready form of a campaign's result.
+
+    run_files.CampaignFile is the form's one definition: benchmark_results.json is checked
+    against it when written and when read back (`run_files.campaign_from_file`).
+    """
     return {
         "seconds": result.seconds,
         "measured_per_second": result.measured_per_second,
@@ -508,37 +512,3 @@ def campaign_to_json(result: CampaignResult) -> dict[str, object]:
             for m in sorted(result.candidates.values(), key=lambda m: m.candidate_id)
         ],  # fmt: skip
     }
-
-
-def campaign_from_json(data: dict[str, object]) -> CampaignResult:
-    """Rebuild a campaign's result from `campaign_to_json` output."""
-    baselines_data = data["baselines"]
-    candidates_data = data["candidates"]
-    assert isinstance(baselines_data, list) and isinstance(candidates_data, list)
-    baselines = {
-        b["device"]: DeviceBaseline(
-            b["device"], int(b["batch"]), tuple(b["before_ms"]), tuple(b["after_ms"]),
-            tuple(b["confirmed_ms"]), b["drift"], b.get("error", ""),
-            tuple(tuple(r) for r in b.get("confirmed_rounds_ms", [])),
-            TimingKind(b["timing"]) if b.get("timing") else None,
-        )
-        for b in baselines_data
-    }  # fmt: skip
-    candidates = {
-        int(c["candidate_id"]): CandidateMeasurement(
-            int(c["candidate_id"]), c["device"], BenchmarkStatus(c["status"]), c["reason"],
-            tuple(c["times_ms"]), c["speedup"], bool(c["stopped_early"]), bool(c["confirmed"]),
-            tuple(tuple(r) for r in c.get("rounds_ms", [])),
-            TimingKind(c["timing"]) if c.get("timing") else None, int(c.get("batch", 0)),
-        )
-        for c in candidates_data
-    }  # fmt: skip
-    notes = data.get("notes", [])
-    assert isinstance(notes, list)
-    return CampaignResult(
-        baselines,
-        candidates,
-        tuple(str(n) for n in notes),
-        float(data["seconds"]),  # type: ignore[arg-type]
-        float(data.get("measured_per_second", 0.0)),  # type: ignore[arg-type]
-    )

@@ -14,6 +14,14 @@ from typing import Any
 from ireetune.core.candidate import Knobs, format_knobs
 from ireetune.core.files import write_text_atomically
 
+# The format of a dispatch run's results.json (run_files.DispatchRunFile reads it); a file
+# without the field was written before it existed, in this same layout.
+RESULTS_FORMAT = "ireetune-dispatch-run/1"
+# The formats of a model run's files (report/run_view.py reads them; same rule for old files).
+MODEL_REPORT_FORMAT = "ireetune-model-report/1"
+MODEL_PROFILE_FORMAT = "ireetune-model-profile/1"
+FLAG_TRIALS_FORMAT = "ireetune-flag-trials/1"
+
 
 class CandidateStatus(enum.Enum):
     """Where a candidate's journey ended (or stands, while the run is under way)."""
@@ -171,6 +179,8 @@ def write_results(path: Path, run_info: dict[str, Any], records: Sequence[Candid
     """Write results.json: the run's facts and every candidate's record."""
     payload = {
         **run_info,
+        # After the run's facts: a folder read from an older file is written back as this one.
+        "format": RESULTS_FORMAT,
         "candidates": [record_to_json(r) for r in sorted(records, key=lambda r: r.candidate_id)],
     }
     write_text_atomically(path, json.dumps(payload, indent=2) + "\n")

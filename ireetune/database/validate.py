@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+)
 
 from ireetune.database.store import (
     VERDICTS,
@@ -34,44 +43,6 @@ from ireetune.problem.root_op import Problem, problem_from_fields
 BASES = frozenset({"", "dispatch", "real-input", "model"})
 KEY_FIELDS = ("compiler_version", "target", "device", "problem", "signature")
 TEXT_FIELDS = ("reason", "session", "written_at")
-# Fields that schema 1 lacked: an older export may leave them out.
-OPTIONAL_DEFAULTS: dict[str, object] = {
-    "speedup_low": None,
-    "speedup_high": None,
-    "basis": "",
-    "confirmed": False,
-    "rounds_ms": [],
-    "outputs_match": None,
-    "real_input_speedup": None,
-    "real_input_low": None,
-    "real_input_high": None,
-    "verdict": "",
-    "rule": "",
-    "origin": "",
-}
-NUMBER_FIELDS = (
-    "median_ms",
-    "min_ms",
-    "max_ms",
-    "spread",
-    "baseline_ms",
-    "speedup",
-    "speedup_low",
-    "speedup_high",
-    "real_input_speedup",
-    "real_input_low",
-    "real_input_high",
-)
-REQUIRED_FIELDS = (
-    *KEY_FIELDS,
-    "config",
-    "compilation_info",
-    "status",
-    *TEXT_FIELDS,
-    "times_ms",
-    *(name for name in NUMBER_FIELDS if name not in OPTIONAL_DEFAULTS),
-)
-ALL_FIELDS = frozenset((*REQUIRED_FIELDS, *OPTIONAL_DEFAULTS))
 
 
 class _BadField(Exception):
@@ -89,50 +60,11 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _text(values: Mapping[str, object], name: str, non_empty: bool = False) -> str:
-    value = values[name]
-    if not isinstance(value, str) or (non_empty and not value):
-        kind = "non-empty text" if non_empty else "text"
-        raise _BadField(name, f"{name} must be {kind}, got {_shown(value)}")
-    return value
-
-
-def _is_number(value: object) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        number = float(value)
-    except OverflowError:  # An integer too large for a float (JSON allows any length).
-        return False
-    return math.isfinite(number) and number >= 0
-
-
-def _number(values: Mapping[str, object], name: str) -> float | None:
-    value = values[name]
-    if value is None:
-        return None
-    if not _is_number(value):
-        raise _BadField(name, f"{name} must be a finite number >= 0 or null, got {_shown(value)}")
-    assert isinstance(value, int | float)
-    return float(value)
-
-
-def _times(values: Mapping[str, object]) -> tuple[float, ...]:
-    value = values["times_ms"]
-    if not isinstance(value, list) or not all(_is_number(t) for t in value):
-        raise _BadField(
-            "times_ms",
-            f"times_ms must be a list of finite numbers >= 0, got {_shown(value)}",
-        )
-    return tuple(float(t) for t in value)
-
-
-def _config(values: Mapping[str, object]) -> str:
-    text = _text(values, "config")
+def _check_config(text: str) -> str:
     try:
         knobs = json.loads(text)
     except (ValueError, RecursionError):
-        raise _BadField("config", f"config is not JSON: {_shown(text)}") from None
+        raise ValueError(f"config is not JSON: {_shown(text)}") from None
     valid = knobs is None or (
         isinstance(knobs, dict)
         and all(
@@ -141,14 +73,11 @@ def _config(values: Mapping[str, object]) -> str:
         )
     )
     if not valid:
-        raise _BadField(
-            "config",
-            f"config must be a JSON object of integer or text knobs, or null, got {_shown(text)}",
+        raise ValueError(
+            f"config must be a JSON object of integer or text knobs, or null, got {_shown(text)}"
         )
     if config_key(parse_config_key(text)) != text:
-        raise _BadField(
-            "config", f"config is not in canonical form (sorted keys), got {_shown(text)}"
-        )
+        raise ValueError(f"config is not in canonical form (sorted keys), got {_shown(text)}")
     return text
 
 
@@ -157,22 +86,24 @@ def _first_diagnostic(error: ir.MLIRError) -> str:
     return lines[1] if len(lines) > 1 else lines[0] if lines else "parse error"
 
 
-def _compilation_info(values: Mapping[str, object], context: ir.Context) -> str:
-    text = _text(values, "compilation_info")
+def _mlir_context(info: ValidationInfo) -> ir.Context:
+    """The MLIR context `validate_rows` hands every row's validation (one for all rows)."""
+    assert info.context is not None
+    context: ir.Context = info.context["mlir"]
+    return context
+
+
+def _check_compilation_info(text: str, info: ValidationInfo) -> str:
     if not text:
         return text
     try:
-        with context:
+        with _mlir_context(info):
             attribute = ir.Attribute.parse(text)
     except ir.MLIRError as error:
-        raise _BadField(
-            "compilation_info",
-            f"compilation_info does not parse: {_first_diagnostic(error)}",
-        ) from None
+        raise ValueError(f"compilation_info does not parse: {_first_diagnostic(error)}") from None
     if not iree_codegen.CompilationInfoAttr.isinstance(attribute):
-        raise _BadField(
-            "compilation_info",
-            f"compilation_info must be an #iree_codegen.compilation_info, got {_shown(text)}",
+        raise ValueError(
+            f"compilation_info must be an #iree_codegen.compilation_info, got {_shown(text)}"
         )
     return text
 
@@ -198,100 +129,148 @@ def read_problem_key(text: str, context: ir.Context) -> Problem:
     return problem
 
 
-def _problem(values: Mapping[str, object], context: ir.Context) -> str:
-    text = _text(values, "problem", non_empty=True)
+def _check_problem(text: str, info: ValidationInfo) -> str:
     try:
-        read_problem_key(text, context)
+        read_problem_key(text, _mlir_context(info))
     except IreetuneError as error:
-        raise _BadField("problem", f"problem cannot be read: {error}") from None
+        raise ValueError(f"problem cannot be read: {error}") from None
     return text
 
 
-def _outputs_match(values: Mapping[str, object]) -> bool | None:
-    value = values["outputs_match"]
-    if value is not None and not isinstance(value, bool):
-        raise _BadField(
-            "outputs_match", f"outputs_match must be true, false or null, got {_shown(value)}"
-        )
-    return value
+def _flag_from_column(value: object) -> object:
+    """A database file stores a flag as the integer 0 or 1."""
+    return bool(value) if type(value) is int and value in (0, 1) else value
 
 
-def _choice(values: Mapping[str, object], name: str, choices: frozenset[str]) -> str:
-    value = values[name]
-    if not isinstance(value, str) or value not in choices:
-        known = ", ".join(repr(c) for c in sorted(choices))
-        raise _BadField(name, f"{name} must be one of {known}, got {_shown(value)}")
-    return value
+def _rounds_from_column(value: object) -> object:
+    """A database file stores the rounds as JSON text."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError, RecursionError):
+            return json.loads(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _one_of(choices: frozenset[str]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError("not a known value")
+        return value
+
+    return AfterValidator(check)
+
+
+Text = str
+KeyText = Annotated[str, Field(min_length=1)]
+Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ResultRow(BaseModel):
+    """One row of results from outside, its key's parts beside its other fields (the columns of
+    the results table). The one definition `db import` checks a JSON export and a database file
+    against; each refusal is worded by `_ROW_PHRASES`."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    compiler_version: KeyText
+    target: KeyText
+    device: KeyText
+    problem: Annotated[KeyText, AfterValidator(_check_problem)]
+    signature: KeyText
+    config: Annotated[Text, AfterValidator(_check_config)]
+    compilation_info: Annotated[Text, AfterValidator(_check_compilation_info)]
+    status: Annotated[Text, _one_of(WRITTEN_STATUSES)]
+    reason: Text
+    session: Text
+    written_at: Text
+    times_ms: list[Number]
+    median_ms: Number | None
+    min_ms: Number | None
+    max_ms: Number | None
+    spread: Number | None
+    baseline_ms: Number | None
+    speedup: Number | None
+    # Fields that schema 1 lacked: an older export may leave them out.
+    speedup_low: Number | None = None
+    speedup_high: Number | None = None
+    basis: Annotated[Text, _one_of(BASES)] = ""
+    confirmed: Annotated[bool, BeforeValidator(_flag_from_column)] = False
+    rounds_ms: Annotated[list[list[Number]], BeforeValidator(_rounds_from_column)] = []
+    outputs_match: bool | None = None
+    real_input_speedup: Number | None = None
+    real_input_low: Number | None = None
+    real_input_high: Number | None = None
+    verdict: Annotated[Text, _one_of(VERDICTS)] = ""
+    rule: Text = ""
+    origin: Text = ""
+
+
+_REQUIRED = frozenset(name for name, info in ResultRow.model_fields.items() if info.is_required())
+_NUMBERS = frozenset(
+    name for name, info in ResultRow.model_fields.items() if info.annotation == Number | None
+)
+
+
+def _known(choices: frozenset[str]) -> str:
+    return ", ".join(repr(c) for c in sorted(choices))
+
+
+# What each field must be, in the words of the refusal (the field's name comes first).
+_ROW_PHRASES = {
+    **{name: "must be non-empty text" for name in KEY_FIELDS},
+    **{name: "must be text" for name in ("config", "compilation_info", *TEXT_FIELDS)},
+    **{name: "must be text" for name in ("rule", "origin")},
+    **{name: "must be a finite number >= 0 or null" for name in _NUMBERS},
+    "times_ms": "must be a list of finite numbers >= 0",
+    "rounds_ms": "must be a list of lists of numbers",
+    "confirmed": "must be true or false",
+    "outputs_match": "must be true, false or null",
+    "status": f"must be one of {_known(WRITTEN_STATUSES)}",
+    "basis": f"must be one of {_known(BASES)}",
+    "verdict": f"must be one of {_known(VERDICTS)}",
+}
+
+
+def _describe_row_error(values: Mapping[str, object], error: ValidationError) -> _BadField:
+    """Word the first of a row's problems: unknown fields first, then missing ones."""
+    errors = error.errors(include_url=False)
+    first = next(
+        (e for kind in ("extra_forbidden", "missing") for e in errors if e["type"] == kind),
+        errors[0],
+    )
+    name = str(first["loc"][0])
+    value = values.get(name)
+    if first["type"] == "extra_forbidden":
+        return _BadField(name, f"unknown field '{name}'")
+    if first["type"] == "missing":
+        return _BadField(name, f"{name} is missing")
+    if value is None and name in _REQUIRED and name not in _NUMBERS:
+        return _BadField(name, f"{name} must not be null")
+    if first["type"] == "value_error" and str(first["ctx"]["error"]).startswith(name):
+        return _BadField(name, str(first["ctx"]["error"]))
+    if name == "rounds_ms":
+        value = _rounds_from_column(value)
+    return _BadField(name, f"{name} {_ROW_PHRASES[name]}, got {_shown(value)}")
 
 
 def validate_row(values: Mapping[str, object], origin: str, context: ir.Context) -> StoredResult:
     """Check one row's fields (flat: the key's parts beside the others) and build its record,
     marked with `origin`. Raise _BadField for the first bad field."""
-    unknown = sorted(set(values) - ALL_FIELDS)
-    if unknown:
-        raise _BadField(unknown[0], f"unknown field '{unknown[0]}'")
-    for name in REQUIRED_FIELDS:
-        if name not in values:
-            raise _BadField(name, f"{name} is missing")
-        if values[name] is None and name not in NUMBER_FIELDS:
-            raise _BadField(name, f"{name} must not be null")
-    values = {**OPTIONAL_DEFAULTS, **values}
-    for name in KEY_FIELDS:
-        _text(values, name, non_empty=True)
-    _text(values, "rule")
-    _text(values, "origin")
-    if values["confirmed"] not in (True, False) or not isinstance(values["confirmed"], bool | int):
-        raise _BadField(
-            "confirmed", f"confirmed must be true or false, got {_shown(values['confirmed'])}"
-        )
-    rounds = values["rounds_ms"]
-    if isinstance(rounds, str):
-        with contextlib.suppress(ValueError):
-            rounds = json.loads(rounds)
-    if not isinstance(rounds, list | tuple):
-        raise _BadField(
-            "rounds_ms", f"rounds_ms must be a list of lists of numbers, got {_shown(rounds)}"
-        )
     try:
-        parsed_rounds = tuple(_times({"times_ms": r}) for r in rounds)
-    except _BadField:
-        raise _BadField(
-            "rounds_ms", f"rounds_ms must be a list of lists of numbers, got {_shown(rounds)}"
-        ) from None
+        row = ResultRow.model_validate(dict(values), context={"mlir": context})
+    except ValidationError as error:
+        raise _describe_row_error(values, error) from None
     return StoredResult(
-        key=ResultKey(
-            _text(values, "compiler_version"),
-            _text(values, "target"),
-            _text(values, "device"),
-            _problem(values, context),
-            _text(values, "signature"),
-        ),
-        config=_config(values),
-        compilation_info=_compilation_info(values, context),
-        status=_choice(values, "status", WRITTEN_STATUSES),
-        reason=_text(values, "reason"),
-        times_ms=_times(values),
-        median_ms=_number(values, "median_ms"),
-        min_ms=_number(values, "min_ms"),
-        max_ms=_number(values, "max_ms"),
-        spread=_number(values, "spread"),
-        baseline_ms=_number(values, "baseline_ms"),
-        speedup=_number(values, "speedup"),
-        session=_text(values, "session"),
-        written_at=_text(values, "written_at"),
-        speedup_low=_number(values, "speedup_low"),
-        speedup_high=_number(values, "speedup_high"),
-        basis=_choice(values, "basis", BASES),
-        confirmed=bool(values["confirmed"]),
-        rounds_ms=parsed_rounds,
-        outputs_match=_outputs_match(values),
-        real_input_speedup=_number(values, "real_input_speedup"),
-        real_input_low=_number(values, "real_input_low"),
-        real_input_high=_number(values, "real_input_high"),
-        verdict=_choice(values, "verdict", VERDICTS),
-        rule=_text(values, "rule"),
-        origin=origin,
-    )
+        key=ResultKey(row.compiler_version, row.target, row.device, row.problem, row.signature),
+        config=row.config, compilation_info=row.compilation_info, status=row.status,
+        reason=row.reason, times_ms=tuple(row.times_ms), median_ms=row.median_ms,
+        min_ms=row.min_ms, max_ms=row.max_ms, spread=row.spread, baseline_ms=row.baseline_ms,
+        speedup=row.speedup, session=row.session, written_at=row.written_at,
+        speedup_low=row.speedup_low, speedup_high=row.speedup_high, basis=row.basis,
+        confirmed=row.confirmed, rounds_ms=tuple(tuple(r) for r in row.rounds_ms),
+        outputs_match=row.outputs_match, real_input_speedup=row.real_input_speedup,
+        real_input_low=row.real_input_low, real_input_high=row.real_input_high,
+        verdict=row.verdict, rule=row.rule, origin=origin,
+    )  # fmt: skip
 
 
 def _flatten_key(row: Mapping[str, object]) -> dict[str, object]:

@@ -19,6 +19,7 @@ from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet
+from ireetune.core.records import FLAG_TRIALS_FORMAT
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
 
@@ -216,7 +217,12 @@ def write_trials(
     path: Path, trials: Sequence[FlagTrial], rule: DecisionRule, extra: Mapping[str, object]
 ) -> None:
     """Write every trial (flags, hash, times, intervals, verdict) to `path` as JSON."""
-    payload = {"rule": rule.name, **extra, "trials": [trial_row(t) for t in trials]}
+    payload = {
+        "format": FLAG_TRIALS_FORMAT,
+        "rule": rule.name,
+        **extra,
+        "trials": [trial_row(t) for t in trials],
+    }
     write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
 
 

@@ -14,7 +14,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_handoff.py c
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ from ireetune.model.real_inputs import time_on_real_inputs
 from ireetune.run_files import (
     BenchmarkResultsFile,
     RunFileError,
+    dump_document,
     read_json_file,
     validate_document,
 )
@@ -186,6 +186,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     elif contenders:
         verification = _verify(executor, run_dir, manifest, contenders, measured_devices[0])
     payload = {
+        "format": BenchmarkResultsFile.FORMAT,
         "devices": list(chosen),
         "campaign": campaign_to_json(result),
         "contenders": contenders,
@@ -198,7 +199,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         "numpy_version": np.__version__,
         "manifest_sha256": manifest_hash,
     }
-    results_path.write_text(json.dumps(payload, indent=2) + "\n")
+    results_path.write_text(dump_document(BenchmarkResultsFile, payload))
     return results_path
 
 
@@ -266,5 +267,5 @@ def _verify_pending(
     campaign = results["campaign"]
     device = next(b["device"] for b in campaign["baselines"] if not b.get("error"))
     results["verification"] = _verify(executor, run_dir, manifest, contenders, device)
-    results_path.write_text(json.dumps(results, indent=2) + "\n")
+    results_path.write_text(dump_document(BenchmarkResultsFile, results))
     return results_path

@@ -16,7 +16,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_split_flow.p
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -31,7 +30,9 @@ from ireetune.errors import IreetuneError
 from ireetune.handoff.benchmark_folder import benchmark_folder
 from ireetune.handoff.manifest import check_results_match_manifest
 from ireetune.handoff.model_folder import (
+    RESULTS_FORMAT,
     DeviceManifest,
+    DeviceResultsFile,
     ProfileTask,
     VariantTask,
     check_listed_files,
@@ -41,12 +42,10 @@ from ireetune.handoff.model_folder import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.timing import ModelComparison, ModelRun, time_dispatch_benchmarks
-from ireetune.run_files import RunFileError, read_json_file
+from ireetune.run_files import RunFileError, dump_document, read_json_file
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-RESULTS_FORMAT = "ireetune-device-results/1"
 
 
 def _log(message: str) -> None:
@@ -55,7 +54,7 @@ def _log(message: str) -> None:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
+    write_text_atomically(path, dump_document(DeviceResultsFile, payload))
 
 
 def _earlier_results(path: Path, manifest_hash: str) -> dict[str, Any] | None:

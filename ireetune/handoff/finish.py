@@ -11,7 +11,6 @@ from typing import Any
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.benchmark.campaign import campaign_from_json
 from ireetune.benchmark.outcomes import apply_campaign
 from ireetune.core.candidate import make_knobs
 from ireetune.core.files import write_text_atomically
@@ -40,6 +39,7 @@ from ireetune.run_files import (
     BenchmarkResultsFile,
     CandidateRecordFile,
     DispatchRunFile,
+    campaign_from_file,
     check_id_keys,
     read_json_object,
     validate_document,
@@ -124,7 +124,7 @@ def finish_run(run_dir: Path) -> TuneResult:
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     results, checked = _read_benchmark_results(run_dir, records)
-    campaign = campaign_from_json(results["campaign"])
+    campaign = campaign_from_file(checked.campaign)
     recorder = RunRecorder(run_dir, info, records)
     changed, baseline_ms = apply_campaign(recorder.records, campaign, info)
     for record in changed:

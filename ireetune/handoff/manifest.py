@@ -11,12 +11,11 @@ same: run only folders you produced.)
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
@@ -26,7 +25,9 @@ from ireetune.run_files import (
     CandidateId,
     FileModel,
     InsidePath,
+    check_format,
     check_inside_run_dir,
+    dump_document,
     read_json_file,
     read_model_file,
     validate_document,
@@ -99,7 +100,7 @@ def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
     """Write the manifest into the run folder; return its path."""
     path = run_dir / MANIFEST_NAME
     payload = {"format": FORMAT, **asdict(manifest)}
-    path.write_text(json.dumps(payload, indent=2) + "\n")
+    path.write_text(dump_document(ManifestFile, payload))
     return path
 
 
@@ -239,8 +240,7 @@ def read_manifest(run_dir: Path) -> Manifest:
             f"{run_dir} has no {MANIFEST_NAME}; compile it with `tune-dispatch --stop-after compile`"
         )
     data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} manifest")
+    check_format(path, data, FORMAT, "manifest")
     checked = validate_document(path, ManifestFile, data, run_dir)
     if checked.baseline.candidate_id != 0:
         raise ValueError(
@@ -281,6 +281,8 @@ class ReferenceFile(FileModel):
 
 class ReferencesFile(FileModel):
     """verify/references.json: the leaders' reference programs `finish` compiled."""
+
+    FORMAT: ClassVar[str] = "ireetune-references/1"
 
     references: list[ReferenceFile]
 

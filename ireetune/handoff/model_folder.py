@@ -14,22 +14,28 @@ is refused with one line. The manifest is read as untrusted data, like the dispa
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_inside_folder
-from ireetune.run_dir import is_inside_folder
-from ireetune.run_files import FileModel, check_inside_run_dir, read_json_file, validate_document
+from ireetune.run_files import (
+    FileModel,
+    InsidePath,
+    check_format,
+    check_inside_run_dir,
+    dump_document,
+    read_json_file,
+    validate_document,
+)
 
 DEVICE_MANIFEST_NAME = "device_step.json"
 FORMAT = "ireetune-model-folder/1"
+RESULTS_FORMAT = "ireetune-device-results/1"
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
         },
     }
     path = run_dir / DEVICE_MANIFEST_NAME
-    write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
+    write_text_atomically(path, dump_document(DeviceManifestFile, payload))
     return hash_file(path)
 
 
@@ -214,8 +220,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
             "--stop-after compile` (or `ireetune continue` after a device step)"
         )
     data = read_json_file(path)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise IreetuneError(f"{path} is not a {FORMAT} manifest")
+    check_format(path, data, FORMAT, "manifest")
     checked = validate_document(path, DeviceManifestFile, data, run_dir)
     profile, variants = checked.profile, checked.variants
     manifest = DeviceManifest(
@@ -242,58 +247,59 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     return manifest
 
 
-def _is_times(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
-        for t in value
-    )
+# device/results_<round trip>.json: what the device step measured (handoff/device_step.py
+# writes it; the compile host reads it as untrusted data, it comes from another host).
+
+Duration = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-def check_device_results(results: dict[str, Any], run_dir: Path) -> str:
-    """Say what is wrong with a device results file (it comes from another host), or ''."""
-    devices = results.get("devices")
-    if not isinstance(devices, list) or not devices or not all(isinstance(d, str) for d in devices):
-        return "devices must be a list of device names"
-    seconds = results.get("seconds")
-    if not isinstance(seconds, dict) or not _is_times(list(seconds.values())):
-        return "seconds must map parts to durations"
-    folders = results.get("folders")
-    if not isinstance(folders, dict) or not all(isinstance(v, str) for v in folders.values()):
-        return "folders must map folders to outcomes"
-    profile = results.get("profile")
-    if profile is not None and not (
-        isinstance(profile, dict)
-        and _is_times(profile.get("model_times_ms"))
-        and profile.get("model_times_ms")
-        and _is_times([profile.get("model_ms")])
-        and isinstance(profile.get("dispatch_ms"), dict)
-        and _is_times([v for v in profile["dispatch_ms"].values() if v is not None])
-    ):
-        return "profile is malformed"
-    variants = results.get("variants")
-    if variants is None:
-        return ""
-    sessions = (
-        [variants.get("first"), variants.get("confirm")] if isinstance(variants, dict) else []
-    )
-    if not (
-        sessions
-        and isinstance(variants.get("calls_per_round"), int)
-        and variants["calls_per_round"] >= 1
-        and isinstance(variants.get("contenders"), list)
-        and all(
-            isinstance(session, dict)
-            and all(
-                isinstance(run, dict)
-                and _is_times(run.get("times_ms"))
-                and isinstance(run.get("outputs"), str)
-                and (not run["outputs"] or is_inside_folder(run_dir, run["outputs"]))
-                for run in session.values()
-            )
-            for session in sessions
-        )
-        and "default" in variants["first"]
-        and all(label in variants["first"] for label in variants["contenders"])
-    ):
-        return "variants is malformed"
-    return ""
+class ProfileResultsFile(FileModel):
+    device: str = ""
+    model_times_ms: Annotated[list[Duration], Field(min_length=1)]
+    model_ms: Duration
+    default_outputs: InsidePath = ""
+    dispatch_ms: dict[str, Duration | None]
+
+
+class ModelRunFile(FileModel):
+    times_ms: list[Duration]
+    reason: str = ""
+    outputs: InsidePath
+
+
+class VariantResultsFile(FileModel):
+    device: str = ""
+    calls_per_round: Annotated[int, Field(ge=1)]
+    first: dict[str, ModelRunFile]
+    contenders: list[str]
+    confirm: dict[str, ModelRunFile]
+
+    @model_validator(mode="after")
+    def _check_labels(self) -> VariantResultsFile:
+        if "default" not in self.first:
+            raise ValueError("the first session must time the default model")
+        unknown = [label for label in self.contenders if label not in self.first]
+        if unknown:
+            raise ValueError(f"contender {unknown[0]} was not timed in the first session")
+        return self
+
+
+class DeviceResultsFile(FileModel):
+    """One round trip's device results; `done` is false while the step is still running."""
+
+    format: str = RESULTS_FORMAT
+    manifest_sha256: str
+    round_trip: Annotated[int, Field(ge=1)] | None = None
+    devices: Annotated[list[NonEmpty], Field(min_length=1)]
+    seconds: dict[str, Duration]
+    folders: dict[str, str]
+    profile: ProfileResultsFile | None = None
+    variants: VariantResultsFile | None = None
+    done: bool = False
+
+
+def check_device_results(path: Path, document: object, run_dir: Path) -> None:
+    """Refuse a device results file (it comes from another host) in one line: its format, then
+    every field."""
+    check_format(path, document, RESULTS_FORMAT, "device results file", unversioned=True)
+    validate_document(path, DeviceResultsFile, document, run_dir)

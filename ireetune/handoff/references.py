@@ -8,7 +8,6 @@ writes verify/references.json, and the benchmarking side checks their outputs on
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ireetune.compile.pool import CompileBatch, default_jobs
@@ -17,11 +16,17 @@ from ireetune.handoff.finish import read_compiling_manifest, read_run_record
 from ireetune.handoff.manifest import (
     REFERENCES_NAME,
     RESULTS_NAME,
+    ReferencesFile,
     hash_manifest,
     read_manifest,
     read_references,
 )
-from ireetune.run_files import BenchmarkResultsFile, read_json_file, validate_document
+from ireetune.run_files import (
+    BenchmarkResultsFile,
+    dump_document,
+    read_json_file,
+    validate_document,
+)
 from ireetune.targets import parse_target
 from ireetune.verify.stage import ReferenceSetup, compile_references, reference_jobs
 
@@ -86,5 +91,9 @@ def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:
             "vmfb": str(binary.relative_to(run_dir)) if binary is not None else "",
             "hash": detail if binary is not None else "",
         }
-    path.write_text(json.dumps({"references": [entries[c] for c in sorted(entries)]}, indent=2))
+    document = {
+        "format": ReferencesFile.FORMAT,
+        "references": [entries[c] for c in sorted(entries)],
+    }
+    path.write_text(dump_document(ReferencesFile, document))
     return path

@@ -13,6 +13,7 @@ from iree.compiler import ir
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.files import write_text_atomically
+from ireetune.core.records import MODEL_PROFILE_FORMAT
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import (
@@ -124,6 +125,7 @@ def write_profile(run_dir: Path, hot: HotSet) -> None:
         for p in hot.ranked
     ]
     payload = {
+        "format": MODEL_PROFILE_FORMAT,
         "model_ms": hot.model_ms,
         "explained_ms": hot.explained_ms,
         "unexplained_ms": hot.unexplained_ms,

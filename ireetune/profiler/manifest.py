@@ -8,11 +8,12 @@ so the run phase can happen later, on another machine (a GPU host), from the tre
 from __future__ import annotations
 
 import enum
-import json
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
 
 from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
@@ -25,8 +26,13 @@ from ireetune.profiler.operations import (
     Operation,
     OperationKind,
 )
-from ireetune.run_dir import is_inside_folder
-from ireetune.run_files import read_json_object
+from ireetune.run_files import (
+    FileModel,
+    InsidePath,
+    dump_document,
+    read_json_object,
+    validate_document,
+)
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -71,6 +77,77 @@ class Manifest:
     notes: tuple[str, ...] = ()
 
 
+# The manifest's typed model: its reader checks every field against it and its writer writes
+# through it, so the file has one definition.
+
+Dimension = Annotated[int, Field(ge=1, le=2**31 - 1)]
+# Dispatch names become file names (`NAME_output.npy`): no separators, no leading dot.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _check_plain_name(name: str) -> str:
+    if not _SAFE_NAME.fullmatch(name):
+        raise ValueError("is not a plain file name")
+    return name
+
+
+class MatmulOperationFile(FileModel):
+    kind: Literal["matmul", "batch_matmul", "matmul_bias_relu"]
+    m: Dimension
+    n: Dimension
+    k: Dimension
+    input_type: ElementType
+    accumulator_type: ElementType
+    layout: MatmulLayout = MatmulLayout.NN
+    batch: Dimension | None = None
+
+    @model_validator(mode="after")
+    def _check_batch(self) -> MatmulOperationFile:
+        if (self.batch is not None) != (self.kind == "batch_matmul"):
+            raise ValueError("must give batch for batch_matmul, and only for it")
+        return self
+
+
+class ConvOperationFile(FileModel):
+    kind: Literal["conv2d"]
+    batch: Dimension
+    height: Dimension
+    width: Dimension
+    channels: Dimension
+    filters: Dimension
+    kernel_h: Dimension
+    kernel_w: Dimension
+    stride: Dimension
+    dilation: Dimension
+    input_type: ElementType
+    accumulator_type: ElementType
+    layout: ConvLayout = ConvLayout.NHWC_HWCF
+
+
+class DispatchEntryFile(FileModel):
+    name: Annotated[str, AfterValidator(_check_plain_name)]
+    operation: Annotated[MatmulOperationFile | ConvOperationFile, Field(discriminator="kind")]
+    config_name: str
+    config_kind: str
+    knobs: str
+    status: DispatchStatus
+    reason: str = ""
+    profile_vmfb: InsidePath = ""
+    verify_vmfb: InsidePath = ""
+    binary_hash: str = ""
+    not_applied: bool = False
+
+
+class ManifestFile(FileModel):
+    """manifest.json of a generated profiler tree."""
+
+    version: int
+    target: str
+    device: str
+    notes: tuple[str, ...] = ()
+    dispatches: tuple[DispatchEntryFile, ...]
+
+
 def operation_to_dict(operation: Operation) -> dict[str, Any]:
     """Write an operation as plain JSON values (enums by value)."""
     fields = {
@@ -81,17 +158,13 @@ def operation_to_dict(operation: Operation) -> dict[str, Any]:
     return fields
 
 
-def operation_from_dict(fields: dict[str, Any]) -> Operation:
-    """Read an operation back from `operation_to_dict`'s form."""
-    values = dict(fields)
-    kind = OperationKind(values.pop("kind"))
-    values["input_type"] = ElementType(values["input_type"])
-    values["accumulator_type"] = ElementType(values["accumulator_type"])
-    if kind is OperationKind.CONV2D:
-        values["layout"] = ConvLayout(values["layout"])
-        return ConvOperation(**values)
-    values["layout"] = MatmulLayout(values["layout"])
-    return MatmulOperation(kind=kind, **values)
+def _operation_from_file(stored: MatmulOperationFile | ConvOperationFile) -> Operation:
+    fields = {key: getattr(stored, key) for key in type(stored).model_fields}
+    if isinstance(stored, ConvOperationFile):
+        del fields["kind"]
+        return ConvOperation(**fields)
+    fields["kind"] = OperationKind(stored.kind)
+    return MatmulOperation(**fields)
 
 
 def write_manifest(generated_dir: Path, manifest: Manifest) -> Path:
@@ -110,12 +183,15 @@ def write_manifest(generated_dir: Path, manifest: Manifest) -> Path:
         "dispatches": records,
     }
     path = generated_dir / MANIFEST_NAME
-    write_text_atomically(path, json.dumps(document, indent=1) + "\n")
+    write_text_atomically(path, dump_document(ManifestFile, document))
     return path
 
 
 def read_manifest(generated_dir: Path) -> Manifest:
-    """Read the manifest the compile phase wrote, or say why it cannot be used."""
+    """Read the manifest the compile phase wrote (as untrusted data), or say why it cannot be used.
+
+    Every field is checked: dispatch names are plain file names and binaries stay in the folder.
+    """
     path = generated_dir / MANIFEST_NAME
     if not path.is_file():
         raise IreetuneError(
@@ -126,29 +202,15 @@ def read_manifest(generated_dir: Path) -> Manifest:
         raise IreetuneError(
             f"{path} has version {document.get('version')}; expected {MANIFEST_VERSION}"
         )
-    try:
-        entries = tuple(_read_entry(generated_dir, record) for record in document["dispatches"])
-        return Manifest(
-            str(document["target"]), str(document["device"]), entries,
-            tuple(str(note) for note in document.get("notes", [])),
-        )  # fmt: skip
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise IreetuneError(f"{path} is damaged: {type(error).__name__}: {error}") from None
-
-
-# Dispatch names become file names (`NAME_output.npy`): no separators, no leading dot.
-_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-
-
-def _read_entry(generated_dir: Path, record: dict[str, Any]) -> DispatchEntry:
-    """Read one dispatch record as untrusted data: its name and paths stay in the folder."""
-    fields = dict(record)
-    fields["operation"] = operation_from_dict(fields["operation"])
-    fields["status"] = DispatchStatus(fields["status"])
-    entry = DispatchEntry(**fields)
-    if not isinstance(entry.name, str) or not _SAFE_NAME.fullmatch(entry.name):
-        raise ValueError(f"dispatch name {json.dumps(entry.name)} is not a plain file name")
-    for binary in (entry.profile_vmfb, entry.verify_vmfb):
-        if binary and (not isinstance(binary, str) or not is_inside_folder(generated_dir, binary)):
-            raise ValueError(f"{json.dumps(binary)} of {entry.name} leads outside {generated_dir}")
-    return entry
+    stored = validate_document(path, ManifestFile, document, generated_dir)
+    entries = tuple(
+        DispatchEntry(
+            name=entry.name, operation=_operation_from_file(entry.operation),
+            config_name=entry.config_name, config_kind=entry.config_kind, knobs=entry.knobs,
+            status=entry.status, reason=entry.reason, profile_vmfb=entry.profile_vmfb,
+            verify_vmfb=entry.verify_vmfb, binary_hash=entry.binary_hash,
+            not_applied=entry.not_applied,
+        )
+        for entry in stored.dispatches
+    )  # fmt: skip
+    return Manifest(stored.target, stored.device, entries, stored.notes)

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.records import MODEL_PROFILE_FORMAT, MODEL_REPORT_FORMAT, RESULTS_FORMAT
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
-from ireetune.run_files import read_json_object
+from ireetune.run_files import check_format, read_json_object
 
 RESULTS_NAME = "results.json"
 MODEL_REPORT_NAME = "report.json"
@@ -185,8 +186,11 @@ def read_run(run_dir: Path) -> RunView:
     return read_profile_run(run_dir)
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    return read_json_object(path)
+def _load_json(path: Path, expected_format: str) -> dict[str, Any]:
+    """Read a run's JSON file; one of another format version is refused in one line."""
+    document = read_json_object(path)
+    check_format(path, document, expected_format, "file", unversioned=True)
+    return document
 
 
 def _number(value: object) -> float | None:
@@ -256,7 +260,7 @@ def _candidate(entry: Mapping[str, Any]) -> CandidateView:
 
 def read_dispatch_run(run_dir: Path) -> DispatchRunView:
     """Read a dispatch run's `results.json`, old format or new."""
-    info = _load_json(run_dir / RESULTS_NAME)
+    info = _load_json(run_dir / RESULTS_NAME, RESULTS_FORMAT)
     raw_candidates = info.get("candidates")
     candidates = tuple(
         sorted(
@@ -298,9 +302,11 @@ def read_dispatch_run(run_dir: Path) -> DispatchRunView:
 
 def read_model_run(run_dir: Path) -> ModelRunView:
     """Read a model run's `report.json`, `profile.json` and the dispatch runs under `tuning/`."""
-    report = _load_json(run_dir / MODEL_REPORT_NAME)
+    report = _load_json(run_dir / MODEL_REPORT_NAME, MODEL_REPORT_FORMAT)
     profile = (
-        _load_json(run_dir / MODEL_PROFILE_NAME) if (run_dir / MODEL_PROFILE_NAME).is_file() else {}
+        _load_json(run_dir / MODEL_PROFILE_NAME, MODEL_PROFILE_FORMAT)
+        if (run_dir / MODEL_PROFILE_NAME).is_file()
+        else {}
     )
     selected = {
         _text(p.get("name")): bool(p.get("selected"))
@@ -402,7 +408,7 @@ def read_profile_run(run_dir: Path) -> ProfileRunView:
             )
         )
     manifest = (
-        _load_json(run_dir / "manifest.json") if (run_dir / "manifest.json").is_file() else {}
+        read_json_object(run_dir / "manifest.json") if (run_dir / "manifest.json").is_file() else {}
     )
     return ProfileRunView(
         run_dir=run_dir,

@@ -51,11 +51,19 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
-from ireetune.run_files import read_json_object
+from ireetune.run_files import (
+    CandidateRecordFile,
+    DispatchRunFile,
+    read_json_object,
+    validate_document,
+)
 
 FORMAT_NAME = "ireetune-recorded-space"
 FORMAT_VERSION = 2
@@ -188,19 +196,16 @@ def _finite(value: object) -> float | None:
     return number if math.isfinite(number) and number > 0 else None
 
 
-def _row_from_result(candidate: Mapping[str, object]) -> RecordedRow:
-    knobs_data = candidate.get("knobs")
-    assert isinstance(knobs_data, dict), "a candidate of a run folder has knobs"
-    status = str(candidate.get("status", ""))
-    measured = status in MEASURED_STATUSES
+def _row_from_result(candidate: CandidateRecordFile, knobs: Mapping[str, int | str]) -> RecordedRow:
+    measured = candidate.status.value in MEASURED_STATUSES
     return RecordedRow(
-        knobs=make_knobs(knobs_data),
-        status=status,
-        min_ms=_finite(candidate.get("min_ms")) if measured else None,
-        median_ms=_finite(candidate.get("median_ms")) if measured else None,
-        speedup=_finite(candidate.get("speedup")) if measured else None,
-        confirmed=bool(candidate.get("confirmed")) if measured else False,
-        binary=str(candidate.get("binary_hash") or "")[:BINARY_DIGITS],
+        knobs=make_knobs(knobs),
+        status=candidate.status.value,
+        min_ms=_finite(candidate.min_ms) if measured else None,
+        median_ms=_finite(candidate.median_ms) if measured else None,
+        speedup=_finite(candidate.speedup) if measured else None,
+        confirmed=candidate.confirmed if measured else False,
+        binary=candidate.binary_hash[:BINARY_DIGITS],
     )
 
 
@@ -218,18 +223,20 @@ def read_run_folder_rows(
     if not results_path.is_file():
         raise IreetuneError(f"{run_dir} has no results.json; is it a tuning run folder?")
     data = read_json_object(results_path)
-    candidates = sorted(data.get("candidates", []), key=lambda c: int(c["candidate_id"]))
-    baseline = next(
-        (
-            _row_from_result(c)
-            for c in candidates
-            if int(c["candidate_id"]) == 0 and c.get("knobs") is not None
-        ),
-        None,
-    )
-    rows = tuple(_row_from_result(c) for c in candidates if int(c["candidate_id"]) != 0)
+    # Checked against the model every reader of results.json uses (paths inside the folder).
+    checked = validate_document(results_path, DispatchRunFile, data, run_dir)
+    baseline = None
+    rows = []
+    for index, candidate in sorted(enumerate(checked.candidates), key=lambda c: c[1].candidate_id):
+        if candidate.candidate_id == 0:
+            if candidate.knobs is not None:
+                baseline = _row_from_result(candidate, candidate.knobs)
+        elif candidate.knobs is None:
+            raise IreetuneError(f"{results_path}: candidates[{index}].knobs must be an object")
+        else:
+            rows.append(_row_from_result(candidate, candidate.knobs))
     info = {key: value for key, value in data.items() if key != "candidates"}
-    return baseline, rows, info
+    return baseline, tuple(rows), info
 
 
 def _encode_row(row: RecordedRow, knob_names: Sequence[str]) -> list[object]:
@@ -272,14 +279,75 @@ def write_recorded_space(space: RecordedSpace, folder: Path) -> Path:
     return path
 
 
-def _decode_row(values: object, knob_names: Sequence[str], where: str) -> RecordedRow:
-    if not isinstance(values, list) or len(values) != len(COLUMNS):
-        raise IreetuneError(f"{where}: a row must be a list of {len(COLUMNS)} values")
+# The file's typed model. Rows are positional (COLUMNS); their time and status columns are read
+# leniently, as they always were (a time that is not a positive number reads as "not measured").
+KnobValues = list[Annotated[int, Field(strict=True)] | Annotated[str, Field(strict=True)]]
+Row = tuple[KnobValues, Any, Any, Any, Any, Any, Any]
+PositiveTime = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class RecordedSpaceFile(BaseModel):
+    """A recorded space's JSON form (format and version checked before it)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: Any = ""
+    target: Any = ""
+    target_name: Any = "cpu"
+    device: Any = ""
+    problem: dict[str, Any]
+    facts: dict[str, Any]
+    provenance: dict[str, Any]
+    knob_names: list[Annotated[str, Field(strict=True)]]
+    baseline: dict[str, Any] | None = None
+    rows: list[Row]
+    remeasured: dict[str, list[Annotated[PositiveTime, Field(strict=True)]]] = {}
+
+    @model_validator(mode="after")
+    def _check_knob_counts(self) -> RecordedSpaceFile:
+        rows = [*self.rows, *([] if self.baseline is None else [self._baseline_row()])]
+        if any(len(row[0]) != len(self.knob_names) for row in rows):
+            raise ValueError(f"a row's knobs must list {len(self.knob_names)} values")
+        return self
+
+    def _baseline_row(self) -> Row:
+        assert self.baseline is not None
+        knobs = self.baseline.get("knobs")
+        if not isinstance(knobs, list):
+            raise ValueError(f"a row's knobs must list {len(self.knob_names)} values")
+        if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in knobs):
+            raise ValueError("knob values must be integers or text")
+        values = [self.baseline.get(column) for column in COLUMNS[1:]]
+        return (knobs, *values)  # type: ignore[return-value]
+
+
+def _describe_space_error(error: ValidationError, knob_count: int) -> str:
+    """Word the first of a recorded space's problems as the refusal names it."""
+    first = error.errors(include_url=False)[0]
+    location = first["loc"]
+    if first["type"] == "value_error":
+        return str(first["ctx"]["error"])
+    if location[0] == "rows" and (
+        len(location) == 2 or first["type"] in ("missing", "too_long", "too_short")
+    ):
+        return f"a row must be a list of {len(COLUMNS)} values"
+    if location[0] == "rows" and len(location) == 3:
+        return f"a row's knobs must list {knob_count} values"
+    if location[0] == "rows":
+        return "knob values must be integers or text"
+    return {
+        "knob_names": "knob_names must be a list of names",
+        "rows": "rows must be a list",
+        "problem": "problem must be an object",
+        "facts": "facts and provenance must be objects",
+        "provenance": "facts and provenance must be objects",
+        "baseline": "baseline must be an object or null",
+        "remeasured": "remeasured must map binaries to lists of positive times",
+    }[str(location[0])]
+
+
+def _decode_row(values: Row, knob_names: Sequence[str]) -> RecordedRow:
     knob_values, status, min_ms, median_ms, speedup, confirmed, binary = values
-    if not isinstance(knob_values, list) or len(knob_values) != len(knob_names):
-        raise IreetuneError(f"{where}: a row's knobs must list {len(knob_names)} values")
-    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in knob_values):
-        raise IreetuneError(f"{where}: knob values must be integers or text")
     return RecordedRow(
         knobs=make_knobs(dict(zip(knob_names, knob_values, strict=True))),
         status=str(status),
@@ -300,42 +368,27 @@ def decode_recorded_space(data: object, where: str) -> RecordedSpace:
             f"{where}: recorded-space version {data.get('version')!r} is not one of "
             f"{sorted(READABLE_VERSIONS)}"
         )
-    knob_names = data.get("knob_names")
-    if not isinstance(knob_names, list) or not all(isinstance(n, str) for n in knob_names):
-        raise IreetuneError(f"{where}: knob_names must be a list of names")
-    rows = data.get("rows")
-    if not isinstance(rows, list):
-        raise IreetuneError(f"{where}: rows must be a list")
-    problem_fields = data.get("problem")
-    if not isinstance(problem_fields, dict):
-        raise IreetuneError(f"{where}: problem must be an object")
-    baseline = data.get("baseline")
-    facts = data.get("facts")
-    provenance = data.get("provenance")
-    if not isinstance(facts, dict) or not isinstance(provenance, dict):
-        raise IreetuneError(f"{where}: facts and provenance must be objects")
-    remeasured = data.get("remeasured", {})
-    if not isinstance(remeasured, dict) or not all(
-        isinstance(rounds, list) and all(_finite(t) is not None for t in rounds)
-        for rounds in remeasured.values()
-    ):
-        raise IreetuneError(f"{where}: remeasured must map binaries to lists of positive times")
+    try:
+        stored = RecordedSpaceFile.model_validate(data)
+    except ValidationError as error:
+        names = data.get("knob_names")
+        count = len(names) if isinstance(names, list) else 0
+        raise IreetuneError(f"{where}: {_describe_space_error(error, count)}") from None
+    knob_names = tuple(stored.knob_names)
     return RecordedSpace(
-        name=str(data.get("name", "")),
-        target=str(data.get("target", "")),
-        target_name=str(data.get("target_name", "cpu")),
-        device=str(data.get("device", "")),
-        problem=problem_from_fields(problem_fields),
-        facts=facts,
-        provenance=provenance,
-        rows=tuple(_decode_row(row, knob_names, where) for row in rows),
+        name=str(stored.name),
+        target=str(stored.target),
+        target_name=str(stored.target_name),
+        device=str(stored.device),
+        problem=problem_from_fields(stored.problem),
+        facts=stored.facts,
+        provenance=stored.provenance,
+        rows=tuple(_decode_row(row, knob_names) for row in stored.rows),
         baseline=None
-        if baseline is None
-        else _decode_row([baseline.get(c) for c in COLUMNS], knob_names, where),
-        knob_names=tuple(knob_names),
-        remeasured={
-            str(binary): tuple(float(t) for t in rounds) for binary, rounds in remeasured.items()
-        },
+        if stored.baseline is None
+        else _decode_row(stored._baseline_row(), knob_names),
+        knob_names=knob_names,
+        remeasured={binary: tuple(rounds) for binary, rounds in stored.remeasured.items()},
     )
 
 

@@ -1,0 +1,178 @@
+"""The state file of a split model run (`split.json`): one typed model for its reader and writer.
+
+The compile host writes `split.json` after every finished sub-step and reads it back on
+`ireetune continue`, possibly after the folder went to the device host and back. It is read
+as untrusted data: its format first (a folder of another ireetune version is refused with one
+line naming both versions), then every field, and every path it names stays inside the folder.
+The flow keeps working on the plain document (a dict it updates step by step); `save_state`
+checks that document against the same model before it is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ireetune.core.files import write_text_atomically
+from ireetune.errors import IreetuneError
+from ireetune.handoff.model_folder import ProfileResultsFile
+from ireetune.model_options import ModelTuneOptions
+from ireetune.run_files import (
+    FileModel,
+    InsidePath,
+    check_format,
+    dump_document,
+    read_json_file,
+    validate_document,
+)
+
+STATE_NAME = "split.json"
+STATE_FORMAT = "ireetune-split-run/1"
+
+Positive = Annotated[int, Field(ge=1)]
+Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class SplitOptionsFile(FileModel):
+    """The options the run was started with (those of ModelTuneOptions a later phase needs)."""
+
+    model_path: str
+    target: str
+    inputs: list[str]
+    coverage: Annotated[float, Field(gt=0, le=1)]
+    max_dispatches: Count
+    num_candidates: Count
+    candidates_per_dispatch: Count
+    with_default_specs: bool
+    rounds: Positive
+    seed: int
+    jobs: Count | None
+    extra_flags: list[str]
+    devices: list[str]
+    database_path: str | None
+    use_database: bool
+    externalize_weights: bool = False
+
+
+class SplitModelFile(FileModel):
+    source: str = ""
+    mlir: InsidePath
+    mlir_sha256: str
+    function: str
+    parameters: list[InsidePath] = []
+    compile_timeout_s: Seconds = 1200.0
+
+
+class SplitDispatchFile(FileModel):
+    index: Count
+    name: str
+    benchmark: InsidePath
+    vmfb: InsidePath
+    problem: str
+    tunable: bool
+    invocations: Count
+    flops: Count
+    bytes: Count = 0
+
+
+class SplitTimingFile(FileModel):
+    phase: str
+    host: str
+    seconds: Seconds
+
+
+class SplitVariantFile(FileModel):
+    label: str
+    specs: list[InsidePath]
+    spec: InsidePath
+    status: str
+    reason: str = ""
+    outputs_match: bool | None = None
+    confirmed: bool = False
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    verdict: str = ""
+    why: str = ""
+    first_speedup: float | None = None
+
+
+class SplitStateFile(FileModel):
+    """split.json: where a split run stands and what each finished sub-step left."""
+
+    format: str
+    phase: Annotated[str, Field(pattern="^(preparing|awaiting-device|done)$")]
+    round_trip: Count
+    options: SplitOptionsFile
+    devices: list[str]
+    done_steps: list[str]
+    # Dispatch problem -> its benchmark folder ("" when it could not be compiled).
+    folders: dict[str, InsidePath]
+    model: SplitModelFile | None = None
+    dispatches: list[SplitDispatchFile] = []
+    device_manifest_sha256: str | None = None
+    timings: list[SplitTimingFile] = []
+    profile: ProfileResultsFile | None = None
+    folder_outcomes: dict[str, str] = {}
+    notes: list[str] = []
+    dispatch_notes: dict[str, str] = {}
+    variants: list[SplitVariantFile] = []
+    winner: str | None = None
+    rule: str = ""
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """Read a split run's state (format, then every field); return the document as written."""
+    path = run_dir / STATE_NAME
+    if not run_dir.is_dir():
+        raise IreetuneError(f"run folder not found: {run_dir}")
+    if not path.is_file():
+        raise IreetuneError(
+            f"{run_dir} is not a split model run (no {STATE_NAME}); start one with "
+            "`ireetune tune MODEL --stop-after compile`"
+        )
+    state = read_json_file(path)
+    check_format(path, state, STATE_FORMAT, "file")
+    validate_document(path, SplitStateFile, state, run_dir)
+    assert isinstance(state, dict)
+    return state
+
+
+def save_state(run_dir: Path, state: dict[str, Any]) -> None:
+    """Write the state, checked against the model its reader uses."""
+    write_text_atomically(run_dir / STATE_NAME, dump_document(SplitStateFile, state))
+
+
+def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
+    """Return the options a later phase needs, as split.json holds them."""
+    return SplitOptionsFile(
+        model_path=str(options.model_path), target=options.target,
+        inputs=list(options.inputs), coverage=options.coverage,
+        max_dispatches=options.max_dispatches, num_candidates=options.num_candidates,
+        candidates_per_dispatch=options.candidates_per_dispatch,
+        with_default_specs=options.with_default_specs, rounds=options.rounds,
+        seed=options.seed, jobs=options.jobs, extra_flags=list(options.extra_flags),
+        devices=list(options.devices),
+        database_path=str(options.database_path) if options.database_path else None,
+        use_database=options.use_database, externalize_weights=options.externalize_weights,
+    ).model_dump()  # fmt: skip
+
+
+def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
+    """Return the run's options from split.json's (already checked) `options`."""
+    stored = SplitOptionsFile.model_validate(data)
+    return ModelTuneOptions(
+        model_path=Path(stored.model_path), target=stored.target, inputs=tuple(stored.inputs),
+        coverage=stored.coverage, max_dispatches=stored.max_dispatches,
+        num_candidates=stored.num_candidates,
+        candidates_per_dispatch=stored.candidates_per_dispatch,
+        with_default_specs=stored.with_default_specs, rounds=stored.rounds, seed=stored.seed,
+        jobs=jobs or stored.jobs or 0, extra_flags=tuple(stored.extra_flags),
+        devices=tuple(stored.devices),
+        database_path=Path(stored.database_path) if stored.database_path else None,
+        use_database=stored.use_database, externalize_weights=stored.externalize_weights,
+        search_flags=False,
+    )  # fmt: skip
