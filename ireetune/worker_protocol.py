@@ -27,6 +27,7 @@ import enum
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -36,6 +37,22 @@ from typing import IO, Any, Generic, TypeVar
 from ireetune.child_process import start_child, stop_child
 
 Job = TypeVar("Job")
+
+
+def emit_event(record: dict[str, Any]) -> None:
+    """Print one event line of the protocol on stdout (a worker's side)."""
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def open_device(runtime: Any, uri: str) -> Any:
+    """Return the runtime device at `uri`, or None after saying on the protocol that it cannot
+    be used (`runtime` is `iree.runtime`, which a worker imports only once it runs)."""
+    try:
+        return runtime.get_device(uri)
+    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
+        emit_event({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+        return None
 
 
 class FailureKind(enum.Enum):
