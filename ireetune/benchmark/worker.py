@@ -79,10 +79,9 @@ _SINGLE_CALL_FLOOR_MS = 1.0
 
 def _on_real_inputs(runtime: Any, device: Any, function: Any, inputs_path: str) -> Any:
     """Wrap a program's function so that calling it with n runs it n times on real inputs."""
-    import numpy as np
+    from ireetune.core.input_archive import read_input_archive
 
-    with np.load(inputs_path) as archive:
-        host = [archive[f"arg{i}"] for i in range(len(archive.files))]
+    host = read_input_archive(inputs_path)
     # Uploaded once, results left on the device: only execution is timed.
     arguments = [runtime.asdevicearray(device, array) for array in host]
 

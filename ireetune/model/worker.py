@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ireetune.core.input_archive import read_input_archive
 from ireetune.worker_protocol import emit_event, open_device
 
 # The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
@@ -68,8 +69,7 @@ def main() -> int:
     device = open_device(runtime, request["device"])
     if device is None:
         return 3
-    with np.load(request["inputs"]) as archive:
-        host_inputs = [archive[f"arg{i}"] for i in range(len(archive.files))]
+    host_inputs = read_input_archive(request["inputs"])
     # Inputs go to the device once: on a GPU, copying them on every call would dominate the time.
     inputs = [runtime.asdevicearray(device, array) for array in host_inputs]
     loaded: dict[str, Any] = {}

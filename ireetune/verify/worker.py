@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ireetune.core.input_archive import read_input_archive
 from ireetune.worker_protocol import emit_event, open_device
 
 
@@ -60,8 +61,7 @@ def main() -> int:
     device = open_device(runtime, request["device"])
     if device is None:
         return 3
-    with np.load(request["inputs"]) as archive:
-        inputs = [_restore_bf16(archive[f"arg{i}"]) for i in range(len(archive.files))]
+    inputs = [_restore_bf16(array) for array in read_input_archive(request["inputs"])]
     for job_index, job in enumerate(request["jobs"]):
         emit_event({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
