@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ireetune.core.input_archive import write_input_archive
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_flags_file
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
@@ -202,7 +203,7 @@ def run_conv(model_name: str, rounds: int, scratch: Path) -> dict[str, object]:
     function, signature = read_entry_signature(mlir_path.read_text())
     inputs_path = scratch / "conv_inputs.npz"
     arrays = make_model_inputs(signature, seed=0)
-    np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
+    write_input_archive(inputs_path, arrays)
     target = parse_target("cpu")
     load_before = _load()
     started = time.perf_counter()

@@ -12,15 +12,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.arguments import (
-    TARGET_HELP,
     device_list,
-    flag_text,
     fraction,
     non_negative_int,
     non_negative_seconds,
     positive_int,
     positive_seconds,
-    seed,
+)
+from ireetune.core.common_options import (
+    compile_timeout_option,
+    database_path_option,
+    extra_flags_option,
+    jobs_option,
+    output_dir_option,
+    repetitions_option,
+    retune_option,
+    seed_option,
+    show_progress_option,
+    target_option,
+    use_database_option,
 )
 from ireetune.core.options import option
 from ireetune.executor import ExecutorKind, RaySettings
@@ -68,7 +78,7 @@ class TuneOptions:
         help="a *_benchmark.mlir dispatch dump (iree-compile "
         "--iree-hal-dump-executable-benchmarks-to) or a model .mlir with static shapes",
     )  # fmt: skip
-    target: str = option("cpu", flag="--target", help=f"what to compile for: {TARGET_HELP}")
+    target: str = target_option()
     num_candidates: int = option(
         32, flag="--num-candidates", type=positive_int, help="candidate configurations to try"
     )
@@ -77,27 +87,16 @@ class TuneOptions:
         help="for a model with several dispatches: the one to tune, by name or index "
         "(default: the only one; a model with several lists them)",
     )  # fmt: skip
-    output_dir: Path = option(
-        Path("ireetune_runs"), flag="--output-dir", type=Path, help="parent of the run folder"
-    )
-    # 0: one compile per core.
-    jobs: int = option(
-        0, flag="--jobs", type=positive_int, help="parallel compiles (default: cores)"
-    )
-    seed: int = option(
-        0, flag="--seed", type=seed, help="seed of the candidate sampling (same seed, same run)"
-    )
+    output_dir: Path = output_dir_option()
+    jobs: int = jobs_option()
+    seed: int = seed_option()
     devices: tuple[str, ...] = option(
         (), flag="--devices", type=device_list,
         help="comma-separated runtime devices to time on (default: the target's: "
         "local-task for cpu, cuda://0 for cuda, hip://0 for rocm)",
     )  # fmt: skip
-    repetitions: int = option(
-        5, flag="--repetitions", type=positive_int, help="timed repetitions per candidate"
-    )
-    compile_timeout_s: float = option(
-        120.0, flag="--compile-timeout", type=positive_seconds, help="seconds per compile"
-    )
+    repetitions: int = repetitions_option("candidate")
+    compile_timeout_s: float = compile_timeout_option()
     confirm_rounds: int = option(
         5, flag="--confirm-rounds", type=non_negative_int,
         help="interleaved re-timing rounds of the leaders against the baseline (0 to skip)",
@@ -135,20 +134,10 @@ class TuneOptions:
         help="with a learned model, measure in rounds and re-rank the rest between them "
         "(default: on)",
     )  # fmt: skip
-    show_progress: bool | None = option(
-        None, flag="--progress", action="boolean_optional",
-        help="show progress bars on stderr (default: when stderr is a terminal)",
-    )  # fmt: skip
-    database_path: Path | None = option(
-        None, flag="--db", type=Path,
-        help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
-    )  # fmt: skip
-    use_database: bool = option(
-        True, flag="--no-db", action="store_false", help="neither read nor write the database"
-    )
-    retune: bool = option(
-        False, flag="--retune", action="store_true", help="tune even if a stored result exists"
-    )
+    show_progress: bool | None = show_progress_option()
+    database_path: Path | None = database_path_option()
+    use_database: bool = use_database_option()
+    retune: bool = retune_option("")
     min_benchmark_timeout_s: float = option(
         10.0, flag="--benchmark-timeout", type=positive_seconds,
         help="seconds allowed for loading one candidate (runs are stopped at 5x the baseline's "
@@ -173,10 +162,7 @@ class TuneOptions:
         "(default: up to 4 on GPUs, half the cores at most; 0 on the CPU)",
     )  # fmt: skip
     # Global iree-compile flags for every compile (`--flags`; the model tuner's flag winner).
-    extra_flags: tuple[str, ...] = option(
-        (), flag="--flags", type=flag_text,
-        help='extra global iree-compile flags for every compile, e.g. "--iree-opt-data-tiling"',
-    )  # fmt: skip
+    extra_flags: tuple[str, ...] = extra_flags_option("--iree-opt-data-tiling")
     # Search the target's flag space first (`--search-flags`): on the model when the input is
     # one, else on the dispatch benchmark; the winner joins `extra_flags`.
     search_flags: bool = option(

@@ -11,13 +11,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.arguments import (
-    TARGET_HELP,
     device_list,
     flag_text,
     fraction,
     positive_int,
     positive_seconds,
-    seed,
+)
+from ireetune.core.common_options import (
+    database_path_option,
+    extra_flags_option,
+    jobs_option,
+    output_dir_option,
+    retune_option,
+    seed_option,
+    show_progress_option,
+    target_option,
+    use_database_option,
 )
 from ireetune.core.options import option
 from ireetune.decision.thresholds import MODEL_THRESHOLD
@@ -36,7 +45,7 @@ class ModelTuneOptions:
         flag="model", type=Path,
         help="the model: .mlir (anything iree-compile takes) or .onnx, with static shapes",
     )  # fmt: skip
-    target: str = option("cpu", flag="--target", help=f"what to compile for: {TARGET_HELP}")
+    target: str = target_option()
     inputs: tuple[str, ...] = option(
         (), flag="--input", action="append",
         help="one model input as SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32, once per "
@@ -66,31 +75,13 @@ class ModelTuneOptions:
     rounds: int = option(
         5, flag="--rounds", type=positive_int, help="interleaved model timing rounds"
     )
-    output_dir: Path = option(
-        Path("ireetune_runs"), flag="--output-dir", type=Path, help="parent of the run folder"
-    )
-    # 0: one compile per core.
-    jobs: int = option(
-        0, flag="--jobs", type=positive_int, help="parallel compiles (default: cores)"
-    )
-    seed: int = option(
-        0, flag="--seed", type=seed, help="seed of the candidate sampling (same seed, same run)"
-    )
-    database_path: Path | None = option(
-        None, flag="--db", type=Path,
-        help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
-    )  # fmt: skip
-    use_database: bool = option(
-        True, flag="--no-db", action="store_false", help="neither read nor write the database"
-    )
-    retune: bool = option(
-        False, flag="--retune", action="store_true",
-        help="tune dispatches even if a stored result exists",
-    )  # fmt: skip
-    show_progress: bool | None = option(
-        None, flag="--progress", action="boolean_optional",
-        help="show progress bars on stderr (default: when stderr is a terminal)",
-    )  # fmt: skip
+    output_dir: Path = output_dir_option()
+    jobs: int = jobs_option()
+    seed: int = seed_option()
+    database_path: Path | None = database_path_option()
+    use_database: bool = use_database_option()
+    retune: bool = retune_option("dispatches ")
+    show_progress: bool | None = show_progress_option()
     # Runtime devices: the model is timed on the first; each dispatch's candidates on all.
     devices: tuple[str, ...] = option(
         (), flag="--devices", type=device_list,
@@ -98,10 +89,7 @@ class ModelTuneOptions:
         "candidates on all (default: the target's: local-task, cuda://0, hip://0)",
     )  # fmt: skip
     # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
-    extra_flags: tuple[str, ...] = option(
-        (), flag="--flags", type=flag_text,
-        help='extra global iree-compile flags for every compile, e.g. "--iree-opt-level=O3"',
-    )  # fmt: skip
+    extra_flags: tuple[str, ...] = extra_flags_option("--iree-opt-level=O3")
     search_flags: bool = option(
         True, flag="--no-flag-search", action="store_false",
         help="skip the first phase (the search of the target's global compiler flags)",

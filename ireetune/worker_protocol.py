@@ -27,6 +27,7 @@ import enum
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -36,6 +37,42 @@ from typing import IO, Any, Generic, TypeVar
 from ireetune.child_process import start_child, stop_child
 
 Job = TypeVar("Job")
+
+
+def emit_event(record: dict[str, Any]) -> None:
+    """Print one event line of the protocol on stdout (a worker's side)."""
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def read_event(line: str) -> dict[str, Any] | None:
+    """Parse one line a worker printed into its event record (None: not a protocol line)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def describe_death(
+    name: str, process: subprocess.Popen[str], started: bool, stderr_lines: list[str]
+) -> str:
+    """Say how a worker died: during a job or before starting one, its exit status, and the
+    last line of its stderr."""
+    tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
+    state = "while running" if started else "before starting"
+    reason = f"{name} process died {state} (exit {process.returncode})"
+    return f"{reason}: {tail}" if tail else reason
+
+
+def open_device(runtime: Any, uri: str) -> Any:
+    """Return the runtime device at `uri`, or None after saying on the protocol that it cannot
+    be used (`runtime` is `iree.runtime`, which a worker imports only once it runs)."""
+    try:
+        return runtime.get_device(uri)
+    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
+        emit_event({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+        return None
 
 
 class FailureKind(enum.Enum):
@@ -72,6 +109,23 @@ def _read_lines_into(stream: IO[str], sink: list[str]) -> None:
         sink.append(line)
 
 
+def start_worker(
+    command: Sequence[str],
+) -> tuple[subprocess.Popen[str], queue.Queue[str | None], list[str]]:
+    """Start a worker with its request to come on stdin; return the process, the queue its
+    stdout lines arrive in (None after the last) and the list its stderr lines are added to."""
+    process = start_child(command, stdin=subprocess.PIPE)
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
+    stderr_lines: list[str] = []
+    if process.stderr is not None:
+        threading.Thread(
+            target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True
+        ).start()
+    return process, lines, stderr_lines
+
+
 def supervise_worker(
     name: str,
     command: list[str],
@@ -89,15 +143,8 @@ def supervise_worker(
     next_job = 0
     while next_job < len(jobs):
         pending = jobs[next_job:]
-        process = start_child(command, stdin=subprocess.PIPE)
-        assert process.stdin is not None and process.stdout is not None
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
-        stderr_lines: list[str] = []
-        if process.stderr is not None:
-            threading.Thread(
-                target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True
-            ).start()
+        process, lines, stderr_lines = start_worker(command)
+        assert process.stdin is not None
         try:
             process.stdin.write(json.dumps(build_request(pending, next_job)))
             process.stdin.close()
@@ -122,21 +169,14 @@ def supervise_worker(
                 if line is None:
                     process.wait()
                     if reported < len(pending):
-                        tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
-                        state = "while running" if started else "before starting"
-                        reason = f"{name} process died {state} (exit {process.returncode})"
+                        reason = describe_death(name, process, started, stderr_lines)
                         reported += 1
                         yield JobReport(
-                            pending[reported - 1],
-                            None,
-                            WorkerFailure(
-                                FailureKind.CRASHED, f"{reason}: {tail}" if tail else reason
-                            ),
+                            pending[reported - 1], None, WorkerFailure(FailureKind.CRASHED, reason)
                         )
                     break
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
+                record = read_event(line)
+                if record is None:
                     continue
                 event = record.get("event")
                 if event == "device-error":

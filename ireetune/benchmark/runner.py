@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from ireetune.benchmark.timing import TimingKind
 from ireetune.child_process import start_child, stop_child
+from ireetune.worker_protocol import describe_death, read_event, start_worker
 
 # The worker command can be replaced (for example by a wrapper that injects faults) through this
 # variable: a JSON list of arguments, never a shell string.
@@ -93,12 +93,6 @@ def worker_command() -> list[str]:
         assert isinstance(command, list) and all(isinstance(a, str) for a in command)
         return command
     return [sys.executable, "-m", "ireetune.benchmark.worker"]
-
-
-def _read_lines(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
 
 
 def _failure(
@@ -291,15 +285,7 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
                 "hopeless_factor": session.hopeless_factor,
                 "screen_fraction": session.screen_fraction,
             }
-            process = start_child(worker_command(), stdin=subprocess.PIPE)
-            assert process.stdout is not None
-            lines: queue.Queue[str | None] = queue.Queue()
-            threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
-            stderr_lines: list[str] = []
-            if process.stderr is not None:
-                threading.Thread(
-                    target=_read_lines_into, args=(process.stderr, stderr_lines), daemon=True
-                ).start()
+            process, lines, stderr_lines = start_worker(worker_command())
             stop_writing = threading.Event()
             writer = threading.Thread(
                 target=_write_jobs,
@@ -329,29 +315,21 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
                         break
                     if line is None:
                         process.wait()
-                        tail = stderr_lines[-1].strip()[:200] if stderr_lines else ""
-                        if phase is not _Phase.IDLE:
-                            reason = (
-                                f"benchmark process died while running (exit {process.returncode})"
-                            )
-                        elif reported == first:
-                            # A worker that dies before starting any job is blamed on the next
-                            # one, so a broken worker costs one job per restart, never a loop.
-                            reason = f"benchmark process died before starting (exit {process.returncode})"
-                        else:
-                            break  # Died between jobs: the next job gets a fresh worker.
+                        running = phase is not _Phase.IDLE
+                        # A worker that dies before starting any job is blamed on the next one,
+                        # so a broken worker costs one job per restart, never a loop; one that
+                        # dies between jobs is not: the next job gets a fresh worker.
+                        if not running and reported != first:
+                            break
+                        reason = describe_death("benchmark", process, running, stderr_lines)
                         job = feed.wait_for(reported, None)
                         if not isinstance(job, BenchmarkJob):
                             return
-                        yield _failure(
-                            job, BenchmarkStatus.CRASHED, f"{reason}: {tail}" if tail else reason,
-                            session.device,
-                        )  # fmt: skip
+                        yield _failure(job, BenchmarkStatus.CRASHED, reason, session.device)
                         reported += 1
                         break
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError:
+                    record = read_event(line)
+                    if record is None:
                         continue
                     event = record.get("event")
                     if event == "device-error":
@@ -448,8 +426,3 @@ def _timed_out(
     return BenchmarkOutcome(
         job.candidate_id, BenchmarkStatus.TIMED_OUT, reason, (), 0, True, device
     )
-
-
-def _read_lines_into(stream: IO[str], sink: list[str]) -> None:
-    for line in stream:
-        sink.append(line)

@@ -44,16 +44,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from ireetune.benchmark.timing import TimingKind
+from ireetune.worker_protocol import emit_event, open_device
 
 _MAX_BATCH = 1 << 16
 # Loaded binaries kept for later jobs of the same campaign (the leaders' confirmation rounds).
 _CACHED_MODULES = 32
 _CACHED_WITH_INPUTS = 6
-
-
-def _emit(record: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
 
 
 def _find_benchmark_function(vm_module: Any) -> str:
@@ -83,10 +79,9 @@ _SINGLE_CALL_FLOOR_MS = 1.0
 
 def _on_real_inputs(runtime: Any, device: Any, function: Any, inputs_path: str) -> Any:
     """Wrap a program's function so that calling it with n runs it n times on real inputs."""
-    import numpy as np
+    from ireetune.core.input_archive import read_input_archive
 
-    with np.load(inputs_path) as archive:
-        host = [archive[f"arg{i}"] for i in range(len(archive.files))]
+    host = read_input_archive(inputs_path)
     # Uploaded once, results left on the device: only execution is timed.
     arguments = [runtime.asdevicearray(device, array) for array in host]
 
@@ -169,13 +164,13 @@ def time_job(
         if cache is not None:
             cache[job["vmfb"]] = (function, function_name)
     load_s = time.perf_counter() - start
-    _emit({"event": "loaded", "seconds": load_s})
+    emit_event({"event": "loaded", "seconds": load_s})
     # The first call warms up (executable upload, JIT on some drivers, caches); its time sets
     # the runner's deadline for later first runs.
     start = time.perf_counter()
     function(1)
     first_ms = (time.perf_counter() - start) * 1000.0
-    _emit({"event": "first-run", "ms": first_ms})
+    emit_event({"event": "first-run", "ms": first_ms})
     batch = int(job.get("batch") or request.get("batch") or 0)
     if batch <= 0:
         batch = _choose_batch(function, float(request.get("min_repetition_s", 0.05)))
@@ -233,7 +228,7 @@ def prewarm(device_uri: str) -> int:
         # A binary that fails to load here is reported by the measuring worker.
         with contextlib.suppress(CandidateLoadError):
             load_function(runtime, device, {"vmfb": path})
-        _emit({"event": "prewarmed", "vmfb": path})
+        emit_event({"event": "prewarmed", "vmfb": path})
     return 0
 
 
@@ -243,16 +238,14 @@ def main() -> int:
     request = json.loads(sys.stdin.readline())
     import iree.runtime as runtime
 
-    try:
-        device = runtime.get_device(request["device"])
-    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
-        _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+    device = open_device(runtime, request["device"])
+    if device is None:
         return 3
     # Loaded binaries stay loaded (interleaved confirmation rounds load nothing again).
     cache: OrderedDict[str, tuple[Any, str]] = OrderedDict()
     with_inputs: OrderedDict[str, tuple[Any, str]] = OrderedDict()
     for job_index, job in enumerate(_read_jobs(request)):
-        _emit({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
+        emit_event({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
             in_use = with_inputs if job.get("inputs") else cache
             record = time_job(runtime, device, job, request, in_use)
@@ -273,7 +266,7 @@ def main() -> int:
                 "reason": str(error),
             }
         except Exception as error:  # A failure on the device: this candidate's, not the run's.
-            _emit(
+            emit_event(
                 {
                     "event": "result",
                     "job_index": job_index,
@@ -286,7 +279,7 @@ def main() -> int:
             # The device may be broken now: the runner restarts a fresh worker for the rest.
             return 0
         record["job_index"] = job_index
-        _emit(record)
+        emit_event(record)
     return 0
 
 

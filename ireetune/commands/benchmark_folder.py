@@ -10,28 +10,21 @@ import argparse
 import json
 import shlex
 import sys
-from pathlib import Path
 
-from ireetune.core.arguments import device_list
+from ireetune.commands.shared import add_devices_argument, add_run_folder_command
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_run_folder_command(
+        subparsers,
         "benchmark-folder",
-        help="benchmark a folder written by `tune-dispatch --stop-after compile` (needs only the runtime)",
-        description="Time and verify every candidate of a run folder written by `ireetune "
+        "benchmark a folder written by `tune-dispatch --stop-after compile` (needs only the runtime)",
+        "Time and verify every candidate of a run folder written by `ireetune "
         "tune-dispatch --stop-after compile`, with only iree-base-runtime and NumPy installed. "
         "The folder holds native code: run only folders you produced.",
+        "the run folder (it holds handoff.json and the binaries)",
     )
-    parser.add_argument(
-        "run_dir", type=Path, help="the run folder (it holds handoff.json and the binaries)"
-    )
-    parser.add_argument(
-        "--devices",
-        type=device_list,
-        default="",
-        help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)",
-    )
+    add_devices_argument(parser)
     parser.set_defaults(handler=run)
 
 

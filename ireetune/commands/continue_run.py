@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from ireetune.commands.shared import add_run_folder_command
 from ireetune.core.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_run_folder_command(
+        subparsers,
         "continue",
-        help="do what is due next in a split model run (after a device step)",
-        description="Continue a split model run (`ireetune tune MODEL --stop-after compile`) on "
+        "do what is due next in a split model run (after a device step)",
+        "Continue a split model run (`ireetune tune MODEL --stop-after compile`) on "
         "the compile host: read the device step's results and do what is due next (compile the "
         "candidates of dispatches found hot, build and compile model variants, or decide and "
         "write the tuned spec and the report). Also resumes a compile phase that was stopped.",
+        "the model run folder (holds split.json)",
     )
-    parser.add_argument("run_dir", type=Path, help="the model run folder (holds split.json)")
     parser.add_argument(
         "--jobs", type=positive_int, default=None, help="parallel compiles (default: the run's)"
     )

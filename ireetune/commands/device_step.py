@@ -9,28 +9,22 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 
-from ireetune.core.arguments import device_list
+from ireetune.commands.shared import add_devices_argument, add_run_folder_command
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_run_folder_command(
+        subparsers,
         "device-step",
-        help="run what a split model run needs from the device (needs only the runtime)",
-        description="Run the device half of a split model run (`ireetune tune MODEL --stop-after "
+        "run what a split model run needs from the device (needs only the runtime)",
+        "Run the device half of a split model run (`ireetune tune MODEL --stop-after "
         "compile`): profile the model and its dispatches, measure the dispatch folders, time the "
         "model variants, whatever device_step.json lists. Needs only iree-base-runtime and NumPy. "
         "The folder holds native code: run only folders you produced.",
+        "the model run folder (holds device_step.json)",
     )
-    parser.add_argument("run_dir", type=Path, help="the model run folder (holds device_step.json)")
-    parser.add_argument(
-        "--devices",
-        type=device_list,
-        default="",
-        help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's); "
-        "the model is timed on the first, dispatch candidates on all",
-    )
+    add_devices_argument(parser, "; the model is timed on the first, dispatch candidates on all")
     parser.set_defaults(handler=run)
 
 

@@ -5,20 +5,18 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
+
+from ireetune.commands.shared import add_run_folder_command, announce_html_report
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_run_folder_command(
+        subparsers,
         "finish",
-        help="pick the winner of a benchmarked folder and write its spec",
-        description="Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
+        "pick the winner of a benchmarked folder and write its spec",
+        "Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
         "the fastest verified candidate, prove its configuration lands and write best_spec.mlir.",
-    )
-    parser.add_argument(
-        "run_dir",
-        type=Path,
-        help="the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)",
+        "the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)",
     )
     parser.set_defaults(handler=run)
 
@@ -26,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.handoff.finish import finish_run
     from ireetune.handoff.references import compile_pending_references, pending_references
-    from ireetune.report.html_report import try_write_html_report
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(arguments.run_dir)
@@ -45,7 +42,5 @@ def run(arguments: argparse.Namespace) -> int:
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")
-    report_path = try_write_html_report(result.run_dir)
-    if report_path is not None:
-        sys.stdout.write(f"html report: {report_path}\n")
+    announce_html_report(result.run_dir)
     return 0

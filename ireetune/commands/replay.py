@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from ireetune.commands.shared import add_run_folder_command
 from ireetune.core.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_run_folder_command(
+        subparsers,
         "replay",
-        help="re-measure a run's winner against the default, side by side",
-        description="Time the default and the run's winner (or --candidate N) interleaved in "
+        "re-measure a run's winner against the default, side by side",
+        "Time the default and the run's winner (or --candidate N) interleaved in "
         "rounds, on the signal that decided the run, and print the speedup with its interval.",
+        "a tune-dispatch or finish run folder",
     )
-    parser.add_argument("run_dir", type=Path, help="a tune-dispatch or finish run folder")
     parser.add_argument(
         "--candidate", type=positive_int, default=None, help="candidate id (default: the winner)"
     )

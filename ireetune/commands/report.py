@@ -6,14 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from ireetune.commands.shared import add_run_folder_command
 from ireetune.output_paths import add_force_argument
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "report", help="write the HTML report of a tune-dispatch, tune, finish or profile run"
+    parser = add_run_folder_command(
+        subparsers,
+        "report",
+        "write the HTML report of a tune-dispatch, tune, finish or profile run",
+        None,
+        "a run folder (or a profiler's generated tree)",
     )
-    parser.add_argument("run_dir", type=Path, help="a run folder (or a profiler's generated tree)")
     parser.add_argument(
         "-o", "--output", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)"
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ireetune.core.arguments import add_executor_arguments, parse_executor
-from ireetune.core.options import add_options, options_from_arguments
+from ireetune.commands.shared import announce_html_report, read_tuning_options
+from ireetune.core.arguments import add_executor_arguments
+from ireetune.core.options import add_options
 from ireetune.model_options import ModelTuneOptions
 
 
@@ -31,14 +32,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.model_tuner import tune_model
-    from ireetune.report.html_report import try_write_html_report
-    from ireetune.run_dir import check_database_path, check_output_dir
 
-    executor, ray = parse_executor(arguments)
-    options = options_from_arguments(ModelTuneOptions, arguments, executor=executor, ray=ray)
-    check_output_dir(options.output_dir)
-    if options.use_database:
-        check_database_path(options.database_path)
+    options = read_tuning_options(ModelTuneOptions, arguments)
     if options.externalize_weights and arguments.stop_after != "compile":
         from ireetune.errors import IreetuneError
 
@@ -59,7 +54,5 @@ def run(arguments: argparse.Namespace) -> int:
     result = tune_model(options)
     sys.stdout.write((result.run_dir / "report.txt").read_text())
     sys.stdout.write(f"run folder: {result.run_dir}\n")
-    report_path = try_write_html_report(result.run_dir)
-    if report_path is not None:
-        sys.stdout.write(f"html report: {report_path}\n")
+    announce_html_report(result.run_dir)
     return 0

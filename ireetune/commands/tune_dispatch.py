@@ -6,8 +6,9 @@ import argparse
 import shlex
 import sys
 
-from ireetune.core.arguments import add_executor_arguments, parse_executor
-from ireetune.core.options import add_options, options_from_arguments
+from ireetune.commands.shared import announce_html_report, read_tuning_options
+from ireetune.core.arguments import add_executor_arguments
+from ireetune.core.options import add_options
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 
 
@@ -26,14 +27,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import tune_dispatch
     from ireetune.handoff.folder_flags import check_folder_flags
-    from ireetune.report.html_report import try_write_html_report
-    from ireetune.run_dir import check_database_path, check_output_dir
 
-    executor, ray = parse_executor(arguments)
-    options = options_from_arguments(TuneOptions, arguments, executor=executor, ray=ray)
-    check_output_dir(options.output_dir)
-    if options.use_database:
-        check_database_path(options.database_path)
+    options = read_tuning_options(TuneOptions, arguments)
     if options.stop_after is not None:
         # `finish` compiles with the folder's flags and accepts only the flag search's.
         check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
@@ -62,7 +57,5 @@ def run(arguments: argparse.Namespace) -> int:
     flags_file = result.run_dir / "tuned_flags.txt"
     if flags_file.exists():
         sys.stdout.write(f"global flags (iree-compile @FILE): {flags_file}\n")
-    report_path = try_write_html_report(result.run_dir)
-    if report_path is not None:
-        sys.stdout.write(f"html report: {report_path}\n")
+    announce_html_report(result.run_dir)
     return 0

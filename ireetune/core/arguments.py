@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,24 +44,23 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """Parse a count from 1 to MAX_COUNT (argparse type)."""
+def _count(text: str, least: int) -> int:
     value = _parse_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
     if value > MAX_COUNT:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """Parse a count from 1 to MAX_COUNT (argparse type)."""
+    return _count(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """Parse a count from 0 to MAX_COUNT (argparse type)."""
-    value = _parse_int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    if value > MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}, got {value}")
-    return value
+    return _count(text, 0)
 
 
 def device_list(text: str) -> tuple[str, ...]:
@@ -88,36 +88,31 @@ def seed(text: str) -> int:
     return value
 
 
+def _bounded_float(text: str, holds: Callable[[float], bool], bound: str) -> float:
+    value = _parse_float(text)
+    if not holds(value):
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """Parse a duration in seconds greater than 0 (argparse type)."""
-    value = _parse_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
+    return _bounded_float(text, lambda value: value > 0, "more than 0 seconds")
 
 
 def non_negative_seconds(text: str) -> float:
     """Parse a duration in seconds of at least 0 (argparse type)."""
-    value = _parse_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0 seconds, got {text}")
-    return value
+    return _bounded_float(text, lambda value: value >= 0, "at least 0 seconds")
 
 
 def positive_float(text: str) -> float:
     """Parse a finite number greater than 0 (argparse type)."""
-    value = _parse_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+    return _bounded_float(text, lambda value: value > 0, "more than 0")
 
 
 def fraction(text: str) -> float:
     """Parse a share in (0, 1] (argparse type)."""
-    value = _parse_float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 1, got {text}")
-    return value
+    return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1")
 
 
 def flag_text(text: str) -> tuple[str, ...]:

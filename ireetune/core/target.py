@@ -44,6 +44,18 @@ class OpConfiguration:
     function_passes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SpaceRequest:
+    """What a space generates candidates for: the problem, the dispatch's executable target, the
+    compiler's own configuration (None when unknown; never yielded, it is the baseline) and the
+    seed of the order of exploration."""
+
+    problem: Problem
+    variant_target: ir.Attribute
+    default_knobs: Knobs | None
+    seed: int
+
+
 class FamilySpace(abc.ABC):
     """One target's search space for one op family: candidates, their order and their config."""
 
@@ -64,13 +76,7 @@ class FamilySpace(abc.ABC):
         IreetuneError for a problem of the family the space cannot search."""
 
     @abc.abstractmethod
-    def generate(
-        self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
-        seed: int,
-    ) -> Iterator[Knobs]:
+    def generate(self, request: SpaceRequest) -> Iterator[Knobs]:
         """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
 
     @abc.abstractmethod
@@ -245,7 +251,12 @@ class Target(abc.ABC):
         seed: int,
     ) -> Iterator[Knobs]:
         """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
-        return self.space_for(problem).generate(problem, variant_target, default_knobs, seed)
+        return self.generate_for(SpaceRequest(problem, variant_target, default_knobs, seed))
+
+    def generate_for(self, request: SpaceRequest) -> Iterator[Knobs]:
+        """Yield the candidates of a request from its family's space (a target that keeps
+        solutions between runs draws them from its cache first)."""
+        return self.space_for(request.problem).generate(request)
 
     def order_candidates(
         self, problem: Problem, pool: list[Knobs], seed: int

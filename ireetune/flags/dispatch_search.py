@@ -17,12 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace, propose_flag_sets
+from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule
@@ -78,7 +78,7 @@ def search_flags_for_input(
     function, signature = read_entry_signature(text)
     inputs_path = work_dir / "inputs.npz"
     arrays = make_model_inputs(signature, seed)
-    np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
+    write_input_archive(inputs_path, arrays)
     return search_model_flags(
         executor,
         ModelFlagSearch(

@@ -29,6 +29,7 @@ from ireetune.benchmark.campaign import (
     run_campaign,
 )
 from ireetune.benchmark.runner import BenchmarkJob
+from ireetune.core.input_archive import write_input_archive
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule, choose_contenders
 from ireetune.decision.stats import Basis
@@ -106,7 +107,7 @@ def verify_contenders(
     inputs = make_random_inputs(
         list(manifest.verify.input_shapes), list(manifest.verify.input_types), manifest.verify.seed
     )
-    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
+    write_input_archive(inputs_path, inputs)
     runs = executor.run_reference_programs(ReferenceBatch(runnable, device, inputs_path))
     baseline_run = runs.get(0)
     if baseline_run is None or baseline_run.output is None:

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ireetune.compile.driver import CompileStatus, build_request, run_compile
+from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import read_mlir_file
@@ -82,5 +81,5 @@ def write_model_inputs(
         [spec.shape for spec in specs], [spec.element_type for spec in specs], "the model's inputs"
     )
     arrays = make_model_inputs(specs, seed)
-    np.savez(inputs_path, **{f"arg{i}": a for i, a in enumerate(arrays)})  # type: ignore[arg-type]
+    write_input_archive(inputs_path, arrays)
     return function

@@ -24,6 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ireetune.core.input_archive import read_input_archive
+from ireetune.worker_protocol import emit_event, open_device
+
 # The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
 PARAMETER_SCOPE = "model"
 
@@ -31,11 +34,6 @@ PARAMETER_SCOPE = "model"
 def _as_arrays(result: Any) -> list[Any]:
     values = result if isinstance(result, (list, tuple)) else [result]
     return [np.asarray(value.to_host() if hasattr(value, "to_host") else value) for value in values]
-
-
-def _emit(record: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
 
 
 def _load(runtime: Any, device: Any, vmfb: str, function_name: str, parameters: Any) -> Any:
@@ -68,13 +66,10 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
 
-    try:
-        device = runtime.get_device(request["device"])
-    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
-        _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+    device = open_device(runtime, request["device"])
+    if device is None:
         return 3
-    with np.load(request["inputs"]) as archive:
-        host_inputs = [archive[f"arg{i}"] for i in range(len(archive.files))]
+    host_inputs = read_input_archive(request["inputs"])
     # Inputs go to the device once: on a GPU, copying them on every call would dominate the time.
     inputs = [runtime.asdevicearray(device, array) for array in host_inputs]
     loaded: dict[str, Any] = {}
@@ -85,7 +80,7 @@ def main() -> int:
             parameters.load(path)
     broken: set[str] = set()
     for job_index, job in enumerate(request["jobs"]):
-        _emit({"event": "start", "job_index": job_index})
+        emit_event({"event": "start", "job_index": job_index})
         if job["kind"] == "load":
             try:
                 function = _load(runtime, device, job["vmfb"], request["function"], parameters)
@@ -113,7 +108,7 @@ def main() -> int:
                 functions, inputs, int(request.get("rounds", 3)), int(request.get("repetitions", 1))
             )
             record = {"status": "ok", "times_ms": times}
-        _emit({"event": "result", "job_index": job_index, **record})
+        emit_event({"event": "result", "job_index": job_index, **record})
     return 0
 
 

@@ -17,12 +17,14 @@ from ireetune.errors import IreetuneError
 from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,
+    MatmulSizes,
     OpFamily,
     Problem,
     ReferenceInputs,
+    bind_loop_sizes,
     element_type_name,
     map_dim_positions,
-    result_positions,
+    matmul_reference_inputs,
     static_shape,
 )
 
@@ -34,7 +36,7 @@ CONTRACTION_MATCH = MatchOpSpec(
 
 
 @dataclass(frozen=True)
-class ContractionProblem:
+class ContractionProblem(MatmulSizes):
     """A contraction's shape and types, independent of any IR context.
 
     Loop dimensions are numbered as in the op's indexing maps; `loop_sizes[d]` is the static
@@ -61,26 +63,6 @@ class ContractionProblem:
     @property
     def batch_sizes(self) -> tuple[int, ...]:
         return tuple(self.loop_sizes[d] for d in self.batch_dims)
-
-    @property
-    def m_sizes(self) -> tuple[int, ...]:
-        return tuple(self.loop_sizes[d] for d in self.m_dims)
-
-    @property
-    def n_sizes(self) -> tuple[int, ...]:
-        return tuple(self.loop_sizes[d] for d in self.n_dims)
-
-    @property
-    def k_sizes(self) -> tuple[int, ...]:
-        return tuple(self.loop_sizes[d] for d in self.k_dims)
-
-    @property
-    def flops(self) -> int:
-        """Count multiply and add as two operations, as GEMM benchmarks do."""
-        count = 2
-        for size in self.loop_sizes:
-            count *= size
-        return count
 
     @property
     def family(self) -> str:
@@ -150,16 +132,10 @@ def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
         static_shape(operand.type, name)
         for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)
     ]
-    loop_count = affine_maps[0].n_dims
-    loop_sizes = [0] * loop_count
-    for affine_map, shape in zip(affine_maps, shapes, strict=True):
-        for position, extent in zip(result_positions(affine_map), shape, strict=True):
-            if position >= 0:
-                loop_sizes[position] = extent
-    assert all(size > 0 for size in loop_sizes), f"unbound loop dimension in {affine_maps}"
+    loop_sizes = bind_loop_sizes(affine_maps, shapes, f"contraction '{root_op.name}'")
     return ContractionProblem(
         op_name=root_op.name,
-        loop_sizes=tuple(loop_sizes),
+        loop_sizes=loop_sizes,
         batch_dims=tuple(dimensions.batch),
         m_dims=tuple(dimensions.m),
         n_dims=tuple(dimensions.n),
@@ -181,19 +157,6 @@ def contraction_pattern(problem: ContractionProblem) -> MatchPattern:
         (problem.lhs_type, problem.rhs_type, problem.output_type),
         problem.indexing_maps,
         (problem.batch_sizes, problem.m_sizes, problem.n_sizes, problem.k_sizes),
-    )
-
-
-def contraction_reference_inputs(problem: ContractionProblem) -> ReferenceInputs:
-    """The reference program takes both operands; each result sums the K loops' products."""
-    reduction = 1
-    for size in problem.k_sizes:
-        reduction *= size
-    return ReferenceInputs(
-        (problem.lhs_shape, problem.rhs_shape),
-        (problem.lhs_type, problem.rhs_type),
-        problem.output_type,
-        reduction,
     )
 
 
@@ -219,4 +182,4 @@ class ContractionFamily(OpFamily):
         return contraction_pattern(as_contraction(problem))
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        return contraction_reference_inputs(as_contraction(problem))
+        return matmul_reference_inputs(as_contraction(problem))

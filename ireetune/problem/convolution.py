@@ -17,11 +17,13 @@ from ireetune.errors import IreetuneError
 from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,
+    MatmulSizes,
     OpFamily,
     Problem,
     ReferenceInputs,
+    bind_loop_sizes,
     element_type_name,
-    result_positions,
+    matmul_reference_inputs,
     static_shape,
 )
 
@@ -42,7 +44,7 @@ CONVOLUTION_MATCH = MatchOpSpec(
 
 
 @dataclass(frozen=True)
-class ConvolutionProblem:
+class ConvolutionProblem(MatmulSizes):
     """A convolution's loops by role, its shapes and its element types.
 
     Loop dimensions are numbered as in the op's indexing maps, as for contractions. Seen as a
@@ -86,26 +88,6 @@ class ConvolutionProblem:
         return (*self.filter_dims, *self.input_channel_dims)
 
     @property
-    def m_sizes(self) -> tuple[int, ...]:
-        return tuple(self.loop_sizes[d] for d in self.m_dims)
-
-    @property
-    def n_sizes(self) -> tuple[int, ...]:
-        return tuple(self.loop_sizes[d] for d in self.n_dims)
-
-    @property
-    def k_sizes(self) -> tuple[int, ...]:
-        return tuple(self.loop_sizes[d] for d in self.k_dims)
-
-    @property
-    def flops(self) -> int:
-        """Count multiply and add as two operations."""
-        count = 2
-        for size in self.loop_sizes:
-            count *= size
-        return count
-
-    @property
     def family(self) -> str:
         return "convolution"
 
@@ -143,21 +125,16 @@ def parse_convolution(root_op: ir.Operation) -> ConvolutionProblem:
         static_shape(operand.type, name)
         for operand, name in zip(operands, ("image", "filter", "output"), strict=True)
     ]
-    loop_sizes = [0] * affine_maps[0].n_dims
     # The filter and output maps index plain loops; the image map mixes output image and filter
-    # loops (`d1 + d4`), so it binds no size on its own.
-    for affine_map, shape in zip(affine_maps[1:], shapes[1:], strict=True):
-        for position, extent in zip(result_positions(affine_map), shape, strict=True):
-            if position >= 0:
-                loop_sizes[position] = extent
-    for position, extent in zip(result_positions(affine_maps[0]), shapes[0], strict=True):
-        if position >= 0 and loop_sizes[position] == 0:
-            loop_sizes[position] = extent
-    if any(size == 0 for size in loop_sizes):
-        raise IreetuneError(f"cannot bind every loop of convolution '{root_op.name}' to a size")
+    # loops (`d1 + d4`), so it binds only what they leave unbound.
+    loop_sizes = bind_loop_sizes(
+        [*affine_maps[1:], affine_maps[0]],
+        [*shapes[1:], shapes[0]],
+        f"convolution '{root_op.name}'",
+    )
     return ConvolutionProblem(
         op_name=root_op.name,
-        loop_sizes=tuple(loop_sizes),
+        loop_sizes=loop_sizes,
         batch_dims=tuple(dimensions.batch),
         output_image_dims=tuple(dimensions.output_image),
         output_channel_dims=tuple(dimensions.output_channel),
@@ -218,13 +195,4 @@ class ConvolutionFamily(OpFamily):
         return convolution_pattern(as_convolution(problem))
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        conv = as_convolution(problem)
-        reduction = 1
-        for size in conv.k_sizes:
-            reduction *= size
-        return ReferenceInputs(
-            (conv.lhs_shape, conv.rhs_shape),
-            (conv.lhs_type, conv.rhs_type),
-            conv.output_type,
-            reduction,
-        )
+        return matmul_reference_inputs(as_convolution(problem))

@@ -18,6 +18,7 @@ family through `ireetune.problem.registry`, never through `isinstance` on a prob
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import Field, dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -76,6 +77,69 @@ class ReferenceInputs:
     types: tuple[str, ...]
     output_type: str
     reduction_size: int
+
+
+class MatmulRecord(Protocol):
+    """A problem record seen as a matrix multiplication: its M, N and K loops and its operands."""
+
+    @property
+    def loop_sizes(self) -> tuple[int, ...]: ...
+
+    @property
+    def m_dims(self) -> tuple[int, ...]: ...
+
+    @property
+    def n_dims(self) -> tuple[int, ...]: ...
+
+    @property
+    def k_dims(self) -> tuple[int, ...]: ...
+
+    @property
+    def lhs_shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def rhs_shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def lhs_type(self) -> str: ...
+
+    @property
+    def rhs_type(self) -> str: ...
+
+    @property
+    def output_type(self) -> str: ...
+
+
+class MatmulSizes:
+    """The M, N and K sizes and the operation count of a family whose ops are, loop by loop, a
+    matrix multiplication (contractions, and convolutions seen through im2col)."""
+
+    @property
+    def m_sizes(self: MatmulRecord) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.m_dims)
+
+    @property
+    def n_sizes(self: MatmulRecord) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.n_dims)
+
+    @property
+    def k_sizes(self: MatmulRecord) -> tuple[int, ...]:
+        return tuple(self.loop_sizes[d] for d in self.k_dims)
+
+    @property
+    def flops(self: MatmulRecord) -> int:
+        """Count multiply and add as two operations, as GEMM benchmarks do."""
+        return 2 * math.prod(self.loop_sizes)
+
+
+def matmul_reference_inputs(problem: MatmulRecord) -> ReferenceInputs:
+    """The reference program takes both operands; each result sums the K loops' products."""
+    return ReferenceInputs(
+        (problem.lhs_shape, problem.rhs_shape),
+        (problem.lhs_type, problem.rhs_type),
+        problem.output_type,
+        math.prod(problem.loop_sizes[d] for d in problem.k_dims),
+    )
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
+from ireetune.core.input_archive import write_input_archive
 from ireetune.profiler.manifest import DispatchEntry, DispatchStatus, Manifest
 from ireetune.profiler.operations import Operation, compute_bytes_moved
 from ireetune.profiler.peaks import PEAK_DEVICE, lookup_peak_gflops
@@ -92,8 +91,7 @@ def verify_dispatches(
             seed,
         )
         inputs_path = folder / "inputs.npz"
-        arrays = {f"arg{i}": array for i, array in enumerate(inputs)}
-        np.savez(inputs_path, **arrays)  # type: ignore[arg-type]
+        write_input_archive(inputs_path, inputs)
         jobs = [
             (index, generated_dir / entry.verify_vmfb, folder / f"{entry.name}_output.npy")
             for index, entry in enumerate(operation_entries)

@@ -14,12 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.arguments import (
-    TARGET_HELP,
     comma_list,
     positive_float,
     positive_int,
-    positive_seconds,
-    seed,
+)
+from ireetune.core.common_options import (
+    compile_timeout_option,
+    jobs_option,
+    repetitions_option,
+    seed_option,
+    show_progress_option,
+    target_option,
 )
 from ireetune.core.options import option
 from ireetune.profiler.configs import ConfigRequest
@@ -45,7 +50,7 @@ class ProfileOptions:
         (), flag="--dispatches", type=comma_list,
         help="comma-separated regexes selecting dispatches by name (default: all)",
     )  # fmt: skip
-    target: str = option("cpu", flag="--target", help=f"what to compile for: {TARGET_HELP}")
+    target: str = target_option()
     device: str | None = option(
         None, flag="--device",
         help="runtime device, e.g. local-task, cuda://0 (default: the target's)",
@@ -69,16 +74,9 @@ class ProfileOptions:
         True, flag="--vendor", action="boolean_optional",
         help="time the same problem with torch when it is importable",
     )  # fmt: skip
-    repetitions: int = option(
-        5, flag="--repetitions", type=positive_int, help="timed repetitions per dispatch"
-    )
-    # 0: one compile per core.
-    jobs: int = option(
-        0, flag="--jobs", type=positive_int, help="parallel compiles (default: cores)"
-    )
-    seed: int = option(
-        0, flag="--seed", type=seed, help="seed of the random inputs and of sampled configs"
-    )
+    repetitions: int = repetitions_option("dispatch")
+    jobs: int = jobs_option()
+    seed: int = seed_option("seed of the random inputs and of sampled configs")
     samples: int = option(
         DEFAULT_SAMPLES, flag="--samples", type=positive_int,
         help="output elements checked when a problem is too large to check whole",
@@ -87,13 +85,8 @@ class ProfileOptions:
         None, flag="--peak-gflops", type=positive_float,
         help="the device's peak, for Peak(%%) (default: a known peak for the device, if any)",
     )  # fmt: skip
-    compile_timeout_s: float = option(
-        120.0, flag="--compile-timeout", type=positive_seconds, help="seconds per compile"
-    )
-    show_progress: bool | None = option(
-        None, flag="--progress", action="boolean_optional",
-        help="show progress bars on stderr (default: when stderr is a terminal)",
-    )  # fmt: skip
+    compile_timeout_s: float = compile_timeout_option()
+    show_progress: bool | None = show_progress_option()
     # From `--configs` (the command parses it after checking its outputs against its files).
     configs: ConfigRequest = ConfigRequest(0, ())
     min_repetition_s: float = 0.02

@@ -157,35 +157,32 @@ def expand_sweep(request: SweepRequest) -> list[Operation]:
         )
     operations: list[Operation] = []
     names = list(sizes)
-    if request.kind is OperationKind.CONV2D:
-        layouts = _parse_choices(request.layouts or "nhwc_hwcf", ConvLayout, "layout")
-        for layout, (input_type, accumulator), combo in itertools.product(
-            layouts, type_pairs, itertools.product(*sizes.values())
-        ):
-            conv_sizes = dict(zip(names, combo, strict=True))
-            operations.append(
-                ConvOperation(
-                    **conv_sizes,
-                    input_type=input_type,
-                    accumulator_type=accumulator,
-                    layout=ConvLayout(layout),
-                )
+    is_conv = request.kind is OperationKind.CONV2D
+    layouts = (
+        _parse_choices(request.layouts or "nhwc_hwcf", ConvLayout, "layout")
+        if is_conv
+        else _parse_choices(request.layouts or "nn", MatmulLayout, "layout")
+    )
+    for layout, (input_type, accumulator), combo in itertools.product(
+        layouts, type_pairs, itertools.product(*sizes.values())
+    ):
+        shape = dict(zip(names, combo, strict=True))
+        operations.append(
+            ConvOperation(
+                **shape,
+                input_type=input_type,
+                accumulator_type=accumulator,
+                layout=ConvLayout(layout),
             )
-    else:
-        layouts = _parse_choices(request.layouts or "nn", MatmulLayout, "layout")
-        for layout, (input_type, accumulator), combo in itertools.product(
-            layouts, type_pairs, itertools.product(*sizes.values())
-        ):
-            matmul_sizes = dict(zip(names, combo, strict=True))
-            operations.append(
-                MatmulOperation(
-                    kind=request.kind,
-                    **matmul_sizes,
-                    input_type=input_type,
-                    accumulator_type=accumulator,
-                    layout=MatmulLayout(layout),
-                )
+            if is_conv
+            else MatmulOperation(
+                kind=request.kind,
+                **shape,
+                input_type=input_type,
+                accumulator_type=accumulator,
+                layout=MatmulLayout(layout),
             )
+        )
     for operation in operations:
         check_operation(operation)
     return operations

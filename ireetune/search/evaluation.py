@@ -51,21 +51,33 @@ def costs_benchmark(space: ReplaySpace, index: int, measured_binaries: set[str])
     return not binary or (binary not in measured_binaries and binary != space.baseline_binary)
 
 
+class _Replay:
+    """Benchmarks spent so far in a replay, and whether the last one reached the goal."""
+
+    def __init__(self, space: ReplaySpace, tolerance: float) -> None:
+        self.space = space
+        self.goal = space.best_ms * (1.0 + tolerance)
+        self.measured_binaries: set[str] = set()
+        self.spent = 0
+
+    def try_row(self, index: int) -> bool:
+        """Try row `index` (spending a benchmark if it costs one); say whether it is near-best."""
+        if costs_benchmark(self.space, index, self.measured_binaries):
+            self.spent += 1
+            self.measured_binaries.add(self.space.binaries[index])
+        time_ms = self.space.times_ms[index]
+        return time_ms is not None and time_ms <= self.goal
+
+
 def count_benchmarks(
     space: ReplaySpace, order: Sequence[int], tolerance: float = TOLERANCE
 ) -> int | None:
     """Return the benchmarks spent, following `order`, until a candidate within `tolerance` of
     the best is measured (that benchmark included); None if the order never reaches one."""
-    goal = space.best_ms * (1.0 + tolerance)
-    measured_binaries: set[str] = set()
-    spent = 0
+    replay = _Replay(space, tolerance)
     for index in order:
-        time_ms = space.times_ms[index]
-        if costs_benchmark(space, index, measured_binaries):
-            spent += 1
-            measured_binaries.add(space.binaries[index])
-        if time_ms is not None and time_ms <= goal:
-            return max(spent, 1)
+        if replay.try_row(index):
+            return max(replay.spent, 1)
     return None
 
 
@@ -84,22 +96,16 @@ def count_benchmarks_online(
     result so far before the next `batch` candidates are chosen (as the tuner does between
     rounds of measurements)."""
     assert batch >= 1
-    goal = space.best_ms * (1.0 + tolerance)
+    replay = _Replay(space, tolerance)
     remaining = list(range(len(space.times_ms)))
     tried: list[tuple[int, float | None]] = []
-    measured_binaries: set[str] = set()
-    spent = 0
     while remaining:
         chosen = rerank(tried, remaining)[:batch]
         assert set(chosen) <= set(remaining) and chosen, "a re-ranking keeps to what is left"
         for index in chosen:
-            time_ms = space.times_ms[index]
-            if costs_benchmark(space, index, measured_binaries):
-                spent += 1
-                measured_binaries.add(space.binaries[index])
-            if time_ms is not None and time_ms <= goal:
-                return max(spent, 1)
-            tried.append((index, time_ms))
+            if replay.try_row(index):
+                return max(replay.spent, 1)
+            tried.append((index, space.times_ms[index]))
         chosen_set = set(chosen)
         remaining = [index for index in remaining if index not in chosen_set]
     return None

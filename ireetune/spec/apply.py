@@ -18,11 +18,12 @@ from ireetune.compile.driver import (
     DUMP_CONFIGURATIONS_FLAG,
     DUMP_SOURCES_FLAG,
     DUMP_SPECS_FLAG,
-    CompileRequest,
     CompileResult,
     CompileStatus,
+    build_request,
     run_compile,
 )
+from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
 from ireetune.output_paths import output_in_place, replace_output
@@ -38,34 +39,13 @@ class CompileTarget:
     spec_flag: str
     links_specs: bool
     has_default_specs: bool
+    # The target itself, with the global flags: compile requests are built from it
+    # (`compile.driver.build_request`).
+    target: Target
 
     def spec_flags(self, spec_path: Path) -> list[str]:
         """Return the flag that makes iree-compile apply the spec at `spec_path`."""
         return [f"{self.spec_flag}={spec_path}"]
-
-    def request(
-        self,
-        source_path: Path,
-        output_path: Path,
-        *,
-        phase_flags: tuple[str, ...] = (),
-        spec_path: Path | None = None,
-        default_specs: bool = False,
-        dumps: tuple[tuple[str, Path], ...] = (),
-        timeout_s: float | None = None,
-    ) -> CompileRequest:
-        """Return the request that compiles `source_path` for this target."""
-        return CompileRequest(
-            source_path,
-            output_path,
-            target_flags=self.compile_flags,
-            phase_flags=phase_flags,
-            spec_flag=self.spec_flag,
-            spec_path=spec_path,
-            default_specs=default_specs,
-            dumps=dumps,
-            timeout_s=timeout_s,
-        )
 
 
 def resolve_compile_target(text: str, global_flags: Sequence[str] = ()) -> CompileTarget:
@@ -82,6 +62,7 @@ def resolve_compile_target(text: str, global_flags: Sequence[str] = ()) -> Compi
         spec_flag=target.spec_flag,
         links_specs=target.links_specs,
         has_default_specs=target.has_default_specs,
+        target=target,
     )
 
 
@@ -123,7 +104,8 @@ def dump_used_spec(
     with tempfile.TemporaryDirectory(prefix="ireetune_dump_") as folder:
         dump_dir = Path(folder) / "specs"
         result = run_compile(
-            target.request(
+            build_request(
+                target.target,
                 model_path,
                 Path(folder) / "configured.mlir",
                 phase_flags=("--compile-to=executable-configurations",),
@@ -205,7 +187,8 @@ def compile_with_spec(
         sources_dir = Path(folder) / "sources"
         vmfb_path = Path(folder) / "model.vmfb"
         result = run_compile(
-            target.request(
+            build_request(
+                target.target,
                 model_path,
                 vmfb_path,
                 spec_path=spec_path,
@@ -272,7 +255,9 @@ def compile_without_spec(
     output_path.parent.mkdir(parents=True, exist_ok=True)
     # The compiler writes beside the output; the output changes only once it succeeded.
     with output_in_place(output_path) as vmfb_path:
-        result = run_compile(target.request(model_path, vmfb_path, timeout_s=timeout_s))
+        result = run_compile(
+            build_request(target.target, model_path, vmfb_path, timeout_s=timeout_s)
+        )
         _raise_unless_compiled(result, model_path, timeout_s)
 
 

@@ -18,6 +18,14 @@ from ireetune.core.candidate import Knobs, make_knobs
 SpaceBuilder = Callable[[z3.Context], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]]
 
 
+def parallel_first(
+    build: Callable[[bool, z3.Context], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]],
+) -> list[SpaceBuilder]:
+    """Return the space that gives every thread work, then, for a problem too small for that, the
+    same space without the requirement (`build(require_parallelism, context)`)."""
+    return [lambda context: build(True, context), lambda context: build(False, context)]
+
+
 def domain_values(constraints: Sequence[z3.BoolRef], variable: z3.ArithRef) -> list[int]:
     """Read the finite domain `Or(v == a, v == b, ...)` stated for `variable`."""
     for constraint in constraints:

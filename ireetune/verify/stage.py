@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob
+from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
@@ -56,7 +56,7 @@ def write_reference(
     arguments = family_of(problem).reference_inputs(problem)
     inputs = make_random_inputs(list(arguments.shapes), list(arguments.types), seed=seed)
     inputs_path = verify_dir / "inputs.npz"
-    np.savez(inputs_path, **{f"arg{i}": array for i, array in enumerate(inputs)})  # type: ignore[arg-type]
+    write_input_archive(inputs_path, inputs)
     return ReferenceSetup(source_path, inputs_path)
 
 

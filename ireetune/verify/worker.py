@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ireetune.core.input_archive import read_input_archive
+from ireetune.worker_protocol import emit_event, open_device
+
 
 def _run_job(
     runtime: Any, device: Any, inputs: list[Any], job: dict[str, Any], repetitions: int
@@ -55,15 +58,12 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
 
-    try:
-        device = runtime.get_device(request["device"])
-    except Exception as error:  # The runtime raises plain exceptions for unknown devices.
-        _emit({"event": "device-error", "reason": f"{type(error).__name__}: {error}"})
+    device = open_device(runtime, request["device"])
+    if device is None:
         return 3
-    with np.load(request["inputs"]) as archive:
-        inputs = [_restore_bf16(archive[f"arg{i}"]) for i in range(len(archive.files))]
+    inputs = [_restore_bf16(array) for array in read_input_archive(request["inputs"])]
     for job_index, job in enumerate(request["jobs"]):
-        _emit({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
+        emit_event({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
             record = _run_job(runtime, device, inputs, job, int(request.get("repetitions", 3)))
         except Exception as error:  # A broken candidate is reported, never fatal.
@@ -72,13 +72,8 @@ def main() -> int:
                 "status": "error",
                 "reason": str(error)[:300],
             }
-        _emit({"event": "result", "job_index": job_index, **record})
+        emit_event({"event": "result", "job_index": job_index, **record})
     return 0
-
-
-def _emit(record: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.target import FamilySpace, OpConfiguration, SpaceFactory, Target
+from ireetune.core.target import FamilySpace, OpConfiguration, SpaceFactory, SpaceRequest, Target
 from ireetune.database.store import compiler_version, problem_key
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
@@ -327,36 +327,30 @@ class GpuSpace(FamilySpace):
             }
         )
 
-    def generate(
-        self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
-        seed: int,
-    ) -> Iterator[Knobs]:
+    def generate(self, request: SpaceRequest) -> Iterator[Knobs]:
         spaces = self._usable_spaces()
         smt_spaces = [
             SmtSpace(str(space.index), space.smtlib, space.knob_names) for space in spaces
         ]
         excluded: dict[str, dict[str, int]] = {}
-        if default_knobs is not None:
-            space, values = self._space_of(default_knobs)
+        if request.default_knobs is not None:
+            space, values = self._space_of(request.default_knobs)
             excluded[str(space.index)] = values
         # Solutions drawn by earlier runs come first, in a seeded order (targets/space_cache.py);
         # fresh draws follow, stored as they come.
-        stored = self._stored_solutions(spaces, default_knobs)
-        yield from stored_first(stored, seed)
+        stored = self._stored_solutions(spaces, request.default_knobs)
+        yield from stored_first(stored, request.seed)
         known: dict[str, list[dict[str, int]]] = {}
         for knobs in stored:
             space, values = self._space_of(knobs)
             known.setdefault(str(space.index), []).append(values)
-        for position, values in sample_spaces(smt_spaces, seed, excluded, known):
+        for position, values in sample_spaces(smt_spaces, request.seed, excluded, known):
             space = spaces[position]
-            extra = choose_extra_values(self.extra_knobs, values, space.pipeline, seed)
+            extra = choose_extra_values(self.extra_knobs, values, space.pipeline, request.seed)
             knobs = make_knobs(
                 {**values, **extra, SPACE_KNOB: space.index, PIPELINE_KNOB: space.pipeline}
             )
-            if not self.fits(problem, knobs):
+            if not self.fits(request.problem, knobs):
                 continue
             if self._cache is not None:
                 self._cache.add_solution(knobs)

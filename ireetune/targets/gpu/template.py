@@ -13,7 +13,7 @@ template back into `#iree_codegen.compilation_info` through the bindings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -102,45 +102,28 @@ def read_template(attribute: ir.Attribute) -> TemplateValue:
     return OpaqueAttr(str(attribute))
 
 
+def _knobs_in(template: TemplateValue) -> Iterator[IntKnob | OneOfKnob]:
+    """Yield the template's knobs depth first, in the order they appear."""
+    if isinstance(template, IntKnob | OneOfKnob):
+        yield template
+    elif isinstance(template, LoweringConfigNode):
+        yield from _knobs_in(template.fields)
+    elif isinstance(template, list):
+        for element in template:
+            yield from _knobs_in(element)
+    elif isinstance(template, dict):
+        for element in template.values():
+            yield from _knobs_in(element)
+
+
 def knob_names(template: TemplateValue) -> tuple[str, ...]:
     """List the template's knob names, each once, in order of first appearance."""
-    names: list[str] = []
-
-    def visit(value: TemplateValue) -> None:
-        if isinstance(value, IntKnob | OneOfKnob):
-            if value.name not in names:
-                names.append(value.name)
-        elif isinstance(value, LoweringConfigNode):
-            visit(value.fields)
-        elif isinstance(value, list):
-            for element in value:
-                visit(element)
-        elif isinstance(value, dict):
-            for element in value.values():
-                visit(element)
-
-    visit(template)
-    return tuple(names)
+    return tuple(dict.fromkeys(knob.name for knob in _knobs_in(template)))
 
 
 def one_of_options(template: TemplateValue) -> dict[str, tuple[str, ...]]:
     """Map each one-of knob to its options (for example `mma_idx` to the intrinsics)."""
-    found: dict[str, tuple[str, ...]] = {}
-
-    def visit(value: TemplateValue) -> None:
-        if isinstance(value, OneOfKnob):
-            found[value.name] = value.options
-        elif isinstance(value, LoweringConfigNode):
-            visit(value.fields)
-        elif isinstance(value, list):
-            for element in value:
-                visit(element)
-        elif isinstance(value, dict):
-            for element in value.values():
-                visit(element)
-
-    visit(template)
-    return found
+    return {knob.name: knob.options for knob in _knobs_in(template) if isinstance(knob, OneOfKnob)}
 
 
 def fill_template(template: TemplateValue, values: Mapping[str, int | str]) -> ResolvedValue:

@@ -5,16 +5,20 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.target import FamilySpace
+from ireetune.core.target import FamilySpace, SpaceRequest
+from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
 
 LEVELS = ("distribution", "vector_common_parallel", "vector_reduction")
+# A family space's problem sizes, as its constraints read them.
+Sizes = TypeVar("Sizes")
 
 
 def render_cpu_compilation_info(
@@ -70,14 +74,7 @@ class CpuSpace(FamilySpace):
         return self._facts
 
     @abc.abstractmethod
-    def generate(
-        self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
-        seed: int,
-        known: Sequence[Knobs] = (),
-    ) -> Iterator[Knobs]:
+    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
         """Yield valid configurations lazily, in a seeded order; never any of `known` (solutions
         an earlier run stored, which the target yields itself)."""
 
@@ -85,3 +82,49 @@ class CpuSpace(FamilySpace):
         """Name the knobs of a problem whose solutions the space cache keeps (None: not kept,
         the space is small enough to recompute)."""
         return None
+
+
+class SizedCpuSpace(CpuSpace, Generic[Sizes]):
+    """A CPU space whose constraints read only the problem's sizes (which also say when the space
+    cannot search a problem) and whose order centres on the compiler's own configuration."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(threads)
+        self._default: Knobs | None = None
+
+    @abc.abstractmethod
+    def compute_sizes(self, problem: Problem) -> Sizes:
+        """Return the sizes the constraints read; raise an IreetuneError for a problem of the
+        family the space cannot search."""
+
+    @abc.abstractmethod
+    def enumerate_sizes(
+        self,
+        sizes: Sizes,
+        facts: CpuFacts,
+        seed: int,
+        default: Knobs | None,
+        known: Sequence[Knobs],
+    ) -> Iterator[Knobs]:
+        """Yield valid configurations of the sizes lazily, reproducibly for a seed."""
+
+    @abc.abstractmethod
+    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
+        """Read the compiler's default tiling levels into knobs (None if they have no form)."""
+
+    def refusal(self, problem: Problem) -> str | None:
+        try:
+            self.compute_sizes(problem)
+        except IreetuneError as error:
+            return str(error)
+        return None
+
+    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
+        self._default = request.default_knobs
+        sizes = self.compute_sizes(request.problem)
+        facts = self.facts(request.variant_target)
+        return self.enumerate_sizes(sizes, facts, request.seed, request.default_knobs, known)
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        levels = read_cpu_levels(root_op, len(problem.loop_sizes))
+        return None if levels is None else self.parse_levels(problem, levels)

@@ -24,7 +24,7 @@ from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem, as_convolution
 from ireetune.problem.family import Problem
-from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -32,6 +32,7 @@ from ireetune.targets.neighbourhood import (
     enumerate_near_default_first,
     with_values,
 )
+from ireetune.targets.z3_enumerate import parallel_first
 
 CONV_KNOB_NAMES = ("dist_f", "dist_oh", "dist_ow", "vec_f", "vec_ow", "vec_c")
 CONV_PIPELINE = "ConvTileAndDecomposeExpert"
@@ -178,10 +179,9 @@ def enumerate_conv_space(
     """Yield valid convolution configurations lazily and reproducibly for a seed: the default's
     neighbours first (when the default is known), then a seeded random walk over the space."""
     return enumerate_near_default_first(
-        [
-            lambda context: build_conv_constraints(sizes, facts, True, context),
-            lambda context: build_conv_constraints(sizes, facts, False, context),
-        ],
+        parallel_first(
+            lambda parallel, context: build_conv_constraints(sizes, facts, parallel, context)
+        ),
         seed,
         excluded,
         known,
@@ -299,30 +299,24 @@ def parse_default_conv_knobs(
     return tuple(sorted(values.items()))
 
 
-class CpuConvolutionSpace(CpuSpace):
+class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
     """ConvTileAndDecomposeExpert tiles of 2-D convolutions."""
 
-    _default: Knobs | None = None
+    def compute_sizes(self, problem: Problem) -> CpuConvSizes:
+        return compute_conv_sizes(as_convolution(problem))
 
-    def refusal(self, problem: Problem) -> str | None:
-        try:
-            compute_conv_sizes(as_convolution(problem))
-        except IreetuneError as error:
-            return str(error)
-        return None
-
-    def generate(
+    def enumerate_sizes(
         self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
+        sizes: CpuConvSizes,
+        facts: CpuFacts,
         seed: int,
-        known: Sequence[Knobs] = (),
+        default: Knobs | None,
+        known: Sequence[Knobs],
     ) -> Iterator[Knobs]:
-        self._default = default_knobs
-        sizes = compute_conv_sizes(as_convolution(problem))
-        facts = self.facts(variant_target)
-        return enumerate_conv_space(sizes, facts, seed, default_knobs, known)
+        return enumerate_conv_space(sizes, facts, seed, default, known)
+
+    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
+        return parse_default_conv_knobs(as_convolution(problem), levels)
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         return frozenset(CONV_KNOB_NAMES)
@@ -334,8 +328,3 @@ class CpuConvolutionSpace(CpuSpace):
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         tiles = conv_tile_lists(as_convolution(problem), knobs)
         return OpConfiguration(render_cpu_compilation_info(tiles, CONV_PIPELINE, context))
-
-    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        convolution = as_convolution(problem)
-        levels = read_cpu_levels(root_op, len(convolution.loop_sizes))
-        return None if levels is None else parse_default_conv_knobs(convolution, levels)

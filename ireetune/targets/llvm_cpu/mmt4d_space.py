@@ -30,6 +30,7 @@ from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.z3_enumerate import parallel_first
 
 MMT4D_PIPELINE = "Mmt4dTilingExpert"
 KNOB_NAMES = ("dist_m1", "dist_n1")
@@ -103,10 +104,9 @@ def enumerate_mmt4d_space(
 ) -> Iterator[Knobs]:
     """Yield distinct valid distribution tiles lazily, reproducibly for a seed."""
     return enumerate_z3_space(
-        [
-            lambda context: build_mmt4d_constraints(sizes, facts, True, context),
-            lambda context: build_mmt4d_constraints(sizes, facts, False, context),
-        ],
+        parallel_first(
+            lambda parallel, context: build_mmt4d_constraints(sizes, facts, parallel, context)
+        ),
         seed,
         excluded,
     )

@@ -37,7 +37,7 @@ from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.reduction import ReductionProblem, as_reduction
-from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -45,6 +45,7 @@ from ireetune.targets.neighbourhood import (
     enumerate_near_default_first,
     with_values,
 )
+from ireetune.targets.z3_enumerate import parallel_first
 
 REDUCTION_PIPELINE = "DoubleTilingExpert"
 _VEC_P_CHOICES = (1, 2, 4, 8, 16)
@@ -182,10 +183,9 @@ def enumerate_reduction_space(
     """Yield valid reduction configurations lazily and reproducibly for a seed: the anchor
     (`compute_anchor`) and its neighbours first, then a seeded random walk."""
     return enumerate_near_default_first(
-        [
-            lambda context: build_reduction_constraints(sizes, facts, True, context),
-            lambda context: build_reduction_constraints(sizes, facts, False, context),
-        ],
+        parallel_first(
+            lambda parallel, context: build_reduction_constraints(sizes, facts, parallel, context)
+        ),
         seed,
         excluded,
         known,
@@ -309,32 +309,24 @@ def parse_default_reduction_knobs(
     return make_knobs(values)
 
 
-class CpuReductionSpace(CpuSpace):
+class CpuReductionSpace(SizedCpuSpace[CpuReductionSizes]):
     """The reduction family's space on the CPU."""
 
-    def __init__(self, threads: int) -> None:
-        super().__init__(threads)
-        self._default: Knobs | None = None
+    def compute_sizes(self, problem: Problem) -> CpuReductionSizes:
+        return compute_reduction_sizes(as_reduction(problem))
 
-    def refusal(self, problem: Problem) -> str | None:
-        try:
-            compute_reduction_sizes(as_reduction(problem))
-        except IreetuneError as error:
-            return str(error)
-        return None
-
-    def generate(
+    def enumerate_sizes(
         self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
+        sizes: CpuReductionSizes,
+        facts: CpuFacts,
         seed: int,
-        known: Sequence[Knobs] = (),
+        default: Knobs | None,
+        known: Sequence[Knobs],
     ) -> Iterator[Knobs]:
-        self._default = default_knobs
-        sizes = compute_reduction_sizes(as_reduction(problem))
-        facts = self.facts(variant_target)
-        return enumerate_reduction_space(sizes, facts, seed, default_knobs, known)
+        return enumerate_reduction_space(sizes, facts, seed, default, known)
+
+    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
+        return parse_default_reduction_knobs(as_reduction(problem), levels)
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
         sizes = compute_reduction_sizes(as_reduction(problem))
@@ -355,8 +347,3 @@ class CpuReductionSpace(CpuSpace):
         return OpConfiguration(
             compilation_info, sibling_configs=reduction_sibling_configs(reduction, tiles)
         )
-
-    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        reduction = as_reduction(problem)
-        levels = read_cpu_levels(root_op, len(reduction.loop_sizes))
-        return None if levels is None else parse_default_reduction_knobs(reduction, levels)

@@ -19,12 +19,13 @@ import z3
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.target import OpConfiguration
+from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem, as_contraction
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
+from ireetune.targets.z3_enumerate import parallel_first
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
 PIPELINE = "DoubleTilingExpert"
@@ -164,10 +165,9 @@ def enumerate_space(
     meet it.
     """
     return enumerate_z3_space(
-        [
-            lambda context: build_constraints(sizes, facts, True, context),
-            lambda context: build_constraints(sizes, facts, False, context),
-        ],
+        parallel_first(
+            lambda parallel, context: build_constraints(sizes, facts, parallel, context)
+        ),
         seed,
         excluded,
         known,
@@ -203,16 +203,9 @@ class CpuContractionSpace(CpuSpace):
     data-tiled matmul (`linalg.mmt4d`), Mmt4dTilingExpert tiles of its outer loops
     (`mmt4d_space.py`)."""
 
-    def generate(
-        self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
-        seed: int,
-        known: Sequence[Knobs] = (),
-    ) -> Iterator[Knobs]:
-        contraction = as_contraction(problem)
-        facts = self.facts(variant_target)
+    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
+        contraction = as_contraction(request.problem)
+        facts = self.facts(request.variant_target)
         if contraction.is_mmt4d:
             from ireetune.targets.llvm_cpu.mmt4d_space import (
                 compute_mmt4d_sizes,
@@ -220,10 +213,12 @@ class CpuContractionSpace(CpuSpace):
             )
 
             return enumerate_mmt4d_space(
-                compute_mmt4d_sizes(contraction), facts, seed, default_knobs
+                compute_mmt4d_sizes(contraction), facts, request.seed, request.default_knobs
             )
         sizes = compute_problem_sizes(contraction)
-        return enumerate_space(sizes, facts, seed, excluded=default_knobs, known=known)
+        return enumerate_space(
+            sizes, facts, request.seed, excluded=request.default_knobs, known=known
+        )
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         # Data-tiled matmuls have their own knobs; their space is small and not cached.

@@ -10,12 +10,10 @@ import platform
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from iree.compiler import ir
-
 from ireetune.core.candidate import Knobs
 from ireetune.core.features import FeatureSpace
 from ireetune.core.flag_space import FlagSpace
-from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, Target
+from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, SpaceRequest, Target
 from ireetune.database.store import problem_key
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import as_contraction
@@ -142,20 +140,15 @@ class LlvmCpuTarget(Target):
     def use_cache_folder(self, folder: Path) -> None:
         self._cache_root = folder
 
-    def generate_candidates(
-        self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
-        seed: int,
-    ) -> Iterator[Knobs]:
+    def generate_for(self, request: SpaceRequest) -> Iterator[Knobs]:
+        problem = request.problem
         space = self.space_for(problem)
         assert isinstance(space, CpuSpace), "every CPU family space is a CpuSpace"
-        facts = space.facts(variant_target)
+        facts = space.facts(request.variant_target)
         self._facts = facts
         names = space.stored_knob_names(problem)
         if names is None or self._cache_root is None:
-            return space.generate(problem, variant_target, default_knobs, seed)
+            return space.generate(request)
         key = compute_cache_key(
             [problem_key(problem), self.name, json.dumps(dataclasses.asdict(facts)), SPACE_VERSION]
         )  # fmt: skip
@@ -163,10 +156,10 @@ class LlvmCpuTarget(Target):
         stored = [
             knobs
             for knobs in cache.read_solutions()
-            if {name for name, _ in knobs} == names and knobs != default_knobs
+            if {name for name, _ in knobs} == names and knobs != request.default_knobs
         ]
-        live = space.generate(problem, variant_target, default_knobs, seed, known=stored)
-        return _stored_then_live(stored, live, cache, seed)
+        live = space.generate(request, known=stored)
+        return _stored_then_live(stored, live, cache, request.seed)
 
     def feature_space(self, problem: Problem) -> FeatureSpace | None:
         if problem.family not in _FEATURE_FAMILIES or (
