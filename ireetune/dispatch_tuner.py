@@ -31,7 +31,6 @@ from iree.compiler import ir
 from ireetune import __version__
 from ireetune.benchmark.campaign import (
     CampaignResult,
-    CampaignSettings,
     CandidateMeasurement,
     EarlierResult,
     measures_on_host,
@@ -71,6 +70,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import CandidateOrder, StopAfter, TuneOptions
+from ireetune.dispatch_run import DispatchRun, campaign_settings
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
@@ -208,8 +208,12 @@ def _tune(options: TuneOptions, target: Target, executor: Executor) -> TuneResul
                     return _reuse(options, target, context, dispatch.problem, reusable, result_key)
                 candidates = stale_candidates(database, result_key, candidates)
             run_dir = create_run_dir(options.output_dir, dispatch.problem.signature)
+            run = DispatchRun(
+                executor, options, target, context, dispatch, devices, rule, database, result_key,
+                stored, search, workers=options.jobs or default_jobs(),
+            )  # fmt: skip
             try:
-                return _run(executor, options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering, search)  # fmt: skip
+                return _run(run, run_dir, candidates, ordering)
             except BaseException:
                 # Whatever happened, the folder must not look like a finished run.
                 marker = run_dir / "results.json"
@@ -293,46 +297,36 @@ def _generate(
 
 
 def _run(
-    executor: Executor,
-    options: TuneOptions,
-    target: Target,
-    context: ir.Context,
-    dispatch: LoadedDispatch,
-    candidates: list[tuple[Knobs, float | None]],
-    devices: list[str],
-    rule: DecisionRule,
-    run_dir: Path,
-    database: TuningDatabase | None,
-    result_key: ResultKey,
-    stored: dict[str, StoredResult],
-    ordering: str,
-    search: OnlineSearch | None,
+    run: DispatchRun, run_dir: Path, candidates: list[tuple[Knobs, float | None]], ordering: str
 ) -> TuneResult:
-    problem = dispatch.problem
-    real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
-    recorder = _start_recording(options, target, dispatch, devices, rule, run_dir, database, result_key, real_input_search)  # fmt: skip
+    options, target, problem = run.options, run.target, run.problem
+    run.real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
+    recorder = run.recorder = _start_recording(run, run_dir)
     recorder.info["ordering"] = ordering
-    reference = write_reference(
-        dispatch.root_op, context, problem, run_dir / "verify", options.seed
+    run.reference = write_reference(
+        run.dispatch.root_op, run.context, problem, run_dir / "verify", options.seed
     )
-    _write_specs(recorder, target, context, problem, dispatch.default_knobs, candidates)
-    restored = restore_candidates(recorder, stored)
-    workers = options.jobs or default_jobs()
-    notes: list[str] = list(target.space_for(problem).space_notes())
+    _write_specs(recorder, target, run.context, problem, run.dispatch.default_knobs, candidates)
+    run.restored = restore_candidates(recorder, run.stored)
+    run.notes = list(target.space_for(problem).space_notes())
+    notes = run.notes
     with StageProgress(progress_enabled(options.show_progress)) as progress:
-        if search is not None:
-            restored = _measure_early_rounds(executor, options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
+        run.progress = progress
+        if run.search is not None:
+            run.restored = _measure_early_rounds(run, run.search)
+        restored = run.restored
         # On real inputs the reference program is what is timed; else the dispatch benchmark.
-        requests = _compile_plan(target, recorder, reference, real_input_search, restored)
-        basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
+        requests = _compile_plan(target, recorder, run.reference, run.real_input_search, restored)
+        basis = Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH
+        real_inputs = run.reference if run.real_input_search else None
         overlapped: CampaignResult | None = None
-        if should_overlap(options, devices) and not restored and search is None and options.stop_after is None:  # fmt: skip
-            batch = CompileBatch(compile_jobs_for(recorder, requests), workers, options.compile_timeout_s)  # fmt: skip
-            overlapped = _compile_and_benchmark(executor, options, devices, recorder, batch, reference if real_input_search else None, progress)  # fmt: skip
+        if should_overlap(options, run.devices) and not restored and run.search is None and options.stop_after is None:  # fmt: skip
+            batch = CompileBatch(compile_jobs_for(recorder, requests), run.workers, options.compile_timeout_s)  # fmt: skip
+            overlapped = _compile_and_benchmark(run.executor, options, run.devices, recorder, batch, real_inputs, progress)  # fmt: skip
             recorder.info["overlap"] = True
         else:
             compile_candidates(
-                executor, recorder, requests, restored, workers, options.compile_timeout_s,
+                run.executor, recorder, requests, restored, run.workers, options.compile_timeout_s,
                 progress,
             )  # fmt: skip
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
@@ -343,22 +337,17 @@ def _run(
             classify_binaries(recorder, restored)
         success_rate = compile_success_rate(recorder)
         if options.stop_after is StopAfter.COMPILE:
-            export_for_benchmarking(
-                executor, target, context, dispatch.root_op, problem, run_dir, recorder.records, recorder.info,
-                campaign_settings(options), tuple(devices), options.seed, options.verify_top,
-                options.compile_timeout_s, progress, rule, options.model_level_rounds,
-                options.references,
-            )  # fmt: skip
+            export_for_benchmarking(run)
             recorder.info["notes"] = notes
             recorder.save()
             return _compiled_only_result(recorder, problem, notes)
         stored_facts = (
-            facts_from_stored_campaign(recorder, stored, restored, basis)
-            if len(devices) == 1 and overlapped is None
+            facts_from_stored_campaign(recorder, run.stored, restored, basis)
+            if len(run.devices) == 1 and overlapped is None
             else None
         )
         if stored_facts is None:
-            campaign = overlapped or _benchmark(executor, options, devices, recorder, restored, reference if real_input_search else None, progress)  # fmt: skip
+            campaign = overlapped or _benchmark(run.executor, options, run.devices, recorder, restored, real_inputs, progress)  # fmt: skip
             notes.extend(campaign.notes)
             facts = facts_from_campaign(campaign, basis)
         else:
@@ -367,12 +356,13 @@ def _run(
                 "resumed: every timing came from the database's finished campaign; the checks ran again"
             )
         recorder.record_facts(facts)
-        limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not real_input_search else options.verify_top  # fmt: skip
+        rule = run.rule
+        limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not run.real_input_search else options.verify_top  # fmt: skip
         contenders = choose_contenders(list(facts.values()), rule, limit)
         with progress.stage("checking", len(contenders) + 1):
-            facts = _check(executor, options, target, problem, recorder, reference, facts, contenders, real_input_search, workers, notes)  # fmt: skip
+            facts = _check(run, facts, contenders)
             progress.advance(len(contenders) + 1)
-    decision = pick_winner(list(facts.values()), contenders, rule)
+    decision = pick_winner(list(facts.values()), contenders, run.rule)
     recorder.record_decision(decision, facts)
     baseline_ms = recorder.records[0].median_ms or math.nan
     measurable = [
@@ -384,7 +374,7 @@ def _run(
         recorder.info["notes"] = notes
         recorder.save()
         raise IreetuneError(f"no candidate could be measured; see {run_dir}/candidates.csv")
-    best, best_spec_path = _write_winner(target, context, problem, recorder, decision, notes)
+    best, best_spec_path = _write_winner(target, run.context, problem, recorder, decision, notes)
     recorder.info["baseline_ms"] = baseline_ms
     recorder.info["notes"] = notes
     recorder.save()
@@ -400,17 +390,9 @@ def _run(
     )  # fmt: skip
 
 
-def _start_recording(
-    options: TuneOptions,
-    target: Target,
-    dispatch: LoadedDispatch,
-    devices: list[str],
-    rule: DecisionRule,
-    run_dir: Path,
-    database: TuningDatabase | None,
-    result_key: ResultKey,
-    real_input_search: bool,
-) -> RunRecorder:
+def _start_recording(run: DispatchRun, run_dir: Path) -> RunRecorder:
+    """Lay out the run folder, copy the dispatch in and start its record (results.json)."""
+    options, target, dispatch = run.options, run.target, run.dispatch
     for folder in ("inputs", "specs", "binaries", "failures", "verify"):
         (run_dir / folder).mkdir()
     original_path = run_dir / "inputs" / "original_benchmark.mlir"
@@ -427,19 +409,19 @@ def _start_recording(
         "outcome": "running",
         "input": str(options.input_path),
         "target": target.name,
-        "devices": devices,
+        "devices": run.devices,
         "problem": dispatch.problem.signature,
         "seed": options.seed,
         "num_candidates": options.num_candidates,
-        "compiler_version": result_key.compiler_version,
-        "database": str(database.path) if database is not None else None,
-        "rule": rule.name,
-        "timing_basis": (Basis.REAL_INPUT if real_input_search else Basis.DISPATCH).value,
+        "compiler_version": run.result_key.compiler_version,
+        "database": str(run.database.path) if run.database is not None else None,
+        "rule": run.rule.name,
+        "timing_basis": (Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH).value,
         "global_flags": list(target.global_flags),
     }
     if target.global_flags:
         write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
-    return RunRecorder(run_dir, info, database=database, result_key=result_key, session=uuid.uuid4().hex, rule=rule.name)  # fmt: skip
+    return RunRecorder(run_dir, info, database=run.database, result_key=run.result_key, session=uuid.uuid4().hex, rule=run.rule.name)  # fmt: skip
 
 
 def _write_specs(
@@ -518,34 +500,20 @@ def _compile_plan(
     }
 
 
-def _measure_early_rounds(
-    executor: Executor,
-    options: TuneOptions,
-    target: Target,
-    context: ir.Context,
-    problem: Problem,
-    recorder: RunRecorder,
-    reference: ReferenceSetup,
-    real_input_search: bool,
-    restored: set[int],
-    stored: dict[str, StoredResult],
-    devices: list[str],
-    workers: int,
-    search: OnlineSearch,
-    progress: StageProgress,
-) -> set[int]:
+def _measure_early_rounds(run: DispatchRun, search: OnlineSearch) -> set[int]:
     """Online search: compile and time each round but the last (first pass only), then let the
     model, updated on every measurement so far, pick the next round from the rest of the pool.
 
     Returns the candidates done so far; the run then treats them as a resumed run treats the
     ones it found in the database: measured, taking part in the confirmation round.
     """
-    done = set(restored)
-    early = replace(options, confirm_rounds=0)
+    recorder, reference, progress = run.recorder, run.reference, run.progress
+    done = set(run.restored)
+    early = replace(run.options, confirm_rounds=0)
     while search.rounds_left > 0:
-        requests = _compile_plan(target, recorder, reference, real_input_search, done)
+        requests = _compile_plan(run.target, recorder, reference, run.real_input_search, done)
         compile_candidates(
-            executor, recorder, requests, done, workers, options.compile_timeout_s, progress
+            run.executor, recorder, requests, done, run.workers, early.compile_timeout_s, progress
         )
         if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
             raise IreetuneError(
@@ -553,12 +521,12 @@ def _measure_early_rounds(
             )
         classify_binaries(recorder, done)
         if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
-            _benchmark(executor, early, devices, recorder, done, reference if real_input_search else None, progress)  # fmt: skip
+            _benchmark(run.executor, early, run.devices, recorder, done, reference if run.real_input_search else None, progress)  # fmt: skip
         done.update(recorder.records)
         done.discard(0)
         chosen = search.next_round(_measurements(recorder))
-        _append_specs(recorder, target, context, problem, list(chosen))
-        done.update(restore_candidates(recorder, stored))
+        _append_specs(recorder, run.target, run.context, run.problem, list(chosen))
+        done.update(restore_candidates(recorder, run.stored))
     return done
 
 
@@ -576,16 +544,6 @@ def _measurements(recorder: RunRecorder) -> list[tuple[Knobs, float | None]]:
         elif record.status not in (CandidateStatus.DUPLICATE, CandidateStatus.GENERATED, CandidateStatus.COMPILED):  # fmt: skip
             found.append((record.knobs, None))
     return found
-
-
-def campaign_settings(options: TuneOptions) -> CampaignSettings:
-    """Return the benchmark settings a run's options ask for."""
-    return CampaignSettings(
-        repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
-        hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
-        confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
-        screen_fraction=options.screen_fraction, prewarm=options.prewarm,
-    )  # fmt: skip
 
 
 def should_overlap(options: TuneOptions, devices: list[str]) -> bool:
@@ -678,21 +636,13 @@ def _fold_campaign(recorder: RunRecorder, result: CampaignResult) -> None:
 
 
 def _check(
-    executor: Executor,
-    options: TuneOptions,
-    target: Target,
-    problem: Problem,
-    recorder: RunRecorder,
-    reference: ReferenceSetup,
-    facts: dict[int, CandidateFacts],
-    contenders: list[int],
-    real_input_search: bool,
-    workers: int,
-    notes: list[str],
+    run: DispatchRun, facts: dict[int, CandidateFacts], contenders: list[int]
 ) -> dict[int, CandidateFacts]:
     """Check the contenders' outputs and, where real inputs decide, time them there."""
     if not contenders:
         return facts
+    target, recorder, reference, notes = run.target, run.recorder, run.reference, run.notes
+    real_input_search = run.real_input_search
     run_dir = recorder.run_dir
     verify_dir = run_dir / "verify"
     device = recorder.records[0].device or target.runtime_device
@@ -708,11 +658,11 @@ def _check(
             verify_dir, run_dir / "failures",
         )  # fmt: skip
         binaries = compile_references(
-            executor, CompileBatch(jobs, workers, options.compile_timeout_s)
+            run.executor, CompileBatch(jobs, run.workers, run.options.compile_timeout_s)
         )
         if binaries[0][0] is None:
             raise IreetuneError(f"the reference program does not compile: {binaries[0][1]}")
-    checks = check_outputs(executor, problem, binaries, reference, device)
+    checks = check_outputs(run.executor, run.problem, binaries, reference, device)
     if checks.baseline_error:
         notes.append(f"outputs could not be checked: {checks.baseline_error}")
     for cid, error in checks.max_abs_errors.items():
@@ -731,7 +681,7 @@ def _check(
         if passing:
             programs = {cid: binaries[cid][0] for cid in (0, *passing)}
             estimates, raw = time_on_real_inputs(
-                executor, {cid: p for cid, p in programs.items() if p is not None}, reference.inputs_path, verify_dir, device, options.model_level_rounds,
+                run.executor, {cid: p for cid, p in programs.items() if p is not None}, reference.inputs_path, verify_dir, device, run.options.model_level_rounds,
             )  # fmt: skip
             recorder.info["real_input_timings"] = raw
             facts = with_real_input(facts, estimates)
