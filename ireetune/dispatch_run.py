@@ -8,6 +8,7 @@ rewrites atomically, is the run saved.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,15 +19,18 @@ if TYPE_CHECKING:
 
     from iree.compiler import ir
 
+    from ireetune.benchmark.campaign import CampaignResult
+    from ireetune.core.candidate import Knobs
     from ireetune.core.target import Target
     from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
-    from ireetune.decision.rules import DecisionRule
+    from ireetune.decision.rules import CandidateFacts, DecisionRule
     from ireetune.dispatch_options import TuneOptions
     from ireetune.executor import Executor
     from ireetune.frontend.load import LoadedDispatch
     from ireetune.problem.family import Problem
     from ireetune.report.progress import StageProgress
     from ireetune.report.recorder import RunRecorder
+    from ireetune.report.result import TuneResult
     from ireetune.search.learned_order import OnlineSearch
     from ireetune.verify.stage import ReferenceSetup
 
@@ -55,8 +59,17 @@ class DispatchRun:
     real_input_search: bool = False
     workers: int = 1
     notes: list[str] = field(default_factory=list)
-    # Candidates measured before the main campaign: found in the database, or in an early round.
+    # What the stages hand on: the candidates to write specs for (generate); those measured
+    # before the main campaign, found in the database or in an early round (specs, compile); a
+    # campaign run while compiling (compile); the facts and the contenders (measure, check);
+    # the run's result (decide, or export when the run stops after compiling).
+    candidates: list[tuple[Knobs, float | None]] = field(default_factory=list)
     restored: set[int] = field(default_factory=set)
+    overlapped: CampaignResult | None = None
+    success_rate: float = 0.0
+    facts: dict[int, CandidateFacts] = field(default_factory=dict)
+    contenders: list[int] = field(default_factory=list)
+    result: TuneResult | None = None
     _recorder: RunRecorder | None = None
     _reference: ReferenceSetup | None = None
     _progress: StageProgress | None = None
@@ -109,3 +122,25 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
         confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
         screen_fraction=options.screen_fraction, prewarm=options.prewarm,
     )  # fmt: skip
+
+
+# A stage reads the run and writes what it found into it; a callback runs after every stage
+# with the stage's name (as TVM MetaSchedule's measure callbacks run after every batch).
+Stage = Callable[[DispatchRun], None]
+StageCallback = Callable[[DispatchRun, str], None]
+
+
+def run_stages(
+    run: DispatchRun, stages: Sequence[Stage], callbacks: Sequence[StageCallback]
+) -> None:
+    """Run the stages in order, each callback after every stage."""
+    for stage in stages:
+        stage(run)
+        for callback in callbacks:
+            callback(run, stage.__name__)
+
+
+def save_run(run: DispatchRun, stage: str) -> None:
+    """Save the run after a stage: results.json and candidates.csv, rewritten atomically."""
+    del stage
+    run.recorder.save()

@@ -70,7 +70,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import CandidateOrder, StopAfter, TuneOptions
-from ireetune.dispatch_run import DispatchRun, campaign_settings
+from ireetune.dispatch_run import DispatchRun, Stage, campaign_settings, run_stages, save_run
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
@@ -299,71 +299,109 @@ def _generate(
 def _run(
     run: DispatchRun, run_dir: Path, candidates: list[tuple[Knobs, float | None]], ordering: str
 ) -> TuneResult:
-    options, target, problem = run.options, run.target, run.problem
-    run.real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
-    recorder = run.recorder = _start_recording(run, run_dir)
-    recorder.info["ordering"] = ordering
-    run.reference = write_reference(
-        run.dispatch.root_op, run.context, problem, run_dir / "verify", options.seed
+    """Start the run folder, then run the stages in order, the run saved after each."""
+    options = run.options
+    run.real_input_search = (
+        run.target.searches_on_real_inputs(run.problem) and options.stop_after is None
     )
-    _write_specs(recorder, target, run.context, problem, run.dispatch.default_knobs, candidates)
-    run.restored = restore_candidates(recorder, run.stored)
-    run.notes = list(target.space_for(problem).space_notes())
-    notes = run.notes
+    run.candidates = candidates
+    run.recorder = _start_recording(run, run_dir)
+    run.recorder.info["ordering"] = ordering
+    stages: tuple[Stage, ...] = (
+        (specs_stage, compile_stage, export_stage)
+        if options.stop_after is StopAfter.COMPILE
+        else (specs_stage, compile_stage, measure_stage, check_stage, decide_stage)
+    )
     with StageProgress(progress_enabled(options.show_progress)) as progress:
         run.progress = progress
-        if run.search is not None:
-            run.restored = _measure_early_rounds(run, run.search)
-        restored = run.restored
-        # On real inputs the reference program is what is timed; else the dispatch benchmark.
-        requests = _compile_plan(target, recorder, run.reference, run.real_input_search, restored)
-        basis = Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH
-        real_inputs = run.reference if run.real_input_search else None
-        overlapped: CampaignResult | None = None
-        if should_overlap(options, run.devices) and not restored and run.search is None and options.stop_after is None:  # fmt: skip
-            batch = CompileBatch(compile_jobs_for(recorder, requests), run.workers, options.compile_timeout_s)  # fmt: skip
-            overlapped = _compile_and_benchmark(run.executor, options, run.devices, recorder, batch, real_inputs, progress)  # fmt: skip
-            recorder.info["overlap"] = True
-        else:
-            compile_candidates(
-                run.executor, recorder, requests, restored, run.workers, options.compile_timeout_s,
-                progress,
-            )  # fmt: skip
-        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
-            raise IreetuneError(
-                f"the default configuration does not compile: {recorder.records[0].reason}"
-            )
-        if overlapped is None:
-            classify_binaries(recorder, restored)
-        success_rate = compile_success_rate(recorder)
-        if options.stop_after is StopAfter.COMPILE:
-            export_for_benchmarking(run)
-            recorder.info["notes"] = notes
-            recorder.save()
-            return _compiled_only_result(recorder, problem, notes)
-        stored_facts = (
-            facts_from_stored_campaign(recorder, run.stored, restored, basis)
-            if len(run.devices) == 1 and overlapped is None
-            else None
+        run_stages(run, stages, (save_run,))
+    assert run.result is not None
+    return run.result
+
+
+def specs_stage(run: DispatchRun) -> None:
+    """Write the reference program and one spec per candidate; restore what the database has."""
+    run.reference = write_reference(
+        run.dispatch.root_op, run.context, run.problem, run.run_dir / "verify", run.options.seed
+    )
+    _write_specs(
+        run.recorder, run.target, run.context, run.problem, run.dispatch.default_knobs,
+        run.candidates,
+    )  # fmt: skip
+    run.restored = restore_candidates(run.recorder, run.stored)
+    run.notes = list(run.target.space_for(run.problem).space_notes())
+
+
+def compile_stage(run: DispatchRun) -> None:
+    """Compile every candidate (online: round by round, each round but the last measured too);
+    where the device is not the host's CPU, measure each binary while the rest compile."""
+    options, recorder = run.options, run.recorder
+    if run.search is not None:
+        run.restored = _measure_early_rounds(run, run.search)
+    restored = run.restored
+    # On real inputs the reference program is what is timed; else the dispatch benchmark.
+    requests = _compile_plan(run.target, recorder, run.reference, run.real_input_search, restored)
+    if should_overlap(options, run.devices) and not restored and run.search is None and options.stop_after is None:  # fmt: skip
+        batch = CompileBatch(compile_jobs_for(recorder, requests), run.workers, options.compile_timeout_s)  # fmt: skip
+        run.overlapped = _compile_and_benchmark(run.executor, options, run.devices, recorder, batch, _real_inputs(run), run.progress)  # fmt: skip
+        recorder.info["overlap"] = True
+    else:
+        compile_candidates(
+            run.executor, recorder, requests, restored, run.workers, options.compile_timeout_s,
+            run.progress,
+        )  # fmt: skip
+    if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
+        raise IreetuneError(
+            f"the default configuration does not compile: {recorder.records[0].reason}"
         )
-        if stored_facts is None:
-            campaign = overlapped or _benchmark(run.executor, options, run.devices, recorder, restored, real_inputs, progress)  # fmt: skip
-            notes.extend(campaign.notes)
-            facts = facts_from_campaign(campaign, basis)
-        else:
-            facts = stored_facts
-            notes.append(
-                "resumed: every timing came from the database's finished campaign; the checks ran again"
-            )
-        recorder.record_facts(facts)
-        rule = run.rule
-        limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not run.real_input_search else options.verify_top  # fmt: skip
-        contenders = choose_contenders(list(facts.values()), rule, limit)
-        with progress.stage("checking", len(contenders) + 1):
-            facts = _check(run, facts, contenders)
-            progress.advance(len(contenders) + 1)
-    decision = pick_winner(list(facts.values()), contenders, run.rule)
-    recorder.record_decision(decision, facts)
+    if run.overlapped is None:
+        classify_binaries(recorder, restored)
+    run.success_rate = compile_success_rate(recorder)
+
+
+def export_stage(run: DispatchRun) -> None:
+    """Stop after compiling: write the folder another host benchmarks (handoff/export.py)."""
+    export_for_benchmarking(run)
+    run.recorder.info["notes"] = run.notes
+    run.result = _compiled_only_result(run.recorder, run.problem, run.notes)
+
+
+def measure_stage(run: DispatchRun) -> None:
+    """Measure the compiled candidates (or take a finished campaign from the database), turn
+    the timings into facts and choose the contenders the checks look at."""
+    options, recorder, rule = run.options, run.recorder, run.rule
+    basis = Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH
+    stored_facts = (
+        facts_from_stored_campaign(recorder, run.stored, run.restored, basis)
+        if len(run.devices) == 1 and run.overlapped is None
+        else None
+    )
+    if stored_facts is None:
+        campaign = run.overlapped or _benchmark(run.executor, options, run.devices, recorder, run.restored, _real_inputs(run), run.progress)  # fmt: skip
+        run.notes.extend(campaign.notes)
+        run.facts = facts_from_campaign(campaign, basis)
+    else:
+        run.facts = stored_facts
+        run.notes.append(
+            "resumed: every timing came from the database's finished campaign; the checks ran again"
+        )
+    recorder.record_facts(run.facts)
+    limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not run.real_input_search else options.verify_top  # fmt: skip
+    run.contenders = choose_contenders(list(run.facts.values()), rule, limit)
+
+
+def check_stage(run: DispatchRun) -> None:
+    """Check the contenders' outputs and, where real inputs decide, time them there."""
+    with run.progress.stage("checking", len(run.contenders) + 1):
+        run.facts = _check(run, run.facts, run.contenders)
+        run.progress.advance(len(run.contenders) + 1)
+
+
+def decide_stage(run: DispatchRun) -> None:
+    """Pick the winner by the rule, write its spec, the run's record and its summary."""
+    recorder, notes, problem = run.recorder, run.notes, run.problem
+    decision = pick_winner(list(run.facts.values()), run.contenders, run.rule)
+    recorder.record_decision(decision, run.facts)
     baseline_ms = recorder.records[0].median_ms or math.nan
     measurable = [
         r for r in recorder.records.values()
@@ -373,21 +411,27 @@ def _run(
         recorder.info["outcome"] = "failed"
         recorder.info["notes"] = notes
         recorder.save()
-        raise IreetuneError(f"no candidate could be measured; see {run_dir}/candidates.csv")
-    best, best_spec_path = _write_winner(target, run.context, problem, recorder, decision, notes)
+        raise IreetuneError(f"no candidate could be measured; see {run.run_dir}/candidates.csv")
+    best, best_spec_path = _write_winner(run.target, run.context, problem, recorder, decision, notes)  # fmt: skip
     recorder.info["baseline_ms"] = baseline_ms
     recorder.info["notes"] = notes
     recorder.save()
     records = tuple(recorder.ordered())
     summary = render_summary(
-        problem.signature, target.name, records, baseline_ms, success_rate, best, notes, decision
-    )
-    write_text_atomically(run_dir / "summary.txt", summary)
-    return TuneResult(
-        run_dir=run_dir, problem=problem, records=records, baseline_ms=baseline_ms, best=best,
-        best_spec_path=best_spec_path, compile_success_rate=success_rate, notes=tuple(notes),
+        problem.signature, run.target.name, records, baseline_ms, run.success_rate, best, notes,
+        decision,
+    )  # fmt: skip
+    write_text_atomically(run.run_dir / "summary.txt", summary)
+    run.result = TuneResult(
+        run_dir=run.run_dir, problem=problem, records=records, baseline_ms=baseline_ms, best=best,
+        best_spec_path=best_spec_path, compile_success_rate=run.success_rate, notes=tuple(notes),
         decision=decision, summary=summary,
     )  # fmt: skip
+
+
+def _real_inputs(run: DispatchRun) -> ReferenceSetup | None:
+    """Return the real inputs candidates are timed on, if the run searches there."""
+    return run.reference if run.real_input_search else None
 
 
 def _start_recording(run: DispatchRun, run_dir: Path) -> RunRecorder:
