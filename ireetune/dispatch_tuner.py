@@ -15,6 +15,7 @@ This module only sequences the stages; each lives in its own module:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -63,14 +64,13 @@ from ireetune.database.store import (
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
     CandidateFacts,
-    Decision,
     DecisionRule,
     choose_contenders,
-    pick_winner,
 )
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import CandidateOrder, StopAfter, TuneOptions
-from ireetune.dispatch_run import DispatchRun, Stage, campaign_settings, run_stages, save_run
+from ireetune.dispatch_run.decide import RunOutline, decide, write_verdict
+from ireetune.dispatch_run.state import DispatchRun, Stage, campaign_settings, run_stages, save_run
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
@@ -84,7 +84,6 @@ from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
 from ireetune.report.reuse import (
     facts_from_stored_campaign,
@@ -399,33 +398,33 @@ def check_stage(run: DispatchRun) -> None:
 
 def decide_stage(run: DispatchRun) -> None:
     """Pick the winner by the rule, write its spec, the run's record and its summary."""
-    recorder, notes, problem = run.recorder, run.notes, run.problem
-    decision = pick_winner(list(run.facts.values()), run.contenders, run.rule)
-    recorder.record_decision(decision, run.facts)
-    baseline_ms = recorder.records[0].median_ms or math.nan
+    recorder = run.recorder
+    decision = decide(recorder, run.facts, run.contenders, run.rule)
     measurable = [
         r for r in recorder.records.values()
         if not r.is_baseline and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
     ]  # fmt: skip
     if not measurable:
         recorder.info["outcome"] = "failed"
-        recorder.info["notes"] = notes
+        recorder.info["notes"] = run.notes
         recorder.save()
         raise IreetuneError(f"no candidate could be measured; see {run.run_dir}/candidates.csv")
-    best, best_spec_path = _write_winner(run.target, run.context, problem, recorder, decision, notes)  # fmt: skip
-    recorder.info["baseline_ms"] = baseline_ms
-    recorder.info["notes"] = notes
-    recorder.save()
-    records = tuple(recorder.ordered())
-    summary = render_summary(
-        problem.signature, run.target.name, records, baseline_ms, run.success_rate, best, notes,
-        decision,
-    )  # fmt: skip
-    write_text_atomically(run.run_dir / "summary.txt", summary)
-    run.result = TuneResult(
-        run_dir=run.run_dir, problem=problem, records=records, baseline_ms=baseline_ms, best=best,
-        best_spec_path=best_spec_path, compile_success_rate=run.success_rate, notes=tuple(notes),
-        decision=decision, summary=summary,
+    outline = RunOutline(
+        run.problem, run.target.name, recorder.records[0].median_ms or math.nan, run.success_rate
+    )
+    run.result = write_verdict(
+        recorder, decision, outline, functools.partial(_prove_landed, run), run.notes
+    )
+
+
+def _prove_landed(run: DispatchRun, best: CandidateRecord) -> None:
+    """Prove the winner's configuration lands in the compiled dispatch (verify/landing.py)."""
+    assert best.knobs is not None
+    run_dir, context = run.run_dir, run.context
+    prove_config_landed(
+        run.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
+        run.target.compilation_info(run.problem, best.knobs, context),
+        run_dir / "verify" / "best_configuration", context,
     )  # fmt: skip
 
 
@@ -730,55 +729,6 @@ def _check(
             recorder.info["real_input_timings"] = raw
             facts = with_real_input(facts, estimates)
     return facts
-
-
-def _write_winner(
-    target: Target,
-    context: ir.Context,
-    problem: Problem,
-    recorder: RunRecorder,
-    decision: Decision,
-    notes: list[str],
-) -> tuple[CandidateRecord | None, Path | None]:
-    """Prove the winner's config lands, write best_spec.mlir and its replay command."""
-    run_dir = recorder.run_dir
-    if decision.winner is None:
-        recorder.info["outcome"] = "no-improvement"
-        recorder.info["spec_written"] = False
-        why = _why_no_winner(decision)
-        recorder.info["why"] = why
-        notes.append(f"no spec written: {why}")
-        return None, None
-    best = recorder.records[decision.winner]
-    assert best.knobs is not None
-    prove_config_landed(
-        target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-        target.compilation_info(problem, best.knobs, context), run_dir / "verify" / "best_configuration", context,
-    )  # fmt: skip
-    best_spec_path = run_dir / "best_spec.mlir"
-    shutil.copyfile(run_dir / best.spec_path, best_spec_path)
-    estimate = decision.winner_estimate
-    assert estimate is not None
-    replay = replay_command(run_dir, best.candidate_id)
-    recorder.info.update(
-        outcome="improved", best_candidate=best.candidate_id, best_speedup=estimate.speedup,
-        best_speedup_low=estimate.low, best_speedup_high=estimate.high, spec_written=True,
-        why=f"candidate {best.candidate_id} passed every check: {estimate.basis.value} speedup {estimate.describe()}",
-        replay=replay,
-    )  # fmt: skip
-    recorder.info["decision"]["replay"] = replay
-    notes.append(f"re-measure the winner against the default side by side: {replay}")
-    return best, best_spec_path
-
-
-def _why_no_winner(decision: Decision) -> str:
-    if not decision.judgements:
-        return (
-            "no candidate's confirmed speedup interval lay above "
-            f"{decision.rule.threshold:g}x, so none was worth checking"
-        )
-    reasons = sorted({j.reason for j in decision.judgements.values() if j.reason})
-    return "no contender passed every check (" + "; ".join(reasons[:3]) + ")"
 
 
 def _reuse(

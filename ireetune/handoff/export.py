@@ -14,7 +14,7 @@ from ireetune.problem.registry import family_of
 from ireetune.verify.reference import build_reference_module
 
 if TYPE_CHECKING:
-    from ireetune.dispatch_run import DispatchRun
+    from ireetune.dispatch_run.state import DispatchRun
 
 
 def export_for_benchmarking(run: DispatchRun) -> Path:
