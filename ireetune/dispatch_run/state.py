@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ireetune.benchmark.campaign import CampaignSettings
 
@@ -128,12 +128,16 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
 # with the stage's name (as TVM MetaSchedule's measure callbacks run after every batch).
 Stage = Callable[[DispatchRun], None]
 StageCallback = Callable[[DispatchRun, str], None]
+RunT = TypeVar("RunT")
 
 
 def run_stages(
-    run: DispatchRun, stages: Sequence[Stage], callbacks: Sequence[StageCallback]
+    run: RunT,
+    stages: Sequence[Callable[[RunT], None]],
+    callbacks: Sequence[Callable[[RunT, str], None]],
 ) -> None:
-    """Run the stages in order, each callback after every stage."""
+    """Run the stages in order, every callback after every stage; a stage that raises ends the
+    run before its callbacks."""
     for stage in stages:
         stage(run)
         for callback in callbacks:
