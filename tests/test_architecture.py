@@ -94,7 +94,6 @@ WIDE_FUNCTIONS: dict[str, int] = {
 
 # Today's modules longer than MAX_LINES lines, by path under ireetune/; the same ratchet.
 LONG_MODULES: dict[str, int] = {
-    "dispatch_tuner.py": 799,
     "model_tuner.py": 735,
     "split_flow.py": 711,
 }
