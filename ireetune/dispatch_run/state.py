@@ -1,9 +1,9 @@
-"""One dispatch run: the state every stage of `dispatch_tuner.py` reads and writes.
+"""One dispatch run: the state every stage of a dispatch run reads and writes.
 
-The stages were functions of 9 to 17 parameters, each handing on the same options, target,
-problem, run folder, recorder and executor. They now take one `DispatchRun` (and at most the
-one or two values that are their own), and the run folder's `results.json`, which the recorder
-rewrites atomically, is the run saved.
+A stage (dispatch_run/stages.py) takes the run, and at most the one or two values that are its
+own, instead of the options, target, problem, run folder, recorder and executor one by one.
+`run_stages` runs the stages in order and calls its callbacks after every stage; `save_run`,
+the callback that rewrites results.json (atomically, through the recorder), saves the run.
 """
 
 from __future__ import annotations
@@ -127,7 +127,6 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
 # A stage reads the run and writes what it found into it; a callback runs after every stage
 # with the stage's name (as TVM MetaSchedule's measure callbacks run after every batch).
 Stage = Callable[[DispatchRun], None]
-StageCallback = Callable[[DispatchRun, str], None]
 RunT = TypeVar("RunT")
 
 
