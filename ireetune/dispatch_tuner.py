@@ -1,15 +1,17 @@
 """Tune one dispatch end to end: problem, space, specs, compile, benchmark, check, decide, spec.
 
-This module only sequences the stages; each lives in its own module:
+This module loads the dispatch, generates and orders its candidates, reuses a stored winner or
+starts the run folder, then hands the run (dispatch_run/state.py) through its stages
+(dispatch_run/stages.py), each a function of the run, saved after every one:
 
     load the dispatch           frontend/dispatches.py
     generate and order          targets/<target>/ (search space, ordering)
     reuse or resume             report/reuse.py
-    write specs                 spec/builder.py
+    specs                       spec/builder.py
     compile                     compile/stage.py
-    benchmark                   benchmark/campaign.py, benchmark/outcomes.py
+    measure                     benchmark/campaign.py, benchmark/outcomes.py
     check outputs, real inputs  verify/stage.py
-    decide                      decision/ (the one rule every flow calls)
+    decide                      dispatch_run/decide.py over decision/ (the one rule every flow calls)
     record                      report/recorder.py (results.json, candidates.csv, database)
 """
 
@@ -22,32 +24,13 @@ import math
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from iree.compiler import ir
 
 from ireetune import __version__
-from ireetune.benchmark.campaign import (
-    CampaignResult,
-    CampaignSettings,
-    CandidateMeasurement,
-    EarlierResult,
-    measures_on_host,
-    run_campaign,
-)
-from ireetune.benchmark.outcomes import apply_campaign, record_measurement
-from ireetune.benchmark.runner import BenchmarkJob
-from ireetune.compile.driver import CompileRequest, build_request
-from ireetune.compile.overlap import compile_and_measure
-from ireetune.compile.pool import CompileBatch, default_jobs
-from ireetune.compile.stage import (
-    classify_binaries,
-    compile_candidates,
-    compile_jobs_for,
-    compile_success_rate,
-)
+from ireetune.compile.pool import default_jobs
 from ireetune.core.candidate import Knobs
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import CandidateRecord, CandidateStatus
@@ -61,16 +44,19 @@ from ireetune.database.store import (
     default_database_path,
     problem_key,
 )
-from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
-    CandidateFacts,
-    Decision,
     DecisionRule,
-    choose_contenders,
-    pick_winner,
 )
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import CandidateOrder, StopAfter, TuneOptions
+from ireetune.dispatch_run.stages import (
+    check_stage,
+    compile_stage,
+    decide_stage,
+    measure_stage,
+    specs_stage,
+)
+from ireetune.dispatch_run.state import DispatchRun, Stage, campaign_settings, run_stages, save_run
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
@@ -79,17 +65,13 @@ from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
 from ireetune.handoff.export import export_for_benchmarking
-from ireetune.model.real_inputs import time_on_real_inputs
 from ireetune.problem.registry import family_of
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
 from ireetune.report.reuse import (
-    facts_from_stored_campaign,
     find_reusable,
-    restore_candidates,
     stale_candidates,
 )
 from ireetune.report.summary import render_summary
@@ -98,30 +80,8 @@ from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
 from ireetune.verify.compare import check_inputs
-from ireetune.verify.landing import prove_config_landed
-from ireetune.verify.stage import (
-    ReferenceSetup,
-    check_outputs,
-    compile_references,
-    reference_jobs,
-    write_reference,
-)
 
 logger = logging.getLogger(__name__)
-
-BASELINE_SPEC_TEXT = """\
-module attributes {transform.with_named_sequence} {
-  transform.named_sequence @__kernel_config(%variant: !transform.any_op {transform.readonly})
-      -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
-    transform.yield %variant : !transform.any_op
-  }
-}
-"""
-# Disagreement between dispatch-level and real-input timing of the baseline worth reporting.
-MODEL_LEVEL_DISAGREEMENT = 0.20
-# Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least
-# are checked on real inputs.
-REAL_INPUT_PRESELECTION = 6
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
@@ -208,8 +168,12 @@ def _tune(options: TuneOptions, target: Target, executor: Executor) -> TuneResul
                     return _reuse(options, target, context, dispatch.problem, reusable, result_key)
                 candidates = stale_candidates(database, result_key, candidates)
             run_dir = create_run_dir(options.output_dir, dispatch.problem.signature)
+            run = DispatchRun(
+                executor, options, target, context, dispatch, devices, rule, database, result_key,
+                stored, search, workers=options.jobs or default_jobs(),
+            )  # fmt: skip
             try:
-                return _run(executor, options, target, context, dispatch, candidates, devices, rule, run_dir, database, result_key, stored, ordering, search)  # fmt: skip
+                return _run(run, run_dir, candidates, ordering)
             except BaseException:
                 # Whatever happened, the folder must not look like a finished run.
                 marker = run_dir / "results.json"
@@ -293,124 +257,38 @@ def _generate(
 
 
 def _run(
-    executor: Executor,
-    options: TuneOptions,
-    target: Target,
-    context: ir.Context,
-    dispatch: LoadedDispatch,
-    candidates: list[tuple[Knobs, float | None]],
-    devices: list[str],
-    rule: DecisionRule,
-    run_dir: Path,
-    database: TuningDatabase | None,
-    result_key: ResultKey,
-    stored: dict[str, StoredResult],
-    ordering: str,
-    search: OnlineSearch | None,
+    run: DispatchRun, run_dir: Path, candidates: list[tuple[Knobs, float | None]], ordering: str
 ) -> TuneResult:
-    problem = dispatch.problem
-    real_input_search = target.searches_on_real_inputs(problem) and options.stop_after is None
-    recorder = _start_recording(options, target, dispatch, devices, rule, run_dir, database, result_key, real_input_search)  # fmt: skip
-    recorder.info["ordering"] = ordering
-    reference = write_reference(
-        dispatch.root_op, context, problem, run_dir / "verify", options.seed
+    """Start the run folder, then run the stages in order, the run saved after each."""
+    options = run.options
+    run.real_input_search = (
+        run.target.searches_on_real_inputs(run.problem) and options.stop_after is None
     )
-    _write_specs(recorder, target, context, problem, dispatch.default_knobs, candidates)
-    restored = restore_candidates(recorder, stored)
-    workers = options.jobs or default_jobs()
-    notes: list[str] = list(target.space_for(problem).space_notes())
+    run.candidates = candidates
+    run.recorder = _start_recording(run, run_dir)
+    run.recorder.info["ordering"] = ordering
+    stages: tuple[Stage, ...] = (
+        (specs_stage, compile_stage, export_stage)
+        if options.stop_after is StopAfter.COMPILE
+        else (specs_stage, compile_stage, measure_stage, check_stage, decide_stage)
+    )
     with StageProgress(progress_enabled(options.show_progress)) as progress:
-        if search is not None:
-            restored = _measure_early_rounds(executor, options, target, context, problem, recorder, reference, real_input_search, restored, stored, devices, workers, search, progress)  # fmt: skip
-        # On real inputs the reference program is what is timed; else the dispatch benchmark.
-        requests = _compile_plan(target, recorder, reference, real_input_search, restored)
-        basis = Basis.REAL_INPUT if real_input_search else Basis.DISPATCH
-        overlapped: CampaignResult | None = None
-        if should_overlap(options, devices) and not restored and search is None and options.stop_after is None:  # fmt: skip
-            batch = CompileBatch(compile_jobs_for(recorder, requests), workers, options.compile_timeout_s)  # fmt: skip
-            overlapped = _compile_and_benchmark(executor, options, devices, recorder, batch, reference if real_input_search else None, progress)  # fmt: skip
-            recorder.info["overlap"] = True
-        else:
-            compile_candidates(
-                executor, recorder, requests, restored, workers, options.compile_timeout_s,
-                progress,
-            )  # fmt: skip
-        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
-            raise IreetuneError(
-                f"the default configuration does not compile: {recorder.records[0].reason}"
-            )
-        if overlapped is None:
-            classify_binaries(recorder, restored)
-        success_rate = compile_success_rate(recorder)
-        if options.stop_after is StopAfter.COMPILE:
-            export_for_benchmarking(
-                executor, target, context, dispatch.root_op, problem, run_dir, recorder.records, recorder.info,
-                campaign_settings(options), tuple(devices), options.seed, options.verify_top,
-                options.compile_timeout_s, progress, rule, options.model_level_rounds,
-                options.references,
-            )  # fmt: skip
-            recorder.info["notes"] = notes
-            recorder.save()
-            return _compiled_only_result(recorder, problem, notes)
-        stored_facts = (
-            facts_from_stored_campaign(recorder, stored, restored, basis)
-            if len(devices) == 1 and overlapped is None
-            else None
-        )
-        if stored_facts is None:
-            campaign = overlapped or _benchmark(executor, options, devices, recorder, restored, reference if real_input_search else None, progress)  # fmt: skip
-            notes.extend(campaign.notes)
-            facts = facts_from_campaign(campaign, basis)
-        else:
-            facts = stored_facts
-            notes.append(
-                "resumed: every timing came from the database's finished campaign; the checks ran again"
-            )
-        recorder.record_facts(facts)
-        limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not real_input_search else options.verify_top  # fmt: skip
-        contenders = choose_contenders(list(facts.values()), rule, limit)
-        with progress.stage("checking", len(contenders) + 1):
-            facts = _check(executor, options, target, problem, recorder, reference, facts, contenders, real_input_search, workers, notes)  # fmt: skip
-            progress.advance(len(contenders) + 1)
-    decision = pick_winner(list(facts.values()), contenders, rule)
-    recorder.record_decision(decision, facts)
-    baseline_ms = recorder.records[0].median_ms or math.nan
-    measurable = [
-        r for r in recorder.records.values()
-        if not r.is_baseline and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
-    ]  # fmt: skip
-    if not measurable:
-        recorder.info["outcome"] = "failed"
-        recorder.info["notes"] = notes
-        recorder.save()
-        raise IreetuneError(f"no candidate could be measured; see {run_dir}/candidates.csv")
-    best, best_spec_path = _write_winner(target, context, problem, recorder, decision, notes)
-    recorder.info["baseline_ms"] = baseline_ms
-    recorder.info["notes"] = notes
-    recorder.save()
-    records = tuple(recorder.ordered())
-    summary = render_summary(
-        problem.signature, target.name, records, baseline_ms, success_rate, best, notes, decision
-    )
-    write_text_atomically(run_dir / "summary.txt", summary)
-    return TuneResult(
-        run_dir=run_dir, problem=problem, records=records, baseline_ms=baseline_ms, best=best,
-        best_spec_path=best_spec_path, compile_success_rate=success_rate, notes=tuple(notes),
-        decision=decision, summary=summary,
-    )  # fmt: skip
+        run.progress = progress
+        run_stages(run, stages, (save_run,))
+    assert run.result is not None
+    return run.result
 
 
-def _start_recording(
-    options: TuneOptions,
-    target: Target,
-    dispatch: LoadedDispatch,
-    devices: list[str],
-    rule: DecisionRule,
-    run_dir: Path,
-    database: TuningDatabase | None,
-    result_key: ResultKey,
-    real_input_search: bool,
-) -> RunRecorder:
+def export_stage(run: DispatchRun) -> None:
+    """Stop after compiling: write the folder another host benchmarks (handoff/export.py)."""
+    export_for_benchmarking(run)
+    run.recorder.info["notes"] = run.notes
+    run.result = _compiled_only_result(run.recorder, run.problem, run.notes)
+
+
+def _start_recording(run: DispatchRun, run_dir: Path) -> RunRecorder:
+    """Lay out the run folder, copy the dispatch in and start its record (results.json)."""
+    options, target, dispatch = run.options, run.target, run.dispatch
     for folder in ("inputs", "specs", "binaries", "failures", "verify"):
         (run_dir / folder).mkdir()
     original_path = run_dir / "inputs" / "original_benchmark.mlir"
@@ -427,364 +305,19 @@ def _start_recording(
         "outcome": "running",
         "input": str(options.input_path),
         "target": target.name,
-        "devices": devices,
+        "devices": run.devices,
         "problem": dispatch.problem.signature,
         "seed": options.seed,
         "num_candidates": options.num_candidates,
-        "compiler_version": result_key.compiler_version,
-        "database": str(database.path) if database is not None else None,
-        "rule": rule.name,
-        "timing_basis": (Basis.REAL_INPUT if real_input_search else Basis.DISPATCH).value,
+        "compiler_version": run.result_key.compiler_version,
+        "database": str(run.database.path) if run.database is not None else None,
+        "rule": run.rule.name,
+        "timing_basis": (Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH).value,
         "global_flags": list(target.global_flags),
     }
     if target.global_flags:
         write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
-    return RunRecorder(run_dir, info, database=database, result_key=result_key, session=uuid.uuid4().hex, rule=rule.name)  # fmt: skip
-
-
-def _write_specs(
-    recorder: RunRecorder,
-    target: Target,
-    context: ir.Context,
-    problem: Problem,
-    default_knobs: Knobs | None,
-    candidates: list[tuple[Knobs, float | None]],
-) -> None:
-    """Write one spec per candidate; candidate 0, the default, gets a spec that matches nothing."""
-    run_dir = recorder.run_dir
-    (run_dir / "specs" / "0_spec.mlir").write_text(BASELINE_SPEC_TEXT)
-    recorder.update(
-        CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
-    )
-    _append_specs(recorder, target, context, problem, candidates)
-
-
-def _append_specs(
-    recorder: RunRecorder,
-    target: Target,
-    context: ir.Context,
-    problem: Problem,
-    candidates: list[tuple[Knobs, float | None]],
-) -> list[int]:
-    """Write one spec per new candidate, numbered after the last; return their ids."""
-    run_dir = recorder.run_dir
-    first_id = max(recorder.records) + 1
-    prologue = target.spec_prologue(problem)
-    for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
-        configuration = target.configuration(problem, knobs, context)
-        spec_name = f"specs/{candidate_id}_spec.mlir"
-        (run_dir / spec_name).write_text(
-            build_configuration_spec(problem, configuration, prologue, context)
-        )
-        recorder.compilation_infos[candidate_id] = configuration.compilation_info
-        recorder.update(
-            CandidateRecord(
-                candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name
-            )
-        )
-    recorder.save()
-    return list(range(first_id, first_id + len(candidates)))
-
-
-def _compile_plan(
-    target: Target,
-    recorder: RunRecorder,
-    reference: ReferenceSetup,
-    real_input_search: bool,
-    restored: set[int],
-) -> dict[int, CompileRequest]:
-    """Return each candidate's compile: the reference program on real inputs, else the stripped
-    dispatch benchmark, with its spec."""
-    run_dir = recorder.run_dir
-    if real_input_search:
-        source = reference.source_path
-        phase_flags: tuple[str, ...] = ()
-    else:
-        source = run_dir / "inputs" / "stripped_benchmark.mlir"
-        phase_flags = ("--compile-from=executable-sources",)
-    return {
-        r.candidate_id: build_request(
-            target,
-            source,
-            run_dir / "binaries" / f"{r.candidate_id}.vmfb",
-            phase_flags=phase_flags,
-            spec_path=run_dir / r.spec_path,
-            reproducer_path=run_dir / "failures" / f"{r.candidate_id}_reproducer.mlir",
-        )  # fmt: skip
-        for r in recorder.records.values()
-        # A restored candidate needs its binary only when it was measured (it may lead); one
-        # compiled in an earlier round of this run has it already.
-        if (r.candidate_id not in restored or r.speedup is not None) and not r.binary_path
-    }
-
-
-def _measure_early_rounds(
-    executor: Executor,
-    options: TuneOptions,
-    target: Target,
-    context: ir.Context,
-    problem: Problem,
-    recorder: RunRecorder,
-    reference: ReferenceSetup,
-    real_input_search: bool,
-    restored: set[int],
-    stored: dict[str, StoredResult],
-    devices: list[str],
-    workers: int,
-    search: OnlineSearch,
-    progress: StageProgress,
-) -> set[int]:
-    """Online search: compile and time each round but the last (first pass only), then let the
-    model, updated on every measurement so far, pick the next round from the rest of the pool.
-
-    Returns the candidates done so far; the run then treats them as a resumed run treats the
-    ones it found in the database: measured, taking part in the confirmation round.
-    """
-    done = set(restored)
-    early = replace(options, confirm_rounds=0)
-    while search.rounds_left > 0:
-        requests = _compile_plan(target, recorder, reference, real_input_search, done)
-        compile_candidates(
-            executor, recorder, requests, done, workers, options.compile_timeout_s, progress
-        )
-        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
-            raise IreetuneError(
-                f"the default configuration does not compile: {recorder.records[0].reason}"
-            )
-        classify_binaries(recorder, done)
-        if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
-            _benchmark(executor, early, devices, recorder, done, reference if real_input_search else None, progress)  # fmt: skip
-        done.update(recorder.records)
-        done.discard(0)
-        chosen = search.next_round(_measurements(recorder))
-        _append_specs(recorder, target, context, problem, list(chosen))
-        done.update(restore_candidates(recorder, stored))
-    return done
-
-
-def _measurements(recorder: RunRecorder) -> list[tuple[Knobs, float | None]]:
-    """Every tried candidate's time relative to its round's default (1/speedup), None if it
-    failed; a config that did not apply runs as the default. Duplicates teach nothing new."""
-    found: list[tuple[Knobs, float | None]] = []
-    for record in recorder.ordered():
-        if record.is_baseline or record.knobs is None:
-            continue
-        if record.status is CandidateStatus.MEASURED and record.speedup:
-            found.append((record.knobs, 1.0 / record.speedup))
-        elif record.status is CandidateStatus.NOT_APPLIED:
-            found.append((record.knobs, 1.0))
-        elif record.status not in (CandidateStatus.DUPLICATE, CandidateStatus.GENERATED, CandidateStatus.COMPILED):  # fmt: skip
-            found.append((record.knobs, None))
-    return found
-
-
-def campaign_settings(options: TuneOptions) -> CampaignSettings:
-    """Return the benchmark settings a run's options ask for."""
-    return CampaignSettings(
-        repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
-        hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
-        confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
-        screen_fraction=options.screen_fraction, prewarm=options.prewarm,
-    )  # fmt: skip
-
-
-def should_overlap(options: TuneOptions, devices: list[str]) -> bool:
-    """Whether to measure while compiling: when asked, else only where no device is the host's
-    CPU (there the compiles would take the cores being measured; see compile/overlap.py)."""
-    if options.overlap is not None:
-        return options.overlap
-    return not any(measures_on_host(device) for device in devices)
-
-
-def _benchmark(
-    executor: Executor,
-    options: TuneOptions,
-    devices: list[str],
-    recorder: RunRecorder,
-    restored: set[int],
-    reference: ReferenceSetup | None,
-    progress: StageProgress,
-) -> CampaignResult:
-    """Measure the compiled candidates on every device (benchmark/campaign.py), recording each."""
-    job = _job_maker(recorder.run_dir, reference)
-    ordered = recorder.ordered()
-    jobs = [job(r) for r in ordered if not r.is_baseline and r.status is CandidateStatus.COMPILED and r.candidate_id not in restored]  # fmt: skip
-    earlier = [
-        EarlierResult(job(r), r.speedup)
-        for r in ordered
-        if r.candidate_id in restored and r.binary_path and r.speedup and not r.stopped_early
-    ]
-    with progress.stage("benchmarking", len(jobs)):
-        result = run_campaign(executor, job(recorder.records[0]), jobs, devices, campaign_settings(options), on_measured=_recording(recorder, progress), earlier=earlier)  # fmt: skip
-    _fold_campaign(recorder, result)
-    return result
-
-
-def _compile_and_benchmark(
-    executor: Executor,
-    options: TuneOptions,
-    devices: list[str],
-    recorder: RunRecorder,
-    batch: CompileBatch,
-    reference: ReferenceSetup | None,
-    progress: StageProgress,
-) -> CampaignResult:
-    """Compile every candidate and measure each while the rest compile (compile/overlap.py)."""
-    result = compile_and_measure(
-        executor, recorder, batch, _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
-        _recording(recorder, None), progress,
-    )  # fmt: skip
-    _fold_campaign(recorder, result)
-    return result
-
-
-def _job_maker(
-    run_dir: Path, reference: ReferenceSetup | None
-) -> Callable[[CandidateRecord], BenchmarkJob]:
-    """Return how a compiled candidate becomes a benchmark job (on real inputs when given)."""
-    inputs = reference.inputs_path if reference is not None else None
-
-    def job(record: CandidateRecord) -> BenchmarkJob:
-        return BenchmarkJob(
-            record.candidate_id, run_dir / record.binary_path, inputs, "main" if inputs else ""
-        )
-
-    return job
-
-
-def _recording(
-    recorder: RunRecorder, progress: StageProgress | None
-) -> Callable[[CandidateMeasurement], None]:
-    """Return the callback that records (and saves) each first-pass measurement."""
-
-    def on_measured(measurement: CandidateMeasurement) -> None:
-        recorder.update(record_measurement(recorder.records[measurement.candidate_id], measurement))
-        recorder.save()
-        if progress is not None:
-            progress.advance()
-
-    return on_measured
-
-
-def _fold_campaign(recorder: RunRecorder, result: CampaignResult) -> None:
-    """Record a finished campaign: every measurement, the baselines and the confirmation."""
-    changed, _ = apply_campaign(recorder.records, result, recorder.info)
-    recorder.baseline_ms_by_device = {
-        b.device: b.reference_ms for b in result.baselines.values() if not b.error
-    }
-    for updated in changed:
-        recorder.update(updated)
-    recorder.save()
-
-
-def _check(
-    executor: Executor,
-    options: TuneOptions,
-    target: Target,
-    problem: Problem,
-    recorder: RunRecorder,
-    reference: ReferenceSetup,
-    facts: dict[int, CandidateFacts],
-    contenders: list[int],
-    real_input_search: bool,
-    workers: int,
-    notes: list[str],
-) -> dict[int, CandidateFacts]:
-    """Check the contenders' outputs and, where real inputs decide, time them there."""
-    if not contenders:
-        return facts
-    run_dir = recorder.run_dir
-    verify_dir = run_dir / "verify"
-    device = recorder.records[0].device or target.runtime_device
-    if real_input_search:
-        # The candidates' binaries are their reference programs already.
-        binaries: dict[int, tuple[Path | None, str]] = {
-            cid: (run_dir / recorder.records[cid].binary_path, recorder.records[cid].binary_hash)
-            for cid in (0, *contenders)
-        }
-    else:
-        jobs = reference_jobs(
-            target, reference, {cid: run_dir / recorder.records[cid].spec_path for cid in (0, *contenders)},
-            verify_dir, run_dir / "failures",
-        )  # fmt: skip
-        binaries = compile_references(
-            executor, CompileBatch(jobs, workers, options.compile_timeout_s)
-        )
-        if binaries[0][0] is None:
-            raise IreetuneError(f"the reference program does not compile: {binaries[0][1]}")
-    checks = check_outputs(executor, problem, binaries, reference, device)
-    if checks.baseline_error:
-        notes.append(f"outputs could not be checked: {checks.baseline_error}")
-    for cid, error in checks.max_abs_errors.items():
-        recorder.records[cid] = replace(recorder.records[cid], max_abs_error=error)
-    facts = with_outputs(facts, checks.results)
-    dispatch_ms = recorder.records[0].median_ms
-    if checks.baseline_ms is not None and dispatch_ms and not real_input_search:
-        recorder.info["model_level_baseline_ms"] = checks.baseline_ms
-        if abs(checks.baseline_ms - dispatch_ms) / dispatch_ms > MODEL_LEVEL_DISAGREEMENT:
-            notes.append(
-                f"baseline dispatch-level time {dispatch_ms:.4g} ms and real-input time {checks.baseline_ms:.4g} ms "
-                f"differ by more than {MODEL_LEVEL_DISAGREEMENT:.0%}"
-            )
-    if target.decides_at_model_level and not real_input_search:
-        passing = [cid for cid in contenders if checks.results.get(cid, (False, ""))[0]]
-        if passing:
-            programs = {cid: binaries[cid][0] for cid in (0, *passing)}
-            estimates, raw = time_on_real_inputs(
-                executor, {cid: p for cid, p in programs.items() if p is not None}, reference.inputs_path, verify_dir, device, options.model_level_rounds,
-            )  # fmt: skip
-            recorder.info["real_input_timings"] = raw
-            facts = with_real_input(facts, estimates)
-    return facts
-
-
-def _write_winner(
-    target: Target,
-    context: ir.Context,
-    problem: Problem,
-    recorder: RunRecorder,
-    decision: Decision,
-    notes: list[str],
-) -> tuple[CandidateRecord | None, Path | None]:
-    """Prove the winner's config lands, write best_spec.mlir and its replay command."""
-    run_dir = recorder.run_dir
-    if decision.winner is None:
-        recorder.info["outcome"] = "no-improvement"
-        recorder.info["spec_written"] = False
-        why = _why_no_winner(decision)
-        recorder.info["why"] = why
-        notes.append(f"no spec written: {why}")
-        return None, None
-    best = recorder.records[decision.winner]
-    assert best.knobs is not None
-    prove_config_landed(
-        target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-        target.compilation_info(problem, best.knobs, context), run_dir / "verify" / "best_configuration", context,
-    )  # fmt: skip
-    best_spec_path = run_dir / "best_spec.mlir"
-    shutil.copyfile(run_dir / best.spec_path, best_spec_path)
-    estimate = decision.winner_estimate
-    assert estimate is not None
-    replay = replay_command(run_dir, best.candidate_id)
-    recorder.info.update(
-        outcome="improved", best_candidate=best.candidate_id, best_speedup=estimate.speedup,
-        best_speedup_low=estimate.low, best_speedup_high=estimate.high, spec_written=True,
-        why=f"candidate {best.candidate_id} passed every check: {estimate.basis.value} speedup {estimate.describe()}",
-        replay=replay,
-    )  # fmt: skip
-    recorder.info["decision"]["replay"] = replay
-    notes.append(f"re-measure the winner against the default side by side: {replay}")
-    return best, best_spec_path
-
-
-def _why_no_winner(decision: Decision) -> str:
-    if not decision.judgements:
-        return (
-            "no candidate's confirmed speedup interval lay above "
-            f"{decision.rule.threshold:g}x, so none was worth checking"
-        )
-    reasons = sorted({j.reason for j in decision.judgements.values() if j.reason})
-    return "no contender passed every check (" + "; ".join(reasons[:3]) + ")"
+    return RunRecorder(run_dir, info, database=run.database, result_key=run.result_key, session=uuid.uuid4().hex, rule=run.rule.name)  # fmt: skip
 
 
 def _reuse(

@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "dispatch_options": FLOWS,
     "model_options": FLOWS,
     "handoff": FLOWS,
+    "dispatch_run": FLOWS,
     "dispatch_tuner": FLOWS,
     "model_tuner": FLOWS,
     "split_flow": FLOWS,
@@ -84,13 +85,8 @@ WIDE_FUNCTIONS: dict[str, int] = {
     "ireetune.benchmark.campaign._run_session": 8,
     "ireetune.compile.driver.build_request": 9,
     "ireetune.compile.overlap.compile_and_measure": 10,
-    "ireetune.dispatch_tuner._check": 11,
-    "ireetune.dispatch_tuner._measure_early_rounds": 14,
-    "ireetune.dispatch_tuner._run": 14,
-    "ireetune.dispatch_tuner._start_recording": 9,
     "ireetune.flags.dispatch_search.search_dispatch_flags": 11,
     "ireetune.flags.dispatch_search.search_flags_for_input": 10,
-    "ireetune.handoff.export.export_for_benchmarking": 17,
     "ireetune.model_tuner._finish_flags": 10,
     "ireetune.report.summary.render_summary": 9,
     "ireetune.targets.llvm_cpu.features._shared_features": 14,
@@ -99,7 +95,6 @@ WIDE_FUNCTIONS: dict[str, int] = {
 
 # Today's modules longer than MAX_LINES lines, by path under ireetune/; the same ratchet.
 LONG_MODULES: dict[str, int] = {
-    "dispatch_tuner.py": 855,
     "model_tuner.py": 741,
     "split_flow.py": 668,
 }

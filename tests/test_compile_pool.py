@@ -11,7 +11,7 @@ from iree.compiler import ir
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, compile_one
 from ireetune.core.candidate import make_knobs
-from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
 from ireetune.executor import LocalExecutor
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.root_op import find_root_op, parse_problem

@@ -245,7 +245,7 @@ def test_a_reduction_reference_takes_the_config(
     # candidate's reference program must differ from the default's.
     import subprocess
 
-    from ireetune.dispatch_tuner import BASELINE_SPEC_TEXT
+    from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
     from ireetune.spec.builder import build_configuration_spec
     from ireetune.verify.reference import build_reference_module
 

@@ -2,50 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from iree.compiler import ir
-
-from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.core.target import Target
-from ireetune.decision.rules import DecisionRule
 from ireetune.dispatch_options import References
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
-from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
-from ireetune.report.progress import StageProgress
 from ireetune.verify.reference import build_reference_module
 
 if TYPE_CHECKING:
-    from ireetune.executor.base import Executor
+    from ireetune.dispatch_run.state import DispatchRun
 
 
-def export_for_benchmarking(
-    executor: Executor,
-    target: Target,
-    context: ir.Context,
-    root_op: ir.Operation,
-    problem: Problem,
-    run_dir: Path,
-    records: Mapping[int, CandidateRecord],
-    info: dict[str, Any],
-    settings: CampaignSettings,
-    devices: tuple[str, ...],
-    seed: int,
-    verify_top: int,
-    compile_timeout_s: float,
-    progress: StageProgress,
-    rule: DecisionRule | None = None,
-    real_input_rounds: int = 7,
-    references: References = References.ALL,
-) -> Path:
+def export_for_benchmarking(run: DispatchRun) -> Path:
     """Write the folder's manifest and, with References.ALL, every distinct candidate's
-    reference program (compiled on `executor`).
+    reference program (compiled on the run's executor).
 
     Which candidates win is only known after benchmarking elsewhere: the reference program (the
     root op on real inputs, see verify/reference.py) is compiled for each of them now, or with
@@ -53,10 +27,15 @@ def export_for_benchmarking(
     (handoff/references.py). The random inputs are not written: the benchmarking side draws
     them from the same seed.
     """
+    target, problem, run_dir, records = run.target, run.problem, run.run_dir, run.recorder.records
+    options, rule, settings = run.options, run.rule, run.campaign_settings
+    references = options.references
     verify_dir = run_dir / "verify"
     verify_dir.mkdir(exist_ok=True)
     reference_path = verify_dir / "reference.mlir"
-    reference_path.write_text(str(build_reference_module(root_op, context, problem)))
+    reference_path.write_text(
+        str(build_reference_module(run.dispatch.root_op, run.context, problem))
+    )
 
     to_measure = [
         r for r in records.values() if r.is_baseline or r.status is CandidateStatus.COMPILED
@@ -80,11 +59,12 @@ def export_for_benchmarking(
         if not deferred
     ]
     hashes: dict[int, str] = {}
-    with progress.stage("compiling reference programs", len(jobs)):
-        for outcome in executor.compile(CompileBatch(jobs, default_jobs(), compile_timeout_s)):
+    batch = CompileBatch(jobs, default_jobs(), options.compile_timeout_s)
+    with run.progress.stage("compiling reference programs", len(jobs)):
+        for outcome in run.executor.compile(batch):
             if outcome.status is CompileStatus.COMPILED:
                 hashes[outcome.candidate_id] = outcome.binary_hash
-            progress.advance()
+            run.progress.advance()
 
     def entry(record: CandidateRecord) -> FolderCandidate:
         compiled = record.candidate_id in hashes
@@ -99,7 +79,7 @@ def export_for_benchmarking(
     manifest = Manifest(
         problem=problem.signature,
         target=target.name,
-        devices=devices,
+        devices=tuple(run.devices),
         repetitions=settings.repetitions,
         min_repetition_s=settings.min_repetition_s,
         hopeless_factor=settings.hopeless_factor,
@@ -110,20 +90,20 @@ def export_for_benchmarking(
             entry(r) for r in sorted(to_measure, key=lambda r: r.candidate_id) if not r.is_baseline
         ),
         verify=VerifySettings(
-            seed,
+            options.seed,
             arguments.shapes,
             arguments.types,
             arguments.output_type,
             arguments.reduction_size,
-            verify_top,
+            options.verify_top,
         ),
         benchmark_timeout_s=settings.min_timeout_s,
-        threshold=rule.threshold if rule else 1.02,
-        real_input_decides=rule.real_input_decides if rule else False,
-        real_input_rounds=real_input_rounds,
+        threshold=rule.threshold,
+        real_input_decides=rule.real_input_decides,
+        real_input_rounds=options.model_level_rounds,
         global_flags=target.global_flags,
         references_deferred=deferred,
     )
-    info["outcome"] = "compiled"
-    info["references"] = references.value
+    run.recorder.info["outcome"] = "compiled"
+    run.recorder.info["references"] = references.value
     return write_manifest(run_dir, manifest)

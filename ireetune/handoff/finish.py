@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -13,11 +12,11 @@ from iree.compiler.dialects import iree_codegen
 
 from ireetune.benchmark.outcomes import apply_campaign
 from ireetune.core.candidate import make_knobs
-from ireetune.core.files import write_text_atomically
 from ireetune.core.records import CandidateRecord
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
-from ireetune.decision.rules import choose_contenders, pick_winner
+from ireetune.decision.rules import choose_contenders
 from ireetune.decision.stats import Basis
+from ireetune.dispatch_run.decide import RunOutline, decide, write_verdict
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.handoff.benchmark_folder import contender_limit, folder_rule
@@ -32,9 +31,7 @@ from ireetune.handoff.manifest import (
 from ireetune.model.real_inputs import estimates_from_rounds
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
-from ireetune.report.summary import render_summary
 from ireetune.run_files import (
     BenchmarkResultsFile,
     CandidateRecordFile,
@@ -161,18 +158,15 @@ def finish_run(run_dir: Path) -> TuneResult:
         facts = with_real_input(
             facts, estimates_from_rounds(results["verification"]["real_input_timings"])
         )
-    decision = pick_winner(list(facts.values()), contenders, rule)
-    recorder.record_decision(decision, facts)
+    decision = decide(recorder, facts, contenders, rule)
 
     context = ir.Context()
     original = run_dir / "inputs" / "original_benchmark.mlir"
     module = parse_module(read_mlir_file(original), context, original)
     with context:
         problem = parse_problem(find_root_op(module))
-    best: CandidateRecord | None = None
-    best_spec_path: Path | None = None
-    if decision.winner is not None:
-        best = recorder.records[decision.winner]
+
+    def prove_winner(best: CandidateRecord) -> None:
         if not best.spec_path:
             raise IreetuneError(f"{run_dir / 'results.json'}: the winner names no spec_path")
         target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
@@ -181,39 +175,12 @@ def finish_run(run_dir: Path) -> TuneResult:
             _compilation_info_of(run_dir / best.spec_path, context),
             run_dir / "verify" / "best_configuration", context,
         )  # fmt: skip
-        best_spec_path = run_dir / "best_spec.mlir"
-        shutil.copyfile(run_dir / best.spec_path, best_spec_path)
-        estimate = decision.winner_estimate
-        assert estimate is not None
-        replay = replay_command(run_dir, best.candidate_id)
-        info.update(
-            outcome="improved", best_candidate=best.candidate_id, best_speedup=estimate.speedup,
-            best_speedup_low=estimate.low, best_speedup_high=estimate.high, spec_written=True,
-            why=f"candidate {best.candidate_id} passed every check: {estimate.basis.value} speedup {estimate.describe()}",
-            replay=replay,
-        )  # fmt: skip
-        info["decision"]["replay"] = replay
-        notes.append(f"re-measure the winner against the default side by side: {replay}")
-    else:
-        info.update(outcome="no-improvement", spec_written=False)
-        notes.append(
-            "no candidate passed every check (outputs equal the default's, speedup interval above the threshold); no spec written"
-        )
-    info["notes"] = notes
-    recorder.save()
-    ordered = recorder.ordered()
-    attempts = [r for r in ordered if not r.is_baseline]
+
+    attempts = [r for r in recorder.records.values() if not r.is_baseline]
     compiled = [r for r in attempts if r.binary_hash]
     rate = len(compiled) / len(attempts) if attempts else 0.0
-    summary = render_summary(
-        problem.signature, manifest.target, ordered, baseline_ms, rate, best, notes, decision
-    )
-    write_text_atomically(run_dir / "summary.txt", summary)
-    return TuneResult(
-        run_dir=run_dir, problem=problem, records=tuple(ordered), baseline_ms=baseline_ms, best=best,
-        best_spec_path=best_spec_path, compile_success_rate=rate, notes=tuple(notes),
-        decision=decision, summary=summary,
-    )  # fmt: skip
+    outline = RunOutline(problem, manifest.target, baseline_ms, rate)
+    return write_verdict(recorder, decision, outline, prove_winner, notes)
 
 
 def _compilation_info_of(spec_path: Path, context: ir.Context) -> str:

@@ -1,0 +1,458 @@
+"""The stages of a dispatch run, each a function of the run (dispatch_run/state.py).
+
+    specs      the reference program and one spec per candidate   spec/builder.py
+    compile    every candidate (online: round by round)           compile/stage.py
+    measure    the campaign, or the database's finished one       benchmark/campaign.py
+    check      the contenders' outputs, real-input timings        verify/stage.py
+    decide     the winner by the rule, its spec and summary       dispatch_run/decide.py
+
+`dispatch_tuner._run` runs them in order with `run_stages`; `--stop-after compile` ends after
+compile with the export of the folder another host benchmarks (handoff/export.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.benchmark.campaign import (
+    CampaignResult,
+    CandidateMeasurement,
+    EarlierResult,
+    measures_on_host,
+    run_campaign,
+)
+from ireetune.benchmark.outcomes import apply_campaign, record_measurement
+from ireetune.benchmark.runner import BenchmarkJob
+from ireetune.compile.driver import CompileRequest, build_request
+from ireetune.compile.overlap import compile_and_measure
+from ireetune.compile.pool import CompileBatch
+from ireetune.compile.stage import (
+    classify_binaries,
+    compile_candidates,
+    compile_jobs_for,
+    compile_success_rate,
+)
+from ireetune.core.candidate import Knobs
+from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.core.target import Target
+from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
+from ireetune.decision.rules import (
+    CandidateFacts,
+    choose_contenders,
+)
+from ireetune.decision.stats import Basis
+from ireetune.dispatch_options import TuneOptions
+from ireetune.dispatch_run.decide import RunOutline, decide, write_verdict
+from ireetune.dispatch_run.state import DispatchRun, campaign_settings
+from ireetune.errors import IreetuneError
+from ireetune.executor import Executor
+from ireetune.model.real_inputs import time_on_real_inputs
+from ireetune.problem.root_op import Problem
+from ireetune.report.progress import StageProgress
+from ireetune.report.recorder import RunRecorder
+from ireetune.report.reuse import (
+    facts_from_stored_campaign,
+    restore_candidates,
+)
+from ireetune.search.learned_order import OnlineSearch
+from ireetune.spec.builder import build_configuration_spec
+from ireetune.verify.landing import prove_config_landed
+from ireetune.verify.stage import (
+    ReferenceSetup,
+    check_outputs,
+    compile_references,
+    reference_jobs,
+    write_reference,
+)
+
+BASELINE_SPEC_TEXT = """\
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__kernel_config(%variant: !transform.any_op {transform.readonly})
+      -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
+    transform.yield %variant : !transform.any_op
+  }
+}
+"""
+# Disagreement between dispatch-level and real-input timing of the baseline worth reporting.
+MODEL_LEVEL_DISAGREEMENT = 0.20
+# Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least
+# are checked on real inputs.
+REAL_INPUT_PRESELECTION = 6
+
+
+def specs_stage(run: DispatchRun) -> None:
+    """Write the reference program and one spec per candidate; restore what the database has."""
+    run.reference = write_reference(
+        run.dispatch.root_op, run.context, run.problem, run.run_dir / "verify", run.options.seed
+    )
+    _write_specs(
+        run.recorder, run.target, run.context, run.problem, run.dispatch.default_knobs,
+        run.candidates,
+    )  # fmt: skip
+    run.restored = restore_candidates(run.recorder, run.stored)
+    run.notes = list(run.target.space_for(run.problem).space_notes())
+
+
+def compile_stage(run: DispatchRun) -> None:
+    """Compile every candidate (online: round by round, each round but the last measured too);
+    where the device is not the host's CPU, measure each binary while the rest compile."""
+    options, recorder = run.options, run.recorder
+    if run.search is not None:
+        run.restored = _measure_early_rounds(run, run.search)
+    restored = run.restored
+    # On real inputs the reference program is what is timed; else the dispatch benchmark.
+    requests = _compile_plan(run.target, recorder, run.reference, run.real_input_search, restored)
+    if should_overlap(options, run.devices) and not restored and run.search is None and options.stop_after is None:  # fmt: skip
+        batch = CompileBatch(compile_jobs_for(recorder, requests), run.workers, options.compile_timeout_s)  # fmt: skip
+        run.overlapped = _compile_and_benchmark(run.executor, options, run.devices, recorder, batch, _real_inputs(run), run.progress)  # fmt: skip
+        recorder.info["overlap"] = True
+    else:
+        compile_candidates(
+            run.executor, recorder, requests, restored, run.workers, options.compile_timeout_s,
+            run.progress,
+        )  # fmt: skip
+    if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
+        raise IreetuneError(
+            f"the default configuration does not compile: {recorder.records[0].reason}"
+        )
+    if run.overlapped is None:
+        classify_binaries(recorder, restored)
+    run.success_rate = compile_success_rate(recorder)
+
+
+def measure_stage(run: DispatchRun) -> None:
+    """Measure the compiled candidates (or take a finished campaign from the database), turn
+    the timings into facts and choose the contenders the checks look at."""
+    options, recorder, rule = run.options, run.recorder, run.rule
+    basis = Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH
+    stored_facts = (
+        facts_from_stored_campaign(recorder, run.stored, run.restored, basis)
+        if len(run.devices) == 1 and run.overlapped is None
+        else None
+    )
+    if stored_facts is None:
+        campaign = run.overlapped or _benchmark(run.executor, options, run.devices, recorder, run.restored, _real_inputs(run), run.progress)  # fmt: skip
+        run.notes.extend(campaign.notes)
+        run.facts = facts_from_campaign(campaign, basis)
+    else:
+        run.facts = stored_facts
+        run.notes.append(
+            "resumed: every timing came from the database's finished campaign; the checks ran again"
+        )
+    recorder.record_facts(run.facts)
+    limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not run.real_input_search else options.verify_top  # fmt: skip
+    run.contenders = choose_contenders(list(run.facts.values()), rule, limit)
+
+
+def check_stage(run: DispatchRun) -> None:
+    """Check the contenders' outputs and, where real inputs decide, time them there."""
+    with run.progress.stage("checking", len(run.contenders) + 1):
+        run.facts = _check(run, run.facts, run.contenders)
+        run.progress.advance(len(run.contenders) + 1)
+
+
+def decide_stage(run: DispatchRun) -> None:
+    """Pick the winner by the rule, write its spec, the run's record and its summary."""
+    recorder = run.recorder
+    decision = decide(recorder, run.facts, run.contenders, run.rule)
+    measurable = [
+        r for r in recorder.records.values()
+        if not r.is_baseline and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
+    ]  # fmt: skip
+    if not measurable:
+        recorder.info["outcome"] = "failed"
+        recorder.info["notes"] = run.notes
+        recorder.save()
+        raise IreetuneError(f"no candidate could be measured; see {run.run_dir}/candidates.csv")
+    outline = RunOutline(
+        run.problem, run.target.name, recorder.records[0].median_ms or math.nan, run.success_rate
+    )
+    run.result = write_verdict(
+        recorder, decision, outline, functools.partial(_prove_landed, run), run.notes
+    )
+
+
+def _prove_landed(run: DispatchRun, best: CandidateRecord) -> None:
+    """Prove the winner's configuration lands in the compiled dispatch (verify/landing.py)."""
+    assert best.knobs is not None
+    run_dir, context = run.run_dir, run.context
+    prove_config_landed(
+        run.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
+        run.target.compilation_info(run.problem, best.knobs, context),
+        run_dir / "verify" / "best_configuration", context,
+    )  # fmt: skip
+
+
+def _real_inputs(run: DispatchRun) -> ReferenceSetup | None:
+    """Return the real inputs candidates are timed on, if the run searches there."""
+    return run.reference if run.real_input_search else None
+
+
+def _write_specs(
+    recorder: RunRecorder,
+    target: Target,
+    context: ir.Context,
+    problem: Problem,
+    default_knobs: Knobs | None,
+    candidates: list[tuple[Knobs, float | None]],
+) -> None:
+    """Write one spec per candidate; candidate 0, the default, gets a spec that matches nothing."""
+    run_dir = recorder.run_dir
+    (run_dir / "specs" / "0_spec.mlir").write_text(BASELINE_SPEC_TEXT)
+    recorder.update(
+        CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
+    )
+    _append_specs(recorder, target, context, problem, candidates)
+
+
+def _append_specs(
+    recorder: RunRecorder,
+    target: Target,
+    context: ir.Context,
+    problem: Problem,
+    candidates: list[tuple[Knobs, float | None]],
+) -> list[int]:
+    """Write one spec per new candidate, numbered after the last; return their ids."""
+    run_dir = recorder.run_dir
+    first_id = max(recorder.records) + 1
+    prologue = target.spec_prologue(problem)
+    for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
+        configuration = target.configuration(problem, knobs, context)
+        spec_name = f"specs/{candidate_id}_spec.mlir"
+        (run_dir / spec_name).write_text(
+            build_configuration_spec(problem, configuration, prologue, context)
+        )
+        recorder.compilation_infos[candidate_id] = configuration.compilation_info
+        recorder.update(
+            CandidateRecord(
+                candidate_id, knobs, CandidateStatus.GENERATED, score, spec_path=spec_name
+            )
+        )
+    recorder.save()
+    return list(range(first_id, first_id + len(candidates)))
+
+
+def _compile_plan(
+    target: Target,
+    recorder: RunRecorder,
+    reference: ReferenceSetup,
+    real_input_search: bool,
+    restored: set[int],
+) -> dict[int, CompileRequest]:
+    """Return each candidate's compile: the reference program on real inputs, else the stripped
+    dispatch benchmark, with its spec."""
+    run_dir = recorder.run_dir
+    if real_input_search:
+        source = reference.source_path
+        phase_flags: tuple[str, ...] = ()
+    else:
+        source = run_dir / "inputs" / "stripped_benchmark.mlir"
+        phase_flags = ("--compile-from=executable-sources",)
+    return {
+        r.candidate_id: build_request(
+            target,
+            source,
+            run_dir / "binaries" / f"{r.candidate_id}.vmfb",
+            phase_flags=phase_flags,
+            spec_path=run_dir / r.spec_path,
+            reproducer_path=run_dir / "failures" / f"{r.candidate_id}_reproducer.mlir",
+        )  # fmt: skip
+        for r in recorder.records.values()
+        # A restored candidate needs its binary only when it was measured (it may lead); one
+        # compiled in an earlier round of this run has it already.
+        if (r.candidate_id not in restored or r.speedup is not None) and not r.binary_path
+    }
+
+
+def _measure_early_rounds(run: DispatchRun, search: OnlineSearch) -> set[int]:
+    """Online search: compile and time each round but the last (first pass only), then let the
+    model, updated on every measurement so far, pick the next round from the rest of the pool.
+
+    Returns the candidates done so far; the run then treats them as a resumed run treats the
+    ones it found in the database: measured, taking part in the confirmation round.
+    """
+    recorder, reference, progress = run.recorder, run.reference, run.progress
+    done = set(run.restored)
+    early = replace(run.options, confirm_rounds=0)
+    while search.rounds_left > 0:
+        requests = _compile_plan(run.target, recorder, reference, run.real_input_search, done)
+        compile_candidates(
+            run.executor, recorder, requests, done, run.workers, early.compile_timeout_s, progress
+        )
+        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
+            raise IreetuneError(
+                f"the default configuration does not compile: {recorder.records[0].reason}"
+            )
+        classify_binaries(recorder, done)
+        if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
+            _benchmark(run.executor, early, run.devices, recorder, done, reference if run.real_input_search else None, progress)  # fmt: skip
+        done.update(recorder.records)
+        done.discard(0)
+        chosen = search.next_round(_measurements(recorder))
+        _append_specs(recorder, run.target, run.context, run.problem, list(chosen))
+        done.update(restore_candidates(recorder, run.stored))
+    return done
+
+
+def _measurements(recorder: RunRecorder) -> list[tuple[Knobs, float | None]]:
+    """Every tried candidate's time relative to its round's default (1/speedup), None if it
+    failed; a config that did not apply runs as the default. Duplicates teach nothing new."""
+    found: list[tuple[Knobs, float | None]] = []
+    for record in recorder.ordered():
+        if record.is_baseline or record.knobs is None:
+            continue
+        if record.status is CandidateStatus.MEASURED and record.speedup:
+            found.append((record.knobs, 1.0 / record.speedup))
+        elif record.status is CandidateStatus.NOT_APPLIED:
+            found.append((record.knobs, 1.0))
+        elif record.status not in (CandidateStatus.DUPLICATE, CandidateStatus.GENERATED, CandidateStatus.COMPILED):  # fmt: skip
+            found.append((record.knobs, None))
+    return found
+
+
+def should_overlap(options: TuneOptions, devices: list[str]) -> bool:
+    """Whether to measure while compiling: when asked, else only where no device is the host's
+    CPU (there the compiles would take the cores being measured; see compile/overlap.py)."""
+    if options.overlap is not None:
+        return options.overlap
+    return not any(measures_on_host(device) for device in devices)
+
+
+def _benchmark(
+    executor: Executor,
+    options: TuneOptions,
+    devices: list[str],
+    recorder: RunRecorder,
+    restored: set[int],
+    reference: ReferenceSetup | None,
+    progress: StageProgress,
+) -> CampaignResult:
+    """Measure the compiled candidates on every device (benchmark/campaign.py), recording each."""
+    job = _job_maker(recorder.run_dir, reference)
+    ordered = recorder.ordered()
+    jobs = [job(r) for r in ordered if not r.is_baseline and r.status is CandidateStatus.COMPILED and r.candidate_id not in restored]  # fmt: skip
+    earlier = [
+        EarlierResult(job(r), r.speedup)
+        for r in ordered
+        if r.candidate_id in restored and r.binary_path and r.speedup and not r.stopped_early
+    ]
+    with progress.stage("benchmarking", len(jobs)):
+        result = run_campaign(executor, job(recorder.records[0]), jobs, devices, campaign_settings(options), on_measured=_recording(recorder, progress), earlier=earlier)  # fmt: skip
+    _fold_campaign(recorder, result)
+    return result
+
+
+def _compile_and_benchmark(
+    executor: Executor,
+    options: TuneOptions,
+    devices: list[str],
+    recorder: RunRecorder,
+    batch: CompileBatch,
+    reference: ReferenceSetup | None,
+    progress: StageProgress,
+) -> CampaignResult:
+    """Compile every candidate and measure each while the rest compile (compile/overlap.py)."""
+    result = compile_and_measure(
+        executor, recorder, batch, _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
+        _recording(recorder, None), progress,
+    )  # fmt: skip
+    _fold_campaign(recorder, result)
+    return result
+
+
+def _job_maker(
+    run_dir: Path, reference: ReferenceSetup | None
+) -> Callable[[CandidateRecord], BenchmarkJob]:
+    """Return how a compiled candidate becomes a benchmark job (on real inputs when given)."""
+    inputs = reference.inputs_path if reference is not None else None
+
+    def job(record: CandidateRecord) -> BenchmarkJob:
+        return BenchmarkJob(
+            record.candidate_id, run_dir / record.binary_path, inputs, "main" if inputs else ""
+        )
+
+    return job
+
+
+def _recording(
+    recorder: RunRecorder, progress: StageProgress | None
+) -> Callable[[CandidateMeasurement], None]:
+    """Return the callback that records (and saves) each first-pass measurement."""
+
+    def on_measured(measurement: CandidateMeasurement) -> None:
+        recorder.update(record_measurement(recorder.records[measurement.candidate_id], measurement))
+        recorder.save()
+        if progress is not None:
+            progress.advance()
+
+    return on_measured
+
+
+def _fold_campaign(recorder: RunRecorder, result: CampaignResult) -> None:
+    """Record a finished campaign: every measurement, the baselines and the confirmation."""
+    changed, _ = apply_campaign(recorder.records, result, recorder.info)
+    recorder.baseline_ms_by_device = {
+        b.device: b.reference_ms for b in result.baselines.values() if not b.error
+    }
+    for updated in changed:
+        recorder.update(updated)
+    recorder.save()
+
+
+def _check(
+    run: DispatchRun, facts: dict[int, CandidateFacts], contenders: list[int]
+) -> dict[int, CandidateFacts]:
+    """Check the contenders' outputs and, where real inputs decide, time them there."""
+    if not contenders:
+        return facts
+    target, recorder, reference, notes = run.target, run.recorder, run.reference, run.notes
+    real_input_search = run.real_input_search
+    run_dir = recorder.run_dir
+    verify_dir = run_dir / "verify"
+    device = recorder.records[0].device or target.runtime_device
+    if real_input_search:
+        # The candidates' binaries are their reference programs already.
+        binaries: dict[int, tuple[Path | None, str]] = {
+            cid: (run_dir / recorder.records[cid].binary_path, recorder.records[cid].binary_hash)
+            for cid in (0, *contenders)
+        }
+    else:
+        jobs = reference_jobs(
+            target, reference, {cid: run_dir / recorder.records[cid].spec_path for cid in (0, *contenders)},
+            verify_dir, run_dir / "failures",
+        )  # fmt: skip
+        binaries = compile_references(
+            run.executor, CompileBatch(jobs, run.workers, run.options.compile_timeout_s)
+        )
+        if binaries[0][0] is None:
+            raise IreetuneError(f"the reference program does not compile: {binaries[0][1]}")
+    checks = check_outputs(run.executor, run.problem, binaries, reference, device)
+    if checks.baseline_error:
+        notes.append(f"outputs could not be checked: {checks.baseline_error}")
+    for cid, error in checks.max_abs_errors.items():
+        recorder.records[cid] = replace(recorder.records[cid], max_abs_error=error)
+    facts = with_outputs(facts, checks.results)
+    dispatch_ms = recorder.records[0].median_ms
+    if checks.baseline_ms is not None and dispatch_ms and not real_input_search:
+        recorder.info["model_level_baseline_ms"] = checks.baseline_ms
+        if abs(checks.baseline_ms - dispatch_ms) / dispatch_ms > MODEL_LEVEL_DISAGREEMENT:
+            notes.append(
+                f"baseline dispatch-level time {dispatch_ms:.4g} ms and real-input time {checks.baseline_ms:.4g} ms "
+                f"differ by more than {MODEL_LEVEL_DISAGREEMENT:.0%}"
+            )
+    if target.decides_at_model_level and not real_input_search:
+        passing = [cid for cid in contenders if checks.results.get(cid, (False, ""))[0]]
+        if passing:
+            programs = {cid: binaries[cid][0] for cid in (0, *passing)}
+            estimates, raw = time_on_real_inputs(
+                run.executor, {cid: p for cid, p in programs.items() if p is not None}, reference.inputs_path, verify_dir, device, run.options.model_level_rounds,
+            )  # fmt: skip
+            recorder.info["real_input_timings"] = raw
+            facts = with_real_input(facts, estimates)
+    return facts

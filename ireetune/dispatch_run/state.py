@@ -1,0 +1,149 @@
+"""One dispatch run: the state every stage of a dispatch run reads and writes.
+
+A stage (dispatch_run/stages.py) takes the run, and at most the one or two values that are its
+own, instead of the options, target, problem, run folder, recorder and executor one by one.
+`run_stages` runs the stages in order and calls its callbacks after every stage; `save_run`,
+the callback that rewrites results.json (atomically, through the recorder), saves the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from ireetune.benchmark.campaign import CampaignSettings
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from iree.compiler import ir
+
+    from ireetune.benchmark.campaign import CampaignResult
+    from ireetune.core.candidate import Knobs
+    from ireetune.core.target import Target
+    from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
+    from ireetune.decision.rules import CandidateFacts, DecisionRule
+    from ireetune.dispatch_options import TuneOptions
+    from ireetune.executor import Executor
+    from ireetune.frontend.load import LoadedDispatch
+    from ireetune.problem.family import Problem
+    from ireetune.report.progress import StageProgress
+    from ireetune.report.recorder import RunRecorder
+    from ireetune.report.result import TuneResult
+    from ireetune.search.learned_order import OnlineSearch
+    from ireetune.verify.stage import ReferenceSetup
+
+
+@dataclass
+class DispatchRun:
+    """What one dispatch run knows, handed from stage to stage.
+
+    The first fields are fixed when the run starts; `recorder`, `reference` and `progress` are
+    set by the stage that makes them (the run folder's files, the reference program, the
+    progress display), and `restored` and `notes` grow as the stages go.
+    """
+
+    executor: Executor
+    options: TuneOptions
+    target: Target
+    context: ir.Context
+    dispatch: LoadedDispatch
+    devices: list[str]
+    rule: DecisionRule
+    database: TuningDatabase | None
+    result_key: ResultKey
+    stored: dict[str, StoredResult] = field(default_factory=dict)
+    search: OnlineSearch | None = None
+    # Whether candidates are timed on real inputs (their binaries are reference programs).
+    real_input_search: bool = False
+    workers: int = 1
+    notes: list[str] = field(default_factory=list)
+    # What the stages hand on: the candidates to write specs for (generate); those measured
+    # before the main campaign, found in the database or in an early round (specs, compile); a
+    # campaign run while compiling (compile); the facts and the contenders (measure, check);
+    # the run's result (decide, or export when the run stops after compiling).
+    candidates: list[tuple[Knobs, float | None]] = field(default_factory=list)
+    restored: set[int] = field(default_factory=set)
+    overlapped: CampaignResult | None = None
+    success_rate: float = 0.0
+    facts: dict[int, CandidateFacts] = field(default_factory=dict)
+    contenders: list[int] = field(default_factory=list)
+    result: TuneResult | None = None
+    _recorder: RunRecorder | None = None
+    _reference: ReferenceSetup | None = None
+    _progress: StageProgress | None = None
+
+    @property
+    def problem(self) -> Problem:
+        return self.dispatch.problem
+
+    @property
+    def recorder(self) -> RunRecorder:
+        assert self._recorder is not None, "the run folder is not started yet"
+        return self._recorder
+
+    @recorder.setter
+    def recorder(self, recorder: RunRecorder) -> None:
+        self._recorder = recorder
+
+    @property
+    def run_dir(self) -> Path:
+        return self.recorder.run_dir
+
+    @property
+    def reference(self) -> ReferenceSetup:
+        assert self._reference is not None, "the reference program is not written yet"
+        return self._reference
+
+    @reference.setter
+    def reference(self, reference: ReferenceSetup) -> None:
+        self._reference = reference
+
+    @property
+    def progress(self) -> StageProgress:
+        assert self._progress is not None, "the run's progress display is not open"
+        return self._progress
+
+    @progress.setter
+    def progress(self, progress: StageProgress) -> None:
+        self._progress = progress
+
+    @property
+    def campaign_settings(self) -> CampaignSettings:
+        return campaign_settings(self.options)
+
+
+def campaign_settings(options: TuneOptions) -> CampaignSettings:
+    """Return the benchmark settings a run's options ask for."""
+    return CampaignSettings(
+        repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
+        hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
+        confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
+        screen_fraction=options.screen_fraction, prewarm=options.prewarm,
+    )  # fmt: skip
+
+
+# A stage reads the run and writes what it found into it; a callback runs after every stage
+# with the stage's name (as TVM MetaSchedule's measure callbacks run after every batch).
+Stage = Callable[[DispatchRun], None]
+RunT = TypeVar("RunT")
+
+
+def run_stages(
+    run: RunT,
+    stages: Sequence[Callable[[RunT], None]],
+    callbacks: Sequence[Callable[[RunT, str], None]],
+) -> None:
+    """Run the stages in order, every callback after every stage; a stage that raises ends the
+    run before its callbacks."""
+    for stage in stages:
+        stage(run)
+        for callback in callbacks:
+            callback(run, stage.__name__)
+
+
+def save_run(run: DispatchRun, stage: str) -> None:
+    """Save the run after a stage: results.json and candidates.csv, rewritten atomically."""
+    del stage
+    run.recorder.save()

@@ -1,0 +1,87 @@
+"""The dispatch run as one object through stages (issue 23, part 3): the sequencer and the one
+decide that the in-process flow and `finish` share."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ireetune.dispatch_options import References, StopAfter
+from ireetune.dispatch_run.decide import why_no_winner
+from ireetune.dispatch_run.state import run_stages
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.handoff.benchmark_folder import benchmark_folder
+from ireetune.handoff.finish import finish_run
+from tests.conftest import MATMUL_MODEL
+
+
+def test_run_stages_calls_every_callback_after_every_stage_in_order() -> None:
+    seen: list[str] = []
+
+    def generate(run: list[str]) -> None:
+        run.append("generate ran")
+
+    def compile_all(run: list[str]) -> None:
+        run.append("compile ran")
+
+    run_stages(
+        seen,
+        (generate, compile_all),
+        (lambda run, stage: run.append(f"save after {stage}"),
+         lambda run, stage: run.append(f"log after {stage}")),
+    )  # fmt: skip
+
+    assert seen == [
+        "generate ran", "save after generate", "log after generate",
+        "compile ran", "save after compile_all", "log after compile_all",
+    ]  # fmt: skip
+
+
+def test_a_stage_that_raises_ends_the_run_before_its_callbacks() -> None:
+    seen: list[str] = []
+
+    def measure(run: list[str]) -> None:
+        raise RuntimeError("device lost")
+
+    def decide(run: list[str]) -> None:
+        run.append("decide ran")
+
+    with pytest.raises(RuntimeError) as excinfo:
+        run_stages(seen, (measure, decide), (lambda run, stage: run.append(stage),))
+
+    assert str(excinfo.value) == "device lost"
+    assert seen == []
+
+
+def test_finish_without_a_winner_writes_what_the_in_process_decide_writes(
+    tmp_path: Path,
+) -> None:
+    # A threshold of 100x: no candidate's interval lies above it.
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    compiled = tune_dispatch(
+        TuneOptions(
+            input_path=model, target="cpu", num_candidates=2, output_dir=tmp_path / "runs",
+            repetitions=3, min_repetition_s=0.005, confirm_rounds=1, confirm_top=1,
+            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
+            references=References.ALL, threshold=100.0,
+        )
+    )  # fmt: skip
+    benchmark_folder(compiled.run_dir, ["local-task"])
+
+    result = finish_run(compiled.run_dir)
+
+    # On the CPU real inputs decide: the dispatch-level leaders are checked and none clears 100x.
+    assert result.decision is not None
+    why = why_no_winner(result.decision)
+    assert why.startswith("no contender passed every check (") and "does not clear 100x" in why
+    written = json.loads((compiled.run_dir / "results.json").read_text())
+    assert (written["outcome"], written["spec_written"], written["why"]) == (
+        "no-improvement", False, why,
+    )  # fmt: skip
+    assert written["baseline_ms"] == result.baseline_ms
+    assert result.notes[-1] == f"no spec written: {why}"
+    assert result.best is None
+    assert not (compiled.run_dir / "best_spec.mlir").exists()
