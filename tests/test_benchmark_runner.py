@@ -234,14 +234,21 @@ def test_one_session_per_device_keeps_the_leaders_loaded_for_the_confirmation(
     monkeypatch.setenv("IREETUNE_FAULT_LOG", str(tmp_path / "log.txt"))
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))
     paths = _copies(benchmark_binary, tmp_path, 4)
+    # Identical binaries of a tiny dispatch: one scheduling hiccup in the first pass can look
+    # `hopeless_factor` times slower and stop that candidate early (no leader then); this test is
+    # about which binaries stay loaded, so no candidate may be stopped as hopeless.
     settings = CampaignSettings(
-        repetitions=2, min_repetition_s=0.005, confirm_top=2, confirm_rounds=3
-    )
+        repetitions=2, min_repetition_s=0.005, hopeless_factor=1000.0, confirm_top=2,
+        confirm_rounds=3,
+    )  # fmt: skip
     result = run_campaign(
         LocalExecutor(), BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2, 3)],
         ["local-task"], settings,
     )  # fmt: skip
-    assert sum(m.confirmed for m in result.candidates.values()) == 2
+    outcome = {
+        cid: (m.status.value, m.stopped_early, m.confirmed) for cid, m in result.candidates.items()
+    }
+    assert sum(m.confirmed for m in result.candidates.values()) == 2, outcome
     log = _log_lines(tmp_path / "log.txt")
     # Baseline, three candidates, baseline, then three rounds of baseline and two leaders: all
     # in one worker, and every binary loaded once.
