@@ -211,8 +211,7 @@ def _phase(run_dir: Path) -> str:
 
 
 def prepare(arguments: argparse.Namespace) -> None:
-    from ireetune.model_tuner import ModelTuneOptions
-    from ireetune.split_flow import prepare_split_run
+    from ireetune.model_tuner import ModelTuneOptions, prepare_split_run
 
     runs = _runs(arguments.out)
     for name in arguments.models.split(","):
@@ -254,7 +253,7 @@ def device(arguments: argparse.Namespace) -> None:
 
 
 def continue_runs(arguments: argparse.Namespace) -> None:
-    from ireetune.split_flow import continue_split_run
+    from ireetune.model_tuner import continue_split_run
 
     for name, run_dir in _runs(arguments.out).items():
         if _phase(run_dir) == "done":

@@ -17,8 +17,9 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.errors import IreetuneError
+from ireetune.model_run.split_state import SplitStage as Phase
+from ireetune.model_tuner import SplitStatus, describe_status
 from ireetune.output_paths import check_new_output, write_output
-from ireetune.split_flow import Phase, SplitStatus, describe_status
 from tests.conftest import MATMUL_MODEL
 
 

@@ -112,7 +112,7 @@ def test_only_a_win_whose_interval_does_not_yet_clear_the_rule_is_undecided() ->
 def test_an_undecided_comparison_gets_more_rounds_until_it_is_decided(tmp_path: Path) -> None:
     # The timing process is replaced by an executor of scripted batches: what is tested is when the loop asks
     # for more rounds and how it pools them, not the machine's noise.
-    import ireetune.model_tuner as model_tuner
+    import ireetune.model.select as model_tuner
     from ireetune.executor import LocalExecutor
     from ireetune.model.timing import ModelComparison, ModelRun
 

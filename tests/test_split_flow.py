@@ -29,15 +29,11 @@ from ireetune.handoff.model_folder import (
     results_name,
 )
 from ireetune.model.hot import DispatchProfile
-from ireetune.split_flow import (
-    Phase,
-    continue_split_run,
-    decide_variants,
-    estimate_cost,
-    plan_variants,
-    pre_rank_dispatches,
-)
-from ireetune.split_state import STATE_NAME
+from ireetune.model.static_rank import estimate_cost, pre_rank_dispatches
+from ireetune.model.variants import decide_variants, plan_variants
+from ireetune.model_run.split_state import STATE_NAME
+from ireetune.model_run.split_state import SplitStage as Phase
+from ireetune.model_tuner import continue_split_run
 from tests.test_handoff import runtime_only_environment
 
 EXAMPLES = Path(__file__).parents[1] / "examples"

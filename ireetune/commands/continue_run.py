@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.model_tuner import continue_split_run, describe_status
     from ireetune.run_dir import check_run_folder
-    from ireetune.split_flow import continue_split_run, describe_status
 
     check_run_folder(arguments.run_dir)
     sys.stdout.write(describe_status(continue_split_run(arguments.run_dir, arguments.jobs)))

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "configurations that speed the whole model up, linked into one spec.",
     )
     add_options(parser, ModelTuneOptions)
-    # The command's own: it runs the split flow (model/split_flow.py) instead of `tune_model`.
+    # The command's own: it runs the model flow split between hosts (model_run/split.py).
     parser.add_argument(
         "--stop-after", choices=["compile"], default=None,
         help="split the run for a GPU host without the compiler: compile here and write a run "
@@ -40,7 +40,7 @@ def run(arguments: argparse.Namespace) -> int:
         raise IreetuneError("--externalize-weights applies only with --stop-after compile")
     if arguments.stop_after == "compile":
         from ireetune.errors import IreetuneError
-        from ireetune.split_flow import describe_status, prepare_split_run
+        from ireetune.model_tuner import describe_status, prepare_split_run
 
         if options.time_budget_s is not None or options.flag_sets:
             raise IreetuneError(

@@ -1,7 +1,7 @@
 """The device step's manifest of a split model run: what the runtime-only host does next.
 
 Runtime-only: read on machines with only `iree-base-runtime` and `numpy`. The compile host
-(`ireetune/split_flow.py`) writes `device_step.json` into the run folder before each round
+(`ireetune/model_run/split.py`) writes `device_step.json` into the run folder before each round
 trip; the device host (`ireetune/handoff/device_step.py`) does every task it lists and writes
 `device/results_<round trip>.json`. Paths are relative to the run folder.
 

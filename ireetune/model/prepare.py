@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,15 @@ class ModelUnderTuning:
         if result.status is CompileStatus.TIMED_OUT:
             return f"compile timed out after {timeout_s:.0f} s"
         return "" if result.ok else result.error_line
+
+    def compile_default(self, output: Path) -> None:
+        """Compile the default model (no spec) into `output`, or refuse the model; later
+        compiles get ten times its compile time (at least a minute)."""
+        started = time.monotonic()
+        error = self.compile(None, output)
+        if error:
+            raise IreetuneError(f"the model does not compile for {self.target.name}: {error}")
+        self.compile_timeout_s = max(60.0, 10.0 * (time.monotonic() - started))
 
 
 def _describe_tensor(spec: InputSpec) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,9 @@ from ireetune.frontend.dispatches import (
     parse_module,
     read_mlir_file,
 )
-from ireetune.model.hot import DispatchProfile, HotSet
+from ireetune.model.hot import DispatchProfile, HotSet, count_dispatch_invocations
 from ireetune.model.prepare import ModelUnderTuning
+from ireetune.model.timing import time_dispatch_benchmarks
 from ireetune.problem.root_op import find_root_op, parse_problem
 
 if TYPE_CHECKING:
@@ -58,6 +60,28 @@ def compile_dispatch_benchmarks(
         if o.status is CompileStatus.COMPILED
     }
     return dumped, compiled
+
+
+@dataclass(frozen=True)
+class ModelDispatches:
+    """A model's dispatch benchmarks: as dumped, their binaries (by index) and their profiles."""
+
+    dumped: list[DumpedDispatch]
+    binaries: dict[int, Path]
+    profiles: list[DispatchProfile]
+
+
+def profile_dispatches(
+    executor: Executor, model: ModelUnderTuning, run_dir: Path, jobs: int, timed: bool
+) -> ModelDispatches:
+    """Dump and compile the model's dispatch benchmarks, count each one's launches and, when
+    `timed`, time each on the model's device (else their times are left for a device host)."""
+    dumped, binaries = compile_dispatch_benchmarks(executor, model, run_dir, jobs)
+    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
+    timings = time_dispatch_benchmarks(executor, binaries, model.device) if timed else {}
+    return ModelDispatches(
+        dumped, binaries, describe_dispatches(dumped, counts, timings, model.target)
+    )
 
 
 def describe_dispatches(

@@ -7,10 +7,16 @@ rounds in which two models were timed side by side, accepted only above the rule
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ireetune.decision.rules import DecisionRule, clears_threshold
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.decision.thresholds import MODEL_THRESHOLD
+from ireetune.model.timing import ModelComparison, ModelRun
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 # A spec must make the whole model at least this much faster (the interval's lower bound).
 MODEL_RULE = DecisionRule(threshold=MODEL_THRESHOLD)
@@ -58,3 +64,33 @@ def find_harmful(
             current = trial
             dropped.append(name)
     return dropped
+
+
+# Batches of rounds a comparison may add while it is undecided (`is_undecided`): on this
+# project's loaded 2-core machine, 5 rounds of a real-weights ResNet-50 gave intervals 20-60%
+# wide (docs/benchmarks.md), wider than the gain of most single dispatches.
+MAX_EXTRA_BATCHES = 2
+
+
+def time_pair_until_decided(executor: Executor, pair: ModelComparison) -> dict[str, ModelRun]:
+    """Time two models (`pair.models`, the second the one tried) side by side on `executor` for
+    `pair.rounds` rounds, then, while the second looks faster but its interval does not yet
+    clear the model rule, for up to `MAX_EXTRA_BATCHES` more batches of rounds; return each
+    model's run with every round it was timed in."""
+    first, second = pair.models
+    labels = (first[0], second[0])
+    runs = executor.run_models_side_by_side(pair)
+    for _ in range(MAX_EXTRA_BATCHES):
+        if not all(runs[label].ok for label in labels):
+            break
+        estimate = model_speedup(runs[labels[0]].times_ms, runs[labels[1]].times_ms)
+        if not is_undecided(estimate, MODEL_RULE):
+            break
+        more = executor.run_models_side_by_side(pair)
+        if not all(more[label].ok for label in labels):
+            break
+        runs = {
+            label: replace(runs[label], times_ms=runs[label].times_ms + more[label].times_ms)
+            for label in labels
+        }
+    return runs

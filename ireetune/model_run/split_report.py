@@ -9,36 +9,23 @@ from typing import Any
 
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_REPORT_FORMAT
-from ireetune.decision.rules import Decision
-from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.flags.model_search import apply_command
 from ireetune.model.hot import HotSet
 from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
+from ireetune.model.variants import VariantVerdict
 from ireetune.model_options import ModelTuneOptions
 from ireetune.targets import parse_target
 
 
-def first_session_estimate(variants: dict[str, Any], label: str) -> SpeedupEstimate | None:
-    """Return a variant's speedup in the first session (it pre-selects; it never decides)."""
-    first = variants["first"]
-    default_times = first["default"]["times_ms"]
-    times = first.get(label, {}).get("times_ms", [])
-    if not default_times or not times:
-        return None
-    calls = int(variants["calls_per_round"])
-    return estimate_speedup(
-        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
-    )
-
-
 def write_split_report(
     run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet,
-    variants: dict[str, Any] | None, decision: Decision | None,
-    estimates: dict[str, SpeedupEstimate | None],
+    verdict: VariantVerdict,
 ) -> None:  # fmt: skip
+    """Write report.txt and report.json of a decided split run."""
+    variants = verdict.variants
     winner = state.get("winner")
-    estimate = estimates.get(winner) if winner else None
+    estimate = verdict.estimates.get(winner) if winner else None
     compile_s = sum(t["seconds"] for t in state["timings"] if t["host"] == "compile")
     device_s = sum(t["seconds"] for t in state["timings"] if t["host"] == "device")
     lines = [

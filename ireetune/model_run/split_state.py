@@ -10,6 +10,7 @@ checks that document against the same model before it is written.
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +28,15 @@ from ireetune.run_files import (
     read_json_file,
     validate_document,
 )
+
+
+class SplitStage(enum.StrEnum):
+    """Where a split run stands (the values stored in split.json)."""
+
+    PREPARING = "preparing"
+    AWAITING_DEVICE = "awaiting-device"
+    DONE = "done"
+
 
 STATE_NAME = "split.json"
 STATE_FORMAT = "ireetune-split-run/1"

@@ -1,0 +1,99 @@
+"""Model variants where the model is measured on another host: planned, then decided.
+
+Each hot dispatch's candidate specs (best first) become variants of the whole model: each
+candidate alone, and every dispatch's first candidate together. A device host times them all
+against the default; the confirmed ones are decided by the decision stage's MODEL_RULE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ireetune.decision.rules import CandidateFacts, Decision, pick_winner
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
+from ireetune.model.select import MODEL_RULE
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    """One model variant: the candidate specs linked into it, in dispatch order."""
+
+    label: str
+    specs: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class VariantVerdict:
+    """The decision on the model variants the device timed (`variants`, its results; None when
+    no variant was built), with each confirmed variant's interval."""
+
+    variants: dict[str, Any] | None
+    decision: Decision | None
+    estimates: dict[str, SpeedupEstimate | None]
+
+
+def plan_variants(candidates: Sequence[tuple[str, Sequence[Path]]]) -> list[VariantPlan]:
+    """Plan the model variants from each hot dispatch's candidate specs (best first).
+
+    Each candidate alone (`d<i>c<k>`), and, with two or more dispatches, every dispatch's first
+    candidate together (`best`): the combination the per-dispatch verdicts point to.
+    """
+    plans = [
+        VariantPlan(f"d{index}c{rank}", (spec,))
+        for index, (_, specs) in enumerate(candidates)
+        for rank, spec in enumerate(specs)
+    ]
+    firsts = tuple(specs[0] for _, specs in candidates if specs)
+    if len(firsts) > 1:
+        plans.append(VariantPlan("best", firsts))
+    return plans
+
+
+def decide_variants(
+    variants: dict[str, Any], labels: Sequence[str], outputs_of: dict[str, tuple[bool, str]]
+) -> tuple[Decision, dict[str, SpeedupEstimate | None]]:
+    """Reach the verdict on the confirmed variants with the decision stage's MODEL_RULE.
+
+    `labels` gives each variant its id (position + 1; 0 is the default); `outputs_of` each
+    variant's output check. Only the confirmation session's intervals decide.
+    """
+    calls = int(variants["calls_per_round"])
+    confirm = variants["confirm"]
+    default_times = confirm.get("default", {}).get("times_ms", [])
+    estimates: dict[str, SpeedupEstimate | None] = {}
+    facts = []
+    for label in variants["contenders"]:
+        times = confirm.get(label, {}).get("times_ms", [])
+        estimate = (
+            estimate_speedup(
+                split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
+            )
+            if default_times and times
+            else None
+        )
+        estimates[label] = estimate
+        matches, why = outputs_of.get(label, (False, "no outputs"))
+        facts.append(
+            CandidateFacts(
+                labels.index(label) + 1, dispatch=estimate, outputs_match=matches,
+                output_reason=why, confirmed=True,
+            )
+        )  # fmt: skip
+    decision = pick_winner(facts, [f.candidate_id for f in facts], MODEL_RULE)
+    return decision, estimates
+
+
+def first_session_estimate(variants: dict[str, Any], label: str) -> SpeedupEstimate | None:
+    """Return a variant's speedup in the first session (it pre-selects; it never decides)."""
+    first = variants["first"]
+    default_times = first["default"]["times_ms"]
+    times = first.get(label, {}).get("times_ms", [])
+    if not default_times or not times:
+        return None
+    calls = int(variants["calls_per_round"])
+    return estimate_speedup(
+        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
+    )

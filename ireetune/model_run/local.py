@@ -1,0 +1,381 @@
+"""The model flow's phases in process: every phase on this host, measuring as it goes.
+
+1. prepare: import the model (MLIR as is; ONNX through iree-import-onnx), make its inputs,
+   compile and run the default;
+2. flags: search the target's global compiler flags on the whole model (flags/model_search.py);
+3. profile: compile once with per-dispatch benchmark dumps, count each dispatch's launches, time
+   each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
+4. dispatches: tune each hot problem with the dispatch flow, keeping its top candidates even when
+   none beats the default on its own;
+5. variants: model-level selection: first every dispatch's verified winner together (one trial),
+   then, greedily for each hot dispatch still without a spec, the linked spec grows by a
+   candidate only if the model, timed side by side with the current best, gets faster and its
+   outputs still equal the default model's;
+6. decide: a final side-by-side check of the default and the tuned model (specs found harmful
+   are dropped), the tuned flags file, the combined check of flags and spec, the database row;
+7. report: report.txt and report.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from ireetune.compile.driver import DEFAULT_SPECS_FLAG
+from ireetune.compile.pool import default_jobs
+from ireetune.core.files import write_text_atomically
+from ireetune.core.flag_space import FlagSpace
+from ireetune.database.keys import describe_device
+from ireetune.database.store import compiler_version, default_database_path
+from ireetune.decision.rules import DecisionRule, clears_threshold
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.dispatch_options import TuneOptions
+from ireetune.dispatch_tuner import tune_dispatch
+from ireetune.errors import IreetuneError
+from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
+from ireetune.flags.model_search import (
+    ModelFlagSearch,
+    measure_combined,
+    repetitions_for,
+    search_model_flags,
+)
+from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
+from ireetune.frontend.model_import import import_model
+from ireetune.model.candidates import order_candidates
+from ireetune.model.final_check import check_final_set
+from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.outputs import outputs_match
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
+from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.select import MODEL_RULE, model_speedup, time_pair_until_decided
+from ireetune.model.timing import ModelComparison
+from ireetune.model_run.report import write_report
+from ireetune.model_run.run import (
+    DispatchOutcome,
+    ModelTuneResult,
+    ModelTuningRun,
+    Pause,
+    Phase,
+    PhaseBody,
+)
+from ireetune.spec.link import link_spec_files
+
+
+def prepare(run: ModelTuningRun) -> Pause | None:
+    """Import the model, write its inputs, compile and run the default model."""
+    options = run.options
+    mlir_path = import_model(options.model_path, run.run_dir / "import")
+    inputs_path = run.run_dir / "inputs.npz"
+    function = write_model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
+    model = ModelUnderTuning(
+        mlir_path, function, inputs_path, run.target, options.with_default_specs
+    )
+    model.device = options.devices[0] if options.devices else run.target.runtime_device
+    run.model = model
+    run.default_vmfb = run.original_vmfb = run.run_dir / "default.vmfb"
+    model.compile_default(run.default_vmfb)
+    first = run.executor.run_models_side_by_side(
+        ModelComparison(
+            [("default", run.default_vmfb)], function, inputs_path, run.run_dir, model.device,
+            options.rounds,
+        )
+    )  # fmt: skip
+    if not first["default"].ok:
+        raise IreetuneError(f"the default model does not run: {first['default'].reason}")
+    model.default_outputs = first["default"].outputs
+    run.default_ms = statistics.median(first["default"].times_ms)
+    return None
+
+
+def search_flags(run: ModelTuningRun) -> Pause | None:
+    """Search the target's global flags on the whole model; later phases use the winner."""
+    run.flag_request = request = _flag_search_request(run)
+    if not (run.options.search_flags and request.space.options + request.space.combinations):
+        return None
+    run.flag_search = search = search_model_flags(run.executor, request, run.run_dir / "flags")
+    run.notes.extend(search.notes)
+    if search.winner_binary is not None and search.estimate is not None:
+        # Everything after this phase (dumps, dispatch tuning, selection) uses the winner.
+        run.target = run.target.with_global_flags((*run.options.extra_flags, *search.winner.flags))
+        run.under_tuning.target = run.target
+        run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
+    return None
+
+
+def _flag_search_request(run: ModelTuningRun) -> ModelFlagSearch:
+    """Describe the flag phase's search from the model and the run's options."""
+    model, options = run.under_tuning, run.options
+    default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
+    return ModelFlagSearch(
+        source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
+        base_flags=(*model.target.compile_flags(), *default_specs), user_flags=options.extra_flags,
+        device=model.device,
+        space=FlagSpace((), options.flag_sets) if options.flag_sets else model.target.flag_space(),
+        rounds=options.rounds, repetitions=repetitions_for(run.default_ms),
+        max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
+        compile_timeout_s=model.compile_timeout_s,
+        rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
+    )  # fmt: skip
+
+
+def profile(run: ModelTuningRun) -> Pause | None:
+    """Profile the model's dispatches on its device and pick the hot set (profile.json)."""
+    options = run.options
+    dispatches = profile_dispatches(
+        run.executor, run.under_tuning, run.run_dir, options.jobs, timed=True
+    )
+    run.hot = select_hot_dispatches(
+        dispatches.profiles, run.default_ms, options.coverage, options.max_dispatches
+    )
+    write_profile(run.run_dir, run.hot)
+    return None
+
+
+def tune_dispatches(run: ModelTuningRun) -> Pause | None:
+    """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
+    options = run.options
+    for hot in run.hot_set.selected:
+        if run.budget_spent():
+            run.dispatch_notes[hot.name] = "not tuned: time budget spent"
+            continue
+        try:
+            result = tune_dispatch(
+                TuneOptions(
+                    input_path=hot.benchmark_path, target=options.target,
+                    num_candidates=options.num_candidates, output_dir=run.run_dir / "tuning",
+                    jobs=options.jobs, seed=options.seed, database_path=options.database_path,
+                    use_database=options.use_database, retune=options.retune,
+                    show_progress=options.show_progress, extra_flags=run.target.global_flags,
+                    devices=options.devices,
+                ),
+                run.executor,
+            )  # fmt: skip
+        except IreetuneError as failure:
+            run.dispatch_notes[hot.name] = f"not tuned: {failure}"
+            continue
+        if result.reused:
+            run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
+        if result.best is not None:
+            run.winners[hot.name] = result.run_dir / result.best.spec_path
+        kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
+        run.candidates[hot.name] = [result.run_dir / r.spec_path for r in kept]
+        for record in kept:
+            if record.median_ms and result.baseline_ms == result.baseline_ms:
+                run.session_ms[result.run_dir / record.spec_path] = (
+                    result.baseline_ms,
+                    record.median_ms,
+                )
+        if not kept:
+            run.dispatch_notes[hot.name] = "no candidate could be measured"
+    return None
+
+
+def select_variants(run: ModelTuningRun) -> Pause | None:
+    """Grow the linked spec by the candidates that make the whole model faster."""
+    run.current_vmfb = run.default_vmfb
+    (run.run_dir / "selection").mkdir()
+    # The verified winners together first: each alone may move the model by less than a loaded
+    # machine's model timing resolves, together by more (docs/benchmarks.md); the final check
+    # still drops any that harm.
+    winners = run.winners
+    if len(winners) > 1:
+        joint_vmfb, why = _run_trial(
+            run, "joint", list(winners.values()), ", ".join(winners), "every verified winner"
+        )
+        if joint_vmfb is not None:
+            run.accepted.update(winners)
+            run.current_vmfb = joint_vmfb
+            for name, spec in winners.items():
+                run.dispatch_notes[name] = (
+                    f"kept candidate spec {spec.parent.parent.name}/{spec.name} "
+                    "(with the other verified winners)"
+                )
+        elif why:
+            run.notes.append(f"the verified winners together were not tried: {why}")
+    pending = [
+        p for p in run.hot_set.selected if p.name in run.candidates and p.name not in run.accepted
+    ]
+    for trial_index, hot in enumerate(pending):
+        for candidate_index, spec in enumerate(run.candidates[hot.name]):
+            if run.budget_spent():
+                run.notes.append("time budget spent during model-level selection")
+                break
+            trial_vmfb, why = _run_trial(
+                run, f"t{trial_index}_{candidate_index}", [*run.accepted.values(), spec],
+                hot.name, str(spec),
+            )  # fmt: skip
+            if why:
+                run.dispatch_notes[hot.name] = why
+            if trial_vmfb is not None:
+                run.accepted[hot.name] = spec
+                run.current_vmfb = trial_vmfb
+                run.dispatch_notes[hot.name] = (
+                    f"kept candidate spec {spec.parent.parent.name}/{spec.name}"
+                )
+                break
+        else:
+            run.dispatch_notes.setdefault(
+                hot.name, "no candidate made the model faster; default kept"
+            )
+    return None
+
+
+def _run_trial(
+    run: ModelTuningRun, label: str, specs: list[Path], dispatch: str, candidate: str
+) -> tuple[Path | None, str]:
+    """Link `specs`, compile and time the model against the current best; return the trial's
+    binary when it is faster with the default's outputs, else why not."""
+    model, trial_dir = run.under_tuning, run.run_dir / "selection"
+    assert run.current_vmfb is not None
+    trial_spec = trial_dir / f"{label}_spec.mlir"
+    link_spec_files(specs, trial_spec)
+    trial_vmfb = trial_dir / f"{label}.vmfb"
+    error = model.compile(trial_spec, trial_vmfb)
+    if error:
+        return None, f"a candidate broke the model's compile: {error}"
+    runs = time_pair_until_decided(
+        run.executor,
+        ModelComparison(
+            [("current", run.current_vmfb), ("trial", trial_vmfb)], model.function,
+            model.inputs_path, trial_dir, model.device, run.options.rounds,
+        ),
+    )  # fmt: skip
+    trial = runs["trial"]
+    if not trial.ok:
+        return None, f"a candidate broke the model: {trial.reason}"
+    matches, why = outputs_match(model.default_outputs, trial.outputs)
+    if not matches:
+        return None, f"dropped a candidate that changed the model's outputs ({why})"
+    estimate = model_speedup(runs["current"].times_ms, trial.times_ms)
+    faster = clears_threshold(estimate, MODEL_RULE)
+    run.selection_trials.append(
+        {
+            "dispatch": dispatch,
+            "candidate_spec": candidate,
+            "linked_spec": str(trial_spec),
+            "current_ms": statistics.median(runs["current"].times_ms),
+            "trial_ms": statistics.median(trial.times_ms),
+            "speedup": estimate.speedup if estimate else None,
+            "speedup_low": estimate.low if estimate else None,
+            "speedup_high": estimate.high if estimate else None,
+            "rounds": len(trial.times_ms),
+            "rule": MODEL_RULE.name,
+            "accepted": faster,
+        }
+    )
+    write_text_atomically(
+        trial_dir / "trials.json", json.dumps(run.selection_trials, indent=2) + "\n"
+    )
+    return (trial_vmfb, "") if faster else (None, "")
+
+
+def decide(run: ModelTuningRun) -> Pause | None:
+    """Check the kept specs on the whole model, then the flags with them; record the result."""
+    assert run.default_vmfb is not None
+    run.final = final = check_final_set(
+        run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
+        run.options.rounds, run.notes,
+    )  # fmt: skip
+    for name in [n for n in run.accepted if final.tuned_spec is None or n in final.dropped]:
+        run.dispatch_notes[name] = (
+            "candidate spec kept in selection, then dropped at the final check"
+        )
+        del run.accepted[name]
+    combined, tuned_flags_path = _finish_flags(run)
+    run.result = ModelTuneResult(
+        run.run_dir, final.default_ms, final.tuned_ms, final.tuned_spec, _outcomes(run),
+        tuple(run.notes), final.estimate, run.target.global_flags, run.flag_search,
+        tuned_flags_path, combined, run.under_tuning.mlir_path,
+    )  # fmt: skip
+    return None
+
+
+def _outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
+    """Say what happened to each profiled dispatch (the tuned and selected ones in detail)."""
+    hot = run.hot_set
+
+    def columns(profile: DispatchProfile) -> tuple[float | None, float | None]:
+        # Default and tuned come from the same session: the dispatch's own tuning run.
+        spec = run.accepted.get(profile.name)
+        if spec is not None and spec in run.session_ms:
+            return run.session_ms[spec]
+        return profile.dispatch_ms, None
+
+    return tuple(
+        DispatchOutcome(
+            name=p.name,
+            problem=p.problem,
+            invocations=p.invocations,
+            share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
+            default_ms=columns(p)[0],
+            tuned_ms=columns(p)[1],
+            kept_spec=str(run.accepted[p.name]) if p.name in run.accepted else None,
+            note=run.dispatch_notes.get(p.name, "" if p in hot.selected else "not selected"),
+        )
+        for p in hot.ranked
+    )
+
+
+def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | None]:
+    """Write tuned_flags.txt, time the untouched default against flags plus spec, record both."""
+    model, options, run_dir, flag_search = (
+        run.under_tuning,
+        run.options,
+        run.run_dir,
+        run.flag_search,
+    )
+    assert run.final is not None and run.original_vmfb is not None
+    assert run.default_vmfb is not None and run.flag_request is not None
+    tuned_spec_path = run.final.tuned_spec
+    flags = model.target.global_flags
+    tuned_flags_path = run_dir / FLAGS_FILE_NAME if flags else None
+    if tuned_flags_path is not None:
+        write_flags_file(tuned_flags_path, flags)
+    combined = None
+    if flag_search is not None and flag_search.improved:
+        final_vmfb = run.default_vmfb
+        if tuned_spec_path is not None:
+            final_vmfb = run_dir / "tuned.vmfb"
+            error = model.compile(tuned_spec_path, final_vmfb)
+            assert not error, f"the tuned model compiled in the final check: {error}"
+        combined, why = measure_combined(
+            run.executor, run.original_vmfb, final_vmfb, run.flag_request, run_dir / "final"
+        )
+        if combined is None:
+            run.notes.append(f"the combined check of flags and spec failed: {why}")
+    if options.use_database:
+        record_model_result(
+            options.database_path or default_database_path(),
+            ModelKey(compiler_version(), model.target.name, describe_device(model.device), hash_model(model.mlir_path)),
+            ModelResult(
+                options.model_path.name, flags,
+                flag_search.estimate.speedup if flag_search and flag_search.estimate else None,
+                flag_search.estimate.low if flag_search and flag_search.estimate else None,
+                flag_search.estimate.high if flag_search and flag_search.estimate else None,
+                (flag_search.rule if flag_search else MODEL_RULE).name,
+                tuned_spec_path.read_text() if tuned_spec_path else "",
+                combined.speedup if combined else None, combined.low if combined else None,
+                combined.high if combined else None, str(run_dir),
+            ),
+        )  # fmt: skip
+    return combined, tuned_flags_path
+
+
+def report(run: ModelTuningRun) -> Pause | None:
+    """Write report.txt and report.json."""
+    assert run.result is not None
+    write_report(run)
+    return None
+
+
+# The body of every phase of the model flow, in process.
+LOCAL_PHASES: dict[Phase, PhaseBody] = {
+    Phase.PREPARE: prepare,
+    Phase.FLAGS: search_flags,
+    Phase.PROFILE: profile,
+    Phase.DISPATCHES: tune_dispatches,
+    Phase.VARIANTS: select_variants,
+    Phase.DECIDE: decide,
+    Phase.REPORT: report,
+}

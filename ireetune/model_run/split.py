@@ -1,0 +1,524 @@
+"""The model flow's phases split between a compile host and a runtime-only device host.
+
+The run folder is a state machine (`split.json`, split_state.py). This host runs every phase
+that compiles; where a phase needs the device it writes `device_step.json` and the run pauses.
+The device host runs `ireetune device-step RUN`, which does whatever the manifest lists, and each
+`ireetune continue RUN` here reads the device's results and runs the phases again: a phase
+keeps what is recorded as done and goes on where it stopped.
+
+    prepare     import, inputs, the default model
+    flags       not run (give flags with --flags)
+    profile     the dispatch benchmarks (dumped, compiled, launches counted), and the candidates
+                of the dispatches a static ranking puts first (FLOPs x launches): one
+                dispatch-level benchmark folder each; then [device] profile the model and every
+                dispatch, measure every dispatch folder; the measured hot set
+    dispatches  only when the measured hot set names a dispatch the static ranking missed: its
+                folder, measured in one more round trip
+    variants    each hot dispatch's verified winner and runners-up (handoff/finish.py, the
+                decision stage) become model variants: each alone, and the winners together;
+                [device] every variant timed against the default, interleaved in one process;
+                the fastest by point estimate timed again in a fresh session
+    decide      the decision stage's rule (MODEL_RULE) on the fresh session's intervals and the
+                outputs; the winner's spec is `tuned_spec.mlir`
+    report      report.txt and report.json
+
+Two round trips when the static ranking covers the hot set. Every phase can be run again after a
+kill: finished sub-steps are recorded in `split.json` and kept. A folder whose model, device
+manifest or results do not match the hashes recorded is refused with one line.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ireetune.compile.driver import CompileStatus, build_request
+from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
+from ireetune.decision.rules import Decision
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.dispatch_options import References, StopAfter, TuneOptions
+from ireetune.dispatch_tuner import tune_dispatch
+from ireetune.errors import IreetuneError
+from ireetune.flags.model_search import repetitions_for
+from ireetune.frontend.model_import import import_model
+from ireetune.handoff.finish import finish_run
+from ireetune.handoff.manifest import read_manifest
+from ireetune.handoff.model_folder import (
+    DEVICE_MANIFEST_NAME,
+    DeviceManifest,
+    LabelledBinary,
+    ProfileTask,
+    VariantTask,
+    check_device_results,
+    hash_device_manifest,
+    hash_file,
+    results_name,
+    write_device_manifest,
+)
+from ireetune.model.candidates import order_candidates
+from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.outputs import outputs_match
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
+from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.select import MODEL_RULE
+from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
+from ireetune.model.variants import (
+    VariantVerdict,
+    decide_variants,
+    first_session_estimate,
+    plan_variants,
+)
+from ireetune.model_run.run import ModelTuningRun, Pause, Phase, PhaseBody
+from ireetune.model_run.split_report import write_split_report
+from ireetune.model_run.split_state import SplitStage, save_state
+from ireetune.run_files import RunFileError, read_json_file
+from ireetune.spec.link import link_spec_files
+
+
+def record_time(state: dict[str, Any], phase: str, host: str, seconds: float) -> None:
+    state.setdefault("timings", []).append({"phase": phase, "host": host, "seconds": seconds})
+
+
+def _relative(run_dir: Path, path: Path) -> str:
+    return str(path.resolve().relative_to(run_dir.resolve()))
+
+
+def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> ModelUnderTuning:
+    """Return the model under tuning as split.json records it."""
+    model = state["model"]
+    under_tuning = ModelUnderTuning(
+        run_dir / model["mlir"], model["function"], run_dir / "inputs.npz", run.target,
+        state["options"]["with_default_specs"],
+    )  # fmt: skip
+    under_tuning.compile_timeout_s = model.get("compile_timeout_s", 1200.0)
+    return under_tuning
+
+
+def device_step_command(run_dir: Path) -> str:
+    """Spell the device step of a run folder as a shell command (a path with spaces quoted)."""
+    return shlex.join(["ireetune", "device-step", str(run_dir)])
+
+
+# --- The phases ------------------------------------------------------------------------------
+
+
+def prepare(run: ModelTuningRun) -> Pause | None:
+    """Import the model (its own copy in the folder), write its inputs, compile the default."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    done = state["done_steps"]
+    if "import" not in done:
+        weights = run_dir / "import" / "weights.irpa"
+        externalize = options.externalize_weights and options.model_path.suffix == ".onnx"
+        mlir_path = import_model(
+            options.model_path, run_dir / "import", weights if externalize else None
+        )
+        if not mlir_path.resolve().is_relative_to(run_dir.resolve()):
+            # The folder holds its own copy: later phases compile it, and check its hash.
+            copied = run_dir / "import" / mlir_path.name
+            copied.parent.mkdir(exist_ok=True)
+            shutil.copyfile(mlir_path, copied)
+            mlir_path = copied
+        function = write_model_inputs(
+            mlir_path, options.inputs, options.seed, run_dir / "inputs.npz"
+        )
+        state["model"] = {
+            "source": str(options.model_path), "mlir": _relative(run_dir, mlir_path),
+            "mlir_sha256": hash_file(mlir_path), "function": function,
+            "parameters": ["import/weights.irpa"] if externalize else [],
+        }  # fmt: skip
+        done.append("import")
+        save_state(run_dir, state)
+    run.model = model = model_of(run_dir, state, run)
+    if "default" not in done:
+        model.compile_default(run_dir / "default.vmfb")
+        state["model"]["compile_timeout_s"] = model.compile_timeout_s
+        done.append("default")
+        save_state(run_dir, state)
+    return None
+
+
+def skip_flags(run: ModelTuningRun) -> Pause | None:
+    """Run no flag phase: a split run compiles with the flags given (`--flags`)."""
+    return None
+
+
+def profile(run: ModelTuningRun) -> Pause | None:
+    """Dump and compile the dispatch benchmarks; before the device has profiled the model,
+    compile the folders of the dispatches ranked first and pause; after, pick the hot set."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    done = state["done_steps"]
+    if "dispatches" not in done:
+        dispatches = profile_dispatches(
+            run.executor, run.under_tuning, run_dir, options.jobs, timed=False
+        )
+        state["dispatches"] = [
+            {
+                "index": d.index, "name": d.name, "benchmark": _relative(run_dir, d.path),
+                "vmfb": _relative(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
+                "problem": p.problem, "tunable": p.tunable, "invocations": p.invocations,
+                **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
+            }
+            for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
+        ]  # fmt: skip
+        done.append("dispatches")
+        save_state(run_dir, state)
+    if "profile" not in state:
+        profiles = _profiles(run, {})
+        costs = {
+            d["name"]: estimate_cost(d["flops"], d.get("bytes", 0)) for d in state["dispatches"]
+        }
+        _compile_folders(run, pre_rank_dispatches(profiles, costs, options.max_dispatches))
+        record_time(state, "prepare", "compile", time.monotonic() - run.started)
+        dispatch_binaries = [
+            LabelledBinary(d["name"], d["vmfb"]) for d in state["dispatches"] if d["vmfb"]
+        ]
+        return _send_to_device(
+            run, ProfileTask(tuple(dispatch_binaries), options.rounds),
+            sorted(state["folders"].values()), None,
+        )  # fmt: skip
+    measured = state["profile"]
+    run.hot = select_hot_dispatches(
+        _profiles(run, measured["dispatch_ms"]), measured["model_ms"], options.coverage,
+        options.max_dispatches,
+    )  # fmt: skip
+    write_profile(run_dir, run.hot)
+    return None
+
+
+def complete_dispatches(run: ModelTuningRun) -> Pause | None:
+    """Compile the folders of hot dispatches the static ranking missed; pause until every hot
+    dispatch's folder was measured."""
+    state = run.state
+    if _variants_measured(run):
+        return None
+    missing = [p for p in run.hot_set.selected if p.problem not in state["folders"]]
+    if missing:
+        _compile_folders(run, missing)
+        record_time(state, "candidates", "compile", time.monotonic() - run.started)
+    # Folders of hot problems that no device step has measured yet (compiled just now, or
+    # before a kill) go out in one more round trip.
+    outcomes = state.get("folder_outcomes", {})
+    unmeasured = sorted(
+        {state["folders"][p.problem] for p in run.hot_set.selected if state["folders"].get(p.problem)}
+        - set(outcomes)
+    )  # fmt: skip
+    if unmeasured:
+        return _send_to_device(run, None, unmeasured, None)
+    return None
+
+
+def build_variants(run: ModelTuningRun) -> Pause | None:
+    """Link and compile the model variants and pause for the device to time them (none: go on
+    to decide without variants)."""
+    if _variants_measured(run):
+        return None
+    variants = _compile_variants(run)
+    record_time(run.state, "variants", "compile", time.monotonic() - run.started)
+    if variants is None:
+        return None
+    return _send_to_device(run, None, [], variants)
+
+
+def decide(run: ModelTuningRun) -> Pause | None:
+    """Decide among the confirmed variants; write tuned_spec.mlir (if one won)."""
+    run_dir, state = run.run_dir, run.state
+    variants = (
+        run.device_results["variants"]
+        if run.device_results is not None and _variants_measured(run)
+        else None
+    )
+    labels = [row["label"] for row in state.get("variants", [])]
+    decision: Decision | None = None
+    estimates: dict[str, SpeedupEstimate | None] = {}
+    winner_label = None
+    if variants is not None:
+        first = variants["first"]
+        default_outputs = _load_outputs(run_dir / first["default"]["outputs"])
+        outputs_of = {
+            label: outputs_match(default_outputs, _load_outputs(run_dir / entry["outputs"]))
+            if entry.get("outputs")
+            else (False, entry.get("reason") or "did not run")
+            for label, entry in first.items()
+            if label != "default"
+        }
+        decision, estimates = decide_variants(variants, labels, outputs_of)
+        for row in state["variants"]:
+            judgement = decision.judgements.get(labels.index(row["label"]) + 1)
+            estimate = estimates.get(row["label"])
+            measured = first.get(row["label"])
+            row["outputs_match"] = outputs_of.get(row["label"], (None, ""))[0]
+            row["confirmed"] = row["label"] in variants["contenders"]
+            row["speedup"] = estimate.speedup if estimate else None
+            row["speedup_low"] = estimate.low if estimate else None
+            row["speedup_high"] = estimate.high if estimate else None
+            row["verdict"] = judgement.verdict.value if judgement else ""
+            row["why"] = judgement.reason if judgement else (measured or {}).get("reason", "")
+            first_estimate = first_session_estimate(variants, row["label"])
+            row["first_speedup"] = first_estimate.speedup if first_estimate else None
+            if not judgement and first_estimate and not row["why"]:
+                row["why"] = f"not pre-selected: first session {first_estimate.speedup:.3f}x" + (
+                    "" if row["outputs_match"] else ", outputs differ"
+                )
+        if decision.winner is not None:
+            winner_label = labels[decision.winner - 1]
+    if winner_label is not None:
+        shutil.copyfile(
+            run_dir / "variants" / f"{winner_label}_spec.mlir", run_dir / "tuned_spec.mlir"
+        )
+    state.update(phase=SplitStage.DONE, winner=winner_label, rule=MODEL_RULE.name)
+    record_time(state, "decide", "compile", time.monotonic() - run.started)
+    save_state(run_dir, state)
+    run.variant_verdict = VariantVerdict(variants, decision, estimates)
+    return None
+
+
+def report(run: ModelTuningRun) -> Pause | None:
+    """Write report.txt and report.json of the split run."""
+    assert run.variant_verdict is not None, "the decide phase reaches the verdict"
+    write_split_report(run.run_dir, run.state, run.options, run.hot_set, run.variant_verdict)
+    return None
+
+
+# The body of every phase of the model flow, split between a compile and a device host.
+SPLIT_PHASES: dict[Phase, PhaseBody] = {
+    Phase.PREPARE: prepare,
+    Phase.FLAGS: skip_flags,
+    Phase.PROFILE: profile,
+    Phase.DISPATCHES: complete_dispatches,
+    Phase.VARIANTS: build_variants,
+    Phase.DECIDE: decide,
+    Phase.REPORT: report,
+}
+
+
+# --- The device host's results and its next manifest -----------------------------------------
+
+
+def receive_device_results(run: ModelTuningRun) -> None:
+    """Read the current round trip's device results into the run's state; refuse results of
+    another manifest, or a folder changed since it was compiled."""
+    run_dir, state = run.run_dir, run.state
+    if hash_device_manifest(run_dir) != state["device_manifest_sha256"]:
+        raise IreetuneError(
+            f"{run_dir / DEVICE_MANIFEST_NAME} is not the one this run wrote; the folder was "
+            "changed after it was compiled"
+        )
+    results = _read_results(run_dir, state)
+    if f"device {state['round_trip']}" not in [t["phase"] for t in state.get("timings", [])]:
+        record_time(
+            state, f"device {state['round_trip']}", "device", float(results["seconds"]["total"])
+        )
+        save_state(run_dir, state)
+    if "profile" in results:
+        state["profile"] = results["profile"]
+    # `device-step --devices` may have measured on other devices than the run was prepared for.
+    state["devices"] = list(results.get("devices") or state["devices"])
+    for folder, outcome in results.get("folders", {}).items():
+        state.setdefault("folder_outcomes", {})[folder] = outcome
+    if "profile" not in state:
+        raise IreetuneError(f"{run_dir}: the device results hold no profile; run the device step")
+    run.device_results = results
+
+
+def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """Read the current round trip's device results; refuse those of another manifest."""
+    path = run_dir / results_name(state["round_trip"])
+    if not path.exists():
+        raise IreetuneError(
+            f"{run_dir} waits for the device: run `{device_step_command(run_dir)}` on the GPU "
+            "host, then continue"
+        )
+    results = read_json_file(path)
+    if (
+        not isinstance(results, dict)
+        or results.get("manifest_sha256") != state["device_manifest_sha256"]
+    ):
+        raise IreetuneError(
+            f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
+            f"step again: {device_step_command(run_dir)}"
+        )
+    try:
+        check_device_results(path, results, run_dir)
+    except RunFileError as error:
+        raise IreetuneError(f"{error}; run the device step again") from None
+    if results.get("done") is not True:
+        raise IreetuneError(
+            f"the device step of {run_dir} was stopped before it finished; run it again (it "
+            f"keeps what was measured): {device_step_command(run_dir)}"
+        )
+    return results
+
+
+def _send_to_device(
+    run: ModelTuningRun, profile_task: ProfileTask | None, folders: Sequence[str],
+    variants: VariantTask | None,
+) -> Pause:  # fmt: skip
+    """Write the next device manifest, with the hash of every file the step will read."""
+    run_dir, state = run.run_dir, run.state
+    folders = [f for f in folders if f]
+    parameters = state["model"].get("parameters", [])
+    files = ["inputs.npz", "default.vmfb", *parameters]
+    files += [d.vmfb for d in profile_task.dispatches] if profile_task else []
+    files += [v.vmfb for v in variants.variants] if variants else []
+    for folder in folders:
+        folder_manifest = read_manifest(run_dir / folder)
+        files.append(f"{folder}/handoff.json")
+        for entry in (folder_manifest.baseline, *folder_manifest.candidates):
+            files += [f"{folder}/{path}" for path in (entry.vmfb, entry.reference_vmfb) if path]
+    round_trip = state["round_trip"] + 1
+    manifest = DeviceManifest(
+        round_trip=round_trip, target=state["options"]["target"], devices=tuple(state["devices"]),
+        function=state["model"]["function"], inputs="inputs.npz", default_model="default.vmfb",
+        files={f: hash_file(run_dir / f) for f in files}, profile=profile_task,
+        folders=tuple(folders), variants=variants, parameters=tuple(parameters),
+    )  # fmt: skip
+    state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
+    state.update(phase=SplitStage.AWAITING_DEVICE, round_trip=round_trip)
+    save_state(run_dir, state)
+    return Pause(round_trip)
+
+
+# --- What the phases share -------------------------------------------------------------------
+
+
+def _variants_measured(run: ModelTuningRun) -> bool:
+    """Say whether the device has timed this run's model variants (then only deciding is left)."""
+    results = run.device_results
+    return results is not None and "variants" in results and "variants" in run.state
+
+
+def _profiles(run: ModelTuningRun, dispatch_ms: dict[str, float | None]) -> list[DispatchProfile]:
+    return [
+        DispatchProfile(
+            d["name"],
+            run.run_dir / d["benchmark"],
+            d["problem"],
+            d["tunable"],
+            dispatch_ms.get(d["name"]),
+            d["invocations"],
+        )  # fmt: skip
+        for d in run.state["dispatches"]
+    ]
+
+
+def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile]) -> None:
+    """Compile a dispatch-level benchmark folder for each problem that has none."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    for hot in dispatches:
+        if hot.problem in state["folders"]:
+            continue
+        try:
+            result = tune_dispatch(
+                TuneOptions(
+                    input_path=hot.benchmark_path, target=options.target,
+                    num_candidates=options.num_candidates, output_dir=run_dir / "tuning",
+                    jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
+                    use_database=False, show_progress=options.show_progress,
+                    extra_flags=options.extra_flags, stop_after=StopAfter.COMPILE,
+                    # Every candidate's reference program now, so that one device step both
+                    # measures and verifies (deferring them to the leaders costs a round trip).
+                    references=References.ALL,
+                ),
+                run.executor,
+            )  # fmt: skip
+        except IreetuneError as failure:
+            state.setdefault("notes", []).append(f"{hot.name}: not tuned: {failure}")
+            state["folders"][hot.problem] = ""
+            save_state(run_dir, state)
+            continue
+        state["folders"][hot.problem] = _relative(run_dir, result.run_dir)
+        save_state(run_dir, state)
+
+
+def _ranked_specs(folder: Path, limit: int) -> tuple[list[Path], str]:
+    """Finish a measured dispatch folder; return its candidate specs, verified winner first."""
+    result = finish_run(folder)
+    ranked = order_candidates(result.records, result.best)
+    note = (
+        f"dispatch winner {result.best.candidate_id}: {result.decision.winner_estimate.describe()}"
+        if result.best is not None and result.decision and result.decision.winner_estimate
+        else "no candidate won at dispatch level; the fastest measured are tried in the model"
+    )
+    return [folder / r.spec_path for r in ranked[:limit]], note
+
+
+def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
+    """Link and compile the model variants; None when no hot dispatch has a candidate."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    candidates: list[tuple[str, list[Path]]] = []
+    notes = state.setdefault("dispatch_notes", {})
+    for hot in run.hot_set.selected:
+        folder = state["folders"].get(hot.problem, "")
+        outcome = state.get("folder_outcomes", {}).get(folder, "not measured")
+        if not folder or outcome != "measured":
+            notes[hot.name] = notes.get(hot.name) or f"not tuned: {outcome}"
+            continue
+        try:
+            specs, note = _ranked_specs(run_dir / folder, options.candidates_per_dispatch)
+        except IreetuneError as failure:
+            notes[hot.name] = f"not tuned: {failure}"
+            continue
+        notes[hot.name] = note
+        if specs:
+            candidates.append((hot.name, specs))
+    plans = plan_variants(candidates)
+    if not plans:
+        return None
+    model = run.under_tuning
+    variant_dir = run_dir / "variants"
+    variant_dir.mkdir(exist_ok=True)
+    jobs = []
+    for index, plan in enumerate(plans):
+        spec = variant_dir / f"{plan.label}_spec.mlir"
+        link_spec_files(list(plan.specs), spec)
+        jobs.append(
+            CompileJob(
+                candidate_id=index,
+                request=build_request(
+                    run.target, model.mlir_path, variant_dir / f"{plan.label}.vmfb", spec_path=spec,
+                    default_specs=model.with_default_specs,
+                    reproducer_path=variant_dir / f"{plan.label}_reproducer.mlir",
+                ),
+                log_path=variant_dir / f"{plan.label}.log",
+            )
+        )  # fmt: skip
+    default_hash = hash_file(run_dir / "default.vmfb")
+    built: list[LabelledBinary] = []
+    variant_rows = []
+    for outcome in sorted(
+        run.executor.compile(
+            CompileBatch(jobs, options.jobs or default_jobs(), model.compile_timeout_s)
+        ),
+        key=lambda o: o.candidate_id,
+    ):
+        plan = plans[outcome.candidate_id]
+        row = {
+            "label": plan.label, "specs": [_relative(run_dir, s) for s in plan.specs],
+            "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
+            "reason": outcome.reason,
+        }  # fmt: skip
+        if outcome.status is CompileStatus.COMPILED and outcome.binary_hash == default_hash:
+            row.update(status="not-applied", reason="the binary equals the default model's")
+        elif outcome.status is CompileStatus.COMPILED:
+            built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
+        variant_rows.append(row)
+    state["variants"] = variant_rows
+    save_state(run_dir, state)
+    if not built:
+        return None
+    model_ms = float(state["profile"]["model_ms"])
+    return VariantTask(
+        tuple(built), rounds=options.rounds, calls_per_round=repetitions_for(model_ms),
+        confirm_top=3, confirm_rounds=max(2 * options.rounds, 10), threshold=MODEL_RULE.threshold,
+    )  # fmt: skip
+
+
+def _load_outputs(path: Path) -> tuple[np.ndarray[Any, Any], ...]:
+    with np.load(path) as archive:
+        return tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))

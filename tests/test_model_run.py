@@ -1,0 +1,82 @@
+"""The model flow's phase sequence: one order of phases, two modes, the run saved after each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ireetune.executor import LocalExecutor
+from ireetune.model_options import ModelTuneOptions
+from ireetune.model_run.local import LOCAL_PHASES
+from ireetune.model_run.run import (
+    MODEL_RUN_FORMAT,
+    MODEL_RUN_NAME,
+    PHASES,
+    Mode,
+    ModelTuningRun,
+    Pause,
+    Phase,
+    PhaseBody,
+    run_phases,
+    save_phases_done,
+)
+from ireetune.model_run.split import SPLIT_PHASES
+from ireetune.targets import parse_target
+
+
+def _run(tmp_path: Path, mode: Mode = Mode.IN_PROCESS) -> ModelTuningRun:
+    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
+    return ModelTuningRun(mode, options, parse_target("cpu"), tmp_path, LocalExecutor())
+
+
+def _recording_bodies(ran: list[str], pause_at: Phase | None = None) -> dict[Phase, PhaseBody]:
+    def body_of(phase: Phase) -> PhaseBody:
+        def body(run: ModelTuningRun) -> Pause | None:
+            ran.append(phase.value)
+            return Pause(1) if phase is pause_at else None
+
+        return body
+
+    return {phase: body_of(phase) for phase in PHASES}
+
+
+def test_the_flow_has_one_order_of_phases_and_both_modes_run_every_one() -> None:
+    assert [p.value for p in PHASES] == [
+        "prepare", "flags", "profile", "dispatches", "variants", "decide", "report",
+    ]  # fmt: skip
+    assert list(LOCAL_PHASES) == list(PHASES)
+    assert list(SPLIT_PHASES) == list(PHASES)
+
+
+def test_the_phases_run_in_order_and_the_run_is_saved_after_each(tmp_path: Path) -> None:
+    run, ran = _run(tmp_path), []
+    saved: list[tuple[str, list[str]]] = []
+
+    def save(saved_run: ModelTuningRun, phase: Phase) -> None:
+        saved.append((phase.value, list(ran)))
+
+    assert run_phases(run, _recording_bodies(ran), save) is None
+    assert ran == [p.value for p in PHASES]
+    assert saved == [(p.value, [q.value for q in PHASES[: i + 1]]) for i, p in enumerate(PHASES)]
+
+
+def test_a_phase_that_waits_for_the_device_pauses_the_run_after_saving_it(
+    tmp_path: Path,
+) -> None:
+    run, ran = _run(tmp_path, Mode.SPLIT), []
+    saved: list[str] = []
+    pause = run_phases(
+        run, _recording_bodies(ran, Phase.PROFILE), lambda _, phase: saved.append(phase.value)
+    )
+    assert pause == Pause(1)
+    assert ran == saved == ["prepare", "flags", "profile"]
+
+
+def test_an_in_process_run_records_the_phases_done(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    run_phases(run, _recording_bodies([], Phase.DISPATCHES), save_phases_done)
+    assert json.loads((tmp_path / MODEL_RUN_NAME).read_text()) == {
+        "format": MODEL_RUN_FORMAT,
+        "mode": "in-process",
+        "phases_done": ["prepare", "flags", "profile", "dispatches"],
+    }
