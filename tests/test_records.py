@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import replace
 
 from ireetune.core.candidate import make_knobs
@@ -133,3 +134,30 @@ def test_a_tiny_dispatch_timed_call_by_call_is_flagged() -> None:
         [],
     )
     assert "launch overhead is a large part" not in batched
+
+
+def test_results_json_and_the_database_export_keep_the_checks_where_they_always_were() -> None:
+    from ireetune.core.records import record_to_json
+    from ireetune.database.exchange import results_to_json
+    from ireetune.database.store import ResultKey, StoredResult
+
+    checks = [
+        "speedup_low", "speedup_high", "basis", "confirmed", "rounds_ms", "outputs_match",
+        "real_input_speedup", "real_input_low", "real_input_high", "verdict",
+    ]  # fmt: skip
+    assert list(record_to_json(FAST)) == [
+        "candidate_id", "knobs", "status", "heuristic_score", "reason", "spec_path",
+        "binary_path", "binary_hash", "compile_seconds", "device", "times_ms", "median_ms",
+        "min_ms", "max_ms", "spread", "speedup", "stopped_early", "max_abs_error", *checks,
+        "timing", "batch",
+    ]  # fmt: skip
+    stored = StoredResult(
+        ResultKey("3.13", "cpu", "local-task", "matmul", "m"), "{}", "", "measured", "", (1.0,),
+        1.0, 1.0, 1.0, 0.0, 2.0, 2.0, "s", "now", verdict="winner", rule="paired-bootstrap",
+    )  # fmt: skip
+    (row,) = json.loads(results_to_json([stored]))["ireetune_results"]
+    assert list(row) == [
+        "key", "config", "compilation_info", "status", "reason", "times_ms", "median_ms",
+        "min_ms", "max_ms", "spread", "baseline_ms", "speedup", "session", "written_at",
+        *checks, "rule", "origin",
+    ]  # fmt: skip
