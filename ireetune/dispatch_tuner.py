@@ -74,7 +74,7 @@ from ireetune.report.reuse import (
     find_reusable,
     stale_candidates,
 )
-from ireetune.report.summary import render_summary
+from ireetune.report.summary import SummaryHeading, render_summary
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.spec.builder import build_configuration_spec
@@ -367,7 +367,8 @@ def _reuse(
         write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
     recorder = RunRecorder(run_dir, info, {0: baseline, 1: record})
     recorder.save()
-    summary = render_summary(problem.signature, target.name, (baseline, record), stored.baseline_ms or math.nan, 1.0, record, [note], None)  # fmt: skip
+    heading = SummaryHeading(problem.signature, target.name, stored.baseline_ms or math.nan, 1.0)
+    summary = render_summary(heading, (baseline, record), record, [note])
     write_text_atomically(run_dir / "summary.txt", summary)
     return TuneResult(
         run_dir=run_dir, problem=problem, records=(baseline, record), baseline_ms=stored.baseline_ms or 0.0,

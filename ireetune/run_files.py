@@ -158,6 +158,17 @@ _PHRASES = {
     "extra_forbidden": "is not a field of this file",
 }
 
+# The bounds a value broke: pydantic's error type -> (the words, with the bound's place; the
+# bound's name in the error's context).
+_BOUNDS = {
+    "greater_than_equal": ("must be at least {:g}", "ge"),
+    "greater_than": ("must be more than {:g}", "gt"),
+    "less_than_equal": ("must be at most {:g}", "le"),
+    "string_too_short": ("must have at least {} characters", "min_length"),
+    "string_too_long": ("must have at most {} characters", "max_length"),
+    "too_short": ("must hold at least {} items", "min_length"),
+}
+
 
 def _phrase(error: Mapping[str, Any]) -> str:
     """Say what is wrong with one field, in the words of the JSON file."""
@@ -167,18 +178,9 @@ def _phrase(error: Mapping[str, Any]) -> str:
         return _PHRASES[kind]
     if kind == "value_error":
         return str(context.get("error", error["msg"]))
-    if kind == "greater_than_equal":
-        return f"must be at least {context['ge']:g}"
-    if kind == "greater_than":
-        return f"must be more than {context['gt']:g}"
-    if kind == "less_than_equal":
-        return f"must be at most {context['le']:g}"
-    if kind == "string_too_short":
-        return f"must have at least {context['min_length']} characters"
-    if kind == "string_too_long":
-        return f"must have at most {context['max_length']} characters"
-    if kind == "too_short":
-        return f"must hold at least {context['min_length']} items"
+    if kind in _BOUNDS:
+        template, name = _BOUNDS[kind]
+        return template.format(context[name])
     if kind in ("enum", "literal_error"):
         return f"must be {context.get('expected', 'one of the known values')}"
     message = str(error["msg"])

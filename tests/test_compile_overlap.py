@@ -9,7 +9,7 @@ from pathlib import Path
 from ireetune.benchmark.campaign import CampaignSettings, CandidateMeasurement
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.compile.driver import CompileRequest
-from ireetune.compile.overlap import Timeline, compile_and_measure
+from ireetune.compile.overlap import MeasurePlan, Timeline, compile_and_measure
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.executor import LocalExecutor
@@ -70,9 +70,9 @@ def test_measuring_starts_before_the_last_compile_ends(
         assert recorder.records[measurement.candidate_id].status is CandidateStatus.COMPILED
 
     result = compile_and_measure(
-        LocalExecutor(), recorder, CompileBatch(jobs, 1, 120.0), make_job, ["local-task"],
+        LocalExecutor(), recorder, CompileBatch(jobs, 1, 120.0), MeasurePlan(make_job, ["local-task"],
         CampaignSettings(repetitions=2, min_repetition_s=0.005, confirm_rounds=1),
-        on_measured, StageProgress(False), timeline=timeline,
+        on_measured), StageProgress(False), timeline=timeline,
     )  # fmt: skip
     # One compile at a time: the first candidates were measured while later ones compiled.
     assert min(timeline.measured_at.values()) < max(timeline.compiled_at.values())

@@ -219,3 +219,23 @@ def test_building_the_parser_imports_neither_the_compiler_nor_numpy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert completed.stdout == "[]\n"
+
+
+def test_a_stage_takes_its_options_from_the_command_s_same_named_fields() -> None:
+    from ireetune.core.options import options_from
+    from ireetune.profiler.build import BuildOptions
+    from ireetune.profiler.measure import MeasureOptions
+    from ireetune.profiler.options import ProfileOptions
+
+    profile = ProfileOptions(
+        target="cuda:sm_80", generated_dir=Path("sweep"), seed=5, jobs=3, samples=17,
+        benchmark_timeout_s=9.0, compile_timeout_s=33.0, repetitions=4,
+    )  # fmt: skip
+    assert options_from(BuildOptions, profile) == BuildOptions(
+        generated_dir=Path("sweep"), target="cuda:sm_80", jobs=3, seed=5, compile_timeout_s=33.0
+    )
+    assert options_from(MeasureOptions, profile, timeout_s=profile.benchmark_timeout_s) == (
+        MeasureOptions(
+            generated_dir=Path("sweep"), repetitions=4, timeout_s=9.0, samples=17, seed=5
+        )
+    )

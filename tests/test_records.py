@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import replace
 
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
 from ireetune.report.ranking import is_real_improvement, rank_candidates
-from ireetune.report.summary import render_summary
+from ireetune.report.summary import SummaryHeading, render_summary
 
 BASELINE = CandidateRecord(
     0, make_knobs({"vec_m": 8}), CandidateStatus.MEASURED, median_ms=2.0, speedup=1.0, spread=0.02
@@ -58,12 +59,16 @@ def test_improvement_must_beat_noise_and_threshold() -> None:
 
 def test_summary_reports_the_winner_or_says_the_default_stands() -> None:
     records = [BASELINE, FAST, SLOW, BROKEN]
-    won = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", records, 2.0, 0.67, FAST, ["a note"])
+    won = render_summary(
+        SummaryHeading("matmul_8x8x8_f32_f32_f32", "cpu", 2.0, 0.67), records, FAST, ["a note"]
+    )
     assert (
         "best: candidate 1, 2.000x over the default (2.0000 -> 1.0000 ms), outputs verified" in won
     )
     assert "compile success: 67%" in won and "note: a note" in won
-    lost = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", [BASELINE, SLOW], 2.0, 1.0, None, [])
+    lost = render_summary(
+        SummaryHeading("matmul_8x8x8_f32_f32_f32", "cpu", 2.0, 1.0), [BASELINE, SLOW], None, []
+    )
     assert "best: the compiler's default" in lost
 
 
@@ -101,7 +106,9 @@ def test_each_measurement_says_how_it_was_timed() -> None:
     record = record_measurement(CandidateRecord(1, None, CandidateStatus.COMPILED), batched)
     (row,) = csv.DictReader(io.StringIO(render_csv([record])))
     assert (row["timing"], row["batch"]) == ("batched", "4096")
-    summary = render_summary("mmt", "cuda:sm_80", [BASELINE, record], 2.0, 1.0, None, [])
+    summary = render_summary(
+        SummaryHeading("mmt", "cuda:sm_80", 2.0, 1.0), [BASELINE, record], None, []
+    )
     assert (
         "timing: host clock over batches of 4096 dispatches in one call (launch amortised) "
         "(1 measurements)" in summary
@@ -113,12 +120,44 @@ def test_a_tiny_dispatch_timed_call_by_call_is_flagged() -> None:
         0, None, CandidateStatus.MEASURED, median_ms=0.02, speedup=1.0, timing="host-per-call",
         batch=512,
     )  # fmt: skip
-    summary = render_summary("matmul_8x8x8_f32_f32_f32", "cpu", [tiny], 0.02, 1.0, None, [])
+    summary = render_summary(
+        SummaryHeading("matmul_8x8x8_f32_f32_f32", "cpu", 0.02, 1.0), [tiny], None, []
+    )
     assert (
         "timing: the default takes 20.0 us a call, so launch overhead is a large part of every "
         "time and speedups read smaller than they are" in summary
     )
     batched = render_summary(
-        "matmul_8x8x8_f32_f32_f32", "cpu", [replace(tiny, timing="batched")], 0.02, 1.0, None, []
+        SummaryHeading("matmul_8x8x8_f32_f32_f32", "cpu", 0.02, 1.0),
+        [replace(tiny, timing="batched")],
+        None,
+        [],
     )
     assert "launch overhead is a large part" not in batched
+
+
+def test_results_json_and_the_database_export_keep_the_checks_where_they_always_were() -> None:
+    from ireetune.core.records import record_to_json
+    from ireetune.database.exchange import results_to_json
+    from ireetune.database.store import ResultKey, StoredResult
+
+    checks = [
+        "speedup_low", "speedup_high", "basis", "confirmed", "rounds_ms", "outputs_match",
+        "real_input_speedup", "real_input_low", "real_input_high", "verdict",
+    ]  # fmt: skip
+    assert list(record_to_json(FAST)) == [
+        "candidate_id", "knobs", "status", "heuristic_score", "reason", "spec_path",
+        "binary_path", "binary_hash", "compile_seconds", "device", "times_ms", "median_ms",
+        "min_ms", "max_ms", "spread", "speedup", "stopped_early", "max_abs_error", *checks,
+        "timing", "batch",
+    ]  # fmt: skip
+    stored = StoredResult(
+        ResultKey("3.13", "cpu", "local-task", "matmul", "m"), "{}", "", "measured", "", (1.0,),
+        1.0, 1.0, 1.0, 0.0, 2.0, 2.0, "s", "now", verdict="winner", rule="paired-bootstrap",
+    )  # fmt: skip
+    (row,) = json.loads(results_to_json([stored]))["ireetune_results"]
+    assert list(row) == [
+        "key", "config", "compilation_info", "status", "reason", "times_ms", "median_ms",
+        "min_ms", "max_ms", "spread", "baseline_ms", "speedup", "session", "written_at",
+        *checks, "rule", "origin",
+    ]  # fmt: skip

@@ -232,22 +232,35 @@ def _run_device(
         )
     )  # fmt: skip
     try:
-        _run_session(device, baseline_job, share, session, outcomes, settings, earlier, shared)
+        _run_session(
+            _DeviceSession(device, baseline_job, share, session, outcomes, settings),
+            earlier,
+            shared,
+        )
     finally:
         session.close()
         outcomes.close()
 
 
+@dataclass(frozen=True)
+class _DeviceSession:
+    """One device's worker session: the device's share of the jobs as they arrive, the session's
+    own feed (the baseline first) and the outcomes it streams back, with the device's settings."""
+
+    device: str
+    baseline_job: BenchmarkJob
+    share: JobFeed
+    session: JobFeed
+    outcomes: Generator[BenchmarkOutcome, None, None]
+    settings: CampaignSettings
+
+
 def _run_session(
-    device: str,
-    baseline_job: BenchmarkJob,
-    share: JobFeed,
-    session: JobFeed,
-    outcomes: Generator[BenchmarkOutcome, None, None],
-    settings: CampaignSettings,
-    earlier: Sequence[EarlierResult],
-    shared: _Shared,
+    device_session: _DeviceSession, earlier: Sequence[EarlierResult], shared: _Shared
 ) -> None:
+    device, share, session = device_session.device, device_session.share, device_session.session
+    outcomes, settings = device_session.outcomes, device_session.settings
+    baseline_job = device_session.baseline_job
     results, baselines, notes = shared.results, shared.baselines, shared.notes
     measured, lock = shared.measured, shared.lock
     before = next(outcomes)

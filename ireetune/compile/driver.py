@@ -20,7 +20,7 @@ import enum
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ireetune.tools import find_tool, first_error_line, run_tool
 
@@ -97,30 +97,28 @@ class CompileResult:
         return self.returncode < 0 or "Stack dump:" in self.stderr
 
 
+class RequestOptions(TypedDict, total=False):
+    """What a request asks beyond its source, its output and its target: the `CompileRequest`
+    fields a stage chooses (the target's own flags and spec flag come from the target)."""
+
+    phase_flags: tuple[str, ...]
+    spec_path: Path | None
+    default_specs: bool
+    dumps: tuple[tuple[str, Path], ...]
+    timeout_s: float | None
+    reproducer_path: Path | None
+
+
 def build_request(
-    target: Target,
-    source_path: Path,
-    output_path: Path,
-    *,
-    phase_flags: tuple[str, ...] = (),
-    spec_path: Path | None = None,
-    default_specs: bool = False,
-    dumps: tuple[tuple[str, Path], ...] = (),
-    timeout_s: float | None = None,
-    reproducer_path: Path | None = None,
+    target: Target, source_path: Path, output_path: Path, **options: Unpack[RequestOptions]
 ) -> CompileRequest:
     """Return the request that compiles `source_path` for `target` (its flags and spec flag)."""
     return CompileRequest(
         source_path=source_path,
         output_path=output_path,
         target_flags=tuple(target.compile_flags()),
-        phase_flags=phase_flags,
         spec_flag=target.spec_flag,
-        spec_path=spec_path,
-        default_specs=default_specs,
-        dumps=dumps,
-        timeout_s=timeout_s,
-        reproducer_path=reproducer_path,
+        **options,
     )
 
 

@@ -48,16 +48,25 @@ class Timeline:
     measured_at: dict[int, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class MeasurePlan:
+    """How the new binaries are measured: the job each compiled candidate becomes, the devices
+    and settings of the campaign, who sees each first-pass measurement (on the calling thread),
+    and the earlier results that take part in the confirmation."""
+
+    make_job: Callable[[CandidateRecord], BenchmarkJob]
+    devices: Sequence[str]
+    settings: CampaignSettings
+    on_measured: Callable[[CandidateMeasurement], None]
+    earlier: Sequence[EarlierResult] = ()
+
+
 def compile_and_measure(
     executor: Executor,
     recorder: RunRecorder,
     batch: CompileBatch,
-    make_job: Callable[[CandidateRecord], BenchmarkJob],
-    devices: Sequence[str],
-    settings: CampaignSettings,
-    on_measured: Callable[[CandidateMeasurement], None],
+    plan: MeasurePlan,
     progress: StageProgress,
-    earlier: Sequence[EarlierResult] = (),
     timeline: Timeline | None = None,
 ) -> CampaignResult:
     """Compile every job of the batch and measure each new binary while the others still
@@ -65,8 +74,9 @@ def compile_and_measure(
 
     The baseline (candidate 0) must be among the jobs: it is compiled first and its binary is
     the campaign's baseline; a baseline that does not compile stops the run. Every record is
-    updated on the calling thread (`on_measured` too) and saved as it changes.
+    updated on the calling thread (`plan.on_measured` too) and saved as it changes.
     """
+    make_job, on_measured = plan.make_job, plan.on_measured
     compile_jobs = batch.jobs
     assert compile_jobs and compile_jobs[0].candidate_id == 0, "the baseline compiles first"
     timeline = timeline if timeline is not None else Timeline()
@@ -85,10 +95,10 @@ def compile_and_measure(
                     executor,
                     make_job(recorder.records[0]),
                     feed,
-                    devices,
-                    settings,
+                    plan.devices,
+                    plan.settings,
                     on_measured=measured.put,
-                    earlier=earlier,
+                    earlier=plan.earlier,
                 )  # fmt: skip
             )
         except BaseException as error:  # Re-raised on the calling thread.

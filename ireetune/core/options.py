@@ -123,3 +123,12 @@ def options_from_arguments(
             value = tuple(value)
         values[field.name] = value
     return options_class(**values)
+
+
+def options_from(options_class: type[OptionsT], source: object, **values: Any) -> OptionsT:
+    """Build `options_class` (a stage's options) from the same-named fields of `source` (a
+    command's options); `values` gives the fields `source` names otherwise."""
+    for field in dataclasses.fields(options_class):  # type: ignore[arg-type]
+        if field.name not in values:
+            values[field.name] = getattr(source, field.name)
+    return options_class(**values)

@@ -7,7 +7,7 @@ import enum
 import io
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +41,44 @@ class CandidateStatus(enum.Enum):
     WRONG = "wrong"
 
 
+@dataclass(frozen=True, kw_only=True)
+class CandidateChecks:
+    """The decision stage's facts and conclusion about a candidate (ireetune/decision), the same
+    in a run's records and in the database's rows: the speedup's confidence interval and what it
+    was measured on, the confirmation rounds, the output check, the real-input check where the
+    target decides there, and the verdict."""
+
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    basis: str = ""
+    confirmed: bool = False
+    rounds_ms: tuple[tuple[float, ...], ...] = ()
+    outputs_match: bool | None = None
+    real_input_speedup: float | None = None
+    real_input_low: float | None = None
+    real_input_high: float | None = None
+    verdict: str = ""
+
+
+CHECK_FIELDS = tuple(f.name for f in fields(CandidateChecks))
+
+
+def place_checks_after(data: dict[str, Any], field_name: str) -> dict[str, Any]:
+    """Return a record's `asdict` form with its checks (first there, as the base class's fields)
+    moved after `field_name`, where the files have always had them."""
+    placed: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in CHECK_FIELDS:
+            placed[name] = value
+        if name == field_name:
+            placed.update((check, data[check]) for check in CHECK_FIELDS)
+    return placed
+
+
 @dataclass(frozen=True)
-class CandidateRecord:
-    """Everything known about one candidate. Candidate 0 is the compiler's default."""
+class CandidateRecord(CandidateChecks):
+    """Everything known about one candidate. Candidate 0 is the compiler's default; its checks
+    (the base class's fields, keyword-only) follow its timings in results.json."""
 
     candidate_id: int
     knobs: Knobs | None
@@ -63,19 +98,6 @@ class CandidateRecord:
     speedup: float | None = None
     stopped_early: bool = False
     max_abs_error: float | None = None
-    # The decision stage's facts and conclusion (ireetune/decision): the speedup's confidence
-    # interval and what it was measured on, the output check, the real-input check where the
-    # target decides there, and the verdict with the rule that reached it.
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    basis: str = ""
-    confirmed: bool = False
-    rounds_ms: tuple[tuple[float, ...], ...] = ()
-    outputs_match: bool | None = None
-    real_input_speedup: float | None = None
-    real_input_low: float | None = None
-    real_input_high: float | None = None
-    verdict: str = ""
     # How the times were taken (benchmark/timing.py) and how many dispatches one timed call held.
     timing: str = ""
     batch: int = 0
@@ -167,7 +189,7 @@ def render_csv(records: Sequence[CandidateRecord]) -> str:
 
 def record_to_json(record: CandidateRecord) -> dict[str, Any]:
     """Return a JSON-ready dict of a record (knobs as a mapping, status as its value)."""
-    data = asdict(record)
+    data = place_checks_after(asdict(record), "max_abs_error")
     data["status"] = record.status.value
     data["knobs"] = dict(record.knobs) if record.knobs is not None else None
     data["times_ms"] = list(record.times_ms)

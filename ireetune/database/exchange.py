@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.records import place_checks_after
 from ireetune.database.store import (
     IMPORTED_ORIGIN,
     StoredResult,
@@ -76,7 +77,10 @@ def render_results_csv(results: Sequence[StoredResult]) -> str:
 
 def results_to_json(results: Sequence[StoredResult]) -> str:
     """Serialise results to JSON (the format `db import` reads)."""
-    payload = [{**asdict(r), "times_ms": list(r.times_ms)} for r in results]
+    payload = [
+        {**place_checks_after(asdict(r), "written_at"), "times_ms": list(r.times_ms)}
+        for r in results
+    ]
     return json.dumps({"ireetune_results": payload}, indent=1) + "\n"
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import CandidateStatus
+from ireetune.core.records import CandidateChecks, CandidateStatus
 from ireetune.database.schema import (
     connect_read_only,
     inspect_database_file,
@@ -110,8 +110,9 @@ class ResultKey:
 
 
 @dataclass(frozen=True)
-class StoredResult:
-    """One row of the results table."""
+class StoredResult(CandidateChecks):
+    """One row of the results table; its checks (the base class's fields, keyword-only) are the
+    candidate record's, with the rule that reached the verdict."""
 
     key: ResultKey
     config: str
@@ -127,16 +128,6 @@ class StoredResult:
     speedup: float | None
     session: str
     written_at: str
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    basis: str = ""
-    confirmed: bool = False
-    rounds_ms: tuple[tuple[float, ...], ...] = ()
-    outputs_match: bool | None = None
-    real_input_speedup: float | None = None
-    real_input_low: float | None = None
-    real_input_high: float | None = None
-    verdict: str = ""
     rule: str = ""
     origin: str = LOCAL_ORIGIN
 

@@ -18,7 +18,7 @@ from ireetune.problem.family import Problem
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.replay import replay_command
 from ireetune.report.result import TuneResult
-from ireetune.report.summary import render_summary
+from ireetune.report.summary import SummaryHeading, render_summary
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,11 @@ def write_verdict(
     recorder.info["notes"] = notes
     recorder.save()
     records = tuple(recorder.ordered())
-    summary = render_summary(
-        outline.problem.signature, outline.target_name, records, outline.baseline_ms,
-        outline.compile_success_rate, best, notes, decision,
+    heading = SummaryHeading(
+        outline.problem.signature, outline.target_name, outline.baseline_ms,
+        outline.compile_success_rate,
     )  # fmt: skip
+    summary = render_summary(heading, records, best, notes, decision)
     write_text_atomically(run_dir / "summary.txt", summary)
     return TuneResult(
         run_dir=run_dir, problem=outline.problem, records=records, baseline_ms=outline.baseline_ms,

@@ -30,7 +30,7 @@ from ireetune.benchmark.campaign import (
 from ireetune.benchmark.outcomes import apply_campaign, record_measurement
 from ireetune.benchmark.runner import BenchmarkJob
 from ireetune.compile.driver import CompileRequest, build_request
-from ireetune.compile.overlap import compile_and_measure
+from ireetune.compile.overlap import MeasurePlan, compile_and_measure
 from ireetune.compile.pool import CompileBatch
 from ireetune.compile.stage import (
     classify_binaries,
@@ -358,10 +358,11 @@ def _compile_and_benchmark(
     progress: StageProgress,
 ) -> CampaignResult:
     """Compile every candidate and measure each while the rest compile (compile/overlap.py)."""
-    result = compile_and_measure(
-        executor, recorder, batch, _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
-        _recording(recorder, None), progress,
+    plan = MeasurePlan(
+        _job_maker(recorder.run_dir, reference), devices, campaign_settings(options),
+        _recording(recorder, None),
     )  # fmt: skip
+    result = compile_and_measure(executor, recorder, batch, plan, progress)
     _fold_campaign(recorder, result)
     return result
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ireetune.core.options import options_from
 from ireetune.errors import IreetuneError
 from ireetune.profiler.configs import compile_patterns, is_selected
 from ireetune.profiler.manifest import Manifest, read_manifest
@@ -48,45 +49,15 @@ def run_profile(operations: Sequence[Operation], options: ProfileOptions) -> Pro
                 )
         from ireetune.profiler.build import BuildOptions, build_dispatches
 
-        manifest = build_dispatches(
-            executor,
-            operations,
-            BuildOptions(
-                generated_dir=options.generated_dir,
-                target=options.target,
-                configs=options.configs,
-                dispatch_patterns=options.dispatch_patterns,
-                jobs=options.jobs,
-                seed=options.seed,
-                compile_timeout_s=options.compile_timeout_s,
-                device=options.device,
-                show_progress=options.show_progress,
-            ),
-        )
+        manifest = build_dispatches(executor, operations, options_from(BuildOptions, options))
         if not manifest.dispatches:
             raise IreetuneError("no dispatch matches --dispatches")
         if options.phase is Phase.COMPILE:
             return ProfileResult(manifest)
     else:
         manifest = _select(read_manifest(options.generated_dir), options.dispatch_patterns)
-    results = measure_dispatches(
-        executor,
-        manifest,
-        MeasureOptions(
-            generated_dir=options.generated_dir,
-            device=options.device,
-            verify=options.verify,
-            profile=options.profile,
-            repetitions=options.repetitions,
-            min_repetition_s=options.min_repetition_s,
-            timeout_s=options.benchmark_timeout_s,
-            samples=options.samples,
-            seed=options.seed,
-            vendor=options.vendor,
-            peak_gflops=options.peak_gflops,
-            show_progress=options.show_progress,
-        ),
-    )
+    measure_options = options_from(MeasureOptions, options, timeout_s=options.benchmark_timeout_s)
+    results = measure_dispatches(executor, manifest, measure_options)
     return ProfileResult(manifest, tuple(results))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ireetune.benchmark.timing import TimingKind
 from ireetune.core.candidate import format_knobs
@@ -46,18 +47,28 @@ def _timing_lines(records: Sequence[CandidateRecord]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class SummaryHeading:
+    """What a summary opens with: the problem, the target, how the default ran (median of the
+    baseline's time) and the share of candidates that compiled."""
+
+    problem_signature: str
+    target_name: str
+    baseline_ms: float
+    compile_success_rate: float
+
+
 def render_summary(
-    problem_signature: str,
-    target_name: str,
+    heading: SummaryHeading,
     records: Sequence[CandidateRecord],
-    baseline_ms: float,
-    compile_success_rate: float,
     best: CandidateRecord | None,
     notes: Sequence[str],
     decision: Decision | None = None,
     top: int = 10,
 ) -> str:
     """Render the run summary: counts, the top candidates table and the verdict."""
+    problem_signature, target_name = heading.problem_signature, heading.target_name
+    baseline_ms, compile_success_rate = heading.baseline_ms, heading.compile_success_rate
     baseline = next(r for r in records if r.is_baseline)
     lines = [
         f"problem: {problem_signature}   target: {target_name}",

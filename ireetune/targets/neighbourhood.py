@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.targets.z3_enumerate import SpaceBuilder, satisfies
@@ -66,27 +67,37 @@ def distance_to(knobs: Knobs, default: Knobs) -> float:
     )
 
 
+@dataclass(frozen=True)
+class Neighbourhood:
+    """How a space searches near the default: its hard constraints with the default's values in
+    their domains, the knobs' domains, how many neighbours to propose, and where to centre them
+    (the default itself unless `centre` moves it)."""
+
+    hard_constraints: Callable[[Knobs], SpaceBuilder]
+    domains: Mapping[str, Sequence[int]]
+    limit: int
+    centre: Callable[[Knobs], Knobs] | None = None
+
+
 def enumerate_near_default_first(
     walk: Sequence[SpaceBuilder],
     seed: int,
     default: Knobs | None,
     known: Sequence[Knobs],
-    hard_constraints: Callable[[Knobs], SpaceBuilder],
-    domains: Mapping[str, Sequence[int]],
-    limit: int,
-    centre: Callable[[Knobs], Knobs] | None = None,
+    neighbourhood: Neighbourhood,
 ) -> Iterator[Knobs]:
     """Yield configurations lazily: when the default is known, a centre (the default itself
-    unless `centre` moves it) and up to `limit` of its neighbours that satisfy
-    `hard_constraints(default)` (the space's constraints with the default's values in their
-    domains), then a seeded walk over the first satisfiable space of `walk`. The default itself
-    is never yielded: it is the baseline."""
+    unless `neighbourhood.centre` moves it) and up to `neighbourhood.limit` of its neighbours
+    that satisfy `neighbourhood.hard_constraints(default)`, then a seeded walk over the first
+    satisfiable space of `walk`. The default itself is never yielded: it is the baseline."""
     first: list[Knobs] = []
     if default is not None:
-        hard = hard_constraints(default)
+        hard = neighbourhood.hard_constraints(default)
+        centre = neighbourhood.centre
         middle = centre(default) if centre is not None else default
         if middle != default and satisfies(hard, middle):
             first.append(middle)
-        near = default_neighbours(middle, with_values(domains, default), hard, limit)
+        domains = with_values(neighbourhood.domains, default)
+        near = default_neighbours(middle, domains, hard, neighbourhood.limit)
         first += [knobs for knobs in near if knobs != default]
     return enumerate_z3_space(walk, seed, default, known, first=first)

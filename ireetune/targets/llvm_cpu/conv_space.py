@@ -28,6 +28,7 @@ from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilati
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
+    Neighbourhood,
     distance_to,
     enumerate_near_default_first,
     with_values,
@@ -185,11 +186,13 @@ def enumerate_conv_space(
         seed,
         excluded,
         known,
-        lambda default: (
-            lambda context: build_conv_constraints(sizes, facts, False, context, False, default)
+        Neighbourhood(
+            lambda default: (
+                lambda context: build_conv_constraints(sizes, facts, False, context, False, default)
+            ),
+            conv_domains(sizes),
+            _MAX_NEIGHBOURS,
         ),
-        conv_domains(sizes),
-        _MAX_NEIGHBOURS,
     )
 
 

@@ -11,6 +11,7 @@ the model starts from what it knows and learns where it is wrong.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ireetune.core.candidate import Knobs
 from ireetune.targets.llvm_cpu.conv_space import CpuConvSizes, score_conv_candidate
@@ -62,22 +63,37 @@ def _padding(extent: int, tile: int) -> float:
     return math.ceil(extent / tile) * tile / extent - 1.0
 
 
-def _shared_features(
-    facts: CpuFacts,
-    m: int,
-    n: int,
-    k: int,
-    outer: int,
-    input_bytes: int,
-    accumulator_bytes: int,
-    vec_m: int,
-    vec_n: int,
-    vec_k: int,
-    dist_m: int,
-    dist_n: int,
-    tiles: int,
-    distribution_bytes: float,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class GemmView:
+    """A problem seen as a GEMM: M x N outputs over K, `outer` times, with its element sizes."""
+
+    m: int
+    n: int
+    k: int
+    outer: int
+    input_bytes: int
+    accumulator_bytes: int
+
+
+@dataclass(frozen=True)
+class GemmTiling:
+    """A candidate's tiles on the GEMM view: the vector tile, the distribution tile, how many
+    distribution tiles there are, and the bytes one of them touches."""
+
+    vec_m: int
+    vec_n: int
+    vec_k: int
+    dist_m: int
+    dist_n: int
+    tiles: int
+    distribution_bytes: float
+
+
+def _shared_features(facts: CpuFacts, gemm: GemmView, tiling: GemmTiling) -> dict[str, float]:
+    m, n, k, outer = gemm.m, gemm.n, gemm.k, gemm.outer
+    input_bytes, accumulator_bytes = gemm.input_bytes, gemm.accumulator_bytes
+    vec_m, vec_n, vec_k = tiling.vec_m, tiling.vec_n, tiling.vec_k
+    dist_m, dist_n, tiles = tiling.dist_m, tiling.dist_n, tiling.tiles
     lanes = max(1, facts.native_vector_bytes // accumulator_bytes)
     registers_n = -(-vec_n // lanes)
     accumulators = vec_m * registers_n
@@ -108,7 +124,7 @@ def _shared_features(
         "tiles_per_thread_log": _log2(tiles / facts.threads),
         "imbalance": math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0,
         "l1_use": micro_kernel_bytes / facts.l1_bytes,
-        "l2_use": distribution_bytes / facts.l2_bytes,
+        "l2_use": tiling.distribution_bytes / facts.l2_bytes,
         "dist_m_fraction": min(dist_m, m) / m,
         "dist_n_fraction": min(dist_n, n) / n,
     }
@@ -123,11 +139,13 @@ def contraction_features(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) 
     distribution_bytes = (dist_m + dist_n) * panel * sizes.input_bytes + (
         dist_m * dist_n * sizes.accumulator_bytes
     )
-    features = _shared_features(
-        facts, sizes.m, sizes.n, sizes.k, sizes.outer_parallel, sizes.input_bytes,
-        sizes.accumulator_bytes, values["vec_m"], values["vec_n"], values["vec_k"], dist_m,
-        dist_n, tiles, distribution_bytes,
-    )  # fmt: skip
+    gemm = GemmView(
+        sizes.m, sizes.n, sizes.k, sizes.outer_parallel, sizes.input_bytes, sizes.accumulator_bytes
+    )
+    tiling = GemmTiling(
+        values["vec_m"], values["vec_n"], values["vec_k"], dist_m, dist_n, tiles, distribution_bytes
+    )
+    features = _shared_features(facts, gemm, tiling)
     features.update(
         is_convolution=0.0,
         log_dist_oh=0.0,
@@ -157,11 +175,15 @@ def convolution_features(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
         + dist_f * panel * sizes.kh * sizes.kw * sizes.input_bytes
         + dist_f * dist_oh * dist_ow * sizes.accumulator_bytes
     )
-    features = _shared_features(
-        facts, sizes.ow, sizes.f, sizes.c, sizes.batch * sizes.oh, sizes.input_bytes,
-        sizes.accumulator_bytes, values["vec_ow"], values["vec_f"], values["vec_c"], dist_ow,
-        dist_f, tiles, distribution_bytes,
+    gemm = GemmView(
+        sizes.ow, sizes.f, sizes.c, sizes.batch * sizes.oh, sizes.input_bytes,
+        sizes.accumulator_bytes,
     )  # fmt: skip
+    tiling = GemmTiling(
+        values["vec_ow"], values["vec_f"], values["vec_c"], dist_ow, dist_f, tiles,
+        distribution_bytes,
+    )  # fmt: skip
+    features = _shared_features(facts, gemm, tiling)
     features.update(
         is_convolution=1.0,
         log_dist_oh=_log2(dist_oh),

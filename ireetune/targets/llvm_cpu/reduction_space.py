@@ -41,6 +41,7 @@ from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilati
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
+    Neighbourhood,
     distance_to,
     enumerate_near_default_first,
     with_values,
@@ -189,12 +190,14 @@ def enumerate_reduction_space(
         seed,
         excluded,
         known,
-        lambda default: (
-            lambda context: build_reduction_constraints(sizes, facts, False, context, default)
+        Neighbourhood(
+            lambda default: (
+                lambda context: build_reduction_constraints(sizes, facts, False, context, default)
+            ),
+            reduction_domains(sizes),
+            _MAX_NEIGHBOURS,
+            centre=lambda default: compute_anchor(sizes, default),
         ),
-        reduction_domains(sizes),
-        _MAX_NEIGHBOURS,
-        centre=lambda default: compute_anchor(sizes, default),
     )
 
 
