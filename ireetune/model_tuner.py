@@ -25,9 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ireetune.compile.driver import (
-    DEFAULT_SPECS_FLAG,
-)
+from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import FlagSpace
@@ -53,9 +51,9 @@ from ireetune.flags.model_search import (
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.frontend.model_import import export_torch_module, import_model
-from ireetune.frontend.model_inputs import (
-    parse_input_spec,
-)
+from ireetune.frontend.model_inputs import parse_input_spec
+from ireetune.model.deployment import report_deployment
+from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import (
     DispatchProfile,
     HotSet,
@@ -221,6 +219,7 @@ def _tune_model(
 
     profiles = _profile_dispatches(executor, model, run_dir, options, device)
     hot = select_hot_dispatches(profiles, default_ms, options.coverage, options.max_dispatches)
+    hot, skipped = skip_small_dispatches(hot, MODEL_RULE.threshold)
     write_profile(run_dir, hot)
 
     candidates_by_dispatch: dict[str, list[Path]] = {}
@@ -228,7 +227,7 @@ def _tune_model(
     winners: dict[str, Path] = {}
     # Per spec: (default ms, candidate ms) from the same tuning session of that dispatch.
     session_ms: dict[Path, tuple[float, float]] = {}
-    dispatch_notes: dict[str, str] = {}
+    dispatch_notes: dict[str, str] = dict(skipped)
     for profile in hot.selected:
         if options.time_budget_s is not None and time.monotonic() - started > options.time_budget_s:
             dispatch_notes[profile.name] = "not tuned: time budget spent"
@@ -409,6 +408,7 @@ def _tune_model(
         final_estimate, target.global_flags, flag_search, tuned_flags_path, combined, mlir_path,
     )  # fmt: skip
     _write_report(run_dir, options, hot, model_result, time.monotonic() - started)
+    report_deployment(model, options, original_vmfb, model_result)
     return model_result
 
 

@@ -63,6 +63,7 @@ from ireetune.handoff.model_folder import (
     results_name,
     write_device_manifest,
 )
+from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import (
     DispatchProfile,
     HotSet,
@@ -507,6 +508,8 @@ def _hot_set(run_dir: Path, state: dict[str, Any], options: ModelTuneOptions) ->
     hot = select_hot_dispatches(
         profiles, profile["model_ms"], options.coverage, options.max_dispatches
     )
+    hot, skipped = skip_small_dispatches(hot, MODEL_RULE.threshold)
+    state.setdefault("dispatch_notes", {}).update(skipped)
     write_profile(run_dir, hot)
     return hot
 
