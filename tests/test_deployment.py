@@ -16,14 +16,24 @@ from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.decision.medians import Estimate
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, SpeedupEstimate
+from ireetune.executor import ExecutorKind
 from ireetune.flags.trials import FlagSearchResult
-from ireetune.model.deployment import build_deployment, facts_of, write_deployment
+from ireetune.model import deployment as deployment_module
+from ireetune.model.deployment import (
+    build_deployment,
+    compare_run_with_onnxruntime,
+    facts_of,
+    write_deployment,
+)
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
 from ireetune.model.ort_worker import ONNXRUNTIME
+from ireetune.model.prepare import ModelUnderTuning
+from ireetune.model_options import ModelTuneOptions
 from ireetune.model_tuner import ModelTuneResult
 from ireetune.report.deployment import deployment_from_report, render_deployment_lines
 from ireetune.report.html_report import render_model_report
 from ireetune.report.run_view import read_model_run
+from ireetune.targets import parse_target
 
 FLAGS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 
@@ -190,3 +200,56 @@ def test_tune_an_onnx_model_gates_small_dispatches_and_compares_with_onnxruntime
     assert report["deployment"]["headline"] in (run_dir / "report.html").read_text().replace(
         "&#39;", "'"
     )
+
+
+def _model(device: str = "local-task") -> ModelUnderTuning:
+    return ModelUnderTuning(
+        Path("m.mlir"), "main", Path("inputs.npz"), parse_target("cpu"), False, device
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "device", "installed", "line"),
+    [
+        (
+            {"model_path": Path("m.onnx")}, "local-task", False,
+            "unavailable: onnxruntime is not installed (pip install 'ireetune[ort]')",
+        ),
+        (
+            {"model_path": Path("m.onnx"), "compare_onnxruntime": False}, "local-task", True,
+            "not run: turned off (--no-onnxruntime)",
+        ),
+        ({"model_path": Path("m.mlir")}, "local-task", True, "not run: the model is not an .onnx file"),
+        (
+            {"model_path": Path("m.onnx")}, "local-sync", True,
+            "not run: it runs on the CPU's local-task device; this run's is local-sync",
+        ),
+        (
+            {"model_path": Path("m.onnx"), "executor": ExecutorKind.RAY}, "local-task", True,
+            "not run: it runs on this host; this run measured with --executor ray",
+        ),
+    ],
+)  # fmt: skip
+def test_a_comparison_that_cannot_be_made_says_why_in_one_line(
+    options: dict[str, object],
+    device: str,
+    installed: bool,
+    line: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not installed:
+        monkeypatch.setattr(deployment_module, "onnxruntime_version", lambda: None)
+    facts = facts_of(_flags_only_result(tmp_path), ())
+    comparison = compare_run_with_onnxruntime(
+        _model(device),
+        ModelTuneOptions(**options),
+        tmp_path / "d.vmfb",
+        facts,
+        tmp_path / "ort",  # type: ignore[arg-type]
+    )
+    assert comparison.describe() == line
+    # Nothing was compiled or timed, and the report goes on with one line for it.
+    assert not (tmp_path / "ort").exists()
+    lines = render_deployment_lines(build_deployment(facts, comparison))
+    assert lines[-1] == f"  onnxruntime: {line}"
