@@ -107,14 +107,14 @@ class OrtComparison:
             )
         if self.status is not OrtStatus.MEASURED:
             return f"{self.status.value}: {self.reason}"
-        parts = [
-            f"{name} {estimate.describe('x')} ONNX Runtime's time"
+        ratios = ", ".join(
+            f"{name} takes {estimate.describe('x')} its time"
             for name, estimate in self.ratios.items()
-        ]
+        )
         return (
-            f"ONNX Runtime {self.medians[ONNXRUNTIME].describe('ms')}; " + ", ".join(parts) + f" "
-            f"(above 1: IREE slower; {self.threads} threads each, {self.rounds} interleaved rounds "
-            f"of {self.calls} calls, 95% intervals)"
+            f"median {self.medians[ONNXRUNTIME].describe('ms')}; {ratios} (above 1: IREE slower; "
+            f"threads: {self.threads} each; {self.rounds} interleaved rounds of {self.calls} calls; "
+            "95% intervals)"
         )
 
     def to_json(self) -> dict[str, Any]:
