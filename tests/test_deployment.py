@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -257,3 +258,20 @@ def test_a_comparison_that_cannot_be_made_says_why_in_one_line(
     assert not (tmp_path / "ort").exists()
     lines = render_deployment_lines(build_deployment(facts, comparison))
     assert lines[-1] == f"  onnxruntime: {line}"
+
+
+def test_the_comparison_reuses_the_tuned_binary_the_run_compiled(tmp_path: Path) -> None:
+    result = _flags_only_result(tmp_path)
+    assert result.flag_search is not None
+    flags_binary = tmp_path / "flags" / "winner.vmfb"
+    with_winner = replace(
+        result, flag_search=replace(result.flag_search, winner_binary=flags_binary)
+    )
+    assert facts_of(with_winner, ()).tuned_vmfb == flags_binary
+    # Flags and a spec: the final check's RUN/tuned.vmfb; a spec alone: compiled again.
+    with_spec = replace(with_winner, tuned_spec_path=tmp_path / "tuned_spec.mlir")
+    assert facts_of(with_spec, ()).tuned_vmfb is None
+    (tmp_path / "tuned.vmfb").write_bytes(b"")
+    assert facts_of(with_spec, ()).tuned_vmfb == tmp_path / "tuned.vmfb"
+    spec_only = replace(with_spec, flag_search=None, flags=())
+    assert facts_of(spec_only, ()).tuned_vmfb is None

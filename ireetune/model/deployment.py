@@ -66,6 +66,8 @@ class DeploymentFacts:
     # The untouched default against flags and spec together, side by side.
     combined: SpeedupEstimate | None
     runtime_flags: tuple[str, ...] = ()
+    # The tuned model's binary where the run already compiled it (flags and spec as kept).
+    tuned_vmfb: Path | None = None
 
 
 def _speedup(estimate: SpeedupEstimate | None) -> Speedup | None:
@@ -171,12 +173,14 @@ def compare_run_with_onnxruntime(
         )
     work_dir.mkdir(parents=True, exist_ok=True)
     variants = [(IREE_DEFAULT, default_vmfb)]
-    if facts.flags or facts.spec_path is not None:
+    tuned_vmfb = facts.tuned_vmfb
+    if (facts.flags or facts.spec_path is not None) and tuned_vmfb is None:
         # The model's target carries the tuned flags; the spec is compiled in as the run kept it.
         tuned_vmfb = work_dir / "tuned.vmfb"
         error = model.compile(facts.spec_path, tuned_vmfb)
         if error:
             return OrtComparison(OrtStatus.FAILED, f"the tuned model did not compile: {error}")
+    if tuned_vmfb is not None:
         variants.append((IREE_TUNED, tuned_vmfb))
     return compare_with_onnxruntime(
         OrtComparisonRequest(
@@ -203,6 +207,13 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         default_ms = flags_estimate.baseline_ms
     else:
         default_ms = result.default_ms
+    # The flow keeps the flags' winner, and flags with a spec as RUN/tuned.vmfb (_finish_flags);
+    # a spec alone is compiled again.
+    tuned_vmfb = None
+    if flags_kept and result.tuned_spec_path is None and search is not None:
+        tuned_vmfb = search.winner_binary
+    elif flags_kept and (result.run_dir / "tuned.vmfb").is_file():
+        tuned_vmfb = result.run_dir / "tuned.vmfb"
     spec_note = next(
         (n for n in result.notes if "spec" in n), "no dispatch spec made the model faster"
     )
@@ -215,6 +226,7 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         spec_note=spec_note,
         combined=result.combined,
         runtime_flags=tuple(runtime_flags),
+        tuned_vmfb=tuned_vmfb,
     )
 
 
