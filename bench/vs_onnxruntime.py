@@ -17,8 +17,10 @@ Three subcommands:
         --json-dir runs/zoo/figures
 
 How `measure` times. Each model is imported with `iree-import-onnx` and compiled with
-`iree-compile` for llvm-cpu (`--iree-llvmcpu-target-cpu=host`), then loaded in-process with
-`iree.runtime` on the `local-task` device; ONNX Runtime runs the same .onnx file on its CPU
+`iree-compile` for llvm-cpu (`--iree-llvmcpu-target-cpu=host`); the checking and timing are
+ireetune's own (`ireetune/model/ort_compare.py`, the comparison `ireetune tune` makes at the end
+of an ONNX model's run): one worker process loads the binaries with `iree.runtime` on the
+`local-task` device, and ONNX Runtime runs the same .onnx file on its CPU
 provider with `intra_op_num_threads` equal to IREE's worker count (read from
 `iree-run-module --dump_task_topologies` under the same runtime flags). All variants get the same
 seeded inputs. Each is called once and its outputs compared with ONNX Runtime's (f32:
@@ -30,19 +32,19 @@ threads park before IREE runs), so a slow drift of the machine moves all of them
 
 The figures: each variant's median call time and the ratios IREE / ONNX Runtime (above 1: IREE
 is slower), each with a 95% interval from a two-level bootstrap over rounds (resample whole
-rounds, then the calls inside each; the method of ireetune's decision/stats.py), and each
+rounds, then the calls inside each; ireetune's decision/medians.py), and each
 variant's median over its fastest call. The header records the load average at start and end
 (figures are only worth recording when it is below 1), the CPU model, the thread counts and the
 versions. `--runtime-flags` are IREE runtime flags (one per line, e.g.
-`--task_topology_max_group_count=2`); the runtime reads them process-wide, so they apply to both
-IREE variants, and ONNX Runtime's thread count follows the worker count they give.
+`--task_topology_max_group_count=2`); the worker parses them before it opens the device, so
+they apply to both IREE variants, and ONNX Runtime's thread count follows the worker count they
+give.
 
-`all` runs `measure` in a fresh process per model (runtime flags are process-wide), then prints
+`all` runs `measure` in a fresh process per model, then prints
 one markdown row per model and the geometric mean of the ratios with its interval.
 
-Needs `onnxruntime` (an optional extra, `pip install onnxruntime`), `onnx`, `iree-base-compiler`
-and `iree-base-runtime`. The tools are called by name, so this script needs nothing of ireetune
-but bench/real_weights.py (for the zoo's CNNs).
+Needs ireetune with its `ort` extra (`pip install 'ireetune[ort]'`: onnxruntime), `onnx`,
+`iree-base-compiler` and `iree-base-runtime`, and bench/real_weights.py (for the zoo's CNNs).
 """
 
 from __future__ import annotations
@@ -53,13 +55,11 @@ import json
 import math
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,14 +67,22 @@ from typing import Any
 
 import numpy as np
 
+from ireetune.core.input_archive import write_input_archive
+from ireetune.decision.medians import Estimate, bootstrap_medians, compare_side_by_side, summarize
+from ireetune.frontend.dispatches import read_mlir_file
+from ireetune.frontend.model_inputs import read_entry_signature
+from ireetune.model.ort_compare import (
+    IREE_DEFAULT,
+    IREE_TUNED,
+    OrtComparison,
+    OrtComparisonRequest,
+    OrtStatus,
+    compare_with_onnxruntime,
+    onnxruntime_version,
+)
+
 BENCH_DIR = Path(__file__).resolve().parent
 OPSET = 17
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20261125
-CONFIDENCE = 0.95
-# ONNX Runtime's idle workers spin for a while after a call; this pause lets them park before
-# the next variant runs, so they do not compete with it for the cores.
-PAUSE_BETWEEN_VARIANTS_S = 0.02
 LLVM_CPU_FLAGS = (
     "--iree-hal-target-device=local",
     "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -85,8 +93,6 @@ ZOO_CNNS = {
     "inception_v1": "light_inception_v1",
     "squeezenet": "light_squeezenet",
 }
-
-Rounds = tuple[tuple[float, ...], ...]
 
 
 class BenchError(Exception):
@@ -325,71 +331,7 @@ def write_zoo(out_dir: Path, seed: int) -> list[Path]:
     return paths
 
 
-# --- Statistics --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A median (or a ratio of medians) with its bootstrap interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def describe(self, unit: str) -> str:
-        """Render as `12.34 ms [12.01, 12.80]` or `1.234x [1.101, 1.350]`."""
-        if unit == "x":
-            return f"{self.value:.3f}x [{self.low:.3f}, {self.high:.3f}]"
-        return f"{self.value:.2f} {unit} [{self.low:.2f}, {self.high:.2f}]"
-
-
-def bootstrap_medians(
-    rounds_by_variant: Sequence[Rounds],
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> np.ndarray:
-    """Return resampled medians, one row per resample and one column per variant.
-
-    Two-level paired bootstrap: draw whole rounds with replacement (the same rounds for every
-    variant, since they were timed side by side), then the calls inside each drawn round.
-    """
-    count = min(len(rounds) for rounds in rounds_by_variant)
-    assert count >= 1
-    generator = np.random.default_rng(seed)
-    arrays = [[np.asarray(r, dtype=float) for r in rounds[:count]] for rounds in rounds_by_variant]
-    medians = np.empty((resamples, len(arrays)))
-    for index in range(resamples):
-        chosen = generator.integers(0, count, size=count)
-        for column, variant in enumerate(arrays):
-            calls = np.concatenate(
-                [generator.choice(variant[r], size=len(variant[r])) for r in chosen]
-            )
-            medians[index, column] = np.median(calls)
-    return medians
-
-
-def summarize(point: float, samples: np.ndarray) -> Estimate:
-    """Return the point estimate with the central CONFIDENCE interval of its samples."""
-    tail = (1.0 - CONFIDENCE) / 2.0
-    low, high = np.quantile(samples, [tail, 1.0 - tail])
-    return Estimate(point, float(min(low, point)), float(max(high, point)))
-
-
-def median_of_rounds(rounds: Rounds) -> float:
-    """Return the median over every call of every round."""
-    return statistics.median(t for calls in rounds for t in calls)
-
-
 # --- Measuring one model -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One way of running the model, timed against the others."""
-
-    name: str
-    run: Callable[[], Any]
-    outputs: list[np.ndarray]
 
 
 def find_tool(name: str) -> str:
@@ -442,16 +384,6 @@ def compile_model(mlir_path: Path, flags: Sequence[str], vmfb_path: Path) -> Pat
     return vmfb_path
 
 
-def count_iree_workers(runtime_flags: Sequence[str]) -> int:
-    """Return the local-task worker count under these runtime flags, as IREE's topology says."""
-    # The dump flag goes last: it prints the topology as the flags before it define it.
-    text = run_tool([find_tool("iree-run-module"), *runtime_flags, "--dump_task_topologies"])
-    groups = [int(count) for count in re.findall(r"topology\[\d+\]: (\d+) worker groups", text)]
-    if not groups:
-        raise BenchError("iree-run-module --dump_task_topologies printed no topology")
-    return sum(groups)
-
-
 def make_inputs(model_path: Path, seed: int) -> dict[str, np.ndarray]:
     """Return seeded inputs for the model's graph inputs (unknown dimensions are 1)."""
     import onnx
@@ -474,80 +406,6 @@ def make_inputs(model_path: Path, seed: int) -> dict[str, np.ndarray]:
         else:
             raise BenchError(f"input {value.name} has a type this script does not fill: {dtype}")
     return inputs
-
-
-def load_iree(runtime: Any, vmfb_path: Path, inputs: list[Any], name: str) -> Variant:
-    """Load a module on the local-task device, call it once and keep its outputs."""
-    device = runtime.get_device("local-task")
-    config = runtime.Config(device=device)
-    context = runtime.SystemContext(config=config)
-    vm_module = runtime.VmModule.mmap(config.vm_instance, str(vmfb_path))
-    context.add_vm_module(vm_module)
-    names = [n for n in vm_module.function_names if not n.startswith("__") and "$" not in n]
-    if len(names) != 1:
-        raise BenchError(f"{vmfb_path.name}: expected one entry function, found {names}")
-    function = context.modules[vm_module.name][names[0]]
-    # Inputs go to the device once; results stay there while timing (a synchronous call returns
-    # once its work is done).
-    device_inputs = [runtime.asdevicearray(device, array) for array in inputs]
-    result = function(*device_inputs)
-    values = result if isinstance(result, (list, tuple)) else [result]
-    outputs = [np.asarray(v.to_host() if hasattr(v, "to_host") else v) for v in values]
-    return Variant(name, lambda: function(*device_inputs), outputs)
-
-
-def compare_outputs(
-    name: str,
-    outputs: list[np.ndarray],
-    reference: list[np.ndarray],
-    rtol: float,
-    atol_scale: float,
-) -> list[str]:
-    """Return one line per output that differs from the reference (empty when all agree).
-
-    The absolute tolerance is `atol_scale` times the reference's largest magnitude, so a
-    network whose activations are large or small is judged alike.
-    """
-    if len(outputs) != len(reference):
-        return [f"{name}: {len(outputs)} outputs, ONNX Runtime has {len(reference)}"]
-    problems = []
-    for index, (ours, theirs) in enumerate(zip(outputs, reference, strict=True)):
-        if ours.shape != theirs.shape:
-            problems.append(f"{name} output {index}: shape {ours.shape}, ORT {theirs.shape}")
-            continue
-        ours64, theirs64 = ours.astype(np.float64), theirs.astype(np.float64)
-        if not (np.all(np.isfinite(ours64)) and np.all(np.isfinite(theirs64))):
-            problems.append(f"{name} output {index}: values that are not finite")
-            continue
-        atol = atol_scale * max(float(np.max(np.abs(theirs64), initial=0.0)), 1e-30)
-        error = np.abs(ours64 - theirs64)
-        if not np.all(error <= atol + rtol * np.abs(theirs64)):
-            problems.append(
-                f"{name} output {index}: max abs error {float(error.max()):.3g} (atol {atol:.3g},"
-                f" rtol {rtol:g}), ORT max magnitude {float(np.max(np.abs(theirs64))):.3g}"
-            )
-    return problems
-
-
-def time_interleaved(
-    variants: Sequence[Variant], rounds: int, calls: int, warmup: int
-) -> dict[str, Rounds]:
-    """Time every variant `calls` times per round, the order rotating from round to round."""
-    for variant in variants:
-        for _ in range(warmup):
-            variant.run()
-    times: dict[str, list[tuple[float, ...]]] = {v.name: [] for v in variants}
-    for round_index in range(rounds):
-        shift = round_index % len(variants)
-        for variant in [*variants[shift:], *variants[:shift]]:
-            time.sleep(PAUSE_BETWEEN_VARIANTS_S)
-            round_times = []
-            for _ in range(calls):
-                start = time.perf_counter()
-                variant.run()
-                round_times.append((time.perf_counter() - start) * 1000.0)
-            times[variant.name].append(tuple(round_times))
-    return {name: tuple(rounds_ms) for name, rounds_ms in times.items()}
 
 
 def describe_machine() -> dict[str, Any]:
@@ -606,10 +464,8 @@ def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, An
     Raises OutputMismatch (after logging every differing output) when an IREE variant's
     outputs differ from ONNX Runtime's: a speed of a wrong result is not reported.
     """
-    try:
-        import onnxruntime
-    except ImportError as error:
-        raise BenchError("onnxruntime is not installed: pip install onnxruntime") from error
+    if onnxruntime_version() is None:
+        raise BenchError("onnxruntime is not installed: pip install 'ireetune[ort]'")
     load_start = os.getloadavg()
     machine = describe_machine()
     log(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}")
@@ -625,78 +481,59 @@ def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, An
             raise BenchError(f"spec not found: {options.spec_path}")
         tuned_flags.append(f"--iree-codegen-tuning-spec-path={options.spec_path.resolve()}")
     runtime_flags = read_flags(options.runtime_flags_file) if options.runtime_flags_file else []
-    workers = count_iree_workers(runtime_flags)
-    log(
-        f"threads: IREE local-task workers {workers}, ONNX Runtime intra-op {workers}"
-        f" (inter-op 1, sequential); runtime flags: {' '.join(runtime_flags) or '(none)'}"
-    )
     if tuned_flags:
         log(f"tuned compile flags: {' '.join(tuned_flags)}")
 
     options.work_dir.mkdir(parents=True, exist_ok=True)
     mlir_path = import_onnx(options.model_path, options.work_dir)
     stem = options.model_path.stem
-    default_vmfb = compile_model(mlir_path, [], options.work_dir / f"{stem}_default.vmfb")
-    tuned_vmfb = (
-        compile_model(mlir_path, tuned_flags, options.work_dir / f"{stem}_tuned.vmfb")
-        if tuned_flags
-        else None
-    )
-
-    inputs = make_inputs(options.model_path, options.seed)
-    session_options = onnxruntime.SessionOptions()
-    session_options.intra_op_num_threads = workers
-    session_options.inter_op_num_threads = 1
-    session_options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    session = onnxruntime.InferenceSession(
-        str(options.model_path), sess_options=session_options, providers=["CPUExecutionProvider"]
-    )
-    feed_names = [value.name for value in session.get_inputs()]
-    assert sorted(feed_names) == sorted(inputs), (feed_names, list(inputs))
-    ort_outputs = [np.asarray(o) for o in session.run(None, inputs)]
-    ort = Variant("onnxruntime", lambda: session.run(None, inputs), ort_outputs)
-
-    import iree.runtime as runtime
-
-    if runtime_flags:
-        runtime.flags.parse_flags(*runtime_flags)
-    ordered_inputs = list(inputs.values())
-    iree_variants = [load_iree(runtime, default_vmfb, ordered_inputs, "iree_default")]
-    if tuned_vmfb is not None:
-        iree_variants.append(load_iree(runtime, tuned_vmfb, ordered_inputs, "iree_tuned"))
-    problems = [
-        line
-        for variant in iree_variants
-        for line in compare_outputs(
-            variant.name, variant.outputs, ort_outputs, options.rtol, options.atol_scale
-        )
+    variants = [
+        (IREE_DEFAULT, compile_model(mlir_path, [], options.work_dir / f"{stem}_default.vmfb"))
     ]
+    if tuned_flags:
+        tuned_vmfb = options.work_dir / f"{stem}_tuned.vmfb"
+        variants.append((IREE_TUNED, compile_model(mlir_path, tuned_flags, tuned_vmfb)))
+    inputs_path = options.work_dir / f"{stem}_inputs.npz"
+    write_input_archive(inputs_path, list(make_inputs(options.model_path, options.seed).values()))
+    function, _ = read_entry_signature(read_mlir_file(mlir_path))
+    comparison = compare_with_onnxruntime(
+        OrtComparisonRequest(
+            options.model_path, variants, function, inputs_path, runtime_flags, options.rounds,
+            options.calls, options.warmup, options.rtol, options.atol_scale,
+        )
+    )  # fmt: skip
+    log(
+        f"threads: IREE local-task workers {comparison.threads}, ONNX Runtime intra-op "
+        f"{comparison.threads} (inter-op 1, sequential); runtime flags: "
+        f"{' '.join(runtime_flags) or '(none)'}"
+    )
     record: dict[str, Any] = {
         "model": str(options.model_path),
         "machine": machine,
-        "iree_workers": workers,
-        "ort_intra_op_threads": workers,
+        "iree_workers": comparison.threads,
+        "ort_intra_op_threads": comparison.threads,
         "tuned_compile_flags": tuned_flags,
         "runtime_flags": runtime_flags,
         "load_average_start": list(load_start),
         "rtol": options.rtol,
         "atol_scale": options.atol_scale,
-        "outputs_match": not problems,
-        "output_problems": problems,
+        "outputs_match": comparison.status is not OrtStatus.REFUSED,
+        "output_problems": list(comparison.problems),
+        "max_error": comparison.to_json()["max_error"],
     }
-    if problems:
+    if comparison.status is OrtStatus.REFUSED:
         record["load_average_end"] = list(os.getloadavg())
-        for line in problems:
+        for line in comparison.problems:
             log(f"OUTPUT MISMATCH: {line}")
         raise OutputMismatch(record)
+    if comparison.status is not OrtStatus.MEASURED:
+        raise BenchError(f"the comparison did not run: {comparison.describe()}")
     log(
-        f"outputs agree with ONNX Runtime (rtol {options.rtol:g}, atol {options.atol_scale:g} x max |ORT|)"
+        f"outputs agree with ONNX Runtime (rtol {options.rtol:g}, atol {options.atol_scale:g} x "
+        f"max |ORT|; max abs error {comparison.max_error:.3g})"
     )
-
-    variants = [*iree_variants, ort]
-    times = time_interleaved(variants, options.rounds, options.calls, options.warmup)
     load_end = os.getloadavg()
-    record.update(describe_times(times, options.rounds, options.calls, options.warmup))
+    record.update(describe_times(comparison, options.warmup))
     record["load_average_end"] = list(load_end)
     for line in format_figures(record):
         log(line)
@@ -704,47 +541,23 @@ def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, An
     return record
 
 
-def describe_times(
-    times: dict[str, Rounds], rounds: int, calls: int, warmup: int
-) -> dict[str, Any]:
+def describe_times(comparison: OrtComparison, warmup: int) -> dict[str, Any]:
     """Return medians, ratios to ONNX Runtime and their intervals, with the raw times."""
-    names = list(times)
-    samples = bootstrap_medians([times[name] for name in names])
-    medians = {name: median_of_rounds(times[name]) for name in names}
-    ort_column = names.index("onnxruntime")
-    figures: dict[str, Any] = {
-        "rounds": rounds,
-        "calls_per_round": calls,
+    figures = comparison.to_json()
+    kept = ("median_ms", "median_over_fastest", "ratio_to_onnxruntime", "times_ms")
+    result: dict[str, Any] = {
+        "rounds": comparison.rounds,
+        "calls_per_round": comparison.calls,
         "warmup_calls": warmup,
-        "median_ms": {
-            name: asdict(summarize(medians[name], samples[:, column]))
-            for column, name in enumerate(names)
-        },
-        "median_over_fastest": {
-            name: medians[name] / min(t for calls_ms in times[name] for t in calls_ms)
-            for name in names
-        },
-        "ratio_to_onnxruntime": {
-            name: asdict(
-                summarize(
-                    medians[name] / medians["onnxruntime"],
-                    samples[:, column] / samples[:, ort_column],
-                )
-            )
-            for column, name in enumerate(names)
-            if name != "onnxruntime"
-        },
-        "times_ms": {name: [list(calls_ms) for calls_ms in times[name]] for name in names},
+        **{key: figures[key] for key in kept},
     }
-    if "iree_tuned" in names:
-        default, tuned = names.index("iree_default"), names.index("iree_tuned")
-        figures["tuned_speedup_over_default"] = asdict(
-            summarize(
-                medians["iree_default"] / medians["iree_tuned"],
-                samples[:, default] / samples[:, tuned],
-            )
+    times = comparison.times_ms
+    if IREE_TUNED in times:
+        pair = compare_side_by_side(
+            {IREE_DEFAULT: times[IREE_DEFAULT], IREE_TUNED: times[IREE_TUNED]}, IREE_TUNED
         )
-    return figures
+        result["tuned_speedup_over_default"] = asdict(pair.ratios[IREE_DEFAULT])
+    return result
 
 
 def format_figures(record: dict[str, Any]) -> list[str]:

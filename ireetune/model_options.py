@@ -109,6 +109,14 @@ class ModelTuneOptions:
         help="a flag set is kept only if its speedup interval lies above this "
         f"(default {MODEL_THRESHOLD:g})",
     )  # fmt: skip
+    # At the end of an ONNX model's run: the tuned model, the default and ONNX Runtime timed side
+    # by side on this host (model/deployment.py), when onnxruntime is installed.
+    compare_onnxruntime: bool = option(
+        True, flag="--no-onnxruntime", action="store_false",
+        help="for an ONNX model, skip the final comparison with ONNX Runtime (made when "
+        "onnxruntime is installed: the tuned model, the default and ONNX Runtime timed side by "
+        "side, same inputs and threads, outputs checked)",
+    )  # fmt: skip
     # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
     # which every binary reads at run time (small binaries to send to the device host).
     externalize_weights: bool = option(

@@ -147,6 +147,11 @@ def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
     )
     # The one command the report gives builds the tuned model.
     report_text = (result.run_dir / "report.txt").read_text()
+    # The report opens with the whole deployment: the flags' combined result, not the spec's.
+    assert report_text.startswith("result: The tuned model (flags")
+    deployment = json.loads((result.run_dir / "report.json").read_text())["deployment"]
+    assert result.combined is not None
+    assert deployment["speedup"]["value"] == result.combined.speedup
     apply_line = next(line for line in report_text.splitlines() if line.startswith("apply: "))
     words = shlex.split(apply_line.removeprefix("apply: "))
     assert (words[0], words[-2:]) == ("iree-compile", ["-o", "model.vmfb"])

@@ -43,7 +43,9 @@ from ireetune.flags.model_search import (
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
+from ireetune.model.deployment import report_deployment
 from ireetune.model.final_check import check_final_set
+from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.outputs import outputs_match
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
@@ -128,6 +130,8 @@ def profile(run: ModelTuningRun) -> Pause | None:
     run.hot = select_hot_dispatches(
         dispatches.profiles, run.default_ms, options.coverage, options.max_dispatches
     )
+    run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
+    run.dispatch_notes.update(skipped)
     write_profile(run.run_dir, run.hot)
     return None
 
@@ -364,8 +368,9 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
 
 def report(run: ModelTuningRun) -> Pause | None:
     """Write report.txt and report.json."""
-    assert run.result is not None
+    assert run.result is not None and run.original_vmfb is not None
     write_report(run)
+    report_deployment(run.under_tuning, run.options, run.original_vmfb, run.result)
     return None
 
 

@@ -62,6 +62,7 @@ from ireetune.handoff.model_folder import (
     write_device_manifest,
 )
 from ireetune.model.candidates import order_candidates
+from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.outputs import outputs_match
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
@@ -187,6 +188,8 @@ def profile(run: ModelTuningRun) -> Pause | None:
         _profiles(run, measured["dispatch_ms"]), measured["model_ms"], options.coverage,
         options.max_dispatches,
     )  # fmt: skip
+    run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
+    state.setdefault("dispatch_notes", {}).update(skipped)
     write_profile(run_dir, run.hot)
     return None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.output_paths import write_output
+from ireetune.report.deployment import describe_headline, describe_part
 from ireetune.report.html_page import Chip, Plot, build_chip, build_plot, render_page
 from ireetune.report.plots import (
     MAX_CANDIDATE_ROWS,
@@ -38,6 +39,10 @@ from ireetune.report.run_view import (
 
 logger = logging.getLogger(__name__)
 
+# The model flow's note on a dispatch it skipped because its share cannot clear the model rule
+# (model/gate.py, above this layer: the text is repeated here, as the dropped-spec note is).
+SMALL_SHARE_NOTE = "not tuned: too small a share of the model"
+
 REPORT_NAME = "report.html"
 
 
@@ -61,6 +66,8 @@ class Verdict:
     decision: Decision | None
     knobs: str
     notes: tuple[str, ...]
+    # A model's deployment, part by part (flags, spec, runtime options, ONNX Runtime).
+    parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -304,6 +311,28 @@ def render_dispatch_report(run: DispatchRunView) -> str:
 
 
 def build_model_verdict(run: ModelRunView) -> Verdict:
+    if run.tuned_spec is not None:
+        spec = SpecLine(written=True, path=run.tuned_spec, why="")
+    else:
+        why = next((n for n in run.notes if "spec" in n), "no dispatch spec made the model faster")
+        spec = SpecLine(written=False, path="", why=why)
+    deployment = run.deployment
+    if deployment is not None:
+        # The whole deployment first (flags, spec and runtime options together), then its parts.
+        parts = tuple(describe_part(part) for part in deployment.parts)
+        if deployment.onnxruntime is not None:
+            parts += (f"ONNX Runtime: {deployment.onnxruntime.summary}",)
+        return Verdict(
+            tone="good"
+            if deployment.anything_kept and deployment.speedup.value > 1.0
+            else "neutral",
+            headline=describe_headline(deployment),
+            spec=spec,
+            decision=run.decision,
+            knobs="",
+            notes=run.notes,
+            parts=parts,
+        )
     if run.speedup is not None and run.tuned_spec is not None:
         headline = (
             f"The model runs {run.speedup:.3f}× faster with the tuned spec: "
@@ -312,19 +341,11 @@ def build_model_verdict(run: ModelRunView) -> Verdict:
         if run.decision is not None:
             headline += _interval(run.decision.low, run.decision.high)
         tone = "good" if run.speedup > 1.0 else "neutral"
-        spec = SpecLine(written=True, path=run.tuned_spec, why="")
     else:
         headline = f"The model keeps the compiler's default ({_format_ms(run.default_ms)})"
         tone = "neutral"
-        why = next((n for n in run.notes if "spec" in n), "no dispatch spec made the model faster")
-        spec = SpecLine(written=False, path="", why=why)
     return Verdict(
-        tone=tone,
-        headline=headline,
-        spec=spec,
-        decision=run.decision,
-        knobs="",
-        notes=run.notes,
+        tone=tone, headline=headline, spec=spec, decision=run.decision, knobs="", notes=run.notes
     )
 
 
@@ -332,6 +353,8 @@ def _untuned_reason(dispatch: ModelDispatchView, run: ModelRunView) -> str:
     """Say why a dispatch kept the compiler's default: unsupported, not selected, or its note."""
     if dispatch.problem.startswith("not tunable"):
         return dispatch.problem
+    if dispatch.note.startswith(SMALL_SHARE_NOTE):
+        return f"{SMALL_SHARE_NOTE}: tuning it could not clear the model rule"
     if not dispatch.selected or dispatch.note == "not selected":
         return "not selected: below the coverage or past --max-dispatches"
     if dispatch.kept_spec is not None:

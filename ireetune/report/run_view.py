@@ -20,6 +20,7 @@ from typing import Any
 from ireetune.core.records import MODEL_PROFILE_FORMAT, MODEL_REPORT_FORMAT, RESULTS_FORMAT
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
+from ireetune.report.deployment import Deployment, deployment_from_report
 from ireetune.run_files import check_format, read_json_object
 
 RESULTS_NAME = "results.json"
@@ -126,6 +127,8 @@ class ModelRunView:
     explained_ms: float | None
     dispatches: tuple[ModelDispatchView, ...]
     tuning_runs: tuple[DispatchRunView, ...]
+    # The whole deployment (flags, spec, runtime options) against the default and ONNX Runtime.
+    deployment: Deployment | None = None
 
 
 @dataclass(frozen=True)
@@ -363,6 +366,7 @@ def read_model_run(run_dir: Path) -> ModelRunView:
         explained_ms=_number(profile.get("explained_ms")),
         dispatches=dispatches,
         tuning_runs=tuning_runs,
+        deployment=deployment_from_report(report),
     )
 
 
