@@ -42,7 +42,7 @@ from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
-from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
+from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import (
     ModelFlagSearch,
     apply_command,
@@ -438,6 +438,7 @@ def _flag_search_request(
         max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
         rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
+        run_budget_s=options.time_budget_s,
     )  # fmt: skip
 
 
@@ -455,9 +456,8 @@ def _finish_flags(
 ) -> tuple[SpeedupEstimate | None, Path | None]:
     """Write tuned_flags.txt, time the untouched default against flags plus spec, record both."""
     flags = model.target.global_flags
-    tuned_flags_path = run_dir / FLAGS_FILE_NAME if flags else None
-    if tuned_flags_path is not None:
-        write_flags_file(tuned_flags_path, flags)
+    runtime_flags = flag_search.runtime_flags if flag_search is not None else ()
+    tuned_flags_path = write_flag_files(run_dir, flags, runtime_flags)
     combined = None
     if flag_search is not None and flag_search.improved:
         final_vmfb = flagged_vmfb
@@ -466,7 +466,7 @@ def _finish_flags(
             error = model.compile(tuned_spec_path, final_vmfb)
             assert not error, f"the tuned model compiled in the final check: {error}"
         combined, why = measure_combined(
-            executor, original_vmfb, final_vmfb, flag_request, run_dir / "final"
+            executor, original_vmfb, final_vmfb, flag_request, run_dir / "final", runtime_flags
         )
         if combined is None:
             notes.append(f"the combined check of flags and spec failed: {why}")

@@ -85,8 +85,6 @@ WIDE_FUNCTIONS: dict[str, int] = {
     "ireetune.benchmark.campaign._run_session": 8,
     "ireetune.compile.driver.build_request": 9,
     "ireetune.compile.overlap.compile_and_measure": 10,
-    "ireetune.flags.dispatch_search.search_dispatch_flags": 11,
-    "ireetune.flags.dispatch_search.search_flags_for_input": 10,
     "ireetune.model_tuner._finish_flags": 10,
     "ireetune.report.summary.render_summary": 9,
     "ireetune.targets.llvm_cpu.features._shared_features": 14,
