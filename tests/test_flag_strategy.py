@@ -145,3 +145,12 @@ def test_a_step_proposes_ablations_first_and_honours_dependencies() -> None:
     )
     assert spelled.flags == (f"{tiling_ops}=matmul", f"{tiling_ops}=convolution", DATA_TILING)
     assert parse_configuration(spelled) == {tiling_ops: "matmul,convolution", DATA_TILING: "true"}
+
+
+def test_the_search_compiles_at_most_max_sets_seeds_first() -> None:
+    model = FakeModel()
+    settings = StrategySettings(max_sets=15)
+    result = search_flag_space(model, SEEDS, CPU_TUNED_OPTIONS, settings, Budget())
+    assert len(model.compiled - {frozenset()}) == 15
+    assert {frozenset(s.flags) for s in SEEDS} < model.compiled
+    assert len(result.scores) == 16  # The 15 sets and the default, the incumbent at first.

@@ -78,7 +78,8 @@ class ModelFlagSearch:
     # Calls of each model per round: a fast model is called several times in a row so that a
     # round lasts long enough to time (`repetitions_for`); 0 measures the default first.
     repetitions: int = 0
-    max_sets: int = 24
+    # At most this many sets are compiled (the seeds first).
+    max_sets: int = 96
     confirm_top: int = 3
     jobs: int = 2
     compile_timeout_s: float = 1200.0
@@ -140,9 +141,8 @@ def search_model_flags(
         )
     budget_s = flag_phase_budget(search)
     deadline = None if budget_s is None else started + budget_s
-    strategy = search_flag_space(
-        evaluator, seeds, tuned, search.strategy, Budget(deadline, search.clock)
-    )
+    settings = replace(search.strategy, max_sets=search.max_sets)
+    strategy = search_flag_space(evaluator, seeds, tuned, settings, Budget(deadline, search.clock))
     trials = evaluator.trials
     notes = list(strategy.notes)
     contenders = _choose_contenders(trials, evaluator, strategy.ranking, search)

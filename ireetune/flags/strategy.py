@@ -53,8 +53,10 @@ class StrategySettings:
     # A move must make the incumbent at least this much faster (its time over the set's).
     min_gain: float = 1.02
     max_steps: int = 4
-    # At most this many sets per step (ablations first, then options in declaration order).
+    # At most this many sets per step (ablations first, then options in declaration order),
+    # and in all (seeds included; each is compiled once).
     max_batch: int = 24
+    max_sets: int = 96
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def search_flag_space(
     scores: dict[FlagSet, Score] = {}
     tried: set[frozenset[str]] = {frozenset()}
     incumbent, notes = DEFAULT_FLAGS, []
-    batch = _new_sets(seeds, tried, len(seeds))
+    batch = _new_sets(seeds, tried, settings.max_sets)
     for step in range(settings.max_steps + 1):
         if budget.spent() or (step > 0 and not batch):
             break
@@ -120,7 +122,8 @@ def search_flag_space(
                 break
         neighbours = (spell_configuration(c, options) for c in propose_single_changes(
             parse_configuration(incumbent), options))  # fmt: skip
-        batch = _new_sets(neighbours, tried, settings.max_batch)
+        left = settings.max_sets - (len(tried) - 1)
+        batch = _new_sets(neighbours, tried, min(settings.max_batch, left))
     spent = budget.spent()
     if spent:
         notes.append("time budget spent: the search stopped there")
@@ -182,6 +185,8 @@ def _new_sets(
 ) -> list[FlagSet]:
     """Return up to `limit` of the candidates not tried before (in any flag order)."""
     fresh: dict[frozenset[str], FlagSet] = {}
+    if limit < 1:
+        return []
     for flag_set in candidates:
         key = frozenset(flag_set.flags)
         if key not in tried and key not in fresh:
