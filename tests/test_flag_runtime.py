@@ -16,10 +16,13 @@ import pytest
 from ireetune.compile.pool import CompileBatch, CompileOutcome
 from ireetune.core.flag_space import (
     DEFAULT_FLAGS,
+    FlagSet,
     FlagSpace,
     RuntimeOption,
     TunedOption,
+    make_flag_set,
     propose_flag_sets,
+    spell_configuration,
 )
 from ireetune.decision.rules import DecisionRule
 from ireetune.errors import IreetuneError
@@ -212,3 +215,46 @@ def test_the_search_finds_a_planted_best_outside_the_old_list_on_a_real_model(
     assert result.trials[0].binary_hash != next(
         t.binary_hash for t in result.trials if t.flag_set == result.winner
     )
+
+
+CONV_MATMUL_MODEL = """
+func.func @main(%img: tensor<1x8x18x18xf32>, %filt: tensor<16x8x3x3xf32>, %w: tensor<256x64xf32>) -> tensor<16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ce = tensor.empty() : tensor<1x16x16x16xf32>
+  %cz = linalg.fill ins(%zero : f32) outs(%ce : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+       ins(%img, %filt : tensor<1x8x18x18xf32>, tensor<16x8x3x3xf32>) outs(%cz : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  %flat = tensor.collapse_shape %c [[0, 1], [2, 3]] : tensor<1x16x16x16xf32> into tensor<16x256xf32>
+  %me = tensor.empty() : tensor<16x64xf32>
+  %mz = linalg.fill ins(%zero : f32) outs(%me : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %m = linalg.matmul ins(%flat, %w : tensor<16x256xf32>, tensor<256x64xf32>) outs(%mz : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %s = linalg.softmax dimension(1) ins(%m : tensor<16x64xf32>) outs(%me : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %s : tensor<16x64xf32>
+}
+"""
+
+
+def test_the_declared_defaults_are_the_compilers(tmp_path: Path) -> None:
+    # Each CPU option with a value for default (not a boolean, not the vectorization strategy's
+    # heuristic), spelled at its declared default with what it depends on, must compile to the
+    # default's binary.
+    model = tmp_path / "model.mlir"
+    model.write_text(CONV_MATMUL_MODEL)
+    options = [o for o in CPU_TUNED_OPTIONS if o.default not in ("false", "heuristic")]
+    assert len(options) == 12
+    flag_sets = {0: DEFAULT_FLAGS, 1: FlagSet(("--iree-opt-data-tiling",))}
+    for index, option in enumerate(options, start=2):
+        dependencies = {name: value for name, value in option.depends_on}
+        flags = spell_configuration({**dependencies, option.name: option.default}, options)
+        flag_sets[index] = make_flag_set(
+            f"{option.name}={option.default}" if f == option.name else f for f in flags.flags
+        )
+    trials = compile_flag_sets(
+        LocalExecutor(), model, tuple(CPU_FLAGS), flag_sets, tmp_path, 2, 120
+    )
+    assert [t.reason for t in trials] == [""] * len(trials)
+    expected = {
+        index: trials[1 if option.depends_on else 0].binary_hash
+        for index, option in enumerate(options, start=2)
+    }
+    assert {i: trials[i].binary_hash for i in expected} == expected

@@ -9,8 +9,9 @@
              than the incumbent is timed again with more rounds, and so on (successive
              halving); the incumbent is in every session, so each rung compares like with like
     move     to the best set of the deepest rung when it beats the incumbent there by
-             `min_gain`; stop when none does (after the seeds: step on from the default), after
-             `max_steps`, or when the budget is spent
+             `min_gain`; else the next step tries the incumbent's changes not tried yet (a
+             step takes at most `max_batch`, the least proposed first); stop when none is
+             left, after `max_steps` or `max_sets`, or when the budget is spent
 
 The cost grows with the number of option values per step (each compiled once, most timed only
 briefly), not with the number of their combinations. The strategy is pure: it sees the model
@@ -52,7 +53,7 @@ class StrategySettings:
     keep_share: float = 1 / 3
     # A move must make the incumbent at least this much faster (its time over the set's).
     min_gain: float = 1.02
-    max_steps: int = 4
+    max_steps: int = 8
     # At most this many sets per step (ablations first, then options in declaration order),
     # and in all (seeds included; each is compiled once).
     max_batch: int = 24
@@ -100,6 +101,9 @@ def search_flag_space(
     scores: dict[FlagSet, Score] = {}
     tried: set[frozenset[str]] = {frozenset()}
     incumbent, notes = DEFAULT_FLAGS, []
+    # How often each (option, value) change was in a batch: the least tried go first, so a
+    # step capped at `max_batch` does not keep proposing the first options declared.
+    proposed: dict[tuple[str, str], int] = {}
     batch = _new_sets(seeds, tried, settings.max_sets)
     for step in range(settings.max_steps + 1):
         if budget.spent() or (step > 0 and not batch):
@@ -116,14 +120,10 @@ def search_flag_space(
             incumbent = best
         elif batch:
             found = "none measured" if best is None else f"best {best.label} {gain:.3f}x"
-            notes.append(f"step {step}: {len(batch)} {what}; {found} the incumbent: stop")
-            # Seeds that all lose still leave the single changes of the default to try.
-            if step > 0:
-                break
-        neighbours = (spell_configuration(c, options) for c in propose_single_changes(
-            parse_configuration(incumbent), options))  # fmt: skip
-        left = settings.max_sets - (len(tried) - 1)
-        batch = _new_sets(neighbours, tried, min(settings.max_batch, left))
+            notes.append(f"step {step}: {len(batch)} {what}; {found} the incumbent")
+        # Without a move, the next step takes the incumbent's changes not tried yet (a step is
+        # capped at `max_batch`); the search ends when none is left.
+        batch = _next_batch(incumbent, options, tried, proposed, settings)
     spent = budget.spent()
     if spent:
         notes.append("time budget spent: the search stopped there")
@@ -133,16 +133,41 @@ def search_flag_space(
 
 def propose_single_changes(
     configuration: Configuration, options: Sequence[TunedOption]
-) -> Iterator[Configuration]:
-    """Yield every configuration one option change away: ablations (an option set here back
-    to its default) first, then each other value of each option, in declaration order."""
+) -> Iterator[tuple[tuple[str, str], Configuration]]:
+    """Yield every (option, value) change of the configuration and what it leads to: ablations
+    (an option set here back to its default) first, then each other value of each option, in
+    declaration order."""
     by_name = {option.name: option for option in options}
     ablations = [by_name[name] for name in configuration if name in by_name]
     for option in [*ablations, *[o for o in options if o not in ablations]]:
         current = configuration.get(option.name, option.default)
         for value in (option.default, *option.values):
             if value != current:
-                yield set_option(configuration, option.name, value, options)
+                yield (option.name, value), set_option(configuration, option.name, value, options)
+
+
+def _next_batch(
+    incumbent: FlagSet,
+    options: Sequence[TunedOption],
+    tried: set[frozenset[str]],
+    proposed: dict[tuple[str, str], int],
+    settings: StrategySettings,
+) -> list[FlagSet]:
+    """Return the next step's untried single changes of the incumbent, those proposed least
+    often so far first (ablations first among equals); count the ones taken in `proposed`."""
+    configuration = parse_configuration(incumbent)
+    changes = sorted(
+        propose_single_changes(configuration, options),
+        key=lambda change: (proposed.get(change[0], 0), change[0][0] not in configuration),
+    )
+    spelled = [(change, spell_configuration(c, options)) for change, c in changes]
+    left = settings.max_sets - (len(tried) - 1)
+    batch = _new_sets([s for _, s in spelled], tried, min(settings.max_batch, left))
+    taken = {frozenset(s.flags) for s in batch}
+    for change, flag_set in spelled:
+        if frozenset(flag_set.flags) in taken:
+            proposed[change] = proposed.get(change, 0) + 1
+    return batch
 
 
 def set_option(

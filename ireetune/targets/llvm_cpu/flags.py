@@ -2,15 +2,20 @@
 
 Read from `iree-compile --help-list-hidden` of IREE 3.13 (options matching llvmcpu,
 dispatch-creation, global-opt, const-eval, data-tiling, ukernel, opt-) and kept when setting
-them changed the binary of a small model on this project's AVX-512 machine (2026-11-25: a
-convolution, matmul and softmax model; an attention-like model with a transpose, a concat and
-a constant). Defaults are the compiler's (`llvm::cl::init` in the 3.13 sources); a value equal
-to the default is never spelled. Left out: options that changed no probe's binary
-(aggressive fusion and reshape movement, horizontal contraction fusion, split reduction, fuse
-multi-use, transpose propagation, outer-dim concat, const-eval and const-expr hoisting,
-decompose-softmax fusion, vector-contract custom kernels), options that are not about speed
-(debug, sanitizers, linking, target selection), and values that only fail to compile on some
-CPUs are kept: a set that does not compile is dropped by the search.
+them changed the binary of a small model on this project's AVX-512 machine (2026-11-25, with
+and without data tiling: a convolution, matmul and softmax model; an attention-like model with
+a transpose, a concat and a constant; a 512^3 matmul for the data-tiled tile options).
+Defaults are the compiler's (`llvm::cl::init` in the 3.13 sources, and checked: each option
+with a value for default compiles to the default's binary, tests/test_flag_runtime.py); a
+value equal to the default is never spelled. Left out: options that changed no probe's binary
+(aggressive fusion and reshape movement, split reduction, fuse multi-use, matmul-producer
+fusion blocking, multi-reduction fusion, collapse propagation, outer-dim concat, aggressive
+transpose propagation, sink-transpose-through-pad, edge reshape propagation, decompose-softmax
+fusion, vector peeling off, vector-contract custom kernels, `--iree-dispatch-creation-data-tiling`
+which equals `--iree-opt-data-tiling`), options that are not about speed (debug, sanitizers,
+linking, target selection, numeric precision reduction), and those for other CPUs (SME, SVE,
+RISC-V). Values that fail to compile on some CPUs (narrow vectors) are kept: a set that does
+not compile is dropped by the search.
 
 `CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
 space was searched; they seed the flag phase's search, which then changes `tuned` options one
@@ -41,22 +46,35 @@ CPU_TUNED_OPTIONS = (
     TunedOption(_DATA_TILING_OPS, ("matmul,convolution",), "matmul,scaled_matmul",
                 "extends data tiling to convolutions (experimental in IREE 3.13)",
                 depends_on=_WITH_DATA_TILING, is_list=True),
-    TunedOption("--iree-llvmcpu-matmul-tile-bytes", ("65536", "1048576"), "262144",
+    TunedOption("--iree-llvmcpu-matmul-tile-bytes", ("16384", "65536", "1048576"), "262144",
                 "distribution tile of data-tiled matmuls, in bytes of operand",
+                depends_on=_WITH_DATA_TILING),
+    TunedOption("--iree-llvmcpu-matmul-tile-undercount-whole-matrix", ("0", "1"), "0.5",
+                "how far past the tile bytes a data-tiled matmul may go to fit a whole matrix",
                 depends_on=_WITH_DATA_TILING),
     TunedOption("--iree-llvmcpu-enable-inner-tiled", ("true",), "false",
                 "lowers data-tiled matmuls to inner_tiled instead of linalg.mmt4d",
                 depends_on=_WITH_DATA_TILING),
     TunedOption("--iree-global-opt-data-tiling", ("true",), "false",
                 "data tiling from global optimization (the other of the two paths)"),
-    TunedOption(_OPT_LEVEL, ("O3",), "O2",
-                "the compiler's most aggressive global optimisation level"),
+    TunedOption(_OPT_LEVEL, ("O1", "O2", "O3"), "O0",
+                "the whole compilation's optimisation level (each pipeline's options follow it)"),
     TunedOption("--iree-opt-generalize-matmul", ("true",), "false",
                 "named matmuls become linalg.generic, which fuses more"),
+    TunedOption("--iree-dispatch-creation-enable-fuse-horizontal-contractions", ("true",),
+                "false", "fuses contractions that share an operand into one dispatch"),
+    TunedOption("--iree-global-opt-propagate-transposes", ("false",), "true",
+                "moves transposes towards the edges to fuse them (on by default)"),
+    TunedOption("--iree-opt-const-eval", ("false",), "true",
+                "evaluates constant expressions at compile time (on by default)"),
+    TunedOption("--iree-opt-const-expr-hoisting", ("false",), "true",
+                "hoists constant expressions into initializers (on by default)"),
     TunedOption("--iree-llvmcpu-distribution-size", ("16", "32", "128"), "64",
                 "default distribution tile size of codegen (workgroup tiles)"),
     TunedOption("--iree-llvmcpu-number-of-threads", ("1", "2", "4", "16"), "8",
                 "threads codegen assumes at runtime when it sizes distribution tiles"),
+    TunedOption("--iree-llvmcpu-disable-distribution", ("true",), "false",
+                "one workgroup per dispatch: no thread distribution"),
     TunedOption("--iree-llvmcpu-target-vector-width-in-bytes", ("16", "32"), "0",
                 "narrower vectors than the CPU's native width (0: native)"),
     TunedOption("--iree-llvmcpu-max-allowed-number-of-native-vectors", ("256", "1024"), "512",
@@ -118,7 +136,7 @@ CPU_FLAG_SPACE = FlagSpace(
         FlagOption(
             "opt-level",
             ((f"{_OPT_LEVEL}=O3",),),
-            "the compiler's most aggressive global optimisation level (the default is O2)",
+            "the compiler's most aggressive global optimisation level (the default is O0)",
         ),
     ),
     combinations=(
