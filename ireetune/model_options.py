@@ -95,7 +95,7 @@ class ModelTuneOptions:
         help="skip the first phase (the search of the target's global compiler flags)",
     )  # fmt: skip
     max_flag_sets: int = option(
-        96,
+        48,
         flag="--max-flag-sets",
         type=positive_int,
         help="flag sets the flag phase compiles at most (the known-good ones first)",

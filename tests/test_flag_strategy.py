@@ -35,6 +35,9 @@ UKERNELS = "--iree-llvmcpu-enable-ukernels"
 # The planted best: the old list's best set plus two numeric options it never tried.
 PLANTED = make_flag_set((DATA_TILING, f"{UKERNELS}=mmt4d", f"{DISTRIBUTION}=32", f"{THREADS}=2"))
 SEEDS = propose_flag_sets(CPU_FLAG_SPACE, 24)
+# Room for the seeds and about three steps of the 26 CPU options (the default, 48, is one and a
+# half: it bounds the compiles of a real model when no time budget is given).
+SETTINGS = StrategySettings(max_sets=96)
 
 
 class FakeModel:
@@ -78,7 +81,7 @@ def test_the_planted_best_is_outside_the_old_list() -> None:
 
 def test_the_search_finds_a_planted_best_combination_outside_the_old_list() -> None:
     model = FakeModel()
-    result = search_flag_space(model, SEEDS, CPU_TUNED_OPTIONS, StrategySettings(), Budget())
+    result = search_flag_space(model, SEEDS, CPU_TUNED_OPTIONS, SETTINGS, Budget())
     assert frozenset(result.incumbent.flags) == frozenset(PLANTED.flags)
     assert result.ranking[0] == result.incumbent
     assert not result.budget_spent
@@ -89,7 +92,7 @@ def test_the_search_finds_a_planted_best_combination_outside_the_old_list() -> N
     )
     assert sum("moved to" in note for note in result.notes) == 3
     assert "moved to" not in result.notes[-1] and result.notes[-1].endswith("the incumbent")
-    assert len(model.compiled - {frozenset()}) == StrategySettings().max_sets
+    assert len(model.compiled - {frozenset()}) == SETTINGS.max_sets
     # Successive halving: most sets were timed in the cheap first rung only.
     deepest = {score.rung for score in result.scores.values()}
     assert deepest == {0, 1, 2}
@@ -99,11 +102,11 @@ def test_the_search_finds_a_planted_best_combination_outside_the_old_list() -> N
 
 def test_the_search_stops_starting_measurements_once_the_budget_is_spent() -> None:
     unlimited = FakeModel()
-    search_flag_space(unlimited, SEEDS, CPU_TUNED_OPTIONS, StrategySettings(), Budget())
+    search_flag_space(unlimited, SEEDS, CPU_TUNED_OPTIONS, SETTINGS, Budget())
     model = FakeModel()
     deadline = unlimited.calls[len(unlimited.calls) // 2][0]
     result = search_flag_space(
-        model, SEEDS, CPU_TUNED_OPTIONS, StrategySettings(), Budget(deadline, lambda: model.clock_s)
+        model, SEEDS, CPU_TUNED_OPTIONS, SETTINGS, Budget(deadline, lambda: model.clock_s)
     )
     assert result.budget_spent and result.notes[-1].startswith("time budget spent")
     assert [start for start, _, _ in model.calls if start >= deadline] == []
@@ -118,7 +121,7 @@ def test_a_set_that_does_not_compile_or_match_is_dropped() -> None:
         # Data tiling "fails to compile": absent from every answer.
         return {s: t for s, t in measured.items() if DATA_TILING not in s.flags}
 
-    result = search_flag_space(failing, SEEDS, CPU_TUNED_OPTIONS, StrategySettings(), Budget())
+    result = search_flag_space(failing, SEEDS, CPU_TUNED_OPTIONS, SETTINGS, Budget())
     assert DATA_TILING not in result.incumbent.flags
     assert parse_configuration(result.incumbent) == {DISTRIBUTION: "32", THREADS: "2"}
     # No seed beat the default (all but three use data tiling): the search stepped on from it.

@@ -79,7 +79,7 @@ class ModelFlagSearch:
     # round lasts long enough to time (`repetitions_for`); 0 measures the default first.
     repetitions: int = 0
     # At most this many sets are compiled (the seeds first).
-    max_sets: int = 96
+    max_sets: int = 48
     confirm_top: int = 3
     jobs: int = 2
     compile_timeout_s: float = 1200.0

@@ -57,7 +57,7 @@ class StrategySettings:
     # At most this many sets per step (ablations first, then options in declaration order),
     # and in all (seeds included; each is compiled once).
     max_batch: int = 24
-    max_sets: int = 96
+    max_sets: int = 48
 
 
 @dataclass(frozen=True)
