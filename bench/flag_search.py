@@ -8,11 +8,14 @@ interleaved in one process with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for
 
 Part `conv`: a convolutional network from the onnx package rebuilt with seeded random weights
 (REFERENCE.md: every ConstantOfShape weight becomes a random initializer), imported, and put
-through the flag phase alone: each flag set's interval and verdict, to show that a set that
-slows the network down is rejected.
+through the flag phase alone, twice: with the fixed list of known-good sets only (the phase
+before issue 25) and with the searched space (the list as seeds, then single option changes,
+successive halving, and the local-task runtime options). Each gives its winner's interval over
+the default, its runtime flags, its wall time and every set's interval and verdict.
 
 Usage: python bench/flag_search.py [--part matmul|conv|both] [--conv-model light_squeezenet.onnx]
-Writes bench/results/flag_search.json and prints the reports.
+    [--time-budget SECONDS]
+Writes bench/results/flag_search_PART.json and prints the reports.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -193,7 +197,9 @@ def rebuild_with_random_weights(source: Path, output: Path, seed: int) -> None:
     onnx.save(model, output)
 
 
-def run_conv(model_name: str, rounds: int, scratch: Path) -> dict[str, object]:
+def run_conv(
+    model_name: str, rounds: int, scratch: Path, time_budget_s: float | None
+) -> dict[str, object]:
     import onnx
 
     source = Path(onnx.__file__).parent / "backend/test/data/light" / model_name
@@ -205,30 +211,39 @@ def run_conv(model_name: str, rounds: int, scratch: Path) -> dict[str, object]:
     arrays = make_model_inputs(signature, seed=0)
     write_input_archive(inputs_path, arrays)
     target = parse_target("cpu")
-    load_before = _load()
-    started = time.perf_counter()
-    result = search_model_flags(
-        LocalExecutor(),
-        ModelFlagSearch(
-            source_path=mlir_path, function=function, inputs_path=inputs_path,
-            base_flags=tuple(target.compile_flags()), user_flags=(), device="local-task",
-            space=target.flag_space(), rounds=rounds, repetitions=0, jobs=2,
-        ),
-        scratch / "conv_flags",
-    )  # fmt: skip
-    wall_s = time.perf_counter() - started
-    for trial in result.trials:
-        print(describe_trial(trial))
-    return {
-        "model": f"{model_name} with seeded random weights",
-        "load_average_before": load_before,
-        "load_average_after": _load(),
-        "wall_s": round(wall_s, 1),
-        "winner": list(result.winner.flags),
-        "winner_speedup": result.estimate.describe() if result.estimate else None,
-        "notes": list(result.notes),
-        "trials": [trial_row(t) for t in result.trials],
-    }
+    searched = target.flag_space()
+    figures: dict[str, object] = {"model": f"{model_name} with seeded random weights"}
+    for name, space in (("list", replace(searched, tuned=(), runtime=())), ("search", searched)):
+        load_before = _load()
+        started = time.perf_counter()
+        result = search_model_flags(
+            LocalExecutor(),
+            ModelFlagSearch(
+                source_path=mlir_path, function=function, inputs_path=inputs_path,
+                base_flags=tuple(target.compile_flags()), user_flags=(), device="local-task",
+                space=space, rounds=rounds, repetitions=0, jobs=2, time_budget_s=time_budget_s,
+            ),
+            scratch / f"conv_flags_{name}",
+        )  # fmt: skip
+        wall_s = time.perf_counter() - started
+        print(f"== {name}")
+        for trial in result.trials:
+            print(describe_trial(trial))
+        figures[name] = {
+            "load_average_before": load_before,
+            "load_average_after": _load(),
+            "wall_s": round(wall_s, 1),
+            "winner": list(result.winner.flags),
+            "winner_speedup": result.estimate.describe() if result.estimate else None,
+            "runtime_flags": list(result.runtime_flags),
+            "runtime_speedup": (
+                result.runtime_estimate.describe() if result.runtime_estimate else None
+            ),
+            "compiled_sets": len(result.trials),
+            "notes": list(result.notes),
+            "trials": [trial_row(t) for t in result.trials],
+        }
+    return figures
 
 
 def main() -> int:
@@ -237,6 +252,7 @@ def main() -> int:
     parser.add_argument("--conv-model", default="light_squeezenet.onnx")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num-candidates", type=int, default=16)
+    parser.add_argument("--time-budget", type=float, default=None, help="seconds per flag phase")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -251,11 +267,17 @@ def main() -> int:
             figures["matmul"] = run_matmul(args.rounds, args.num_candidates, scratch / "matmul")
         if args.part in ("conv", "both"):
             (scratch / "conv").mkdir()
-            figures["conv"] = run_conv(args.conv_model, args.rounds, scratch / "conv")
+            figures["conv"] = run_conv(
+                args.conv_model, args.rounds, scratch / "conv", args.time_budget
+            )
     output = args.out / f"flag_search_{args.part}.json"
     output.write_text(json.dumps(figures, indent=2, default=str) + "\n")
     summary = {
-        part: {k: v for k, v in values.items() if k != "trials"}
+        part: {
+            k: ({kk: vv for kk, vv in v.items() if kk != "trials"} if isinstance(v, dict) else v)
+            for k, v in values.items()
+            if k != "trials"
+        }
         for part, values in figures.items()
         if isinstance(values, dict)
     }

@@ -60,7 +60,7 @@ from ireetune.dispatch_run.state import DispatchRun, Stage, campaign_settings, r
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor, open_executor
 from ireetune.flags.check import check_flags_with_compiler
-from ireetune.flags.dispatch_search import search_flags_for_input
+from ireetune.flags.dispatch_search import DispatchFlagSearch, search_flags_for_input
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flags.trials import FlagSearchResult, trial_row
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
@@ -115,9 +115,13 @@ def _tune_dispatch(options: TuneOptions, executor: Executor) -> TuneResult:
     flags_dir = create_run_dir(options.output_dir, f"flags_{options.input_path.stem}")
     try:
         flag_search = search_flags_for_input(
-            executor, options.input_path, target, flags_dir,
-            options.threshold, campaign_settings(options), options.jobs or default_jobs(),
-            options.compile_timeout_s, options.seed, options.model_level_rounds,
+            executor, options.input_path,
+            DispatchFlagSearch(
+                target, options.threshold, campaign_settings(options),
+                options.jobs or default_jobs(), options.compile_timeout_s, options.seed,
+                options.model_level_rounds,
+            ),
+            flags_dir,
         )  # fmt: skip
     except BaseException:
         # A search refused before it wrote anything (inputs no one can make) leaves no folder.

@@ -95,7 +95,10 @@ class ModelTuneOptions:
         help="skip the first phase (the search of the target's global compiler flags)",
     )  # fmt: skip
     max_flag_sets: int = option(
-        24, flag="--max-flag-sets", type=positive_int, help="flag sets the flag phase compiles"
+        48,
+        flag="--max-flag-sets",
+        type=positive_int,
+        help="flag sets the flag phase compiles at most (the known-good ones first)",
     )
     # Flag sets to try instead of the target's flag space (`--try-flags`, repeatable).
     flag_sets: tuple[tuple[str, ...], ...] = option(

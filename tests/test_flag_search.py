@@ -16,10 +16,9 @@ import pytest
 from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.cli import _attach_flag_text, build_parser, main
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagOption, FlagSet, FlagSpace
-from ireetune.decision.rules import DecisionRule
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor
-from ireetune.flags.dispatch_search import search_dispatch_flags
+from ireetune.flags.dispatch_search import DispatchFlagSearch, search_dispatch_flags
 from ireetune.flags.file import write_flags_file
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
 from ireetune.flags.trials import TrialStatus
@@ -92,7 +91,7 @@ def test_a_set_without_effect_is_not_timed_and_a_harmful_one_is_rejected(
     assert failed.status is TrialStatus.COMPILE_FAILED and "large vector sizes" in failed.reason
     assert (result.winner, result.estimate, result.winner_binary) == (DEFAULT_FLAGS, None, None)
     # Only the default and the harmful set were ever run.
-    assert sorted(p.name for p in (tmp_path / "first").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "session_1").iterdir()) == [
         "0_outputs.npz", f"{harmful.trial_id}_outputs.npz"
     ]  # fmt: skip
     recorded = json.loads(result.trials_path.read_text())
@@ -243,11 +242,12 @@ def test_dispatch_level_search_finds_data_tiling_has_no_effect_on_a_formed_dispa
     matmul_benchmark: Path, tmp_path: Path
 ) -> None:
     space = FlagSpace((), (("--iree-opt-data-tiling",), ("--iree-llvmcpu-distribution-size=4",)))
-    result = search_dispatch_flags(
-        LocalExecutor(), matmul_benchmark, parse_target(TEST_TARGET), space, tmp_path, DecisionRule(threshold=1.02),
+    search = DispatchFlagSearch(
+        parse_target(TEST_TARGET), 1.02,
         CampaignSettings(repetitions=2, min_repetition_s=0.005, confirm_rounds=2), jobs=2,
-        compile_timeout_s=120, seed=0,
+        compile_timeout_s=120, seed=0, space=space,
     )  # fmt: skip
+    result = search_dispatch_flags(LocalExecutor(), matmul_benchmark, search, tmp_path)
     by_flags = {t.flag_set.flags: t for t in result.trials}
     # Data tiling acts when dispatches are formed; a dumped dispatch is already formed.
     assert by_flags[("--iree-opt-data-tiling",)].status is TrialStatus.NO_EFFECT

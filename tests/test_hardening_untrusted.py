@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import main
-from ireetune.core.flag_space import propose_flag_sets
+from ireetune.core.flag_space import list_tuned_flags, propose_flag_sets
 from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
@@ -124,6 +124,8 @@ def test_every_flag_the_flag_search_proposes_may_travel_in_a_folder() -> None:
     for space in (CPU_FLAG_SPACE, CUDA_FLAG_SPACE, ROCM_FLAG_SPACE):
         for flag_set in propose_flag_sets(space, 1000):
             check_folder_flags(flag_set.flags, "test")
+        # And every value of the options the search changes one at a time.
+        check_folder_flags(sorted(list_tuned_flags(space.tuned)), "test")
 
 
 @pytest.mark.parametrize(
@@ -131,7 +133,9 @@ def test_every_flag_the_flag_search_proposes_may_travel_in_a_folder() -> None:
     [
         "--iree-llvmcpu-keep-linker-artifacts",
         "--iree-llvmcpu-keep-linker-artifacts=true",
-        "--iree-opt-level=O1",
+        # A value the searched option never takes (its default, O0, is never written).
+        "--iree-opt-level=O0",
+        "--iree-llvmcpu-distribution-size=7",
     ],
 )
 def test_a_flag_the_search_never_writes_is_refused(flag: str) -> None:

@@ -2,8 +2,10 @@
 
 `ireetune/core/flag_space.py` holds the records (an option and its choices, a flag set) and the
 pure proposal logic (the target protocol speaks of them, so they sit in the core layer);
-`check.py` reads and validates flags a user writes; `file.py` the `tuned_flags.txt` format;
-`store.py` the database table of a model's winning flags. The flag search itself is
-`model_search.py` (whole model) and `dispatch_search.py` (one dispatch benchmark). Each target
-declares its options in `targets/<target>/flags.py`.
+`check.py` reads and validates flags a user writes; `file.py` the `tuned_flags.txt` and
+`runtime_flags.txt` formats; `store.py` the database table of a model's winning flags. The flag
+search itself is `model_search.py` (whole model: `strategy.py` searches the declared options
+from the known-good sets, `runtime.py` the device's runtime options on the winner) and
+`dispatch_search.py` (one dispatch benchmark: the known-good sets only). Each target declares
+its options in `targets/<target>/flags.py`.
 """

@@ -13,7 +13,7 @@ search (`tune-dispatch MODEL.mlir --search-flags`, or `ireetune tune`) where a m
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,60 +53,62 @@ if TYPE_CHECKING:
     from ireetune.executor.base import Executor
 
 
+@dataclass(frozen=True)
+class DispatchFlagSearch:
+    """How `tune-dispatch --search-flags` searches: the target and its flag space, the rule's
+    threshold, the benchmark campaign's settings (dispatch level), the rounds of a model-level
+    search, and the compile pool's size and timeout. `space` None means the target's own."""
+
+    target: Target
+    threshold: float
+    settings: CampaignSettings
+    jobs: int
+    compile_timeout_s: float
+    seed: int
+    model_rounds: int = 5
+    max_sets: int = 24
+    space: FlagSpace | None = None
+
+    @property
+    def flag_space(self) -> FlagSpace:
+        return self.space if self.space is not None else self.target.flag_space()
+
+
 def search_flags_for_input(
-    executor: Executor,
-    input_path: Path,
-    target: Target,
-    work_dir: Path,
-    threshold: float,
-    settings: CampaignSettings,
-    jobs: int,
-    compile_timeout_s: float,
-    seed: int,
-    model_rounds: int,
+    executor: Executor, input_path: Path, search: DispatchFlagSearch, work_dir: Path
 ) -> FlagSearchResult:
     """Search flags for `tune-dispatch`: on the whole model when the input is a model (timed on
     random inputs of its entry function's signature), else on the dispatch benchmark itself;
     every compile and measurement runs on `executor`."""
     text = read_mlir_file(input_path)
     if is_dispatch_benchmark(text):
-        return search_dispatch_flags(
-            executor, input_path, target, target.flag_space(), work_dir, DecisionRule(threshold=threshold), settings, jobs,
-            compile_timeout_s, seed,
-        )  # fmt: skip
+        return search_dispatch_flags(executor, input_path, search, work_dir)
     parse_module(text, ir.Context(), input_path)
     function, signature = read_entry_signature(text)
     inputs_path = work_dir / "inputs.npz"
-    arrays = make_model_inputs(signature, seed)
+    arrays = make_model_inputs(signature, search.seed)
     write_input_archive(inputs_path, arrays)
+    target = search.target
     return search_model_flags(
         executor,
         ModelFlagSearch(
             source_path=input_path, function=function, inputs_path=inputs_path,
             base_flags=tuple(target.compile_flags()), user_flags=target.global_flags,
-            device=target.runtime_device, space=target.flag_space(), rounds=model_rounds,
-            jobs=jobs, compile_timeout_s=compile_timeout_s,
-            rule=DecisionRule(threshold=threshold, real_input_decides=True),
+            device=target.runtime_device, space=search.flag_space, rounds=search.model_rounds,
+            jobs=search.jobs, compile_timeout_s=search.compile_timeout_s,
+            rule=DecisionRule(threshold=search.threshold, real_input_decides=True),
         ),
         work_dir,
     )  # fmt: skip
 
 
 def search_dispatch_flags(
-    executor: Executor,
-    benchmark_path: Path,
-    target: Target,
-    space: FlagSpace,
-    work_dir: Path,
-    rule: DecisionRule,
-    settings: CampaignSettings,
-    jobs: int,
-    compile_timeout_s: float,
-    seed: int,
-    max_sets: int = 24,
+    executor: Executor, benchmark_path: Path, search: DispatchFlagSearch, work_dir: Path
 ) -> FlagSearchResult:
     """Search the target's flag space on one dispatch benchmark (compiling and measuring on
     `executor`); return the winning set."""
+    target, rule = search.target, DecisionRule(threshold=search.threshold)
+    jobs, compile_timeout_s, seed = search.jobs, search.compile_timeout_s, search.seed
     work_dir.mkdir(parents=True, exist_ok=True)
     context = ir.Context()
     module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
@@ -118,7 +120,7 @@ def search_dispatch_flags(
     fixed = {flag.split("=", 1)[0] for flag in target.global_flags}
     flag_sets = [DEFAULT_FLAGS] + [
         p
-        for p in propose_flag_sets(space, max_sets)
+        for p in propose_flag_sets(search.flag_space, search.max_sets)
         if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
     ]
     base = (*target.compile_flags(), "--compile-from=executable-sources")
@@ -142,7 +144,7 @@ def search_dispatch_flags(
         BenchmarkJob(0, binaries / "0.vmfb"),
         [BenchmarkJob(i, binaries / f"{i}.vmfb") for i in timed],
         [target.runtime_device],
-        replace(settings, confirm_top=len(timed)),
+        replace(search.settings, confirm_top=len(timed)),
     )
     facts = facts_from_campaign(campaign, Basis.DISPATCH)
     for index, trial in enumerate(trials):

@@ -1,8 +1,11 @@
-"""The flags file a user applies: one flag per line, read by `iree-compile @tuned_flags.txt`.
+"""The flags files a user applies: one flag per line.
 
-iree-compile (LLVM's command-line parser) expands `@FILE` into the file's words, so the file
-holds one flag per line and nothing else: it has no comment syntax, and flags never contain
-whitespace (`flags/check.py`).
+`tuned_flags.txt` is read by `iree-compile @tuned_flags.txt`: iree-compile (LLVM's command-line
+parser) expands `@FILE` into the file's words, so the file holds one flag per line and nothing
+else: it has no comment syntax, and flags never contain whitespace (`flags/check.py`).
+`runtime_flags.txt`, beside it, holds the device's runtime options (`flags/runtime.py`), as
+`iree-run-module --flagfile=runtime_flags.txt` reads them and as
+`iree.runtime.flags.parse_flags(*lines)` takes them (before the device is created).
 """
 
 from __future__ import annotations
@@ -16,6 +19,20 @@ from ireetune.flags.check import check_flag_form
 from ireetune.input_files import check_input_file
 
 FLAGS_FILE_NAME = "tuned_flags.txt"
+RUNTIME_FLAGS_FILE_NAME = "runtime_flags.txt"
+
+
+def write_flag_files(
+    run_dir: Path, flags: Sequence[str], runtime_flags: Sequence[str]
+) -> Path | None:
+    """Write `tuned_flags.txt` (when there are flags) and `runtime_flags.txt` (when there are
+    runtime flags) into `run_dir`; return the first one's path, or None."""
+    if runtime_flags:
+        write_flags_file(run_dir / RUNTIME_FLAGS_FILE_NAME, runtime_flags)
+    if not flags:
+        return None
+    write_flags_file(run_dir / FLAGS_FILE_NAME, flags)
+    return run_dir / FLAGS_FILE_NAME
 
 
 def write_flags_file(path: Path, flags: Sequence[str]) -> None:
@@ -34,3 +51,18 @@ def read_flags_file(path: Path) -> tuple[str, ...]:
     except (OSError, UnicodeDecodeError) as error:
         raise IreetuneError(f"cannot read flags file {path}: {error}") from error
     return check_flag_form(words, str(path))
+
+
+def read_runtime_flags_file(path: Path) -> tuple[str, ...]:
+    """Read a runtime flags file (`write_flag_files`): one `--name=value` per line."""
+    check_input_file(path, "runtime flags file", allow_empty=True)
+    if not path.is_file():
+        raise IreetuneError(f"runtime flags file not found: {path}")
+    try:
+        words = path.read_text().split()
+    except (OSError, UnicodeDecodeError) as error:
+        raise IreetuneError(f"cannot read runtime flags file {path}: {error}") from error
+    for word in words:
+        if not word.startswith("--") or len(word) == 2:
+            raise IreetuneError(f"{path}: {word!r} is not a runtime flag (--name[=value])")
+    return tuple(words)

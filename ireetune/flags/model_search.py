@@ -1,15 +1,18 @@
 """The flag phase of model tuning: search the compiler's global options for this model.
 
-    compile      the default and each proposed flag set, from the same source path
-    hash         a set whose binary equals the default's has no effect: recorded, never timed
-    time         every distinct binary side by side with the default in one process, on the
-                 model's real inputs; outputs compared with the default's
-    confirm      the fastest sets of that first session (pre-selected by their point estimate),
-                 plus the union of them when it is new, timed again in a fresh session against
-                 the default
+    search       the strategy (`flags/strategy.py`) proposes sets: the target's known-good
+                 list first, then single option changes of the best set so far; each set is
+    compile        compiled once, from the same source path as the default
+    hash           a set whose binary equals the default's (or an earlier set's) is not timed
+    time           distinct binaries side by side with the default in one process, on the
+                   model's real inputs, few rounds first and more for the survivors; outputs
+                   compared with the default's (a mismatch drops the set)
+    confirm      the search's best sets, timed again in a fresh session against the default
     decide       the decision stage's rule on the confirmed intervals and the output checks
+    runtime      the device's runtime options on the winning binary (`flags/runtime.py`)
 
-Everything is recorded in `flags/trials.json` of the run folder.
+Everything stops starting new work once `time_budget_s` is spent. Everything is recorded in
+`flags/trials.json` of the run folder.
 """
 
 from __future__ import annotations
@@ -17,27 +20,24 @@ from __future__ import annotations
 import logging
 import math
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ireetune.core.flag_space import (
-    DEFAULT_FLAGS,
-    FlagSpace,
-    propose_flag_sets,
-    union_of_winners,
-)
+from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace, propose_flag_sets
 from ireetune.core.target import Target
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
+from ireetune.flags.runtime import runtime_row, search_runtime_flags
+from ireetune.flags.strategy import Budget, StrategySettings, search_flag_space
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
     FlagTrial,
     TrialStatus,
-    choose_flag_contenders,
     classify_by_hash,
     compile_flag_sets,
     judge_flag_sets,
@@ -62,7 +62,9 @@ class ModelFlagSearch:
     """What the flag phase needs: the model, how to compile and run it, and how hard to search.
 
     `base_flags` go on every compile (the target's, the user's `--flags`); proposals touching an
-    option the user fixed are left out, since a repeated option is a compile error.
+    option the user fixed are left out, since a repeated option is a compile error. The search
+    starts no new compile or timing once its budget (on `clock`) is spent: `time_budget_s`, or
+    else FLAG_PHASE_SHARE of the whole run's `run_budget_s` (`ireetune tune --time-budget`).
     """
 
     source_path: Path
@@ -76,11 +78,27 @@ class ModelFlagSearch:
     # Calls of each model per round: a fast model is called several times in a row so that a
     # round lasts long enough to time (`repetitions_for`); 0 measures the default first.
     repetitions: int = 0
-    max_sets: int = 24
+    # At most this many sets are compiled (the seeds first).
+    max_sets: int = 48
     confirm_top: int = 3
     jobs: int = 2
     compile_timeout_s: float = 1200.0
     rule: DecisionRule = FLAG_RULE
+    time_budget_s: float | None = None
+    run_budget_s: float | None = None
+    strategy: StrategySettings = field(default_factory=StrategySettings)
+    clock: Callable[[], float] = time.monotonic
+
+
+# The flag phase's share of `ireetune tune --time-budget` (the dispatch phase has the rest).
+FLAG_PHASE_SHARE = 0.5
+
+
+def flag_phase_budget(search: ModelFlagSearch) -> float | None:
+    """Return the flag phase's time budget (None: no limit)."""
+    if search.time_budget_s is not None or search.run_budget_s is None:
+        return search.time_budget_s
+    return FLAG_PHASE_SHARE * search.run_budget_s
 
 
 # A round should time each model for at least this long.
@@ -99,58 +117,40 @@ def search_model_flags(
     executor: Executor, search: ModelFlagSearch, work_dir: Path
 ) -> FlagSearchResult:
     """Run the flag phase in `work_dir`, compiling and timing on `executor`; return the winning
-    set (the default when none won)."""
+    compile flags (the default when none won) and runtime flags."""
+    started = search.clock()
     work_dir.mkdir(parents=True, exist_ok=True)
     fixed = {flag.split("=", 1)[0] for flag in search.user_flags}
-    proposals = [
+    seeds = [
         p
         for p in propose_flag_sets(search.space, search.max_sets)
         if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
     ]
-    trials = compile_flag_sets(
-        executor, search.source_path, search.base_flags, dict(enumerate([DEFAULT_FLAGS, *proposals])),
-        work_dir, search.jobs, search.compile_timeout_s,
-    )  # fmt: skip
-    if trials[0].status is not TrialStatus.DEFAULT:
-        raise IreetuneError(f"the model does not compile with default flags: {trials[0].reason}")
-    trials = classify_by_hash(trials)
+    tuned = [
+        o
+        for o in search.space.tuned
+        if o.name not in fixed and not any(name in fixed for name, _ in o.depends_on)
+    ]
+    evaluator = ModelEvaluator(executor, search, work_dir)
     if search.repetitions < 1:
         warm_up = _time(executor, search, work_dir, [0], "warm_up", rounds=3)[0]
         if not warm_up.ok:
             raise IreetuneError(f"the default model does not run: {warm_up.reason}")
-        search = replace(search, repetitions=repetitions_for(min(warm_up.times_ms)))
-    timed_ids = [t.trial_id for t in trials if t.status is TrialStatus.TIMED]
-    first_runs = _time(executor, search, work_dir, [0, *timed_ids], "first")
-    default_run = first_runs[0]
-    if not default_run.ok:
-        raise IreetuneError(f"the default model does not run: {default_run.reason}")
-    trials = [
-        _with_timing(t, first_runs.get(t.trial_id), default_run, False, search.repetitions)
-        for t in trials
-    ]
-    contenders = choose_flag_contenders(trials, search.rule, search.confirm_top)
-    notes: list[str] = []
-    union = union_of_winners([trials[i].flag_set for i in contenders], [t.flag_set for t in trials])
-    if union is not None:
-        # The options that each won alone, together: compiled and timed only in the confirmation.
-        compiled = compile_flag_sets(
-            executor, search.source_path, search.base_flags, {len(trials): union}, work_dir,
-            search.jobs, search.compile_timeout_s,
-        )  # fmt: skip
-        extra = classify_by_hash([*trials, *compiled])[-1]
-        trials.append(extra)
-        if extra.status is TrialStatus.TIMED:
-            contenders.append(extra.trial_id)
-        notes.append(f"tried the union of the sets that won alone: {union.label}")
-    if contenders:
-        confirm_runs = _time(
-            executor,
-            search,
-            work_dir,
-            [0, *contenders],
-            "confirm",
-            rounds=max(2 * search.rounds, 10),
+        search = evaluator.search = replace(
+            search, repetitions=repetitions_for(min(warm_up.times_ms))
         )
+    budget_s = flag_phase_budget(search)
+    deadline = None if budget_s is None else started + budget_s
+    settings = replace(search.strategy, max_sets=search.max_sets)
+    strategy = search_flag_space(evaluator, seeds, tuned, settings, Budget(deadline, search.clock))
+    trials = evaluator.trials
+    notes = list(strategy.notes)
+    contenders = _choose_contenders(trials, evaluator, strategy.ranking, search)
+    if contenders and not Budget(deadline, search.clock).spent():
+        confirm_runs = _time(
+            executor, search, work_dir, [0, *contenders], "confirm",
+            rounds=max(2 * search.rounds, 10),
+        )  # fmt: skip
         if not confirm_runs[0].ok:
             raise IreetuneError(f"the default model stopped running: {confirm_runs[0].reason}")
         trials = [
@@ -159,24 +159,131 @@ def search_model_flags(
             else t
             for t in trials
         ]
+    elif contenders:
+        notes.append("time budget spent before the confirmation: the default is kept")
+        contenders = []
     trials, winner_id = judge_flag_sets(trials, contenders, search.rule)
     winner = trials[winner_id] if winner_id is not None else None
+    winner_binary = work_dir / f"{winner_id}.vmfb" if winner_id is not None else None
+    runtime = search_runtime_flags(
+        executor, search, winner_binary or work_dir / "0.vmfb", work_dir / "runtime",
+        Budget(deadline, search.clock),
+    )  # fmt: skip
     result = FlagSearchResult(
         winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
         estimate=winner.confirmed if winner is not None else None,
         trials=tuple(trials),
         rule=search.rule,
         trials_path=work_dir / TRIALS_FILE_NAME,
-        notes=tuple(notes),
-        winner_binary=work_dir / f"{winner_id}.vmfb" if winner_id is not None else None,
+        notes=(*notes, *runtime.notes),
+        winner_binary=winner_binary,
+        runtime_flags=runtime.flags,
+        runtime_estimate=runtime.estimate,
     )
     write_trials(
         result.trials_path, trials, search.rule,
         {"level": "model", "source": str(search.source_path), "base_flags": list(search.base_flags),
          "rounds": search.rounds, "calls_per_round": search.repetitions,
-         "winner": list(result.winner.flags), "notes": notes},
+         "winner": list(result.winner.flags), "notes": list(result.notes),
+         "search": [{"flags": list(s.flags), "relative": strategy.scores[s].relative,
+                     "rung": strategy.scores[s].rung} for s in strategy.ranking],
+         "runtime": runtime_row(runtime)},
     )  # fmt: skip
     return result
+
+
+def _choose_contenders(
+    trials: Sequence[FlagTrial],
+    evaluator: ModelEvaluator,
+    ranking: Sequence[FlagSet],
+    search: ModelFlagSearch,
+) -> list[int]:
+    """Return up to `confirm_top` distinct timed binaries of the search's ranking (best first)
+    whose last session was faster than the rule's threshold."""
+    contenders: list[int] = []
+    for flag_set in ranking:
+        trial_id = evaluator.binary_of(flag_set)
+        trial = trials[trial_id] if trial_id is not None else None
+        if (
+            trial is not None
+            and trial.status is TrialStatus.TIMED
+            and trial.outputs_match is not False
+            and trial.first is not None
+            and trial.first.speedup > search.rule.threshold
+            and trial_id not in contenders
+        ):
+            contenders.append(trial.trial_id)
+    return contenders[: max(0, search.confirm_top)]
+
+
+class ModelEvaluator:
+    """The strategy's view of the model (`strategy.Evaluate`): compile each new set once (its
+    binary's hash decides whether it is new), time the distinct binaries side by side with the
+    default, and keep every trial."""
+
+    def __init__(self, executor: Executor, search: ModelFlagSearch, work_dir: Path) -> None:
+        self.executor, self.search, self.work_dir = executor, search, work_dir
+        self.trials: list[FlagTrial] = []
+        self.sessions = 0
+        self._compile([DEFAULT_FLAGS])
+        if self.trials[0].status is not TrialStatus.DEFAULT:
+            raise IreetuneError(
+                f"the model does not compile with default flags: {self.trials[0].reason}"
+            )
+
+    def binary_of(self, flag_set: FlagSet) -> int | None:
+        """Return the trial whose binary the set compiles to (0: the default's), None if the
+        set did not compile or was never compiled."""
+        key = frozenset(flag_set.flags)
+        trial = next((t for t in self.trials if frozenset(t.flag_set.flags) == key), None)
+        if trial is None or trial.status in (TrialStatus.COMPILE_FAILED, TrialStatus.RUN_FAILED):
+            return None
+        if trial.status in (TrialStatus.DEFAULT, TrialStatus.NO_EFFECT):
+            return 0
+        return next(t.trial_id for t in self.trials if t.binary_hash == trial.binary_hash)
+
+    def __call__(self, flag_sets: Sequence[FlagSet], rounds: int) -> dict[FlagSet, float]:
+        known = {frozenset(t.flag_set.flags) for t in self.trials}
+        self._compile([s for s in dict.fromkeys(flag_sets) if frozenset(s.flags) not in known])
+        binaries = {s: self.binary_of(s) for s in flag_sets}
+        timed = sorted({b for b in binaries.values() if b})
+        if timed:
+            self.sessions += 1
+            runs = _time(
+                self.executor, self.search, self.work_dir, [0, *timed],
+                f"session_{self.sessions}", rounds,
+            )  # fmt: skip
+            if not runs[0].ok:
+                raise IreetuneError(f"the default model stopped running: {runs[0].reason}")
+            for trial_id in timed:
+                self.trials[trial_id] = _with_timing(
+                    self.trials[trial_id], runs.get(trial_id), runs[0], False,
+                    self.search.repetitions,
+                )  # fmt: skip
+        relative: dict[FlagSet, float] = {}
+        for flag_set, binary in binaries.items():
+            trial = self.trials[binary] if binary is not None else None
+            if binary == 0:
+                relative[flag_set] = 1.0
+            elif (
+                trial is not None
+                and trial.status is TrialStatus.TIMED
+                and trial.outputs_match is not False
+                and trial.first is not None
+            ):
+                relative[flag_set] = 1.0 / trial.first.speedup
+        return relative
+
+    def _compile(self, flag_sets: Sequence[FlagSet]) -> None:
+        if not flag_sets:
+            return
+        first_id = len(self.trials)
+        compiled = compile_flag_sets(
+            self.executor, self.search.source_path, self.search.base_flags,
+            dict(enumerate(flag_sets, start=first_id)), self.work_dir, self.search.jobs,
+            self.search.compile_timeout_s,
+        )  # fmt: skip
+        self.trials = classify_by_hash([*self.trials, *compiled]) if first_id else compiled
 
 
 def _time(
@@ -229,10 +336,15 @@ def _with_timing(
 
 
 def measure_combined(
-    executor: Executor, original: Path, final: Path, search: ModelFlagSearch, work_dir: Path
+    executor: Executor,
+    original: Path,
+    final: Path,
+    search: ModelFlagSearch,
+    work_dir: Path,
+    runtime_flags: Sequence[str] = (),
 ) -> tuple[SpeedupEstimate | None, str]:
     """Time the untouched default and the final model (flags plus spec) side by side on
-    `executor`.
+    `executor`, both under the tuned runtime flags (one process has one set).
 
     Returns the paired speedup, or None and why (the final model failed, or its outputs differ).
     """
@@ -242,6 +354,7 @@ def measure_combined(
         ModelComparison(
             [("default", original), ("tuned", final)], search.function, search.inputs_path,
             session_dir, search.device, 2 * search.rounds, search.repetitions,
+            runtime_flags=tuple(runtime_flags),
         )
     )  # fmt: skip
     if not runs["default"].ok or not runs["tuned"].ok:

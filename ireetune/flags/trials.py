@@ -44,8 +44,9 @@ class TrialStatus(enum.Enum):
 class FlagTrial:
     """One flag set: its binary, its timings against the default, and the rule's verdict.
 
-    `first` is the speedup from the first side-by-side session of every distinct set; `confirmed`
-    the one from the fresh confirmation session of the contenders, which decides.
+    `first` is the speedup from the search's last side-by-side session of the set (its deepest
+    rung); `confirmed` the one from the fresh confirmation session of the contenders, which
+    decides.
     """
 
     trial_id: int
@@ -73,6 +74,10 @@ class FlagSearchResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The winner's binary (compiled from the same source as the default); None for the default.
     winner_binary: Path | None = None
+    # The device's runtime options to run the winner with (`runtime_flags.txt`), and what they
+    # were worth over the runtime's defaults on the winner's binary.
+    runtime_flags: tuple[str, ...] = ()
+    runtime_estimate: SpeedupEstimate | None = None
 
     @property
     def improved(self) -> bool:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ireetune.core.flag_space import FlagSpace
+from ireetune.core.flag_space import FlagSpace, list_tuned_flags
 from ireetune.errors import IreetuneError
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 
 
 def list_space_flags(space: FlagSpace) -> frozenset[str]:
-    """Return every flag a flag space can propose (its options' choices and combinations)."""
+    """Return every flag a flag space can propose (its options' choices, combinations and the
+    values of its searched options)."""
     flags: set[str] = set()
     for option in space.options:
         flags.update(option.requires)
@@ -24,7 +25,7 @@ def list_space_flags(space: FlagSpace) -> frozenset[str]:
             flags.update(choice)
     for combination in space.combinations:
         flags.update(combination)
-    return frozenset(flags)
+    return frozenset(flags) | list_tuned_flags(space.tuned)
 
 
 FOLDER_FLAGS = frozenset().union(

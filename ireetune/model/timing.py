@@ -28,6 +28,8 @@ class ModelRun:
     outputs: tuple[npt.NDArray[np.generic], ...]
     times_ms: tuple[float, ...]
     reason: str
+    # The device's task workers in the timing process (0 when the device has none, or unknown).
+    workers: int = 0
 
     @property
     def ok(self) -> bool:
@@ -39,7 +41,8 @@ class ModelComparison:
     """Compiled models to time side by side for an executor (`Executor.run_models_side_by_side`):
     each (model id, binary) calls `function` on the inputs on `device`, interleaved for `rounds`
     rounds of `repetitions` calls; outputs go under `work_dir`. The models read their weights
-    from the `parameters` archives (.irpa), if any."""
+    from the `parameters` archives (.irpa), if any. `runtime_flags` (the device's, such as
+    `--task_topology_max_group_count=1`) are set in the timing process before the device opens."""
 
     models: Sequence[tuple[str, Path]]
     function: str
@@ -50,6 +53,7 @@ class ModelComparison:
     repetitions: int = 1
     timeout_s: float = 1800.0
     parameters: Sequence[Path] = ()
+    runtime_flags: Sequence[str] = ()
 
 
 def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, ModelRun]:
@@ -73,6 +77,7 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
             "device": device, "inputs": str(inputs_path), "function": function,
             "rounds": rounds, "repetitions": repetitions,
             "parameters": [str(path) for path in parameters],
+            "runtime_flags": list(comparison.runtime_flags),
             "jobs": [
                 {"kind": "load", "id": job, "vmfb": str(paths[job]), "outputs": str(outputs[job])}
                 if job != _TIME_JOB
@@ -82,6 +87,7 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
         }  # fmt: skip
 
     times: dict[str, list[float]] = {}
+    workers = 0
     command = [sys.executable, "-m", "ireetune.model.worker"]
     for report in supervise_worker("model timing", command, jobs, build_request, lambda: timeout_s):
         record = report.record or {}
@@ -94,6 +100,7 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
                 failed.update({m: str(reason) for m in paths if m not in failed})
             else:
                 times = record["times_ms"]
+                workers = int(record.get("workers", 0))
         elif report.failure is not None or record.get("status") != "ok":
             failed[report.job] = str(reason or "failed")
     runs: dict[str, ModelRun] = {}
@@ -105,7 +112,7 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
             continue
         with np.load(outputs[model_id]) as archive:
             arrays = tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))
-        runs[model_id] = ModelRun(model_id, arrays, tuple(times.get(model_id, ())), "")
+        runs[model_id] = ModelRun(model_id, arrays, tuple(times.get(model_id, ())), "", workers)
     return runs
 
 

@@ -4,9 +4,11 @@ Run as `python -m ireetune.model.worker` with a JSON request on stdin:
 {"device": "local-task", "inputs": "inputs.npz", "function": "main", "rounds": 5,
  "repetitions": 3, "jobs": [{"kind": "load", "id": "default", "vmfb": "default.vmfb",
  "outputs": "d.npz"}, ..., {"kind": "time", "models": [{"id": "default", "vmfb": ...}]}],
- "parameters": ["weights.irpa"]}
+ "parameters": ["weights.irpa"], "runtime_flags": ["--task_topology_max_group_count=1"]}
 `parameters` (optional) are IREE parameter archives the models read their weights from, under
-the scope the ONNX import named them in ("model").
+the scope the ONNX import named them in ("model"). `runtime_flags` (optional) are the runtime's
+own flags, set before the device opens (the device reads them then); the "time" job's result
+says how many task workers the device ran with ("workers").
 It speaks the worker protocol (worker_protocol.py): each "load" job loads one model, calls it
 once and saves its outputs, so a model that crashes or hangs there costs only itself; the last
 job, "time", times the models it names (loading any this process has not loaded: a fresh worker
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,10 +65,31 @@ def _time(
     return times_ms
 
 
+def _count_task_workers() -> int:
+    """Return how many task-system worker threads this process runs (`iree-worker-N`; Linux).
+
+    A worker names itself once it first runs, which can be after a short model's calls: read
+    until two reads 50 ms apart agree (at most half a second).
+    """
+    counts: list[int] = []
+    for _ in range(10):
+        try:
+            names = [(task / "comm").read_text() for task in Path("/proc/self/task").iterdir()]
+        except OSError:
+            return 0
+        counts.append(sum(name.startswith("iree-worker") for name in names))
+        if len(counts) > 1 and counts[-1] == counts[-2]:
+            break
+        time.sleep(0.05)
+    return max(counts)
+
+
 def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
 
+    if request.get("runtime_flags"):
+        runtime.flags.parse_flags(*request["runtime_flags"])
     device = open_device(runtime, request["device"])
     if device is None:
         return 3
@@ -107,7 +131,7 @@ def main() -> int:
             times = _time(
                 functions, inputs, int(request.get("rounds", 3)), int(request.get("repetitions", 1))
             )
-            record = {"status": "ok", "times_ms": times}
+            record = {"status": "ok", "times_ms": times, "workers": _count_task_workers()}
         emit_event({"event": "result", "job_index": job_index, **record})
     return 0
 

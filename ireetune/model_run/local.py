@@ -33,7 +33,7 @@ from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import TuneOptions
 from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
+from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import (
     ModelFlagSearch,
     measure_combined,
@@ -118,6 +118,7 @@ def _flag_search_request(run: ModelTuningRun) -> ModelFlagSearch:
         max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
         rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
+        run_budget_s=options.time_budget_s,
     )  # fmt: skip
 
 
@@ -243,6 +244,7 @@ def _run_trial(
         ModelComparison(
             [("current", run.current_vmfb), ("trial", trial_vmfb)], model.function,
             model.inputs_path, trial_dir, model.device, run.options.rounds,
+            runtime_flags=run.flag_search.runtime_flags if run.flag_search else (),
         ),
     )  # fmt: skip
     trial = runs["trial"]
@@ -333,9 +335,8 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
     assert run.default_vmfb is not None and run.flag_request is not None
     tuned_spec_path = run.final.tuned_spec
     flags = model.target.global_flags
-    tuned_flags_path = run_dir / FLAGS_FILE_NAME if flags else None
-    if tuned_flags_path is not None:
-        write_flags_file(tuned_flags_path, flags)
+    runtime_flags = flag_search.runtime_flags if flag_search is not None else ()
+    tuned_flags_path = write_flag_files(run_dir, flags, runtime_flags)
     combined = None
     if flag_search is not None and flag_search.improved:
         final_vmfb = run.default_vmfb
@@ -344,8 +345,9 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
             error = model.compile(tuned_spec_path, final_vmfb)
             assert not error, f"the tuned model compiled in the final check: {error}"
         combined, why = measure_combined(
-            run.executor, run.original_vmfb, final_vmfb, run.flag_request, run_dir / "final"
-        )
+            run.executor, run.original_vmfb, final_vmfb, run.flag_request, run_dir / "final",
+            runtime_flags,
+        )  # fmt: skip
         if combined is None:
             run.notes.append(f"the combined check of flags and spec failed: {why}")
     if options.use_database:
@@ -370,7 +372,8 @@ def report(run: ModelTuningRun) -> Pause | None:
     """Write report.txt and report.json."""
     assert run.result is not None and run.original_vmfb is not None
     write_report(run)
-    report_deployment(run.under_tuning, run.options, run.original_vmfb, run.result)
+    runtime_flags = run.flag_search.runtime_flags if run.flag_search is not None else ()
+    report_deployment(run.under_tuning, run.options, run.original_vmfb, run.result, runtime_flags)
     return None
 
 

@@ -1,23 +1,111 @@
-"""The llvm-cpu target's global compiler options worth searching, as data.
+"""The llvm-cpu target's global compiler options and local-task runtime options, as data.
 
-Read from `iree-compile --help-hidden` of IREE 3.13 and checked on this project's znver4 machine
-(2026-11-24): each option below changed the binary of the README matmul or of a small
-convolution (the flag search hashes every binary anyway and never times a set whose binary
-equals the default's). Options left out: `--iree-llvmcpu-vector-pproc-strategy`, loop
-unrolling/vectorization and fp-reduction reassociation changed neither binary; the numeric
-distribution knobs (`--iree-llvmcpu-matmul-tile-bytes`, `--iree-llvmcpu-distribution-size`) are
-what the dispatch tuner's lowering configurations search per dispatch.
+Read from `iree-compile --help-list-hidden` of IREE 3.13 (options matching llvmcpu,
+dispatch-creation, global-opt, const-eval, data-tiling, ukernel, opt-) and kept when setting
+them changed the binary of a small model on this project's AVX-512 machine (2026-11-25, with
+and without data tiling: a convolution, matmul and softmax model; an attention-like model with
+a transpose, a concat and a constant; a 512^3 matmul for the data-tiled tile options).
+Defaults are the compiler's (`llvm::cl::init` in the 3.13 sources, and checked: each option
+with a value for default compiles to the default's binary, tests/test_flag_runtime.py); a
+value equal to the default is never spelled. Left out: options that changed no probe's binary
+(aggressive fusion and reshape movement, split reduction, fuse multi-use, matmul-producer
+fusion blocking, multi-reduction fusion, collapse propagation, outer-dim concat, aggressive
+transpose propagation, sink-transpose-through-pad, edge reshape propagation, decompose-softmax
+fusion, vector peeling off, vector-contract custom kernels, `--iree-dispatch-creation-data-tiling`
+which equals `--iree-opt-data-tiling`), options that are not about speed (debug, sanitizers,
+linking, target selection, numeric precision reduction), and those for other CPUs (SME, SVE,
+RISC-V). Values that fail to compile on some CPUs (narrow vectors) are kept: a set that does
+not compile is dropped by the search.
+
+`CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
+space was searched; they seed the flag phase's search, which then changes `tuned` options one
+at a time (`flags/strategy.py`).
 """
 
 from __future__ import annotations
 
-from ireetune.core.flag_space import FlagOption, FlagSpace
+from ireetune.core.flag_space import FlagOption, FlagSpace, RuntimeOption, TunedOption
 
 DATA_TILING = "--iree-opt-data-tiling"
 _UKERNELS = "--iree-llvmcpu-enable-ukernels"
 _DATA_TILING_OPS = "--iree-dispatch-creation-experimental-set-data-tiling-ops"
 _IM2COL = "--iree-global-opt-use-im2col-for-convs"
 _OPT_LEVEL = "--iree-opt-level"
+
+_WITH_DATA_TILING = ((DATA_TILING, "true"),)
+
+CPU_TUNED_OPTIONS = (
+    TunedOption(DATA_TILING, ("true",), "false",
+                "packs matmul operands into the target's register tile layout (matmuls become "
+                "linalg.mmt4d between pack and unpack dispatches)"),
+    TunedOption(_UKERNELS, ("mmt4d", "all", "none"), "default",
+                "hand-written microkernels for mmt4d (and pack/unpack with `all`)"),
+    TunedOption(_IM2COL, ("true",), "false",
+                "rewrites convolutions as im2col plus matmul, so matmul codegen (and data "
+                "tiling) applies to them"),
+    TunedOption(_DATA_TILING_OPS, ("matmul,convolution",), "matmul,scaled_matmul",
+                "extends data tiling to convolutions (experimental in IREE 3.13)",
+                depends_on=_WITH_DATA_TILING, is_list=True),
+    TunedOption("--iree-llvmcpu-matmul-tile-bytes", ("16384", "65536", "1048576"), "262144",
+                "distribution tile of data-tiled matmuls, in bytes of operand",
+                depends_on=_WITH_DATA_TILING),
+    TunedOption("--iree-llvmcpu-matmul-tile-undercount-whole-matrix", ("0", "1"), "0.5",
+                "how far past the tile bytes a data-tiled matmul may go to fit a whole matrix",
+                depends_on=_WITH_DATA_TILING),
+    TunedOption("--iree-llvmcpu-enable-inner-tiled", ("true",), "false",
+                "lowers data-tiled matmuls to inner_tiled instead of linalg.mmt4d",
+                depends_on=_WITH_DATA_TILING),
+    TunedOption("--iree-global-opt-data-tiling", ("true",), "false",
+                "data tiling from global optimization (the other of the two paths)"),
+    TunedOption(_OPT_LEVEL, ("O1", "O2", "O3"), "O0",
+                "the whole compilation's optimisation level (each pipeline's options follow it)"),
+    TunedOption("--iree-opt-generalize-matmul", ("true",), "false",
+                "named matmuls become linalg.generic, which fuses more"),
+    TunedOption("--iree-dispatch-creation-enable-fuse-horizontal-contractions", ("true",),
+                "false", "fuses contractions that share an operand into one dispatch"),
+    TunedOption("--iree-global-opt-propagate-transposes", ("false",), "true",
+                "moves transposes towards the edges to fuse them (on by default)"),
+    TunedOption("--iree-opt-const-eval", ("false",), "true",
+                "evaluates constant expressions at compile time (on by default)"),
+    TunedOption("--iree-opt-const-expr-hoisting", ("false",), "true",
+                "hoists constant expressions into initializers (on by default)"),
+    TunedOption("--iree-llvmcpu-distribution-size", ("16", "32", "128"), "64",
+                "default distribution tile size of codegen (workgroup tiles)"),
+    TunedOption("--iree-llvmcpu-number-of-threads", ("1", "2", "4", "16"), "8",
+                "threads codegen assumes at runtime when it sizes distribution tiles"),
+    TunedOption("--iree-llvmcpu-disable-distribution", ("true",), "false",
+                "one workgroup per dispatch: no thread distribution"),
+    TunedOption("--iree-llvmcpu-target-vector-width-in-bytes", ("16", "32"), "0",
+                "narrower vectors than the CPU's native width (0: native)"),
+    TunedOption("--iree-llvmcpu-max-allowed-number-of-native-vectors", ("256", "1024"), "512",
+                "how many native vectors one vector operation may span"),
+    TunedOption("--iree-llvmcpu-vector-pproc-strategy", ("peel", "mask", "none"), "heuristic",
+                "how vectorization handles shapes that are not a multiple of the vector"),
+    TunedOption("--iree-llvmcpu-reassociate-fp-reductions", ("true",), "false",
+                "reorders floating-point reductions (results may differ in the last bits)"),
+    TunedOption("--iree-llvmcpu-use-fast-min-max-ops", ("true",), "false",
+                "arith.minf/maxf instead of NaN-propagating minimumf/maximumf"),
+    TunedOption("--iree-llvmcpu-loop-unrolling", ("true",), "false", "LLVM loop unrolling"),
+    TunedOption("--iree-llvmcpu-loop-interleaving", ("true",), "false",
+                "LLVM loop interleaving"),
+    TunedOption("--iree-llvmcpu-loop-vectorization", ("true",), "false",
+                "LLVM loop vectorization"),
+    TunedOption("--iree-llvmcpu-slp-vectorization", ("true",), "false",
+                "LLVM SLP vectorization"),
+)  # fmt: skip
+
+# The local-task device's runtime options (`iree-run-module --help`, IREE 3.13); each is read
+# when the device is created, so a process runs under one set. 2 cores is the smallest machine
+# this targets: a worker count at or above the core count equals the default and is skipped
+# (the timing worker reports how many workers it ran with).
+LOCAL_TASK_RUNTIME_OPTIONS = (
+    RuntimeOption("--task_topology_max_group_count", ("1", "2", "4", "8"), "64",
+                  "at most this many task workers (one per physical core by default)"),
+    RuntimeOption("--task_worker_spin_us", ("50", "500"), "0",
+                  "workers spin this long for new work before they sleep"),
+    RuntimeOption("--task_topology_favor", ("latency", "throughput"), "",
+                  "the topology preset: compact on fast cores, or spread for bandwidth"),
+)  # fmt: skip
 
 CPU_FLAG_SPACE = FlagSpace(
     options=(
@@ -48,7 +136,7 @@ CPU_FLAG_SPACE = FlagSpace(
         FlagOption(
             "opt-level",
             ((f"{_OPT_LEVEL}=O3",),),
-            "the compiler's most aggressive global optimisation level (the default is O2)",
+            "the compiler's most aggressive global optimisation level (the default is O0)",
         ),
     ),
     combinations=(
@@ -59,4 +147,6 @@ CPU_FLAG_SPACE = FlagSpace(
         (_IM2COL, DATA_TILING, f"{_UKERNELS}=mmt4d"),
         (f"{_OPT_LEVEL}=O3", DATA_TILING, f"{_UKERNELS}=mmt4d"),
     ),
+    tuned=CPU_TUNED_OPTIONS,
+    runtime=LOCAL_TASK_RUNTIME_OPTIONS,
 )  # fmt: skip
