@@ -163,3 +163,166 @@ def test_a_normalisation_candidate_lands_under_data_tiling(
         }
         assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
         assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
+
+
+# A max pool (NCHW) and a sum pool (NHWC), as ONNX's MaxPool and AveragePool import.
+POOLING_MODEL = """
+func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>) -> (tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>) {
+  %low = arith.constant -3.0e+38 : f32
+  %zero = arith.constant 0.0 : f32
+  %window = tensor.empty() : tensor<3x3xf32>
+  %e = tensor.empty() : tensor<1x16x8x8xf32>
+  %i = linalg.fill ins(%low : f32) outs(%e : tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32>
+  %max = linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%x, %window : tensor<1x16x18x18xf32>, tensor<3x3xf32>) outs(%i : tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32>
+  %e2 = tensor.empty() : tensor<1x8x8x16xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %sum = linalg.pooling_nhwc_sum {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%y, %window : tensor<1x18x18x16xf32>, tensor<3x3xf32>) outs(%i2 : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  return %max, %sum : tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>
+}
+"""
+
+
+def test_a_pooling_candidate_lands_in_the_model_and_its_reference(tmp_path: Path) -> None:
+    # Pooling windows have a space of their own (window_space): IREE's default neighbourhood
+    # first, each candidate a ConvTileAndDecomposeExpert config that changes the binary.
+    from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace
+
+    benchmarks = dump_with_flags(POOLING_MODEL, tmp_path / "dump", ())
+    context = ir.Context()
+    windows = tunable_problems(benchmarks, context)
+    assert [p.signature for _, p in windows] == [
+        "conv_1x16x8x8x3x3_s2x2_f32_f32_f32",
+        "conv_1x8x8x16x3x3_s2x2_f32_f32_f32",
+    ]
+    target = parse_target(f"cpu:{CPU}")
+    baseline = tmp_path / "baseline.mlir"
+    baseline.write_text(BASELINE_SPEC_TEXT)
+    model = tmp_path / "dump" / "model.mlir"
+    for index, (module, problem) in enumerate(windows):
+        assert isinstance(target.space_for(problem), CpuWindowSpace)
+        assert target.refusal(problem) is None
+        with context:
+            root_op = find_root_op(module)
+            default = target.parse_default_knobs(problem, root_op)
+            variant = root_op
+            while variant.name != "hal.executable.variant":
+                variant = variant.parent
+            first = next(
+                iter(target.generate_candidates(problem, variant.attributes["target"], default, 0))
+            )
+            reference = tmp_path / f"reference{index}.mlir"
+            reference.write_text(str(build_reference_module(root_op, context, problem)))
+        assert default is not None
+        # The first candidate is one step from the default.
+        assert len(set(first) - set(default)) == 1
+        spec = tmp_path / f"spec{index}.mlir"
+        spec.write_text(
+            build_configuration_spec(
+                problem,
+                target.configuration(problem, first, context),
+                target.spec_prologue(problem),
+                context,
+            )
+        )
+        hashes = {
+            (source.stem, spec_path.stem): compile_hash(
+                source,
+                [*target.compile_flags(), *target.spec_flags(spec_path)],
+                tmp_path / "out.vmfb",
+            )
+            for source in (reference, model)
+            for spec_path in (baseline, spec)
+        }
+        assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
+        assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
+
+
+# A local response normalisation, a max pool, an element-wise ReLU: what a 2012-era CNN holds.
+LRN_MODEL = """
+#c = affine_map<(d0, d1, d2, d3) -> (d0 + d3, d1, d2)>
+#w = affine_map<(d0, d1, d2, d3) -> (d3)>
+#o = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @main(%squares: tensor<20x17x17xf32>, %x: tensor<16x17x17xf32>) -> tensor<16x17x17xf32> {
+  %zero = arith.constant 0.0 : f32
+  %window = tensor.empty() : tensor<5xf32>
+  %e = tensor.empty() : tensor<16x17x17xf32>
+  %i = linalg.fill ins(%zero : f32) outs(%e : tensor<16x17x17xf32>) -> tensor<16x17x17xf32>
+  %sum = linalg.generic {indexing_maps = [#c, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%squares, %window : tensor<20x17x17xf32>, tensor<5xf32>) outs(%i : tensor<16x17x17xf32>) {
+    ^bb0(%in: f32, %unused: f32, %acc: f32):
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+  } -> tensor<16x17x17xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%sum, %x : tensor<16x17x17xf32>, tensor<16x17x17xf32>) outs(%e : tensor<16x17x17xf32>) {
+    ^bb0(%s: f32, %in: f32, %out: f32):
+      %d = arith.divf %in, %s : f32
+      linalg.yield %d : f32
+  } -> tensor<16x17x17xf32>
+  return %r : tensor<16x17x17xf32>
+}
+"""
+# IREE collapses the element-wise dispatch's loops into one.
+ELEMENTWISE_3D_MODEL = """
+func.func @main(%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
+  %r = arith.addf %a, %b : tensor<4x8x16xf32>
+  %s = math.exp %r : tensor<4x8x16xf32>
+  return %s : tensor<4x8x16xf32>
+}
+"""
+MATMUL_FOR_DATA_TILING = """
+func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>) outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %r : tensor<64x128xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("model_text", "flags", "expected"),
+    [
+        (
+            LRN_MODEL,
+            (),
+            [
+                "not tunable: conv_16x17x17x5_f32_f32_f32: a 1-D sliding-window sum of 5 (a local "
+                "response normalisation's, over channels, say) is not tuned on the CPU",
+            ],
+        ),
+        (
+            ELEMENTWISE_3D_MODEL,
+            (),
+            [
+                "not tunable: root op 'linalg.generic' (an element-wise op of 1 parallel loop) is "
+                "not supported yet (tunable op families: batch_contraction, contraction, "
+                "convolution, attention, reduction)",
+            ],
+        ),
+        (
+            MATMUL_FOR_DATA_TILING,
+            DATA_TILING_FLAGS,
+            [
+                "not tunable: 'linalg.pack' (a data-tiling layout change into the mmt4d tile "
+                "layout) is not tunable yet: its DataTiling pipeline has no searchable "
+                "configuration here; the mmt4d between pack and unpack is",
+            ]
+            * 2,
+        ),
+    ],
+    ids=["lrn", "elementwise", "pack"],
+)
+def test_every_not_tunable_reason_names_what_the_op_is(
+    model_text: str, flags: tuple[str, ...], expected: list[str], tmp_path: Path
+) -> None:
+    from ireetune.model.profile import describe_problem
+
+    benchmarks = dump_with_flags(model_text, tmp_path / "dump", flags)
+    target = parse_target(f"cpu:{CPU}")
+    reasons = [describe_problem(path, target) for path in benchmarks]
+    assert [reason for reason, tunable in reasons if not tunable] == expected
