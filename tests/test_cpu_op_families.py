@@ -309,8 +309,9 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
             DATA_TILING_FLAGS,
             [
                 "not tunable: 'linalg.pack' (a data-tiling layout change into the mmt4d tile "
-                "layout) is not tunable yet: its DataTiling pipeline has no searchable "
-                "configuration here; the mmt4d between pack and unpack is",
+                "layout) is not tunable: in a model it is an encoding op "
+                "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning "
+                "specs, so no spec reaches it",
             ]
             * 2,
         ),
@@ -377,3 +378,37 @@ def test_a_contraction_search_starts_at_the_defaults_neighbours(tmp_path: Path) 
 
     assert [one_step(knobs) for knobs in pool[:6]] == [True] * 6
     assert [one_step(knobs) for knobs in ordered[:4]] == [True] * 4
+
+
+def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None:
+    # What IREE 3.13 does (docs/cpu_families.md): in a model the tuning spec runs while the op
+    # is a `linalg.matmul` on encoded operands, and materialising the encoding into
+    # `linalg.mmt4d` drops the configuration; an mmt4d config built from the dispatch dump (its
+    # distribution tile doubled) leaves the model's binary unchanged. When a later IREE honours
+    # it, this fails: the mmt4d space then pays at model level.
+    from ireetune.core.target import OpConfiguration
+    from ireetune.targets.llvm_cpu.common import render_cpu_compilation_info
+    from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
+
+    benchmarks = dump_with_flags(MATMUL_FOR_DATA_TILING, tmp_path / "dump", DATA_TILING_FLAGS)
+    context = ir.Context()
+    ((module, problem),) = tunable_problems(benchmarks, context)
+    target = parse_target(f"cpu:{CPU}")
+    assert problem.signature == "mmt4d_8x8x16x8x96x1_f32_f32_f32"
+    with context:
+        levels = str(find_root_op(module).attributes["lowering_config"])
+    assert "distribution = [4, 4, 0, 0, 0, 0]" in levels
+    tiles = {
+        "distribution": [8, 4, 0, 0, 0, 0],
+        "vector_common_parallel": [1, 1, 0, 8, 8, 0],
+        "vector_reduction": [0, 0, 1, 0, 0, 1],
+    }
+    configuration = OpConfiguration(render_cpu_compilation_info(tiles, MMT4D_PIPELINE, context))
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    model = tmp_path / "dump" / "model.mlir"
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    default = compile_hash(model, flags, tmp_path / "default.vmfb")
+    assert (
+        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
+    )

@@ -68,8 +68,9 @@ def parse_problem(root_op: ir.Operation) -> Problem:
     """Parse the root op into the record of its op family, or say it is not supported."""
     if root_op.name in ("linalg.pack", "linalg.unpack"):
         raise IreetuneError(
-            f"{name_root_op(root_op)} is not tunable yet: its DataTiling pipeline has no "
-            "searchable configuration here; the mmt4d between pack and unpack is"
+            f"{name_root_op(root_op)} is not tunable: in a model it is an encoding op "
+            "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning specs, "
+            "so no spec reaches it"
         )
     for family in FAMILIES:
         if family.recognises(root_op):
