@@ -412,3 +412,43 @@ def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None
     assert (
         compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
     )
+
+
+BATCH_MATMUL_FOR_DATA_TILING = """
+func.func @main(%lhs: tensor<4x32x64xf32>, %rhs: tensor<4x64x16xf32>) -> tensor<4x32x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<4x32x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+  %r = linalg.batch_matmul ins(%lhs, %rhs : tensor<4x32x64xf32>, tensor<4x64x16xf32>) outs(%init : tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+  return %r : tensor<4x32x16xf32>
+}
+"""
+
+
+def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_path: Path) -> None:
+    # Before, its default read as dist_m = dist_n = 0 (the inner tile's loops) and
+    # `tune-dispatch` stopped on a baseline that did not compile. A config with the batch loop
+    # distributed one at a time leaves the model's binary unchanged, as for the mmt4d.
+    from ireetune.core.target import OpConfiguration
+    from ireetune.targets.llvm_cpu.common import read_cpu_levels, render_cpu_compilation_info
+    from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
+    from ireetune.targets.llvm_cpu.space import BATCH_MMT4D_REFUSAL
+
+    benchmarks = dump_with_flags(BATCH_MATMUL_FOR_DATA_TILING, tmp_path / "dump", DATA_TILING_FLAGS)
+    context = ir.Context()
+    ((module, problem),) = tunable_problems(benchmarks, context)
+    target = parse_target(f"cpu:{CPU}")
+    assert target.refusal(problem) == BATCH_MMT4D_REFUSAL
+    with context:
+        levels = read_cpu_levels(find_root_op(module), len(problem.loop_sizes))
+    assert levels is not None and levels["distribution"][0] != 2
+    levels["distribution"][0] = 2
+    configuration = OpConfiguration(render_cpu_compilation_info(levels, MMT4D_PIPELINE, context))
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    model = tmp_path / "dump" / "model.mlir"
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    default = compile_hash(model, flags, tmp_path / "default.vmfb")
+    assert (
+        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
+    )

@@ -21,7 +21,7 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem, as_contraction
-from ireetune.problem.family import Problem
+from ireetune.problem.family import Problem, map_dim_positions
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.neighbourhood import enumerate_near_default_first, with_values
@@ -37,6 +37,34 @@ _VEC_K_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 _K_PANEL = 256
 # The default's neighbours tried first: every single-knob step and the nearest pairs.
 _MAX_NEIGHBOURS = 16
+
+
+# A data-tiled batch matmul (an encoder's attention under --iree-opt-data-tiling) has neither
+# this space's form (its innermost M, N, K loops are the fixed inner tile, which a default read
+# as dist_m = dist_n = 0 and a baseline that did not compile) nor the mmt4d space's; and no spec
+# reaches it in a model anyway (docs/cpu_families.md).
+BATCH_MMT4D_REFUSAL = (
+    "a data-tiled batch matmul (linalg.batch_mmt4d) is not tuned on the CPU: in a model IREE "
+    "3.13 applies tuning specs before it materialises the encoding and drops the configuration "
+    "there; its tiles follow the flags"
+)
+
+
+def is_batch_mmt4d(problem: ContractionProblem) -> bool:
+    """Say whether a contraction is a data-tiled batch matmul: batch loops, then M1 N1 K1 outer
+    and M0 N0 K0 inner tiles, laid out as `linalg.batch_mmt4d` lays them out."""
+    if not problem.batch_dims or not all(
+        len(dims) == 2 for dims in (problem.m_dims, problem.n_dims, problem.k_dims)
+    ):
+        return False
+    batch = list(problem.batch_dims)
+    (m1, m0), (n1, n0), (k1, k0) = problem.m_dims, problem.n_dims, problem.k_dims
+    maps = [map_dim_positions(text) for text in problem.indexing_maps]
+    return maps == [
+        [*batch, m1, k1, m0, k0],
+        [*batch, n1, k1, n0, k0],
+        [*batch, m1, n1, m0, n0],
+    ]
 
 
 def element_bytes(type_name: str) -> int:
@@ -221,6 +249,11 @@ class CpuContractionSpace(CpuSpace):
     def __init__(self, threads: int) -> None:
         super().__init__(threads)
         self._default: Knobs | None = None
+
+    def refusal(self, problem: Problem) -> str | None:
+        if is_batch_mmt4d(as_contraction(problem)):
+            return BATCH_MMT4D_REFUSAL
+        return None
 
     def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
         contraction = as_contraction(request.problem)
