@@ -165,9 +165,10 @@ def test_a_normalisation_candidate_lands_under_data_tiling(
         assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
 
 
-# A max pool (NCHW) and a sum pool (NHWC), as ONNX's MaxPool and AveragePool import.
+# A max pool (NCHW), a sum pool (NHWC) and a depthwise convolution, as ONNX's MaxPool,
+# AveragePool and grouped Conv import.
 POOLING_MODEL = """
-func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>) -> (tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>) {
+func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>, %w: tensor<3x3x16xf32>) -> (tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>, tensor<1x16x16x16xf32>) {
   %low = arith.constant -3.0e+38 : f32
   %zero = arith.constant 0.0 : f32
   %window = tensor.empty() : tensor<3x3xf32>
@@ -179,7 +180,11 @@ func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>) -> (tens
   %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
   %sum = linalg.pooling_nhwc_sum {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
       ins(%y, %window : tensor<1x18x18x16xf32>, tensor<3x3xf32>) outs(%i2 : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
-  return %max, %sum : tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>
+  %e3 = tensor.empty() : tensor<1x16x16x16xf32>
+  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  %dw = linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%y, %w : tensor<1x18x18x16xf32>, tensor<3x3x16xf32>) outs(%i3 : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  return %max, %sum, %dw : tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>, tensor<1x16x16x16xf32>
 }
 """
 
@@ -187,14 +192,15 @@ func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>) -> (tens
 def test_a_pooling_candidate_lands_in_the_model_and_its_reference(tmp_path: Path) -> None:
     # Pooling windows have a space of their own (window_space): IREE's default neighbourhood
     # first, each candidate a ConvTileAndDecomposeExpert config that changes the binary.
-    from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace
+    from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
 
     benchmarks = dump_with_flags(POOLING_MODEL, tmp_path / "dump", ())
     context = ir.Context()
     windows = tunable_problems(benchmarks, context)
-    assert [p.signature for _, p in windows] == [
-        "conv_1x16x8x8x3x3_s2x2_f32_f32_f32",
-        "conv_1x8x8x16x3x3_s2x2_f32_f32_f32",
+    assert [describe_window(p) for _, p in windows] == [  # type: ignore[arg-type]
+        "pooling window 3x3 (stride 2x2)",
+        "pooling window 3x3 (stride 2x2)",
+        "depthwise convolution 3x3",
     ]
     target = parse_target(f"cpu:{CPU}")
     baseline = tmp_path / "baseline.mlir"

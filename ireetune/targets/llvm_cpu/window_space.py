@@ -69,9 +69,8 @@ def channel_dim(problem: ConvolutionProblem) -> int:
 def describe_window(problem: ConvolutionProblem) -> str:
     """Name a window: `pooling window 3x3` (no weights) or `depthwise convolution 3x3`."""
     window = "x".join(str(problem.loop_sizes[d]) for d in problem.filter_dims)
-    rhs_dims = problem.indexing_maps[1].split("->")[1]
-    weighted = any(f"d{d}" in rhs_dims.replace(",", " ").split() for d in problem.depth_dims)
-    kind = "depthwise convolution" if weighted else "pooling window"
+    # A depth loop indexes the image, the filter and the output: the window has weights.
+    kind = "depthwise convolution" if problem.depth_dims else "pooling window"
     strides = "x".join(str(s) for s in problem.strides)
     return f"{kind} {window}" + (f" (stride {strides})" if set(problem.strides) != {1} else "")
 
