@@ -95,7 +95,7 @@ def produced_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Produce
         "--rounds", "1", "--coverage", "1.0", "--output-dir", str(root / "model"), *common,
     )  # fmt: skip
     profile = _ireetune(
-        "profile", "matmul", "--m", "32,64", "--n", "64", "--k", "64", "--configs", "default,1",
+        "profile", "matmul", "--m", "32,64", "--n", "64", "--k", "64", "--configs", "default,2",
         "--repetitions", "2", "--no-vendor", "--peak-gflops", "100", "--format", "csv",
         "--generated-dir", str(root / "profile"), "--no-progress", "--jobs", "2",
     )  # fmt: skip
@@ -110,7 +110,7 @@ def produced_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Produce
 EXPECTED_PAGES = {
     "dispatch": (3, ("compiler's default", "Spec written:", "Is the search converging?")),
     "model": (4, ("Where the model's time goes", "not tunable: root op 'linalg.generic'")),
-    "profile": (2, ("2 shapes, 4 dispatches profiled", "GFLOP/s per shape")),
+    "profile": (2, ("2 shapes, 6 dispatches profiled", "GFLOP/s per shape")),
 }
 
 

@@ -73,8 +73,9 @@ def test_the_packs_are_reported_as_not_tunable(data_tiled_dumps: dict[str, Path]
         _, root = _parse(data_tiled_dumps[name], context)
         with pytest.raises(IreetuneError) as excinfo, context:
             parse_problem(root)
-        assert "'linalg.pack' (a data-tiling layout change) is not tunable yet" in str(
-            excinfo.value
+        assert (
+            "'linalg.pack' (a data-tiling layout change into the mmt4d tile layout) is not tunable: in a model"
+            in str(excinfo.value)
         )
 
 

@@ -16,7 +16,8 @@ No match op of IREE's transform extensions describes a generic reduction by its 
 matcher is `transform.iree.match.cast_compatible_dag_from_root` holding a copy of the root op (its
 shapes, maps, iterator types and body); the reader parses that copy back into a problem. The
 reference program is the root op alone, its result initialised as the dispatch initialises it
-(zero for a sum, -inf or NaN for a maximum).
+(zero for a sum, -inf or NaN for a maximum), and read by a consumer that keeps IREE from
+collapsing its parallel loops (see `_keep_parallel_loops`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from iree.compiler import ir
-from iree.compiler.dialects import func, transform
+from iree.compiler.dialects import arith, func, linalg, tensor, transform
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import (
@@ -260,9 +261,12 @@ class ReductionFamily(OpFamily):
             for index, text in enumerate(reduction.indexing_maps[:-1])
             if -1 in map_dim_positions(text)
         )
-        return clone_as_main(
+        module = clone_as_main(
             root_op, context, init_value=_fill_value(root_op), produced_inputs=strided
         )
+        if not strided and len(reduction.parallel_dims) > 1:
+            _keep_parallel_loops(module, context)
+        return module
 
     def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
         """Emit a DAG matcher holding a copy of the problem's op:
@@ -320,6 +324,57 @@ class ReductionFamily(OpFamily):
             f"reduction {' x '.join(inputs)} -> {output}, loops={list(sizes or ())} "
             f"[{', '.join(iterators)}], body {', '.join(work)}, maps {'; '.join(pattern.indexing_maps)}"
         )
+
+
+def _keep_parallel_loops(module: ir.Module, context: ir.Context) -> None:
+    """Negate `@main`'s result into a tensor of reversed dims, so the root keeps its loops.
+
+    Alone in its dispatch, a reduction over a 12x128x128 softmax's rows is collapsed by IREE's
+    dispatch creation into a 1536x128 one, which the spec's 12x128x128 matcher never matches:
+    every candidate compiled to the default's binary. In the model the same op reads the row
+    maximum of its own dispatch, which IREE never collapses (its #17948). A consumer in the same
+    dispatch that reads the result with reversed dims has no loops to collapse, and IREE only
+    collapses what the whole dispatch can; the negation keeps the consumer from folding into the
+    root's output map, and costs one pass over the (small) reduced result.
+    """
+    with context, ir.Location.unknown():
+        function = module.body.operations[0]
+        block = function.regions[0].blocks[0]
+        return_op = block.operations[len(block.operations) - 1]
+        result = return_op.operands[0]
+        shaped = ir.RankedTensorType(result.type)
+        rank, element = shaped.rank, shaped.element_type
+        reversed_type = ir.RankedTensorType.get(list(reversed(shaped.shape)), element)
+        reversed_dims = ir.AffineMap.get(
+            rank, 0, [ir.AffineDimExpr.get(dim) for dim in reversed(range(rank))]
+        )
+        identity = ir.AffineMap.get_identity(rank)
+        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+        with ir.InsertionPoint(return_op):
+            empty = tensor.EmptyOp(list(reversed(shaped.shape)), element)
+            consumer = linalg.GenericOp(
+                [reversed_type],
+                [result],
+                [empty.result],
+                ir.ArrayAttr.get(
+                    [ir.AffineMapAttr.get(identity), ir.AffineMapAttr.get(reversed_dims)]
+                ),
+                ir.ArrayAttr.get([parallel] * rank),
+            )
+            body = consumer.regions[0].blocks.append(element, element)
+            with ir.InsertionPoint(body):
+                if isinstance(element, ir.IntegerType):
+                    zero = arith.ConstantOp(element, ir.IntegerAttr.get(element, 0))
+                    negated = arith.SubIOp(zero.result, body.arguments[0]).result
+                else:
+                    negated = arith.NegFOp(body.arguments[0]).result
+                linalg.YieldOp([negated])
+        return_op.operands[0] = consumer.results[0]
+        inputs = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
+        function.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(inputs, [reversed_type])
+        )
+        assert module.operation.verify(), "reference module does not verify"
 
 
 def _fill_value(root_op: ir.Operation) -> ir.Attribute | None:

@@ -19,6 +19,7 @@ from ireetune.problem.batch_contraction import BatchContractionFamily
 from ireetune.problem.contraction import ContractionFamily, ContractionProblem
 from ireetune.problem.convolution import ConvolutionFamily, ConvolutionProblem
 from ireetune.problem.family import OpFamily, Problem
+from ireetune.problem.op_kind import name_root_op
 from ireetune.problem.reduction import ReductionFamily, ReductionProblem
 
 # In parsing order: the first family that recognises a root op parses it.
@@ -67,14 +68,15 @@ def parse_problem(root_op: ir.Operation) -> Problem:
     """Parse the root op into the record of its op family, or say it is not supported."""
     if root_op.name in ("linalg.pack", "linalg.unpack"):
         raise IreetuneError(
-            f"'{root_op.name}' (a data-tiling layout change) is not tunable yet: its DataTiling "
-            "pipeline has no searchable configuration here; the mmt4d between pack and unpack is"
+            f"{name_root_op(root_op)} is not tunable: in a model it is an encoding op "
+            "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning specs, "
+            "so no spec reaches it"
         )
     for family in FAMILIES:
         if family.recognises(root_op):
             return family.parse(root_op)
     raise IreetuneError(
-        f"root op '{root_op.name}' is not supported yet (tunable op families: "
+        f"root op {name_root_op(root_op)} is not supported yet (tunable op families: "
         + ", ".join(family_names())
         + ")"
     )

@@ -64,14 +64,39 @@ class CpuConvSizes:
     accumulator_bytes: int
 
 
+def describe_conv_refusal(problem: ConvolutionProblem) -> str | None:
+    """Say what a convolution-interface op is when this space cannot tune it (None: it can).
+
+    IREE's convolution interface takes more than convolutions: a local response normalisation's
+    sum over neighbouring channels is a 1-D window with no weights (`(d0 + d3, d1, d2)`), and
+    pooling and depthwise windows, which `window_space` tunes, have no channel reduction.
+    """
+    images, window = len(problem.output_image_dims), len(problem.filter_dims)
+    has_channels = bool(problem.input_channel_dims or problem.output_channel_dims)
+    if not has_channels and images == 1 and window == 1:
+        return (
+            f"a 1-D sliding-window {'sum' if not problem.depth_dims else 'filter'} of "
+            f"{problem.loop_sizes[problem.filter_dims[0]]} (a local response normalisation's, "
+            "over channels, say) is not tuned on the CPU"
+        )
+    if not has_channels:
+        return (
+            f"a {images}-D window with a {window}-D kernel and no channels is not tuned on the CPU"
+        )
+    if images != 2 or window != 2:
+        return f"a {images}-D convolution (not 2-D) is not tuned on the CPU"
+    if problem.depth_dims:
+        return "a depthwise convolution with a channel multiplier is not tuned on the CPU"
+    if len(problem.output_channel_dims) != 1 or len(problem.input_channel_dims) != 1:
+        return "a grouped convolution (several channel loops) is not tuned on the CPU"
+    return None
+
+
 def compute_conv_sizes(problem: ConvolutionProblem) -> CpuConvSizes:
     """Reduce a 2-D convolution to the sizes the space reasons about."""
-    if problem.depth_dims or len(problem.output_image_dims) != 2 or len(problem.filter_dims) != 2:
-        raise IreetuneError(
-            f"{problem.signature}: only non-depthwise 2-D convolutions are tuned on the CPU"
-        )
-    if len(problem.output_channel_dims) != 1 or len(problem.input_channel_dims) != 1:
-        raise IreetuneError(f"{problem.signature}: grouped channels are not tuned on the CPU")
+    refusal = describe_conv_refusal(problem)
+    if refusal is not None:
+        raise IreetuneError(f"{problem.signature}: {refusal}")
     sizes = problem.loop_sizes
     batch = math.prod(sizes[d] for d in problem.batch_dims)
     strides = (*problem.strides, 1, 1)[:2]

@@ -22,6 +22,7 @@ import math
 from ireetune.core.candidate import Knobs, sort_by_score
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
+from ireetune.targets.neighbourhood import distance_to
 
 _K_PANEL = 256
 
@@ -72,11 +73,26 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     )
 
 
+# Weight of closeness to IREE's own choice (log2 steps), as for convolutions: one step from the
+# default costs about as much as the heuristic's preference between two register blocks.
+NEARNESS_WEIGHT = 1.5
+
+
 def order_by_score(
-    sizes: CpuProblemSizes, facts: CpuFacts, pool: list[Knobs], seed: int
+    sizes: CpuProblemSizes,
+    facts: CpuFacts,
+    pool: list[Knobs],
+    seed: int,
+    default: Knobs | None = None,
 ) -> list[tuple[Knobs, float]]:
-    """Sort a pool by descending score; ties are broken by a seeded hash of each configuration.
+    """Sort a pool by descending score (minus the distance to the compiler's default, when
+    known); ties are broken by a seeded hash of each configuration.
 
     The tie-break depends only on the seed and the configuration, never on the pool's order.
     """
-    return sort_by_score(pool, lambda knobs: score_candidate(sizes, facts, knobs), seed)
+
+    def score(knobs: Knobs) -> float:
+        nearness = distance_to(knobs, default) if default is not None else 0.0
+        return score_candidate(sizes, facts, knobs) - NEARNESS_WEIGHT * nearness
+
+    return sort_by_score(pool, score, seed)

@@ -31,6 +31,7 @@ from ireetune.targets.llvm_cpu.features import (
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace, compute_problem_sizes
+from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
 from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
 # Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
@@ -132,6 +133,13 @@ class LlvmCpuTarget(Target):
         }
 
     def space_for(self, problem: Problem) -> FamilySpace:
+        # Pooling and depthwise windows are convolutions to IREE's interface, with a space of
+        # their own here: the space set up for one kind never serves the other.
+        window = problem.family == "convolution" and is_window_problem(as_convolution(problem))
+        if window and not isinstance(self._space, CpuWindowSpace):
+            self._space, self._space_family = CpuWindowSpace(self.threads), problem.family
+        elif not window and isinstance(self._space, CpuWindowSpace):
+            self._space = None
         space = super().space_for(problem)
         if self._facts is not None and isinstance(space, CpuSpace) and space._facts is None:
             space.use_facts(self._facts)
@@ -162,8 +170,10 @@ class LlvmCpuTarget(Target):
         return _stored_then_live(stored, live, cache, request.seed)
 
     def feature_space(self, problem: Problem) -> FeatureSpace | None:
-        if problem.family not in _FEATURE_FAMILIES or (
-            problem.family == "contraction" and as_contraction(problem).is_mmt4d
+        if (
+            problem.family not in _FEATURE_FAMILIES
+            or (problem.family == "contraction" and as_contraction(problem).is_mmt4d)
+            or (problem.family == "convolution" and is_window_problem(as_convolution(problem)))
         ):
             # No features for data-tiled matmuls or reductions yet: their heuristic orders them.
             return None

@@ -1,0 +1,275 @@
+"""The llvm-cpu search space for 2-D windows without a channel reduction: pooling (max, sum,
+average) and depthwise convolutions (ConvTileAndDecomposeExpert).
+
+They reach the convolution family (IREE's convolution interface takes them), but have no input
+channel to reduce: every output channel reads its own image channel, through a window of
+weights (depthwise) or of nothing at all (pooling, whose second operand is a shape-only
+`tensor<3x3xf32>`). IREE's default for a 3x3 stride-2 max pool of 1x16x18x18 f32 on haswell:
+
+    distribution = [0, 2, 8, 8, 0, 0], vector_common_parallel = [1, 2, 1, 8, 0, 0],
+    vector_reduction = [0, 0, 0, 0, 1, 3]
+
+(loops n, c, oh, ow, kh, kw). The knobs:
+
+- `dist_c`, `dist_oh`, `dist_ow`: the distribution tile over channels, output rows and columns;
+- `vec_c`, `vec_ow`: the vector tile over channels and output columns (the decomposition into
+  1-D windows needs vector tile 1 on the output rows and the window rows);
+- `vec_kw`: the vector tile of the window's columns, 1 or all of them.
+
+Other batch loops get tile 1. The default's neighbours come first, then a seeded walk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import z3
+from iree.compiler import ir
+
+from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.target import OpConfiguration
+from ireetune.errors import IreetuneError
+from ireetune.problem.convolution import ConvolutionProblem, as_convolution
+from ireetune.problem.family import Problem
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.neighbourhood import distance_to, enumerate_near_default_first, with_values
+from ireetune.targets.z3_enumerate import parallel_first
+
+WINDOW_PIPELINE = "ConvTileAndDecomposeExpert"
+WINDOW_KNOB_NAMES = ("dist_c", "dist_oh", "dist_ow", "vec_c", "vec_ow", "vec_kw")
+_VEC_C_CHOICES = (1, 2, 4, 8, 16, 32)
+_VEC_OW_CHOICES = (1, 2, 4, 7, 8, 14, 16)
+_MAX_NEIGHBOURS = 16
+
+
+def is_window_problem(problem: ConvolutionProblem) -> bool:
+    """Say whether a convolution is a 2-D window with no channel reduction (pooling,
+    depthwise): two output image loops, two window loops, no input or output channel loop."""
+    return (
+        len(problem.output_image_dims) == 2
+        and len(problem.filter_dims) == 2
+        and not problem.input_channel_dims
+        and not problem.output_channel_dims
+        and len(problem.depth_dims) <= 1
+        and bool(problem.depth_dims or problem.batch_dims)
+    )
+
+
+def channel_dim(problem: ConvolutionProblem) -> int:
+    """Return the loop of the window's channels: the depth loop of a depthwise convolution, the
+    innermost batch-like loop of a pooling window (IREE's convolution interface calls a pooled
+    channel a batch loop: it indexes the image and the output, not the window)."""
+    return problem.depth_dims[0] if problem.depth_dims else problem.batch_dims[-1]
+
+
+def describe_window(problem: ConvolutionProblem) -> str:
+    """Name a window: `pooling window 3x3` (no weights) or `depthwise convolution 3x3`."""
+    window = "x".join(str(problem.loop_sizes[d]) for d in problem.filter_dims)
+    # A depth loop indexes the image, the filter and the output: the window has weights.
+    kind = "depthwise convolution" if problem.depth_dims else "pooling window"
+    strides = "x".join(str(s) for s in problem.strides)
+    return f"{kind} {window}" + (f" (stride {strides})" if set(problem.strides) != {1} else "")
+
+
+@dataclass(frozen=True)
+class CpuWindowSizes:
+    """The extents a window config tiles."""
+
+    c: int
+    oh: int
+    ow: int
+    kw: int
+    outer: int
+    element_bytes: int
+
+
+def compute_window_sizes(problem: ConvolutionProblem) -> CpuWindowSizes:
+    """Reduce a pooling or depthwise window to the sizes the space reasons about."""
+    if not is_window_problem(problem):
+        raise IreetuneError(f"{problem.signature}: not a 2-D pooling or depthwise window")
+    sizes = problem.loop_sizes
+    channel = channel_dim(problem)
+    outer = math.prod(sizes[d] for d in problem.batch_dims if d != channel)
+    oh_dim, ow_dim = problem.output_image_dims
+    return CpuWindowSizes(
+        c=sizes[channel],
+        oh=sizes[oh_dim],
+        ow=sizes[ow_dim],
+        kw=sizes[problem.filter_dims[1]],
+        outer=outer,
+        element_bytes=max(element_bytes(problem.lhs_type), element_bytes(problem.output_type)),
+    )
+
+
+def _divisors(extent: int, limit: int) -> list[int]:
+    return [v for v in range(1, min(extent, limit) + 1) if extent % v == 0]
+
+
+def window_domains(sizes: CpuWindowSizes) -> dict[str, list[int]]:
+    """Return each knob's candidate values."""
+    return {
+        "dist_c": _divisors(sizes.c, 512),
+        "dist_oh": _divisors(sizes.oh, 64),
+        "dist_ow": _divisors(sizes.ow, 128),
+        "vec_c": [x for x in _VEC_C_CHOICES if x <= sizes.c and sizes.c % x == 0],
+        "vec_ow": [x for x in _VEC_OW_CHOICES if x <= sizes.ow],
+        "vec_kw": sorted({1, sizes.kw}),
+    }
+
+
+def build_window_constraints(
+    sizes: CpuWindowSizes,
+    facts: CpuFacts,
+    require_parallelism: bool,
+    context: z3.Context,
+    default: Knobs | None = None,
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """State the space: vector tiles nest in the distribution tiles, the register block and
+    the stack-allocation limit hold, and (when required) every thread gets a tile."""
+    lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
+    v = {name: z3.Int(name, context) for name in WINDOW_KNOB_NAMES}
+    domains = window_domains(sizes)
+    if default is not None:
+        domains = with_values(domains, default)
+    constraints: list[z3.BoolRef] = [
+        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
+    ]
+    constraints += [
+        v["dist_c"] % v["vec_c"] == 0,
+        z3.Or(v["dist_ow"] % v["vec_ow"] == 0, v["vec_ow"] >= v["dist_ow"]),
+        (v["vec_c"] * v["vec_ow"] + lanes - 1) / lanes + 2 <= facts.vector_registers,
+        v["vec_c"] * v["vec_ow"] * v["vec_kw"] * sizes.element_bytes < facts.max_vector_bytes,
+    ]
+    if require_parallelism:
+        tiles = (
+            (sizes.c / v["dist_c"]) * (sizes.oh / v["dist_oh"]) * (sizes.ow / v["dist_ow"])
+        ) * sizes.outer
+        constraints.append(tiles >= facts.threads)
+    return v, constraints
+
+
+def enumerate_window_space(
+    sizes: CpuWindowSizes,
+    facts: CpuFacts,
+    seed: int,
+    excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
+) -> Iterator[Knobs]:
+    """Yield valid window configurations lazily: the default's neighbours first, then a seeded
+    random walk."""
+    return enumerate_near_default_first(
+        parallel_first(
+            lambda parallel, context: build_window_constraints(sizes, facts, parallel, context)
+        ),
+        seed,
+        excluded,
+        known,
+        lambda default: (
+            lambda context: build_window_constraints(sizes, facts, False, context, default)
+        ),
+        window_domains(sizes),
+        _MAX_NEIGHBOURS,
+    )
+
+
+def score_window_candidate(
+    sizes: CpuWindowSizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None
+) -> float:
+    """Score a configuration; higher is more promising: whole vectors along the channels, a
+    register block of a few vectors, balanced threads, and nearness to the default."""
+    values = {name: int(value) for name, value in knobs}
+    lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
+    whole_vectors = 1.0 if values["vec_c"] % lanes == 0 or values["vec_c"] == sizes.c else 0.0
+    registers = values["vec_c"] * values["vec_ow"] / lanes
+    register_fit = -abs(math.log2(max(registers, 0.25) / 4.0))
+    tiles = (
+        math.ceil(sizes.c / values["dist_c"])
+        * math.ceil(sizes.oh / values["dist_oh"])
+        * math.ceil(sizes.ow / values["dist_ow"])
+        * sizes.outer
+    )
+    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    nearness = -distance_to(knobs, default) if default is not None else 0.0
+    return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
+
+
+def window_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """Spread the knobs over the window's loops as the three CPU tiling levels."""
+    values = {name: int(value) for name, value in knobs}
+    count = len(problem.loop_sizes)
+    distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
+    for dim in problem.batch_dims:
+        distribution[dim], parallel[dim] = 1, 1
+    channel = channel_dim(problem)
+    oh_dim, ow_dim = problem.output_image_dims
+    distribution[channel], parallel[channel] = values["dist_c"], values["vec_c"]
+    distribution[oh_dim], parallel[oh_dim] = values["dist_oh"], 1
+    distribution[ow_dim], parallel[ow_dim] = values["dist_ow"], values["vec_ow"]
+    kh_dim, kw_dim = problem.filter_dims
+    reduction[kh_dim], reduction[kw_dim] = 1, values["vec_kw"]
+    return {
+        "distribution": distribution,
+        "vector_common_parallel": parallel,
+        "vector_reduction": reduction,
+    }
+
+
+def parse_default_window_knobs(
+    problem: ConvolutionProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's default into knobs (None when it is not of this space's form)."""
+    channel = channel_dim(problem)
+    oh_dim, ow_dim = problem.output_image_dims
+    kh_dim, kw_dim = problem.filter_dims
+    distribution, parallel = levels["distribution"], levels["vector_common_parallel"]
+    if parallel[oh_dim] != 1 or levels["vector_reduction"][kh_dim] != 1:
+        return None
+    sizes = problem.loop_sizes
+    values = {
+        # A distribution tile of 0 leaves the loop whole.
+        "dist_c": distribution[channel] or sizes[channel],
+        "dist_oh": distribution[oh_dim] or sizes[oh_dim],
+        "dist_ow": distribution[ow_dim] or sizes[ow_dim],
+        "vec_c": parallel[channel],
+        "vec_ow": parallel[ow_dim],
+        "vec_kw": levels["vector_reduction"][kw_dim],
+    }
+    if any(value <= 0 for value in values.values()):
+        return None
+    return make_knobs(values)
+
+
+class CpuWindowSpace(SizedCpuSpace[CpuWindowSizes]):
+    """ConvTileAndDecomposeExpert tiles of pooling windows and depthwise convolutions."""
+
+    def compute_sizes(self, problem: Problem) -> CpuWindowSizes:
+        return compute_window_sizes(as_convolution(problem))
+
+    def enumerate_sizes(
+        self,
+        sizes: CpuWindowSizes,
+        facts: CpuFacts,
+        seed: int,
+        default: Knobs | None,
+        known: Sequence[Knobs],
+    ) -> Iterator[Knobs]:
+        return enumerate_window_space(sizes, facts, seed, default, known)
+
+    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
+        return parse_default_window_knobs(as_convolution(problem), levels)
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        sizes = compute_window_sizes(as_convolution(problem))
+        return sort_by_score(
+            pool,
+            lambda knobs: score_window_candidate(sizes, self.known_facts, knobs, self._default),
+            seed,
+        )
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        tiles = window_tile_lists(as_convolution(problem), knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, WINDOW_PIPELINE, context))

@@ -1,0 +1,497 @@
+"""The CPU's op families as a model meets them: their candidate configurations land (a candidate's
+binary differs from the default's) under the flags the flag phase picks, data tiling included."""
+
+# ruff: noqa: E501  (MLIR text is data, kept verbatim)
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+from iree.compiler import ir
+
+from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
+from ireetune.errors import IreetuneError
+from ireetune.problem.family import Problem
+from ireetune.problem.registry import parse_problem
+from ireetune.problem.root_op import find_root_op
+from ireetune.spec.builder import build_configuration_spec
+from ireetune.targets import parse_target
+from ireetune.verify.reference import build_reference_module
+from tests.conftest import IREE_COMPILE
+
+# The CPU whose compiler choices these tests assert: AVX2 without AVX-512, on any x86-64 host.
+CPU = "haswell"
+DATA_TILING_FLAGS = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+# A 3-D softmax, as an encoder's attention has it (heads x tokens x tokens).
+SOFTMAX_3D_MODEL = """
+func.func @main(%x: tensor<4x16x64xf32>) -> tensor<4x16x64xf32> {
+  %empty = tensor.empty() : tensor<4x16x64xf32>
+  %r = linalg.softmax dimension(2) ins(%x : tensor<4x16x64xf32>) outs(%empty : tensor<4x16x64xf32>) -> tensor<4x16x64xf32>
+  return %r : tensor<4x16x64xf32>
+}
+"""
+# A layer norm over the last dim of a 2x16x64 tensor, as ONNX's LayerNormalization imports.
+LAYER_NORM_MODEL = """
+#x = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#row = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%x: tensor<2x16x64xf32>) -> tensor<2x16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  %e2 = tensor.empty() : tensor<2x16xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %sum = linalg.generic {indexing_maps = [#x, #row], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : tensor<2x16x64xf32>) outs(%z2 : tensor<2x16xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  %mean = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%sum : tensor<2x16xf32>) outs(%e2 : tensor<2x16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %d = arith.divf %in, %n : f32
+      linalg.yield %d : f32
+  } -> tensor<2x16xf32>
+  %squares = linalg.generic {indexing_maps = [#x, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %mean : tensor<2x16x64xf32>, tensor<2x16xf32>) outs(%z2 : tensor<2x16xf32>) {
+    ^bb0(%in: f32, %m: f32, %acc: f32):
+      %c = arith.subf %in, %m : f32
+      %s = arith.mulf %c, %c : f32
+      %a = arith.addf %s, %acc : f32
+      linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  %e3 = tensor.empty() : tensor<2x16x64xf32>
+  %r = linalg.generic {indexing_maps = [#x, #row, #row, #x], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %mean, %squares : tensor<2x16x64xf32>, tensor<2x16xf32>, tensor<2x16xf32>) outs(%e3 : tensor<2x16x64xf32>) {
+    ^bb0(%in: f32, %m: f32, %sq: f32, %out: f32):
+      %v = arith.divf %sq, %n : f32
+      %ve = arith.addf %v, %eps : f32
+      %rs = math.rsqrt %ve : f32
+      %c = arith.subf %in, %m : f32
+      %o = arith.mulf %c, %rs : f32
+      linalg.yield %o : f32
+  } -> tensor<2x16x64xf32>
+  return %r : tensor<2x16x64xf32>
+}
+"""
+
+
+def dump_with_flags(model_text: str, folder: Path, flags: tuple[str, ...]) -> list[Path]:
+    """Compile a model for CPU with extra flags, dumping its dispatch benchmarks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model_path = folder / "model.mlir"
+    model_path.write_text(model_text)
+    target = parse_target(f"cpu:{CPU}")
+    subprocess.run(
+        [IREE_COMPILE, str(model_path), *target.compile_flags(), *flags,
+         f"--iree-hal-dump-executable-benchmarks-to={folder / 'dumps'}",
+         "--iree-codegen-add-tuner-attributes", "-o", str(folder / "model.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return sorted((folder / "dumps").glob("*_benchmark.mlir"))
+
+
+def compile_hash(source: Path, flags: list[str], output: Path) -> str:
+    """Compile and return the binary's hash."""
+    subprocess.run(
+        [IREE_COMPILE, str(source), *flags, "-o", str(output)], check=True, capture_output=True
+    )
+    return hashlib.sha256(output.read_bytes()).hexdigest()
+
+
+def tunable_problems(
+    benchmarks: list[Path], context: ir.Context
+) -> list[tuple[ir.Module, Problem]]:
+    found = []
+    with context:
+        for benchmark in benchmarks:
+            module = ir.Module.parse(benchmark.read_text())
+            try:
+                found.append((module, parse_problem(find_root_op(module))))
+            except IreetuneError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize(
+    ("model_text", "parallel_ranks"),
+    [(SOFTMAX_3D_MODEL, [2]), (LAYER_NORM_MODEL, [1, 1])],
+    ids=["softmax_3d", "layer_norm"],
+)
+def test_a_normalisation_candidate_lands_under_data_tiling(
+    model_text: str, parallel_ranks: list[int], tmp_path: Path
+) -> None:
+    # The reference program (real-input timing) and the model both compile to another binary
+    # than the default's: before the reference kept the root's loops, IREE collapsed a 3-D
+    # softmax's rows in it and every candidate was "config not applied". The layer norm's two
+    # reductions (mean, variance) reach codegen as 32x64 ones, in two dispatches.
+    benchmarks = dump_with_flags(model_text, tmp_path / "dump", DATA_TILING_FLAGS)
+    context = ir.Context()
+    reductions = [
+        (m, p) for m, p in tunable_problems(benchmarks, context) if p.family == "reduction"
+    ]
+    assert [len(p.parallel_dims) for _, p in reductions] == parallel_ranks  # type: ignore[attr-defined]
+    target = parse_target(f"cpu:{CPU}")
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    baseline = tmp_path / "baseline.mlir"
+    baseline.write_text(BASELINE_SPEC_TEXT)
+    model = tmp_path / "dump" / "model.mlir"
+    for index, (module, problem) in enumerate(reductions):
+        with context:
+            root_op = find_root_op(module)
+            default = target.parse_default_knobs(problem, root_op)
+            reference = tmp_path / f"reference{index}.mlir"
+            reference.write_text(str(build_reference_module(root_op, context, problem)))
+        assert default is not None
+        knobs = tuple((n, v * 2 if n == "dist_0" else v) for n, v in default)
+        spec = tmp_path / f"spec{index}.mlir"
+        spec.write_text(
+            build_configuration_spec(
+                problem, target.configuration(problem, knobs, context), (), context
+            )
+        )
+        hashes = {
+            (source.stem, spec_path.stem): compile_hash(
+                source, [*flags, *target.spec_flags(spec_path)], tmp_path / "out.vmfb"
+            )
+            for source in (reference, model)
+            for spec_path in (baseline, spec)
+        }
+        assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
+        assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
+
+
+# A max pool (NCHW), a sum pool (NHWC) and a depthwise convolution, as ONNX's MaxPool,
+# AveragePool and grouped Conv import.
+POOLING_MODEL = """
+func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>, %w: tensor<3x3x16xf32>) -> (tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>, tensor<1x16x16x16xf32>) {
+  %low = arith.constant -3.0e+38 : f32
+  %zero = arith.constant 0.0 : f32
+  %window = tensor.empty() : tensor<3x3xf32>
+  %e = tensor.empty() : tensor<1x16x8x8xf32>
+  %i = linalg.fill ins(%low : f32) outs(%e : tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32>
+  %max = linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%x, %window : tensor<1x16x18x18xf32>, tensor<3x3xf32>) outs(%i : tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32>
+  %e2 = tensor.empty() : tensor<1x8x8x16xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %sum = linalg.pooling_nhwc_sum {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%y, %window : tensor<1x18x18x16xf32>, tensor<3x3xf32>) outs(%i2 : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  %e3 = tensor.empty() : tensor<1x16x16x16xf32>
+  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  %dw = linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%y, %w : tensor<1x18x18x16xf32>, tensor<3x3x16xf32>) outs(%i3 : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  return %max, %sum, %dw : tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>, tensor<1x16x16x16xf32>
+}
+"""
+
+
+def test_a_pooling_candidate_lands_in_the_model_and_its_reference(tmp_path: Path) -> None:
+    # Pooling windows have a space of their own (window_space): IREE's default neighbourhood
+    # first, each candidate a ConvTileAndDecomposeExpert config that changes the binary.
+    from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
+
+    benchmarks = dump_with_flags(POOLING_MODEL, tmp_path / "dump", ())
+    context = ir.Context()
+    windows = tunable_problems(benchmarks, context)
+    assert [describe_window(p) for _, p in windows] == [  # type: ignore[arg-type]
+        "pooling window 3x3 (stride 2x2)",
+        "pooling window 3x3 (stride 2x2)",
+        "depthwise convolution 3x3",
+    ]
+    target = parse_target(f"cpu:{CPU}")
+    baseline = tmp_path / "baseline.mlir"
+    baseline.write_text(BASELINE_SPEC_TEXT)
+    model = tmp_path / "dump" / "model.mlir"
+    for index, (module, problem) in enumerate(windows):
+        assert isinstance(target.space_for(problem), CpuWindowSpace)
+        assert target.refusal(problem) is None
+        with context:
+            root_op = find_root_op(module)
+            default = target.parse_default_knobs(problem, root_op)
+            variant = root_op
+            while variant.name != "hal.executable.variant":
+                variant = variant.parent
+            first = next(
+                iter(target.generate_candidates(problem, variant.attributes["target"], default, 0))
+            )
+            reference = tmp_path / f"reference{index}.mlir"
+            reference.write_text(str(build_reference_module(root_op, context, problem)))
+        assert default is not None
+        # The first candidate is one step from the default.
+        assert len(set(first) - set(default)) == 1
+        spec = tmp_path / f"spec{index}.mlir"
+        spec.write_text(
+            build_configuration_spec(
+                problem,
+                target.configuration(problem, first, context),
+                target.spec_prologue(problem),
+                context,
+            )
+        )
+        hashes = {
+            (source.stem, spec_path.stem): compile_hash(
+                source,
+                [*target.compile_flags(), *target.spec_flags(spec_path)],
+                tmp_path / "out.vmfb",
+            )
+            for source in (reference, model)
+            for spec_path in (baseline, spec)
+        }
+        assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
+        assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
+
+
+# A local response normalisation, a max pool, an element-wise ReLU: what a 2012-era CNN holds.
+LRN_MODEL = """
+#c = affine_map<(d0, d1, d2, d3) -> (d0 + d3, d1, d2)>
+#w = affine_map<(d0, d1, d2, d3) -> (d3)>
+#o = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @main(%squares: tensor<20x17x17xf32>, %x: tensor<16x17x17xf32>) -> tensor<16x17x17xf32> {
+  %zero = arith.constant 0.0 : f32
+  %window = tensor.empty() : tensor<5xf32>
+  %e = tensor.empty() : tensor<16x17x17xf32>
+  %i = linalg.fill ins(%zero : f32) outs(%e : tensor<16x17x17xf32>) -> tensor<16x17x17xf32>
+  %sum = linalg.generic {indexing_maps = [#c, #w, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%squares, %window : tensor<20x17x17xf32>, tensor<5xf32>) outs(%i : tensor<16x17x17xf32>) {
+    ^bb0(%in: f32, %unused: f32, %acc: f32):
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+  } -> tensor<16x17x17xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%sum, %x : tensor<16x17x17xf32>, tensor<16x17x17xf32>) outs(%e : tensor<16x17x17xf32>) {
+    ^bb0(%s: f32, %in: f32, %out: f32):
+      %d = arith.divf %in, %s : f32
+      linalg.yield %d : f32
+  } -> tensor<16x17x17xf32>
+  return %r : tensor<16x17x17xf32>
+}
+"""
+# IREE collapses the element-wise dispatch's loops into one.
+ELEMENTWISE_3D_MODEL = """
+func.func @main(%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
+  %r = arith.addf %a, %b : tensor<4x8x16xf32>
+  %s = math.exp %r : tensor<4x8x16xf32>
+  return %s : tensor<4x8x16xf32>
+}
+"""
+# A transpose and an arg-max: generics with no family.
+TRANSPOSE_AND_ARGMAX_MODEL = """
+func.func @main(%x: tensor<64x32xf32>) -> (tensor<32x64xf32>, tensor<64xi32>) {
+  %e = tensor.empty() : tensor<32x64xf32>
+  %t = linalg.transpose ins(%x : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
+  %low = arith.constant -3.0e+38 : f32
+  %z = arith.constant 0 : i32
+  %ev = tensor.empty() : tensor<64xf32>
+  %ei = tensor.empty() : tensor<64xi32>
+  %v = linalg.fill ins(%low : f32) outs(%ev : tensor<64xf32>) -> tensor<64xf32>
+  %i = linalg.fill ins(%z : i32) outs(%ei : tensor<64xi32>) -> tensor<64xi32>
+  %r:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<64x32xf32>) outs(%v, %i : tensor<64xf32>, tensor<64xi32>) {
+    ^bb0(%in: f32, %best: f32, %at: i32):
+      %k = linalg.index 1 : index
+      %ki = arith.index_cast %k : index to i32
+      %gt = arith.cmpf ogt, %in, %best : f32
+      %nb = arith.select %gt, %in, %best : f32
+      %na = arith.select %gt, %ki, %at : i32
+      linalg.yield %nb, %na : f32, i32
+  } -> (tensor<64xf32>, tensor<64xi32>)
+  return %t, %r#1 : tensor<32x64xf32>, tensor<64xi32>
+}
+"""
+MATMUL_FOR_DATA_TILING = """
+func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>) outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %r : tensor<64x128xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("model_text", "flags", "expected"),
+    [
+        (
+            LRN_MODEL,
+            (),
+            [
+                "not tunable: conv_16x17x17x5_f32_f32_f32: a 1-D sliding-window sum of 5 (a local "
+                "response normalisation's, over channels, say) is not tuned on the CPU",
+            ],
+        ),
+        (
+            ELEMENTWISE_3D_MODEL,
+            (),
+            [
+                "not tunable: root op 'linalg.generic' (an element-wise op of 1 parallel loop) is "
+                "not supported yet (tunable op families: batch_contraction, contraction, "
+                "convolution, attention, reduction)",
+            ],
+        ),
+        (
+            MATMUL_FOR_DATA_TILING,
+            DATA_TILING_FLAGS,
+            [
+                "not tunable: 'linalg.pack' (a data-tiling layout change into the mmt4d tile "
+                "layout) is not tunable: in a model it is an encoding op "
+                "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning "
+                "specs, so no spec reaches it",
+            ]
+            * 2,
+        ),
+        (
+            TRANSPOSE_AND_ARGMAX_MODEL,
+            (),
+            [
+                "not tunable: root op 'linalg.generic' (a copy, transpose or broadcast of 2 "
+                "parallel loops) is not supported yet (tunable op families: batch_contraction, "
+                "contraction, convolution, attention, reduction)",
+                "not tunable: root op 'linalg.generic' (a 2-result reduction (an arg-max or a "
+                "fused pair, say) of 1 parallel loop and 1 reduction loop) is not supported yet "
+                "(tunable op families: batch_contraction, contraction, convolution, attention, "
+                "reduction)",
+            ],
+        ),
+    ],
+    ids=["lrn", "elementwise", "pack", "transpose_argmax"],
+)
+def test_every_not_tunable_reason_names_what_the_op_is(
+    model_text: str, flags: tuple[str, ...], expected: list[str], tmp_path: Path
+) -> None:
+    from ireetune.model.profile import describe_problem
+
+    benchmarks = dump_with_flags(model_text, tmp_path / "dump", flags)
+    target = parse_target(f"cpu:{CPU}")
+    reasons = [describe_problem(path, target) for path in benchmarks]
+    assert [reason for reason, tunable in reasons if not tunable] == expected
+
+
+TRANSPOSED_B_MATMUL = """
+func.func @main(%lhs: tensor<512x1024xf32>, %rhs: tensor<768x1024xf32>) -> tensor<512x768xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<512x768xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<512x768xf32>) -> tensor<512x768xf32>
+  %r = linalg.matmul
+      indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>,
+                       affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%lhs, %rhs : tensor<512x1024xf32>, tensor<768x1024xf32>) outs(%init : tensor<512x768xf32>) -> tensor<512x768xf32>
+  return %r : tensor<512x768xf32>
+}
+"""
+
+
+def test_a_contraction_search_starts_at_the_defaults_neighbours(tmp_path: Path) -> None:
+    # On this transposed-B matmul all 8 candidates of `tune-dispatch --num-candidates 8` were
+    # 3.6-7x slower than the default: none was near it. Now the first ones, generated and then
+    # ordered, are one knob one step away from it.
+    from ireetune.targets.llvm_cpu.space import compute_problem_sizes, contraction_domains
+
+    (benchmark,) = dump_with_flags(TRANSPOSED_B_MATMUL, tmp_path / "dump", ())
+    context = ir.Context()
+    ((module, problem),) = tunable_problems([benchmark], context)
+    target = parse_target(f"cpu:{CPU}")
+    with context:
+        root_op = find_root_op(module)
+        default = target.parse_default_knobs(problem, root_op)
+        variant = root_op
+        while variant.name != "hal.executable.variant":
+            variant = variant.parent
+        generated = target.generate_candidates(problem, variant.attributes["target"], default, 0)
+        pool = [next(generated) for _ in range(40)]
+    assert default == (("dist_m", 64), ("dist_n", 64), ("vec_k", 8), ("vec_m", 8), ("vec_n", 8))
+    ordered = [knobs for knobs, _ in target.space_for(problem).order(problem, pool, 0)]
+    domains = contraction_domains(
+        compute_problem_sizes(problem),  # type: ignore[arg-type]
+        target.space_for(problem).known_facts,  # type: ignore[attr-defined]
+    )
+
+    def one_step(knobs: tuple[tuple[str, int], ...]) -> bool:
+        moved = [(name, value) for name, value in knobs if dict(default)[name] != value]
+        if len(moved) != 1:
+            return False
+        name, value = moved[0]
+        domain = sorted({*domains[name], dict(default)[name]})
+        return abs(domain.index(value) - domain.index(dict(default)[name])) == 1
+
+    assert [one_step(knobs) for knobs in pool[:6]] == [True] * 6
+    assert [one_step(knobs) for knobs in ordered[:4]] == [True] * 4
+
+
+def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None:
+    # What IREE 3.13 does (docs/cpu_families.md): in a model the tuning spec runs while the op
+    # is a `linalg.matmul` on encoded operands, and materialising the encoding into
+    # `linalg.mmt4d` drops the configuration; an mmt4d config built from the dispatch dump (its
+    # distribution tile doubled) leaves the model's binary unchanged. When a later IREE honours
+    # it, this fails: the mmt4d space then pays at model level.
+    from ireetune.core.target import OpConfiguration
+    from ireetune.targets.llvm_cpu.common import render_cpu_compilation_info
+    from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
+
+    benchmarks = dump_with_flags(MATMUL_FOR_DATA_TILING, tmp_path / "dump", DATA_TILING_FLAGS)
+    context = ir.Context()
+    ((module, problem),) = tunable_problems(benchmarks, context)
+    target = parse_target(f"cpu:{CPU}")
+    assert problem.signature == "mmt4d_8x8x16x8x96x1_f32_f32_f32"
+    with context:
+        levels = str(find_root_op(module).attributes["lowering_config"])
+    assert "distribution = [4, 4, 0, 0, 0, 0]" in levels
+    tiles = {
+        "distribution": [8, 4, 0, 0, 0, 0],
+        "vector_common_parallel": [1, 1, 0, 8, 8, 0],
+        "vector_reduction": [0, 0, 1, 0, 0, 1],
+    }
+    configuration = OpConfiguration(render_cpu_compilation_info(tiles, MMT4D_PIPELINE, context))
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    model = tmp_path / "dump" / "model.mlir"
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    default = compile_hash(model, flags, tmp_path / "default.vmfb")
+    assert (
+        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
+    )
+
+
+BATCH_MATMUL_FOR_DATA_TILING = """
+func.func @main(%lhs: tensor<4x32x64xf32>, %rhs: tensor<4x64x16xf32>) -> tensor<4x32x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<4x32x16xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+  %r = linalg.batch_matmul ins(%lhs, %rhs : tensor<4x32x64xf32>, tensor<4x64x16xf32>) outs(%init : tensor<4x32x16xf32>) -> tensor<4x32x16xf32>
+  return %r : tensor<4x32x16xf32>
+}
+"""
+
+
+def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_path: Path) -> None:
+    # Before, its default read as dist_m = dist_n = 0 (the inner tile's loops) and
+    # `tune-dispatch` stopped on a baseline that did not compile. A config with the batch loop
+    # distributed one at a time leaves the model's binary unchanged, as for the mmt4d.
+    from ireetune.core.target import OpConfiguration
+    from ireetune.targets.llvm_cpu.common import read_cpu_levels, render_cpu_compilation_info
+    from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
+    from ireetune.targets.llvm_cpu.space import BATCH_MMT4D_REFUSAL
+
+    benchmarks = dump_with_flags(BATCH_MATMUL_FOR_DATA_TILING, tmp_path / "dump", DATA_TILING_FLAGS)
+    context = ir.Context()
+    ((module, problem),) = tunable_problems(benchmarks, context)
+    target = parse_target(f"cpu:{CPU}")
+    assert target.refusal(problem) == BATCH_MMT4D_REFUSAL
+    with context:
+        levels = read_cpu_levels(find_root_op(module), len(problem.loop_sizes))
+    assert levels is not None and levels["distribution"][0] != 2
+    levels["distribution"][0] = 2
+    configuration = OpConfiguration(render_cpu_compilation_info(levels, MMT4D_PIPELINE, context))
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    model = tmp_path / "dump" / "model.mlir"
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    default = compile_hash(model, flags, tmp_path / "default.vmfb")
+    assert (
+        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
+    )
