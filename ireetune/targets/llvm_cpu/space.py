@@ -24,7 +24,7 @@ from ireetune.problem.contraction import ContractionProblem, as_contraction
 from ireetune.problem.family import Problem, map_dim_positions
 from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.neighbourhood import enumerate_near_default_first, with_values
+from ireetune.targets.neighbourhood import Neighbourhood, enumerate_near_default_first, with_values
 from ireetune.targets.z3_enumerate import parallel_first
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
@@ -211,9 +211,13 @@ def enumerate_space(
         seed,
         excluded,
         known,
-        lambda default: lambda context: build_constraints(sizes, facts, False, context, default),
-        contraction_domains(sizes, facts),
-        _MAX_NEIGHBOURS,
+        Neighbourhood(
+            lambda default: (
+                lambda context: build_constraints(sizes, facts, False, context, default)
+            ),
+            contraction_domains(sizes, facts),
+            _MAX_NEIGHBOURS,
+        ),
     )
 
 

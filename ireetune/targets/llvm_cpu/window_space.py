@@ -36,7 +36,12 @@ from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
-from ireetune.targets.neighbourhood import distance_to, enumerate_near_default_first, with_values
+from ireetune.targets.neighbourhood import (
+    Neighbourhood,
+    distance_to,
+    enumerate_near_default_first,
+    with_values,
+)
 from ireetune.targets.z3_enumerate import parallel_first
 
 WINDOW_PIPELINE = "ConvTileAndDecomposeExpert"
@@ -168,11 +173,13 @@ def enumerate_window_space(
         seed,
         excluded,
         known,
-        lambda default: (
-            lambda context: build_window_constraints(sizes, facts, False, context, default)
+        Neighbourhood(
+            lambda default: (
+                lambda context: build_window_constraints(sizes, facts, False, context, default)
+            ),
+            window_domains(sizes),
+            _MAX_NEIGHBOURS,
         ),
-        window_domains(sizes),
-        _MAX_NEIGHBOURS,
     )
 
 
