@@ -77,15 +77,9 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
                 start_run_folder(run, run_dir)
                 run.progress = progress
                 if run.database is not None:
-                    run.recorder.on_update.append(
-                        DatabaseRecording(
-                            run.database,
-                            run.result_key,
-                            run.recorder,
-                            uuid.uuid4().hex,
-                            run.rule.name,
-                        )  # fmt: skip
-                    )
+                    session = uuid.uuid4().hex
+                    rows = DatabaseRecording(run.database, run.result_key, run.recorder, session, run.rule.name)  # fmt: skip
+                    run.recorder.on_update.append(rows)
                 run_stages(run, dispatch_stages(run), (save_run, learn_from_round))
             assert run.result is not None
             return attach_flag_search(run.result, flag_search)
