@@ -11,7 +11,11 @@ that a restructuring changed no candidate (issue 23):
         --num-candidates 8 --stop-after compile --output-dir /tmp/fpnew --no-db
     python bench/same_candidates.py /tmp/fpold/RUN /tmp/fpnew/RUN
 
-Give both runs output folders of the same length (as above), so the masked paths line up.
+Give both runs output folders of the same length (as above), so the masked paths line up. The
+binaries' debug-string table is ordered by the strings' contents, so two runs whose folder names
+differ (each carries its time of creation) can still differ in a few bytes: for a byte-exact
+comparison compile both at the same folder path (run one, move its folder away, run the other
+with `ireetune.run_dir.create_run_dir` giving the same name, then compare the two moved folders).
 """
 
 from __future__ import annotations

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from ireetune import dispatch_tuner
 from ireetune.dispatch_options import References, StopAfter
-from ireetune.dispatch_run.decide import why_no_winner
+from ireetune.dispatch_run import decide as decide_module
+from ireetune.dispatch_run.decide import DecidingRun, why_no_winner
 from ireetune.dispatch_run.state import run_stages
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.handoff.benchmark_folder import benchmark_folder
@@ -85,3 +88,38 @@ def test_finish_without_a_winner_writes_what_the_in_process_decide_writes(
     assert result.notes[-1] == f"no spec written: {why}"
     assert result.best is None
     assert not (compiled.run_dir / "best_spec.mlir").exists()
+
+
+def test_finish_continues_the_folder_at_the_in_process_flows_own_decide_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    compiled = tune_dispatch(
+        TuneOptions(
+            input_path=model, target="cpu", num_candidates=2, output_dir=tmp_path / "runs",
+            repetitions=3, min_repetition_s=0.005, confirm_rounds=1, confirm_top=1,
+            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
+            references=References.ALL,
+        )
+    )  # fmt: skip
+    benchmark_folder(compiled.run_dir, ["local-task"])
+    decided: list[str] = []
+    own_decide = decide_module.decide_stage
+
+    def watched_decide(run: DecidingRun) -> None:
+        decided.append(type(run).__name__)
+        own_decide(run)
+
+    monkeypatch.setattr(decide_module, "decide_stage", watched_decide)
+
+    result = finish_run(compiled.run_dir)
+
+    assert decided == ["FinishRun"]
+    assert own_decide in dispatch_tuner.dispatch_stages(SimpleNamespace(
+        options=SimpleNamespace(stop_after=None), search=None,
+    ))  # fmt: skip
+    written = json.loads((compiled.run_dir / "results.json").read_text())
+    assert (written["outcome"], written["spec_written"]) == (
+        ("improved", True) if result.best is not None else ("no-improvement", False)
+    )

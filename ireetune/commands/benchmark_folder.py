@@ -30,14 +30,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.errors import IreetuneError
-    from ireetune.handoff.benchmark_folder import benchmark_folder
+    from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(arguments.run_dir)
     try:
-        path = benchmark_folder(arguments.run_dir, list(arguments.devices))
+        settings = ContinueSettings(devices=tuple(arguments.devices))
+        path = continue_run(arguments.run_dir, ContinueAt.MEASURE, settings).results_path
     except ValueError as error:
         raise IreetuneError(str(error)) from None
+    assert path is not None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
     finish_command = shlex.join(["ireetune", "finish", str(arguments.run_dir)])
     if pending:

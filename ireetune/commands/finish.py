@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.handoff.finish import finish_run
+    from ireetune.handoff.continue_run import ContinueAt, continue_run
     from ireetune.handoff.references import compile_pending_references, pending_references
     from ireetune.run_dir import check_run_folder
 
@@ -38,7 +38,8 @@ def run(arguments: argparse.Namespace) -> int:
             f"  {shlex.join(['ireetune', 'finish', str(arguments.run_dir)])}\n"
         )
         return 0
-    result = finish_run(arguments.run_dir)
+    result = continue_run(arguments.run_dir, ContinueAt.DECIDE).result
+    assert result is not None
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:
         sys.stdout.write(f"best spec: {result.best_spec_path}\n")

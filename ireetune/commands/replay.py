@@ -32,15 +32,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.report.replay import replay
+    from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
 
-    candidate, estimate = replay(
-        arguments.run_dir,
-        arguments.candidate,
-        arguments.rounds,
-        arguments.repetitions,
-        arguments.device,
-    )
+    settings = ContinueSettings(
+        candidate=arguments.candidate, rounds=arguments.rounds,
+        repetitions=arguments.repetitions, device=arguments.device,
+    )  # fmt: skip
+    replayed = continue_run(arguments.run_dir, ContinueAt.REPLAY, settings).replayed
+    assert replayed is not None
+    candidate, estimate = replayed
     sys.stdout.write(
         f"candidate {candidate} vs default, {estimate.rounds} rounds side by side on "
         f"{estimate.basis.value} timing: {estimate.baseline_ms:.4f} -> {estimate.candidate_ms:.4f} ms, "

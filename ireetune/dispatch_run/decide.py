@@ -1,8 +1,10 @@
-"""Decide a dispatch run: the one sequence every dispatch flow ends with.
+"""Decide a dispatch run: the one decide stage every dispatch flow ends with.
 
-The in-process flow (`dispatch_tuner.decide_stage`) and `ireetune finish` (handoff/finish.py)
-both call `decide` (the winner by the rule, recorded with every verdict) and then
-`write_verdict` (the winner's proof and spec, the run's record and its summary).
+The in-process flow (a `DispatchRun`, dispatch_tuner.py) and `ireetune finish` (a run read
+back from its folder, handoff/finish.py) both end with `decide_stage`: `decide` (the winner by
+the rule, recorded with every verdict) and then `write_verdict` (the winner's proof and spec,
+the run's record and its summary). Each run says how its winner's configuration is proven to
+land and what its summary names (`DecidingRun`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import CandidateRecord
@@ -29,6 +32,35 @@ class RunOutline:
     target_name: str
     baseline_ms: float
     compile_success_rate: float
+
+
+class DecidingRun(Protocol):
+    """What the decide stage reads from a run and writes into it."""
+
+    facts: dict[int, CandidateFacts]
+    contenders: list[int]
+    rule: DecisionRule
+    notes: list[str]
+    result: TuneResult | None
+
+    @property
+    def recorder(self) -> RunRecorder: ...
+
+    def summarise(self) -> RunOutline:
+        """Return what the summary names besides the records (after the verdicts are recorded;
+        raise where the run cannot be decided)."""
+        ...
+
+    def prove_winner(self, best: CandidateRecord) -> None:
+        """Prove the winner's configuration lands in its compiled dispatch; raise if not."""
+        ...
+
+
+def decide_stage(run: DecidingRun) -> None:
+    """Pick the winner by the rule, write its spec, the run's record and its summary."""
+    decision = decide(run.recorder, run.facts, run.contenders, run.rule)
+    outline = run.summarise()
+    run.result = write_verdict(run.recorder, decision, outline, run.prove_winner, run.notes)
 
 
 def decide(

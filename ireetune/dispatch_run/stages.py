@@ -4,16 +4,15 @@
     compile    every candidate (online: round by round)           compile/stage.py
     measure    the campaign, or the database's finished one       benchmark/campaign.py
     check      the contenders' outputs, real-input timings        verify/stage.py
-    decide     the winner by the rule, its spec and summary       dispatch_run/decide.py
+    (online)   a round measured, the next one picked             search/learned_order.py
 
-`dispatch_tuner._run` runs them in order with `run_stages`; `--stop-after compile` ends after
-compile with the export of the folder another host benchmarks (handoff/export.py).
+`decide_stage` (dispatch_run/decide.py) ends the run; `dispatch_tuner.dispatch_stages` puts them
+in order for `run_stages`; `--stop-after compile` ends after compile with the export of the
+folder another host benchmarks (handoff/export.py).
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +47,6 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import TuneOptions
-from ireetune.dispatch_run.decide import RunOutline, decide, write_verdict
 from ireetune.dispatch_run.state import DispatchRun, campaign_settings
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor
@@ -62,7 +60,6 @@ from ireetune.report.reuse import (
 )
 from ireetune.search.learned_order import OnlineSearch
 from ireetune.spec.builder import build_configuration_spec
-from ireetune.verify.landing import prove_config_landed
 from ireetune.verify.stage import (
     ReferenceSetup,
     check_outputs,
@@ -100,11 +97,9 @@ def specs_stage(run: DispatchRun) -> None:
 
 
 def compile_stage(run: DispatchRun) -> None:
-    """Compile every candidate (online: round by round, each round but the last measured too);
-    where the device is not the host's CPU, measure each binary while the rest compile."""
+    """Compile every candidate not done yet; where the device is not the host's CPU, measure
+    each binary while the rest compile."""
     options, recorder = run.options, run.recorder
-    if run.search is not None:
-        run.restored = _measure_early_rounds(run, run.search)
     restored = run.restored
     # On real inputs the reference program is what is timed; else the dispatch benchmark.
     requests = _compile_plan(run.target, recorder, run.reference, run.real_input_search, restored)
@@ -155,38 +150,6 @@ def check_stage(run: DispatchRun) -> None:
     with run.progress.stage("checking", len(run.contenders) + 1):
         run.facts = _check(run, run.facts, run.contenders)
         run.progress.advance(len(run.contenders) + 1)
-
-
-def decide_stage(run: DispatchRun) -> None:
-    """Pick the winner by the rule, write its spec, the run's record and its summary."""
-    recorder = run.recorder
-    decision = decide(recorder, run.facts, run.contenders, run.rule)
-    measurable = [
-        r for r in recorder.records.values()
-        if not r.is_baseline and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
-    ]  # fmt: skip
-    if not measurable:
-        recorder.info["outcome"] = "failed"
-        recorder.info["notes"] = run.notes
-        recorder.save()
-        raise IreetuneError(f"no candidate could be measured; see {run.run_dir}/candidates.csv")
-    outline = RunOutline(
-        run.problem, run.target.name, recorder.records[0].median_ms or math.nan, run.success_rate
-    )
-    run.result = write_verdict(
-        recorder, decision, outline, functools.partial(_prove_landed, run), run.notes
-    )
-
-
-def _prove_landed(run: DispatchRun, best: CandidateRecord) -> None:
-    """Prove the winner's configuration lands in the compiled dispatch (verify/landing.py)."""
-    assert best.knobs is not None
-    run_dir, context = run.run_dir, run.context
-    prove_config_landed(
-        run.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-        run.target.compilation_info(run.problem, best.knobs, context),
-        run_dir / "verify" / "best_configuration", context,
-    )  # fmt: skip
 
 
 def _real_inputs(run: DispatchRun) -> ReferenceSetup | None:
@@ -270,50 +233,41 @@ def _compile_plan(
     }
 
 
-def _measure_early_rounds(run: DispatchRun, search: OnlineSearch) -> set[int]:
-    """Online search: compile and time each round but the last (first pass only), then let the
-    model, updated on every measurement so far, pick the next round from the rest of the pool.
-
-    Returns the candidates done so far; the run then treats them as a resumed run treats the
-    ones it found in the database: measured, taking part in the confirmation round.
-    """
-    recorder, reference, progress = run.recorder, run.reference, run.progress
-    done = set(run.restored)
+def measure_round_stage(run: DispatchRun) -> None:
+    """Online search, a round but the last: compile and time the candidates not done yet (first
+    pass only); the run then treats them as a resumed run treats the ones it found in the
+    database: measured, taking part in the confirmation round. The flow's `learn_from_round`
+    callback (dispatch_run/recording.py) updates the model on them."""
+    recorder, done = run.recorder, set(run.restored)
     early = replace(run.options, confirm_rounds=0)
-    while search.rounds_left > 0:
-        requests = _compile_plan(run.target, recorder, reference, run.real_input_search, done)
-        compile_candidates(
-            run.executor, recorder, requests, done, run.workers, early.compile_timeout_s, progress
+    requests = _compile_plan(run.target, recorder, run.reference, run.real_input_search, done)
+    compile_candidates(
+        run.executor, recorder, requests, done, run.workers, early.compile_timeout_s, run.progress
+    )
+    if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
+        raise IreetuneError(
+            f"the default configuration does not compile: {recorder.records[0].reason}"
         )
-        if recorder.records[0].status not in (CandidateStatus.COMPILED, CandidateStatus.MEASURED):
-            raise IreetuneError(
-                f"the default configuration does not compile: {recorder.records[0].reason}"
-            )
-        classify_binaries(recorder, done)
-        if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
-            _benchmark(run.executor, early, run.devices, recorder, done, reference if run.real_input_search else None, progress)  # fmt: skip
-        done.update(recorder.records)
-        done.discard(0)
-        chosen = search.next_round(_measurements(recorder))
-        _append_specs(recorder, run.target, run.context, run.problem, list(chosen))
-        done.update(restore_candidates(recorder, run.stored))
-    return done
+    classify_binaries(recorder, done)
+    if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
+        _benchmark(run.executor, early, run.devices, recorder, done, _real_inputs(run), run.progress)  # fmt: skip
+    run.restored = done | set(recorder.records)
+    run.restored.discard(0)
 
 
-def _measurements(recorder: RunRecorder) -> list[tuple[Knobs, float | None]]:
-    """Every tried candidate's time relative to its round's default (1/speedup), None if it
-    failed; a config that did not apply runs as the default. Duplicates teach nothing new."""
-    found: list[tuple[Knobs, float | None]] = []
-    for record in recorder.ordered():
-        if record.is_baseline or record.knobs is None:
-            continue
-        if record.status is CandidateStatus.MEASURED and record.speedup:
-            found.append((record.knobs, 1.0 / record.speedup))
-        elif record.status is CandidateStatus.NOT_APPLIED:
-            found.append((record.knobs, 1.0))
-        elif record.status not in (CandidateStatus.DUPLICATE, CandidateStatus.GENERATED, CandidateStatus.COMPILED):  # fmt: skip
-            found.append((record.knobs, None))
-    return found
+def pick_round_stage(run: DispatchRun) -> None:
+    """Online search: write the specs of the next round, the best of what remains of the pool
+    under the model as last updated; restore what the database has of them."""
+    assert run.search is not None, "only an online search has rounds"
+    chosen = run.search.next_round()
+    _append_specs(run.recorder, run.target, run.context, run.problem, list(chosen))
+    run.restored |= restore_candidates(run.recorder, run.stored)
+
+
+def online_rounds(search: OnlineSearch | None) -> tuple[Callable[[DispatchRun], None], ...]:
+    """Return the stages of an online search's early rounds (none without one)."""
+    rounds = search.rounds_left if search is not None else 0
+    return (measure_round_stage, pick_round_stage) * rounds
 
 
 def should_overlap(options: TuneOptions, devices: list[str]) -> bool:

@@ -8,11 +8,14 @@ the callback that rewrites results.json (atomically, through the recorder), save
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from ireetune.benchmark.campaign import CampaignSettings
+from ireetune.core.records import CandidateStatus
+from ireetune.errors import IreetuneError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -21,10 +24,12 @@ if TYPE_CHECKING:
 
     from ireetune.benchmark.campaign import CampaignResult
     from ireetune.core.candidate import Knobs
+    from ireetune.core.records import CandidateRecord
     from ireetune.core.target import Target
     from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
     from ireetune.decision.rules import CandidateFacts, DecisionRule
     from ireetune.dispatch_options import TuneOptions
+    from ireetune.dispatch_run.decide import RunOutline
     from ireetune.executor import Executor
     from ireetune.frontend.load import LoadedDispatch
     from ireetune.problem.family import Problem
@@ -64,6 +69,7 @@ class DispatchRun:
     # campaign run while compiling (compile); the facts and the contenders (measure, check);
     # the run's result (decide, or export when the run stops after compiling).
     candidates: list[tuple[Knobs, float | None]] = field(default_factory=list)
+    ordering: str = ""
     restored: set[int] = field(default_factory=set)
     overlapped: CampaignResult | None = None
     success_rate: float = 0.0
@@ -112,6 +118,38 @@ class DispatchRun:
     @property
     def campaign_settings(self) -> CampaignSettings:
         return campaign_settings(self.options)
+
+    def summarise(self) -> RunOutline:
+        """Return what the summary names; a run none of whose candidates could be measured is
+        marked failed and ends here."""
+        recorder = self.recorder
+        measurable = [
+            r for r in recorder.records.values()
+            if not r.is_baseline and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
+        ]  # fmt: skip
+        if not measurable:
+            recorder.info["outcome"] = "failed"
+            recorder.info["notes"] = self.notes
+            recorder.save()
+            raise IreetuneError(
+                f"no candidate could be measured; see {self.run_dir}/candidates.csv"
+            )
+        from ireetune.dispatch_run.decide import RunOutline
+
+        baseline_ms = recorder.records[0].median_ms or math.nan
+        return RunOutline(self.problem, self.target.name, baseline_ms, self.success_rate)
+
+    def prove_winner(self, best: CandidateRecord) -> None:
+        """Prove the winner's configuration lands in the compiled dispatch (verify/landing.py)."""
+        from ireetune.verify.landing import prove_config_landed
+
+        assert best.knobs is not None
+        run_dir, context = self.run_dir, self.context
+        prove_config_landed(
+            self.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
+            self.target.compilation_info(self.problem, best.knobs, context),
+            run_dir / "verify" / "best_configuration", context,
+        )  # fmt: skip
 
 
 def campaign_settings(options: TuneOptions) -> CampaignSettings:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,16 +142,50 @@ def verify_contenders(
     return {"model_level_baseline_ms": baseline_run.median_ms, "verdicts": verdicts}
 
 
+@dataclass
+class MeasureRun:
+    """A compiled run folder read back to be measured and checked on this host.
+
+    `load_measure_run` reads the manifest; `measure_folder_stage` times the candidates (or takes
+    the first pass's timings where only the output checks of deferred references are due) and
+    chooses the contenders; `check_folder_stage` checks their outputs and completes
+    `document`, which `save_folder_results` writes as benchmark_results.json.
+    """
+
+    run_dir: Path
+    manifest: Manifest
+    manifest_hash: str
+    results_path: Path
+    executor: Executor
+    devices: tuple[str, ...]
+    # The results as far as they go: on load, a first pass's that wait for an output check
+    # whose references are now compiled; after measuring, this pass's.
+    results: dict[str, Any] | None = None
+    contenders: list[int] = field(default_factory=list)
+    measured_devices: list[str] = field(default_factory=list)
+    document: dict[str, Any] | None = None
+    written: bool = False
+
+
 def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     """Measure and verify a run folder; return the path of the results file it wrote.
 
     Where the manifest deferred the reference programs, the first call measures and names the
     leaders whose references `finish` must compile ("pending"); once they are there, the next
-    call checks their outputs without measuring again. Everything runs on this host.
+    call checks their outputs without measuring again. Everything runs on this host. This is
+    the run continued at its measure stage (handoff/continue_run.py).
     """
+    from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+
+    continued = continue_run(run_dir, ContinueAt.MEASURE, ContinueSettings(devices=tuple(devices)))
+    assert continued.results_path is not None
+    return continued.results_path
+
+
+def load_measure_run(run_dir: Path, devices: Sequence[str]) -> MeasureRun:
+    """Read a compiled folder's manifest; refuse links that lead out of it before any work."""
     from ireetune.executor.base import LocalExecutor
 
-    executor = LocalExecutor()
     manifest = read_manifest(run_dir)
     manifest_hash = hash_manifest(run_dir)
     # Everything written below goes into the folder: refuse links that lead out of it, first.
@@ -159,10 +194,22 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     candidate_ids = (0, *(c.candidate_id for c in manifest.candidates))
     for name in ("inputs.npz", *(f"output_{i}.npy" for i in candidate_ids)):
         check_inside_folder(run_dir, f"verify/{name}")
-    pending = _pending_verification(run_dir, manifest, manifest_hash)
-    if pending is not None:
-        return _verify_pending(executor, run_dir, manifest, results_path, pending)
-    chosen = tuple(devices) or manifest.devices
+    return MeasureRun(
+        run_dir, manifest, manifest_hash, results_path, LocalExecutor(),
+        tuple(devices) or manifest.devices,
+        results=_pending_verification(run_dir, manifest, manifest_hash),
+    )  # fmt: skip
+
+
+def measure_folder_stage(run: MeasureRun) -> None:
+    """Time every candidate against each device's baseline and choose the contenders; where
+    the first pass's timings wait for their output checks, take those instead."""
+    if run.results is not None:
+        run.contenders = [int(cid) for cid in run.results["contenders"]]
+        baselines = run.results["campaign"]["baselines"]
+        run.measured_devices = [b["device"] for b in baselines if not b.get("error")]
+        return
+    manifest, run_dir, chosen = run.manifest, run.run_dir, run.devices
     settings = CampaignSettings(
         repetitions=manifest.repetitions, min_repetition_s=manifest.min_repetition_s,
         hopeless_factor=manifest.hopeless_factor, confirm_top=manifest.confirm_top,
@@ -170,38 +217,55 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     )  # fmt: skip
     jobs = [BenchmarkJob(c.candidate_id, run_dir / c.vmfb) for c in manifest.candidates]
     _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
-    result = run_campaign(executor, run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
+    result = run_campaign(run.executor, run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
     _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
-    contenders = choose_folder_contenders(result, manifest)
-    measured_devices = [b.device for b in result.baselines.values() if not b.error]
-    if not measured_devices:
+    run.contenders = choose_folder_contenders(result, manifest)
+    run.measured_devices = [b.device for b in result.baselines.values() if not b.error]
+    if not run.measured_devices:
         errors = "; ".join(f"{b.device}: {b.error}" for b in result.baselines.values())
         raise ValueError(f"no device could be measured ({errors}); nothing was written")
-    verification: dict[str, Any] = {"verdicts": {}}
-    if contenders and manifest.references_deferred:
-        verification["pending"] = [0, *contenders]
-        _log(
-            f"candidates {', '.join(map(str, contenders))} lead: their reference programs are "
-            "compiled by `ireetune finish`, then this command checks their outputs"
-        )
-    elif contenders:
-        verification = _verify(executor, run_dir, manifest, contenders, measured_devices[0])
-    payload = {
+    run.results = {
         "format": BenchmarkResultsFile.FORMAT,
         "devices": list(chosen),
         "campaign": campaign_to_json(result),
-        "contenders": contenders,
-        "verification": verification,
+        "contenders": run.contenders,
+        "verification": {"verdicts": {}},
         "baseline_ms_by_device": {
             b.device: statistics.median(b.confirmed_ms or (b.before_ms + b.after_ms))
             for b in result.baselines.values()
             if not b.error
         },  # fmt: skip
         "numpy_version": np.__version__,
-        "manifest_sha256": manifest_hash,
+        "manifest_sha256": run.manifest_hash,
     }
-    results_path.write_text(dump_document(BenchmarkResultsFile, payload))
-    return results_path
+    if run.contenders and run.manifest.references_deferred:
+        run.results["verification"]["pending"] = [0, *run.contenders]
+        _log(
+            f"candidates {', '.join(map(str, run.contenders))} lead: their reference programs "
+            "are compiled by `ireetune finish`, then this command checks their outputs"
+        )
+        # The output checks wait for `finish`: the results are complete as they are.
+        run.document = run.results
+
+
+def check_folder_stage(run: MeasureRun) -> None:
+    """Check the contenders' outputs (and time them on real inputs where those decide)."""
+    if run.document is not None or run.results is None:
+        return
+    if run.contenders:
+        run.results["verification"] = _verify(
+            run.executor, run.run_dir, run.manifest, run.contenders, run.measured_devices[0]
+        )
+    run.document = run.results
+
+
+def save_folder_results(run: MeasureRun, stage: str) -> None:
+    """Write benchmark_results.json once a stage completed it (not before: a folder whose
+    checks were cut short is measured again, never finished on half its results)."""
+    del stage
+    if run.document is not None and not run.written:
+        run.results_path.write_text(dump_document(BenchmarkResultsFile, run.document))
+        run.written = True
 
 
 def _verify(
@@ -254,19 +318,3 @@ def _pending_verification(
     if not any(not baseline.error for baseline in checked.campaign.baselines):
         raise ValueError(f"{path}: campaign.baselines holds no measured device")
     return results
-
-
-def _verify_pending(
-    executor: Executor,
-    run_dir: Path,
-    manifest: Manifest,
-    results_path: Path,
-    results: dict[str, Any],
-) -> Path:
-    """Check the outputs of the leaders a first pass chose (no measuring again)."""
-    contenders = [int(cid) for cid in results["contenders"]]
-    campaign = results["campaign"]
-    device = next(b["device"] for b in campaign["baselines"] if not b.get("error"))
-    results["verification"] = _verify(executor, run_dir, manifest, contenders, device)
-    results_path.write_text(dump_document(BenchmarkResultsFile, results))
-    return results_path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,10 +12,28 @@ from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.dispatch_options import References
 from ireetune.handoff.manifest import FolderCandidate, Manifest, VerifySettings, write_manifest
 from ireetune.problem.registry import family_of
+from ireetune.report.result import TuneResult
 from ireetune.verify.reference import build_reference_module
 
 if TYPE_CHECKING:
     from ireetune.dispatch_run.state import DispatchRun
+
+
+def export_stage(run: DispatchRun) -> None:
+    """Stop after compiling: write the folder another host benchmarks, and the run's result (no
+    timings, no winner yet). `benchmark-folder` and `finish` continue the run from there
+    (handoff/continue_run.py)."""
+    export_for_benchmarking(run)
+    recorder = run.recorder
+    recorder.info["notes"] = run.notes
+    attempts = [r for r in recorder.records.values() if not r.is_baseline]
+    compiled = [r for r in attempts if r.status is CandidateStatus.COMPILED]
+    run.result = TuneResult(
+        run_dir=recorder.run_dir, problem=run.problem, records=tuple(recorder.ordered()),
+        baseline_ms=math.nan, best=None, best_spec_path=None,
+        compile_success_rate=len([r for r in attempts if r.binary_hash]) / len(attempts) if attempts else 0.0,
+        notes=(*run.notes, f"{len(compiled)} distinct candidates ready to benchmark"),
+    )  # fmt: skip
 
 
 def export_for_benchmarking(run: DispatchRun) -> Path:

@@ -1,9 +1,11 @@
-"""Read a benchmarked run folder back: records, the verified winner, its proof and its spec."""
+"""Read a benchmarked run folder back and decide it: records, the verified winner, its proof and
+its spec (`finish`, the run continued at its decide stage)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,9 @@ from ireetune.benchmark.outcomes import apply_campaign
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CandidateRecord
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
-from ireetune.decision.rules import choose_contenders
+from ireetune.decision.rules import CandidateFacts, DecisionRule, choose_contenders
 from ireetune.decision.stats import Basis
-from ireetune.dispatch_run.decide import RunOutline, decide, write_verdict
+from ireetune.dispatch_run.decide import RunOutline
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.handoff.benchmark_folder import contender_limit, folder_rule
@@ -99,19 +101,66 @@ def _read_benchmark_results(
         | {("verification.verdicts", cid) for cid in verification.verdict_ids()}
         | {("verification.real_input_timings.times_ms", int(key)) for key in timed}
     )
-    for field, candidate_id in sorted(named):
+    for where, candidate_id in sorted(named):
         if candidate_id not in known:
-            raise IreetuneError(f"{path}: {field} names candidate {candidate_id}, not in this run")
+            raise IreetuneError(f"{path}: {where} names candidate {candidate_id}, not in this run")
     return results, checked
 
 
-def finish_run(run_dir: Path) -> TuneResult:
-    """Fold the benchmark results into the run, reach the verdict, write the winner's spec.
+@dataclass
+class FinishRun:
+    """A benchmarked run folder read back to be decided: the same fields the decide stage reads
+    from an in-process run (dispatch_run/decide.py `DecidingRun`)."""
 
-    The verdict comes from the decision stage (ireetune/decision) with the same calls, in the
-    same order, as the in-process flow: facts from the campaign, contenders, output checks,
-    real-input timings where the target decides there, winner.
-    """
+    run_dir: Path
+    manifest: Manifest
+    recorder: RunRecorder
+    results: dict[str, Any]
+    checked: BenchmarkResultsFile
+    rule: DecisionRule
+    facts: dict[int, CandidateFacts] = field(default_factory=dict)
+    contenders: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    baseline_ms: float = math.nan
+    result: TuneResult | None = None
+
+    def summarise(self) -> RunOutline:
+        """Return what the summary names: the problem read back from the folder's dispatch."""
+        context = ir.Context()
+        original = self.run_dir / "inputs" / "original_benchmark.mlir"
+        module = parse_module(read_mlir_file(original), context, original)
+        with context:
+            problem = parse_problem(find_root_op(module))
+        attempts = [r for r in self.recorder.records.values() if not r.is_baseline]
+        compiled = [r for r in attempts if r.binary_hash]
+        rate = len(compiled) / len(attempts) if attempts else 0.0
+        return RunOutline(problem, self.manifest.target, self.baseline_ms, rate)
+
+    def prove_winner(self, best: CandidateRecord) -> None:
+        """Prove the winner's configuration (read from its spec) lands in the dispatch."""
+        run_dir, context = self.run_dir, ir.Context()
+        if not best.spec_path:
+            raise IreetuneError(f"{run_dir / 'results.json'}: the winner names no spec_path")
+        target = parse_target(self.manifest.target).with_global_flags(self.manifest.global_flags)
+        prove_config_landed(
+            target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
+            _compilation_info_of(run_dir / best.spec_path, context),
+            run_dir / "verify" / "best_configuration", context,
+        )  # fmt: skip
+
+
+def finish_run(run_dir: Path) -> TuneResult:
+    """Fold the benchmark results into the run, reach the verdict, write the winner's spec:
+    the run continued at its decide stage (handoff/continue_run.py)."""
+    from ireetune.handoff.continue_run import ContinueAt, continue_run
+
+    result = continue_run(run_dir, ContinueAt.DECIDE).result
+    assert result is not None
+    return result
+
+
+def load_finish_run(run_dir: Path) -> FinishRun:
+    """Read a benchmarked folder back as untrusted data: manifest, record and results."""
     if not run_dir.is_dir():
         raise IreetuneError(f"run folder not found: {run_dir}")
     manifest = read_compiling_manifest(run_dir)
@@ -121,30 +170,41 @@ def finish_run(run_dir: Path) -> TuneResult:
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     results, checked = _read_benchmark_results(run_dir, records)
+    rule = folder_rule(manifest)
+    return FinishRun(run_dir, manifest, RunRecorder(run_dir, info, records), results, checked, rule)
+
+
+def fold_stage(run: FinishRun) -> None:
+    """Fold the measurements and checks the device host wrote into the run's records and facts.
+
+    The facts and contenders come from the decision stage (ireetune/decision) with the same
+    calls, in the same order, as the in-process flow's measure and check stages: facts from the
+    campaign, contenders, output checks, real-input timings where the target decides there.
+    """
+    recorder, info, checked = run.recorder, run.recorder.info, run.checked
     campaign = campaign_from_file(checked.campaign)
-    recorder = RunRecorder(run_dir, info, records)
-    changed, baseline_ms = apply_campaign(recorder.records, campaign, info)
+    changed, run.baseline_ms = apply_campaign(recorder.records, campaign, info)
     for record in changed:
         recorder.update(record)
     info["devices"] = list(checked.devices)
-    notes = list(campaign.notes)
+    run.notes = list(campaign.notes)
     verification = checked.verification
     if verification.pending:
         pending = ", ".join(map(str, verification.pending))
         raise IreetuneError(
             f"the outputs of candidates {pending} are not checked yet: "
-            f"run `ireetune benchmark-folder {run_dir}` again where the device is"
+            f"run `ireetune benchmark-folder {run.run_dir}` again where the device is"
         )
     if verification.baseline_error is not None:
-        notes.append(f"verification could not run: {verification.baseline_error}")
+        run.notes.append(f"verification could not run: {verification.baseline_error}")
     if verification.model_level_baseline_ms is not None:
         info["model_level_baseline_ms"] = verification.model_level_baseline_ms
-
-    rule = folder_rule(manifest)
-    info["rule"] = rule.name
+    info["rule"] = run.rule.name
     facts = facts_from_campaign(campaign, Basis.DISPATCH)
     recorder.record_facts(facts)
-    contenders = choose_contenders(list(facts.values()), rule, contender_limit(manifest))
+    run.contenders = choose_contenders(
+        list(facts.values()), run.rule, contender_limit(run.manifest)
+    )
     outputs: dict[int, tuple[bool, str]] = {}
     for key, verdict in verification.verdicts.items():
         outputs[int(key)] = (verdict.status == "verified", verdict.reason)
@@ -153,34 +213,12 @@ def finish_run(run_dir: Path) -> TuneResult:
             recorder.records[cid] = replace(
                 recorder.records[cid], max_abs_error=verdict.max_abs_error
             )
-    facts = with_outputs(facts, {cid: outputs[cid] for cid in contenders if cid in outputs})
+    facts = with_outputs(facts, {cid: outputs[cid] for cid in run.contenders if cid in outputs})
     if verification.real_input_timings is not None and verification.real_input_timings.times_ms:
         facts = with_real_input(
-            facts, estimates_from_rounds(results["verification"]["real_input_timings"])
+            facts, estimates_from_rounds(run.results["verification"]["real_input_timings"])
         )
-    decision = decide(recorder, facts, contenders, rule)
-
-    context = ir.Context()
-    original = run_dir / "inputs" / "original_benchmark.mlir"
-    module = parse_module(read_mlir_file(original), context, original)
-    with context:
-        problem = parse_problem(find_root_op(module))
-
-    def prove_winner(best: CandidateRecord) -> None:
-        if not best.spec_path:
-            raise IreetuneError(f"{run_dir / 'results.json'}: the winner names no spec_path")
-        target = parse_target(manifest.target).with_global_flags(manifest.global_flags)
-        prove_config_landed(
-            target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-            _compilation_info_of(run_dir / best.spec_path, context),
-            run_dir / "verify" / "best_configuration", context,
-        )  # fmt: skip
-
-    attempts = [r for r in recorder.records.values() if not r.is_baseline]
-    compiled = [r for r in attempts if r.binary_hash]
-    rate = len(compiled) / len(attempts) if attempts else 0.0
-    outline = RunOutline(problem, manifest.target, baseline_ms, rate)
-    return write_verdict(recorder, decision, outline, prove_winner, notes)
+    run.facts = facts
 
 
 def _compilation_info_of(spec_path: Path, context: ir.Context) -> str:

@@ -1,20 +1,20 @@
-"""One writer for everything a dispatch tuning run records: files and the database.
+"""One writer for a dispatch tuning run's files, and the hook for what records elsewhere.
 
-Every change to a candidate goes through `RunRecorder.update`, which keeps the record, writes it
-to the database at once (past generation) and, on `save`, rewrites results.json and
-candidates.csv atomically, so a crash of the tuner loses nothing already learned.
+Every change to a candidate goes through `RunRecorder.update`, which keeps the record and hands
+it to the callbacks the flow registered (`on_update`: the database's, see
+dispatch_run/recording.py) and, on `save`, rewrites results.json and candidates.csv atomically.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import CandidateRecord, CandidateStatus, render_csv, write_results
-from ireetune.database.store import ResultKey, StoredResult, TuningDatabase, config_key, now_utc
+from ireetune.database.store import StoredResult
 from ireetune.decision.rules import CandidateFacts, Decision, Verdict
 from ireetune.decision.stats import SpeedupEstimate
 
@@ -26,69 +26,20 @@ class RunRecorder:
     run_dir: Path
     info: dict[str, Any]
     records: dict[int, CandidateRecord] = field(default_factory=dict)
-    database: TuningDatabase | None = None
-    result_key: ResultKey | None = None
-    session: str = ""
-    rule: str = ""
     compilation_infos: dict[int, str] = field(default_factory=dict)
     baseline_ms_by_device: dict[str, float] = field(default_factory=dict)
     # Rows restored from the database: their timings and session stay as measured; only the
     # checks and the verdict this run reaches are written back.
     restored_rows: dict[int, StoredResult] = field(default_factory=dict)
+    # Called with every record kept, at once: the flow registers what records elsewhere (the
+    # database, dispatch_run/recording.py), so a crash loses nothing already learned.
+    on_update: list[Callable[[CandidateRecord], None]] = field(default_factory=list)
 
     def update(self, record: CandidateRecord) -> None:
-        """Keep a record and, past generation, write it to the database at once."""
+        """Keep a record and hand it to every callback the flow registered (the database)."""
         self.records[record.candidate_id] = record
-        if self.database is None or self.result_key is None:
-            return
-        if record.status is CandidateStatus.GENERATED:
-            return
-        previous = self.restored_rows.get(record.candidate_id)
-        if previous is not None:
-            self.database.write(
-                replace(
-                    previous,
-                    status=record.status.value if record.verdict else previous.status,
-                    reason=record.reason if record.verdict else previous.reason,
-                    outputs_match=record.outputs_match,
-                    real_input_speedup=record.real_input_speedup,
-                    real_input_low=record.real_input_low,
-                    real_input_high=record.real_input_high,
-                    verdict=record.verdict,
-                    rule=self.rule if record.verdict else "",
-                    written_at=now_utc(),
-                )
-            )
-            return
-        self.database.write(
-            StoredResult(
-                key=self.result_key,
-                config=config_key(None if record.is_baseline else record.knobs),
-                compilation_info=self.compilation_infos.get(record.candidate_id, ""),
-                status=record.status.value,
-                reason=record.reason,
-                times_ms=record.times_ms,
-                median_ms=record.median_ms,
-                min_ms=record.min_ms,
-                max_ms=record.max_ms,
-                spread=record.spread,
-                baseline_ms=self.baseline_ms_by_device.get(record.device),
-                speedup=record.speedup,
-                session=self.session,
-                written_at=now_utc(),
-                speedup_low=record.speedup_low,
-                speedup_high=record.speedup_high,
-                basis=record.basis,
-                confirmed=record.confirmed,
-                rounds_ms=record.rounds_ms,
-                outputs_match=record.outputs_match,
-                real_input_speedup=record.real_input_speedup,
-                real_input_low=record.real_input_low,
-                real_input_high=record.real_input_high,
-                verdict=record.verdict,
-                rule=self.rule if record.verdict else "",
-            )
-        )
+        for on_update in self.on_update:
+            on_update(record)
 
     def ordered(self) -> list[CandidateRecord]:
         return sorted(self.records.values(), key=lambda r: r.candidate_id)

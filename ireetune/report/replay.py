@@ -2,12 +2,14 @@
 
 `ireetune replay RUN_DIR` times the default and the winner (or `--candidate N`) interleaved in
 rounds on the signal that decided the run (real inputs or the dispatch benchmark) and prints the
-paired speedup with its confidence interval. Runtime only: no compiler is imported.
+paired speedup with its confidence interval: the run continued at its replay stage
+(handoff/continue_run.py). Runtime only: no compiler is imported.
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
@@ -38,13 +40,23 @@ def _jobs(run_dir: Path, candidate_id: int, basis: Basis, searched: Basis) -> li
     return [BenchmarkJob(cid, run_dir / "binaries" / f"{cid}.vmfb") for cid in (0, candidate_id)]
 
 
-def replay(
-    run_dir: Path, candidate_id: int | None, rounds: int, repetitions: int, device: str | None
-) -> tuple[int, SpeedupEstimate]:
-    """Time the default and a candidate in `rounds` interleaved rounds on this host; return the
-    estimate."""
-    from ireetune.executor.base import LocalExecutor
+@dataclass
+class ReplayRun:
+    """A finished run read back to re-measure one candidate against the default."""
 
+    run_dir: Path
+    candidate_id: int
+    basis: Basis
+    jobs: list[BenchmarkJob]
+    device: str
+    rounds: int = 7
+    repetitions: int = 5
+    estimate: SpeedupEstimate | None = None
+
+
+def load_replay_run(run_dir: Path, candidate_id: int | None, device: str | None) -> ReplayRun:
+    """Read a run's record; choose the candidate (the winner unless named), its binaries and
+    the signal that decided the run; refuse binaries missing or outside the folder."""
     check_input_file(run_dir, "run folder")
     results_path = run_dir / "results.json"
     if not results_path.is_file():
@@ -64,12 +76,18 @@ def replay(
         if not job.vmfb_path.is_file():
             raise IreetuneError(f"missing binary {job.vmfb_path}; the run folder is incomplete")
     chosen_device = device or (info.devices or ("local-task",))[0]
-    timed: dict[int, list[tuple[float, ...]]] = {0: [], chosen: []}
-    session = BenchmarkSession(jobs * rounds, chosen_device, repetitions, 0, 600.0)
+    return ReplayRun(run_dir, chosen, basis, jobs, chosen_device)
+
+
+def replay_stage(run: ReplayRun) -> None:
+    """Time the default and the candidate in interleaved rounds on this host; keep the estimate."""
+    from ireetune.executor.base import LocalExecutor
+
+    timed: dict[int, list[tuple[float, ...]]] = {0: [], run.candidate_id: []}
+    session = BenchmarkSession(run.jobs * run.rounds, run.device, run.repetitions, 0, 600.0)
     for outcome in LocalExecutor().run_benchmarks(session):
         if outcome.status is not BenchmarkStatus.MEASURED:
             raise IreetuneError(f"candidate {outcome.candidate_id} failed to run: {outcome.reason}")
         timed[outcome.candidate_id].append(outcome.times_ms)
-    estimate = estimate_speedup(tuple(timed[0]), tuple(timed[chosen]), basis)
-    assert estimate is not None
-    return chosen, estimate
+    run.estimate = estimate_speedup(tuple(timed[0]), tuple(timed[run.candidate_id]), run.basis)
+    assert run.estimate is not None

@@ -147,24 +147,30 @@ class OnlineSearch:
         self.seed = seed
         self.rounds = list(rounds)
         self.first_round = list(ordered_pool[: rounds[0]])
-        self.remaining = [knobs for knobs, _ in ordered_pool[rounds[0] :]]
+        # What remains of the pool, best first under the model as last updated.
+        self.ranked = list(ordered_pool[rounds[0] :])
         self.next_index = 1
 
     @property
     def rounds_left(self) -> int:
         return len(self.rounds) - self.next_index
 
+    def learn(self, measured: Sequence[tuple[Knobs, float | None]]) -> None:
+        """Update the model on every measurement so far and re-rank what remains of the pool."""
+        remaining = [knobs for knobs, _ in self.ranked]
+        self.ranked, _ = rerank_remaining(
+            self.target, self.problem, self.model, remaining, measured, self.seed
+        )
+
     def next_round(
-        self, measured: Sequence[tuple[Knobs, float | None]]
+        self, measured: Sequence[tuple[Knobs, float | None]] | None = None
     ) -> list[tuple[Knobs, float]]:
-        """Return the next round's candidates, best first, given every measurement so far."""
+        """Return the next round's candidates, best first: after learning from `measured` when
+        given, else under the model as the last `learn` left it."""
         assert self.rounds_left > 0, "no round left"
+        if measured is not None:
+            self.learn(measured)
         size = self.rounds[self.next_index]
         self.next_index += 1
-        ordered, _ = rerank_remaining(
-            self.target, self.problem, self.model, self.remaining, measured, self.seed
-        )
-        chosen = ordered[:size]
-        taken = {knobs for knobs, _ in chosen}
-        self.remaining = [knobs for knobs in self.remaining if knobs not in taken]
+        chosen, self.ranked = self.ranked[:size], self.ranked[size:]
         return chosen
