@@ -83,6 +83,8 @@ class BenchmarkOutcome:
     timing: TimingKind = TimingKind.HOST
     load_s: float = 0.0
     first_run_ms: float | None = None
+    # The HAL driver the worker's device reported (`vulkan`, `local-task`); "" when unmeasured.
+    driver: str = ""
 
 
 def worker_command() -> list[str]:
@@ -410,6 +412,7 @@ def _measured(job: BenchmarkJob, record: dict[str, object], device: str) -> Benc
         TimingKind(record.get("timing", TimingKind.HOST.value)),
         float(str(record.get("load_s", 0.0))),
         float(str(first_run)) if first_run is not None else None,
+        str(record.get("driver", "")),
     )  # fmt: skip
 
 

@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ireetune.benchmark.timing import TimingKind
-from ireetune.worker_protocol import emit_event, open_device
+from ireetune.worker_protocol import emit_event, hal_driver, open_device
 
 _MAX_BATCH = 1 << 16
 # Loaded binaries kept for later jobs of the same campaign (the leaders' confirmation rounds).
@@ -199,6 +199,7 @@ def time_job(
         "timing": timing.value,
         "load_s": load_s,
         "first_run_ms": first_ms,
+        "driver": hal_driver(device),
     }
 
 
