@@ -3,21 +3,26 @@ workers) run on the Vulkan device, not the CPU: real lavapipe runs, tiny shapes.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ireetune.benchmark.campaign import CampaignSettings, run_campaign
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
+from ireetune.benchmark.campaign import CampaignSettings, job_deadlines, run_campaign
+from ireetune.benchmark.runner import (
+    BenchmarkJob,
+    BenchmarkOutcome,
+    BenchmarkSession,
+    BenchmarkStatus,
+)
 from ireetune.core.input_archive import write_input_archive
 from ireetune.executor import LocalExecutor
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.verify.runner import ReferenceBatch, run_reference_programs_here
 from tests.vulkan_support import IREE_COMPILE, compile_for_vulkan, requires_vulkan
-
-pytestmark = requires_vulkan
 
 MATMUL = """
 func.func @main(%lhs: tensor<32x48xf32>, %rhs: tensor<48x64xf32>) -> tensor<32x64xf32> {
@@ -70,6 +75,7 @@ def _inputs(folder: Path, *arrays: np.ndarray) -> Path:
     return path
 
 
+@requires_vulkan
 def test_benchmark_worker_times_on_the_vulkan_device(vulkan_matmul: tuple[Path, Path]) -> None:
     _, benchmark = vulkan_matmul
     jobs = [BenchmarkJob(0, benchmark), BenchmarkJob(1, benchmark)]
@@ -86,6 +92,7 @@ def test_benchmark_worker_times_on_the_vulkan_device(vulkan_matmul: tuple[Path, 
     assert cpu_outcome.status is not BenchmarkStatus.MEASURED
 
 
+@requires_vulkan
 def test_two_device_campaign_on_vulkan_measures_and_confirms_every_candidate(
     vulkan_matmul: tuple[Path, Path],
 ) -> None:
@@ -107,6 +114,7 @@ def test_two_device_campaign_on_vulkan_measures_and_confirms_every_candidate(
     assert sum(m.confirmed for m in result.candidates.values()) >= 1
 
 
+@requires_vulkan
 def test_reference_worker_brings_vulkan_outputs_back(
     vulkan_matmul: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -122,6 +130,7 @@ def test_reference_worker_brings_vulkan_outputs_back(
     np.testing.assert_allclose(run.output, lhs @ rhs, rtol=1e-4)
 
 
+@requires_vulkan
 def test_model_worker_times_and_brings_outputs_back_on_vulkan(
     vulkan_matmul: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -140,6 +149,7 @@ def test_model_worker_times_and_brings_outputs_back_on_vulkan(
     np.testing.assert_allclose(runs["candidate"].outputs[0], lhs @ rhs, rtol=1e-4)
 
 
+@requires_vulkan
 def test_chosen_target_sums_correctly_on_the_device(tmp_path: Path) -> None:
     source = tmp_path / "row_sum.mlir"
     source.write_text(ROW_SUM)
@@ -152,3 +162,37 @@ def test_chosen_target_sums_correctly_on_the_device(tmp_path: Path) -> None:
     assert run.reason == ""
     assert run.output is not None
     np.testing.assert_allclose(run.output, values.sum(axis=1), rtol=1e-4)
+
+
+def test_first_run_deadline_allows_a_vulkan_drivers_compile() -> None:
+    """Vulkan compiles a candidate's pipelines at its first call (1.5-2.6 s each on lavapipe,
+    against 40 ms for the baseline's): its first run gets the load allowance, CUDA's does not."""
+    baseline = BenchmarkOutcome(
+        0, BenchmarkStatus.MEASURED, "", (10.0, 10.0), 4, False, "vulkan", first_run_ms=40.0
+    )
+    settings = CampaignSettings(min_timeout_s=10.0, hopeless_factor=5.0)
+    on_vulkan = job_deadlines(settings.for_device("vulkan"), baseline)
+    on_cuda = job_deadlines(settings.for_device("cuda://0"), baseline)
+    assert (on_vulkan.first_run_s, on_cuda.first_run_s) == (
+        pytest.approx(1.0 + 10.0 + 5 * 0.04),
+        pytest.approx(1.0 + 5 * 0.04),
+    )
+    assert settings.for_device("vulkan://GPU-00ff").jit_at_first_run is True
+    assert settings.for_device("local-task").jit_at_first_run is False
+
+
+@requires_vulkan
+def test_prewarm_puts_vulkan_pipelines_in_the_drivers_shader_cache(
+    vulkan_matmul: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, benchmark = vulkan_matmul
+    cache = tmp_path / "shader_cache"
+    prewarm = subprocess.run(
+        [sys.executable, "-m", "ireetune.benchmark.worker", "--prewarm"],
+        input=f"vulkan\n{benchmark}\n", capture_output=True, text=True, check=True,
+        env={**os.environ, "MESA_SHADER_CACHE_DIR": str(cache)},
+    )  # fmt: skip
+    assert prewarm.stdout.splitlines() == [f'{{"event": "prewarmed", "vmfb": "{benchmark}"}}']
+    # Mesa keeps an index file and one file per compiled shader: loading alone compiles nothing.
+    entries = [path for path in cache.rglob("*") if path.is_file() and path.name != "index"]
+    assert entries, sorted(cache.rglob("*"))
