@@ -17,6 +17,8 @@ from ireetune.benchmark.runner import (
     BenchmarkOutcome,
     BenchmarkSession,
     BenchmarkStatus,
+    _Phase,
+    _timed_out,
 )
 from ireetune.core.input_archive import write_input_archive
 from ireetune.executor import LocalExecutor
@@ -179,6 +181,21 @@ def test_first_run_deadline_allows_a_vulkan_drivers_compile() -> None:
     )
     assert settings.for_device("vulkan://GPU-00ff").jit_at_first_run is True
     assert settings.for_device("local-task").jit_at_first_run is False
+    # Past that deadline a Vulkan candidate timed out (its compile may be slow), it is not
+    # stopped as slower than the baseline.
+    assert (on_vulkan.first_run_compiles, on_cuda.first_run_compiles) == (True, False)
+    job = BenchmarkJob(3, Path("3.vmfb"))
+    on_vulkan_outcome = _timed_out(job, _Phase.FIRST_RUN, 11.2, on_vulkan, "vulkan")
+    on_cuda_outcome = _timed_out(job, _Phase.FIRST_RUN, 1.2, on_cuda, "cuda://0")
+    assert (on_vulkan_outcome.stopped_early, on_vulkan_outcome.reason) == (
+        False,
+        "no result within 11.2 s (first run, which includes the driver's compile of its "
+        "pipelines; --benchmark-timeout allows more)",
+    )
+    assert (on_cuda_outcome.stopped_early, on_cuda_outcome.reason) == (
+        True,
+        "stopped early: its first run passed 1.20 s, set from the baseline's time",
+    )
 
 
 @requires_vulkan

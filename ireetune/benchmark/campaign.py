@@ -182,6 +182,7 @@ def job_deadlines(settings: CampaignSettings, first: BenchmarkOutcome) -> JobDea
         per_dispatch_s=factor * median_s,
         repetitions=settings.repetitions,
         slack_s=settings.hang_slack_s,
+        first_run_compiles=bool(settings.jit_at_first_run),
     )
 
 
