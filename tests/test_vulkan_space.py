@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.targets import parse_target
-from ireetune.targets.vulkan.archs import LAVAPIPE_LIMITS
+from ireetune.targets.vulkan.archs import IREE_VULKAN_TARGETS, LAVAPIPE_LIMITS
 from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
 from ireetune.targets.vulkan.detect import vendor_target
 from ireetune.targets.vulkan.facts import VulkanFacts, parse_cooperative_shape
@@ -329,3 +330,30 @@ def test_compile_command_applies_a_written_spec(tmp_path: Path) -> None:
     assert "tuning_spec_entrypoint" in spec.read_text()
     assert code == 0
     assert with_spec.read_bytes() != plain.read_bytes()
+
+
+ADD = """
+func.func @main(%a: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {
+  %r = arith.addf %a, %b : tensor<16xf32>
+  return %r : tensor<16xf32>
+}
+"""
+
+
+def test_every_named_target_is_one_iree_knows(tmp_path: Path) -> None:
+    """Each name `vulkan:NAME` takes resolves, in the pinned iree-compile, to a target with an
+    arch (a name IREE does not know is an error; some it accepts resolve to arch "")."""
+    model = tmp_path / "add.mlir"
+    model.write_text(ADD)
+    archs = {}
+    for name in IREE_VULKAN_TARGETS:
+        sources = tmp_path / f"{name}.mlir"
+        subprocess.run(
+            [find_tool("iree-compile"), str(model), *VulkanTarget(name).compile_flags(),
+             "--compile-to=executable-sources", "-o", str(sources)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        found = re.search(r'arch = "([^"]*)"', sources.read_text())
+        archs[name] = found.group(1) if found else ""
+    assert {name for name, arch in archs.items() if not arch} == set()
+    assert (archs["mali-g715"], archs["ampere"], archs["mi300x"]) == ("valhall4", "sm_80", "gfx942")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ireetune.errors import IreetuneError
 
-# Canonical name -> what IREE resolves it to (for the docs and the error message).
+# By vendor, in the order the error message lists them.
 _ARM = (
     "valhall valhall1 valhall2 valhall3 valhall4 mali-g57 mali-g77 mali-g78 mali-g310 mali-g510 "
     "mali-g615 mali-g710 mali-g715"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from ireetune.core.target import SpaceFactory, Target
 from ireetune.errors import IreetuneError
-from ireetune.targets.vulkan.archs import CUSTOM_TARGETS, render_device_target
+from ireetune.targets.vulkan.archs import CUSTOM_TARGETS, VulkanDeviceLimits, render_device_target
 from ireetune.targets.vulkan.config import PIPELINE_NAMES, SpirvPipeline
 from ireetune.targets.vulkan.space import VulkanContractionSpace, VulkanConvolutionSpace
 
@@ -21,16 +21,21 @@ TRANSFORM_LIBRARY_FLAG = "--iree-codegen-transform-dialect-library"
 
 
 class VulkanTarget(Target):
-    """`vulkan:NAME`: compiled for one of IREE's Vulkan targets (or ireetune's description of
-    lavapipe), run on the `vulkan` device."""
+    """`vulkan:NAME`: compiled for one of IREE's Vulkan targets, or for a device ireetune
+    describes itself (`limits`: lavapipe, or one the device detection derives), run on the
+    `vulkan` device."""
 
-    def __init__(self, arch: str, pipelines: Sequence[str] = ()) -> None:
+    def __init__(
+        self, arch: str, pipelines: Sequence[str] = (), limits: VulkanDeviceLimits | None = None
+    ) -> None:
         for pipeline in pipelines:
             if pipeline not in PIPELINE_NAMES:
                 raise IreetuneError(
                     f"unknown pipeline '{pipeline}' for vulkan; choose from {', '.join(PIPELINE_NAMES)}"
                 )
         self.arch = arch
+        # A custom device description replaces `--iree-vulkan-target` (lavapipe's by name).
+        self.limits = limits or CUSTOM_TARGETS.get(arch)
         self.pipelines = tuple(SpirvPipeline(name) for name in pipelines) or tuple(SpirvPipeline)
 
     @property
@@ -46,10 +51,9 @@ class VulkanTarget(Target):
         return "vulkan"
 
     def target_flags(self) -> list[str]:
-        limits = CUSTOM_TARGETS.get(self.arch)
-        if limits is not None:
+        if self.limits is not None:
             # The whole device description in place of `vulkan` (no --iree-vulkan-target).
-            return [f"--iree-hal-target-device={render_device_target(limits)}"]
+            return [f"--iree-hal-target-device={render_device_target(self.limits)}"]
         return ["--iree-hal-target-device=vulkan", f"--iree-vulkan-target={self.arch}"]
 
     @property
