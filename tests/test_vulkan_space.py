@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.records import CandidateStatus
 from ireetune.core.target import SpaceRequest
 from ireetune.dispatch_options import StopAfter
@@ -357,3 +357,24 @@ def test_every_named_target_is_one_iree_knows(tmp_path: Path) -> None:
         archs[name] = found.group(1) if found else ""
     assert {name for name, arch in archs.items() if not arch} == set()
     assert (archs["mali-g715"], archs["ampere"], archs["mi300x"]) == ("valhall4", "sm_80", "gfx942")
+
+
+def test_order_takes_pipelines_in_turn_and_prefers_busy_workgroups(tmp_path: Path) -> None:
+    context = ir.Context()
+    problem = dispatch_problem(MATMUL.format(t="f32"), tmp_path, context)
+    space = VulkanTarget("valhall4").space_for(problem)
+    common = {"subgroup_size": 0, "tile_k": 4}
+    lonely = make_knobs(
+        {**common, "pipeline": "BaseVectorize", "wg_m": 1, "wg_n": 1, "th_m": 1, "th_n": 1,
+         "wg_x": 1, "wg_y": 1}
+    )  # fmt: skip
+    busy = make_knobs(
+        {**common, "pipeline": "BaseVectorize", "wg_m": 32, "wg_n": 64, "th_m": 4, "th_n": 4,
+         "wg_x": 16, "wg_y": 8}
+    )  # fmt: skip
+    promoted = make_knobs(
+        {**common, "pipeline": "MatmulPromoteVectorize", "wg_m": 64, "wg_n": 64, "tile_k": 16,
+         "wg_x": 16, "wg_y": 8, "depth": 2, "store_stage": 0}
+    )  # fmt: skip
+    order = [knobs for knobs, _ in space.order(problem, [lonely, promoted, busy], seed=1)]
+    assert order == [busy, promoted, lonely]
