@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from ireetune.errors import IreetuneError
+from ireetune.targets.vulkan import make_vulkan_target
+from ireetune.targets.vulkan.archs import IREE_VULKAN_TARGETS, LAVAPIPE_LIMITS
+from ireetune.targets.vulkan.detect import target_arch
 from ireetune.targets.vulkan.device import (
     build_target_attribute,
     choose_target,
@@ -16,7 +19,7 @@ from ireetune.targets.vulkan.device import (
     parse_iree_device_dump,
     parse_vulkaninfo,
 )
-from tests.vulkan_support import IREE_COMPILE
+from tests.vulkan_support import IREE_COMPILE, requires_vulkan, vulkan_target
 
 REPORTS = Path(__file__).with_name("data") / "vulkaninfo"
 LAVAPIPE_UUID = "6d65736132322e332e36000000000000"
@@ -185,3 +188,36 @@ def test_custom_attribute_of_minimal_device_names_the_minimums() -> None:
                       storage8=False, storage16=False, api_version=(1, 2))  # fmt: skip
     text = build_target_attribute(minimal)
     assert 'features = "spirv:v1.5,cap:Shader", wgp = <compute = fp32|int32, storage = b32,' in text
+
+
+def test_each_choice_is_a_target_vulkan_name_parses_again() -> None:
+    """A run records `vulkan:NAME`; the database and the split flow parse it again."""
+    arches = {}
+    for report in sorted(REPORTS.glob("*.txt")):
+        for device in parse_vulkaninfo(report.read_text()):
+            arch, limits = target_arch(choose_target(device))
+            arches[device.name] = (arch, limits is not None)
+            assert arch in IREE_VULKAN_TARGETS or arch in ("lavapipe", "device")
+    assert arches == {
+        "Adreno (TM) 650": ("adreno", False),
+        "AMD Radeon RX 6500 XT (RADV NAVI24)": ("rdna2", False),
+        "Intel(R) Xe Graphics (TGL GT2)": ("device", True),
+        "llvmpipe (LLVM 15.0.6, 256 bits)": ("lavapipe", True),
+        "Mali-G78": ("valhall4", False),
+        "Mali-G52": ("device", True),
+        "NVIDIA GeForce RTX 4070": ("sm_89", False),
+    }
+    (lavapipe,) = parse_vulkaninfo(_report("lavapipe_full.txt"))
+    # The lavapipe reported here is the one ireetune's `vulkan:lavapipe` describes.
+    assert target_arch(choose_target(lavapipe))[1] == LAVAPIPE_LIMITS
+    assert make_vulkan_target("lavapipe").target_flags() == choose_target(lavapipe).compile_flags()
+
+
+@requires_vulkan
+def test_bare_vulkan_target_is_this_machines_device() -> None:
+    target = make_vulkan_target("")
+    choice = vulkan_target()
+    assert choice is not None
+    assert target.target_flags() == choice.compile_flags()
+    assert target.name == f"vulkan:{target_arch(choice)[0]}"
+    assert make_vulkan_target("device").target_flags() == target.target_flags()

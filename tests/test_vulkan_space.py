@@ -23,7 +23,6 @@ from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.targets import parse_target
 from ireetune.targets.vulkan.archs import IREE_VULKAN_TARGETS, LAVAPIPE_LIMITS
 from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
-from ireetune.targets.vulkan.detect import vendor_target
 from ireetune.targets.vulkan.facts import VulkanFacts, parse_cooperative_shape
 from ireetune.targets.vulkan.space import VulkanSpace
 from ireetune.targets.vulkan.target import VulkanTarget
@@ -189,19 +188,6 @@ def test_vulkan_target_names_flags_and_refusals() -> None:
     message = str(excinfo.value)
     assert message.startswith("unknown Vulkan target 'apple'; IREE 3.13 knows: valhall")
     assert "\n" not in message and "rdna3" in message and "lavapipe" in message
-
-
-def test_vendor_ids_map_to_targets() -> None:
-    dumps = {
-        "vendor_id: 0x10005\n": "lavapipe",
-        "name: x\nvendor_id: 0x1002\n": "rdna3",
-        "vendor_id: 0x10de\n": "ampere",
-        "vendor_id: 0x13b5\n": "valhall4",
-        "vendor_id: 0x5143\n": "adreno",
-        "vendor_id: 0x8086\n": "lavapipe",
-        "": "lavapipe",
-    }
-    assert {text: vendor_target(text) for text in dumps} == dumps
 
 
 @pytest.mark.parametrize(

@@ -16,14 +16,18 @@ from ireetune.targets.vulkan.target import VulkanTarget
 
 def default_vulkan_target(pipelines: Sequence[str] = ()) -> VulkanTarget:
     """Return the target for this machine's Vulkan device (`--target vulkan`, no name)."""
-    from ireetune.targets.vulkan.detect import detect_vulkan_target
+    from ireetune.targets.vulkan.detect import detect_default_target
 
-    return VulkanTarget(detect_vulkan_target(), pipelines)
+    arch, limits = detect_default_target()
+    return VulkanTarget(arch, pipelines, limits)
 
 
 def make_vulkan_target(arch: str, pipelines: Sequence[str] = ()) -> VulkanTarget:
-    """Build the target for `vulkan:NAME`, or the machine's default for a bare `vulkan`."""
-    if not arch.strip():
+    """Build the target for `vulkan:NAME`, or the machine's default for a bare `vulkan` (and for
+    `vulkan:device`, the name of a device described from its own limits)."""
+    from ireetune.targets.vulkan.detect import DEVICE
+
+    if arch.strip().lower() in ("", DEVICE):
         return default_vulkan_target(pipelines)
     return VulkanTarget(parse_vulkan_arch(arch), pipelines)
 

@@ -49,6 +49,9 @@ class VulkanDeviceLimits:
     compute: str = "fp32|fp16|int32|int16|int8"
     storage: str = "b64|b32|b16|b8"
     subgroup_operations: str = "shuffle|arithmetic"
+    # The SPIR-V version the device's Vulkan version guarantees (1.3: v1.6, 1.1: v1.3).
+    spirv_version: str = "v1.6"
+    max_workgroup_counts: tuple[int, int, int] = (65535, 65535, 65535)
 
 
 # Mesa 22.3.6 lavapipe (vulkaninfo): subgroup size 8 (min = max = 8), 1024 invocations,
@@ -74,9 +77,10 @@ def render_device_target(limits: VulkanDeviceLimits) -> str:
         f"subgroup = {limits.subgroup_operations}, dot = none, subgroup_size_choices = [{sizes}], "
         f"max_workgroup_sizes = [{wg}], max_thread_count_per_workgroup = {limits.max_threads}, "
         f"max_workgroup_memory_bytes = {limits.max_workgroup_memory_bytes}, "
-        "max_workgroup_counts = [65535, 65535, 65535]"
+        f"max_workgroup_counts = [{', '.join(str(count) for count in limits.max_workgroup_counts)}]"
     )
-    target_info = f'#iree_gpu.target<arch = "", features = "spirv:v1.6,cap:Shader", wgp = <{wgp}>>'
+    features = f"spirv:{limits.spirv_version},cap:Shader"
+    target_info = f'#iree_gpu.target<arch = "", features = "{features}", wgp = <{wgp}>>'
     executable = (
         f'#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
         f"{{iree_codegen.target_info = {target_info}}}>"

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ireetune.errors import IreetuneError
+from ireetune.targets.vulkan.archs import VulkanDeviceLimits, render_device_target
 from ireetune.tools import find_tool, run_tool
 
 # PCI vendor ids (Vulkan's `vendorID`) of the vendors IREE has named targets for, and Mesa's.
@@ -97,6 +98,8 @@ class VulkanTargetChoice:
     # The custom `#hal.device.target<...>` text (empty for a named target).
     target_attribute: str
     reason: str
+    # What the custom target states (None for a named target).
+    limits: VulkanDeviceLimits | None = None
 
     def compile_flags(self) -> list[str]:
         """Return the iree-compile flags that select this target."""
@@ -364,6 +367,30 @@ def _spirv_version(api_version: tuple[int, int]) -> str:
     return {(1, 0): "v1.0", (1, 1): "v1.3", (1, 2): "v1.5"}.get(api_version, "v1.6")
 
 
+def device_limits(device: VulkanDevice) -> VulkanDeviceLimits:
+    """Describe the device as a custom target states it (`VulkanTarget`'s limits).
+
+    Its subgroup sizes are the device's own default size only: a kernel that sets no
+    `subgroup_size` (IREE's reductions) runs at that size.
+    """
+    compute = ["fp32"] + ["fp16"] * device.float16 + ["int32"] + ["int16"] * device.int16
+    compute += ["int8"] * device.int8
+    storage = ["b64"] * device.int64 + ["b32"] + ["b16"] * device.storage16
+    storage += ["b8"] * device.storage8
+    subgroup = [name for name in ("shuffle", "arithmetic") if name in device.subgroup_operations]
+    return VulkanDeviceLimits(
+        subgroup_sizes=(device.subgroup_size,),
+        max_workgroup_sizes=device.max_workgroup_size,
+        max_threads=device.max_workgroup_invocations,
+        max_workgroup_memory_bytes=device.shared_memory_bytes,
+        compute="|".join(compute),
+        storage="|".join(storage),
+        subgroup_operations="|".join(subgroup) or "none",
+        spirv_version=_spirv_version(device.api_version),
+        max_workgroup_counts=device.max_workgroup_count,
+    )
+
+
 def build_target_attribute(device: VulkanDevice) -> str:
     """Render a `#hal.device.target<...>` that describes the device's own limits.
 
@@ -374,29 +401,7 @@ def build_target_attribute(device: VulkanDevice) -> str:
           {iree_codegen.target_info = #iree_gpu.target<arch = "", features = "spirv:v1.6,...",
           wgp = <compute = fp32|..., subgroup_size_choices = [8], ...>>}>]>
     """
-    compute = ["fp32"] + ["fp16"] * device.float16 + ["int32"] + ["int16"] * device.int16
-    compute += ["int8"] * device.int8
-    storage = ["b64"] * device.int64 + ["b32"] + ["b16"] * device.storage16
-    storage += ["b8"] * device.storage8
-    subgroup = [name for name in ("shuffle", "arithmetic") if name in device.subgroup_operations]
-    # The device's own default size only: a kernel without `subgroup_size` runs at that size.
-    choices = [device.subgroup_size]
-    sizes = ", ".join(str(size) for size in device.max_workgroup_size)
-    counts = ", ".join(str(count) for count in device.max_workgroup_count)
-    wgp = (
-        f"compute = {'|'.join(compute)}, storage = {'|'.join(storage)}, "
-        f"subgroup = {'|'.join(subgroup) or 'none'}, dot = none, "
-        f"subgroup_size_choices = {choices}, max_workgroup_sizes = [{sizes}], "
-        f"max_thread_count_per_workgroup = {device.max_workgroup_invocations}, "
-        f"max_workgroup_memory_bytes = {device.shared_memory_bytes}, "
-        f"max_workgroup_counts = [{counts}]"
-    )
-    features = f"spirv:{_spirv_version(device.api_version)},cap:Shader"
-    target_info = f'#iree_gpu.target<arch = "", features = "{features}", wgp = <{wgp}>>'
-    return (
-        '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
-        f"{{iree_codegen.target_info = {target_info}}}>]>"
-    )
+    return render_device_target(device_limits(device))
 
 
 def choose_target(device: VulkanDevice) -> VulkanTargetChoice:
@@ -416,7 +421,8 @@ def choose_target(device: VulkanDevice) -> VulkanTargetChoice:
         )
     else:
         reason = f"IREE has no named Vulkan target for vendor 0x{device.vendor_id:04x}"
-    return VulkanTargetChoice(device, None, build_target_attribute(device), reason)
+    limits = device_limits(device)
+    return VulkanTargetChoice(device, None, render_device_target(limits), reason, limits)
 
 
 # ------------------------------------------------------------------------------------------------
