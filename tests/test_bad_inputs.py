@@ -1255,6 +1255,12 @@ CASES = [
         ),
         "unknown Vulkan target 'sm_90'",
     ),
+    # vkdevice (issue 24): Vulkan devices.
+    Case(
+        "devices-vulkan-by-index",
+        (*TUNE_DISPATCH, "--target", "vulkan", "--devices", "vulkan,vulkan://1"),
+        "'vulkan://1' names no device: IREE opens Vulkan devices as vulkan or vulkan://GPU-<uuid>",
+    ),
 ]
 
 

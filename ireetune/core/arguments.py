@@ -73,6 +73,14 @@ def device_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(
             f"'{text}' has an empty device name: give devices as local-task or cuda://0,cuda://1"
         )
+    for device in devices:
+        driver, _, path = device.partition("://")
+        # IREE 3.13 matches what follows `vulkan://` against device UUIDs only.
+        if driver == "vulkan" and path.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"'{device}' names no device: IREE opens Vulkan devices as vulkan or "
+                "vulkan://GPU-<uuid> (`iree-run-module --list_devices` prints them)"
+            )
     return devices
 
 
