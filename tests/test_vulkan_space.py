@@ -378,3 +378,21 @@ def test_order_takes_pipelines_in_turn_and_prefers_busy_workgroups(tmp_path: Pat
     )  # fmt: skip
     order = [knobs for knobs, _ in space.order(problem, [lonely, promoted, busy], seed=1)]
     assert order == [busy, promoted, lonely]
+
+
+def test_cooperative_matrix_candidates_compile_where_the_target_has_them(tmp_path: Path) -> None:
+    benchmark = dump_vulkan_benchmark(MATMUL.format(t="f16"), "vulkan:rdna3", tmp_path / "dump")
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=benchmark, target="vulkan:rdna3", num_candidates=4,
+            output_dir=tmp_path / "runs", stop_after=StopAfter.COMPILE, show_progress=False,
+            use_database=False, jobs=2, pipelines=("CooperativeMatrixVectorize",),
+        )
+    )  # fmt: skip
+    baseline, *candidates = result.records
+    assert baseline.knobs is not None and dict(baseline.knobs)["pipeline"] == (
+        "CooperativeMatrixVectorize"
+    )
+    assert [(dict(r.knobs or ())["pipeline"], r.status) for r in candidates] == [
+        ("CooperativeMatrixVectorize", CandidateStatus.COMPILED)
+    ] * 4
