@@ -67,7 +67,8 @@ RDNA3 = VulkanFacts(
     tuple(
         shape
         for shape in map(
-            parse_cooperative_shape, ["WMMAR3_F32_16x16x16_F16", "NV_MMA_SYNC_F32_16x8x16_F16"]
+            parse_cooperative_shape,
+            ["WMMAR3_F32_16x16x16_F16", "NV_MMA_SYNC_F32_16x8x16_F16", "MFMA_F32_32x32x8_F16"],
         )
         if shape is not None
     ),
@@ -234,7 +235,8 @@ def test_candidates_respect_the_target_limits(
     assert len(set(drawn)) == 90
     assert {config.pipeline.value for config in configs} == pipelines
     cooperative = [c for c in configs if c.pipeline is SpirvPipeline.COOPERATIVE]
-    # Only the matrix shape SPIR-V can use (not mma.sync's 16x8x16), and a subgroup size set.
+    # Only the matrix shape SPIR-V can use (not mma.sync's 16x8x16 nor MFMA's 32x32x8), with a
+    # subgroup size set.
     assert {(c.tile_sizes[3], c.subgroup_size in (32, 64)) for c in cooperative} <= {
         ((16, 16, 16), True)
     }
