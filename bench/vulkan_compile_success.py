@@ -88,6 +88,10 @@ MODELS = {
     "matmul_f32": _MATMUL.format(m=256, n=512, k=384, t="f32"),
     "matmul_odd_f32": _MATMUL.format(m=100, n=60, k=36, t="f32"),
     "mmt_f16": _MMT,
+    "matmul_i8": _MATMUL.format(m=128, n=256, k=192, t="i8")
+    .replace("arith.constant 0.0 : f32", "arith.constant 0 : i32")
+    .replace("xf32", "xi32")
+    .replace(": f32)", ": i32)"),
     "conv_unit_batch_strided_f32": _CONV_UNIT_STRIDED,
     "matmul_f16": _MATMUL.format(m=256, n=512, k=384, t="f16"),
     "batch_matmul_f32": _BATCH_MATMUL.format(t="f32"),
@@ -146,6 +150,12 @@ def main() -> int:
                     )  # fmt: skip
                 except IreetuneError as error:
                     print(f"| {target_name} | {name} | - | 0 | - | - | - | - | refused: {error} |")
+                    continue
+                except subprocess.CalledProcessError as error:
+                    # IREE's own default does not compile (int8 on adreno, say): nothing to tune.
+                    lines = error.stderr.decode(errors="replace").splitlines()
+                    first = next((line for line in lines if "error:" in line), "failed")[:90]
+                    print(f"| {target_name} | {name} | - | 0 | - | - | - | - | default: {first} |")
                     continue
             candidates = result.records[1:]
             statuses = collections.Counter(r.status for r in candidates)
