@@ -60,8 +60,39 @@ func.func @main(%x: tensor<2x18x18x32xf32>, %w: tensor<3x3x32x64xf32>) -> tensor
   return %r : tensor<2x16x16x64xf32>
 }
 """
+_MMT = """
+func.func @main(%lhs: tensor<128x256xf16>, %rhs: tensor<192x256xf16>) -> tensor<128x192xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<128x192xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<128x192xf32>) -> tensor<128x192xf32>
+  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,
+                                      affine_map<(d0, d1, d2) -> (d1, d2)>,
+                                      affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%lhs, %rhs : tensor<128x256xf16>, tensor<192x256xf16>)
+      outs(%init : tensor<128x192xf32>) -> tensor<128x192xf32>
+  return %r : tensor<128x192xf32>
+}
+"""
+_CONV_UNIT_STRIDED = """
+func.func @main(%x: tensor<1x33x33x24xf32>, %w: tensor<3x3x24x48xf32>) -> tensor<1x16x16x48xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x16x16x48xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x16x16x48xf32>) -> tensor<1x16x16x48xf32>
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x33x33x24xf32>, tensor<3x3x24x48xf32>)
+      outs(%init : tensor<1x16x16x48xf32>) -> tensor<1x16x16x48xf32>
+  return %r : tensor<1x16x16x48xf32>
+}
+"""
 MODELS = {
     "matmul_f32": _MATMUL.format(m=256, n=512, k=384, t="f32"),
+    "matmul_odd_f32": _MATMUL.format(m=100, n=60, k=36, t="f32"),
+    "mmt_f16": _MMT,
+    "matmul_i8": _MATMUL.format(m=128, n=256, k=192, t="i8")
+    .replace("arith.constant 0.0 : f32", "arith.constant 0 : i32")
+    .replace("xf32", "xi32")
+    .replace(": f32)", ": i32)"),
+    "conv_unit_batch_strided_f32": _CONV_UNIT_STRIDED,
     "matmul_f16": _MATMUL.format(m=256, n=512, k=384, t="f16"),
     "batch_matmul_f32": _BATCH_MATMUL.format(t="f32"),
     "batch_matmul_f16": _BATCH_MATMUL.format(t="f16"),
@@ -119,6 +150,12 @@ def main() -> int:
                     )  # fmt: skip
                 except IreetuneError as error:
                     print(f"| {target_name} | {name} | - | 0 | - | - | - | - | refused: {error} |")
+                    continue
+                except subprocess.CalledProcessError as error:
+                    # IREE's own default does not compile (int8 on adreno, say): nothing to tune.
+                    lines = error.stderr.decode(errors="replace").splitlines()
+                    first = next((line for line in lines if "error:" in line), "failed")[:90]
+                    print(f"| {target_name} | {name} | - | 0 | - | - | - | - | default: {first} |")
                     continue
             candidates = result.records[1:]
             statuses = collections.Counter(r.status for r in candidates)

@@ -66,7 +66,8 @@ RDNA3 = VulkanFacts(
     tuple(
         shape
         for shape in map(
-            parse_cooperative_shape, ["WMMAR3_F32_16x16x16_F16", "NV_MMA_SYNC_F32_16x8x16_F16"]
+            parse_cooperative_shape,
+            ["WMMAR3_F32_16x16x16_F16", "NV_MMA_SYNC_F32_16x8x16_F16", "MFMA_F32_32x32x8_F16"],
         )
         if shape is not None
     ),
@@ -220,7 +221,8 @@ def test_candidates_respect_the_target_limits(
     assert len(set(drawn)) == 90
     assert {config.pipeline.value for config in configs} == pipelines
     cooperative = [c for c in configs if c.pipeline is SpirvPipeline.COOPERATIVE]
-    # Only the matrix shape SPIR-V can use (not mma.sync's 16x8x16), and a subgroup size set.
+    # Only the matrix shape SPIR-V can use (not mma.sync's 16x8x16 nor MFMA's 32x32x8), with a
+    # subgroup size set.
     assert {(c.tile_sizes[3], c.subgroup_size in (32, 64)) for c in cooperative} <= {
         ((16, 16, 16), True)
     }
@@ -364,3 +366,21 @@ def test_order_takes_pipelines_in_turn_and_prefers_busy_workgroups(tmp_path: Pat
     )  # fmt: skip
     order = [knobs for knobs, _ in space.order(problem, [lonely, promoted, busy], seed=1)]
     assert order == [busy, promoted, lonely]
+
+
+def test_cooperative_matrix_candidates_compile_where_the_target_has_them(tmp_path: Path) -> None:
+    benchmark = dump_vulkan_benchmark(MATMUL.format(t="f16"), "vulkan:rdna3", tmp_path / "dump")
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=benchmark, target="vulkan:rdna3", num_candidates=4,
+            output_dir=tmp_path / "runs", stop_after=StopAfter.COMPILE, show_progress=False,
+            use_database=False, jobs=2, pipelines=("CooperativeMatrixVectorize",),
+        )
+    )  # fmt: skip
+    baseline, *candidates = result.records
+    assert baseline.knobs is not None and dict(baseline.knobs)["pipeline"] == (
+        "CooperativeMatrixVectorize"
+    )
+    assert [(dict(r.knobs or ())["pipeline"], r.status) for r in candidates] == [
+        ("CooperativeMatrixVectorize", CandidateStatus.COMPILED)
+    ] * 4

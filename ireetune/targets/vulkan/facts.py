@@ -14,7 +14,9 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_gpu
 
 # The matrix instructions SPIR-V lowers as KHR cooperative matrices: one M x N x K shape with one
-# input and one accumulator type (not NVIDIA's mma.sync, nor AMD's multi-block or virtual ones).
+# input and one accumulator type (not NVIDIA's mma.sync, nor AMD's multi-block or virtual ones),
+# and 16 x 16 only: gfx942's MFMA_F32_32x32x8_F16 compiled to "no GPU subgroup mma compute ops
+# generated" (seen 2026-11-25), and IREE's own defaults use 16 x 16 x K on every target.
 _COOPERATIVE_NAME = re.compile(
     r"^(?:WMMAR3|WMMAR4|NV_WMMA|MFMA)_(F32|F16|I32|BF16)_(\d+)x(\d+)x(\d+)_(F16|BF16|I8|F32)$"
 )
@@ -58,6 +60,8 @@ def parse_cooperative_shape(name: str) -> CooperativeShape | None:
     if match is None:
         return None
     accumulator, m, n, k, inputs = match.groups()
+    if (m, n) != ("16", "16"):
+        return None
     return CooperativeShape(name, int(m), int(n), int(k), inputs.lower(), accumulator.lower())
 
 
