@@ -75,6 +75,45 @@ def open_device(runtime: Any, uri: str) -> Any:
         return None
 
 
+def hal_driver(device: Any) -> str:
+    """Name the HAL driver a runtime device belongs to (`local-task`, `vulkan`, `cuda`): what a
+    worker reports beside its results, so that a run can show which device measured."""
+    return str(device).split("://", 1)[0]
+
+
+def copy_to_host(runtime: Any, device: Any, value: Any) -> Any:
+    """Return a function result as a numpy array on the host.
+
+    `DeviceArray.to_host()` imports host memory into the device; the Vulkan driver of IREE 3.13
+    refuses that for numpy's alignment (`host allocation import pointer does not satisfy Vulkan
+    minImportedHostPointerAlignment 4096`). On Vulkan the result is copied on the device's queue
+    into a host-visible buffer instead, which is then mapped.
+    """
+    import numpy as np
+
+    if not hasattr(value, "to_host"):
+        return np.asarray(value)
+    if hal_driver(device) != "vulkan":
+        return np.asarray(value.to_host())
+    buffer_view = value._buffer_view
+    source = buffer_view.get_buffer()
+    staging = device.allocator.allocate_buffer(
+        memory_type=int(runtime.MemoryType.HOST_LOCAL | runtime.MemoryType.DEVICE_VISIBLE),
+        allowed_usage=int(runtime.BufferUsage.TRANSFER_TARGET | runtime.BufferUsage.MAPPING_SCOPED),
+        allocation_size=source.byte_length(),
+    )
+    semaphore = device.create_semaphore(0)
+    device.queue_copy(
+        source,
+        staging,
+        wait_semaphores=runtime.HalFence.create_at(semaphore, 0),
+        signal_semaphores=runtime.HalFence.create_at(semaphore, 1),
+    )
+    runtime.HalFence.create_at(semaphore, 1).wait()
+    # A copy: the mapping ends with the staging buffer.
+    return np.array(staging.map().asarray(buffer_view.shape, value.dtype))
+
+
 class FailureKind(enum.Enum):
     TIMED_OUT = "timed-out"
     CRASHED = "crashed"

@@ -83,6 +83,8 @@ class BenchmarkOutcome:
     timing: TimingKind = TimingKind.HOST
     load_s: float = 0.0
     first_run_ms: float | None = None
+    # The HAL driver the worker's device reported (`vulkan`, `local-task`); "" when unmeasured.
+    driver: str = ""
 
 
 def worker_command() -> list[str]:
@@ -115,6 +117,9 @@ class JobDeadlines:
     per_dispatch_s: float
     repetitions: int
     slack_s: float
+    # The first run includes the driver's compile of the binary (Vulkan): past its deadline a
+    # candidate timed out, it is not known to be slow.
+    first_run_compiles: bool = False
 
     def rest_s(self, batch: int) -> float:
         """Allow the untimed and the timed repetitions of `batch` dispatches."""
@@ -309,8 +314,7 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
                                 return
                             continue
                         stop_child(process)
-                        learned = deadlines is not None
-                        yield _timed_out(feed[reported], phase, limit, learned, session.device)
+                        yield _timed_out(feed[reported], phase, limit, deadlines, session.device)
                         reported += 1
                         break
                     if line is None:
@@ -410,15 +414,26 @@ def _measured(job: BenchmarkJob, record: dict[str, object], device: str) -> Benc
         TimingKind(record.get("timing", TimingKind.HOST.value)),
         float(str(record.get("load_s", 0.0))),
         float(str(first_run)) if first_run is not None else None,
+        str(record.get("driver", "")),
     )  # fmt: skip
 
 
 def _timed_out(
-    job: BenchmarkJob, phase: _Phase, limit_s: float, learned: bool, device: str
+    job: BenchmarkJob,
+    phase: _Phase,
+    limit_s: float,
+    deadlines: JobDeadlines | None,
+    device: str,
 ) -> BenchmarkOutcome:
     """Describe a job stopped at its phase's deadline; past the baseline's times it is hopeless."""
-    if not learned or phase is _Phase.LOADING:
+    if deadlines is None or phase is _Phase.LOADING:
         reason = f"no result within {limit_s:.1f} s ({phase.value})"
+        return _failure(job, BenchmarkStatus.TIMED_OUT, reason, device)
+    if phase is _Phase.FIRST_RUN and deadlines.first_run_compiles:
+        reason = (
+            f"no result within {limit_s:.1f} s (first run, which includes the driver's compile "
+            "of its pipelines; --benchmark-timeout allows more)"
+        )
         return _failure(job, BenchmarkStatus.TIMED_OUT, reason, device)
     reason = (
         f"stopped early: its {phase.value} passed {limit_s:.2f} s, set from the baseline's time"

@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 
 from ireetune.core.input_archive import read_input_archive
-from ireetune.worker_protocol import emit_event, open_device
+from ireetune.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
 
 # The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
 PARAMETER_SCOPE = "model"
 
 
-def _as_arrays(result: Any) -> list[Any]:
+def _as_arrays(runtime: Any, device: Any, result: Any) -> list[Any]:
     values = result if isinstance(result, (list, tuple)) else [result]
-    return [np.asarray(value.to_host() if hasattr(value, "to_host") else value) for value in values]
+    return [copy_to_host(runtime, device, value) for value in values]
 
 
 def _load(runtime: Any, device: Any, vmfb: str, function_name: str, parameters: Any) -> Any:
@@ -108,9 +108,13 @@ def main() -> int:
         if job["kind"] == "load":
             try:
                 function = _load(runtime, device, job["vmfb"], request["function"], parameters)
-                np.savez(job["outputs"], *_as_arrays(function(*inputs)))
+                np.savez(job["outputs"], *_as_arrays(runtime, device, function(*inputs)))
                 loaded[job["id"]] = function
-                record: dict[str, Any] = {"id": job["id"], "status": "ok"}
+                record: dict[str, Any] = {
+                    "id": job["id"],
+                    "status": "ok",
+                    "driver": hal_driver(device),
+                }
             except Exception as error:  # A broken model is reported, never fatal to the others.
                 broken.add(job["id"])
                 record = {"id": job["id"], "status": "error", "reason": str(error)[:300]}
@@ -131,7 +135,10 @@ def main() -> int:
             times = _time(
                 functions, inputs, int(request.get("rounds", 3)), int(request.get("repetitions", 1))
             )
-            record = {"status": "ok", "times_ms": times, "workers": _count_task_workers()}
+            record = {
+                "status": "ok", "times_ms": times, "workers": _count_task_workers(),
+                "driver": hal_driver(device),
+            }  # fmt: skip
         emit_event({"event": "result", "job_index": job_index, **record})
     return 0
 

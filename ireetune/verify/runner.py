@@ -21,6 +21,8 @@ class ReferenceRun:
     output: npt.NDArray[np.generic] | None
     median_ms: float | None
     reason: str
+    # The HAL driver the program ran on (`local-task`, `vulkan`); "" when it did not run.
+    driver: str = ""
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ def run_reference_programs_here(batch: ReferenceBatch) -> dict[int, ReferenceRun
         if report.failure is not None:
             runs[candidate_id] = ReferenceRun(None, None, report.failure.reason)
         elif record is not None and record.get("status") == "ok":
-            runs[candidate_id] = ReferenceRun(np.load(output_path), record.get("median_ms"), "")
+            runs[candidate_id] = ReferenceRun(
+                np.load(output_path), record.get("median_ms"), "", str(record.get("driver", ""))
+            )
         else:
             reason = str(record.get("reason", "")) if record is not None else ""
             runs[candidate_id] = ReferenceRun(None, None, reason)

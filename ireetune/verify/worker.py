@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ireetune.core.input_archive import read_input_archive
-from ireetune.worker_protocol import emit_event, open_device
+from ireetune.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
 
 
 def _run_job(
@@ -31,17 +31,17 @@ def _run_job(
     context.add_vm_module(vm_module)
     function = context.modules[vm_module.name]["main"]
     result = function(*inputs)
-    output = np.asarray(result.to_host())
-    np.save(job["output"], output)
+    np.save(job["output"], copy_to_host(runtime, device, result))
     times_ms = []
     for _ in range(repetitions):
         start = time.perf_counter()
-        function(*inputs).to_host()
+        copy_to_host(runtime, device, function(*inputs))
         times_ms.append((time.perf_counter() - start) * 1000.0)
     return {
         "candidate_id": job["candidate_id"],
         "status": "ok",
         "median_ms": statistics.median(times_ms) if times_ms else None,
+        "driver": hal_driver(device),
     }
 
 
