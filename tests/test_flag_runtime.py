@@ -258,3 +258,39 @@ def test_the_declared_defaults_are_the_compilers(tmp_path: Path) -> None:
         for index, option in enumerate(options, start=2)
     }
     assert {i: trials[i].binary_hash for i in expected} == expected
+
+
+class ClockedExecutor(PlantedTimesExecutor):
+    """PlantedTimesExecutor on a fake clock that a timing session moves 100 s forward."""
+
+    def __init__(self, factors: dict[str, float]) -> None:
+        super().__init__(factors)
+        self.now = 0.0
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        runs = super().run_models_side_by_side(comparison)
+        self.now += 100.0
+        return runs
+
+
+def test_a_budget_spent_while_searching_still_confirms_the_best_set_found(
+    matmul_model: Path, matmul_inputs: Path, tmp_path: Path
+) -> None:
+    # The first timing session (the seed against the default) spends the whole budget: the set it
+    # found faster must still be confirmed and kept, not dropped for the budget.
+    seed = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+    space = FlagSpace(
+        options=(),
+        combinations=(seed,),
+        tuned=(TunedOption(DISTRIBUTION, ("4",), "64", "a real change"),),
+    )
+    executor = ClockedExecutor({"--iree-opt-data-tiling": 0.5})
+    search = _search(
+        matmul_model, matmul_inputs, space, rule=DecisionRule(threshold=1.0),
+        strategy=StrategySettings(rung_rounds=(1,)), time_budget_s=100.0,
+        clock=lambda: executor.now,
+    )  # fmt: skip
+    result = search_model_flags(executor, search, tmp_path)
+    assert frozenset(result.winner.flags) == frozenset(seed)
+    assert result.estimate is not None and result.estimate.speedup > 1.5
+    assert "time budget spent: the 1 best set(s) found were confirmed anyway" in result.notes

@@ -90,6 +90,10 @@ class ModelFlagSearch:
     clock: Callable[[], float] = time.monotonic
 
 
+# The share of the flag phase's budget the search may spend exploring: the rest is kept for
+# confirming the best sets found (the step that decides), and the runtime options.
+EXPLORE_SHARE = 0.8
+
 # The flag phase's share of `ireetune tune --time-budget` (the dispatch phase has the rest).
 FLAG_PHASE_SHARE = 0.5
 
@@ -141,12 +145,21 @@ def search_model_flags(
         )
     budget_s = flag_phase_budget(search)
     deadline = None if budget_s is None else started + budget_s
+    explore_until = None if budget_s is None else started + EXPLORE_SHARE * budget_s
     settings = replace(search.strategy, max_sets=search.max_sets)
-    strategy = search_flag_space(evaluator, seeds, tuned, settings, Budget(deadline, search.clock))
+    strategy = search_flag_space(
+        evaluator, seeds, tuned, settings, Budget(explore_until, search.clock)
+    )
     trials = evaluator.trials
     notes = list(strategy.notes)
     contenders = _choose_contenders(trials, evaluator, strategy.ranking, search)
-    if contenders and not Budget(deadline, search.clock).spent():
+    if contenders:
+        # The confirmation decides: it runs even when the budget is spent (a few sets, bounded
+        # rounds), so that a set the search found faster is never dropped unjudged.
+        if Budget(deadline, search.clock).spent():
+            notes.append(
+                f"time budget spent: the {len(contenders)} best set(s) found were confirmed anyway"
+            )
         confirm_runs = _time(
             executor, search, work_dir, [0, *contenders], "confirm",
             rounds=max(2 * search.rounds, 10),
@@ -159,9 +172,6 @@ def search_model_flags(
             else t
             for t in trials
         ]
-    elif contenders:
-        notes.append("time budget spent before the confirmation: the default is kept")
-        contenders = []
     trials, winner_id = judge_flag_sets(trials, contenders, search.rule)
     winner = trials[winner_id] if winner_id is not None else None
     winner_binary = work_dir / f"{winner_id}.vmfb" if winner_id is not None else None
