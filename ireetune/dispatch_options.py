@@ -106,8 +106,12 @@ class TuneOptions:
         help="seconds one timed repetition should last at least (sets the batch size)",
     )  # fmt: skip
     pipelines: tuple[str, ...] = option(
-        (), flag="--pipeline", action="append", choices=("TileAndFuse", "VectorDistribute"),
-        help="GPU targets: search only this codegen pipeline (repeatable; default: all)",
+        (), flag="--pipeline", action="append", choices=(
+            "TileAndFuse", "VectorDistribute", "BaseVectorize", "MatmulPromoteVectorize",
+            "CooperativeMatrixVectorize",
+        ),
+        help="GPU targets: search only this codegen pipeline (TileAndFuse or VectorDistribute "
+        "on CUDA and ROCm, the other three on Vulkan; repeatable; default: all)",
     )  # fmt: skip
     stop_after: StopAfter | None = option(
         None, flag="--stop-after", choices=StopAfter,

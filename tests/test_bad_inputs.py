@@ -1230,6 +1230,31 @@ CASES = [
         'dispatches[0].operation.matmul.m must be an integer, got "64"',
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry["operation"].update(m="64")),
     ),
+    # vkspace (issue 24): Vulkan target names and pipelines.
+    Case(
+        "target-vulkan-unknown-name",
+        (*TUNE_DISPATCH, "--target", "vulkan:apple"),
+        "unknown Vulkan target 'apple'; IREE 3.13 knows: valhall",
+    ),
+    Case(
+        "target-vulkan-cuda-pipeline",
+        (*TUNE_DISPATCH, "--target", "vulkan:valhall4", "--pipeline", "TileAndFuse"),
+        "unknown pipeline 'TileAndFuse' for vulkan; choose from BaseVectorize",
+    ),
+    Case(
+        "compile-vulkan-unknown-name",
+        (
+            "compile",
+            "{model}",
+            "--target",
+            "vulkan:sm_90",
+            "--spec",
+            "{spec}",
+            "-o",
+            "{tmp}/o.vmfb",
+        ),
+        "unknown Vulkan target 'sm_90'",
+    ),
 ]
 
 

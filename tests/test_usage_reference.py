@@ -55,7 +55,8 @@ def test_help_shows_defaults_and_target_forms(capsys: pytest.CaptureFixture[str]
     assert excinfo.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "candidate configurations to try (default: 32)" in text
-    assert "cuda:sm_XX (e.g. cuda:sm_80) or rocm:gfxNNN (e.g. rocm:gfx942) (default: cpu)" in text
+    assert "cuda:sm_XX (e.g. cuda:sm_80), rocm:gfxNNN (e.g. rocm:gfx942) or vulkan[:NAME]" in text
+    assert "this machine's Vulkan device) (default: cpu)" in text
     assert "parent of the run folder (default: ireetune_runs)" in text
 
 

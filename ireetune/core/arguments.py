@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 # The forms `--target` takes, for every command's help.
 TARGET_HELP = (
-    "cpu (this host), cpu:CPU (e.g. cpu:znver4), cuda:sm_XX (e.g. cuda:sm_80) "
-    "or rocm:gfxNNN (e.g. rocm:gfx942)"
+    "cpu (this host), cpu:CPU (e.g. cpu:znver4), cuda:sm_XX (e.g. cuda:sm_80), "
+    "rocm:gfxNNN (e.g. rocm:gfx942) or vulkan[:NAME] (e.g. vulkan:valhall4; "
+    "vulkan alone: this machine's Vulkan device)"
 )
 # z3 takes its random seed as an unsigned 32-bit value; keep seeds where every consumer agrees.
 MAX_SEED = 2**31 - 1

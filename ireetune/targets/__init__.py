@@ -13,7 +13,8 @@ from ireetune.errors import IreetuneError
 
 
 def parse_target(text: str, pipelines: Sequence[str] = ()) -> Target:
-    """Turn a `--target` value (`cpu`, `cpu:znver4`, `cuda:sm_80`, `rocm:gfx942`) into a Target.
+    """Turn a `--target` value (`cpu`, `cpu:znver4`, `cuda:sm_80`, `rocm:gfx942`,
+    `vulkan`, `vulkan:valhall4`) into a Target.
 
     `pipelines` restricts a GPU target's search to those codegen pipelines.
     """
@@ -31,7 +32,13 @@ def parse_target(text: str, pipelines: Sequence[str] = ()) -> Target:
         from ireetune.targets.gpu import make_gpu_target
 
         return make_gpu_target(family, arch, pipelines)
-    raise IreetuneError(f"unknown target '{text}'; known targets: cpu, cuda:<sm_NN>, rocm:<gfxNNN>")
+    if family == "vulkan":
+        from ireetune.targets.vulkan import make_vulkan_target
+
+        return make_vulkan_target(arch, pipelines)
+    raise IreetuneError(
+        f"unknown target '{text}'; known targets: cpu, cuda:<sm_NN>, rocm:<gfxNNN>, vulkan[:NAME]"
+    )
 
 
 __all__ = ["parse_target"]
