@@ -68,8 +68,9 @@ def family_of_match_op(op_name: str) -> OpFamily | None:
 
 def family_of_pattern(pattern: MatchPattern) -> OpFamily | None:
     """Return the family a pattern belongs to (of those sharing its match op, the one that
-    claims it), or None."""
-    for family in FAMILIES:
+    claims it; for contractions the plain family, whose batch family shares its match op), or
+    None."""
+    for family in reversed(FAMILIES):
         if family.match_op.name == pattern.match_op and family.claims(pattern):
             return family
     return None
