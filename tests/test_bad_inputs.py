@@ -240,7 +240,7 @@ CASES = [
     Case("garbage-mlir", ("tune-dispatch", "{garbage}"), "cannot parse"),
     Case("binary-input", ("tune-dispatch", "{binary}"), "cannot read"),
     Case("no-root-op", ("tune-dispatch", "{no_root}"), "no root op found"),
-    Case("elementwise", ("tune-dispatch", "{elementwise}"), "is not supported yet"),
+    Case("elementwise", ("tune-dispatch", "{elementwise}"), "reads 1 value from outside it"),
     Case("dynamic-shapes", ("tune-dispatch", "{dynamic}"), "has dynamic shapes (@main argument 0"),
     Case("dispatch-out-of-range", (*TUNE_DISPATCH, "--dispatch", "7"), "dispatch index 7"),
     Case("dispatch-no-match", (*TUNE_DISPATCH, "--dispatch", "conv"), "no single dispatch matches"),

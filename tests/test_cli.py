@@ -109,7 +109,7 @@ def _assert_one_line_error(result: subprocess.CompletedProcess[str], expected: s
         (["tune-dispatch", "{model}", "--dispatch", "7"], "dispatch index 7 out of range 0..0"),
         (["tune-dispatch", "{garbage}"], "cannot parse"),
         (["tune-dispatch", "{no_root}"], "no root op found"),
-        (["tune-dispatch", "{elementwise}"], "is not supported yet"),
+        (["tune-dispatch", "{elementwise}"], "reads 1 value from outside it"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )

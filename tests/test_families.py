@@ -160,10 +160,12 @@ def test_attention_is_parsed_from_its_online_form(attention_benchmark: Path) -> 
 
 def test_every_target_tunes_or_explains_every_family() -> None:
     assert [
-        check_family_coverage(parse_target(t)) for t in ("cpu", "cuda:sm_80", "rocm:gfx942")
-    ] == [[], [], []]
+        check_family_coverage(parse_target(t))
+        for t in ("cpu", "cuda:sm_80", "rocm:gfx942", "vulkan:lavapipe")
+    ] == [[], [], [], []]
     assert sorted(f.name for f in FAMILIES) == [
-        "attention", "batch_contraction", "contraction", "convolution", "reduction",
+        "attention", "batch_contraction", "contraction", "convolution", "elementwise",
+        "reduction",
     ]  # fmt: skip
 
 

@@ -69,10 +69,10 @@ def test_batch_matmul_has_a_batch_dimension(batch_matmul_benchmark: Path) -> Non
     )
 
 
-def test_elementwise_root_op_is_not_supported_yet(elementwise_benchmark: Path) -> None:
+def test_an_elementwise_root_reading_a_constant_is_refused(elementwise_benchmark: Path) -> None:
     with pytest.raises(IreetuneError) as excinfo:
         _parse(elementwise_benchmark)
-    assert "not supported yet" in str(excinfo.value)
+    assert "reads 1 value from outside it" in str(excinfo.value)
 
 
 def test_missing_root_op_attribute_is_reported(matmul_benchmark: Path) -> None:

@@ -204,6 +204,11 @@ class OpFamily(abc.ABC):
         pattern = self.expected_pattern(problem)
         build_dims_match(self.match_op, pattern, op_handle)
 
+    def claims(self, pattern: MatchPattern) -> bool:
+        """Say whether a pattern of this family's match op is this family's (the reduction and
+        element-wise families share the DAG matcher, told apart by their iterator types)."""
+        return True
+
     def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
         """Read a match op of this family, and the `dims_equal`s on its results, into a pattern
         (None when the op, a DAG matcher's for example, holds no op of this family)."""
@@ -377,7 +382,7 @@ def clone_as_main(
         return module
 
 
-def _captured_values(root_op: ir.Operation) -> list[ir.Value]:
+def captured_values(root_op: ir.Operation) -> list[ir.Value]:
     """Return the values the op's regions use but neither it nor they define."""
     inside: set[ir.Operation] = set()
     captured: list[ir.Value] = []
@@ -407,7 +412,7 @@ def clone_with_captured_constants(root_op: ir.Operation) -> ir.Operation:
     """Clone an op at the insertion point, with the constants its body captures (a max-pool's
     -inf, a mean's divisor) cloned before it, so the clone stands alone."""
     replacements: list[tuple[ir.Value, ir.Value]] = []
-    for value in _captured_values(root_op):
+    for value in captured_values(root_op):
         owner = value.owner
         if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
             raise IreetuneError(

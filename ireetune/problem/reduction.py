@@ -157,12 +157,13 @@ def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
         output_shape=shapes[-1],
         indexing_maps=tuple(str(m) for m in maps),
         body=tuple(op.operation.name for op in block.operations),
-        source=_source_of(root_op),
+        source=dag_source(root_op),
     )
 
 
-def _source_of(root_op: ir.Operation) -> str:
-    """Print the op alone, each operand an argument of `func.func @reduction`."""
+def dag_source(root_op: ir.Operation) -> str:
+    """Print the op alone, each operand an argument of `func.func @reduction` (what a DAG
+    matcher copies; the element-wise family's too)."""
     context = root_op.context
     with context, ir.Location.unknown():
         module = ir.Module.create()
@@ -276,41 +277,18 @@ class ReductionFamily(OpFamily):
           %r = linalg.generic {...} ins(%x, %m : ...) outs(%acc : ...) { ... } -> tensor<32xf32>
         } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
         """
-        reduction = as_reduction(problem)
-        source = ir.Module.parse(reduction.source)
-        function = source.body.operations[0]
-        source_block = function.regions[0].blocks[0]
-        value_type = ir.Type.parse("!transform.any_value")
-        dag = ir.Operation.create(
-            DAG_MATCH, results=[value_type, value_type], operands=[op_handle], regions=1
-        )
-        block = dag.regions[0].blocks.append(
-            *[argument.type for argument in source_block.arguments]
-        )
-        with ir.InsertionPoint(block):
-            generic = next(
-                op.operation
-                for op in source_block.operations
-                if op.operation.name == "linalg.generic"
-            )
-            clone = clone_with_captured_constants(generic)
-            for index, argument in enumerate(block.arguments):
-                clone.operands[index] = argument
-            transform.YieldOp([])
+        build_dag_matcher(as_reduction(problem).source, op_handle)
+
+    def claims(self, pattern: MatchPattern) -> bool:
+        return "reduction" in pattern.body
 
     def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
         """Parse the op inside a DAG matcher; None when it is no static generic reduction."""
-        inner = [op.operation for op in match_op.regions[0].blocks[0].operations]
-        roots = [op for op in inner if op.name == "linalg.generic"]
-        others = [
-            op
-            for op in inner
-            if op.name not in ("linalg.generic", "arith.constant", "transform.yield")
-        ]
-        if len(roots) != 1 or others:
+        root = dag_root(match_op)
+        if root is None:
             return None
         try:
-            problem = parse_reduction(roots[0])
+            problem = parse_reduction(root)
         except IreetuneError:
             return None
         return self.expected_pattern(problem)
@@ -324,6 +302,36 @@ class ReductionFamily(OpFamily):
             f"reduction {' x '.join(inputs)} -> {output}, loops={list(sizes or ())} "
             f"[{', '.join(iterators)}], body {', '.join(work)}, maps {'; '.join(pattern.indexing_maps)}"
         )
+
+
+def build_dag_matcher(source_text: str, op_handle: ir.Value) -> None:
+    """Emit a DAG matcher holding a copy of the generic in `source_text` (a `dag_source`)."""
+    source = ir.Module.parse(source_text)
+    function = source.body.operations[0]
+    source_block = function.regions[0].blocks[0]
+    value_type = ir.Type.parse("!transform.any_value")
+    dag = ir.Operation.create(
+        DAG_MATCH, results=[value_type, value_type], operands=[op_handle], regions=1
+    )
+    block = dag.regions[0].blocks.append(*[argument.type for argument in source_block.arguments])
+    with ir.InsertionPoint(block):
+        generic = next(
+            op.operation for op in source_block.operations if op.operation.name == "linalg.generic"
+        )
+        clone = clone_with_captured_constants(generic)
+        for index, argument in enumerate(block.arguments):
+            clone.operands[index] = argument
+        transform.YieldOp([])
+
+
+def dag_root(match_op: ir.Operation) -> ir.Operation | None:
+    """Return the one generic a DAG matcher holds (None when it holds other ops too)."""
+    inner = [op.operation for op in match_op.regions[0].blocks[0].operations]
+    roots = [op for op in inner if op.name == "linalg.generic"]
+    others = [
+        op for op in inner if op.name not in ("linalg.generic", "arith.constant", "transform.yield")
+    ]
+    return roots[0] if len(roots) == 1 and not others else None
 
 
 def _keep_parallel_loops(module: ir.Module, context: ir.Context) -> None:

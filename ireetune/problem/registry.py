@@ -18,7 +18,8 @@ from ireetune.problem.attention import AttentionFamily, AttentionProblem
 from ireetune.problem.batch_contraction import BatchContractionFamily
 from ireetune.problem.contraction import ContractionFamily, ContractionProblem
 from ireetune.problem.convolution import ConvolutionFamily, ConvolutionProblem
-from ireetune.problem.family import OpFamily, Problem
+from ireetune.problem.elementwise import ElementwiseFamily, ElementwiseProblem
+from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.op_kind import name_root_op
 from ireetune.problem.reduction import ReductionFamily, ReductionProblem
 
@@ -29,13 +30,14 @@ FAMILIES: tuple[OpFamily, ...] = (
     ConvolutionFamily(),
     AttentionFamily(),
     ReductionFamily(),
+    ElementwiseFamily(),
 )
 _BY_NAME = {family.name: family for family in FAMILIES}
 # Records whose database key is exactly their fields (written before keys named a kind).
 _RECORDS_WITHOUT_KIND: tuple[type, ...] = (ContractionProblem, ConvolutionProblem)
 # Records whose key has a `kind` field, by that kind.
 _RECORDS_BY_KIND: dict[str, type] = {
-    record.KIND: record for record in (AttentionProblem, ReductionProblem)
+    record.KIND: record for record in (AttentionProblem, ReductionProblem, ElementwiseProblem)
 }
 
 
@@ -61,6 +63,26 @@ def family_of_match_op(op_name: str) -> OpFamily | None:
     for family in reversed(FAMILIES):
         if family.match_op.name == op_name:
             return family
+    return None
+
+
+def family_of_pattern(pattern: MatchPattern) -> OpFamily | None:
+    """Return the family a pattern belongs to (of those sharing its match op, the one that
+    claims it; for contractions the plain family, whose batch family shares its match op), or
+    None."""
+    for family in reversed(FAMILIES):
+        if family.match_op.name == pattern.match_op and family.claims(pattern):
+            return family
+    return None
+
+
+def read_match_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
+    """Read a match op into a pattern through the first family of that match op that reads it."""
+    for family in FAMILIES:
+        if family.match_op.name == match_op.name:
+            pattern = family.read_pattern(match_op, body)
+            if pattern is not None:
+                return pattern
     return None
 
 

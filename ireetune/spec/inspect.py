@@ -26,7 +26,12 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.problem.family import MatchPattern, Problem
-from ireetune.problem.registry import FAMILIES, family_of, family_of_match_op
+from ireetune.problem.registry import (
+    FAMILIES,
+    family_of,
+    family_of_pattern,
+    read_match_pattern,
+)
 from ireetune.spec.check import find_entry_points
 from ireetune.spec.source import SourceLocation, find_location
 
@@ -49,14 +54,14 @@ _NEUTRAL_OPS = frozenset(
 
 def pattern_family(pattern: MatchPattern) -> str:
     """Name the op family a pattern matches: `contraction`, `convolution`, `attention`, ..."""
-    family = family_of_match_op(pattern.match_op)
+    family = family_of_pattern(pattern)
     assert family is not None, f"no family reads {pattern.match_op}"
     return family.name
 
 
 def describe_pattern(pattern: MatchPattern) -> str:
     """Describe a pattern: `contraction f32 x f32 -> f32, batch=[] m=[64] ..., maps ...`."""
-    family = family_of_match_op(pattern.match_op)
+    family = family_of_pattern(pattern)
     assert family is not None, f"no family reads {pattern.match_op}"
     return family.describe(pattern)
 
@@ -157,9 +162,7 @@ def _collect(
                 ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])
             )
         elif op.name in _MATCH_OPS:
-            family = family_of_match_op(op.name)
-            assert family is not None
-            pattern = family.read_pattern(op, body)
+            pattern = read_match_pattern(op, body)
             if pattern is not None:
                 found.pattern = pattern
             else:

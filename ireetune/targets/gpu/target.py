@@ -492,6 +492,14 @@ class GpuTarget(Target):
             ),
         }
 
+    def unsupported_families(self) -> Mapping[str, str]:
+        return {
+            "elementwise": (
+                "element-wise ops are not tuned on GPUs: they are bound by memory bandwidth, "
+                "and no GPU space is written for them (only the CPU has one)"
+            ),
+        }
+
     def needs_more_than_compilation_info(self, problem: Problem) -> bool:
         # Attention sets a decomposition_config, a reduction the configs of its dispatch's
         # other ops.

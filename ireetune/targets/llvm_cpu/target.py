@@ -21,6 +21,7 @@ from ireetune.problem.convolution import as_convolution
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import CpuSpace
 from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace, compute_conv_sizes
+from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.features import (
     FEATURE_FAMILY,
@@ -122,6 +123,7 @@ class LlvmCpuTarget(Target):
             "batch_contraction": lambda: CpuContractionSpace(self.threads),
             "convolution": lambda: CpuConvolutionSpace(self.threads),
             "reduction": lambda: CpuReductionSpace(self.threads),
+            "elementwise": lambda: CpuElementwiseSpace(self.threads),
         }
 
     def unsupported_families(self) -> Mapping[str, str]:

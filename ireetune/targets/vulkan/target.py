@@ -79,4 +79,8 @@ class VulkanTarget(Target):
                 "the SPIR-V SubgroupReduce space is not written yet (and IREE's named targets "
                 "give wrong reductions on devices of another subgroup size)"
             ),
+            "elementwise": (
+                "element-wise ops are not tuned on Vulkan: they are bound by memory bandwidth, "
+                "and the SPIR-V spaces are written for contractions and convolutions only"
+            ),
         }

@@ -1,0 +1,250 @@
+"""The llvm-cpu search space for element-wise generics (DoubleTilingExpert), as z3 constraints.
+
+IREE 3.13 configures an element-wise dispatch (copies, transposes and broadcasts included) with
+DoubleTilingExpert and two tiling levels, one entry per loop. For a 64x96 f32 bias add and ReLU
+on haswell:
+
+    distribution = [64, 96], vector_common_parallel = [1, 8]
+
+and for a 64x32 transpose `distribution = [8, 32], vector_common_parallel = [8, 8]`. The knobs:
+
+- `dist_<i>`: the distribution tile of loop i (outermost first), one task's share;
+- `vec_<i>`: its vector tile (a divisor of the task's tile, or one masked vector over all of it).
+
+Candidates are the default's neighbours first, then a seeded walk ordered by whole vectors along
+the innermost loop, a few registers' worth of elements per vector tile, balanced threads, and
+nearness to the default.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import z3
+from iree.compiler import ir
+
+from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.target import OpConfiguration
+from ireetune.errors import IreetuneError
+from ireetune.problem.elementwise import ElementwiseProblem, as_elementwise
+from ireetune.problem.family import Problem
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.neighbourhood import (
+    Neighbourhood,
+    distance_to,
+    enumerate_near_default_first,
+    with_values,
+)
+from ireetune.targets.z3_enumerate import parallel_first
+
+ELEMENTWISE_PIPELINE = "DoubleTilingExpert"
+ELEMENTWISE_LEVELS = ("distribution", "vector_common_parallel")
+_INNER_VECTOR_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+_OUTER_VECTOR_CHOICES = (1, 2, 4, 8, 16)
+_MAX_DISTRIBUTION = 8192
+_MAX_NEIGHBOURS = 16
+
+
+@dataclass(frozen=True)
+class CpuElementwiseSizes:
+    """The loops an element-wise config tiles, and the widest element in bytes."""
+
+    loops: tuple[int, ...]
+    element_bytes: int
+
+    @property
+    def knob_names(self) -> tuple[str, ...]:
+        """Name the knobs: `dist_<i>` per loop, then `vec_<i>` per loop."""
+        count = len(self.loops)
+        return (*(f"dist_{i}" for i in range(count)), *(f"vec_{i}" for i in range(count)))
+
+
+def compute_elementwise_sizes(problem: ElementwiseProblem) -> CpuElementwiseSizes:
+    """Reduce an element-wise op to its loops; refuse one with none."""
+    if not problem.loop_sizes:
+        raise IreetuneError(f"{problem.signature}: a scalar element-wise op has no loop to tile")
+    return CpuElementwiseSizes(
+        loops=problem.loop_sizes,
+        element_bytes=max(element_bytes(t) for t in (*problem.input_types, problem.output_type)),
+    )
+
+
+def _fits(extent: int, vector: int) -> bool:
+    """Say whether a vector tile divides a loop or covers it in one masked vector."""
+    return extent % vector == 0 or vector // 2 < extent < vector
+
+
+def elementwise_domains(sizes: CpuElementwiseSizes) -> dict[str, list[int]]:
+    """Return each knob's candidate values."""
+    last = len(sizes.loops) - 1
+    domains = {
+        f"dist_{i}": [v for v in range(1, min(size, _MAX_DISTRIBUTION) + 1) if size % v == 0]
+        for i, size in enumerate(sizes.loops)
+    }
+    for i, size in enumerate(sizes.loops):
+        choices = _INNER_VECTOR_CHOICES if i == last else _OUTER_VECTOR_CHOICES
+        domains[f"vec_{i}"] = [x for x in choices if _fits(size, x)]
+    return domains
+
+
+def build_elementwise_constraints(
+    sizes: CpuElementwiseSizes,
+    facts: CpuFacts,
+    require_parallelism: bool,
+    context: z3.Context,
+    default: Knobs | None = None,
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """State the space: vector tiles nest in the distribution tiles, a vector tile fits the
+    register file and the stack-allocation limit, and (when required) every thread gets a
+    tile."""
+    v = {name: z3.Int(name, context) for name in sizes.knob_names}
+    domains = elementwise_domains(sizes)
+    if default is not None:
+        domains = with_values(domains, default)
+    constraints: list[z3.BoolRef] = [
+        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
+    ]
+    elements = z3.IntVal(1, context)
+    for i in range(len(sizes.loops)):
+        dist, vec = v[f"dist_{i}"], v[f"vec_{i}"]
+        constraints.append(z3.Or(dist % vec == 0, z3.And(vec > dist, vec < 2 * dist)))
+        elements = elements * vec
+    register_file = facts.vector_registers * facts.native_vector_bytes
+    constraints += [
+        elements * sizes.element_bytes <= register_file,
+        elements * sizes.element_bytes < facts.max_vector_bytes,
+    ]
+    if require_parallelism:
+        tiles = z3.IntVal(1, context)
+        for i, size in enumerate(sizes.loops):
+            tiles = tiles * (size / v[f"dist_{i}"])
+        constraints.append(tiles >= facts.threads)
+    return v, constraints
+
+
+def enumerate_elementwise_space(
+    sizes: CpuElementwiseSizes,
+    facts: CpuFacts,
+    seed: int,
+    excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
+) -> Iterator[Knobs]:
+    """Yield valid configurations lazily: the default's neighbours first, then a seeded walk."""
+    return enumerate_near_default_first(
+        parallel_first(
+            lambda parallel, context: build_elementwise_constraints(sizes, facts, parallel, context)
+        ),
+        seed,
+        excluded,
+        known,
+        Neighbourhood(
+            lambda default: (
+                lambda context: build_elementwise_constraints(sizes, facts, False, context, default)
+            ),
+            elementwise_domains(sizes),
+            _MAX_NEIGHBOURS,
+        ),
+    )
+
+
+def score_elementwise_candidate(
+    sizes: CpuElementwiseSizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None
+) -> float:
+    """Score a configuration; higher is more promising.
+
+    An element-wise op streams memory: whole native vectors along the innermost loop, a vector
+    tile of a few registers, and tasks that keep every thread busy; nearness to IREE's own
+    choice weighs most.
+    """
+    values = {name: int(value) for name, value in knobs}
+    last = len(sizes.loops) - 1
+    lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
+    inner = values[f"vec_{last}"]
+    whole_vectors = 1.0 if inner % lanes == 0 or inner >= sizes.loops[last] else 0.0
+    elements = math.prod(values[f"vec_{i}"] for i in range(len(sizes.loops)))
+    register_fit = -abs(math.log2(max(elements / lanes, 0.125) / 4.0))
+    tiles = math.prod(math.ceil(size / values[f"dist_{i}"]) for i, size in enumerate(sizes.loops))
+    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    nearness = -distance_to(knobs, default) if default is not None else 0.0
+    return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
+
+
+def elementwise_tile_lists(problem: ElementwiseProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """Spread the knobs over the op's loops as IREE's two tiling levels."""
+    values = {name: int(value) for name, value in knobs}
+    count = len(problem.loop_sizes)
+    return {
+        "distribution": [values[f"dist_{i}"] for i in range(count)],
+        "vector_common_parallel": [values[f"vec_{i}"] for i in range(count)],
+    }
+
+
+def read_elementwise_levels(root_op: ir.Operation, loop_count: int) -> dict[str, list[int]] | None:
+    """Read the two tiling levels of an element-wise root's `#iree_cpu.lowering_config`."""
+    if "lowering_config" not in root_op.attributes:
+        return None
+    text = str(root_op.attributes["lowering_config"])
+    levels = {}
+    for level in ELEMENTWISE_LEVELS:
+        match = re.search(rf"{level} = \[([0-9, ]*)\]", text)
+        if match is None:
+            return None
+        levels[level] = [int(v) for v in match.group(1).split(",") if v.strip()]
+    if any(len(values) != loop_count for values in levels.values()):
+        return None
+    return levels
+
+
+def parse_default_elementwise_knobs(
+    problem: ElementwiseProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's default into knobs (a distribution tile of 0 leaves the loop whole,
+    a vector tile of 0 is one element)."""
+    values: dict[str, int] = {}
+    for i, size in enumerate(problem.loop_sizes):
+        values[f"dist_{i}"] = levels["distribution"][i] or size
+        values[f"vec_{i}"] = levels["vector_common_parallel"][i] or 1
+    return make_knobs(values)
+
+
+class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
+    """DoubleTilingExpert tiles of element-wise generics."""
+
+    def compute_sizes(self, problem: Problem) -> CpuElementwiseSizes:
+        return compute_elementwise_sizes(as_elementwise(problem))
+
+    def enumerate_sizes(
+        self,
+        sizes: CpuElementwiseSizes,
+        facts: CpuFacts,
+        seed: int,
+        default: Knobs | None,
+        known: Sequence[Knobs],
+    ) -> Iterator[Knobs]:
+        return enumerate_elementwise_space(sizes, facts, seed, default, known)
+
+    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
+        return parse_default_elementwise_knobs(as_elementwise(problem), levels)
+
+    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
+        levels = read_elementwise_levels(root_op, len(problem.loop_sizes))
+        return None if levels is None else self.parse_levels(problem, levels)
+
+    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+        sizes = compute_elementwise_sizes(as_elementwise(problem))
+        return sort_by_score(
+            pool,
+            lambda knobs: score_elementwise_candidate(
+                sizes, self.known_facts, knobs, self._default
+            ),
+            seed,
+        )
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        tiles = elementwise_tile_lists(as_elementwise(problem), knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, ELEMENTWISE_PIPELINE, context))

@@ -1,0 +1,161 @@
+"""The CPU space for element-wise generics: its knobs, the default's neighbours first, and a real
+`tune-dispatch` of a small element-wise dispatch (candidates measured, outputs verified)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from iree.compiler import ir
+
+from ireetune.errors import IreetuneError
+from ireetune.executor import LocalExecutor
+from ireetune.problem.registry import parse_problem
+from ireetune.spec.inspect import list_matchers
+from ireetune.spec.source import read_spec
+from ireetune.targets.llvm_cpu.elementwise_space import (
+    CpuElementwiseSizes,
+    elementwise_domains,
+    elementwise_tile_lists,
+    enumerate_elementwise_space,
+)
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.verify.compare import make_random_inputs
+from ireetune.verify.runner import ReferenceBatch
+from tests.conftest import TEST_TARGET
+
+AVX2 = CpuFacts("haswell", 32, 16, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
+# A residual add with a bias broadcast over rows: two loops IREE keeps (the bias reads one).
+BIAS_ADD_MODEL = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @main(%x: tensor<32x48xf32>, %y: tensor<32x48xf32>, %b: tensor<48xf32>) -> tensor<32x48xf32> {
+  %e = tensor.empty() : tensor<32x48xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y, %b : tensor<32x48xf32>, tensor<32x48xf32>, tensor<48xf32>) outs(%e : tensor<32x48xf32>) {
+    ^bb0(%a: f32, %c: f32, %bias: f32, %out: f32):
+      %s = arith.addf %a, %c : f32
+      %t = arith.addf %s, %bias : f32
+      linalg.yield %t : f32
+  } -> tensor<32x48xf32>
+  return %r : tensor<32x48xf32>
+}
+"""  # noqa: E501
+
+
+def test_the_space_starts_at_the_defaults_neighbours() -> None:
+    sizes = CpuElementwiseSizes(loops=(64, 96), element_bytes=4)
+    domains = elementwise_domains(sizes)
+    # Outer loops take small vector tiles, the innermost whole or masked vectors.
+    assert domains["vec_0"] == [1, 2, 4, 8, 16]
+    assert domains["vec_1"] == [1, 2, 4, 8, 16, 32]
+    default = (("dist_0", 64), ("dist_1", 96), ("vec_0", 1), ("vec_1", 8))
+    first = list(enumerate_elementwise_space(sizes, AVX2, 0, default))[:4]
+    assert all(len(set(knobs) - set(default)) == 1 for knobs in first), first
+    assert default not in first
+
+
+def test_a_transpose_keeps_its_two_vector_tiles(tmp_path: Path) -> None:
+    from ireetune.problem.elementwise import ElementwiseProblem
+
+    problem = ElementwiseProblem(
+        kind="elementwise",
+        op_name="linalg.generic",
+        loop_sizes=(64, 32),
+        input_types=("f32",),
+        input_shapes=((64, 32),),
+        output_type="f32",
+        output_shape=(32, 64),
+        indexing_maps=("(d0, d1) -> (d0, d1)", "(d0, d1) -> (d1, d0)"),
+        body=("linalg.yield",),
+        source="",
+    )
+    knobs = (("dist_0", 8), ("dist_1", 32), ("vec_0", 8), ("vec_1", 8))
+    assert elementwise_tile_lists(problem, knobs) == {
+        "distribution": [8, 32],
+        "vector_common_parallel": [8, 8],
+    }
+    assert problem.moves_only and problem.signature == "elementwise_64x32_f32_f32"
+
+
+def test_tune_an_elementwise_dispatch_on_the_cpu(tmp_path: Path) -> None:
+    model = tmp_path / "bias_add.mlir"
+    model.write_text(BIAS_ADD_MODEL)
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(model),
+            "--target", TEST_TARGET, "--num-candidates", "3", "--output-dir", str(tmp_path / "out"),
+            "--no-db", "--repetitions", "2", "--confirm-rounds", "1",
+            "--min-repetition-time", "0.005",
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "problem: elementwise_32x48_f32_f32_f32_f32" in result.stdout
+    (run_dir,) = (tmp_path / "out").iterdir()
+    candidates = json.loads((run_dir / "results.json").read_text())["candidates"]
+    statuses = [c["status"] for c in candidates[1:]]
+    # Every candidate compiled, landed (its binary is not the default's) and was timed.
+    assert len(statuses) == 3 and set(statuses) <= {"measured", "verified"}, candidates
+    hashes = [c["binary_hash"] for c in candidates]
+    assert len(set(hashes)) == len(hashes), candidates
+    # Each candidate's binary (the reference program under its spec) computes the op.
+    x, y, b = make_random_inputs([(32, 48), (32, 48), (48,)], ["f32"] * 3, seed=1)
+    np.savez(tmp_path / "inputs.npz", arg0=x, arg1=y, arg2=b)
+    runs = LocalExecutor().run_reference_programs(
+        ReferenceBatch(
+            [
+                (
+                    c["candidate_id"],
+                    run_dir / c["binary_path"],
+                    tmp_path / f"{c['candidate_id']}.npy",
+                )
+                for c in candidates
+            ],
+            "local-task",
+            tmp_path / "inputs.npz",
+        )
+    )
+    for run in runs.values():
+        assert run.output is not None
+        np.testing.assert_allclose(run.output, x + y + b, rtol=1e-6)
+    spec_path = run_dir / "specs" / "1_spec.mlir"
+    spec = spec_path.read_text()
+    assert "cast_compatible_dag_from_root" in spec and "DoubleTilingExpert" in spec
+    # `spec show` reads the matcher back as an element-wise one.
+    context = ir.Context()
+    (matcher,) = list_matchers(read_spec(spec_path, context))
+    assert matcher.kind == "elementwise"
+    assert matcher.conditions[0].startswith(
+        "element-wise tensor<32x48xf32> x tensor<32x48xf32> x tensor<48xf32> -> tensor<32x48xf32>"
+    ), matcher.conditions
+
+
+def test_a_relu_is_refused_with_its_reason(tmp_path: Path) -> None:
+    context = ir.Context()
+    text = """
+    func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<8xf32>
+      %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+          iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+        ^bb0(%in: f32, %out: f32):
+          %m = arith.maximumf %in, %zero : f32
+          linalg.yield %m : f32
+      } -> tensor<8xf32>
+      return %r : tensor<8xf32>
+    }
+    """
+    with context:
+        module = ir.Module.parse(text)
+        with pytest.raises(IreetuneError, match="its body reads 1 value from outside it"):
+            (generic,) = [
+                op.operation
+                for op in module.body.operations[0].regions[0].blocks[0].operations
+                if op.operation.name == "linalg.generic"
+            ]
+            parse_problem(generic)
