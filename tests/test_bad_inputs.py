@@ -1230,6 +1230,20 @@ CASES = [
         'dispatches[0].operation.matmul.m must be an integer, got "64"',
         setup=lambda _, tmp: _edit_tree(tmp, lambda entry: entry["operation"].update(m="64")),
     ),
+    # resume (issue 23.3): a run continued from its folder at a stage.
+    Case(
+        "finish-checks-cut-short",
+        ("finish", "{folder}"),
+        "the output checks did not complete (saved after the measure stage): run "
+        "`ireetune benchmark-folder",
+        setup=_benchmark_results(stage="measure"),
+    ),
+    Case(
+        "finish-benchmark-results-of-an-unknown-stage",
+        ("finish", "{folder}"),
+        "benchmark_results.json: stage must be",
+        setup=_benchmark_results(stage="decide"),
+    ),
 ]
 
 
