@@ -246,3 +246,44 @@ def test_run_killed_after_a_stage_resumes_from_its_folder(
     assert _compiled(run_dir) == _compiled(whole_dir)
     statuses = {c["status"] for c in results["candidates"]}
     assert not statuses & {"generated", "compiled"}
+
+
+def test_run_saved_after_measuring_resumes_with_its_timings(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    """A run whose measure stage was saved (its folder as a kill during the checks leaves it:
+    made from a finished run's) is checked and decided again with the timings it took: the
+    candidates are not measured again, the leaders are confirmed again beside the default."""
+    finished = subprocess.run(
+        _folder_command(matmul_benchmark, tmp_path / "runs"),
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    saved = json.loads((run_dir / "results.json").read_text())
+    saved.update(stage="measure", outcome="running")
+    (run_dir / "results.json").write_text(json.dumps(saved))
+    (run_dir / "best_spec.mlir").unlink(missing_ok=True)
+    timed = {
+        c["candidate_id"]: c["times_ms"]
+        for c in saved["candidates"]
+        if c["candidate_id"] and c["status"] in ("measured", "verified", "wrong")
+    }
+    assert timed
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "resume", str(run_dir)],
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["stage"] == "decide" and results["outcome"] in ("improved", "no-improvement")
+    assert (run_dir / "best_spec.mlir").exists() == (results["outcome"] == "improved")
+    after = {c["candidate_id"]: c for c in results["candidates"]}
+    # The first pass is not timed again; only the leaders are confirmed again, side by side
+    # with the default timed anew (the facts are not saved).
+    retimed = {cid for cid, times in timed.items() if after[cid]["times_ms"] != times}
+    assert retimed and all(after[cid]["confirmed"] for cid in retimed)
+    assert retimed < set(timed) or len(timed) <= 4  # --confirm-top is 4: the rest keep theirs.
