@@ -11,7 +11,8 @@ the stages after the last one saved:
     compile      measure, check, decide           the binaries and their hashes
     measure      measure, check, decide           the timings of the measured candidates (as
     check                                         earlier results: the facts are not saved, so
-                                                  the default is timed again beside them)
+                                                  the leaders are confirmed again beside the
+                                                  default; the checks run again)
 
 A run killed before its specs were saved, one that searched in online rounds, one stopped
 after compiling (`benchmark-folder` and `finish` continue those) and a finished one are refused
