@@ -21,7 +21,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -471,6 +471,9 @@ class BenchmarkResultsFile(FileModel):
     verification: VerificationFile = VerificationFile()
     baseline_ms_by_device: dict[str, float] = {}
     manifest_sha256: str | None = None
+    # The last stage saved: "measure" (timed, output checks not run or cut short) or "check"
+    # (complete). A file without it was written complete, by an older version.
+    stage: Literal["measure", "check"] = "check"
 
 
 def check_id_keys(path: Path, field: str, keys: Mapping[str, object]) -> None:

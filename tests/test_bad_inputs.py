@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -1260,6 +1261,66 @@ CASES = [
         "devices-vulkan-by-index",
         (*TUNE_DISPATCH, "--target", "vulkan", "--devices", "vulkan,vulkan://1"),
         "'vulkan://1' names no device: IREE opens Vulkan devices as vulkan or vulkan://GPU-<uuid>",
+    ),
+    # resume (issue 23.3): a run continued from its folder at a stage.
+    Case(
+        "finish-checks-cut-short",
+        ("finish", "{folder}"),
+        "the output checks did not complete (saved after the measure stage): run "
+        "`ireetune benchmark-folder",
+        setup=_benchmark_results(stage="measure"),
+    ),
+    Case(
+        "finish-benchmark-results-of-an-unknown-stage",
+        ("finish", "{folder}"),
+        "benchmark_results.json: stage must be",
+        setup=_benchmark_results(stage="decide"),
+    ),
+    Case("resume-missing-folder", ("resume", "{tmp}/missing"), "run folder not found"),
+    Case(
+        "resume-without-options",
+        ("resume", "{adir}"),
+        "has no run_options.json: not a tune-dispatch run folder of this version",
+    ),
+    Case(
+        "resume-options-of-another-version",
+        ("resume", "{folder}"),
+        "run_options.json has format ireetune-dispatch-options/2, written by another ireetune; "
+        "this one reads ireetune-dispatch-options/1",
+        setup=lambda folder, _: (folder / "run_options.json").write_text(
+            (folder / "run_options.json").read_text().replace("options/1", "options/2")
+        ),
+    ),
+    Case(
+        "resume-options-field-of-another-type",
+        ("resume", "{folder}"),
+        "run_options.json: options.num_candidates: Input should be a valid integer",
+        setup=lambda folder, _: (folder / "run_options.json").write_text(
+            re.sub(
+                r'"num_candidates": \d+',
+                '"num_candidates": "5"',
+                (folder / "run_options.json").read_text(),
+            )
+        ),
+    ),
+    Case("resume-stopped-after-compiling", ("resume", "{folder}"), "stopped after compiling"),
+    Case(
+        "resume-finished",
+        ("resume", "{folder}"),
+        "is finished (improved): nothing to resume",
+        setup=_edit_results(lambda run: run.update(outcome="improved")),
+    ),
+    Case(
+        "resume-before-specs",
+        ("resume", "{folder}"),
+        "was stopped before its specs were saved (last stage saved: none)",
+        setup=_edit_results(lambda run: run.pop("stage")),
+    ),
+    Case(
+        "resume-in-online-rounds",
+        ("resume", "{folder}"),
+        "was stopped in the online search's rounds",
+        setup=_edit_results(lambda run: run.update(stage="pick_round")),
     ),
 ]
 

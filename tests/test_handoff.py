@@ -266,3 +266,40 @@ def test_deferred_references_are_compiled_for_the_leaders_only(tmp_path: Path) -
     assert {r.candidate_id for r in result.records if r.outputs_match is not None} == set(
         contenders
     )
+
+
+def test_checks_cut_short_are_saved_refused_by_finish_and_checked_without_measuring_again(
+    compiled_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmark_results.json is saved after every stage with the stage it reached: a pass
+    stopped during the output checks leaves its timings ("measure"), which `finish` refuses and
+    the next `benchmark-folder` checks without measuring again."""
+    import ireetune.handoff.benchmark_folder as folder_module
+
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    (folder / RESULTS_NAME).unlink(missing_ok=True)
+
+    def killed(run: object) -> None:
+        raise KeyboardInterrupt  # As a kill during the checks: nothing after the stage runs.
+
+    with monkeypatch.context() as patch:
+        patch.setattr(folder_module, "check_folder_stage", killed)
+        with pytest.raises(KeyboardInterrupt):
+            benchmark_folder(folder, ["local-task"])
+    measured = json.loads((folder / RESULTS_NAME).read_text())
+    assert measured["stage"] == "measure" and measured["verification"] == {"verdicts": {}}
+    assert measured["contenders"]
+    with pytest.raises(IreetuneError) as excinfo:
+        finish_run(folder)
+    assert "the output checks did not complete (saved after the measure stage)" in str(
+        excinfo.value
+    )
+
+    checked = json.loads(benchmark_folder(folder, ["local-task"]).read_text())
+    assert checked["stage"] == "check"
+    assert checked["campaign"] == measured["campaign"]  # Checked, not measured again.
+    assert sorted(map(int, checked["verification"]["verdicts"])) == sorted(measured["contenders"])
+    result = finish_run(folder)
+    assert {r.candidate_id for r in result.records if r.outputs_match is not None} == set(
+        measured["contenders"]
+    )

@@ -160,3 +160,130 @@ def test_killed_during_the_checks_resumes_into_the_same_verdict(
     assert {c: j["verdict"] for c, j in second["decision"]["judgements"].items()} == {
         c: j["verdict"] for c, j in first["decision"]["judgements"].items()
     }
+
+
+# Resumed from the run folder (`ireetune resume RUN_DIR`, handoff/resume.py): no database, so
+# nothing but the folder carries the killed run's work.
+
+
+def _folder_command(benchmark: Path, output: Path) -> list[str]:
+    command = _command(benchmark, output, output / "unused.sqlite")
+    at = command.index("--db")
+    return [*command[:at], "--no-db", *command[at + 2 :], "--seed", "3", "--no-progress"]
+
+
+def _saved_stage(output: Path) -> str | None:
+    for results in output.glob("*/results.json"):
+        try:
+            return json.loads(results.read_text()).get("stage")
+        except ValueError:
+            return None
+    return None
+
+
+def _compiled(run_dir: Path) -> tuple[list[tuple[object, ...]], list[list[int]]]:
+    """Every candidate as compiled: its configuration and spec, and which candidates compiled
+    to the same binary (a binary embeds its folder's path, so hashes differ between folders)."""
+    results = json.loads((run_dir / "results.json").read_text())
+    candidates = results["candidates"]
+    specs = [
+        (c["candidate_id"], json.dumps(c["knobs"], sort_keys=True), (run_dir / c["spec_path"]).read_text() if c["spec_path"] else "")
+        for c in candidates
+    ]  # fmt: skip
+    alike: dict[str, list[int]] = {}
+    for c in candidates:
+        assert c["binary_hash"] or c["status"] == "failed"
+        alike.setdefault(c["binary_hash"], []).append(c["candidate_id"])
+    return specs, sorted(alike.values())
+
+
+@pytest.mark.parametrize("killed_after", ["specs", "compile"])
+def test_run_killed_after_a_stage_resumes_from_its_folder(
+    killed_after: str, matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    environment = {
+        **os.environ,
+        "IREETUNE_BENCHMARK_WORKER": json.dumps([sys.executable, str(TESTS / "fault_worker.py")]),
+        "IREETUNE_FAULT_DELAY": "0.5",
+        "PYTHONPATH": str(TESTS.parent),
+    }
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(
+        _folder_command(matmul_benchmark, killed), env=environment,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while _saved_stage(killed) != killed_after:
+        assert process.poll() is None, f"the run ended before its {killed_after} stage was saved"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    (run_dir,) = killed.iterdir()
+    saved = json.loads((run_dir / "results.json").read_text())
+    assert saved["outcome"] == "running" and saved["stage"] == killed_after
+    binaries = {p.name: p.stat().st_mtime_ns for p in (run_dir / "binaries").iterdir()}
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "resume", str(run_dir)],
+        env=environment, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["stage"] == "decide" and results["outcome"] in ("improved", "no-improvement")
+    assert (run_dir / "best_spec.mlir").exists() == (results["outcome"] == "improved")
+    if killed_after == "compile":
+        # Continued at measure: nothing was compiled again.
+        assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "binaries").iterdir()} == binaries
+
+    whole = subprocess.run(
+        _folder_command(matmul_benchmark, tmp_path / "whole"),
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    (whole_dir,) = (tmp_path / "whole").iterdir()
+    assert _compiled(run_dir) == _compiled(whole_dir)
+    statuses = {c["status"] for c in results["candidates"]}
+    assert not statuses & {"generated", "compiled"}
+
+
+def test_run_saved_after_measuring_resumes_with_its_timings(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    """A run whose measure stage was saved (its folder as a kill during the checks leaves it:
+    made from a finished run's) is checked and decided again with the timings it took: the
+    candidates are not measured again, the leaders are confirmed again beside the default."""
+    finished = subprocess.run(
+        _folder_command(matmul_benchmark, tmp_path / "runs"),
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    saved = json.loads((run_dir / "results.json").read_text())
+    saved.update(stage="measure", outcome="running")
+    (run_dir / "results.json").write_text(json.dumps(saved))
+    (run_dir / "best_spec.mlir").unlink(missing_ok=True)
+    timed = {
+        c["candidate_id"]: c["times_ms"]
+        for c in saved["candidates"]
+        if c["candidate_id"] and c["status"] in ("measured", "verified", "wrong")
+    }
+    assert timed
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "ireetune.cli", "resume", str(run_dir)],
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["stage"] == "decide" and results["outcome"] in ("improved", "no-improvement")
+    assert (run_dir / "best_spec.mlir").exists() == (results["outcome"] == "improved")
+    after = {c["candidate_id"]: c for c in results["candidates"]}
+    # The first pass is not timed again; only the leaders are confirmed again, side by side
+    # with the default timed anew (the facts are not saved).
+    retimed = {cid for cid, times in timed.items() if after[cid]["times_ms"] != times}
+    assert retimed and all(after[cid]["confirmed"] for cid in retimed)
+    assert retimed < set(timed) or len(timed) <= 4  # --confirm-top is 4: the rest keep theirs.

@@ -7,6 +7,7 @@ from the parsed arguments to an exit status) as a default. The list below is the
 COMMAND_MODULES = (
     "ireetune.commands.tune",
     "ireetune.commands.tune_dispatch",
+    "ireetune.commands.resume",
     "ireetune.commands.benchmark_folder",
     "ireetune.commands.finish",
     "ireetune.commands.device_step",

@@ -23,22 +23,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.handoff.continue_run import ContinueAt, continue_run
-    from ireetune.handoff.references import compile_pending_references, pending_references
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(arguments.run_dir)
-    pending = pending_references(arguments.run_dir)
-    if pending:
-        # The folder deferred its reference programs: compile the leaders' now.
-        compile_pending_references(arguments.run_dir, pending)
+    continued = continue_run(arguments.run_dir, ContinueAt.REFERENCES)
+    if continued.references:
+        # The folder deferred its reference programs: the leaders' are compiled now.
         sys.stdout.write(
-            f"compiled the reference programs of candidates {', '.join(map(str, pending))}; "
+            f"compiled the reference programs of candidates {', '.join(map(str, continued.references))}; "
             f"check their outputs where the device is, then finish:\n"
             f"  {shlex.join(['ireetune', 'benchmark-folder', str(arguments.run_dir)])}\n"
             f"  {shlex.join(['ireetune', 'finish', str(arguments.run_dir)])}\n"
         )
         return 0
-    result = continue_run(arguments.run_dir, ContinueAt.DECIDE).result
+    result = continued.result
     assert result is not None
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:

@@ -35,6 +35,7 @@ from ireetune.database.store import (
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import CandidateOrder, TuneOptions
+from ireetune.dispatch_run.run_options import write_run_options
 from ireetune.dispatch_run.state import DispatchRun
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor
@@ -192,6 +193,7 @@ def start_run_folder(run: DispatchRun, run_dir: Path) -> None:
     if target.global_flags:
         write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
     run.recorder = RunRecorder(run_dir, info)
+    write_run_options(run_dir, options)
 
 
 @contextmanager

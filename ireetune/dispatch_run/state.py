@@ -182,6 +182,7 @@ def run_stages(
 
 
 def save_run(run: DispatchRun, stage: str) -> None:
-    """Save the run after a stage: results.json and candidates.csv, rewritten atomically."""
-    del stage
+    """Save the run after a stage: results.json (with the stage, `ireetune resume` continues
+    after it) and candidates.csv, rewritten atomically."""
+    run.recorder.info["stage"] = stage.removesuffix("_stage")
     run.recorder.save()

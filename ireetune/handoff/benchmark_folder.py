@@ -30,6 +30,7 @@ from ireetune.benchmark.campaign import (
     run_campaign,
 )
 from ireetune.benchmark.runner import BenchmarkJob
+from ireetune.core.files import write_text_atomically
 from ireetune.core.input_archive import write_input_archive
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule, choose_contenders
@@ -148,8 +149,11 @@ class MeasureRun:
 
     `load_measure_run` reads the manifest; `measure_folder_stage` times the candidates (or takes
     the first pass's timings where only the output checks of deferred references are due) and
-    chooses the contenders; `check_folder_stage` checks their outputs and completes
-    `document`, which `save_folder_results` writes as benchmark_results.json.
+    chooses the contenders; `check_folder_stage` checks their outputs. `save_folder_results`
+    writes the results as far as they go (benchmark_results.json) after each stage, with the
+    stage reached: "measure" (timed; the output checks not run yet, or waiting for deferred
+    references) or "check" (complete). A folder measured but not checked is checked without
+    measuring again; `finish` refuses it until then.
     """
 
     run_dir: Path
@@ -158,13 +162,13 @@ class MeasureRun:
     results_path: Path
     executor: Executor
     devices: tuple[str, ...]
-    # The results as far as they go: on load, a first pass's that wait for an output check
-    # whose references are now compiled; after measuring, this pass's.
+    # The results as far as they go: on load, an earlier pass's that wait for their output
+    # checks; after measuring, this pass's.
     results: dict[str, Any] | None = None
     contenders: list[int] = field(default_factory=list)
     measured_devices: list[str] = field(default_factory=list)
-    document: dict[str, Any] | None = None
-    written: bool = False
+    # The output checks wait for references `finish` compiles: this pass ends after measuring.
+    checks_deferred: bool = False
 
 
 def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
@@ -237,6 +241,7 @@ def measure_folder_stage(run: MeasureRun) -> None:
         },  # fmt: skip
         "numpy_version": np.__version__,
         "manifest_sha256": run.manifest_hash,
+        "stage": "measure",
     }
     if run.contenders and run.manifest.references_deferred:
         run.results["verification"]["pending"] = [0, *run.contenders]
@@ -244,28 +249,28 @@ def measure_folder_stage(run: MeasureRun) -> None:
             f"candidates {', '.join(map(str, run.contenders))} lead: their reference programs "
             "are compiled by `ireetune finish`, then this command checks their outputs"
         )
-        # The output checks wait for `finish`: the results are complete as they are.
-        run.document = run.results
+        # The output checks wait for `finish`: the results are complete as far as they go.
+        run.checks_deferred = True
 
 
 def check_folder_stage(run: MeasureRun) -> None:
     """Check the contenders' outputs (and time them on real inputs where those decide)."""
-    if run.document is not None or run.results is None:
+    if run.checks_deferred or run.results is None:
         return
     if run.contenders:
         run.results["verification"] = _verify(
             run.executor, run.run_dir, run.manifest, run.contenders, run.measured_devices[0]
         )
-    run.document = run.results
+    run.results["stage"] = "check"
 
 
 def save_folder_results(run: MeasureRun, stage: str) -> None:
-    """Write benchmark_results.json once a stage completed it (not before: a folder whose
-    checks were cut short is measured again, never finished on half its results)."""
+    """Write benchmark_results.json after every stage, atomically, with the stage it reached
+    (its "stage" field): a folder whose checks were cut short is checked again, without
+    measuring again, and is never finished on half its results."""
     del stage
-    if run.document is not None and not run.written:
-        run.results_path.write_text(dump_document(BenchmarkResultsFile, run.document))
-        run.written = True
+    if run.results is not None:
+        write_text_atomically(run.results_path, dump_document(BenchmarkResultsFile, run.results))
 
 
 def _verify(
@@ -294,10 +299,10 @@ def _verify(
 def _pending_verification(
     run_dir: Path, manifest: Manifest, manifest_hash: str
 ) -> dict[str, Any] | None:
-    """Return this folder's results when they wait for an output check whose references are
-    now compiled; None when the folder is to be measured."""
+    """Return this folder's results when they wait for output checks: checks cut short, or
+    checks whose deferred references are now compiled; None when the folder is to be measured."""
     path = run_dir / RESULTS_NAME
-    if not manifest.references_deferred or not path.exists():
+    if not path.exists():
         return None
     try:
         results = read_json_file(path)
@@ -307,8 +312,11 @@ def _pending_verification(
     except RunFileError as error:
         raise RunFileError(f"{error} (remove it to measure the folder again)") from None
     pending = checked.verification.pending
-    if not pending:
+    # Complete: measured again. (An older version's file holds no stage; its pending checks
+    # are still due.)
+    if checked.stage == "check" and not pending:
         return None
+    pending = pending or ()
     missing = [cid for cid in pending if cid not in read_references(run_dir, manifest)]
     if missing:
         raise ValueError(

@@ -6,8 +6,13 @@ untrusted data, then hand it through its remaining stages with `run_stages`, the
 the in-process flow (dispatch_run/state.py).
 
     from      command            stages                                  saved
-    measure   benchmark-folder   measure, check (runtime only)           benchmark_results.json
-    decide    finish             fold the results in, decide             results.json, summary.txt
+    measure   benchmark-folder   measure, check (runtime only)           benchmark_results.json,
+                                                                             after each stage
+    references finish            compile the deferred reference          verify/references.json
+                                 programs and stop (the device host
+                                 checks them next); where none wait,
+                                 go on as `decide`
+    decide    (finish_run)       fold the results in, decide             results.json, summary.txt
     replay    replay             measure the winner against the default  nothing
 
 `decide` is the in-process flow's own decide stage (dispatch_run/decide.py). A folder written
@@ -36,6 +41,7 @@ class ContinueAt(enum.Enum):
     """The stage a run folder is continued at."""
 
     MEASURE = "measure"
+    REFERENCES = "references"
     DECIDE = "decide"
     REPLAY = "replay"
 
@@ -58,6 +64,7 @@ class ContinuedRun:
 
     results_path: Path | None = None
     result: TuneResult | None = None
+    references: tuple[int, ...] = ()
     replayed: tuple[int, SpeedupEstimate] | None = None
 
 
@@ -77,11 +84,16 @@ def continue_run(
         measure_run = load_measure_run(run_dir, settings.devices)
         run_stages(measure_run, (measure_folder_stage, check_folder_stage), (save_folder_results,))
         return ContinuedRun(results_path=measure_run.results_path)
-    if from_stage is ContinueAt.DECIDE:
+    if from_stage in (ContinueAt.REFERENCES, ContinueAt.DECIDE):
         from ireetune.dispatch_run.decide import decide_stage
         from ireetune.handoff.finish import fold_stage, load_finish_run
+        from ireetune.handoff.references import references_stage
 
         finish_run = load_finish_run(run_dir)
+        if from_stage is ContinueAt.REFERENCES:
+            run_stages(finish_run, (references_stage,), ())
+            if finish_run.compiled_references:
+                return ContinuedRun(references=tuple(finish_run.compiled_references))
         # Nothing is written before the verdict: a folder refused on the way is left as it was.
         run_stages(finish_run, (fold_stage, decide_stage), ())
         return ContinuedRun(result=finish_run.result)

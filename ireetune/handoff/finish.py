@@ -123,6 +123,9 @@ class FinishRun:
     notes: list[str] = field(default_factory=list)
     baseline_ms: float = math.nan
     result: TuneResult | None = None
+    # The deferred reference programs the references stage compiled (handoff/references.py):
+    # then the outputs are checked on the device host before the run is decided.
+    compiled_references: list[int] = field(default_factory=list)
 
     def summarise(self) -> RunOutline:
         """Return what the summary names: the problem read back from the folder's dispatch."""
@@ -194,6 +197,12 @@ def fold_stage(run: FinishRun) -> None:
         raise IreetuneError(
             f"the outputs of candidates {pending} are not checked yet: "
             f"run `ireetune benchmark-folder {run.run_dir}` again where the device is"
+        )
+    if checked.stage != "check":
+        raise IreetuneError(
+            f"{run.run_dir / RESULTS_NAME}: the output checks did not complete (saved after the "
+            f"{checked.stage} stage): run `ireetune benchmark-folder {run.run_dir}` again "
+            "where the device is"
         )
     if verification.baseline_error is not None:
         run.notes.append(f"verification could not run: {verification.baseline_error}")

@@ -12,20 +12,16 @@ from pathlib import Path
 
 from ireetune.compile.pool import CompileBatch, default_jobs
 from ireetune.errors import IreetuneError
-from ireetune.handoff.finish import read_compiling_manifest, read_run_record
+from ireetune.handoff.finish import FinishRun, read_compiling_manifest, read_run_record
 from ireetune.handoff.manifest import (
     REFERENCES_NAME,
     RESULTS_NAME,
     ReferencesFile,
-    hash_manifest,
-    read_manifest,
     read_references,
 )
 from ireetune.run_files import (
-    BenchmarkResultsFile,
     dump_document,
     read_json_file,
-    validate_document,
 )
 from ireetune.targets import parse_target
 from ireetune.verify.stage import ReferenceSetup, compile_references, reference_jobs
@@ -33,24 +29,18 @@ from ireetune.verify.stage import ReferenceSetup, compile_references, reference_
 REFERENCE_TIMEOUT_S = 300.0
 
 
-def pending_references(run_dir: Path) -> list[int]:
-    """Return the candidates whose outputs wait for a reference program not compiled yet."""
-    results_path = run_dir / RESULTS_NAME
-    if not results_path.exists():
-        return []
+def references_stage(run: FinishRun) -> None:
+    """`finish`'s first stage: compile the deferred reference programs of the leaders the
+    device host named (`verification.pending`); the outputs are then checked there before the
+    run is decided. Nothing to do where none wait."""
     try:
-        manifest = read_manifest(run_dir)
-        document = read_json_file(results_path)
-        if not isinstance(document, dict) or document.get("manifest_sha256") != hash_manifest(
-            run_dir
-        ):
-            return []  # `finish` refuses results of another manifest, with its own message.
-        results = validate_document(results_path, BenchmarkResultsFile, document, run_dir)
-        pending = list(results.verification.pending or ())
-        compiled = read_references(run_dir, manifest)
+        compiled = read_references(run.run_dir, run.manifest)
     except ValueError as error:
         raise IreetuneError(str(error)) from None
-    return [cid for cid in pending if cid not in compiled]
+    waiting = [c for c in run.checked.verification.pending or () if c not in compiled]
+    if waiting:
+        compile_pending_references(run.run_dir, waiting)
+        run.compiled_references = waiting
 
 
 def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:

@@ -1,0 +1,35 @@
+"""`ireetune resume RUN_DIR`: continue a killed tune-dispatch run from its folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ireetune.commands.shared import add_run_folder_command, announce_html_report
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = add_run_folder_command(
+        subparsers,
+        "resume",
+        "continue a killed tune-dispatch run from its folder",
+        "Load a tune-dispatch run that was killed or interrupted from its folder (its options "
+        "and every candidate's record, saved after each stage) and run the stages after the "
+        "last one saved: what was compiled is not compiled again, timings taken are kept.",
+        "the tune-dispatch run folder (holds run_options.json and results.json)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    from ireetune.handoff.resume import resume_dispatch
+    from ireetune.run_dir import check_run_folder
+
+    check_run_folder(arguments.run_dir)
+    result = resume_dispatch(arguments.run_dir)
+    sys.stdout.write(result.summary)
+    sys.stdout.write(f"run folder: {result.run_dir}\n")
+    if result.best_spec_path is not None:
+        sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    announce_html_report(result.run_dir)
+    return 0
