@@ -206,3 +206,17 @@ def write_results(path: Path, run_info: dict[str, Any], records: Sequence[Candid
         "candidates": [record_to_json(r) for r in sorted(records, key=lambda r: r.candidate_id)],
     }
     write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """What happened to one hot dispatch of a model run (model_report.json's `dispatches`)."""
+
+    name: str
+    problem: str
+    invocations: int
+    share: float
+    default_ms: float | None
+    tuned_ms: float | None
+    kept_spec: str | None
+    note: str
