@@ -230,6 +230,21 @@ def read_model_file(
     return validate_document(path, model, read_json_file(path, max_bytes), run_dir)
 
 
+def read_versioned_file(
+    path: Path,
+    model: type[ModelT],
+    expected: str,
+    kind: str,
+    run_dir: Path,
+    max_bytes: int = MAX_FILE_BYTES,
+) -> ModelT:
+    """Read a run folder's JSON file that must name its format `expected` (`kind` names the file
+    in the refusal) into its typed model."""
+    document = read_json_file(path, max_bytes)
+    check_format(path, document, expected, kind)
+    return validate_document(path, model, document, run_dir)
+
+
 def check_format(
     path: Path, document: object, expected: str, kind: str, unversioned: bool = False
 ) -> None:

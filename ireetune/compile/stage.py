@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome
+from ireetune.core.candidate import earlier_binary
 from ireetune.core.records import CandidateStatus
 from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
@@ -90,26 +91,18 @@ def classify_binary(recorder: RunRecorder, candidate_id: int, seen: dict[str, in
     record = recorder.records[candidate_id]
     if record.status is not CandidateStatus.COMPILED:
         return False
-    if seen.get(record.binary_hash) == 0:
-        recorder.update(
-            replace(
-                record,
-                status=CandidateStatus.NOT_APPLIED,
-                reason="binary identical to the baseline: config not applied",
-            )
+    earlier = earlier_binary(record.binary_hash, candidate_id, seen)
+    if earlier is None:
+        return True
+    if earlier == 0:
+        status, reason = (
+            CandidateStatus.NOT_APPLIED,
+            "binary identical to the baseline: config not applied",
         )
-        return False
-    if record.binary_hash in seen:
-        recorder.update(
-            replace(
-                record,
-                status=CandidateStatus.DUPLICATE,
-                reason=f"binary identical to candidate {seen[record.binary_hash]}",
-            )
-        )
-        return False
-    seen[record.binary_hash] = candidate_id
-    return True
+    else:
+        status, reason = CandidateStatus.DUPLICATE, f"binary identical to candidate {earlier}"
+    recorder.update(replace(record, status=status, reason=reason))
+    return False
 
 
 def classify_binaries(recorder: RunRecorder, restored: set[int]) -> None:

@@ -30,3 +30,11 @@ def sort_by_score(
     scored = [(knobs, score(knobs), random.Random(f"{seed}:{knobs}").random()) for knobs in pool]
     scored.sort(key=lambda item: (-item[1], item[2]))
     return [(knobs, value) for knobs, value, _ in scored]
+
+
+def earlier_binary(binary_hash: str, item_id: int, seen: dict[str, int]) -> int | None:
+    """Return the id of the first item (candidate or flag trial) built to the same binary, 0 for
+    the baseline, or None when this binary is new, remembering it as this item's in `seen`
+    (hash -> id, which starts with the baseline's)."""
+    first = seen.setdefault(binary_hash, item_id)
+    return None if first == item_id else first

@@ -61,6 +61,20 @@ class CandidateChecks:
 
 
 CHECK_FIELDS = tuple(f.name for f in fields(CandidateChecks))
+# The checks the check and decide stages write (the others come with the measurements).
+DECISION_CHECKS = (
+    "outputs_match",
+    "real_input_speedup",
+    "real_input_low",
+    "real_input_high",
+    "verdict",
+)
+
+
+def check_values(checks: CandidateChecks, names: Sequence[str] = CHECK_FIELDS) -> dict[str, Any]:
+    """Return a record's checks (all, or those `names`) by name, to carry into another record or
+    a database row."""
+    return {name: getattr(checks, name) for name in names}
 
 
 def place_checks_after(data: dict[str, Any], field_name: str) -> dict[str, Any]:
@@ -206,3 +220,17 @@ def write_results(path: Path, run_info: dict[str, Any], records: Sequence[Candid
         "candidates": [record_to_json(r) for r in sorted(records, key=lambda r: r.candidate_id)],
     }
     write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    """What happened to one hot dispatch of a model run (model_report.json's `dispatches`)."""
+
+    name: str
+    problem: str
+    invocations: int
+    share: float
+    default_ms: float | None
+    tuned_ms: float | None
+    kept_spec: str | None
+    note: str

@@ -93,6 +93,17 @@ def clears_threshold(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bo
     return estimate is not None and estimate.low > rule.threshold
 
 
+# Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least
+# are checked on real inputs.
+REAL_INPUT_PRESELECTION = 6
+
+
+def contender_limit(verify_top: int, preselect: bool) -> int:
+    """How many leaders are checked further: `verify_top`, and at least REAL_INPUT_PRESELECTION
+    when they are a pre-selection (real inputs decide, dispatch benchmarks searched)."""
+    return max(verify_top, REAL_INPUT_PRESELECTION) if preselect else verify_top
+
+
 def choose_contenders(facts: Sequence[CandidateFacts], rule: DecisionRule, limit: int) -> list[int]:
     """Return up to `limit` candidates worth checking further, the most promising first.
 

@@ -16,7 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.core.records import (
+    DECISION_CHECKS,
+    CandidateRecord,
+    CandidateStatus,
+    check_values,
+)
 from ireetune.database.store import ResultKey, StoredResult, TuningDatabase, config_key, now_utc
 from ireetune.dispatch_run.state import DispatchRun
 from ireetune.report.recorder import RunRecorder
@@ -44,13 +49,9 @@ class DatabaseRecording:
                     previous,
                     status=record.status.value if record.verdict else previous.status,
                     reason=record.reason if record.verdict else previous.reason,
-                    outputs_match=record.outputs_match,
-                    real_input_speedup=record.real_input_speedup,
-                    real_input_low=record.real_input_low,
-                    real_input_high=record.real_input_high,
-                    verdict=record.verdict,
                     rule=rule,
                     written_at=now_utc(),
+                    **check_values(record, DECISION_CHECKS),
                 )
             )
             return
@@ -63,12 +64,8 @@ class DatabaseRecording:
                 median_ms=record.median_ms, min_ms=record.min_ms, max_ms=record.max_ms,
                 spread=record.spread,
                 baseline_ms=self.recorder.baseline_ms_by_device.get(record.device),
-                speedup=record.speedup, session=self.session, written_at=now_utc(),
-                speedup_low=record.speedup_low, speedup_high=record.speedup_high,
-                basis=record.basis, confirmed=record.confirmed, rounds_ms=record.rounds_ms,
-                outputs_match=record.outputs_match, real_input_speedup=record.real_input_speedup,
-                real_input_low=record.real_input_low, real_input_high=record.real_input_high,
-                verdict=record.verdict, rule=rule,
+                speedup=record.speedup, session=self.session, written_at=now_utc(), rule=rule,
+                **check_values(record),
             )
         )  # fmt: skip
 

@@ -44,6 +44,7 @@ from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real
 from ireetune.decision.rules import (
     CandidateFacts,
     choose_contenders,
+    contender_limit,
 )
 from ireetune.decision.stats import Basis
 from ireetune.dispatch_options import TuneOptions
@@ -78,9 +79,6 @@ module attributes {transform.with_named_sequence} {
 """
 # Disagreement between dispatch-level and real-input timing of the baseline worth reporting.
 MODEL_LEVEL_DISAGREEMENT = 0.20
-# Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least
-# are checked on real inputs.
-REAL_INPUT_PRESELECTION = 6
 
 
 def specs_stage(run: DispatchRun) -> None:
@@ -141,7 +139,8 @@ def measure_stage(run: DispatchRun) -> None:
             "resumed: every timing came from the database's finished campaign; the checks ran again"
         )
     recorder.record_facts(run.facts)
-    limit = max(options.verify_top, REAL_INPUT_PRESELECTION) if rule.real_input_decides and not run.real_input_search else options.verify_top  # fmt: skip
+    preselect = rule.real_input_decides and not run.real_input_search
+    limit = contender_limit(options.verify_top, preselect)
     run.contenders = choose_contenders(list(run.facts.values()), rule, limit)
 
 

@@ -40,28 +40,26 @@ def write_flags_file(path: Path, flags: Sequence[str]) -> None:
     write_text_atomically(path, "".join(f"{flag}\n" for flag in flags))
 
 
+def _read_words(path: Path, what: str) -> list[str]:
+    """Read the whitespace-separated words of a flags file (`what`: its kind, for errors). An empty
+    file is valid: it means the defaults."""
+    check_input_file(path, what, allow_empty=True)
+    if not path.is_file():
+        raise IreetuneError(f"{what} not found: {path}")
+    try:
+        return path.read_text().split()
+    except (OSError, UnicodeDecodeError) as error:
+        raise IreetuneError(f"cannot read {what} {path}: {error}") from error
+
+
 def read_flags_file(path: Path) -> tuple[str, ...]:
     """Read a flags file written by `write_flags_file` (or by hand) and check each flag's form."""
-    # An empty flags file is valid: it means the compiler's defaults.
-    check_input_file(path, "flags file", allow_empty=True)
-    if not path.is_file():
-        raise IreetuneError(f"flags file not found: {path}")
-    try:
-        words = path.read_text().split()
-    except (OSError, UnicodeDecodeError) as error:
-        raise IreetuneError(f"cannot read flags file {path}: {error}") from error
-    return check_flag_form(words, str(path))
+    return check_flag_form(_read_words(path, "flags file"), str(path))
 
 
 def read_runtime_flags_file(path: Path) -> tuple[str, ...]:
     """Read a runtime flags file (`write_flag_files`): one `--name=value` per line."""
-    check_input_file(path, "runtime flags file", allow_empty=True)
-    if not path.is_file():
-        raise IreetuneError(f"runtime flags file not found: {path}")
-    try:
-        words = path.read_text().split()
-    except (OSError, UnicodeDecodeError) as error:
-        raise IreetuneError(f"cannot read runtime flags file {path}: {error}") from error
+    words = _read_words(path, "runtime flags file")
     for word in words:
         if not word.startswith("--") or len(word) == 2:
             raise IreetuneError(f"{path}: {word!r} is not a runtime flag (--name[=value])")

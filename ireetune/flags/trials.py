@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileBatch, CompileJob
+from ireetune.core.candidate import earlier_binary
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet
 from ireetune.core.records import FLAG_TRIALS_FORMAT
@@ -93,27 +94,16 @@ def classify_by_hash(trials: Sequence[FlagTrial]) -> list[FlagTrial]:
     seen: dict[str, int] = {trials[0].binary_hash: 0}
     classified = [trials[0]]
     for trial in trials[1:]:
-        if trial.status is not TrialStatus.TIMED:
+        timed = trial.status is TrialStatus.TIMED
+        earlier = earlier_binary(trial.binary_hash, trial.trial_id, seen) if timed else None
+        if earlier is None:
             classified.append(trial)
-        elif trial.binary_hash == trials[0].binary_hash:
-            classified.append(
-                replace(
-                    trial,
-                    status=TrialStatus.NO_EFFECT,
-                    reason="binary identical to the default's: the flags change nothing here",
-                )
-            )
-        elif trial.binary_hash in seen:
-            classified.append(
-                replace(
-                    trial,
-                    status=TrialStatus.DUPLICATE,
-                    reason=f"binary identical to trial {seen[trial.binary_hash]}'s",
-                )
-            )
+        elif earlier == 0:
+            reason = "binary identical to the default's: the flags change nothing here"
+            classified.append(replace(trial, status=TrialStatus.NO_EFFECT, reason=reason))
         else:
-            seen[trial.binary_hash] = trial.trial_id
-            classified.append(trial)
+            reason = f"binary identical to trial {earlier}'s"
+            classified.append(replace(trial, status=TrialStatus.DUPLICATE, reason=reason))
     return classified
 
 

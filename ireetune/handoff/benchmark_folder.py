@@ -33,7 +33,7 @@ from ireetune.benchmark.runner import BenchmarkJob
 from ireetune.core.files import write_text_atomically
 from ireetune.core.input_archive import write_input_archive
 from ireetune.decision.facts import facts_from_campaign
-from ireetune.decision.rules import DecisionRule, choose_contenders
+from ireetune.decision.rules import DecisionRule, choose_contenders, contender_limit
 from ireetune.decision.stats import Basis
 from ireetune.handoff.manifest import (
     RESULTS_NAME,
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from ireetune.executor.base import Executor
 
 
-def _log(message: str) -> None:
+def log_step(message: str) -> None:
+    """Say on stderr what a runtime-only step is doing, at once (the host may be remote)."""
     sys.stderr.write(f"{message}\n")
     sys.stderr.flush()
 
@@ -70,15 +71,17 @@ def folder_rule(manifest: Manifest) -> DecisionRule:
     )
 
 
-def contender_limit(manifest: Manifest) -> int:
+def folder_contender_limit(manifest: Manifest) -> int:
     """How many candidates are checked further: more where real inputs decide (pre-selection)."""
-    return max(manifest.verify.top, 6) if manifest.real_input_decides else manifest.verify.top
+    return contender_limit(manifest.verify.top, manifest.real_input_decides)
 
 
 def choose_folder_contenders(result: CampaignResult, manifest: Manifest) -> list[int]:
     """Return the contenders under the folder's rule (the same call `finish` makes)."""
     facts = facts_from_campaign(result, Basis.DISPATCH)
-    return choose_contenders(list(facts.values()), folder_rule(manifest), contender_limit(manifest))
+    return choose_contenders(
+        list(facts.values()), folder_rule(manifest), folder_contender_limit(manifest)
+    )
 
 
 def verify_contenders(
@@ -220,9 +223,9 @@ def measure_folder_stage(run: MeasureRun) -> None:
         confirm_rounds=manifest.confirm_rounds, min_timeout_s=manifest.benchmark_timeout_s,
     )  # fmt: skip
     jobs = [BenchmarkJob(c.candidate_id, run_dir / c.vmfb) for c in manifest.candidates]
-    _log(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
+    log_step(f"benchmarking {len(jobs)} candidates of {manifest.problem} on {', '.join(chosen)}")
     result = run_campaign(run.executor, run_dir / manifest.baseline.vmfb, jobs, chosen, settings)
-    _log(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
+    log_step(f"measured in {result.seconds:.1f} s ({result.measured_per_second:.2f} candidates/s)")
     run.contenders = choose_folder_contenders(result, manifest)
     run.measured_devices = [b.device for b in result.baselines.values() if not b.error]
     if not run.measured_devices:
@@ -245,7 +248,7 @@ def measure_folder_stage(run: MeasureRun) -> None:
     }
     if run.contenders and run.manifest.references_deferred:
         run.results["verification"]["pending"] = [0, *run.contenders]
-        _log(
+        log_step(
             f"candidates {', '.join(map(str, run.contenders))} lead: their reference programs "
             "are compiled by `ireetune finish`, then this command checks their outputs"
         )
@@ -277,7 +280,7 @@ def _verify(
     executor: Executor, run_dir: Path, manifest: Manifest, contenders: Sequence[int], device: str
 ) -> dict[str, Any]:
     """Check the contenders' outputs and, where real inputs decide, time them there."""
-    _log(f"verifying candidates {', '.join(map(str, contenders))}")
+    log_step(f"verifying candidates {', '.join(map(str, contenders))}")
     verification = verify_contenders(executor, run_dir, manifest, contenders, device)
     passing = [
         c
@@ -285,7 +288,9 @@ def _verify(
         if verification["verdicts"].get(str(c), {}).get("status") == "verified"
     ]
     if manifest.real_input_decides and passing:
-        _log(f"timing candidates {', '.join(map(str, passing))} on real inputs beside the default")
+        log_step(
+            f"timing candidates {', '.join(map(str, passing))} on real inputs beside the default"
+        )
         references = read_references(run_dir, manifest)
         _, raw = time_on_real_inputs(
             executor, {cid: run_dir / references[cid][0] for cid in (0, *passing)},

@@ -17,7 +17,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/test_split_flow.p
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from ireetune.core.files import write_text_atomically
 from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
 from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
-from ireetune.handoff.benchmark_folder import benchmark_folder
+from ireetune.handoff.benchmark_folder import benchmark_folder, log_step
 from ireetune.handoff.manifest import check_results_match_manifest
 from ireetune.handoff.model_folder import (
     RESULTS_FORMAT,
@@ -46,11 +45,6 @@ from ireetune.run_files import RunFileError, dump_document, read_json_file
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-
-def _log(message: str) -> None:
-    sys.stderr.write(f"{message}\n")
-    sys.stderr.flush()
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -99,7 +93,7 @@ def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     step_dir = run_dir / "device" / f"step_{manifest.round_trip}"
     step_dir.mkdir(parents=True, exist_ok=True)
     if manifest.profile is not None and "profile" not in results:
-        _log(
+        log_step(
             f"profiling the model and {len(manifest.profile.dispatches)} dispatches on {chosen[0]}"
         )
         part_started = time.monotonic()
@@ -116,7 +110,7 @@ def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
         )
         _write_json(results_path, results)
     if manifest.variants is not None and "variants" not in results:
-        _log(f"timing {len(manifest.variants.variants)} model variants against the default")
+        log_step(f"timing {len(manifest.variants.variants)} model variants against the default")
         part_started = time.monotonic()
         results["variants"] = _time_variants(
             executor, run_dir, manifest, manifest.variants, chosen[0], step_dir
@@ -164,11 +158,11 @@ def _measure_folder(folder: Path, devices: Sequence[str]) -> str:
     """Benchmark one dispatch folder unless its results are already there; say how it went."""
     try:
         check_results_match_manifest(folder)
-        _log(f"{folder.name}: measured before, kept")
+        log_step(f"{folder.name}: measured before, kept")
         return "measured"
     except IreetuneError:
         pass
-    _log(f"benchmarking {folder.name} on {', '.join(devices)}")
+    log_step(f"benchmarking {folder.name} on {', '.join(devices)}")
     try:
         benchmark_folder(folder, devices)
     except (ValueError, IreetuneError) as error:
@@ -227,7 +221,7 @@ def _time_variants(
     ]
     confirm: dict[str, ModelRun] = {}
     if contenders:
-        _log(f"confirming {', '.join(contenders)} in a fresh session")
+        log_step(f"confirming {', '.join(contenders)} in a fresh session")
         confirm = executor.run_models_side_by_side(
             _session(
                 run_dir, manifest, task, contenders, device, step_dir / "confirm",

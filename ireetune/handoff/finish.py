@@ -21,7 +21,7 @@ from ireetune.decision.stats import Basis
 from ireetune.dispatch_run.decide import RunOutline
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
-from ireetune.handoff.benchmark_folder import contender_limit, folder_rule
+from ireetune.handoff.benchmark_folder import folder_contender_limit, folder_rule
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.handoff.manifest import (
     MANIFEST_NAME,
@@ -212,7 +212,7 @@ def fold_stage(run: FinishRun) -> None:
     facts = facts_from_campaign(campaign, Basis.DISPATCH)
     recorder.record_facts(facts)
     run.contenders = choose_contenders(
-        list(facts.values()), run.rule, contender_limit(run.manifest)
+        list(facts.values()), run.rule, folder_contender_limit(run.manifest)
     )
     outputs: dict[int, tuple[bool, str]] = {}
     for key, verdict in verification.verdicts.items():

@@ -25,12 +25,11 @@ from ireetune.run_files import (
     CandidateId,
     FileModel,
     InsidePath,
-    check_format,
     check_inside_run_dir,
     dump_document,
     read_json_file,
     read_model_file,
-    validate_document,
+    read_versioned_file,
 )
 
 MANIFEST_NAME = "handoff.json"
@@ -239,9 +238,9 @@ def read_manifest(run_dir: Path) -> Manifest:
         raise ValueError(
             f"{run_dir} has no {MANIFEST_NAME}; compile it with `tune-dispatch --stop-after compile`"
         )
-    data = read_json_file(path, max_bytes=MAX_MANIFEST_BYTES)
-    check_format(path, data, FORMAT, "manifest")
-    checked = validate_document(path, ManifestFile, data, run_dir)
+    checked = read_versioned_file(
+        path, ManifestFile, FORMAT, "manifest", run_dir, MAX_MANIFEST_BYTES
+    )
     if checked.baseline.candidate_id != 0:
         raise ValueError(
             f"{path}: baseline.candidate_id must be 0, got {checked.baseline.candidate_id}"

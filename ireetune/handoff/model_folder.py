@@ -29,7 +29,7 @@ from ireetune.run_files import (
     check_format,
     check_inside_run_dir,
     dump_document,
-    read_json_file,
+    read_versioned_file,
     validate_document,
 )
 
@@ -219,9 +219,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
             f"{run_dir} has no {DEVICE_MANIFEST_NAME}; write it with `ireetune tune MODEL "
             "--stop-after compile` (or `ireetune continue` after a device step)"
         )
-    data = read_json_file(path)
-    check_format(path, data, FORMAT, "manifest")
-    checked = validate_document(path, DeviceManifestFile, data, run_dir)
+    checked = read_versioned_file(path, DeviceManifestFile, FORMAT, "manifest", run_dir)
     profile, variants = checked.profile, checked.variants
     manifest = DeviceManifest(
         round_trip=checked.round_trip, target=checked.target, devices=tuple(checked.devices),

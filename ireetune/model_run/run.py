@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ireetune.core.files import write_text_atomically
+from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
 
@@ -70,20 +71,6 @@ class Pause:
     """Where a split run stops for the device host: the round trip its manifest starts."""
 
     round_trip: int
-
-
-@dataclass(frozen=True)
-class DispatchOutcome:
-    """What happened to one hot dispatch."""
-
-    name: str
-    problem: str
-    invocations: int
-    share: float
-    default_ms: float | None
-    tuned_ms: float | None
-    kept_spec: str | None
-    note: str
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ireetune.core.records import MODEL_PROFILE_FORMAT, MODEL_REPORT_FORMAT, RESULTS_FORMAT
+from ireetune.core.records import (
+    MODEL_PROFILE_FORMAT,
+    MODEL_REPORT_FORMAT,
+    RESULTS_FORMAT,
+    DispatchOutcome,
+)
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
 from ireetune.report.deployment import Deployment, deployment_from_report
@@ -93,18 +98,11 @@ class DispatchRunView:
 
 
 @dataclass(frozen=True)
-class ModelDispatchView:
-    """One dispatch of a model: its time before tuning, the tuned candidate's, and what happened."""
+class ModelDispatchView(DispatchOutcome):
+    """One dispatch of a model: its time before tuning, the tuned candidate's, and what happened
+    (the run's outcome), and whether the selection kept it."""
 
-    name: str
-    problem: str
-    invocations: int
-    share: float
-    default_ms: float | None
-    tuned_ms: float | None
-    kept_spec: str | None
     selected: bool
-    note: str
     # Whether the dispatch's spec is in the model's final tuned spec: kept in selection, not
     # dropped afterwards as harmful, and a tuned spec written at all.
     in_tuned_spec: bool

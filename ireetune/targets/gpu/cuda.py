@@ -17,20 +17,12 @@ from ireetune.targets.gpu.target import GpuTarget
 class CudaTarget(GpuTarget):
     """`cuda:sm_NN`: compiled with `--iree-cuda-target`, run on `cuda://N`."""
 
-    @property
-    def backend(self) -> str:
-        return "cuda"
-
-    @property
-    def runtime_device(self) -> str:
-        return "cuda://0"
+    backend = "cuda"
+    runtime_device = "cuda://0"
+    spec_flag = "--iree-codegen-transform-dialect-library"
 
     def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch.name}"]
-
-    @property
-    def spec_flag(self) -> str:
-        return "--iree-codegen-transform-dialect-library"
 
     def flag_space(self) -> FlagSpace:
         return CUDA_FLAG_SPACE

@@ -11,13 +11,11 @@ from ireetune.targets.gpu.target import GpuTarget
 class RocmTarget(GpuTarget):
     """`rocm:gfxNNNN`: compiled with `--iree-rocm-target`, run on `hip://N`."""
 
-    @property
-    def backend(self) -> str:
-        return "rocm"
-
-    @property
-    def runtime_device(self) -> str:
-        return "hip://0"
+    backend = "rocm"
+    runtime_device = "hip://0"
+    # IREE ships default tuning specs for ROCm only; `--iree-codegen-enable-default-tuning-specs`
+    # links them after the user's.
+    has_default_specs = True
 
     @property
     def extra_knobs(self) -> tuple[ExtraKnob, ...]:
@@ -26,12 +24,6 @@ class RocmTarget(GpuTarget):
 
     def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch.name}"]
-
-    @property
-    def has_default_specs(self) -> bool:
-        # IREE ships default tuning specs for ROCm only; `--iree-codegen-enable-default-tuning-specs`
-        # links them after the user's.
-        return True
 
     def flag_space(self) -> FlagSpace:
         return ROCM_FLAG_SPACE

@@ -24,12 +24,16 @@ from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem, as_convolution
 from ireetune.problem.family import Problem
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.common import (
+    SizedCpuSpace,
+    nearness_penalty,
+    render_cpu_compilation_info,
+    tile_levels,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     Neighbourhood,
-    distance_to,
     enumerate_near_default_first,
     with_values,
 )
@@ -261,13 +265,6 @@ def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
     )
 
 
-# Weight of closeness to IREE's own choice in the score. On real ResNet-50 convolutions (the
-# issue's 72 candidates) most configurations far from the default ran 2-22x slower and the few
-# winners were near it: one log2 step from the default costs as much as the heuristic's whole
-# range of channel-tile preference.
-NEARNESS_WEIGHT = 1.5
-
-
 def order_conv_candidates(
     sizes: CpuConvSizes,
     facts: CpuFacts,
@@ -277,12 +274,11 @@ def order_conv_candidates(
 ) -> list[tuple[Knobs, float]]:
     """Sort by descending score (the heuristic, minus the distance to the compiler's default
     when known); ties broken by a seeded hash of each configuration."""
-
-    def score(knobs: Knobs) -> float:
-        nearness = distance_to(knobs, default) if default is not None else 0.0
-        return score_conv_candidate(sizes, facts, knobs) - NEARNESS_WEIGHT * nearness
-
-    return sort_by_score(pool, score, seed)
+    return sort_by_score(
+        pool,
+        lambda knobs: score_conv_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default),
+        seed,
+    )
 
 
 def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -300,11 +296,7 @@ def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list
     for dim in problem.filter_dims:
         reduction[dim] = 1
     reduction[problem.input_channel_dims[0]] = values["vec_c"]
-    return {
-        "distribution": distribution,
-        "vector_common_parallel": parallel,
-        "vector_reduction": reduction,
-    }
+    return tile_levels(distribution, parallel, reduction)
 
 
 def parse_default_conv_knobs(
@@ -349,9 +341,10 @@ class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         return frozenset(CONV_KNOB_NAMES)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        sizes = compute_conv_sizes(as_convolution(problem))
-        return order_conv_candidates(sizes, self.known_facts, pool, seed, self._default)
+    def score(self, sizes: CpuConvSizes, knobs: Knobs) -> float:
+        return score_conv_candidate(sizes, self.known_facts, knobs) - nearness_penalty(
+            knobs, self._default
+        )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         tiles = conv_tile_lists(as_convolution(problem), knobs)

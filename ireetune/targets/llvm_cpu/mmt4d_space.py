@@ -19,14 +19,14 @@ parallelism and the cache footprint; the default was [1, 2] for the 1024^3 matmu
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import z3
 
-from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.targets.llvm_cpu.common import tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
@@ -135,16 +135,7 @@ def order_mmt4d_candidates(
     sizes: Mmt4dSizes, facts: CpuFacts, pool: list[Knobs], seed: int
 ) -> list[tuple[Knobs, float]]:
     """Sort a pool by descending score; ties broken by a seeded hash of each configuration."""
-    scored = [
-        (
-            knobs,
-            score_mmt4d_candidate(sizes, facts, knobs),
-            random.Random(f"{seed}:{knobs}").random(),
-        )
-        for knobs in pool
-    ]
-    scored.sort(key=lambda item: (-item[1], item[2]))
-    return [(knobs, score) for knobs, score, _ in scored]
+    return sort_by_score(pool, lambda knobs: score_mmt4d_candidate(sizes, facts, knobs), seed)
 
 
 def mmt4d_tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -159,11 +150,7 @@ def mmt4d_tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, lis
     vector_parallel[m1], vector_parallel[n1] = 1, 1
     vector_parallel[m0], vector_parallel[n0] = sizes.m0, sizes.n0
     vector_reduction[k1], vector_reduction[k0] = 1, sizes.k0
-    return {
-        "distribution": distribution,
-        "vector_common_parallel": vector_parallel,
-        "vector_reduction": vector_reduction,
-    }
+    return tile_levels(distribution, vector_parallel, vector_reduction)
 
 
 def parse_default_mmt4d_knobs(

@@ -20,9 +20,9 @@ import functools
 import math
 
 from ireetune.core.candidate import Knobs, sort_by_score
+from ireetune.targets.llvm_cpu.common import nearness_penalty
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
-from ireetune.targets.neighbourhood import distance_to
 
 _K_PANEL = 256
 
@@ -73,11 +73,6 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     )
 
 
-# Weight of closeness to IREE's own choice (log2 steps), as for convolutions: one step from the
-# default costs about as much as the heuristic's preference between two register blocks.
-NEARNESS_WEIGHT = 1.5
-
-
 def order_by_score(
     sizes: CpuProblemSizes,
     facts: CpuFacts,
@@ -91,8 +86,8 @@ def order_by_score(
     The tie-break depends only on the seed and the configuration, never on the pool's order.
     """
 
-    def score(knobs: Knobs) -> float:
-        nearness = distance_to(knobs, default) if default is not None else 0.0
-        return score_candidate(sizes, facts, knobs) - NEARNESS_WEIGHT * nearness
-
-    return sort_by_score(pool, score, seed)
+    return sort_by_score(
+        pool,
+        lambda knobs: score_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default),
+        seed,
+    )

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import z3
 from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.reduction import ReductionProblem, as_reduction
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info, tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -259,11 +259,7 @@ def reduction_tile_lists(problem: ReductionProblem, knobs: Knobs) -> dict[str, l
     for dim in problem.reduction_dims[:-1]:
         reduction[dim] = 1
     reduction[problem.reduction_dims[-1]] = values["vec_r"]
-    return {
-        "distribution": distribution,
-        "vector_common_parallel": parallel,
-        "vector_reduction": reduction,
-    }
+    return tile_levels(distribution, parallel, reduction)
 
 
 def reduction_sibling_configs(
@@ -331,13 +327,8 @@ class CpuReductionSpace(SizedCpuSpace[CpuReductionSizes]):
     def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
         return parse_default_reduction_knobs(as_reduction(problem), levels)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        sizes = compute_reduction_sizes(as_reduction(problem))
-        return sort_by_score(
-            pool,
-            lambda knobs: score_reduction_candidate(sizes, self.known_facts, knobs, self._default),
-            seed,
-        )
+    def score(self, sizes: CpuReductionSizes, knobs: Knobs) -> float:
+        return score_reduction_candidate(sizes, self.known_facts, knobs, self._default)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         reduction = as_reduction(problem)

@@ -22,7 +22,12 @@ from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem, as_contraction
 from ireetune.problem.family import Problem, map_dim_positions
-from ireetune.targets.llvm_cpu.common import CpuSpace, read_cpu_levels, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.common import (
+    CpuSpace,
+    read_cpu_levels,
+    render_cpu_compilation_info,
+    tile_levels,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.neighbourhood import Neighbourhood, enumerate_near_default_first, with_values
 from ireetune.targets.z3_enumerate import parallel_first
@@ -238,11 +243,7 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
     for dim in problem.k_dims[:-1]:
         vector_reduction[dim] = 1
     vector_reduction[problem.k_dims[-1]] = int(values["vec_k"])
-    return {
-        "distribution": distribution,
-        "vector_common_parallel": vector_parallel,
-        "vector_reduction": vector_reduction,
-    }
+    return tile_levels(distribution, vector_parallel, vector_reduction)
 
 
 class CpuContractionSpace(CpuSpace):

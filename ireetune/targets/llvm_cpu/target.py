@@ -80,19 +80,12 @@ class LlvmCpuTarget(Target):
     def name(self) -> str:
         return "cpu" if self.cpu == "host" else f"cpu:{self.cpu}"
 
-    @property
-    def backend(self) -> str:
-        return "llvm-cpu"
-
-    @property
-    def runtime_device(self) -> str:
-        return "local-task"
-
-    @property
-    def decides_at_model_level(self) -> bool:
-        # Measured here: a 1024^3 f32 matmul's dispatch benchmark took 40 ms on uninitialised
-        # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real data.
-        return True
+    backend = "llvm-cpu"
+    runtime_device = "local-task"
+    # Measured here: a 1024^3 f32 matmul's dispatch benchmark took 40 ms on uninitialised
+    # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real data.
+    decides_at_model_level = True
+    renders_without_dispatch = True
 
     def target_flags(self) -> list[str]:
         return [
@@ -112,10 +105,6 @@ class LlvmCpuTarget(Target):
     def needs_more_than_compilation_info(self, problem: Problem) -> bool:
         # A reduction sets the configs of its dispatch's other ops too.
         return problem.family == "reduction"
-
-    @property
-    def renders_without_dispatch(self) -> bool:
-        return True
 
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         return {

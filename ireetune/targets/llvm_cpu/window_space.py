@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import z3
 from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem, as_convolution
 from ireetune.problem.family import Problem
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info, tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -218,11 +218,7 @@ def window_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, li
     distribution[ow_dim], parallel[ow_dim] = values["dist_ow"], values["vec_ow"]
     kh_dim, kw_dim = problem.filter_dims
     reduction[kh_dim], reduction[kw_dim] = 1, values["vec_kw"]
-    return {
-        "distribution": distribution,
-        "vector_common_parallel": parallel,
-        "vector_reduction": reduction,
-    }
+    return tile_levels(distribution, parallel, reduction)
 
 
 def parse_default_window_knobs(
@@ -269,13 +265,8 @@ class CpuWindowSpace(SizedCpuSpace[CpuWindowSizes]):
     def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
         return parse_default_window_knobs(as_convolution(problem), levels)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        sizes = compute_window_sizes(as_convolution(problem))
-        return sort_by_score(
-            pool,
-            lambda knobs: score_window_candidate(sizes, self.known_facts, knobs, self._default),
-            seed,
-        )
+    def score(self, sizes: CpuWindowSizes, knobs: Knobs) -> float:
+        return score_window_candidate(sizes, self.known_facts, knobs, self._default)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         tiles = window_tile_lists(as_convolution(problem), knobs)
