@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import z3
 from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem, as_elementwise
@@ -235,15 +235,8 @@ class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
         levels = read_elementwise_levels(root_op, len(problem.loop_sizes))
         return None if levels is None else self.parse_levels(problem, levels)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        sizes = compute_elementwise_sizes(as_elementwise(problem))
-        return sort_by_score(
-            pool,
-            lambda knobs: score_elementwise_candidate(
-                sizes, self.known_facts, knobs, self._default
-            ),
-            seed,
-        )
+    def score(self, sizes: CpuElementwiseSizes, knobs: Knobs) -> float:
+        return score_elementwise_candidate(sizes, self.known_facts, knobs, self._default)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         tiles = elementwise_tile_lists(as_elementwise(problem), knobs)
