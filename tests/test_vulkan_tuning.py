@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ireetune.split_flow import Phase, continue_split_run
-from ireetune.split_state import STATE_NAME
 
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE
 from ireetune.cli import main
+from ireetune.model_run.split_state import STATE_NAME
+from ireetune.model_run.split_state import SplitStage as Phase
+from ireetune.model_tuner import continue_split_run
 from tests.test_handoff import runtime_only_environment
 from tests.vulkan_support import compile_for_vulkan, requires_vulkan
 
