@@ -55,13 +55,16 @@ def render_cpu_compilation_info(
         return str(iree_codegen.CompilationInfoAttr.get(lowering_config, translation_info))
 
 
-def read_cpu_levels(root_op: ir.Operation, loop_count: int) -> dict[str, list[int]] | None:
-    """Read the three tiling levels of a root op's `#iree_cpu.lowering_config`, if it has them."""
+def read_cpu_levels(
+    root_op: ir.Operation, loop_count: int, names: Sequence[str] = LEVELS
+) -> dict[str, list[int]] | None:
+    """Read the tiling levels `names` (by default the three of LEVELS) of a root op's
+    `#iree_cpu.lowering_config`, if it has them, each with one entry per loop."""
     if "lowering_config" not in root_op.attributes:
         return None
     text = str(root_op.attributes["lowering_config"])
     levels = {}
-    for level in LEVELS:
+    for level in names:
         match = re.search(rf"{level} = \[([0-9, ]*)\]", text)
         if match is None:
             return None
@@ -107,6 +110,9 @@ class CpuSpace(FamilySpace):
 class SizedCpuSpace(CpuSpace, Generic[Sizes]):
     """A CPU space whose constraints read only the problem's sizes (which also say when the space
     cannot search a problem) and whose order centres on the compiler's own configuration."""
+
+    # The tiling levels of the pipeline's lowering_config that the default is read from.
+    levels: tuple[str, ...] = LEVELS
 
     def __init__(self, threads: int) -> None:
         super().__init__(threads)
@@ -154,5 +160,5 @@ class SizedCpuSpace(CpuSpace, Generic[Sizes]):
         return self.enumerate_sizes(sizes, facts, request.seed, request.default_knobs, known)
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        levels = read_cpu_levels(root_op, len(problem.loop_sizes))
+        levels = read_cpu_levels(root_op, len(problem.loop_sizes), self.levels)
         return None if levels is None else self.parse_levels(problem, levels)

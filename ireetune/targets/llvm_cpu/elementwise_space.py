@@ -19,7 +19,6 @@ nearness to the default.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -184,22 +183,6 @@ def elementwise_tile_lists(problem: ElementwiseProblem, knobs: Knobs) -> dict[st
     }
 
 
-def read_elementwise_levels(root_op: ir.Operation, loop_count: int) -> dict[str, list[int]] | None:
-    """Read the two tiling levels of an element-wise root's `#iree_cpu.lowering_config`."""
-    if "lowering_config" not in root_op.attributes:
-        return None
-    text = str(root_op.attributes["lowering_config"])
-    levels = {}
-    for level in ELEMENTWISE_LEVELS:
-        match = re.search(rf"{level} = \[([0-9, ]*)\]", text)
-        if match is None:
-            return None
-        levels[level] = [int(v) for v in match.group(1).split(",") if v.strip()]
-    if any(len(values) != loop_count for values in levels.values()):
-        return None
-    return levels
-
-
 def parse_default_elementwise_knobs(
     problem: ElementwiseProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
@@ -214,6 +197,8 @@ def parse_default_elementwise_knobs(
 
 class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
     """DoubleTilingExpert tiles of element-wise generics."""
+
+    levels = ELEMENTWISE_LEVELS
 
     def compute_sizes(self, problem: Problem) -> CpuElementwiseSizes:
         return compute_elementwise_sizes(as_elementwise(problem))
@@ -230,10 +215,6 @@ class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
 
     def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
         return parse_default_elementwise_knobs(as_elementwise(problem), levels)
-
-    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        levels = read_elementwise_levels(root_op, len(problem.loop_sizes))
-        return None if levels is None else self.parse_levels(problem, levels)
 
     def score(self, sizes: CpuElementwiseSizes, knobs: Knobs) -> float:
         return score_elementwise_candidate(sizes, self.known_facts, knobs, self._default)
