@@ -303,3 +303,26 @@ def test_checks_cut_short_are_saved_refused_by_finish_and_checked_without_measur
     assert {r.candidate_id for r in result.records if r.outputs_match is not None} == set(
         measured["contenders"]
     )
+
+
+def test_finishing_again_keeps_no_checks_of_the_earlier_verdict(
+    compiled_folder: Path, tmp_path: Path
+) -> None:
+    """A folder finished before carries that verdict's checks in results.json; finishing it again
+    after another measurement reaches its verdict afresh, so only this pass's contenders carry
+    output checks and verdicts (CI once saw a candidate checked by an earlier finish)."""
+    folder = _copy_folder(compiled_folder, tmp_path / "run")
+    (folder / RESULTS_NAME).unlink(missing_ok=True)
+    contenders = json.loads(benchmark_folder(folder, ["local-task"]).read_text())["contenders"]
+    run_path = folder / "results.json"
+    run_data = json.loads(run_path.read_text())
+    for record in run_data["candidates"]:
+        if record["candidate_id"] not in contenders:  # As an earlier finish left them.
+            record.update(outputs_match=True, verdict="beaten", max_abs_error=0.5)
+    run_path.write_text(json.dumps(run_data))
+    result = finish_run(folder)
+    assert {r.candidate_id for r in result.records if r.outputs_match is not None} == set(
+        contenders
+    )
+    stale = [r.candidate_id for r in result.records if r.candidate_id not in contenders]
+    assert [(cid, result.records[cid].verdict) for cid in stale] == [(cid, "") for cid in stale]
