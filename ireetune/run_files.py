@@ -155,6 +155,9 @@ _PHRASES = {
     "dict_type": "must be an object",
     "model_type": "must be an object",
     "model_attributes_type": "must be an object",
+    # A record declared once as a dataclass and validated by pydantic directly (the profiler's
+    # manifest entries) reports a non-object under this name.
+    "dataclass_type": "must be an object",
     "extra_forbidden": "is not a field of this file",
 }
 

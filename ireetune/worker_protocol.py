@@ -54,6 +54,22 @@ def read_event(line: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def next_event(lines: queue.Queue[str | None], deadline: float) -> dict[str, Any] | None:
+    """Return the worker's next event record from its stdout `lines` (see `start_worker`), or
+    None once the stream ended; raise queue.Empty when none came by `deadline` (a
+    `time.monotonic()` time).
+
+    Lines that are not protocol events (a library's own print) are passed over.
+    """
+    while True:
+        line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        if line is None:
+            return None
+        record = read_event(line)
+        if record is not None:
+            return record
+
+
 def describe_death(
     name: str, process: subprocess.Popen[str], started: bool, stderr_lines: list[str]
 ) -> str:
@@ -196,7 +212,7 @@ def supervise_worker(
             deadline = time.monotonic() + limit
             while True:
                 try:
-                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                    record = next_event(lines, deadline)
                 except queue.Empty:
                     stop_child(process)
                     failure = WorkerFailure(
@@ -205,7 +221,7 @@ def supervise_worker(
                     reported += 1
                     yield JobReport(pending[reported - 1], None, failure)
                     break
-                if line is None:
+                if record is None:
                     process.wait()
                     if reported < len(pending):
                         reason = describe_death(name, process, started, stderr_lines)
@@ -214,9 +230,6 @@ def supervise_worker(
                             pending[reported - 1], None, WorkerFailure(FailureKind.CRASHED, reason)
                         )
                     break
-                record = read_event(line)
-                if record is None:
-                    continue
                 event = record.get("event")
                 if event == "device-error":
                     process.wait()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ireetune.benchmark.timing import TimingKind
 from ireetune.child_process import start_child, stop_child
-from ireetune.worker_protocol import describe_death, read_event, start_worker
+from ireetune.worker_protocol import describe_death, next_event, start_worker
 
 # The worker command can be replaced (for example by a wrapper that injects faults) through this
 # variable: a JSON list of arguments, never a shell string.
@@ -304,9 +304,10 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
             limit = session.timeout_s
             try:
                 while True:
-                    wait_s = _POLL_S if phase is _Phase.IDLE else deadline - time.monotonic()
+                    # Between jobs no deadline runs: poll, to see whether the feed has ended.
+                    until = time.monotonic() + _POLL_S if phase is _Phase.IDLE else deadline
                     try:
-                        line = lines.get(timeout=max(0.0, wait_s))
+                        record = next_event(lines, until)
                     except queue.Empty:
                         if phase is _Phase.IDLE:
                             total = feed.settled_length()
@@ -317,7 +318,7 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
                         yield _timed_out(feed[reported], phase, limit, deadlines, session.device)
                         reported += 1
                         break
-                    if line is None:
+                    if record is None:
                         process.wait()
                         running = phase is not _Phase.IDLE
                         # A worker that dies before starting any job is blamed on the next one,
@@ -332,9 +333,6 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
                         yield _failure(job, BenchmarkStatus.CRASHED, reason, session.device)
                         reported += 1
                         break
-                    record = read_event(line)
-                    if record is None:
-                        continue
                     event = record.get("event")
                     if event == "device-error":
                         process.wait()

@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
-from ireetune.profiler.operations import (
-    ConvLayout,
-    ConvOperation,
-    ElementType,
-    MatmulLayout,
-    MatmulOperation,
-    Operation,
-    OperationKind,
-)
+from ireetune.profiler.operations import ConvOperation, MatmulOperation, Operation, OperationKind
 from ireetune.run_files import (
     FileModel,
     InsidePath,
@@ -45,6 +39,40 @@ class DispatchStatus(enum.Enum):
     COMPILE_TIMED_OUT = "compile-timed-out"
 
 
+# Dispatch names become file names (`NAME_output.npy`): no separators, no leading dot.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _check_plain_name(name: str) -> str:
+    if not _SAFE_NAME.fullmatch(name):
+        raise ValueError("is not a plain file name")
+    return name
+
+
+class _ByKind:
+    """Read a stored operation as the record its `kind` field names.
+
+    A matmul record keeps its kind as a field; a convolution's is fixed, so the file's `kind` of a
+    convolution only chooses the record. The kinds are listed matmuls first, as the file's readers
+    always named them in their refusals.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: object, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        matmul = handler.generate_schema(MatmulOperation)
+        choices: dict[Hashable, core_schema.CoreSchema] = {
+            kind.value: matmul for kind in OperationKind if kind is not OperationKind.CONV2D
+        }
+        choices[OperationKind.CONV2D.value] = handler.generate_schema(ConvOperation)
+        return core_schema.tagged_union_schema(choices, discriminator="kind")
+
+
+# The records below are also the manifest's typed model (pydantic validates these dataclasses
+# directly): the reader checks every field against them and the writer writes through them, so
+# the file has one definition.
+
+
 @dataclass(frozen=True)
 class DispatchEntry:
     """One dispatch (operation x configuration) and what compiling it produced.
@@ -53,15 +81,15 @@ class DispatchEntry:
     byte-identical to the default configuration's: the configuration did not change the code.
     """
 
-    name: str
-    operation: Operation
+    name: Annotated[str, AfterValidator(_check_plain_name)]
+    operation: Annotated[Operation, _ByKind()]
     config_name: str
     config_kind: str
     knobs: str
     status: DispatchStatus
     reason: str = ""
-    profile_vmfb: str = ""
-    verify_vmfb: str = ""
+    profile_vmfb: InsidePath = ""
+    verify_vmfb: InsidePath = ""
     binary_hash: str = ""
     not_applied: bool = False
 
@@ -77,67 +105,6 @@ class Manifest:
     notes: tuple[str, ...] = ()
 
 
-# The manifest's typed model: its reader checks every field against it and its writer writes
-# through it, so the file has one definition.
-
-Dimension = Annotated[int, Field(ge=1, le=2**31 - 1)]
-# Dispatch names become file names (`NAME_output.npy`): no separators, no leading dot.
-_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-
-
-def _check_plain_name(name: str) -> str:
-    if not _SAFE_NAME.fullmatch(name):
-        raise ValueError("is not a plain file name")
-    return name
-
-
-class MatmulOperationFile(FileModel):
-    kind: Literal["matmul", "batch_matmul", "matmul_bias_relu"]
-    m: Dimension
-    n: Dimension
-    k: Dimension
-    input_type: ElementType
-    accumulator_type: ElementType
-    layout: MatmulLayout = MatmulLayout.NN
-    batch: Dimension | None = None
-
-    @model_validator(mode="after")
-    def _check_batch(self) -> MatmulOperationFile:
-        if (self.batch is not None) != (self.kind == "batch_matmul"):
-            raise ValueError("must give batch for batch_matmul, and only for it")
-        return self
-
-
-class ConvOperationFile(FileModel):
-    kind: Literal["conv2d"]
-    batch: Dimension
-    height: Dimension
-    width: Dimension
-    channels: Dimension
-    filters: Dimension
-    kernel_h: Dimension
-    kernel_w: Dimension
-    stride: Dimension
-    dilation: Dimension
-    input_type: ElementType
-    accumulator_type: ElementType
-    layout: ConvLayout = ConvLayout.NHWC_HWCF
-
-
-class DispatchEntryFile(FileModel):
-    name: Annotated[str, AfterValidator(_check_plain_name)]
-    operation: Annotated[MatmulOperationFile | ConvOperationFile, Field(discriminator="kind")]
-    config_name: str
-    config_kind: str
-    knobs: str
-    status: DispatchStatus
-    reason: str = ""
-    profile_vmfb: InsidePath = ""
-    verify_vmfb: InsidePath = ""
-    binary_hash: str = ""
-    not_applied: bool = False
-
-
 class ManifestFile(FileModel):
     """manifest.json of a generated profiler tree."""
 
@@ -145,7 +112,7 @@ class ManifestFile(FileModel):
     target: str
     device: str
     notes: tuple[str, ...] = ()
-    dispatches: tuple[DispatchEntryFile, ...]
+    dispatches: tuple[DispatchEntry, ...]
 
 
 def operation_to_dict(operation: Operation) -> dict[str, Any]:
@@ -156,15 +123,6 @@ def operation_to_dict(operation: Operation) -> dict[str, Any]:
     }
     fields["kind"] = operation.kind.value
     return fields
-
-
-def _operation_from_file(stored: MatmulOperationFile | ConvOperationFile) -> Operation:
-    fields = {key: getattr(stored, key) for key in type(stored).model_fields}
-    if isinstance(stored, ConvOperationFile):
-        del fields["kind"]
-        return ConvOperation(**fields)
-    fields["kind"] = OperationKind(stored.kind)
-    return MatmulOperation(**fields)
 
 
 def write_manifest(generated_dir: Path, manifest: Manifest) -> Path:
@@ -203,14 +161,4 @@ def read_manifest(generated_dir: Path) -> Manifest:
             f"{path} has version {document.get('version')}; expected {MANIFEST_VERSION}"
         )
     stored = validate_document(path, ManifestFile, document, generated_dir)
-    entries = tuple(
-        DispatchEntry(
-            name=entry.name, operation=_operation_from_file(entry.operation),
-            config_name=entry.config_name, config_kind=entry.config_kind, knobs=entry.knobs,
-            status=entry.status, reason=entry.reason, profile_vmfb=entry.profile_vmfb,
-            verify_vmfb=entry.verify_vmfb, binary_hash=entry.binary_hash,
-            not_applied=entry.not_applied,
-        )
-        for entry in stored.dispatches
-    )  # fmt: skip
-    return Manifest(stored.target, stored.device, entries, stored.notes)
+    return Manifest(stored.target, stored.device, stored.dispatches, stored.notes)

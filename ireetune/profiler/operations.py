@@ -11,6 +11,9 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from ireetune.errors import IreetuneError
 
@@ -93,6 +96,12 @@ def parse_element_type(text: str) -> ElementType:
         raise IreetuneError(f"unknown element type '{text}'; choose from {choices}") from None
 
 
+# One size of an operation. The bounds are declared here, on the records, so the manifest's reader
+# (manifest.py) checks a stored operation against these same records: at least 1, and small
+# enough for the runtime's 32-bit sizes.
+Dimension = Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+
 def _tag(element_type: ElementType) -> str:
     # The `t` suffix follows seeds/003's names (`f16t`: an f16 tensor).
     return f"{element_type.value}t"
@@ -106,17 +115,20 @@ class MatmulOperation:
     """
 
     kind: OperationKind
-    m: int
-    n: int
-    k: int
+    m: Dimension
+    n: Dimension
+    k: Dimension
     input_type: ElementType
     accumulator_type: ElementType
     layout: MatmulLayout = MatmulLayout.NN
-    batch: int | None = None
+    batch: Dimension | None = None
 
     def __post_init__(self) -> None:
         assert self.kind is not OperationKind.CONV2D
-        assert (self.batch is not None) == (self.kind is OperationKind.BATCH_MATMUL)
+        # A ValueError, not an assert: the manifest's reader validates stored operations into
+        # this record, and pydantic reports a ValueError as the file's one-line error.
+        if (self.batch is not None) != (self.kind is OperationKind.BATCH_MATMUL):
+            raise ValueError("must give batch for batch_matmul, and only for it")
 
     @property
     def name(self) -> str:
@@ -189,15 +201,15 @@ class MatmulOperation:
 class ConvOperation:
     """A 2-D convolution of `batch` images (height x width x channels) with `filters` filters."""
 
-    batch: int
-    height: int
-    width: int
-    channels: int
-    filters: int
-    kernel_h: int
-    kernel_w: int
-    stride: int
-    dilation: int
+    batch: Dimension
+    height: Dimension
+    width: Dimension
+    channels: Dimension
+    filters: Dimension
+    kernel_h: Dimension
+    kernel_w: Dimension
+    stride: Dimension
+    dilation: Dimension
     input_type: ElementType
     accumulator_type: ElementType
     layout: ConvLayout = ConvLayout.NHWC_HWCF
