@@ -28,7 +28,7 @@ class CompileOptions:
         None, flag="--flags-file", type=Path,
         help="global iree-compile flags, one per line (tuned_flags.txt of `ireetune tune`)",
     )  # fmt: skip
-    output: Path = option(flag="--output", short_flag="-o", type=Path, help="the .vmfb to write")
+    output: Path = option(flag=("-o", "--output"), type=Path, help="the .vmfb to write")
     force: bool = added_option(False, add_force_argument)
     compile_timeout: float = option(
         600.0, flag="--compile-timeout", type=positive_seconds, help="seconds for the compile"

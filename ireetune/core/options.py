@@ -12,7 +12,7 @@ dataclass back from the parsed namespace. Fields without `option` metadata are n
 command line (they keep their defaults, or the caller passes them). Enum choices are shown and
 parsed by their values and become enum members; repeatable options become tuples. A flag
 without a default is required (declare such fields in a `kw_only` dataclass, where they may
-follow fields with defaults); `short_flag` gives an option a second spelling (`-o`); a field
+follow fields with defaults); a pair of flags gives an option a short spelling (`-o`); a field
 declared with `added_option` takes its argument from a function that adds it to every parser
 that has it (`--force`), so that the help keeps one place and the field its order.
 
@@ -63,17 +63,17 @@ class OptionSpec:
 def option(
     default: Any = dataclasses.MISSING,
     *,
-    flag: str,
+    flag: str | tuple[str, str],
     help: str,
     type: Callable[[str], Any] | None = None,
     choices: type[enum.Enum] | tuple[str, ...] | None = None,
     action: OptionAction = "store",
     metavar: str | None = None,
-    short_flag: str | None = None,
 ) -> Any:
     """Declare a dataclass field that is also a command-line option (no default: a positional,
-    or a required option)."""
-    spec = OptionSpec(flag, help, type, choices, action, metavar, short_flag)
+    or a required option; two flags: a short spelling and the long one, `("-o", "--output")`)."""
+    short_flag, long_flag = (None, flag) if isinstance(flag, str) else flag
+    spec = OptionSpec(long_flag, help, type, choices, action, metavar, short_flag)
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
