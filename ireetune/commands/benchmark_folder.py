@@ -6,42 +6,50 @@ compiler or z3: this command runs on a GPU host with only `iree-base-runtime` an
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from ireetune.commands.shared import add_devices_argument, add_run_folder_command
+from ireetune.commands.shared import Subparsers, add_command, devices_option, run_dir_option
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class BenchmarkFolderOptions:
+    """What `ireetune benchmark-folder` is asked to do."""
+
+    run_dir: Path = run_dir_option("the run folder (it holds handoff.json and the binaries)")
+    devices: tuple[str, ...] = devices_option()
+
+
+def register(subparsers: Subparsers) -> None:
+    add_command(
         subparsers,
         "benchmark-folder",
         "benchmark a folder written by `tune-dispatch --stop-after compile` (needs only the runtime)",
         "Time and verify every candidate of a run folder written by `ireetune "
         "tune-dispatch --stop-after compile`, with only iree-base-runtime and NumPy installed. "
         "The folder holds native code: run only folders you produced.",
-        "the run folder (it holds handoff.json and the binaries)",
+        BenchmarkFolderOptions,
+        run,
     )
-    add_devices_argument(parser)
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: BenchmarkFolderOptions) -> int:
     from ireetune.errors import IreetuneError
     from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
     from ireetune.run_dir import check_run_folder
 
-    check_run_folder(arguments.run_dir)
+    check_run_folder(options.run_dir)
     try:
-        settings = ContinueSettings(devices=tuple(arguments.devices))
-        path = continue_run(arguments.run_dir, ContinueAt.MEASURE, settings).results_path
+        settings = ContinueSettings(devices=options.devices)
+        path = continue_run(options.run_dir, ContinueAt.MEASURE, settings).results_path
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     assert path is not None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
-    finish_command = shlex.join(["ireetune", "finish", str(arguments.run_dir)])
+    finish_command = shlex.join(["ireetune", "finish", str(options.run_dir)])
     if pending:
         sys.stdout.write(
             f"results: {path}\nnext: {finish_command}   (compiles the "

@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.core.arguments import TARGET_HELP, positive_seconds
+from ireetune.commands.shared import Subparsers, add_command
+from ireetune.core.arguments import positive_seconds
+from ireetune.core.common_options import target_option
+from ireetune.core.options import added_option, option
 from ireetune.output_paths import add_force_argument
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "compile",
-        help="compile a model with a spec and/or a tuned flags file; fail if the spec's "
-        "configurations did not land",
-        description="Compile a model with a tuning spec and/or the global flags of a tuned flags "
-        "file, and prove, from the compiler's own configuration dump, that every matcher's "
-        "configuration landed; exit 1 if not.",
+# Keyword-only: the required `--output` follows options with defaults, in the order of the help.
+@dataclass(frozen=True, kw_only=True)
+class CompileOptions:
+    """What `ireetune compile` is asked to do."""
+
+    model: Path = option(flag="model", type=Path, help="the model .mlir to compile")
+    target: str = target_option(dataclasses.MISSING)
+    spec: Path | None = option(
+        None, flag="--spec", type=Path, help="a tuning spec (tuned_spec.mlir)"
     )
-    parser.add_argument("model", type=Path, help="the model .mlir to compile")
-    parser.add_argument("--target", required=True, help=f"what to compile for: {TARGET_HELP}")
-    parser.add_argument("--spec", type=Path, default=None, help="a tuning spec (tuned_spec.mlir)")
-    parser.add_argument(
-        "--flags-file", type=Path, default=None,
+    flags_file: Path | None = option(
+        None, flag="--flags-file", type=Path,
         help="global iree-compile flags, one per line (tuned_flags.txt of `ireetune tune`)",
     )  # fmt: skip
-    parser.add_argument("-o", "--output", type=Path, required=True, help="the .vmfb to write")
-    add_force_argument(parser)
-    parser.add_argument(
-        "--compile-timeout", type=positive_seconds, default=600.0, help="seconds for the compile"
+    output: Path = option(flag=("-o", "--output"), type=Path, help="the .vmfb to write")
+    force: bool = added_option(False, add_force_argument)
+    compile_timeout: float = option(
+        600.0, flag="--compile-timeout", type=positive_seconds, help="seconds for the compile"
     )
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def register(subparsers: Subparsers) -> None:
+    add_command(
+        subparsers,
+        "compile",
+        "compile a model with a spec and/or a tuned flags file; fail if the spec's "
+        "configurations did not land",
+        "Compile a model with a tuning spec and/or the global flags of a tuned flags "
+        "file, and prove, from the compiler's own configuration dump, that every matcher's "
+        "configuration landed; exit 1 if not.",
+        CompileOptions,
+        run,
+    )
+
+
+def run(options: CompileOptions) -> int:
     from ireetune.errors import IreetuneError
     from ireetune.flags.file import read_flags_file
     from ireetune.output_paths import check_new_output
@@ -45,18 +60,18 @@ def run(arguments: argparse.Namespace) -> int:
         resolve_compile_target,
     )
 
-    if arguments.spec is None and arguments.flags_file is None:
+    if options.spec is None and options.flags_file is None:
         raise IreetuneError("compile: give --spec SPEC, --flags-file FILE or both")
-    inputs = [arguments.model, arguments.spec, arguments.flags_file]
-    check_new_output(arguments.output, arguments.force, [p for p in inputs if p is not None])
-    flags = read_flags_file(arguments.flags_file) if arguments.flags_file is not None else ()
-    target = resolve_compile_target(arguments.target, flags)
-    if arguments.spec is None:
-        compile_without_spec(arguments.model, target, arguments.output, arguments.compile_timeout)
-        sys.stdout.write(f"compiled with {len(flags)} global flag(s); wrote {arguments.output}\n")
+    inputs = [options.model, options.spec, options.flags_file]
+    check_new_output(options.output, options.force, [p for p in inputs if p is not None])
+    flags = read_flags_file(options.flags_file) if options.flags_file is not None else ()
+    target = resolve_compile_target(options.target, flags)
+    if options.spec is None:
+        compile_without_spec(options.model, target, options.output, options.compile_timeout)
+        sys.stdout.write(f"compiled with {len(flags)} global flag(s); wrote {options.output}\n")
         return 0
     report = compile_with_spec(
-        arguments.model, target, arguments.spec, arguments.output, arguments.compile_timeout
+        options.model, target, options.spec, options.output, options.compile_timeout
     )
     sys.stdout.write(render_compile_report(report))
     if report.landed:
@@ -66,5 +81,5 @@ def run(arguments: argparse.Namespace) -> int:
     else:
         missing = sum(1 for check in report.checks if not check.landed)
         reason = f"{missing} of {len(report.checks)} configurations did not land"
-    sys.stderr.write(f"ireetune: error: {reason}; {arguments.output} was not written\n")
+    sys.stderr.write(f"ireetune: error: {reason}; {options.output} was not written\n")
     return 1

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from ireetune.commands.shared import add_run_folder_command
+from ireetune.commands.shared import Subparsers, add_command, run_dir_option
 from ireetune.core.arguments import positive_int
+from ireetune.core.options import option
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class ContinueOptions:
+    """What `ireetune continue` is asked to do."""
+
+    run_dir: Path = run_dir_option("the model run folder (holds split.json)")
+    # None: the parallel compiles the run was started with.
+    jobs: int | None = option(
+        None, flag="--jobs", type=positive_int, help="parallel compiles (default: the run's)"
+    )
+
+
+def register(subparsers: Subparsers) -> None:
+    add_command(
         subparsers,
         "continue",
         "do what is due next in a split model run (after a device step)",
@@ -18,18 +31,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the compile host: read the device step's results and do what is due next (compile the "
         "candidates of dispatches found hot, build and compile model variants, or decide and "
         "write the tuned spec and the report). Also resumes a compile phase that was stopped.",
-        "the model run folder (holds split.json)",
+        ContinueOptions,
+        run,
     )
-    parser.add_argument(
-        "--jobs", type=positive_int, default=None, help="parallel compiles (default: the run's)"
-    )
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: ContinueOptions) -> int:
     from ireetune.model_tuner import continue_split_run, describe_status
     from ireetune.run_dir import check_run_folder
 
-    check_run_folder(arguments.run_dir)
-    sys.stdout.write(describe_status(continue_split_run(arguments.run_dir, arguments.jobs)))
+    check_run_folder(options.run_dir)
+    sys.stdout.write(describe_status(continue_split_run(options.run_dir, options.jobs)))
     return 0

@@ -6,15 +6,26 @@ compiler or z3: this command runs on a GPU host with only `iree-base-runtime` an
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from ireetune.commands.shared import add_devices_argument, add_run_folder_command
+from ireetune.commands.shared import Subparsers, add_command, devices_option, run_dir_option
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class DeviceStepOptions:
+    """What `ireetune device-step` is asked to do."""
+
+    run_dir: Path = run_dir_option("the model run folder (holds device_step.json)")
+    devices: tuple[str, ...] = devices_option(
+        "; the model is timed on the first, dispatch candidates on all"
+    )
+
+
+def register(subparsers: Subparsers) -> None:
+    add_command(
         subparsers,
         "device-step",
         "run what a split model run needs from the device (needs only the runtime)",
@@ -22,18 +33,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "compile`): profile the model and its dispatches, measure the dispatch folders, time the "
         "model variants, whatever device_step.json lists. Needs only iree-base-runtime and NumPy. "
         "The folder holds native code: run only folders you produced.",
-        "the model run folder (holds device_step.json)",
+        DeviceStepOptions,
+        run,
     )
-    add_devices_argument(parser, "; the model is timed on the first, dispatch candidates on all")
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: DeviceStepOptions) -> int:
     from ireetune.handoff.device_step import run_device_step
     from ireetune.run_dir import check_run_folder
 
-    check_run_folder(arguments.run_dir)
-    path = run_device_step(arguments.run_dir, list(arguments.devices))
-    next_command = shlex.join(["ireetune", "continue", str(arguments.run_dir)])
+    check_run_folder(options.run_dir)
+    path = run_device_step(options.run_dir, list(options.devices))
+    next_command = shlex.join(["ireetune", "continue", str(options.run_dir)])
     sys.stdout.write(f"results: {path}\nnext: {next_command}\n")
     return 0

@@ -2,38 +2,48 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from ireetune.commands.shared import add_run_folder_command, announce_html_report
+from ireetune.commands.shared import Subparsers, add_command, announce_html_report, run_dir_option
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class FinishOptions:
+    """What `ireetune finish` is asked to do."""
+
+    run_dir: Path = run_dir_option(
+        "the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)"
+    )
+
+
+def register(subparsers: Subparsers) -> None:
+    add_command(
         subparsers,
         "finish",
         "pick the winner of a benchmarked folder and write its spec",
         "Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
         "the fastest verified candidate, prove its configuration lands and write best_spec.mlir.",
-        "the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)",
+        FinishOptions,
+        run,
     )
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: FinishOptions) -> int:
     from ireetune.handoff.continue_run import ContinueAt, continue_run
     from ireetune.run_dir import check_run_folder
 
-    check_run_folder(arguments.run_dir)
-    continued = continue_run(arguments.run_dir, ContinueAt.REFERENCES)
+    check_run_folder(options.run_dir)
+    continued = continue_run(options.run_dir, ContinueAt.REFERENCES)
     if continued.references:
         # The folder deferred its reference programs: the leaders' are compiled now.
         sys.stdout.write(
             f"compiled the reference programs of candidates {', '.join(map(str, continued.references))}; "
             f"check their outputs where the device is, then finish:\n"
-            f"  {shlex.join(['ireetune', 'benchmark-folder', str(arguments.run_dir)])}\n"
-            f"  {shlex.join(['ireetune', 'finish', str(arguments.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'benchmark-folder', str(options.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'finish', str(options.run_dir)])}\n"
         )
         return 0
     result = continued.result

@@ -2,43 +2,54 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from ireetune.commands.shared import add_run_folder_command
+from ireetune.commands.shared import Subparsers, add_command, run_dir_option
 from ireetune.core.arguments import positive_int
+from ireetune.core.options import option
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What `ireetune replay` is asked to do."""
+
+    run_dir: Path = run_dir_option("a tune-dispatch or finish run folder")
+    candidate: int | None = option(
+        None, flag="--candidate", type=positive_int, help="candidate id (default: the winner)"
+    )
+    rounds: int = option(
+        7, flag="--rounds", type=positive_int, help="interleaved rounds (default: 7)"
+    )
+    repetitions: int = option(
+        5, flag="--repetitions", type=positive_int, help="timings per round (default: 5)"
+    )
+    device: str | None = option(
+        None, flag="--device", help="runtime device (default: the run's first)"
+    )
+
+
+def register(subparsers: Subparsers) -> None:
+    add_command(
         subparsers,
         "replay",
         "re-measure a run's winner against the default, side by side",
         "Time the default and the run's winner (or --candidate N) interleaved in "
         "rounds, on the signal that decided the run, and print the speedup with its interval.",
-        "a tune-dispatch or finish run folder",
+        ReplayOptions,
+        run,
     )
-    parser.add_argument(
-        "--candidate", type=positive_int, default=None, help="candidate id (default: the winner)"
-    )
-    parser.add_argument(
-        "--rounds", type=positive_int, default=7, help="interleaved rounds (default: 7)"
-    )
-    parser.add_argument(
-        "--repetitions", type=positive_int, default=5, help="timings per round (default: 5)"
-    )
-    parser.add_argument("--device", default=None, help="runtime device (default: the run's first)")
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: ReplayOptions) -> int:
     from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
 
     settings = ContinueSettings(
-        candidate=arguments.candidate, rounds=arguments.rounds,
-        repetitions=arguments.repetitions, device=arguments.device,
+        candidate=options.candidate, rounds=options.rounds,
+        repetitions=options.repetitions, device=options.device,
     )  # fmt: skip
-    replayed = continue_run(arguments.run_dir, ContinueAt.REPLAY, settings).replayed
+    replayed = continue_run(options.run_dir, ContinueAt.REPLAY, settings).replayed
     assert replayed is not None
     candidate, estimate = replayed
     sys.stdout.write(

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.shared import add_run_folder_command
+from ireetune.commands.shared import Subparsers, add_options_parser, run_dir_option
 from ireetune.output_paths import add_force_argument
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class ReportOptions:
+    """The run folder `ireetune report` draws (its `-o` and `--force` follow by hand)."""
+
+    run_dir: Path = run_dir_option("a run folder (or a profiler's generated tree)")
+
+
+def register(subparsers: Subparsers) -> None:
+    parser = add_options_parser(
         subparsers,
         "report",
         "write the HTML report of a tune-dispatch, tune, finish or profile run",
         None,
-        "a run folder (or a profiler's generated tree)",
+        ReportOptions,
     )
+    # `--force` is declared once for every command that writes a file (output_paths.py), and
+    # `-o/--output` has two spellings, which a declared option does not take.
     parser.add_argument(
         "-o", "--output", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)"
     )

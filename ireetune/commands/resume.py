@@ -2,31 +2,41 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from ireetune.commands.shared import add_run_folder_command, announce_html_report
+from ireetune.commands.shared import Subparsers, add_command, announce_html_report, run_dir_option
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_run_folder_command(
+@dataclass(frozen=True)
+class ResumeOptions:
+    """What `ireetune resume` is asked to do."""
+
+    run_dir: Path = run_dir_option(
+        "the tune-dispatch run folder (holds run_options.json and results.json)"
+    )
+
+
+def register(subparsers: Subparsers) -> None:
+    add_command(
         subparsers,
         "resume",
         "continue a killed tune-dispatch run from its folder",
         "Load a tune-dispatch run that was killed or interrupted from its folder (its options "
         "and every candidate's record, saved after each stage) and run the stages after the "
         "last one saved: what was compiled is not compiled again, timings taken are kept.",
-        "the tune-dispatch run folder (holds run_options.json and results.json)",
+        ResumeOptions,
+        run,
     )
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: ResumeOptions) -> int:
     from ireetune.handoff.resume import resume_dispatch
     from ireetune.run_dir import check_run_folder
 
-    check_run_folder(arguments.run_dir)
-    result = resume_dispatch(arguments.run_dir)
+    check_run_folder(options.run_dir)
+    result = resume_dispatch(options.run_dir)
     sys.stdout.write(result.summary)
     sys.stdout.write(f"run folder: {result.run_dir}\n")
     if result.best_spec_path is not None:

@@ -1,5 +1,5 @@
-"""What several subcommands share: a command over a run folder, the device list, the tuning
-commands' options and the line naming the HTML report.
+"""What several subcommands share: a command generated from its options dataclass, the run folder
+and device list options, the tuning commands' options and the line naming the HTML report.
 
 Nothing imported here at module level may import the IREE compiler or z3: the runtime-only
 commands (`benchmark-folder`, `device-step`) use this module.
@@ -9,41 +9,63 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ireetune.core.arguments import device_list, parse_executor
-from ireetune.core.options import options_from_arguments
+from ireetune.core.options import add_options, option, options_from_arguments
 
 if TYPE_CHECKING:
     from ireetune.dispatch_options import TuneOptions
     from ireetune.model_options import ModelTuneOptions
 
 TuningOptions = TypeVar("TuningOptions", "TuneOptions", "ModelTuneOptions")
+OptionsT = TypeVar("OptionsT")
+# A string: argparse's action class takes no subscript at run time.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def add_run_folder_command(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    summary: str,
-    description: str | None,
-    folder_help: str,
+def add_options_parser(
+    subparsers: Subparsers, name: str, summary: str, description: str | None, options_class: type
 ) -> argparse.ArgumentParser:
-    """Add a subcommand whose first argument is a run folder (`run_dir`)."""
+    """Add a subcommand whose arguments are generated from the option fields of `options_class`."""
     parser = subparsers.add_parser(name, help=summary, description=description)
-    parser.add_argument("run_dir", type=Path, help=folder_help)
+    add_options(parser, options_class)
     return parser
 
 
-def add_devices_argument(parser: argparse.ArgumentParser, more_help: str = "") -> None:
-    """Add `--devices`, the runtime devices a runtime-only command measures on."""
-    parser.add_argument(
-        "--devices",
-        type=device_list,
-        default="",
+def add_command(
+    subparsers: Subparsers,
+    name: str,
+    summary: str,
+    description: str | None,
+    options_class: type[OptionsT],
+    handler: Callable[[OptionsT], int],
+) -> argparse.ArgumentParser:
+    """Add a subcommand declared by `options_class` whose `handler` takes those options, built
+    from the parsed arguments."""
+    parser = add_options_parser(subparsers, name, summary, description, options_class)
+
+    def handle(arguments: argparse.Namespace) -> int:
+        return handler(options_from_arguments(options_class, arguments))
+
+    parser.set_defaults(handler=handle)
+    return parser
+
+
+def run_dir_option(help: str) -> Any:
+    """`run_dir`: the run folder a command works in (positional; `help` says which run's)."""
+    return option(flag="run_dir", type=Path, help=help)
+
+
+def devices_option(more_help: str = "") -> Any:
+    """`--devices`: the runtime devices a runtime-only command measures on."""
+    return option(
+        (), flag="--devices", type=device_list,
         help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)"
         + more_help,
-    )
+    )  # fmt: skip
 
 
 def read_tuning_options(

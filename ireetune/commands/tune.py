@@ -5,20 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ireetune.commands.shared import announce_html_report, read_tuning_options
+from ireetune.commands.shared import (
+    Subparsers,
+    add_options_parser,
+    announce_html_report,
+    read_tuning_options,
+)
 from ireetune.core.arguments import add_executor_arguments
-from ireetune.core.options import add_options
 from ireetune.model_options import ModelTuneOptions
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    parser = add_options_parser(
+        subparsers,
         "tune",
-        help="tune a whole model (.mlir or .onnx) into one spec",
-        description="Tune a whole model: find its hot dispatches, tune each, and keep only the "
+        "tune a whole model (.mlir or .onnx) into one spec",
+        "Tune a whole model: find its hot dispatches, tune each, and keep only the "
         "configurations that speed the whole model up, linked into one spec.",
+        ModelTuneOptions,
     )
-    add_options(parser, ModelTuneOptions)
     # The command's own: it runs the model flow split between hosts (model_run/split.py).
     parser.add_argument(
         "--stop-after", choices=["compile"], default=None,

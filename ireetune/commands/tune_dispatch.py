@@ -6,20 +6,25 @@ import argparse
 import shlex
 import sys
 
-from ireetune.commands.shared import announce_html_report, read_tuning_options
+from ireetune.commands.shared import (
+    Subparsers,
+    add_options_parser,
+    announce_html_report,
+    read_tuning_options,
+)
 from ireetune.core.arguments import add_executor_arguments
-from ireetune.core.options import add_options
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def register(subparsers: Subparsers) -> None:
+    parser = add_options_parser(
+        subparsers,
         "tune-dispatch",
-        help="tune one dispatch and write its spec",
-        description="Tune one dispatch: compile candidate configurations, time them against "
+        "tune one dispatch and write its spec",
+        "Tune one dispatch: compile candidate configurations, time them against "
         "the default, verify the fastest and write the winner's tuning spec.",
+        TuneOptions,
     )
-    add_options(parser, TuneOptions)
     add_executor_arguments(parser)
     parser.set_defaults(handler=run)
 

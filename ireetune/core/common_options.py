@@ -19,9 +19,10 @@ from ireetune.core.arguments import (
 from ireetune.core.options import option
 
 
-def target_option() -> Any:
-    """`--target`: what to compile for (default: this host's CPU)."""
-    return option("cpu", flag="--target", help=f"what to compile for: {TARGET_HELP}")
+def target_option(default: Any = "cpu") -> Any:
+    """`--target`: what to compile for (default: this host's CPU; `dataclasses.MISSING`: the
+    command needs it given)."""
+    return option(default, flag="--target", help=f"what to compile for: {TARGET_HELP}")
 
 
 def output_dir_option() -> Any:

@@ -10,7 +10,11 @@ choices and action in its metadata:
 field's name as its destination; `options_from_arguments(TuneOptions, namespace)` builds the
 dataclass back from the parsed namespace. Fields without `option` metadata are not on the
 command line (they keep their defaults, or the caller passes them). Enum choices are shown and
-parsed by their values and become enum members; repeatable options become tuples.
+parsed by their values and become enum members; repeatable options become tuples. A flag
+without a default is required (declare such fields in a `kw_only` dataclass, where they may
+follow fields with defaults); a pair of flags gives an option a short spelling (`-o`); a field
+declared with `added_option` takes its argument from a function that adds it to every parser
+that has it (`--force`), so that the help keeps one place and the field its order.
 
 This module imports nothing heavy: the option dataclasses import it, and the parser (which every
 command builds, the runtime-only device host's included) imports them.
@@ -46,6 +50,10 @@ class OptionSpec:
     choices: type[enum.Enum] | tuple[str, ...] | None = None
     action: OptionAction = "store"
     metavar: str | None = None
+    # A second, short spelling shown first (`-o` of `-o/--output`).
+    short_flag: str | None = None
+    # Adds the argument itself, with the field's name as its destination (`add_force_argument`).
+    add_argument: Callable[[argparse.ArgumentParser], None] | None = None
 
     @property
     def positional(self) -> bool:
@@ -55,15 +63,23 @@ class OptionSpec:
 def option(
     default: Any = dataclasses.MISSING,
     *,
-    flag: str,
+    flag: str | tuple[str, str],
     help: str,
     type: Callable[[str], Any] | None = None,
     choices: type[enum.Enum] | tuple[str, ...] | None = None,
     action: OptionAction = "store",
     metavar: str | None = None,
 ) -> Any:
-    """Declare a dataclass field that is also a command-line option (no default: positional)."""
-    spec = OptionSpec(flag, help, type, choices, action, metavar)
+    """Declare a dataclass field that is also a command-line option (no default: a positional,
+    or a required option; two flags: a short spelling and the long one, `("-o", "--output")`)."""
+    short_flag, long_flag = (None, flag) if isinstance(flag, str) else flag
+    spec = OptionSpec(long_flag, help, type, choices, action, metavar, short_flag)
+    return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+def added_option(default: Any, add_argument: Callable[[argparse.ArgumentParser], None]) -> Any:
+    """Declare a dataclass field whose option `add_argument` adds (to this parser and others)."""
+    spec = OptionSpec(flag="", help="", add_argument=add_argument)
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -79,6 +95,9 @@ def option_fields(options_class: type) -> list[tuple[dataclasses.Field[Any], Opt
 def add_options(parser: argparse.ArgumentParser, options_class: type) -> None:
     """Add one argument per option field of `options_class`, its destination the field's name."""
     for field, spec in option_fields(options_class):
+        if spec.add_argument is not None:
+            spec.add_argument(parser)
+            continue
         keywords: dict[str, Any] = {"help": spec.help}
         takes_value = spec.action in ("store", "append")
         if takes_value and spec.choices is None and not spec.positional:
@@ -94,8 +113,12 @@ def add_options(parser: argparse.ArgumentParser, options_class: type) -> None:
             assert field.default is dataclasses.MISSING, f"{field.name}: a positional is required"
             parser.add_argument(field.name, metavar=spec.flag, **keywords)
             continue
-        assert field.default is not dataclasses.MISSING, f"{field.name}: an option needs a default"
+        flags = (spec.flag,) if spec.short_flag is None else (spec.short_flag, spec.flag)
         default = field.default
+        if default is dataclasses.MISSING:
+            assert spec.action == "store", f"{field.name}: only an option with a value is required"
+            parser.add_argument(*flags, dest=field.name, required=True, **keywords)
+            continue
         if spec.action == "append":
             assert default == (), f"{field.name}: a repeatable option starts empty"
             keywords.update(action="append", default=[])
@@ -107,7 +130,7 @@ def add_options(parser: argparse.ArgumentParser, options_class: type) -> None:
         else:
             # The parser shows and takes an enum by its value.
             keywords["default"] = default.value if isinstance(default, enum.Enum) else default
-        parser.add_argument(spec.flag, dest=field.name, **keywords)
+        parser.add_argument(*flags, dest=field.name, **keywords)
 
 
 def options_from_arguments(
