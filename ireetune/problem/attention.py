@@ -35,6 +35,7 @@ from ireetune.problem.family import (
     bind_loop_sizes,
     element_type_name,
     static_shape,
+    tensor_type_text,
 )
 
 ONLINE_ATTENTION = "iree_linalg_ext.online_attention"
@@ -219,14 +220,10 @@ class AttentionFamily(OpFamily):
         attention = as_attention(problem)
         scale = _scale_constant(root_op, math.prod(attention.sizes(attention.k1_dims)))
         q_map, k_map, v_map, s_map, o_map = attention.indexing_maps[:5]
-
-        def tensor(shape: tuple[int, ...], element: str) -> str:
-            return "tensor<" + "x".join(str(s) for s in (*shape, element)) + ">"
-
-        q_t = tensor(attention.query_shape, attention.query_type)
-        k_t = tensor(attention.key_shape, attention.key_type)
-        v_t = tensor(attention.value_shape, attention.value_type)
-        o_t = tensor(attention.output_shape, attention.value_type)
+        q_t = tensor_type_text(attention.query_shape, attention.query_type)
+        k_t = tensor_type_text(attention.key_shape, attention.key_type)
+        v_t = tensor_type_text(attention.value_shape, attention.value_type)
+        o_t = tensor_type_text(attention.output_shape, attention.value_type)
         text = f"""
 func.func @main(%q: {q_t}, %k: {k_t}, %v: {v_t}) -> {o_t} {{
   %scale = arith.constant {scale} : {attention.scale_type}

@@ -14,61 +14,34 @@ a dispatch shows is already in its final form:
     } -> tensor<64x96xf32>
 
 As for reductions, no match op of IREE's transform extensions describes a generic by its sizes:
-the matcher is a `cast_compatible_dag_from_root` holding a copy of the op (the reduction family's
-helpers build and read it; the two are told apart by their iterator types). The reference
+the matcher is a `cast_compatible_dag_from_root` holding a copy of the op (`generic.py` builds
+and reads it for both families; the two are told apart by their iterator types). The reference
 program is the op alone.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import (
-    MatchPattern,
-    OpFamily,
-    Problem,
-    ReferenceInputs,
-    bind_loop_sizes,
-    captured_values,
-    element_type_name,
-    static_shape,
+from ireetune.problem.family import MatchPattern, Problem, ReferenceInputs, captured_values
+from ireetune.problem.generic import (
+    NEUTRAL_BODY_OPS,
+    GenericOpFamily,
+    GenericOpProblem,
+    iterator_names,
+    parse_generic,
 )
 from ireetune.problem.op_kind import name_root_op
-from ireetune.problem.reduction import (
-    DAG_MATCH,
-    REDUCTION_MATCH,
-    build_dag_matcher,
-    dag_root,
-    dag_source,
-)
-
-# Body ops that move values around rather than compute.
-_NEUTRAL_BODY_OPS = frozenset({"linalg.yield", "linalg.index"})
 
 
 @dataclass(frozen=True)
-class ElementwiseProblem:
+class ElementwiseProblem(GenericOpProblem):
     """An element-wise generic's loops, operands and body."""
 
-    KIND: ClassVar[str] = "elementwise"
-    reference_carries_config: ClassVar[bool] = True
-
-    kind: str
-    op_name: str
-    loop_sizes: tuple[int, ...]
-    input_types: tuple[str, ...]
-    input_shapes: tuple[tuple[int, ...], ...]
-    output_type: str
-    output_shape: tuple[int, ...]
-    indexing_maps: tuple[str, ...]
-    body: tuple[str, ...]
-    # The op alone, its operands the arguments of a function (what the matcher copies).
-    source: str
+    KIND = "elementwise"
 
     @property
     def family(self) -> str:
@@ -77,13 +50,7 @@ class ElementwiseProblem:
     @property
     def moves_only(self) -> bool:
         """Say whether the body only yields an input (a copy, transpose or broadcast)."""
-        return all(op in _NEUTRAL_BODY_OPS for op in self.body)
-
-    @property
-    def flops(self) -> int:
-        """Count one operation per body op and element."""
-        work = [op for op in self.body if op not in _NEUTRAL_BODY_OPS]
-        return math.prod(self.loop_sizes) * max(1, len(work))
+        return all(op in NEUTRAL_BODY_OPS for op in self.body)
 
     @property
     def signature(self) -> str:
@@ -93,18 +60,11 @@ class ElementwiseProblem:
         return f"elementwise_{sizes}_{types}"
 
 
-def _iterators(root_op: ir.Operation) -> list[str]:
-    return [
-        "reduction" if "reduction" in str(a) else "parallel"
-        for a in ir.ArrayAttr(root_op.attributes["iterator_types"])
-    ]
-
-
 def parse_elementwise(root_op: ir.Operation) -> ElementwiseProblem:
     """Parse a `linalg.generic` with one result and parallel loops only."""
     if root_op.name != "linalg.generic" or len(root_op.results) != 1:
         raise IreetuneError(f"root op '{root_op.name}' is not a one-result generic")
-    if "reduction" in _iterators(root_op):
+    if "reduction" in iterator_names(root_op):
         raise IreetuneError(f"root op '{root_op.name}' has a reduction loop")
     captured = len(captured_values(root_op))
     if captured:
@@ -118,23 +78,7 @@ def parse_elementwise(root_op: ir.Operation) -> ElementwiseProblem:
             "which IREE 3.13's DAG matcher (cast_compatible_dag_from_root) never matches, so no "
             "spec would reach it"
         )
-    operands = list(root_op.operands)
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(root_op.attributes["indexing_maps"])]
-    shapes = [static_shape(operand.type, f"operand {i}") for i, operand in enumerate(operands)]
-    loop_sizes = bind_loop_sizes(maps, shapes, f"element-wise op '{root_op.name}'")
-    block = root_op.regions[0].blocks[0]
-    return ElementwiseProblem(
-        kind=ElementwiseProblem.KIND,
-        op_name=root_op.name,
-        loop_sizes=loop_sizes,
-        input_types=tuple(element_type_name(operand.type) for operand in operands[:-1]),
-        input_shapes=tuple(shapes[:-1]),
-        output_type=element_type_name(operands[-1].type),
-        output_shape=shapes[-1],
-        indexing_maps=tuple(str(m) for m in maps),
-        body=tuple(op.operation.name for op in block.operations),
-        source=dag_source(root_op),
-    )
+    return parse_generic(root_op, ElementwiseProblem, f"element-wise op '{root_op.name}'")
 
 
 def as_elementwise(problem: Problem) -> ElementwiseProblem:
@@ -143,42 +87,21 @@ def as_elementwise(problem: Problem) -> ElementwiseProblem:
     return problem
 
 
-def _tensor_type(shape: tuple[int, ...], element: str) -> str:
-    return "tensor<" + "x".join(str(s) for s in (*shape, element)) + ">"
-
-
-class ElementwiseFamily(OpFamily):
+class ElementwiseFamily(GenericOpFamily):
     """One-result generics of parallel loops only."""
 
     name = "elementwise"
-    match_op = REDUCTION_MATCH
+    record = ElementwiseProblem
 
     def recognises(self, root_op: ir.Operation) -> bool:
         return (
             root_op.name == "linalg.generic"
             and len(root_op.results) == 1
-            and "reduction" not in _iterators(root_op)
+            and "reduction" not in iterator_names(root_op)
         )
 
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_elementwise(root_op)
-
-    def expected_pattern(self, problem: Problem) -> MatchPattern:
-        elementwise = as_elementwise(problem)
-        return MatchPattern(
-            DAG_MATCH,
-            tuple(
-                _tensor_type(shape, element)
-                for shape, element in zip(
-                    (*elementwise.input_shapes, elementwise.output_shape),
-                    (*elementwise.input_types, elementwise.output_type),
-                    strict=True,
-                )
-            ),
-            elementwise.indexing_maps,
-            (elementwise.loop_sizes,),
-            ("parallel",) * len(elementwise.loop_sizes) + elementwise.body,
-        )
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
         elementwise = as_elementwise(problem)
@@ -186,28 +109,13 @@ class ElementwiseFamily(OpFamily):
             elementwise.input_shapes, elementwise.input_types, elementwise.output_type, 1
         )
 
-    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
-        """Emit a DAG matcher holding a copy of the problem's op."""
-        build_dag_matcher(as_elementwise(problem).source, op_handle)
-
     def claims(self, pattern: MatchPattern) -> bool:
         return "reduction" not in pattern.body
-
-    def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
-        """Parse the op inside a DAG matcher; None when it is no static element-wise generic."""
-        root = dag_root(match_op)
-        if root is None:
-            return None
-        try:
-            problem = parse_elementwise(root)
-        except IreetuneError:
-            return None
-        return self.expected_pattern(problem)
 
     def describe(self, pattern: MatchPattern) -> str:
         *inputs, output = pattern.types
         sizes = pattern.sizes[0]
-        work = [op for op in pattern.body if op != "parallel" and op not in _NEUTRAL_BODY_OPS]
+        work = [op for op in pattern.body if op != "parallel" and op not in NEUTRAL_BODY_OPS]
         return (
             f"element-wise {' x '.join(inputs)} -> {output}, loops={list(sizes or ())}, "
             f"body {', '.join(work) or 'a copy'}, maps {'; '.join(pattern.indexing_maps)}"

@@ -304,6 +304,11 @@ def result_positions(affine_map: ir.AffineMap) -> list[int]:
     ]
 
 
+def tensor_type_text(shape: tuple[int, ...], element: str) -> str:
+    """Write a ranked tensor type, `tensor<64x96xf32>`, from its shape and element type."""
+    return "tensor<" + "x".join(str(s) for s in (*shape, element)) + ">"
+
+
 def element_type_name(shaped_type: ir.Type) -> str:
     return str(ir.ShapedType(shaped_type).element_type)
 
@@ -332,6 +337,14 @@ def bind_loop_sizes(
 
 # Attributes of a dispatch's root op that a reference program must not carry.
 _CONFIG_ATTRIBUTES = ("lowering_config", "compilation_info", "root_op")
+
+
+def drop_config_attributes(op: ir.Operation) -> None:
+    """Remove the attributes of a dispatch's root op that a clone outside the dispatch must not
+    carry (its configuration, and the mark that makes it the root)."""
+    for name in _CONFIG_ATTRIBUTES:
+        if name in op.attributes:
+            del op.attributes[name]
 
 
 def clone_as_main(
@@ -374,9 +387,7 @@ def clone_as_main(
                 for index, argument in enumerate(arguments):
                     clone.operands[index] = argument
                 clone.operands[len(input_types)] = init
-                for name in _CONFIG_ATTRIBUTES:
-                    if name in clone.attributes:
-                        del clone.attributes[name]
+                drop_config_attributes(clone)
                 func.ReturnOp([clone.results[0]])
         assert module.operation.verify(), "reference module does not verify"
         return module

@@ -24,59 +24,49 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, func, linalg, tensor, transform
+from iree.compiler.dialects import arith, linalg, tensor
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import (
-    MatchOpSpec,
     MatchPattern,
-    OpFamily,
     Problem,
     ReferenceInputs,
-    bind_loop_sizes,
     clone_as_main,
-    clone_with_captured_constants,
-    element_type_name,
     map_dim_positions,
-    static_shape,
+)
+from ireetune.problem.generic import (
+    NEUTRAL_BODY_OPS,
+    GenericOpFamily,
+    GenericOpProblem,
+    iterator_names,
+    parse_generic,
 )
 
-DAG_MATCH = "transform.iree.match.cast_compatible_dag_from_root"
-REDUCTION_MATCH = MatchOpSpec(DAG_MATCH, (), ("loops",))
-# Body ops that move values around rather than compute.
-_NEUTRAL_BODY_OPS = frozenset({"linalg.yield", "linalg.index"})
-_CONFIG_ATTRIBUTES = ("lowering_config", "compilation_info", "root_op")
 # The bodies of a contraction: multiply, then accumulate.
 _CONTRACTION_BODIES = frozenset({("arith.mulf", "arith.addf"), ("arith.muli", "arith.addi")})
 
 
 @dataclass(frozen=True)
-class ReductionProblem:
-    """A generic reduction's loops, operands and body."""
+class ReductionProblem(GenericOpProblem):
+    """A generic reduction's loops, operands and body, and which loops it reduces."""
 
-    KIND: ClassVar[str] = "reduction"
-    reference_carries_config: ClassVar[bool] = True
+    KIND = "reduction"
 
-    kind: str
-    op_name: str
-    loop_sizes: tuple[int, ...]
     parallel_dims: tuple[int, ...]
     reduction_dims: tuple[int, ...]
-    input_types: tuple[str, ...]
-    input_shapes: tuple[tuple[int, ...], ...]
-    output_type: str
-    output_shape: tuple[int, ...]
-    indexing_maps: tuple[str, ...]
-    body: tuple[str, ...]
-    # The op alone, its operands the arguments of `func.func @reduction` (what the matcher copies).
-    source: str
 
     @property
     def family(self) -> str:
         return "reduction"
+
+    @property
+    def iterator_types(self) -> tuple[str, ...]:
+        return tuple(
+            "parallel" if d in self.parallel_dims else "reduction"
+            for d in range(len(self.loop_sizes))
+        )
 
     @property
     def parallel_sizes(self) -> tuple[int, ...]:
@@ -96,7 +86,7 @@ class ReductionProblem:
         model (`iree-global-opt-convert-strided-contraction-to-contraction`), so inside a network
         it stays a reduction that codegen does not vectorise.
         """
-        work = tuple(op for op in self.body if op not in _NEUTRAL_BODY_OPS)
+        work = tuple(op for op in self.body if op not in NEUTRAL_BODY_OPS)
         if len(self.input_types) != 2 or work not in _CONTRACTION_BODIES:
             return False
         image, *others = (map_dim_positions(text) for text in self.indexing_maps)
@@ -116,12 +106,6 @@ class ReductionProblem:
         )
 
     @property
-    def flops(self) -> int:
-        """Count one operation per body op and loop iteration."""
-        work = [op for op in self.body if op not in _NEUTRAL_BODY_OPS]
-        return math.prod(self.loop_sizes) * max(1, len(work))
-
-    @property
     def signature(self) -> str:
         """Name it by its loop sizes (parallel ones first) and element types."""
         sizes = "x".join(str(s) for s in (*self.parallel_sizes, *self.reduction_sizes))
@@ -133,59 +117,20 @@ def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
     """Parse a `linalg.generic` with one result and at least one reduction loop."""
     if root_op.name != "linalg.generic":
         raise IreetuneError(f"root op '{root_op.name}' is not a generic reduction")
-    iterators = [_iterator(a) for a in ir.ArrayAttr(root_op.attributes["iterator_types"])]
+    iterators = iterator_names(root_op)
     if "reduction" not in iterators:
         raise IreetuneError(f"root op '{root_op.name}' has no reduction loop")
-    operands = list(root_op.operands)
     if len(root_op.results) != 1:
         raise IreetuneError(
             f"a reduction with {len(root_op.results)} results (an arg-max?) is not supported yet"
         )
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(root_op.attributes["indexing_maps"])]
-    shapes = [static_shape(operand.type, f"operand {i}") for i, operand in enumerate(operands)]
-    loop_sizes = bind_loop_sizes(maps, shapes, f"reduction '{root_op.name}'")
-    block = root_op.regions[0].blocks[0]
-    return ReductionProblem(
-        kind=ReductionProblem.KIND,
-        op_name=root_op.name,
-        loop_sizes=loop_sizes,
+    return parse_generic(
+        root_op,
+        ReductionProblem,
+        f"reduction '{root_op.name}'",
         parallel_dims=tuple(i for i, kind in enumerate(iterators) if kind == "parallel"),
         reduction_dims=tuple(i for i, kind in enumerate(iterators) if kind == "reduction"),
-        input_types=tuple(element_type_name(operand.type) for operand in operands[:-1]),
-        input_shapes=tuple(shapes[:-1]),
-        output_type=element_type_name(operands[-1].type),
-        output_shape=shapes[-1],
-        indexing_maps=tuple(str(m) for m in maps),
-        body=tuple(op.operation.name for op in block.operations),
-        source=dag_source(root_op),
     )
-
-
-def dag_source(root_op: ir.Operation) -> str:
-    """Print the op alone, each operand an argument of `func.func @reduction` (what a DAG
-    matcher copies; the element-wise family's too)."""
-    context = root_op.context
-    with context, ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            types = [operand.type for operand in root_op.operands]
-            function = func.FuncOp("reduction", (types, []))
-            with ir.InsertionPoint(function.add_entry_block()):
-                clone = clone_with_captured_constants(root_op)
-                for index, argument in enumerate(function.arguments):
-                    clone.operands[index] = argument
-                for name in _CONFIG_ATTRIBUTES:
-                    if name in clone.attributes:
-                        del clone.attributes[name]
-                func.ReturnOp([])
-        assert module.operation.verify(), "reduction source does not verify"
-        return str(module)
-
-
-def _iterator(attribute: ir.Attribute) -> str:
-    """Read a `#linalg.iterator_type<parallel>` attribute as `parallel`."""
-    text = str(attribute)
-    return "reduction" if "reduction" in text else "parallel"
 
 
 def as_reduction(problem: Problem) -> ReductionProblem:
@@ -194,46 +139,19 @@ def as_reduction(problem: Problem) -> ReductionProblem:
     return problem
 
 
-def _tensor_type(shape: tuple[int, ...], element: str) -> str:
-    return "tensor<" + "x".join(str(s) for s in (*shape, element)) + ">"
-
-
-class ReductionFamily(OpFamily):
+class ReductionFamily(GenericOpFamily):
     """Generic reductions that no other family claims."""
 
     name = "reduction"
-    match_op = REDUCTION_MATCH
+    record = ReductionProblem
 
     def recognises(self, root_op: ir.Operation) -> bool:
         if root_op.name != "linalg.generic" or len(root_op.results) != 1:
             return False
-        return any(
-            _iterator(a) == "reduction" for a in ir.ArrayAttr(root_op.attributes["iterator_types"])
-        )
+        return "reduction" in iterator_names(root_op)
 
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_reduction(root_op)
-
-    def expected_pattern(self, problem: Problem) -> MatchPattern:
-        reduction = as_reduction(problem)
-        return MatchPattern(
-            DAG_MATCH,
-            tuple(
-                _tensor_type(shape, element)
-                for shape, element in zip(
-                    (*reduction.input_shapes, reduction.output_shape),
-                    (*reduction.input_types, reduction.output_type),
-                    strict=True,
-                )
-            ),
-            reduction.indexing_maps,
-            (reduction.loop_sizes,),
-            tuple(
-                "parallel" if d in reduction.parallel_dims else "reduction"
-                for d in range(len(reduction.loop_sizes))
-            )
-            + reduction.body,
-        )
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
         reduction = as_reduction(problem)
@@ -269,69 +187,18 @@ class ReductionFamily(OpFamily):
             _keep_parallel_loops(module, context)
         return module
 
-    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
-        """Emit a DAG matcher holding a copy of the problem's op:
-
-        %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
-        ^bb0(%x: tensor<32x1024xf32>, %m: tensor<32xf32>, %acc: tensor<32xf32>):
-          %r = linalg.generic {...} ins(%x, %m : ...) outs(%acc : ...) { ... } -> tensor<32xf32>
-        } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
-        """
-        build_dag_matcher(as_reduction(problem).source, op_handle)
-
     def claims(self, pattern: MatchPattern) -> bool:
         return "reduction" in pattern.body
-
-    def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
-        """Parse the op inside a DAG matcher; None when it is no static generic reduction."""
-        root = dag_root(match_op)
-        if root is None:
-            return None
-        try:
-            problem = parse_reduction(root)
-        except IreetuneError:
-            return None
-        return self.expected_pattern(problem)
 
     def describe(self, pattern: MatchPattern) -> str:
         *inputs, output = pattern.types
         sizes = pattern.sizes[0]
         iterators = [kind for kind in pattern.body if kind in ("parallel", "reduction")]
-        work = [op for op in pattern.body[len(iterators) :] if op not in _NEUTRAL_BODY_OPS]
+        work = [op for op in pattern.body[len(iterators) :] if op not in NEUTRAL_BODY_OPS]
         return (
             f"reduction {' x '.join(inputs)} -> {output}, loops={list(sizes or ())} "
             f"[{', '.join(iterators)}], body {', '.join(work)}, maps {'; '.join(pattern.indexing_maps)}"
         )
-
-
-def build_dag_matcher(source_text: str, op_handle: ir.Value) -> None:
-    """Emit a DAG matcher holding a copy of the generic in `source_text` (a `dag_source`)."""
-    source = ir.Module.parse(source_text)
-    function = source.body.operations[0]
-    source_block = function.regions[0].blocks[0]
-    value_type = ir.Type.parse("!transform.any_value")
-    dag = ir.Operation.create(
-        DAG_MATCH, results=[value_type, value_type], operands=[op_handle], regions=1
-    )
-    block = dag.regions[0].blocks.append(*[argument.type for argument in source_block.arguments])
-    with ir.InsertionPoint(block):
-        generic = next(
-            op.operation for op in source_block.operations if op.operation.name == "linalg.generic"
-        )
-        clone = clone_with_captured_constants(generic)
-        for index, argument in enumerate(block.arguments):
-            clone.operands[index] = argument
-        transform.YieldOp([])
-
-
-def dag_root(match_op: ir.Operation) -> ir.Operation | None:
-    """Return the one generic a DAG matcher holds (None when it holds other ops too)."""
-    inner = [op.operation for op in match_op.regions[0].blocks[0].operations]
-    roots = [op for op in inner if op.name == "linalg.generic"]
-    others = [
-        op for op in inner if op.name not in ("linalg.generic", "arith.constant", "transform.yield")
-    ]
-    return roots[0] if len(roots) == 1 and not others else None
 
 
 def _keep_parallel_loops(module: ir.Module, context: ir.Context) -> None:

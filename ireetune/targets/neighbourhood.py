@@ -12,9 +12,18 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import z3
+
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.targets.z3_enumerate import SpaceBuilder, satisfies
+from ireetune.targets.z3_enumerate import SpaceBuilder, parallel_first, satisfies
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
+
+# A space's constraints, `build(require_parallelism, context, default)`: the walk's space has no
+# default; a known default's space has its values in their knobs' domains (`domain_constraints`)
+# and is the neighbours' hard constraints.
+DefaultedSpaceBuilder = Callable[
+    [bool, z3.Context, Knobs | None], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]
+]
 
 
 def with_values(domains: Mapping[str, Sequence[int]], knobs: Knobs) -> dict[str, list[int]]:
@@ -24,6 +33,20 @@ def with_values(domains: Mapping[str, Sequence[int]], knobs: Knobs) -> dict[str,
         name: sorted({*domain, *([int(values[name])] if name in values else [])})
         for name, domain in domains.items()
     }
+
+
+def domain_constraints(
+    variables: Mapping[str, z3.ArithRef],
+    domains: Mapping[str, Sequence[int]],
+    default: Knobs | None,
+) -> list[z3.BoolRef]:
+    """State that each knob takes a value of its domain; a known default's own values join their
+    domains, so that its neighbours can lie there too."""
+    if default is not None:
+        domains = with_values(domains, default)
+    return [
+        z3.Or([variables[name] == value for value in values]) for name, values in domains.items()
+    ]
 
 
 def default_neighbours(
@@ -69,18 +92,16 @@ def distance_to(knobs: Knobs, default: Knobs) -> float:
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """How a space searches near the default: its hard constraints with the default's values in
-    their domains, the knobs' domains, how many neighbours to propose, and where to centre them
-    (the default itself unless `centre` moves it)."""
+    """How a space searches near the default: the knobs' domains, how many neighbours to
+    propose, and where to centre them (the default itself unless `centre` moves it)."""
 
-    hard_constraints: Callable[[Knobs], SpaceBuilder]
     domains: Mapping[str, Sequence[int]]
     limit: int
     centre: Callable[[Knobs], Knobs] | None = None
 
 
 def enumerate_near_default_first(
-    walk: Sequence[SpaceBuilder],
+    build: DefaultedSpaceBuilder,
     seed: int,
     default: Knobs | None,
     known: Sequence[Knobs],
@@ -88,11 +109,15 @@ def enumerate_near_default_first(
 ) -> Iterator[Knobs]:
     """Yield configurations lazily: when the default is known, a centre (the default itself
     unless `neighbourhood.centre` moves it) and up to `neighbourhood.limit` of its neighbours
-    that satisfy `neighbourhood.hard_constraints(default)`, then a seeded walk over the first
-    satisfiable space of `walk`. The default itself is never yielded: it is the baseline."""
+    that satisfy the default's space (`build(False, context, default)`), then a seeded walk over
+    the space that gives every thread work, or, for a problem too small for that, the space
+    without that requirement. The default itself is never yielded: it is the baseline."""
     first: list[Knobs] = []
     if default is not None:
-        hard = neighbourhood.hard_constraints(default)
+
+        def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+            return build(False, context, default)
+
         centre = neighbourhood.centre
         middle = centre(default) if centre is not None else default
         if middle != default and satisfies(hard, middle):
@@ -100,4 +125,5 @@ def enumerate_near_default_first(
         domains = with_values(neighbourhood.domains, default)
         near = default_neighbours(middle, domains, hard, neighbourhood.limit)
         first += [knobs for knobs in near if knobs != default]
+    walk = parallel_first(lambda parallel, context: build(parallel, context, None))
     return enumerate_z3_space(walk, seed, default, known, first=first)

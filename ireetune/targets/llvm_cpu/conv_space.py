@@ -34,10 +34,9 @@ from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     Neighbourhood,
+    domain_constraints,
     enumerate_near_default_first,
-    with_values,
 )
-from ireetune.targets.z3_enumerate import parallel_first
 
 CONV_KNOB_NAMES = ("dist_f", "dist_oh", "dist_ow", "vec_f", "vec_ow", "vec_c")
 CONV_PIPELINE = "ConvTileAndDecomposeExpert"
@@ -161,13 +160,7 @@ def build_conv_constraints(
     lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
     variables = {name: z3.Int(name, context) for name in CONV_KNOB_NAMES}
     v = variables
-    domains = conv_domains(sizes)
-    if default is not None:
-        # The default's own values belong to their knobs' domains, so its neighbours can too.
-        domains = with_values(domains, default)
-    constraints: list[z3.BoolRef] = [
-        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
-    ]
+    constraints = domain_constraints(v, conv_domains(sizes), default)
     constraints += [
         v["dist_f"] % v["vec_f"] == 0,
         v["dist_ow"] % v["vec_ow"] == 0,
@@ -209,16 +202,14 @@ def enumerate_conv_space(
     """Yield valid convolution configurations lazily and reproducibly for a seed: the default's
     neighbours first (when the default is known), then a seeded random walk over the space."""
     return enumerate_near_default_first(
-        parallel_first(
-            lambda parallel, context: build_conv_constraints(sizes, facts, parallel, context)
+        # The heuristic rules narrow the walk only: the default's neighbours need only compile.
+        lambda parallel, context, default: build_conv_constraints(
+            sizes, facts, parallel, context, default is None, default
         ),
         seed,
         excluded,
         known,
         Neighbourhood(
-            lambda default: (
-                lambda context: build_conv_constraints(sizes, facts, False, context, False, default)
-            ),
             conv_domains(sizes),
             _MAX_NEIGHBOURS,
         ),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import z3
 from iree.compiler import ir
@@ -36,10 +37,9 @@ from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     Neighbourhood,
     distance_to,
+    domain_constraints,
     enumerate_near_default_first,
-    with_values,
 )
-from ireetune.targets.z3_enumerate import parallel_first
 
 ELEMENTWISE_PIPELINE = "DoubleTilingExpert"
 ELEMENTWISE_LEVELS = ("distribution", "vector_common_parallel")
@@ -102,12 +102,7 @@ def build_elementwise_constraints(
     register file and the stack-allocation limit, and (when required) every thread gets a
     tile."""
     v = {name: z3.Int(name, context) for name in sizes.knob_names}
-    domains = elementwise_domains(sizes)
-    if default is not None:
-        domains = with_values(domains, default)
-    constraints: list[z3.BoolRef] = [
-        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
-    ]
+    constraints = domain_constraints(v, elementwise_domains(sizes), default)
     elements = z3.IntVal(1, context)
     for i in range(len(sizes.loops)):
         dist, vec = v[f"dist_{i}"], v[f"vec_{i}"]
@@ -135,16 +130,11 @@ def enumerate_elementwise_space(
 ) -> Iterator[Knobs]:
     """Yield valid configurations lazily: the default's neighbours first, then a seeded walk."""
     return enumerate_near_default_first(
-        parallel_first(
-            lambda parallel, context: build_elementwise_constraints(sizes, facts, parallel, context)
-        ),
+        partial(build_elementwise_constraints, sizes, facts),
         seed,
         excluded,
         known,
         Neighbourhood(
-            lambda default: (
-                lambda context: build_elementwise_constraints(sizes, facts, False, context, default)
-            ),
             elementwise_domains(sizes),
             _MAX_NEIGHBOURS,
         ),

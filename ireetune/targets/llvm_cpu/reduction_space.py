@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import z3
 from iree.compiler import ir
@@ -43,10 +44,9 @@ from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     Neighbourhood,
     distance_to,
+    domain_constraints,
     enumerate_near_default_first,
-    with_values,
 )
-from ireetune.targets.z3_enumerate import parallel_first
 
 REDUCTION_PIPELINE = "DoubleTilingExpert"
 _VEC_P_CHOICES = (1, 2, 4, 8, 16)
@@ -136,13 +136,8 @@ def build_reduction_constraints(
     and the stack-allocation limit, and (when required) every thread gets a tile."""
     lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
     v = {name: z3.Int(name, context) for name in sizes.knob_names}
-    domains = reduction_domains(sizes)
-    if default is not None:
-        domains = with_values(domains, default)
     inner = f"dist_{len(sizes.parallel) - 1}"
-    constraints: list[z3.BoolRef] = [
-        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
-    ]
+    constraints = domain_constraints(v, reduction_domains(sizes), default)
     constraints.append(
         z3.Or(
             v[inner] % v["vec_p"] == 0,
@@ -184,16 +179,11 @@ def enumerate_reduction_space(
     """Yield valid reduction configurations lazily and reproducibly for a seed: the anchor
     (`compute_anchor`) and its neighbours first, then a seeded random walk."""
     return enumerate_near_default_first(
-        parallel_first(
-            lambda parallel, context: build_reduction_constraints(sizes, facts, parallel, context)
-        ),
+        partial(build_reduction_constraints, sizes, facts),
         seed,
         excluded,
         known,
         Neighbourhood(
-            lambda default: (
-                lambda context: build_reduction_constraints(sizes, facts, False, context, default)
-            ),
             reduction_domains(sizes),
             _MAX_NEIGHBOURS,
             centre=lambda default: compute_anchor(sizes, default),

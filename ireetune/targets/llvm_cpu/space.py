@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import z3
 from iree.compiler import ir
@@ -29,8 +30,11 @@ from ireetune.targets.llvm_cpu.common import (
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.neighbourhood import Neighbourhood, enumerate_near_default_first, with_values
-from ireetune.targets.z3_enumerate import parallel_first
+from ireetune.targets.neighbourhood import (
+    Neighbourhood,
+    domain_constraints,
+    enumerate_near_default_first,
+)
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
 PIPELINE = "DoubleTilingExpert"
@@ -164,14 +168,10 @@ def build_constraints(
     dist_m, dist_n = variables["dist_m"], variables["dist_n"]
     vec_m, vec_n, vec_k = variables["vec_m"], variables["vec_n"], variables["vec_k"]
     domains = contraction_domains(sizes, facts)
-    if default is not None:
-        # The default's own values belong to their knobs' domains, so its neighbours can too.
-        domains = with_values(domains, default)
-    # An empty domain would be `Or()`, which z3 5 refuses to add to a solver.
-    assert all(domains.values()), sizes
-    constraints: list[z3.BoolRef] = [
-        z3.Or([variables[name] == v for v in values]) for name, values in domains.items()
-    ]
+    # An empty domain would be `Or()`, which z3 5 refuses to add to a solver (a default has a
+    # value for every knob, which joins its domain).
+    assert default is not None or all(domains.values()), sizes
+    constraints = domain_constraints(variables, domains, default)
     constraints += [dist_m % vec_m == 0, dist_n % vec_n == 0]
     vector_regs_n = (vec_n + lanes - 1) / lanes
     constraints.append(vec_m * vector_regs_n + vector_regs_n + 1 <= facts.vector_registers)
@@ -210,16 +210,11 @@ def enumerate_space(
     parallelism requirement when the problem is too small to meet it.
     """
     return enumerate_near_default_first(
-        parallel_first(
-            lambda parallel, context: build_constraints(sizes, facts, parallel, context)
-        ),
+        partial(build_constraints, sizes, facts),
         seed,
         excluded,
         known,
         Neighbourhood(
-            lambda default: (
-                lambda context: build_constraints(sizes, facts, False, context, default)
-            ),
             contraction_domains(sizes, facts),
             _MAX_NEIGHBOURS,
         ),

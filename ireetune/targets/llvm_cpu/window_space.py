@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import z3
 from iree.compiler import ir
@@ -39,10 +40,9 @@ from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     Neighbourhood,
     distance_to,
+    domain_constraints,
     enumerate_near_default_first,
-    with_values,
 )
-from ireetune.targets.z3_enumerate import parallel_first
 
 WINDOW_PIPELINE = "ConvTileAndDecomposeExpert"
 WINDOW_KNOB_NAMES = ("dist_c", "dist_oh", "dist_ow", "vec_c", "vec_ow", "vec_kw")
@@ -137,12 +137,7 @@ def build_window_constraints(
     the stack-allocation limit hold, and (when required) every thread gets a tile."""
     lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
     v = {name: z3.Int(name, context) for name in WINDOW_KNOB_NAMES}
-    domains = window_domains(sizes)
-    if default is not None:
-        domains = with_values(domains, default)
-    constraints: list[z3.BoolRef] = [
-        z3.Or([v[name] == x for x in values]) for name, values in domains.items()
-    ]
+    constraints = domain_constraints(v, window_domains(sizes), default)
     constraints += [
         v["dist_c"] % v["vec_c"] == 0,
         z3.Or(v["dist_ow"] % v["vec_ow"] == 0, v["vec_ow"] >= v["dist_ow"]),
@@ -167,16 +162,11 @@ def enumerate_window_space(
     """Yield valid window configurations lazily: the default's neighbours first, then a seeded
     random walk."""
     return enumerate_near_default_first(
-        parallel_first(
-            lambda parallel, context: build_window_constraints(sizes, facts, parallel, context)
-        ),
+        partial(build_window_constraints, sizes, facts),
         seed,
         excluded,
         known,
         Neighbourhood(
-            lambda default: (
-                lambda context: build_window_constraints(sizes, facts, False, context, default)
-            ),
             window_domains(sizes),
             _MAX_NEIGHBOURS,
         ),

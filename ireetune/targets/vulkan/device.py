@@ -299,36 +299,36 @@ class _NamedTarget:
     subgroup_size_choices: tuple[int, ...]
 
 
-def _nvidia_target(device_name: str) -> _NamedTarget:
-    """Pick the NVIDIA generation by product name (IREE 3.13 knows no Vulkan target past sm_89
-    but sm_120; Hopper parts take `ampere`, whose features they all have)."""
-    name = device_name.upper()
-    rules = (
-        (r"RTX 50|RTX PRO|B200|B100|GB\d", "sm_120"),
-        (r"RTX 40|\bL4\b|\bL40|ADA", "sm_89"),
-        (r"RTX 20|GTX 16|\bT4\b|TITAN RTX|QUADRO RTX", "turing"),
-        (r"V100|TITAN V\b", "volta"),
-        (r"GTX 10|P100|\bP40\b|\bP4\b|TITAN X", "pascal"),
-    )
-    for pattern, target in rules:
-        if re.search(pattern, name):
-            return _NamedTarget(target, (32,))
-    return _NamedTarget("ampere", (32,))
+# NVIDIA generations by product name (IREE 3.13 knows no Vulkan target past sm_89 but sm_120;
+# Hopper parts take the fallback, `ampere`, whose features they all have).
+_NVIDIA_GENERATIONS = (
+    (r"RTX 50|RTX PRO|B200|B100|GB\d", "sm_120"),
+    (r"RTX 40|\bL4\b|\bL40|ADA", "sm_89"),
+    (r"RTX 20|GTX 16|\bT4\b|TITAN RTX|QUADRO RTX", "turing"),
+    (r"V100|TITAN V\b", "volta"),
+    (r"GTX 10|P100|\bP40\b|\bP4\b|TITAN X", "pascal"),
+)
+# RDNA generations by product or Mesa code name (`RX 7900`, `RADV NAVI31`).
+_AMD_GENERATIONS = (
+    (r"RX 9\d{3}|NAVI4|GFX12", "rdna4"),
+    (r"RX 7\d{3}|NAVI3|GFX11|780M|760M|PHOENIX", "rdna3"),
+    (r"RX 6\d{3}|NAVI2|GFX103|680M|660M|REMBRANDT|VANGOGH", "rdna2"),
+    (r"RX 5\d{3}|NAVI1|GFX101", "rdna1"),
+)
 
 
-def _amd_target(device_name: str) -> _NamedTarget:
-    """Pick the RDNA generation by product or Mesa code name (`RX 7900`, `RADV NAVI31`)."""
+def _generation_target(
+    device_name: str,
+    generations: tuple[tuple[str, str], ...],
+    fallback: str,
+    subgroup_size_choices: tuple[int, ...],
+) -> _NamedTarget:
+    """Pick the first generation whose pattern the device's name matches (else the fallback)."""
     name = device_name.upper()
-    rules = (
-        (r"RX 9\d{3}|NAVI4|GFX12", "rdna4"),
-        (r"RX 7\d{3}|NAVI3|GFX11|780M|760M|PHOENIX", "rdna3"),
-        (r"RX 6\d{3}|NAVI2|GFX103|680M|660M|REMBRANDT|VANGOGH", "rdna2"),
-        (r"RX 5\d{3}|NAVI1|GFX101", "rdna1"),
-    )
-    for pattern, target in rules:
+    for pattern, target in generations:
         if re.search(pattern, name):
-            return _NamedTarget(target, (32, 64))
-    return _NamedTarget("rdna3", (32, 64))
+            return _NamedTarget(target, subgroup_size_choices)
+    return _NamedTarget(fallback, subgroup_size_choices)
 
 
 def named_target_for(device: VulkanDevice) -> _NamedTarget | None:
@@ -336,9 +336,9 @@ def named_target_for(device: VulkanDevice) -> _NamedTarget | None:
     if device.runs_on_cpu:
         return None
     if device.vendor_id == VENDOR_NVIDIA:
-        return _nvidia_target(device.name)
+        return _generation_target(device.name, _NVIDIA_GENERATIONS, "ampere", (32,))
     if device.vendor_id == VENDOR_AMD:
-        return _amd_target(device.name)
+        return _generation_target(device.name, _AMD_GENERATIONS, "rdna3", (32, 64))
     if device.vendor_id == VENDOR_ARM:
         return _NamedTarget("valhall4", (16,))
     if device.vendor_id == VENDOR_QUALCOMM:

@@ -139,6 +139,38 @@ def shared_memory_bytes(sizes: MatmulSizes, variables: Variables, early_store: b
     return tile * (sizes.input_bits // 8) * buffers
 
 
+def promoted_tile_domains(
+    variables: Variables, sizes: MatmulSizes, facts: VulkanFacts, optional_subgroup: bool
+) -> list[z3.BoolRef]:
+    """State the domains of the knobs both promoting pipelines share: workgroup tiles, the K
+    tile, the pipeline depth, the store stage and the subgroup size."""
+    return [
+        one_of(variables["wg_m"], tile_choices(sizes.m)),
+        one_of(variables["wg_n"], tile_choices(sizes.n)),
+        one_of(variables["tile_k"], divisors(sizes.k, _PROMOTE_K_TILES)),
+        one_of(variables["depth"], _DEPTHS),
+        one_of(variables["store_stage"], (0, 1)),
+        one_of(variables["subgroup_size"], subgroup_choices(facts, optional=optional_subgroup)),
+    ]
+
+
+def promoted_tile_loads(
+    variables: Variables, sizes: MatmulSizes, facts: VulkanFacts, early_store: bool
+) -> list[z3.BoolRef]:
+    """State what both promoting pipelines need of their promoted tiles: every thread loads
+    whole 128-bit vectors of both, both fit shared memory, and there are at least `depth` K
+    tiles to pipeline."""
+    v = variables
+    vector = 128 // sizes.input_bits
+    threads = v["wg_x"] * v["wg_y"]
+    return [
+        (v["wg_m"] * v["tile_k"]) % (threads * vector) == 0,
+        (v["wg_n"] * v["tile_k"]) % (threads * vector) == 0,
+        shared_memory_bytes(sizes, v, early_store) <= facts.max_workgroup_memory_bytes,
+        v["tile_k"] * v["depth"] <= sizes.k,
+    ]
+
+
 def build_base_space(
     sizes: MatmulSizes, facts: VulkanFacts, whole_subgroups: bool, context: z3.Context
 ) -> Space:
@@ -179,21 +211,13 @@ def build_promote_space(
     threads = v["wg_x"] * v["wg_y"]
     effective = z3.If(v["subgroup_size"] == 0, min(facts.subgroup_sizes), v["subgroup_size"])
     constraints = [
-        one_of(v["wg_m"], tile_choices(sizes.m)),
-        one_of(v["wg_n"], tile_choices(sizes.n)),
-        one_of(v["tile_k"], divisors(sizes.k, _PROMOTE_K_TILES)),
-        one_of(v["depth"], _DEPTHS),
-        one_of(v["store_stage"], (0, 1)),
-        one_of(v["subgroup_size"], subgroup_choices(facts, optional=True)),
+        *promoted_tile_domains(v, sizes, facts, optional_subgroup=True),
         one_of(t_m, _THREAD_TILES),
         one_of(t_n, _THREAD_TILES),
         v["wg_m"] == v["wg_y"] * t_m,
         v["wg_n"] == v["wg_x"] * t_n,
         threads > effective,
-        (v["wg_m"] * v["tile_k"]) % (threads * vector) == 0,
-        (v["wg_n"] * v["tile_k"]) % (threads * vector) == 0,
-        shared_memory_bytes(sizes, v, early_store=True) <= facts.max_workgroup_memory_bytes,
-        v["tile_k"] * v["depth"] <= sizes.k,
+        *promoted_tile_loads(v, sizes, facts, early_store=True),
         # The copies to shared memory map their 128-bit vectors along K (LHS) and N (RHS) to
         # the x threads; more vectors than x threads fail to compile ("overprovisioning is not
         # yet supported"; seen with wg_x = 1, tile_k = 64).
@@ -221,19 +245,13 @@ def build_cooperative_space(
     v = {name: z3.Int(name, context) for name in names}
     r_m, r_n, r_k, c_n = (z3.Int(name, context) for name in ("r_m", "r_n", "r_k", "c_n"))
     shapes = facts.shapes_for(sizes.input_type, sizes.accumulator_type)
-    vector = 128 // sizes.input_bits
     threads = v["wg_x"] * v["wg_y"]
     constraints = [
         z3.Or(
             [z3.And(v["mma_m"] == s.m, v["mma_n"] == s.n, v["mma_k"] == s.k) for s in shapes]
             or [z3.BoolVal(False, context)]
         ),
-        one_of(v["wg_m"], tile_choices(sizes.m)),
-        one_of(v["wg_n"], tile_choices(sizes.n)),
-        one_of(v["tile_k"], divisors(sizes.k, _PROMOTE_K_TILES)),
-        one_of(v["depth"], _DEPTHS),
-        one_of(v["store_stage"], (0, 1)),
-        one_of(v["subgroup_size"], subgroup_choices(facts, optional=False)),
+        *promoted_tile_domains(v, sizes, facts, optional_subgroup=False),
         one_of(r_m, (1, 2, 4)),
         one_of(r_n, (1, 2, 4)),
         one_of(r_k, (1, 2, 4)),
@@ -246,10 +264,7 @@ def build_cooperative_space(
         v["wg_x"] == v["subgroup_size"] * c_n,
         v["wg_m"] == v["sg_m"] * v["wg_y"],
         threads >= 2 * v["subgroup_size"],
-        (v["wg_m"] * v["tile_k"]) % (threads * vector) == 0,
-        (v["wg_n"] * v["tile_k"]) % (threads * vector) == 0,
-        shared_memory_bytes(sizes, v, early_store=False) <= facts.max_workgroup_memory_bytes,
-        v["tile_k"] * v["depth"] <= sizes.k,
+        *promoted_tile_loads(v, sizes, facts, early_store=False),
         *workgroup_limits(v, facts, whole_subgroups=False),
     ]
     return v, constraints
