@@ -116,6 +116,7 @@ def compile_stage(run: DispatchRun) -> None:
         )
     if run.overlapped is None:
         classify_binaries(recorder, restored)
+        _time_at_dispatch_level_if_reference_ignores_configs(run, restored)
     run.success_rate = compile_success_rate(recorder)
 
 
@@ -232,6 +233,66 @@ def _compile_plan(
     }
 
 
+# Why a run searching on real inputs falls back to the dispatch benchmark.
+REFERENCE_IGNORES_CONFIGS = (
+    "no candidate's reference program compiled to a binary of its own ({counts}): compiled "
+    "alone, the root op is rewritten before configurations apply (IREE collapses its loops or "
+    "data-tiles it), while the dispatch takes them; candidates are timed on the dispatch "
+    "benchmark instead"
+)
+_IGNORED = (
+    CandidateStatus.NOT_APPLIED,
+    CandidateStatus.COMPILE_FAILED,
+    CandidateStatus.COMPILE_TIMED_OUT,
+)
+
+
+def _time_at_dispatch_level_if_reference_ignores_configs(
+    run: DispatchRun, restored: set[int]
+) -> None:
+    """Where the search times on real inputs and no new candidate's reference program compiled
+    to a binary of its own, compile the candidates again from the dispatch benchmark and time
+    them there. The reference program then does not carry configurations that the dispatch
+    does: a 1x1 NCHW convolution's contraction keeps two spatial loops in the model's dispatch,
+    which IREE collapses into one when the op is compiled alone (the matcher no longer matches:
+    every binary is the default's); under data tiling the op alone is data-tiled and the
+    configuration lost (every compile fails). Timing those would measure nothing of the
+    candidates."""
+    recorder = run.recorder
+    fresh = [r for cid, r in recorder.records.items() if cid and cid not in restored]
+    if (
+        not run.real_input_search
+        or restored - {0}
+        or not fresh
+        or any(r.status not in _IGNORED for r in fresh)
+    ):
+        return
+    counts = ", ".join(
+        f"{sum(r.status is status for r in fresh)} {status.value}"
+        for status in _IGNORED
+        if any(r.status is status for r in fresh)
+    )
+    run.real_input_search = False
+    recorder.info["timing_basis"] = Basis.DISPATCH.value
+    run.notes.append(REFERENCE_IGNORES_CONFIGS.format(counts=counts))
+    for record in [recorder.records[0], *fresh]:
+        if record.status is CandidateStatus.COMPILED or record.status in _IGNORED:
+            recorder.records[record.candidate_id] = replace(
+                record, status=CandidateStatus.GENERATED, reason="", binary_path="",
+                binary_hash="", compile_seconds=None,
+            )  # fmt: skip
+    requests = _compile_plan(run.target, recorder, run.reference, False, restored)
+    compile_candidates(
+        run.executor, recorder, requests, restored, run.workers, run.options.compile_timeout_s,
+        run.progress,
+    )  # fmt: skip
+    if recorder.records[0].status is not CandidateStatus.COMPILED:
+        raise IreetuneError(
+            f"the default configuration does not compile: {recorder.records[0].reason}"
+        )
+    classify_binaries(recorder, restored)
+
+
 def measure_round_stage(run: DispatchRun) -> None:
     """Online search, a round but the last: compile and time the candidates not done yet (first
     pass only); the run then treats them as a resumed run treats the ones it found in the
@@ -248,6 +309,7 @@ def measure_round_stage(run: DispatchRun) -> None:
             f"the default configuration does not compile: {recorder.records[0].reason}"
         )
     classify_binaries(recorder, done)
+    _time_at_dispatch_level_if_reference_ignores_configs(run, done)
     if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
         _benchmark(run.executor, early, run.devices, recorder, done, _real_inputs(run), run.progress)  # fmt: skip
     run.restored = done | set(recorder.records)
