@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from ireetune.core.records import CandidateStatus
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.dispatch_run.stages import REFERENCE_IGNORES_CONFIGS
+from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from tests.conftest import TEST_TARGET
 
 
