@@ -9,6 +9,7 @@ from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.flags.model_search import apply_command
 from ireetune.flags.trials import describe_trial, trial_row
+from ireetune.model.hot import HotSet
 from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model_options import ModelTuneOptions
@@ -61,6 +62,15 @@ def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> li
     return lines
 
 
+def describe_coverage(hot: HotSet) -> str:
+    """Say how many problems were selected and what share of the time they cover: of the
+    model's measured time, or of the dispatch total where the dispatch benchmarks add up to
+    more than the model takes."""
+    basis = "the model's measured time" if hot.model_ms >= hot.explained_ms else "dispatch time"
+    share = hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9)
+    return f"{len(hot.selected)} dispatch problem(s) selected, covering {share:.0%} of {basis}"
+
+
 def write_report(run: ModelTuningRun) -> None:
     """Write the run's report.txt and report.json from its result and hot set."""
     options, hot, result, run_dir = run.options, run.hot_set, run.result, run.run_dir
@@ -74,8 +84,7 @@ def write_report(run: ModelTuningRun) -> None:
         + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
         "process, 95% paired interval)",
         explain_profile(hot),
-        f"tuning wall time {wall_s:.0f} s; {len(hot.selected)} dispatch problem(s) selected, covering "
-        f"{hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9):.0%} of dispatch time",
+        f"tuning wall time {wall_s:.0f} s; {describe_coverage(hot)}",
         "",
         f"{'share':>6} {'runs':>4} {'default ms':>10} {'tuned ms':>9}  {'dispatch':<40} problem / note"
         "   (default and tuned ms of a tuned dispatch: its own tuning session)",
