@@ -132,7 +132,7 @@ def explain_profile(hot: HotSet) -> str:
     return (
         f"profile: dispatch benchmarks add up to {hot.explained_ms:.3f} ms, more than the "
         f"{hot.model_ms:.3f} ms the model takes (dispatch benchmarks time each dispatch alone, on "
-        "the CPU on uninitialised buffers): shares are of the dispatch total"
+        "uninitialised buffers, on every device): shares are of the dispatch total"
     )
 
 

@@ -57,15 +57,6 @@ def family_of(problem: Problem) -> OpFamily:
     return family_named(problem.family)
 
 
-def family_of_match_op(op_name: str) -> OpFamily | None:
-    """Return the family whose matchers use the match op `op_name` (the first, for contractions,
-    whose batch family shares its match op), or None."""
-    for family in reversed(FAMILIES):
-        if family.match_op.name == op_name:
-            return family
-    return None
-
-
 def family_of_pattern(pattern: MatchPattern) -> OpFamily | None:
     """Return the family a pattern belongs to (of those sharing its match op, the one that
     claims it; for contractions the plain family, whose batch family shares its match op), or
