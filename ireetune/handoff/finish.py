@@ -187,7 +187,11 @@ def fold_stage(run: FinishRun) -> None:
     recorder, info, checked = run.recorder, run.recorder.info, run.checked
     # A folder finished before keeps that verdict's checks in results.json; this verdict is
     # reached afresh, so a candidate that is no contender now carries none of them.
-    cleared = {**dict.fromkeys(DECISION_CHECKS), "verdict": "", "max_abs_error": None}
+    cleared: dict[str, Any] = {
+        **dict.fromkeys(DECISION_CHECKS),
+        "verdict": "",
+        "max_abs_error": None,
+    }
     for record in list(recorder.records.values()):
         recorder.records[record.candidate_id] = replace(record, **cleared)
     campaign = campaign_from_file(checked.campaign)
