@@ -16,6 +16,7 @@ the IREE compiler or z3 (`benchmark-folder` runs on hosts with only the runtime 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import stat
@@ -28,15 +29,20 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetPydanticSchema,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     model_validator,
 )
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic_core import core_schema
 
 from ireetune.benchmark.campaign import CampaignResult, CandidateMeasurement, DeviceBaseline
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.timing import TimingKind
-from ireetune.core.records import RESULTS_FORMAT, CandidateStatus
+from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.records import RESULTS_FORMAT, CandidateRecord
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
@@ -155,7 +161,9 @@ _PHRASES = {
     "dict_type": "must be an object",
     "model_type": "must be an object",
     "model_attributes_type": "must be an object",
+    "dataclass_type": "must be an object",
     "extra_forbidden": "is not a field of this file",
+    "unexpected_keyword_argument": "is not a field of this file",
 }
 
 # The bounds a value broke: pydantic's error type -> (the words, with the bound's place; the
@@ -319,41 +327,48 @@ class FileModel(BaseModel):
 # results.json of a dispatch run (report/recorder.py writes it).
 
 
-class CandidateRecordFile(FileModel):
-    """One candidate of results.json (the fields of report.records.CandidateRecord)."""
+def _knobs_from_mapping(knobs: dict[str, int | str] | None) -> Knobs | None:
+    return make_knobs(knobs) if knobs is not None else None
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+# A candidate's knobs as results.json holds them: an object of names to values, checked as
+# such (so a bad value is named by its knob) and then frozen into the record's sorted pairs.
+FileKnobs = Annotated[
+    Knobs | None,
+    GetPydanticSchema(
+        lambda _source, handler: core_schema.no_info_after_validator_function(
+            _knobs_from_mapping, handler(dict[str, int | str] | None)
+        )
+    ),
+]
+
+
+# The record's own declaration serves the file: pydantic validates the dataclass's fields, and
+# this subclass only narrows the ones the file checks further (ids and counts within bounds,
+# paths inside the folder, knobs from their JSON object).
+@pydantic_dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
+class CandidateRecordFile(CandidateRecord):
+    """One candidate of results.json: a CandidateRecord, checked as untrusted data."""
 
     candidate_id: CandidateId
-    knobs: dict[str, int | str] | None
-    status: CandidateStatus
-    heuristic_score: float | None = None
-    reason: str = ""
+    knobs: FileKnobs
     spec_path: InsidePath = ""
     binary_path: InsidePath = ""
-    binary_hash: str = ""
-    compile_seconds: float | None = None
-    device: str = ""
-    times_ms: Times = ()
-    median_ms: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    spread: float | None = None
-    speedup: float | None = None
-    stopped_early: bool = False
-    max_abs_error: float | None = None
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    basis: str = ""
-    confirmed: bool = False
-    rounds_ms: tuple[Times, ...] = ()
-    outputs_match: bool | None = None
-    real_input_speedup: float | None = None
-    real_input_low: float | None = None
-    real_input_high: float | None = None
-    verdict: str = ""
-    timing: str = ""
-    batch: Count = 0
+    batch: Count = dataclasses.field(default=0, kw_only=True)
+
+    # The reading API the file's other models have (FileModel's), so one candidate is checked
+    # and its fields listed the same way as a whole file.
+    model_fields: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @classmethod
+    def model_validate_json(
+        cls, text: str, context: dict[str, Any] | None = None
+    ) -> CandidateRecordFile:
+        """Check one candidate's JSON text; the paths it names stay inside context's run_dir."""
+        return TypeAdapter(cls).validate_json(text, context=context)
+
+
+CandidateRecordFile.model_fields = {f.name: f for f in dataclasses.fields(CandidateRecordFile)}
 
 
 class DecisionFile(FileModel):
