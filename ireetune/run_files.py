@@ -57,6 +57,7 @@ MAX_CANDIDATE_ID = 2**31 - 1
 MAX_BATCH = 2**31 - 1
 
 ModelT = TypeVar("ModelT", bound="FileModel")
+RecordT = TypeVar("RecordT")
 
 
 class RunFileError(IreetuneError, ValueError):
@@ -217,18 +218,29 @@ def describe_validation_error(path: Path, error: ValidationError) -> str:
     return f"{path}: {where}{_phrase(first)}{got}"
 
 
-def validate_document(
-    path: Path, model: type[ModelT], document: object, run_dir: Path | None = None
-) -> ModelT:
-    """Check an already read document against its model; paths are confined to `run_dir`."""
-    if model.FORMAT:
-        check_format(path, document, model.FORMAT, "file", unversioned=True)
+def validate_record(
+    path: Path, record_type: type[RecordT], document: object, run_dir: Path | None = None
+) -> RecordT:
+    """Check an already read document against its declaration (a FileModel, or a dataclass
+    whose fields carry their checks); paths are confined to `run_dir`."""
     try:
         # Validated from JSON text: strict mode then takes enums from their values and arrays
         # for tuples, and still refuses "5" for 5 and true for 1.
-        return model.model_validate_json(json.dumps(document), context={"run_dir": run_dir})
+        return TypeAdapter(record_type).validate_json(
+            json.dumps(document), strict=True, context={"run_dir": run_dir}
+        )
     except ValidationError as error:
         raise RunFileError(describe_validation_error(path, error)) from None
+
+
+def validate_document(
+    path: Path, model: type[ModelT], document: object, run_dir: Path | None = None
+) -> ModelT:
+    """Check an already read document against its model (its format first, where the model
+    names one); paths are confined to `run_dir`."""
+    if model.FORMAT:
+        check_format(path, document, model.FORMAT, "file", unversioned=True)
+    return validate_record(path, model, document, run_dir)
 
 
 def read_model_file(
@@ -240,17 +252,17 @@ def read_model_file(
 
 def read_versioned_file(
     path: Path,
-    model: type[ModelT],
+    record_type: type[RecordT],
     expected: str,
     kind: str,
     run_dir: Path,
     max_bytes: int = MAX_FILE_BYTES,
-) -> ModelT:
+) -> RecordT:
     """Read a run folder's JSON file that must name its format `expected` (`kind` names the file
-    in the refusal) into its typed model."""
+    in the refusal) into its typed declaration."""
     document = read_json_file(path, max_bytes)
     check_format(path, document, expected, kind)
-    return validate_document(path, model, document, run_dir)
+    return validate_record(path, record_type, document, run_dir)
 
 
 def check_format(
@@ -281,16 +293,24 @@ def check_format(
     raise RunFileError(f"{path} is not a {expected} {kind}")
 
 
-def dump_document(model: type[BaseModel], document: Mapping[str, Any]) -> str:
-    """Return `document` as JSON text after checking it against the model its reader uses.
+def dump_document(record_type: type[object], document: Mapping[str, Any]) -> str:
+    """Return `document` as JSON text after checking it against the declaration its reader uses.
 
     The writer and the reader share one definition of the file: what is written is what will be
-    read back. A document that fails its model is a defect of ours, so the error is not turned
-    into a user's one-line message.
+    read back. A document that fails its declaration is a defect of ours, so the error is not
+    turned into a user's one-line message.
     """
     text = json.dumps(document, indent=2) + "\n"
-    model.model_validate_json(text)
+    TypeAdapter(record_type).validate_json(text, strict=True)
     return text
+
+
+def dump_record(record_type: type[RecordT], record: RecordT) -> dict[str, Any]:
+    """Return a record as its file holds it: JSON values, fields in order, by their file names."""
+    dumped: dict[str, Any] = TypeAdapter(record_type).dump_python(
+        record, mode="json", by_alias=True
+    )
+    return dumped
 
 
 def check_inside_run_dir(value: str, info: ValidationInfo) -> str:
