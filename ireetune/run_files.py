@@ -16,6 +16,7 @@ the IREE compiler or z3 (`benchmark-folder` runs on hosts with only the runtime 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import stat
@@ -28,15 +29,20 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetPydanticSchema,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     model_validator,
 )
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic_core import core_schema
 
 from ireetune.benchmark.campaign import CampaignResult, CandidateMeasurement, DeviceBaseline
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.timing import TimingKind
-from ireetune.core.records import RESULTS_FORMAT, CandidateStatus
+from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.records import RESULTS_FORMAT, CandidateRecord
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
@@ -51,6 +57,7 @@ MAX_CANDIDATE_ID = 2**31 - 1
 MAX_BATCH = 2**31 - 1
 
 ModelT = TypeVar("ModelT", bound="FileModel")
+RecordT = TypeVar("RecordT")
 
 
 class RunFileError(IreetuneError, ValueError):
@@ -159,6 +166,7 @@ _PHRASES = {
     # manifest entries) reports a non-object under this name.
     "dataclass_type": "must be an object",
     "extra_forbidden": "is not a field of this file",
+    "unexpected_keyword_argument": "is not a field of this file",
 }
 
 # The bounds a value broke: pydantic's error type -> (the words, with the bound's place; the
@@ -212,18 +220,29 @@ def describe_validation_error(path: Path, error: ValidationError) -> str:
     return f"{path}: {where}{_phrase(first)}{got}"
 
 
-def validate_document(
-    path: Path, model: type[ModelT], document: object, run_dir: Path | None = None
-) -> ModelT:
-    """Check an already read document against its model; paths are confined to `run_dir`."""
-    if model.FORMAT:
-        check_format(path, document, model.FORMAT, "file", unversioned=True)
+def validate_record(
+    path: Path, record_type: type[RecordT], document: object, run_dir: Path | None = None
+) -> RecordT:
+    """Check an already read document against its declaration (a FileModel, or a dataclass
+    whose fields carry their checks); paths are confined to `run_dir`."""
     try:
         # Validated from JSON text: strict mode then takes enums from their values and arrays
         # for tuples, and still refuses "5" for 5 and true for 1.
-        return model.model_validate_json(json.dumps(document), context={"run_dir": run_dir})
+        return TypeAdapter(record_type).validate_json(
+            json.dumps(document), strict=True, context={"run_dir": run_dir}
+        )
     except ValidationError as error:
         raise RunFileError(describe_validation_error(path, error)) from None
+
+
+def validate_document(
+    path: Path, model: type[ModelT], document: object, run_dir: Path | None = None
+) -> ModelT:
+    """Check an already read document against its model (its format first, where the model
+    names one); paths are confined to `run_dir`."""
+    if model.FORMAT:
+        check_format(path, document, model.FORMAT, "file", unversioned=True)
+    return validate_record(path, model, document, run_dir)
 
 
 def read_model_file(
@@ -235,17 +254,17 @@ def read_model_file(
 
 def read_versioned_file(
     path: Path,
-    model: type[ModelT],
+    record_type: type[RecordT],
     expected: str,
     kind: str,
     run_dir: Path,
     max_bytes: int = MAX_FILE_BYTES,
-) -> ModelT:
+) -> RecordT:
     """Read a run folder's JSON file that must name its format `expected` (`kind` names the file
-    in the refusal) into its typed model."""
+    in the refusal) into its typed declaration."""
     document = read_json_file(path, max_bytes)
     check_format(path, document, expected, kind)
-    return validate_document(path, model, document, run_dir)
+    return validate_record(path, record_type, document, run_dir)
 
 
 def check_format(
@@ -276,16 +295,24 @@ def check_format(
     raise RunFileError(f"{path} is not a {expected} {kind}")
 
 
-def dump_document(model: type[BaseModel], document: Mapping[str, Any]) -> str:
-    """Return `document` as JSON text after checking it against the model its reader uses.
+def dump_document(record_type: type[object], document: Mapping[str, Any]) -> str:
+    """Return `document` as JSON text after checking it against the declaration its reader uses.
 
     The writer and the reader share one definition of the file: what is written is what will be
-    read back. A document that fails its model is a defect of ours, so the error is not turned
-    into a user's one-line message.
+    read back. A document that fails its declaration is a defect of ours, so the error is not
+    turned into a user's one-line message.
     """
     text = json.dumps(document, indent=2) + "\n"
-    model.model_validate_json(text)
+    TypeAdapter(record_type).validate_json(text, strict=True)
     return text
+
+
+def dump_record(record_type: type[RecordT], record: RecordT) -> dict[str, Any]:
+    """Return a record as its file holds it: JSON values, fields in order, by their file names."""
+    dumped: dict[str, Any] = TypeAdapter(record_type).dump_python(
+        record, mode="json", by_alias=True
+    )
+    return dumped
 
 
 def check_inside_run_dir(value: str, info: ValidationInfo) -> str:
@@ -322,41 +349,48 @@ class FileModel(BaseModel):
 # results.json of a dispatch run (report/recorder.py writes it).
 
 
-class CandidateRecordFile(FileModel):
-    """One candidate of results.json (the fields of report.records.CandidateRecord)."""
+def _knobs_from_mapping(knobs: dict[str, int | str] | None) -> Knobs | None:
+    return make_knobs(knobs) if knobs is not None else None
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+# A candidate's knobs as results.json holds them: an object of names to values, checked as
+# such (so a bad value is named by its knob) and then frozen into the record's sorted pairs.
+FileKnobs = Annotated[
+    Knobs | None,
+    GetPydanticSchema(
+        lambda _source, handler: core_schema.no_info_after_validator_function(
+            _knobs_from_mapping, handler(dict[str, int | str] | None)
+        )
+    ),
+]
+
+
+# The record's own declaration serves the file: pydantic validates the dataclass's fields, and
+# this subclass only narrows the ones the file checks further (ids and counts within bounds,
+# paths inside the folder, knobs from their JSON object).
+@pydantic_dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
+class CandidateRecordFile(CandidateRecord):
+    """One candidate of results.json: a CandidateRecord, checked as untrusted data."""
 
     candidate_id: CandidateId
-    knobs: dict[str, int | str] | None
-    status: CandidateStatus
-    heuristic_score: float | None = None
-    reason: str = ""
+    knobs: FileKnobs
     spec_path: InsidePath = ""
     binary_path: InsidePath = ""
-    binary_hash: str = ""
-    compile_seconds: float | None = None
-    device: str = ""
-    times_ms: Times = ()
-    median_ms: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    spread: float | None = None
-    speedup: float | None = None
-    stopped_early: bool = False
-    max_abs_error: float | None = None
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    basis: str = ""
-    confirmed: bool = False
-    rounds_ms: tuple[Times, ...] = ()
-    outputs_match: bool | None = None
-    real_input_speedup: float | None = None
-    real_input_low: float | None = None
-    real_input_high: float | None = None
-    verdict: str = ""
-    timing: str = ""
-    batch: Count = 0
+    batch: Count = dataclasses.field(default=0, kw_only=True)
+
+    # The reading API the file's other models have (FileModel's), so one candidate is checked
+    # and its fields listed the same way as a whole file.
+    model_fields: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @classmethod
+    def model_validate_json(
+        cls, text: str, context: dict[str, Any] | None = None
+    ) -> CandidateRecordFile:
+        """Check one candidate's JSON text; the paths it names stay inside context's run_dir."""
+        return TypeAdapter(cls).validate_json(text, context=context)
+
+
+CandidateRecordFile.model_fields = {f.name: f for f in dataclasses.fields(CandidateRecordFile)}
 
 
 class DecisionFile(FileModel):

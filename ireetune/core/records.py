@@ -113,8 +113,11 @@ class CandidateRecord(CandidateChecks):
     stopped_early: bool = False
     max_abs_error: float | None = None
     # How the times were taken (benchmark/timing.py) and how many dispatches one timed call held.
-    timing: str = ""
-    batch: int = 0
+    # Keyword-only, as the checks are: results.json holds these two after the checks, and
+    # pydantic checks keyword-only fields after the others, so a file's candidates are checked
+    # (and the first bad field named) in the order the file holds them.
+    timing: str = field(default="", kw_only=True)
+    batch: int = field(default=0, kw_only=True)
 
     @property
     def is_baseline(self) -> bool:

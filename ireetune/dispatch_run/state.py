@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.core.records import CandidateStatus
@@ -38,6 +38,41 @@ if TYPE_CHECKING:
     from ireetune.report.result import TuneResult
     from ireetune.search.learned_order import OnlineSearch
     from ireetune.verify.stage import ReferenceSetup
+
+
+ValueT = TypeVar("ValueT")
+
+
+class SetByStage(Generic[ValueT]):
+    """A run's value that one stage sets and later stages read, kept in the run's field of the
+    same name with a leading underscore (None until the stage sets it).
+
+    Reading it before that stage ran is a defect of the stage order, so it is an assert that
+    says what is missing, not an error for the user.
+    """
+
+    def __init__(self, unset: str) -> None:
+        self.unset = unset
+        self.field_name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field_name = f"_{name}"
+
+    @overload
+    def __get__(self, run: None, owner: type) -> SetByStage[ValueT]: ...
+
+    @overload
+    def __get__(self, run: object, owner: type) -> ValueT: ...
+
+    def __get__(self, run: object, owner: type) -> SetByStage[ValueT] | ValueT:
+        if run is None:
+            return self
+        value: ValueT | None = getattr(run, self.field_name)
+        assert value is not None, self.unset
+        return value
+
+    def __set__(self, run: object, value: ValueT) -> None:
+        setattr(run, self.field_name, value)
 
 
 @dataclass
@@ -84,36 +119,13 @@ class DispatchRun:
     def problem(self) -> Problem:
         return self.dispatch.problem
 
-    @property
-    def recorder(self) -> RunRecorder:
-        assert self._recorder is not None, "the run folder is not started yet"
-        return self._recorder
-
-    @recorder.setter
-    def recorder(self, recorder: RunRecorder) -> None:
-        self._recorder = recorder
+    recorder = SetByStage["RunRecorder"]("the run folder is not started yet")
+    reference = SetByStage["ReferenceSetup"]("the reference program is not written yet")
+    progress = SetByStage["StageProgress"]("the run's progress display is not open")
 
     @property
     def run_dir(self) -> Path:
         return self.recorder.run_dir
-
-    @property
-    def reference(self) -> ReferenceSetup:
-        assert self._reference is not None, "the reference program is not written yet"
-        return self._reference
-
-    @reference.setter
-    def reference(self, reference: ReferenceSetup) -> None:
-        self._reference = reference
-
-    @property
-    def progress(self) -> StageProgress:
-        assert self._progress is not None, "the run's progress display is not open"
-        return self._progress
-
-    @progress.setter
-    def progress(self, progress: StageProgress) -> None:
-        self._progress = progress
 
     @property
     def campaign_settings(self) -> CampaignSettings:

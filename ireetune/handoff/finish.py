@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,6 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.benchmark.outcomes import apply_campaign
-from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CandidateRecord
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import CandidateFacts, DecisionRule, choose_contenders
@@ -48,11 +47,8 @@ from ireetune.verify.landing import prove_config_landed
 
 
 def record_from_json(data: CandidateRecordFile) -> CandidateRecord:
-    """Rebuild a CandidateRecord from its checked results.json form."""
-    fields = data.model_dump()
-    fields["status"] = data.status
-    fields["knobs"] = make_knobs(data.knobs) if data.knobs is not None else None
-    return CandidateRecord(**fields)
+    """Return the plain CandidateRecord of a checked results.json candidate."""
+    return CandidateRecord(**{f.name: getattr(data, f.name) for f in fields(CandidateRecord)})
 
 
 def read_compiling_manifest(run_dir: Path) -> Manifest:

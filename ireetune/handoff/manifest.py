@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo
 
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
@@ -46,14 +46,40 @@ MAX_INPUTS = 64
 MAX_RANK = 16
 
 
+# The folder's records are handoff.json's declaration too: pydantic checks the file against them
+# (read on the benchmarking side as untrusted data, field by field in their order), and the
+# file is written from them.
+
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 @dataclass(frozen=True)
 class FolderCandidate:
     """One binary to time, and the reference program that checks its outputs."""
 
-    candidate_id: int
-    vmfb: str
-    reference_vmfb: str
+    candidate_id: CandidateId
+    vmfb: Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
+    reference_vmfb: InsidePath
     reference_hash: str
+
+
+def _bound_inputs(shapes: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    """Bound what a tampered manifest can make the benchmarking side allocate."""
+    if len(shapes) > MAX_INPUTS or any(len(shape) > MAX_RANK for shape in shapes):
+        raise ValueError(f"must hold at most {MAX_INPUTS} shapes of rank {MAX_RANK}")
+    elements = sum(math.prod(shape) for shape in shapes)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise ValueError(
+            f"asks for {elements} input elements, more than the {MAX_INPUT_ELEMENTS} allowed"
+        )
+    return shapes
+
+
+def _one_type_per_shape(types: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+    shapes = info.data.get("input_shapes")
+    if shapes is not None and len(shapes) != len(types):
+        raise ValueError(f"names {len(types)} inputs but input_shapes {len(shapes)}")
+    return types
 
 
 @dataclass(frozen=True)
@@ -61,36 +87,55 @@ class VerifySettings:
     """How outputs are checked: the random inputs (made where they run, from a seed: they can be
     hundreds of megabytes), the result type and reduction size, and how many candidates."""
 
-    seed: int
-    input_shapes: tuple[tuple[int, ...], ...]
-    input_types: tuple[str, ...]
+    seed: Annotated[int, Field(ge=0)]
+    input_shapes: Annotated[
+        tuple[tuple[Annotated[int, Field(ge=0)], ...], ...], AfterValidator(_bound_inputs)
+    ]
+    input_types: Annotated[tuple[str, ...], AfterValidator(_one_type_per_shape)]
     output_type: str
-    reduction_size: int
-    top: int
+    reduction_size: Annotated[int, Field(ge=1)]
+    top: Annotated[int, Field(ge=0)]
+
+
+# A global flag in a folder is passed to iree-compile by `finish`: here only its form is checked
+# (a plain option setting, never one that names a file); `finish` accepts exactly the flag
+# search's flags (handoff/folder_flags.py, which needs the compiler's side of the package).
+_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
+_FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
+
+
+def _check_flag_form(flag: str) -> str:
+    name = flag.split("=", 1)[0]
+    if not _SAFE_GLOBAL_FLAG.fullmatch(flag) or any(word in name for word in _FILE_FLAG_WORDS):
+        raise ValueError("not a plain compiler option setting")
+    return flag
 
 
 @dataclass(frozen=True)
 class Manifest:
+    """handoff.json: everything the benchmarking side needs."""
+
     problem: str
     target: str
     devices: tuple[str, ...]
-    repetitions: int
-    min_repetition_s: float
-    hopeless_factor: float
-    confirm_top: int
-    confirm_rounds: int
+    repetitions: Annotated[int, Field(ge=1)]
+    min_repetition_s: NonNegative
+    hopeless_factor: NonNegative
+    confirm_top: Annotated[int, Field(ge=0)]
+    confirm_rounds: Annotated[int, Field(ge=0)]
     baseline: FolderCandidate
     candidates: tuple[FolderCandidate, ...]
     verify: VerifySettings
     # The decision rule's settings (ireetune/decision): the benchmarking side chooses contenders
     # and, where real inputs decide (the CPU), times them there; `finish` reaches the verdict.
-    threshold: float = 1.02
+    # Older folders lack these and the fields below: the defaults are what those folders meant.
+    threshold: NonNegative = 1.02
     real_input_decides: bool = False
-    real_input_rounds: int = 7
+    real_input_rounds: Annotated[int, Field(ge=1)] = 7
     # Seconds allowed for loading one candidate (`--benchmark-timeout`); older folders lack it.
-    benchmark_timeout_s: float = 10.0
+    benchmark_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     # Global iree-compile flags every candidate was compiled with (`--flags`, a flag winner).
-    global_flags: tuple[str, ...] = ()
+    global_flags: tuple[Annotated[str, AfterValidator(_check_flag_form)], ...] = ()
     # No reference program was compiled yet: `finish` compiles the leaders' (REFERENCES_NAME).
     references_deferred: bool = False
 
@@ -99,7 +144,7 @@ def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
     """Write the manifest into the run folder; return its path."""
     path = run_dir / MANIFEST_NAME
     payload = {"format": FORMAT, **asdict(manifest)}
-    path.write_text(dump_document(ManifestFile, payload))
+    path.write_text(dump_document(Manifest, payload))
     return path
 
 
@@ -141,92 +186,6 @@ def check_inside_folder(run_dir: Path, relative: str) -> Path:
     return path
 
 
-class FolderCandidateFile(FileModel):
-    """One candidate of handoff.json: its binary and its reference program, inside the folder."""
-
-    candidate_id: CandidateId
-    vmfb: Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
-    reference_vmfb: InsidePath
-    reference_hash: str
-
-
-class VerifySettingsFile(FileModel):
-    seed: Annotated[int, Field(ge=0)]
-    input_shapes: list[list[Annotated[int, Field(ge=0)]]]
-    input_types: list[str]
-    output_type: str
-    reduction_size: Annotated[int, Field(ge=1)]
-    top: Annotated[int, Field(ge=0)]
-
-    @field_validator("input_shapes")
-    @classmethod
-    def _bound_inputs(cls, shapes: list[list[int]]) -> list[list[int]]:
-        """Bound what a tampered manifest can make the benchmarking side allocate."""
-        if len(shapes) > MAX_INPUTS or any(len(shape) > MAX_RANK for shape in shapes):
-            raise ValueError(f"must hold at most {MAX_INPUTS} shapes of rank {MAX_RANK}")
-        elements = sum(math.prod(shape) for shape in shapes)
-        if elements > MAX_INPUT_ELEMENTS:
-            raise ValueError(
-                f"asks for {elements} input elements, more than the {MAX_INPUT_ELEMENTS} allowed"
-            )
-        return shapes
-
-    @field_validator("input_types")
-    @classmethod
-    def _one_type_per_shape(cls, types: list[str], info: ValidationInfo) -> list[str]:
-        shapes = info.data.get("input_shapes")
-        if shapes is not None and len(shapes) != len(types):
-            raise ValueError(f"names {len(types)} inputs but input_shapes {len(shapes)}")
-        return types
-
-
-# A global flag in a folder is passed to iree-compile by `finish`: here only its form is checked
-# (a plain option setting, never one that names a file); `finish` accepts exactly the flag
-# search's flags (handoff/folder_flags.py, which needs the compiler's side of the package).
-_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
-_FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
-
-
-def _check_flag_form(flag: str) -> str:
-    name = flag.split("=", 1)[0]
-    if not _SAFE_GLOBAL_FLAG.fullmatch(flag) or any(word in name for word in _FILE_FLAG_WORDS):
-        raise ValueError("not a plain compiler option setting")
-    return flag
-
-
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
-
-class ManifestFile(FileModel):
-    """handoff.json: everything the benchmarking side needs, read as untrusted data."""
-
-    format: str
-    problem: str
-    target: str
-    devices: list[str]
-    repetitions: Annotated[int, Field(ge=1)]
-    min_repetition_s: NonNegative
-    hopeless_factor: NonNegative
-    confirm_top: Annotated[int, Field(ge=0)]
-    confirm_rounds: Annotated[int, Field(ge=0)]
-    baseline: FolderCandidateFile
-    candidates: list[FolderCandidateFile]
-    verify: VerifySettingsFile
-    # Fields that older folders lack: their defaults are what those folders meant.
-    threshold: NonNegative = 1.02
-    real_input_decides: bool = False
-    real_input_rounds: Annotated[int, Field(ge=1)] = 7
-    benchmark_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
-    global_flags: list[Annotated[str, AfterValidator(_check_flag_form)]] = []
-    references_deferred: bool = False
-
-
-def _folder_candidate(entry: FolderCandidateFile) -> FolderCandidate:
-    return FolderCandidate(
-        entry.candidate_id, entry.vmfb, entry.reference_vmfb, entry.reference_hash
-    )
-
-
 def read_manifest(run_dir: Path) -> Manifest:
     """Read a run folder's manifest; raise ValueError (one line) for a folder that is not one.
 
@@ -238,38 +197,20 @@ def read_manifest(run_dir: Path) -> Manifest:
         raise ValueError(
             f"{run_dir} has no {MANIFEST_NAME}; compile it with `tune-dispatch --stop-after compile`"
         )
-    checked = read_versioned_file(
-        path, ManifestFile, FORMAT, "manifest", run_dir, MAX_MANIFEST_BYTES
-    )
-    if checked.baseline.candidate_id != 0:
+    manifest = read_versioned_file(path, Manifest, FORMAT, "manifest", run_dir, MAX_MANIFEST_BYTES)
+    if manifest.baseline.candidate_id != 0:
         raise ValueError(
-            f"{path}: baseline.candidate_id must be 0, got {checked.baseline.candidate_id}"
+            f"{path}: baseline.candidate_id must be 0, got {manifest.baseline.candidate_id}"
         )
     seen: set[int] = set()
-    for index, entry in enumerate(checked.candidates):
+    for index, entry in enumerate(manifest.candidates):
         if entry.candidate_id < 1 or entry.candidate_id in seen:
             raise ValueError(
                 f"{path}: candidates[{index}].candidate_id must be a new id of at least 1, got "
                 f"{entry.candidate_id}"
             )
         seen.add(entry.candidate_id)
-    verify = checked.verify
-    return Manifest(
-        problem=checked.problem, target=checked.target, devices=tuple(checked.devices),
-        repetitions=checked.repetitions, min_repetition_s=checked.min_repetition_s,
-        hopeless_factor=checked.hopeless_factor, confirm_top=checked.confirm_top,
-        confirm_rounds=checked.confirm_rounds, baseline=_folder_candidate(checked.baseline),
-        candidates=tuple(_folder_candidate(entry) for entry in checked.candidates),
-        verify=VerifySettings(
-            seed=verify.seed, input_shapes=tuple(tuple(shape) for shape in verify.input_shapes),
-            input_types=tuple(verify.input_types), output_type=verify.output_type,
-            reduction_size=verify.reduction_size, top=verify.top,
-        ),
-        threshold=checked.threshold, real_input_decides=checked.real_input_decides,
-        real_input_rounds=checked.real_input_rounds,
-        benchmark_timeout_s=checked.benchmark_timeout_s, global_flags=tuple(checked.global_flags),
-        references_deferred=checked.references_deferred,
-    )  # fmt: skip
+    return manifest
 
 
 class ReferenceFile(FileModel):

@@ -29,6 +29,7 @@ from ireetune.run_files import (
     check_format,
     check_inside_run_dir,
     dump_document,
+    dump_record,
     read_versioned_file,
     validate_document,
 )
@@ -38,20 +39,40 @@ FORMAT = "ireetune-model-folder/1"
 RESULTS_FORMAT = "ireetune-device-results/1"
 
 
+# The device step's records are its manifest's declaration too: pydantic checks device_step.json
+# against them (read on the device host as untrusted data, field by field in their order), and
+# the file is written from them.
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+FolderPath = Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
+Digest = Annotated[str, Field(min_length=64, max_length=64)]
+Positive = Annotated[int, Field(ge=1)]
+
+
 @dataclass(frozen=True)
 class LabelledBinary:
     """One compiled program to time: a dispatch benchmark or a model variant."""
 
-    label: str
-    vmfb: str
+    label: NonEmpty
+    vmfb: FolderPath
+
+
+def _unique_labels(binaries: tuple[LabelledBinary, ...]) -> tuple[LabelledBinary, ...]:
+    labels = [binary.label for binary in binaries]
+    if len(set(labels)) != len(labels) or "default" in labels:
+        raise ValueError("labels must be unique and not 'default'")
+    return binaries
+
+
+Binaries = Annotated[tuple[LabelledBinary, ...], AfterValidator(_unique_labels)]
 
 
 @dataclass(frozen=True)
 class ProfileTask:
     """Time the default model on its inputs and every dispatch benchmark once (the profile)."""
 
-    dispatches: tuple[LabelledBinary, ...]
-    rounds: int
+    dispatches: Binaries
+    rounds: Positive
 
 
 @dataclass(frozen=True)
@@ -63,31 +84,34 @@ class VariantTask:
     That session's intervals are what the compile host decides on.
     """
 
-    variants: tuple[LabelledBinary, ...]
-    rounds: int
-    calls_per_round: int
-    confirm_top: int
-    confirm_rounds: int
-    threshold: float
+    # The file calls the variants `models`.
+    variants: Annotated[Binaries, Field(alias="models")]
+    rounds: Positive
+    calls_per_round: Positive
+    confirm_top: Annotated[int, Field(ge=0)]
+    confirm_rounds: Positive
+    threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeviceManifest:
-    round_trip: int
-    target: str
-    devices: tuple[str, ...]
-    function: str
-    inputs: str
-    default_model: str
-    # Every file the step reads, with its SHA-256 (relative path -> digest).
-    files: dict[str, str]
-    profile: ProfileTask | None
-    # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
-    folders: tuple[str, ...]
-    variants: VariantTask | None
+    """device_step.json: what the device host runs."""
+
+    round_trip: Positive
+    target: NonEmpty
+    devices: Annotated[tuple[NonEmpty, ...], Field(min_length=1)]
+    function: NonEmpty
+    inputs: FolderPath
+    default_model: FolderPath
     # Parameter archives (.irpa) the model binaries read their weights from (ONNX models
     # imported with their weights kept apart: one archive serves every variant).
-    parameters: tuple[str, ...] = ()
+    parameters: tuple[FolderPath, ...] = ()
+    # Every file the step reads, with its SHA-256 (relative path -> digest).
+    files: dict[FolderPath, Digest]
+    profile: ProfileTask | None
+    # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
+    folders: tuple[FolderPath, ...]
+    variants: VariantTask | None
 
 
 def results_name(round_trip: int) -> str:
@@ -106,36 +130,14 @@ def hash_file(path: Path) -> str:
 
 def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
     """Write `device_step.json`; return its SHA-256 (the compile host records it)."""
-    payload = {
-        "format": FORMAT,
-        "round_trip": manifest.round_trip,
-        "target": manifest.target,
-        "devices": list(manifest.devices),
-        "function": manifest.function,
-        "inputs": manifest.inputs,
-        "default_model": manifest.default_model,
-        "parameters": list(manifest.parameters),
-        "files": dict(sorted(manifest.files.items())),
-        "profile": None
-        if manifest.profile is None
-        else {
-            "rounds": manifest.profile.rounds,
-            "dispatches": [{"label": d.label, "vmfb": d.vmfb} for d in manifest.profile.dispatches],
-        },
-        "folders": list(manifest.folders),
-        "variants": None
-        if manifest.variants is None
-        else {
-            "rounds": manifest.variants.rounds,
-            "calls_per_round": manifest.variants.calls_per_round,
-            "confirm_top": manifest.variants.confirm_top,
-            "confirm_rounds": manifest.variants.confirm_rounds,
-            "threshold": manifest.variants.threshold,
-            "models": [{"label": v.label, "vmfb": v.vmfb} for v in manifest.variants.variants],
-        },
-    }
+    payload = {"format": FORMAT, **dump_record(DeviceManifest, manifest)}
+    payload["files"] = dict(sorted(manifest.files.items()))
+    # A task's binaries follow its settings in the file, as they always have.
+    for task, binaries in (("profile", "dispatches"), ("variants", "models")):
+        if payload[task] is not None:
+            payload[task][binaries] = payload[task].pop(binaries)
     path = run_dir / DEVICE_MANIFEST_NAME
-    write_text_atomically(path, dump_document(DeviceManifestFile, payload))
+    write_text_atomically(path, dump_document(DeviceManifest, payload))
     return hash_file(path)
 
 
@@ -157,60 +159,6 @@ def check_listed_files(run_dir: Path, manifest: DeviceManifest) -> None:
             )
 
 
-NonEmpty = Annotated[str, Field(min_length=1)]
-FolderPath = Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
-Digest = Annotated[str, Field(min_length=64, max_length=64)]
-
-
-class LabelledBinaryFile(FileModel):
-    label: NonEmpty
-    vmfb: FolderPath
-
-
-def _unique_labels(binaries: list[LabelledBinaryFile]) -> list[LabelledBinaryFile]:
-    labels = [binary.label for binary in binaries]
-    if len(set(labels)) != len(labels) or "default" in labels:
-        raise ValueError("labels must be unique and not 'default'")
-    return binaries
-
-
-Binaries = Annotated[list[LabelledBinaryFile], AfterValidator(_unique_labels)]
-
-
-class ProfileTaskFile(FileModel):
-    dispatches: Binaries
-    rounds: Annotated[int, Field(ge=1)]
-
-
-class VariantTaskFile(FileModel):
-    models: Binaries
-    rounds: Annotated[int, Field(ge=1)]
-    calls_per_round: Annotated[int, Field(ge=1)]
-    confirm_top: Annotated[int, Field(ge=0)]
-    confirm_rounds: Annotated[int, Field(ge=1)]
-    threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
-
-class DeviceManifestFile(FileModel):
-    """device_step.json: what the device host runs, read there as untrusted data."""
-
-    round_trip: Annotated[int, Field(ge=1)]
-    target: NonEmpty
-    devices: Annotated[list[NonEmpty], Field(min_length=1)]
-    function: NonEmpty
-    inputs: FolderPath
-    default_model: FolderPath
-    parameters: list[FolderPath] = []
-    files: dict[FolderPath, Digest]
-    profile: ProfileTaskFile | None
-    folders: list[FolderPath]
-    variants: VariantTaskFile | None
-
-
-def _labelled(binaries: list[LabelledBinaryFile]) -> tuple[LabelledBinary, ...]:
-    return tuple(LabelledBinary(binary.label, binary.vmfb) for binary in binaries)
-
-
 def read_device_manifest(run_dir: Path) -> DeviceManifest:
     """Read `device_step.json`; raise IreetuneError (one line) for a folder that is not one."""
     path = run_dir / DEVICE_MANIFEST_NAME
@@ -219,21 +167,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
             f"{run_dir} has no {DEVICE_MANIFEST_NAME}; write it with `ireetune tune MODEL "
             "--stop-after compile` (or `ireetune continue` after a device step)"
         )
-    checked = read_versioned_file(path, DeviceManifestFile, FORMAT, "manifest", run_dir)
-    profile, variants = checked.profile, checked.variants
-    manifest = DeviceManifest(
-        round_trip=checked.round_trip, target=checked.target, devices=tuple(checked.devices),
-        function=checked.function, inputs=checked.inputs, default_model=checked.default_model,
-        parameters=tuple(checked.parameters), files=dict(checked.files),
-        profile=None if profile is None else ProfileTask(_labelled(profile.dispatches), profile.rounds),
-        folders=tuple(checked.folders),
-        variants=None
-        if variants is None
-        else VariantTask(
-            _labelled(variants.models), variants.rounds, variants.calls_per_round,
-            variants.confirm_top, variants.confirm_rounds, variants.threshold,
-        ),
-    )  # fmt: skip
+    manifest = read_versioned_file(path, DeviceManifest, FORMAT, "manifest", run_dir)
     # Whatever the step reads must be covered by a hash.
     read = [manifest.inputs, manifest.default_model, *manifest.parameters]
     read += [d.vmfb for d in manifest.profile.dispatches] if manifest.profile else []

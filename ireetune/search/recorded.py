@@ -196,10 +196,10 @@ def _finite(value: object) -> float | None:
     return number if math.isfinite(number) and number > 0 else None
 
 
-def _row_from_result(candidate: CandidateRecordFile, knobs: Mapping[str, int | str]) -> RecordedRow:
+def _row_from_result(candidate: CandidateRecordFile, knobs: Knobs) -> RecordedRow:
     measured = candidate.status.value in MEASURED_STATUSES
     return RecordedRow(
-        knobs=make_knobs(knobs),
+        knobs=knobs,
         status=candidate.status.value,
         min_ms=_finite(candidate.min_ms) if measured else None,
         median_ms=_finite(candidate.median_ms) if measured else None,
