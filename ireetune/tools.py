@@ -11,6 +11,14 @@ from pathlib import Path
 from ireetune.child_process import run_child
 from ireetune.errors import IreetuneError
 
+# Passed with every spec (and IREE's default specs): IREE 3.13 parses a spec under a lock
+# (`IREECodegenDialect::getOrLoadTransformLibraryModule`) while MLIR's verifier may run other
+# tasks on the same thread, one of which takes the lock again for another executable, and the
+# compiler then hangs for ever (seen in CI on 2026-11-28, a reduction's reference program with its
+# spec; upstream fixed the same pattern in the ROCm dialect, iree-org/iree#22843). Compiling
+# without MLIR's threads avoids it; the binary is the same, the compile about 15% slower.
+SPEC_SAFETY_FLAGS = ("--mlir-disable-threading",)
+
 # Environment variables that replace a tool with another executable. Fault-injection tests and
 # users with a custom IREE build use them; the value is an executable path, never a shell string.
 _TOOL_OVERRIDE_VARIABLES = {

@@ -36,10 +36,26 @@ def test_arguments_hold_every_part_of_the_request(tmp_path: Path) -> None:
         "--compile-to=executable-configurations",
         f"--iree-codegen-transform-dialect-library={tmp_path / 'spec.mlir'}",
         "--iree-codegen-enable-default-tuning-specs",
+        "--mlir-disable-threading",
         f"--iree-hal-dump-executable-benchmarks-to={tmp_path / 'dumps'}",
         f"--mlir-pass-pipeline-crash-reproducer={tmp_path / 'crash.mlir'}",
         "-o",
         str(tmp_path / "out.vmfb"),
+    ]
+
+
+def test_only_a_compile_that_loads_a_spec_runs_without_mlir_threads(tmp_path: Path) -> None:
+    """IREE 3.13 can deadlock while it loads a spec with MLIR's threads on (ireetune/tools.py);
+    a compile without a spec keeps them."""
+    target = parse_target("cpu")
+    plain = build_request(target, tmp_path / "m.mlir", tmp_path / "m.vmfb")
+    with_spec = build_request(
+        target, tmp_path / "m.mlir", tmp_path / "s.vmfb", spec_path=tmp_path / "s.mlir"
+    )
+    assert "--mlir-disable-threading" not in build_arguments(plain, "iree-compile")
+    assert build_arguments(with_spec, "iree-compile")[-4:-2] == [
+        f"--iree-codegen-tuning-spec-path={tmp_path / 's.mlir'}",
+        "--mlir-disable-threading",
     ]
 
 

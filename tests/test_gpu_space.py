@@ -45,10 +45,16 @@ def test_cuda_and_rocm_targets_know_their_flags_devices_and_spec_routes() -> Non
     spec = Path("spec.mlir")
     assert (cuda.name, cuda.backend, cuda.runtime_device) == ("cuda:sm_80", "cuda", "cuda://0")
     assert cuda.compile_flags() == ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"]
-    assert cuda.spec_flags(spec) == ["--iree-codegen-transform-dialect-library=spec.mlir"]
+    assert cuda.spec_flags(spec) == [
+        "--iree-codegen-transform-dialect-library=spec.mlir",
+        "--mlir-disable-threading",
+    ]
     assert (rocm.name, rocm.backend, rocm.runtime_device) == ("rocm:gfx942", "rocm", "hip://0")
     assert rocm.compile_flags() == ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"]
-    assert rocm.spec_flags(spec) == ["--iree-codegen-tuning-spec-path=spec.mlir"]
+    assert rocm.spec_flags(spec) == [
+        "--iree-codegen-tuning-spec-path=spec.mlir",
+        "--mlir-disable-threading",
+    ]
     assert [parse_target(f"rocm:{arch}").name for arch in ("gfx950", "gfx1100", "gfx1201")] == [
         "rocm:gfx950", "rocm:gfx1100", "rocm:gfx1201",
     ]  # fmt: skip

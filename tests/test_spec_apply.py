@@ -91,7 +91,8 @@ def test_cuda_spec_is_applied_as_a_library_and_lands(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert resolve_compile_target("cuda:sm_80").spec_flags(Path("s.mlir")) == [
-        "--iree-codegen-transform-dialect-library=s.mlir"
+        "--iree-codegen-transform-dialect-library=s.mlir",
+        "--mlir-disable-threading",
     ]
     status, output = _compile(tmp_path, F16_MODEL, CUDA_SPEC, "cuda:sm_80")
     assert (status, capsys.readouterr().out) == (

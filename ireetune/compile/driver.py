@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from ireetune.tools import find_tool, first_error_line, run_tool
+from ireetune.tools import SPEC_SAFETY_FLAGS, find_tool, first_error_line, run_tool
 
 if TYPE_CHECKING:
     from ireetune.core.target import Target
@@ -129,6 +129,8 @@ def build_arguments(request: CompileRequest, tool_path: str) -> list[str]:
         arguments.append(f"{request.spec_flag}={request.spec_path}")
     if request.default_specs:
         arguments.append(DEFAULT_SPECS_FLAG)
+    if request.spec_path is not None or request.default_specs:
+        arguments.extend(SPEC_SAFETY_FLAGS)
     arguments.extend(f"{flag}={folder}" for flag, folder in request.dumps)
     if request.reproducer_path is not None:
         arguments.append(f"{REPRODUCER_FLAG}={request.reproducer_path}")

@@ -22,6 +22,7 @@ from ireetune.core.flag_space import FlagSpace
 from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_names
+from ireetune.tools import SPEC_SAFETY_FLAGS
 
 # The option that applies a tuning spec on most backends (llvm-cpu, ROCm).
 TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
@@ -181,7 +182,7 @@ class Target(abc.ABC):
 
     def spec_flags(self, spec_path: Path) -> list[str]:
         """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
-        return [f"{self.spec_flag}={spec_path}"]
+        return [f"{self.spec_flag}={spec_path}", *SPEC_SAFETY_FLAGS]
 
     def spec_prologue(self, problem: Problem) -> tuple[str, ...]:
         """Name the passes a spec must run on the payload before matching `problem`, so that the

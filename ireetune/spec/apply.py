@@ -28,6 +28,7 @@ from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
 from ireetune.output_paths import output_in_place, replace_output
 from ireetune.targets import parse_target
+from ireetune.tools import SPEC_SAFETY_FLAGS
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ class CompileTarget:
     target: Target
 
     def spec_flags(self, spec_path: Path) -> list[str]:
-        """Return the flag that makes iree-compile apply the spec at `spec_path`."""
-        return [f"{self.spec_flag}={spec_path}"]
+        """Return the flags that make iree-compile apply the spec at `spec_path`."""
+        return [f"{self.spec_flag}={spec_path}", *SPEC_SAFETY_FLAGS]
 
 
 def resolve_compile_target(text: str, global_flags: Sequence[str] = ()) -> CompileTarget:
