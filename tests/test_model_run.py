@@ -80,3 +80,33 @@ def test_an_in_process_run_records_the_phases_done(tmp_path: Path) -> None:
         "mode": "in-process",
         "phases_done": ["prepare", "flags", "profile", "dispatches"],
     }
+
+
+def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path) -> None:
+    """A budget spent before the model-level selection tries a tuned dispatch's candidates: each
+    such dispatch says how far it got (it said nothing, the run's notes said the same line once
+    per dispatch), and the run says once that the budget was spent there."""
+    from dataclasses import replace
+
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+    from ireetune.model_run.local import select_variants
+
+    run = _run(tmp_path)
+    run.options = replace(run.options, time_budget_s=1.0)
+    run.started -= 10.0
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)
+        for name in ("d0", "d1")
+    ]
+    run.hot = select_hot_dispatches(profiles, model_ms=2.0, coverage=1.0, max_dispatches=2)
+    run.candidates = {
+        name: [tmp_path / f"{name}_{i}_spec.mlir" for i in range(3)] for name in ("d0", "d1")
+    }
+    run.default_vmfb = tmp_path / "default.vmfb"
+    assert select_variants(run) is None
+    assert run.dispatch_notes == {
+        name: "tuned; 0 of its 3 candidates tried in the model before the time budget was spent"
+        for name in ("d0", "d1")
+    }
+    assert run.notes == ["time budget spent during model-level selection"]
+    assert run.accepted == {}

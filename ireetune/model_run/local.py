@@ -201,10 +201,16 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
     pending = [
         p for p in run.hot_set.selected if p.name in run.candidates and p.name not in run.accepted
     ]
+    out_of_time = False
     for trial_index, hot in enumerate(pending):
         for candidate_index, spec in enumerate(run.candidates[hot.name]):
             if run.budget_spent():
-                run.notes.append("time budget spent during model-level selection")
+                out_of_time = True
+                run.dispatch_notes.setdefault(
+                    hot.name,
+                    f"tuned; {candidate_index} of its {len(run.candidates[hot.name])} candidates "
+                    "tried in the model before the time budget was spent",
+                )
                 break
             trial_vmfb, why = _run_trial(
                 run, f"t{trial_index}_{candidate_index}", [*run.accepted.values(), spec],
@@ -223,6 +229,8 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
             run.dispatch_notes.setdefault(
                 hot.name, "no candidate made the model faster; default kept"
             )
+    if out_of_time:
+        run.notes.append("time budget spent during model-level selection")
     return None
 
 
