@@ -110,3 +110,17 @@ def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path
     }
     assert run.notes == ["time budget spent during model-level selection"]
     assert run.accepted == {}
+
+
+def test_the_dispatch_phase_leaves_part_of_the_budget_to_the_selection() -> None:
+    """Tuning dispatches may take DISPATCH_PHASE_SHARE of what is left of --time-budget when the
+    phase starts; the rest is kept for trying them in the model. No budget, no deadline; a budget
+    already spent leaves none."""
+    from ireetune.model_run.run import DISPATCH_PHASE_SHARE, dispatch_phase_deadline
+
+    assert dispatch_phase_deadline(started=100.0, budget_s=None, now=400.0) is None
+    assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=400.0) == (
+        400.0 + DISPATCH_PHASE_SHARE * 300.0
+    )
+    assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=800.0) == 800.0
+    assert 0.0 < DISPATCH_PHASE_SHARE < 1.0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 
 from ireetune.compile.driver import DEFAULT_SPECS_FLAG
@@ -60,6 +61,7 @@ from ireetune.model_run.run import (
     Pause,
     Phase,
     PhaseBody,
+    dispatch_phase_deadline,
 )
 from ireetune.spec.link import link_spec_files
 
@@ -140,9 +142,16 @@ def profile(run: ModelTuningRun) -> Pause | None:
 def tune_dispatches(run: ModelTuningRun) -> Pause | None:
     """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
     options = run.options
+    deadline = dispatch_phase_deadline(run.started, options.time_budget_s, time.monotonic())
     for hot in run.hot_set.selected:
         if run.budget_spent():
             run.dispatch_notes[hot.name] = "not tuned: time budget spent"
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            run.dispatch_notes[hot.name] = (
+                "not tuned: the dispatch phase's share of the time budget was spent (the rest "
+                "is kept for trying the tuned dispatches in the model)"
+            )
             continue
         try:
             result = tune_dispatch(

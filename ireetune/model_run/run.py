@@ -158,6 +158,22 @@ class ModelTuningRun:
         return budget is not None and time.monotonic() - self.started > budget
 
 
+# The share of what is left of `--time-budget` when the dispatch phase starts that it may spend
+# tuning dispatches: the rest is kept for the model-level selection, which alone turns a tuned
+# dispatch into a kept spec (MobileNet-v2 with --time-budget 600 tuned eight dispatches and had
+# no time left to try one of them in the model).
+DISPATCH_PHASE_SHARE = 0.6
+
+
+def dispatch_phase_deadline(started: float, budget_s: float | None, now: float) -> float | None:
+    """Return the time (on the clock of `started` and `now`) after which the dispatch phase
+    starts tuning no new dispatch: its share of the budget left at `now` (None: no budget)."""
+    if budget_s is None:
+        return None
+    left = max(0.0, started + budget_s - now)
+    return now + DISPATCH_PHASE_SHARE * left
+
+
 PhaseBody = Callable[[ModelTuningRun], Pause | None]
 
 
