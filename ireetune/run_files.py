@@ -220,6 +220,19 @@ def describe_validation_error(path: Path, error: ValidationError) -> str:
     return f"{path}: {where}{_phrase(first)}{got}"
 
 
+# Each declaration's validator, built once: building one reads the whole type.
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(record_type: type[RecordT]) -> TypeAdapter[RecordT]:
+    """Return the validator of a declaration (a FileModel, or a dataclass whose fields carry
+    their checks)."""
+    adapter = _ADAPTERS.get(record_type)
+    if adapter is None:
+        adapter = _ADAPTERS[record_type] = TypeAdapter(record_type)
+    return adapter
+
+
 def validate_record(
     path: Path, record_type: type[RecordT], document: object, run_dir: Path | None = None
 ) -> RecordT:
@@ -228,7 +241,7 @@ def validate_record(
     try:
         # Validated from JSON text: strict mode then takes enums from their values and arrays
         # for tuples, and still refuses "5" for 5 and true for 1.
-        return TypeAdapter(record_type).validate_json(
+        return _adapter(record_type).validate_json(
             json.dumps(document), strict=True, context={"run_dir": run_dir}
         )
     except ValidationError as error:
@@ -303,15 +316,13 @@ def dump_document(record_type: type[object], document: Mapping[str, Any]) -> str
     turned into a user's one-line message.
     """
     text = json.dumps(document, indent=2) + "\n"
-    TypeAdapter(record_type).validate_json(text, strict=True)
+    _adapter(record_type).validate_json(text, strict=True)
     return text
 
 
 def dump_record(record_type: type[RecordT], record: RecordT) -> dict[str, Any]:
     """Return a record as its file holds it: JSON values, fields in order, by their file names."""
-    dumped: dict[str, Any] = TypeAdapter(record_type).dump_python(
-        record, mode="json", by_alias=True
-    )
+    dumped: dict[str, Any] = _adapter(record_type).dump_python(record, mode="json", by_alias=True)
     return dumped
 
 
@@ -387,7 +398,7 @@ class CandidateRecordFile(CandidateRecord):
         cls, text: str, context: dict[str, Any] | None = None
     ) -> CandidateRecordFile:
         """Check one candidate's JSON text; the paths it names stay inside context's run_dir."""
-        return TypeAdapter(cls).validate_json(text, context=context)
+        return _adapter(cls).validate_json(text, context=context)
 
 
 CandidateRecordFile.model_fields = {f.name: f for f in dataclasses.fields(CandidateRecordFile)}

@@ -13,7 +13,12 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.benchmark.outcomes import apply_campaign
-from ireetune.core.records import CandidateRecord
+from ireetune.core.records import (
+    DECISION_CHECKS,
+    CandidateChecks,
+    CandidateRecord,
+    check_values,
+)
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import CandidateFacts, DecisionRule, choose_contenders
 from ireetune.decision.stats import Basis
@@ -183,11 +188,9 @@ def fold_stage(run: FinishRun) -> None:
     recorder, info, checked = run.recorder, run.recorder.info, run.checked
     # A folder finished before keeps that verdict's checks in results.json; this verdict is
     # reached afresh, so a candidate that is no contender now carries none of them.
+    cleared = check_values(CandidateChecks(), DECISION_CHECKS)
     for record in list(recorder.records.values()):
-        recorder.records[record.candidate_id] = replace(
-            record, outputs_match=None, real_input_speedup=None, real_input_low=None,
-            real_input_high=None, verdict="", max_abs_error=None,
-        )  # fmt: skip
+        recorder.records[record.candidate_id] = replace(record, **cleared, max_abs_error=None)
     campaign = campaign_from_file(checked.campaign)
     changed, run.baseline_ms = apply_campaign(recorder.records, campaign, info)
     for record in changed:
