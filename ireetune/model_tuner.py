@@ -15,6 +15,7 @@ the chosen mode.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import shutil
 import time
@@ -31,6 +32,7 @@ from ireetune.executor.base import LocalExecutor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.frontend.model_import import export_torch_module
 from ireetune.frontend.model_inputs import parse_input_spec
+from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.handoff.model_folder import hash_file
 from ireetune.model_options import ModelTuneOptions
 from ireetune.model_run.local import LOCAL_PHASES
@@ -43,10 +45,12 @@ from ireetune.model_run.run import (
     run_phases,
     save_phases_done,
 )
-from ireetune.model_run.split import SPLIT_PHASES, device_step_command, receive_device_results
+from ireetune.model_run.split import SPLIT_PHASES
+from ireetune.model_run.split_device import device_step_command, receive_device_results
 from ireetune.model_run.split_state import (
     STATE_FORMAT,
     SplitStage,
+    new_flag_step,
     options_from_json,
     options_to_json,
     read_state,
@@ -151,6 +155,12 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
     """Start a split run: everything the first device step needs, compiled with the executor
     the options choose (`continue_split_run` compiles on this host)."""
     target = _check_options(options)
+    # Every flag a split run's dispatch folders carry must be one they may carry (`finish`
+    # reads them back), and the threshold is written into the device's task.
+    for flag_set in options.flag_sets:
+        check_folder_flags(flag_set, "--try-flags")
+    if not (math.isfinite(options.flag_threshold) and options.flag_threshold >= 0):
+        raise IreetuneError("--flag-threshold must be a finite number of at least 0")
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
     state: dict[str, Any] = {
         "format": STATE_FORMAT,
@@ -160,6 +170,7 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
         "devices": list(options.devices) or [target.runtime_device],
         "done_steps": [],
         "folders": {},
+        "flags": new_flag_step(options.search_flags),
     }
     save_state(run_dir, state)
     with open_executor(options.executor, options.ray) as executor:

@@ -351,7 +351,7 @@ CASES = [
     Case(
         "tune-split-time-budget",
         (*TUNE, "--stop-after", "compile", "--time-budget", "60"),
-        "do not apply with --stop-after compile",
+        "--time-budget does not apply with --stop-after compile",
     ),
     Case(
         "tune-externalize-without-split",

@@ -124,6 +124,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "tune", str(EXAMPLES / "mlp.mlir"), "--stop-after", "compile",
             "--output-dir", str(output), "--num-candidates", "2", "--candidates-per-dispatch", "1",
             "--rounds", "2", "--no-db", "--devices", "local-task,local-sync", "--no-progress",
+            # The flag phase's round trip has its own tests (tests/test_split_flags.py).
+            "--no-flag-search",
         ]
     )  # fmt: skip
     assert status == 0

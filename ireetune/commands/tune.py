@@ -47,10 +47,10 @@ def run(arguments: argparse.Namespace) -> int:
         from ireetune.errors import IreetuneError
         from ireetune.model_tuner import describe_status, prepare_split_run
 
-        if options.time_budget_s is not None or options.flag_sets:
+        if options.time_budget_s is not None:
             raise IreetuneError(
-                "--time-budget and --try-flags do not apply with --stop-after compile (the "
-                "split flow has no flag phase; give flags with --flags)"
+                "--time-budget does not apply with --stop-after compile (a split run's time is "
+                "spent on two hosts, between which it waits)"
             )
         # The compile half compiles with the chosen executor (`continue` runs on this host).
         status = prepare_split_run(options)

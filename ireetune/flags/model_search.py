@@ -18,7 +18,6 @@ Everything stops starting new work once `time_budget_s` is spent. Everything is 
 from __future__ import annotations
 
 import logging
-import math
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ from ireetune.flags.trials import (
 )
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -105,16 +104,16 @@ def flag_phase_budget(search: ModelFlagSearch) -> float | None:
     return FLAG_PHASE_SHARE * search.run_budget_s
 
 
-# A round should time each model for at least this long.
-MIN_ROUND_MS = 20.0
-MAX_REPETITIONS = 1000
-
-
-def repetitions_for(model_ms: float) -> int:
-    """Return how many calls per round make a round of a `model_ms` model last MIN_ROUND_MS."""
-    if model_ms <= 0:
-        return 1
-    return max(1, min(MAX_REPETITIONS, math.ceil(MIN_ROUND_MS / model_ms)))
+def propose_seeds(space: FlagSpace, user_flags: Sequence[str], max_sets: int) -> list[FlagSet]:
+    """Return the sets the search starts from: the space's fixed proposals (at most
+    `max_sets`), without those that touch an option the user's flags fix (a repeated option is
+    a compile error)."""
+    fixed = {flag.split("=", 1)[0] for flag in user_flags}
+    return [
+        p
+        for p in propose_flag_sets(space, max_sets)
+        if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
+    ]
 
 
 def search_model_flags(
@@ -125,11 +124,7 @@ def search_model_flags(
     started = search.clock()
     work_dir.mkdir(parents=True, exist_ok=True)
     fixed = {flag.split("=", 1)[0] for flag in search.user_flags}
-    seeds = [
-        p
-        for p in propose_flag_sets(search.space, search.max_sets)
-        if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
-    ]
+    seeds = propose_seeds(search.space, search.user_flags, search.max_sets)
     tuned = [
         o
         for o in search.space.tuned
@@ -167,7 +162,7 @@ def search_model_flags(
         if not confirm_runs[0].ok:
             raise IreetuneError(f"the default model stopped running: {confirm_runs[0].reason}")
         trials = [
-            _with_timing(t, confirm_runs.get(t.trial_id), confirm_runs[0], True, search.repetitions)
+            with_timing(t, confirm_runs.get(t.trial_id), confirm_runs[0], True, search.repetitions)
             if t.trial_id in contenders
             else t
             for t in trials
@@ -266,7 +261,7 @@ class ModelEvaluator:
             if not runs[0].ok:
                 raise IreetuneError(f"the default model stopped running: {runs[0].reason}")
             for trial_id in timed:
-                self.trials[trial_id] = _with_timing(
+                self.trials[trial_id] = with_timing(
                     self.trials[trial_id], runs.get(trial_id), runs[0], False,
                     self.search.repetitions,
                 )  # fmt: skip
@@ -324,7 +319,7 @@ def _speedup(
     )
 
 
-def _with_timing(
+def with_timing(
     trial: FlagTrial, run: ModelRun | None, default_run: ModelRun, confirm: bool, repetitions: int
 ) -> FlagTrial:
     """Add one session's timing and output check to a trial."""

@@ -5,6 +5,8 @@
 
 Reads `device_step.json` (handoff/model_folder.py), checks every file it names against its
 hash, then runs the tasks it lists, in order:
+    flags      the flag phase's binaries (one per distinct flag set) interleaved with the
+               default, a first session and a confirmation (the variants' two sessions)
     profile    the default model on its inputs and each dispatch benchmark, on the first device
     folders    each dispatch-level benchmark folder (ireetune.handoff.benchmark_folder), on every device
     variants   model variants interleaved with the default, a first session and a confirmation
@@ -19,6 +21,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +43,19 @@ from ireetune.handoff.model_folder import (
     results_name,
 )
 from ireetune.model.outputs import outputs_match
-from ireetune.model.timing import ModelComparison, ModelRun, time_dispatch_benchmarks
+from ireetune.model.timing import (
+    ModelComparison,
+    ModelRun,
+    repetitions_for,
+    time_dispatch_benchmarks,
+)
 from ireetune.run_files import RunFileError, dump_document, read_json_file
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
+
+# Rounds of one call of the default that set a task's calls per round when it leaves them open.
+WARM_UP_ROUNDS = 3
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -87,11 +98,19 @@ def run_device_step(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     if results["devices"] != list(chosen):
         # Timings on other devices can not be mixed with these: start the step afresh.
         results.update(devices=list(chosen), seconds={}, folders={}, done=False)
-        results.pop("profile", None)
-        results.pop("variants", None)
+        for task in ("flags", "profile", "variants"):
+            results.pop(task, None)
     results["seconds"]["check"] = time.monotonic() - started
     step_dir = run_dir / "device" / f"step_{manifest.round_trip}"
     step_dir.mkdir(parents=True, exist_ok=True)
+    if manifest.flags is not None and "flags" not in results:
+        log_step(f"timing {len(manifest.flags.variants)} flag sets' binaries against the default")
+        part_started = time.monotonic()
+        results["flags"] = _time_variants(
+            executor, run_dir, manifest, manifest.flags, chosen[0], step_dir / "flags"
+        )
+        results["seconds"]["flags"] = time.monotonic() - part_started
+        _write_json(results_path, results)
     if manifest.profile is not None and "profile" not in results:
         log_step(
             f"profiling the model and {len(manifest.profile.dispatches)} dispatches on {chosen[0]}"
@@ -192,12 +211,23 @@ def _time_variants(
     manifest: DeviceManifest,
     task: VariantTask,
     device: str,
-    step_dir: Path,
+    work_dir: Path,
 ) -> dict[str, Any]:
-    """Time every variant beside the default, pre-select, and confirm in a fresh session."""
+    """Time every variant beside the default, pre-select, and confirm in a fresh session
+    (sessions under `work_dir`)."""
     labels = [v.label for v in task.variants]
+    if task.calls_per_round < 1:
+        warm_up = executor.run_models_side_by_side(
+            _session(run_dir, manifest, replace(task, calls_per_round=1), [], device,
+                     work_dir / "warm_up", WARM_UP_ROUNDS)
+        )  # fmt: skip
+        if not warm_up["default"].ok:
+            raise IreetuneError(
+                f"the default model does not run on {device}: {warm_up['default'].reason}"
+            )
+        task = replace(task, calls_per_round=repetitions_for(min(warm_up["default"].times_ms)))
     first = executor.run_models_side_by_side(
-        _session(run_dir, manifest, task, labels, device, step_dir / "first", task.rounds)
+        _session(run_dir, manifest, task, labels, device, work_dir / "first", task.rounds)
     )
     if not first["default"].ok:
         raise IreetuneError(
@@ -224,7 +254,7 @@ def _time_variants(
         log_step(f"confirming {', '.join(contenders)} in a fresh session")
         confirm = executor.run_models_side_by_side(
             _session(
-                run_dir, manifest, task, contenders, device, step_dir / "confirm",
+                run_dir, manifest, task, contenders, device, work_dir / "confirm",
                 task.confirm_rounds,
             )
         )  # fmt: skip
@@ -234,7 +264,7 @@ def _time_variants(
             label: {
                 "times_ms": list(run.times_ms),
                 "reason": run.reason,
-                "outputs": f"device/step_{manifest.round_trip}/{folder}/{label}_outputs.npz"
+                "outputs": str((work_dir / folder / f"{label}_outputs.npz").relative_to(run_dir))
                 if run.ok
                 else "",
             }

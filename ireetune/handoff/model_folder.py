@@ -79,15 +79,19 @@ class ProfileTask:
 class VariantTask:
     """Time model variants against the default, interleaved in one process, then confirm.
 
-    The first session pre-selects by point estimate (`threshold`, at most `confirm_top`); a
-    fresh session of `confirm_rounds` rounds times the pre-selected against the default again.
-    That session's intervals are what the compile host decides on.
+    The variants are the spec variants of the variants phase, or the flag phase's binaries
+    (one per distinct flag set): both go through the same two sessions. The first session
+    pre-selects by point estimate (`threshold`, at most `confirm_top`); a fresh session of
+    `confirm_rounds` rounds times the pre-selected against the default again. That session's
+    intervals are what the compile host decides on.
     """
 
     # The file calls the variants `models`.
     variants: Annotated[Binaries, Field(alias="models")]
     rounds: Positive
-    calls_per_round: Positive
+    # 0: as many calls as make a round of the default last `MIN_ROUND_MS`, from a short warm-up
+    # of the default on the device (the flag phase runs before the model was ever timed).
+    calls_per_round: Annotated[int, Field(ge=0)]
     confirm_top: Annotated[int, Field(ge=0)]
     confirm_rounds: Positive
     threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -112,6 +116,8 @@ class DeviceManifest:
     # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
     folders: tuple[FolderPath, ...]
     variants: VariantTask | None
+    # The flag phase's binaries, timed against the default (the untouched model).
+    flags: VariantTask | None = None
 
 
 def results_name(round_trip: int) -> str:
@@ -133,7 +139,7 @@ def write_device_manifest(run_dir: Path, manifest: DeviceManifest) -> str:
     payload = {"format": FORMAT, **dump_record(DeviceManifest, manifest)}
     payload["files"] = dict(sorted(manifest.files.items()))
     # A task's binaries follow its settings in the file, as they always have.
-    for task, binaries in (("profile", "dispatches"), ("variants", "models")):
+    for task, binaries in (("profile", "dispatches"), ("variants", "models"), ("flags", "models")):
         if payload[task] is not None:
             payload[task][binaries] = payload[task].pop(binaries)
     path = run_dir / DEVICE_MANIFEST_NAME
@@ -172,6 +178,7 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
     read = [manifest.inputs, manifest.default_model, *manifest.parameters]
     read += [d.vmfb for d in manifest.profile.dispatches] if manifest.profile else []
     read += [v.vmfb for v in manifest.variants.variants] if manifest.variants else []
+    read += [v.vmfb for v in manifest.flags.variants] if manifest.flags else []
     read += [f"{folder}/handoff.json" for folder in manifest.folders]
     unlisted = [relative for relative in read if relative not in manifest.files]
     if unlisted:
@@ -227,6 +234,7 @@ class DeviceResultsFile(FileModel):
     folders: dict[str, str]
     profile: ProfileResultsFile | None = None
     variants: VariantResultsFile | None = None
+    flags: VariantResultsFile | None = None
     done: bool = False
 
 

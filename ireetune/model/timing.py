@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,18 @@ from ireetune.worker_protocol import FailureKind, supervise_worker
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
+
+
+# A round should time each model for at least this long.
+MIN_ROUND_MS = 20.0
+MAX_REPETITIONS = 1000
+
+
+def repetitions_for(model_ms: float) -> int:
+    """Return how many calls per round make a round of a `model_ms` model last MIN_ROUND_MS."""
+    if model_ms <= 0:
+        return 1
+    return max(1, min(MAX_REPETITIONS, math.ceil(MIN_ROUND_MS / model_ms)))
 
 
 @dataclass(frozen=True)

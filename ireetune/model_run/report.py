@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.flags.model_search import apply_command
-from ireetune.flags.trials import describe_trial, trial_row
+from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.model.hot import HotSet
 from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
@@ -17,15 +18,12 @@ from ireetune.model_run.run import ModelTuneResult, ModelTuningRun
 from ireetune.targets import parse_target
 
 
-def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> list[str]:
-    """Say which global flags the tuned model uses, what they were worth, and how to apply them."""
-    search = result.flag_search
-    lines: list[str] = [""]
+def describe_flag_phase(search: FlagSearchResult | None, flags: Sequence[str]) -> list[str]:
+    """Say what the flag phase kept (or that it did not run, and the flags given) and every
+    set it tried: the report lines of both modes."""
+    lines: list[str] = []
     if search is None:
-        lines.append(
-            "flag phase: not run"
-            + (f"; flags given: {' '.join(result.flags)}" if result.flags else "")
-        )
+        lines.append("flag phase: not run" + (f"; flags given: {' '.join(flags)}" if flags else ""))
     else:
         timed = sum(1 for t in search.trials if t.first is not None)
         skipped = sum(1 for t in search.trials if t.status.value in ("no-effect", "duplicate"))
@@ -40,6 +38,22 @@ def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> li
         )
         lines.extend(f"  {describe_trial(t)}" for t in search.trials[1:])
         lines.append(f"  all trials: {search.trials_path}")
+    return lines
+
+
+def flag_search_json(search: FlagSearchResult | None) -> dict[str, object] | None:
+    """Return the flag phase's result as report.json holds it (None: the phase did not run)."""
+    if search is None:
+        return None
+    return {
+        "winner": list(search.winner.flags), "rule": search.rule.name,
+        "trials": [trial_row(t) for t in search.trials], "trials_file": str(search.trials_path),
+    }  # fmt: skip
+
+
+def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> list[str]:
+    """Say which global flags the tuned model uses, what they were worth, and how to apply them."""
+    lines = ["", *describe_flag_phase(result.flag_search, result.flags)]
     if result.combined is not None:
         lines.append(
             f"combined (tuned flags and spec) over default flags without spec: "
@@ -122,12 +136,7 @@ def write_report(run: ModelTuningRun) -> None:
         "dispatches": [outcome.__dict__ for outcome in result.dispatches],
         "flags": list(result.flags),
         "tuned_flags": str(result.tuned_flags_path) if result.tuned_flags_path else None,
-        "flag_search": (
-            {"winner": list(result.flag_search.winner.flags), "rule": result.flag_search.rule.name,
-             "trials": [trial_row(t) for t in result.flag_search.trials],
-             "trials_file": str(result.flag_search.trials_path)}
-            if result.flag_search else None
-        ),
+        "flag_search": flag_search_json(result.flag_search),
         "combined_speedup": result.combined.speedup if result.combined else None,
         "combined_low": result.combined.low if result.combined else None,
         "combined_high": result.combined.high if result.combined else None,

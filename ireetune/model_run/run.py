@@ -11,8 +11,10 @@ variants, decide, report. A mode says where measuring happens:
   (model_run/split.py).
 
 Each mode gives a body for every phase; `run_phases` runs them in order and saves the run after
-each one (in-process: `model_run.json`, the phases done; split: `split.json`). A phase that
-has nothing to do in a mode says so in the report (the flag phase of a split run).
+each one (in-process: `model_run.json`, the phases done; split: `split.json`). Both modes run
+every phase: the split mode's flag phase times the search's seeds in one round trip
+(model_run/split_flags.py); what it leaves to the in-process mode (the greedy steps past the
+seeds, the runtime options) its report says.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ The device host runs `ireetune device-step RUN`, which does whatever the manifes
 keeps what is recorded as done and goes on where it stopped.
 
     prepare     import, inputs, the default model
-    flags       not run (give flags with --flags)
+    flags       the target's known-good flag sets (or --try-flags), each compiled once and sorted
+                by hash; [device] the distinct binaries timed against the default, interleaved
+                in one process, the fastest timed again in a fresh session; the flag rule
+                decides, and every later phase compiles with the winner (split_flags.py)
     profile     the dispatch benchmarks (dumped, compiled, launches counted), and the candidates
                 of the dispatches a static ranking puts first (FLOPs x launches): one
                 dispatch-level benchmark folder each; then [device] profile the model and every
@@ -22,21 +25,20 @@ keeps what is recorded as done and goes on where it stopped.
                 outputs; the winner's spec is `tuned_spec.mlir`
     report      report.txt and report.json
 
-Two round trips when the static ranking covers the hot set. Every phase can be run again after a
-kill: finished sub-steps are recorded in `split.json` and kept. A folder whose model, device
-manifest or results do not match the hashes recorded is refused with one line.
+Two round trips when the static ranking covers the hot set, and one more for the flag phase when
+it has a binary to time. Every phase can be run again after a kill: finished sub-steps are
+recorded in `split.json` and kept. A folder whose model, device manifest or results do not match
+the hashes recorded is refused with one line (split_device.py writes the manifests and reads the
+results back).
 """
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
@@ -45,22 +47,10 @@ from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
-from ireetune.flags.model_search import repetitions_for
+from ireetune.flags.file import write_flag_files
 from ireetune.frontend.model_import import import_model
 from ireetune.handoff.finish import finish_run
-from ireetune.handoff.manifest import read_manifest
-from ireetune.handoff.model_folder import (
-    DEVICE_MANIFEST_NAME,
-    DeviceManifest,
-    LabelledBinary,
-    ProfileTask,
-    VariantTask,
-    check_device_results,
-    hash_device_manifest,
-    hash_file,
-    results_name,
-    write_device_manifest,
-)
+from ireetune.handoff.model_folder import LabelledBinary, ProfileTask, VariantTask, hash_file
 from ireetune.model.candidates import order_candidates
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
@@ -69,6 +59,7 @@ from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
+from ireetune.model.timing import repetitions_for
 from ireetune.model.variants import (
     VariantVerdict,
     decide_variants,
@@ -76,18 +67,17 @@ from ireetune.model.variants import (
     plan_variants,
 )
 from ireetune.model_run.run import ModelTuningRun, Pause, Phase, PhaseBody
+from ireetune.model_run.split_device import (
+    default_model_of,
+    load_outputs,
+    record_time,
+    relative_to_run,
+    send_to_device,
+)
+from ireetune.model_run.split_flags import search_flags_split
 from ireetune.model_run.split_report import write_split_report
 from ireetune.model_run.split_state import SplitStage, save_state
-from ireetune.run_files import RunFileError, read_json_file
 from ireetune.spec.link import link_spec_files
-
-
-def record_time(state: dict[str, Any], phase: str, host: str, seconds: float) -> None:
-    state.setdefault("timings", []).append({"phase": phase, "host": host, "seconds": seconds})
-
-
-def _relative(run_dir: Path, path: Path) -> str:
-    return str(path.resolve().relative_to(run_dir.resolve()))
 
 
 def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> ModelUnderTuning:
@@ -99,11 +89,6 @@ def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> Model
     )  # fmt: skip
     under_tuning.compile_timeout_s = model.get("compile_timeout_s", 1200.0)
     return under_tuning
-
-
-def device_step_command(run_dir: Path) -> str:
-    """Spell the device step of a run folder as a shell command (a path with spaces quoted)."""
-    return shlex.join(["ireetune", "device-step", str(run_dir)])
 
 
 # --- The phases ------------------------------------------------------------------------------
@@ -129,7 +114,7 @@ def prepare(run: ModelTuningRun) -> Pause | None:
             mlir_path, options.inputs, options.seed, run_dir / "inputs.npz"
         )
         state["model"] = {
-            "source": str(options.model_path), "mlir": _relative(run_dir, mlir_path),
+            "source": str(options.model_path), "mlir": relative_to_run(run_dir, mlir_path),
             "mlir_sha256": hash_file(mlir_path), "function": function,
             "parameters": ["import/weights.irpa"] if externalize else [],
         }  # fmt: skip
@@ -144,11 +129,6 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     return None
 
 
-def skip_flags(run: ModelTuningRun) -> Pause | None:
-    """Run no flag phase: a split run compiles with the flags given (`--flags`)."""
-    return None
-
-
 def profile(run: ModelTuningRun) -> Pause | None:
     """Dump and compile the dispatch benchmarks; before the device has profiled the model,
     compile the folders of the dispatches ranked first and pause; after, pick the hot set."""
@@ -160,8 +140,8 @@ def profile(run: ModelTuningRun) -> Pause | None:
         )
         state["dispatches"] = [
             {
-                "index": d.index, "name": d.name, "benchmark": _relative(run_dir, d.path),
-                "vmfb": _relative(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
+                "index": d.index, "name": d.name, "benchmark": relative_to_run(run_dir, d.path),
+                "vmfb": relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
                 "problem": p.problem, "tunable": p.tunable, "invocations": p.invocations,
                 **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
             }
@@ -179,10 +159,11 @@ def profile(run: ModelTuningRun) -> Pause | None:
         dispatch_binaries = [
             LabelledBinary(d["name"], d["vmfb"]) for d in state["dispatches"] if d["vmfb"]
         ]
-        return _send_to_device(
-            run, ProfileTask(tuple(dispatch_binaries), options.rounds),
-            sorted(state["folders"].values()), None,
-        )  # fmt: skip
+        return send_to_device(
+            run,
+            ProfileTask(tuple(dispatch_binaries), options.rounds),
+            sorted(state["folders"].values()),
+        )
     measured = state["profile"]
     run.hot = select_hot_dispatches(
         _profiles(run, measured["dispatch_ms"]), measured["model_ms"], options.coverage,
@@ -212,7 +193,7 @@ def complete_dispatches(run: ModelTuningRun) -> Pause | None:
         - set(outcomes)
     )  # fmt: skip
     if unmeasured:
-        return _send_to_device(run, None, unmeasured, None)
+        return send_to_device(run, folders=unmeasured)
     return None
 
 
@@ -225,7 +206,7 @@ def build_variants(run: ModelTuningRun) -> Pause | None:
     record_time(run.state, "variants", "compile", time.monotonic() - run.started)
     if variants is None:
         return None
-    return _send_to_device(run, None, [], variants)
+    return send_to_device(run, variants=variants)
 
 
 def decide(run: ModelTuningRun) -> Pause | None:
@@ -242,9 +223,9 @@ def decide(run: ModelTuningRun) -> Pause | None:
     winner_label = None
     if variants is not None:
         first = variants["first"]
-        default_outputs = _load_outputs(run_dir / first["default"]["outputs"])
+        default_outputs = load_outputs(run_dir / first["default"]["outputs"])
         outputs_of = {
-            label: outputs_match(default_outputs, _load_outputs(run_dir / entry["outputs"]))
+            label: outputs_match(default_outputs, load_outputs(run_dir / entry["outputs"]))
             if entry.get("outputs")
             else (False, entry.get("reason") or "did not run")
             for label, entry in first.items()
@@ -274,6 +255,8 @@ def decide(run: ModelTuningRun) -> Pause | None:
         shutil.copyfile(
             run_dir / "variants" / f"{winner_label}_spec.mlir", run_dir / "tuned_spec.mlir"
         )
+    # The tuned model's global flags (the user's, then the flag phase's winner), as in process.
+    write_flag_files(run_dir, run.target.global_flags, ())
     state.update(phase=SplitStage.DONE, winner=winner_label, rule=MODEL_RULE.name)
     record_time(state, "decide", "compile", time.monotonic() - run.started)
     save_state(run_dir, state)
@@ -284,107 +267,20 @@ def decide(run: ModelTuningRun) -> Pause | None:
 def report(run: ModelTuningRun) -> Pause | None:
     """Write report.txt and report.json of the split run."""
     assert run.variant_verdict is not None, "the decide phase reaches the verdict"
-    write_split_report(run.run_dir, run.state, run.options, run.hot_set, run.variant_verdict)
+    write_split_report(run)
     return None
 
 
 # The body of every phase of the model flow, split between a compile and a device host.
 SPLIT_PHASES: dict[Phase, PhaseBody] = {
     Phase.PREPARE: prepare,
-    Phase.FLAGS: skip_flags,
+    Phase.FLAGS: search_flags_split,
     Phase.PROFILE: profile,
     Phase.DISPATCHES: complete_dispatches,
     Phase.VARIANTS: build_variants,
     Phase.DECIDE: decide,
     Phase.REPORT: report,
 }
-
-
-# --- The device host's results and its next manifest -----------------------------------------
-
-
-def receive_device_results(run: ModelTuningRun) -> None:
-    """Read the current round trip's device results into the run's state; refuse results of
-    another manifest, or a folder changed since it was compiled."""
-    run_dir, state = run.run_dir, run.state
-    if hash_device_manifest(run_dir) != state["device_manifest_sha256"]:
-        raise IreetuneError(
-            f"{run_dir / DEVICE_MANIFEST_NAME} is not the one this run wrote; the folder was "
-            "changed after it was compiled"
-        )
-    results = _read_results(run_dir, state)
-    if f"device {state['round_trip']}" not in [t["phase"] for t in state.get("timings", [])]:
-        record_time(
-            state, f"device {state['round_trip']}", "device", float(results["seconds"]["total"])
-        )
-        save_state(run_dir, state)
-    if "profile" in results:
-        state["profile"] = results["profile"]
-    # `device-step --devices` may have measured on other devices than the run was prepared for.
-    state["devices"] = list(results.get("devices") or state["devices"])
-    for folder, outcome in results.get("folders", {}).items():
-        state.setdefault("folder_outcomes", {})[folder] = outcome
-    if "profile" not in state:
-        raise IreetuneError(f"{run_dir}: the device results hold no profile; run the device step")
-    run.device_results = results
-
-
-def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
-    """Read the current round trip's device results; refuse those of another manifest."""
-    path = run_dir / results_name(state["round_trip"])
-    if not path.exists():
-        raise IreetuneError(
-            f"{run_dir} waits for the device: run `{device_step_command(run_dir)}` on the GPU "
-            "host, then continue"
-        )
-    results = read_json_file(path)
-    if (
-        not isinstance(results, dict)
-        or results.get("manifest_sha256") != state["device_manifest_sha256"]
-    ):
-        raise IreetuneError(
-            f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
-            f"step again: {device_step_command(run_dir)}"
-        )
-    try:
-        check_device_results(path, results, run_dir)
-    except RunFileError as error:
-        raise IreetuneError(f"{error}; run the device step again") from None
-    if results.get("done") is not True:
-        raise IreetuneError(
-            f"the device step of {run_dir} was stopped before it finished; run it again (it "
-            f"keeps what was measured): {device_step_command(run_dir)}"
-        )
-    return results
-
-
-def _send_to_device(
-    run: ModelTuningRun, profile_task: ProfileTask | None, folders: Sequence[str],
-    variants: VariantTask | None,
-) -> Pause:  # fmt: skip
-    """Write the next device manifest, with the hash of every file the step will read."""
-    run_dir, state = run.run_dir, run.state
-    folders = [f for f in folders if f]
-    parameters = state["model"].get("parameters", [])
-    files = ["inputs.npz", "default.vmfb", *parameters]
-    files += [d.vmfb for d in profile_task.dispatches] if profile_task else []
-    files += [v.vmfb for v in variants.variants] if variants else []
-    for folder in folders:
-        folder_manifest = read_manifest(run_dir / folder)
-        files.append(f"{folder}/handoff.json")
-        for entry in (folder_manifest.baseline, *folder_manifest.candidates):
-            files += [f"{folder}/{path}" for path in (entry.vmfb, entry.reference_vmfb) if path]
-    round_trip = state["round_trip"] + 1
-    manifest = DeviceManifest(
-        round_trip=round_trip, target=state["options"]["target"], devices=tuple(state["devices"]),
-        function=state["model"]["function"], inputs="inputs.npz", default_model="default.vmfb",
-        files={f: hash_file(run_dir / f) for f in files}, profile=profile_task,
-        folders=tuple(folders), variants=variants, parameters=tuple(parameters),
-    )  # fmt: skip
-    state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
-    state.update(phase=SplitStage.AWAITING_DEVICE, round_trip=round_trip)
-    save_state(run_dir, state)
-    return Pause(round_trip)
 
 
 # --- What the phases share -------------------------------------------------------------------
@@ -423,7 +319,7 @@ def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile])
                     num_candidates=options.num_candidates, output_dir=run_dir / "tuning",
                     jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
                     use_database=False, show_progress=options.show_progress,
-                    extra_flags=options.extra_flags, stop_after=StopAfter.COMPILE,
+                    extra_flags=run.target.global_flags, stop_after=StopAfter.COMPILE,
                     # Every candidate's reference program now, so that one device step both
                     # measures and verifies (deferring them to the leaders costs a round trip).
                     references=References.ALL,
@@ -435,7 +331,7 @@ def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile])
             state["folders"][hot.problem] = ""
             save_state(run_dir, state)
             continue
-        state["folders"][hot.problem] = _relative(run_dir, result.run_dir)
+        state["folders"][hot.problem] = relative_to_run(run_dir, result.run_dir)
         save_state(run_dir, state)
 
 
@@ -491,7 +387,7 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
                 log_path=variant_dir / f"{plan.label}.log",
             )
         )  # fmt: skip
-    default_hash = hash_file(run_dir / "default.vmfb")
+    default_hash = hash_file(run_dir / default_model_of(state))
     built: list[LabelledBinary] = []
     variant_rows = []
     for outcome in sorted(
@@ -502,7 +398,7 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     ):
         plan = plans[outcome.candidate_id]
         row = {
-            "label": plan.label, "specs": [_relative(run_dir, s) for s in plan.specs],
+            "label": plan.label, "specs": [relative_to_run(run_dir, s) for s in plan.specs],
             "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
             "reason": outcome.reason,
         }  # fmt: skip
@@ -520,8 +416,3 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
         tuple(built), rounds=options.rounds, calls_per_round=repetitions_for(model_ms),
         confirm_top=3, confirm_rounds=max(2 * options.rounds, 10), threshold=MODEL_RULE.threshold,
     )  # fmt: skip
-
-
-def _load_outputs(path: Path) -> tuple[np.ndarray[Any, Any], ...]:
-    with np.load(path) as archive:
-        return tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 from typing import Any
 
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_REPORT_FORMAT
+from ireetune.flags.file import FLAGS_FILE_NAME
 from ireetune.flags.model_search import apply_command
-from ireetune.model.hot import HotSet
 from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.variants import VariantVerdict
-from ireetune.model_options import ModelTuneOptions
+from ireetune.model_run.report import describe_flag_phase, flag_search_json
+from ireetune.model_run.run import ModelTuningRun
+from ireetune.model_run.split_flags import RUNTIME_NOTE, SPLIT_FLAG_NOTE
 from ireetune.targets import parse_target
 
 
-def write_split_report(
-    run_dir: Path, state: dict[str, Any], options: ModelTuneOptions, hot: HotSet,
-    verdict: VariantVerdict,
-) -> None:  # fmt: skip
+def write_split_report(run: ModelTuningRun) -> None:
     """Write report.txt and report.json of a decided split run."""
+    run_dir, state, options, hot = run.run_dir, run.state, run.options, run.hot_set
+    assert run.variant_verdict is not None, "the decide phase reaches the verdict"
+    verdict = run.variant_verdict
+    flags = run.target.global_flags
+    flags_path = run_dir / FLAGS_FILE_NAME if flags else None
     variants = verdict.variants
     winner = state.get("winner")
     estimate = verdict.estimates.get(winner) if winner else None
@@ -31,7 +33,8 @@ def write_split_report(
     lines = [
         f"model: {options.model_path}   target: {options.target}   devices: "
         f"{', '.join(state['devices'])}   (split flow)",
-        (
+        ("specs, both under the tuned flags: " if flags and estimate else "")
+        + (
             f"default {estimate.baseline_ms:.3f} ms, tuned {estimate.candidate_ms:.3f} ms, speedup "
             f"{estimate.describe()} (whole model, variant '{winner}', "
             f"{estimate.rounds} rounds of {variants['calls_per_round'] if variants else 1} calls "
@@ -69,16 +72,19 @@ def write_split_report(
             f"{row.get('why') or row.get('reason', '')}".rstrip()
         )
     lines += [f"note: {n}" for n in state.get("notes", [])]
-    lines.append("note: the flag phase does not run in the split flow (give flags with --flags)")
     if winner:
         lines.append(f"tuned spec: {run_dir / 'tuned_spec.mlir'}")
+    lines += ["", *describe_flag_phase(run.flag_search, flags), *_flag_notes(state)]
+    if flags_path is not None:
+        lines.append(f"tuned flags: {flags_path}")
+    if winner or flags_path is not None:
         lines.append(
             "apply: "
             + apply_command(
                 run_dir / state["model"]["mlir"],
                 parse_target(options.target),
-                None,
-                run_dir / "tuned_spec.mlir",
+                flags_path,
+                run_dir / "tuned_spec.mlir" if winner else None,
             )  # fmt: skip
         )
     write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
@@ -97,6 +103,23 @@ def write_split_report(
         "variants": state.get("variants", []),
         "dispatch_notes": notes,
         "notes": state.get("notes", []),
+        "flags": list(flags),
+        "tuned_flags": str(flags_path) if flags_path else None,
+        "flag_search": flag_search_json(run.flag_search),
+        "flag_notes": _flag_notes(state),
         "profile_model_ms": statistics.median(state["profile"]["model_times_ms"]),
     }  # fmt: skip
     write_text_atomically(run_dir / "report.json", json.dumps(payload, indent=2) + "\n")
+
+
+def _flag_notes(state: dict[str, Any]) -> list[str]:
+    """Say what the split flow's flag phase left out, or why it did not run."""
+    step = state.get("flags")
+    if step is None:
+        return [
+            "note: flags not searched: the run folder was written before the split flow ran the "
+            "flag phase (give flags with --flags)"
+        ]
+    if not step["searched"]:
+        return [f"note: flags not searched: {step['why']}"] if step.get("why") else []
+    return [f"note: {SPLIT_FLAG_NOTE}", f"note: {RUNTIME_NOTE}"]

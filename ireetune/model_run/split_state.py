@@ -17,7 +17,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ireetune.core.files import write_text_atomically
+from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.errors import IreetuneError
+from ireetune.flags.trials import FlagTrial
 from ireetune.handoff.model_folder import ProfileResultsFile
 from ireetune.model_options import ModelTuneOptions
 from ireetune.run_files import (
@@ -65,6 +67,12 @@ class SplitOptionsFile(FileModel):
     database_path: str | None
     use_database: bool
     externalize_weights: bool = False
+    # The flag phase's options; a folder written before the split flow searched flags has none
+    # (read as not searched).
+    search_flags: bool = False
+    max_flag_sets: Count = 48
+    flag_sets: list[list[str]] = []
+    flag_threshold: float = MODEL_THRESHOLD
 
 
 class SplitModelFile(FileModel):
@@ -110,6 +118,20 @@ class SplitVariantFile(FileModel):
     first_speedup: float | None = None
 
 
+class SplitFlagsFile(FileModel):
+    """The flag phase of a split run, sub-step by sub-step: the sets compiled and sorted by
+    hash (`trials`), the round trip that timed them (`round_trip`, 0 before), the verdict
+    (`decided`, the winner's trial id or None: the defaults stay)."""
+
+    searched: bool
+    why: str = ""
+    trials: list[FlagTrial] = []
+    round_trip: Count = 0
+    decided: bool = False
+    winner: Count | None = None
+    notes: list[str] = []
+
+
 class SplitStateFile(FileModel):
     """split.json: where a split run stands and what each finished sub-step left."""
 
@@ -132,6 +154,14 @@ class SplitStateFile(FileModel):
     variants: list[SplitVariantFile] = []
     winner: str | None = None
     rule: str = ""
+    # Absent in a folder written before the flag phase ran in the split flow.
+    flags: SplitFlagsFile | None = None
+
+
+def new_flag_step(search_flags: bool) -> dict[str, Any]:
+    """Return the flag phase's record of a new split run, before any of its sub-steps."""
+    why = "" if search_flags else "--no-flag-search"
+    return SplitFlagsFile(searched=search_flags, why=why).model_dump(mode="json")
 
 
 def read_state(run_dir: Path) -> dict[str, Any]:
@@ -168,6 +198,9 @@ def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
         devices=list(options.devices),
         database_path=str(options.database_path) if options.database_path else None,
         use_database=options.use_database, externalize_weights=options.externalize_weights,
+        search_flags=options.search_flags, max_flag_sets=options.max_flag_sets,
+        flag_sets=[list(flag_set) for flag_set in options.flag_sets],
+        flag_threshold=options.flag_threshold,
     ).model_dump()  # fmt: skip
 
 
@@ -184,5 +217,7 @@ def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOption
         devices=tuple(stored.devices),
         database_path=Path(stored.database_path) if stored.database_path else None,
         use_database=stored.use_database, externalize_weights=stored.externalize_weights,
-        search_flags=False,
+        search_flags=stored.search_flags, max_flag_sets=stored.max_flag_sets,
+        flag_sets=tuple(tuple(flag_set) for flag_set in stored.flag_sets),
+        flag_threshold=stored.flag_threshold,
     )  # fmt: skip
