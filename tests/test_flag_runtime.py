@@ -241,7 +241,7 @@ def test_the_declared_defaults_are_the_compilers(tmp_path: Path) -> None:
     model = tmp_path / "model.mlir"
     model.write_text(CONV_MATMUL_MODEL)
     options = [o for o in CPU_TUNED_OPTIONS if o.default not in ("false", "heuristic")]
-    assert len(options) == 12
+    assert len(options) == 13
     flag_sets = {0: DEFAULT_FLAGS, 1: FlagSet(("--iree-opt-data-tiling",))}
     for index, option in enumerate(options, start=2):
         dependencies = {name: value for name, value in option.depends_on}

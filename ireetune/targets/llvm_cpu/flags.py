@@ -9,13 +9,20 @@ Defaults are the compiler's (`llvm::cl::init` in the 3.13 sources, and checked: 
 with a value for default compiles to the default's binary, tests/test_flag_runtime.py); a
 value equal to the default is never spelled. Left out: options that changed no probe's binary
 (aggressive fusion and reshape movement, split reduction, fuse multi-use, matmul-producer
-fusion blocking, multi-reduction fusion, collapse propagation, outer-dim concat, aggressive
-transpose propagation, sink-transpose-through-pad, edge reshape propagation, decompose-softmax
+fusion blocking, multi-reduction fusion, collapse propagation, outer-dim concat,
+sink-transpose-through-pad, edge reshape propagation, decompose-softmax
 fusion, vector peeling off, vector-contract custom kernels, `--iree-dispatch-creation-data-tiling`
 which equals `--iree-opt-data-tiling`), options that are not about speed (debug, sanitizers,
 linking, target selection, numeric precision reduction), and those for other CPUs (SME, SVE,
 RISC-V). Values that fail to compile on some CPUs (narrow vectors) are kept: a set that does
 not compile is dropped by the search.
+
+One preprocessing pipeline is an option of its own: convolutions to channels-last (added
+2026-11-28 after the ONNX CNNs of bench/vs_onnxruntime.py, all NCHW: it changes SqueezeNet's
+and MobileNet-v2's binaries under the data-tiled flags, and with it transpose propagation
+through convolutions and aggressive transpose propagation, which change nothing alone, change
+them again; hence their dependence on it). Its NCHWc form (`tiling-factor=8` or 16) fails to
+compile a 3-channel image input, so it is not offered.
 
 `CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
 space was searched; they seed the flag phase's search, which then changes `tuned` options one
@@ -31,8 +38,13 @@ _UKERNELS = "--iree-llvmcpu-enable-ukernels"
 _DATA_TILING_OPS = "--iree-dispatch-creation-experimental-set-data-tiling-ops"
 _IM2COL = "--iree-global-opt-use-im2col-for-convs"
 _OPT_LEVEL = "--iree-opt-level"
+_PREPROCESSING = "--iree-preprocessing-pass-pipeline"
+# ONNX convolutions are NCHW; this preprocessing pass rewrites them (and what they feed) to
+# channels-last, where the CPU's vectors run along the channels.
+CHANNELS_LAST = "builtin.module(util.func(iree-preprocessing-convert-conv-to-channels-last))"
 
 _WITH_DATA_TILING = ((DATA_TILING, "true"),)
+_WITH_CHANNELS_LAST = ((_PREPROCESSING, CHANNELS_LAST),)
 
 CPU_TUNED_OPTIONS = (
     TunedOption(DATA_TILING, ("true",), "false",
@@ -55,6 +67,16 @@ CPU_TUNED_OPTIONS = (
     TunedOption("--iree-llvmcpu-enable-inner-tiled", ("true",), "false",
                 "lowers data-tiled matmuls to inner_tiled instead of linalg.mmt4d",
                 depends_on=_WITH_DATA_TILING),
+    TunedOption(_PREPROCESSING, (CHANNELS_LAST,), "",
+                "a preprocessing pipeline: convolutions to channels-last (NHWC), the layout the "
+                "CPU's convolution codegen vectorizes along the channels"),
+    TunedOption("--iree-global-opt-propagate-transposes-through-conv", ("true",), "false",
+                "moves the channels-last rewrite's transposes through the convolutions, so "
+                "that consecutive convolutions stay channels-last",
+                depends_on=_WITH_CHANNELS_LAST),
+    TunedOption("--iree-opt-aggressively-propagate-transposes", ("true",), "false",
+                "propagates those transposes into named ops even where they become generics",
+                depends_on=_WITH_CHANNELS_LAST),
     TunedOption("--iree-global-opt-data-tiling", ("true",), "false",
                 "data tiling from global optimization (the other of the two paths)"),
     TunedOption(_OPT_LEVEL, ("O1", "O2", "O3"), "O0",
