@@ -3,7 +3,9 @@
 The flow is one sequence of phases over one run object (model_run/run.py): prepare, flags,
 profile, dispatches, variants, decide, report. Its mode says where measuring happens:
 
-- `tune_model`: in process (model_run/local.py), every phase on this host;
+- `tune_model`: in process (model_run/local.py), every phase on this host; `continue_run`
+  continues a stopped one from its folder (model_run.json, model_run/local_state.py) at the
+  phase after the last one saved;
 - `prepare_split_run`, then `continue_split_run` after each device step: split
   (model_run/split.py), this host compiles and the run pauses where the device must measure
   (`ireetune device-step` on the device host; docs/split_flow.md).
@@ -35,7 +37,15 @@ from ireetune.frontend.model_inputs import parse_input_spec
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.handoff.model_folder import hash_file
 from ireetune.model_options import ModelTuneOptions
-from ireetune.model_run.local import LOCAL_PHASES
+from ireetune.model_run.local import LOCAL_PHASES, dispatch_outcomes
+from ireetune.model_run.local_state import (
+    MODEL_RUN_NAME,
+    read_model_run,
+    restore_decision,
+    restore_run,
+    save_after_phase,
+    save_model_run,
+)
 from ireetune.model_run.run import (
     DispatchOutcome,
     Mode,
@@ -43,12 +53,12 @@ from ireetune.model_run.run import (
     ModelTuningRun,
     Phase,
     run_phases,
-    save_phases_done,
 )
 from ireetune.model_run.split import SPLIT_PHASES
 from ireetune.model_run.split_device import device_step_command, receive_device_results
 from ireetune.model_run.split_state import (
     STATE_FORMAT,
+    STATE_NAME,
     SplitStage,
     new_flag_step,
     options_from_json,
@@ -65,6 +75,8 @@ __all__ = [
     "ModelTuneOptions",
     "ModelTuneResult",
     "SplitStatus",
+    "continue_model_run",
+    "continue_run",
     "continue_split_run",
     "describe_status",
     "prepare_split_run",
@@ -90,7 +102,8 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     """Tune a model end to end on this host; see model_run/local.py for the phases.
 
     A run that fails before it has learned anything (the model does not import, compile or
-    run) leaves no folder behind; a later failure marks the folder's report as failed.
+    run) leaves no folder behind; a later failure (or an interrupt) marks the folder's report as
+    failed and leaves the run saved after its last phase, for `continue_model_run`.
     """
     target = _check_options(options)
     # Each --input on its own, before the run folder exists (the model is read later).
@@ -102,14 +115,18 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     )
     output_existed = options.output_dir.exists()
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
+    phases_done: list[str] = []
     try:
         with open_executor(options.executor, options.ray) as executor:
             run = ModelTuningRun(Mode.IN_PROCESS, options, target, run_dir, executor)
-            run_phases(run, LOCAL_PHASES, save_phases_done)
+            run.phases_done = phases_done
+            # Saved before the first phase too: a folder stopped there is refused by name.
+            save_model_run(run)
+            run_phases(run, LOCAL_PHASES, save_after_phase)
             assert run.result is not None, "the decide phase makes the result"
             return run.result
     except BaseException as failure:
-        if not (run_dir / "profile.json").exists():
+        if not phases_done:
             shutil.rmtree(run_dir, ignore_errors=True)
             if not output_existed and not any(options.output_dir.iterdir()):
                 options.output_dir.rmdir()
@@ -135,6 +152,34 @@ def tune_torch_module(
     """
     mlir_path = export_torch_module(module, example_inputs, work_dir)
     return tune_model(ModelTuneOptions(model_path=mlir_path, **options))
+
+
+def continue_model_run(run_dir: Path, jobs: int | None = None) -> ModelTuneResult:
+    """Continue a stopped in-process run from its folder: load the run as its last saved phase
+    left it and run the phases after that one, on the same target and options (`jobs`, when
+    given, replaces the run's parallel compiles)."""
+    stored = read_model_run(run_dir)
+    with open_executor(stored.options.executor, stored.options.ray) as executor:
+        run = restore_run(run_dir, stored, executor, jobs)
+        if stored.final is not None:
+            restore_decision(run, stored.final, dispatch_outcomes(run))
+        run_phases(run, LOCAL_PHASES, save_after_phase)
+    assert run.result is not None, "the decide phase makes the result"
+    return run.result
+
+
+def continue_run(run_dir: Path, jobs: int | None = None) -> str:
+    """Continue a model run from its folder in the mode it was started in; return what the
+    command line prints (the report, or the next step of a split run)."""
+    if (run_dir / MODEL_RUN_NAME).is_file() and not (run_dir / STATE_NAME).is_file():
+        result = continue_model_run(run_dir, jobs)
+        return f"{_report_text(result.run_dir)}run folder: {result.run_dir}\n"
+    if not (run_dir / STATE_NAME).is_file():
+        raise IreetuneError(
+            f"{run_dir} is not a model run folder (it holds neither {MODEL_RUN_NAME} nor "
+            f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune resume`"
+        )
+    return describe_status(continue_split_run(run_dir, jobs))
 
 
 # --- Split between a compile host and a device host ------------------------------------------

@@ -347,7 +347,7 @@ CASES = [
     Case("device-step-missing", ("device-step", "{tmp}/missing"), "run folder not found"),
     Case("device-step-not-a-run", ("device-step", "{adir}"), "has no device_step.json"),
     Case("continue-missing", ("continue", "{tmp}/missing"), "run folder not found"),
-    Case("continue-not-a-run", ("continue", "{adir}"), "is not a split model run"),
+    Case("continue-not-a-run", ("continue", "{adir}"), "is not a model run folder"),
     Case(
         "tune-split-time-budget",
         (*TUNE, "--stop-after", "compile", "--time-budget", "60"),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 
 from ireetune.executor import LocalExecutor
 from ireetune.model_options import ModelTuneOptions
 from ireetune.model_run.local import LOCAL_PHASES
-from ireetune.model_run.run import (
+from ireetune.model_run.local_state import (
     MODEL_RUN_FORMAT,
     MODEL_RUN_NAME,
+    ModelRunFile,
+    save_model_run,
+)
+from ireetune.model_run.run import (
     PHASES,
     Mode,
     ModelTuningRun,
@@ -18,9 +22,9 @@ from ireetune.model_run.run import (
     Phase,
     PhaseBody,
     run_phases,
-    save_phases_done,
 )
 from ireetune.model_run.split import SPLIT_PHASES
+from ireetune.run_files import read_model_file
 from ireetune.targets import parse_target
 
 
@@ -72,14 +76,27 @@ def test_a_phase_that_waits_for_the_device_pauses_the_run_after_saving_it(
     assert ran == saved == ["prepare", "flags", "profile"]
 
 
-def test_an_in_process_run_records_the_phases_done(tmp_path: Path) -> None:
+def test_a_loaded_run_goes_on_at_the_phase_after_the_last_one_saved(tmp_path: Path) -> None:
+    run, ran = _run(tmp_path), []
+    run.phases_done = ["prepare", "flags"]
+    saved: list[str] = []
+    run_phases(run, _recording_bodies(ran), lambda _, phase: saved.append(phase.value))
+    assert ran == saved == ["profile", "dispatches", "variants", "decide", "report"]
+
+
+def test_an_in_process_run_is_saved_with_its_options_before_its_first_phase(
+    tmp_path: Path,
+) -> None:
     run = _run(tmp_path)
-    run_phases(run, _recording_bodies([], Phase.DISPATCHES), save_phases_done)
-    assert json.loads((tmp_path / MODEL_RUN_NAME).read_text()) == {
-        "format": MODEL_RUN_FORMAT,
-        "mode": "in-process",
-        "phases_done": ["prepare", "flags", "profile", "dispatches"],
-    }
+    run.options = replace(run.options, flag_sets=(("--iree-opt-data-tiling",),), rounds=3)
+    save_model_run(run)
+    stored = read_model_file(tmp_path / MODEL_RUN_NAME, ModelRunFile, tmp_path)
+    assert (stored.format, stored.phases_done, stored.model) == (MODEL_RUN_FORMAT, (), None)
+    assert stored.run_options() == replace(
+        run.options,
+        model_path=run.options.model_path.absolute(),
+        output_dir=run.options.output_dir.absolute(),
+    )
 
 
 def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path) -> None:

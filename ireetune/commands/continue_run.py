@@ -1,4 +1,5 @@
-"""`ireetune continue RUN`: the compile host's next step of a split model run."""
+"""`ireetune continue RUN`: continue a model run from its folder (a stopped in-process run at
+the phase after the last one saved; a split run at the compile host's next step)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from ireetune.core.options import option
 class ContinueOptions:
     """What `ireetune continue` is asked to do."""
 
-    run_dir: Path = run_dir_option("the model run folder (holds split.json)")
+    run_dir: Path = run_dir_option(
+        "the model run folder (holds model_run.json, or split.json for a split run)"
+    )
     # None: the parallel compiles the run was started with.
     jobs: int | None = option(
         None, flag="--jobs", type=positive_int, help="parallel compiles (default: the run's)"
@@ -26,20 +29,24 @@ def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "continue",
-        "do what is due next in a split model run (after a device step)",
-        "Continue a split model run (`ireetune tune MODEL --stop-after compile`) on "
-        "the compile host: read the device step's results and do what is due next (compile the "
-        "candidates of dispatches found hot, build and compile model variants, or decide and "
-        "write the tuned spec and the report). Also resumes a compile phase that was stopped.",
+        "continue a stopped model run, or a split one after a device step",
+        "Continue a model run from its folder. A `ireetune tune MODEL` run that was killed or "
+        "interrupted is loaded as its last saved phase left it and the phases after that one "
+        "run, on the same target and options (a dispatch phase cut short goes on with the "
+        "dispatches not tuned yet). A split model run (`ireetune tune MODEL --stop-after "
+        "compile`) does on the compile host what is due next: read the device step's results, "
+        "compile the candidates of dispatches found hot, build and compile model variants, or "
+        "decide and write the tuned spec and the report; a compile phase that was stopped is "
+        "resumed.",
         ContinueOptions,
         run,
     )
 
 
 def run(options: ContinueOptions) -> int:
-    from ireetune.model_tuner import continue_split_run, describe_status
+    from ireetune.model_tuner import continue_run
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(options.run_dir)
-    sys.stdout.write(describe_status(continue_split_run(options.run_dir, options.jobs)))
+    sys.stdout.write(continue_run(options.run_dir, options.jobs))
     return 0

@@ -32,10 +32,17 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ResumeOptions) -> int:
+    from ireetune.errors import IreetuneError
     from ireetune.handoff.resume import resume_dispatch
+    from ireetune.model_run.local_state import MODEL_RUN_NAME
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(options.run_dir)
+    if (options.run_dir / MODEL_RUN_NAME).is_file():
+        raise IreetuneError(
+            f"{options.run_dir} is a model run (`ireetune tune`): continue it with "
+            f"`ireetune continue {options.run_dir}`"
+        )
     result = resume_dispatch(options.run_dir)
     sys.stdout.write(result.summary)
     sys.stdout.write(f"run folder: {result.run_dir}\n")

@@ -57,7 +57,8 @@ def check_final_set(
     or the default model when one spec is left) is timed side by side with the current set.
     """
     final_dir = run_dir / "final"
-    final_dir.mkdir()
+    # A decide phase cut short is run again by `ireetune continue`.
+    final_dir.mkdir(exist_ok=True)
     counter = iter(range(10_000))
     binaries: dict[tuple[str, ...], Path | None] = {(): default_vmfb}
 

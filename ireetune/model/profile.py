@@ -137,10 +137,15 @@ def explain_profile(hot: HotSet) -> str:
 
 
 def write_profile(run_dir: Path, hot: HotSet) -> None:
+    """Write the hot set as profile.json: what the report shows, and what `ireetune continue`
+    reads back (model_run/local_state.py): each dispatch's benchmark inside the run folder,
+    whether it is tunable, and the time the selected problems cover."""
     rows = [
         {
             "name": p.name,
+            "benchmark": str(p.benchmark_path.relative_to(run_dir)),
             "problem": p.problem,
+            "tunable": p.tunable,
             "invocations": p.invocations,
             "dispatch_ms": p.dispatch_ms,
             "total_ms": p.total_ms,
@@ -153,6 +158,7 @@ def write_profile(run_dir: Path, hot: HotSet) -> None:
         "model_ms": hot.model_ms,
         "explained_ms": hot.explained_ms,
         "unexplained_ms": hot.unexplained_ms,
+        "covered_ms": hot.covered_ms,
         "dispatches": rows,
     }
     write_text_atomically(run_dir / "profile.json", json.dumps(payload, indent=2) + "\n")

@@ -14,6 +14,10 @@
 6. decide: a final side-by-side check of the default and the tuned model (specs found harmful
    are dropped), the tuned flags file, the combined check of flags and spec, the database row;
 7. report: report.txt and report.json.
+
+The run is saved after every phase, and after every dispatch of the dispatch phase
+(model_run/local_state.py); `ireetune continue RUN` rebuilds it from its folder and runs the
+phases after the last one saved, a dispatch phase cut short with the dispatches not done yet.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import FlagSpace
+from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule, clears_threshold
@@ -53,6 +58,7 @@ from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE, model_speedup, time_pair_until_decided
 from ireetune.model.timing import ModelComparison
+from ireetune.model_run.local_state import save_model_run
 from ireetune.model_run.report import write_report
 from ireetune.model_run.run import (
     DispatchOutcome,
@@ -64,6 +70,7 @@ from ireetune.model_run.run import (
     dispatch_phase_deadline,
 )
 from ireetune.spec.link import link_spec_files
+from ireetune.targets import parse_target
 
 
 def prepare(run: ModelTuningRun) -> Pause | None:
@@ -88,13 +95,13 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     if not first["default"].ok:
         raise IreetuneError(f"the default model does not run: {first['default'].reason}")
     model.default_outputs = first["default"].outputs
-    run.default_ms = statistics.median(first["default"].times_ms)
+    run.default_ms = run.original_ms = statistics.median(first["default"].times_ms)
     return None
 
 
 def search_flags(run: ModelTuningRun) -> Pause | None:
     """Search the target's global flags on the whole model; later phases use the winner."""
-    run.flag_request = request = _flag_search_request(run)
+    run.flag_request = request = _flag_search_request(run, run.target)
     if not (run.options.search_flags and request.space.options + request.space.combinations):
         return None
     run.flag_search = search = search_model_flags(run.executor, request, run.run_dir / "flags")
@@ -107,16 +114,17 @@ def search_flags(run: ModelTuningRun) -> Pause | None:
     return None
 
 
-def _flag_search_request(run: ModelTuningRun) -> ModelFlagSearch:
-    """Describe the flag phase's search from the model and the run's options."""
+def _flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch:
+    """Describe the flag phase's search from the model, the run's options and the target
+    before the flag phase (the user's flags only)."""
     model, options = run.under_tuning, run.options
     default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
     return ModelFlagSearch(
         source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
-        base_flags=(*model.target.compile_flags(), *default_specs), user_flags=options.extra_flags,
+        base_flags=(*target.compile_flags(), *default_specs), user_flags=options.extra_flags,
         device=model.device,
-        space=FlagSpace((), options.flag_sets) if options.flag_sets else model.target.flag_space(),
-        rounds=options.rounds, repetitions=repetitions_for(run.default_ms),
+        space=FlagSpace((), options.flag_sets) if options.flag_sets else target.flag_space(),
+        rounds=options.rounds, repetitions=repetitions_for(run.original_ms),
         max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
         rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
@@ -144,51 +152,64 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
     options = run.options
     deadline = dispatch_phase_deadline(run.started, options.time_budget_s, time.monotonic())
     for hot in run.hot_set.selected:
-        if run.budget_spent():
-            run.dispatch_notes[hot.name] = "not tuned: time budget spent"
+        if hot.name in run.dispatches_done:
             continue
-        if deadline is not None and time.monotonic() > deadline:
-            run.dispatch_notes[hot.name] = (
-                "not tuned: the dispatch phase's share of the time budget was spent (the rest "
-                "is kept for trying the tuned dispatches in the model)"
-            )
-            continue
-        try:
-            result = tune_dispatch(
-                TuneOptions(
-                    input_path=hot.benchmark_path, target=options.target,
-                    num_candidates=options.num_candidates, output_dir=run.run_dir / "tuning",
-                    jobs=options.jobs, seed=options.seed, database_path=options.database_path,
-                    use_database=options.use_database, retune=options.retune,
-                    show_progress=options.show_progress, extra_flags=run.target.global_flags,
-                    devices=options.devices,
-                ),
-                run.executor,
-            )  # fmt: skip
-        except IreetuneError as failure:
-            run.dispatch_notes[hot.name] = f"not tuned: {failure}"
-            continue
-        if result.reused:
-            run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
-        if result.best is not None:
-            run.winners[hot.name] = result.run_dir / result.best.spec_path
-        kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
-        run.candidates[hot.name] = [result.run_dir / r.spec_path for r in kept]
-        for record in kept:
-            if record.median_ms and result.baseline_ms == result.baseline_ms:
-                run.session_ms[result.run_dir / record.spec_path] = (
-                    result.baseline_ms,
-                    record.median_ms,
-                )
-        if not kept:
-            run.dispatch_notes[hot.name] = "no candidate could be measured"
+        _tune_one_dispatch(run, hot, deadline)
+        # Saved after each dispatch: a run stopped in this phase goes on with the next one.
+        run.dispatches_done.append(hot.name)
+        save_model_run(run)
     return None
+
+
+def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, deadline: float | None) -> None:
+    """Tune one hot dispatch; keep its best candidates, or say why it was not tuned."""
+    options = run.options
+    if run.budget_spent():
+        run.dispatch_notes[hot.name] = "not tuned: time budget spent"
+        return
+    if deadline is not None and time.monotonic() > deadline:
+        run.dispatch_notes[hot.name] = (
+            "not tuned: the dispatch phase's share of the time budget was spent (the rest "
+            "is kept for trying the tuned dispatches in the model)"
+        )
+        return
+    try:
+        result = tune_dispatch(
+            TuneOptions(
+                input_path=hot.benchmark_path, target=options.target,
+                num_candidates=options.num_candidates, output_dir=run.run_dir / "tuning",
+                jobs=options.jobs, seed=options.seed, database_path=options.database_path,
+                use_database=options.use_database, retune=options.retune,
+                show_progress=options.show_progress, extra_flags=run.target.global_flags,
+                devices=options.devices,
+            ),
+            run.executor,
+        )  # fmt: skip
+    except IreetuneError as failure:
+        run.dispatch_notes[hot.name] = f"not tuned: {failure}"
+        return
+    if result.reused:
+        run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
+    if result.best is not None:
+        run.winners[hot.name] = result.run_dir / result.best.spec_path
+    kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
+    run.candidates[hot.name] = [result.run_dir / r.spec_path for r in kept]
+    for record in kept:
+        if record.median_ms and result.baseline_ms == result.baseline_ms:
+            run.session_ms[result.run_dir / record.spec_path] = (
+                result.baseline_ms,
+                record.median_ms,
+            )
+    if not kept:
+        run.dispatch_notes[hot.name] = "no candidate could be measured"
 
 
 def select_variants(run: ModelTuningRun) -> Pause | None:
     """Grow the linked spec by the candidates that make the whole model faster."""
     run.current_vmfb = run.default_vmfb
-    (run.run_dir / "selection").mkdir()
+    # A selection cut short starts again (`ireetune continue`), its trials with it.
+    (run.run_dir / "selection").mkdir(exist_ok=True)
+    run.selection_trials = []
     # The verified winners together first: each alone may move the model by less than a loaded
     # machine's model timing resolves, together by more (docs/benchmarks.md); the final check
     # still drops any that harm.
@@ -307,14 +328,14 @@ def decide(run: ModelTuningRun) -> Pause | None:
         del run.accepted[name]
     combined, tuned_flags_path = _finish_flags(run)
     run.result = ModelTuneResult(
-        run.run_dir, final.default_ms, final.tuned_ms, final.tuned_spec, _outcomes(run),
+        run.run_dir, final.default_ms, final.tuned_ms, final.tuned_spec, dispatch_outcomes(run),
         tuple(run.notes), final.estimate, run.target.global_flags, run.flag_search,
         tuned_flags_path, combined, run.under_tuning.mlir_path,
     )  # fmt: skip
     return None
 
 
-def _outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
+def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
     """Say what happened to each profiled dispatch (the tuned and selected ones in detail)."""
     hot = run.hot_set
 
@@ -349,7 +370,11 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
         run.flag_search,
     )
     assert run.final is not None and run.original_vmfb is not None
-    assert run.default_vmfb is not None and run.flag_request is not None
+    assert run.default_vmfb is not None
+    # A continued run describes the flag phase's timing again from the untouched target.
+    flag_request = run.flag_request or _flag_search_request(
+        run, parse_target(options.target).with_global_flags(options.extra_flags)
+    )
     tuned_spec_path = run.final.tuned_spec
     flags = model.target.global_flags
     runtime_flags = flag_search.runtime_flags if flag_search is not None else ()
@@ -362,7 +387,7 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
             error = model.compile(tuned_spec_path, final_vmfb)
             assert not error, f"the tuned model compiled in the final check: {error}"
         combined, why = measure_combined(
-            run.executor, run.original_vmfb, final_vmfb, run.flag_request, run_dir / "final",
+            run.executor, run.original_vmfb, final_vmfb, flag_request, run_dir / "final",
             runtime_flags,
         )  # fmt: skip
         if combined is None:

@@ -11,23 +11,22 @@ variants, decide, report. A mode says where measuring happens:
   (model_run/split.py).
 
 Each mode gives a body for every phase; `run_phases` runs them in order and saves the run after
-each one (in-process: `model_run.json`, the phases done; split: `split.json`). Both modes run
-every phase: the split mode's flag phase times the search's seeds in one round trip
-(model_run/split_flags.py); what it leaves to the in-process mode (the greedy steps past the
-seeds, the runtime options) its report says.
+each one (in-process: `model_run.json`, what the later phases need, model_run/local_state.py;
+split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
+the last one saved (`run_phases`' `start`). Both modes run every phase: the split mode's flag
+phase times the search's seeds in one round trip (model_run/split_flags.py); what it leaves to
+the in-process mode (the greedy steps past the seeds, the runtime options) its report says.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ireetune.core.files import write_text_atomically
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
@@ -41,9 +40,6 @@ if TYPE_CHECKING:
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.variants import VariantVerdict
     from ireetune.model_options import ModelTuneOptions
-
-MODEL_RUN_NAME = "model_run.json"
-MODEL_RUN_FORMAT = "ireetune-model-run/1"
 
 
 class Mode(enum.StrEnum):
@@ -120,11 +116,12 @@ class ModelTuningRun:
     notes: list[str] = field(default_factory=list)
     dispatch_notes: dict[str, str] = field(default_factory=dict)
     phases_done: list[str] = field(default_factory=list)
-    # In process: the default model (the flag phase's winner once it has run), the untouched
-    # one, and its time.
+    # In process: the default model (the flag phase's winner once it has run) and its time, the
+    # untouched one and its time.
     default_vmfb: Path | None = None
     original_vmfb: Path | None = None
     default_ms: float = 0.0
+    original_ms: float = 0.0
     flag_request: ModelFlagSearch | None = None
     flag_search: FlagSearchResult | None = None
     hot: HotSet | None = None
@@ -133,6 +130,8 @@ class ModelTuningRun:
     candidates: dict[str, list[Path]] = field(default_factory=dict)
     winners: dict[str, Path] = field(default_factory=dict)
     session_ms: dict[Path, tuple[float, float]] = field(default_factory=dict)
+    # The hot dispatches the dispatch phase is done with (tuned or not, each with its note).
+    dispatches_done: list[str] = field(default_factory=list)
     # The specs model-level selection accepted, and the model with all of them.
     accepted: dict[str, Path] = field(default_factory=dict)
     current_vmfb: Path | None = None
@@ -184,18 +183,11 @@ def run_phases(
     bodies: Mapping[Phase, PhaseBody],
     save: Callable[[ModelTuningRun, Phase], None],
 ) -> Pause | None:
-    """Run the mode's body of every phase in order, saving the run after each; stop at the
-    first that pauses for the device host and return its pause."""
-    for phase in PHASES:
+    """Run the mode's body of every phase not done yet (`run.phases_done`) in order, saving the
+    run after each; stop at the first that pauses for the device host and return its pause."""
+    for phase in PHASES[len(run.phases_done) :]:
         pause = bodies[phase](run)
         save(run, phase)
         if pause is not None:
             return pause
     return None
-
-
-def save_phases_done(run: ModelTuningRun, phase: Phase) -> None:
-    """Save an in-process run after a phase: the phases done so far (`model_run.json`)."""
-    run.phases_done.append(phase.value)
-    document = {"format": MODEL_RUN_FORMAT, "mode": run.mode.value, "phases_done": run.phases_done}
-    write_text_atomically(run.run_dir / MODEL_RUN_NAME, json.dumps(document, indent=2) + "\n")
