@@ -22,8 +22,8 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, sort_by_score
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
-from ireetune.problem.convolution import ConvolutionProblem, as_convolution
-from ireetune.problem.family import Problem
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     nearness_penalty,
@@ -314,7 +314,7 @@ class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
     """ConvTileAndDecomposeExpert tiles of 2-D convolutions."""
 
     def compute_sizes(self, problem: Problem) -> CpuConvSizes:
-        return compute_conv_sizes(as_convolution(problem))
+        return compute_conv_sizes(narrow(problem, ConvolutionProblem))
 
     def enumerate_sizes(
         self,
@@ -327,7 +327,7 @@ class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
         return enumerate_conv_space(sizes, facts, seed, default, known)
 
     def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_conv_knobs(as_convolution(problem), levels)
+        return parse_default_conv_knobs(narrow(problem, ConvolutionProblem), levels)
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         return frozenset(CONV_KNOB_NAMES)
@@ -338,5 +338,5 @@ class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
         )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = conv_tile_lists(as_convolution(problem), knobs)
+        tiles = conv_tile_lists(narrow(problem, ConvolutionProblem), knobs)
         return OpConfiguration(render_cpu_compilation_info(tiles, CONV_PIPELINE, context))

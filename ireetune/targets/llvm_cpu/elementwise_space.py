@@ -29,8 +29,8 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
-from ireetune.problem.elementwise import ElementwiseProblem, as_elementwise
-from ireetune.problem.family import Problem
+from ireetune.problem.elementwise import ElementwiseProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
@@ -191,7 +191,7 @@ class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
     levels = ELEMENTWISE_LEVELS
 
     def compute_sizes(self, problem: Problem) -> CpuElementwiseSizes:
-        return compute_elementwise_sizes(as_elementwise(problem))
+        return compute_elementwise_sizes(narrow(problem, ElementwiseProblem))
 
     def enumerate_sizes(
         self,
@@ -204,11 +204,11 @@ class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
         return enumerate_elementwise_space(sizes, facts, seed, default, known)
 
     def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_elementwise_knobs(as_elementwise(problem), levels)
+        return parse_default_elementwise_knobs(narrow(problem, ElementwiseProblem), levels)
 
     def score(self, sizes: CpuElementwiseSizes, knobs: Knobs) -> float:
         return score_elementwise_candidate(sizes, self.known_facts, knobs, self._default)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = elementwise_tile_lists(as_elementwise(problem), knobs)
+        tiles = elementwise_tile_lists(narrow(problem, ElementwiseProblem), knobs)
         return OpConfiguration(render_cpu_compilation_info(tiles, ELEMENTWISE_PIPELINE, context))

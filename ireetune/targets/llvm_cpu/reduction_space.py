@@ -36,8 +36,8 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import Problem
-from ireetune.problem.reduction import ReductionProblem, as_reduction
+from ireetune.problem.family import Problem, narrow
+from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info, tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
@@ -302,7 +302,7 @@ class CpuReductionSpace(SizedCpuSpace[CpuReductionSizes]):
     """The reduction family's space on the CPU."""
 
     def compute_sizes(self, problem: Problem) -> CpuReductionSizes:
-        return compute_reduction_sizes(as_reduction(problem))
+        return compute_reduction_sizes(narrow(problem, ReductionProblem))
 
     def enumerate_sizes(
         self,
@@ -315,13 +315,13 @@ class CpuReductionSpace(SizedCpuSpace[CpuReductionSizes]):
         return enumerate_reduction_space(sizes, facts, seed, default, known)
 
     def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_reduction_knobs(as_reduction(problem), levels)
+        return parse_default_reduction_knobs(narrow(problem, ReductionProblem), levels)
 
     def score(self, sizes: CpuReductionSizes, knobs: Knobs) -> float:
         return score_reduction_candidate(sizes, self.known_facts, knobs, self._default)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        reduction = as_reduction(problem)
+        reduction = narrow(problem, ReductionProblem)
         tiles = reduction_tile_lists(reduction, knobs)
         compilation_info = render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context)
         if reduction.strided_contraction:
