@@ -17,17 +17,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import z3
-from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, sort_by_score
-from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
-from ireetune.problem.family import Problem, narrow
+from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
+    SizedFamily,
     nearness_penalty,
-    render_cpu_compilation_info,
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -310,33 +308,21 @@ def parse_default_conv_knobs(
     return tuple(sorted(values.items()))
 
 
-class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
+class CpuConvolutionSpace(SizedCpuSpace[ConvolutionProblem, CpuConvSizes]):
     """ConvTileAndDecomposeExpert tiles of 2-D convolutions."""
 
-    def compute_sizes(self, problem: Problem) -> CpuConvSizes:
-        return compute_conv_sizes(narrow(problem, ConvolutionProblem))
-
-    def enumerate_sizes(
-        self,
-        sizes: CpuConvSizes,
-        facts: CpuFacts,
-        seed: int,
-        default: Knobs | None,
-        known: Sequence[Knobs],
-    ) -> Iterator[Knobs]:
-        return enumerate_conv_space(sizes, facts, seed, default, known)
-
-    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_conv_knobs(narrow(problem, ConvolutionProblem), levels)
+    family = SizedFamily(
+        ConvolutionProblem,
+        CONV_PIPELINE,
+        compute_conv_sizes,
+        enumerate_conv_space,
+        parse_default_conv_knobs,
+        # The heuristic's score, less the configuration's distance to the compiler's default.
+        lambda sizes, facts, knobs, default: (
+            score_conv_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default)
+        ),
+        conv_tile_lists,
+    )
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         return frozenset(CONV_KNOB_NAMES)
-
-    def score(self, sizes: CpuConvSizes, knobs: Knobs) -> float:
-        return score_conv_candidate(sizes, self.known_facts, knobs) - nearness_penalty(
-            knobs, self._default
-        )
-
-    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = conv_tile_lists(narrow(problem, ConvolutionProblem), knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, CONV_PIPELINE, context))
