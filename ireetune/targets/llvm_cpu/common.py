@@ -37,6 +37,31 @@ def nearness_penalty(knobs: Knobs, default: Knobs | None) -> float:
     return NEARNESS_WEIGHT * distance_to(knobs, default) if default is not None else 0.0
 
 
+def score_near_default(
+    score: Callable[[Sizes, CpuFacts, Knobs], float],
+) -> Callable[[Sizes, CpuFacts, Knobs, Knobs | None], float]:
+    """Return a heuristic's score less a configuration's distance to the compiler's default
+    (when known), as the contraction and convolution orderings score."""
+
+    def scored(sizes: Sizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None) -> float:
+        return score(sizes, facts, knobs) - nearness_penalty(knobs, default)
+
+    return scored
+
+
+def order_pool(
+    score: Callable[[Sizes, CpuFacts, Knobs, Knobs | None], float],
+    sizes: Sizes,
+    facts: CpuFacts,
+    pool: list[Knobs],
+    seed: int,
+    default: Knobs | None = None,
+) -> list[tuple[Knobs, float]]:
+    """Sort a pool by descending score (given the compiler's default, when known); ties are
+    broken by a seeded hash of each configuration, never by the pool's order."""
+    return sort_by_score(pool, lambda knobs: score(sizes, facts, knobs, default), seed)
+
+
 def tile_levels(
     distribution: list[int], parallel: list[int], reduction: list[int]
 ) -> dict[str, list[int]]:
@@ -150,10 +175,7 @@ class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
         sizes = self.compute_sizes(problem)
-        facts = self.known_facts
-        return sort_by_score(
-            pool, lambda knobs: self.family.score(sizes, facts, knobs, self._default), seed
-        )
+        return order_pool(self.family.score, sizes, self.known_facts, pool, seed, self._default)
 
     def refusal(self, problem: Problem) -> str | None:
         try:

@@ -15,17 +15,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import z3
 
-from ireetune.core.candidate import Knobs, sort_by_score
+from ireetune.core.candidate import Knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
-    nearness_penalty,
+    order_pool,
+    score_near_default,
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -254,20 +256,8 @@ def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
     )
 
 
-def order_conv_candidates(
-    sizes: CpuConvSizes,
-    facts: CpuFacts,
-    pool: list[Knobs],
-    seed: int,
-    default: Knobs | None = None,
-) -> list[tuple[Knobs, float]]:
-    """Sort by descending score (the heuristic, minus the distance to the compiler's default
-    when known); ties broken by a seeded hash of each configuration."""
-    return sort_by_score(
-        pool,
-        lambda knobs: score_conv_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default),
-        seed,
-    )
+# Sort a pool by descending score, the heuristic's less the distance to the compiler's default.
+order_conv_candidates = partial(order_pool, score_near_default(score_conv_candidate))
 
 
 def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -317,10 +307,7 @@ class CpuConvolutionSpace(SizedCpuSpace[ConvolutionProblem, CpuConvSizes]):
         compute_conv_sizes,
         enumerate_conv_space,
         parse_default_conv_knobs,
-        # The heuristic's score, less the configuration's distance to the compiler's default.
-        lambda sizes, facts, knobs, default: (
-            score_conv_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default)
-        ),
+        score_near_default(score_conv_candidate),
         conv_tile_lists,
     )
 
