@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.arguments import (
-    device_list,
     fraction,
     non_negative_int,
     non_negative_seconds,
@@ -22,6 +21,7 @@ from ireetune.core.arguments import (
 from ireetune.core.common_options import (
     compile_timeout_option,
     database_path_option,
+    devices_option,
     extra_flags_option,
     jobs_option,
     output_dir_option,
@@ -90,11 +90,10 @@ class TuneOptions:
     output_dir: Path = output_dir_option()
     jobs: int = jobs_option()
     seed: int = seed_option()
-    devices: tuple[str, ...] = option(
-        (), flag="--devices", type=device_list,
-        help="comma-separated runtime devices to time on (default: the target's: "
-        "local-task for cpu, cuda://0 for cuda, hip://0 for rocm)",
-    )  # fmt: skip
+    devices: tuple[str, ...] = devices_option(
+        "comma-separated runtime devices to time on (default: the target's: local-task for cpu, "
+        "cuda://0 for cuda, hip://0 for rocm)"
+    )
     repetitions: int = repetitions_option("candidate")
     compile_timeout_s: float = compile_timeout_option()
     confirm_rounds: int = option(

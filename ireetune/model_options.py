@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.arguments import (
-    device_list,
     flag_text,
     fraction,
     positive_int,
@@ -19,6 +18,7 @@ from ireetune.core.arguments import (
 )
 from ireetune.core.common_options import (
     database_path_option,
+    devices_option,
     extra_flags_option,
     jobs_option,
     output_dir_option,
@@ -83,11 +83,10 @@ class ModelTuneOptions:
     retune: bool = retune_option("dispatches ")
     show_progress: bool | None = show_progress_option()
     # Runtime devices: the model is timed on the first; each dispatch's candidates on all.
-    devices: tuple[str, ...] = option(
-        (), flag="--devices", type=device_list,
-        help="comma-separated runtime devices: the model is timed on the first, each dispatch's "
-        "candidates on all (default: the target's: local-task, cuda://0, hip://0)",
-    )  # fmt: skip
+    devices: tuple[str, ...] = devices_option(
+        "comma-separated runtime devices: the model is timed on the first, each dispatch's "
+        "candidates on all (default: the target's: local-task, cuda://0, hip://0)"
+    )
     # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
     extra_flags: tuple[str, ...] = extra_flags_option("--iree-opt-level=O3")
     search_flags: bool = option(

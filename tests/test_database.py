@@ -31,19 +31,23 @@ from ireetune.spec.export import render_linked_spec
 from tests.conftest import nchw_conv_problem
 
 PROBLEM = ContractionProblem(
-    "linalg.matmul",
-    (64, 128, 96),
-    (),
-    (0,),
-    (1,),
-    (2,),
-    "f32",
-    "f32",
-    "f32",
-    ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
-    (64, 96),
-    (96, 128),
-    (64, 128),
+    op_name="linalg.matmul",
+    loop_sizes=(64, 128, 96),
+    batch_dims=(),
+    m_dims=(0,),
+    n_dims=(1,),
+    k_dims=(2,),
+    lhs_type="f32",
+    rhs_type="f32",
+    output_type="f32",
+    indexing_maps=(
+        "(d0, d1, d2) -> (d0, d2)",
+        "(d0, d1, d2) -> (d2, d1)",
+        "(d0, d1, d2) -> (d0, d1)",
+    ),
+    lhs_shape=(64, 96),
+    rhs_shape=(96, 128),
+    output_shape=(64, 128),
 )
 KEY = ResultKey(
     compiler_version(),

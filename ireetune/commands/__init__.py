@@ -3,9 +3,10 @@
 Each module defines `register(subparsers)`, which adds its parser and sets `handler` (a function
 from the parsed arguments to an exit status) as a default. A command declares its options once, as
 an options dataclass (core/options.py), and `shared.add_command` generates its parser and hands
-its handler those options; the commands that add hand-written arguments after the declared ones
-(tune, tune-dispatch, report, profile) use `shared.add_options_parser`. The list below is the
-whole registry.
+its handler those options; the tuning commands (tune, tune-dispatch) use
+`shared.add_tuning_command`, which adds the executor's arguments and builds their options with
+`read_tuning_options`; report, which adds hand-written arguments after the declared ones, uses
+`shared.add_options_parser`. The list below is the whole registry.
 """
 
 COMMAND_MODULES = (

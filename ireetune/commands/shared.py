@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ireetune.core.arguments import device_list, parse_executor
+from ireetune.core import common_options
+from ireetune.core.arguments import add_executor_arguments, parse_executor
 from ireetune.core.options import add_options, option, options_from_arguments
 
 if TYPE_CHECKING:
@@ -61,11 +62,31 @@ def run_dir_option(help: str) -> Any:
 
 def devices_option(more_help: str = "") -> Any:
     """`--devices`: the runtime devices a runtime-only command measures on."""
-    return option(
-        (), flag="--devices", type=device_list,
-        help="comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)"
-        + more_help,
-    )  # fmt: skip
+    return common_options.devices_option(
+        "comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)"
+        + more_help
+    )
+
+
+def add_tuning_command(
+    subparsers: Subparsers,
+    name: str,
+    summary: str,
+    description: str,
+    options_class: type[TuningOptions],
+    handler: Callable[[TuningOptions, argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """Add a tuning subcommand: its option fields and the executor's arguments; its `handler`
+    takes the options `read_tuning_options` builds (and the parsed arguments, for a flag of the
+    command's own)."""
+    parser = add_options_parser(subparsers, name, summary, description, options_class)
+    add_executor_arguments(parser)
+
+    def handle(arguments: argparse.Namespace) -> int:
+        return handler(read_tuning_options(options_class, arguments), arguments)
+
+    parser.set_defaults(handler=handle)
+    return parser
 
 
 def read_tuning_options(

@@ -5,24 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ireetune.commands.shared import (
-    Subparsers,
-    add_options_parser,
-    announce_html_report,
-    read_tuning_options,
-)
-from ireetune.core.arguments import add_executor_arguments
+from ireetune.commands.shared import Subparsers, add_tuning_command, announce_html_report
 from ireetune.model_options import ModelTuneOptions
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = add_options_parser(
+    parser = add_tuning_command(
         subparsers,
         "tune",
         "tune a whole model (.mlir or .onnx) into one spec",
         "Tune a whole model: find its hot dispatches, tune each, and keep only the "
         "configurations that speed the whole model up, linked into one spec.",
         ModelTuneOptions,
+        run,
     )
     # The command's own: it runs the model flow split between hosts (model_run/split.py).
     parser.add_argument(
@@ -31,14 +26,11 @@ def register(subparsers: Subparsers) -> None:
         "folder; then `ireetune device-step RUN` there and `ireetune continue RUN` here, until "
         "the report (docs/split_flow.md)",
     )  # fmt: skip
-    add_executor_arguments(parser)
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: ModelTuneOptions, arguments: argparse.Namespace) -> int:
     from ireetune.model_tuner import tune_model
 
-    options = read_tuning_options(ModelTuneOptions, arguments)
     if options.externalize_weights and arguments.stop_after != "compile":
         from ireetune.errors import IreetuneError
 

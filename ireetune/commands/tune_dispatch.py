@@ -6,34 +6,26 @@ import argparse
 import shlex
 import sys
 
-from ireetune.commands.shared import (
-    Subparsers,
-    add_options_parser,
-    announce_html_report,
-    read_tuning_options,
-)
-from ireetune.core.arguments import add_executor_arguments
+from ireetune.commands.shared import Subparsers, add_tuning_command, announce_html_report
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 
 
 def register(subparsers: Subparsers) -> None:
-    parser = add_options_parser(
+    add_tuning_command(
         subparsers,
         "tune-dispatch",
         "tune one dispatch and write its spec",
         "Tune one dispatch: compile candidate configurations, time them against "
         "the default, verify the fastest and write the winner's tuning spec.",
         TuneOptions,
+        run,
     )
-    add_executor_arguments(parser)
-    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace) -> int:
+def run(options: TuneOptions, arguments: argparse.Namespace) -> int:
     from ireetune.dispatch_tuner import tune_dispatch
     from ireetune.handoff.folder_flags import check_folder_flags
 
-    options = read_tuning_options(TuneOptions, arguments)
     if options.stop_after is not None:
         # `finish` compiles with the folder's flags and accepts only the flag search's.
         check_folder_flags(options.extra_flags, "--flags with --stop-after compile")

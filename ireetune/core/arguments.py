@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ireetune.core.options import add_options, options_from_arguments
+
 if TYPE_CHECKING:
     from ireetune.executor import ExecutorKind, RaySettings
 
@@ -134,28 +136,17 @@ def flag_text(text: str) -> tuple[str, ...]:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--executor` and the Ray options (docs/ray.md) to a tuning command."""
+    """Add `--executor` and the Ray options (docs/ray.md, declared on `RaySettings`) to a tuning
+    command."""
+    from ireetune.executor import RaySettings
+
     parser.add_argument(
         "--executor", choices=("local", "ray"), default="local",
         help="where compiles and measurements run: this host (local), or a Ray cluster (ray: "
         "compiles as Ray tasks, measurements in actors pinned to one device each; needs "
         "pip install 'ireetune[ray]')",
     )  # fmt: skip
-    parser.add_argument(
-        "--ray-address", default="", metavar="ADDR",
-        help="address of a running Ray cluster (e.g. 10.0.0.1:6379, or auto); default: start a "
-        "private one-node cluster for the run",
-    )  # fmt: skip
-    parser.add_argument(
-        "--ray-compile-resource", default="", metavar="NAME",
-        help="custom Ray resource that nodes with the IREE compiler advertise; compile tasks "
-        "run only there (default: any node)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--ray-device-resource", default="", metavar="NAME",
-        help="custom Ray resource, one unit per device, of the nodes that measure (e.g. H100); "
-        "default: any node with a GPU (num_gpus=1), any node for the CPU",
-    )  # fmt: skip
+    add_options(parser, RaySettings)
 
 
 def parse_executor(arguments: argparse.Namespace) -> tuple[ExecutorKind, RaySettings]:
@@ -164,14 +155,7 @@ def parse_executor(arguments: argparse.Namespace) -> tuple[ExecutorKind, RaySett
     from ireetune.executor import ExecutorKind, RaySettings
 
     kind = ExecutorKind(arguments.executor)
-    ray_given = (
-        arguments.ray_address or arguments.ray_compile_resource or arguments.ray_device_resource
-    )
-    if ray_given and kind is not ExecutorKind.RAY:
+    settings = options_from_arguments(RaySettings, arguments)
+    if settings != RaySettings() and kind is not ExecutorKind.RAY:
         raise IreetuneError("--ray-address and --ray-*-resource need --executor ray")
-    settings = RaySettings(
-        address=arguments.ray_address,
-        compile_resource=arguments.ray_compile_resource,
-        device_resource=arguments.ray_device_resource,
-    )
     return kind, settings

@@ -11,6 +11,7 @@ from typing import Any
 
 from ireetune.core.arguments import (
     TARGET_HELP,
+    device_list,
     flag_text,
     positive_int,
     positive_seconds,
@@ -30,6 +31,12 @@ def output_dir_option() -> Any:
     return option(
         Path("ireetune_runs"), flag="--output-dir", type=Path, help="parent of the run folder"
     )
+
+
+def devices_option(help: str) -> Any:
+    """`--devices`: the comma-separated runtime devices a command times on (none given: the
+    target's or the manifest's, as `help` says)."""
+    return option((), flag="--devices", type=device_list, help=help)
 
 
 def jobs_option() -> Any:

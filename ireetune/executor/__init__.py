@@ -7,6 +7,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ireetune.core.options import option
 from ireetune.executor.base import Executor, LocalExecutor
 
 
@@ -27,9 +28,21 @@ class RaySettings:
     `compile_retries` is how often a compile lost with its worker or node is tried again.
     """
 
-    address: str = ""
-    compile_resource: str = ""
-    device_resource: str = ""
+    address: str = option(
+        "", flag="--ray-address", metavar="ADDR",
+        help="address of a running Ray cluster (e.g. 10.0.0.1:6379, or auto); default: start a "
+        "private one-node cluster for the run",
+    )  # fmt: skip
+    compile_resource: str = option(
+        "", flag="--ray-compile-resource", metavar="NAME",
+        help="custom Ray resource that nodes with the IREE compiler advertise; compile tasks "
+        "run only there (default: any node)",
+    )  # fmt: skip
+    device_resource: str = option(
+        "", flag="--ray-device-resource", metavar="NAME",
+        help="custom Ray resource, one unit per device, of the nodes that measure (e.g. H100); "
+        "default: any node with a GPU (num_gpus=1), any node for the CPU",
+    )  # fmt: skip
     compile_retries: int = 3
     # Start a private cluster with this many CPUs (0: all of this host's); tests use 2.
     num_cpus: int = 0

@@ -34,6 +34,7 @@ from ireetune.problem.family import (
     ReferenceInputs,
     bind_loop_sizes,
     element_type_name,
+    narrow,
     static_shape,
     tensor_type_text,
 )
@@ -161,12 +162,6 @@ def parse_attention(root_op: ir.Operation) -> AttentionProblem:
     )
 
 
-def as_attention(problem: Problem) -> AttentionProblem:
-    """Narrow a problem its family says is an attention (an invariant, not a user error)."""
-    assert isinstance(problem, AttentionProblem), f"{problem.signature} is no attention"
-    return problem
-
-
 class AttentionFamily(OpFamily):
     """Attention, as `online_attention` in a dispatch."""
 
@@ -180,7 +175,7 @@ class AttentionFamily(OpFamily):
         return parse_attention(root_op)
 
     def expected_pattern(self, problem: Problem) -> MatchPattern:
-        attention = as_attention(problem)
+        attention = narrow(problem, AttentionProblem)
         return MatchPattern(
             ATTENTION_MATCH.name,
             (
@@ -199,7 +194,7 @@ class AttentionFamily(OpFamily):
         )  # fmt: skip
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        attention = as_attention(problem)
+        attention = narrow(problem, AttentionProblem)
         return ReferenceInputs(
             (attention.query_shape, attention.key_shape, attention.value_shape),
             (attention.query_type, attention.key_type, attention.value_type),
@@ -217,7 +212,7 @@ class AttentionFamily(OpFamily):
           %r = iree_linalg_ext.attention <{indexing_maps = [#q, #k, #v, #s, #o]}>
               ins(%q, %k, %v, %scale : ...) outs(%empty : ...) { ... } -> tensor<4x128x64xf16>
         """
-        attention = as_attention(problem)
+        attention = narrow(problem, AttentionProblem)
         scale = _scale_constant(root_op, math.prod(attention.sizes(attention.k1_dims)))
         q_map, k_map, v_map, s_map, o_map = attention.indexing_maps[:5]
         q_t = tensor_type_text(attention.query_shape, attention.query_type)

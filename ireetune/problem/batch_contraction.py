@@ -11,16 +11,28 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from ireetune.problem.contraction import ContractionFamily
+from ireetune.problem.contraction import (
+    CONTRACTION_MATCH,
+    ContractionProblem,
+    contraction_pattern,
+    parse_contraction,
+)
+from ireetune.problem.matmul import MatmulFamily
 
 
-class BatchContractionFamily(ContractionFamily):
-    """Contractions with at least one batch loop."""
+def is_batch_contraction(root_op: ir.Operation) -> bool:
+    """Say whether the root op is a contraction with at least one batch loop."""
+    if not linalg.isa_contraction_op(root_op):
+        return False
+    dimensions = linalg.infer_contraction_dimensions(root_op)
+    return dimensions is not None and len(dimensions.batch) > 0
 
-    name = "batch_contraction"
 
-    def recognises(self, root_op: ir.Operation) -> bool:
-        if not linalg.isa_contraction_op(root_op):
-            return False
-        dimensions = linalg.infer_contraction_dimensions(root_op)
-        return dimensions is not None and len(dimensions.batch) > 0
+BATCH_CONTRACTION_FAMILY = MatmulFamily(
+    "batch_contraction",
+    CONTRACTION_MATCH,
+    ContractionProblem,
+    is_batch_contraction,
+    parse_contraction,
+    contraction_pattern,
+)

@@ -8,7 +8,6 @@ Its matcher is `transform.iree.match.contraction` with the element types, the in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
@@ -17,16 +16,11 @@ from ireetune.errors import IreetuneError
 from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,
-    MatmulSizes,
-    OpFamily,
-    Problem,
-    ReferenceInputs,
     bind_loop_sizes,
-    element_type_name,
     map_dim_positions,
-    matmul_reference_inputs,
     static_shape,
 )
+from ireetune.problem.matmul import MatmulFamily, MatmulProblem, build_matmul_problem
 
 CONTRACTION_MATCH = MatchOpSpec(
     "transform.iree.match.contraction",
@@ -36,29 +30,15 @@ CONTRACTION_MATCH = MatchOpSpec(
 
 
 @dataclass(frozen=True)
-class ContractionProblem(MatmulSizes):
+class ContractionProblem(MatmulProblem):
     """A contraction's shape and types, independent of any IR context.
 
-    Loop dimensions are numbered as in the op's indexing maps; `loop_sizes[d]` is the static
-    extent of loop d. The `*_dims` tuples list loop dimensions by role, outermost first.
+    The `*_dims` tuples list loop dimensions by role, outermost first.
     """
 
-    # The reference program (the op alone as `@main`) takes the spec's config like the dispatch does.
-    reference_carries_config: ClassVar[bool] = True
-
-    op_name: str
-    loop_sizes: tuple[int, ...]
-    batch_dims: tuple[int, ...]
     m_dims: tuple[int, ...]
     n_dims: tuple[int, ...]
     k_dims: tuple[int, ...]
-    lhs_type: str
-    rhs_type: str
-    output_type: str
-    indexing_maps: tuple[str, str, str]
-    lhs_shape: tuple[int, ...]
-    rhs_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -133,21 +113,13 @@ def parse_contraction(root_op: ir.Operation) -> ContractionProblem:
         for operand, name in zip(operands, ("lhs", "rhs", "output"), strict=True)
     ]
     loop_sizes = bind_loop_sizes(affine_maps, shapes, f"contraction '{root_op.name}'")
-    return ContractionProblem(
-        op_name=root_op.name,
-        loop_sizes=loop_sizes,
-        batch_dims=tuple(dimensions.batch),
-        m_dims=tuple(dimensions.m),
-        n_dims=tuple(dimensions.n),
-        k_dims=tuple(dimensions.k),
-        lhs_type=element_type_name(operands[0].type),
-        rhs_type=element_type_name(operands[1].type),
-        output_type=element_type_name(operands[2].type),
-        indexing_maps=tuple(str(m) for m in affine_maps),  # type: ignore[arg-type]
-        lhs_shape=shapes[0],
-        rhs_shape=shapes[1],
-        output_shape=shapes[2],
-    )
+    roles = {
+        "batch_dims": tuple(dimensions.batch),
+        "m_dims": tuple(dimensions.m),
+        "n_dims": tuple(dimensions.n),
+        "k_dims": tuple(dimensions.k),
+    }
+    return build_matmul_problem(ContractionProblem, root_op, affine_maps, shapes, loop_sizes, roles)
 
 
 def contraction_pattern(problem: ContractionProblem) -> MatchPattern:
@@ -160,26 +132,12 @@ def contraction_pattern(problem: ContractionProblem) -> MatchPattern:
     )
 
 
-def as_contraction(problem: Problem) -> ContractionProblem:
-    """Narrow a problem its family says is a contraction (an invariant, not a user error)."""
-    assert isinstance(problem, ContractionProblem), f"{problem.signature} is no contraction"
-    return problem
-
-
-class ContractionFamily(OpFamily):
-    """Contractions without batch loops (`linalg.matmul`, mmt, generic contractions)."""
-
-    name = "contraction"
-    match_op = CONTRACTION_MATCH
-
-    def recognises(self, root_op: ir.Operation) -> bool:
-        return bool(linalg.isa_contraction_op(root_op))
-
-    def parse(self, root_op: ir.Operation) -> Problem:
-        return parse_contraction(root_op)
-
-    def expected_pattern(self, problem: Problem) -> MatchPattern:
-        return contraction_pattern(as_contraction(problem))
-
-    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        return matmul_reference_inputs(as_contraction(problem))
+# Contractions without batch loops (`linalg.matmul`, mmt, generic contractions).
+CONTRACTION_FAMILY = MatmulFamily(
+    "contraction",
+    CONTRACTION_MATCH,
+    ContractionProblem,
+    lambda root_op: bool(linalg.isa_contraction_op(root_op)),
+    parse_contraction,
+    contraction_pattern,
+)

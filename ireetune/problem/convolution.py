@@ -8,24 +8,13 @@ input channel and depth sizes, the strides and the dilations.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import (
-    MatchOpSpec,
-    MatchPattern,
-    MatmulSizes,
-    OpFamily,
-    Problem,
-    ReferenceInputs,
-    bind_loop_sizes,
-    element_type_name,
-    matmul_reference_inputs,
-    static_shape,
-)
+from ireetune.problem.family import MatchOpSpec, MatchPattern, bind_loop_sizes, static_shape
+from ireetune.problem.matmul import MatmulFamily, MatmulProblem, build_matmul_problem
 
 CONVOLUTION_MATCH = MatchOpSpec(
     "transform.iree.match.convolution",
@@ -44,22 +33,16 @@ CONVOLUTION_MATCH = MatchOpSpec(
 
 
 @dataclass(frozen=True)
-class ConvolutionProblem(MatmulSizes):
+class ConvolutionProblem(MatmulProblem):
     """A convolution's loops by role, its shapes and its element types.
 
-    Loop dimensions are numbered as in the op's indexing maps, as for contractions. Seen as a
-    matrix multiplication (im2col), M spans batch and output image, N the output channels and K
-    the filter window and input channels: `m_dims`, `n_dims` and `k_dims` say so.
+    Seen as a matrix multiplication (im2col), M spans batch and output image, N the output
+    channels and K the filter window and input channels: `m_dims`, `n_dims` and `k_dims` say so.
+    The reference program takes the spec's config as for contractions: its unit batch is folded
+    away as in a model, and the llvm-cpu spec prologue restores it before matching
+    (`Target.spec_prologue`), so convolutions are searched on real inputs like contractions.
     """
 
-    # The reference program (the op alone as `@main`) takes the spec's config: its unit batch is
-    # folded away as in a model, and the llvm-cpu spec prologue restores it before matching
-    # (`Target.spec_prologue`), so convolutions are searched on real inputs like contractions.
-    reference_carries_config: ClassVar[bool] = True
-
-    op_name: str
-    loop_sizes: tuple[int, ...]
-    batch_dims: tuple[int, ...]
     output_image_dims: tuple[int, ...]
     output_channel_dims: tuple[int, ...]
     filter_dims: tuple[int, ...]
@@ -67,13 +50,6 @@ class ConvolutionProblem(MatmulSizes):
     depth_dims: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
-    lhs_type: str
-    rhs_type: str
-    output_type: str
-    indexing_maps: tuple[str, str, str]
-    lhs_shape: tuple[int, ...]
-    rhs_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
 
     @property
     def m_dims(self) -> tuple[int, ...]:
@@ -132,25 +108,17 @@ def parse_convolution(root_op: ir.Operation) -> ConvolutionProblem:
         [*shapes[1:], shapes[0]],
         f"convolution '{root_op.name}'",
     )
-    return ConvolutionProblem(
-        op_name=root_op.name,
-        loop_sizes=loop_sizes,
-        batch_dims=tuple(dimensions.batch),
-        output_image_dims=tuple(dimensions.output_image),
-        output_channel_dims=tuple(dimensions.output_channel),
-        filter_dims=tuple(dimensions.filter_loop),
-        input_channel_dims=tuple(dimensions.input_channel),
-        depth_dims=tuple(dimensions.depth),
-        strides=tuple(int(s) for s in dimensions.strides),
-        dilations=tuple(int(d) for d in dimensions.dilations),
-        lhs_type=element_type_name(operands[0].type),
-        rhs_type=element_type_name(operands[1].type),
-        output_type=element_type_name(operands[2].type),
-        indexing_maps=tuple(str(m) for m in affine_maps),  # type: ignore[arg-type]
-        lhs_shape=shapes[0],
-        rhs_shape=shapes[1],
-        output_shape=shapes[2],
-    )
+    roles = {
+        "batch_dims": tuple(dimensions.batch),
+        "output_image_dims": tuple(dimensions.output_image),
+        "output_channel_dims": tuple(dimensions.output_channel),
+        "filter_dims": tuple(dimensions.filter_loop),
+        "input_channel_dims": tuple(dimensions.input_channel),
+        "depth_dims": tuple(dimensions.depth),
+        "strides": tuple(int(s) for s in dimensions.strides),
+        "dilations": tuple(int(d) for d in dimensions.dilations),
+    }
+    return build_matmul_problem(ConvolutionProblem, root_op, affine_maps, shapes, loop_sizes, roles)
 
 
 def convolution_pattern(problem: ConvolutionProblem) -> MatchPattern:
@@ -173,26 +141,12 @@ def convolution_pattern(problem: ConvolutionProblem) -> MatchPattern:
     )  # fmt: skip
 
 
-def as_convolution(problem: Problem) -> ConvolutionProblem:
-    """Narrow a problem its family says is a convolution (an invariant, not a user error)."""
-    assert isinstance(problem, ConvolutionProblem), f"{problem.signature} is no convolution"
-    return problem
-
-
-class ConvolutionFamily(OpFamily):
-    """Convolutions with one image, one filter and one output."""
-
-    name = "convolution"
-    match_op = CONVOLUTION_MATCH
-
-    def recognises(self, root_op: ir.Operation) -> bool:
-        return bool(linalg.isa_convolution_op(root_op))
-
-    def parse(self, root_op: ir.Operation) -> Problem:
-        return parse_convolution(root_op)
-
-    def expected_pattern(self, problem: Problem) -> MatchPattern:
-        return convolution_pattern(as_convolution(problem))
-
-    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        return matmul_reference_inputs(as_convolution(problem))
+# Convolutions with one image, one filter and one output.
+CONVOLUTION_FAMILY = MatmulFamily(
+    "convolution",
+    CONVOLUTION_MATCH,
+    ConvolutionProblem,
+    lambda root_op: bool(linalg.isa_convolution_op(root_op)),
+    parse_convolution,
+    convolution_pattern,
+)

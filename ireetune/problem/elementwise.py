@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import MatchPattern, Problem, ReferenceInputs, captured_values
+from ireetune.problem.family import MatchPattern, Problem, ReferenceInputs, captured_values, narrow
 from ireetune.problem.generic import (
     NEUTRAL_BODY_OPS,
     GenericOpFamily,
@@ -81,12 +81,6 @@ def parse_elementwise(root_op: ir.Operation) -> ElementwiseProblem:
     return parse_generic(root_op, ElementwiseProblem, f"element-wise op '{root_op.name}'")
 
 
-def as_elementwise(problem: Problem) -> ElementwiseProblem:
-    """Narrow a problem its family says is element-wise (an invariant, not a user error)."""
-    assert isinstance(problem, ElementwiseProblem), f"{problem.signature} is not element-wise"
-    return problem
-
-
 class ElementwiseFamily(GenericOpFamily):
     """One-result generics of parallel loops only."""
 
@@ -104,7 +98,7 @@ class ElementwiseFamily(GenericOpFamily):
         return parse_elementwise(root_op)
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        elementwise = as_elementwise(problem)
+        elementwise = narrow(problem, ElementwiseProblem)
         return ReferenceInputs(
             elementwise.input_shapes, elementwise.input_types, elementwise.output_type, 1
         )

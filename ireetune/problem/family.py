@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import math
 from dataclasses import Field, dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, func, linalg, preprocessing_transform, tensor
@@ -69,6 +69,16 @@ class Problem(Protocol):
         ...
 
 
+RecordT = TypeVar("RecordT")
+
+
+def narrow(problem: Problem, record: type[RecordT]) -> RecordT:
+    """Narrow a problem to the record its family says it is (an invariant, not a user error):
+    `narrow(problem, ContractionProblem)`."""
+    assert isinstance(problem, record), f"{problem.signature} is no {record.__name__}"
+    return problem
+
+
 @dataclass(frozen=True)
 class ReferenceInputs:
     """The reference program's inputs, its result type and how many terms each result sums."""
@@ -79,11 +89,8 @@ class ReferenceInputs:
     reduction_size: int
 
 
-class MatmulRecord(Protocol):
+class MatmulRecord(Problem, Protocol):
     """A problem record seen as a matrix multiplication: its M, N and K loops and its operands."""
-
-    @property
-    def loop_sizes(self) -> tuple[int, ...]: ...
 
     @property
     def m_dims(self) -> tuple[int, ...]: ...
@@ -105,9 +112,6 @@ class MatmulRecord(Protocol):
 
     @property
     def rhs_type(self) -> str: ...
-
-    @property
-    def output_type(self) -> str: ...
 
 
 class MatmulSizes:
@@ -172,9 +176,9 @@ class OpFamily(abc.ABC):
     """One op family: how to recognise, parse, match and reference-run its root ops."""
 
     # The family's name, as problems name it in `Problem.family`.
-    name: ClassVar[str]
+    name: str
     # The match op its matchers use.
-    match_op: ClassVar[MatchOpSpec]
+    match_op: MatchOpSpec
 
     @abc.abstractmethod
     def recognises(self, root_op: ir.Operation) -> bool:

@@ -26,6 +26,7 @@ from ireetune.problem.family import (
     clone_with_captured_constants,
     drop_config_attributes,
     element_type_name,
+    narrow,
     static_shape,
     tensor_type_text,
 )
@@ -179,13 +180,8 @@ class GenericOpFamily(OpFamily):
     # The family's record.
     record: ClassVar[type[GenericOpProblem]]
 
-    def narrow(self, problem: Problem) -> GenericOpProblem:
-        """Narrow a problem this family owns to its record (an invariant, not a user error)."""
-        assert isinstance(problem, self.record), f"{problem.signature} is no {self.name}"
-        return problem
-
     def expected_pattern(self, problem: Problem) -> MatchPattern:
-        generic = self.narrow(problem)
+        generic = narrow(problem, self.record)
         return MatchPattern(
             DAG_MATCH,
             generic.operand_tensor_types,
@@ -196,7 +192,7 @@ class GenericOpFamily(OpFamily):
 
     def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
         """Emit a DAG matcher holding a copy of the problem's op."""
-        build_dag_matcher(self.narrow(problem).source, op_handle)
+        build_dag_matcher(narrow(problem, self.record).source, op_handle)
 
     def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
         """Parse the op inside a DAG matcher; None when it is no static generic of this family."""

@@ -35,6 +35,7 @@ from ireetune.problem.family import (
     ReferenceInputs,
     clone_as_main,
     map_dim_positions,
+    narrow,
 )
 from ireetune.problem.generic import (
     NEUTRAL_BODY_OPS,
@@ -133,12 +134,6 @@ def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
     )
 
 
-def as_reduction(problem: Problem) -> ReductionProblem:
-    """Narrow a problem its family says is a reduction (an invariant, not a user error)."""
-    assert isinstance(problem, ReductionProblem), f"{problem.signature} is no reduction"
-    return problem
-
-
 class ReductionFamily(GenericOpFamily):
     """Generic reductions that no other family claims."""
 
@@ -154,7 +149,7 @@ class ReductionFamily(GenericOpFamily):
         return parse_reduction(root_op)
 
     def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        reduction = as_reduction(problem)
+        reduction = narrow(problem, ReductionProblem)
         return ReferenceInputs(
             reduction.input_shapes,
             reduction.input_types,
@@ -174,7 +169,7 @@ class ReductionFamily(GenericOpFamily):
         another dispatch and the op keeps its form (the real-weights ResNet-50's three hottest
         dispatches, 2026-11-23).
         """
-        reduction = as_reduction(problem)
+        reduction = narrow(problem, ReductionProblem)
         strided = frozenset(
             index
             for index, text in enumerate(reduction.indexing_maps[:-1])

@@ -15,9 +15,9 @@ from iree.compiler import ir
 
 from ireetune.errors import IreetuneError
 from ireetune.problem.attention import AttentionFamily, AttentionProblem
-from ireetune.problem.batch_contraction import BatchContractionFamily
-from ireetune.problem.contraction import ContractionFamily, ContractionProblem
-from ireetune.problem.convolution import ConvolutionFamily, ConvolutionProblem
+from ireetune.problem.batch_contraction import BATCH_CONTRACTION_FAMILY
+from ireetune.problem.contraction import CONTRACTION_FAMILY, ContractionProblem
+from ireetune.problem.convolution import CONVOLUTION_FAMILY, ConvolutionProblem
 from ireetune.problem.elementwise import ElementwiseFamily, ElementwiseProblem
 from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.op_kind import name_root_op
@@ -25,9 +25,9 @@ from ireetune.problem.reduction import ReductionFamily, ReductionProblem
 
 # In parsing order: the first family that recognises a root op parses it.
 FAMILIES: tuple[OpFamily, ...] = (
-    BatchContractionFamily(),
-    ContractionFamily(),
-    ConvolutionFamily(),
+    BATCH_CONTRACTION_FAMILY,
+    CONTRACTION_FAMILY,
+    CONVOLUTION_FAMILY,
     AttentionFamily(),
     ReductionFamily(),
     ElementwiseFamily(),

@@ -32,8 +32,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_gpu
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.attention import as_attention
-from ireetune.problem.family import Problem
+from ireetune.problem.attention import AttentionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
 from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
 from ireetune.targets.gpu.template import (
@@ -82,7 +82,7 @@ def attention_spaces(
 ) -> tuple[ConstraintSpace, ...]:
     """Write the VectorDistribute attention space (one space, index 0), or none when the
     target has no suitable intrinsic."""
-    attention = as_attention(problem)
+    attention = narrow(problem, AttentionProblem)
     if any(
         len(dims) != 1
         for dims in (attention.m_dims, attention.k1_dims, attention.k2_dims, attention.n_dims)
@@ -178,7 +178,7 @@ def score_attention(
 ) -> float:
     """Score an attention configuration: enough workgroups for the GPU, M tiles of 64-128 rows
     (each K/V tile loaded is reused by more query rows), a K2 tile of 64, and 128-256 threads."""
-    attention = as_attention(problem)
+    attention = narrow(problem, AttentionProblem)
     workgroup = config.get("workgroup")
     reduction = config.get("reduction")
     sizes_wanted = isinstance(workgroup, list) and isinstance(reduction, list)

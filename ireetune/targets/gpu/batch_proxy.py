@@ -30,8 +30,8 @@ from ireetune.compile.driver import (
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
-from ireetune.problem.contraction import ContractionProblem, as_contraction
-from ireetune.problem.family import Problem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
     ConstraintSpace,
@@ -191,7 +191,7 @@ class BatchContractionSpace(GpuSpace):
     def read_compiler_space(
         self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
     ) -> CompilerSpace:
-        contraction = as_contraction(problem)
+        contraction = narrow(problem, ContractionProblem)
         stored = self.stored_space()
         if stored is not None and stored[1] is not None:
             return self._lift(contraction, stored[0], stored[1], context)

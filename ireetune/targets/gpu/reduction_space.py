@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 import z3
 
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import Problem
-from ireetune.problem.reduction import as_reduction
+from ireetune.problem.family import Problem, narrow
+from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
 from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
@@ -43,7 +43,7 @@ _BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i8": 1}
 
 def gpu_reduction_refusal(problem: Problem) -> str | None:
     """Say why the GPU reduction space cannot search a reduction, or None."""
-    reduction = as_reduction(problem)
+    reduction = narrow(problem, ReductionProblem)
     if len(reduction.reduction_dims) != 1:
         return "reductions over several loops have no GPU space yet"
     if reduction.reduction_dims[0] != len(reduction.loop_sizes) - 1:
@@ -58,7 +58,7 @@ def reduction_spaces(
     refusal = gpu_reduction_refusal(problem)
     if refusal is not None:
         raise IreetuneError(f"{problem.signature}: {refusal}")
-    reduction = as_reduction(problem)
+    reduction = narrow(problem, ReductionProblem)
     loops = len(reduction.loop_sizes)
     size = reduction.loop_sizes[-1]
     lanes = facts.subgroup_sizes[0]
@@ -113,7 +113,7 @@ def score_reduction(
 ) -> float:
     """Score a reduction configuration (memory bound): 16-byte loads, 256-1024 threads, the
     whole row in one pass, and rows enough to keep every compute unit busy."""
-    reduction = as_reduction(problem)
+    reduction = narrow(problem, ReductionProblem)
     thread = config["thread"]
     partial = config["partial_reduction"]
     threads = config["workgroup_size"]

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ireetune.problem.family import Problem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
@@ -117,9 +117,9 @@ def estimate_resources(
 
 
 def _gemm_usage(problem: Problem, space: ConstraintSpace, config: ResolvedDict) -> ResourceUsage:
-    from ireetune.problem.contraction import as_contraction
+    from ireetune.problem.contraction import ContractionProblem
 
-    contraction = as_contraction(problem)
+    contraction = narrow(problem, ContractionProblem)
     workgroup = _ints(config.get("workgroup", []))
     sizes = contraction.loop_sizes
     batch = _tile(sizes, workgroup, contraction.batch_dims) if contraction.batch_dims else 1
@@ -143,9 +143,9 @@ def _gemm_usage(problem: Problem, space: ConstraintSpace, config: ResolvedDict) 
 def _convolution_usage(
     problem: Problem, space: ConstraintSpace, config: ResolvedDict
 ) -> ResourceUsage:
-    from ireetune.problem.convolution import as_convolution
+    from ireetune.problem.convolution import ConvolutionProblem
 
-    conv = as_convolution(problem)
+    conv = narrow(problem, ConvolutionProblem)
     workgroup = _ints(config.get("workgroup", []))
     options = config.get(PIPELINE_OPTIONS_KEY, {})
     igemm = isinstance(options, dict) and options.get("use_igemm_convolution") is True
@@ -187,9 +187,9 @@ def _convolution_usage(
 
 
 def _attention_usage(problem: Problem, config: ResolvedDict) -> ResourceUsage:
-    from ireetune.problem.attention import as_attention
+    from ireetune.problem.attention import AttentionProblem
 
-    attention = as_attention(problem)
+    attention = narrow(problem, AttentionProblem)
     workgroup = _ints(config.get("workgroup", []))
     reduction = _ints(config.get("reduction", []))
     sizes = attention.loop_sizes
@@ -243,10 +243,10 @@ def check_promoted_reads(
         "batch_contraction",
     ):
         return None
-    from ireetune.problem.contraction import as_contraction
+    from ireetune.problem.contraction import ContractionProblem
     from ireetune.problem.family import map_dim_positions
 
-    contraction = as_contraction(problem)
+    contraction = narrow(problem, ContractionProblem)
     workgroup = _ints(config.get("workgroup", []))
     reduction = _ints(config.get("reduction", []))
     threads = _threads(config)

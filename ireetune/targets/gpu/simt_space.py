@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import z3
 
-from ireetune.problem.contraction import as_contraction
-from ireetune.problem.family import Problem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
 from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
@@ -42,7 +42,7 @@ def simt_contraction_spaces(
     problem: Problem, facts: GpuFacts, compiler: CompilerSpace
 ) -> tuple[ConstraintSpace, ...]:
     """Write the SIMT space of a contraction (one space, index 0)."""
-    contraction = as_contraction(problem)
+    contraction = narrow(problem, ContractionProblem)
     m_dim, n_dim, k_dim = contraction.m_dims[-1], contraction.n_dims[-1], contraction.k_dims[-1]
     m, n, k = (contraction.loop_sizes[d] for d in (m_dim, n_dim, k_dim))
     subgroup = facts.subgroup_sizes[0]
@@ -98,7 +98,7 @@ def score_simt(
 ) -> float:
     """Score a SIMT configuration: enough workgroups, 128-256 threads, a register block of
     8-32 accumulators per thread, a K tile of 16-32, and a square-ish workgroup tile."""
-    contraction = as_contraction(problem)
+    contraction = narrow(problem, ContractionProblem)
     m_dim, n_dim = contraction.m_dims[-1], contraction.n_dims[-1]
     workgroup = config["workgroup"]
     thread = config["thread"]

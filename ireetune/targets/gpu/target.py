@@ -27,9 +27,9 @@ from ireetune.core.target import FamilySpace, OpConfiguration, SpaceFactory, Spa
 from ireetune.database.store import compiler_version, problem_key
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
-from ireetune.problem.contraction import as_contraction
-from ireetune.problem.convolution import as_convolution
-from ireetune.problem.family import Problem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.archs import GpuArch
 from ireetune.targets.gpu.constraints import (
     CompilerSpace,
@@ -115,7 +115,11 @@ def score_gemm_view(
     problem: Problem, space: ConstraintSpace, config: ResolvedDict, facts: GpuFacts
 ) -> float:
     """Score a contraction or convolution configuration on its GEMM view (`ordering.py`)."""
-    gemm = as_convolution(problem) if problem.family == "convolution" else as_contraction(problem)
+    gemm = (
+        narrow(problem, ConvolutionProblem)
+        if problem.family == "convolution"
+        else narrow(problem, ContractionProblem)
+    )
     shape = compute_tile_shape(gemm, space, config)
     return score_candidate(gemm, shape, facts.compute_units)
 

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs, sort_by_score
-from ireetune.core.target import FamilySpace, SpaceRequest
+from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import Problem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
 from ireetune.targets.neighbourhood import distance_to
 
 LEVELS = ("distribution", "vector_common_parallel", "vector_reduction")
 # A family space's problem sizes, as its constraints read them.
 Sizes = TypeVar("Sizes")
+# A family space's problem record.
+RecordT = TypeVar("RecordT")
 # Weight of closeness to IREE's own choice (log2 steps) in the contraction and convolution
 # orderings. On real ResNet-50 convolutions (72 candidates) most configurations far from the
 # default ran 2-22x slower and the few winners were near it: one log2 step from the default costs
@@ -32,6 +35,31 @@ def nearness_penalty(knobs: Knobs, default: Knobs | None) -> float:
     """What a heuristic score loses for a configuration's distance to the compiler's default
     (nothing when the default is not known)."""
     return NEARNESS_WEIGHT * distance_to(knobs, default) if default is not None else 0.0
+
+
+def score_near_default(
+    score: Callable[[Sizes, CpuFacts, Knobs], float],
+) -> Callable[[Sizes, CpuFacts, Knobs, Knobs | None], float]:
+    """Return a heuristic's score less a configuration's distance to the compiler's default
+    (when known), as the contraction and convolution orderings score."""
+
+    def scored(sizes: Sizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None) -> float:
+        return score(sizes, facts, knobs) - nearness_penalty(knobs, default)
+
+    return scored
+
+
+def order_pool(
+    score: Callable[[Sizes, CpuFacts, Knobs, Knobs | None], float],
+    sizes: Sizes,
+    facts: CpuFacts,
+    pool: list[Knobs],
+    seed: int,
+    default: Knobs | None = None,
+) -> list[tuple[Knobs, float]]:
+    """Sort a pool by descending score (given the compiler's default, when known); ties are
+    broken by a seeded hash of each configuration, never by the pool's order."""
+    return sort_by_score(pool, lambda knobs: score(sizes, facts, knobs, default), seed)
 
 
 def tile_levels(
@@ -107,10 +135,34 @@ class CpuSpace(FamilySpace):
         return None
 
 
-class SizedCpuSpace(CpuSpace, Generic[Sizes]):
-    """A CPU space whose constraints read only the problem's sizes (which also say when the space
-    cannot search a problem) and whose order centres on the compiler's own configuration."""
+@dataclass(frozen=True)
+class SizedFamily(Generic[RecordT, Sizes]):
+    """A family's part of a sized CPU space: its record and its space module's free functions."""
 
+    record: type[RecordT]
+    # The pipeline its configurations name.
+    pipeline: str
+    # The sizes the constraints read; raises an IreetuneError for a problem the space cannot search.
+    compute_sizes: Callable[[RecordT], Sizes]
+    # Valid configurations of the sizes, lazily and reproducibly for a seed (facts, seed, the
+    # default, the known solutions).
+    enumerate_space: Callable[
+        [Sizes, CpuFacts, int, Knobs | None, Sequence[Knobs]], Iterator[Knobs]
+    ]
+    # The compiler's default tiling levels read into knobs (None if they have no form).
+    parse_levels: Callable[[RecordT, dict[str, list[int]]], Knobs | None]
+    # A configuration's score (facts, knobs, the default); higher is more promising.
+    score: Callable[[Sizes, CpuFacts, Knobs, Knobs | None], float]
+    # The knobs spread over the op's loops as tiling levels.
+    tile_lists: Callable[[RecordT, Knobs], dict[str, list[int]]]
+
+
+class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
+    """A CPU space whose constraints read only the problem's sizes (which also say when the space
+    cannot search a problem) and whose order centres on the compiler's own configuration: a
+    family declares it with its `SizedFamily`."""
+
+    family: SizedFamily[RecordT, Sizes]
     # The tiling levels of the pipeline's lowering_config that the default is read from.
     levels: tuple[str, ...] = LEVELS
 
@@ -118,33 +170,12 @@ class SizedCpuSpace(CpuSpace, Generic[Sizes]):
         super().__init__(threads)
         self._default: Knobs | None = None
 
-    @abc.abstractmethod
     def compute_sizes(self, problem: Problem) -> Sizes:
-        """Return the sizes the constraints read; raise an IreetuneError for a problem of the
-        family the space cannot search."""
-
-    @abc.abstractmethod
-    def enumerate_sizes(
-        self,
-        sizes: Sizes,
-        facts: CpuFacts,
-        seed: int,
-        default: Knobs | None,
-        known: Sequence[Knobs],
-    ) -> Iterator[Knobs]:
-        """Yield valid configurations of the sizes lazily, reproducibly for a seed."""
-
-    @abc.abstractmethod
-    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        """Read the compiler's default tiling levels into knobs (None if they have no form)."""
-
-    @abc.abstractmethod
-    def score(self, sizes: Sizes, knobs: Knobs) -> float:
-        """Score a configuration of the sizes; higher is more promising."""
+        return self.family.compute_sizes(narrow(problem, self.family.record))
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
         sizes = self.compute_sizes(problem)
-        return sort_by_score(pool, lambda knobs: self.score(sizes, knobs), seed)
+        return order_pool(self.family.score, sizes, self.known_facts, pool, seed, self._default)
 
     def refusal(self, problem: Problem) -> str | None:
         try:
@@ -157,8 +188,14 @@ class SizedCpuSpace(CpuSpace, Generic[Sizes]):
         self._default = request.default_knobs
         sizes = self.compute_sizes(request.problem)
         facts = self.facts(request.variant_target)
-        return self.enumerate_sizes(sizes, facts, request.seed, request.default_knobs, known)
+        return self.family.enumerate_space(sizes, facts, request.seed, request.default_knobs, known)
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         levels = read_cpu_levels(root_op, len(problem.loop_sizes), self.levels)
-        return None if levels is None else self.parse_levels(problem, levels)
+        if levels is None:
+            return None
+        return self.family.parse_levels(narrow(problem, self.family.record), levels)
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        tiles = self.family.tile_lists(narrow(problem, self.family.record), knobs)
+        return OpConfiguration(render_cpu_compilation_info(tiles, self.family.pipeline, context))

@@ -15,19 +15,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import z3
-from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs, sort_by_score
-from ireetune.core.target import OpConfiguration
+from ireetune.core.candidate import Knobs
 from ireetune.errors import IreetuneError
-from ireetune.problem.convolution import ConvolutionProblem, as_convolution
+from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
-    nearness_penalty,
-    render_cpu_compilation_info,
+    SizedFamily,
+    order_pool,
+    score_near_default,
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
@@ -256,20 +256,8 @@ def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
     )
 
 
-def order_conv_candidates(
-    sizes: CpuConvSizes,
-    facts: CpuFacts,
-    pool: list[Knobs],
-    seed: int,
-    default: Knobs | None = None,
-) -> list[tuple[Knobs, float]]:
-    """Sort by descending score (the heuristic, minus the distance to the compiler's default
-    when known); ties broken by a seeded hash of each configuration."""
-    return sort_by_score(
-        pool,
-        lambda knobs: score_conv_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default),
-        seed,
-    )
+# Sort a pool by descending score, the heuristic's less the distance to the compiler's default.
+order_conv_candidates = partial(order_pool, score_near_default(score_conv_candidate))
 
 
 def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -310,33 +298,18 @@ def parse_default_conv_knobs(
     return tuple(sorted(values.items()))
 
 
-class CpuConvolutionSpace(SizedCpuSpace[CpuConvSizes]):
+class CpuConvolutionSpace(SizedCpuSpace[ConvolutionProblem, CpuConvSizes]):
     """ConvTileAndDecomposeExpert tiles of 2-D convolutions."""
 
-    def compute_sizes(self, problem: Problem) -> CpuConvSizes:
-        return compute_conv_sizes(as_convolution(problem))
-
-    def enumerate_sizes(
-        self,
-        sizes: CpuConvSizes,
-        facts: CpuFacts,
-        seed: int,
-        default: Knobs | None,
-        known: Sequence[Knobs],
-    ) -> Iterator[Knobs]:
-        return enumerate_conv_space(sizes, facts, seed, default, known)
-
-    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_conv_knobs(as_convolution(problem), levels)
+    family = SizedFamily(
+        ConvolutionProblem,
+        CONV_PIPELINE,
+        compute_conv_sizes,
+        enumerate_conv_space,
+        parse_default_conv_knobs,
+        score_near_default(score_conv_candidate),
+        conv_tile_lists,
+    )
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         return frozenset(CONV_KNOB_NAMES)
-
-    def score(self, sizes: CpuConvSizes, knobs: Knobs) -> float:
-        return score_conv_candidate(sizes, self.known_facts, knobs) - nearness_penalty(
-            knobs, self._default
-        )
-
-    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = conv_tile_lists(as_convolution(problem), knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, CONV_PIPELINE, context))

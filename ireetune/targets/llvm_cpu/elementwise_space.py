@@ -24,14 +24,11 @@ from dataclasses import dataclass
 from functools import partial
 
 import z3
-from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
-from ireetune.problem.elementwise import ElementwiseProblem, as_elementwise
-from ireetune.problem.family import Problem
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info
+from ireetune.problem.elementwise import ElementwiseProblem
+from ireetune.targets.llvm_cpu.common import SizedCpuSpace, SizedFamily
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -185,30 +182,16 @@ def parse_default_elementwise_knobs(
     return make_knobs(values)
 
 
-class CpuElementwiseSpace(SizedCpuSpace[CpuElementwiseSizes]):
+class CpuElementwiseSpace(SizedCpuSpace[ElementwiseProblem, CpuElementwiseSizes]):
     """DoubleTilingExpert tiles of element-wise generics."""
 
     levels = ELEMENTWISE_LEVELS
-
-    def compute_sizes(self, problem: Problem) -> CpuElementwiseSizes:
-        return compute_elementwise_sizes(as_elementwise(problem))
-
-    def enumerate_sizes(
-        self,
-        sizes: CpuElementwiseSizes,
-        facts: CpuFacts,
-        seed: int,
-        default: Knobs | None,
-        known: Sequence[Knobs],
-    ) -> Iterator[Knobs]:
-        return enumerate_elementwise_space(sizes, facts, seed, default, known)
-
-    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_elementwise_knobs(as_elementwise(problem), levels)
-
-    def score(self, sizes: CpuElementwiseSizes, knobs: Knobs) -> float:
-        return score_elementwise_candidate(sizes, self.known_facts, knobs, self._default)
-
-    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = elementwise_tile_lists(as_elementwise(problem), knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, ELEMENTWISE_PIPELINE, context))
+    family = SizedFamily(
+        ElementwiseProblem,
+        ELEMENTWISE_PIPELINE,
+        compute_elementwise_sizes,
+        enumerate_elementwise_space,
+        parse_default_elementwise_knobs,
+        score_elementwise_candidate,
+        elementwise_tile_lists,
+    )

@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 import math
 
-from ireetune.core.candidate import Knobs, sort_by_score
-from ireetune.targets.llvm_cpu.common import nearness_penalty
+from ireetune.core.candidate import Knobs
+from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
 
@@ -73,21 +73,6 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     )
 
 
-def order_by_score(
-    sizes: CpuProblemSizes,
-    facts: CpuFacts,
-    pool: list[Knobs],
-    seed: int,
-    default: Knobs | None = None,
-) -> list[tuple[Knobs, float]]:
-    """Sort a pool by descending score (minus the distance to the compiler's default, when
-    known); ties are broken by a seeded hash of each configuration.
-
-    The tie-break depends only on the seed and the configuration, never on the pool's order.
-    """
-
-    return sort_by_score(
-        pool,
-        lambda knobs: score_candidate(sizes, facts, knobs) - nearness_penalty(knobs, default),
-        seed,
-    )
+# Sort a pool by descending score, the heuristic's less the distance to the compiler's default;
+# the tie-break depends only on the seed and the configuration, never on the pool's order.
+order_by_score = functools.partial(order_pool, score_near_default(score_candidate))

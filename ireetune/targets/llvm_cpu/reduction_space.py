@@ -36,9 +36,14 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
-from ireetune.problem.family import Problem
-from ireetune.problem.reduction import ReductionProblem, as_reduction
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info, tile_levels
+from ireetune.problem.family import Problem, narrow
+from ireetune.problem.reduction import ReductionProblem
+from ireetune.targets.llvm_cpu.common import (
+    SizedCpuSpace,
+    SizedFamily,
+    render_cpu_compilation_info,
+    tile_levels,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -298,30 +303,21 @@ def parse_default_reduction_knobs(
     return make_knobs(values)
 
 
-class CpuReductionSpace(SizedCpuSpace[CpuReductionSizes]):
+class CpuReductionSpace(SizedCpuSpace[ReductionProblem, CpuReductionSizes]):
     """The reduction family's space on the CPU."""
 
-    def compute_sizes(self, problem: Problem) -> CpuReductionSizes:
-        return compute_reduction_sizes(as_reduction(problem))
-
-    def enumerate_sizes(
-        self,
-        sizes: CpuReductionSizes,
-        facts: CpuFacts,
-        seed: int,
-        default: Knobs | None,
-        known: Sequence[Knobs],
-    ) -> Iterator[Knobs]:
-        return enumerate_reduction_space(sizes, facts, seed, default, known)
-
-    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_reduction_knobs(as_reduction(problem), levels)
-
-    def score(self, sizes: CpuReductionSizes, knobs: Knobs) -> float:
-        return score_reduction_candidate(sizes, self.known_facts, knobs, self._default)
+    family = SizedFamily(
+        ReductionProblem,
+        REDUCTION_PIPELINE,
+        compute_reduction_sizes,
+        enumerate_reduction_space,
+        parse_default_reduction_knobs,
+        score_reduction_candidate,
+        reduction_tile_lists,
+    )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        reduction = as_reduction(problem)
+        reduction = narrow(problem, ReductionProblem)
         tiles = reduction_tile_lists(reduction, knobs)
         compilation_info = render_cpu_compilation_info(tiles, REDUCTION_PIPELINE, context)
         if reduction.strided_contraction:

@@ -21,8 +21,8 @@ from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration, SpaceRequest
-from ireetune.problem.contraction import ContractionProblem, as_contraction
-from ireetune.problem.family import Problem, map_dim_positions
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.family import Problem, map_dim_positions, narrow
 from ireetune.targets.llvm_cpu.common import (
     CpuSpace,
     read_cpu_levels,
@@ -257,12 +257,12 @@ class CpuContractionSpace(CpuSpace):
         self._default: Knobs | None = None
 
     def refusal(self, problem: Problem) -> str | None:
-        if is_batch_mmt4d(as_contraction(problem)):
+        if is_batch_mmt4d(narrow(problem, ContractionProblem)):
             return BATCH_MMT4D_REFUSAL
         return None
 
     def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
-        contraction = as_contraction(request.problem)
+        contraction = narrow(request.problem, ContractionProblem)
         facts = self.facts(request.variant_target)
         if contraction.is_mmt4d:
             from ireetune.targets.llvm_cpu.mmt4d_space import (
@@ -281,10 +281,10 @@ class CpuContractionSpace(CpuSpace):
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         # Data-tiled matmuls have their own knobs; their space is small and not cached.
-        return None if as_contraction(problem).is_mmt4d else frozenset(KNOB_NAMES)
+        return None if narrow(problem, ContractionProblem).is_mmt4d else frozenset(KNOB_NAMES)
 
     def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        contraction = as_contraction(problem)
+        contraction = narrow(problem, ContractionProblem)
         if contraction.is_mmt4d:
             from ireetune.targets.llvm_cpu.mmt4d_space import (
                 compute_mmt4d_sizes,
@@ -300,7 +300,7 @@ class CpuContractionSpace(CpuSpace):
         )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        contraction = as_contraction(problem)
+        contraction = narrow(problem, ContractionProblem)
         if contraction.is_mmt4d:
             from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE, mmt4d_tile_lists
 
@@ -310,7 +310,7 @@ class CpuContractionSpace(CpuSpace):
         return OpConfiguration(render_cpu_compilation_info(tiles, PIPELINE, context))
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        contraction = as_contraction(problem)
+        contraction = narrow(problem, ContractionProblem)
         levels = read_cpu_levels(root_op, len(contraction.loop_sizes))
         if levels is None:
             return None

@@ -16,9 +16,9 @@ from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, SpaceRequest, Target
 from ireetune.database.store import problem_key
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import as_contraction
-from ireetune.problem.convolution import as_convolution
-from ireetune.problem.family import Problem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import CpuSpace
 from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace, compute_conv_sizes
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
@@ -126,7 +126,9 @@ class LlvmCpuTarget(Target):
     def space_for(self, problem: Problem) -> FamilySpace:
         # Pooling and depthwise windows are convolutions to IREE's interface, with a space of
         # their own here: the space set up for one kind never serves the other.
-        window = problem.family == "convolution" and is_window_problem(as_convolution(problem))
+        window = problem.family == "convolution" and is_window_problem(
+            narrow(problem, ConvolutionProblem)
+        )
         if window and not isinstance(self._space, CpuWindowSpace):
             self._space, self._space_family = CpuWindowSpace(self.threads), problem.family
         elif not window and isinstance(self._space, CpuWindowSpace):
@@ -163,8 +165,11 @@ class LlvmCpuTarget(Target):
     def feature_space(self, problem: Problem) -> FeatureSpace | None:
         if (
             problem.family not in _FEATURE_FAMILIES
-            or (problem.family == "contraction" and as_contraction(problem).is_mmt4d)
-            or (problem.family == "convolution" and is_window_problem(as_convolution(problem)))
+            or (problem.family == "contraction" and narrow(problem, ContractionProblem).is_mmt4d)
+            or (
+                problem.family == "convolution"
+                and is_window_problem(narrow(problem, ConvolutionProblem))
+            )
         ):
             # No features for data-tiled matmuls or reductions yet: their heuristic orders them.
             return None
@@ -174,9 +179,9 @@ class LlvmCpuTarget(Target):
         assert self._facts is not None, "facts are read when candidates are generated"
         facts = self._facts
         if problem.family == "convolution":
-            conv_sizes = compute_conv_sizes(as_convolution(problem))
+            conv_sizes = compute_conv_sizes(narrow(problem, ConvolutionProblem))
             return [convolution_features(conv_sizes, facts, knobs) for knobs in pool]
-        sizes = compute_problem_sizes(as_contraction(problem))
+        sizes = compute_problem_sizes(narrow(problem, ContractionProblem))
         return [contraction_features(sizes, facts, knobs) for knobs in pool]
 
     def machine_facts(self) -> dict[str, FactValue]:

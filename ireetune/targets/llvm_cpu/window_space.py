@@ -27,14 +27,15 @@ from dataclasses import dataclass
 from functools import partial
 
 import z3
-from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.target import OpConfiguration
 from ireetune.errors import IreetuneError
-from ireetune.problem.convolution import ConvolutionProblem, as_convolution
-from ireetune.problem.family import Problem
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, render_cpu_compilation_info, tile_levels
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.targets.llvm_cpu.common import (
+    SizedCpuSpace,
+    SizedFamily,
+    tile_levels,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
@@ -236,28 +237,15 @@ def parse_default_window_knobs(
     return make_knobs(values)
 
 
-class CpuWindowSpace(SizedCpuSpace[CpuWindowSizes]):
+class CpuWindowSpace(SizedCpuSpace[ConvolutionProblem, CpuWindowSizes]):
     """ConvTileAndDecomposeExpert tiles of pooling windows and depthwise convolutions."""
 
-    def compute_sizes(self, problem: Problem) -> CpuWindowSizes:
-        return compute_window_sizes(as_convolution(problem))
-
-    def enumerate_sizes(
-        self,
-        sizes: CpuWindowSizes,
-        facts: CpuFacts,
-        seed: int,
-        default: Knobs | None,
-        known: Sequence[Knobs],
-    ) -> Iterator[Knobs]:
-        return enumerate_window_space(sizes, facts, seed, default, known)
-
-    def parse_levels(self, problem: Problem, levels: dict[str, list[int]]) -> Knobs | None:
-        return parse_default_window_knobs(as_convolution(problem), levels)
-
-    def score(self, sizes: CpuWindowSizes, knobs: Knobs) -> float:
-        return score_window_candidate(sizes, self.known_facts, knobs, self._default)
-
-    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        tiles = window_tile_lists(as_convolution(problem), knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, WINDOW_PIPELINE, context))
+    family = SizedFamily(
+        ConvolutionProblem,
+        WINDOW_PIPELINE,
+        compute_window_sizes,
+        enumerate_window_space,
+        parse_default_window_knobs,
+        score_window_candidate,
+        window_tile_lists,
+    )

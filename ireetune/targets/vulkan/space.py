@@ -22,9 +22,9 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import as_contraction
-from ireetune.problem.convolution import as_convolution
-from ireetune.problem.family import Problem
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.vulkan.config import (
     SpirvConfig,
     SpirvPipeline,
@@ -178,7 +178,7 @@ class VulkanContractionSpace(VulkanSpace):
     def pipeline_spaces(
         self, problem: Problem, facts: VulkanFacts
     ) -> list[tuple[SpirvPipeline, PipelineSpace]]:
-        sizes = compute_matmul_sizes(as_contraction(problem))
+        sizes = compute_matmul_sizes(narrow(problem, ContractionProblem))
         spaces: list[tuple[SpirvPipeline, PipelineSpace]] = [
             (
                 SpirvPipeline.BASE,
@@ -202,10 +202,10 @@ class VulkanContractionSpace(VulkanSpace):
         return spaces
 
     def render(self, problem: Problem, pipeline: SpirvPipeline, knobs: Knobs) -> SpirvConfig:
-        return contraction_config(as_contraction(problem), pipeline, knobs)
+        return contraction_config(narrow(problem, ContractionProblem), pipeline, knobs)
 
     def read_knobs(self, problem: Problem, config: SpirvConfig) -> dict[str, int] | None:
-        return contraction_knobs(as_contraction(problem), config)
+        return contraction_knobs(narrow(problem, ContractionProblem), config)
 
 
 class VulkanConvolutionSpace(VulkanSpace):
@@ -213,7 +213,7 @@ class VulkanConvolutionSpace(VulkanSpace):
 
     def refusal(self, problem: Problem) -> str | None:
         try:
-            compute_conv_sizes(as_convolution(problem))
+            compute_conv_sizes(narrow(problem, ConvolutionProblem))
         except IreetuneError as error:
             return str(error)
         if SpirvPipeline.BASE not in self.pipelines:
@@ -223,7 +223,7 @@ class VulkanConvolutionSpace(VulkanSpace):
     def pipeline_spaces(
         self, problem: Problem, facts: VulkanFacts
     ) -> list[tuple[SpirvPipeline, PipelineSpace]]:
-        sizes = compute_conv_sizes(as_convolution(problem))
+        sizes = compute_conv_sizes(narrow(problem, ConvolutionProblem))
         return [
             (
                 SpirvPipeline.BASE,
@@ -233,7 +233,7 @@ class VulkanConvolutionSpace(VulkanSpace):
 
     def render(self, problem: Problem, pipeline: SpirvPipeline, knobs: Knobs) -> SpirvConfig:
         assert pipeline is SpirvPipeline.BASE, "convolutions have a BaseVectorize space only"
-        return convolution_config(as_convolution(problem), knobs)
+        return convolution_config(narrow(problem, ConvolutionProblem), knobs)
 
     def read_knobs(self, problem: Problem, config: SpirvConfig) -> dict[str, int] | None:
-        return convolution_knobs(as_convolution(problem), config)
+        return convolution_knobs(narrow(problem, ConvolutionProblem), config)
