@@ -25,11 +25,13 @@ from ireetune.core.flag_space import (
     spell_configuration,
 )
 from ireetune.decision.rules import DecisionRule
+from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_runtime_flags_file, write_flag_files
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
-from ireetune.flags.strategy import StrategySettings
+from ireetune.flags.runtime import RuntimeFlagResult, runtime_row, search_runtime_flags
+from ireetune.flags.strategy import Budget, StrategySettings
 from ireetune.flags.trials import TrialStatus, compile_flag_sets
 from ireetune.model.timing import ModelComparison, ModelRun, run_models_side_by_side_here
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, CPU_TUNED_OPTIONS
@@ -115,11 +117,19 @@ def test_the_searched_phase_steps_through_options_and_searches_runtime_flags(
         (f"{DISTRIBUTION}=4",),
     }
     runtime = {tuple(row["flags"]): row for row in recorded["runtime"]["trials"]}
-    assert runtime[("--task_topology_max_group_count=1",)]["workers"] == 1
+    one = runtime[("--task_topology_max_group_count=1",)]
+    assert one["workers"] == 1
     if (os.cpu_count() or 1) > 1:
+        # Timed beside the defaults in the first session, which gives its first interval.
+        assert one["first_speedup"] is not None and one["first_low"] <= one["first_high"]
         # As many workers as the defaults' (one per core): nothing to time.
         skipped = runtime[("--task_topology_max_group_count=64",)]
         assert skipped["verdict"].startswith("skipped:") and skipped["speedup"] is None
+    # Every set in one session (one process), the best again in a second one at most.
+    sessions = sorted(path.name for path in (tmp_path / "runtime").iterdir())
+    assert (
+        sessions == ["session_1", "session_2"][: 1 + any(r["confirmed"] for r in runtime.values())]
+    )
     assert result.runtime_flags == tuple(recorded["runtime"]["winner"])
 
 
@@ -294,3 +304,120 @@ def test_a_budget_spent_while_searching_still_confirms_the_best_set_found(
     assert frozenset(result.winner.flags) == frozenset(seed)
     assert result.estimate is not None and result.estimate.speedup > 1.5
     assert "time budget spent: the 1 best set(s) found were confirmed anyway" in result.notes
+
+
+class SessionsExecutor(LocalExecutor):
+    """Run every comparison for real and keep it with its runs; a session moves the clock
+    `now` 100 s forward (for the budget)."""
+
+    def __init__(self) -> None:
+        self.sessions: list[tuple[ModelComparison, dict[str, ModelRun]]] = []
+        self.now = 0.0
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        runs = super().run_models_side_by_side(comparison)
+        self.sessions.append((comparison, runs))
+        self.now += 100.0
+        return runs
+
+
+def _default_binary(model: Path, inputs: Path, folder: Path) -> Path:
+    search = _search(model, inputs, FlagSpace(()))
+    compile_flag_sets(LocalExecutor(), model, search.base_flags, {0: DEFAULT_FLAGS}, folder, 1, 120)
+    return folder / "0.vmfb"
+
+
+def _paired(runs: dict[str, ModelRun], model_id: str) -> object:
+    """The paired estimate of one session's run against the same session's defaults."""
+    return estimate_speedup(
+        split_rounds(runs["defaults"].times_ms, 2), split_rounds(runs[model_id].times_ms, 2),
+        Basis.MODEL,
+    )  # fmt: skip
+
+
+RUNTIME_SPACE_OPTIONS = (
+    RuntimeOption("--task_topology_max_group_count", ("1", "64"), "64", "workers"),
+    RuntimeOption("--task_worker_spin_us", ("500",), "0", "spin"),
+)
+
+
+def test_the_runtime_search_times_every_set_beside_the_defaults_then_confirms_the_best(
+    matmul_model: Path, matmul_inputs: Path, tmp_path: Path
+) -> None:
+    binary = _default_binary(matmul_model, matmul_inputs, tmp_path)
+    # Every timed set clears a threshold of 0: both are confirmed, and both are kept.
+    search = _search(
+        matmul_model, matmul_inputs, FlagSpace((), runtime=RUNTIME_SPACE_OPTIONS),
+        rule=DecisionRule(threshold=0.0),
+    )  # fmt: skip
+    executor = SessionsExecutor()
+    result = search_runtime_flags(executor, search, binary, tmp_path / "runtime", Budget())
+    one, all_cores, spin = (
+        ("--task_topology_max_group_count=1",), ("--task_topology_max_group_count=64",),
+        ("--task_worker_spin_us=500",),
+    )  # fmt: skip
+    (first, first_runs), (second, second_runs) = executor.sessions
+    # The first session: the defaults and every set, each on a device of its own.
+    assert first.models == [(m, binary) for m in ("defaults", "set_1", "set_2", "set_3")]
+    assert first.runtime_variants is not None
+    assert dict(first.runtime_variants.flags) == {
+        "defaults": (), "set_1": one, "set_2": all_cores, "set_3": spin,
+    }  # fmt: skip
+    assert first.runtime_variants.defaults == (
+        "--task_topology_max_group_count=64", "--task_worker_spin_us=0",
+    )  # fmt: skip
+    assert (first.runtime_variants.pause_s, first.rounds) == (0.02, 2)
+    by_flags = {t.flags: t for t in result.trials}
+    assert by_flags[one].workers == 1
+    if (os.cpu_count() or 1) > 1:
+        assert by_flags[all_cores].workers > 1
+        assert by_flags[all_cores].verdict.startswith("skipped:")
+        assert by_flags[all_cores].estimate is None
+    # Each set's first interval pairs its rounds with the defaults' rounds of the same session.
+    assert (by_flags[one].first, by_flags[spin].first) == (
+        _paired(first_runs, "set_1"), _paired(first_runs, "set_3"),
+    )  # fmt: skip
+    assert by_flags[one].first is not None and by_flags[one].first.rounds == 2
+    # The second session, a fresh process: the defaults and the two timed sets, best first.
+    assert second.rounds == 10
+    assert second.runtime_variants is not None
+    confirmed = dict(second.runtime_variants.flags)
+    assert sorted(confirmed.values()) == sorted([(), one, spin])
+    ids = {flags: model_id for model_id, flags in confirmed.items()}
+    assert (by_flags[one].estimate, by_flags[spin].estimate) == (
+        _paired(second_runs, ids[one]), _paired(second_runs, ids[spin]),
+    )  # fmt: skip
+    assert [(t.verdict, t.confirmed) for t in (by_flags[one], by_flags[spin])] == [
+        ("kept", True), ("kept", True),
+    ]  # fmt: skip
+    best = max(
+        (by_flags[one], by_flags[spin]), key=lambda t: t.estimate.speedup if t.estimate else 0
+    )
+    assert (result.flags, result.estimate) == (best.flags, best.estimate)
+    row = runtime_row(result)
+    assert row["winner"] == list(best.flags)
+    assert [r["flags"] for r in row["trials"]] == [list(one), list(all_cores), list(spin)]  # type: ignore[index,union-attr]
+
+
+def test_a_budget_spent_by_the_first_runtime_session_confirms_nothing(
+    matmul_model: Path, matmul_inputs: Path, tmp_path: Path
+) -> None:
+    binary = _default_binary(matmul_model, matmul_inputs, tmp_path)
+    search = _search(
+        matmul_model, matmul_inputs, FlagSpace((), runtime=RUNTIME_SPACE_OPTIONS[1:]),
+        rule=DecisionRule(threshold=0.0),
+    )  # fmt: skip
+    executor = SessionsExecutor()
+    budget = Budget(50.0, lambda: executor.now)
+    result = search_runtime_flags(executor, search, binary, tmp_path / "runtime", budget)
+    assert len(executor.sessions) == 1
+    assert (result.flags, result.estimate) == ((), None)
+    assert [(t.verdict, t.confirmed) for t in result.trials] == [
+        ("not confirmed: time budget spent", False)
+    ]
+    assert result.notes == ("time budget spent: 1 runtime set(s) not confirmed",)
+    # Once spent, no session starts at all.
+    assert search_runtime_flags(executor, search, binary, tmp_path / "again", budget) == (
+        RuntimeFlagResult(notes=("time budget spent: runtime defaults kept",))
+    )
+    assert len(executor.sessions) == 1

@@ -41,7 +41,7 @@ class ModelRun:
     outputs: tuple[npt.NDArray[np.generic], ...]
     times_ms: tuple[float, ...]
     reason: str
-    # The device's task workers in the timing process (0 when the device has none, or unknown).
+    # The task workers of the model's device (0 when the device has none, or unknown).
     workers: int = 0
 
     @property
@@ -50,12 +50,35 @@ class ModelRun:
 
 
 @dataclass(frozen=True)
+class RuntimeVariants:
+    """Models of one comparison each on a device of its own runtime flags, in one process.
+
+    `flags` gives every model of the comparison its set (() for the runtime's defaults); models
+    with the same set share a device. Runtime flags are global and sticky in a process, so
+    `defaults` (every option the sets change, spelled at the runtime's default) are parsed before
+    each set: a device's flags do not depend on which was created before it. A model whose
+    outputs differ from `reference`'s is not timed, nor one of `skip_at_reference_workers` whose
+    device runs as many task workers as the reference's (it changes nothing here). `pause_s`
+    passes before each model's calls in a round, so that the previous device's spinning workers
+    park first.
+    """
+
+    flags: Mapping[str, tuple[str, ...]]
+    defaults: tuple[str, ...]
+    reference: str
+    skip_at_reference_workers: tuple[str, ...] = ()
+    pause_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class ModelComparison:
     """Compiled models to time side by side for an executor (`Executor.run_models_side_by_side`):
     each (model id, binary) calls `function` on the inputs on `device`, interleaved for `rounds`
     rounds of `repetitions` calls; outputs go under `work_dir`. The models read their weights
     from the `parameters` archives (.irpa), if any. `runtime_flags` (the device's, such as
-    `--task_topology_max_group_count=1`) are set in the timing process before the device opens."""
+    `--task_topology_max_group_count=1`) are set in the timing process before the device opens;
+    with `runtime_variants`, each model runs instead on a device of its own set, side by side.
+    Every round calls the models in turn, the order rotating from round to round."""
 
     models: Sequence[tuple[str, Path]]
     function: str
@@ -67,6 +90,7 @@ class ModelComparison:
     timeout_s: float = 1800.0
     parameters: Sequence[Path] = ()
     runtime_flags: Sequence[str] = ()
+    runtime_variants: RuntimeVariants | None = None
 
 
 def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, ModelRun]:
@@ -84,9 +108,15 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
     failed: dict[str, str] = {}
     jobs: list[str] = [model_id for model_id, _ in models] + [_TIME_JOB]
 
+    variants = comparison.runtime_variants
+
     def build_request(pending: Sequence[str], _: int) -> dict[str, object]:
         timed = [m for m in paths if m not in failed]
-        return {
+        time_job: dict[str, object] = {
+            "kind": "time",
+            "models": [{"id": m, "vmfb": str(paths[m]), "outputs": str(outputs[m])} for m in timed],
+        }
+        request: dict[str, object] = {
             "device": device, "inputs": str(inputs_path), "function": function,
             "rounds": rounds, "repetitions": repetitions,
             "parameters": [str(path) for path in parameters],
@@ -94,13 +124,20 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
             "jobs": [
                 {"kind": "load", "id": job, "vmfb": str(paths[job]), "outputs": str(outputs[job])}
                 if job != _TIME_JOB
-                else {"kind": "time", "models": [{"id": m, "vmfb": str(paths[m])} for m in timed]}
+                else time_job
                 for job in pending
             ],
         }  # fmt: skip
+        if variants is not None:
+            request["runtime_defaults"] = list(variants.defaults)
+            request["model_runtime_flags"] = {m: list(f) for m, f in variants.flags.items()}
+            time_job["reference"] = variants.reference
+            time_job["skip_at_reference_workers"] = list(variants.skip_at_reference_workers)
+            time_job["pause_s"] = variants.pause_s
+        return request
 
     times: dict[str, list[float]] = {}
-    workers = 0
+    workers: dict[str, int] = {}
     command = [sys.executable, "-m", "ireetune.model.worker"]
     for report in supervise_worker("model timing", command, jobs, build_request, lambda: timeout_s):
         record = report.record or {}
@@ -113,7 +150,8 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
                 failed.update({m: str(reason) for m in paths if m not in failed})
             else:
                 times = record["times_ms"]
-                workers = int(record.get("workers", 0))
+                workers = {m: int(count) for m, count in record.get("workers", {}).items()}
+                failed.update({m: str(why) for m, why in record.get("dropped", {}).items()})
         elif report.failure is not None or record.get("status") != "ok":
             failed[report.job] = str(reason or "failed")
     runs: dict[str, ModelRun] = {}
@@ -121,11 +159,13 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
         if model_id not in failed and model_id not in times:
             failed[model_id] = "could not be loaded again for timing"
         if model_id in failed:
-            runs[model_id] = ModelRun(model_id, (), (), failed[model_id])
+            runs[model_id] = ModelRun(model_id, (), (), failed[model_id], workers.get(model_id, 0))
             continue
         with np.load(outputs[model_id]) as archive:
             arrays = tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))
-        runs[model_id] = ModelRun(model_id, arrays, tuple(times.get(model_id, ())), "", workers)
+        runs[model_id] = ModelRun(
+            model_id, arrays, tuple(times.get(model_id, ())), "", workers.get(model_id, 0)
+        )
     return runs
 
 

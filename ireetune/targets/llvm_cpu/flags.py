@@ -117,9 +117,12 @@ CPU_TUNED_OPTIONS = (
 )  # fmt: skip
 
 # The local-task device's runtime options (`iree-run-module --help`, IREE 3.13); each is read
-# when the device is created, so a process runs under one set. 2 cores is the smallest machine
-# this targets: a worker count at or above the core count equals the default and is skipped
-# (the timing worker reports how many workers it ran with).
+# when a device is created, so the runtime search gives each set a device of its own in one
+# process. Defaults are the runtime's (the `IREE_FLAG` declarations under runtime/src/iree/task/
+# of 3.13, as `--help` prints them), spelled back before each set: an empty favor
+# (`--task_topology_favor=`) is the runtime's own "no preset" and parses. 2 cores is the smallest machine this targets: a
+# worker count at or above the core count equals the default and is skipped (the timing worker
+# reports how many workers each device runs).
 LOCAL_TASK_RUNTIME_OPTIONS = (
     RuntimeOption("--task_topology_max_group_count", ("1", "2", "4", "8"), "64",
                   "at most this many task workers (one per physical core by default)"),
