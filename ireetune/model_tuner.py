@@ -91,6 +91,8 @@ def _check_options(options: ModelTuneOptions) -> Target:
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     if not 0 < options.coverage <= 1:
         raise IreetuneError("--coverage must be in (0, 1]")
+    if not (math.isfinite(options.flag_threshold) and options.flag_threshold >= 0):
+        raise IreetuneError("--flag-threshold must be a finite number of at least 0")
     check_output_dir(options.output_dir)
     return target
 
@@ -204,8 +206,6 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
     # reads them back), and the threshold is written into the device's task.
     for flag_set in options.flag_sets:
         check_folder_flags(flag_set, "--try-flags")
-    if not (math.isfinite(options.flag_threshold) and options.flag_threshold >= 0):
-        raise IreetuneError("--flag-threshold must be a finite number of at least 0")
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
     state: dict[str, Any] = {
         "format": STATE_FORMAT,

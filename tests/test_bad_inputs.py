@@ -332,6 +332,8 @@ CASES = [
     Case("tune-max-dispatches-zero", (*TUNE, "--max-dispatches", "0"), "at least 1"),
     Case("tune-time-budget-negative", (*TUNE, "--time-budget", "-5"), "more than 0 seconds"),
     Case("tune-rounds-zero", (*TUNE, "--rounds", "0"), "at least 1"),
+    Case("tune-flag-threshold-nan", (*TUNE, "--flag-threshold", "nan"), "finite number"),
+    Case("tune-flag-threshold-negative", (*TUNE, "--flag-threshold", "-1"), "at least 0"),
     Case("tune-output-under-a-file", ("tune", "{model}", "--output-dir", "{afile}/x"), "a file"),
     Case(
         "tune-dynamic-shapes",

@@ -86,7 +86,7 @@ class ModelOptionsFile(ModelTuneOptions):
     rounds: Positive = 5
     jobs: Count = 0
     max_flag_sets: Positive = 48
-    flag_threshold: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.01
+    flag_threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.01
 
 
 class ModelFile(FileModel):
