@@ -29,7 +29,12 @@ from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_runtime_flags_file, write_flag_files
-from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
+from ireetune.flags.model_search import (
+    RUNTIME_SHARE,
+    ModelFlagSearch,
+    runtime_deadline,
+    search_model_flags,
+)
 from ireetune.flags.runtime import RuntimeFlagResult, runtime_row, search_runtime_flags
 from ireetune.flags.strategy import Budget, StrategySettings
 from ireetune.flags.trials import TrialStatus, compile_flag_sets
@@ -304,6 +309,40 @@ def test_a_budget_spent_while_searching_still_confirms_the_best_set_found(
     assert frozenset(result.winner.flags) == frozenset(seed)
     assert result.estimate is not None and result.estimate.speedup > 1.5
     assert "time budget spent: the 1 best set(s) found were confirmed anyway" in result.notes
+
+
+def test_the_runtime_options_keep_a_share_of_a_spent_flag_budget() -> None:
+    # No budget: no deadline. A flag phase that has spent its budget (deadline 100 passed at
+    # 250) still gives the runtime options RUNTIME_SHARE of it from now; one with time left keeps
+    # its own deadline.
+    assert runtime_deadline(None, None, 250.0) is None
+    assert runtime_deadline(100.0, 100.0, 250.0) == 250.0 + RUNTIME_SHARE * 100.0
+    assert runtime_deadline(300.0, 100.0, 250.0) == 300.0
+
+
+def test_a_flag_search_that_spent_its_budget_still_times_the_runtime_options(
+    matmul_model: Path, matmul_inputs: Path, tmp_path: Path
+) -> None:
+    # Each session moves the clock 100 s: the seed's session spends the flag phase's whole
+    # budget (100 s), and its confirmation runs past it. The runtime search still runs its first
+    # session on the share it keeps.
+    seed = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+    space = FlagSpace(
+        options=(),
+        combinations=(seed,),
+        runtime=(RuntimeOption("--task_worker_spin_us", ("500",), "0", "spin"),),
+    )
+    executor = ClockedExecutor({"--iree-opt-data-tiling": 0.5})
+    search = _search(
+        matmul_model, matmul_inputs, space, rule=DecisionRule(threshold=1.0),
+        strategy=StrategySettings(rung_rounds=(1,)), time_budget_s=100.0,
+        clock=lambda: executor.now,
+    )  # fmt: skip
+    result = search_model_flags(executor, search, tmp_path)
+    assert "time budget spent: runtime defaults kept" not in result.notes
+    runtime = json.loads(result.trials_path.read_text())["runtime"]
+    assert [t["flags"] for t in runtime["trials"]] == [["--task_worker_spin_us=500"]]
+    assert (tmp_path / "runtime" / "session_1").is_dir()
 
 
 class SessionsExecutor(LocalExecutor):

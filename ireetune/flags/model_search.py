@@ -97,6 +97,20 @@ EXPLORE_SHARE = 0.8
 FLAG_PHASE_SHARE = 0.5
 
 
+# The share of the flag phase's budget the runtime options always get, from when their search
+# starts: exploring and confirming the compile flags can use the whole budget (MobileNet-v2 with
+# --time-budget 600 left the runtime search none), and the runtime search is two short sessions.
+RUNTIME_SHARE = 0.05
+
+
+def runtime_deadline(deadline: float | None, budget_s: float | None, now: float) -> float | None:
+    """Return when the runtime search starts no new session: the flag phase's deadline, or
+    RUNTIME_SHARE of its budget from `now` when that is later (None: no limit)."""
+    if deadline is None or budget_s is None:
+        return deadline
+    return max(deadline, now + RUNTIME_SHARE * budget_s)
+
+
 def flag_phase_budget(search: ModelFlagSearch) -> float | None:
     """Return the flag phase's time budget (None: no limit)."""
     if search.time_budget_s is not None or search.run_budget_s is None:
@@ -172,7 +186,7 @@ def search_model_flags(
     winner_binary = work_dir / f"{winner_id}.vmfb" if winner_id is not None else None
     runtime = search_runtime_flags(
         executor, search, winner_binary or work_dir / "0.vmfb", work_dir / "runtime",
-        Budget(deadline, search.clock),
+        Budget(runtime_deadline(deadline, budget_s, search.clock()), search.clock),
     )  # fmt: skip
     result = FlagSearchResult(
         winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
