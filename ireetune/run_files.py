@@ -500,9 +500,18 @@ def campaign_from_json(data: Mapping[str, object]) -> CampaignResult:
 
 
 class VerdictFile(FileModel):
-    status: str
+    """One contender's output check: `verified` (compared, equal), `wrong` (compared, differ)
+    or `unverified` (not compared: no reference program, or one that did not run or is the
+    default's own binary; older folders wrote `wrong` for a reference that did not build)."""
+
+    status: Literal["verified", "wrong", "unverified"]
     reason: str = ""
     max_abs_error: float | None = None
+
+    @property
+    def outputs_match(self) -> bool | None:
+        """Say whether the outputs equal the default's; None where they were not compared."""
+        return {"verified": True, "wrong": False}.get(self.status)
 
 
 class RealInputTimingsFile(FileModel):

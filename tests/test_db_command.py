@@ -70,7 +70,7 @@ BAD_ROWS: list[tuple[str, object, str]] = [
         "great",
         "status must be one of 'benchmark-failed', 'benchmark-timed-out', 'compile-failed', "
         "'compile-timed-out', 'compiled', 'crashed', 'device-error', 'duplicate', 'measured', "
-        "'not-applied', 'verified', 'wrong', got 'great'",
+        "'not-applied', 'unverified', 'verified', 'wrong', got 'great'",
     ),
     (
         "verdict",

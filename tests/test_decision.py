@@ -11,6 +11,8 @@ from ireetune.benchmark.campaign import (
     campaign_to_json,
 )
 from ireetune.benchmark.runner import BenchmarkStatus
+from ireetune.core.candidate import make_knobs
+from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.database.store import ResultKey, StoredResult
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
@@ -21,6 +23,7 @@ from ireetune.decision.rules import (
     pick_winner,
 )
 from ireetune.decision.stats import Basis, estimate_speedup
+from ireetune.report.recorder import RunRecorder
 from ireetune.report.reuse import find_reusable
 from ireetune.run_files import campaign_from_json
 
@@ -115,6 +118,49 @@ def test_no_contender_passing_gives_no_winner() -> None:
     ]
     assert pick_winner(facts, [1], rule).winner is None  # Outputs never checked.
     assert pick_winner(facts, [], rule).winner is None
+
+
+def test_outputs_never_compared_are_refused_as_unverified_not_wrong(tmp_path: Path) -> None:
+    """The fastest contender's reference did not build, the next one's outputs differ: the
+    third wins; the first is refused for want of a comparison and recorded `unverified`, the
+    second `wrong`."""
+    campaign = _campaign({1: 0.6, 2: 0.7, 3: 0.8}, confirmed={1, 2, 3})
+    rule = DecisionRule()
+    facts = facts_from_campaign(campaign, Basis.DISPATCH)
+    contenders = choose_contenders(list(facts.values()), rule, 3)
+    assert contenders == [1, 2, 3]
+    facts = with_outputs(
+        facts,
+        {
+            1: (None, "reference program failed to compile: error: injected"),
+            2: (False, "outputs differ from the default's: 3 of 8 elements"),
+            3: (True, ""),
+        },
+    )
+    decision = pick_winner(list(facts.values()), contenders, rule)
+    assert decision.winner == 3
+    assert {c: (j.verdict, j.reason) for c, j in decision.judgements.items()} == {
+        1: (
+            Verdict.REJECTED,
+            "outputs not compared with the default's: reference program failed to compile: "
+            "error: injected",
+        ),
+        2: (Verdict.REJECTED, "outputs differ from the default's: 3 of 8 elements"),
+        3: (Verdict.WINNER, ""),
+    }
+    records = {
+        cid: CandidateRecord(cid, None if cid == 0 else make_knobs({"vec_m": cid}), CandidateStatus.MEASURED)
+        for cid in (0, 1, 2, 3)
+    }  # fmt: skip
+    recorder = RunRecorder(tmp_path, {}, records)
+    recorder.record_decision(decision, facts)
+    assert {
+        cid: (r.status, r.outputs_match, r.verdict) for cid, r in recorder.records.items() if cid
+    } == {
+        1: (CandidateStatus.UNVERIFIED, None, "rejected"),
+        2: (CandidateStatus.WRONG, False, "rejected"),
+        3: (CandidateStatus.VERIFIED, True, "winner"),
+    }
 
 
 def test_the_split_flows_json_round_trip_reaches_the_same_verdict() -> None:

@@ -18,13 +18,13 @@ import pytest
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
-from ireetune.core.records import CandidateStatus
+from ireetune.core.records import TIMED_STATUSES, CandidateStatus
 from ireetune.dispatch_options import References, StopAfter
 from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.handoff.benchmark_folder import benchmark_folder
-from ireetune.handoff.finish import finish_run
+from ireetune.handoff.finish import finish_run, read_run_record
 from ireetune.handoff.manifest import (
     MANIFEST_NAME,
     RESULTS_NAME,
@@ -32,7 +32,7 @@ from ireetune.handoff.manifest import (
     hash_manifest,
     read_manifest,
 )
-from tests.conftest import MATMUL_MODEL
+from tests.conftest import MATMUL_MODEL, TEST_TARGET
 
 MATMUL = MATMUL_MODEL
 
@@ -116,7 +116,7 @@ def test_folder_is_benchmarked_without_compiler_then_finished(
 
     result = finish_run(compiled_folder)
     statuses = {r.status for r in result.records[1:]}
-    assert statuses <= {CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG}
+    assert statuses <= TIMED_STATUSES
     assert result.records[0].status is CandidateStatus.MEASURED and result.baseline_ms > 0
     outcome = json.loads((compiled_folder / "results.json").read_text())["outcome"]
     assert outcome == ("improved" if result.best is not None else "no-improvement")
@@ -326,3 +326,95 @@ def test_finishing_again_keeps_no_checks_of_the_earlier_verdict(
     )
     stale = [r.candidate_id for r in result.records if r.candidate_id not in contenders]
     assert [(cid, result.records[cid].verdict) for cid in stale] == [(cid, "") for cid in stale]
+
+
+@pytest.fixture(scope="module")
+def data_tiled_folder(matmul_benchmark: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder compiled under `--iree-opt-data-tiling`, measured and checked: every candidate's
+    reference program fails to compile (compiled alone, the root op is data-tiled before its
+    configuration applies; test_dispatch_run_stages.py), so no contender's outputs can be
+    compared."""
+    result = tune_dispatch(
+        TuneOptions(
+            input_path=matmul_benchmark, target=TEST_TARGET, num_candidates=3,
+            output_dir=tmp_path_factory.mktemp("data_tiled") / "runs", repetitions=3,
+            min_repetition_s=0.005, confirm_rounds=1, stop_after=StopAfter.COMPILE,
+            use_database=False, show_progress=False, references=References.ALL,
+            extra_flags=("--iree-opt-data-tiling",),
+        )
+    )  # fmt: skip
+    benchmark_folder(result.run_dir, ["local-task"])
+    return result.run_dir
+
+
+def _judged(folder: Path) -> dict[int, dict[str, object]]:
+    """Return results.json's record of every candidate the decision judged."""
+    info = json.loads((folder / "results.json").read_text())
+    judged = {int(cid) for cid in info["decision"]["judgements"]}
+    return {c["candidate_id"]: c for c in info["candidates"] if c["candidate_id"] in judged}
+
+
+def test_finish_calls_contenders_whose_reference_did_not_build_unverified(
+    data_tiled_folder: Path, tmp_path: Path
+) -> None:
+    folder = _copy_folder(data_tiled_folder, tmp_path / "run")
+    verdicts = json.loads((folder / RESULTS_NAME).read_text())["verification"]["verdicts"]
+    contenders = sorted(int(cid) for cid in verdicts)
+    assert contenders, "benchmark-folder checked no contender"
+    assert verdicts == {
+        str(cid): {"status": "unverified", "reason": "reference program failed to compile"}
+        for cid in contenders
+    }
+    result = finish_run(folder)
+    not_built = "outputs not compared with the default's: reference program failed to compile"
+    assert {r.candidate_id: (r.status, r.outputs_match, r.reason) for r in result.records if r.verdict} == {
+        cid: (CandidateStatus.UNVERIFIED, None, not_built) for cid in contenders
+    }  # fmt: skip
+    assert {cid: c["status"] for cid, c in _judged(folder).items()} == dict.fromkeys(
+        contenders, "unverified"
+    )
+    csv_statuses = {
+        int(line.split(",")[0]): line.split(",")[2]
+        for line in (folder / "candidates.csv").read_text().splitlines()[1:]
+    }
+    assert {cid: csv_statuses[cid] for cid in contenders} == dict.fromkeys(contenders, "unverified")
+    assert "wrong" not in csv_statuses.values()
+    summary = (folder / "summary.txt").read_text()
+    assert f"unverified: {len(contenders)}" in summary.splitlines()[1]
+    assert "wrong" not in summary
+    ids = ", ".join(map(str, contenders))
+    assert f"unverified: candidates {ids} were not picked: {not_built}\n" in summary
+    assert result.best is None and not (folder / "best_spec.mlir").exists()
+
+
+def test_older_files_that_say_wrong_still_read_as_wrong(
+    data_tiled_folder: Path, tmp_path: Path
+) -> None:
+    """An older benchmark-folder wrote `wrong` for a reference that did not build, and an older
+    finish wrote `wrong` into results.json: both are read as they were written."""
+    folder = _copy_folder(data_tiled_folder, tmp_path / "run")
+    results_path = folder / RESULTS_NAME
+    results = json.loads(results_path.read_text())
+    verdicts = results["verification"]["verdicts"]
+    for verdict in verdicts.values():
+        verdict["status"] = "wrong"
+    results_path.write_text(json.dumps(results))
+    contenders = sorted(int(cid) for cid in verdicts)
+    result = finish_run(folder)
+    assert {r.candidate_id: (r.status, r.outputs_match) for r in result.records if r.verdict} == {
+        cid: (CandidateStatus.WRONG, False) for cid in contenders
+    }
+    assert f"wrong: {len(contenders)}" in (folder / "summary.txt").read_text().splitlines()[1]
+    # The results.json that finish wrote says `wrong`, as an older finish did: read back as such.
+    _, records = read_run_record(folder)
+    assert {cid: (records[cid].status, records[cid].outputs_match) for cid in contenders} == {
+        cid: (CandidateStatus.WRONG, False) for cid in contenders
+    }
+    # The same folder's benchmark results rewritten as this version writes them: unverified.
+    for verdict in verdicts.values():
+        verdict["status"] = "unverified"
+    results_path.write_text(json.dumps(results))
+    again = finish_run(folder)
+    assert {r.candidate_id: r.status for r in again.records if r.verdict} == dict.fromkeys(
+        contenders, CandidateStatus.UNVERIFIED
+    )

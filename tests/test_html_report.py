@@ -16,14 +16,16 @@ import pytest
 from ireetune.cli import main
 from ireetune.core.records import CandidateRecord, CandidateStatus, write_results
 from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
+from ireetune.report.html_page import Chip
 from ireetune.report.html_report import (
+    build_profile_page,
     render_dispatch_report,
     render_model_report,
     render_profile_report,
     try_write_html_report,
     write_html_report,
 )
-from ireetune.report.plots import ShareSegment, compute_model_shares
+from ireetune.report.plots import STATUS_COLOURS, ShareSegment, compute_model_shares
 from ireetune.report.run_view import (
     Decision,
     ModelDispatchView,
@@ -363,6 +365,32 @@ def _hostile_model_page(tmp_path: Path) -> tuple[str, list[str]]:
         f"Rule: {HOSTILE}",
         f"{HOSTILE}50.0%",
         f"{HOSTILE}{HOSTILE}150.0%",
+    ]
+
+
+def test_a_profiled_output_not_checked_is_not_counted_as_wrong(tmp_path: Path) -> None:
+    """The profiler's FAILED (compared, different) is a wrong result; its "Not verified" (never
+    compared) is counted apart and drawn in its own colour."""
+
+    def row(configuration: str, verification: str) -> ProfileRowView:
+        return ProfileRowView(
+            dispatch=f"d_{configuration}", operation="matmul_64x128x96", configuration=configuration,
+            knobs=() if configuration == "default" else (("tile", configuration),),
+            status="profiled", verification=verification, runtime_ms=1.0, gflops=2.0,
+            peak_gflops=None, speedup_vs_default=None if configuration == "default" else 1.1,
+            vendor_library="", vendor_gflops=None, vendor_note="", reason="",
+        )  # fmt: skip
+
+    rows = (row("default", "SUCCESS"), row("a", "SUCCESS"), row("b", "FAILED"), row("c", "Not verified"))  # fmt: skip
+    page = build_profile_page(ProfileRunView(tmp_path, "cpu", "local-task", rows))
+    assert page.verdict.headline == (
+        "1 shapes, 4 dispatches profiled; 1 gave wrong results; 1 not checked"
+    )
+    assert [r.verification for r in page.rows] == [
+        Chip("verified", STATUS_COLOURS["verified"]),
+        Chip("verified", STATUS_COLOURS["verified"]),
+        Chip("wrong", STATUS_COLOURS["wrong"]),
+        Chip("unverified", STATUS_COLOURS["unverified"]),
     ]
 
 

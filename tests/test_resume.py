@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.database.store import MEASURED_STATUSES
+
 TESTS = Path(__file__).parent
 
 
@@ -61,9 +63,7 @@ def _rows(database: Path) -> dict[str, tuple[str, str, str]]:
 
 
 def _measured(rows: dict[str, tuple[str, str, str]]) -> dict[str, tuple[str, str, str]]:
-    return {
-        c: r for c, r in rows.items() if r[0] in ("measured", "verified", "wrong") and c != "null"
-    }
+    return {c: r for c, r in rows.items() if r[0] in MEASURED_STATUSES and c != "null"}
 
 
 @pytest.mark.parametrize(
@@ -268,7 +268,7 @@ def test_run_saved_after_measuring_resumes_with_its_timings(
     timed = {
         c["candidate_id"]: c["times_ms"]
         for c in saved["candidates"]
-        if c["candidate_id"] and c["status"] in ("measured", "verified", "wrong")
+        if c["candidate_id"] and c["status"] in MEASURED_STATUSES
     }
     assert timed
 

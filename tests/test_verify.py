@@ -10,9 +10,15 @@ from iree.compiler import ir
 
 from ireetune.executor import LocalExecutor
 from ireetune.problem.root_op import find_root_op, parse_problem
-from ireetune.verify.compare import compare_outputs, make_random_inputs, tolerance
+from ireetune.verify.compare import (
+    CONFIG_NOT_APPLIED,
+    compare_outputs,
+    make_random_inputs,
+    tolerance,
+)
 from ireetune.verify.reference import build_reference_module
 from ireetune.verify.runner import ReferenceBatch
+from ireetune.verify.stage import check_outputs, write_reference
 from tests.conftest import CPU_FLAGS, IREE_COMPILE
 
 
@@ -77,3 +83,48 @@ def test_tolerances_are_exact_for_integers_and_looser_for_half() -> None:
     f16 = tolerance("f16", 1024)
     assert f32[0] < f16[0] and f32[1] < f16[1]
     assert make_random_inputs([(3,)], ["i8"], seed=0)[0].dtype == np.int8
+
+
+def test_check_outputs_keeps_outputs_not_compared_apart_from_outputs_that_differ(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    """Four contenders against the default's reference program, all real binaries: one computes
+    the same, one adds 1 to every element (compared: wrong), one is the default's own binary
+    (config not applied: not compared) and one never built (not compared)."""
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(matmul_benchmark.read_text())
+        root_op = find_root_op(module)
+        problem = parse_problem(root_op)
+        setup = write_reference(root_op, context, problem, tmp_path / "verify", seed=3)
+    wrong_source = tmp_path / "wrong.mlir"
+    source_text = setup.source_path.read_text()
+    assert source_text.count("arith.constant 0.000000e+00 : f32") == 1
+    wrong_source.write_text(source_text.replace("0.000000e+00 : f32", "1.000000e+00 : f32"))
+    binaries = {}
+    for name, source in (("right", setup.source_path), ("wrong", wrong_source)):
+        binaries[name] = tmp_path / f"{name}.vmfb"
+        subprocess.run(
+            [IREE_COMPILE, str(source), *CPU_FLAGS, "-o", str(binaries[name])],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    checks = check_outputs(
+        LocalExecutor(),
+        problem,
+        {
+            0: (binaries["right"], "default-hash"),
+            1: (binaries["right"], "hash-1"),
+            2: (binaries["wrong"], "hash-2"),
+            3: (binaries["right"], "default-hash"),
+            4: (None, "reference program failed to compile: error: injected"),
+        },
+        setup,
+        "local-task",
+    )
+    assert checks.results == {
+        1: (True, ""),
+        2: (False, "outputs differ from the default's: 8192 of 8192 elements"),
+        3: (None, CONFIG_NOT_APPLIED),
+        4: (None, "reference program failed to compile: error: injected"),
+    }
+    assert sorted(checks.max_abs_errors) == [1, 2] and checks.max_abs_errors[1] == 0.0

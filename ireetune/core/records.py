@@ -38,7 +38,23 @@ class CandidateStatus(enum.Enum):
     CRASHED = "crashed"
     DEVICE_ERROR = "device-error"
     VERIFIED = "verified"
+    # A contender whose outputs were never compared with the default's: its reference program
+    # did not build or run, or compiled to the default's own binary (the config did not apply
+    # there). It is never the winner, yet nothing says its outputs differ.
+    UNVERIFIED = "unverified"
+    # A contender whose outputs were compared with the default's and differ.
     WRONG = "wrong"
+
+
+# The statuses of a candidate whose timings were taken (the checks after them aside).
+TIMED_STATUSES = frozenset(
+    {
+        CandidateStatus.MEASURED,
+        CandidateStatus.VERIFIED,
+        CandidateStatus.UNVERIFIED,
+        CandidateStatus.WRONG,
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +69,8 @@ class CandidateChecks:
     basis: str = ""
     confirmed: bool = False
     rounds_ms: tuple[tuple[float, ...], ...] = ()
+    # True: compared and equal; False: compared and different; None: not compared (a record's
+    # status says whether a comparison was due: `unverified` when it could not be made).
     outputs_match: bool | None = None
     real_input_speedup: float | None = None
     real_input_low: float | None = None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import CandidateChecks, CandidateStatus
+from ireetune.core.records import TIMED_STATUSES, CandidateChecks, CandidateStatus
 from ireetune.database.schema import (
     connect_read_only,
     inspect_database_file,
@@ -52,10 +52,11 @@ FINAL_STATUSES = frozenset(
         "benchmark-timed-out",
         "crashed",
         "verified",
+        "unverified",
         "wrong",
     }
 )
-MEASURED_STATUSES = frozenset({"measured", "verified", "wrong"})
+MEASURED_STATUSES = frozenset(status.value for status in TIMED_STATUSES)
 # Every status a row can have: a candidate is written once it is past generation.
 WRITTEN_STATUSES = frozenset(
     status.value for status in CandidateStatus if status is not CandidateStatus.GENERATED

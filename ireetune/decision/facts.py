@@ -42,9 +42,10 @@ def facts_from_campaign(result: CampaignResult, basis: Basis) -> dict[int, Candi
 
 
 def with_outputs(
-    facts: Mapping[int, CandidateFacts], outputs: Mapping[int, tuple[bool, str]]
+    facts: Mapping[int, CandidateFacts], outputs: Mapping[int, tuple[bool | None, str]]
 ) -> dict[int, CandidateFacts]:
-    """Add the output checks: candidate id -> (outputs equal the default's, why not)."""
+    """Add the output checks: candidate id -> (outputs equal the default's, why not); None
+    where they could not be compared."""
     updated = dict(facts)
     for candidate_id, (match, reason) in outputs.items():
         current = updated.get(candidate_id, CandidateFacts(candidate_id))

@@ -46,6 +46,8 @@ class CandidateFacts:
     candidate_id: int
     dispatch: SpeedupEstimate | None = None
     real_input: SpeedupEstimate | None = None
+    # True: compared and equal; False: compared and different; None: not compared, with the
+    # reason in `output_reason` where a comparison was tried and could not be made.
     outputs_match: bool | None = None
     output_reason: str = ""
     stopped_early: bool = False
@@ -130,9 +132,13 @@ def choose_contenders(facts: Sequence[CandidateFacts], rule: DecisionRule, limit
 def judge(facts: CandidateFacts, rule: DecisionRule) -> CandidateJudgement:
     """Judge one contender against every check the rule requires (the winner is chosen later)."""
     estimate = deciding_estimate(facts, rule)
-    if facts.outputs_match is not True:
-        reason = facts.output_reason or (
-            "outputs not checked" if facts.outputs_match is None else "outputs differ"
+    if facts.outputs_match is False:
+        reason = facts.output_reason or "outputs differ"
+        return CandidateJudgement(facts.candidate_id, Verdict.REJECTED, reason, estimate)
+    if facts.outputs_match is None:
+        # Never compared is not proven right: such a candidate is refused, as one that differs.
+        reason = "outputs not compared with the default's" + (
+            f": {facts.output_reason}" if facts.output_reason else ""
         )
         return CandidateJudgement(facts.candidate_id, Verdict.REJECTED, reason, estimate)
     if estimate is None:

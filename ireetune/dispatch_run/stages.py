@@ -463,7 +463,7 @@ def _check(
                 f"differ by more than {MODEL_LEVEL_DISAGREEMENT:.0%}"
             )
     if target.decides_at_model_level and not real_input_search:
-        passing = [cid for cid in contenders if checks.results.get(cid, (False, ""))[0]]
+        passing = [cid for cid in contenders if checks.results.get(cid, (None, ""))[0] is True]
         if passing:
             programs = {cid: binaries[cid][0] for cid in (0, *passing)}
             estimates, raw = time_on_real_inputs(

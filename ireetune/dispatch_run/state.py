@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 from ireetune.benchmark.campaign import CampaignSettings
-from ireetune.core.records import CandidateStatus
+from ireetune.core.records import TIMED_STATUSES
 from ireetune.errors import IreetuneError
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class DispatchRun:
         recorder = self.recorder
         measurable = [
             r for r in recorder.records.values()
-            if not r.is_baseline and r.status in (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
+            if not r.is_baseline and r.status in TIMED_STATUSES
         ]  # fmt: skip
         if not measurable:
             recorder.info["outcome"] = "failed"

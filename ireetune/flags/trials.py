@@ -146,7 +146,8 @@ def judge_flag_sets(
             dispatch=None if rule.real_input_decides else t.confirmed,
             real_input=t.confirmed if rule.real_input_decides else None,
             outputs_match=t.outputs_match,
-            output_reason="" if t.outputs_match is not False else t.reason,
+            # Outputs that differ, or that could not be compared, say why in the trial's reason.
+            output_reason="" if t.outputs_match is True else t.reason,
             confirmed=True,
         )
         for t in trials

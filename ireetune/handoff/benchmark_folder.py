@@ -51,7 +51,7 @@ from ireetune.run_files import (
     read_json_file,
     validate_document,
 )
-from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.compare import CONFIG_NOT_APPLIED, compare_outputs, make_random_inputs
 from ireetune.verify.runner import ReferenceBatch
 
 if TYPE_CHECKING:
@@ -95,16 +95,16 @@ def verify_contenders(
     runnable = []
     for candidate_id in (0, *contenders):
         reference_vmfb, reference_hash = references.get(candidate_id, ("", ""))
+        # Outputs that cannot be compared are `unverified`, never `wrong`: nothing says they
+        # differ.
         if not reference_vmfb:
             verdicts[str(candidate_id)] = {
-                "status": "wrong",
+                "status": "unverified",
                 "reason": "reference program failed to compile",
             }
             continue
         if candidate_id and reference_hash == baseline_hash:
-            verdicts[str(candidate_id)] = {
-                "status": "unverified", "reason": "config did not change the reference program",
-            }  # fmt: skip
+            verdicts[str(candidate_id)] = {"status": "unverified", "reason": CONFIG_NOT_APPLIED}
             continue
         output = run_dir / "verify" / f"output_{candidate_id}.npy"
         runnable.append((candidate_id, run_dir / reference_vmfb, output))
@@ -126,7 +126,7 @@ def verify_contenders(
         run = runs[candidate_id]
         if run.output is None:
             verdicts[str(candidate_id)] = {
-                "status": "wrong",
+                "status": "unverified",
                 "reason": f"reference program failed: {run.reason}",
             }
             continue

@@ -220,9 +220,9 @@ def fold_stage(run: FinishRun) -> None:
     run.contenders = choose_contenders(
         list(facts.values()), run.rule, folder_contender_limit(run.manifest)
     )
-    outputs: dict[int, tuple[bool, str]] = {}
+    outputs: dict[int, tuple[bool | None, str]] = {}
     for key, verdict in verification.verdicts.items():
-        outputs[int(key)] = (verdict.status == "verified", verdict.reason)
+        outputs[int(key)] = (verdict.outputs_match, verdict.reason)
         if verdict.max_abs_error is not None:
             cid = int(key)
             recorder.records[cid] = replace(

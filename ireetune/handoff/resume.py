@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.compile.stage import compile_success_rate
-from ireetune.core.records import CandidateStatus
+from ireetune.core.records import TIMED_STATUSES, CandidateStatus
 from ireetune.dispatch_run.state import DispatchRun, Stage
 from ireetune.errors import IreetuneError
 from ireetune.report.recorder import RunRecorder
@@ -86,13 +86,14 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
             run.recorder.compilation_infos[cid] = run.target.compilation_info(
                 run.problem, record.knobs, run.context
             )
-    measured = (CandidateStatus.MEASURED, CandidateStatus.VERIFIED, CandidateStatus.WRONG)
     if info.get("stage") == "specs":
         run.restored = set(info.get("restored_from_database", ()))
     else:
         run.success_rate = compile_success_rate(run.recorder)
         # Timings already taken are kept: the measure stage takes them as earlier results.
-        run.restored = {cid for cid, record in records.items() if cid and record.status in measured}
+        run.restored = {
+            cid for cid, record in records.items() if cid and record.status in TIMED_STATUSES
+        }
         for cid in run.restored:
             record = records[cid]
             if record.status is not CandidateStatus.MEASURED:

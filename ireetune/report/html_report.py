@@ -416,9 +416,16 @@ def render_model_report(run: ModelRunView) -> str:
     return render_page("model.html", build_model_page(run))
 
 
+def profile_check_status(verification: str) -> str:
+    """Name a profiled dispatch's check as a candidate's status: `verified`, `wrong` (compared
+    and different: the profiler's FAILED), `unverified` (not compared: "Not verified") or ""."""
+    return {"SUCCESS": "verified", "FAILED": "wrong", "": ""}.get(verification, "unverified")
+
+
 def build_profile_page(run: ProfileRunView) -> ProfilePage:
     operations = list(dict.fromkeys(r.operation for r in run.rows))
-    wrong = [r for r in run.rows if r.verification not in ("SUCCESS", "")]
+    wrong = [r for r in run.rows if profile_check_status(r.verification) == "wrong"]
+    unverified = [r for r in run.rows if profile_check_status(r.verification) == "unverified"]
     best_lines = []
     for operation in operations:
         configs = [
@@ -435,13 +442,13 @@ def build_profile_page(run: ProfileRunView) -> ProfilePage:
                 f"{operation}: best {best.configuration} "
                 f"{_format_ratio(best.speedup_vs_default)} vs the default"
             )
-    headline = f"{len(operations)} shapes, {len(run.rows)} dispatches profiled" + (
-        f"; {len(wrong)} gave wrong results" if wrong else "; every checked output was right"
+    headline = (
+        f"{len(operations)} shapes, {len(run.rows)} dispatches profiled"
+        + (f"; {len(wrong)} gave wrong results" if wrong else "; every checked output was right")
+        + (f"; {len(unverified)} not checked" if unverified else "")
     )
     points = [
-        KnobPoint(
-            r.knobs, r.speedup_vs_default, "verified" if r.verification == "SUCCESS" else "wrong"
-        )
+        KnobPoint(r.knobs, r.speedup_vs_default, profile_check_status(r.verification) or "measured")
         for r in run.rows
         if r.configuration != "default" and r.speedup_vs_default is not None
     ]
@@ -472,9 +479,7 @@ def build_profile_page(run: ProfileRunView) -> ProfilePage:
             ProfileRow(
                 operation=r.operation,
                 configuration=r.configuration,
-                verification=build_chip(
-                    "verified" if r.verification == "SUCCESS" else r.verification.lower() or "-"
-                ),
+                verification=build_chip(profile_check_status(r.verification) or "-"),
                 runtime=_format_ms(r.runtime_ms),
                 gflops="–" if r.gflops is None else f"{r.gflops:.1f}",
                 peak="–" if r.peak_gflops is None else f"{r.peak_gflops:.0f}",

@@ -22,7 +22,8 @@ from matplotlib.ticker import MaxNLocator
 from ireetune.report.run_view import CandidateView, ModelRunView, ProfileRowView
 
 # One colour per candidate status, the same in every plot and in the tables' chips: greens for
-# verified, blues for measured, reds and oranges for failures, magenta for wrong results.
+# verified, blues for measured, reds and oranges for failures, magenta for wrong results and a pale
+# magenta for results never compared (unverified).
 STATUS_COLOURS = {
     "default": "#222222",
     "verified": "#1a9850",
@@ -37,6 +38,7 @@ STATUS_COLOURS = {
     "benchmark-timed-out": "#fdae61",
     "crashed": "#7f0000",
     "device-error": "#762a83",
+    "unverified": "#c994c7",
     "wrong": "#e7298a",
 }
 OTHER_COLOUR = "#8c6d31"
@@ -368,7 +370,8 @@ def plot_profile_gflops(rows: Sequence[ProfileRowView]) -> Figure | None:
         configs = [r for r in shape_rows if r.configuration != "default"]
         for offset, row in enumerate(configs):
             shift = (offset - (len(configs) - 1) / 2) * 0.08
-            colour = "#4575b4" if row.verification in ("SUCCESS", "") else "#e7298a"
+            # Only a comparison that found a difference is a wrong result ("Not verified" is not).
+            colour = "#e7298a" if row.verification == "FAILED" else "#4575b4"
             label = "configuration" if colour == "#4575b4" else "configuration, wrong result"
             axes.scatter([position + shift], [row.gflops or 0.0], color=colour, s=18, alpha=0.8)
             handles[label] = Line2D([], [], marker="o", linestyle="", color=colour, label=label)

@@ -68,7 +68,8 @@ class RunRecorder:
             )
 
     def record_decision(self, decision: Decision, facts: Mapping[int, CandidateFacts]) -> None:
-        """Write every contender's checks and verdict; only passing every check is `verified`."""
+        """Write every contender's checks and verdict; only passing every check is `verified`,
+        outputs compared and different are `wrong`, outputs never compared `unverified`."""
         self.info["decision"] = describe_decision(decision)
         for candidate_id, judgement in decision.judgements.items():
             record = self.records[candidate_id]
@@ -85,6 +86,10 @@ class RunRecorder:
                 )
             elif fact.outputs_match is False:
                 status = CandidateStatus.WRONG
+                reason = judgement.reason
+            elif fact.outputs_match is None:
+                # A contender is judged on its outputs first: refused for want of a comparison.
+                status = CandidateStatus.UNVERIFIED
                 reason = judgement.reason
             else:
                 status = CandidateStatus.MEASURED

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import CandidateStatus
+from ireetune.core.records import TIMED_STATUSES, CandidateStatus
 from ireetune.database.store import (
     FINAL_STATUSES,
     ResultKey,
@@ -57,7 +57,7 @@ def restore_candidates(recorder: RunRecorder, stored: Mapping[str, StoredResult]
     """Take finished candidates' results from the database; return their ids.
 
     Timings are kept; checks and verdicts are reached again in this run (they depend on the
-    other candidates), so a stored `verified` or `wrong` comes back as `measured`.
+    other candidates), so a stored `verified`, `unverified` or `wrong` comes back as `measured`.
     """
     restored: set[int] = set()
     for candidate_id, record in sorted(recorder.records.items()):
@@ -67,7 +67,7 @@ def restore_candidates(recorder: RunRecorder, stored: Mapping[str, StoredResult]
         if previous is None or previous.status not in FINAL_STATUSES or previous.origin != "local":
             continue
         status = CandidateStatus(previous.status)
-        if status in (CandidateStatus.VERIFIED, CandidateStatus.WRONG):
+        if status in TIMED_STATUSES:
             status = CandidateStatus.MEASURED
         recorder.records[candidate_id] = replace(
             record, status=status, reason=previous.reason if status is not CandidateStatus.MEASURED else "",

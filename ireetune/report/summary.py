@@ -47,6 +47,17 @@ def _timing_lines(records: Sequence[CandidateRecord]) -> list[str]:
     return lines
 
 
+def _unverified_lines(records: Sequence[CandidateRecord]) -> list[str]:
+    """Say in one line which candidates are unverified and why: their outputs were never
+    compared with the default's, which refuses them but does not make them wrong."""
+    unverified = [r for r in records if r.status is CandidateStatus.UNVERIFIED]
+    if not unverified:
+        return []
+    ids = ", ".join(str(r.candidate_id) for r in unverified)
+    reasons = "; ".join(dict.fromkeys(r.reason for r in unverified if r.reason))
+    return [f"unverified: candidates {ids} were not picked: {reasons or 'outputs not compared'}"]
+
+
 @dataclass(frozen=True)
 class SummaryHeading:
     """What a summary opens with: the problem, the target, how the default ran (median of the
@@ -111,5 +122,6 @@ def render_summary(
             "best: the compiler's default; no candidate passed every check (outputs equal the "
             "default's and the whole speedup interval above the threshold)"
         )
+    lines.extend(_unverified_lines(records))
     lines.extend(f"note: {note}" for note in notes)
     return "\n".join(lines) + "\n"

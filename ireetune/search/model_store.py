@@ -26,6 +26,7 @@ from pathlib import Path
 from ireetune.core.candidate import Knobs
 from ireetune.core.features import FeatureSpace
 from ireetune.core.files import write_text_atomically
+from ireetune.core.records import TIMED_STATUSES
 from ireetune.core.target import FactValue, Target
 from ireetune.database.store import StoredResult
 from ireetune.errors import IreetuneError
@@ -47,7 +48,7 @@ logger = logging.getLogger(__name__)
 # candidates measured each; below that, the heuristic orders.
 MIN_PROBLEMS = 3
 MIN_MEASURED_PER_PROBLEM = 16
-MEASURED = frozenset({"measured", "verified", "wrong"})
+MEASURED = frozenset(status.value for status in TIMED_STATUSES)
 FAILED = frozenset(
     {"compile-failed", "compile-timed-out", "crashed", "benchmark-failed", "benchmark-timed-out"}
 )

@@ -56,6 +56,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.records import TIMED_STATUSES
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.run_files import (
@@ -70,7 +71,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
 COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
 BINARY_DIGITS = 16
-MEASURED_STATUSES = frozenset({"measured", "verified", "wrong"})
+MEASURED_STATUSES = frozenset(status.value for status in TIMED_STATUSES)
 
 FactValue = int | float | str
 

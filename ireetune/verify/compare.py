@@ -94,6 +94,11 @@ def tolerance(output_type: str, reduction_size: int) -> tuple[float, float]:
     return rtol, rtol * scale
 
 
+# Why a contender's outputs are not compared when its reference program compiled to the default's
+# own binary: its config did not change the program, so the comparison would prove nothing.
+CONFIG_NOT_APPLIED = "config not applied: the reference program is the default's own binary"
+
+
 @dataclass(frozen=True)
 class Comparison:
     matches: bool

@@ -20,7 +20,7 @@ from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
-from ireetune.verify.compare import compare_outputs, make_random_inputs
+from ireetune.verify.compare import CONFIG_NOT_APPLIED, compare_outputs, make_random_inputs
 from ireetune.verify.reference import build_reference_module
 from ireetune.verify.runner import ReferenceBatch
 
@@ -38,9 +38,14 @@ class ReferenceSetup:
 
 @dataclass(frozen=True)
 class OutputChecks:
-    """Each contender's output check (matches, why not) and the default's own time on real data."""
+    """Each contender's output check and the default's own time on real data.
 
-    results: dict[int, tuple[bool, str]]
+    `results` maps id -> (outputs equal the default's, why not): True when they were compared
+    and equal, False when they were compared and differ, None when they could not be compared
+    (no reference program, or one that did not run or is the default's own binary).
+    """
+
+    results: dict[int, tuple[bool | None, str]]
     max_abs_errors: dict[int, float]
     baseline_ms: float | None
     baseline_error: str = ""
@@ -114,31 +119,29 @@ def check_outputs(
     `executor`.
 
     `binaries` maps id -> (binary, hash) or (None, why it is missing). A contender whose
-    binary equals the default's did not change the program and cannot be verified.
+    binary is missing, fails to run, or equals the default's (its config did not change the
+    program) is not compared: its result is None, with the reason.
     """
     baseline_binary, baseline_hash = binaries[0]
-    results: dict[int, tuple[bool, str]] = {}
+    results: dict[int, tuple[bool | None, str]] = {}
     runnable: list[tuple[int, Path, Path]] = []
     for candidate_id, (binary, detail) in sorted(binaries.items()):
         if binary is None:
-            results[candidate_id] = (False, detail)
+            results[candidate_id] = (None, detail)
         elif candidate_id and detail == baseline_hash:
-            results[candidate_id] = (
-                False,
-                "unverified: config did not change the reference program",
-            )
+            results[candidate_id] = (None, CONFIG_NOT_APPLIED)
         else:
             output = setup.inputs_path.parent / f"output_{candidate_id}.npy"
             runnable.append((candidate_id, binary, output))
     if baseline_binary is None:
         return OutputChecks(
-            {cid: (False, binaries[0][1]) for cid in binaries if cid}, {}, None, binaries[0][1]
+            {cid: (None, binaries[0][1]) for cid in binaries if cid}, {}, None, binaries[0][1]
         )
     runs = executor.run_reference_programs(ReferenceBatch(runnable, device, setup.inputs_path))
     baseline_run = runs.get(0)
     if baseline_run is None or baseline_run.output is None:
         reason = f"the default's reference program failed: {baseline_run.reason if baseline_run else 'no result'}"
-        return OutputChecks({cid: (False, reason) for cid in binaries if cid}, {}, None, reason)
+        return OutputChecks({cid: (None, reason) for cid in binaries if cid}, {}, None, reason)
     reduction = family_of(problem).reference_inputs(problem).reduction_size
     errors: dict[int, float] = {}
     for candidate_id, _, _ in runnable:
@@ -146,7 +149,7 @@ def check_outputs(
             continue
         run = runs[candidate_id]
         if run.output is None:
-            results[candidate_id] = (False, f"reference program failed: {run.reason}")
+            results[candidate_id] = (None, f"reference program failed: {run.reason}")
             continue
         comparison = compare_outputs(
             baseline_run.output, run.output, problem.output_type, reduction
