@@ -19,8 +19,8 @@
 What the in-process search does past its seeds (greedy single changes of the best set, each
 successively halved) needs a measurement per step, and the runtime options' search
 (flags/runtime.py) two sessions on the winner's binary (every set, then the best again): both
-are in process only, and the split report says so. Each sub-step is recorded in split.json (`flags`) as it finishes and kept when the phase runs
-again after a kill. A folder written before the split flow searched flags has no `flags` step
+are in process only, and the split report says so. Each sub-step is recorded in split.json
+(`flags`) as it finishes and kept when the phase runs again after a kill. A folder written before the split flow searched flags has no `flags` step
 and continues with the flags it was given (not searched).
 """
 
