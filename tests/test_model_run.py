@@ -6,8 +6,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ireetune.executor import LocalExecutor
+from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.model_options import ModelTuneOptions
-from ireetune.model_run.local import LOCAL_PHASES
+from ireetune.model_run.local import LOCAL_PHASES, prepare
 from ireetune.model_run.local_state import (
     MODEL_RUN_FORMAT,
     MODEL_RUN_NAME,
@@ -141,3 +142,27 @@ def test_the_dispatch_phase_leaves_part_of_the_budget_to_the_selection() -> None
     )
     assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=800.0) == 800.0
     assert 0.0 < DISPATCH_PHASE_SHARE < 1.0
+
+
+class CountingExecutor(LocalExecutor):
+    """Run every comparison for real; keep how many calls each asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        self.calls.append(comparison.rounds * comparison.repetitions)
+        return super().run_models_side_by_side(comparison)
+
+
+def test_the_default_model_is_timed_on_several_calls_even_with_one_round(tmp_path: Path) -> None:
+    # The default's time is the basis of the profile's shares and of the gate that skips small
+    # dispatches: `--rounds 1` must not make it one call (a loaded machine made that call 12
+    # times a 0.07 ms model's time, and the gate skipped its only dispatch).
+    model = tmp_path / "model.mlir"
+    model.write_text((Path(__file__).parents[1] / "examples" / "mlp.mlir").read_text())
+    executor = CountingExecutor()
+    options = ModelTuneOptions(model_path=model, output_dir=tmp_path, rounds=1)
+    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
+    assert prepare(run) is None
+    assert executor.calls == [9] and run.default_ms > 0
