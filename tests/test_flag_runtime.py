@@ -37,7 +37,7 @@ from ireetune.flags.model_search import (
 )
 from ireetune.flags.runtime import RuntimeFlagResult, runtime_row, search_runtime_flags
 from ireetune.flags.strategy import Budget, StrategySettings
-from ireetune.flags.trials import TrialStatus, compile_flag_sets
+from ireetune.flags.trials import FlagSearchResult, TrialStatus, compile_flag_sets
 from ireetune.model.timing import ModelComparison, ModelRun, run_models_side_by_side_here
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, CPU_TUNED_OPTIONS
 from tests.conftest import CPU_FLAGS
@@ -288,25 +288,35 @@ class ClockedExecutor(PlantedTimesExecutor):
         return runs
 
 
+SEED = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+
+
+def _search_with_a_spent_budget(
+    model: Path, inputs: Path, space: FlagSpace, work_dir: Path
+) -> FlagSearchResult:
+    """Search `space` with a 100 s budget on a clock that each timing session moves 100 s (the
+    seed's binary made twice as fast): the first session spends the whole budget."""
+    executor = ClockedExecutor({"--iree-opt-data-tiling": 0.5})
+    search = _search(
+        model, inputs, space, rule=DecisionRule(threshold=1.0),
+        strategy=StrategySettings(rung_rounds=(1,)), time_budget_s=100.0,
+        clock=lambda: executor.now,
+    )  # fmt: skip
+    return search_model_flags(executor, search, work_dir)
+
+
 def test_a_budget_spent_while_searching_still_confirms_the_best_set_found(
     matmul_model: Path, matmul_inputs: Path, tmp_path: Path
 ) -> None:
     # The first timing session (the seed against the default) spends the whole budget: the set it
     # found faster must still be confirmed and kept, not dropped for the budget.
-    seed = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
     space = FlagSpace(
         options=(),
-        combinations=(seed,),
+        combinations=(SEED,),
         tuned=(TunedOption(DISTRIBUTION, ("4",), "64", "a real change"),),
     )
-    executor = ClockedExecutor({"--iree-opt-data-tiling": 0.5})
-    search = _search(
-        matmul_model, matmul_inputs, space, rule=DecisionRule(threshold=1.0),
-        strategy=StrategySettings(rung_rounds=(1,)), time_budget_s=100.0,
-        clock=lambda: executor.now,
-    )  # fmt: skip
-    result = search_model_flags(executor, search, tmp_path)
-    assert frozenset(result.winner.flags) == frozenset(seed)
+    result = _search_with_a_spent_budget(matmul_model, matmul_inputs, space, tmp_path)
+    assert frozenset(result.winner.flags) == frozenset(SEED)
     assert result.estimate is not None and result.estimate.speedup > 1.5
     assert "time budget spent: the 1 best set(s) found were confirmed anyway" in result.notes
 
@@ -326,19 +336,12 @@ def test_a_flag_search_that_spent_its_budget_still_times_the_runtime_options(
     # Each session moves the clock 100 s: the seed's session spends the flag phase's whole
     # budget (100 s), and its confirmation runs past it. The runtime search still runs its first
     # session on the share it keeps.
-    seed = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
     space = FlagSpace(
         options=(),
-        combinations=(seed,),
+        combinations=(SEED,),
         runtime=(RuntimeOption("--task_worker_spin_us", ("500",), "0", "spin"),),
     )
-    executor = ClockedExecutor({"--iree-opt-data-tiling": 0.5})
-    search = _search(
-        matmul_model, matmul_inputs, space, rule=DecisionRule(threshold=1.0),
-        strategy=StrategySettings(rung_rounds=(1,)), time_budget_s=100.0,
-        clock=lambda: executor.now,
-    )  # fmt: skip
-    result = search_model_flags(executor, search, tmp_path)
+    result = _search_with_a_spent_budget(matmul_model, matmul_inputs, space, tmp_path)
     assert "time budget spent: runtime defaults kept" not in result.notes
     runtime = json.loads(result.trials_path.read_text())["runtime"]
     assert [t["flags"] for t in runtime["trials"]] == [["--task_worker_spin_us=500"]]
