@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 
 # The CPU that tests compile, tune and run for: this host unless IREETUNE_TEST_CPU names another
@@ -167,6 +168,28 @@ def conv_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("conv_model") / "conv.mlir"
     path.write_text(CONV_MODEL)
     return path
+
+
+# The problem record of the 64x128x96 f32 `linalg.matmul` (MATMUL_MODEL's dispatch).
+MATMUL_64X128X96 = ContractionProblem(
+    op_name="linalg.matmul",
+    loop_sizes=(64, 128, 96),
+    batch_dims=(),
+    m_dims=(0,),
+    n_dims=(1,),
+    k_dims=(2,),
+    lhs_type="f32",
+    rhs_type="f32",
+    output_type="f32",
+    indexing_maps=(
+        "(d0, d1, d2) -> (d0, d2)",
+        "(d0, d1, d2) -> (d2, d1)",
+        "(d0, d1, d2) -> (d0, d1)",
+    ),
+    lhs_shape=(64, 96),
+    rhs_shape=(96, 128),
+    output_shape=(64, 128),
+)
 
 
 def nchw_conv_problem(

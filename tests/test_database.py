@@ -26,29 +26,10 @@ from ireetune.database.store import (
     problem_key,
 )
 from ireetune.errors import IreetuneError
-from ireetune.problem.contraction import ContractionProblem
 from ireetune.spec.export import render_linked_spec
-from tests.conftest import nchw_conv_problem
+from tests.conftest import MATMUL_64X128X96, nchw_conv_problem
 
-PROBLEM = ContractionProblem(
-    op_name="linalg.matmul",
-    loop_sizes=(64, 128, 96),
-    batch_dims=(),
-    m_dims=(0,),
-    n_dims=(1,),
-    k_dims=(2,),
-    lhs_type="f32",
-    rhs_type="f32",
-    output_type="f32",
-    indexing_maps=(
-        "(d0, d1, d2) -> (d0, d2)",
-        "(d0, d1, d2) -> (d2, d1)",
-        "(d0, d1, d2) -> (d0, d1)",
-    ),
-    lhs_shape=(64, 96),
-    rhs_shape=(96, 128),
-    output_shape=(64, 128),
-)
+PROBLEM = MATMUL_64X128X96
 KEY = ResultKey(
     compiler_version(),
     "cpu#abc",

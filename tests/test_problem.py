@@ -10,6 +10,7 @@ from iree.compiler import ir
 from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
+from tests.conftest import MATMUL_64X128X96
 
 
 def _parse(path: Path) -> ContractionProblem:
@@ -20,25 +21,7 @@ def _parse(path: Path) -> ContractionProblem:
 
 def test_matmul_is_parsed_into_a_typed_record(matmul_benchmark: Path) -> None:
     problem = _parse(matmul_benchmark)
-    assert problem == ContractionProblem(
-        op_name="linalg.matmul",
-        loop_sizes=(64, 128, 96),
-        batch_dims=(),
-        m_dims=(0,),
-        n_dims=(1,),
-        k_dims=(2,),
-        lhs_type="f32",
-        rhs_type="f32",
-        output_type="f32",
-        indexing_maps=(
-            "(d0, d1, d2) -> (d0, d2)",
-            "(d0, d1, d2) -> (d2, d1)",
-            "(d0, d1, d2) -> (d0, d1)",
-        ),
-        lhs_shape=(64, 96),
-        rhs_shape=(96, 128),
-        output_shape=(64, 128),
-    )
+    assert problem == MATMUL_64X128X96
     assert (problem.kind, problem.signature, problem.flops) == (
         "matmul",
         "matmul_64x128x96_f32_f32_f32",
