@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Generic, TypeVar
 
 import z3
 
@@ -24,6 +26,9 @@ from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 DefaultedSpaceBuilder = Callable[
     [bool, z3.Context, Knobs | None], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]
 ]
+
+Sizes = TypeVar("Sizes")
+Facts = TypeVar("Facts")
 
 
 def with_values(domains: Mapping[str, Sequence[int]], knobs: Knobs) -> dict[str, list[int]]:
@@ -127,3 +132,35 @@ def enumerate_near_default_first(
         first += [knobs for knobs in near if knobs != default]
     walk = parallel_first(lambda parallel, context: build(parallel, context, None))
     return enumerate_z3_space(walk, seed, default, known, first=first)
+
+
+@dataclass(frozen=True)
+class NearDefaultSpace(Generic[Sizes, Facts]):
+    """A space of a problem's sizes on a target's facts, searched near the default first: its
+    constraints, `constraints(sizes, facts, require_parallelism, context, default)`, and the
+    neighbourhood it searches first."""
+
+    constraints: Callable[
+        [Sizes, Facts, bool, z3.Context, Knobs | None],
+        tuple[dict[str, z3.ArithRef], list[z3.BoolRef]],
+    ]
+    neighbourhood: Callable[[Sizes, Facts], Neighbourhood]
+
+    def enumerate(
+        self,
+        sizes: Sizes,
+        facts: Facts,
+        seed: int,
+        excluded: Knobs | None = None,
+        known: Sequence[Knobs] = (),
+    ) -> Iterator[Knobs]:
+        """Yield valid configurations lazily and reproducibly for a seed: when the default
+        (`excluded`) is known, its neighbourhood first, then a seeded walk over the space; never
+        the default itself nor any of `known`."""
+        return enumerate_near_default_first(
+            partial(self.constraints, sizes, facts),
+            seed,
+            excluded,
+            known,
+            self.neighbourhood(sizes, facts),
+        )

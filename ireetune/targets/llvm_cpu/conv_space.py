@@ -13,7 +13,6 @@ Batch loops get tile 1; depthwise convolutions (a depth loop) are not covered.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -33,9 +32,9 @@ from ireetune.targets.llvm_cpu.common import (
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
+    NearDefaultSpace,
     Neighbourhood,
     domain_constraints,
-    enumerate_near_default_first,
 )
 
 CONV_KNOB_NAMES = ("dist_f", "dist_oh", "dist_ow", "vec_f", "vec_ow", "vec_c")
@@ -192,28 +191,26 @@ def build_conv_constraints(
     return variables, constraints
 
 
-def enumerate_conv_space(
+def _walk_or_neighbour_constraints(
     sizes: CpuConvSizes,
     facts: CpuFacts,
-    seed: int,
-    excluded: Knobs | None = None,
-    known: Sequence[Knobs] = (),
-) -> Iterator[Knobs]:
-    """Yield valid convolution configurations lazily and reproducibly for a seed: the default's
-    neighbours first (when the default is known), then a seeded random walk over the space."""
-    return enumerate_near_default_first(
-        # The heuristic rules narrow the walk only: the default's neighbours need only compile.
-        lambda parallel, context, default: build_conv_constraints(
-            sizes, facts, parallel, context, default is None, default
-        ),
-        seed,
-        excluded,
-        known,
-        Neighbourhood(
-            conv_domains(sizes),
-            _MAX_NEIGHBOURS,
-        ),
+    require_parallelism: bool,
+    context: z3.Context,
+    default: Knobs | None,
+) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+    """The heuristic rules narrow the walk only: the default's neighbours need only compile."""
+    return build_conv_constraints(
+        sizes, facts, require_parallelism, context, default is None, default
     )
+
+
+# Valid convolution configurations, lazily: the default's neighbours first (when the default is
+# known), then a seeded walk.
+CONV_SPACE = NearDefaultSpace(
+    _walk_or_neighbour_constraints,
+    lambda sizes, facts: Neighbourhood(conv_domains(sizes), _MAX_NEIGHBOURS),
+)
+enumerate_conv_space = CONV_SPACE.enumerate
 
 
 def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> float:

@@ -19,9 +19,7 @@ nearness to the default.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import z3
 
@@ -32,10 +30,10 @@ from ireetune.targets.llvm_cpu.common import SizedCpuSpace, SizedFamily
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
+    NearDefaultSpace,
     Neighbourhood,
     distance_to,
     domain_constraints,
-    enumerate_near_default_first,
 )
 
 ELEMENTWISE_PIPELINE = "DoubleTilingExpert"
@@ -118,24 +116,12 @@ def build_elementwise_constraints(
     return v, constraints
 
 
-def enumerate_elementwise_space(
-    sizes: CpuElementwiseSizes,
-    facts: CpuFacts,
-    seed: int,
-    excluded: Knobs | None = None,
-    known: Sequence[Knobs] = (),
-) -> Iterator[Knobs]:
-    """Yield valid configurations lazily: the default's neighbours first, then a seeded walk."""
-    return enumerate_near_default_first(
-        partial(build_elementwise_constraints, sizes, facts),
-        seed,
-        excluded,
-        known,
-        Neighbourhood(
-            elementwise_domains(sizes),
-            _MAX_NEIGHBOURS,
-        ),
-    )
+# Valid configurations, lazily: the default's neighbours first, then a seeded walk.
+ELEMENTWISE_SPACE = NearDefaultSpace(
+    build_elementwise_constraints,
+    lambda sizes, facts: Neighbourhood(elementwise_domains(sizes), _MAX_NEIGHBOURS),
+)
+enumerate_elementwise_space = ELEMENTWISE_SPACE.enumerate
 
 
 def score_elementwise_candidate(

@@ -26,7 +26,6 @@ other reductions, the default's neighbours.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -47,10 +46,10 @@ from ireetune.targets.llvm_cpu.common import (
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
+    NearDefaultSpace,
     Neighbourhood,
     distance_to,
     domain_constraints,
-    enumerate_near_default_first,
 )
 
 REDUCTION_PIPELINE = "DoubleTilingExpert"
@@ -174,26 +173,15 @@ def build_reduction_constraints(
     return v, constraints
 
 
-def enumerate_reduction_space(
-    sizes: CpuReductionSizes,
-    facts: CpuFacts,
-    seed: int,
-    excluded: Knobs | None = None,
-    known: Sequence[Knobs] = (),
-) -> Iterator[Knobs]:
-    """Yield valid reduction configurations lazily and reproducibly for a seed: the anchor
-    (`compute_anchor`) and its neighbours first, then a seeded random walk."""
-    return enumerate_near_default_first(
-        partial(build_reduction_constraints, sizes, facts),
-        seed,
-        excluded,
-        known,
-        Neighbourhood(
-            reduction_domains(sizes),
-            _MAX_NEIGHBOURS,
-            centre=lambda default: compute_anchor(sizes, default),
-        ),
-    )
+# Valid reduction configurations, lazily: the anchor (`compute_anchor`) and its neighbours
+# first, then a seeded walk.
+REDUCTION_SPACE = NearDefaultSpace(
+    build_reduction_constraints,
+    lambda sizes, facts: Neighbourhood(
+        reduction_domains(sizes), _MAX_NEIGHBOURS, centre=partial(compute_anchor, sizes)
+    ),
+)
+enumerate_reduction_space = REDUCTION_SPACE.enumerate
 
 
 def compute_anchor(sizes: CpuReductionSizes, default: Knobs) -> Knobs:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import z3
 from iree.compiler import ir
@@ -31,9 +30,9 @@ from ireetune.targets.llvm_cpu.common import (
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.neighbourhood import (
+    NearDefaultSpace,
     Neighbourhood,
     domain_constraints,
-    enumerate_near_default_first,
 )
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
@@ -194,31 +193,17 @@ def build_constraints(
     return variables, constraints
 
 
-def enumerate_space(
-    sizes: CpuProblemSizes,
-    facts: CpuFacts,
-    seed: int,
-    excluded: Knobs | None = None,
-    known: Sequence[Knobs] = (),
-) -> Iterator[Knobs]:
-    """Yield distinct valid configurations lazily, one z3 query each, reproducibly for a seed:
-    the default's neighbours first (when it is known), then a seeded walk.
-
-    On a transposed-B 512x768x1024 f32 matmul never seen before, all 8 candidates of a walk
-    ordered by the heuristic alone ran 3.6-7x slower than IREE's default; its neighbours are
-    where the winners are (docs/ordering.md). The walk falls back to the space without the
-    parallelism requirement when the problem is too small to meet it.
-    """
-    return enumerate_near_default_first(
-        partial(build_constraints, sizes, facts),
-        seed,
-        excluded,
-        known,
-        Neighbourhood(
-            contraction_domains(sizes, facts),
-            _MAX_NEIGHBOURS,
-        ),
-    )
+# Distinct valid configurations, lazily, one z3 query each, reproducibly for a seed: the
+# default's neighbours first (when it is known), then a seeded walk. On a transposed-B
+# 512x768x1024 f32 matmul never seen before, all 8 candidates of a walk ordered by the heuristic
+# alone ran 3.6-7x slower than IREE's default; its neighbours are where the winners are
+# (docs/ordering.md). The walk falls back to the space without the parallelism requirement when
+# the problem is too small to meet it.
+CONTRACTION_SPACE = NearDefaultSpace(
+    build_constraints,
+    lambda sizes, facts: Neighbourhood(contraction_domains(sizes, facts), _MAX_NEIGHBOURS),
+)
+enumerate_space = CONTRACTION_SPACE.enumerate
 
 
 def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:

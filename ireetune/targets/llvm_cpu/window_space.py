@@ -22,9 +22,7 @@ Other batch loops get tile 1. The default's neighbours come first, then a seeded
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import z3
 
@@ -39,10 +37,10 @@ from ireetune.targets.llvm_cpu.common import (
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
+    NearDefaultSpace,
     Neighbourhood,
     distance_to,
     domain_constraints,
-    enumerate_near_default_first,
 )
 
 WINDOW_PIPELINE = "ConvTileAndDecomposeExpert"
@@ -153,25 +151,12 @@ def build_window_constraints(
     return v, constraints
 
 
-def enumerate_window_space(
-    sizes: CpuWindowSizes,
-    facts: CpuFacts,
-    seed: int,
-    excluded: Knobs | None = None,
-    known: Sequence[Knobs] = (),
-) -> Iterator[Knobs]:
-    """Yield valid window configurations lazily: the default's neighbours first, then a seeded
-    random walk."""
-    return enumerate_near_default_first(
-        partial(build_window_constraints, sizes, facts),
-        seed,
-        excluded,
-        known,
-        Neighbourhood(
-            window_domains(sizes),
-            _MAX_NEIGHBOURS,
-        ),
-    )
+# Valid window configurations, lazily: the default's neighbours first, then a seeded walk.
+WINDOW_SPACE = NearDefaultSpace(
+    build_window_constraints,
+    lambda sizes, facts: Neighbourhood(window_domains(sizes), _MAX_NEIGHBOURS),
+)
+enumerate_window_space = WINDOW_SPACE.enumerate
 
 
 def score_window_candidate(
