@@ -235,13 +235,16 @@ def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -
     assert "default" in (run_dir / "report.txt").read_text()
     profile = json.loads((run_dir / "profile.json").read_text())
     assert profile["model_ms"] > 0 and len(profile["dispatches"]) == 2
-    # Dispatches with a verified winner are first tried all together, in one trial.
-    trials_path = run_dir / "selection" / "trials.json"
-    trials = json.loads(trials_path.read_text()) if trials_path.is_file() else []
-    if sum(1 for r in tuning_runs if r.get("best_candidate")) == 2:
-        assert trials[0]["candidate_spec"] == "every verified winner", trials
-    else:
-        assert all(t["candidate_spec"] != "every verified winner" for t in trials)
+    # Both dispatches' first candidates are tried together, first, and each alone.
+    trials = json.loads((run_dir / "selection" / "trials.json").read_text())
+    assert [t["variant"] for t in trials] == ["best", "d0c0", "d1c0"], trials
+    assert {t["specs"][0] for t in trials[1:]} == set(trials[0]["specs"])
+    timed = [t for t in trials if t["status"] == "compiled"]
+    assert all(t["trial_ms"] > 0 and t["outputs_match"] for t in timed), timed
+    assert sum(1 for t in timed if t["accepted"]) <= 1, timed
+    # All of them in one first session beside the default model.
+    sessions = json.loads((run_dir / "selection" / "sessions.json").read_text())
+    assert set(sessions["first"]) == {"default", *(t["variant"] for t in timed)}
     if report["tuned_spec"]:
         compiled = subprocess.run(
             [

@@ -21,13 +21,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ireetune.core.files import write_text_atomically
-from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
-from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
 from ireetune.handoff.benchmark_folder import benchmark_folder, log_step
 from ireetune.handoff.manifest import check_results_match_manifest
@@ -42,20 +39,12 @@ from ireetune.handoff.model_folder import (
     read_device_manifest,
     results_name,
 )
-from ireetune.model.outputs import outputs_match
-from ireetune.model.timing import (
-    ModelComparison,
-    ModelRun,
-    repetitions_for,
-    time_dispatch_benchmarks,
-)
+from ireetune.model.timing import ModelComparison, time_dispatch_benchmarks
+from ireetune.model.variant_sessions import SessionPlan, sessions_document, time_variant_sessions
 from ireetune.run_files import RunFileError, dump_document, read_json_file
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-# Rounds of one call of the default that set a task's calls per round when it leaves them open.
-WARM_UP_ROUNDS = 3
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -190,21 +179,6 @@ def _measure_folder(folder: Path, devices: Sequence[str]) -> str:
     return "measured"
 
 
-def _session(
-    run_dir: Path, manifest: DeviceManifest, task: VariantTask, labels: Sequence[str],
-    device: str, work_dir: Path, rounds: int,
-) -> ModelComparison:  # fmt: skip
-    """Return the session that times the default and the variants `labels` side by side."""
-    by_label = {v.label: v.vmfb for v in task.variants}
-    work_dir.mkdir(parents=True, exist_ok=True)
-    return ModelComparison(
-        [("default", run_dir / manifest.default_model),
-         *((label, run_dir / by_label[label]) for label in labels)],
-        manifest.function, run_dir / manifest.inputs, work_dir, device, rounds,
-        task.calls_per_round, parameters=[run_dir / p for p in manifest.parameters],
-    )  # fmt: skip
-
-
 def _time_variants(
     executor: Executor,
     run_dir: Path,
@@ -215,66 +189,21 @@ def _time_variants(
 ) -> dict[str, Any]:
     """Time every variant beside the default, pre-select, and confirm in a fresh session
     (sessions under `work_dir`)."""
-    labels = [v.label for v in task.variants]
-    if task.calls_per_round < 1:
-        warm_up = executor.run_models_side_by_side(
-            _session(run_dir, manifest, replace(task, calls_per_round=1), [], device,
-                     work_dir / "warm_up", WARM_UP_ROUNDS)
-        )  # fmt: skip
-        if not warm_up["default"].ok:
-            raise IreetuneError(
-                f"the default model does not run on {device}: {warm_up['default'].reason}"
-            )
-        task = replace(task, calls_per_round=repetitions_for(min(warm_up["default"].times_ms)))
-    first = executor.run_models_side_by_side(
-        _session(run_dir, manifest, task, labels, device, work_dir / "first", task.rounds)
-    )
-    if not first["default"].ok:
-        raise IreetuneError(
-            f"the default model does not run on {device}: {first['default'].reason}"
-        )
-    facts = []
-    for index, label in enumerate(labels, start=1):
-        run = first[label]
-        if not run.ok:
-            continue
-        matches, _ = outputs_match(first["default"].outputs, run.outputs)
-        estimate = estimate_speedup(
-            split_rounds(first["default"].times_ms, task.calls_per_round),
-            split_rounds(run.times_ms, task.calls_per_round),
-            Basis.MODEL,
-        )
-        facts.append(CandidateFacts(index, dispatch=estimate, outputs_match=matches))
-    contenders = [
-        labels[i - 1]
-        for i in preselect(facts, DecisionRule(threshold=task.threshold), task.confirm_top)
-    ]
-    confirm: dict[str, ModelRun] = {}
-    if contenders:
-        log_step(f"confirming {', '.join(contenders)} in a fresh session")
-        confirm = executor.run_models_side_by_side(
-            _session(
-                run_dir, manifest, task, contenders, device, work_dir / "confirm",
-                task.confirm_rounds,
-            )
+    by_label = {v.label: v.vmfb for v in task.variants}
+
+    def session_for(labels: Sequence[str], folder: str, rounds: int, calls: int) -> ModelComparison:
+        (work_dir / folder).mkdir(parents=True, exist_ok=True)
+        return ModelComparison(
+            [("default", run_dir / manifest.default_model),
+             *((label, run_dir / by_label[label]) for label in labels)],
+            manifest.function, run_dir / manifest.inputs, work_dir / folder, device, rounds,
+            calls, parameters=[run_dir / p for p in manifest.parameters],
         )  # fmt: skip
 
-    def describe(session: dict[str, ModelRun], folder: str) -> dict[str, Any]:
-        return {
-            label: {
-                "times_ms": list(run.times_ms),
-                "reason": run.reason,
-                "outputs": str((work_dir / folder / f"{label}_outputs.npz").relative_to(run_dir))
-                if run.ok
-                else "",
-            }
-            for label, run in session.items()
-        }
-
-    return {
-        "device": device,
-        "calls_per_round": task.calls_per_round,
-        "first": describe(first, "first"),
-        "contenders": contenders,
-        "confirm": describe(confirm, "confirm"),
-    }
+    sessions = time_variant_sessions(
+        executor, session_for, list(by_label),
+        SessionPlan(task.rounds, task.calls_per_round, task.confirm_top, task.confirm_rounds,
+                    task.threshold),
+        announce=log_step,
+    )  # fmt: skip
+    return sessions_document(sessions, work_dir, run_dir, device)

@@ -7,10 +7,10 @@
    each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
 4. dispatches: tune each hot problem with the dispatch flow, keeping its top candidates even when
    none beats the default on its own;
-5. variants: model-level selection: first every dispatch's verified winner together (one trial),
-   then, greedily for each hot dispatch still without a spec, the linked spec grows by a
-   candidate only if the model, timed side by side with the current best, gets faster and its
-   outputs still equal the default model's;
+5. variants: model-level selection (model_run/local_select.py): each kept candidate alone and
+   every dispatch's first candidate together become model variants, timed beside the default
+   in one process, the pre-selected again in a fresh one, as in split mode; the winner (with
+   the default model's outputs) is the accepted set;
 6. decide: a final side-by-side check of the default and the tuned model (specs found harmful
    are dropped), the tuned flags file, the combined check of flags and spec, the database row;
 7. report: report.txt and report.json.
@@ -22,19 +22,17 @@ phases after the last one saved, a dispatch phase cut short with the dispatches 
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
 
 from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
-from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
-from ireetune.decision.rules import DecisionRule, clears_threshold
+from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import TuneOptions
 from ireetune.dispatch_tuner import tune_dispatch
@@ -53,11 +51,11 @@ from ireetune.model.deployment import report_deployment
 from ireetune.model.final_check import check_final_set
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-from ireetune.model.outputs import outputs_match
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
-from ireetune.model.select import MODEL_RULE, model_speedup, time_pair_until_decided
+from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison
+from ireetune.model_run.local_select import select_variants
 from ireetune.model_run.local_state import save_model_run
 from ireetune.model_run.report import write_report
 from ireetune.model_run.run import (
@@ -69,7 +67,6 @@ from ireetune.model_run.run import (
     PhaseBody,
     dispatch_phase_deadline,
 )
-from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
 
 # How the prepare phase times the default model: at least this many rounds of this many calls.
@@ -209,116 +206,6 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, deadline: floa
             )
     if not kept:
         run.dispatch_notes[hot.name] = "no candidate could be measured"
-
-
-def select_variants(run: ModelTuningRun) -> Pause | None:
-    """Grow the linked spec by the candidates that make the whole model faster."""
-    run.current_vmfb = run.default_vmfb
-    # A selection cut short starts again (`ireetune continue`), its trials with it.
-    (run.run_dir / "selection").mkdir(exist_ok=True)
-    run.selection_trials = []
-    # The verified winners together first: each alone may move the model by less than a loaded
-    # machine's model timing resolves, together by more (docs/benchmarks.md); the final check
-    # still drops any that harm.
-    winners = run.winners
-    if len(winners) > 1:
-        joint_vmfb, why = _run_trial(
-            run, "joint", list(winners.values()), ", ".join(winners), "every verified winner"
-        )
-        if joint_vmfb is not None:
-            run.accepted.update(winners)
-            run.current_vmfb = joint_vmfb
-            for name, spec in winners.items():
-                run.dispatch_notes[name] = (
-                    f"kept candidate spec {spec.parent.parent.name}/{spec.name} "
-                    "(with the other verified winners)"
-                )
-        elif why:
-            run.notes.append(f"the verified winners together were not tried: {why}")
-    pending = [
-        p for p in run.hot_set.selected if p.name in run.candidates and p.name not in run.accepted
-    ]
-    out_of_time = False
-    for trial_index, hot in enumerate(pending):
-        for candidate_index, spec in enumerate(run.candidates[hot.name]):
-            if run.budget_spent():
-                out_of_time = True
-                run.dispatch_notes.setdefault(
-                    hot.name,
-                    f"tuned; {candidate_index} of its {len(run.candidates[hot.name])} candidates "
-                    "tried in the model before the time budget was spent",
-                )
-                break
-            trial_vmfb, why = _run_trial(
-                run, f"t{trial_index}_{candidate_index}", [*run.accepted.values(), spec],
-                hot.name, str(spec),
-            )  # fmt: skip
-            if why:
-                run.dispatch_notes[hot.name] = why
-            if trial_vmfb is not None:
-                run.accepted[hot.name] = spec
-                run.current_vmfb = trial_vmfb
-                run.dispatch_notes[hot.name] = (
-                    f"kept candidate spec {spec.parent.parent.name}/{spec.name}"
-                )
-                break
-        else:
-            run.dispatch_notes.setdefault(
-                hot.name, "no candidate made the model faster; default kept"
-            )
-    if out_of_time:
-        run.notes.append("time budget spent during model-level selection")
-    return None
-
-
-def _run_trial(
-    run: ModelTuningRun, label: str, specs: list[Path], dispatch: str, candidate: str
-) -> tuple[Path | None, str]:
-    """Link `specs`, compile and time the model against the current best; return the trial's
-    binary when it is faster with the default's outputs, else why not."""
-    model, trial_dir = run.under_tuning, run.run_dir / "selection"
-    assert run.current_vmfb is not None
-    trial_spec = trial_dir / f"{label}_spec.mlir"
-    link_spec_files(specs, trial_spec)
-    trial_vmfb = trial_dir / f"{label}.vmfb"
-    error = model.compile(trial_spec, trial_vmfb)
-    if error:
-        return None, f"a candidate broke the model's compile: {error}"
-    runs = time_pair_until_decided(
-        run.executor,
-        ModelComparison(
-            [("current", run.current_vmfb), ("trial", trial_vmfb)], model.function,
-            model.inputs_path, trial_dir, model.device, run.options.rounds,
-            runtime_flags=run.flag_search.runtime_flags if run.flag_search else (),
-        ),
-    )  # fmt: skip
-    trial = runs["trial"]
-    if not trial.ok:
-        return None, f"a candidate broke the model: {trial.reason}"
-    matches, why = outputs_match(model.default_outputs, trial.outputs)
-    if not matches:
-        return None, f"dropped a candidate that changed the model's outputs ({why})"
-    estimate = model_speedup(runs["current"].times_ms, trial.times_ms)
-    faster = clears_threshold(estimate, MODEL_RULE)
-    run.selection_trials.append(
-        {
-            "dispatch": dispatch,
-            "candidate_spec": candidate,
-            "linked_spec": str(trial_spec),
-            "current_ms": statistics.median(runs["current"].times_ms),
-            "trial_ms": statistics.median(trial.times_ms),
-            "speedup": estimate.speedup if estimate else None,
-            "speedup_low": estimate.low if estimate else None,
-            "speedup_high": estimate.high if estimate else None,
-            "rounds": len(trial.times_ms),
-            "rule": MODEL_RULE.name,
-            "accepted": faster,
-        }
-    )
-    write_text_atomically(
-        trial_dir / "trials.json", json.dumps(run.selection_trials, indent=2) + "\n"
-    )
-    return (trial_vmfb, "") if faster else (None, "")
 
 
 def decide(run: ModelTuningRun) -> Pause | None:
