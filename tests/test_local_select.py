@@ -5,10 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from ireetune.model.timing import ModelRun
+from ireetune.executor import LocalExecutor
+from ireetune.model.prepare import ModelUnderTuning
+from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.model.variants import plan_variants
+from ireetune.model_options import ModelTuneOptions
 from ireetune.model_run.local_select import _compile_order, _fastest_per_dispatch
+from ireetune.model_run.run import Mode, ModelTuningRun
+from ireetune.targets import parse_target
 
 OUTPUTS = (np.arange(4, dtype=np.float32),)
 WRONG = (np.arange(4, dtype=np.float32) + 1,)
@@ -61,3 +67,68 @@ def test_the_joint_variant_and_every_dispatch_s_first_candidate_compile_first() 
     assert [plan.label for plan in _compile_order(PLANS)] == [
         "best", "d0c0", "d1c0", "d2c0", "d0c1", "d1c1",
     ]  # fmt: skip
+
+
+class TimesByLabel(LocalExecutor):
+    """Times every model by its label's planted time; compiles nothing (the test plants the
+    binaries)."""
+
+    def __init__(self, times_ms: dict[str, float]) -> None:
+        self.times_ms = times_ms
+        self.sessions: list[list[str]] = []
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        self.sessions.append([label for label, _ in comparison.models])
+        return {label: _run(label, self.times_ms[label]) for label, _ in comparison.models}
+
+
+def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two dispatches whose fastest candidates in the first session are their second ones: the
+    combination is built, confirmed in the second session, wins, and its specs are accepted."""
+    from ireetune.model_run import local_select
+
+    executor = TimesByLabel(
+        {
+            "default": 10.0,
+            "best": 9.9,
+            "d0c0": 9.8,
+            "d0c1": 9.0,
+            "d1c0": 10.2,
+            "d1c1": 9.2,
+            "combined": 8.0,
+        }  # fmt: skip
+    )
+    run = ModelTuningRun(
+        Mode.IN_PROCESS, ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path),
+        parse_target("cpu"), tmp_path, executor,
+    )  # fmt: skip
+    run.model = ModelUnderTuning(
+        tmp_path / "m.mlir", "main", tmp_path / "inputs.npz", run.target, False, "local-task",
+        OUTPUTS,
+    )  # fmt: skip
+    run.default_vmfb = run.current_vmfb = tmp_path / "default.vmfb"
+    run.default_ms = 10.0
+    pending = [("a", [tmp_path / "t/a/a0", tmp_path / "t/a/a1"]),
+               ("b", [tmp_path / "t/b/b0", tmp_path / "t/b/b1"])]  # fmt: skip
+    plans = local_select._compile_order(plan_variants(pending))
+
+    def planted_compile(
+        run: ModelTuningRun, chosen: list, folder: Path
+    ) -> tuple[dict[str, Path], list[dict[str, object]]]:
+        return (
+            {plan.label: folder / f"{plan.label}.vmfb" for plan in chosen},
+            [{"variant": plan.label, "status": "compiled", "specs": [str(s) for s in plan.specs]}
+             for plan in chosen],
+        )  # fmt: skip
+
+    monkeypatch.setattr(local_select, "_compile_plans", planted_compile)
+    built, rows = planted_compile(run, plans, tmp_path)
+    winner = local_select._time_and_decide(run, plans, built, rows, tmp_path)
+    assert winner is not None and winner.label == "combined"
+    assert winner.specs == (pending[0][1][1], pending[1][1][1])
+    # One first session of all five, then the confirmation with the combination in it.
+    assert executor.sessions[0] == ["default", "best", "d0c0", "d1c0", "d0c1", "d1c1"]
+    assert "combined" in executor.sessions[1]
+    assert [row["variant"] for row in rows if row.get("accepted")] == ["combined"]

@@ -128,17 +128,15 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
     ]
     plans = _compile_order(plan_variants(pending))
     built, rows = _compile_plans(run, plans, folder) if plans else ({}, [])
-    by_label = {plan.label: plan for plan in plans}
     winner = _time_and_decide(run, plans, built, rows, folder) if built else None
     if winner is not None:
-        plan = by_label[winner]
-        run.current_vmfb = built[winner]
+        run.current_vmfb = built[winner.label]
         dispatch_of = {spec: name for name, specs in pending for spec in specs}
-        run.accepted = {dispatch_of[spec]: spec for spec in plan.specs}
+        run.accepted = {dispatch_of[spec]: spec for spec in winner.specs}
         for name, spec in run.accepted.items():
             run.dispatch_notes[name] = (
                 f"kept candidate spec {spec.parent.parent.name}/{spec.name}"
-                + _WITH_OTHERS.get(winner, "")
+                + _WITH_OTHERS.get(winner.label, "")
             )
     _note_the_rest(run, pending, rows)
     run.selection_trials = rows
@@ -174,10 +172,10 @@ def _time_and_decide(
     built: dict[str, Path],
     rows: list[dict[str, Any]],
     folder: Path,
-) -> str | None:
+) -> VariantPlan | None:
     """Time the built variants in two sessions, with each dispatch's fastest candidate of the
     first session combined into one more variant for the second; fill in their rows; return
-    the winner's label."""
+    the winning variant."""
     model, labels = run.under_tuning, list(built)
     assert run.current_vmfb is not None
     current = run.current_vmfb
@@ -191,10 +189,13 @@ def _time_and_decide(
             runtime_flags=runtime_flags,
         )  # fmt: skip
 
+    by_label = {plan.label: plan for plan in plans}
+
     def build_more(first: dict[str, ModelRun], calls: int) -> list[str]:
         plan = _fastest_per_dispatch(first, calls, plans)
         if plan is None:
             return []
+        by_label[plan.label] = plan
         more, more_rows = _compile_plans(run, [plan], folder)
         rows.extend(more_rows)
         built.update(more)
@@ -240,7 +241,7 @@ def _time_and_decide(
             accepted=label == winner,
             reason=judgement.reason if judgement else measured.reason or "not pre-selected",
         )
-    return winner
+    return by_label[winner] if winner is not None else None
 
 
 def _note_the_rest(
