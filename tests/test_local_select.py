@@ -132,3 +132,19 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
     assert executor.sessions[0] == ["default", "best", "d0c0", "d1c0", "d0c1", "d1c1"]
     assert "combined" in executor.sessions[1]
     assert [row["variant"] for row in rows if row.get("accepted")] == ["combined"]
+
+
+def test_each_session_lasts_long_enough_within_ten_times_its_least_rounds() -> None:
+    from ireetune.model_run.local_select import CONFIRM_TOP, SESSION_MIN_S, session_plan
+
+    plan = session_plan(5, 25, 10.0)
+    assert 5 < plan.rounds <= 50 and plan.confirm_rounds <= 100
+    assert plan.rounds * 26 * plan.calls_per_round * 10.0 >= SESSION_MIN_S * 1000
+    assert plan.confirm_rounds * (CONFIRM_TOP + 2) * plan.calls_per_round * 10.0 >= (
+        SESSION_MIN_S * 1000
+    )
+    # A slow model keeps the least rounds (as split mode), a tiny one ten times as many.
+    slow = session_plan(5, 25, 2000.0)
+    assert (slow.rounds, slow.confirm_rounds) == (5, 10)
+    fast = session_plan(5, 2, 0.01)
+    assert (fast.rounds, fast.confirm_rounds) == (50, 100)

@@ -19,6 +19,7 @@ MobileNet-v2's selection ran out after 14 trials, 5 of its 24 candidates never t
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,11 +44,35 @@ from ireetune.spec.link import link_spec_files
 # The variants the first session pre-selects for the confirmation, at most (as in split mode).
 CONFIRM_TOP = 3
 
+# The least time each session lasts (when ten times the least rounds allow it). On the 2-core
+# development machine a model's calls moved between two speeds 1.5x apart within one session
+# (MobileNet-v2, 7.7 and 12.0 ms, every model alike; docs/benchmarks.md): a first session of 5
+# rounds of 26 models lasted 6 s and ranked candidates by which speed they happened to run at.
+SESSION_MIN_S = 20.0
+
 # How a kept spec's note names the variant it was kept in, when others were kept with it.
 _WITH_OTHERS = {
     "best": " (with the other dispatches' first candidates)",
     "combined": " (with the other dispatches' fastest candidates in the first session)",
 }
+
+
+def session_plan(rounds: int, variants: int, model_ms: float) -> SessionPlan:
+    """Plan the two sessions: at least `rounds` rounds in the first (as split mode), and as many
+    more, up to ten times that, as make it last `SESSION_MIN_S`; the confirmation likewise, from
+    at least `max(2 * rounds, 10)` rounds, for the default, `CONFIRM_TOP` variants and a
+    combined one."""
+    calls = repetitions_for(model_ms)
+
+    def lasting(models: int, least: int) -> int:
+        round_s = max(models * calls * model_ms, 1e-3) / 1000.0
+        return min(10 * least, max(least, math.ceil(SESSION_MIN_S / round_s)))
+
+    confirm = max(2 * rounds, 10)
+    return SessionPlan(
+        lasting(variants + 1, rounds), calls, CONFIRM_TOP, lasting(CONFIRM_TOP + 2, confirm),
+        MODEL_RULE.threshold,
+    )  # fmt: skip
 
 
 def _compile_order(plans: list[VariantPlan]) -> list[VariantPlan]:
@@ -202,11 +227,9 @@ def _time_and_decide(
         labels.extend(more)
         return list(more)
 
-    options = run.options
     sessions = time_variant_sessions(
-        run.executor, session_for, labels,
-        SessionPlan(options.rounds, repetitions_for(run.default_ms), CONFIRM_TOP,
-                    max(2 * options.rounds, 10), MODEL_RULE.threshold),
+        run.executor, session_for, labels, session_plan(run.options.rounds, len(labels),
+                                                        run.default_ms),
         build_more=build_more,
     )  # fmt: skip
     document = sessions_document(sessions, folder, run.run_dir, model.device)
