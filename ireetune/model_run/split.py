@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
+from ireetune.compile.driver import CompileStatus
+from ireetune.compile.pool import default_jobs
 from ireetune.decision.rules import Decision
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
@@ -60,6 +60,7 @@ from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
 from ireetune.model.timing import repetitions_for
+from ireetune.model.variant_build import compile_variants
 from ireetune.model.variants import (
     VariantVerdict,
     decide_variants,
@@ -77,7 +78,6 @@ from ireetune.model_run.split_device import (
 from ireetune.model_run.split_flags import search_flags_split
 from ireetune.model_run.split_report import write_split_report
 from ireetune.model_run.split_state import SplitStage, save_state
-from ireetune.spec.link import link_spec_files
 
 
 def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> ModelUnderTuning:
@@ -372,31 +372,11 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     model = run.under_tuning
     variant_dir = run_dir / "variants"
     variant_dir.mkdir(exist_ok=True)
-    jobs = []
-    for index, plan in enumerate(plans):
-        spec = variant_dir / f"{plan.label}_spec.mlir"
-        link_spec_files(list(plan.specs), spec)
-        jobs.append(
-            CompileJob(
-                candidate_id=index,
-                request=build_request(
-                    run.target, model.mlir_path, variant_dir / f"{plan.label}.vmfb", spec_path=spec,
-                    default_specs=model.with_default_specs,
-                    reproducer_path=variant_dir / f"{plan.label}_reproducer.mlir",
-                ),
-                log_path=variant_dir / f"{plan.label}.log",
-            )
-        )  # fmt: skip
     default_hash = hash_file(run_dir / default_model_of(state))
     built: list[LabelledBinary] = []
     variant_rows = []
-    for outcome in sorted(
-        run.executor.compile(
-            CompileBatch(jobs, options.jobs or default_jobs(), model.compile_timeout_s)
-        ),
-        key=lambda o: o.candidate_id,
-    ):
-        plan = plans[outcome.candidate_id]
+    jobs = options.jobs or default_jobs()
+    for plan, outcome in compile_variants(run.executor, model, plans, variant_dir, jobs):
         row = {
             "label": plan.label, "specs": [relative_to_run(run_dir, s) for s in plan.specs],
             "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
