@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ireetune.compile.driver import CompileStatus, build_request
-from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs, hash_binary
+from ireetune.compile.driver import CompileStatus
+from ireetune.compile.pool import default_jobs, hash_binary
 from ireetune.core.files import write_text_atomically
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
+from ireetune.model.variant_build import compile_variants
 from ireetune.model.variant_sessions import (
     SessionPlan,
     estimate_against_default,
@@ -39,7 +40,6 @@ from ireetune.model.variant_sessions import (
 )
 from ireetune.model.variants import VariantPlan, decide_variants, plan_variants
 from ireetune.model_run.run import ModelTuningRun, Pause
-from ireetune.spec.link import link_spec_files
 
 # The variants the first session pre-selects for the confirmation, at most (as in split mode).
 CONFIRM_TOP = 3
@@ -103,24 +103,7 @@ def _compile_plans(
         if run.budget_spent():
             break
         batch = plans[start : start + jobs_at_once]
-        jobs = []
-        for index, plan in enumerate(batch):
-            spec = folder / f"{plan.label}_spec.mlir"
-            link_spec_files(list(plan.specs), spec)
-            jobs.append(
-                CompileJob(
-                    candidate_id=index,
-                    request=build_request(
-                        run.target, model.mlir_path, folder / f"{plan.label}.vmfb",
-                        spec_path=spec, default_specs=model.with_default_specs,
-                        reproducer_path=folder / f"{plan.label}_reproducer.mlir",
-                    ),
-                    log_path=folder / f"{plan.label}_compile.log",
-                )
-            )  # fmt: skip
-        outcomes = run.executor.compile(CompileBatch(jobs, jobs_at_once, model.compile_timeout_s))
-        for outcome in sorted(outcomes, key=lambda o: o.candidate_id):
-            plan = batch[outcome.candidate_id]
+        for plan, outcome in compile_variants(run.executor, model, batch, folder, jobs_at_once):
             row: dict[str, Any] = {
                 "variant": plan.label,
                 "specs": [str(spec) for spec in plan.specs],
