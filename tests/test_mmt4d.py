@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,98 @@ def test_mmt4d_ordering_prefers_balanced_tiles() -> None:
     unbalanced = (("dist_m1", 2), ("dist_n1", 2))
     ordered = order_mmt4d_candidates(sizes, AVX512, [unbalanced, balanced], seed=0)
     assert [knobs for knobs, _ in ordered] == [balanced, unbalanced]
+
+
+def test_in_a_model_a_data_tiled_mmt4d_is_not_tunable_and_says_why(
+    data_tiled_dumps: dict[str, Path],
+) -> None:
+    from ireetune.model.profile import ENCODED_MMT4D_NOTE, describe_problem
+
+    target = parse_target("cpu:znver4")
+    problem, tunable = describe_problem(data_tiled_dumps["mmt4d"], target, encoded_mmt4d=True)
+    assert not tunable and problem.startswith("not tunable: mmt4d_")
+    assert problem.endswith(ENCODED_MMT4D_NOTE)
+    # A model that writes its mmt4d itself, and the dispatch alone, keep it tunable.
+    problem, tunable = describe_problem(data_tiled_dumps["mmt4d"], target)
+    assert tunable and problem.startswith("mmt4d_")
+
+
+def _mmt4d_configs(folder: Path) -> list[str]:
+    """Return the lowering configs of the mmt4d ops in dumped executable configurations."""
+    return [
+        match.group(0)
+        for path in sorted(folder.glob("*.mlir"))
+        for line in path.read_text().splitlines()
+        if "linalg.mmt4d" in line
+        for match in re.finditer(r"lowering_config<[^>]*>", line)
+    ]
+
+
+MMT4D_SPEC = """
+#config = #iree_cpu.lowering_config<distribution = [1, 1, 0, 0, 0, 0],
+  vector_common_parallel = [1, 1, 0, 16, 16, 0], vector_reduction = [0, 0, 1, 0, 0, 1]>
+#compilation = #iree_codegen.compilation_info<lowering_config = #config,
+  translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<Mmt4dTilingExpert>>>
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @apply(%op: !transform.any_op {transform.readonly},
+                                  %config: !transform.any_param {transform.readonly}) {
+    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
+    transform.yield
+  }
+  transform.named_sequence @match(%op: !transform.any_op {transform.readonly})
+      -> (!transform.any_op, !transform.any_param) {
+    transform.match.operation_name %op ["linalg.mmt4d"] : !transform.any_op
+    %config = transform.param.constant #compilation -> !transform.any_param
+    transform.yield %op, %config : !transform.any_op, !transform.any_param
+  }
+  transform.named_sequence @__kernel_config(%root: !transform.any_op {transform.consumed})
+      -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
+    %updated = transform.foreach_match in %root @match -> @apply
+        : (!transform.any_op) -> !transform.any_op
+    transform.yield %updated : !transform.any_op
+  }
+}
+"""
+
+
+def test_a_spec_for_the_dumped_mmt4d_does_not_reach_the_whole_model(
+    data_tiled_dumps: dict[str, Path], tmp_path: Path
+) -> None:
+    """Why the model flow does not tune data-tiled matmuls (ENCODED_MMT4D_NOTE): a spec that
+    sets its own config on every mmt4d reaches the dumped mmt4d dispatch, and leaves the same
+    model compiled whole with the compiler's config. If a new IREE lets the spec through, this
+    fails: tune them in models again."""
+    from ireetune.frontend.dispatches import strip_configurations
+
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(MMT4D_SPEC)
+    alone = tmp_path / "alone.mlir"
+    strip_configurations(data_tiled_dumps["mmt4d"], alone, timeout_s=120)
+    model = data_tiled_dumps["mmt4d"].parent / "model.mlir"
+    flags = [*CPU_FLAGS[:-1], "--iree-llvmcpu-target-cpu=znver4", "--iree-opt-data-tiling",
+             "--iree-llvmcpu-enable-ukernels=mmt4d"]  # fmt: skip
+    configs = {}
+    # The dispatch alone keeps the compiler's config as dumped (stripped, it has none to fall
+    # back on: IREE 3.13 then fails to configure an mmt4d by itself) and takes the spec's.
+    compiles = [
+        ("model", "default", model, []),
+        ("model", "spec", model, [f"--iree-codegen-tuning-spec-path={spec}"]),
+        ("alone", "default", data_tiled_dumps["mmt4d"], []),
+        ("alone", "spec", alone, [f"--iree-codegen-tuning-spec-path={spec}"]),
+    ]
+    for label, name, source, extra in compiles:
+        dump = tmp_path / f"{label}_{name}"
+        subprocess.run(
+            [IREE_COMPILE, str(source), *flags, *extra,
+             f"--iree-hal-dump-executable-configurations-to={dump}", "-o", f"{dump}.vmfb"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        configs[label, name] = _mmt4d_configs(dump)
+    # The spec reaches the dispatch alone...
+    assert (
+        configs["alone", "default"]
+        and "distribution = [1, 1, 0" not in configs["alone", "default"][0]
+    )
+    assert "distribution = [1, 1, 0" in configs["alone", "spec"][0]
+    # ...but not the model, where the mmt4d keeps the compiler's config.
+    assert configs["model", "spec"] == configs["model", "default"] == configs["alone", "default"]
