@@ -7,12 +7,13 @@ no traceback reaches the user for it.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ireetune.child_process import stop_all_children
@@ -108,14 +109,27 @@ def _raise_terminated(signal_number: int, frame: object) -> None:
     raise _Terminated
 
 
+def _redeliver_swallowed(unraisable: Any, previous: Callable[[Any], object]) -> None:
+    """Deliver SIGTERM again when Python swallowed its exception: a signal that arrives inside
+    a callback whose exceptions are only reported (the logging module's after-fork hook while a
+    compile is spawned) raised `_Terminated` where it could not unwind, and the run went on."""
+    if isinstance(unraisable.exc_value, _Terminated):
+        signal.raise_signal(signal.SIGTERM)
+        return
+    previous(unraisable)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     # Only the main thread may set a handler (a test may call main from another one).
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_handler = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_redeliver_swallowed, previous=previous_hook)
     try:
         return _run(argv)
     finally:
+        sys.unraisablehook = previous_hook
         if previous_handler is not None:
             signal.signal(signal.SIGTERM, previous_handler)
 

@@ -28,6 +28,8 @@ from ireetune.targets import parse_target
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL, TEST_TARGET
 
 DATA_TILING = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+# A winner that changes the matmul's binary on any x86-64 CPU and keeps it a matmul.
+WINNER = ("--iree-llvmcpu-distribution-size=16",)
 NARROW_ZNVER4 = (
     "--iree-llvmcpu-target-cpu=znver4",
     "--iree-llvmcpu-target-vector-width-in-bytes=16",
@@ -110,27 +112,26 @@ def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
     result = tune_model(
         ModelTuneOptions(
             model_path=matmul_model, output_dir=tmp_path, num_candidates=2,
-            candidates_per_dispatch=1, rounds=2, max_dispatches=1, flag_sets=(DATA_TILING,),
+            candidates_per_dispatch=1, rounds=2, max_dispatches=1, flag_sets=(WINNER,),
             flag_threshold=0.0, target=TEST_TARGET,
         )
     )  # fmt: skip
-    assert result.flags == DATA_TILING
-    assert result.flag_search is not None and result.flag_search.winner == FlagSet(DATA_TILING)
-    # Dispatches were dumped under the winner: the matmul became an mmt4d between packs (whose
-    # inner tile is the CPU's: 16x16 with AVX-512, 8x8 with AVX2).
+    assert result.flags == WINNER
+    assert result.flag_search is not None and result.flag_search.winner == FlagSet(WINNER)
+    # The winner keeps the matmul a matmul (under data tiling it would be an mmt4d, which the
+    # model flow does not tune: test_data_tiled_matmuls_are_not_tuned_in_a_model).
     problems = [d.problem for d in result.dispatches]
-    assert any(p.startswith("mmt4d_") and p.endswith("x96x1_f32_f32_f32") for p in problems)
-    assert any(p.startswith("not tunable: 'linalg.pack'") for p in problems)
+    assert problems == ["matmul_64x128x96_f32_f32_f32"]
     # The dispatch tuner ran under the winner, and its baseline binary proves it.
     (tuning_run,) = (result.run_dir / "tuning").iterdir()
     dispatch_results = json.loads((tuning_run / "results.json").read_text())
-    assert dispatch_results["global_flags"] == list(DATA_TILING)
-    assert (tuning_run / "tuned_flags.txt").read_text().split() == list(DATA_TILING)
+    assert dispatch_results["global_flags"] == list(WINNER)
+    assert (tuning_run / "tuned_flags.txt").read_text().split() == list(WINNER)
     baseline = next(c for c in dispatch_results["candidates"] if c["candidate_id"] == 0)
     reference = tuning_run / "verify" / "reference.mlir"
     spec_flag = f"--iree-codegen-tuning-spec-path={tuning_run / 'specs' / '0_spec.mlir'}"
     hashes = {}
-    for name, flags in (("with", DATA_TILING), ("without", ())):
+    for name, flags in (("with", WINNER), ("without", ())):
         output = tmp_path / f"{name}.vmfb"
         subprocess.run(
             [IREE_COMPILE, str(reference), *CPU_FLAGS, *flags, spec_flag, "-o", str(output)],
@@ -140,11 +141,8 @@ def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
     assert baseline["binary_hash"] == hashes["with"] != hashes["without"]
     # The user's result: flags file, report, and the database row.
     assert result.tuned_flags_path is not None
-    assert result.tuned_flags_path.read_text() == "".join(f"{f}\n" for f in DATA_TILING)
-    assert (
-        "kept --iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d"
-        in (result.run_dir / "report.txt").read_text()
-    )
+    assert result.tuned_flags_path.read_text() == "".join(f"{f}\n" for f in WINNER)
+    assert f"kept {' '.join(WINNER)}" in (result.run_dir / "report.txt").read_text()
     # The one command the report gives builds the tuned model.
     report_text = (result.run_dir / "report.txt").read_text()
     # The report opens with the whole deployment: the flags' combined result, not the spec's.
@@ -164,13 +162,40 @@ def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
     )
     assert expected is not None and _sha256(applied) == _sha256(expected)
     report = json.loads((result.run_dir / "report.json").read_text())
-    assert report["flags"] == list(DATA_TILING)
+    assert report["flags"] == list(WINNER)
     assert report["combined_speedup"] is not None
     from ireetune.database.store import default_database_path
 
     with sqlite3.connect(default_database_path()) as connection:
         rows = connection.execute("SELECT flags, model_name FROM model_results").fetchall()
-    assert rows == [(json.dumps(list(DATA_TILING)), matmul_model.name)]
+    assert rows == [(json.dumps(list(WINNER)), matmul_model.name)]
+
+
+def test_data_tiled_matmuls_are_not_tuned_in_a_model(matmul_model: Path, tmp_path: Path) -> None:
+    """Under data tiling the matmul is an mmt4d between packs (whose inner tile is the CPU's:
+    16x16 with AVX-512, 8x8 with AVX2); a spec does not reach a model's mmt4d
+    (ENCODED_MMT4D_NOTE), so the profile says why and no dispatch is tuned."""
+    from ireetune.model.profile import ENCODED_MMT4D_NOTE
+
+    result = tune_model(
+        ModelTuneOptions(
+            model_path=matmul_model, output_dir=tmp_path, num_candidates=2,
+            candidates_per_dispatch=1, rounds=2, max_dispatches=1, flag_sets=(DATA_TILING,),
+            flag_threshold=0.0, target=TEST_TARGET,
+        )
+    )  # fmt: skip
+    assert result.flags == DATA_TILING
+    problems = [d.problem for d in result.dispatches]
+    assert any(
+        p.startswith("not tunable: mmt4d_")
+        and "x96x1_f32_f32_f32 " in p
+        and ENCODED_MMT4D_NOTE in p
+        for p in problems
+    ), problems
+    assert any(p.startswith("not tunable: 'linalg.pack'") for p in problems)
+    assert not (result.run_dir / "tuning").exists() or not any(
+        (result.run_dir / "tuning").iterdir()
+    )
 
 
 def test_tuned_flags_file_is_accepted_by_iree_compile(matmul_model: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ireetune.model.prepare import write_model_inputs
 from tests.conftest import MATMUL_MODEL
@@ -55,3 +56,31 @@ def test_model_inputs_that_match_the_signature_are_written(tmp_path: Path) -> No
         "main",
         {"arg0": ((64, 96), "float32"), "arg1": ((96, 128), "float32")},
     )
+
+
+def test_a_sigterm_whose_exception_python_swallowed_is_delivered_again() -> None:
+    """SIGTERM raised inside a callback whose exceptions Python only reports (an after-fork
+    hook): the run must still end, so the report hook delivers the signal again."""
+    import functools
+
+    from ireetune.cli import _raise_terminated, _redeliver_swallowed, _Terminated
+
+    reported: list[object] = []
+
+    class Swallowed:
+        exc_value = _Terminated()
+
+    class Other:
+        exc_value = ValueError("not ours")
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        hook = functools.partial(_redeliver_swallowed, previous=reported.append)
+        hook(Other())
+        assert len(reported) == 1
+        with pytest.raises(_Terminated):
+            hook(Swallowed())
+            time.sleep(1.0)  # The handler runs here at the latest.
+        assert len(reported) == 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
