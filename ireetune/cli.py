@@ -10,6 +10,7 @@ import argparse
 import functools
 import importlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -109,12 +110,22 @@ def _raise_terminated(signal_number: int, frame: object) -> None:
     raise _Terminated
 
 
+# How long after a swallowed SIGTERM it is sent again: long enough for the report hook, and the
+# callback it reports on, to have returned.
+REDELIVERY_DELAY_S = 0.05
+
+
 def _redeliver_swallowed(unraisable: Any, previous: Callable[[Any], object]) -> None:
     """Deliver SIGTERM again when Python swallowed its exception: a signal that arrives inside
     a callback whose exceptions are only reported (the logging module's after-fork hook while a
-    compile is spawned) raised `_Terminated` where it could not unwind, and the run went on."""
+    compile is spawned) raised `_Terminated` where it could not unwind, and the run went on.
+
+    The signal is sent from a timer thread, a moment later: sent from here, its handler would
+    run inside this hook, whose own exceptions Python swallows too."""
     if isinstance(unraisable.exc_value, _Terminated):
-        signal.raise_signal(signal.SIGTERM)
+        resend = threading.Timer(REDELIVERY_DELAY_S, os.kill, (os.getpid(), signal.SIGTERM))
+        resend.daemon = True
+        resend.start()
         return
     previous(unraisable)
 

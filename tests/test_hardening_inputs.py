@@ -59,28 +59,33 @@ def test_model_inputs_that_match_the_signature_are_written(tmp_path: Path) -> No
 
 
 def test_a_sigterm_whose_exception_python_swallowed_is_delivered_again() -> None:
-    """SIGTERM raised inside a callback whose exceptions Python only reports (an after-fork
-    hook): the run must still end, so the report hook delivers the signal again."""
+    """SIGTERM handled inside a callback whose exceptions Python only reports (an after-fork
+    hook; here a finalizer): the run must still end, so the report hook delivers it again."""
     import functools
 
     from ireetune.cli import _raise_terminated, _redeliver_swallowed, _Terminated
 
     reported: list[object] = []
 
-    class Swallowed:
-        exc_value = _Terminated()
+    class SignalledWhileFinalized:
+        def __del__(self) -> None:
+            # The handler runs inside the finalizer; Python reports its exception and goes on.
+            signal.raise_signal(signal.SIGTERM)
 
-    class Other:
-        exc_value = ValueError("not ours")
+    class FailsWhileFinalized:
+        def __del__(self) -> None:
+            raise ValueError("not ours")
 
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_redeliver_swallowed, previous=reported.append)
     try:
-        hook = functools.partial(_redeliver_swallowed, previous=reported.append)
-        hook(Other())
+        FailsWhileFinalized()
         assert len(reported) == 1
         with pytest.raises(_Terminated):
-            hook(Swallowed())
-            time.sleep(1.0)  # The handler runs here at the latest.
+            SignalledWhileFinalized()
+            time.sleep(2.0)  # The signal is delivered again, and unwinds, within this sleep.
         assert len(reported) == 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGTERM, previous_handler)
