@@ -8,12 +8,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import z3
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.core.candidate import Knobs, sort_by_score
+from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
 from ireetune.errors import IreetuneError
+from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
 from ireetune.targets.neighbourhood import distance_to
@@ -67,6 +69,44 @@ def tile_levels(
 ) -> dict[str, list[int]]:
     """Name a configuration's three tile lists as the CPU lowering config does (LEVELS)."""
     return dict(zip(LEVELS, (distribution, parallel, reduction), strict=True))
+
+
+def window_levels(
+    problem: ConvolutionProblem, values: Mapping[str, int], channels: tuple[int, int, int]
+) -> dict[str, list[int]]:
+    """Start the three tile lists of a ConvTileAndDecomposeExpert config (a convolution or a
+    window): batch loops one at a time, the output rows tiled by `dist_oh` one row per vector
+    step, the output columns by `dist_ow` and `vec_ow`, and the channel loop `channels` (its
+    dimension, distribution tile and vector tile); every reduction tile left 0 for the caller."""
+    count = len(problem.loop_sizes)
+    distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
+    for dim in problem.batch_dims:
+        distribution[dim], parallel[dim] = 1, 1
+    channel, channel_distribution, channel_vector = channels
+    oh_dim, ow_dim = problem.output_image_dims
+    distribution[channel], parallel[channel] = channel_distribution, channel_vector
+    distribution[oh_dim], parallel[oh_dim] = values["dist_oh"], 1
+    distribution[ow_dim], parallel[ow_dim] = values["dist_ow"], values["vec_ow"]
+    return tile_levels(distribution, parallel, reduction)
+
+
+def enough_tiles(
+    context: z3.Context, extents: Sequence[tuple[int, z3.ArithRef]], threads: int
+) -> z3.BoolRef:
+    """State that the distribution tiles, one loop's extent and tile variable each, are at least
+    as many as the threads (every thread gets work)."""
+    tiles = z3.IntVal(1, context)
+    for size, tile in extents:
+        tiles = tiles * (size / tile)
+    return tiles >= threads
+
+
+def positive_knobs(values: Mapping[str, int]) -> Knobs | None:
+    """Return the values as knobs, or None when one is not positive (a default read from the
+    compiler that the space has no form for)."""
+    if any(value <= 0 for value in values.values()):
+        return None
+    return make_knobs(values)
 
 
 def render_cpu_compilation_info(

@@ -27,9 +27,9 @@ from ireetune.targets.llvm_cpu.common import (
     SizedFamily,
     order_pool,
     score_near_default,
-    tile_levels,
+    window_levels,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
@@ -241,7 +241,7 @@ def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
         * math.ceil(sizes.ow / values["dist_ow"])
         * sizes.batch
     )
-    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    imbalance = thread_imbalance(tiles, facts.threads)
     tiny_c = 1.0 if values["vec_c"] < 4 else 0.0
     return (
         1.5 * block_fit
@@ -260,19 +260,12 @@ order_conv_candidates = partial(order_pool, score_near_default(score_conv_candid
 def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
     """Spread the knobs over the convolution's loops as the three CPU tiling levels."""
     values = {name: int(value) for name, value in knobs}
-    count = len(problem.loop_sizes)
-    distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
-    for dim in problem.batch_dims:
-        distribution[dim], parallel[dim] = 1, 1
-    oh_dim, ow_dim = problem.output_image_dims
     f_dim = problem.output_channel_dims[0]
-    distribution[f_dim], parallel[f_dim] = values["dist_f"], values["vec_f"]
-    distribution[oh_dim], parallel[oh_dim] = values["dist_oh"], 1
-    distribution[ow_dim], parallel[ow_dim] = values["dist_ow"], values["vec_ow"]
+    levels = window_levels(problem, values, (f_dim, values["dist_f"], values["vec_f"]))
     for dim in problem.filter_dims:
-        reduction[dim] = 1
-    reduction[problem.input_channel_dims[0]] = values["vec_c"]
-    return tile_levels(distribution, parallel, reduction)
+        levels["vector_reduction"][dim] = 1
+    levels["vector_reduction"][problem.input_channel_dims[0]] = values["vec_c"]
+    return levels
 
 
 def parse_default_conv_knobs(

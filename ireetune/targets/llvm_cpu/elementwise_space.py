@@ -26,13 +26,17 @@ import z3
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
-from ireetune.targets.llvm_cpu.common import SizedCpuSpace, SizedFamily
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.common import (
+    SizedCpuSpace,
+    SizedFamily,
+    enough_tiles,
+    nearness_penalty,
+)
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
-    distance_to,
     domain_constraints,
 )
 
@@ -109,10 +113,8 @@ def build_elementwise_constraints(
         elements * sizes.element_bytes < facts.max_vector_bytes,
     ]
     if require_parallelism:
-        tiles = z3.IntVal(1, context)
-        for i, size in enumerate(sizes.loops):
-            tiles = tiles * (size / v[f"dist_{i}"])
-        constraints.append(tiles >= facts.threads)
+        extents = [(size, v[f"dist_{i}"]) for i, size in enumerate(sizes.loops)]
+        constraints.append(enough_tiles(context, extents, facts.threads))
     return v, constraints
 
 
@@ -141,9 +143,9 @@ def score_elementwise_candidate(
     elements = math.prod(values[f"vec_{i}"] for i in range(len(sizes.loops)))
     register_fit = -abs(math.log2(max(elements / lanes, 0.125) / 4.0))
     tiles = math.prod(math.ceil(size / values[f"dist_{i}"]) for i, size in enumerate(sizes.loops))
-    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
-    nearness = -distance_to(knobs, default) if default is not None else 0.0
-    return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
+    imbalance = thread_imbalance(tiles, facts.threads)
+    score = 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance
+    return score - nearness_penalty(knobs, default)
 
 
 def elementwise_tile_lists(problem: ElementwiseProblem, knobs: Knobs) -> dict[str, list[int]]:

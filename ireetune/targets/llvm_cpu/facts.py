@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,12 @@ class CpuFacts:
     l2_bytes: int
     threads: int
     max_vector_bytes: int = 32768
+
+
+def thread_imbalance(tiles: int, threads: int) -> float:
+    """How much of the last round of tiles is idle, as a share of a round: `tiles` tasks on
+    `threads` threads take ceil(tiles / threads) rounds (0 when every thread is busy to the end)."""
+    return math.ceil(tiles / threads) * threads / tiles - 1.0
 
 
 def _read_cache_bytes(level: int) -> int | None:

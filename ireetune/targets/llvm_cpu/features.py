@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ireetune.core.candidate import Knobs
 from ireetune.targets.llvm_cpu.conv_space import CpuConvSizes, score_conv_candidate
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
 
@@ -122,7 +122,7 @@ def _shared_features(facts: CpuFacts, gemm: GemmView, tiling: GemmTiling) -> dic
         "padding_n": _padding(n, dist_n) + _padding(dist_n, vec_n),
         "tiles_log": _log2(tiles),
         "tiles_per_thread_log": _log2(tiles / facts.threads),
-        "imbalance": math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0,
+        "imbalance": thread_imbalance(tiles, facts.threads),
         "l1_use": micro_kernel_bytes / facts.l1_bytes,
         "l2_use": tiling.distribution_bytes / facts.l2_bytes,
         "dist_m_fraction": min(dist_m, m) / m,

@@ -27,7 +27,7 @@ import z3
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets.llvm_cpu.common import tile_levels
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 from ireetune.targets.z3_enumerate import parallel_first
@@ -121,7 +121,7 @@ def score_mmt4d_candidate(sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs) -> f
     values = {name: int(value) for name, value in knobs}
     dist_m1, dist_n1 = values["dist_m1"], values["dist_n1"]
     tiles = math.ceil(sizes.m1 / dist_m1) * math.ceil(sizes.n1 / dist_n1)
-    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    imbalance = thread_imbalance(tiles, facts.threads)
     padded = math.ceil(sizes.m1 / dist_m1) * dist_m1 * math.ceil(sizes.n1 / dist_n1) * dist_n1
     waste = padded / (sizes.m1 * sizes.n1) - 1.0
     # Arithmetic intensity of the tile: output elements per operand element brought in.

@@ -21,7 +21,7 @@ import math
 
 from ireetune.core.candidate import Knobs
 from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes
 
 _K_PANEL = 256
@@ -54,7 +54,7 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     padded = math.ceil(sizes.m / dist_m) * dist_m * math.ceil(sizes.n / dist_n) * dist_n
     padding_waste = padded / (sizes.m * sizes.n) - 1.0
     tiles = math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * sizes.outer_parallel
-    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
+    imbalance = thread_imbalance(tiles, facts.threads)
     too_few_tiles = 1.0 if tiles < facts.threads else 0.0
     panel = min(sizes.k, _K_PANEL)
     l2_use = (

@@ -40,15 +40,17 @@ from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
+    enough_tiles,
+    nearness_penalty,
+    positive_knobs,
     render_cpu_compilation_info,
     tile_levels,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
-    distance_to,
     domain_constraints,
 )
 
@@ -166,10 +168,8 @@ def build_reduction_constraints(
             v["vec_p"] * v["vec_r"] * sizes.element_bytes < facts.max_vector_bytes,
         ]
     if require_parallelism:
-        tiles = z3.IntVal(1, context)
-        for index, size in enumerate(sizes.parallel):
-            tiles = tiles * (size / v[f"dist_{index}"])
-        constraints.append(tiles >= facts.threads)
+        extents = [(size, v[f"dist_{index}"]) for index, size in enumerate(sizes.parallel)]
+        constraints.append(enough_tiles(context, extents, facts.threads))
     return v, constraints
 
 
@@ -219,15 +219,16 @@ def score_reduction_candidate(
     lanes = max(1, facts.native_vector_bytes // sizes.element_bytes)
     whole_vectors = 1.0 if vec_r % lanes == 0 else 0.0
     tiles = math.prod(size // values[f"dist_{i}"] for i, size in enumerate(sizes.parallel))
-    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
-    nearness = -distance_to(knobs, compute_anchor(sizes, default)) if default is not None else 0.0
+    imbalance = thread_imbalance(tiles, facts.threads)
+    anchor = compute_anchor(sizes, default) if default is not None else None
     if sizes.strided_contraction:
         # Its accumulators are a block of outputs, not one vector per row (measured: blocks of
         # 8-16 channels by 1-8 rows or columns, reduced 16 at a time, did best).
-        return 1.0 * whole_vectors - 1.0 * imbalance + 1.5 * nearness
+        return 1.0 * whole_vectors - 1.0 * imbalance - nearness_penalty(knobs, anchor)
     registers = vec_p * math.ceil(vec_r / lanes)
     register_fit = -abs(math.log2(max(registers, 1) / 4.0))
-    return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
+    score = 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance
+    return score - nearness_penalty(knobs, anchor)
 
 
 def reduction_tile_lists(problem: ReductionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -286,9 +287,7 @@ def parse_default_reduction_knobs(
         values.update({f"vec_{i}": max(1, v) for i, v in enumerate(outer_vectors)})
     elif any(v not in (0, 1) for v in outer_vectors):
         return None
-    if any(value <= 0 for value in values.values()):
-        return None
-    return make_knobs(values)
+    return positive_knobs(values)
 
 
 class CpuReductionSpace(SizedCpuSpace[ReductionProblem, CpuReductionSizes]):

@@ -26,20 +26,21 @@ from dataclasses import dataclass
 
 import z3
 
-from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs
 from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
-    tile_levels,
+    nearness_penalty,
+    positive_knobs,
+    window_levels,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.space import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
-    distance_to,
     domain_constraints,
 )
 
@@ -175,26 +176,19 @@ def score_window_candidate(
         * math.ceil(sizes.ow / values["dist_ow"])
         * sizes.outer
     )
-    imbalance = math.ceil(tiles / facts.threads) * facts.threads / tiles - 1.0
-    nearness = -distance_to(knobs, default) if default is not None else 0.0
-    return 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance + 1.5 * nearness
+    imbalance = thread_imbalance(tiles, facts.threads)
+    score = 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance
+    return score - nearness_penalty(knobs, default)
 
 
 def window_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:
     """Spread the knobs over the window's loops as the three CPU tiling levels."""
     values = {name: int(value) for name, value in knobs}
-    count = len(problem.loop_sizes)
-    distribution, parallel, reduction = [0] * count, [0] * count, [0] * count
-    for dim in problem.batch_dims:
-        distribution[dim], parallel[dim] = 1, 1
-    channel = channel_dim(problem)
-    oh_dim, ow_dim = problem.output_image_dims
-    distribution[channel], parallel[channel] = values["dist_c"], values["vec_c"]
-    distribution[oh_dim], parallel[oh_dim] = values["dist_oh"], 1
-    distribution[ow_dim], parallel[ow_dim] = values["dist_ow"], values["vec_ow"]
+    channels = (channel_dim(problem), values["dist_c"], values["vec_c"])
+    levels = window_levels(problem, values, channels)
     kh_dim, kw_dim = problem.filter_dims
-    reduction[kh_dim], reduction[kw_dim] = 1, values["vec_kw"]
-    return tile_levels(distribution, parallel, reduction)
+    levels["vector_reduction"][kh_dim], levels["vector_reduction"][kw_dim] = 1, values["vec_kw"]
+    return levels
 
 
 def parse_default_window_knobs(
@@ -217,9 +211,7 @@ def parse_default_window_knobs(
         "vec_ow": parallel[ow_dim],
         "vec_kw": levels["vector_reduction"][kw_dim],
     }
-    if any(value <= 0 for value in values.values()):
-        return None
-    return make_knobs(values)
+    return positive_knobs(values)
 
 
 class CpuWindowSpace(SizedCpuSpace[ConvolutionProblem, CpuWindowSizes]):
