@@ -115,7 +115,7 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
     plans = local_select._compile_order(plan_variants(pending))
 
     def planted_compile(
-        run: ModelTuningRun, chosen: list, folder: Path
+        run: ModelTuningRun, chosen: list, folder: Path, room: object = None
     ) -> tuple[dict[str, Path], list[dict[str, object]]]:
         return (
             {plan.label: folder / f"{plan.label}.vmfb" for plan in chosen},
@@ -147,3 +147,77 @@ def test_each_session_lasts_long_enough_within_ten_times_its_least_rounds() -> N
     assert (slow.rounds, slow.confirm_rounds) == (5, 10)
     fast = session_plan(5, 2, 0.01)
     assert (fast.rounds, fast.confirm_rounds) == (50, 100)
+
+
+def test_the_sessions_are_shortened_to_what_is_left_of_the_budget() -> None:
+    """Under a budget the sessions last at most what is left (down to their least rounds); with
+    room enough, or no budget, they are as planned."""
+    from ireetune.model_run.local_select import fitting_plan, session_plan, sessions_seconds
+
+    planned = session_plan(5, 25, 10.0)
+    assert fitting_plan(5, 25, 10.0, 0.5, None) == planned
+    assert fitting_plan(5, 25, 10.0, 0.5, 1000.0) == planned
+    full_s = sessions_seconds(planned, 25, 10.0, 0.5)
+    short = fitting_plan(5, 25, 10.0, 0.5, full_s / 2)
+    assert short.rounds < planned.rounds and short.confirm_rounds < planned.confirm_rounds
+    assert sessions_seconds(short, 25, 10.0, 0.5) <= full_s / 2
+    least = fitting_plan(5, 25, 10.0, 0.5, 0.0)
+    assert (least.rounds, least.confirm_rounds) == (5, 10)
+
+
+def _budgeted_run(tmp_path: Path, left_s: float) -> ModelTuningRun:
+    import time
+    from dataclasses import replace
+
+    from ireetune.model_run.run import ModelCosts
+
+    run = ModelTuningRun(
+        Mode.IN_PROCESS, ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path),
+        parse_target("cpu"), tmp_path, LocalExecutor(),
+    )  # fmt: skip
+    run.options = replace(run.options, time_budget_s=1000.0)
+    run.started = time.monotonic() - (1000.0 - left_s)
+    run.default_ms, run.costs = 10.0, ModelCosts(compile_s=5.0, load_s=1.0)
+    return run
+
+
+def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budget(
+    tmp_path: Path,
+) -> None:
+    """Room for a batch: the batch and a combined variant's compile, both sessions of the
+    variants built by then at their planned length, and the decide and report phases."""
+    from ireetune.model_run.local_select import (
+        room_for_confirmation,
+        room_for_sessions,
+        session_plan,
+        sessions_seconds,
+        tail_seconds,
+    )
+    from ireetune.model_run.run import ModelCosts
+
+    plan = session_plan(5, 6, 10.0)
+    need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_seconds(ModelCosts(5.0, 1.0))
+    assert tail_seconds(ModelCosts(5.0, 1.0)) == 2 * 5.0 + 4 * 1.0 + 10.0
+    assert room_for_sessions(_budgeted_run(tmp_path, need + 5.0))(6, 7.0)
+    assert not room_for_sessions(_budgeted_run(tmp_path, need - 5.0))(6, 7.0)
+    # After the first session only the confirmation is left to fit.
+    confirm_need = need - 7.0 - (6 + 1) * (1.0 + plan.rounds * plan.calls_per_round * 0.01)
+    assert room_for_confirmation(_budgeted_run(tmp_path, confirm_need + 5.0), plan)(1, 7.0)
+    assert not room_for_confirmation(_budgeted_run(tmp_path, confirm_need - 5.0), plan)(1, 7.0)
+
+
+def test_no_batch_is_compiled_without_room(tmp_path: Path) -> None:
+    from ireetune.compile.pool import default_jobs
+    from ireetune.model_run.local_select import _compile_plans
+
+    run = _budgeted_run(tmp_path, 1.0)
+    asked: list[tuple[int, float]] = []
+
+    def no_room(variants: int, batch_s: float) -> bool:
+        asked.append((variants, batch_s))
+        return False
+
+    # Nothing is compiled: the run has no model to compile.
+    assert _compile_plans(run, list(PLANS), tmp_path, no_room) == ({}, [])
+    # Asked once, for the first batch, at the prepare phase's compile time.
+    assert asked == [(min(len(PLANS), default_jobs()), 5.0)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from ireetune.executor import LocalExecutor
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.model_options import ModelTuneOptions
@@ -155,7 +157,7 @@ class CountingExecutor(LocalExecutor):
         return super().run_models_side_by_side(comparison)
 
 
-def test_the_default_model_is_timed_on_several_calls_even_with_one_round(tmp_path: Path) -> None:
+def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path: Path) -> None:
     # The default's time is the basis of the profile's shares and of the gate that skips small
     # dispatches: `--rounds 1` must not make it one call (a loaded machine made that call 12
     # times a 0.07 ms model's time, and the gate skipped its only dispatch).
@@ -166,3 +168,49 @@ def test_the_default_model_is_timed_on_several_calls_even_with_one_round(tmp_pat
     run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
     assert prepare(run) is None
     assert executor.calls == [9] and run.default_ms > 0
+    # What the model costs, for planning within the budget: a compile, and a session's loads.
+    assert run.costs.compile_s > 0 and run.costs.load_s > 0
+    save_model_run(run)
+    stored = read_model_file(tmp_path / MODEL_RUN_NAME, ModelRunFile, tmp_path)
+    assert (stored.compile_s, stored.load_s) == (run.costs.compile_s, run.costs.load_s)
+
+
+def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dispatch phase may take DISPATCH_PHASE_SHARE of the budget: a dispatch that the ones
+    before it say would end past that deadline is not started (one started just before the
+    deadline overran it by a whole dispatch's tuning, and the selection lost that time)."""
+    from types import SimpleNamespace
+
+    from ireetune.dispatch_options import TuneOptions
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+    from ireetune.model_run import local
+    from ireetune.model_run.run import DISPATCH_PHASE_SHARE
+
+    clock = [1000.0]
+    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
+    tuned: list[str] = []
+
+    def thirty_seconds_each(options: TuneOptions, executor: object) -> SimpleNamespace:
+        tuned.append(options.input_path.stem)
+        clock[0] += 30.0
+        return SimpleNamespace(
+            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
+        )
+
+    monkeypatch.setattr(local, "tune_dispatch", thirty_seconds_each)
+    run = _run(tmp_path)
+    run.options = replace(run.options, time_budget_s=60.0 / DISPATCH_PHASE_SHARE)
+    run.started = clock[0]
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)
+        for name in ("d0", "d1", "d2")
+    ]
+    run.hot = select_hot_dispatches(profiles, model_ms=3.0, coverage=1.0, max_dispatches=3)
+    # The phase's deadline is 1060: d0 from 1000 to 1030, d1 (expected to take 30 s) from 1030
+    # to 1060; d2 would end at 1090.
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["d0", "d1"]
+    assert run.dispatch_notes["d2"].startswith("not tuned: the dispatch phase's share")
+    assert run.dispatches_done == ["d0", "d1", "d2"]

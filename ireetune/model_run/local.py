@@ -60,6 +60,7 @@ from ireetune.model_run.local_state import save_model_run
 from ireetune.model_run.report import write_report
 from ireetune.model_run.run import (
     DispatchOutcome,
+    ModelCosts,
     ModelTuneResult,
     ModelTuningRun,
     Pause,
@@ -86,7 +87,9 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     model.device = options.devices[0] if options.devices else run.target.runtime_device
     run.model = model
     run.default_vmfb = run.original_vmfb = run.run_dir / "default.vmfb"
+    compile_started = time.monotonic()
     model.compile_default(run.default_vmfb)
+    timing_started = time.monotonic()
     # The default's time is the basis of every share the profile gives and of the gate that
     # skips dispatches too small to matter: a median of a few calls, not of `--rounds 1` (one
     # call, which a loaded machine made 12 times a 0.07 ms model's time).
@@ -98,6 +101,10 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     )  # fmt: skip
     if not first["default"].ok:
         raise IreetuneError(f"the default model does not run: {first['default'].reason}")
+    calls_s = sum(first["default"].times_ms) / 1000.0
+    run.costs = ModelCosts(
+        timing_started - compile_started, max(0.0, time.monotonic() - timing_started - calls_s)
+    )
     model.default_outputs = first["default"].outputs
     run.default_ms = run.original_ms = statistics.median(first["default"].times_ms)
     return None
@@ -155,28 +162,34 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
     """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
     options = run.options
     deadline = dispatch_phase_deadline(run.started, options.time_budget_s, time.monotonic())
+    durations: list[float] = []
     for hot in run.hot_set.selected:
         if hot.name in run.dispatches_done:
             continue
-        _tune_one_dispatch(run, hot, deadline)
+        started = time.monotonic()
+        # A dispatch is started only if it can end by the deadline, going by the ones before it.
+        expected_s = statistics.mean(durations) if durations else 0.0
+        if _tune_one_dispatch(run, hot, None if deadline is None else deadline - expected_s):
+            durations.append(time.monotonic() - started)
         # Saved after each dispatch: a run stopped in this phase goes on with the next one.
         run.dispatches_done.append(hot.name)
         save_model_run(run)
     return None
 
 
-def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, deadline: float | None) -> None:
-    """Tune one hot dispatch; keep its best candidates, or say why it was not tuned."""
+def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: float | None) -> bool:
+    """Tune one hot dispatch, if it is not later than `start_by`; keep its best candidates, or
+    say why it was not tuned. Return whether it was tuned (its tuning ran, results or not)."""
     options = run.options
     if run.budget_spent():
         run.dispatch_notes[hot.name] = "not tuned: time budget spent"
-        return
-    if deadline is not None and time.monotonic() > deadline:
+        return False
+    if start_by is not None and time.monotonic() > start_by:
         run.dispatch_notes[hot.name] = (
             "not tuned: the dispatch phase's share of the time budget was spent (the rest "
             "is kept for trying the tuned dispatches in the model)"
         )
-        return
+        return False
     try:
         result = tune_dispatch(
             TuneOptions(
@@ -191,7 +204,7 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, deadline: floa
         )  # fmt: skip
     except IreetuneError as failure:
         run.dispatch_notes[hot.name] = f"not tuned: {failure}"
-        return
+        return True
     if result.reused:
         run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
     if result.best is not None:
@@ -206,6 +219,7 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, deadline: floa
             )
     if not kept:
         run.dispatch_notes[hot.name] = "no candidate could be measured"
+    return True
 
 
 def decide(run: ModelTuningRun) -> Pause | None:

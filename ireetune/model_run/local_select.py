@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from ireetune.model.variant_sessions import (
     time_variant_sessions,
 )
 from ireetune.model.variants import VariantPlan, decide_variants, plan_variants
-from ireetune.model_run.run import ModelTuningRun, Pause
+from ireetune.model_run.run import ModelCosts, ModelTuningRun, Pause
 
 # The variants the first session pre-selects for the confirmation, at most (as in split mode).
 CONFIRM_TOP = 3
@@ -57,22 +58,108 @@ _WITH_OTHERS = {
 }
 
 
-def session_plan(rounds: int, variants: int, model_ms: float) -> SessionPlan:
+# The seconds the decide and report phases need beyond two compiles of the model (the final
+# check's and the flags' combined check) and four model loads: their timing and ONNX Runtime's.
+TAIL_SLACK_S = 10.0
+# Bisection steps of `fitting_plan`: the session length it finds is within SESSION_MIN_S / 2^20.
+FIT_STEPS = 20
+
+
+def session_plan(
+    rounds: int, variants: int, model_ms: float, least_s: float = SESSION_MIN_S
+) -> SessionPlan:
     """Plan the two sessions: at least `rounds` rounds in the first (as split mode), and as many
-    more, up to ten times that, as make it last `SESSION_MIN_S`; the confirmation likewise, from
+    more, up to ten times that, as make it last `least_s`; the confirmation likewise, from
     at least `max(2 * rounds, 10)` rounds, for the default, `CONFIRM_TOP` variants and a
     combined one."""
     calls = repetitions_for(model_ms)
 
     def lasting(models: int, least: int) -> int:
         round_s = max(models * calls * model_ms, 1e-3) / 1000.0
-        return min(10 * least, max(least, math.ceil(SESSION_MIN_S / round_s)))
+        return min(10 * least, max(least, math.ceil(least_s / round_s)))
 
     confirm = max(2 * rounds, 10)
     return SessionPlan(
         lasting(variants + 1, rounds), calls, CONFIRM_TOP, lasting(CONFIRM_TOP + 2, confirm),
         MODEL_RULE.threshold,
     )  # fmt: skip
+
+
+def confirmation_seconds(plan: SessionPlan, model_ms: float, load_s: float) -> float:
+    """Estimate how long the confirmation of `plan` takes: the default, the pre-selected and a
+    combined variant, each loaded (`load_s`) and called `confirm_rounds x calls` times."""
+    calls = plan.confirm_rounds * plan.calls_per_round
+    return (plan.confirm_top + 2) * (load_s + calls * model_ms / 1000.0)
+
+
+def sessions_seconds(plan: SessionPlan, variants: int, model_ms: float, load_s: float) -> float:
+    """Estimate how long both sessions of `plan` take for `variants` variants: the first times
+    them and the default, each loaded and called `rounds x calls` times; then the confirmation."""
+    calls = plan.rounds * plan.calls_per_round
+    first = (variants + 1) * (load_s + calls * model_ms / 1000.0)
+    return first + confirmation_seconds(plan, model_ms, load_s)
+
+
+def tail_seconds(costs: ModelCosts) -> float:
+    """The seconds kept at the end of the budget for the decide and report phases."""
+    return 2 * costs.compile_s + 4 * costs.load_s + TAIL_SLACK_S
+
+
+def fitting_plan(
+    rounds: int, variants: int, model_ms: float, load_s: float, available_s: float | None
+) -> SessionPlan:
+    """Plan the sessions as `session_plan` does, shortened (down to the least rounds) to last
+    at most `available_s` when that is given: each lasts as long as the longest `least_s` up to
+    `SESSION_MIN_S` whose plan fits (their time grows with it, so it is found by bisection)."""
+
+    def fits(least_s: float) -> bool:
+        plan = session_plan(rounds, variants, model_ms, least_s)
+        return available_s is None or sessions_seconds(plan, variants, model_ms, load_s) <= (
+            available_s
+        )
+
+    if fits(SESSION_MIN_S):
+        return session_plan(rounds, variants, model_ms)
+    low, high = 0.0, SESSION_MIN_S
+    for _ in range(FIT_STEPS):
+        middle = (low + high) / 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return session_plan(rounds, variants, model_ms, low)
+
+
+# Whether a batch of compiles fits in the time budget: `room(variants, batch_s)`, with the
+# variants built once the batch is, and how long a batch takes.
+Room = Callable[[int, float], bool]
+
+
+def room_for_sessions(run: ModelTuningRun) -> Room:
+    """Room for a batch when, after it, the sessions of its variants and the ones before at
+    their planned length, a combined variant's compile and the decide and report phases fit in
+    what is left of the time budget."""
+
+    def room(variants: int, batch_s: float) -> bool:
+        left = run.seconds_left()
+        if left is None:
+            return True
+        plan = session_plan(run.options.rounds, variants, run.default_ms)
+        sessions = sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
+        return 2 * batch_s + sessions + tail_seconds(run.costs) <= left
+
+    return room
+
+
+def room_for_confirmation(run: ModelTuningRun, plan: SessionPlan) -> Room:
+    """Room for a batch (the combined variant, after the first session) when, after it, the
+    confirmation of `plan` and the decide and report phases fit in what is left."""
+
+    def room(_: int, batch_s: float) -> bool:
+        left = run.seconds_left()
+        if left is None:
+            return True
+        confirmation = confirmation_seconds(plan, run.default_ms, run.costs.load_s)
+        return batch_s + confirmation + tail_seconds(run.costs) <= left
+
+    return room
 
 
 def _compile_order(plans: list[VariantPlan]) -> list[VariantPlan]:
@@ -88,22 +175,26 @@ def _compile_order(plans: list[VariantPlan]) -> list[VariantPlan]:
 
 
 def _compile_plans(
-    run: ModelTuningRun, plans: list[VariantPlan], folder: Path
+    run: ModelTuningRun, plans: list[VariantPlan], folder: Path, room: Room
 ) -> tuple[dict[str, Path], list[dict[str, Any]]]:
     """Link and compile the variants, a batch of parallel compiles at a time while the time
-    budget lasts; return the distinct binaries by label and a row for each variant tried."""
+    budget has room for it (`room`); return the distinct binaries by label and a row for each
+    variant tried."""
     built: dict[str, Path] = {}
     rows: list[dict[str, Any]] = []
-    if run.budget_spent():
-        return built, rows
-    model = run.under_tuning
     jobs_at_once = run.options.jobs or default_jobs()
-    seen = {hash_binary(run.current_vmfb)} if run.current_vmfb else set()
+    seen: set[str] | None = None
+    batch_s = run.costs.compile_s
     for start in range(0, len(plans), jobs_at_once):
-        if run.budget_spent():
-            break
         batch = plans[start : start + jobs_at_once]
-        for plan, outcome in compile_variants(run.executor, model, batch, folder, jobs_at_once):
+        if not room(len(built) + len(batch), batch_s):
+            break
+        if seen is None:
+            seen = {hash_binary(run.current_vmfb)} if run.current_vmfb else set()
+        batch_started = time.monotonic()
+        outcomes = compile_variants(run.executor, run.under_tuning, batch, folder, jobs_at_once)
+        batch_s = max(batch_s, time.monotonic() - batch_started)
+        for plan, outcome in outcomes:
             row: dict[str, Any] = {
                 "variant": plan.label,
                 "specs": [str(spec) for spec in plan.specs],
@@ -135,7 +226,7 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
         if run.candidates.get(hot.name)
     ]
     plans = _compile_order(plan_variants(pending))
-    built, rows = _compile_plans(run, plans, folder) if plans else ({}, [])
+    built, rows = _compile_plans(run, plans, folder, room_for_sessions(run)) if plans else ({}, [])
     winner = _time_and_decide(run, plans, built, rows, folder) if built else None
     if winner is not None:
         run.current_vmfb = built[winner.label]
@@ -204,17 +295,20 @@ def _time_and_decide(
         if plan is None:
             return []
         by_label[plan.label] = plan
-        more, more_rows = _compile_plans(run, [plan], folder)
+        more, more_rows = _compile_plans(run, [plan], folder, room_for_confirmation(run, timing))
         rows.extend(more_rows)
         built.update(more)
         labels.extend(more)
         return list(more)
 
+    left = run.seconds_left()
+    available = None if left is None else left - tail_seconds(run.costs) - run.costs.compile_s
+    timing = fitting_plan(
+        run.options.rounds, len(labels), run.default_ms, run.costs.load_s, available
+    )
     sessions = time_variant_sessions(
-        run.executor, session_for, labels, session_plan(run.options.rounds, len(labels),
-                                                        run.default_ms),
-        build_more=build_more,
-    )  # fmt: skip
+        run.executor, session_for, labels, timing, build_more=build_more
+    )
     document = sessions_document(sessions, folder, run.run_dir, model.device)
     write_text_atomically(folder / "sessions.json", json.dumps(document, indent=2) + "\n")
     runs = {label: sessions.first.get(label) or sessions.confirm[label] for label in labels}

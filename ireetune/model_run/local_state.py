@@ -50,7 +50,14 @@ from ireetune.model.final_check import FinalCheck
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model_options import ModelTuneOptions
-from ireetune.model_run.run import PHASES, Mode, ModelTuneResult, ModelTuningRun, Phase
+from ireetune.model_run.run import (
+    PHASES,
+    Mode,
+    ModelCosts,
+    ModelTuneResult,
+    ModelTuningRun,
+    Phase,
+)
 from ireetune.run_files import (
     MAX_CANDIDATE_ID,
     FileModel,
@@ -151,6 +158,10 @@ class ModelRunFile(FileModel):
     model: ModelFile | None = None
     original_vmfb: InsidePath = ""
     original_ms: Milliseconds = 0.0
+    # The prepare phase's measure of the model's costs (`ModelCosts`); 0 in a file written
+    # before they were measured.
+    compile_s: Seconds = 0.0
+    load_s: Seconds = 0.0
     default_vmfb: InsidePath = ""
     default_ms: Milliseconds = 0.0
     flag_search: FlagPhaseFile | None = None
@@ -297,6 +308,8 @@ def save_model_run(run: ModelTuningRun) -> None:
         "model": _model_document(run),
         "original_vmfb": _inside(run, run.original_vmfb),
         "original_ms": run.original_ms,
+        "compile_s": run.costs.compile_s,
+        "load_s": run.costs.load_s,
         "default_vmfb": _inside(run, run.default_vmfb),
         "default_ms": run.default_ms,
         "flag_search": _flag_document(run),
@@ -413,6 +426,7 @@ def restore_run(
         saved.device, _read_outputs(run_dir / saved.default_outputs), saved.compile_timeout_s,
     )  # fmt: skip
     run.original_vmfb, run.original_ms = run_dir / stored.original_vmfb, stored.original_ms
+    run.costs = ModelCosts(stored.compile_s, stored.load_s)
     run.default_vmfb, run.default_ms = run_dir / stored.default_vmfb, stored.default_ms
     if stored.flag_search is not None:
         rule = DecisionRule(threshold=options.flag_threshold, real_input_decides=True)

@@ -96,6 +96,16 @@ class ModelTuneResult:
         return self.default_ms / self.tuned_ms if self.tuned_ms else 1.0
 
 
+@dataclass(frozen=True)
+class ModelCosts:
+    """What the prepare phase measured of the whole model, to plan the later phases within
+    `--time-budget`: one compile of it, and what a timing session spends on it besides its
+    calls (the process, loading the binary twice, the first call, the output files)."""
+
+    compile_s: float = 0.0
+    load_s: float = 0.0
+
+
 @dataclass
 class ModelTuningRun:
     """What one model run knows, handed from phase to phase.
@@ -122,6 +132,7 @@ class ModelTuningRun:
     original_vmfb: Path | None = None
     default_ms: float = 0.0
     original_ms: float = 0.0
+    costs: ModelCosts = field(default_factory=ModelCosts)
     flag_request: ModelFlagSearch | None = None
     flag_search: FlagSearchResult | None = None
     hot: HotSet | None = None
@@ -157,6 +168,11 @@ class ModelTuningRun:
         """Say whether the run's `--time-budget` is spent."""
         budget = self.options.time_budget_s
         return budget is not None and time.monotonic() - self.started > budget
+
+    def seconds_left(self) -> float | None:
+        """Return the seconds left of the run's `--time-budget` (None: no budget)."""
+        budget = self.options.time_budget_s
+        return None if budget is None else self.started + budget - time.monotonic()
 
 
 # The share of what is left of `--time-budget` when the dispatch phase starts that it may spend
