@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -214,3 +215,39 @@ def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
     assert tuned == ["d0", "d1"]
     assert run.dispatch_notes["d2"].startswith("not tuned: the dispatch phase's share")
     assert run.dispatches_done == ["d0", "d1", "d2"]
+
+
+def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing a model run stopped while a dispatch was tuned resumes that dispatch's folder
+    at the stage after the last one it saved (its candidates are not compiled again), instead of
+    tuning it from the start in a new folder."""
+    from ireetune import dispatch_tuner
+    from ireetune.model.hot import DispatchProfile
+    from ireetune.model_run import local
+    from tests.conftest import MATMUL_MODEL
+
+    def stopped(run: object) -> NoReturn:
+        raise KeyboardInterrupt  # As Ctrl-C would, once the compiled candidates are saved.
+
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    run = _run(tmp_path)
+    run.options = replace(run.options, num_candidates=3, use_database=False)
+    hot = DispatchProfile("d0", model, "matmul", True, 1.0, 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(dispatch_tuner, "measure_stage", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            local._tune_one_dispatch(run, hot, None)
+    (folder,) = (tmp_path / "tuning").iterdir()
+    compiled = {path: path.stat().st_mtime_ns for path in folder.rglob("*.vmfb")}
+    assert len(compiled) >= 3
+
+    assert local._tune_one_dispatch(run, hot, None)
+    assert list((tmp_path / "tuning").iterdir()) == [folder]
+    assert {path: path.stat().st_mtime_ns for path in compiled} == compiled
+    assert run.candidates["d0"] and all(
+        spec.is_relative_to(folder) for spec in run.candidates["d0"]
+    )
+    assert run.notes == [f"d0: its killed tuning run was resumed in {folder.name}"]

@@ -23,6 +23,7 @@ works as before.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from ireetune.compile.stage import compile_success_rate
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus
 from ireetune.dispatch_run.state import DispatchRun, Stage
 from ireetune.errors import IreetuneError
+from ireetune.executor import Executor, open_executor
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.result import TuneResult
 from ireetune.verify.stage import ReferenceSetup
@@ -103,15 +105,15 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
                 )
 
 
-def resume_dispatch(run_dir: Path) -> TuneResult:
-    """Load the killed run saved in `run_dir` and run its stages after the last one saved."""
+def resume_dispatch(run_dir: Path, executor: Executor | None = None) -> TuneResult:
+    """Load the killed run saved in `run_dir` and run its stages after the last one saved, on
+    `executor` when a flow hands in its own (else on the one its options choose)."""
     import uuid
 
     from ireetune.dispatch_run.recording import DatabaseRecording, learn_from_round
     from ireetune.dispatch_run.run_options import read_run_options
     from ireetune.dispatch_run.start import marked_failed, open_run
     from ireetune.dispatch_run.state import run_stages, save_run
-    from ireetune.executor import open_executor
     from ireetune.handoff.finish import read_run_record
     from ireetune.report.progress import StageProgress, progress_enabled
     from ireetune.targets import parse_target
@@ -125,9 +127,8 @@ def resume_dispatch(run_dir: Path) -> TuneResult:
     global_flags = tuple(str(flag) for flag in info.get("global_flags", ()))
     target = parse_target(options.target, options.pipelines).with_global_flags(global_flags)
     with (
-        open_executor(options.executor, options.ray) as executor,
-        open_run(options, target, executor) as run,
-    ):
+        nullcontext(executor) if executor is not None else open_executor(options.executor, options.ray)
+    ) as run_executor, open_run(options, target, run_executor) as run:  # fmt: skip
         if run.database is not None:
             run.stored = run.database.lookup(run.result_key)
         resume_run_folder(run, records, {**info, "run_dir": str(run_dir)})

@@ -35,6 +35,7 @@ from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import TuneOptions
+from ireetune.dispatch_run.run_options import OPTIONS_NAME, read_run_options
 from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
 from ireetune.flags.file import write_flag_files
@@ -46,6 +47,7 @@ from ireetune.flags.model_search import (
 )
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.frontend.model_import import import_model
+from ireetune.handoff.resume import resume_dispatch
 from ireetune.model.candidates import order_candidates
 from ireetune.model.deployment import report_deployment
 from ireetune.model.final_check import check_final_set
@@ -68,6 +70,7 @@ from ireetune.model_run.run import (
     PhaseBody,
     dispatch_phase_deadline,
 )
+from ireetune.report.result import TuneResult
 from ireetune.targets import parse_target
 
 # How the prepare phase times the default model: at least this many rounds of this many calls.
@@ -191,7 +194,7 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: floa
         )
         return False
     try:
-        result = tune_dispatch(
+        result = _resume_killed_tuning(run, hot) or tune_dispatch(
             TuneOptions(
                 input_path=hot.benchmark_path, target=options.target,
                 num_candidates=options.num_candidates, output_dir=run.run_dir / "tuning",
@@ -220,6 +223,28 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: floa
     if not kept:
         run.dispatch_notes[hot.name] = "no candidate could be measured"
     return True
+
+
+def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResult | None:
+    """Continue the dispatch's tuning where a killed run left it (`ireetune continue` of a model
+    run stopped in the dispatch phase): its newest folder under tuning/ whose options name the
+    dispatch's benchmark, resumed at the stage after the last one it saved. None when there is
+    none, or when that run can not be resumed (finished, stopped in online rounds or before its
+    specs were saved): the dispatch is then tuned again, in a new folder."""
+    tuning = run.run_dir / "tuning"
+    folders = [path.parent for path in tuning.glob(f"*/{OPTIONS_NAME}")]
+    benchmark = hot.benchmark_path.resolve()
+    for folder in sorted(folders, key=lambda path: path.stat().st_mtime, reverse=True):
+        try:
+            if read_run_options(folder).input_path.resolve() != benchmark:
+                continue
+            result = resume_dispatch(folder, run.executor)
+        except IreetuneError as refusal:
+            run.notes.append(f"{hot.name}: its killed tuning run was not resumed: {refusal}")
+            return None
+        run.notes.append(f"{hot.name}: its killed tuning run was resumed in {folder.name}")
+        return result
+    return None
 
 
 def decide(run: ModelTuningRun) -> Pause | None:
