@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ireetune.benchmark.campaign import (
     CampaignResult,
     CandidateMeasurement,
@@ -197,3 +199,32 @@ def test_only_a_winner_under_the_same_rule_is_reused(tmp_path: Path) -> None:
     reusable = find_reusable(rows, rule)
     assert reusable is not None and reusable.speedup == 1.2
     assert find_reusable({k: v for k, v in rows.items() if k != "d"}, rule) is None
+
+
+def test_the_bootstrap_of_equal_rounds_draws_what_the_round_by_round_bootstrap_draws() -> None:
+    """Rounds of one size are resampled as arrays: the interval is the one a plain two-level
+    bootstrap (rounds, then the calls within each) gives on the same timings, within its
+    Monte Carlo error; rounds of several sizes go through the plain one."""
+    rng = np.random.default_rng(7)
+    baseline = [tuple(10.0 + rng.normal(0, 1.0, 5)) for _ in range(40)]
+    candidate = [tuple(9.0 + rng.normal(0, 1.0, 5)) for _ in range(40)]
+    estimate = estimate_speedup(tuple(baseline), tuple(candidate), Basis.MODEL)
+    assert estimate is not None
+
+    reference = np.random.default_rng(11)
+    ratios = []
+    for _ in range(4000):
+        rounds = reference.integers(0, 40, 40)
+        drawn_b = np.concatenate([reference.choice(baseline[r], 5) for r in rounds])
+        drawn_c = np.concatenate([reference.choice(candidate[r], 5) for r in rounds])
+        ratios.append(np.median(drawn_b) / np.median(drawn_c))
+    low, high = np.quantile(ratios, [0.025, 0.975])
+    assert abs(estimate.low - low) < 0.015 and abs(estimate.high - high) < 0.015
+    # Seeded: the same timings give the same interval.
+    again = estimate_speedup(tuple(baseline), tuple(candidate), Basis.MODEL)
+    assert again == estimate
+
+    # A short last round: the round-by-round path, with the same answer where there is no noise.
+    steady = estimate_speedup(((10.0,) * 5, (10.0,) * 5, (10.0,) * 2),
+                              ((5.0,) * 5, (5.0,) * 5, (5.0,) * 2), Basis.MODEL)  # fmt: skip
+    assert steady is not None and (steady.low, steady.speedup, steady.high) == (2.0, 2.0, 2.0)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 Rounds = tuple[tuple[float, ...], ...]
 
@@ -56,6 +57,51 @@ def split_rounds(times_ms: Sequence[float], per_round: int) -> Rounds:
     )
 
 
+# Resamples drawn at once by the vectorised bootstrap (bounds its memory: a chunk of 500 over 500
+# rounds of 5 calls is 1.25 million timings a side).
+BOOTSTRAP_CHUNK = 500
+
+
+def _bootstrap_ratios(
+    pairs: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
+    resamples: int,
+    generator: np.random.Generator,
+) -> npt.NDArray[np.float64]:
+    """Return `resamples` bootstrap ratios of the baseline's median over the candidate's: the
+    rounds drawn with replacement, then each chosen round's timings with replacement (the
+    rounds are the pairing unit). Rounds all of one size are drawn as arrays, a chunk of
+    resamples at a time (a session of 20 models x 47 rounds spent a minute in the loop below,
+    1.2 s per variant); rounds of several sizes one resample at a time."""
+    count = len(pairs)
+    ratios = np.empty(resamples)
+    sizes = {(len(baseline), len(candidate)) for baseline, candidate in pairs}
+    if len(sizes) == 1:
+        ((baseline_calls, candidate_calls),) = sizes
+        baselines = np.stack([baseline for baseline, _ in pairs])
+        candidates = np.stack([candidate for _, candidate in pairs])
+        for start in range(0, resamples, BOOTSTRAP_CHUNK):
+            drawn = min(BOOTSTRAP_CHUNK, resamples - start)
+            chosen = generator.integers(0, count, size=(drawn, count, 1))
+            within_baseline = generator.integers(0, baseline_calls, (drawn, count, baseline_calls))
+            within_candidate = generator.integers(
+                0, candidate_calls, (drawn, count, candidate_calls)
+            )
+            baseline = baselines[chosen, within_baseline].reshape(drawn, -1)
+            candidate = candidates[chosen, within_candidate].reshape(drawn, -1)
+            ratios[start : start + drawn] = np.median(baseline, axis=1) / np.median(
+                candidate, axis=1
+            )
+        return ratios
+    for index in range(resamples):
+        rounds = generator.integers(0, count, size=count)
+        baseline = np.concatenate([generator.choice(pairs[r][0], len(pairs[r][0])) for r in rounds])
+        candidate = np.concatenate(
+            [generator.choice(pairs[r][1], len(pairs[r][1])) for r in rounds]
+        )
+        ratios[index] = np.median(baseline) / np.median(candidate)
+    return ratios
+
+
 def estimate_speedup(
     baseline_rounds: Rounds,
     candidate_rounds: Rounds,
@@ -77,25 +123,14 @@ def estimate_speedup(
     baseline_ms = statistics.median(float(t) for b, _ in pairs for t in b)
     candidate_ms = statistics.median(float(t) for _, c in pairs for t in c)
     speedup = baseline_ms / candidate_ms
-    generator = np.random.default_rng(BOOTSTRAP_SEED)
-    ratios = np.empty(resamples)
-    count = len(pairs)
-    for index in range(resamples):
-        chosen = generator.integers(0, count, size=count)
-        baseline = np.concatenate(
-            [generator.choice(pairs[r][0], size=len(pairs[r][0])) for r in chosen]
-        )
-        candidate = np.concatenate(
-            [generator.choice(pairs[r][1], size=len(pairs[r][1])) for r in chosen]
-        )
-        ratios[index] = np.median(baseline) / np.median(candidate)
+    ratios = _bootstrap_ratios(pairs, resamples, np.random.default_rng(BOOTSTRAP_SEED))
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [tail, 1.0 - tail])
     return SpeedupEstimate(
         speedup=speedup,
         low=float(min(low, speedup)),
         high=float(max(high, speedup)),
-        rounds=count,
+        rounds=len(pairs),
         basis=basis,
         baseline_ms=baseline_ms,
         candidate_ms=candidate_ms,
