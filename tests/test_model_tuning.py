@@ -188,6 +188,19 @@ def test_harm_dropping_compares_the_last_spec_with_the_default() -> None:
     assert find_harmful(["a", "b"], better_without) == ["a"]
 
 
+def test_the_harm_search_stops_when_the_budget_has_no_room_for_a_trial() -> None:
+    # "c" would be dropped, but the budget has room for two trials only: "c" is kept untried.
+    cost = {"a": -1.0, "b": +3.0, "c": +2.0}
+    tried: list[str] = []
+
+    def better_without(current: Sequence[str], trial: Sequence[str]) -> bool:
+        tried.append(next(n for n in current if n not in trial))
+        return sum(cost[n] for n in trial) < sum(cost[n] for n in current)
+
+    assert find_harmful(["a", "b", "c"], better_without, lambda: len(tried) < 2) == ["b"]
+    assert tried == ["a", "b"]
+
+
 def _tune(model: Path, output: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [

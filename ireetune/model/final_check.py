@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,16 @@ DROPPED_NOTE = "dropped specs that slowed the linked model: "
 
 
 @dataclass(frozen=True)
+class FinalTiming:
+    """How the final check times: each comparison's first batch is twice `rounds` rounds, and the
+    search for harmful specs tries no more removals once one more trial and the last
+    comparison would end past `ends_at` (on `time.monotonic()`; None: no limit)."""
+
+    rounds: int
+    ends_at: float | None = None
+
+
+@dataclass(frozen=True)
 class FinalCheck:
     """What the final check found: the tuned spec (None when none is kept), the figures of one
     fresh side-by-side session, and the dispatches whose specs it dropped."""
@@ -48,7 +59,7 @@ def check_final_set(
     run_dir: Path,
     accepted: dict[str, Path],
     default_vmfb: Path,
-    rounds: int,
+    timing: FinalTiming,
     notes: list[str],
 ) -> FinalCheck:
     """Link the kept specs, check the tuned model against the default side by side, drop harm.
@@ -77,15 +88,24 @@ def check_final_set(
             executor,
             ModelComparison(
                 [("default", first), ("tuned", second)], model.function, model.inputs_path,
-                final_dir, model.device, 2 * rounds,
+                final_dir, model.device, 2 * timing.rounds,
             ),
         )  # fmt: skip
 
     names = list(accepted)
+    started = time.monotonic()
     dropped: list[str] = []
     if names:
         full = binary_of(names)
         full_runs = compare(default_vmfb, full) if full is not None else None
+        # A trial costs about what the full set's compile and comparison did.
+        trial_s = time.monotonic() - started
+        tried: list[str] = []
+
+        def may_try() -> bool:
+            ends_at = timing.ends_at
+            return ends_at is None or time.monotonic() + 2 * trial_s <= ends_at
+
         if (
             full_runs is None
             or not full_runs["tuned"].ok
@@ -93,6 +113,7 @@ def check_final_set(
         ):
 
             def better_without(current: Sequence[str], trial: Sequence[str]) -> bool:
+                tried.append(next(name for name in current if name not in trial))
                 current_binary = binary_of(current)
                 if current_binary is None:
                     return True
@@ -106,16 +127,21 @@ def check_final_set(
                     return True
                 return is_faster(runs["default"].times_ms, runs["tuned"].times_ms, MODEL_RULE)
 
-            dropped = find_harmful(names, better_without)
+            dropped = find_harmful(names, better_without, may_try)
             if dropped:
                 notes.append(DROPPED_NOTE + ", ".join(dropped))
+            if len(tried) < len(names):
+                notes.append(
+                    f"the search for harmful specs stopped at the time budget: {len(tried)} of "
+                    f"{len(names)} specs tried, the rest kept for the last comparison"
+                )
             names = [n for n in names if n not in dropped]
     final = binary_of(names) if names else None
     if final is None:
         runs = executor.run_models_side_by_side(
             ModelComparison(
                 [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
-                model.device, 2 * rounds,
+                model.device, 2 * timing.rounds,
             )
         )  # fmt: skip
         default_ms = statistics.median(runs["default"].times_ms)

@@ -47,7 +47,9 @@ def is_undecided(estimate: SpeedupEstimate | None, rule: DecisionRule = MODEL_RU
 
 
 def find_harmful(
-    kept: Sequence[str], better_without: Callable[[Sequence[str], Sequence[str]], bool]
+    kept: Sequence[str],
+    better_without: Callable[[Sequence[str], Sequence[str]], bool],
+    may_try: Callable[[], bool] = lambda: True,
 ) -> list[str]:
     """Drop, one at a time, the specs whose removal makes the model faster.
 
@@ -55,10 +57,14 @@ def find_harmful(
     less one spec; empty means the default model) side by side with `current` and says whether
     the trial is faster. Each removal that helps is made permanent before the next spec is
     tried, so interactions between specs are respected, and every subset kept was measured.
+    The search stops, keeping the specs not tried yet, when `may_try()` says no (the time
+    budget has no room for another trial).
     """
     current = list(kept)
     dropped: list[str] = []
     for name in list(current):
+        if not may_try():
+            break
         trial = [n for n in current if n != name]
         if better_without(current, trial):
             current = trial

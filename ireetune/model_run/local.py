@@ -50,14 +50,14 @@ from ireetune.frontend.model_import import import_model
 from ireetune.handoff.resume import resume_dispatch
 from ireetune.model.candidates import order_candidates
 from ireetune.model.deployment import report_deployment
-from ireetune.model.final_check import check_final_set
+from ireetune.model.final_check import FinalTiming, check_final_set
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison
-from ireetune.model_run.local_select import select_variants
+from ireetune.model_run.local_select import TAIL_SLACK_S, select_variants
 from ireetune.model_run.local_state import save_model_run
 from ireetune.model_run.report import write_report
 from ireetune.model_run.run import (
@@ -250,9 +250,12 @@ def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResu
 def decide(run: ModelTuningRun) -> Pause | None:
     """Check the kept specs on the whole model, then the flags with them; record the result."""
     assert run.default_vmfb is not None
+    # The harm search leaves the flags' combined check and the report their time.
+    left = run.seconds_left()
+    ends_at = None if left is None else time.monotonic() + left - run.costs.compile_s - TAIL_SLACK_S
     run.final = final = check_final_set(
         run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
-        run.options.rounds, run.notes,
+        FinalTiming(run.options.rounds, ends_at), run.notes,
     )  # fmt: skip
     for name in [n for n in run.accepted if final.tuned_spec is None or n in final.dropped]:
         run.dispatch_notes[name] = (
