@@ -187,6 +187,7 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
     """Room for a batch: the batch and a combined variant's compile, both sessions of the
     variants built by then at their planned length, and the decide and report phases."""
     from ireetune.model_run.local_select import (
+        TAIL_SLACK_S,
         room_for_confirmation,
         room_for_sessions,
         session_plan,
@@ -197,7 +198,7 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
 
     plan = session_plan(5, 6, 10.0)
     need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_seconds(ModelCosts(5.0, 1.0))
-    assert tail_seconds(ModelCosts(5.0, 1.0)) == 2 * 5.0 + 4 * 1.0 + 10.0
+    assert tail_seconds(ModelCosts(5.0, 1.0)) == 2 * 5.0 + 4 * 1.0 + TAIL_SLACK_S
     assert room_for_sessions(_budgeted_run(tmp_path, need + 5.0))(6, 7.0)
     assert not room_for_sessions(_budgeted_run(tmp_path, need - 5.0))(6, 7.0)
     # After the first session only the confirmation is left to fit.

@@ -59,8 +59,9 @@ _WITH_OTHERS = {
 
 
 # The seconds the decide and report phases need beyond two compiles of the model (the final
-# check's and the flags' combined check) and four model loads: their timing and ONNX Runtime's.
-TAIL_SLACK_S = 10.0
+# check's and the flags' combined check) and four model loads: their timing, ONNX Runtime's and
+# the reports (MobileNet-v2 on the 2-core machine: 35 s in all where 10 s here gave 22 s).
+TAIL_SLACK_S = 20.0
 # Bisection steps of `fitting_plan`: the session length it finds is within SESSION_MIN_S / 2^20.
 FIT_STEPS = 20
 
