@@ -236,8 +236,12 @@ def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResu
     benchmark = hot.benchmark_path.resolve()
     for folder in sorted(folders, key=lambda path: path.stat().st_mtime, reverse=True):
         try:
-            if read_run_options(folder).input_path.resolve() != benchmark:
-                continue
+            tuned = read_run_options(folder).input_path.resolve()
+        except IreetuneError:
+            continue  # Another dispatch's folder, or none this version can read: not this one.
+        if tuned != benchmark:
+            continue
+        try:
             result = resume_dispatch(folder, run.executor)
         except IreetuneError as refusal:
             run.notes.append(f"{hot.name}: its killed tuning run was not resumed: {refusal}")

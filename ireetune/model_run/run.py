@@ -166,8 +166,8 @@ class ModelTuningRun:
 
     def budget_spent(self) -> bool:
         """Say whether the run's `--time-budget` is spent."""
-        budget = self.options.time_budget_s
-        return budget is not None and time.monotonic() - self.started > budget
+        left = self.seconds_left()
+        return left is not None and left < 0
 
     def seconds_left(self) -> float | None:
         """Return the seconds left of the run's `--time-budget` (None: no budget)."""
