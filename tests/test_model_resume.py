@@ -50,11 +50,14 @@ def _tune_and_kill(
     model: Path, output: Path, database: Path, saved: Callable[[State], bool]
 ) -> Path:
     """Start a real tune and SIGKILL it as soon as its saved state satisfies `saved`."""
+    # A killed run cannot remove its scratch folders: they stay beside its output.
+    scratch = output.with_name(f"{output.name}_scratch")
+    scratch.mkdir(exist_ok=True)
     process = subprocess.Popen(
         _tune(model, output),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "IREETUNE_DB": str(database)},
+        env={**os.environ, "IREETUNE_DB": str(database), "TMPDIR": str(scratch)},
     )
     deadline = time.monotonic() + 600
     while True:

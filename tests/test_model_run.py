@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NoReturn
 
 import pytest
@@ -21,6 +22,7 @@ from ireetune.model_run.local_state import (
 from ireetune.model_run.run import (
     PHASES,
     Mode,
+    ModelCosts,
     ModelTuningRun,
     Pause,
     Phase,
@@ -251,3 +253,39 @@ def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
         spec.is_relative_to(folder) for spec in run.candidates["d0"]
     )
     assert run.notes == [f"d0: its killed tuning run was resumed in {folder.name}"]
+
+
+def test_later_phases_plan_with_the_flag_winner_s_compile_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Data tiling and im2col doubled MobileNet-v2's compile (6 s with the default flags, 13 s
+    # with the winner's): planned on the default's, the run passed --time-budget.
+    from ireetune.core.flag_space import FlagSet, FlagSpace
+    from ireetune.decision.stats import Basis, SpeedupEstimate
+    from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
+    from ireetune.model.select import MODEL_RULE
+    from ireetune.model_run import local
+
+    winner, other = FlagSet(("--iree-opt-data-tiling",)), FlagSet(("--iree-opt-level=O3",))
+    trials = (
+        FlagTrial(0, FlagSet(), TrialStatus.DEFAULT, compile_s=6.0),
+        FlagTrial(1, winner, TrialStatus.TIMED, compile_s=13.0),
+        FlagTrial(2, other, TrialStatus.TIMED, compile_s=30.0),
+    )
+    estimate = SpeedupEstimate(2.0, 1.9, 2.1, 5, Basis.MODEL, 10.0, 5.0)
+    search = FlagSearchResult(
+        winner, estimate, trials, MODEL_RULE, tmp_path / "trials.json",
+        winner_binary=tmp_path / "winner.vmfb",
+    )  # fmt: skip
+    request = SimpleNamespace(space=FlagSpace((), ((winner,),)))
+    monkeypatch.setattr(local, "_flag_search_request", lambda run, target: request)
+    monkeypatch.setattr(local, "search_model_flags", lambda executor, request, folder: search)
+    run = _run(tmp_path)
+    run.model = SimpleNamespace(target=None)  # type: ignore[assignment]
+    run.costs = ModelCosts(compile_s=6.0, load_s=0.5)
+    assert local.search_flags(run) is None
+    assert run.costs == ModelCosts(compile_s=13.0, load_s=0.5)
+    # A winner that compiles faster than the default leaves the longer figure.
+    run.costs = ModelCosts(compile_s=20.0, load_s=0.5)
+    assert local.search_flags(run) is None
+    assert run.costs.compile_s == 20.0

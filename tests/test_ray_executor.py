@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -86,9 +87,18 @@ def _compile_facts(result: TuneResult) -> list[tuple[int, str, str]]:
     ]
 
 
+def _measuring_folders() -> set[Path]:
+    """The measuring actors' folders on this node (the local cluster's actors share its
+    temporary folder)."""
+    return set(Path(tempfile.gettempdir()).glob("ireetune_ray_measure_*"))
+
+
 def test_a_ray_run_equals_a_local_run(ray_cluster: None, model: Path, tmp_path: Path) -> None:
+    before = _measuring_folders()
     local = _tune(model, tmp_path / "local", ExecutorKind.LOCAL)
     on_ray = _tune(model, tmp_path / "ray", ExecutorKind.RAY)
+    # The binaries and inputs shipped to the measuring actor went with the run.
+    assert _measuring_folders() == before
     assert _compile_facts(on_ray) == _compile_facts(local)
     # Every candidate that compiled was measured and checked on Ray as it was locally.
     timed = {r.status for r in on_ray.records if r.status not in COMPILE_OUTCOMES}
@@ -173,6 +183,7 @@ def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
     victim = jobs[1].candidate_id
     marker = tmp_path / "killed"
     monkeypatch.setenv(FAULT_VARIABLE, json.dumps({"measure": victim, "marker": str(marker)}))
+    before = _measuring_folders()
     executor = RayExecutor(RaySettings())
     try:
         first_pid = executor.measuring_actor_pid("local-task")[1]
@@ -181,6 +192,8 @@ def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
     finally:
         executor.close()
     assert marker.exists() and first_pid != second_pid
+    # Neither the dead actor's files nor its successor's stay behind.
+    assert _measuring_folders() == before
     assert [o.candidate_id for o in outcomes] == [j.candidate_id for j in jobs]
     assert {o.status for o in outcomes} == {BenchmarkStatus.MEASURED}
     assert {o.device for o in outcomes} == {"local-task"}

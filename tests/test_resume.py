@@ -83,6 +83,8 @@ def test_killed_run_resumes_without_losing_or_remeasuring(
         "IREETUNE_BENCHMARK_WORKER": json.dumps([sys.executable, str(TESTS / "fault_worker.py")]),
         "IREETUNE_FAULT_DELAY": "0.25",
         "PYTHONPATH": str(TESTS.parent),
+        # A killed run cannot remove its scratch folders: they stay in the test's folder.
+        "TMPDIR": str(tmp_path),
     }
     process = subprocess.Popen(
         _command(matmul_benchmark, tmp_path / "first", database),
@@ -206,6 +208,8 @@ def test_run_killed_after_a_stage_resumes_from_its_folder(
         "IREETUNE_BENCHMARK_WORKER": json.dumps([sys.executable, str(TESTS / "fault_worker.py")]),
         "IREETUNE_FAULT_DELAY": "0.5",
         "PYTHONPATH": str(TESTS.parent),
+        # A killed run cannot remove its scratch folders: they stay in the test's folder.
+        "TMPDIR": str(tmp_path),
     }
     killed = tmp_path / "killed"
     process = subprocess.Popen(

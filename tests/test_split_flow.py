@@ -150,6 +150,8 @@ def _device_step(run_dir: Path, tmp_path: Path) -> subprocess.Popen[str]:
         "PYTHONPATH": os.pathsep.join(
             [str(blocker_home / "blocker"), str(Path(__file__).parents[1])]
         ),
+        # A killed step cannot remove its scratch folders: they stay in the test's folder.
+        "TMPDIR": str(tmp_path),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "ireetune.cli", "device-step", str(run_dir)],
@@ -203,7 +205,8 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
     # The compile host builds the variants (killed once while compiling them, then resumed).
     continuing = subprocess.Popen(
         [sys.executable, "-m", "ireetune.cli", "continue", str(run_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list((run_dir / "variants").glob("*_spec.mlir")):

@@ -23,11 +23,11 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Field,
     ValidationError,
     ValidationInfo,
 )
 
+from ireetune.core.fields import NonEmpty, NonNegativeFloat
 from ireetune.database.store import (
     VERDICTS,
     WRITTEN_STATUSES,
@@ -160,8 +160,6 @@ def _one_of(choices: frozenset[str]) -> AfterValidator:
 
 
 Text = str
-KeyText = Annotated[str, Field(min_length=1)]
-Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class ResultRow(BaseModel):
@@ -171,34 +169,34 @@ class ResultRow(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    compiler_version: KeyText
-    target: KeyText
-    device: KeyText
-    problem: Annotated[KeyText, AfterValidator(_check_problem)]
-    signature: KeyText
+    compiler_version: NonEmpty
+    target: NonEmpty
+    device: NonEmpty
+    problem: Annotated[NonEmpty, AfterValidator(_check_problem)]
+    signature: NonEmpty
     config: Annotated[Text, AfterValidator(_check_config)]
     compilation_info: Annotated[Text, AfterValidator(_check_compilation_info)]
     status: Annotated[Text, _one_of(WRITTEN_STATUSES)]
     reason: Text
     session: Text
     written_at: Text
-    times_ms: list[Number]
-    median_ms: Number | None
-    min_ms: Number | None
-    max_ms: Number | None
-    spread: Number | None
-    baseline_ms: Number | None
-    speedup: Number | None
+    times_ms: list[NonNegativeFloat]
+    median_ms: NonNegativeFloat | None
+    min_ms: NonNegativeFloat | None
+    max_ms: NonNegativeFloat | None
+    spread: NonNegativeFloat | None
+    baseline_ms: NonNegativeFloat | None
+    speedup: NonNegativeFloat | None
     # Fields that schema 1 lacked: an older export may leave them out.
-    speedup_low: Number | None = None
-    speedup_high: Number | None = None
+    speedup_low: NonNegativeFloat | None = None
+    speedup_high: NonNegativeFloat | None = None
     basis: Annotated[Text, _one_of(BASES)] = ""
     confirmed: Annotated[bool, BeforeValidator(_flag_from_column)] = False
-    rounds_ms: Annotated[list[list[Number]], BeforeValidator(_rounds_from_column)] = []
+    rounds_ms: Annotated[list[list[NonNegativeFloat]], BeforeValidator(_rounds_from_column)] = []
     outputs_match: bool | None = None
-    real_input_speedup: Number | None = None
-    real_input_low: Number | None = None
-    real_input_high: Number | None = None
+    real_input_speedup: NonNegativeFloat | None = None
+    real_input_low: NonNegativeFloat | None = None
+    real_input_high: NonNegativeFloat | None = None
     verdict: Annotated[Text, _one_of(VERDICTS)] = ""
     rule: Text = ""
     origin: Text = ""
@@ -206,7 +204,9 @@ class ResultRow(BaseModel):
 
 _REQUIRED = frozenset(name for name, info in ResultRow.model_fields.items() if info.is_required())
 _NUMBERS = frozenset(
-    name for name, info in ResultRow.model_fields.items() if info.annotation == Number | None
+    name
+    for name, info in ResultRow.model_fields.items()
+    if info.annotation == NonNegativeFloat | None
 )
 
 

@@ -56,6 +56,8 @@ logger = logging.getLogger(__name__)
 _MEASURE_ATTEMPTS = 3
 # How long a lost measuring actor may take to come back (a process start and imports).
 _RESTART_WAIT_S = 120.0
+# How long closing waits for the measuring actors to remove their files.
+_CLOSE_WAIT_S = 30.0
 # Fault injection for tests, read on the driver and sent with the work: a JSON object
 # {"compile": "<spec file name>"} kills the Ray worker process compiling that spec, {"measure": N}
 # the measuring actor as it is about to report candidate N (SIGKILL, as the out-of-memory killer
@@ -213,7 +215,18 @@ class _MeasuringActor:
     """
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="ireetune_ray_measure_"))
+        import ray
+
+        # Named for the actor, which keeps its id across Ray's restarts: an incarnation that
+        # replaces a dead one starts from an empty folder and leaves no second one behind.
+        actor_id = ray.get_runtime_context().get_actor_id()
+        self.folder = Path(tempfile.gettempdir()) / f"ireetune_ray_measure_{actor_id}"
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+
+    def remove_files(self) -> None:
+        """Remove what was shipped to this actor (the executor calls it before letting it go)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def _file(self, name: str, digest: str, content: Any) -> str:
         import ray
@@ -349,7 +362,13 @@ class RayExecutor(Executor):
         return "ray"
 
     def close(self) -> None:
-        for actor in self._actors.values():
+        actors = list(self._actors.values())
+        try:
+            # The binaries and inputs shipped to each actor go with the run.
+            self.ray.get([actor.remove_files.remote() for actor in actors], timeout=_CLOSE_WAIT_S)
+        except self.ray.exceptions.RayError as error:
+            logger.warning("a measuring actor kept its files: %s", error)
+        for actor in actors:
             self.ray.kill(actor)
         self._actors.clear()
         self._shipped_files.clear()

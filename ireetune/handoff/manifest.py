@@ -19,6 +19,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, ValidationInfo
 
+from ireetune.core.fields import NonEmpty, NonNegativeFloat, NonNegativeInt
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
 from ireetune.run_files import (
@@ -50,15 +51,13 @@ MAX_RANK = 16
 # (read on the benchmarking side as untrusted data, field by field in their order), and the
 # file is written from them.
 
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
 
 @dataclass(frozen=True)
 class FolderCandidate:
     """One binary to time, and the reference program that checks its outputs."""
 
     candidate_id: CandidateId
-    vmfb: Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
+    vmfb: Annotated[NonEmpty, AfterValidator(check_inside_run_dir)]
     reference_vmfb: InsidePath
     reference_hash: str
 
@@ -87,10 +86,8 @@ class VerifySettings:
     """How outputs are checked: the random inputs (made where they run, from a seed: they can be
     hundreds of megabytes), the result type and reduction size, and how many candidates."""
 
-    seed: Annotated[int, Field(ge=0)]
-    input_shapes: Annotated[
-        tuple[tuple[Annotated[int, Field(ge=0)], ...], ...], AfterValidator(_bound_inputs)
-    ]
+    seed: NonNegativeInt
+    input_shapes: Annotated[tuple[tuple[NonNegativeInt, ...], ...], AfterValidator(_bound_inputs)]
     input_types: Annotated[tuple[str, ...], AfterValidator(_one_type_per_shape)]
     output_type: str
     reduction_size: Annotated[int, Field(ge=1)]
@@ -119,8 +116,8 @@ class Manifest:
     target: str
     devices: tuple[str, ...]
     repetitions: Annotated[int, Field(ge=1)]
-    min_repetition_s: NonNegative
-    hopeless_factor: NonNegative
+    min_repetition_s: NonNegativeFloat
+    hopeless_factor: NonNegativeFloat
     confirm_top: Annotated[int, Field(ge=0)]
     confirm_rounds: Annotated[int, Field(ge=0)]
     baseline: FolderCandidate
@@ -129,7 +126,7 @@ class Manifest:
     # The decision rule's settings (ireetune/decision): the benchmarking side chooses contenders
     # and, where real inputs decide (the CPU), times them there; `finish` reaches the verdict.
     # Older folders lack these and the fields below: the defaults are what those folders meant.
-    threshold: NonNegative = 1.02
+    threshold: NonNegativeFloat = 1.02
     real_input_decides: bool = False
     real_input_rounds: Annotated[int, Field(ge=1)] = 7
     # Seconds allowed for loading one candidate (`--benchmark-timeout`); older folders lack it.

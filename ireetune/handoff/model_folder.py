@@ -20,6 +20,15 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
+from ireetune.core.fields import (
+    Milliseconds,
+    NonEmpty,
+    NonNegativeFloat,
+    NonNegativeInt,
+    Positive,
+    Seconds,
+    Sha256Digest,
+)
 from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.handoff.manifest import check_inside_folder
@@ -43,10 +52,7 @@ RESULTS_FORMAT = "ireetune-device-results/1"
 # against them (read on the device host as untrusted data, field by field in their order), and
 # the file is written from them.
 
-NonEmpty = Annotated[str, Field(min_length=1)]
-FolderPath = Annotated[str, Field(min_length=1), AfterValidator(check_inside_run_dir)]
-Digest = Annotated[str, Field(min_length=64, max_length=64)]
-Positive = Annotated[int, Field(ge=1)]
+FolderPath = Annotated[NonEmpty, AfterValidator(check_inside_run_dir)]
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,10 @@ class VariantTask:
     rounds: Positive
     # 0: as many calls as make a round of the default last `MIN_ROUND_MS`, from a short warm-up
     # of the default on the device (the flag phase runs before the model was ever timed).
-    calls_per_round: Annotated[int, Field(ge=0)]
-    confirm_top: Annotated[int, Field(ge=0)]
+    calls_per_round: NonNegativeInt
+    confirm_top: NonNegativeInt
     confirm_rounds: Positive
-    threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    threshold: NonNegativeFloat
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +117,7 @@ class DeviceManifest:
     # imported with their weights kept apart: one archive serves every variant).
     parameters: tuple[FolderPath, ...] = ()
     # Every file the step reads, with its SHA-256 (relative path -> digest).
-    files: dict[FolderPath, Digest]
+    files: dict[FolderPath, Sha256Digest]
     profile: ProfileTask | None
     # Dispatch-level benchmark folders (each holds handoff.json) to measure on every device.
     folders: tuple[FolderPath, ...]
@@ -189,26 +195,24 @@ def read_device_manifest(run_dir: Path) -> DeviceManifest:
 # device/results_<round trip>.json: what the device step measured (handoff/device_step.py
 # writes it; the compile host reads it as untrusted data, it comes from another host).
 
-Duration = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
 
 class ProfileResultsFile(FileModel):
     device: str = ""
-    model_times_ms: Annotated[list[Duration], Field(min_length=1)]
-    model_ms: Duration
+    model_times_ms: Annotated[list[Milliseconds], Field(min_length=1)]
+    model_ms: Milliseconds
     default_outputs: InsidePath = ""
-    dispatch_ms: dict[str, Duration | None]
+    dispatch_ms: dict[str, Milliseconds | None]
 
 
 class ModelRunFile(FileModel):
-    times_ms: list[Duration]
+    times_ms: list[Milliseconds]
     reason: str = ""
     outputs: InsidePath
 
 
 class VariantResultsFile(FileModel):
     device: str = ""
-    calls_per_round: Annotated[int, Field(ge=1)]
+    calls_per_round: Positive
     first: dict[str, ModelRunFile]
     contenders: list[str]
     confirm: dict[str, ModelRunFile]
@@ -228,9 +232,9 @@ class DeviceResultsFile(FileModel):
 
     format: str = RESULTS_FORMAT
     manifest_sha256: str
-    round_trip: Annotated[int, Field(ge=1)] | None = None
+    round_trip: Positive | None = None
     devices: Annotated[list[NonEmpty], Field(min_length=1)]
-    seconds: dict[str, Duration]
+    seconds: dict[str, Seconds]
     folders: dict[str, str]
     profile: ProfileResultsFile | None = None
     variants: VariantResultsFile | None = None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ireetune.compile.driver import DEFAULT_SPECS_FLAG
@@ -46,6 +47,7 @@ from ireetune.flags.model_search import (
     search_model_flags,
 )
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
+from ireetune.flags.trials import FlagSearchResult
 from ireetune.frontend.model_import import import_model
 from ireetune.handoff.resume import resume_dispatch
 from ireetune.model.candidates import order_candidates
@@ -125,7 +127,16 @@ def search_flags(run: ModelTuningRun) -> Pause | None:
         run.target = run.target.with_global_flags((*run.options.extra_flags, *search.winner.flags))
         run.under_tuning.target = run.target
         run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
+        run.costs = costs_under_winner(run.costs, search)
     return None
+
+
+def costs_under_winner(costs: ModelCosts, search: FlagSearchResult) -> ModelCosts:
+    """The model's costs once the flag phase's winner applies: a compile takes what the winner's
+    took, when that is longer (data tiling and im2col doubled MobileNet-v2's: the later phases,
+    planned on the default's compile, ran past --time-budget)."""
+    compiled = [t.compile_s for t in search.trials if t.flag_set == search.winner]
+    return replace(costs, compile_s=max([costs.compile_s, *compiled]))
 
 
 def _flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch:

@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from ireetune.core.fields import Milliseconds, NonNegativeFloat, Positive, Seconds
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS
 from ireetune.core.records import DispatchOutcome
@@ -73,10 +74,7 @@ MODEL_RUN_NAME = "model_run.json"
 MODEL_RUN_FORMAT = "ireetune-model-run/2"
 PROFILE_NAME = "profile.json"
 
-Positive = Annotated[int, Field(ge=1)]
 Count = Annotated[int, Field(ge=0, le=MAX_CANDIDATE_ID)]
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Milliseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 # The options' own declaration serves the file; this subclass only narrows the numbers a later
@@ -93,7 +91,7 @@ class ModelOptionsFile(ModelTuneOptions):
     rounds: Positive = 5
     jobs: Count = 0
     max_flag_sets: Positive = 48
-    flag_threshold: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.01
+    flag_threshold: NonNegativeFloat = 1.01
 
 
 class ModelFile(FileModel):

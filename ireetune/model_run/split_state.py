@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from ireetune.core.fields import NonNegativeInt, Positive, Seconds
 from ireetune.core.files import write_text_atomically
 from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.errors import IreetuneError
@@ -43,10 +44,6 @@ class SplitStage(enum.StrEnum):
 STATE_NAME = "split.json"
 STATE_FORMAT = "ireetune-split-run/1"
 
-Positive = Annotated[int, Field(ge=1)]
-Count = Annotated[int, Field(ge=0)]
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
 
 class SplitOptionsFile(FileModel):
     """The options the run was started with (those of ModelTuneOptions a later phase needs)."""
@@ -55,13 +52,13 @@ class SplitOptionsFile(FileModel):
     target: str
     inputs: list[str]
     coverage: Annotated[float, Field(gt=0, le=1)]
-    max_dispatches: Count
-    num_candidates: Count
-    candidates_per_dispatch: Count
+    max_dispatches: NonNegativeInt
+    num_candidates: NonNegativeInt
+    candidates_per_dispatch: NonNegativeInt
     with_default_specs: bool
     rounds: Positive
     seed: int
-    jobs: Count | None
+    jobs: NonNegativeInt | None
     extra_flags: list[str]
     devices: list[str]
     database_path: str | None
@@ -70,7 +67,7 @@ class SplitOptionsFile(FileModel):
     # The flag phase's options; a folder written before the split flow searched flags has none
     # (read as not searched).
     search_flags: bool = False
-    max_flag_sets: Count = 48
+    max_flag_sets: NonNegativeInt = 48
     flag_sets: list[list[str]] = []
     flag_threshold: float = MODEL_THRESHOLD
 
@@ -85,15 +82,15 @@ class SplitModelFile(FileModel):
 
 
 class SplitDispatchFile(FileModel):
-    index: Count
+    index: NonNegativeInt
     name: str
     benchmark: InsidePath
     vmfb: InsidePath
     problem: str
     tunable: bool
-    invocations: Count
-    flops: Count
-    bytes: Count = 0
+    invocations: NonNegativeInt
+    flops: NonNegativeInt
+    bytes: NonNegativeInt = 0
 
 
 class SplitTimingFile(FileModel):
@@ -126,9 +123,9 @@ class SplitFlagsFile(FileModel):
     searched: bool
     why: str = ""
     trials: list[FlagTrial] = []
-    round_trip: Count = 0
+    round_trip: NonNegativeInt = 0
     decided: bool = False
-    winner: Count | None = None
+    winner: NonNegativeInt | None = None
     notes: list[str] = []
 
 
@@ -137,7 +134,7 @@ class SplitStateFile(FileModel):
 
     format: str
     phase: Annotated[str, Field(pattern="^(preparing|awaiting-device|done)$")]
-    round_trip: Count
+    round_trip: NonNegativeInt
     options: SplitOptionsFile
     devices: list[str]
     done_steps: list[str]
