@@ -106,7 +106,8 @@ def test_sigkilled_tuner_leaves_no_compiler_running(
         ],
         env={
             **os.environ, "IREETUNE_IREE_COMPILE": str(script), "IREETUNE_IREE_OPT": str(script),
-            **extra,
+            # A killed tuner cannot remove its scratch folder: it stays in the test's folder.
+            "TMPDIR": str(tmp_path), **extra,
         },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
