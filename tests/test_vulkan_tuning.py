@@ -37,6 +37,7 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
 }
 """
 
+
 # examples/mlp.mlir at a size lavapipe runs in milliseconds: two matmuls with a ReLU between.
 def _mlp(batch: int, hidden: int) -> str:
     """A two-layer perceptron: [batch, 64] x [64, hidden], ReLU, x [hidden, 32]."""
