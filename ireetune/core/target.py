@@ -153,6 +153,11 @@ class Target(abc.ABC):
         """Return the global compiler options worth searching on this target (default: none)."""
         return FlagSpace(options=(), combinations=())
 
+    def model_flag_space(self, model_path: Path, folder: Path, timeout_s: float) -> FlagSpace:
+        """Return the options worth searching for one model: `flag_space()`, and any option
+        made for the model (a file it needs is written into `folder`)."""
+        return self.flag_space()
+
     @property
     def spec_flag(self) -> str:
         """Name the iree-compile option that applies a tuning spec on this target (the tuning-spec

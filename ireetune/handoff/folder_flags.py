@@ -2,16 +2,20 @@
 
 `finish` passes a folder's global flags to iree-compile. A folder is untrusted data, and a flag
 of plain form can still make the compiler write files (`--iree-llvmcpu-keep-linker-artifacts`
-leaves object files in /tmp), so the folder format accepts no flag outside the searched spaces.
+leaves object files in /tmp), so the folder format accepts no flag outside the searched spaces;
+the one option made for a model (the llvm-cpu depthwise channels-last transform spec) is
+accepted when its file holds exactly what ireetune writes there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ireetune.core.flag_space import FlagSpace, list_tuned_flags
 from ireetune.errors import IreetuneError
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
+from ireetune.targets.llvm_cpu.depthwise_layout import TRANSFORM_SPEC_FLAG, is_generated_spec
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 
 
@@ -36,6 +40,9 @@ FOLDER_FLAGS = frozenset().union(
 def check_folder_flags(flags: Sequence[str], origin: str) -> None:
     """Refuse a global flag that no flag search writes (`origin` names where it came from)."""
     for flag in flags:
+        name, _, value = flag.partition("=")
+        if name == TRANSFORM_SPEC_FLAG and is_generated_spec(Path(value)):
+            continue
         if flag not in FOLDER_FLAGS:
             raise IreetuneError(
                 f"{origin}: {flag!r} is not a flag a run folder may carry (only the flag "

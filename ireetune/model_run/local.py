@@ -147,14 +147,24 @@ def _flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch
     return ModelFlagSearch(
         source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
         base_flags=(*target.compile_flags(), *default_specs), user_flags=options.extra_flags,
-        device=model.device,
-        space=FlagSpace((), options.flag_sets) if options.flag_sets else target.flag_space(),
+        device=model.device, space=_flag_space(run, target),
         rounds=options.rounds, repetitions=repetitions_for(run.original_ms),
         max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
         rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
         run_budget_s=options.time_budget_s,
     )  # fmt: skip
+
+
+def _flag_space(run: ModelTuningRun, target: Target) -> FlagSpace:
+    """The user's flag sets, else the target's space for this model (made only when the phase
+    searches: a model-made option writes its file into the phase's folder)."""
+    options, model = run.options, run.under_tuning
+    if options.flag_sets:
+        return FlagSpace((), options.flag_sets)
+    if not options.search_flags:
+        return target.flag_space()
+    return target.model_flag_space(model.mlir_path, run.run_dir / "flags", model.compile_timeout_s)
 
 
 def profile(run: ModelTuningRun) -> Pause | None:

@@ -129,7 +129,13 @@ def _base_flags(run: ModelTuningRun) -> tuple[str, ...]:
 def _compile_flag_sets(run: ModelTuningRun, step: dict[str, Any]) -> None:
     """Compile the default and every proposed set once; record them sorted by hash."""
     options, model = run.options, run.under_tuning
-    space = FlagSpace((), options.flag_sets) if options.flag_sets else run.target.flag_space()
+    space = (
+        FlagSpace((), options.flag_sets)
+        if options.flag_sets
+        else run.target.model_flag_space(
+            model.mlir_path, run.run_dir / FLAGS_DIR, model.compile_timeout_s
+        )
+    )
     if not space.options + space.combinations:
         step.update(searched=False, why=f"the target {options.target} has no flags to search")
         save_state(run.run_dir, run.state)

@@ -24,6 +24,11 @@ through convolutions and aggressive transpose propagation, which change nothing 
 them again; hence their dependence on it). Its NCHWc form (`tiling-factor=8` or 16) fails to
 compile a 3-channel image input, so it is not offered.
 
+A model with NCHW depthwise convolutions gets one more option, made for it: a preprocessing
+transform spec that turns them channels-last too (`depthwise_layout.py`, which says why), tried
+with the channels-last pipeline and aggressive transpose propagation as a seed of its own
+(`with_depthwise_channels_last`).
+
 `CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
 space was searched; they seed the flag phase's search, which then changes `tuned` options one
 at a time (`flags/strategy.py`).
@@ -31,7 +36,11 @@ at a time (`flags/strategy.py`).
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from ireetune.core.flag_space import FlagOption, FlagSpace, RuntimeOption, TunedOption
+from ireetune.targets.llvm_cpu.depthwise_layout import TRANSFORM_SPEC_FLAG, spec_flag
 
 DATA_TILING = "--iree-opt-data-tiling"
 _UKERNELS = "--iree-llvmcpu-enable-ukernels"
@@ -45,6 +54,7 @@ CHANNELS_LAST = "builtin.module(util.func(iree-preprocessing-convert-conv-to-cha
 
 _WITH_DATA_TILING = ((DATA_TILING, "true"),)
 _WITH_CHANNELS_LAST = ((_PREPROCESSING, CHANNELS_LAST),)
+_AGGRESSIVE_TRANSPOSES = "--iree-opt-aggressively-propagate-transposes"
 
 CPU_TUNED_OPTIONS = (
     TunedOption(DATA_TILING, ("true",), "false",
@@ -74,7 +84,7 @@ CPU_TUNED_OPTIONS = (
                 "moves the channels-last rewrite's transposes through the convolutions, so "
                 "that consecutive convolutions stay channels-last",
                 depends_on=_WITH_CHANNELS_LAST),
-    TunedOption("--iree-opt-aggressively-propagate-transposes", ("true",), "false",
+    TunedOption(_AGGRESSIVE_TRANSPOSES, ("true",), "false",
                 "propagates those transposes into named ops even where they become generics",
                 depends_on=_WITH_CHANNELS_LAST),
     TunedOption("--iree-global-opt-data-tiling", ("true",), "false",
@@ -175,3 +185,22 @@ CPU_FLAG_SPACE = FlagSpace(
     tuned=CPU_TUNED_OPTIONS,
     runtime=LOCAL_TASK_RUNTIME_OPTIONS,
 )  # fmt: skip
+
+
+def with_depthwise_channels_last(space: FlagSpace, spec_path: Path) -> FlagSpace:
+    """Return `space` with the depthwise channels-last spec at `spec_path` as an option: a seed
+    (with the channels-last pipeline and aggressive transpose propagation, the set that made
+    MobileNet-v2 fastest) and a searched option that depends on the channels-last pipeline."""
+    why = (
+        "turns NCHW depthwise convolutions channels-last too, where the CPU's convolution "
+        "codegen vectorizes along the channels (a transform spec made for the model)"
+    )
+    seed = FlagOption(
+        "depthwise-channels-last",
+        ((f"{_PREPROCESSING}={CHANNELS_LAST}", spec_flag(spec_path), _AGGRESSIVE_TRANSPOSES),),
+        why,
+    )
+    tuned = TunedOption(
+        TRANSFORM_SPEC_FLAG, (str(spec_path.resolve()),), "", why, depends_on=_WITH_CHANNELS_LAST
+    )
+    return dataclasses.replace(space, options=(*space.options, seed), tuned=(*space.tuned, tuned))
