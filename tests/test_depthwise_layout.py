@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ireetune.compile.driver import CompileRequest
 from ireetune.core.flag_space import propose_flag_sets
 from ireetune.errors import IreetuneError
+from ireetune.executor.flag_files import read_flag_files
+from ireetune.executor.ray_executor import _ShippedCompile, compile_shipped
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
+from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.depthwise_layout import (
     SPEC_FILE_NAME,
     TRANSFORM_SPEC_FLAG,
@@ -25,7 +30,6 @@ from ireetune.targets.llvm_cpu.depthwise_layout import (
     write_depthwise_spec,
 )
 from ireetune.targets.llvm_cpu.flags import CHANNELS_LAST, CPU_FLAG_SPACE
-from ireetune.targets import parse_target
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL, TEST_TARGET
 
 # A pointwise convolution feeding two depthwise ones (16 and 24 channels, one strided): the
@@ -112,7 +116,9 @@ def test_the_spec_makes_the_depthwise_convolutions_channels_last_with_the_same_o
     # NCHW, the depthwise convolutions go through the generic pipeline; channels-last, IREE
     # recognises them and decomposes them, vectors along the channels.
     assert "ConvTileAndDecomposeExpert" not in _pipelines(depthwise_model, tmp_path, PREPROCESSING)
-    assert _pipelines(depthwise_model, tmp_path, *with_spec).count("ConvTileAndDecomposeExpert") == 2
+    assert (
+        _pipelines(depthwise_model, tmp_path, *with_spec).count("ConvTileAndDecomposeExpert") == 2
+    )
     binaries = {"channels_last": tmp_path / "cl.vmfb", "depthwise": tmp_path / "dw.vmfb"}
     _compile(depthwise_model, binaries["channels_last"], PREPROCESSING)
     _compile(depthwise_model, binaries["depthwise"], *with_spec)
@@ -169,3 +175,27 @@ def test_a_spec_needs_a_positive_channel_count() -> None:
         render_spec(())
     with pytest.raises(ValueError, match="positive"):
         render_spec((0,))
+
+
+def test_a_compile_on_another_node_gets_the_spec_its_flags_name(
+    depthwise_model: Path, depthwise_spec: Path, tmp_path: Path
+) -> None:
+    """A Ray node may not have the run folder: the spec travels with the compile."""
+    spec = tmp_path / "driver" / SPEC_FILE_NAME
+    spec.parent.mkdir()
+    spec.write_bytes(depthwise_spec.read_bytes())
+    request = CompileRequest(
+        depthwise_model, tmp_path / "here.vmfb", target_flags=tuple(CPU_FLAGS),
+        phase_flags=(PREPROCESSING, spec_flag(spec)), timeout_s=120.0,
+    )  # fmt: skip
+    shipped = _ShippedCompile(request, None, "", read_flag_files(request))
+    source = depthwise_model.read_bytes()
+    # On this host the driver's path is there: the binary a node makes from it...
+    unshipped = replace(shipped, flag_files=())
+    here = compile_shipped(unshipped, source)
+    assert here.result.ok and here.binary
+    spec.unlink()  # ...and the node's view, where it is not
+    remote = compile_shipped(shipped, source)
+    assert remote.result.ok and remote.binary == here.binary
+    lost = compile_shipped(unshipped, source).result
+    assert not lost.ok and str(spec) in lost.error_line + lost.stderr

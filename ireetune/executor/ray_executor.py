@@ -47,6 +47,7 @@ from ireetune.core.files import write_bytes_atomically
 from ireetune.errors import IreetuneError
 from ireetune.executor import RaySettings
 from ireetune.executor.base import Executor
+from ireetune.executor.flag_files import FlagFiles, place_flag_files, read_flag_files
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.verify.runner import ReferenceBatch, ReferenceRun
 
@@ -91,6 +92,7 @@ class _ShippedCompile:
     request: CompileRequest
     spec_text: bytes | None
     fault_hook: str
+    flag_files: FlagFiles = ()  # files its flags name (executor/flag_files.py)
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ def compile_shipped(shipped: _ShippedCompile, source: bytes) -> _CompiledFiles:
     scratch.mkdir(parents=True, exist_ok=True)
     task_dir = Path(tempfile.mkdtemp(prefix="task_", dir=scratch))
     try:
+        request, renames = place_flag_files(request, shipped.flag_files, task_dir)
         spec_path = None
         if request.spec_path is not None:
             assert shipped.spec_text is not None
@@ -173,7 +176,8 @@ def compile_shipped(shipped: _ShippedCompile, source: bytes) -> _CompiledFiles:
         binary = local.output_path.read_bytes() if result.ok else None
         kept = result.reproducer_path.read_bytes() if result.reproducer_path else None
         # Name the driver's files in what the user reads, not this node's scratch folder.
-        renames = {str(task_dir / "specs" / request.spec_path.name): str(request.spec_path)} if request.spec_path else {}  # fmt: skip
+        if request.spec_path:
+            renames[str(task_dir / "specs" / request.spec_path.name)] = str(request.spec_path)
         stderr, error_line = result.stderr, result.error_line
         for remote, driver in renames.items():
             stderr, error_line = stderr.replace(remote, driver), error_line.replace(remote, driver)
@@ -389,7 +393,7 @@ class RayExecutor(Executor):
                 sources[request.source_path] = ray.put(request.source_path.read_bytes())
             spec = request.spec_path.read_bytes() if request.spec_path is not None else None
             # The source travels once per distinct file: its reference, resolved by Ray.
-            shipped = _ShippedCompile(request, spec, hook)
+            shipped = _ShippedCompile(request, spec, hook, read_flag_files(request))
             reference = self._compile_task.remote(shipped, sources[request.source_path])
             pending[reference] = job
         try:
