@@ -1,7 +1,7 @@
 """Files a compile's flags name, for a compile that runs on another node.
 
-A flag set of the model flag phase can name a file the compiler reads (the llvm-cpu depthwise
-channels-last transform spec, `--iree-preprocessing-transform-spec-filename=PATH`). A node of a
+A flag set of the model flag phase can name a file the compiler reads (the llvm-cpu channels-last
+windows transform spec, `--iree-preprocessing-transform-spec-filename=PATH`). A node of a
 Ray cluster may not have that path: the file is read where the request is made, travels with
 the compile, and is written beside it on the node, the flag naming the copy.
 """

@@ -3,7 +3,7 @@
 `finish` passes a folder's global flags to iree-compile. A folder is untrusted data, and a flag
 of plain form can still make the compiler write files (`--iree-llvmcpu-keep-linker-artifacts`
 leaves object files in /tmp), so the folder format accepts no flag outside the searched spaces;
-the one option made for a model (the llvm-cpu depthwise channels-last transform spec) is
+the one option made for a model (the llvm-cpu channels-last windows transform spec) is
 accepted when its file holds exactly what ireetune writes there.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 from ireetune.core.flag_space import FlagSpace, list_tuned_flags
 from ireetune.errors import IreetuneError
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
-from ireetune.targets.llvm_cpu.depthwise_layout import TRANSFORM_SPEC_FLAG, is_generated_spec
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
+from ireetune.targets.llvm_cpu.window_layout import TRANSFORM_SPEC_FLAG, is_generated_spec
 
 
 def list_space_flags(space: FlagSpace) -> frozenset[str]:

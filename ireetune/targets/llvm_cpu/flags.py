@@ -24,10 +24,11 @@ through convolutions and aggressive transpose propagation, which change nothing 
 them again; hence their dependence on it). Its NCHWc form (`tiling-factor=8` or 16) fails to
 compile a 3-channel image input, so it is not offered.
 
-A model with NCHW depthwise convolutions gets one more option, made for it: a preprocessing
-transform spec that turns them channels-last too (`depthwise_layout.py`, which says why), tried
+A model with NCHW depthwise convolutions or pools gets one more option, made for it: a
+preprocessing transform spec that turns them channels-last too (`window_layout.py`, which says
+why), tried
 with the channels-last pipeline and aggressive transpose propagation as a seed of its own
-(`with_depthwise_channels_last`).
+(`with_channels_last_windows`).
 
 `CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
 space was searched; they seed the flag phase's search, which then changes `tuned` options one
@@ -40,7 +41,7 @@ import dataclasses
 from pathlib import Path
 
 from ireetune.core.flag_space import FlagOption, FlagSpace, RuntimeOption, TunedOption
-from ireetune.targets.llvm_cpu.depthwise_layout import TRANSFORM_SPEC_FLAG, spec_flag
+from ireetune.targets.llvm_cpu.window_layout import TRANSFORM_SPEC_FLAG, spec_flag
 
 DATA_TILING = "--iree-opt-data-tiling"
 _UKERNELS = "--iree-llvmcpu-enable-ukernels"
@@ -187,16 +188,16 @@ CPU_FLAG_SPACE = FlagSpace(
 )  # fmt: skip
 
 
-def with_depthwise_channels_last(space: FlagSpace, spec_path: Path) -> FlagSpace:
-    """Return `space` with the depthwise channels-last spec at `spec_path` as an option: a seed
+def with_channels_last_windows(space: FlagSpace, spec_path: Path) -> FlagSpace:
+    """Return `space` with the channels-last windows spec at `spec_path` as an option: a seed
     (with the channels-last pipeline and aggressive transpose propagation, the set that made
     MobileNet-v2 fastest) and a searched option that depends on the channels-last pipeline."""
     why = (
-        "turns NCHW depthwise convolutions channels-last too, where the CPU's convolution "
+        "turns NCHW depthwise convolutions and pools channels-last too, where the CPU's window "
         "codegen vectorizes along the channels (a transform spec made for the model)"
     )
     seed = FlagOption(
-        "depthwise-channels-last",
+        "channels-last-windows",
         ((f"{_PREPROCESSING}={CHANNELS_LAST}", spec_flag(spec_path), _AGGRESSIVE_TRANSPOSES),),
         why,
     )

@@ -21,7 +21,6 @@ from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import CpuSpace
 from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace, compute_conv_sizes
-from ireetune.targets.llvm_cpu.depthwise_layout import write_depthwise_spec
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.features import (
@@ -30,9 +29,10 @@ from ireetune.targets.llvm_cpu.features import (
     contraction_features,
     convolution_features,
 )
-from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_depthwise_channels_last
+from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_channels_last_windows
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace, compute_problem_sizes
+from ireetune.targets.llvm_cpu.window_layout import write_window_spec
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
 from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
@@ -99,11 +99,9 @@ class LlvmCpuTarget(Target):
         return CPU_FLAG_SPACE
 
     def model_flag_space(self, model_path: Path, folder: Path, timeout_s: float) -> FlagSpace:
-        # A model with NCHW depthwise convolutions gets a transform spec made for it.
-        spec = write_depthwise_spec(model_path, tuple(self.target_flags()), folder, timeout_s)
-        return (
-            CPU_FLAG_SPACE if spec is None else with_depthwise_channels_last(CPU_FLAG_SPACE, spec)
-        )
+        # A model with NCHW depthwise convolutions or pools gets a transform spec made for it.
+        spec = write_window_spec(model_path, tuple(self.target_flags()), folder, timeout_s)
+        return CPU_FLAG_SPACE if spec is None else with_channels_last_windows(CPU_FLAG_SPACE, spec)
 
     def spec_prologue(self, problem: Problem) -> tuple[str, ...]:
         # The dispatch benchmark shows the convolution with its batch loop (the pass ran before

@@ -1,4 +1,4 @@
-"""NCHW depthwise convolutions turned channels-last by a transform spec made for the model
+"""NCHW depthwise convolutions and pools turned channels-last by a transform spec made for the model
 (llvm-cpu): the channel counts found, the spec's effect on the compiled model (its config and its
 outputs), the model's flag space, and what a run folder may carry."""
 
@@ -20,23 +20,24 @@ from ireetune.executor.ray_executor import _ShippedCompile, compile_shipped
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.depthwise_layout import (
+from ireetune.targets.llvm_cpu.flags import CHANNELS_LAST, CPU_FLAG_SPACE
+from ireetune.targets.llvm_cpu.window_layout import (
     SPEC_FILE_NAME,
     TRANSFORM_SPEC_FLAG,
-    find_depthwise_channels,
+    find_windows,
     is_generated_spec,
     render_spec,
     spec_flag,
-    write_depthwise_spec,
+    write_window_spec,
 )
-from ireetune.targets.llvm_cpu.flags import CHANNELS_LAST, CPU_FLAG_SPACE
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL, TEST_TARGET
 
-# A pointwise convolution feeding two depthwise ones (16 and 24 channels, one strided): the
-# inverted-residual block of MobileNet-v2, NCHW as the ONNX importer writes it.
-DEPTHWISE_MODEL = """
+# A pointwise convolution feeding two depthwise ones (16 and 24 channels, one strided), then a
+# max pool: MobileNet-v2's inverted-residual block and SqueezeNet's pool, NCHW as the ONNX importer
+# writes them.
+WINDOW_MODEL = """
 func.func @main(%x: tensor<1x8x20x20xf32>, %w: tensor<16x8x1x1xf32>, %d: tensor<16x3x3xf32>,
-                %w2: tensor<24x16x1x1xf32>, %d2: tensor<24x3x3xf32>) -> tensor<1x24x8x8xf32> {
+                %w2: tensor<24x16x1x1xf32>, %d2: tensor<24x3x3xf32>) -> tensor<1x24x6x6xf32> {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<1x16x20x20xf32>
   %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x16x20x20xf32>) -> tensor<1x16x20x20xf32>
@@ -54,24 +55,36 @@ func.func @main(%x: tensor<1x8x20x20xf32>, %w: tensor<16x8x1x1xf32>, %d: tensor<
   %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x24x8x8xf32>) -> tensor<1x24x8x8xf32>
   %r = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
       ins(%q, %d2 : tensor<1x24x18x18xf32>, tensor<24x3x3xf32>) outs(%f3 : tensor<1x24x8x8xf32>) -> tensor<1x24x8x8xf32>
-  return %r : tensor<1x24x8x8xf32>
+  %low = arith.constant -3.40282347E+38 : f32
+  %window = tensor.empty() : tensor<3x3xf32>
+  %e4 = tensor.empty() : tensor<1x24x6x6xf32>
+  %f4 = linalg.fill ins(%low : f32) outs(%e4 : tensor<1x24x6x6xf32>) -> tensor<1x24x6x6xf32>
+  %m = linalg.pooling_nchw_max {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%r, %window : tensor<1x24x8x8xf32>, tensor<3x3xf32>) outs(%f4 : tensor<1x24x6x6xf32>) -> tensor<1x24x6x6xf32>
+  return %m : tensor<1x24x6x6xf32>
 }
 """
 INPUT_SHAPES = ((1, 8, 20, 20), (16, 8, 1, 1), (16, 3, 3), (24, 16, 1, 1), (24, 3, 3))
 PREPROCESSING = f"--iree-preprocessing-pass-pipeline={CHANNELS_LAST}"
+DECOMPOSED = "ConvTileAndDecomposeExpert"
+WINDOWS = (
+    ("depthwise_conv_2d_nchw_chw", 16),
+    ("depthwise_conv_2d_nchw_chw", 24),
+    ("pooling_nchw_max", 24),
+)
 
 
 @pytest.fixture(scope="module")
-def depthwise_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("depthwise_model") / "depthwise.mlir"
-    path.write_text(DEPTHWISE_MODEL)
+def window_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("window_model") / "windows.mlir"
+    path.write_text(WINDOW_MODEL)
     return path
 
 
 @pytest.fixture(scope="module")
-def depthwise_spec(depthwise_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("depthwise_spec")
-    spec = write_depthwise_spec(depthwise_model, tuple(CPU_FLAGS), folder, 60.0)
+def window_spec(window_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("window_spec")
+    spec = write_window_spec(window_model, tuple(CPU_FLAGS), folder, 60.0)
     assert spec is not None
     return spec
 
@@ -87,42 +100,54 @@ def _pipelines(model: Path, folder: Path, *flags: str) -> list[str]:
     return re.findall(r"pipeline = #iree_cpu\.pipeline<(\w+)>", configured.read_text())
 
 
-def test_the_channel_counts_of_the_depthwise_convolutions_are_found(
-    depthwise_model: Path, depthwise_spec: Path
+def _window_ops(model: Path, folder: Path, *flags: str) -> list[str]:
+    """The NCHW window ops left in the model once preprocessing ran."""
+    preprocessed = folder / "preprocessed.mlir"
+    _compile(model, preprocessed, *flags, "--compile-to=preprocessing")
+    return re.findall(
+        r"linalg\.(?:depthwise_conv_2d_nchw_chw|pooling_nchw_\w+)\b", preprocessed.read_text()
+    )
+
+
+def test_the_window_ops_and_their_channel_counts_are_found(
+    window_model: Path, window_spec: Path
 ) -> None:
-    converted = depthwise_spec.parent / "converted.mlir"
-    _compile(depthwise_model, converted, "--compile-to=input")
-    assert find_depthwise_channels(converted.read_text()) == (16, 24)
-    assert depthwise_spec.name == SPEC_FILE_NAME and is_generated_spec(depthwise_spec)
+    converted = window_spec.parent / "converted.mlir"
+    _compile(window_model, converted, "--compile-to=input")
+    assert find_windows(converted.read_text()) == WINDOWS
+    assert window_spec.name == SPEC_FILE_NAME and is_generated_spec(window_spec)
     # Only the spec is left behind in the folder.
-    assert sorted(p.name for p in depthwise_spec.parent.iterdir()) == sorted(
+    assert sorted(p.name for p in window_spec.parent.iterdir()) == sorted(
         [SPEC_FILE_NAME, "converted.mlir"]
     )
 
 
-def test_a_model_without_depthwise_convolutions_gets_no_spec(tmp_path: Path) -> None:
+def test_a_model_without_window_ops_gets_no_spec(tmp_path: Path) -> None:
     model = tmp_path / "matmul.mlir"
     model.write_text(MATMUL_MODEL)
-    assert write_depthwise_spec(model, tuple(CPU_FLAGS), tmp_path / "flags", 60.0) is None
+    assert write_window_spec(model, tuple(CPU_FLAGS), tmp_path / "flags", 60.0) is None
     assert not (tmp_path / "flags" / SPEC_FILE_NAME).exists()
     target = parse_target(TEST_TARGET)
     assert target.model_flag_space(model, tmp_path / "flags", 60.0) == CPU_FLAG_SPACE
 
 
-def test_the_spec_makes_the_depthwise_convolutions_channels_last_with_the_same_outputs(
-    depthwise_model: Path, depthwise_spec: Path, tmp_path: Path
+def test_the_spec_makes_the_windows_channels_last_with_the_same_outputs(
+    window_model: Path, window_spec: Path, tmp_path: Path
 ) -> None:
-    with_spec = (PREPROCESSING, spec_flag(depthwise_spec))
+    with_spec = (PREPROCESSING, spec_flag(window_spec))
+    # The channels-last pipeline leaves the NCHW windows as they are; the spec packs each one's
+    # channel loop (the generic that results is an NHWC window to IREE).
+    windows = ["linalg.depthwise_conv_2d_nchw_chw"] * 2 + ["linalg.pooling_nchw_max"]
+    assert _window_ops(window_model, tmp_path, PREPROCESSING) == windows
+    assert _window_ops(window_model, tmp_path, *with_spec) == []
     # NCHW, the depthwise convolutions go through the generic pipeline; channels-last, IREE
-    # recognises them and decomposes them, vectors along the channels.
-    assert "ConvTileAndDecomposeExpert" not in _pipelines(depthwise_model, tmp_path, PREPROCESSING)
-    assert (
-        _pipelines(depthwise_model, tmp_path, *with_spec).count("ConvTileAndDecomposeExpert") == 2
-    )
-    binaries = {"channels_last": tmp_path / "cl.vmfb", "depthwise": tmp_path / "dw.vmfb"}
-    _compile(depthwise_model, binaries["channels_last"], PREPROCESSING)
-    _compile(depthwise_model, binaries["depthwise"], *with_spec)
-    assert binaries["channels_last"].read_bytes() != binaries["depthwise"].read_bytes()
+    # decomposes every window, vectors along the channels.
+    assert _pipelines(window_model, tmp_path, PREPROCESSING).count(DECOMPOSED) <= 1
+    assert _pipelines(window_model, tmp_path, *with_spec).count(DECOMPOSED) == 3
+    binaries = {"channels_last": tmp_path / "cl.vmfb", "windows": tmp_path / "windows.vmfb"}
+    _compile(window_model, binaries["channels_last"], PREPROCESSING)
+    _compile(window_model, binaries["windows"], *with_spec)
+    assert binaries["channels_last"].read_bytes() != binaries["windows"].read_bytes()
     rng = np.random.default_rng(0)
     inputs = tmp_path / "inputs.npz"
     arrays = [rng.standard_normal(shape).astype(np.float32) for shape in INPUT_SHAPES]
@@ -132,16 +157,16 @@ def test_the_spec_makes_the_depthwise_convolutions_channels_last_with_the_same_o
     )
     assert all(run.ok for run in runs.values()), {k: r.reason for k, r in runs.items()}
     (reference,) = runs["channels_last"].outputs
-    (output,) = runs["depthwise"].outputs
+    (output,) = runs["windows"].outputs
     assert float(np.abs(reference).max()) > 0.1
     np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-4)
 
 
 def test_the_model_flag_space_seeds_and_searches_the_spec(
-    depthwise_model: Path, tmp_path: Path
+    window_model: Path, tmp_path: Path
 ) -> None:
     target = parse_target(TEST_TARGET)
-    space = target.model_flag_space(depthwise_model, tmp_path / "flags", 60.0)
+    space = target.model_flag_space(window_model, tmp_path / "flags", 60.0)
     spec = tmp_path / "flags" / SPEC_FILE_NAME
     assert is_generated_spec(spec)
     flag = spec_flag(spec)
@@ -156,40 +181,42 @@ def test_the_model_flag_space_seeds_and_searches_the_spec(
 
 def test_a_run_folder_carries_the_spec_only_as_ireetune_wrote_it(tmp_path: Path) -> None:
     spec = tmp_path / SPEC_FILE_NAME
-    spec.write_text(render_spec((16, 24)))
+    spec.write_text(render_spec(WINDOWS))
     check_folder_flags((spec_flag(spec),), "folder")
     # Another transform spec under the same name, or the same text under another, is refused.
-    spec.write_text(render_spec((16, 24)).replace("[0, 0, 0, 16, 0, 0]", "[0, 0, 16, 0, 0, 0]"))
+    spec.write_text(render_spec(WINDOWS).replace("[0, 0, 0, 16, 0, 0]", "[0, 0, 16, 0, 0, 0]"))
     with pytest.raises(IreetuneError, match="not a flag a run folder may carry"):
         check_folder_flags((spec_flag(spec),), "folder")
     other = tmp_path / "other.mlir"
-    other.write_text(render_spec((16, 24)))
+    other.write_text(render_spec(WINDOWS))
     with pytest.raises(IreetuneError, match="not a flag a run folder may carry"):
         check_folder_flags((spec_flag(other),), "folder")
     with pytest.raises(IreetuneError, match="not a flag a run folder may carry"):
         check_folder_flags((spec_flag(tmp_path / "missing" / SPEC_FILE_NAME),), "folder")
 
 
-def test_a_spec_needs_a_positive_channel_count() -> None:
+def test_a_spec_needs_known_ops_and_positive_channel_counts() -> None:
     with pytest.raises(ValueError, match="positive"):
         render_spec(())
     with pytest.raises(ValueError, match="positive"):
-        render_spec((0,))
+        render_spec((("pooling_nchw_max", 0),))
+    with pytest.raises(ValueError, match="known window ops"):
+        render_spec((("conv_2d_nchw_fchw", 16),))
 
 
 def test_a_compile_on_another_node_gets_the_spec_its_flags_name(
-    depthwise_model: Path, depthwise_spec: Path, tmp_path: Path
+    window_model: Path, window_spec: Path, tmp_path: Path
 ) -> None:
     """A Ray node may not have the run folder: the spec travels with the compile."""
     spec = tmp_path / "driver" / SPEC_FILE_NAME
     spec.parent.mkdir()
-    spec.write_bytes(depthwise_spec.read_bytes())
+    spec.write_bytes(window_spec.read_bytes())
     request = CompileRequest(
-        depthwise_model, tmp_path / "here.vmfb", target_flags=tuple(CPU_FLAGS),
+        window_model, tmp_path / "here.vmfb", target_flags=tuple(CPU_FLAGS),
         phase_flags=(PREPROCESSING, spec_flag(spec)), timeout_s=120.0,
     )  # fmt: skip
     shipped = _ShippedCompile(request, None, "", read_flag_files(request))
-    source = depthwise_model.read_bytes()
+    source = window_model.read_bytes()
     # On this host the driver's path is there: the binary a node makes from it...
     unshipped = replace(shipped, flag_files=())
     here = compile_shipped(unshipped, source)
@@ -199,3 +226,16 @@ def test_a_compile_on_another_node_gets_the_spec_its_flags_name(
     assert remote.result.ok and remote.binary == here.binary
     lost = compile_shipped(unshipped, source).result
     assert not lost.ok and str(spec) in lost.error_line + lost.stderr
+
+
+def test_a_global_pool_is_left_out() -> None:
+    """A pool whose window is the whole image is a reduction (packed, SqueezeNet's made the
+    compile fail under data tiling); a 3x3 one of the same image is a window."""
+    attributes = "{dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}"
+    converted = (
+        f"%g = linalg.pooling_nchw_sum {attributes} ins(%a, %k : tensor<1x1000x13x13xf32>, "
+        "tensor<13x13xf32>) outs(%o : tensor<1x1000x1x1xf32>) -> tensor<1x1000x1x1xf32>\n"
+        f"%w = linalg.pooling_nchw_sum {attributes} ins(%b, %j : tensor<1x64x13x13xf32>, "
+        "tensor<3x3xf32>) outs(%p : tensor<1x64x11x11xf32>) -> tensor<1x64x11x11xf32>\n"
+    )
+    assert find_windows(converted) == (("pooling_nchw_sum", 64),)

@@ -1,0 +1,167 @@
+"""Depthwise convolutions and pooling windows to channels-last, as a preprocessing transform spec
+made for a model.
+
+ONNX convolutions and pools are NCHW. IREE 3.13's `iree-preprocessing-convert-conv-to-channels-last`
+rewrites the ordinary convolutions but leaves `linalg.depthwise_conv_2d_nchw_chw` and the
+`linalg.pooling_nchw_*` windows as they are, and the CPU codegen runs an NCHW window along the
+image columns with a masked window (`DoubleTilingExpert`): MobileNet-v2's 56x56x144 3x3
+depthwise convolution took 1.2-1.4 ms on this project's 2-core znver5 machine, the same
+convolution channels-last 0.075 ms (`ConvTileAndDecomposeExpert`, vectors along the channels);
+SqueezeNet's first 3x3 max pool 0.54-0.60 ms against 0.10-0.15 ms (2026-11-28,
+docs/benchmarks.md).
+
+No compiler option reaches them, but a transform spec run before global optimization does
+(`--iree-preprocessing-transform-spec-filename`): each such op is generalized and its channel
+loop packed by the whole channel count, which puts the channels innermost (the unit outer
+dimension folds away, and IREE recognises the result as an NHWC window op).
+`transform.structured.pack` takes static sizes (or handles, not parameters), so the spec holds
+one matcher and one action per op and channel count, and is written for the model's own. With
+the channels-last rewrite of the other convolutions the layout changes between them cancel out;
+alone, they cost more than they save (measured, same day), hence the option's dependence on it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ireetune.compile.driver import CompileRequest, run_compile
+from ireetune.core.files import write_text_atomically
+
+TRANSFORM_SPEC_FLAG = "--iree-preprocessing-transform-spec-filename"
+SPEC_FILE_NAME = "channels_last_windows.mlir"
+# Each NCHW window op and the loop of its generalized form that runs over the channels:
+# (n, oh, ow, c, kh, kw) for the depthwise convolution, (n, c, oh, ow, kh, kw) for the pools.
+CHANNEL_LOOPS = {
+    "depthwise_conv_2d_nchw_chw": 3,
+    "pooling_nchw_max": 1,
+    "pooling_nchw_sum": 1,
+}
+# An op of those, its input's channels, height and width, and its second operand's shape (a
+# pool's window, a depthwise convolution's filter).
+_WINDOW_OP = re.compile(
+    r"linalg\.(" + "|".join(CHANNEL_LOOPS) + r")\b[^\n]*?\bins\([^:\n]*:\s*"
+    r"tensor<\d+x(\d+)x(\d+)x(\d+)x[^>]*>,\s*tensor<([\dx]+)x"
+)
+_HEADER = "// ireetune: channels-last windows "
+
+# (op name without `linalg.`, channel count)
+Window = tuple[str, int]
+
+
+def find_windows(input_ir: str) -> tuple[Window, ...]:
+    """Return the distinct NCHW window ops of `input_ir` (the model after IREE's input
+    conversion, `--compile-to=input`) with their channel counts, sorted. A global pool (its
+    window the whole image) is left out: it is a reduction, and packed it made a model's
+    compile fail (SqueezeNet's, under data tiling: a vector of 1000x16 elements)."""
+    windows = set()
+    for op, channels, height, width, second in _WINDOW_OP.findall(input_ir):
+        if op.startswith("pooling") and second == f"{height}x{width}":
+            continue
+        windows.add((op, int(channels)))
+    return tuple(sorted(windows))
+
+
+def render_spec(windows: tuple[Window, ...]) -> str:
+    """Return the transform spec that turns every NCHW window op of `windows` channels-last."""
+    if not windows or any(op not in CHANNEL_LOOPS or c < 1 for op, c in windows):
+        raise ValueError(f"expected known window ops with positive channel counts: {windows}")
+    pieces = [
+        _HEADER + ",".join(f"{op}:{c}" for op, c in windows),
+        "module attributes {transform.with_named_sequence} {",
+    ]
+    pieces.extend(_matcher_and_action(op, c) for op, c in windows)
+    pairs = ", ".join(f"@match_{op}_{c} -> @channels_last_{op}_{c}" for op, c in windows)
+    pieces.append(
+        "  transform.named_sequence @__transform_main("
+        "%root: !transform.any_op {transform.consumed}) {\n"
+        f"    %done = transform.foreach_match in %root {pairs}"
+        " : (!transform.any_op) -> !transform.any_op\n"
+        "    transform.yield\n"
+        "  }\n"
+        "}\n"
+    )
+    return "\n".join(pieces)
+
+
+def _matcher_and_action(op: str, channels: int) -> str:
+    """One matcher (the op, and its channel loop's size) and the action that packs that loop."""
+    loop = CHANNEL_LOOPS[op]
+    sizes = ", ".join(str(channels) if i == loop else "0" for i in range(6))
+    name = f"{op}_{channels}"
+    return f"""  transform.named_sequence @match_{name}(
+      %op: !transform.any_op {{transform.readonly}}) -> !transform.any_op {{
+    transform.match.operation_name %op ["linalg.{op}"] : !transform.any_op
+    %size = transform.match.structured %op : (!transform.any_op) -> !transform.param<i64> {{
+    ^bb0(%s: !transform.any_op):
+      %dim = transform.match.structured.dim %s[{loop}] : (!transform.any_op) -> !transform.param<i64>
+      transform.match.structured.yield %dim : !transform.param<i64>
+    }}
+    %want = transform.param.constant {channels} : i64 -> !transform.param<i64>
+    transform.match.param.cmpi eq %size, %want : !transform.param<i64>
+    transform.yield %op : !transform.any_op
+  }}
+  transform.named_sequence @channels_last_{name}(
+      %op: !transform.any_op {{transform.consumed}}) {{
+    %generic = transform.structured.generalize %op : (!transform.any_op) -> !transform.any_op
+    %packed = transform.structured.pack %generic packed_sizes = [{sizes}]
+        : (!transform.any_op) -> !transform.op<"linalg.generic">
+    transform.yield
+  }}"""
+
+
+def is_generated_spec(path: Path) -> bool:
+    """Say whether `path` holds exactly a spec `render_spec` writes (a run folder is untrusted
+    data: a transform spec of another content could do anything to the model)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    first = text.split("\n", 1)[0]
+    if path.name != SPEC_FILE_NAME or not first.startswith(_HEADER):
+        return False
+    windows: list[Window] = []
+    for item in first[len(_HEADER) :].split(","):
+        op, _, channels = item.partition(":")
+        if not channels.isdigit():
+            return False
+        windows.append((op, int(channels)))
+    try:
+        return text == render_spec(tuple(windows))
+    except ValueError:
+        return False
+
+
+def write_window_spec(
+    model_path: Path, target_flags: tuple[str, ...], folder: Path, timeout_s: float
+) -> Path | None:
+    """Write the spec for the model's NCHW window ops into `folder`; return its path, or None
+    when the model has none (or does not get through IREE's input conversion, which the flag
+    phase then reports on its own)."""
+    if any(character.isspace() for character in str(folder.resolve())):
+        return None  # a flags file holds one flag a line, with no whitespace in it
+    folder.mkdir(parents=True, exist_ok=True)
+    converted = folder / "input_conversion.mlir"
+    result = run_compile(
+        CompileRequest(
+            model_path, converted, target_flags=target_flags,
+            phase_flags=("--compile-to=input",), timeout_s=timeout_s,
+        )
+    )  # fmt: skip
+    if not result.ok:
+        return None
+    try:
+        windows = find_windows(converted.read_text())
+    finally:
+        converted.unlink(missing_ok=True)
+    if not windows:
+        return None
+    path = folder / SPEC_FILE_NAME
+    write_text_atomically(path, render_spec(windows))
+    return path
+
+
+def spec_flag(path: Path) -> str:
+    """Spell the flag that applies the spec at `path` (absolute: the flags file is used from
+    anywhere)."""
+    return f"{TRANSFORM_SPEC_FLAG}={path.resolve()}"
