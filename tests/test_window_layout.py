@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from ireetune.compile.driver import CompileRequest
-from ireetune.core.flag_space import propose_flag_sets
+from ireetune.core.flag_space import FlagSet, TunedOption, parse_configuration, propose_flag_sets
 from ireetune.errors import IreetuneError
 from ireetune.executor.flag_files import read_flag_files
 from ireetune.executor.ray_executor import _ShippedCompile, compile_shipped
+from ireetune.flags.strategy import propose_single_changes
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.targets import parse_target
@@ -175,7 +176,12 @@ def test_the_model_flag_space_seeds_and_searches_the_spec(
     (tuned,) = [o for o in space.tuned if o.name == TRANSFORM_SPEC_FLAG]
     assert tuned.values == (str(spec.resolve()),) and tuned.depends_on
     # Everything else is the target's space as it was.
-    assert space.tuned[:-1] == CPU_FLAG_SPACE.tuned
+    assert space.tuned[0] is tuned and space.tuned[1:] == CPU_FLAG_SPACE.tuned
+    # Declared first: the first change a step proposes after its ablations (a step capped by
+    # the number of sets still tries it).
+    incumbent = parse_configuration(FlagSet(("--iree-opt-data-tiling",)))
+    changes = [change for change, _ in propose_single_changes(incumbent, space.tuned)]
+    assert next(c for c in changes if c[0] not in incumbent) == tuned_change(tuned)
     assert space.options[:-1] == CPU_FLAG_SPACE.options
 
 
@@ -226,6 +232,11 @@ def test_a_compile_on_another_node_gets_the_spec_its_flags_name(
     assert remote.result.ok and remote.binary == here.binary
     lost = compile_shipped(unshipped, source).result
     assert not lost.ok and str(spec) in lost.error_line + lost.stderr
+
+
+def tuned_change(option: TunedOption) -> tuple[str, str]:
+    (value,) = option.values
+    return option.name, value
 
 
 def test_a_global_pool_is_left_out() -> None:
