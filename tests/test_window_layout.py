@@ -69,9 +69,9 @@ INPUT_SHAPES = ((1, 8, 20, 20), (16, 8, 1, 1), (16, 3, 3), (24, 16, 1, 1), (24, 
 PREPROCESSING = f"--iree-preprocessing-pass-pipeline={CHANNELS_LAST}"
 DECOMPOSED = "ConvTileAndDecomposeExpert"
 WINDOWS = (
-    ("depthwise_conv_2d_nchw_chw", 16),
-    ("depthwise_conv_2d_nchw_chw", 24),
-    ("pooling_nchw_max", 24),
+    ("depthwise_conv_2d_nchw_chw", 16, 3, 3),
+    ("depthwise_conv_2d_nchw_chw", 24, 3, 3),
+    ("pooling_nchw_max", 24, 3, 3),
 )
 
 
@@ -205,9 +205,11 @@ def test_a_spec_needs_known_ops_and_positive_channel_counts() -> None:
     with pytest.raises(ValueError, match="positive"):
         render_spec(())
     with pytest.raises(ValueError, match="positive"):
-        render_spec((("pooling_nchw_max", 0),))
+        render_spec((("pooling_nchw_max", 0, 3, 3),))
+    with pytest.raises(ValueError, match="positive"):
+        render_spec((("pooling_nchw_max", 16, 0, 3),))
     with pytest.raises(ValueError, match="known window ops"):
-        render_spec((("conv_2d_nchw_fchw", 16),))
+        render_spec((("conv_2d_nchw_fchw", 16, 3, 3),))
 
 
 def test_a_compile_on_another_node_gets_the_spec_its_flags_name(
@@ -249,4 +251,15 @@ def test_a_global_pool_is_left_out() -> None:
         f"%w = linalg.pooling_nchw_sum {attributes} ins(%b, %j : tensor<1x64x13x13xf32>, "
         "tensor<3x3xf32>) outs(%p : tensor<1x64x11x11xf32>) -> tensor<1x64x11x11xf32>\n"
     )
-    assert find_windows(converted) == (("pooling_nchw_sum", 64),)
+    assert find_windows(converted) == (("pooling_nchw_sum", 64, 3, 3),)
+
+
+def test_the_spec_reaches_only_the_windows_it_lists(window_model: Path, tmp_path: Path) -> None:
+    """A matcher checks the op, its channels and its window: the 24-channel depthwise
+    convolution (not listed) and the 3x3 pool (listed as 2x2) stay NCHW."""
+    spec = tmp_path / SPEC_FILE_NAME
+    spec.write_text(
+        render_spec((("depthwise_conv_2d_nchw_chw", 16, 3, 3), ("pooling_nchw_max", 24, 2, 2)))
+    )
+    left = _window_ops(window_model, tmp_path, PREPROCESSING, spec_flag(spec))
+    assert left == ["linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max"]

@@ -42,3 +42,12 @@ def write_bytes_atomically(path: Path, content: bytes) -> None:
     """Write a binary file so that a reader (or a crash) never sees half of it."""
     with temporary_beside(path) as temporary:
         temporary.write_bytes(content)
+
+
+def write_bytes_once(path: Path, content: bytes) -> None:
+    """Write a file several writers share (the tasks of one Ray node) atomically, with its
+    folder, unless it is already there."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomically(path, content)

@@ -43,7 +43,7 @@ from ireetune.benchmark.runner import (
 )
 from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
 from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome, record_outcome
-from ireetune.core.files import write_bytes_atomically
+from ireetune.core.files import write_bytes_once
 from ireetune.errors import IreetuneError
 from ireetune.executor import RaySettings
 from ireetune.executor.base import Executor
@@ -105,14 +105,6 @@ class _CompiledFiles:
     dumps: tuple[tuple[int, str, bytes], ...]  # (dump index, relative path, content)
 
 
-def _write_once(path: Path, content: bytes) -> None:
-    """Write a file shared by several tasks of one node atomically, if it is not there yet."""
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomically(path, content)
-
-
 def _maybe_kill_self(hook: str, kind: str, name: str | int) -> None:
     """Kill this process if the fault hook names this piece of work (see FAULT_VARIABLE)."""
     if not hook:
@@ -140,7 +132,7 @@ def compile_shipped(shipped: _ShippedCompile, source: bytes) -> _CompiledFiles:
     scratch = Path(tempfile.gettempdir()) / "ireetune_ray"
     digest = hashlib.sha256(source).hexdigest()[:20]
     source_path = scratch / "sources" / digest / request.source_path.name
-    _write_once(source_path, source)
+    write_bytes_once(source_path, source)
     scratch.mkdir(parents=True, exist_ok=True)
     task_dir = Path(tempfile.mkdtemp(prefix="task_", dir=scratch))
     try:
@@ -238,7 +230,7 @@ class _MeasuringActor:
 
         path = self.folder / digest / name
         if not path.exists():
-            _write_once(path, ray.get(content))
+            write_bytes_once(path, ray.get(content))
         return str(path)
 
     def run_benchmarks(

@@ -15,7 +15,8 @@ No compiler option reaches them, but a transform spec run before global optimiza
 loop packed by the whole channel count, which puts the channels innermost (the unit outer
 dimension folds away, and IREE recognises the result as an NHWC window op).
 `transform.structured.pack` takes static sizes (or handles, not parameters), so the spec holds
-one matcher and one action per op and channel count, and is written for the model's own. With
+one matcher and one action per op, channel count and window size, and is written for the
+model's own. With
 the channels-last rewrite of the other convolutions the layout changes between them cancel out;
 alone, they cost more than they save (measured, same day), hence the option's dependence on it.
 """
@@ -37,41 +38,43 @@ CHANNEL_LOOPS = {
     "pooling_nchw_max": 1,
     "pooling_nchw_sum": 1,
 }
-# An op of those, its input's channels, height and width, and its second operand's shape (a
-# pool's window, a depthwise convolution's filter).
+# An op of those, its input's channels, height and width, and its window's height and width
+# (the last two dimensions of its second operand: a pool's window, a depthwise filter).
 _WINDOW_OP = re.compile(
     r"linalg\.(" + "|".join(CHANNEL_LOOPS) + r")\b[^\n]*?\bins\([^:\n]*:\s*"
-    r"tensor<\d+x(\d+)x(\d+)x(\d+)x[^>]*>,\s*tensor<([\dx]+)x"
+    r"tensor<\d+x(\d+)x(\d+)x(\d+)x[^>]*>,\s*tensor<(?:\d+x)?(\d+)x(\d+)x"
 )
+# The loops of the window's height and width in either generalized form.
+_WINDOW_LOOPS = (4, 5)
 _HEADER = "// ireetune: channels-last windows "
 
-# (op name without `linalg.`, channel count)
-Window = tuple[str, int]
+# (op name without `linalg.`, channel count, window height, window width)
+Window = tuple[str, int, int, int]
 
 
 def find_windows(input_ir: str) -> tuple[Window, ...]:
     """Return the distinct NCHW window ops of `input_ir` (the model after IREE's input
-    conversion, `--compile-to=input`) with their channel counts, sorted. A global pool (its
-    window the whole image) is left out: it is a reduction, and packed it made a model's
-    compile fail (SqueezeNet's, under data tiling: a vector of 1000x16 elements)."""
+    conversion, `--compile-to=input`) with their channel counts and window sizes, sorted. A
+    global pool (its window the whole image) is left out: it is a reduction, and packed it made
+    a model's compile fail (SqueezeNet's, under data tiling: a vector of 1000x16 elements)."""
     windows = set()
-    for op, channels, height, width, second in _WINDOW_OP.findall(input_ir):
-        if op.startswith("pooling") and second == f"{height}x{width}":
+    for op, channels, height, width, kh, kw in _WINDOW_OP.findall(input_ir):
+        if op.startswith("pooling") and (kh, kw) == (height, width):
             continue
-        windows.add((op, int(channels)))
+        windows.add((op, int(channels), int(kh), int(kw)))
     return tuple(sorted(windows))
 
 
 def render_spec(windows: tuple[Window, ...]) -> str:
     """Return the transform spec that turns every NCHW window op of `windows` channels-last."""
-    if not windows or any(op not in CHANNEL_LOOPS or c < 1 for op, c in windows):
-        raise ValueError(f"expected known window ops with positive channel counts: {windows}")
+    if not windows or any(w[0] not in CHANNEL_LOOPS or min(w[1:]) < 1 for w in windows):
+        raise ValueError(f"expected known window ops with positive sizes: {windows}")
     pieces = [
-        _HEADER + ",".join(f"{op}:{c}" for op, c in windows),
+        _HEADER + ",".join(":".join(str(part) for part in w) for w in windows),
         "module attributes {transform.with_named_sequence} {",
     ]
-    pieces.extend(_matcher_and_action(op, c) for op, c in windows)
-    pairs = ", ".join(f"@match_{op}_{c} -> @channels_last_{op}_{c}" for op, c in windows)
+    pieces.extend(_matcher_and_action(w) for w in windows)
+    pairs = ", ".join(f"@match_{_name(w)} -> @channels_last_{_name(w)}" for w in windows)
     pieces.append(
         "  transform.named_sequence @__transform_main("
         "%root: !transform.any_op {transform.consumed}) {\n"
@@ -84,21 +87,35 @@ def render_spec(windows: tuple[Window, ...]) -> str:
     return "\n".join(pieces)
 
 
-def _matcher_and_action(op: str, channels: int) -> str:
-    """One matcher (the op, and its channel loop's size) and the action that packs that loop."""
+def _name(window: Window) -> str:
+    return "_".join(str(part) for part in window)
+
+
+def _matcher_and_action(window: Window) -> str:
+    """One matcher (the op, its channel loop's and its window's sizes) and the action that
+    packs the channel loop."""
+    op, channels, kh, kw = window
     loop = CHANNEL_LOOPS[op]
     sizes = ", ".join(str(channels) if i == loop else "0" for i in range(6))
-    name = f"{op}_{channels}"
+    name = _name(window)
+    checks = "".join(
+        f"""
+    %want_{i} = transform.param.constant {size} : i64 -> !transform.param<i64>
+    transform.match.param.cmpi eq %size_{i}, %want_{i} : !transform.param<i64>"""
+        for i, size in enumerate((channels, kh, kw))
+    )
     return f"""  transform.named_sequence @match_{name}(
       %op: !transform.any_op {{transform.readonly}}) -> !transform.any_op {{
     transform.match.operation_name %op ["linalg.{op}"] : !transform.any_op
-    %size = transform.match.structured %op : (!transform.any_op) -> !transform.param<i64> {{
+    %size_0, %size_1, %size_2 = transform.match.structured %op
+        : (!transform.any_op) -> (!transform.param<i64>, !transform.param<i64>, !transform.param<i64>) {{
     ^bb0(%s: !transform.any_op):
-      %dim = transform.match.structured.dim %s[{loop}] : (!transform.any_op) -> !transform.param<i64>
-      transform.match.structured.yield %dim : !transform.param<i64>
-    }}
-    %want = transform.param.constant {channels} : i64 -> !transform.param<i64>
-    transform.match.param.cmpi eq %size, %want : !transform.param<i64>
+      %c = transform.match.structured.dim %s[{loop}] : (!transform.any_op) -> !transform.param<i64>
+      %h = transform.match.structured.dim %s[{_WINDOW_LOOPS[0]}] : (!transform.any_op) -> !transform.param<i64>
+      %w = transform.match.structured.dim %s[{_WINDOW_LOOPS[1]}] : (!transform.any_op) -> !transform.param<i64>
+      transform.match.structured.yield %c, %h, %w
+          : !transform.param<i64>, !transform.param<i64>, !transform.param<i64>
+    }}{checks}
     transform.yield %op : !transform.any_op
   }}
   transform.named_sequence @channels_last_{name}(
@@ -122,10 +139,10 @@ def is_generated_spec(path: Path) -> bool:
         return False
     windows: list[Window] = []
     for item in first[len(_HEADER) :].split(","):
-        op, _, channels = item.partition(":")
-        if not channels.isdigit():
+        op, *sizes = item.split(":")
+        if len(sizes) != 3 or not all(size.isdigit() for size in sizes):
             return False
-        windows.append((op, int(channels)))
+        windows.append((op, int(sizes[0]), int(sizes[1]), int(sizes[2])))
     try:
         return text == render_spec(tuple(windows))
     except ValueError:
