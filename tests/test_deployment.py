@@ -85,6 +85,21 @@ def test_the_headline_is_the_flags_speedup_when_no_spec_is_kept(tmp_path: Path) 
     )
 
 
+def test_the_spec_part_says_why_not_with_the_note_about_specs(tmp_path: Path) -> None:
+    """A flag phase's note that names a flag with "spec" in it (the channels-last windows
+    transform spec) is not the reason no dispatch spec was kept."""
+    flag_note = (
+        "step 0: 13 seeds; moved to --iree-preprocessing-transform-spec-filename=/r/flags/"
+        "channels_last_windows.mlir (2.637x)"
+    )
+    result = _flags_only_result(tmp_path)
+    result = replace(result, notes=(flag_note, *result.notes))
+    lines = render_deployment_lines(build_deployment(facts_of(result, ()), None))
+    assert lines[2] == (
+        "  spec: none kept: no dispatch spec made the model faster; no tuned spec written"
+    )
+
+
 def test_runtime_options_are_a_part_of_the_deployment(tmp_path: Path) -> None:
     flags = ("--task_topology_max_group_count=2",)
     deployment = build_deployment(facts_of(_flags_only_result(tmp_path), flags), None)

@@ -173,6 +173,10 @@ def test_the_model_flag_space_seeds_and_searches_the_spec(
     flag = spec_flag(spec)
     seeds = propose_flag_sets(space, 48)
     assert any(flag in s.flags and PREPROCESSING in s.flags for s in seeds)
+    # ...and on the convolution seed.
+    assert any(
+        flag in s.flags and "--iree-global-opt-use-im2col-for-convs" in s.flags for s in seeds
+    )
     (tuned,) = [o for o in space.tuned if o.name == TRANSFORM_SPEC_FLAG]
     assert tuned.values == (str(spec.resolve()),) and tuned.depends_on
     # Everything else is the target's space as it was.

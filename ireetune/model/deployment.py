@@ -215,7 +215,7 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
     elif flags_kept and (result.run_dir / "tuned.vmfb").is_file():
         tuned_vmfb = result.run_dir / "tuned.vmfb"
     spec_note = next(
-        (n for n in result.notes if "spec" in n), "no dispatch spec made the model faster"
+        (n for n in result.notes if _speaks_of_specs(n)), "no dispatch spec made the model faster"
     )
     return DeploymentFacts(
         default_ms=default_ms,
@@ -228,6 +228,12 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         runtime_flags=tuple(runtime_flags),
         tuned_vmfb=tuned_vmfb,
     )
+
+
+def _speaks_of_specs(note: str) -> bool:
+    """Say whether a run's note is about its dispatch specs: the word outside any flag it quotes
+    (the flag phase's notes name `--iree-preprocessing-transform-spec-filename=...`)."""
+    return any("spec" in word for word in note.split() if not word.startswith("--"))
 
 
 def report_deployment(

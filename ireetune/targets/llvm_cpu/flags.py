@@ -188,18 +188,22 @@ CPU_FLAG_SPACE = FlagSpace(
 
 
 def with_channels_last_windows(space: FlagSpace, spec_path: Path) -> FlagSpace:
-    """Return `space` with the channels-last windows spec at `spec_path` as an option: a seed
+    """Return `space` with the channels-last windows spec at `spec_path` as an option: two seeds
     (with the channels-last pipeline and aggressive transpose propagation, the set that made
-    MobileNet-v2 fastest) and a searched option that depends on the channels-last pipeline,
-    declared first: a step that cannot try every single change tries it (SqueezeNet's search,
-    capped at 48 sets, never reached it when it came last)."""
+    MobileNet-v2 fastest; and those on the convolution seed) and a searched option that depends
+    on the channels-last pipeline, declared first: a step that cannot try every single change
+    tries it (SqueezeNet's search, capped at 48 sets, never reached it when it came last)."""
     why = (
         "turns NCHW depthwise convolutions and pools channels-last too, where the CPU's window "
         "codegen vectorizes along the channels (a transform spec made for the model)"
     )
+    windows = (f"{_PREPROCESSING}={CHANNELS_LAST}", spec_flag(spec_path), _AGGRESSIVE_TRANSPOSES)
+    # Alone, and on the convolution seed (im2col, data tiling, mmt4d) that the searches kept most
+    # often on the CNNs: a step after the first tries an option already proposed last, so the
+    # search seldom adds it to a set that already has the rest (SqueezeNet's runs).
     seed = FlagOption(
         "channels-last-windows",
-        ((f"{_PREPROCESSING}={CHANNELS_LAST}", spec_flag(spec_path), _AGGRESSIVE_TRANSPOSES),),
+        (windows, (_IM2COL, DATA_TILING, f"{_UKERNELS}=mmt4d", *windows)),
         why,
     )
     tuned = TunedOption(
