@@ -26,8 +26,8 @@ compile a 3-channel image input, so it is not offered.
 
 A model with NCHW depthwise convolutions or pools gets one more option, made for it: a
 preprocessing transform spec that turns them channels-last too (`window_layout.py`, which says
-why), tried with the channels-last pipeline and aggressive transpose propagation as a seed of
-its own (`with_channels_last_windows`).
+why), tried with the channels-last pipeline and aggressive transpose propagation as two seeds
+of its own, alone and on the convolution seed (`with_channels_last_windows`).
 
 `CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
 space was searched; they seed the flag phase's search, which then changes `tuned` options one
