@@ -25,11 +25,12 @@ from ireetune.targets.llvm_cpu.flags import CHANNELS_LAST, CPU_FLAG_SPACE
 from ireetune.targets.llvm_cpu.window_layout import (
     SPEC_FILE_NAME,
     TRANSFORM_SPEC_FLAG,
+    TRANSPOSED_SPEC_FILE_NAME,
     find_windows,
     is_generated_spec,
     render_spec,
     spec_flag,
-    write_window_spec,
+    write_window_specs,
 )
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL, TEST_TARGET
 
@@ -83,11 +84,16 @@ def window_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def window_spec(window_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def window_specs(window_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ...]:
+    """The two forms' specs: transposed, then packed."""
     folder = tmp_path_factory.mktemp("window_spec")
-    spec = write_window_spec(window_model, tuple(CPU_FLAGS), folder, 60.0)
-    assert spec is not None
-    return spec
+    return write_window_specs(window_model, tuple(CPU_FLAGS), folder, 60.0)
+
+
+@pytest.fixture(scope="module")
+def window_spec(window_specs: tuple[Path, ...]) -> Path:
+    """The packed form's spec."""
+    return window_specs[1]
 
 
 def _compile(model: Path, output: Path, *flags: str) -> None:
@@ -111,31 +117,36 @@ def _window_ops(model: Path, folder: Path, *flags: str) -> list[str]:
 
 
 def test_the_window_ops_and_their_channel_counts_are_found(
-    window_model: Path, window_spec: Path
+    window_model: Path, window_specs: tuple[Path, ...]
 ) -> None:
-    converted = window_spec.parent / "converted.mlir"
+    transposed, packed = window_specs
+    converted = packed.parent / "converted.mlir"
     _compile(window_model, converted, "--compile-to=input")
     assert find_windows(converted.read_text()) == WINDOWS
-    assert window_spec.name == SPEC_FILE_NAME and is_generated_spec(window_spec)
-    # Only the spec is left behind in the folder.
-    assert sorted(p.name for p in window_spec.parent.iterdir()) == sorted(
-        [SPEC_FILE_NAME, "converted.mlir"]
+    assert packed.name == SPEC_FILE_NAME and is_generated_spec(packed)
+    assert transposed.name == TRANSPOSED_SPEC_FILE_NAME and is_generated_spec(transposed)
+    assert packed.read_text() == render_spec(WINDOWS)
+    assert transposed.read_text() == render_spec(WINDOWS, transposed=True)
+    # Only the specs are left behind in the folder.
+    assert sorted(p.name for p in packed.parent.iterdir()) == sorted(
+        [SPEC_FILE_NAME, TRANSPOSED_SPEC_FILE_NAME, "converted.mlir"]
     )
 
 
 def test_a_model_without_window_ops_gets_no_spec(tmp_path: Path) -> None:
     model = tmp_path / "matmul.mlir"
     model.write_text(MATMUL_MODEL)
-    assert write_window_spec(model, tuple(CPU_FLAGS), tmp_path / "flags", 60.0) is None
+    assert write_window_specs(model, tuple(CPU_FLAGS), tmp_path / "flags", 60.0) == ()
     assert not (tmp_path / "flags" / SPEC_FILE_NAME).exists()
     target = parse_target(TEST_TARGET)
     assert target.model_flag_space(model, tmp_path / "flags", 60.0) == CPU_FLAG_SPACE
 
 
+@pytest.mark.parametrize("form", ["transposed", "packed"])
 def test_the_spec_makes_the_windows_channels_last_with_the_same_outputs(
-    window_model: Path, window_spec: Path, tmp_path: Path
+    window_model: Path, window_specs: tuple[Path, ...], form: str, tmp_path: Path
 ) -> None:
-    with_spec = (PREPROCESSING, spec_flag(window_spec))
+    with_spec = (PREPROCESSING, spec_flag(window_specs[form == "packed"]))
     # The channels-last pipeline leaves the NCHW windows as they are; the spec packs each one's
     # channel loop (the generic that results is an NHWC window to IREE).
     windows = ["linalg.depthwise_conv_2d_nchw_chw"] * 2 + ["linalg.pooling_nchw_max"]
@@ -168,17 +179,18 @@ def test_the_model_flag_space_seeds_and_searches_the_spec(
 ) -> None:
     target = parse_target(TEST_TARGET)
     space = target.model_flag_space(window_model, tmp_path / "flags", 60.0)
-    spec = tmp_path / "flags" / SPEC_FILE_NAME
-    assert is_generated_spec(spec)
-    flag = spec_flag(spec)
+    specs = [tmp_path / "flags" / name for name in (TRANSPOSED_SPEC_FILE_NAME, SPEC_FILE_NAME)]
+    assert all(is_generated_spec(spec) for spec in specs)
     seeds = propose_flag_sets(space, 48)
-    assert any(flag in s.flags and PREPROCESSING in s.flags for s in seeds)
-    # ...and on the convolution seed.
-    assert any(
-        flag in s.flags and "--iree-global-opt-use-im2col-for-convs" in s.flags for s in seeds
-    )
+    for flag in map(spec_flag, specs):
+        # Each form is a seed with the channels-last pipeline...
+        assert any(flag in s.flags and PREPROCESSING in s.flags for s in seeds)
+        # ...and on the convolution seed.
+        assert any(
+            flag in s.flags and "--iree-global-opt-use-im2col-for-convs" in s.flags for s in seeds
+        )
     (tuned,) = [o for o in space.tuned if o.name == TRANSFORM_SPEC_FLAG]
-    assert tuned.values == (str(spec.resolve()),) and tuned.depends_on
+    assert tuned.values == tuple(str(spec.resolve()) for spec in specs) and tuned.depends_on
     # Everything else is the target's space as it was.
     assert space.tuned[0] is tuned and space.tuned[1:] == CPU_FLAG_SPACE.tuned
     # Declared first: the first change a step proposes after its ablations (a step capped by
@@ -203,6 +215,15 @@ def test_a_run_folder_carries_the_spec_only_as_ireetune_wrote_it(tmp_path: Path)
         check_folder_flags((spec_flag(other),), "folder")
     with pytest.raises(IreetuneError, match="not a flag a run folder may carry"):
         check_folder_flags((spec_flag(tmp_path / "missing" / SPEC_FILE_NAME),), "folder")
+    # The transposed form under its own name; each form's text under the other's name is refused.
+    transposed = tmp_path / TRANSPOSED_SPEC_FILE_NAME
+    transposed.write_text(render_spec(WINDOWS, transposed=True))
+    check_folder_flags((spec_flag(transposed),), "folder")
+    spec.write_text(render_spec(WINDOWS, transposed=True))
+    transposed.write_text(render_spec(WINDOWS))
+    for path in (spec, transposed):
+        with pytest.raises(IreetuneError, match="not a flag a run folder may carry"):
+            check_folder_flags((spec_flag(path),), "folder")
 
 
 def test_a_spec_needs_known_ops_and_positive_channel_counts() -> None:
@@ -241,8 +262,7 @@ def test_a_compile_on_another_node_gets_the_spec_its_flags_name(
 
 
 def tuned_change(option: TunedOption) -> tuple[str, str]:
-    (value,) = option.values
-    return option.name, value
+    return option.name, option.values[0]
 
 
 def test_a_global_pool_is_left_out() -> None:
@@ -267,3 +287,31 @@ def test_the_spec_reaches_only_the_windows_it_lists(window_model: Path, tmp_path
     )
     left = _window_ops(window_model, tmp_path, PREPROCESSING, spec_flag(spec))
     assert left == ["linalg.depthwise_conv_2d_nchw_chw", "linalg.pooling_nchw_max"]
+
+
+def test_the_transposed_form_fuses_the_windows_into_their_channels_last_neighbours(
+    window_model: Path, window_specs: tuple[Path, ...], tmp_path: Path
+) -> None:
+    """Packed, each window's output is unpacked to NCHW in a dispatch of its own; transposed,
+    the layout changes cancel against the channels-last convolutions' and those dispatches
+    go (MobileNet-v2: 92 dispatches to 55)."""
+    flags = (PREPROCESSING, "--iree-opt-aggressively-propagate-transposes")
+    transposed, packed = (
+        _dispatches(window_model, tmp_path, *flags, spec_flag(spec)) for spec in window_specs
+    )
+    assert sum("unpack" in name for name in packed) == 2
+    assert not any("unpack" in name for name in transposed)
+    assert len(transposed) < len(packed)
+    # The windows are still there, three of them, each channels-last.
+    assert sum(name.startswith("conv_") for name in transposed) == 3
+    assert (
+        _pipelines(window_model, tmp_path, *flags, spec_flag(window_specs[0])).count(DECOMPOSED)
+        == 3
+    )
+
+
+def _dispatches(model: Path, folder: Path, *flags: str) -> list[str]:
+    """The model's dispatches once they are formed, by their names' ends (`conv_18x18x16x3x3_f32`)."""
+    flow = folder / "flow.mlir"
+    _compile(model, flow, *flags, "--compile-to=flow")
+    return re.findall(r"flow\.dispatch @[\w$]+::@[\w$]+?_dispatch_\d+_(\w+)", flow.read_text())

@@ -25,9 +25,9 @@ them again; hence their dependence on it). Its NCHWc form (`tiling-factor=8` or 
 compile a 3-channel image input, so it is not offered.
 
 A model with NCHW depthwise convolutions or pools gets one more option, made for it: a
-preprocessing transform spec that turns them channels-last too (`window_layout.py`, which says
-why), tried with the channels-last pipeline and aggressive transpose propagation as two seeds
-of its own, alone and on the convolution seed (`with_channels_last_windows`).
+preprocessing transform spec that turns them channels-last too, in two forms (`window_layout.py`,
+which says why), each tried with the channels-last pipeline and aggressive transpose propagation
+as seeds of its own, alone and on the convolution seed (`with_channels_last_windows`).
 
 `CPU_FLAG_SPACE.options` and `.combinations` are the fixed list the searches tried before the
 space was searched; they seed the flag phase's search, which then changes `tuned` options one
@@ -187,26 +187,28 @@ CPU_FLAG_SPACE = FlagSpace(
 )  # fmt: skip
 
 
-def with_channels_last_windows(space: FlagSpace, spec_path: Path) -> FlagSpace:
-    """Return `space` with the channels-last windows spec at `spec_path` as an option: two seeds
-    (with the channels-last pipeline and aggressive transpose propagation, the set that made
-    MobileNet-v2 fastest; and those on the convolution seed) and a searched option that depends
-    on the channels-last pipeline, declared first: a step that cannot try every single change
-    tries it (SqueezeNet's search, capped at 48 sets, never reached it when it came last)."""
+def with_channels_last_windows(space: FlagSpace, spec_paths: tuple[Path, ...]) -> FlagSpace:
+    """Return `space` with the channels-last windows specs at `spec_paths` (the two forms of
+    `window_layout.py`, the transposed first) as an option: seeds (each form with the
+    channels-last pipeline and aggressive transpose propagation, the set that made MobileNet-v2
+    fastest; and on the convolution seed) and a searched option of one value a form that
+    depends on the channels-last pipeline, declared first: a step that cannot try every single
+    change tries it (SqueezeNet's search, capped at 48 sets, never reached it when it came
+    last)."""
     why = (
         "turns NCHW depthwise convolutions and pools channels-last too, where the CPU's window "
-        "codegen vectorizes along the channels (a transform spec made for the model)"
+        "codegen vectorizes along the channels (a transform spec made for the model; its layout "
+        "changes as transposes that cancel against the neighbours', or as packs)"
     )
-    windows = (f"{_PREPROCESSING}={CHANNELS_LAST}", spec_flag(spec_path), _AGGRESSIVE_TRANSPOSES)
-    # Alone, and on the convolution seed (im2col, data tiling, mmt4d) that the searches kept most
-    # often on the CNNs: a step after the first tries an option already proposed last, so the
-    # search seldom adds it to a set that already has the rest (SqueezeNet's runs).
-    seed = FlagOption(
-        "channels-last-windows",
-        (windows, (_IM2COL, DATA_TILING, f"{_UKERNELS}=mmt4d", *windows)),
-        why,
-    )
-    tuned = TunedOption(
-        TRANSFORM_SPEC_FLAG, (str(spec_path.resolve()),), "", why, depends_on=_WITH_CHANNELS_LAST
-    )
+    choices: list[tuple[str, ...]] = []
+    for path in spec_paths:
+        windows = (f"{_PREPROCESSING}={CHANNELS_LAST}", spec_flag(path), _AGGRESSIVE_TRANSPOSES)
+        # Alone, and on the convolution seed (im2col, data tiling, mmt4d) that the searches kept
+        # most often on the CNNs: a step after the first tries an option already proposed
+        # last, so the search seldom adds it to a set that already has the rest (SqueezeNet's
+        # runs).
+        choices += [windows, (_IM2COL, DATA_TILING, f"{_UKERNELS}=mmt4d", *windows)]
+    seed = FlagOption("channels-last-windows", tuple(choices), why)
+    values = tuple(str(path.resolve()) for path in spec_paths)
+    tuned = TunedOption(TRANSFORM_SPEC_FLAG, values, "", why, depends_on=_WITH_CHANNELS_LAST)
     return dataclasses.replace(space, options=(*space.options, seed), tuned=(tuned, *space.tuned))

@@ -32,7 +32,7 @@ from ireetune.targets.llvm_cpu.features import (
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_channels_last_windows
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace, compute_problem_sizes
-from ireetune.targets.llvm_cpu.window_layout import write_window_spec
+from ireetune.targets.llvm_cpu.window_layout import write_window_specs
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
 from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
@@ -99,9 +99,9 @@ class LlvmCpuTarget(Target):
         return CPU_FLAG_SPACE
 
     def model_flag_space(self, model_path: Path, folder: Path, timeout_s: float) -> FlagSpace:
-        # A model with NCHW depthwise convolutions or pools gets a transform spec made for it.
-        spec = write_window_spec(model_path, tuple(self.target_flags()), folder, timeout_s)
-        return CPU_FLAG_SPACE if spec is None else with_channels_last_windows(CPU_FLAG_SPACE, spec)
+        # A model with NCHW depthwise convolutions or pools gets transform specs made for it.
+        specs = write_window_specs(model_path, tuple(self.target_flags()), folder, timeout_s)
+        return with_channels_last_windows(CPU_FLAG_SPACE, specs) if specs else CPU_FLAG_SPACE
 
     def spec_prologue(self, problem: Problem) -> tuple[str, ...]:
         # The dispatch benchmark shows the convolution with its batch loop (the pass ran before
