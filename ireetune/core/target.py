@@ -125,6 +125,14 @@ class Target(abc.ABC):
         """
         return False
 
+    @property
+    def zeroes_benchmark_buffers(self) -> bool:
+        """Say whether a model's dumped dispatch benchmarks get their buffer zeroed once, when it
+        is allocated (`frontend/dispatches.zero_benchmark_buffer`): the compiler leaves it
+        uninitialised, and on the CPU the garbage made a benchmark up to 12x slower than the
+        same dispatch on data (denormals)."""
+        return False
+
     def searches_on_real_inputs(self, problem: Problem) -> bool:
         """Say whether candidates are timed on real inputs from the first pass (the reference
         program), so that the search is steered by the signal that decides."""

@@ -27,7 +27,7 @@ BOOTSTRAP_SEED = 20261123
 class Basis(enum.Enum):
     """What a speedup was measured on."""
 
-    DISPATCH = "dispatch"  # The dispatch benchmark (on the CPU: uninitialised buffers).
+    DISPATCH = "dispatch"  # The dispatch benchmark (synthetic data: zeros or garbage).
     REAL_INPUT = "real-input"  # The root op as a program of its own, on random real inputs.
     MODEL = "model"  # The whole model on its inputs.
 

@@ -156,7 +156,7 @@ def explain_profile(hot: HotSet) -> str:
     return (
         f"profile: dispatch benchmarks add up to {hot.explained_ms:.3f} ms, more than the "
         f"{hot.model_ms:.3f} ms the model takes (dispatch benchmarks time each dispatch alone, on "
-        "uninitialised buffers, on every device): shares are of the dispatch total"
+        "synthetic data, on every device): shares are of the dispatch total"
     )
 
 
