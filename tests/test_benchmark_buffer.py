@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ireetune.frontend.dispatches import dump_dispatches, zero_benchmark_buffer
 from ireetune.targets import parse_target
 from tests.conftest import MATMUL_MODEL, TEST_TARGET
@@ -46,11 +48,18 @@ def test_a_dumped_cpu_benchmark_zeroes_its_buffer_once_and_runs(tmp_path: Path) 
         assert "ERROR" not in run.stdout
 
 
-def test_a_benchmark_of_another_form_is_left_as_it_is() -> None:
+def test_a_benchmark_of_another_form_is_left_as_it_is_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     text = "util.initializer {\n  util.return\n}\n"
     assert zero_benchmark_buffer(text) == text
     twice = (
-        "    %buffer = hal.allocator.allocate<%a : !hal.allocator> affinity(%q) type(%t) "
-        "usage(%u) : !hal.buffer{%c64}\n"
-    ) * 2
+        "    %allocator = hal.device.allocator<%device : !hal.device> : !hal.allocator\n"
+        + (
+            "    %buffer = hal.allocator.allocate<%a : !hal.allocator> affinity(%q) type(%t) "
+            "usage(%u) : !hal.buffer{%c64}\n"
+        )
+        * 2
+    )
     assert zero_benchmark_buffer(twice) == twice
+    assert sum("not zeroed" in r.getMessage() for r in caplog.records) == 2

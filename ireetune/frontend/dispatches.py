@@ -7,6 +7,7 @@ A dispatch benchmark file is what `iree-compile --iree-hal-dump-executable-bench
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from ireetune.compile.driver import (
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
+
+logger = logging.getLogger(__name__)
 
 _BENCHMARK_MARKER = 'iree.benchmark = "dispatch"'
 # The dispatch benchmark's one buffer, allocated in its initializer.
@@ -118,18 +121,20 @@ def zero_benchmark_buffer(text: str) -> str:
 
     The dump allocates one buffer for all the dispatch's bindings and leaves it uninitialised;
     read as floats, the garbage holds denormals, which the CPU computes on far more slowly:
-    MobileNet-v2's 3136x24x144 matmul dispatch took 2.0 ms on it and 0.17 ms zeroed (and
-    filled with 1.0), and its profile put that dispatch first. Zeros are ordinary values to
-    the arithmetic, and a safe index for a gather.
+    MobileNet-v2's 3136x24x144 matmul dispatch took 2.0 ms on it and 0.2 ms zeroed, and its
+    profile put that dispatch first. Zeros are ordinary values to the arithmetic, and a safe
+    index for a gather.
     """
     allocations = list(_ALLOCATION.finditer(text))
-    if len(allocations) != 1:
+    device = re.search(r"hal\.device\.allocator<(%[\w$]+) : !hal\.device>", text)
+    if len(allocations) != 1 or device is None:
+        logger.warning(
+            "a dispatch benchmark not of the form IREE 3.13 dumps: its buffer is not zeroed, "
+            "and its time may include denormals"
+        )
         return text
     match = allocations[0]
     indent, buffer, affinity, size = match.group("indent", "buffer", "affinity", "size")
-    device = re.search(r"hal\.device\.allocator<(%[\w$]+) : !hal\.device>", text)
-    if device is None:
-        return text
     lines = [
         f"%zero_fill_cmd = hal.command_buffer.create device({device.group(1)} : !hal.device) "
         f"mode(OneShot) categories(Transfer) affinity({affinity}) : !hal.command_buffer",

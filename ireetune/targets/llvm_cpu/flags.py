@@ -191,7 +191,7 @@ def with_channels_last_windows(space: FlagSpace, spec_paths: tuple[Path, ...]) -
     """Return `space` with the channels-last windows specs at `spec_paths` (the two forms of
     `window_layout.py`, the transposed first) as an option: seeds (each form with the
     channels-last pipeline and aggressive transpose propagation, the set that made MobileNet-v2
-    fastest; and on the convolution seed) and a searched option of one value a form that
+    fastest; and on the convolution seed) and a searched option, one value a form, that
     depends on the channels-last pipeline, declared first: a step that cannot try every single
     change tries it (SqueezeNet's search, capped at 48 sets, never reached it when it came
     last)."""
