@@ -87,8 +87,8 @@ class LlvmCpuTarget(Target):
     # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real data.
     decides_at_model_level = True
     renders_without_dispatch = True
-    # MobileNet-v2's 3136x24x144 matmul dispatch: 2.0 ms on the uninitialised buffer, 0.17 ms
-    # on a filled one (2026-11-28), which put it first in the model's profile.
+    # MobileNet-v2's 3136x24x144 matmul dispatch: 2.0 ms on the uninitialised buffer, 0.2 ms
+    # on a zeroed one (2026-11-28); the garbage put it first in the model's profile.
     zeroes_benchmark_buffers = True
 
     def target_flags(self) -> list[str]:

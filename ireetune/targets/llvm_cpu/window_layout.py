@@ -61,8 +61,11 @@ _WINDOW_OP = re.compile(
 )
 # The loops of the window's height and width in either generalized form.
 _WINDOW_LOOPS = (4, 5)
-_HEADER = "// ireetune: channels-last windows "
-_TRANSPOSED_HEADER = "// ireetune: channels-last windows, as transposes "
+# The first line of each form's spec, before its windows (the packed form's, then the transposed).
+_HEADERS = (
+    "// ireetune: channels-last windows ",
+    "// ireetune: channels-last windows, as transposes ",
+)
 # Each spec file's name, and whether it is the transposed form.
 _FORMS = {SPEC_FILE_NAME: False, TRANSPOSED_SPEC_FILE_NAME: True}
 # The operands of a generalized window whose packs the transposed form lowers: the input (0)
@@ -91,7 +94,7 @@ def render_spec(windows: tuple[Window, ...], transposed: bool = False) -> str:
     layout changes as packs or (`transposed`) lowered to transposes."""
     if not windows or any(w[0] not in CHANNEL_LOOPS or min(w[1:]) < 1 for w in windows):
         raise ValueError(f"expected known window ops with positive sizes: {windows}")
-    header = _TRANSPOSED_HEADER if transposed else _HEADER
+    header = _HEADERS[transposed]
     pieces = [
         header + ",".join(":".join(str(part) for part in w) for w in windows),
         "module attributes {transform.with_named_sequence} {",
@@ -182,8 +185,7 @@ def is_generated_spec(path: Path) -> bool:
         return False
     first = text.split("\n", 1)[0]
     transposed = _FORMS.get(path.name)
-    header = _TRANSPOSED_HEADER if transposed else _HEADER
-    if transposed is None or not first.startswith(header):
+    if transposed is None or not first.startswith(header := _HEADERS[transposed]):
         return False
     windows: list[Window] = []
     for item in first[len(header) :].split(","):
