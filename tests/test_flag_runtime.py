@@ -226,6 +226,8 @@ def test_the_search_finds_a_planted_best_outside_the_old_list_on_a_real_model(
     result = search_model_flags(PlantedTimesExecutor(planted), search, tmp_path)
     assert frozenset(result.winner.flags) == frozenset(planted)
     assert result.winner_binary is not None and result.winner_binary.is_file()
+    # The sets not kept lost their binaries; the default's and the winner's stay.
+    assert {p.name for p in tmp_path.glob("*.vmfb")} == {"0.vmfb", result.winner_binary.name}
     # Every compile was real: the winner's binary differs from the default's.
     assert result.trials[0].binary_hash != next(
         t.binary_hash for t in result.trials if t.flag_set == result.winner

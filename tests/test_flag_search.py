@@ -102,6 +102,9 @@ def test_a_set_without_effect_is_not_timed_and_a_harmful_one_is_rejected(
         "default", "no-effect", "timed", "compile-failed"
     ]  # fmt: skip
     assert recorded["trials"][2]["verdict"] == "rejected" and recorded["winner"] == []
+    # Decided: only the default's binary is left (no set won); the trials keep the others' hashes.
+    assert sorted(p.name for p in tmp_path.glob("*.vmfb")) == ["0.vmfb"]
+    assert "removed the binaries of 2 flag set(s) that were not kept" in recorded["notes"][-1]
 
 
 def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(

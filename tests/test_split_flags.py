@@ -97,6 +97,8 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
         ("default", ""), ("no-effect", ""), ("timed", "winner"),
     ]  # fmt: skip
     assert trials["trials"][2]["confirmed"]["rounds"] == 10
+    # Decided: the set without effect lost its binary; the default's and the winner's stay.
+    assert sorted(p.name for p in (run_dir / "flags").glob("*.vmfb")) == ["0.vmfb", "2.vmfb"]
     # The profile dumped the dispatches under the winner: its benchmarks are those a compile
     # with the winner dumps (their configurations differ from the default flags' ones), the
     # dispatch folders carry the flags, and the device times the winner as the default.

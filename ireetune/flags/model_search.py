@@ -10,6 +10,8 @@
     confirm      the search's best sets, timed again in a fresh session against the default
     decide       the decision stage's rule on the confirmed intervals and the output checks
     runtime      the device's runtime options on the winning binary (`flags/runtime.py`)
+    clean up     the binaries of the sets not kept are deleted (the default's and the winner's
+                 stay; the trials keep every set's flags and binary hash)
 
 Everything stops starting new work once `time_budget_s` is spent. Everything is recorded in
 `flags/trials.json` of the run folder.
@@ -40,6 +42,7 @@ from ireetune.flags.trials import (
     classify_by_hash,
     compile_flag_sets,
     judge_flag_sets,
+    remove_losing_binaries,
     write_trials,
 )
 from ireetune.model.outputs import outputs_match
@@ -188,13 +191,14 @@ def search_model_flags(
         executor, search, winner_binary or work_dir / "0.vmfb", work_dir / "runtime",
         Budget(runtime_deadline(deadline, budget_s, search.clock()), search.clock),
     )  # fmt: skip
+    removed = remove_losing_binaries(work_dir, trials, winner_id)
     result = FlagSearchResult(
         winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
         estimate=winner.confirmed if winner is not None else None,
         trials=tuple(trials),
         rule=search.rule,
         trials_path=work_dir / TRIALS_FILE_NAME,
-        notes=(*notes, *runtime.notes),
+        notes=(*notes, *runtime.notes, *([removed] if removed else [])),
         winner_binary=winner_binary,
         runtime_flags=runtime.flags,
         runtime_estimate=runtime.estimate,

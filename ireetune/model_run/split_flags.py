@@ -14,7 +14,8 @@
               equal) through `judge_flag_sets`, as in process; `flags/trials.json`. Every later
               compile carries the winner (`Target.with_global_flags`: the dispatch dump, the
               dispatch folders, the variants) and every later device task times the winner's
-              binary as the default, as in process.
+              binary as the default, as in process. The binaries of the sets not kept are
+              deleted (`remove_losing_binaries`; the default's and the winner's stay).
 
 What the in-process search does past its seeds (greedy single changes of the best set, each
 successively halved) needs a measurement per step, and the runtime options' search
@@ -44,6 +45,7 @@ from ireetune.flags.trials import (
     classify_by_hash,
     compile_flag_sets,
     judge_flag_sets,
+    remove_losing_binaries,
     write_trials,
 )
 from ireetune.handoff.model_folder import LabelledBinary, VariantTask
@@ -198,7 +200,11 @@ def _decide(run: ModelTuningRun, step: dict[str, Any]) -> None:
             for t in trials
         ]
     trials, winner = judge_flag_sets(trials, contenders, rule)
-    step.update(trials=[dump_record(FlagTrial, t) for t in trials], decided=True, winner=winner)
+    removed = remove_losing_binaries(run.run_dir / FLAGS_DIR, trials, winner)
+    step.update(
+        trials=[dump_record(FlagTrial, t) for t in trials], decided=True, winner=winner,
+        notes=[*step["notes"], *([removed] if removed else [])],
+    )  # fmt: skip
     timed = sorted(
         (t for t in trials if t.first is not None),
         key=lambda t: -(t.first.speedup if t.first else 0),
