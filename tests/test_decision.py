@@ -228,3 +228,25 @@ def test_the_bootstrap_of_equal_rounds_draws_what_the_round_by_round_bootstrap_d
     steady = estimate_speedup(((10.0,) * 5, (10.0,) * 5, (10.0,) * 2),
                               ((5.0,) * 5, (5.0,) * 5, (5.0,) * 2), Basis.MODEL)  # fmt: skip
     assert steady is not None and (steady.low, steady.speedup, steady.high) == (2.0, 2.0, 2.0)
+
+
+def test_a_rule_ranking_by_the_lower_bound_prefers_the_steady_set_to_the_bimodal_one() -> None:
+    # MobileNet-v2's flag phase: a set with one worker's worth of workgroups ran at 4.5x in some
+    # rounds and 2.2x in others, a steady set at 4.4x in every round.
+    bimodal = tuple(
+        tuple(t * factor for t in r)
+        for r, factor in zip(BASE, (0.22, 0.45, 0.22, 0.22), strict=True)
+    )
+    estimates = {
+        1: estimate_speedup(BASE, bimodal, Basis.REAL_INPUT),
+        2: estimate_speedup(BASE, _rounds(0.227), Basis.REAL_INPUT),
+    }
+    assert estimates[1].speedup > estimates[2].speedup and estimates[1].low < estimates[2].low
+    facts = [CandidateFacts(c, real_input=e, outputs_match=True) for c, e in estimates.items()]
+    point = DecisionRule(threshold=1.01, real_input_decides=True)
+    by_low = DecisionRule(threshold=1.01, real_input_decides=True, rank_by_low=True)
+    assert pick_winner(facts, [1, 2], point).winner == 1
+    decision = pick_winner(facts, [1, 2], by_low)
+    assert (decision.winner, decision.judgements[1].verdict) == (2, Verdict.BEATEN)
+    # Another rule, another name: a verdict stored under one is not reused under the other.
+    assert by_low.name == "paired-bootstrap/0.95/above-1.01/real-input/by-low/v1" != point.name

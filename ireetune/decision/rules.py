@@ -19,24 +19,34 @@ class Verdict(enum.Enum):
     """What the rule concluded of one candidate."""
 
     UNDECIDED = ""  # Never a contender (slower, failed to run, or stopped early).
-    WINNER = "winner"  # Passed every check and was the fastest that did.
+    WINNER = "winner"  # Passed every check and ranked first of those that did.
     BEATEN = "beaten"  # Passed every check; another candidate was faster.
     REJECTED = "rejected"  # A contender that failed a check.
 
 
 @dataclass(frozen=True)
 class DecisionRule:
-    """Accept a candidate only when its speedup's interval lies above `threshold`."""
+    """Accept a candidate only when its speedup's interval lies above `threshold`.
+
+    The accepted ones are ranked by their point speedup, or, with `rank_by_low`, by their
+    interval's lower bound: the speedup the measurement vouches for. A set whose time is
+    bimodal has a wide interval whose point can land on its fast mode in one session:
+    MobileNet-v2's `--iree-llvmcpu-number-of-threads=1` won the flag phase 2 times in 3 at
+    4.49x [2.29, 4.75] over a steady 4.42x [4.20, 4.60], and then ran at 3.5-4.4 ms against the
+    steady set's 3.1-3.2 ms (docs/benchmarks.md, 2026-11-29).
+    """
 
     threshold: float = 1.02
     confidence: float = 0.95
     real_input_decides: bool = False
+    rank_by_low: bool = False
 
     @property
     def name(self) -> str:
         """Name the rule; stored verdicts are reused only under the rule that reached them."""
         basis = "real-input" if self.real_input_decides else "dispatch"
-        return f"paired-bootstrap/{self.confidence:g}/above-{self.threshold:g}/{basis}/v1"
+        ranking = "/by-low" if self.rank_by_low else ""
+        return f"paired-bootstrap/{self.confidence:g}/above-{self.threshold:g}/{basis}{ranking}/v1"
 
 
 @dataclass(frozen=True)
@@ -159,24 +169,27 @@ def judge(facts: CandidateFacts, rule: DecisionRule) -> CandidateJudgement:
 def pick_winner(
     facts: Sequence[CandidateFacts], contenders: Sequence[int], rule: DecisionRule
 ) -> Decision:
-    """Judge the contenders; the winner is the fastest that passes every check.
+    """Judge the contenders; the winner is the first, in the rule's ranking (the fastest, or the
+    highest lower bound), of those that pass every check.
 
-    Ties on the deciding speedup go to the lower candidate id, so the result depends on the
-    measurements alone.
+    Ties go to the lower candidate id, so the result depends on the measurements alone.
     """
     by_id = {f.candidate_id: f for f in facts}
     judgements = {cid: judge(by_id[cid], rule) for cid in contenders if cid in by_id}
     passing = [j for j in judgements.values() if j.verdict is Verdict.BEATEN]
     if not passing:
         return Decision(rule, None, judgements)
-    best = min(
-        passing,
-        key=lambda j: (-(j.deciding.speedup if j.deciding else 0.0), j.candidate_id),
-    )
+    best = min(passing, key=lambda j: (-_rank(j.deciding, rule), j.candidate_id))
     judgements[best.candidate_id] = CandidateJudgement(
         best.candidate_id, Verdict.WINNER, "", best.deciding
     )
     return Decision(rule, best.candidate_id, judgements)
+
+
+def _rank(estimate: SpeedupEstimate | None, rule: DecisionRule) -> float:
+    if estimate is None:
+        return 0.0
+    return estimate.low if rule.rank_by_low else estimate.speedup
 
 
 def is_faster(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:

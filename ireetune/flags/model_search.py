@@ -54,9 +54,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A flag set must make the whole model, timed on its inputs, faster by at least the model
-# tuner's threshold (the lower bound of its paired interval).
-FLAG_RULE = DecisionRule(threshold=MODEL_RULE.threshold, real_input_decides=True)
+
+def model_flag_rule(threshold: float) -> DecisionRule:
+    """The flag phase's rule: a set must make the whole model, timed on its inputs, faster by
+    at least `threshold` (the lower bound of its paired interval), and of the sets that do, the
+    one with the highest lower bound wins: a flag set changes every dispatch, and a set whose
+    time is bimodal (few workgroups, one worker) has a wide interval whose point can land on its
+    fast mode (`DecisionRule.rank_by_low`)."""
+    return DecisionRule(threshold=threshold, real_input_decides=True, rank_by_low=True)
+
+
+FLAG_RULE = model_flag_rule(MODEL_RULE.threshold)
 
 
 @dataclass(frozen=True)

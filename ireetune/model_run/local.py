@@ -33,7 +33,6 @@ from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
-from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import TuneOptions
 from ireetune.dispatch_run.run_options import OPTIONS_NAME, read_run_options
@@ -43,6 +42,7 @@ from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import (
     ModelFlagSearch,
     measure_combined,
+    model_flag_rule,
     repetitions_for,
     search_model_flags,
 )
@@ -151,7 +151,7 @@ def _flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch
         rounds=options.rounds, repetitions=repetitions_for(run.original_ms),
         max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
         compile_timeout_s=model.compile_timeout_s,
-        rule=DecisionRule(threshold=options.flag_threshold, real_input_decides=True),
+        rule=model_flag_rule(options.flag_threshold),
         run_budget_s=options.time_budget_s,
     )  # fmt: skip
 

@@ -45,6 +45,7 @@ from ireetune.decision.stats import SpeedupEstimate
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor
 from ireetune.flags.check import check_flag_form
+from ireetune.flags.model_search import model_flag_rule
 from ireetune.flags.trials import TRIALS_FILE_NAME, FlagSearchResult, FlagTrial
 from ireetune.handoff.model_folder import hash_file
 from ireetune.model.final_check import FinalCheck
@@ -427,7 +428,7 @@ def restore_run(
     run.costs = ModelCosts(stored.compile_s, stored.load_s)
     run.default_vmfb, run.default_ms = run_dir / stored.default_vmfb, stored.default_ms
     if stored.flag_search is not None:
-        rule = DecisionRule(threshold=options.flag_threshold, real_input_decides=True)
+        rule = model_flag_rule(options.flag_threshold)
         run.flag_search = search = _flag_result(run_dir, stored.flag_search, rule)
         if search.winner_binary is not None:
             run.target = target.with_global_flags((*options.extra_flags, *search.winner.flags))

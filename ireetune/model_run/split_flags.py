@@ -36,7 +36,12 @@ from ireetune.compile.pool import default_jobs
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
 from ireetune.decision.rules import DecisionRule
 from ireetune.errors import IreetuneError
-from ireetune.flags.model_search import ModelFlagSearch, propose_seeds, with_timing
+from ireetune.flags.model_search import (
+    ModelFlagSearch,
+    model_flag_rule,
+    propose_seeds,
+    with_timing,
+)
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
@@ -76,7 +81,7 @@ RUNTIME_NOTE = (
 
 def flag_rule(options: ModelTuneOptions) -> DecisionRule:
     """Return the flag phase's rule, as in process: the model on its inputs decides."""
-    return DecisionRule(threshold=options.flag_threshold, real_input_decides=True)
+    return model_flag_rule(options.flag_threshold)
 
 
 def search_flags_split(run: ModelTuningRun) -> Pause | None:
