@@ -30,12 +30,19 @@ from ireetune.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_runtime_flags_file, write_flag_files
 from ireetune.flags.model_search import (
+    FLAG_RULE,
     RUNTIME_SHARE,
     ModelFlagSearch,
     runtime_deadline,
     search_model_flags,
 )
-from ireetune.flags.runtime import RuntimeFlagResult, runtime_row, search_runtime_flags
+from ireetune.flags.runtime import (
+    RuntimeFlagResult,
+    RuntimeTrial,
+    best_kept,
+    runtime_row,
+    search_runtime_flags,
+)
 from ireetune.flags.strategy import Budget, StrategySettings
 from ireetune.flags.trials import FlagSearchResult, TrialStatus, compile_flag_sets
 from ireetune.model.timing import ModelComparison, ModelRun, run_models_side_by_side_here
@@ -465,3 +472,21 @@ def test_a_budget_spent_by_the_first_runtime_session_confirms_nothing(
         RuntimeFlagResult(notes=("time budget spent: runtime defaults kept",))
     )
     assert len(executor.sessions) == 1
+
+
+def test_the_kept_runtime_set_with_the_highest_lower_bound_wins() -> None:
+    # One set bimodal (4.5x in three rounds, 2.2x in one), one steady at 4.4x: the flag phase's
+    # rule keeps the steady one, a rule ranking by the point the bimodal one.
+    base = [[10.0, 10.1], [10.2, 10.0], [9.9, 10.0], [10.1, 9.9]]
+    bimodal = [[t * f for t in r] for r, f in zip(base, (0.22, 0.45, 0.22, 0.22), strict=True)]
+    steady = [[t * 0.227 for t in r] for r in base]
+    trials = [
+        RuntimeTrial(("--task_worker_spin_us=50",), 2,
+                     estimate_speedup(base, bimodal, Basis.MODEL), "kept"),
+        RuntimeTrial(("--task_worker_spin_us=500",), 2,
+                     estimate_speedup(base, steady, Basis.MODEL), "kept"),
+        RuntimeTrial(("--task_topology_favor=latency",), 2, None, "rejected"),
+    ]  # fmt: skip
+    assert best_kept(trials, FLAG_RULE) == trials[1]
+    assert best_kept(trials, DecisionRule(threshold=1.01)) == trials[0]
+    assert best_kept(trials[2:], FLAG_RULE) is None

@@ -179,14 +179,16 @@ def pick_winner(
     passing = [j for j in judgements.values() if j.verdict is Verdict.BEATEN]
     if not passing:
         return Decision(rule, None, judgements)
-    best = min(passing, key=lambda j: (-_rank(j.deciding, rule), j.candidate_id))
+    best = min(passing, key=lambda j: (-rank_value(j.deciding, rule), j.candidate_id))
     judgements[best.candidate_id] = CandidateJudgement(
         best.candidate_id, Verdict.WINNER, "", best.deciding
     )
     return Decision(rule, best.candidate_id, judgements)
 
 
-def _rank(estimate: SpeedupEstimate | None, rule: DecisionRule) -> float:
+def rank_value(estimate: SpeedupEstimate | None, rule: DecisionRule) -> float:
+    """Return what the rule ranks a passing candidate by (higher is better): its point speedup,
+    or its interval's lower bound under `rank_by_low`."""
     if estimate is None:
         return 0.0
     return estimate.low if rule.rank_by_low else estimate.speedup

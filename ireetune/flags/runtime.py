@@ -12,7 +12,8 @@ worker counts whose device runs as many task workers as the defaults' (a count a
 core count) changes nothing and is not timed; a set whose outputs differ from the defaults' is
 dropped. The sets the first session put above the rule's threshold (the best `confirm_top`)
 are timed again in a second, fresh session against the defaults, which decides: a set is kept
-when that interval lies above the threshold; the best kept set wins. No session starts once the
+when that interval lies above the threshold; the kept set the rule ranks first wins (the
+highest lower bound, as among the compile flag sets). No session starts once the
 budget is spent.
 
 The result is written as `runtime_flags.txt` (`flags/file.py`).
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireetune.core.flag_space import RuntimeOption
+from ireetune.decision.rules import DecisionRule, rank_value
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.errors import IreetuneError
 from ireetune.model.timing import ModelComparison, ModelRun, RuntimeVariants
@@ -136,14 +138,20 @@ def search_runtime_flags(
             for t in contenders
         }
         trials = [confirmed.get(t.flags, t) for t in trials]
-    kept = [t for t in trials if t.verdict == "kept" and t.estimate is not None]
-    best = max(kept, key=lambda t: t.estimate.speedup if t.estimate else 0.0, default=None)
+    best = best_kept(trials, search.rule)
     if best is None or best.estimate is None:
         return RuntimeFlagResult(trials=tuple(trials), notes=notes)
     return RuntimeFlagResult(
         best.flags, best.estimate, tuple(trials),
         (*notes, f"runtime flags {' '.join(best.flags)}: {best.estimate.describe()}"),
     )  # fmt: skip
+
+
+def best_kept(trials: Sequence[RuntimeTrial], rule: DecisionRule) -> RuntimeTrial | None:
+    """Return the kept set the rule ranks first (the flag phase's rule: the highest lower bound,
+    `model_flag_rule`), or None when none was kept."""
+    kept = [t for t in trials if t.verdict == "kept" and t.estimate is not None]
+    return max(kept, key=lambda t: rank_value(t.estimate, rule), default=None)
 
 
 def _judge(
