@@ -15,7 +15,11 @@ fusion, vector peeling off, vector-contract custom kernels, `--iree-dispatch-cre
 which equals `--iree-opt-data-tiling`), options that are not about speed (debug, sanitizers,
 linking, target selection, numeric precision reduction), and those for other CPUs (SME, SVE,
 RISC-V). Values that fail to compile on some CPUs (narrow vectors) are kept: a set that does
-not compile is dropped by the search.
+not compile is dropped by the search. Checked again on SqueezeNet under its kept flags
+(channels-last, im2col, data tiling; 2026-11-29): aggressive fusion, padding fusion, pad
+handling, multi-use encoding fusion, binding optimisation off and mutable-binding aliasing each
+change its binary but timed within noise of it (paired medians 0.98-1.01), outer-dim concat
+changes nothing, and the `padding` encoding strategy made it 3.9x slower: still left out.
 
 One preprocessing pipeline is an option of its own: convolutions to channels-last (added
 2026-11-28 after the ONNX CNNs of bench/vs_onnxruntime.py, all NCHW: it changes SqueezeNet's
