@@ -20,7 +20,7 @@ class Verdict(enum.Enum):
 
     UNDECIDED = ""  # Never a contender (slower, failed to run, or stopped early).
     WINNER = "winner"  # Passed every check and ranked first of those that did.
-    BEATEN = "beaten"  # Passed every check; another candidate was faster.
+    BEATEN = "beaten"  # Passed every check; another candidate ranked first.
     REJECTED = "rejected"  # A contender that failed a check.
 
 
