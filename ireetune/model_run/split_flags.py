@@ -34,7 +34,6 @@ from typing import Any
 from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
-from ireetune.decision.rules import DecisionRule
 from ireetune.errors import IreetuneError
 from ireetune.flags.model_search import (
     ModelFlagSearch,
@@ -55,7 +54,6 @@ from ireetune.flags.trials import (
 )
 from ireetune.handoff.model_folder import LabelledBinary, VariantTask
 from ireetune.model.timing import ModelRun
-from ireetune.model_options import ModelTuneOptions
 from ireetune.model_run.run import ModelTuningRun, Pause
 from ireetune.model_run.split_device import (
     device_step_command,
@@ -77,11 +75,6 @@ RUNTIME_NOTE = (
     "runtime options: not searched in the split flow (in process only: `ireetune tune MODEL` "
     "on the device host)"
 )
-
-
-def flag_rule(options: ModelTuneOptions) -> DecisionRule:
-    """Return the flag phase's rule, as in process: the model on its inputs decides."""
-    return model_flag_rule(options.flag_threshold)
 
 
 def search_flags_split(run: ModelTuningRun) -> Pause | None:
@@ -119,7 +112,7 @@ def apply_flag_result(run: ModelTuningRun) -> None:
     run.flag_search = FlagSearchResult(
         winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
         estimate=winner.confirmed if winner is not None else None,
-        trials=tuple(trials), rule=flag_rule(run.options),
+        trials=tuple(trials), rule=model_flag_rule(run.options.flag_threshold),
         trials_path=run.run_dir / FLAGS_DIR / TRIALS_FILE_NAME, notes=tuple(step["notes"]),
         winner_binary=run.run_dir / FLAGS_DIR / f"{winner.trial_id}.vmfb" if winner else None,
     )  # fmt: skip
@@ -179,7 +172,7 @@ def _flag_task(run: ModelTuningRun, step: dict[str, Any]) -> VariantTask | None:
 def _decide(run: ModelTuningRun, step: dict[str, Any]) -> None:
     """Judge the sets on the device's sessions (none timed: the defaults stay); write
     flags/trials.json and record the verdict."""
-    rule = flag_rule(run.options)
+    rule = model_flag_rule(run.options.flag_threshold)  # as in process
     trials, contenders = _trials(run, step), []
     measured: dict[str, Any] = {}
     if step["round_trip"]:
