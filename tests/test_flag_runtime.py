@@ -330,6 +330,39 @@ def test_a_budget_spent_while_searching_still_confirms_the_best_set_found(
     assert "time budget spent: the 1 best set(s) found were confirmed anyway" in result.notes
 
 
+class CompileClockExecutor(LocalExecutor):
+    """Compile and run for real on a fake clock that each compile batch moves 10 s forward;
+    count the sets compiled after the default."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.batch_sizes: list[int] = []
+
+    def compile(self, batch: CompileBatch) -> Iterator[CompileOutcome]:
+        self.batch_sizes.append(len(batch.jobs))
+        self.now += 10.0
+        return super().compile(batch)
+
+
+def test_the_flag_search_compiles_no_more_sets_once_its_budget_is_spent(
+    matmul_model: Path, matmul_inputs: Path, tmp_path: Path
+) -> None:
+    # Exploring may use 80% of 31.25 s: 25 s. The default's compile ends at 10 s, the first two
+    # seeds' at 20 and 30 s; the other two seeds are not compiled (a whole batch compiled after
+    # the deadline took ShuffleNet's dispatch phase a minute and a half).
+    executor = CompileClockExecutor()
+    seeds = tuple((f"{DISTRIBUTION}={size}",) for size in (4, 8, 16, 32))
+    space = FlagSpace(options=(), combinations=seeds, tuned=())
+    search = _search(
+        matmul_model, matmul_inputs, space, jobs=1, time_budget_s=31.25,
+        strategy=StrategySettings(rung_rounds=(1,)), clock=lambda: executor.now,
+    )  # fmt: skip
+    result = search_model_flags(executor, search, tmp_path)
+    assert [t.flag_set.flags for t in result.trials[1:]] == [seeds[0], seeds[1]]
+    assert executor.batch_sizes == [1, 1, 1]
+    assert "time budget spent: 2 proposed set(s) were not compiled" in result.notes
+
+
 def test_the_runtime_options_keep_a_share_of_a_spent_flag_budget() -> None:
     # No budget: no deadline. A flag phase that has spent its budget (deadline 100 passed at
     # 250) still gives the runtime options RUNTIME_SHARE of it from now; one with time left keeps
