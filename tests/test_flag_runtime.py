@@ -332,7 +332,7 @@ def test_a_budget_spent_while_searching_still_confirms_the_best_set_found(
 
 class CompileClockExecutor(LocalExecutor):
     """Compile and run for real on a fake clock that each compile batch moves 10 s forward;
-    count the sets compiled after the default."""
+    record each batch's size."""
 
     def __init__(self) -> None:
         self.now = 0.0

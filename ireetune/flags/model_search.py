@@ -158,7 +158,8 @@ def search_model_flags(
     budget_s = flag_phase_budget(search)
     deadline = None if budget_s is None else started + budget_s
     explore_until = None if budget_s is None else started + EXPLORE_SHARE * budget_s
-    evaluator = ModelEvaluator(executor, search, work_dir, Budget(explore_until, search.clock))
+    exploring = Budget(explore_until, search.clock)
+    evaluator = ModelEvaluator(executor, search, work_dir, exploring)
     if search.repetitions < 1:
         warm_up = _time(executor, search, work_dir, [0], "warm_up", rounds=3)[0]
         if not warm_up.ok:
@@ -167,9 +168,7 @@ def search_model_flags(
             search, repetitions=repetitions_for(min(warm_up.times_ms))
         )
     settings = replace(search.strategy, max_sets=search.max_sets)
-    strategy = search_flag_space(
-        evaluator, seeds, tuned, settings, Budget(explore_until, search.clock)
-    )
+    strategy = search_flag_space(evaluator, seeds, tuned, settings, exploring)
     trials = evaluator.trials
     notes = list(strategy.notes)
     if evaluator.not_compiled:
@@ -258,7 +257,7 @@ class ModelEvaluator:
 
     New sets are compiled `jobs` at a time, and no more once `budget` is spent: a step's batch
     of 24 sets of a CNN is minutes of compiling, and compiled whole after the deadline it took
-    the dispatch phase's time (ShuffleNet's flag phase ran 236 s of its 150). A set left
+    the dispatch phase's time (ShuffleNet's flag phase ran about 235 s of its 150). A set left
     uncompiled is absent from the result, as one that does not compile is."""
 
     def __init__(
