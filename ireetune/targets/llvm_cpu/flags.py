@@ -16,8 +16,8 @@ which equals `--iree-opt-data-tiling`), options that are not about speed (debug,
 linking, target selection, numeric precision reduction), and those for other CPUs (SME, SVE,
 RISC-V). Values that fail to compile on some CPUs (narrow vectors) are kept: a set that does
 not compile is dropped by the search. Checked again on SqueezeNet under its kept flags
-(channels-last, im2col, data tiling; 2026-11-29): aggressive fusion, padding fusion, pad
-handling, multi-use encoding fusion, binding optimisation off and mutable-binding aliasing each
+(channels-last, im2col, data tiling; 2026-11-29): aggressive fusion, padding fusion,
+multi-use encoding fusion, binding optimisation off and mutable-binding aliasing each
 change its binary but timed within noise of it (paired medians 0.98-1.01), outer-dim concat
 changes nothing, and the `padding` encoding strategy made it 3.9x slower: still left out.
 
