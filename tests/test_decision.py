@@ -15,7 +15,7 @@ from ireetune.benchmark.campaign import (
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.database.store import ResultKey, StoredResult
+from ireetune.database.store import ResultKey, StoredResult, config_key
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
     CandidateFacts,
@@ -26,7 +26,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis, estimate_speedup
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.reuse import find_reusable
+from ireetune.report.reuse import find_reusable, restore_candidates
 from ireetune.run_files import campaign_from_json
 
 BASE = ((10.0, 10.1, 9.9), (10.2, 10.0, 10.1), (9.9, 10.0, 10.0), (10.1, 10.0, 9.9))
@@ -199,6 +199,49 @@ def test_only_a_winner_under_the_same_rule_is_reused(tmp_path: Path) -> None:
     reusable = find_reusable(rows, rule)
     assert reusable is not None and reusable.speedup == 1.2
     assert find_reusable({k: v for k, v in rows.items() if k != "d"}, rule) is None
+
+
+def test_a_resumed_run_takes_finished_candidates_and_measures_device_errors_again(
+    tmp_path: Path,
+) -> None:
+    """A stored result ends a candidate's journey when its status is final: timed (its verdict
+    reached again, so `verified` comes back `measured`), failed or not applied. A device error
+    was the device's: that candidate, and one only compiled, is measured again."""
+    statuses = ["verified", "compile-failed", "not-applied", "device-error", "compiled"]
+    knobs = {cid: make_knobs({"tile": cid}) for cid in range(1, len(statuses) + 1)}
+    recorder = RunRecorder(tmp_path, {"devices": ["local-task"]})
+    recorder.records[0] = CandidateRecord(0, None, CandidateStatus.COMPILED)
+    for cid in knobs:
+        recorder.records[cid] = CandidateRecord(cid, knobs[cid], CandidateStatus.COMPILED)
+    key = ResultKey("c", "t", "d", "p", "s")
+    stored = {
+        config_key(knobs[cid]): StoredResult(
+            key,
+            config_key(knobs[cid]),
+            "",
+            status,
+            "",
+            (2.0,),
+            2.0,
+            2.0,
+            2.0,
+            0.0,
+            2.0,
+            1.5,
+            "s",
+            "now",
+        )  # fmt: skip
+        for cid, status in zip(knobs, statuses, strict=True)
+    }
+    assert restore_candidates(recorder, stored) == {1, 2, 3}
+    assert [recorder.records[cid].status for cid in sorted(recorder.records)] == [
+        CandidateStatus.COMPILED,
+        CandidateStatus.MEASURED,
+        CandidateStatus.COMPILE_FAILED,
+        CandidateStatus.NOT_APPLIED,
+        CandidateStatus.COMPILED,
+        CandidateStatus.COMPILED,
+    ]
 
 
 def test_the_bootstrap_of_equal_rounds_draws_what_the_round_by_round_bootstrap_draws() -> None:

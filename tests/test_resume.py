@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.database.store import MEASURED_STATUSES
+from ireetune.core.records import TIMED_STATUSES, status_values
 
 TESTS = Path(__file__).parent
+MEASURED_STATUSES = status_values(TIMED_STATUSES)
 
 
 def _command(benchmark: Path, output: Path, database: Path) -> list[str]:

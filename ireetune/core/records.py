@@ -6,7 +6,7 @@ import csv
 import enum
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,30 @@ TIMED_STATUSES = frozenset(
         CandidateStatus.WRONG,
     }
 )
+# The statuses of a candidate that did not build or did not run to its end: what a learned order
+# learns to avoid.
+FAILED_STATUSES = frozenset(
+    {
+        CandidateStatus.COMPILE_FAILED,
+        CandidateStatus.COMPILE_TIMED_OUT,
+        CandidateStatus.CRASHED,
+        CandidateStatus.BENCHMARK_FAILED,
+        CandidateStatus.BENCHMARK_TIMED_OUT,
+    }
+)
+# The statuses after which a candidate needs no more work in a later run of the same command. A
+# generated or compiled candidate is not measured yet, and a device error is the device's, not the
+# candidate's: it is measured again.
+FINAL_STATUSES = frozenset(CandidateStatus) - {
+    CandidateStatus.GENERATED,
+    CandidateStatus.COMPILED,
+    CandidateStatus.DEVICE_ERROR,
+}
+
+
+def status_values(statuses: Iterable[CandidateStatus]) -> frozenset[str]:
+    """Return the statuses as run files and database rows spell them."""
+    return frozenset(status.value for status in statuses)
 
 
 @dataclass(frozen=True, kw_only=True)

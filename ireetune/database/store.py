@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import TIMED_STATUSES, CandidateChecks, CandidateStatus
+from ireetune.core.records import CandidateChecks, CandidateStatus
 from ireetune.database.schema import (
     connect_read_only,
     inspect_database_file,
@@ -40,23 +40,6 @@ LOCAL_ORIGIN = "local"
 # Imported rows' origin: `imported:<file name>@<time>`.
 IMPORTED_ORIGIN = "imported"
 
-# Statuses after which a candidate needs no more work in a later run of the same command.
-FINAL_STATUSES = frozenset(
-    {
-        "compile-failed",
-        "compile-timed-out",
-        "not-applied",
-        "duplicate",
-        "measured",
-        "benchmark-failed",
-        "benchmark-timed-out",
-        "crashed",
-        "verified",
-        "unverified",
-        "wrong",
-    }
-)
-MEASURED_STATUSES = frozenset(status.value for status in TIMED_STATUSES)
 # Every status a row can have: a candidate is written once it is past generation.
 WRITTEN_STATUSES = frozenset(
     status.value for status in CandidateStatus if status is not CandidateStatus.GENERATED

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ireetune.core.candidate import Knobs
-from ireetune.core.records import TIMED_STATUSES, CandidateStatus
+from ireetune.core.records import FINAL_STATUSES, TIMED_STATUSES, CandidateStatus, status_values
 from ireetune.database.store import (
-    FINAL_STATUSES,
     ResultKey,
     StoredResult,
     TuningDatabase,
@@ -28,6 +27,8 @@ from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
 from ireetune.report.recorder import RunRecorder
 
 logger = logging.getLogger(__name__)
+
+_FINAL = status_values(FINAL_STATUSES)
 
 
 def find_reusable(stored: Mapping[str, StoredResult], rule: str) -> StoredResult | None:
@@ -64,7 +65,7 @@ def restore_candidates(recorder: RunRecorder, stored: Mapping[str, StoredResult]
         if record.is_baseline:
             continue
         previous = stored.get(config_key(record.knobs))
-        if previous is None or previous.status not in FINAL_STATUSES or previous.origin != "local":
+        if previous is None or previous.status not in _FINAL or previous.origin != "local":
             continue
         status = CandidateStatus(previous.status)
         if status in TIMED_STATUSES:

@@ -26,7 +26,12 @@ from pathlib import Path
 from ireetune.core.candidate import Knobs
 from ireetune.core.features import FeatureSpace
 from ireetune.core.files import write_text_atomically
-from ireetune.core.records import TIMED_STATUSES
+from ireetune.core.records import (
+    FAILED_STATUSES,
+    TIMED_STATUSES,
+    CandidateStatus,
+    status_values,
+)
 from ireetune.core.target import FactValue, Target
 from ireetune.database.store import StoredResult
 from ireetune.errors import IreetuneError
@@ -48,10 +53,10 @@ logger = logging.getLogger(__name__)
 # candidates measured each; below that, the heuristic orders.
 MIN_PROBLEMS = 3
 MIN_MEASURED_PER_PROBLEM = 16
-MEASURED = frozenset(status.value for status in TIMED_STATUSES)
-FAILED = frozenset(
-    {"compile-failed", "compile-timed-out", "crashed", "benchmark-failed", "benchmark-timed-out"}
-)
+MEASURED = status_values(TIMED_STATUSES)
+# What a model learns from: timed candidates, and those that did not build, did not run or did not
+# apply (the space's dead ends).
+LEARNED = MEASURED | status_values({*FAILED_STATUSES, CandidateStatus.NOT_APPLIED})
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def groups_from_results(
         knobs = result.knobs
         if result.key.target != target_key or knobs is None:
             continue
-        if result.status not in MEASURED | FAILED | {"not-applied"}:
+        if result.status not in LEARNED:
             continue
         group_key = (result.key.problem, result.key.device, result.key.compiler_version)
         by_group[group_key].append((knobs, relative_time(result)))

@@ -71,7 +71,6 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
 COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
 BINARY_DIGITS = 16
-MEASURED_STATUSES = frozenset(status.value for status in TIMED_STATUSES)
 
 FactValue = int | float | str
 
@@ -198,7 +197,7 @@ def _finite(value: object) -> float | None:
 
 
 def _row_from_result(candidate: CandidateRecordFile, knobs: Knobs) -> RecordedRow:
-    measured = candidate.status.value in MEASURED_STATUSES
+    measured = candidate.status in TIMED_STATUSES
     return RecordedRow(
         knobs=knobs,
         status=candidate.status.value,
