@@ -31,6 +31,7 @@ from ireetune.database.schema import (
     open_database,
     transaction,
 )
+from ireetune.decision.rules import Verdict
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 
@@ -45,7 +46,7 @@ WRITTEN_STATUSES = frozenset(
     status.value for status in CandidateStatus if status is not CandidateStatus.GENERATED
 )
 # A row's verdict under its rule; empty while undecided.
-VERDICTS = frozenset({"winner", "beaten", "rejected", ""})
+VERDICTS = frozenset(verdict.value for verdict in Verdict)
 
 
 def default_database_path() -> Path:
@@ -184,9 +185,16 @@ class TuningDatabase:
         were reached on another machine, so they are candidates, never local verdicts)."""
         rows = self._connection.execute(
             "SELECT * FROM results WHERE target = ? AND device = ? AND problem = ? "
-            "AND ((compiler_version != ? AND verdict = 'winner') OR origin != 'local') "
+            "AND ((compiler_version != ? AND verdict = ?) OR origin != ?) "
             "ORDER BY speedup DESC",
-            (key.target, key.device, key.problem, key.compiler_version),
+            (
+                key.target,
+                key.device,
+                key.problem,
+                key.compiler_version,
+                Verdict.WINNER.value,
+                LOCAL_ORIGIN,
+            ),
         )
         return [_result(row) for row in _dicts(rows)]
 
@@ -237,7 +245,7 @@ class TuningDatabase:
 def is_local_winner(result: StoredResult, rule: str | None = None) -> bool:
     """Tell whether a row is a verdict this machine reached: a local `winner` (under `rule`)."""
     return (
-        result.verdict == "winner"
+        result.verdict == Verdict.WINNER.value
         and result.origin == LOCAL_ORIGIN
         and (rule is None or result.rule == rule)
     )

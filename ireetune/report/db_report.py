@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.records import CandidateStatus
 from ireetune.database.store import StoredResult, TuningDatabase
 from ireetune.output_paths import write_output
 from ireetune.report.html_page import Plot, build_plot, render_page
@@ -72,7 +73,11 @@ def summarize_results(results: Iterable[StoredResult]) -> DatabaseSummary:
         grouped[(key.signature, key.target, key.device, key.compiler_version)].append(result)
     problems = []
     for (signature, target, device, compiler), rows in sorted(grouped.items()):
-        verified = [r.speedup for r in rows if r.status == "verified" and r.speedup is not None]
+        verified = [
+            r.speedup
+            for r in rows
+            if r.status == CandidateStatus.VERIFIED.value and r.speedup is not None
+        ]
         problems.append(
             ProblemSummary(
                 signature=signature,

@@ -86,7 +86,7 @@ def relative_time(result: StoredResult) -> float | None:
     when it failed; a config that did not apply runs as the default does."""
     if result.status in MEASURED and result.speedup:
         return 1.0 / result.speedup
-    if result.status == "not-applied":
+    if result.status == CandidateStatus.NOT_APPLIED.value:
         return 1.0
     return None
 

@@ -56,7 +56,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.records import TIMED_STATUSES
+from ireetune.core.records import TIMED_STATUSES, CandidateStatus, status_values
 from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.run_files import (
@@ -71,6 +71,8 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
 COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
 BINARY_DIGITS = 16
+# A row whose binary is another's (a duplicate, or the default's): it runs in that one's time.
+_DUPLICATE_OF_ANOTHER = status_values({CandidateStatus.DUPLICATE, CandidateStatus.NOT_APPLIED})
 
 FactValue = int | float | str
 
@@ -127,7 +129,7 @@ class RecordedSpace:
         for row in self.rows:
             time = None if row.min_ms is None else row.min_ms * factor
             if row.binary in by_binary and (
-                time is not None or row.status in ("duplicate", "not-applied")
+                time is not None or row.status in _DUPLICATE_OF_ANOTHER
             ):
                 time = by_binary[row.binary]
             times.append(time)
