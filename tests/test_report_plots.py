@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from ireetune.core.records import CandidateStatus
 from ireetune.report.plots import (
     MAX_CANDIDATE_ROWS,
+    OTHER_COLOUR,
     KnobPoint,
     plot_candidate_times,
     plot_convergence,
     plot_knob_effects,
     render_svg,
+    status_colour,
 )
 from ireetune.report.run_view import CandidateView
 
@@ -22,6 +25,13 @@ def _candidate(
         median_ms=median_ms, min_ms=median_ms, max_ms=median_ms, spread=0.0, speedup=speedup,
         speedup_low=None, speedup_high=None, verdict="",
     )  # fmt: skip
+
+
+def test_every_candidate_status_has_a_colour_of_its_own() -> None:
+    """A status added to the records gets its own colour in the report, not the fallback."""
+    colours = {status: status_colour(status.value) for status in CandidateStatus}
+    assert [status for status, colour in colours.items() if colour == OTHER_COLOUR] == []
+    assert len(set(colours.values())) == len(colours)
 
 
 def test_convergence_draws_the_best_so_far_in_the_order_tried() -> None:
