@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -213,24 +214,10 @@ def test_a_resumed_run_takes_finished_candidates_and_measures_device_errors_agai
     recorder.records[0] = CandidateRecord(0, None, CandidateStatus.COMPILED)
     for cid in knobs:
         recorder.records[cid] = CandidateRecord(cid, knobs[cid], CandidateStatus.COMPILED)
-    key = ResultKey("c", "t", "d", "p", "s")
     stored = {
-        config_key(knobs[cid]): StoredResult(
-            key,
-            config_key(knobs[cid]),
-            "",
-            status,
-            "",
-            (2.0,),
-            2.0,
-            2.0,
-            2.0,
-            0.0,
-            2.0,
-            1.5,
-            "s",
-            "now",
-        )  # fmt: skip
+        config_key(knobs[cid]): replace(
+            _stored("", "", 1.5), config=config_key(knobs[cid]), status=status, times_ms=(2.0,)
+        )
         for cid, status in zip(knobs, statuses, strict=True)
     }
     assert restore_candidates(recorder, stored) == {1, 2, 3}
