@@ -399,8 +399,10 @@ def describe_inputs(model_path: Path, tune_arguments: Sequence[str]) -> str:
     """Describe an ONNX model's inputs as SHAPExTYPE (a named dimension by its name), and the
     `--input` given with it."""
     graph = onnx.load(str(model_path), load_external_data=False).graph
+    # Models of IR version 3 list their weights as inputs too; those are not the user's to give.
+    weights = {tensor.name for tensor in graph.initializer}
     described = []
-    for value in graph.input:
+    for value in [value for value in graph.input if value.name not in weights]:
         kind = value.type.WhichOneof("value")
         if kind != "tensor_type":
             described.append(f"{value.name}: {kind}")
@@ -476,6 +478,7 @@ def read_run_report(runs_dir: Path) -> tuple[Path, dict[str, Any]]:
     deployment = report.get("deployment") or {}
     speedup = deployment.get("speedup") or {}
     dispatches = report.get("dispatches") or []
+    flag_search = report.get("flag_search") or {}
     notes = [str(d.get("note") or "") for d in dispatches]
     selected = [n for n in notes if n != "not selected"]
     flags_file = run_folder / "tuned_flags.txt"
@@ -485,7 +488,8 @@ def read_run_report(runs_dir: Path) -> tuple[Path, dict[str, Any]]:
         "speedup": speedup.get("value", report.get("speedup")),
         "speedup_low": speedup.get("low"),
         "speedup_high": speedup.get("high"),
-        "flags_kept": list((report.get("flag_search") or {}).get("winner") or []),
+        "flags_kept": list(flag_search.get("winner") or []),
+        "flag_sets_tried": sum(1 for t in flag_search.get("trials") or [] if t.get("flags")),
         "tuned_flags": flags_file.read_text().split() if flags_file.is_file() else [],
         "dispatches_profiled": len(dispatches),
         "dispatches_selected": len(selected),
