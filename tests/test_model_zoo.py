@@ -118,3 +118,17 @@ def test_a_tiny_model_with_the_flag_search_ends_with_a_result(tmp_path: Path) ->
     report = outcome["report"]
     assert isinstance(report, dict)
     assert report["flag_sets_tried"] >= 1
+
+
+def test_a_run_past_the_timeout_is_killed_and_is_a_defect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["--models", "tiny_matmul", "--timeout", "3", "--out", str(tmp_path), *FAST]
+    assert model_zoo.main(arguments) == 1
+    (outcome,) = json.loads((tmp_path / model_zoo.RESULTS_NAME).read_text())["models"]
+    assert (outcome["outcome"], outcome["line"]) == (
+        "defect",
+        "hang: still running at the timeout, killed",
+    )
+    assert outcome["exit_status"] == -9 and outcome["wall_s"] < 30
+    assert "| tiny_matmul | variant | 64x64xf32, 64x64xf32 |" in capsys.readouterr().out
