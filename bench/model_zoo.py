@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +348,7 @@ def list_zoo() -> list[ZooModel]:
         ZooModel(
             source.stem,
             "light",
-            lambda folder, stem=source.stem: write_light_cnn(stem, folder / f"{stem}.onnx", SEED),
+            onnx_writer(source.stem, partial(write_light_cnn, source.stem, seed=SEED)),
         )  # fmt: skip
         for source in sorted((ONNX_DATA / "light").glob("light_*.onnx"))
     ]
@@ -357,7 +358,7 @@ def list_zoo() -> list[ZooModel]:
                 models.append(
                     ZooModel(
                         folder.name, source_name,
-                        lambda out, path=folder / "model.onnx": write_upgraded(path, out),
+                        partial(write_upgraded, folder / "model.onnx"),
                         check_import=True,
                     )
                 )  # fmt: skip
