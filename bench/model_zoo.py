@@ -9,7 +9,12 @@ own, in a folder of its own (with a tuning database of its own), and its end is 
 - one line: exit status 2 with exactly one `ireetune: error: ...` line on stderr (the line is
   recorded);
 - defect: anything else: a traceback, another exit status, more than one line, exit 0 without a
-  report, or a run still going after a generous timeout (it is killed).
+  report, or a run still going after a generous timeout (`--timeout`, by default 10 x budget +
+  600 s; it is killed with every process it started).
+
+A defect's folder is kept whole; the other runs' .vmfb files are removed once their report is
+read (the light CNNs with real weights make binaries of hundreds of MB), unless
+`--keep-binaries`.
 
 The models:
 
@@ -634,11 +639,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout", type=float,
-        help="seconds after which a run is a hang and is killed (default: 5 x budget + 300)",
+        help="seconds after which a run is a hang and is killed (default: 10 x budget + 600)",
     )  # fmt: skip
     parser.add_argument("--no-flag-search", action="store_true", help="give tune --no-flag-search")
     parser.add_argument("--out", type=Path, default=Path("zoo_runs"), help="(default zoo_runs)")
     parser.add_argument("--jobs", type=int, default=1, help="models tuned at once (default 1)")
+    parser.add_argument(
+        "--keep-binaries", action="store_true",
+        help="keep the .vmfb files of runs that are not defects (default: removed once read: the "
+        "light CNNs with real weights take gigabytes)",
+    )  # fmt: skip
     return parser
 
 
@@ -667,7 +677,7 @@ def run_zoo(arguments: argparse.Namespace, extra_arguments: Sequence[str]) -> li
     models = select_models(list_zoo(), arguments.models)
     if arguments.time_budget <= 0 or arguments.jobs < 1:
         raise ZooError("give --time-budget above 0 and --jobs of at least 1")
-    timeout_s = arguments.timeout or 5 * arguments.time_budget + 300
+    timeout_s = arguments.timeout or 10 * arguments.time_budget + 600
     arguments.out.mkdir(parents=True, exist_ok=True)
     settings = {
         "time_budget_s": arguments.time_budget, "timeout_s": timeout_s,
@@ -684,6 +694,9 @@ def run_zoo(arguments: argparse.Namespace, extra_arguments: Sequence[str]) -> li
             model, arguments.out, arguments.time_budget, timeout_s,
             not arguments.no_flag_search, extra_arguments,
         )  # fmt: skip
+        if outcome.outcome != DEFECT and not arguments.keep_binaries:
+            for binary in (arguments.out / "runs" / model.name).rglob("*.vmfb"):
+                binary.unlink()
         with lock:
             done[model.name] = outcome
             print(f"{model.name}: {outcome.outcome} {outcome.line}".rstrip(), flush=True)

@@ -104,6 +104,7 @@ def test_small_models_end_with_a_result_or_one_line(
     assert report["speedup"] is not None and report["dispatches_profiled"] >= 1
     assert Path(str(multi_io["run_folder"])).parent == tmp_path / "runs" / "multi_io"
     assert multi_io["inputs"] == "32x128xf32, 32x128xf32"
+    assert list((tmp_path / "runs/multi_io").rglob("*.vmfb")) == []  # Removed once read.
     # The markdown table has a row per model and says how many ended which way.
     table = capsys.readouterr().out
     assert "| model | source | inputs / dtype | time s | outcome | speedup, or the line |" in table
