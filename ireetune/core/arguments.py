@@ -1,8 +1,11 @@
 """Argument types and help texts shared by the subcommands.
 
 Every numeric flag goes through one of these types, so an out-of-range value is refused while
-parsing, before any work, as one line naming the flag (argparse adds "argument --flag:"). Counts
-(candidates, dispatches, repetitions, rounds, jobs) are at most MAX_COUNT.
+parsing, before any work, as one line naming the flag (argparse adds "argument --flag:"). Every
+type has an upper bound as well as a lower one: counts (candidates, dispatches, repetitions,
+rounds, jobs) are at most MAX_COUNT, durations at most MAX_SECONDS, other quantities at most
+MAX_QUANTITY; no number is infinite or NaN (tests/test_hardening_outputs.py tries each option of
+every command with both).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ MAX_SEED = 2**31 - 1
 # The most of anything a count flag asks for: far above any useful run (the largest search
 # spaces hold tens of thousands of configurations), far below a run that never ends.
 MAX_COUNT = 100_000
+# The longest duration a flag takes (30 days): far above any run, far below what the clocks and
+# waits it reaches accept (`threading.TIMEOUT_MAX`, a deadline in nanoseconds).
+MAX_SECONDS = 30 * 24 * 3600.0
+# The largest other quantity (a peak rate in GFLOP/s): a bound against typos, not physics.
+MAX_QUANTITY = 1e12
+# The largest speedup threshold: a variant must be this many times faster to be kept.
+MAX_THRESHOLD = 1000.0
 
 
 def _parse_int(text: str) -> int:
@@ -107,18 +117,37 @@ def _bounded_float(text: str, holds: Callable[[float], bool], bound: str) -> flo
 
 
 def positive_seconds(text: str) -> float:
-    """Parse a duration in seconds greater than 0 (argparse type)."""
-    return _bounded_float(text, lambda value: value > 0, "more than 0 seconds")
+    """Parse a duration in seconds greater than 0 and at most MAX_SECONDS (argparse type)."""
+    return _bounded_float(
+        text,
+        lambda value: 0 < value <= MAX_SECONDS,
+        f"more than 0 seconds and at most {MAX_SECONDS:.0f}",
+    )
 
 
 def non_negative_seconds(text: str) -> float:
-    """Parse a duration in seconds of at least 0 (argparse type)."""
-    return _bounded_float(text, lambda value: value >= 0, "at least 0 seconds")
+    """Parse a duration in seconds from 0 to MAX_SECONDS (argparse type)."""
+    return _bounded_float(
+        text,
+        lambda value: 0 <= value <= MAX_SECONDS,
+        f"at least 0 seconds and at most {MAX_SECONDS:.0f}",
+    )
 
 
 def positive_float(text: str) -> float:
-    """Parse a finite number greater than 0 (argparse type)."""
-    return _bounded_float(text, lambda value: value > 0, "more than 0")
+    """Parse a number greater than 0 and at most MAX_QUANTITY (argparse type)."""
+    return _bounded_float(
+        text, lambda value: 0 < value <= MAX_QUANTITY, f"more than 0 and at most {MAX_QUANTITY:g}"
+    )
+
+
+def speedup_threshold(text: str) -> float:
+    """Parse a speedup a result must reach: more than 0, at most MAX_THRESHOLD (argparse type)."""
+    return _bounded_float(
+        text,
+        lambda value: 0 < value <= MAX_THRESHOLD,
+        f"more than 0 and at most {MAX_THRESHOLD:g}",
+    )
 
 
 def fraction(text: str) -> float:
