@@ -20,6 +20,7 @@ from typing import Any
 from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
 from ireetune.errors import IreetuneError
+from ireetune.scratch import private_temp_folder
 
 EXIT_USER_ERROR = 2
 
@@ -138,7 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver_swallowed, previous=previous_hook)
     try:
-        return _run(argv)
+        # Every run has a private temp folder, removed at its end (and by the next run where a
+        # SIGKILL stopped this one): nothing it or its children write there is left behind.
+        with private_temp_folder():
+            return _run(argv)
     finally:
         sys.unraisablehook = previous_hook
         if previous_handler is not None:
