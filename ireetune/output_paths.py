@@ -70,8 +70,8 @@ def check_new_output(
     for folder in own_folders:
         if _is_inside(output, folder):
             raise IreetuneError(
-                f"cannot write {output}: it is inside {folder}, which this command writes and "
-                "reads; name a file outside it"
+                f"cannot write {output}: it is a file of {folder}, which this command reads; "
+                "name a file outside it"
             )
     exists = output.exists() or output.is_symlink()
     if not exists:

@@ -109,50 +109,40 @@ def seed(text: str) -> int:
     return value
 
 
-def _bounded_float(text: str, holds: Callable[[float], bool], bound: str) -> float:
+def _bounded_float(text: str, holds: Callable[[float], bool], bound: str, most: float) -> float:
+    """Parse a finite number for which `holds` is true (else "must be `bound`") and that is at
+    most `most`."""
     value = _parse_float(text)
     if not holds(value):
         raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"must be at most {most:g}, got {text}")
     return value
 
 
 def positive_seconds(text: str) -> float:
     """Parse a duration in seconds greater than 0 and at most MAX_SECONDS (argparse type)."""
-    return _bounded_float(
-        text,
-        lambda value: 0 < value <= MAX_SECONDS,
-        f"more than 0 seconds and at most {MAX_SECONDS:.0f}",
-    )
+    return _bounded_float(text, lambda value: value > 0, "more than 0 seconds", MAX_SECONDS)
 
 
 def non_negative_seconds(text: str) -> float:
     """Parse a duration in seconds from 0 to MAX_SECONDS (argparse type)."""
-    return _bounded_float(
-        text,
-        lambda value: 0 <= value <= MAX_SECONDS,
-        f"at least 0 seconds and at most {MAX_SECONDS:.0f}",
-    )
+    return _bounded_float(text, lambda value: value >= 0, "at least 0 seconds", MAX_SECONDS)
 
 
 def positive_float(text: str) -> float:
     """Parse a number greater than 0 and at most MAX_QUANTITY (argparse type)."""
-    return _bounded_float(
-        text, lambda value: 0 < value <= MAX_QUANTITY, f"more than 0 and at most {MAX_QUANTITY:g}"
-    )
+    return _bounded_float(text, lambda value: value > 0, "more than 0", MAX_QUANTITY)
 
 
 def speedup_threshold(text: str) -> float:
-    """Parse a speedup a result must reach: more than 0, at most MAX_THRESHOLD (argparse type)."""
-    return _bounded_float(
-        text,
-        lambda value: 0 < value <= MAX_THRESHOLD,
-        f"more than 0 and at most {MAX_THRESHOLD:g}",
-    )
+    """Parse the speedup a result must reach: from 0 to MAX_THRESHOLD (argparse type)."""
+    return _bounded_float(text, lambda value: value >= 0, "at least 0", MAX_THRESHOLD)
 
 
 def fraction(text: str) -> float:
     """Parse a share in (0, 1] (argparse type)."""
-    return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1")
+    return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1", 1.0)
 
 
 def flag_text(text: str) -> tuple[str, ...]:
