@@ -215,7 +215,7 @@ def test_a_read_only_db_command_on_an_empty_file_changes_nothing(
 
 @pytest.mark.parametrize(
     ("action", "expected_status"),
-    [(["list"], 0), (["show", "matmul"], 2), (["export"], 0), (["report"], 0)],
+    [(["list"], 0), (["show", "matmul"], 2), (["export", "--format", "csv"], 0), (["report"], 0)],
     ids=["list", "show", "export", "report"],
 )
 def test_a_read_only_db_command_leaves_a_database_byte_for_byte(

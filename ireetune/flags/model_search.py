@@ -424,7 +424,7 @@ def apply_command(
     """Return the one iree-compile command that builds the tuned model."""
     words = [
         "iree-compile", path_argument(model_path), *target.target_flags(),
-        *([f"@{flags_file}"] if flags_file is not None else []),
+        *([f"@{path_argument(flags_file)}"] if flags_file is not None else []),
         *(target.spec_flags(spec_path) if spec_path is not None else []),
         "-o", "model.vmfb",
     ]  # fmt: skip
