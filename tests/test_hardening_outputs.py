@@ -414,6 +414,20 @@ def test_a_profile_range_is_bounded_before_it_expands(dimension: str, tmp_path: 
     assert not (tmp_path / "gen").exists()
 
 
+@pytest.mark.parametrize(("flag", "operation"), [("--m", "matmul"), ("--stride", "conv2d")])
+def test_a_profile_size_past_the_runtimes_sizes_is_one_line(
+    flag: str, operation: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["profile", operation, f"{flag}=100000000000000000000"]
+
+    status = main([*arguments, "--generated-dir", str(tmp_path / "g"), "--phase", "compile"])
+
+    assert _one_line(status, capsys) == (
+        f"ireetune: error: {flag}: sizes must be at most 2147483647 (got '100000000000000000000')"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_problem_file_sweep_is_bounded_as_a_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ from ireetune.input_files import check_input_file
 from ireetune.profiler.operations import (
     ALLOWED_ACCUMULATORS,
     DEFAULT_ACCUMULATOR,
+    MAX_DIMENSION,
     ConvLayout,
     ConvOperation,
     MatmulLayout,
@@ -92,6 +93,8 @@ def parse_dimension(text: str, what: str = "dimension") -> tuple[int, ...]:
         values.extend(range(start, stop + 1, step))
     if any(value < 1 for value in values):
         raise IreetuneError(f"--{what}: sizes must be at least 1 (got '{text}')")
+    if any(value > MAX_DIMENSION for value in values):
+        raise IreetuneError(f"--{what}: sizes must be at most {MAX_DIMENSION} (got '{text}')")
     return tuple(sorted(set(values)))
 
 
