@@ -332,6 +332,34 @@ def test_a_spec_shown_against_a_model_named_like_an_option(
     assert (status, captured.err) == (0, "")
 
 
+@pytest.mark.parametrize("name", ["@model.onnx", "-model.onnx"])
+def test_an_onnx_model_named_like_an_option_is_imported(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    onnx = pytest.importorskip("onnx")
+    from ireetune.frontend.model_import import import_model
+
+    monkeypatch.chdir(tmp_path)
+    lhs = onnx.helper.make_tensor_value_info("lhs", onnx.TensorProto.FLOAT, [4, 8])
+    rhs = onnx.helper.make_tensor_value_info("rhs", onnx.TensorProto.FLOAT, [8, 4])
+    result = onnx.helper.make_tensor_value_info("result", onnx.TensorProto.FLOAT, [4, 4])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["lhs", "rhs"], ["result"])],
+        "matmul",
+        [lhs, rhs],
+        [result],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    onnx.save(model, name)
+
+    imported = import_model(Path(name), Path("imported"))
+
+    assert (imported.name, 'torch.operator "onnx.MatMul"' in imported.read_text()) == (
+        f"{Path(name).stem}.mlir",
+        True,
+    )
+
+
 # --- Numbers are bounded before any work ------------------------------------------------------
 
 
