@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,7 @@ import pytest
 from ireetune.cli import build_parser, main
 from ireetune.compile.driver import CompileRequest, build_arguments
 from ireetune.database import schema
+from ireetune.database.store import StoredResult, TuningDatabase
 from ireetune.errors import IreetuneError
 from ireetune.scratch import OWNER_NAME, SCRATCH_PREFIX, describe_owner, remove_stale_scratch
 from tests.conftest import MATMUL_MODEL
@@ -91,6 +92,7 @@ def workspace(
         "flags": tmp_path / "flags.txt",
         "spec": tmp_path / "spec.mlir",
         "db": tmp_path / "db.sqlite",
+        "export": export,
         "tree": tree,
         "gen": tmp_path / "generated",
         "out": tmp_path / "out",
@@ -267,6 +269,36 @@ def test_a_locked_database_is_said_to_be_locked(
         f"ireetune: error: the database {workspace['db']} is locked (busy) by another process; "
         "try again when it is done"
     )
+
+
+def test_a_database_locked_while_a_command_writes_it_is_one_line(
+    workspace: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(schema, "BUSY_TIMEOUT_MS", 100)
+    holders: list[sqlite3.Connection] = []
+    import_results = TuningDatabase.import_results
+
+    def lock_then_import(database: TuningDatabase, results: Sequence[StoredResult]) -> int:
+        # Another process starts writing after this one opened the file.
+        holder = sqlite3.connect(workspace["db"], isolation_level=None)
+        holders.append(holder)
+        holder.execute("BEGIN EXCLUSIVE")
+        return import_results(database, results)
+
+    monkeypatch.setattr(TuningDatabase, "import_results", lock_then_import)
+    try:
+        status = main(["db", "--db", str(workspace["db"]), "import", str(workspace["export"])])
+    finally:
+        for holder in holders:
+            holder.close()
+
+    assert _one_line(status, capsys) == (
+        "ireetune: error: the tuning database is locked (busy) by another process; try again "
+        "when it is done"
+    )
+    assert len(holders) == 1
 
 
 # --- File names are never options ------------------------------------------------------------
