@@ -134,7 +134,7 @@ class _Watchdog:
 
     def watch(self, pid: int) -> None:
         """Record a new child's group (led by `pid`)."""
-        start = _start_time(pid)
+        start = process_start_time(pid)
         if start is None:
             return
         with self._lock:
@@ -155,7 +155,7 @@ class _Watchdog:
                 self._process.stdin.close()
 
 
-def _start_time(pid: int) -> int | None:
+def process_start_time(pid: int) -> int | None:
     """Return a process's start time in clock ticks since boot (Linux /proc), or None."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -19,7 +20,9 @@ from typing import Any
 
 from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
+from ireetune.database.schema import is_lock_error
 from ireetune.errors import IreetuneError
+from ireetune.scratch import private_temp_folder
 
 EXIT_USER_ERROR = 2
 
@@ -138,7 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(_redeliver_swallowed, previous=previous_hook)
     try:
-        return _run(argv)
+        # Every run has a private temp folder, removed at its end (and by the next run where a
+        # SIGKILL stopped this one): nothing it or its children write there is left behind.
+        with private_temp_folder():
+            return _run(argv)
     finally:
         sys.unraisablehook = previous_hook
         if previous_handler is not None:
@@ -161,6 +167,16 @@ def _run(argv: Sequence[str] | None) -> int:
         if len(message.splitlines()) > 1:
             message = " ".join(line.strip() for line in message.splitlines() if line.strip())
         sys.stderr.write(f"ireetune: error: {message}\n")
+        return EXIT_USER_ERROR
+    except sqlite3.OperationalError as error:
+        # Another process held the tuning database past the busy timeout while this one ran
+        # (opening it says so with its path, database/schema.py).
+        if not is_lock_error(error):
+            raise
+        sys.stderr.write(
+            "ireetune: error: the tuning database is locked (busy) by another process; "
+            "try again when it is done\n"
+        )
         return EXIT_USER_ERROR
     except BrokenPipeError:
         # The reader went away (for example `| head`); nothing more to say to it.

@@ -15,6 +15,7 @@ from ireetune.core.arguments import (
     fraction,
     positive_int,
     positive_seconds,
+    speedup_threshold,
 )
 from ireetune.core.common_options import (
     database_path_option,
@@ -107,7 +108,7 @@ class ModelTuneOptions:
     )  # fmt: skip
     # A flag set must make the model at least this much faster (its interval's lower bound).
     flag_threshold: float = option(
-        MODEL_THRESHOLD, flag="--flag-threshold", type=float,
+        MODEL_THRESHOLD, flag="--flag-threshold", type=speedup_threshold,
         help="a flag set is kept only if its speedup interval lies above this "
         f"(default {MODEL_THRESHOLD:g})",
     )  # fmt: skip

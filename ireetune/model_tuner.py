@@ -68,6 +68,7 @@ from ireetune.model_run.split_state import (
 )
 from ireetune.run_dir import check_output_dir, create_run_dir
 from ireetune.targets import parse_target
+from ireetune.tools import path_argument
 from ireetune.verify.compare import check_inputs
 
 __all__ = [
@@ -274,5 +275,5 @@ def describe_status(status: SplitStatus) -> str:
     return (
         f"run folder: {status.run_dir}\nround trip {status.round_trip}: copy the folder to the "
         f"GPU host and run there (runtime only): {status.next_command}\n"
-        f"then, here: {shlex.join(['ireetune', 'continue', str(status.run_dir)])}\n"
+        f"then, here: {shlex.join(['ireetune', 'continue', path_argument(status.run_dir)])}\n"
     )

@@ -4,9 +4,12 @@ Every command that writes a user-named file checks it with `check_new_output` be
 and writes it with `write_output` (or `replace_output` for a file made elsewhere), so the rule is
 written once:
 
+- an existing output that is not a regular file (a device such as `/dev/null`, a FIFO, a
+  socket, a folder) is refused, `--force` or not;
 - an output that is one of the command's inputs (the same file, however it is spelled: a link, a
-  hard link, `./x`), or an existing file inside a folder the command reads (a run folder), is
-  refused, `--force` or not;
+  hard link, `./x`), an existing file inside a folder the command reads (a run folder), or any
+  path inside a folder the command writes and then reads (profile's generated tree) is refused,
+  `--force` or not;
 - an existing output is refused unless the user passed `--force`;
 - the file is written beside its final place and renamed over it, so a reader (or a crash) never
   sees half of it and a link at the output's name is replaced, never written through.
@@ -43,18 +46,33 @@ def _is_same_file(first: Path, second: Path) -> bool:
         return first.resolve() == second.resolve()
 
 
+def _is_inside(path: Path, folder: Path) -> bool:
+    """Say whether `path`, or the place it leads to, lies in `folder` (links resolved)."""
+    folder = folder.resolve()
+    return path.absolute().is_relative_to(folder) or path.resolve().is_relative_to(folder)
+
+
 def check_new_output(
     output: Path,
     force: bool,
     inputs: Sequence[Path] = (),
     input_folders: Sequence[Path] = (),
+    own_folders: Sequence[Path] = (),
 ) -> None:
     """Refuse, before any work, an output file that would replace an input or an existing file.
 
     `inputs` are the files the command reads; `input_folders` are folders whose every file it
-    may read (a run folder). An existing output needs `force`; an input is refused even then.
+    may read (a run folder); `own_folders` are folders the command itself fills and reads back,
+    where no output may go, existing or not. An existing output needs `force`; an input, or
+    anything but a regular file, is refused even then.
     """
     check_output_file(output)
+    for folder in own_folders:
+        if _is_inside(output, folder):
+            raise IreetuneError(
+                f"cannot write {output}: it is a file of {folder}, which this command reads; "
+                "name a file outside it"
+            )
     exists = output.exists() or output.is_symlink()
     if not exists:
         return
@@ -63,9 +81,8 @@ def check_new_output(
             raise IreetuneError(
                 f"cannot write {output}: it is the input {input_path}; name another output file"
             )
-    resolved = output.resolve()
     for folder in input_folders:
-        if resolved.is_relative_to(folder.resolve()):
+        if _is_inside(output, folder):
             raise IreetuneError(
                 f"cannot write {output}: it is a file of {folder}, which this command reads; "
                 "name a file outside it (or a new one)"

@@ -6,6 +6,7 @@ import datetime
 import os
 import re
 import secrets
+import stat
 import tempfile
 from pathlib import Path
 
@@ -56,12 +57,36 @@ def check_output_dir(path: Path) -> None:
     os.unlink(probe)
 
 
+def describe_file_kind(mode: int) -> str:
+    """Name what a file mode (`os.stat(...).st_mode`) is: "a folder", "a FIFO", ..."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a regular file"),
+    )
+    return next((name for holds, name in kinds if holds(mode)), "not a regular file")
+
+
 def check_output_file(path: Path) -> None:
-    """Refuse, before any work, an output file that cannot be written (its folder included)."""
-    if path.is_dir():
-        raise IreetuneError(f"cannot write {path}: it is a folder")
+    """Refuse, before any work, an output file that cannot be written (its folder included).
+
+    An existing output (or what a link there leads to) must be a regular file: a device, a
+    FIFO, a socket or a folder is refused, `--force` or not (a FIFO would block the writer, and
+    renaming a file over `/dev/null` replaces the device node).
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise IreetuneError(
+            f"cannot write {path}: it is {describe_file_kind(mode)}, not a regular file"
+        )
     check_output_dir(path.parent)
-    if path.exists():
+    if mode is not None:
         try:
             # Append mode opens for writing without changing a byte (or the modification time).
             with path.open("ab"):

@@ -45,6 +45,16 @@ def find_tool(name: str) -> str:
     return on_path
 
 
+def path_argument(path: Path | str) -> str:
+    """Write a path for a command line so that no tool reads it as an option: absolute, it
+    starts with `/`, never with `-` (an option) or `@` (LLVM's and argparse's response files).
+
+    Every path put on a tool's command line (and every command printed for a user to run) goes
+    through here; a path after `=` in a flag is safe as it is.
+    """
+    return str(Path(path).absolute())
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What one tool invocation returned."""

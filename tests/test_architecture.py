@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "input_files": CORE,
     "run_dir": CORE,
     "output_paths": CORE,
+    "scratch": CORE,
     # The stages, each importing only the ones below it.
     "benchmark": 1,
     "decision": 2,

@@ -14,8 +14,10 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1416,6 +1418,16 @@ def _prepare_workspace(
     }
 
 
+def use_workspace_temp_folder(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the temp folder (Python's and the children's `TMPDIR`) into the workspace, so that
+    a file a case leaves there changes the workspace's snapshot."""
+    temp = workspace / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
+
+
 def _snapshot(root: Path) -> dict[str, str]:
     """Map every file, folder and link under `root` to its content hash, "dir" or its target."""
     state = {}
@@ -1425,8 +1437,11 @@ def _snapshot(root: Path) -> dict[str, str]:
             state[key] = f"link to {os.readlink(path)}"
         elif path.is_file():
             state[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
+        elif path.is_dir():
             state[key] = "dir"
+        else:
+            # A device, FIFO or socket: its kind (a write that replaced it changes it).
+            state[key] = f"special {stat.S_IFMT(path.lstat().st_mode):o}"
     return state
 
 
@@ -1441,7 +1456,9 @@ def test_bad_input_ends_in_one_line_and_changes_nothing(
     elementwise_benchmark: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    use_workspace_temp_folder(tmp_path, monkeypatch)
     paths = _prepare_workspace(tmp_path, compiled_folder, profiler_tree, matmul_benchmark)
     paths["elementwise"] = elementwise_benchmark
     if "{empty_db}" in case.arguments:

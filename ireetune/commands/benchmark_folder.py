@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command, devices_option, run_dir_option
+from ireetune.tools import path_argument
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def run(options: BenchmarkFolderOptions) -> int:
         raise IreetuneError(str(error)) from None
     assert path is not None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
-    finish_command = shlex.join(["ireetune", "finish", str(options.run_dir)])
+    finish_command = shlex.join(["ireetune", "finish", path_argument(options.run_dir)])
     if pending:
         sys.stdout.write(
             f"results: {path}\nnext: {finish_command}   (compiles the "

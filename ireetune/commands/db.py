@@ -63,15 +63,18 @@ def run(arguments: argparse.Namespace) -> int:
         # The database and the files SQLite keeps beside it are inputs, never outputs.
         database_files = [path.with_name(path.name + suffix) for suffix in DATABASE_SUFFIXES]
         check_new_output(arguments.output, arguments.force, database_files)
+        if not arguments.output.parent.is_dir():
+            raise IreetuneError(
+                f"cannot write {arguments.output}: folder {arguments.output.parent} does not exist"
+            )
     if arguments.db_command != "import" and not path.exists():
         raise IreetuneError(f"no database at {path}")
     check_database_file(path)
-    if arguments.db_command in ("export", "report") and arguments.output is not None:
-        _check_output(arguments.output)
     if arguments.db_command == "import":
         # The source is read and checked in full before the database is created or touched.
         return _import(path, arguments.source)
-    with TuningDatabase(path) as database:
+    # Every other action only reads: the file is opened read-only and never created or changed.
+    with TuningDatabase(path, read_only=True) as database:
         if arguments.db_command == "list":
             return _list(database)
         if arguments.db_command == "show":
@@ -84,14 +87,6 @@ def run(arguments: argparse.Namespace) -> int:
             sys.stdout.write(report_database(database, path, arguments.output))
             return 0
     raise AssertionError(f"unknown db command {arguments.db_command}")
-
-
-def _check_output(output: Path) -> None:
-    """Refuse an output file that cannot be written, before any work."""
-    if output.is_dir():
-        raise IreetuneError(f"cannot write {output}: it is a folder")
-    if not output.parent.is_dir():
-        raise IreetuneError(f"cannot write {output}: folder {output.parent} does not exist")
 
 
 def _speedup_text(result: StoredResult) -> str:

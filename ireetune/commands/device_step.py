@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command, devices_option, run_dir_option
+from ireetune.tools import path_argument
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,6 @@ def run(options: DeviceStepOptions) -> int:
 
     check_run_folder(options.run_dir)
     path = run_device_step(options.run_dir, list(options.devices))
-    next_command = shlex.join(["ireetune", "continue", str(options.run_dir)])
+    next_command = shlex.join(["ireetune", "continue", path_argument(options.run_dir)])
     sys.stdout.write(f"results: {path}\nnext: {next_command}\n")
     return 0

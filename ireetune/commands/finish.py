@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command, announce_html_report, run_dir_option
+from ireetune.tools import path_argument
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ def run(options: FinishOptions) -> int:
         sys.stdout.write(
             f"compiled the reference programs of candidates {', '.join(map(str, continued.references))}; "
             f"check their outputs where the device is, then finish:\n"
-            f"  {shlex.join(['ireetune', 'benchmark-folder', str(options.run_dir)])}\n"
-            f"  {shlex.join(['ireetune', 'finish', str(options.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'benchmark-folder', path_argument(options.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'finish', path_argument(options.run_dir)])}\n"
         )
         return 0
     result = continued.result

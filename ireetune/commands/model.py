@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ireetune.core.arguments import positive_int, seed
 from ireetune.errors import IreetuneError
 
 # Features whose share of the model's split gain is below this are summed into one line.
@@ -30,10 +31,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a folder of recorded spaces (data/spaces/cpu); repeatable",
     )  # fmt: skip
     train.add_argument(
-        "--seed", type=int, default=0, help="seed of the training (same seed, same model)"
+        "--seed", type=seed, default=0, help="seed of the training (same seed, same model)"
     )
     explain = actions.add_parser("explain", help="the features that matter to each stored model")
-    explain.add_argument("--top", type=int, default=12, help="features shown per model")
+    explain.add_argument("--top", type=positive_int, default=12, help="features shown per model")
     for action in (train, explain):
         action.add_argument("--db", type=Path, default=None, help=database_help)
     parser.set_defaults(handler=run)
@@ -63,7 +64,8 @@ def _train(database_path: Path, folder: Path, space_folders: list[Path], seed: i
     ]
     results = []
     if database_path.exists():
-        with TuningDatabase(database_path) as database:
+        # Training only reads the results: the file is opened read-only and left as it was.
+        with TuningDatabase(database_path, read_only=True) as database:
             results = list(database.all_results())
     trained = train_pinned_models(results, folder, spaces, seed)
     for path, model in trained:

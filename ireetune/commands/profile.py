@@ -100,7 +100,7 @@ def run(arguments: argparse.Namespace) -> int:
     check_output_dir(arguments.generated_dir)
     if arguments.output is not None:
         # The problem and config files are inputs; so is every file of the generated tree, which
-        # the run phase reads.
+        # this command writes and the run phase reads back.
         config_files = [
             Path(item.strip())
             for item in arguments.configs.split(",")
@@ -111,7 +111,7 @@ def run(arguments: argparse.Namespace) -> int:
             arguments.output,
             arguments.force,
             [*problem_files, *config_files],
-            input_folders=[arguments.generated_dir],
+            own_folders=[arguments.generated_dir],
         )
     dimensions = {
         name: getattr(arguments, name) for name in _DIMENSION_FLAGS if getattr(arguments, name)

@@ -8,6 +8,7 @@ import sys
 
 from ireetune.commands.shared import Subparsers, add_tuning_command, announce_html_report
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
+from ireetune.tools import path_argument
 
 
 def register(subparsers: Subparsers) -> None:
@@ -35,9 +36,9 @@ def run(options: TuneOptions, arguments: argparse.Namespace) -> int:
         sys.stdout.write(
             f"compiled {result.problem.signature} into {result.run_dir} "
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
-            f"  {shlex.join(['ireetune', 'benchmark-folder', str(result.run_dir)])}"
+            f"  {shlex.join(['ireetune', 'benchmark-folder', path_argument(result.run_dir)])}"
             "   (or python -m ireetune.cli benchmark-folder)\n"
-            f"  {shlex.join(['ireetune', 'finish', str(result.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'finish', path_argument(result.run_dir)])}\n"
             + (
                 "  then, for the leaders' output checks: benchmark-folder and finish once more\n"
                 if options.references is References.LEADERS

@@ -10,8 +10,10 @@ machine (the files it names are all in the request).
 
 The binary embeds the source's path as given on the command line (seen with IREE 3.13: a matmul
 compiled from a/m.mlir and from b/m.mlir differs), so binaries compare only between compiles of
-one path. Requests name the source as the caller gave it, so the command a report prints for the
-user builds the very same bytes.
+one path. The command line names the source and the output by their absolute paths
+(`tools.path_argument`: a file named `@m.mlir` or `-m.mlir` is never read as a response file or
+an option), and the command a report prints is that command line, so it builds the very same
+bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from ireetune.tools import SPEC_SAFETY_FLAGS, find_tool, first_error_line, run_tool
+from ireetune.tools import (
+    SPEC_SAFETY_FLAGS,
+    find_tool,
+    first_error_line,
+    path_argument,
+    run_tool,
+)
 
 if TYPE_CHECKING:
     from ireetune.core.target import Target
@@ -124,7 +132,9 @@ def build_request(
 
 def build_arguments(request: CompileRequest, tool_path: str) -> list[str]:
     """Return the command line of a request."""
-    arguments = [tool_path, str(request.source_path), *request.target_flags, *request.phase_flags]
+    arguments = [
+        tool_path, path_argument(request.source_path), *request.target_flags, *request.phase_flags
+    ]  # fmt: skip
     if request.spec_path is not None:
         arguments.append(f"{request.spec_flag}={request.spec_path}")
     if request.default_specs:
@@ -134,7 +144,7 @@ def build_arguments(request: CompileRequest, tool_path: str) -> list[str]:
     arguments.extend(f"{flag}={folder}" for flag, folder in request.dumps)
     if request.reproducer_path is not None:
         arguments.append(f"{REPRODUCER_FLAG}={request.reproducer_path}")
-    arguments.extend(["-o", str(request.output_path)])
+    arguments.extend(["-o", path_argument(request.output_path)])
     return arguments
 
 

@@ -1,8 +1,11 @@
 """Argument types and help texts shared by the subcommands.
 
 Every numeric flag goes through one of these types, so an out-of-range value is refused while
-parsing, before any work, as one line naming the flag (argparse adds "argument --flag:"). Counts
-(candidates, dispatches, repetitions, rounds, jobs) are at most MAX_COUNT.
+parsing, before any work, as one line naming the flag (argparse adds "argument --flag:"). Every
+type has an upper bound as well as a lower one: counts (candidates, dispatches, repetitions,
+rounds, jobs) are at most MAX_COUNT, durations at most MAX_SECONDS, other quantities at most
+MAX_QUANTITY; no number is infinite or NaN (tests/test_hardening_outputs.py tries each option of
+every command with both).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ MAX_SEED = 2**31 - 1
 # The most of anything a count flag asks for: far above any useful run (the largest search
 # spaces hold tens of thousands of configurations), far below a run that never ends.
 MAX_COUNT = 100_000
+# The longest duration a flag takes (30 days): far above any run, far below what the clocks and
+# waits it reaches accept (`threading.TIMEOUT_MAX`, a deadline in nanoseconds).
+MAX_SECONDS = 30 * 24 * 3600.0
+# The largest other quantity (a peak rate in GFLOP/s): a bound against typos, not physics.
+MAX_QUANTITY = 1e12
+# The largest speedup threshold: a variant must be this many times faster to be kept.
+MAX_THRESHOLD = 1000.0
 
 
 def _parse_int(text: str) -> int:
@@ -99,31 +109,40 @@ def seed(text: str) -> int:
     return value
 
 
-def _bounded_float(text: str, holds: Callable[[float], bool], bound: str) -> float:
+def _bounded_float(text: str, holds: Callable[[float], bool], bound: str, most: float) -> float:
+    """Parse a finite number for which `holds` is true (else "must be `bound`") and that is at
+    most `most`."""
     value = _parse_float(text)
     if not holds(value):
         raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"must be at most {most:g}, got {text}")
     return value
 
 
 def positive_seconds(text: str) -> float:
-    """Parse a duration in seconds greater than 0 (argparse type)."""
-    return _bounded_float(text, lambda value: value > 0, "more than 0 seconds")
+    """Parse a duration in seconds greater than 0 and at most MAX_SECONDS (argparse type)."""
+    return _bounded_float(text, lambda value: value > 0, "more than 0 seconds", MAX_SECONDS)
 
 
 def non_negative_seconds(text: str) -> float:
-    """Parse a duration in seconds of at least 0 (argparse type)."""
-    return _bounded_float(text, lambda value: value >= 0, "at least 0 seconds")
+    """Parse a duration in seconds from 0 to MAX_SECONDS (argparse type)."""
+    return _bounded_float(text, lambda value: value >= 0, "at least 0 seconds", MAX_SECONDS)
 
 
 def positive_float(text: str) -> float:
-    """Parse a finite number greater than 0 (argparse type)."""
-    return _bounded_float(text, lambda value: value > 0, "more than 0")
+    """Parse a number greater than 0 and at most MAX_QUANTITY (argparse type)."""
+    return _bounded_float(text, lambda value: value > 0, "more than 0", MAX_QUANTITY)
+
+
+def speedup_threshold(text: str) -> float:
+    """Parse the speedup a result must reach: from 0 to MAX_THRESHOLD (argparse type)."""
+    return _bounded_float(text, lambda value: value >= 0, "at least 0", MAX_THRESHOLD)
 
 
 def fraction(text: str) -> float:
     """Parse a share in (0, 1] (argparse type)."""
-    return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1")
+    return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1", 1.0)
 
 
 def flag_text(text: str) -> tuple[str, ...]:

@@ -172,11 +172,28 @@ def _read_only_uri(path: Path) -> str:
     return uri + "&immutable=1" if _is_quiet_wal_file(path) else uri
 
 
+def is_lock_error(error: sqlite3.Error) -> bool:
+    """Say whether SQLite failed because another connection holds the file (busy or locked)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None:
+        return False
+    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def locked_error(path: Path) -> IreetuneError:
+    """The one line for a database another process holds locked past the busy timeout."""
+    return IreetuneError(
+        f"the database {path} is locked (busy) by another process; try again when it is done"
+    )
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
     """Open a file for reading only: nothing in or beside it is created or changed."""
     try:
         return sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as error:
+        if is_lock_error(error):
+            raise locked_error(path) from error
         raise IreetuneError(f"cannot read {path} ({error})") from error
 
 
@@ -191,9 +208,39 @@ def inspect_database_file(path: Path) -> int:
     try:
         return _inspect(connection, path)
     except sqlite3.DatabaseError as error:
+        if is_lock_error(error):
+            raise locked_error(path) from error
         raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
     finally:
         connection.close()
+
+
+def open_database_read_only(path: Path) -> sqlite3.Connection:
+    """Open an existing database for reading only: the file, and the folder it is in, are left
+    as they were (no `-wal`/`-shm` file, no upgrade, no schema written into an empty file).
+
+    An empty file, or one that is not an ireetune database, is refused in one line. A file of an
+    older schema is copied into memory and upgraded there, so every query reads today's columns.
+    """
+    if not path.is_file():
+        raise IreetuneError(f"database path is not a file: {path}")
+    if path.stat().st_size == 0:
+        raise IreetuneError(f"{path} is an empty file, not an ireetune database")
+    version = inspect_database_file(path)
+    connection = connect_read_only(path)
+    if version == SCHEMA_VERSION:
+        return connection
+    try:
+        in_memory = sqlite3.connect(":memory:", isolation_level=None)
+        connection.backup(in_memory)
+        _create_or_upgrade(in_memory, path)
+    except sqlite3.Error as error:
+        if is_lock_error(error):
+            raise locked_error(path) from error
+        raise IreetuneError(f"cannot read {path} ({error})") from error
+    finally:
+        connection.close()
+    return in_memory
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> tuple[str, ...]:
@@ -322,6 +369,8 @@ def open_database(path: Path) -> sqlite3.Connection:
         _create_or_upgrade(connection, path)
     except sqlite3.DatabaseError as error:
         connection.close()
+        if is_lock_error(error):
+            raise locked_error(path) from error
         raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
     except IreetuneError:
         connection.close()

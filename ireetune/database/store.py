@@ -29,6 +29,7 @@ from ireetune.database.schema import (
     connect_read_only,
     inspect_database_file,
     open_database,
+    open_database_read_only,
     transaction,
 )
 from ireetune.decision.rules import Verdict
@@ -143,9 +144,11 @@ class TuningDatabase:
     schema is then opened for writing (`database/schema.py`).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        """Open `path` for reading and writing (created if missing), or, with `read_only`, an
+        existing database for reading only: nothing in or beside the file changes."""
         self.path = path
-        self._connection = open_database(path)
+        self._connection = open_database_read_only(path) if read_only else open_database(path)
 
     def _transaction(self) -> AbstractContextManager[None]:
         return transaction(self._connection)

@@ -48,6 +48,7 @@ from ireetune.flags.trials import (
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
+from ireetune.tools import path_argument
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -422,8 +423,8 @@ def apply_command(
 ) -> str:
     """Return the one iree-compile command that builds the tuned model."""
     words = [
-        "iree-compile", str(model_path), *target.target_flags(),
-        *([f"@{flags_file}"] if flags_file is not None else []),
+        "iree-compile", path_argument(model_path), *target.target_flags(),
+        *([f"@{path_argument(flags_file)}"] if flags_file is not None else []),
         *(target.spec_flags(spec_path) if spec_path is not None else []),
         "-o", "model.vmfb",
     ]  # fmt: skip

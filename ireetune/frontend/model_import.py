@@ -7,7 +7,7 @@ from typing import Any
 
 from ireetune.errors import IreetuneError
 from ireetune.input_files import check_input_file
-from ireetune.tools import find_tool, first_error_line, run_tool
+from ireetune.tools import find_tool, first_error_line, path_argument, run_tool
 
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
 ONNX_OPSET = 17
@@ -71,7 +71,13 @@ def _import_onnx(model_path: Path, work_dir: Path, parameters_path: Path | None)
         else []
     )  # fmt: skip
     result = run_tool(
-        [find_tool("iree-import-onnx"), str(source), *externalize, "-o", str(output)],
+        [
+            find_tool("iree-import-onnx"),
+            path_argument(source),
+            *externalize,
+            "-o",
+            path_argument(output),
+        ],  # fmt: skip
         timeout_s=600,
     )
     if result.returncode != 0:

@@ -32,6 +32,7 @@ from ireetune.handoff.model_folder import (
 from ireetune.model_run.run import ModelTuningRun, Pause
 from ireetune.model_run.split_state import SplitStage, save_state
 from ireetune.run_files import RunFileError, read_json_file
+from ireetune.tools import path_argument
 
 # The default model every device task times the others against, until the flag phase keeps a
 # winner (then its binary: the later phases measure under the winning flags).
@@ -49,7 +50,7 @@ def relative_to_run(run_dir: Path, path: Path) -> str:
 
 def device_step_command(run_dir: Path) -> str:
     """Spell the device step of a run folder as a shell command (a path with spaces quoted)."""
-    return shlex.join(["ireetune", "device-step", str(run_dir)])
+    return shlex.join(["ireetune", "device-step", path_argument(run_dir)])
 
 
 def default_model_of(state: dict[str, Any]) -> str:

@@ -99,7 +99,8 @@ def parse_element_type(text: str) -> ElementType:
 # One size of an operation. The bounds are declared here, on the records, so the manifest's reader
 # (manifest.py) checks a stored operation against these same records: at least 1, and small
 # enough for the runtime's 32-bit sizes.
-Dimension = Annotated[int, Field(ge=1, le=2**31 - 1)]
+MAX_DIMENSION = 2**31 - 1
+Dimension = Annotated[int, Field(ge=1, le=MAX_DIMENSION)]
 
 
 def _tag(element_type: ElementType) -> str:

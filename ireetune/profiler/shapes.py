@@ -19,6 +19,7 @@ from ireetune.input_files import check_input_file
 from ireetune.profiler.operations import (
     ALLOWED_ACCUMULATORS,
     DEFAULT_ACCUMULATOR,
+    MAX_DIMENSION,
     ConvLayout,
     ConvOperation,
     MatmulLayout,
@@ -54,8 +55,13 @@ MAX_SWEEP = 100_000
 
 
 def parse_dimension(text: str, what: str = "dimension") -> tuple[int, ...]:
-    """Parse `64`, `64,128` or `64:1024:128` (or a comma list mixing them) into sorted values."""
+    """Parse `64`, `64,128` or `64:1024:128` (or a comma list mixing them) into sorted values.
+
+    A list of more than MAX_SWEEP values is refused from the ranges' lengths, before any of them
+    is expanded (`8:1000000000:1` would fill the memory first).
+    """
     values: list[int] = []
+    count = 0
     for item in text.split(","):
         item = item.strip()
         if not item:
@@ -68,6 +74,7 @@ def parse_dimension(text: str, what: str = "dimension") -> tuple[int, ...]:
                 f"--{what}: '{item}' is not an integer or start:stop:step"
             ) from None
         if len(numbers) == 1:
+            count += 1
             values.append(numbers[0])
             continue
         if len(numbers) != 3:
@@ -77,9 +84,17 @@ def parse_dimension(text: str, what: str = "dimension") -> tuple[int, ...]:
             raise IreetuneError(f"--{what}: range '{item}' needs a positive step")
         if start > stop:
             raise IreetuneError(f"--{what}: range '{item}' starts after it stops")
+        # A range's length is arithmetic: nothing is expanded before the total is known.
+        count += len(range(start, stop + 1, step))
+        if count > MAX_SWEEP:
+            raise IreetuneError(
+                f"--{what}: '{text}' names over {MAX_SWEEP} sizes; narrow the ranges"
+            )
         values.extend(range(start, stop + 1, step))
     if any(value < 1 for value in values):
         raise IreetuneError(f"--{what}: sizes must be at least 1 (got '{text}')")
+    if any(value > MAX_DIMENSION for value in values):
+        raise IreetuneError(f"--{what}: sizes must be at most {MAX_DIMENSION} (got '{text}')")
     return tuple(sorted(set(values)))
 
 
@@ -115,8 +130,11 @@ class SweepRequest:
     layouts: str = ""
 
 
-def expand_sweep(request: SweepRequest) -> list[Operation]:
-    """Cross a request's dimensions, layouts and types into operations (in a stable order)."""
+def expand_sweep(request: SweepRequest, budget: int = MAX_SWEEP) -> list[Operation]:
+    """Cross a request's dimensions, layouts and types into operations (in a stable order).
+
+    More than `budget` operations are refused from their count, before any is made.
+    """
     expected = DIMENSIONS_BY_KIND[request.kind]
     unknown = sorted(set(request.dimensions) - set(expected))
     if unknown:
@@ -148,21 +166,19 @@ def expand_sweep(request: SweepRequest) -> list[Operation]:
         raise IreetuneError(
             f"no input/accumulator pair fits: --dtype {request.dtypes} --acc {request.accumulators}"
         )
-    count = len(type_pairs)
-    for values in sizes.values():
-        count *= len(values)
-    if count > MAX_SWEEP:
-        raise IreetuneError(
-            f"the sweep has {count} operations (over {MAX_SWEEP}); narrow the ranges"
-        )
-    operations: list[Operation] = []
-    names = list(sizes)
     is_conv = request.kind is OperationKind.CONV2D
     layouts = (
         _parse_choices(request.layouts or "nhwc_hwcf", ConvLayout, "layout")
         if is_conv
         else _parse_choices(request.layouts or "nn", MatmulLayout, "layout")
     )
+    count = len(type_pairs) * len(layouts)
+    for values in sizes.values():
+        count *= len(values)
+    if count > budget:
+        raise IreetuneError(f"the sweep has over {MAX_SWEEP} operations; narrow the ranges")
+    operations: list[Operation] = []
+    names = list(sizes)
     for layout, (input_type, accumulator), combo in itertools.product(
         layouts, type_pairs, itertools.product(*sizes.values())
     ):
@@ -239,8 +255,12 @@ def _request_from_row(row: Mapping[str, object], path: Path, number: int) -> Swe
 def expand_requests(requests: Iterable[SweepRequest]) -> list[Operation]:
     """Expand every request and drop repeated operations, keeping the first occurrence's order."""
     seen: dict[str, Operation] = {}
+    expanded = 0
     for request in requests:
-        for operation in expand_sweep(request):
+        # The whole sweep, every request together, is bounded before each request expands.
+        operations = expand_sweep(request, MAX_SWEEP - expanded)
+        expanded += len(operations)
+        for operation in operations:
             seen.setdefault(operation.name, operation)
     if not seen:
         raise IreetuneError("the sweep is empty")
