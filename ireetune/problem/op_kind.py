@@ -39,10 +39,13 @@ def name_root_op(root_op: ir.Operation) -> str:
         return f"'{name}' ({_LAYOUT_OPS[name]})"
     if "iterator_types" not in root_op.attributes:
         return f"'{name}'"
-    iterators = [str(attr) for attr in ir.ArrayAttr(root_op.attributes["iterator_types"])]
+    try:
+        iterators = [str(attr) for attr in ir.ArrayAttr(root_op.attributes["iterator_types"])]
+    except ValueError:  # Not an array: an op of some other dialect that reuses the name.
+        return f"'{name}'"
     parallel = sum("parallel" in iterator for iterator in iterators)
     reductions = len(iterators) - parallel
-    body = [op.name for op in root_op.regions[0].blocks[0].operations]
+    body = _body_op_names(root_op)
     uses_index = "linalg.index" in body
     if reductions == 0:
         kind = "an element-wise op"
@@ -59,6 +62,15 @@ def name_root_op(root_op: ir.Operation) -> str:
     return (
         f"'{name}' ({what} of {_loops(parallel, 'parallel')} and {_loops(reductions, 'reduction')})"
     )
+
+
+def _body_op_names(root_op: ir.Operation) -> list[str]:
+    """Name the ops of the root op's first block; none when it has no region or its region no
+    block (`iree_linalg_ext.map_store`, the root of an encoding dispatch under data tiling)."""
+    if not root_op.regions:
+        return []
+    blocks = list(root_op.regions[0].blocks)
+    return [op.name for op in blocks[0].operations] if blocks else []
 
 
 def _loops(count: int, kind: str) -> str:
