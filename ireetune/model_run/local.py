@@ -128,6 +128,8 @@ def search_flags(run: ModelTuningRun) -> Pause | None:
         run.under_tuning.target = run.target
         run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
         run.costs = costs_under_winner(run.costs, search)
+    # Kept the moment the phase decides: a later phase that fails must not lose it.
+    write_flag_files(run.run_dir, run.target.global_flags, search.runtime_flags)
     return None
 
 
