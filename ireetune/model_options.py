@@ -51,6 +51,10 @@ class ModelTuneOptions:
         help="one model input as SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32, once per "
         "input in order (default: random inputs from the model's signature)",
     )  # fmt: skip
+    function: str = option(
+        "", flag="--function", metavar="NAME",
+        help="the public function to tune, in a module of several (default: the only one)",
+    )  # fmt: skip
     coverage: float = option(
         0.9, flag="--coverage", type=fraction, help="share of model time to cover, in (0, 1]"
     )

@@ -85,7 +85,10 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     options = run.options
     mlir_path = import_model(options.model_path, run.run_dir / "import")
     inputs_path = run.run_dir / "inputs.npz"
-    function = write_model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
+    mlir_path, function = write_model_inputs(
+        mlir_path, options.inputs, options.seed, inputs_path, options.function,
+        run.run_dir / "import",
+    )  # fmt: skip
     model = ModelUnderTuning(
         mlir_path, function, inputs_path, run.target, options.with_default_specs
     )
