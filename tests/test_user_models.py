@@ -254,3 +254,36 @@ def test_the_flag_phase_keeps_tuned_flags_the_moment_it_decides(
 ) -> None:
     # Killed once the flag phase was saved, before any later phase ran: the flags are there.
     assert (after_flags / "tuned_flags.txt").read_text().splitlines() == [USER_FLAG]
+
+
+def test_an_onnx_dynamic_batch_is_fixed_by_the_input_given(tmp_path: Path) -> None:
+    from ireetune.frontend.dispatches import dump_dispatches
+    from ireetune.frontend.model_import import import_model
+    from ireetune.model.profile import describe_dispatches
+    from ireetune.targets import parse_target
+
+    weights = numpy_helper.from_array(np.ones((32, 16), np.float32), "w")
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+        "batch",
+        [value("x", TensorProto.FLOAT, ["batch", 32])],
+        [value("y", TensorProto.FLOAT, ["batch", 16])],
+        [weights],
+    )
+    model_proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model_proto.ir_version = 8
+    onnx.save(model_proto, str(tmp_path / "batch.onnx"))
+    mlir_path = import_model(tmp_path / "batch.onnx", tmp_path / "import")
+
+    source, function, specs = prepare_model_source(mlir_path, "", ["8x32xf32"], tmp_path / "work")
+
+    assert (source.parent, function, [s.shape for s in specs]) == (
+        tmp_path / "work",
+        "batch",
+        [(8, 32)],
+    )
+    target = parse_target(TEST_TARGET)
+    dumped = dump_dispatches(source, target, tmp_path / "dumps", timeout_s=120)
+    problems = [p.problem for p in describe_dispatches(dumped, {}, {}, target)]
+    assert any(problem.startswith("matmul_8x16x32_f32") for problem in problems), problems

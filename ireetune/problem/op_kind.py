@@ -28,6 +28,10 @@ _LAYOUT_OPS = {
     "linalg.transpose": "a transpose",
     "linalg.copy": "a copy",
     "tensor.pad": "a pad",
+    # Under data tiling on the CPU: the root of some models' encoding dispatches (zfnet512's; its
+    # region had no block), and the matmul under `--iree-llvmcpu-enable-inner-tiled` (no region).
+    "iree_linalg_ext.map_store": "a data-tiling layout change written through an index map",
+    "iree_codegen.inner_tiled": "a data-tiled matmul on the target's inner tiles",
 }
 
 
@@ -65,8 +69,8 @@ def name_root_op(root_op: ir.Operation) -> str:
 
 
 def _body_op_names(root_op: ir.Operation) -> list[str]:
-    """Name the ops of the root op's first block; none when it has no region or its region no
-    block (`iree_linalg_ext.map_store`, the root of an encoding dispatch under data tiling)."""
+    """Name the ops of the root op's first block; none when it has no region
+    (`iree_codegen.inner_tiled`) or its region no block (`iree_linalg_ext.map_store`)."""
     if not root_op.regions:
         return []
     blocks = list(root_op.regions[0].blocks)
