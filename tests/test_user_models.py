@@ -287,3 +287,14 @@ def test_an_onnx_dynamic_batch_is_fixed_by_the_input_given(tmp_path: Path) -> No
     dumped = dump_dispatches(source, target, tmp_path / "dumps", timeout_s=120)
     problems = [p.problem for p in describe_dispatches(dumped, {}, {}, target)]
     assert any(problem.startswith("matmul_8x16x32_f32") for problem in problems), problems
+
+
+def test_the_split_flag_phase_keeps_tuned_flags_the_moment_it_decides(tmp_path: Path) -> None:
+    from tests.test_split_flags import NO_EFFECT, _prepare
+
+    # A set without a binary of its own is decided on the compile host; the run then waits for
+    # the device to profile the model, and the flags are already there.
+    run_dir = _prepare(tmp_path / "runs", "--try-flags", " ".join(NO_EFFECT), "--flags", USER_FLAG)
+
+    assert json.loads((run_dir / "split.json").read_text())["flags"]["decided"]
+    assert (run_dir / "tuned_flags.txt").read_text().splitlines() == [USER_FLAG]
