@@ -208,8 +208,20 @@ def test_function_names_the_one_function_profiled_timed_and_tuned(tmp_path: Path
             "?x96xf32); ireetune tunes static shapes: give the sizes to tune for with --input, "
             "once per input (e.g. --input 1x96xf32)\n",
         ),
+        (
+            TWO_FUNCTIONS + "func.func @count(%n: i32) -> i32 {\n  return %n : i32\n}\n",
+            ("--function", "count"),
+            "ireetune: error: cannot make inputs for argument '%n: i32' of @count: ireetune "
+            "makes tensor inputs only\n",
+        ),
     ],
-    ids=["several-functions", "unknown-function", "input-unlike-the-signature", "dynamic"],
+    ids=[
+        "several-functions",
+        "unknown-function",
+        "input-unlike-the-signature",
+        "dynamic",
+        "not-a-tensor",
+    ],  # fmt: skip
 )
 def test_a_model_the_run_cannot_take_is_refused_in_one_line(
     model_text: str,

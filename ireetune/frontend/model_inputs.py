@@ -60,6 +60,8 @@ class ArgumentType:
     element_type: str
     # A torch-dialect `!torch.vtensor` (an imported ONNX or PyTorch model), not a builtin tensor.
     torch: bool
+    # The declared type of an argument that is no tensor (its element type is then "").
+    other_type: str = ""
 
     @property
     def is_dynamic(self) -> bool:
@@ -86,10 +88,7 @@ def parse_input_spec(text: str) -> InputSpec:
 
 
 def read_public_functions(mlir_text: str) -> dict[str, list[ArgumentType]]:
-    """Read the module's public functions, in order, with their tensor arguments.
-
-    An argument of a type ireetune cannot make inputs for is refused in one line.
-    """
+    """Read the module's public functions, in order, with their arguments."""
     # The pattern skips `func.func private @...` by construction: only public functions match.
     functions: dict[str, list[ArgumentType]] = {}
     for match in _FUNCTION.finditer(mlir_text):
@@ -105,10 +104,9 @@ def read_public_functions(mlir_text: str) -> dict[str, list[ArgumentType]]:
                 dims = _read_dims(torch_tensor.group(1).split(","))
                 arguments.append(ArgumentType(name, dims, torch_tensor.group(2), True))
             else:
-                raise IreetuneError(
-                    f"cannot make inputs for argument '%{text.strip().rstrip(',')}' of "
-                    f"@{match.group(1)}: ireetune makes tensor inputs only"
-                )
+                # Not a tensor: refused when the function is the one tuned (check_arguments).
+                declared = text.split(":", 1)[-1].strip().rstrip(",")
+                arguments.append(ArgumentType(name, (), "", False, declared))
         functions[match.group(1)] = arguments
     return functions
 
@@ -138,10 +136,21 @@ def choose_function(functions: Mapping[str, object], requested: str) -> str:
     return next(iter(functions))
 
 
+def check_arguments(function: str, arguments: list[ArgumentType]) -> None:
+    """Refuse, in one line, a function that takes an argument that is no tensor."""
+    for argument in arguments:
+        if not argument.element_type:
+            raise IreetuneError(
+                f"cannot make inputs for argument '{argument.name}: {argument.other_type}' of "
+                f"@{function}: ireetune makes tensor inputs only"
+            )
+
+
 def read_entry_signature(mlir_text: str, function: str = "") -> tuple[str, list[InputSpec]]:
     """Find the model's public function (the one named, else the only one) and its inputs."""
     functions = read_public_functions(mlir_text)
     name = choose_function(functions, function)
+    check_arguments(name, functions[name])
     dynamic = next((a for a in functions[name] if a.is_dynamic), None)
     if dynamic is not None:
         raise IreetuneError(

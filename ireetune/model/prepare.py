@@ -18,6 +18,7 @@ from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import read_mlir_file
 from ireetune.frontend.model_inputs import (
     InputSpec,
+    check_arguments,
     choose_function,
     make_model_inputs,
     parse_input_spec,
@@ -89,6 +90,7 @@ def prepare_model_source(
     functions = read_public_functions(text)
     name = choose_function(functions, function)
     arguments = functions[name]
+    check_arguments(name, arguments)
     given = [parse_input_spec(flag) for flag in input_flags]
     if given and len(given) != len(arguments):
         raise IreetuneError(
