@@ -310,3 +310,18 @@ def test_the_split_flag_phase_keeps_tuned_flags_the_moment_it_decides(tmp_path: 
 
     assert json.loads((run_dir / "split.json").read_text())["flags"]["decided"]
     assert (run_dir / "tuned_flags.txt").read_text().splitlines() == [USER_FLAG]
+
+
+def test_saved_bf16_and_boolean_outputs_are_compared(tmp_path: Path) -> None:
+    from ireetune.model.outputs import outputs_match
+
+    bf16 = np.linspace(-2, 2, 8, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    flags = np.array([True, False, True])
+    # As a worker saves them: bf16 reads back as raw 2-byte values.
+    np.savez(tmp_path / "outputs.npz", bf16, flags)
+    with np.load(tmp_path / "outputs.npz") as archive:
+        saved = [archive["arr_0"], archive["arr_1"]]
+
+    assert outputs_match(saved, [bf16, flags]) == (True, "")
+    assert outputs_match(saved, [bf16 * 8, flags]) == (False, "output 0: 8 of 8 elements differ")
+    assert outputs_match(saved, [bf16, ~flags]) == (False, "output 1: 3 of 3 elements differ")
