@@ -44,13 +44,20 @@ class ModelTuneOptions:
 
     model_path: Path = option(
         flag="model", type=Path,
-        help="the model: .mlir (anything iree-compile takes) or .onnx, with static shapes",
+        help="the model: .mlir (anything iree-compile takes) or .onnx, with static shapes "
+        "(or dynamic ones that --input fixes)",
     )  # fmt: skip
     target: str = target_option()
     inputs: tuple[str, ...] = option(
         (), flag="--input", action="append",
-        help="one model input as SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32, once per "
-        "input in order (default: random inputs from the model's signature)",
+        help="one model input as SHAPExTYPE[=VALUE|=@file.npy], e.g. 1x3x224x224xf32 or "
+        "16x32xsi8 (types as the model's signature spells them: f32, f16, bf16, i8...i64, "
+        "si8...si64, ui8...ui64, i1), once per input in order; its sizes fix the model's dynamic "
+        "ones (default: random inputs from the model's signature)",
+    )  # fmt: skip
+    function: str = option(
+        "", flag="--function", metavar="NAME",
+        help="the public function to tune, in a module of several (default: the only one)",
     )  # fmt: skip
     coverage: float = option(
         0.9, flag="--coverage", type=fraction, help="share of model time to cover, in (0, 1]"

@@ -46,7 +46,7 @@ def test_model_inputs_that_match_the_signature_are_written(tmp_path: Path) -> No
     model.write_text(MATMUL_MODEL)
     inputs_path = tmp_path / "inputs.npz"
 
-    function = write_model_inputs(model, ["64x96xf32=1.5", "96x128xf32"], 0, inputs_path)
+    _, function = write_model_inputs(model, ["64x96xf32=1.5", "96x128xf32"], 0, inputs_path)
 
     with np.load(inputs_path) as arrays:
         shapes = {name: (arrays[name].shape, str(arrays[name].dtype)) for name in arrays.files}

@@ -45,7 +45,11 @@ from ireetune.frontend.dispatches import (
     read_mlir_file,
     strip_configurations,
 )
-from ireetune.frontend.model_inputs import make_model_inputs, read_entry_signature
+from ireetune.frontend.model_inputs import (
+    make_model_inputs,
+    read_entry_signature,
+    read_public_functions,
+)
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.verify.stage import check_outputs, write_reference
 
@@ -84,7 +88,9 @@ def search_flags_for_input(
     if is_dispatch_benchmark(text):
         return search_dispatch_flags(executor, input_path, search, work_dir)
     parse_module(text, ir.Context(), input_path)
-    function, signature = read_entry_signature(text)
+    # `tune-dispatch` takes no --function: the model's first public function is timed.
+    first = next(iter(read_public_functions(text)), "")
+    function, signature = read_entry_signature(text, first)
     inputs_path = work_dir / "inputs.npz"
     arrays = make_model_inputs(signature, search.seed)
     write_input_archive(inputs_path, arrays)

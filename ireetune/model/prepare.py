@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ireetune.compile.driver import CompileStatus, build_request, run_compile
+from ireetune.core.files import write_text_atomically
 from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import read_mlir_file
 from ireetune.frontend.model_inputs import (
     InputSpec,
+    check_arguments,
+    choose_function,
     make_model_inputs,
     parse_input_spec,
     read_entry_signature,
+    read_public_functions,
+    with_index_bounds,
 )
-from ireetune.verify.compare import check_inputs
+from ireetune.frontend.specialize import specialize_module
+from ireetune.verify.compare import check_inputs, numpy_dtype
 
 
 @dataclass
@@ -66,30 +74,76 @@ class ModelUnderTuning:
         self.compile_timeout_s = max(60.0, 10.0 * (time.monotonic() - started))
 
 
+def prepare_model_source(
+    mlir_path: Path, function: str, input_flags: Sequence[str], work_dir: Path
+) -> tuple[Path, str, list[InputSpec]]:
+    """Return the model source to tune, its function and its inputs' specs.
+
+    The function is the one `--function` names, else the module's only public one. The source
+    is the model's own file, or a copy in `work_dir` holding only that function as public (the
+    others become private, and the compiler drops them: profiling, timing and the dispatches
+    tuned are then all that function's), with its dynamic sizes fixed by `--input` (each such
+    argument takes the given static type, cast back to the dynamic one for its uses; the
+    compiler folds the casts into static dispatches, which is what dispatch benchmarks need).
+    """
+    text = read_mlir_file(mlir_path)
+    functions = read_public_functions(text)
+    name = choose_function(functions, function)
+    arguments = functions[name]
+    check_arguments(name, arguments)
+    given = [parse_input_spec(flag) for flag in input_flags]
+    if given and len(given) != len(arguments):
+        raise IreetuneError(
+            f"the model's @{name} takes {len(arguments)} inputs; {len(given)} --input given"
+        )
+    for number, (spec, argument) in enumerate(zip(given, arguments, strict=False), start=1):
+        sizes_fit = len(spec.shape) == len(argument.dims) and all(
+            expected in (None, size)
+            for size, expected in zip(spec.shape, argument.dims, strict=False)
+        )
+        same_type = np.dtype(numpy_dtype(spec.element_type)) == np.dtype(
+            numpy_dtype(argument.element_type)
+        )
+        if not (sizes_fit and same_type):
+            raise IreetuneError(
+                f"--input {number} is {_describe_tensor(spec)}; the model's @{name} takes "
+                f"{argument.describe()} there"
+            )
+    dynamic = {i: given[i].shape for i, a in enumerate(arguments) if a.is_dynamic and given}
+    if len(functions) > 1 or dynamic:
+        text = specialize_module(text, name, dynamic)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        mlir_path = work_dir / f"{mlir_path.stem}.{name}.mlir"
+        write_text_atomically(mlir_path, text)
+    _, signature = read_entry_signature(text, name)
+    if not given:
+        return mlir_path, name, signature
+    # The signature's spelling of each type (`si8` for a given `i8`), and its index bounds.
+    specs = [replace(s, element_type=e.element_type) for s, e in zip(given, signature, strict=True)]
+    return mlir_path, name, with_index_bounds(specs, signature)
+
+
 def _describe_tensor(spec: InputSpec) -> str:
     return "x".join([*(str(size) for size in spec.shape), spec.element_type])
 
 
 def write_model_inputs(
-    mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path
-) -> str:
-    function, signature = read_entry_signature(read_mlir_file(mlir_path))
-    specs: list[InputSpec] = (
-        [parse_input_spec(text) for text in input_flags] if input_flags else signature
+    mlir_path: Path,
+    input_flags: Sequence[str],
+    seed: int,
+    inputs_path: Path,
+    function: str = "",
+    work_dir: Path | None = None,
+) -> tuple[Path, str]:
+    """Write the inputs of the model's function (`prepare_model_source`, whose copy of the model
+    goes into `work_dir`, by default beside the inputs); return the source to tune and the
+    function."""
+    mlir_path, function, specs = prepare_model_source(
+        mlir_path, function, input_flags, work_dir or inputs_path.parent
     )
-    if input_flags and len(specs) != len(signature):
-        raise IreetuneError(
-            f"the model's @{function} takes {len(signature)} inputs; {len(specs)} --input given"
-        )
-    for number, (spec, expected) in enumerate(zip(specs, signature, strict=True), start=1):
-        if (spec.shape, spec.element_type) != (expected.shape, expected.element_type):
-            raise IreetuneError(
-                f"--input {number} is {_describe_tensor(spec)}; the model's @{function} takes "
-                f"{_describe_tensor(expected)} there"
-            )
     check_inputs(
         [spec.shape for spec in specs], [spec.element_type for spec in specs], "the model's inputs"
     )
     arrays = make_model_inputs(specs, seed)
     write_input_archive(inputs_path, arrays)
-    return function
+    return mlir_path, function

@@ -85,7 +85,10 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     options = run.options
     mlir_path = import_model(options.model_path, run.run_dir / "import")
     inputs_path = run.run_dir / "inputs.npz"
-    function = write_model_inputs(mlir_path, options.inputs, options.seed, inputs_path)
+    mlir_path, function = write_model_inputs(
+        mlir_path, options.inputs, options.seed, inputs_path, options.function,
+        run.run_dir / "import",
+    )  # fmt: skip
     model = ModelUnderTuning(
         mlir_path, function, inputs_path, run.target, options.with_default_specs
     )
@@ -128,6 +131,8 @@ def search_flags(run: ModelTuningRun) -> Pause | None:
         run.under_tuning.target = run.target
         run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
         run.costs = costs_under_winner(run.costs, search)
+    # Kept the moment the phase decides: a later phase that fails must not lose it.
+    write_flag_files(run.run_dir, run.target.global_flags, search.runtime_flags)
     return None
 
 

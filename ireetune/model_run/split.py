@@ -110,9 +110,10 @@ def prepare(run: ModelTuningRun) -> Pause | None:
             copied.parent.mkdir(exist_ok=True)
             shutil.copyfile(mlir_path, copied)
             mlir_path = copied
-        function = write_model_inputs(
-            mlir_path, options.inputs, options.seed, run_dir / "inputs.npz"
-        )
+        mlir_path, function = write_model_inputs(
+            mlir_path, options.inputs, options.seed, run_dir / "inputs.npz", options.function,
+            run_dir / "import",
+        )  # fmt: skip
         state["model"] = {
             "source": str(options.model_path), "mlir": relative_to_run(run_dir, mlir_path),
             "mlir_sha256": hash_file(mlir_path), "function": function,

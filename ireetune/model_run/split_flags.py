@@ -35,6 +35,7 @@ from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
 from ireetune.errors import IreetuneError
+from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import (
     ModelFlagSearch,
     model_flag_rule,
@@ -109,6 +110,9 @@ def apply_flag_result(run: ModelTuningRun) -> None:
             (*run.options.extra_flags, *winner.flag_set.flags)
         )
         run.under_tuning.target = run.target
+    # Kept the moment the phase decides (the user's flags, then the winner's): a later phase that
+    # fails must not lose it.
+    write_flag_files(run.run_dir, run.target.global_flags, ())
     run.flag_search = FlagSearchResult(
         winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
         estimate=winner.confirmed if winner is not None else None,

@@ -51,6 +51,8 @@ class SplitOptionsFile(FileModel):
     model_path: str
     target: str
     inputs: list[str]
+    # The function tuned (`--function`); "" in a folder written before it could be named.
+    function: str = ""
     coverage: Annotated[float, Field(gt=0, le=1)]
     max_dispatches: NonNegativeInt
     num_candidates: NonNegativeInt
@@ -187,7 +189,7 @@ def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
     """Return the options a later phase needs, as split.json holds them."""
     return SplitOptionsFile(
         model_path=str(options.model_path), target=options.target,
-        inputs=list(options.inputs), coverage=options.coverage,
+        inputs=list(options.inputs), function=options.function, coverage=options.coverage,
         max_dispatches=options.max_dispatches, num_candidates=options.num_candidates,
         candidates_per_dispatch=options.candidates_per_dispatch,
         with_default_specs=options.with_default_specs, rounds=options.rounds,
@@ -206,6 +208,7 @@ def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOption
     stored = SplitOptionsFile.model_validate(data)
     return ModelTuneOptions(
         model_path=Path(stored.model_path), target=stored.target, inputs=tuple(stored.inputs),
+        function=stored.function,
         coverage=stored.coverage, max_dispatches=stored.max_dispatches,
         num_candidates=stored.num_candidates,
         candidates_per_dispatch=stored.candidates_per_dispatch,

@@ -28,6 +28,10 @@ _LAYOUT_OPS = {
     "linalg.transpose": "a transpose",
     "linalg.copy": "a copy",
     "tensor.pad": "a pad",
+    # Under data tiling on the CPU: the root of some models' encoding dispatches (zfnet512's; its
+    # region had no block), and the matmul under `--iree-llvmcpu-enable-inner-tiled` (no region).
+    "iree_linalg_ext.map_store": "a data-tiling layout change written through an index map",
+    "iree_codegen.inner_tiled": "a data-tiled matmul on the target's inner tiles",
 }
 
 
@@ -39,10 +43,13 @@ def name_root_op(root_op: ir.Operation) -> str:
         return f"'{name}' ({_LAYOUT_OPS[name]})"
     if "iterator_types" not in root_op.attributes:
         return f"'{name}'"
-    iterators = [str(attr) for attr in ir.ArrayAttr(root_op.attributes["iterator_types"])]
+    try:
+        iterators = [str(attr) for attr in ir.ArrayAttr(root_op.attributes["iterator_types"])]
+    except ValueError:  # Not an array: an op of some other dialect that reuses the name.
+        return f"'{name}'"
     parallel = sum("parallel" in iterator for iterator in iterators)
     reductions = len(iterators) - parallel
-    body = [op.name for op in root_op.regions[0].blocks[0].operations]
+    body = _body_op_names(root_op)
     uses_index = "linalg.index" in body
     if reductions == 0:
         kind = "an element-wise op"
@@ -59,6 +66,15 @@ def name_root_op(root_op: ir.Operation) -> str:
     return (
         f"'{name}' ({what} of {_loops(parallel, 'parallel')} and {_loops(reductions, 'reduction')})"
     )
+
+
+def _body_op_names(root_op: ir.Operation) -> list[str]:
+    """Name the ops of the root op's first block; none when it has no region
+    (`iree_codegen.inner_tiled`) or its region no block (`iree_linalg_ext.map_store`)."""
+    if not root_op.regions:
+        return []
+    blocks = list(root_op.regions[0].blocks)
+    return [op.name for op in blocks[0].operations] if blocks else []
 
 
 def _loops(count: int, kind: str) -> str:

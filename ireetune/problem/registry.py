@@ -77,8 +77,27 @@ def read_match_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> Matc
     return None
 
 
+# What reading IR of an unexpected form raises in the bindings and in the families' readers: a
+# region without a block (`iree_linalg_ext.map_store`), an attribute missing or of another kind.
+_UNEXPECTED_IR_ERRORS = (IndexError, KeyError, AttributeError, ValueError, TypeError)
+
+
 def parse_problem(root_op: ir.Operation) -> Problem:
-    """Parse the root op into the record of its op family, or say it is not supported."""
+    """Parse the root op into the record of its op family, or say it is not supported.
+
+    A root op of a form no family expected is not supported either: reading it never raises
+    anything but IreetuneError, so that a model's odd dispatch is reported, not fatal.
+    """
+    try:
+        return _parse_problem(root_op)
+    except _UNEXPECTED_IR_ERRORS as error:
+        raise IreetuneError(
+            f"root op '{root_op.name}' is not supported: ireetune cannot read its form "
+            f"({type(error).__name__}: {str(error)[:120]})"
+        ) from error
+
+
+def _parse_problem(root_op: ir.Operation) -> Problem:
     if root_op.name in ("linalg.pack", "linalg.unpack"):
         raise IreetuneError(
             f"{name_root_op(root_op)} is not tunable: in a model it is an encoding op "

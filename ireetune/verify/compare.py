@@ -11,22 +11,34 @@ import numpy.typing as npt
 
 from ireetune.errors import IreetuneError
 
-SUPPORTED_ELEMENT_TYPES = ("f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8")
+# The element types ireetune makes inputs for, as MLIR spells them: signless, and the signed
+# (`si8`) and unsigned (`ui8`) integers and booleans (`i1`) of the torch dialect that ONNX and
+# PyTorch models are imported into.
+_NUMPY_DTYPES: dict[str, npt.DTypeLike] = {
+    "f64": np.float64,
+    "f32": np.float32,
+    "f16": np.float16,
+    "i64": np.int64,
+    "i32": np.int32,
+    "i16": np.int16,
+    "i8": np.int8,
+    "si64": np.int64,
+    "si32": np.int32,
+    "si16": np.int16,
+    "si8": np.int8,
+    "ui64": np.uint64,
+    "ui32": np.uint32,
+    "ui16": np.uint16,
+    "ui8": np.uint8,
+    "i1": np.bool_,
+}
+SUPPORTED_ELEMENT_TYPES = (*_NUMPY_DTYPES, "bf16")
 
 
 def numpy_dtype(type_name: str) -> npt.DTypeLike:
     """Map an MLIR element type name to a NumPy dtype (bf16 through ml_dtypes)."""
-    simple = {
-        "f64": np.float64,
-        "f32": np.float32,
-        "f16": np.float16,
-        "i64": np.int64,
-        "i32": np.int32,
-        "i16": np.int16,
-        "i8": np.int8,
-    }
-    if type_name in simple:
-        return simple[type_name]
+    if type_name in _NUMPY_DTYPES:
+        return _NUMPY_DTYPES[type_name]
     if type_name == "bf16":
         import ml_dtypes
 
@@ -70,8 +82,12 @@ def make_random_inputs(
     arrays = []
     for shape, type_name in zip(shapes, type_names, strict=True):
         dtype = numpy_dtype(type_name)
-        if type_name.startswith("i"):
+        if type_name == "i1":
+            arrays.append(rng.integers(0, 2, size=shape).astype(dtype))
+        elif type_name.startswith(("i", "si")):
             arrays.append(rng.integers(-4, 5, size=shape).astype(dtype))
+        elif type_name.startswith("ui"):
+            arrays.append(rng.integers(0, 9, size=shape).astype(dtype))
         else:
             arrays.append(rng.standard_normal(size=shape).astype(np.float32).astype(dtype))
     return arrays

@@ -45,15 +45,6 @@ def _run_job(
     }
 
 
-def _restore_bf16(array: Any) -> Any:
-    """Give back bf16 its type: .npz files store ml_dtypes' bfloat16 as raw 2-byte `V2` values."""
-    if array.dtype.kind == "V" and array.dtype.itemsize == 2:
-        import ml_dtypes
-
-        return array.view(ml_dtypes.bfloat16)
-    return array
-
-
 def main() -> int:
     request = json.loads(sys.stdin.read())
     import iree.runtime as runtime
@@ -61,7 +52,7 @@ def main() -> int:
     device = open_device(runtime, request["device"])
     if device is None:
         return 3
-    inputs = [_restore_bf16(array) for array in read_input_archive(request["inputs"])]
+    inputs = read_input_archive(request["inputs"])
     for job_index, job in enumerate(request["jobs"]):
         emit_event({"event": "start", "job_index": job_index, "candidate_id": job["candidate_id"]})
         try:
