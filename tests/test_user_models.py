@@ -20,6 +20,7 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.core.input_archive import read_input_archive, write_input_archive
+from ireetune.frontend.model_inputs import InputSpec, read_entry_signature
 from ireetune.model.prepare import prepare_model_source
 from ireetune.model_options import ModelTuneOptions
 from ireetune.model_run.split_state import options_from_json, options_to_json
@@ -325,3 +326,12 @@ def test_saved_bf16_and_boolean_outputs_are_compared(tmp_path: Path) -> None:
     assert outputs_match(saved, [bf16, flags]) == (True, "")
     assert outputs_match(saved, [bf16 * 8, flags]) == (False, "output 0: 8 of 8 elements differ")
     assert outputs_match(saved, [bf16, ~flags]) == (False, "output 1: 3 of 3 elements differ")
+
+
+def test_a_quoted_function_name_is_read_as_the_function() -> None:
+    # PyTorch's ONNX exports name their one function `@"torch-jit-export"` once imported.
+    text = (
+        'func.func @"torch-jit-export"(%arg0: !torch.vtensor<[4,10],f32>) -> '
+        "!torch.vtensor<[4,3],f32> attributes {torch.onnx_meta.ir_version = 8 : si64} {\n}\n"
+    )
+    assert read_entry_signature(text) == ("torch-jit-export", [InputSpec((4, 10), "f32")])

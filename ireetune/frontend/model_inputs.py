@@ -26,7 +26,9 @@ from ireetune.verify.compare import check_inputs, numpy_dtype
 _SPEC = re.compile(r"^((?:\d+x)*)([a-z]+\d+)(?:=(.*))?$")
 _TENSOR = re.compile(r"tensor<((?:(?:\d+|\?)x)*)([a-z]+\d+)>")
 _TORCH_TENSOR = re.compile(r"!torch\.vtensor<\[([\d,?-]*)\],([a-z]+\d+)>")
-_FUNCTION = re.compile(r"func\.func (?:public )?@([\w$.-]+)\(([^)]*)\)")
+# A symbol is a bare identifier or a quoted string (PyTorch's ONNX exports name their function
+# `@"torch-jit-export"`); group 1 or 2 is the name, group 3 the arguments.
+_FUNCTION = re.compile(r'func\.func (?:public )?@(?:"([^"]+)"|([\w$.-]+))\(([^)]*)\)')
 _ARGUMENT_NAME = re.compile(r"^\s*(%[\w$.-]+)\s*:")
 # An ONNX gather whose indices are a function argument (`%arg0`), as iree-import-onnx writes it:
 #   %1 = torch.operator "onnx.Gather"(%0, %arg0) {torch.onnx.axis = 0 : si64} :
@@ -93,7 +95,7 @@ def read_public_functions(mlir_text: str) -> dict[str, list[ArgumentType]]:
     functions: dict[str, list[ArgumentType]] = {}
     for match in _FUNCTION.finditer(mlir_text):
         arguments = []
-        for text in match.group(2).split("%")[1:]:
+        for text in match.group(3).split("%")[1:]:
             name = "%" + text.split(":", 1)[0].strip()
             tensor = _TENSOR.search(text)
             torch_tensor = _TORCH_TENSOR.search(text)
@@ -107,7 +109,7 @@ def read_public_functions(mlir_text: str) -> dict[str, list[ArgumentType]]:
                 # Not a tensor: refused when the function is the one tuned (check_arguments).
                 declared = text.split(":", 1)[-1].strip().rstrip(",")
                 arguments.append(ArgumentType(name, (), "", False, declared))
-        functions[match.group(1)] = arguments
+        functions[match.group(1) or match.group(2)] = arguments
     return functions
 
 
