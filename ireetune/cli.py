@@ -20,6 +20,7 @@ from typing import Any
 from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
 from ireetune.errors import IreetuneError
+from ireetune.input_files import describe_path
 
 EXIT_USER_ERROR = 2
 
@@ -160,6 +161,8 @@ def _run(argv: Sequence[str] | None) -> int:
         message = str(error)
         if len(message.splitlines()) > 1:
             message = " ".join(line.strip() for line in message.splitlines() if line.strip())
+        # A file name that is not UTF-8 is shown with its bytes escaped, wherever it comes from.
+        message = describe_path(message)
         sys.stderr.write(f"ireetune: error: {message}\n")
         return EXIT_USER_ERROR
     except BrokenPipeError:

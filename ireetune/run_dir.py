@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import check_input_folder
 
 
 def create_run_dir(parent: Path, label: str) -> Path:
@@ -91,7 +91,7 @@ def check_database_path(path: Path | None) -> None:
 
 def check_run_folder(path: Path) -> None:
     """Refuse a run folder that does not exist, is not a folder, or cannot be written."""
-    check_input_file(path, "run folder")
+    check_input_folder(path, "run folder")
     if not path.is_dir():
         raise IreetuneError(f"not a run folder: {path} is a file")
     check_output_dir(path)

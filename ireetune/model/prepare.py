@@ -73,7 +73,7 @@ def _describe_tensor(spec: InputSpec) -> str:
 def write_model_inputs(
     mlir_path: Path, input_flags: Sequence[str], seed: int, inputs_path: Path
 ) -> str:
-    function, signature = read_entry_signature(read_mlir_file(mlir_path))
+    function, signature = read_entry_signature(read_mlir_file(mlir_path, "model file"))
     specs: list[InputSpec] = (
         [parse_input_spec(text) for text in input_flags] if input_flags else signature
     )
