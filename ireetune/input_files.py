@@ -140,13 +140,15 @@ def read_input_bytes(path: Path, what: str, *, allow_empty: bool = False) -> byt
 
 
 def describe_binary(
-    raw: bytes, path: Path, what: str, error: UnicodeDecodeError, onnx_hint: str = ""
+    raw: bytes, path: Path, what: str, error: UnicodeDecodeError, *, mlir: bool, onnx_hint: str = ""
 ) -> str:
-    """Say why bytes that are not UTF-8 are no text input: an ONNX model (then `onnx_hint`
-    says where one goes) or MLIR bytecode by name, anything else by its first bad byte."""
+    """Say why bytes that are not UTF-8 are no text input (`mlir`: no MLIR input): an ONNX
+    model (`onnx_hint` says where one goes) or MLIR bytecode by name, anything else by its
+    first bad byte."""
     if path.suffix.lower() == ".onnx":
-        return f"cannot read {what} {path}: it is an ONNX model, not text" + (
-            f"; {onnx_hint}" if onnx_hint else ""
+        expected = "MLIR" if mlir else "text"
+        return f"{what} {path} is an ONNX model, not {expected}" + (
+            f": {onnx_hint}" if onnx_hint else ""
         )
     if raw.startswith(MLIR_BYTECODE_MAGIC):
         return (
@@ -163,7 +165,7 @@ def read_input_text(path: Path, what: str, *, allow_empty: bool = False) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise IreetuneError(describe_binary(raw, path, what, error)) from None
+        raise IreetuneError(describe_binary(raw, path, what, error, mlir=False)) from None
 
 
 def check_mlir_input(path: Path, what: str) -> None:
@@ -178,7 +180,9 @@ def check_mlir_input(path: Path, what: str) -> None:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise IreetuneError(describe_binary(raw, path, what, error, ONNX_HINT)) from None
+        raise IreetuneError(
+            describe_binary(raw, path, what, error, mlir=True, onnx_hint=ONNX_HINT)
+        ) from None
 
 
 def measure_depth(text: str, limit: int) -> int:

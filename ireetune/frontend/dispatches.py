@@ -70,7 +70,9 @@ def read_mlir_file(path: Path, what: str = "input file", onnx_hint: str = ONNX_H
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise IreetuneError(describe_binary(raw, path, what, error, onnx_hint)) from None
+        raise IreetuneError(
+            describe_binary(raw, path, what, error, mlir=True, onnx_hint=onnx_hint)
+        ) from None
 
 
 def parse_module(text: str, context: ir.Context, origin: Path) -> ir.Module:
