@@ -97,6 +97,7 @@ FILE_INPUTS = {
     "profile-problems": ("profile", "--problems", "{X}", "--generated-dir", "{gen}"),
     "profile-configs": (*PROFILE, "--configs", "{X}"),
     "db-import": ("db", "import", "{X}"),
+    "tune-input-values": (*TUNE_FEW, "--input", "64x96xf32=@{X}"),
 }  # fmt: skip
 # The places that take a model as MLIR (an ONNX model there is named, with where it goes).
 MLIR_MODEL_INPUTS = ("tune-dispatch", "compile-model", "spec-show-model", "spec-dump-model")
