@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_folder
+from ireetune.input_files import check_input_folder, check_path_name
 
 
 def create_run_dir(parent: Path, label: str) -> Path:
@@ -42,6 +42,7 @@ def check_output_dir(path: Path) -> None:
     Writability is probed by creating and removing a file, because permission bits say nothing
     for root or for a read-only mount.
     """
+    check_path_name(path.absolute(), "output folder")
     existing = _nearest_existing(path)
     if not existing.is_dir():
         kind = "a file" if existing.exists() else "missing"
@@ -58,6 +59,7 @@ def check_output_dir(path: Path) -> None:
 
 def check_output_file(path: Path) -> None:
     """Refuse, before any work, an output file that cannot be written (its folder included)."""
+    check_path_name(path.absolute(), "output file")
     if path.is_dir():
         raise IreetuneError(f"cannot write {path}: it is a folder")
     check_output_dir(path.parent)

@@ -356,3 +356,24 @@ def test_a_current_folder_that_is_not_utf8_is_named(
         "path, or run from another folder\n",
     )
     assert list(folder.iterdir()) == []
+
+
+def test_the_api_refuses_names_that_are_not_utf8_before_any_work(tmp_path: Path) -> None:
+    from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+    from ireetune.errors import IreetuneError
+
+    model = tmp_path / "model.mlir"
+    model.write_text(MATMUL_MODEL)
+    outputs = tmp_path / f"runs{NOT_UTF8}"
+    with pytest.raises(IreetuneError) as excinfo:
+        tune_dispatch(TuneOptions(input_path=model, output_dir=outputs, use_database=False))
+    assert str(excinfo.value) == (
+        f"output folder name is not valid UTF-8: {tmp_path}/runs\\xff (ireetune records file "
+        "names in UTF-8; rename it)"
+    )
+    with pytest.raises(IreetuneError) as excinfo:
+        tune_dispatch(
+            TuneOptions(input_path=outputs / "model.mlir", output_dir=tmp_path, use_database=False)
+        )
+    assert str(excinfo.value).startswith("input file name is not valid UTF-8: ")
+    assert sorted(tmp_path.iterdir()) == [model]
