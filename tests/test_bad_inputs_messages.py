@@ -47,10 +47,10 @@ TUNE_FEW = ("tune", "{model}", "--output-dir", "{runs}", "--no-db", "--num-candi
 PROFILE = ("profile", "matmul", "--m", "8", "--n", "8", "--k", "8", "--generated-dir", "{gen}")
 
 
-def _write_onnx_matmul(path: Path, weights: TensorProto) -> None:
+def _write_onnx_matmul(path: Path, weights: TensorProto, **attributes: int) -> None:
     element = weights.data_type
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["X", "W"], ["Y"])],
+        [helper.make_node("MatMul", ["X", "W"], ["Y"], name="matmul_0", **attributes)],
         "matmul",
         [helper.make_tensor_value_info("X", element, [4, 8])],
         [helper.make_tensor_value_info("Y", element, [4, 16])],
@@ -76,6 +76,13 @@ def _write_inputs(_: Path, tmp: Path) -> None:
     _write_onnx_matmul(
         tmp / "inline_fp16.onnx",
         helper.make_tensor("W", TensorProto.FLOAT16, [8, 16], np.ones(128, np.float16)),
+    )
+    # A node with an attribute its operator does not have: the ONNX checker's message names
+    # the attribute, and its context line (the importer's last line) the node.
+    _write_onnx_matmul(
+        tmp / "bad_attribute.onnx",
+        onnx.numpy_helper.from_array(np.ones((8, 16), np.float32), "W"),
+        transpose=1,
     )
 
 
@@ -193,6 +200,12 @@ CASES = [
         "importer-failure",
         ("tune", "{tmp}/inline_fp16.onnx", "--output-dir", "{runs}", "--no-db"),
         "Unhandled ONNX TensorProto data (tensor 'W', FLOAT16, values in int32_data",
+    ),
+    Case(
+        "importer-checker-failure",
+        ("tune", "{tmp}/bad_attribute.onnx", "--output-dir", "{runs}", "--no-db"),
+        "Unrecognized attribute: transpose for operator MatMul ==> Context: Bad node spec for "
+        "node. Name: matmul_0",
     ),
     # --try-flags named as --try-flags, and checked as --flags is.
     *(
