@@ -10,6 +10,7 @@ it is parsed, so a deep file is one line rather than a RecursionError.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -23,6 +24,9 @@ from ireetune.errors import IreetuneError
 # How deep a JSON file a user writes by hand may nest: the deepest ireetune reads (a recorded
 # space's rows) nests 5 levels.
 MAX_JSON_DEPTH = 32
+
+# How much of a file `check_mlir_input` reads to tell MLIR text from a binary file.
+HEAD_BYTES = 65536
 
 # The first bytes of MLIR bytecode (`.mlirbc`).
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
@@ -120,8 +124,10 @@ def check_input_folder(path: Path, what: str) -> None:
         raise IreetuneError(f"{what} {path} is {kind}, not a folder")
 
 
-def read_input_bytes(path: Path, what: str, *, allow_empty: bool = False) -> bytes:
-    """Check the file (`check_input_file`) and return its bytes.
+def read_input_bytes(
+    path: Path, what: str, *, allow_empty: bool = False, limit: int | None = None
+) -> bytes:
+    """Check the file (`check_input_file`) and return its bytes (the first `limit` of them).
 
     The file is opened without waiting (a FIFO swapped in after the check would otherwise block
     the open) and checked again through its descriptor, so what is read is what was checked.
@@ -134,7 +140,7 @@ def read_input_bytes(path: Path, what: str, *, allow_empty: bool = False) -> byt
     with os.fdopen(descriptor, "rb") as handle:
         _check_regular(os.fstat(descriptor).st_mode, path, what)
         try:
-            return handle.read()
+            return handle.read(-1 if limit is None else limit)
         except OSError as error:
             raise IreetuneError(f"cannot read {what} {path}: {error.strerror}") from None
 
@@ -174,11 +180,13 @@ def check_mlir_input(path: Path, what: str) -> None:
     check_input_file(path, what)
     if path.suffix.lower() == ".onnx":
         raise IreetuneError(f"{what} {path} is an ONNX model, not MLIR: {ONNX_HINT}")
-    raw = read_input_bytes(path, what)
+    # The head tells text from binary; a model may be gigabytes of weights.
+    raw = read_input_bytes(path, what, limit=HEAD_BYTES)
     if raw.startswith(MLIR_BYTECODE_MAGIC):
         return
     try:
-        raw.decode("utf-8")
+        # Incremental: a character cut at the head's end is no fault.
+        codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
     except UnicodeDecodeError as error:
         raise IreetuneError(
             describe_binary(raw, path, what, error, mlir=True, onnx_hint=ONNX_HINT)
