@@ -390,3 +390,21 @@ def test_the_api_refuses_names_that_are_not_utf8_before_any_work(tmp_path: Path)
         )
     assert str(excinfo.value).startswith("input file name is not valid UTF-8: ")
     assert sorted(tmp_path.iterdir()) == [model]
+
+
+def test_mlir_bytecode_is_read_as_the_text_it_holds(tmp_path: Path) -> None:
+    """MLIR bytecode (which `tune` takes as .mlirbc) is no binary file to refuse."""
+    import io
+
+    from iree.compiler import ir
+
+    from ireetune.frontend.dispatches import read_mlir_file
+
+    with ir.Context():
+        module = ir.Module.parse(MATMUL_MODEL)
+        bytecode = io.BytesIO()
+        module.operation.write_bytecode(bytecode)
+        text = str(module)
+    path = tmp_path / "model.mlirbc"
+    path.write_bytes(bytecode.getvalue())
+    assert read_mlir_file(path) == text
