@@ -22,7 +22,7 @@ from typing import Any
 from ireetune.errors import IreetuneError
 
 # How deep a JSON file a user writes by hand may nest: the deepest ireetune reads (a recorded
-# space's rows) nests 5 levels.
+# space's rows) nests 4 levels.
 MAX_JSON_DEPTH = 32
 
 # How much of a file `check_mlir_input` reads to tell MLIR text from a binary file.
