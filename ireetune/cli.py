@@ -22,6 +22,7 @@ from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
 from ireetune.database.schema import is_lock_error
 from ireetune.errors import IreetuneError
+from ireetune.input_files import describe_path
 from ireetune.scratch import private_temp_folder
 
 EXIT_USER_ERROR = 2
@@ -166,6 +167,8 @@ def _run(argv: Sequence[str] | None) -> int:
         message = str(error)
         if len(message.splitlines()) > 1:
             message = " ".join(line.strip() for line in message.splitlines() if line.strip())
+        # A file name that is not UTF-8 is shown with its bytes escaped, wherever it comes from.
+        message = describe_path(message)
         sys.stderr.write(f"ireetune: error: {message}\n")
         return EXIT_USER_ERROR
     except sqlite3.OperationalError as error:

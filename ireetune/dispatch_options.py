@@ -17,6 +17,7 @@ from ireetune.core.arguments import (
     non_negative_seconds,
     positive_int,
     positive_seconds,
+    user_path,
 )
 from ireetune.core.common_options import (
     compile_timeout_option,
@@ -74,7 +75,7 @@ class TuneOptions:
     """
 
     input_path: Path = option(
-        flag="input", type=Path,
+        flag="input", type=user_path,
         help="a *_benchmark.mlir dispatch dump (iree-compile "
         "--iree-hal-dump-executable-benchmarks-to) or a model .mlir with static shapes",
     )  # fmt: skip

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.arguments import (
-    flag_text,
     fraction,
     positive_int,
     positive_seconds,
     speedup_threshold,
+    try_flag_text,
+    user_path,
 )
 from ireetune.core.common_options import (
     database_path_option,
@@ -43,7 +44,7 @@ class ModelTuneOptions:
     """
 
     model_path: Path = option(
-        flag="model", type=Path,
+        flag="model", type=user_path,
         help="the model: .mlir (anything iree-compile takes) or .onnx, with static shapes "
         "(or dynamic ones that --input fixes)",
     )  # fmt: skip
@@ -109,7 +110,7 @@ class ModelTuneOptions:
     )
     # Flag sets to try instead of the target's flag space (`--try-flags`, repeatable).
     flag_sets: tuple[tuple[str, ...], ...] = option(
-        (), flag="--try-flags", action="append", type=flag_text, metavar="FLAGS",
+        (), flag="--try-flags", action="append", type=try_flag_text, metavar="FLAGS",
         help='a flag set for the flag phase to try instead of the target\'s (repeatable), e.g. '
         '"--iree-opt-data-tiling --iree-llvmcpu-enable-ukernels=mmt4d"',
     )  # fmt: skip

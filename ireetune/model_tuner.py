@@ -90,6 +90,8 @@ def _check_options(options: ModelTuneOptions) -> Target:
     """Check what a run is asked to do before its folder exists; return its target."""
     target = parse_target(options.target).with_global_flags(options.extra_flags)
     check_flags_with_compiler(options.extra_flags, target, "--flags")
+    for flag_set in options.flag_sets:
+        check_flags_with_compiler(flag_set, target, "--try-flags")
     if not 0 < options.coverage <= 1:
         raise IreetuneError("--coverage must be in (0, 1]")
     if not (math.isfinite(options.flag_threshold) and options.flag_threshold >= 0):

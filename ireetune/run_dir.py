@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import check_input_folder, check_path_name
 
 
 def create_run_dir(parent: Path, label: str) -> Path:
@@ -43,6 +43,7 @@ def check_output_dir(path: Path) -> None:
     Writability is probed by creating and removing a file, because permission bits say nothing
     for root or for a read-only mount.
     """
+    check_path_name(path.absolute(), "output folder")
     existing = _nearest_existing(path)
     if not existing.is_dir():
         kind = "a file" if existing.exists() else "missing"
@@ -77,6 +78,7 @@ def check_output_file(path: Path) -> None:
     FIFO, a socket or a folder is refused, `--force` or not (a FIFO would block the writer, and
     renaming a file over `/dev/null` replaces the device node).
     """
+    check_path_name(path.absolute(), "output file")
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -116,7 +118,7 @@ def check_database_path(path: Path | None) -> None:
 
 def check_run_folder(path: Path) -> None:
     """Refuse a run folder that does not exist, is not a folder, or cannot be written."""
-    check_input_file(path, "run folder")
+    check_input_folder(path, "run folder")
     if not path.is_dir():
         raise IreetuneError(f"not a run folder: {path} is a file")
     check_output_dir(path)

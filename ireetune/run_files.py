@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -45,6 +44,7 @@ from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.records import RESULTS_FORMAT, CandidateRecord
 from ireetune.decision.stats import Basis
 from ireetune.errors import IreetuneError
+from ireetune.input_files import measure_depth
 from ireetune.run_dir import is_inside_folder
 
 # The largest file of a real run folder is a results.json of some thousands of candidates with
@@ -66,29 +66,6 @@ class RunFileError(IreetuneError, ValueError):
     A ValueError too, so the runtime-only readers that turn ValueError into one line (the
     manifest's) handle it the same way.
     """
-
-
-# A JSON string (escapes included) or one bracket: what the depth scan steps through.
-_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
-
-
-def measure_depth(text: str, limit: int) -> int:
-    """Return the deepest nesting of brackets in JSON `text`, stopping once it passes `limit`.
-
-    Strings are stepped over whole, so brackets inside them do not count. No recursion: a file
-    100,000 levels deep costs one pass over its brackets.
-    """
-    depth = deepest = 0
-    for match in _STRING_OR_BRACKET.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > limit:
-                return deepest
-        elif token in "]}":
-            depth -= 1
-    return deepest
 
 
 def read_json_text(path: Path, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> str:

@@ -77,5 +77,5 @@ def test_a_spaces_folder_that_is_not_one_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert (
         result.stderr
-        == f"ireetune: error: {tmp_path / 'nowhere'} is not a folder of recorded spaces\n"
+        == f"ireetune: error: folder of recorded spaces not found: {tmp_path / 'nowhere'}\n"
     )

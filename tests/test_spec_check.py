@@ -223,7 +223,7 @@ def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     status = main(["spec", "check", str(tmp_path / "missing.mlir")])
     assert (status, capsys.readouterr().err) == (
         2,
-        f"ireetune: error: input file not found: {tmp_path / 'missing.mlir'}\n",
+        f"ireetune: error: spec not found: {tmp_path / 'missing.mlir'}\n",
     )
 
 

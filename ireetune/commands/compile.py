@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command
-from ireetune.core.arguments import positive_seconds
+from ireetune.core.arguments import positive_seconds, user_path
 from ireetune.core.common_options import target_option
 from ireetune.core.options import added_option, option
 from ireetune.output_paths import add_force_argument
@@ -19,16 +19,16 @@ from ireetune.output_paths import add_force_argument
 class CompileOptions:
     """What `ireetune compile` is asked to do."""
 
-    model: Path = option(flag="model", type=Path, help="the model .mlir to compile")
+    model: Path = option(flag="model", type=user_path, help="the model .mlir to compile")
     target: str = target_option(dataclasses.MISSING)
     spec: Path | None = option(
-        None, flag="--spec", type=Path, help="a tuning spec (tuned_spec.mlir)"
+        None, flag="--spec", type=user_path, help="a tuning spec (tuned_spec.mlir)"
     )
     flags_file: Path | None = option(
-        None, flag="--flags-file", type=Path,
+        None, flag="--flags-file", type=user_path,
         help="global iree-compile flags, one per line (tuned_flags.txt of `ireetune tune`)",
     )  # fmt: skip
-    output: Path = option(flag=("-o", "--output"), type=Path, help="the .vmfb to write")
+    output: Path = option(flag=("-o", "--output"), type=user_path, help="the .vmfb to write")
     force: bool = added_option(False, add_force_argument)
     compile_timeout: float = option(
         600.0, flag="--compile-timeout", type=positive_seconds, help="seconds for the compile"

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireetune.core.arguments import user_path
 from ireetune.errors import IreetuneError
 from ireetune.output_paths import add_force_argument, check_new_output, write_output
 
@@ -21,7 +22,7 @@ DATABASE_SUFFIXES = ("", "-journal", "-wal", "-shm")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("db", help="list, show, export and import stored results")
     database_help = "database file (default: $IREETUNE_DB, else the user cache)"
-    parser.add_argument("--db", type=Path, default=None, help=database_help)
+    parser.add_argument("--db", type=user_path, default=None, help=database_help)
     actions = parser.add_subparsers(dest="db_command", required=True, parser_class=type(parser))
     list_ = actions.add_parser("list", help="one line per problem, target and device")
     show = actions.add_parser("show", help="every result of the problems whose name contains TEXT")
@@ -37,20 +38,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     export.add_argument("--target", default=None, help="only this target (name as listed)")
     export.add_argument(
-        "-o", "--output", type=Path, default=None, help="file to write (default: stdout)"
+        "-o", "--output", type=user_path, default=None, help="file to write (default: stdout)"
     )
     add_force_argument(export)
     import_ = actions.add_parser(
         "import", help="add results from a JSON export or another database"
     )
-    import_.add_argument("source", type=Path, help="a JSON export or an ireetune database file")
+    import_.add_argument(
+        "source", type=user_path, help="a JSON export or an ireetune database file"
+    )
     report = actions.add_parser("report", help="best speedups per problem, target and compiler")
-    report.add_argument("-o", "--output", type=Path, default=None, help="also write an HTML page")
+    report.add_argument(
+        "-o", "--output", type=user_path, default=None, help="also write an HTML page"
+    )
     add_force_argument(report)
     for action in (list_, show, export, import_, report):
         # After the action too (`ireetune db list --db FILE`), as every tuner takes it; SUPPRESS
         # keeps a `--db` given before the action when none follows it.
-        action.add_argument("--db", type=Path, default=argparse.SUPPRESS, help=database_help)
+        action.add_argument("--db", type=user_path, default=argparse.SUPPRESS, help=database_help)
     parser.set_defaults(handler=run)
 
 
@@ -181,7 +186,9 @@ def _export(
 def _import(path: Path, source: Path) -> int:
     from ireetune.database.exchange import read_results_file
     from ireetune.database.store import TuningDatabase
+    from ireetune.input_files import check_input_file
 
+    check_input_file(source, "file to import")
     results = read_results_file(source)
     with TuningDatabase(path) as database:
         added = database.import_results(results)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ireetune.core.arguments import positive_int, seed
+from ireetune.core.arguments import positive_int, seed, user_path
 from ireetune.errors import IreetuneError
 
 # Features whose share of the model's split gain is below this are summed into one line.
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "tuner then orders with it",
     )
     train.add_argument(
-        "--spaces", type=Path, action="append", default=[],
+        "--spaces", type=user_path, action="append", default=[],
         help="a folder of recorded spaces (data/spaces/cpu); repeatable",
     )  # fmt: skip
     train.add_argument(
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     explain = actions.add_parser("explain", help="the features that matter to each stored model")
     explain.add_argument("--top", type=positive_int, default=12, help="features shown per model")
     for action in (train, explain):
-        action.add_argument("--db", type=Path, default=None, help=database_help)
+        action.add_argument("--db", type=user_path, default=None, help=database_help)
     parser.set_defaults(handler=run)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ireetune.core.arguments import user_path
 from ireetune.core.options import add_options, options_from_arguments
 from ireetune.errors import IreetuneError
 from ireetune.output_paths import add_force_argument
@@ -60,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--problems",
-        type=Path,
+        type=user_path,
         help="a CSV or JSON file of problems (shapes from models) (default: none)",
     )
     parser.add_argument(
@@ -70,7 +71,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_options(parser, ProfileOptions)
     parser.add_argument(
-        "--output", type=Path, help="also write the results as CSV to this file (default: none)"
+        "--output",
+        type=user_path,
+        help="also write the results as CSV to this file (default: none)",
     )
     add_force_argument(parser)
     parser.add_argument(

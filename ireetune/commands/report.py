@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_options_parser, run_dir_option
+from ireetune.core.arguments import user_path
 from ireetune.output_paths import add_force_argument
 
 
@@ -29,7 +30,11 @@ def register(subparsers: Subparsers) -> None:
     # `--force` is declared once for every command that writes a file (output_paths.py), and
     # `-o/--output` has two spellings, which a declared option does not take.
     parser.add_argument(
-        "-o", "--output", type=Path, default=None, help="HTML file (default RUN_DIR/report.html)"
+        "-o",
+        "--output",
+        type=user_path,
+        default=None,
+        help="HTML file (default RUN_DIR/report.html)",
     )
     add_force_argument(parser)
     parser.set_defaults(handler=run)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ireetune.core import common_options
-from ireetune.core.arguments import add_executor_arguments, parse_executor
+from ireetune.core.arguments import add_executor_arguments, parse_executor, user_path
 from ireetune.core.options import add_options, option, options_from_arguments
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def add_command(
 
 def run_dir_option(help: str) -> Any:
     """`run_dir`: the run folder a command works in (positional; `help` says which run's)."""
-    return option(flag="run_dir", type=Path, help=help)
+    return option(flag="run_dir", type=user_path, help=help)
 
 
 def devices_option(more_help: str = "") -> Any:

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ireetune.core.arguments import TARGET_HELP, positive_seconds
+from ireetune.core.arguments import TARGET_HELP, positive_seconds, user_path
 from ireetune.output_paths import add_force_argument
 
 EXIT_PASS = 0
@@ -19,21 +19,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(dest="spec_command", required=True, parser_class=type(parser))
 
     check = commands.add_parser("check", help="validate a spec (exit 0 pass, 1 fail, 2 unreadable)")
-    check.add_argument("spec", type=Path, help="the tuning spec (.mlir) to check")
+    check.add_argument("spec", type=user_path, help="the tuning spec (.mlir) to check")
     check.add_argument(
         "--target", default="cpu", help=f"target to load the spec for: {TARGET_HELP}"
     )
     check.set_defaults(handler=run_check)
 
     link = commands.add_parser("link", help="link specs into one, first input first")
-    link.add_argument("specs", type=Path, nargs="+", help="the specs (.mlir) to link, in order")
-    link.add_argument("-o", "--output", type=Path, required=True, help="the linked spec to write")
+    link.add_argument(
+        "specs", type=user_path, nargs="+", help="the specs (.mlir) to link, in order"
+    )
+    link.add_argument(
+        "-o", "--output", type=user_path, required=True, help="the linked spec to write"
+    )
     add_force_argument(link)
     link.set_defaults(handler=run_link)
 
     show = commands.add_parser("show", help="list a spec's matchers; with a model, what they cover")
-    show.add_argument("spec", type=Path, help="the tuning spec (.mlir) to list")
-    show.add_argument("--model", type=Path, help="a model .mlir whose dispatches to compare with")
+    show.add_argument("spec", type=user_path, help="the tuning spec (.mlir) to list")
+    show.add_argument(
+        "--model", type=user_path, help="a model .mlir whose dispatches to compare with"
+    )
     show.add_argument(
         "--target", default="cpu", help=f"target to dump the model's dispatches for: {TARGET_HELP}"
     )
@@ -43,10 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.set_defaults(handler=run_show)
 
     dump = commands.add_parser("dump", help="print the final linked spec the compiler uses")
-    dump.add_argument("model", type=Path, help="the model .mlir to compile")
+    dump.add_argument("model", type=user_path, help="the model .mlir to compile")
     dump.add_argument("--target", required=True, help=f"what to compile for: {TARGET_HELP}")
     dump.add_argument(
-        "--spec", type=Path, help="a tuning spec to add (default: only the compiler's own)"
+        "--spec", type=user_path, help="a tuning spec to add (default: only the compiler's own)"
     )
     dump.add_argument(
         "--with-default-specs", action="store_true", help="add IREE's default specs (ROCm)"
@@ -79,13 +85,13 @@ def run_link(arguments: argparse.Namespace) -> int:
 def run_show(arguments: argparse.Namespace) -> int:
     from iree.compiler import ir
 
-    from ireetune.input_files import check_input_file
+    from ireetune.input_files import check_mlir_input
     from ireetune.spec.inspect import list_matchers, render_coverage, render_matchers
     from ireetune.spec.source import read_spec
 
     if arguments.model is not None:
         # Refuse a bad model before anything is printed.
-        check_input_file(arguments.model, "model")
+        check_mlir_input(arguments.model, "model")
     context = ir.Context()
     matchers = list_matchers(read_spec(arguments.spec, context))
     sys.stdout.write(render_matchers(matchers))

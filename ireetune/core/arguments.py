@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireetune.core.options import add_options, options_from_arguments
+from ireetune.input_files import describe_path, is_utf8_name
 
 if TYPE_CHECKING:
     from ireetune.executor import ExecutorKind, RaySettings
@@ -145,13 +148,44 @@ def fraction(text: str) -> float:
     return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1", 1.0)
 
 
-def flag_text(text: str) -> tuple[str, ...]:
-    """Parse `--flags` text into iree-compile flags (argparse type; a bad flag is an
-    IreetuneError, which argparse passes through as it is)."""
+def user_path(text: str) -> Path:
+    """Parse a file or folder name (argparse type): every path a command takes goes through
+    here, so a name that is not valid UTF-8 (which no file ireetune writes could record) is
+    refused while parsing, naming the option."""
+    if not is_utf8_name(text):
+        raise argparse.ArgumentTypeError(
+            f"'{describe_path(text)}' is not a valid UTF-8 name (ireetune records file names "
+            "in UTF-8; rename it)"
+        )
+    if not os.path.isabs(text):
+        try:
+            folder = os.getcwd()
+        except OSError:
+            folder = ""
+        if not is_utf8_name(folder):
+            raise argparse.ArgumentTypeError(
+                f"the current folder {describe_path(folder)} is not a valid UTF-8 name: give "
+                f"'{text}' as an absolute path, or run from another folder"
+            )
+    return Path(text)
+
+
+def _flag_text(text: str, option: str) -> tuple[str, ...]:
     # Imported here: the flag checks import the compiler, which parsing other commands must not.
     from ireetune.flags.check import parse_flag_text
 
-    return parse_flag_text(text)
+    return parse_flag_text(text, option)
+
+
+def flag_text(text: str) -> tuple[str, ...]:
+    """Parse `--flags` text into iree-compile flags (argparse type; a bad flag is an
+    IreetuneError, which argparse passes through as it is)."""
+    return _flag_text(text, "--flags")
+
+
+def try_flag_text(text: str) -> tuple[str, ...]:
+    """Parse one `--try-flags` set, as `flag_text` does, naming `--try-flags` in its errors."""
+    return _flag_text(text, "--try-flags")
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from ireetune.core.arguments import (
     positive_int,
     positive_seconds,
     seed,
+    user_path,
 )
 from ireetune.core.options import option
 
@@ -29,7 +30,7 @@ def target_option(default: Any = "cpu") -> Any:
 def output_dir_option() -> Any:
     """`--output-dir`: the folder the run folder is made in."""
     return option(
-        Path("ireetune_runs"), flag="--output-dir", type=Path, help="parent of the run folder"
+        Path("ireetune_runs"), flag="--output-dir", type=user_path, help="parent of the run folder"
     )
 
 
@@ -72,7 +73,7 @@ def show_progress_option() -> Any:
 def database_path_option() -> Any:
     """`--db`: the tuning database file (None, the default: $IREETUNE_DB or the user's cache)."""
     return option(
-        None, flag="--db", type=Path,
+        None, flag="--db", type=user_path,
         help="tuning database file (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite)",
     )  # fmt: skip
 

@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import enum
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any, Literal, TypeVar
 
 # How the flag takes its value: one value (store), repeatable (append: a tuple), a switch that
@@ -128,8 +129,14 @@ def add_options(parser: argparse.ArgumentParser, options_class: type) -> None:
             assert default is (spec.action == "store_false"), f"{field.name}: default flipped"
             keywords.update(action=spec.action, default=default)
         else:
-            # The parser shows and takes an enum by its value.
-            keywords["default"] = default.value if isinstance(default, enum.Enum) else default
+            # The parser shows and takes an enum by its value, and a default path as text, so
+            # that the option's type checks it as it checks a path given (argparse applies the
+            # type to a default that is text).
+            if isinstance(default, enum.Enum):
+                default = default.value
+            elif isinstance(default, PurePath):
+                default = str(default)
+            keywords["default"] = default
         parser.add_argument(*flags, dest=field.name, **keywords)
 
 

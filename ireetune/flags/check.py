@@ -39,13 +39,14 @@ RESERVED_PREFIXES = (
 CHECK_TIMEOUT_S = 60.0
 
 
-def parse_flag_text(text: str) -> tuple[str, ...]:
-    """Split `--flags` text (shell-style quoting) into flags and check their form."""
+def parse_flag_text(text: str, option: str = "--flags") -> tuple[str, ...]:
+    """Split the text of `option` (`--flags`, `--try-flags`; shell-style quoting) into flags
+    and check their form."""
     try:
         words = shlex.split(text)
     except ValueError as error:
-        raise IreetuneError(f"--flags: cannot split {text!r}: {error}") from error
-    return check_flag_form(words, "--flags")
+        raise IreetuneError(f"{option}: cannot split {text!r}: {error}") from error
+    return check_flag_form(words, option)
 
 
 def check_flag_form(flags: Sequence[str], origin: str) -> tuple[str, ...]:

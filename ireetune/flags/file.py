@@ -16,7 +16,7 @@ from pathlib import Path
 from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flag_form
-from ireetune.input_files import check_input_file
+from ireetune.input_files import read_input_text
 
 FLAGS_FILE_NAME = "tuned_flags.txt"
 RUNTIME_FLAGS_FILE_NAME = "runtime_flags.txt"
@@ -43,13 +43,7 @@ def write_flags_file(path: Path, flags: Sequence[str]) -> None:
 def _read_words(path: Path, what: str) -> list[str]:
     """Read the whitespace-separated words of a flags file (`what`: its kind, for errors). An empty
     file is valid: it means the defaults."""
-    check_input_file(path, what, allow_empty=True)
-    if not path.is_file():
-        raise IreetuneError(f"{what} not found: {path}")
-    try:
-        return path.read_text().split()
-    except (OSError, UnicodeDecodeError) as error:
-        raise IreetuneError(f"cannot read {what} {path}: {error}") from error
+    return read_input_text(path, what, allow_empty=True).split()
 
 
 def read_flags_file(path: Path) -> tuple[str, ...]:

@@ -25,7 +25,12 @@ from ireetune.compile.driver import (
 )
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import (
+    MLIR_BYTECODE_MAGIC,
+    ONNX_HINT,
+    describe_binary,
+    read_input_bytes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +56,23 @@ class DumpedDispatch:
     path: Path
 
 
-def read_mlir_file(path: Path) -> str:
-    """Read an MLIR file or raise a one-line error for a missing or unreadable one."""
-    check_input_file(path, "input file")
-    if not path.is_file():
-        raise IreetuneError(f"input is not a file: {path}")
+def read_mlir_file(path: Path, what: str = "input file", onnx_hint: str = ONNX_HINT) -> str:
+    """Read an MLIR file as text (MLIR bytecode is printed as text) or raise a one-line error
+    for a missing, unreadable or binary one (`what` names it; `onnx_hint` says where an ONNX
+    model goes instead)."""
+    raw = read_input_bytes(path, what)
+    if raw.startswith(MLIR_BYTECODE_MAGIC):
+        try:
+            with ir.Context():
+                return str(ir.Module.parse(raw))
+        except ir.MLIRError as error:
+            raise IreetuneError(f"cannot parse {path} as MLIR bytecode: {error}") from None
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise IreetuneError(f"cannot read {path}: {error}") from error
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise IreetuneError(
+            describe_binary(raw, path, what, error, mlir=True, onnx_hint=onnx_hint)
+        ) from None
 
 
 def parse_module(text: str, context: ir.Context, origin: Path) -> ir.Module:

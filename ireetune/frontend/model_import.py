@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,6 @@ def import_model(model_path: Path, work_dir: Path, parameters_path: Path | None 
     from the archive at run time (model/worker.py).
     """
     check_input_file(model_path, "model file")
-    if not model_path.is_file():
-        raise IreetuneError(f"model file not found: {model_path}")
     suffix = model_path.suffix.lower()
     if suffix in (".mlir", ".mlirbc"):
         return model_path
@@ -82,9 +81,78 @@ def _import_onnx(model_path: Path, work_dir: Path, parameters_path: Path | None)
     )
     if result.returncode != 0:
         raise IreetuneError(
-            f"iree-import-onnx failed on {model_path}: {first_error_line(result.stderr)}"
+            f"iree-import-onnx failed on {model_path}: {describe_import_failure(result.stderr)}"
         )
     return output
+
+
+# A line of protobuf text (`name: "W"`, `dims: 8`, `raw_data: "..."`, `type {`, `}`): what the
+# importer prints of a tensor or node it cannot import, after its message.
+_PROTO_LINE = re.compile(r"^\s*(?:\w+: .*|\w+ \{|\})$")
+_PROTO_FIELD = re.compile(r'^\s*(\w+): "?(.*?)"?$')
+# The fields a TensorProto keeps its values in, when not in raw_data.
+_VALUE_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def describe_import_failure(stderr: str) -> str:
+    """Say in one line why iree-import-onnx failed: the exception its traceback ends with (the
+    importer's own message, or the ONNX checker's with the node it names), and for a tensor the
+    importer prints whole, which tensor it is and how its values are stored.
+
+    The importer's message for a tensor it cannot read ends with the tensor itself, one field a
+    line, so the last line alone says only `name: "W"`:
+
+        onnx_importer.OnnxImportError: Unhandled ONNX TensorProto data: dims: 8
+        dims: 16
+        data_type: 10
+        int32_data: 15360
+        name: "W"
+    """
+    lines = stderr.splitlines()
+    starts = [number for number, line in enumerate(lines) if line.startswith("Traceback (")]
+    if not starts:
+        return first_error_line(stderr)
+    # The exception is the first line after the last traceback's frames that is not indented.
+    tail = lines[starts[-1] + 1 :]
+    header = next((n for n, line in enumerate(tail) if line and not line[0].isspace()), None)
+    if header is None:
+        return first_error_line(stderr)
+    kind, _, message = tail[header].partition(": ")
+    rest = [line for line in tail[header + 1 :] if line.strip()]
+    proto = [line for line in rest if _PROTO_LINE.match(line)]
+    if proto and len(proto) == len(rest):
+        # The message ends with the printed proto: its first field is on the message's line.
+        message = re.sub(r":\s*\w+: .*$", "", message)
+        fields: dict[str, str] = {}
+        for line in proto:
+            found = _PROTO_FIELD.match(line)
+            if found:
+                fields.setdefault(found.group(1), found.group(2))
+        message += _describe_tensor_fields(fields)
+    else:
+        message = " ".join([message.strip(), *(line.strip() for line in rest)])
+    return f"{kind.rsplit('.', 1)[-1]}: {message}"[:400]
+
+
+def _describe_tensor_fields(fields: dict[str, str]) -> str:
+    """Name the tensor the importer printed, its type and where its values are stored."""
+    parts = []
+    if "name" in fields:
+        parts.append(f"tensor '{fields['name']}'")
+    if fields.get("data_type", "").isdigit():
+        import onnx
+
+        try:
+            parts.append(onnx.TensorProto.DataType.Name(int(fields["data_type"])))
+        except ValueError:
+            parts.append(f"data_type {fields['data_type']}")
+    stored = [name for name in _VALUE_FIELDS if name in fields]
+    if stored:
+        parts.append(
+            f"values in {stored[0]}: the importer reads this type only from raw_data "
+            "(onnx.numpy_helper.from_array writes it)"
+        )
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def export_torch_module(module: Any, example_inputs: tuple[Any, ...], work_dir: Path) -> Path:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file
 from ireetune.verify.compare import check_inputs, numpy_dtype
 
 _SPEC = re.compile(r"^((?:\d+x)*)([a-z]+\d+)(?:=(.*))?$")
@@ -86,7 +87,11 @@ def parse_input_spec(text: str) -> InputSpec:
         numpy_dtype(element_type)
     except ValueError as error:
         raise IreetuneError(f"bad --input '{text}': unknown element type {element_type}") from error
-    return InputSpec(dims, element_type, match.group(3) or "")
+    value = match.group(3) or ""
+    if value.startswith("@"):
+        # Checked before any work, as every file a user names (a FIFO would hang np.load).
+        check_input_file(Path(value[1:]), "--input file")
+    return InputSpec(dims, element_type, value)
 
 
 def read_public_functions(mlir_text: str) -> dict[str, list[ArgumentType]]:

@@ -86,7 +86,7 @@ def prepare_model_source(
     argument takes the given static type, cast back to the dynamic one for its uses; the
     compiler folds the casts into static dispatches, which is what dispatch benchmarks need).
     """
-    text = read_mlir_file(mlir_path)
+    text = read_mlir_file(mlir_path, "model file")
     functions = read_public_functions(text)
     name = choose_function(functions, function)
     arguments = functions[name]

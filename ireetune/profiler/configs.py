@@ -10,7 +10,7 @@ configuration is always profiled: it is the baseline every other configuration i
 from __future__ import annotations
 
 import enum
-import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_file, read_input_json
 
 DEFAULT_NAME = "default"
 
@@ -67,10 +68,7 @@ def name_knobs(knobs: Knobs) -> str:
 
 
 def _read_knob_file(path: Path) -> list[Configuration]:
-    try:
-        loaded = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise IreetuneError(f"{path} is not valid JSON: {error}") from None
+    loaded = read_input_json(path, "knob file")
     if isinstance(loaded, dict):
         loaded = [loaded]
     if not isinstance(loaded, list) or not loaded:
@@ -106,11 +104,18 @@ def parse_config_request(text: str) -> ConfigRequest:
             count = max(count, int(item))
             continue
         path = Path(item)
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise IreetuneError(
                 f"--configs: '{item}' is not default, a number, or an existing file"
             )
+        check_input_file(path, "--configs file")
         if path.suffix == ".mlir":
+            # Parsed here, once: a spec that does not parse would fail every compile.
+            from iree.compiler import ir
+
+            from ireetune.spec.source import read_spec
+
+            read_spec(path, ir.Context())
             name = "spec_" + re.sub(r"[^A-Za-z0-9_]", "_", path.stem)
             fixed.append(Configuration(name, ConfigKind.SPEC, spec_path=path.resolve()))
         elif path.suffix == ".json":

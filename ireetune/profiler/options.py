@@ -17,6 +17,7 @@ from ireetune.core.arguments import (
     comma_list,
     positive_float,
     positive_int,
+    user_path,
 )
 from ireetune.core.common_options import (
     compile_timeout_option,
@@ -56,7 +57,7 @@ class ProfileOptions:
         help="runtime device, e.g. local-task, cuda://0 (default: the target's)",
     )  # fmt: skip
     generated_dir: Path = option(
-        Path("generated"), flag="--generated-dir", type=Path,
+        Path("generated"), flag="--generated-dir", type=user_path,
         help="the output tree (written by compile, read by run)",
     )  # fmt: skip
     phase: Phase = option(

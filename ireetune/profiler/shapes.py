@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import parse_input_json, read_input_text
 from ireetune.profiler.operations import (
     ALLOWED_ACCUMULATORS,
     DEFAULT_ACCUMULATOR,
@@ -213,16 +212,10 @@ def read_problem_file(path: Path) -> list[SweepRequest]:
         op,m,n,k,dtype,acc,layout
         matmul,2048,1280,5120,f16,f32,nt
     """
-    check_input_file(path, "problem file")
-    if not path.is_file():
-        raise IreetuneError(f"problem file not found: {path}")
-    text = path.read_text()
+    text = read_input_text(path, "problem file")
     rows: list[Mapping[str, object]]
     if path.suffix.lower() == ".json":
-        try:
-            loaded = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise IreetuneError(f"{path} is not valid JSON: {error}") from None
+        loaded = parse_input_json(text, path, "problem file")
         if not isinstance(loaded, list) or not all(isinstance(row, dict) for row in loaded):
             raise IreetuneError(f"{path}: a JSON problem file holds a list of objects")
         rows = loaded

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
+from ireetune.core.records import CandidateStatus
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import check_input_folder
 from ireetune.run_dir import is_inside_folder
 from ireetune.run_files import DecisionFile, DispatchRunFile, read_model_file
 
@@ -23,6 +24,29 @@ from ireetune.run_files import DecisionFile, DispatchRunFile, read_model_file
 def replay_command(run_dir: Path, candidate_id: int) -> str:
     """Return the one-line command that re-measures `candidate_id` against the default."""
     return f"ireetune replay {shlex.quote(str(run_dir))} --candidate {candidate_id}"
+
+
+# Where a candidate ended without a binary of its own to time.
+UNBUILT = frozenset(
+    {
+        CandidateStatus.GENERATED,
+        CandidateStatus.COMPILE_FAILED,
+        CandidateStatus.COMPILE_TIMED_OUT,
+        CandidateStatus.NOT_APPLIED,
+        CandidateStatus.DUPLICATE,
+    }
+)
+
+
+def describe_ids(ids: list[int]) -> str:
+    """Write sorted ids as runs: `1-8, 10, 12-13` (`none` when there are none)."""
+    runs: list[list[int]] = []
+    for candidate_id in ids:
+        if runs and candidate_id == runs[-1][1] + 1:
+            runs[-1][1] = candidate_id
+        else:
+            runs.append([candidate_id, candidate_id])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
 
 
 def _jobs(run_dir: Path, candidate_id: int, basis: Basis, searched: Basis) -> list[BenchmarkJob]:
@@ -57,7 +81,7 @@ class ReplayRun:
 def load_replay_run(run_dir: Path, candidate_id: int | None, device: str | None) -> ReplayRun:
     """Read a run's record; choose the candidate (the winner unless named), its binaries and
     the signal that decided the run; refuse binaries missing or outside the folder."""
-    check_input_file(run_dir, "run folder")
+    check_input_folder(run_dir, "run folder")
     results_path = run_dir / "results.json"
     if not results_path.is_file():
         raise IreetuneError(f"{run_dir} is not a run folder (no results.json)")
@@ -66,6 +90,12 @@ def load_replay_run(run_dir: Path, candidate_id: int | None, device: str | None)
     chosen = candidate_id if candidate_id is not None else decision.winner
     if chosen is None or chosen < 1:
         raise IreetuneError(f"{run_dir} has no winner; name a candidate with --candidate N")
+    records = {record.candidate_id: record for record in info.candidates if record.candidate_id}
+    if chosen not in records:
+        raise IreetuneError(
+            f"candidate {chosen} is not in the run {run_dir}: its candidates are "
+            f"{describe_ids(sorted(records))}"
+        )
     searched = info.timing_basis or Basis.DISPATCH
     basis = decision.basis or searched
     jobs = _jobs(run_dir, chosen, basis, searched)
@@ -73,6 +103,13 @@ def load_replay_run(run_dir: Path, candidate_id: int | None, device: str | None)
         # The binaries are run: refuse any that a link leads to from outside the folder.
         if not is_inside_folder(run_dir, str(job.vmfb_path.relative_to(run_dir))):
             raise IreetuneError(f"{job.vmfb_path} leads outside the run folder {run_dir}")
+        record = records.get(job.candidate_id)
+        if not job.vmfb_path.is_file() and record is not None and record.status in UNBUILT:
+            reason = f" ({record.reason})" if record.reason else ""
+            raise IreetuneError(
+                f"candidate {chosen} of {run_dir} has no binary to time: it ended "
+                f"{record.status.value}{reason}"
+            )
         if not job.vmfb_path.is_file():
             raise IreetuneError(f"missing binary {job.vmfb_path}; the run folder is incomplete")
     chosen_device = device or (info.devices or ("local-task",))[0]

@@ -24,7 +24,7 @@ from ireetune.core.records import (
     DispatchOutcome,
 )
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import check_input_folder
 from ireetune.report.deployment import Deployment, deployment_from_report
 from ireetune.run_files import check_format, read_json_object
 
@@ -162,7 +162,7 @@ RunView = DispatchRunView | ModelRunView | ProfileRunView
 
 def detect_run_kind(run_dir: Path) -> RunKind:
     """Tell which kind of run wrote `run_dir` from the files it holds."""
-    check_input_file(run_dir, "run folder")
+    check_input_folder(run_dir, "run folder")
     if not run_dir.is_dir():
         raise IreetuneError(f"{run_dir} is not a folder")
     if (run_dir / MODEL_REPORT_NAME).is_file():

@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus, status_values
 from ireetune.errors import IreetuneError
+from ireetune.input_files import check_input_folder, parse_input_json, read_input_bytes
 from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.run_files import (
     CandidateRecordFile,
@@ -396,19 +397,18 @@ def decode_recorded_space(data: object, where: str) -> RecordedSpace:
 
 def load_recorded_space(path: Path) -> RecordedSpace:
     """Read one `*.json.gz` (or plain `*.json`) recorded space."""
+    raw = read_input_bytes(path, "recorded space")
     try:
-        raw = path.read_bytes()
-        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-        data = json.loads(text)
-    except (OSError, EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as error:
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as error:
         raise IreetuneError(f"cannot read recorded space {path}: {error}") from None
+    data = parse_input_json(text, path, "recorded space")
     return decode_recorded_space(data, str(path))
 
 
 def load_recorded_spaces(folder: Path) -> list[RecordedSpace]:
     """Read every recorded space under `folder` (recursively), sorted by name."""
-    if not folder.is_dir():
-        raise IreetuneError(f"{folder} is not a folder of recorded spaces")
+    check_input_folder(folder, "folder of recorded spaces")
     paths = sorted({*folder.rglob("*.json.gz"), *folder.rglob("*.json")})
     if not paths:
         raise IreetuneError(f"{folder} holds no recorded spaces (*.json.gz)")

@@ -25,7 +25,7 @@ from ireetune.compile.driver import (
 )
 from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.input_files import check_mlir_input
 from ireetune.output_paths import output_in_place, replace_output
 from ireetune.targets import parse_target
 from ireetune.tools import SPEC_SAFETY_FLAGS
@@ -91,17 +91,16 @@ def dump_used_spec(
     On CUDA the spec is a transform-dialect library that the compiler runs as given: no linking
     happens and nothing is dumped, so the spec itself is returned.
     """
-    check_input_file(model_path, "model")
-    if not model_path.is_file():
-        raise IreetuneError(f"model not found: {model_path}")
+    from ireetune.spec.source import read_spec
+
+    check_mlir_input(model_path, "model")
     if with_default_specs and not target.has_default_specs:
         raise IreetuneError(f"IREE ships no default tuning specs for {target.name} (only for ROCm)")
     if spec_path is None and not with_default_specs:
         raise IreetuneError("nothing to dump: give --spec SPEC and/or --with-default-specs")
     if spec_path is not None:
-        check_input_file(spec_path, "spec")
-    if spec_path is not None and not spec_path.is_file():
-        raise IreetuneError(f"spec not found: {spec_path}")
+        # The spec is parsed here: the compiler's own message would name the model.
+        read_spec(spec_path, ir.Context())
     with tempfile.TemporaryDirectory(prefix="ireetune_dump_") as folder:
         dump_dir = Path(folder) / "specs"
         result = run_compile(
@@ -178,9 +177,7 @@ def compile_with_spec(
     from ireetune.spec.inspect import DispatchRoot, compute_coverage, list_matchers
     from ireetune.spec.source import read_spec
 
-    check_input_file(model_path, "model")
-    if not model_path.is_file():
-        raise IreetuneError(f"model not found: {model_path}")
+    check_mlir_input(model_path, "model")
     context = ir.Context()
     matchers = list_matchers(read_spec(spec_path, context))
     with tempfile.TemporaryDirectory(prefix="ireetune_compile_") as folder:
@@ -250,9 +247,7 @@ def compile_without_spec(
     model_path: Path, target: CompileTarget, output_path: Path, timeout_s: float
 ) -> None:
     """Compile a model with the target's flags (and its global flags) only."""
-    check_input_file(model_path, "model")
-    if not model_path.is_file():
-        raise IreetuneError(f"model not found: {model_path}")
+    check_mlir_input(model_path, "model")
     output_path.parent.mkdir(parents=True, exist_ok=True)
     # The compiler writes beside the output; the output changes only once it succeeded.
     with output_in_place(output_path) as vmfb_path:

@@ -96,4 +96,4 @@ def parse_spec(text: str, source_name: str, context: ir.Context) -> ir.Operation
 
 def read_spec(path: Path, context: ir.Context) -> ir.Operation:
     """Read and parse the spec at `path`; a missing or unreadable file is a one-line error."""
-    return parse_spec(read_mlir_file(path), str(path), context)
+    return parse_spec(read_mlir_file(path, "spec", onnx_hint=""), str(path), context)
