@@ -49,6 +49,7 @@ LOG_NAME = "device_log.json"
 ARCHIVE_NAME = "results.tar.gz"
 MAX_PAYLOAD_BYTES = 50 * 2**20
 MAX_ARCHIVE_BYTES = 10 * 2**20
+PAYLOAD_NAME = "payload.tar.xz"
 # Seconds kept back from the deadline to write the archive, and the least a unit is started with.
 ARCHIVE_MARGIN_S = 5.0
 MIN_UNIT_S = 3.0
@@ -88,7 +89,8 @@ def mmt(m: int, n: int, k: int, operand: str, result: str) -> SuiteProblem:
     matmul_transpose_b)."""
     model = (
         f"func.func @main(%lhs: tensor<{m}x{k}x{operand}>, %rhs: tensor<{n}x{k}x{operand}>) "
-        f"-> tensor<{m}x{n}x{result}> {{\n" + _fill(f"{m}x{n}", result)
+        f"-> tensor<{m}x{n}x{result}> {{\n"
+        + _fill(f"{m}x{n}", result)
         + "  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>,\n"
         "      affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]\n"
         f"      ins(%lhs, %rhs : tensor<{m}x{k}x{operand}>, tensor<{n}x{k}x{operand}>)\n"
@@ -102,7 +104,8 @@ def batch_matmul(b: int, m: int, n: int, k: int, operand: str, result: str) -> S
     """A batch matmul."""
     model = (
         f"func.func @main(%lhs: tensor<{b}x{m}x{k}x{operand}>, %rhs: tensor<{b}x{k}x{n}x{operand}>) "
-        f"-> tensor<{b}x{m}x{n}x{result}> {{\n" + _fill(f"{b}x{m}x{n}", result)
+        f"-> tensor<{b}x{m}x{n}x{result}> {{\n"
+        + _fill(f"{b}x{m}x{n}", result)
         + f"  %r = linalg.batch_matmul ins(%lhs, %rhs : tensor<{b}x{m}x{k}x{operand}>, "
         f"tensor<{b}x{k}x{n}x{operand}>)\n"
         f"      outs(%init : tensor<{b}x{m}x{n}x{result}>) -> tensor<{b}x{m}x{n}x{result}>\n"
@@ -113,7 +116,11 @@ def batch_matmul(b: int, m: int, n: int, k: int, operand: str, result: str) -> S
 
 def attention(batch: int, queries: int, keys: int, head: int) -> SuiteProblem:
     """An f16 attention (`iree_linalg_ext.attention`, scale 1/sqrt(head))."""
-    q, kv, o = f"{batch}x{queries}x{head}xf16", f"{batch}x{keys}x{head}xf16", f"{batch}x{queries}x{head}xf16"
+    q, kv, o = (
+        f"{batch}x{queries}x{head}xf16",
+        f"{batch}x{keys}x{head}xf16",
+        f"{batch}x{queries}x{head}xf16",
+    )
     model = f"""
 #q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
 #k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d2)>
@@ -314,7 +321,12 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     from ireetune.executor.base import LocalExecutor
     from ireetune.handoff.finish import read_run_record
     from ireetune.handoff.manifest import read_manifest
-    from ireetune.handoff.model_folder import LabelledBinary, VariantTask, hash_file, read_device_manifest
+    from ireetune.handoff.model_folder import (
+        LabelledBinary,
+        VariantTask,
+        hash_file,
+        read_device_manifest,
+    )
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.select import MODEL_RULE
     from ireetune.model.variant_build import compile_variants
@@ -380,15 +392,49 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     return [b.label for b in built]
 
 
+def write_model_weights(model: Path, folder: Path) -> tuple[str, ...]:
+    """Return the model's `--input` specs: the first argument random, every later one (the
+    weights) written to a .npy file whose values repeat along its last two dimensions.
+
+    Random weights for examples/transformer_block.mlir are 22 MiB that do not compress; these
+    travel as a few kilobytes (the payload is an xz archive) and make outputs that
+    compress as well, while every output column within a period of 16 still differs, so the
+    output checks still see a misplaced tile. Timing does not depend on the values.
+    """
+    import numpy as np
+
+    from ireetune.frontend.model_inputs import read_entry_signature
+    from ireetune.verify.compare import numpy_dtype
+
+    _, signature = read_entry_signature(model.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = []
+    values = np.random.default_rng(0).standard_normal(16)
+    for index, spec in enumerate(signature):
+        text = "x".join(map(str, (*spec.shape, spec.element_type)))
+        if index and len(spec.shape) >= 2:
+            rows, columns = np.indices(spec.shape[-2:])
+            weights = values[(rows + columns) % 16] / np.sqrt(spec.shape[-2])
+            path = folder / f"arg{index}.npy"
+            np.save(
+                path, np.broadcast_to(weights, spec.shape).astype(numpy_dtype(spec.element_type))
+            )
+            text += f"=@{path}"
+        specs.append(text)
+    return tuple(specs)
+
+
 def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Prepare the whole model's split run with its predicted variants in the first step."""
-    from ireetune.model_tuner import ModelTuneOptions, prepare_split_run
+    from ireetune.handoff.manifest import read_manifest
     from ireetune.model_run.split_state import read_state
+    from ireetune.model_tuner import ModelTuneOptions, prepare_split_run
 
     started = time.monotonic()
     status = prepare_split_run(
         ModelTuneOptions(
             model_path=arguments.model, target=arguments.target, devices=tuple(arguments.devices),
+            inputs=write_model_weights(arguments.model, work / "weights"),
             num_candidates=arguments.model_candidates, max_dispatches=arguments.max_dispatches,
             candidates_per_dispatch=arguments.variants_per_dispatch, rounds=arguments.rounds,
             output_dir=work / "model", use_database=False, show_progress=False,
@@ -398,17 +444,21 @@ def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
     run_dir = status.run_dir
     labels = add_predicted_variants(run_dir, arguments.variants_per_dispatch, arguments.jobs)
     state = read_state(run_dir)
-    predicted = {}
-    for problem, folder in state["folders"].items():
-        if folder:
-            from ireetune.handoff.manifest import read_manifest
-
-            listed = read_manifest(run_dir / folder).candidates
-            predicted[folder] = [c.candidate_id for c in listed[: arguments.variants_per_dispatch]]
+    predicted = {
+        folder: [c.candidate_id for c in read_manifest(run_dir / folder).candidates][
+            : arguments.variants_per_dispatch
+        ]
+        for folder in state["folders"].values()
+        if folder
+    }
+    counted = [candidate_bytes(run_dir / folder) for folder in predicted]
+    count = sum(c for c, _ in counted)
     print(f"model: {len(predicted)} dispatch folders, {len(labels)} variants", flush=True)
     return {
         "source": str(arguments.model), "run": f"model/{run_dir.name}", "variants": labels,
         "predicted": predicted, "compile_s": time.monotonic() - started,
+        "candidates": max((c for c, _ in counted), default=0),
+        "bytes_per_candidate": sum(b for _, b in counted) / count if count else 0.0,
     }  # fmt: skip
 
 
@@ -427,9 +477,13 @@ def download_wheels(destination: Path, python_version: str) -> None:
     )  # fmt: skip
 
 
-def copy_payload(work: Path, out: Path, plan: dict[str, Any]) -> None:
-    """Copy into `out` exactly what the device reads: the stage folders' and the model step's
-    listed files, the package, this script and the plan."""
+def write_payload(work: Path, out: Path, plan: dict[str, Any]) -> None:
+    """Write into `out` exactly what the device reads, as one xz archive (`PAYLOAD_NAME`): the
+    stage folders' and the model step's listed files and the package; beside it this script.
+
+    CUDA binaries are mostly PTX text and shrink about five times; xz's window also stores the
+    `first` stage's copies of a dispatch's candidates once.
+    """
     files: list[str] = []
     for entry in plan["dispatches"]:
         for folder in entry["stages"].values():
@@ -438,14 +492,22 @@ def copy_payload(work: Path, out: Path, plan: dict[str, Any]) -> None:
         run = plan["model"]["run"]
         manifest = json.loads((work / run / "device_step.json").read_text())
         files += [f"{run}/device_step.json", *(f"{run}/{name}" for name in manifest["files"])]
-    for relative in files:
-        (out / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(work / relative, out / relative)
-    shutil.copytree(
-        REPOSITORY / "ireetune", out / "lib" / "ireetune",
-        ignore=shutil.ignore_patterns("__pycache__", "templates", "*.png"),
-    )
+    package = REPOSITORY / "ireetune"
+    with tarfile.open(out / PAYLOAD_NAME, "w:xz") as tar:
+        for relative in dict.fromkeys(files):
+            tar.add(work / relative, arcname=relative)
+        for path in sorted(package.rglob("*.py")):
+            tar.add(path, arcname=str(Path("lib") / path.relative_to(package.parent)))
     shutil.copyfile(Path(__file__), out / "gpu_check.py")
+
+
+def unpack_payload(folder: Path) -> str:
+    """Extract the payload archive into the folder (once)."""
+    if (folder / "lib").exists():
+        return "extracted before"
+    with tarfile.open(folder / PAYLOAD_NAME, "r:xz") as tar:
+        tar.extractall(folder, filter="data")
+    return "extracted"
 
 
 def folder_bytes(folder: Path) -> int:
@@ -460,7 +522,9 @@ def prepare(arguments: argparse.Namespace) -> int:
     if (out.exists() and any(out.iterdir())) or work.exists():
         raise SystemExit(f"gpu_check: error: {out} or {work} exists; choose a new --out")
     target = parse_target(arguments.target)
-    arguments.devices = arguments.devices.split(",") if arguments.devices else [target.runtime_device]
+    arguments.devices = (
+        arguments.devices.split(",") if arguments.devices else [target.runtime_device]
+    )
     gpu = is_gpu_target(arguments.target)
     arguments.model = arguments.model or GPU_MODEL
     if arguments.model_candidates is None:
@@ -477,7 +541,7 @@ def prepare(arguments: argparse.Namespace) -> int:
         "model": prepare_model(arguments, work) if arguments.model != Path("none") else None,
     }  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    copy_payload(work, out, plan)
+    write_payload(work, out, plan)
     if arguments.wheels == "download":
         download_wheels(out / "wheels", arguments.python_version)
     elif arguments.wheels != "none":
@@ -513,7 +577,9 @@ def install_wheels(folder: Path) -> str:
         return "the runtime imports already"
     wheels = sorted((folder / "wheels").glob("*.whl"))
     if not wheels:
-        raise SystemExit("gpu_check: error: the runtime does not import and the folder has no wheels")
+        raise SystemExit(
+            "gpu_check: error: the runtime does not import and the folder has no wheels"
+        )
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
          "--target", str(folder / "site"), *map(str, wheels)],
@@ -613,6 +679,7 @@ def device(arguments: argparse.Namespace) -> int:
         log["archive_bytes"] = write_archive(folder, plan, archive)
 
     mark = time.monotonic()
+    log["payload"] = unpack_payload(folder)
     log["install"] = install_wheels(folder)
     log["seconds"]["install"] = time.monotonic() - mark
     environment = runtime_environment(folder)
@@ -697,14 +764,20 @@ def dispatch_row(work: Path, entry: dict[str, Any], units: dict[str, dict[str, A
     campaign = results["campaign"]
     measured = sum(1 for c in campaign["candidates"] if c["status"] == "measured")
     listed = {"defaults": 0, "first": entry["first"], "all": entry["compiled"]}[stage]
-    rate = f"{measured}/{listed} at {campaign['measured_per_second']:.2f}/s" if listed else "default only"
+    rate = (
+        f"{measured}/{listed} at {campaign['measured_per_second']:.2f}/s"
+        if listed
+        else "default only"
+    )
     best, estimate = result.best, result.decision.winner_estimate if result.decision else None
     if best is None or estimate is None:
         tuned, speedup, verified = "-", "default kept", "no winner"
     else:
         tuned = f"{best.median_ms:.4f}" if best.median_ms is not None else "-"
         speedup = f"{estimate.describe()} (candidate {best.candidate_id})"
-        verified = {True: "yes", False: "no: outputs differ", None: "not compared"}[best.outputs_match]
+        verified = {True: "yes", False: "no: outputs differ", None: "not compared"}[
+            best.outputs_match
+        ]
     return (
         f"| {entry['name']} | {entry['family']} | {result.baseline_ms:.4f} | {tuned} | {speedup} "
         f"| {verified} | {rate} | {compiled} | decided on '{stage}'; {notes} |"
@@ -774,7 +847,9 @@ def report(arguments: argparse.Namespace) -> int:
     for entry in plan["dispatches"]:
         print(dispatch_row(work, entry, units))
     for skipped in plan["skipped"]:
-        print(f"| {skipped['family']} | {skipped['family']} | - | - | - | - | - | - | {skipped['reason']} |")
+        print(
+            f"| {skipped['family']} | {skipped['family']} | - | - | - | - | - | - | {skipped['reason']} |"
+        )
     if plan["model"]:
         print(model_row(work, plan["model"], units.get("model:model")))
     spent: dict[str, float] = {"install": log["seconds"]["install"], "open": log["seconds"]["open"]}

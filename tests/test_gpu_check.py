@@ -1,0 +1,200 @@
+"""bench/gpu_check.py end to end: prepare here, the device verb in a process that can import
+neither the IREE compiler nor onnx, report here; on the stand-ins (local-task, lavapipe), a call
+cut short by its deadline, and the size of the CUDA payload."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_handoff import IMPORT_BLOCKER
+from tests.vulkan_support import requires_vulkan
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SCRIPT = REPOSITORY / "bench" / "gpu_check.py"
+# Two matmuls: two dispatch folders and their predicted variants, each compiled in well under a
+# second.
+TINY_MODEL = """
+func.func @main(%x: tensor<32x64xf32>, %w1: tensor<64x128xf32>, %w2: tensor<128x32xf32>) -> tensor<32x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<32x128xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<32x128xf32>) -> tensor<32x128xf32>
+  %h = linalg.matmul ins(%x, %w1 : tensor<32x64xf32>, tensor<64x128xf32>) outs(%i1 : tensor<32x128xf32>) -> tensor<32x128xf32>
+  %e2 = tensor.empty() : tensor<32x32xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %y = linalg.matmul ins(%h, %w2 : tensor<32x128xf32>, tensor<128x32xf32>) outs(%i2 : tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %y : tensor<32x32xf32>
+}
+"""
+# The wheels the device installs (docs/gpu.md, "One GPU call"): iree-base-runtime 3.13.0, its
+# ml_dtypes, pydantic and pydantic-core with their pure-Python dependencies, for CPython 3.12,
+# 17.6 MiB on 2026-12-01.
+WHEEL_BYTES = 18 * 2**20
+# The full suite: 64 candidates per dispatch, each of the first eighth carried twice (the
+# `first` and `all` stages), and 16 per model dispatch.
+FULL_CANDIDATES = 64
+FULL_MODEL_CANDIDATES = 16
+# What examples/transformer_block.mlir (the full suite's model) carries beyond this test's tiny
+# model, compressed: its first input (2 MiB of random f16), default binary, dispatch benchmarks
+# and variants; measured from its reduced build (docs/gpu.md).
+TRANSFORMER_BLOCK_BYTES = 4 * 2**20
+
+
+def run_script(*arguments: str, environment: dict[str, str] | None = None) -> str:
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), *arguments],
+        capture_output=True, text=True, check=False, env=environment,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed.stdout
+
+
+def prepare(folder: Path, target: str, *extra: str) -> Path:
+    """Prepare the reduced suite (4 candidates per dispatch) and the tiny model for `target`."""
+    model = folder / "tiny.mlir"
+    model.write_text(TINY_MODEL)
+    payload = folder / "payload"
+    run_script(
+        "prepare", "--target", target, "--out", str(payload), "--candidates", "4",
+        "--model", str(model), "--wheels", "none", *extra,
+    )  # fmt: skip
+    return payload
+
+
+def runtime_only_environment(folder: Path) -> dict[str, str]:
+    """Return an environment where importing the IREE compiler, z3, rich or onnx fails and the
+    checkout is not on the path: the device verb finds ireetune in the payload only."""
+    blocker = folder / "blocker"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "sitecustomize.py").write_text(IMPORT_BLOCKER)
+    return {**os.environ, "PYTHONPATH": str(blocker)}
+
+
+def run_device(payload: Path, *extra: str) -> dict[str, Any]:
+    environment = runtime_only_environment(payload.parent)
+    blocked = subprocess.run(
+        [sys.executable, "-c", "import iree.compiler"], env=environment, check=False
+    )
+    assert blocked.returncode != 0
+    run_script("device", str(payload), *extra, environment=environment)
+    log: dict[str, Any] = json.loads((payload / "device_log.json").read_text())
+    return log
+
+
+def table_rows(text: str) -> dict[str, str]:
+    """Return the report's table rows by their first cell."""
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    return {row.split("|")[1].strip(): row for row in rows}
+
+
+def check_complete_report(payload: Path, text: str) -> None:
+    plan = json.loads((payload / "plan.json").read_text())
+    rows = table_rows(text)
+    names = [entry["name"] for entry in plan["dispatches"]]
+    assert len(names) == 4 and sum(name.startswith("mmt_") for name in names) == 3
+    for name in names:
+        assert "decided on 'all'; complete" in rows[name], rows[name]
+        assert "/s |" in rows[name]
+    assert "not run on this stand-in" in rows["attention"]
+    assert "not decided" not in rows["model tiny.mlir"]
+    assert "variants" in rows["model tiny.mlir"]
+    assert "time" in rows
+
+
+@pytest.fixture(scope="module")
+def cpu_payload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare(tmp_path_factory.mktemp("gpu_check_cpu"), "cpu")
+
+
+def test_cpu_stand_in_end_to_end(cpu_payload: Path, tmp_path: Path) -> None:
+    payload = tmp_path / "payload"
+    shutil.copytree(cpu_payload, payload)
+    shutil.copytree(cpu_payload.parent / "payload.work", tmp_path / "payload.work")
+    log = run_device(payload)
+    assert [unit["status"] for unit in log["units"]] == ["done"] * 13
+    assert [unit["kind"] for unit in log["units"]][::4] == ["defaults", "first", "model", "all"]
+    check_complete_report(payload, run_script("report", str(payload)))
+
+
+def test_device_cut_short_keeps_what_it_measured(cpu_payload: Path, tmp_path: Path) -> None:
+    payload = tmp_path / "payload"
+    shutil.copytree(cpu_payload, payload)
+    shutil.copytree(cpu_payload.parent / "payload.work", tmp_path / "payload.work")
+    archive = tmp_path / "back" / "results.tar.gz"
+    archive.parent.mkdir()
+    # Eight dispatch stages come before the model: 20 s never reaches its end.
+    log = run_device(payload, "--deadline", "20", "--archive", str(archive))
+    statuses = {(u["kind"], u["name"]): u["status"] for u in log["units"]}
+    assert statuses[("model", "model")] != "done"
+    with tarfile.open(archive) as tar:
+        archived = set(tar.getnames())
+    done = {u["folder"] for u in log["units"] if u["status"] == "done"}
+    assert {name for name in archived if name.endswith("benchmark_results.json")} == {
+        f"{folder}/benchmark_results.json" for folder in done
+    }
+    rows = table_rows(run_script("report", str(payload), str(archive)))
+    plan = json.loads((payload / "plan.json").read_text())
+    for entry in plan["dispatches"]:
+        assert "missing: " in rows[entry["name"]] and "all (" in rows[entry["name"]]
+    assert "not decided" in rows["model tiny.mlir"] and "missing" in rows["model tiny.mlir"]
+
+
+@requires_vulkan
+def test_vulkan_stand_in_end_to_end(tmp_path: Path) -> None:
+    payload = prepare(tmp_path, "vulkan")
+    log = run_device(payload)
+    assert {unit["status"] for unit in log["units"]} == {"done"}
+    check_complete_report(payload, run_script("report", str(payload)))
+
+
+def test_cuda_payload_of_the_full_suite_fits(tmp_path: Path) -> None:
+    payload = prepare(tmp_path, "cuda:sm_80")
+    work = tmp_path / "payload.work"
+    plan = json.loads((payload / "plan.json").read_text())
+    assert [entry["family"] for entry in plan["dispatches"]] == [
+        "matmul", "matmul", "matmul", "batch matmul", "attention",
+    ]  # fmt: skip
+    archive = payload / "payload.tar.xz"
+    with tarfile.open(archive) as tar:
+        raw = sum(member.size for member in tar.getmembers() if member.isfile())
+    # The share of its raw bytes the xz archive keeps, over everything in it (the model's random
+    # input included, which does not compress): an upper bound for candidates.
+    ratio = archive.stat().st_size / raw
+    assert ratio < 0.5
+    # What the full suite adds to this reduced one: each dispatch's candidates up to 64 (and
+    # its first eighth carried twice), each model dispatch's up to 16.
+    added = 0.0
+    for entry in plan["dispatches"]:
+        stage = work / entry["stages"]["all"]
+        manifest = json.loads((stage / "handoff.json").read_text())
+        sizes = [
+            (stage / c["vmfb"]).stat().st_size + (stage / c["reference_vmfb"]).stat().st_size
+            for c in manifest["candidates"]
+        ]
+        assert len(sizes) == entry["compiled"] >= 1
+        per_candidate = sum(sizes) / len(sizes)
+        assert per_candidate == pytest.approx(entry["bytes_per_candidate"])
+        # A CUDA candidate and its reference program: tens to hundreds of kilobytes, a fifth of
+        # that in the archive.
+        assert 10_000 < per_candidate < 400_000, (entry["name"], per_candidate)
+        carried = len(sizes) + entry["first"]
+        added += ratio * per_candidate * (FULL_CANDIDATES + FULL_CANDIDATES // 8 - carried)
+    model = plan["model"]
+    assert 5_000 < model["bytes_per_candidate"] < 400_000
+    added += (
+        ratio
+        * model["bytes_per_candidate"]
+        * (FULL_MODEL_CANDIDATES - model["candidates"])
+        * len(model["predicted"])
+    )
+    carried_now = sum(p.stat().st_size for p in payload.rglob("*") if p.is_file())
+    full = carried_now + added + WHEEL_BYTES + TRANSFORMER_BLOCK_BYTES
+    assert full < 50 * 2**20, full / 2**20
