@@ -530,8 +530,16 @@ def prepare(arguments: argparse.Namespace) -> int:
     if arguments.model_candidates is None:
         arguments.model_candidates = max(1, arguments.candidates // 4)
     started = time.monotonic()
-    work.mkdir(parents=True)
     problems = GPU_SUITE if gpu else STAND_IN_SUITE
+    if arguments.only:
+        names = arguments.only.split(",")
+        unknown = sorted(set(names) - {problem.name for problem in problems})
+        if unknown:
+            raise SystemExit(
+                f"gpu_check: error: --only names no suite dispatch: {', '.join(unknown)}"
+            )
+        problems = tuple(problem for problem in problems if problem.name in names)
+    work.mkdir(parents=True)
     skipped = () if gpu else STAND_IN_SKIPPED
     plan: dict[str, Any] = {
         "format": "ireetune-gpu-check/1", "target": arguments.target, "devices": arguments.devices,
@@ -872,6 +880,7 @@ def main() -> int:
     prepare_parser.add_argument("--out", type=Path, required=True, help="the payload folder")
     prepare_parser.add_argument("--candidates", type=int, default=64, help="per dispatch")
     prepare_parser.add_argument("--devices", default="", help="default: the target's device")
+    prepare_parser.add_argument("--only", default="", help="comma-separated suite dispatches")
     prepare_parser.add_argument("--model", type=Path, default=None,
                                 help="the whole model (default examples/transformer_block.mlir; none: no model)")  # fmt: skip
     prepare_parser.add_argument("--model-candidates", type=int, default=None,

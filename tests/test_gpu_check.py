@@ -41,6 +41,9 @@ WHEEL_BYTES = 18 * 2**20
 # The full suite: 64 candidates per dispatch, each of the first eighth carried twice (the
 # `first` and `all` stages), and 16 per model dispatch.
 FULL_CANDIDATES = 64
+STAND_IN_DISPATCHES = [
+    "mmt_64x64x128_f32", "mmt_32x128x64_f32", "mmt_128x32x64_f32", "bmm_2x32x32x64_f32",
+]  # fmt: skip
 FULL_MODEL_CANDIDATES = 16
 # What examples/transformer_block.mlir (the full suite's model) carries beyond this test's tiny
 # model, compressed: its first input (2 MiB of random f16), default binary, dispatch benchmarks
@@ -95,11 +98,11 @@ def table_rows(text: str) -> dict[str, str]:
     return {row.split("|")[1].strip(): row for row in rows}
 
 
-def check_complete_report(payload: Path, text: str) -> None:
+def check_complete_report(payload: Path, text: str, expected: list[str]) -> None:
     plan = json.loads((payload / "plan.json").read_text())
     rows = table_rows(text)
     names = [entry["name"] for entry in plan["dispatches"]]
-    assert len(names) == 4 and sum(name.startswith("mmt_") for name in names) == 3
+    assert names == expected
     for name in names:
         assert "decided on 'all'; complete" in rows[name], rows[name]
         assert "/s |" in rows[name]
@@ -121,7 +124,7 @@ def test_cpu_stand_in_end_to_end(cpu_payload: Path, tmp_path: Path) -> None:
     log = run_device(payload)
     assert [unit["status"] for unit in log["units"]] == ["done"] * 13
     assert [unit["kind"] for unit in log["units"]][::4] == ["defaults", "first", "model", "all"]
-    check_complete_report(payload, run_script("report", str(payload)))
+    check_complete_report(payload, run_script("report", str(payload)), STAND_IN_DISPATCHES)
 
 
 def test_device_cut_short_keeps_what_it_measured(cpu_payload: Path, tmp_path: Path) -> None:
@@ -149,10 +152,12 @@ def test_device_cut_short_keeps_what_it_measured(cpu_payload: Path, tmp_path: Pa
 
 @requires_vulkan
 def test_vulkan_stand_in_end_to_end(tmp_path: Path) -> None:
-    payload = prepare(tmp_path, "vulkan")
+    # Two of the four dispatches: lavapipe times slowly.
+    dispatches = STAND_IN_DISPATCHES[1::2]
+    payload = prepare(tmp_path, "vulkan", "--only", ",".join(dispatches))
     log = run_device(payload)
     assert {unit["status"] for unit in log["units"]} == {"done"}
-    check_complete_report(payload, run_script("report", str(payload)))
+    check_complete_report(payload, run_script("report", str(payload)), dispatches)
 
 
 def test_cuda_payload_of_the_full_suite_fits(tmp_path: Path) -> None:
