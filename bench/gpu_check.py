@@ -644,7 +644,7 @@ def run_unit(
     sys.stdout.flush()
     return {
         "kind": unit.kind, "name": unit.name, "folder": unit.folder, "status": status,
-        "seconds": time.monotonic() - started, "output_tail": output[-2000:],
+        "seconds": time.monotonic() - started, "allowed_s": seconds, "output_tail": output[-2000:],
     }  # fmt: skip
 
 
