@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE
 from tests.test_handoff import IMPORT_BLOCKER
 from tests.vulkan_support import requires_vulkan
 
@@ -51,10 +52,12 @@ FULL_MODEL_CANDIDATES = 16
 TRANSFORMER_BLOCK_BYTES = 4 * 2**20
 
 
-def run_script(*arguments: str, environment: dict[str, str] | None = None) -> str:
+def run_script(
+    *arguments: str, environment: dict[str, str] | None = None, timeout: float = 900.0
+) -> str:
     completed = subprocess.run(
         [sys.executable, str(SCRIPT), *arguments],
-        capture_output=True, text=True, check=False, env=environment,
+        capture_output=True, text=True, check=False, env=environment, timeout=timeout,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed.stdout
@@ -158,6 +161,28 @@ def test_device_cut_short_keeps_what_it_measured(cpu_payload: Path, tmp_path: Pa
         if statuses[("defaults", entry["name"])] == "done":
             assert "decided on 'defaults'" in row or "decided on 'first'" in row
     assert "not decided" in rows["model tiny.mlir"] and "missing" in rows["model tiny.mlir"]
+
+
+def test_device_stops_a_step_at_its_deadline(cpu_payload: Path, tmp_path: Path) -> None:
+    payload = tmp_path / "payload"
+    shutil.copytree(cpu_payload, payload)
+    shutil.copytree(cpu_payload.parent / "payload.work", tmp_path / "payload.work")
+    # A benchmark worker that never answers: the first step runs into the deadline, before the
+    # product's own 10 s load timeout would end it.
+    hanging = json.dumps([sys.executable, "-c", "import time; time.sleep(1000)"])
+    environment = {**runtime_only_environment(tmp_path), WORKER_COMMAND_VARIABLE: hanging}
+    run_script("device", str(payload), "--deadline", "17", environment=environment, timeout=60)
+    log = json.loads((payload / "device_log.json").read_text())
+    first, *rest = log["units"]
+    assert first["status"] == "cut by the deadline"
+    assert first["seconds"] <= first["allowed_s"] + 3.0
+    assert {unit["status"] for unit in rest} == {"not started: the deadline"}
+    assert log["seconds"]["total"] < 17 + 5
+    rows = table_rows(run_script("report", str(payload)))
+    name = first["name"]
+    assert (
+        "missing: defaults (cut by the deadline), first (not started: the deadline)" in rows[name]
+    )
 
 
 @requires_vulkan
