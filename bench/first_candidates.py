@@ -38,7 +38,7 @@ from ireetune.targets import parse_target
 from ireetune.tools import find_tool
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_suite import SUITE  # noqa: E402
+from gpu_check import batch_matmul, mmt  # noqa: E402
 from record_spaces import conv_model, matmul_model  # noqa: E402
 
 TARGET_FLAGS = {
@@ -50,7 +50,22 @@ TARGET_FLAGS = {
     "cuda:sm_80": ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"],
     "rocm:gfx942": ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"],
 }
-GPU_PROBLEMS = ("mmt_2048x1280x5120", "bmm_16x1024x1024x128", "conv_8x56x56x128x3x3x128")
+CONV_8X56X56X128 = """
+func.func @main(%x: tensor<8x58x58x128xf16>, %w: tensor<3x3x128x128xf16>) -> tensor<8x56x56x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<8x56x56x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x56x56x128xf32>) -> tensor<8x56x56x128xf32>
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+      ins(%x, %w : tensor<8x58x58x128xf16>, tensor<3x3x128x128xf16>)
+      outs(%init : tensor<8x56x56x128xf32>) -> tensor<8x56x56x128xf32>
+  return %r : tensor<8x56x56x128xf32>
+}
+"""
+GPU_PROBLEMS = {
+    "mmt_2048x1280x5120": mmt(2048, 1280, 5120, "f16", "f32").model,
+    "bmm_16x1024x1024x128": batch_matmul(16, 1024, 1024, 128, "f16", "f32").model,
+    "conv_8x56x56x128x3x3x128": CONV_8X56X56X128,
+}
 CPU_PROBLEMS = {
     "matmul_1024x1024x1024_f32": matmul_model(1024, 1024, 1024),
     "conv_nhwc_1x58x58x64_3x3x64_f32": conv_model(58, 58, 64, 64, 3, 1),
@@ -104,10 +119,9 @@ def main() -> int:
     arguments = parser.parse_args()
     spaces = load_recorded_spaces(arguments.spaces) if arguments.spaces else []
     plan: list[tuple[str, str, str]] = [
-        (target, problem.name, problem.model)
+        (target, name, text)
         for target in ("cuda:sm_80", "rocm:gfx942")
-        for problem in SUITE
-        if problem.name in GPU_PROBLEMS
+        for name, text in GPU_PROBLEMS.items()
     ]
     plan += [("cpu", name, text) for name, text in CPU_PROBLEMS.items()]
     rows = []
