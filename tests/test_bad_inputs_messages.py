@@ -32,6 +32,7 @@ from tests.test_bad_inputs import (  # noqa: F401 (the fixtures the workspace is
     _snapshot,
     compiled_folder,
     profiler_tree,
+    use_workspace_temp_folder,
 )
 
 # A byte no UTF-8 name holds, as Python hands it over from the command line (surrogateescape).
@@ -274,7 +275,9 @@ def test_bad_input_says_what_is_wrong_in_one_line(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     fifo_unblocked: Callable[[], None],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    use_workspace_temp_folder(tmp_path, monkeypatch)
     paths = _prepare_workspace(tmp_path, compiled_folder, profiler_tree, matmul_benchmark)
     _write_inputs(paths["folder"], tmp_path)
     arguments = [a.format(**{k: str(v) for k, v in paths.items()}) for a in case.arguments]

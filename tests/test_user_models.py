@@ -25,7 +25,7 @@ from ireetune.model.prepare import prepare_model_source
 from ireetune.model_options import ModelTuneOptions
 from ireetune.model_run.split_state import options_from_json, options_to_json
 from tests.conftest import TEST_TARGET
-from tests.test_bad_inputs import _snapshot
+from tests.test_bad_inputs import _snapshot, use_workspace_temp_folder
 from tests.test_model_resume import USER_FLAG, after_flags, model  # noqa: F401  (fixtures)
 
 onnx = pytest.importorskip("onnx")
@@ -230,7 +230,9 @@ def test_a_model_the_run_cannot_take_is_refused_in_one_line(
     expected: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    use_workspace_temp_folder(tmp_path, monkeypatch)
     model_path = tmp_path / "model.mlir"
     model_path.write_text(model_text)
     before = _snapshot(tmp_path)
