@@ -15,6 +15,7 @@ from ireetune.core.arguments import (
     fraction,
     non_negative_int,
     non_negative_seconds,
+    positive_float,
     positive_int,
     positive_seconds,
 )
@@ -32,7 +33,7 @@ from ireetune.core.common_options import (
     target_option,
     use_database_option,
 )
-from ireetune.core.options import option
+from ireetune.core.options import option, setting
 from ireetune.executor import ExecutorKind, RaySettings
 
 
@@ -173,11 +174,11 @@ class TuneOptions:
         help="first search the target's global flags (on the model, or on the dispatch benchmark "
         "itself) and tune under the winner",
     )  # fmt: skip
-    hopeless_factor: float = 5.0
-    verify_top: int = 3
-    confirm_top: int = 4
-    model_level_rounds: int = 7
-    threshold: float = 1.02
+    hopeless_factor: float = setting(5.0, type=positive_float)
+    verify_top: int = setting(3, type=non_negative_int)
+    confirm_top: int = setting(4, type=non_negative_int)
+    model_level_rounds: int = setting(7, type=positive_int)
+    threshold: float = setting(1.02, type=positive_float)
     # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a
     # Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL

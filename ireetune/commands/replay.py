@@ -44,7 +44,9 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: ReplayOptions) -> int:
     from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.handoff.folder_trust import check_folder_trust
 
+    check_folder_trust(options.run_dir, "replay")
     settings = ContinueSettings(
         candidate=options.candidate, rounds=options.rounds,
         repetitions=options.repetitions, device=options.device,
