@@ -125,6 +125,8 @@ def check_folder_trust(run_dir: Path, command: str, given: GivenAgain = GivenAga
     or write something of the folder's own choosing (see the module's docstring)."""
     refuse_links(run_dir)
     repeating = command in _REPEATING_COMMANDS
+    if given.flags and repeating:
+        _check_given_flags(run_dir, given.flags)
     for path in _folder_files(run_dir):
         document = read_json_file(path)
         for field, flags in _flag_fields(path.name, document):
@@ -136,8 +138,6 @@ def check_folder_trust(run_dir: Path, command: str, given: GivenAgain = GivenAga
                 f"the database; a run tuned with --db {shlex.quote(str(database))} continues with "
                 f"`ireetune {command} RUN --db {shlex.quote(str(database))}`"
             )
-    if given.flags and repeating:
-        _check_given_flags(run_dir, given.flags)
 
 
 def _check_given_flags(run_dir: Path, flags: tuple[str, ...]) -> None:
