@@ -382,6 +382,8 @@ def test_the_flags_a_run_was_tuned_with_pass_when_given_again(
     status, error = _run(["resume", str(dispatch_run), "--flags", USER_FLAG], capsys)
     assert status == 0, error
     assert json.loads((dispatch_run / "results.json").read_text())["stage"] == "decide"
+    status, error = _run(["replay", str(dispatch_run)], capsys)
+    assert status == 2 and f"`ireetune replay RUN --flags {USER_FLAG}`" in error, error
 
 
 def test_a_database_the_folder_names_is_used_when_given_again(

@@ -69,8 +69,9 @@ def devices_option(more_help: str = "") -> Any:
 
 
 def given_flags_option() -> Any:
-    """`--flags` of `continue` and `resume`: the run's own flags beyond the flag search's, given
-    again (a run folder is data and may not choose them, handoff/folder_trust.py)."""
+    """`--flags` of `continue`, `resume` and `replay`: the run's own flags beyond the flag
+    search's, given again (a run folder is data and may not choose them,
+    handoff/folder_trust.py)."""
     return option(
         (), flag="--flags", type=flag_text,
         help="the --flags the run was tuned with, given again: a run folder's flags outside "

@@ -11,7 +11,7 @@ Every command that reads a run folder (`continue`, `resume`, `device-step`,
   `global_flags`, run_options.json's, model_run.json's and split.json's options and flag
   trials, handoff.json's `global_flags`, in the folder and every folder under it) passes the
   one allow-list of folder_flags.py, or was given again on the command line (`--flags` of
-  `continue` and `resume`: a run tuned with `--flags X` continues with `--flags X`);
+  `continue`, `resume` and `replay`: a run tuned with `--flags X` continues with `--flags X`);
 - paths: a folder does not choose the database (`options.database_path` is refused unless
   `--db` names one again); the user's input stays where it is (`resume` reads the run's own
   copy of its dispatch, model runs compile their own MLIR after its hash is checked);
@@ -37,8 +37,10 @@ from ireetune.errors import IreetuneError
 from ireetune.handoff.folder_flags import check_folder_flags
 from ireetune.run_files import read_json_file
 
-# The commands whose command line may give a folder's flags and database again.
-_REPEATING_COMMANDS = ("continue", "resume")
+# The commands whose command line may give a folder's flags again (`--flags`), and those that
+# use a database, whose command line may give it again (`--db`).
+_FLAG_COMMANDS = ("continue", "resume", "replay")
+_DATABASE_COMMANDS = ("continue", "resume")
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def check_folder_trust(run_dir: Path, command: str, given: GivenAgain = GivenAga
     """Refuse, before anything runs or is written, a run folder that would make `command` run
     or write something of the folder's own choosing (see the module's docstring)."""
     refuse_links(run_dir)
-    repeating = command in _REPEATING_COMMANDS
+    repeating = command in _FLAG_COMMANDS
     if given.flags and repeating:
         _check_given_flags(run_dir, given.flags)
     for path in _folder_files(run_dir):
@@ -132,7 +134,12 @@ def check_folder_trust(run_dir: Path, command: str, given: GivenAgain = GivenAga
         for field, flags in _flag_fields(path.name, document):
             check_folder_flags(flags, f"{path}: {field}", given.flags, command if repeating else "")
         database = _field(document, "options", "database_path")
-        if repeating and path.name in _DATABASE_FILES and database and given.database_path is None:
+        if (
+            command in _DATABASE_COMMANDS
+            and path.name in _DATABASE_FILES
+            and database
+            and given.database_path is None
+        ):
             raise IreetuneError(
                 f"{path}: options.database_path names {database}: a run folder does not choose "
                 f"the database; a run tuned with --db {shlex.quote(str(database))} continues with "
