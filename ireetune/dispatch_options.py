@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ireetune.core.arguments import (
     fraction,
+    non_negative_float,
     non_negative_int,
     non_negative_seconds,
-    positive_float,
     positive_int,
     positive_seconds,
 )
@@ -174,11 +174,11 @@ class TuneOptions:
         help="first search the target's global flags (on the model, or on the dispatch benchmark "
         "itself) and tune under the winner",
     )  # fmt: skip
-    hopeless_factor: float = setting(5.0, type=positive_float)
+    hopeless_factor: float = setting(5.0, type=non_negative_float)
     verify_top: int = setting(3, type=non_negative_int)
     confirm_top: int = setting(4, type=non_negative_int)
     model_level_rounds: int = setting(7, type=positive_int)
-    threshold: float = setting(1.02, type=positive_float)
+    threshold: float = setting(1.02, type=non_negative_float)
     # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a
     # Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL

@@ -121,6 +121,11 @@ def positive_float(text: str) -> float:
     return _bounded_float(text, lambda value: value > 0, "more than 0")
 
 
+def non_negative_float(text: str) -> float:
+    """Parse a finite number of at least 0 (argparse type; a threshold of 0 lets all pass)."""
+    return _bounded_float(text, lambda value: value >= 0, "at least 0")
+
+
 def fraction(text: str) -> float:
     """Parse a share in (0, 1] (argparse type)."""
     return _bounded_float(text, lambda value: 0 < value <= 1, "more than 0 and at most 1")

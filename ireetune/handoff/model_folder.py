@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
-from ireetune.core.arguments import non_negative_int, positive_float, positive_int
+from ireetune.core.arguments import non_negative_float, non_negative_int, positive_int
 from ireetune.core.fields import (
     Milliseconds,
     NonEmpty,
@@ -102,7 +102,7 @@ class VariantTask:
     calls_per_round: Annotated[NonNegativeInt, bounded_as(non_negative_int)]
     confirm_top: Annotated[NonNegativeInt, bounded_as(non_negative_int)]
     confirm_rounds: Annotated[Positive, bounded_as(positive_int)]
-    threshold: Annotated[NonNegativeFloat, bounded_as(positive_float)]
+    threshold: Annotated[NonNegativeFloat, bounded_as(non_negative_float)]
 
 
 @dataclass(frozen=True, kw_only=True)
