@@ -404,3 +404,21 @@ def test_a_database_the_folder_names_is_used_when_given_again(
     status, error = _run(arguments, capsys)
     assert status == 0, error
     assert database.is_file()
+
+
+def test_report_writes_into_no_folder_that_holds_a_link(
+    request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _copy(request, "finished_folder", tmp_path)
+    outside = _make_outside(tmp_path)
+    _link("report.html")(folder, outside)
+    before = _snapshot(tmp_path)
+
+    status, error = _run(["report", str(folder)], capsys)
+
+    assert status == 2 and error == (
+        f"ireetune: error: {folder / 'report.html'} is a symbolic link: a run folder holds its "
+        "own files and ireetune neither reads nor writes through a link (replace it with the "
+        "file)\n"
+    )
+    assert _snapshot(tmp_path) == before
