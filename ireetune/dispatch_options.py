@@ -17,6 +17,7 @@ from ireetune.core.arguments import (
     non_negative_seconds,
     positive_int,
     positive_seconds,
+    speedup_threshold,
     user_path,
 )
 from ireetune.core.common_options import (
@@ -33,7 +34,7 @@ from ireetune.core.common_options import (
     target_option,
     use_database_option,
 )
-from ireetune.core.options import option
+from ireetune.core.options import option, setting
 from ireetune.executor import ExecutorKind, RaySettings
 
 
@@ -174,11 +175,11 @@ class TuneOptions:
         help="first search the target's global flags (on the model, or on the dispatch benchmark "
         "itself) and tune under the winner",
     )  # fmt: skip
-    hopeless_factor: float = 5.0
-    verify_top: int = 3
-    confirm_top: int = 4
-    model_level_rounds: int = 7
-    threshold: float = 1.02
+    hopeless_factor: float = setting(5.0, type=speedup_threshold)
+    verify_top: int = setting(3, type=non_negative_int)
+    confirm_top: int = setting(4, type=non_negative_int)
+    model_level_rounds: int = setting(7, type=positive_int)
+    threshold: float = setting(1.02, type=speedup_threshold)
     # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a
     # Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL

@@ -21,7 +21,7 @@ import math
 import shlex
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,13 +159,16 @@ def tune_torch_module(
     return tune_model(ModelTuneOptions(model_path=mlir_path, **options))
 
 
-def continue_model_run(run_dir: Path, jobs: int | None = None) -> ModelTuneResult:
+def continue_model_run(
+    run_dir: Path, jobs: int | None = None, database_path: Path | None = None
+) -> ModelTuneResult:
     """Continue a stopped in-process run from its folder: load the run as its last saved phase
     left it and run the phases after that one, on the same target and options (`jobs`, when
-    given, replaces the run's parallel compiles)."""
+    given, replaces the run's parallel compiles; `database_path` is the command line's
+    database, None for the default: a run folder does not choose it)."""
     stored = read_model_run(run_dir)
     with open_executor(stored.options.executor, stored.options.ray) as executor:
-        run = restore_run(run_dir, stored, executor, jobs)
+        run = restore_run(run_dir, stored, executor, jobs, database_path)
         if stored.final is not None:
             restore_decision(run, stored.final, dispatch_outcomes(run))
         run_phases(run, LOCAL_PHASES, save_after_phase)
@@ -173,18 +176,19 @@ def continue_model_run(run_dir: Path, jobs: int | None = None) -> ModelTuneResul
     return run.result
 
 
-def continue_run(run_dir: Path, jobs: int | None = None) -> str:
-    """Continue a model run from its folder in the mode it was started in; return what the
-    command line prints (the report, or the next step of a split run)."""
+def continue_run(run_dir: Path, jobs: int | None = None, database_path: Path | None = None) -> str:
+    """Continue a model run from its folder in the mode it was started in, on the database the
+    command line names (`database_path`, None for the default); return what the command line
+    prints (the report, or the next step of a split run)."""
     if (run_dir / MODEL_RUN_NAME).is_file() and not (run_dir / STATE_NAME).is_file():
-        result = continue_model_run(run_dir, jobs)
+        result = continue_model_run(run_dir, jobs, database_path)
         return f"{_report_text(result.run_dir)}run folder: {result.run_dir}\n"
     if not (run_dir / STATE_NAME).is_file():
         raise IreetuneError(
             f"{run_dir} is not a model run folder (it holds neither {MODEL_RUN_NAME} nor "
             f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune resume`"
         )
-    return describe_status(continue_split_run(run_dir, jobs))
+    return describe_status(continue_split_run(run_dir, jobs, database_path))
 
 
 # --- Split between a compile host and a device host ------------------------------------------
@@ -209,6 +213,7 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
     # reads them back), and the threshold is written into the device's task.
     for flag_set in options.flag_sets:
         check_folder_flags(flag_set, "--try-flags")
+    check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
     state: dict[str, Any] = {
         "format": STATE_FORMAT,
@@ -227,12 +232,15 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
         )
 
 
-def continue_split_run(run_dir: Path, jobs: int | None = None) -> SplitStatus:
+def continue_split_run(
+    run_dir: Path, jobs: int | None = None, database_path: Path | None = None
+) -> SplitStatus:
     """Do what is due next in a split run, after a device step (or resume a stopped phase);
-    compile on this host (the local executor)."""
+    compile on this host (the local executor), on the database the command line names
+    (`database_path`, None for the default: a run folder does not choose it)."""
     executor = LocalExecutor()
     state = read_state(run_dir)
-    options = options_from_json(state["options"], jobs)
+    options = replace(options_from_json(state["options"], jobs), database_path=database_path)
     model = state.get("model")
     if model is not None and hash_file(run_dir / model["mlir"]) != model["mlir_sha256"]:
         raise IreetuneError(

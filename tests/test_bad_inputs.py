@@ -407,28 +407,31 @@ CASES = [
         "reference_vmfb must be a path inside the run folder",
         _set("candidates.0.reference_vmfb", "../../../etc/passwd"),
     ),
+    # A folder's links are refused by name, before anything is read through them
+    # (handoff/folder_trust.py).
     Case(
         "folder-symlink-out",
         ("benchmark-folder", "{folder}"),
-        'candidates[0].vmfb leads outside the run folder, got "outside.vmfb"',
+        "outside.vmfb is a symbolic link",
         _set("candidates.0.vmfb", "outside.vmfb"),
+        setup=lambda folder, tmp: (folder / "outside.vmfb").symlink_to(tmp / "outside.vmfb"),
     ),
     Case(
         "folder-results-link-out",
         ("benchmark-folder", "{folder}"),
-        "benchmark_results.json leads outside the run folder",
+        "benchmark_results.json is a symbolic link",
         setup=lambda folder, tmp: (folder / RESULTS_NAME).symlink_to(tmp / "afile.txt"),
     ),
     Case(
         "folder-verify-link-out",
         ("benchmark-folder", "{folder}"),
-        'baseline.reference_vmfb leads outside the run folder, got "verify/reference_0.vmfb"',
+        "verify is a symbolic link",
         setup=lambda folder, tmp: _replace_with_link(folder / "verify", tmp / "adir"),
     ),
     Case(
         "folder-output-link-out",
         ("benchmark-folder", "{folder}"),
-        "output_0.npy leads outside the run folder",
+        "output_0.npy is a symbolic link",
         setup=lambda folder, tmp: (folder / "verify" / "output_0.npy").symlink_to(
             tmp / "afile.txt"
         ),
@@ -700,7 +703,7 @@ CASES = [
     Case(
         "finish-spec-path-link-out",
         ("finish", "{folder}"),
-        'candidates[1].spec_path leads outside the run folder, got "specs/linked.mlir"',
+        "specs/linked.mlir is a symbolic link",
         setup=_link_spec_out,
     ),
     Case(
@@ -767,13 +770,13 @@ CASES = [
     Case(
         "replay-binaries-link-out",
         ("replay", "{folder}", "--candidate", "1"),
-        "leads outside the run folder",
+        "binaries is a symbolic link",
         setup=_link_binaries_out,
     ),
     Case(
         "replay-unlisted-binaries-link-out",
         ("replay", "{folder}", "--candidate", "1"),
-        "binaries/0.vmfb leads outside the run folder",
+        "binaries is a symbolic link",
         setup=lambda folder, tmp: (
             _link_binaries_out(folder, tmp),
             _edit_results(lambda run: [c.update(binary_path="") for c in run["candidates"]])(
@@ -1389,7 +1392,6 @@ def _prepare_workspace(
     (tmp / "bad_rows.json").write_text(json.dumps({"ireetune_results": [STRING_SPEEDUP_ROW]}))
     shutil.copytree(compiled, tmp / "folder")
     (tmp / "outside.vmfb").write_bytes(b"native code from elsewhere")
-    (tmp / "folder" / "outside.vmfb").symlink_to(tmp / "outside.vmfb")
     shutil.copytree(tree, tmp / "tree")
     shutil.copytree(compiled, tmp / "measured_elsewhere")
     (tmp / "measured_elsewhere" / RESULTS_NAME).write_text(

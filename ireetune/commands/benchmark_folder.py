@@ -40,9 +40,11 @@ def register(subparsers: Subparsers) -> None:
 def run(options: BenchmarkFolderOptions) -> int:
     from ireetune.errors import IreetuneError
     from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.handoff.folder_trust import check_folder_trust
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(options.run_dir)
+    check_folder_trust(options.run_dir, "benchmark-folder")
     try:
         settings = ContinueSettings(devices=options.devices)
         path = continue_run(options.run_dir, ContinueAt.MEASURE, settings).results_path

@@ -7,7 +7,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.shared import Subparsers, add_command, run_dir_option
+from ireetune.commands.shared import (
+    Subparsers,
+    add_command,
+    given_database_option,
+    given_flags_option,
+    run_dir_option,
+)
 from ireetune.core.arguments import positive_int
 from ireetune.core.options import option
 
@@ -23,6 +29,9 @@ class ContinueOptions:
     jobs: int | None = option(
         None, flag="--jobs", type=positive_int, help="parallel compiles (default: the run's)"
     )
+    # A folder is data (handoff/folder_trust.py): what it may not choose, the person gives again.
+    extra_flags: tuple[str, ...] = given_flags_option()
+    database_path: Path | None = given_database_option()
 
 
 def register(subparsers: Subparsers) -> None:
@@ -44,9 +53,15 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ContinueOptions) -> int:
+    from ireetune.handoff.folder_trust import GivenAgain, check_folder_trust
     from ireetune.model_tuner import continue_run
-    from ireetune.run_dir import check_run_folder
+    from ireetune.run_dir import check_database_path, check_run_folder
 
     check_run_folder(options.run_dir)
-    sys.stdout.write(continue_run(options.run_dir, options.jobs))
+    check_folder_trust(
+        options.run_dir, "continue", GivenAgain(options.extra_flags, options.database_path)
+    )
+    if options.database_path is not None:
+        check_database_path(options.database_path)
+    sys.stdout.write(continue_run(options.run_dir, options.jobs, options.database_path))
     return 0

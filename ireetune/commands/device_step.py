@@ -41,9 +41,11 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: DeviceStepOptions) -> int:
     from ireetune.handoff.device_step import run_device_step
+    from ireetune.handoff.folder_trust import check_folder_trust
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(options.run_dir)
+    check_folder_trust(options.run_dir, "device-step")
     path = run_device_step(options.run_dir, list(options.devices))
     next_command = shlex.join(["ireetune", "continue", path_argument(options.run_dir)])
     sys.stdout.write(f"results: {path}\nnext: {next_command}\n")

@@ -34,9 +34,11 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: FinishOptions) -> int:
     from ireetune.handoff.continue_run import ContinueAt, continue_run
+    from ireetune.handoff.folder_trust import check_folder_trust
     from ireetune.run_dir import check_run_folder
 
     check_run_folder(options.run_dir)
+    check_folder_trust(options.run_dir, "finish")
     continued = continue_run(options.run_dir, ContinueAt.REFERENCES)
     if continued.references:
         # The folder deferred its reference programs: the leaders' are compiled now.

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.shared import Subparsers, add_command, run_dir_option
+from ireetune.commands.shared import Subparsers, add_command, given_flags_option, run_dir_option
 from ireetune.core.arguments import positive_int
 from ireetune.core.options import option
 
@@ -28,6 +28,9 @@ class ReplayOptions:
     device: str | None = option(
         None, flag="--device", help="runtime device (default: the run's first)"
     )
+    # A folder is data (handoff/folder_trust.py): its flags beyond the flag search's are given
+    # again.
+    extra_flags: tuple[str, ...] = given_flags_option()
 
 
 def register(subparsers: Subparsers) -> None:
@@ -44,7 +47,9 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: ReplayOptions) -> int:
     from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.handoff.folder_trust import GivenAgain, check_folder_trust
 
+    check_folder_trust(options.run_dir, "replay", GivenAgain(options.extra_flags))
     settings = ContinueSettings(
         candidate=options.candidate, rounds=options.rounds,
         repetitions=options.repetitions, device=options.device,

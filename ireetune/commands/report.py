@@ -41,6 +41,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    from ireetune.handoff.folder_trust import refuse_links
     from ireetune.output_paths import check_new_output
     from ireetune.report.html_report import REPORT_NAME, write_html_report
 
@@ -48,6 +49,9 @@ def run(arguments: argparse.Namespace) -> int:
     if output is not None and output.resolve() != (arguments.run_dir / REPORT_NAME).resolve():
         # Every file of the run folder is the report's input; its own report.html is not.
         check_new_output(output, arguments.force, input_folders=[arguments.run_dir])
+    else:
+        # The report is written into the folder: never through a link the folder holds.
+        refuse_links(arguments.run_dir)
     path = write_html_report(arguments.run_dir, output)
     sys.stdout.write(f"html report: {path}\n")
     return 0

@@ -6,7 +6,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.commands.shared import Subparsers, add_command, announce_html_report, run_dir_option
+from ireetune.commands.shared import (
+    Subparsers,
+    add_command,
+    announce_html_report,
+    given_database_option,
+    given_flags_option,
+    run_dir_option,
+)
 
 
 @dataclass(frozen=True)
@@ -16,6 +23,9 @@ class ResumeOptions:
     run_dir: Path = run_dir_option(
         "the tune-dispatch run folder (holds run_options.json and results.json)"
     )
+    # A folder is data (handoff/folder_trust.py): what it may not choose, the person gives again.
+    extra_flags: tuple[str, ...] = given_flags_option()
+    database_path: Path | None = given_database_option()
 
 
 def register(subparsers: Subparsers) -> None:
@@ -33,9 +43,10 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: ResumeOptions) -> int:
     from ireetune.errors import IreetuneError
+    from ireetune.handoff.folder_trust import GivenAgain, check_folder_trust
     from ireetune.handoff.resume import resume_dispatch
     from ireetune.model_run.local_state import MODEL_RUN_NAME
-    from ireetune.run_dir import check_run_folder
+    from ireetune.run_dir import check_database_path, check_run_folder
 
     check_run_folder(options.run_dir)
     if (options.run_dir / MODEL_RUN_NAME).is_file():
@@ -43,7 +54,11 @@ def run(options: ResumeOptions) -> int:
             f"{options.run_dir} is a model run (`ireetune tune`): continue it with "
             f"`ireetune continue {options.run_dir}`"
         )
-    result = resume_dispatch(options.run_dir)
+    given = GivenAgain(options.extra_flags, options.database_path)
+    check_folder_trust(options.run_dir, "resume", given)
+    if options.database_path is not None:
+        check_database_path(options.database_path)
+    result = resume_dispatch(options.run_dir, database_path=options.database_path)
     sys.stdout.write(result.summary)
     sys.stdout.write(f"run folder: {result.run_dir}\n")
     if result.best_spec_path is not None:

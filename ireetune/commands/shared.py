@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ireetune.core import common_options
-from ireetune.core.arguments import add_executor_arguments, parse_executor, user_path
+from ireetune.core.arguments import (
+    add_executor_arguments,
+    flag_text,
+    parse_executor,
+    user_path,
+)
 from ireetune.core.options import add_options, option, options_from_arguments
 
 if TYPE_CHECKING:
@@ -66,6 +71,26 @@ def devices_option(more_help: str = "") -> Any:
         "comma-separated runtime devices, e.g. cuda://0,cuda://1 (default: the manifest's)"
         + more_help
     )
+
+
+def given_flags_option() -> Any:
+    """`--flags` of `continue`, `resume` and `replay`: the run's own flags beyond the flag
+    search's, given again (a run folder is data and may not choose them,
+    handoff/folder_trust.py)."""
+    return option(
+        (), flag="--flags", type=flag_text,
+        help="the --flags the run was tuned with, given again: a run folder's flags outside "
+        "the flag search's options are used only when repeated here",
+    )  # fmt: skip
+
+
+def given_database_option() -> Any:
+    """`--db` of `continue` and `resume`: the database the run was tuned with, given again."""
+    return option(
+        None, flag="--db", type=Path,
+        help="the tuning database (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite); "
+        "a run tuned with --db continues with the same --db: a run folder does not choose it",
+    )  # fmt: skip
 
 
 def add_tuning_command(

@@ -139,7 +139,8 @@ def positive_float(text: str) -> float:
 
 
 def speedup_threshold(text: str) -> float:
-    """Parse the speedup a result must reach: from 0 to MAX_THRESHOLD (argparse type)."""
+    """Parse the speedup a result must reach, or a factor of times: from 0 to MAX_THRESHOLD
+    (argparse type; a threshold of 0 lets every candidate pass)."""
     return _bounded_float(text, lambda value: value >= 0, "at least 0", MAX_THRESHOLD)
 
 

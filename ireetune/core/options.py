@@ -16,6 +16,11 @@ follow fields with defaults); a pair of flags gives an option a short spelling (
 declared with `added_option` takes its argument from a function that adds it to every parser
 that has it (`--force`), so that the help keeps one place and the field its order.
 
+A run folder stores a command's options and reads them back as untrusted data: each number
+there passes the same argument type its option is declared with (`check_option_numbers`), so
+a folder's bounds are the command line's. A field that is not on the command line but bounds
+a number all the same is declared with `setting(default, type=...)`.
+
 This module imports nothing heavy: the option dataclasses import it, and the parser (which every
 command builds, the runtime-only device host's included) imports them.
 """
@@ -35,6 +40,8 @@ from typing import Any, Literal, TypeVar
 OptionAction = Literal["store", "append", "store_true", "store_false", "boolean_optional"]
 
 _METADATA_KEY = "ireetune_option"
+# A field that is no option but whose value passes an argument type (`setting`).
+_SETTING_KEY = "ireetune_setting"
 
 OptionsT = TypeVar("OptionsT")
 
@@ -82,6 +89,53 @@ def added_option(default: Any, add_argument: Callable[[argparse.ArgumentParser],
     """Declare a dataclass field whose option `add_argument` adds (to this parser and others)."""
     spec = OptionSpec(flag="", help="", add_argument=add_argument)
     return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+def setting(default: Any, *, type: Callable[[str], Any]) -> Any:
+    """Declare a dataclass field that is not on the command line but whose value passes the
+    argument type `type` wherever it is read from a file (the bounds of a number)."""
+    return dataclasses.field(default=default, metadata={_SETTING_KEY: type})
+
+
+def value_type_of(options_class: type, name: str) -> Callable[[str], Any]:
+    """Return the argument type field `name` of `options_class` is declared with (an option's
+    or a setting's): what a file's value for it must pass."""
+    (field,) = [f for f in dataclasses.fields(options_class) if f.name == name]
+    spec = field.metadata.get(_METADATA_KEY)
+    value_type = spec.value_type if spec is not None else field.metadata.get(_SETTING_KEY)
+    assert value_type is not None, f"{options_class.__name__}.{name} declares no argument type"
+    return value_type
+
+
+def check_number(value: object, value_type: Callable[[str], Any]) -> str | None:
+    """Say why a number read from a file is not one the command line takes (its argument type
+    refuses its text), or None; anything but an int or a float is left to its file's model."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        value_type(repr(value))
+    except argparse.ArgumentTypeError as error:
+        return str(error)
+    return None
+
+
+def check_option_numbers(options: object, where: str) -> None:
+    """Refuse (ValueError naming `where.field`) a number of an options dataclass read from a
+    file that its field's argument type refuses: a folder's numbers get the command line's
+    bounds. A field's default always passes (`--jobs`' 0 means one compile per core); nested
+    options dataclasses (the Ray settings) are checked the same way."""
+    for field in dataclasses.fields(options):  # type: ignore[arg-type]
+        value = getattr(options, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_option_numbers(value, f"{where}.{field.name}")
+            continue
+        spec = field.metadata.get(_METADATA_KEY)
+        value_type = spec.value_type if spec is not None else field.metadata.get(_SETTING_KEY)
+        if value_type is None or value == field.default:
+            continue
+        reason = check_number(value, value_type)
+        if reason is not None:
+            raise ValueError(f"{where}.{field.name} {reason}")
 
 
 def option_fields(options_class: type) -> list[tuple[dataclasses.Field[Any], OptionSpec]]:

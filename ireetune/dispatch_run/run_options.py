@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import TypeAdapter, ValidationError
 
 from ireetune.core.files import write_text_atomically
+from ireetune.core.options import check_option_numbers
 from ireetune.dispatch_options import TuneOptions
 from ireetune.errors import IreetuneError
 from ireetune.run_files import FileModel, RunFileError, dump_document, read_model_file
@@ -54,8 +55,13 @@ def read_run_options(run_dir: Path) -> TuneOptions:
         )
     stored = read_model_file(path, RunOptionsFile, run_dir)
     try:
-        return _OPTIONS.validate_json(json.dumps(stored.options), strict=True)
+        options = _OPTIONS.validate_json(json.dumps(stored.options), strict=True)
+        # Each number within its command-line bounds (a folder is data).
+        check_option_numbers(options, "options")
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise RunFileError(f"{path}: options.{where}: {first['msg']}") from None
+    except ValueError as error:
+        raise RunFileError(f"{path}: {error}") from None
+    return options

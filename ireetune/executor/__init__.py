@@ -7,7 +7,8 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ireetune.core.options import option
+from ireetune.core.arguments import non_negative_int
+from ireetune.core.options import option, setting
 from ireetune.executor.base import Executor, LocalExecutor
 
 
@@ -43,9 +44,9 @@ class RaySettings:
         help="custom Ray resource, one unit per device, of the nodes that measure (e.g. H100); "
         "default: any node with a GPU (num_gpus=1), any node for the CPU",
     )  # fmt: skip
-    compile_retries: int = 3
+    compile_retries: int = setting(3, type=non_negative_int)
     # Start a private cluster with this many CPUs (0: all of this host's); tests use 2.
-    num_cpus: int = 0
+    num_cpus: int = setting(0, type=non_negative_int)
 
 
 @contextlib.contextmanager

@@ -19,7 +19,9 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, ValidationInfo
 
-from ireetune.core.fields import NonEmpty, NonNegativeFloat, NonNegativeInt
+from ireetune.core.fields import NonEmpty, NonNegativeFloat, NonNegativeInt, bounded_as
+from ireetune.core.options import value_type_of
+from ireetune.dispatch_options import TuneOptions
 from ireetune.errors import IreetuneError
 from ireetune.run_dir import is_inside_folder
 from ireetune.run_files import (
@@ -45,6 +47,11 @@ MAX_MANIFEST_BYTES = 16 * 2**20
 MAX_INPUT_ELEMENTS = 2**31
 MAX_INPUTS = 64
 MAX_RANK = 16
+
+
+def _bounded(name: str) -> AfterValidator:
+    """Bound a manifest's number as the tune-dispatch option (or setting) it was written from."""
+    return bounded_as(value_type_of(TuneOptions, name))
 
 
 # The folder's records are handoff.json's declaration too: pydantic checks the file against them
@@ -86,12 +93,12 @@ class VerifySettings:
     """How outputs are checked: the random inputs (made where they run, from a seed: they can be
     hundreds of megabytes), the result type and reduction size, and how many candidates."""
 
-    seed: NonNegativeInt
+    seed: Annotated[NonNegativeInt, _bounded("seed")]
     input_shapes: Annotated[tuple[tuple[NonNegativeInt, ...], ...], AfterValidator(_bound_inputs)]
     input_types: Annotated[tuple[str, ...], AfterValidator(_one_type_per_shape)]
     output_type: str
     reduction_size: Annotated[int, Field(ge=1)]
-    top: Annotated[int, Field(ge=0)]
+    top: Annotated[int, Field(ge=0), _bounded("verify_top")]
 
 
 # A global flag in a folder is passed to iree-compile by `finish`: here only its form is checked
@@ -115,22 +122,24 @@ class Manifest:
     problem: str
     target: str
     devices: tuple[str, ...]
-    repetitions: Annotated[int, Field(ge=1)]
-    min_repetition_s: NonNegativeFloat
-    hopeless_factor: NonNegativeFloat
-    confirm_top: Annotated[int, Field(ge=0)]
-    confirm_rounds: Annotated[int, Field(ge=0)]
+    repetitions: Annotated[int, Field(ge=1), _bounded("repetitions")]
+    min_repetition_s: Annotated[NonNegativeFloat, _bounded("min_repetition_s")]
+    hopeless_factor: Annotated[NonNegativeFloat, _bounded("hopeless_factor")]
+    confirm_top: Annotated[int, Field(ge=0), _bounded("confirm_top")]
+    confirm_rounds: Annotated[int, Field(ge=0), _bounded("confirm_rounds")]
     baseline: FolderCandidate
     candidates: tuple[FolderCandidate, ...]
     verify: VerifySettings
     # The decision rule's settings (ireetune/decision): the benchmarking side chooses contenders
     # and, where real inputs decide (the CPU), times them there; `finish` reaches the verdict.
     # Older folders lack these and the fields below: the defaults are what those folders meant.
-    threshold: NonNegativeFloat = 1.02
+    threshold: Annotated[NonNegativeFloat, _bounded("threshold")] = 1.02
     real_input_decides: bool = False
-    real_input_rounds: Annotated[int, Field(ge=1)] = 7
+    real_input_rounds: Annotated[int, Field(ge=1), _bounded("model_level_rounds")] = 7
     # Seconds allowed for loading one candidate (`--benchmark-timeout`); older folders lack it.
-    benchmark_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    benchmark_timeout_s: Annotated[
+        float, Field(gt=0, allow_inf_nan=False), _bounded("min_benchmark_timeout_s")
+    ] = 10.0
     # Global iree-compile flags every candidate was compiled with (`--flags`, a flag winner).
     global_flags: tuple[Annotated[str, AfterValidator(_check_flag_form)], ...] = ()
     # No reference program was compiled yet: `finish` compiles the leaders' (REFERENCES_NAME).

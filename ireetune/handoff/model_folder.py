@@ -20,6 +20,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
+from ireetune.core.arguments import non_negative_int, positive_int, speedup_threshold
 from ireetune.core.fields import (
     Milliseconds,
     NonEmpty,
@@ -28,6 +29,7 @@ from ireetune.core.fields import (
     Positive,
     Seconds,
     Sha256Digest,
+    bounded_as,
 )
 from ireetune.core.files import write_text_atomically
 from ireetune.errors import IreetuneError
@@ -78,7 +80,7 @@ class ProfileTask:
     """Time the default model on its inputs and every dispatch benchmark once (the profile)."""
 
     dispatches: Binaries
-    rounds: Positive
+    rounds: Annotated[Positive, bounded_as(positive_int)]
 
 
 @dataclass(frozen=True)
@@ -94,20 +96,20 @@ class VariantTask:
 
     # The file calls the variants `models`.
     variants: Annotated[Binaries, Field(alias="models")]
-    rounds: Positive
+    rounds: Annotated[Positive, bounded_as(positive_int)]
     # 0: as many calls as make a round of the default last `MIN_ROUND_MS`, from a short warm-up
     # of the default on the device (the flag phase runs before the model was ever timed).
-    calls_per_round: NonNegativeInt
-    confirm_top: NonNegativeInt
-    confirm_rounds: Positive
-    threshold: NonNegativeFloat
+    calls_per_round: Annotated[NonNegativeInt, bounded_as(non_negative_int)]
+    confirm_top: Annotated[NonNegativeInt, bounded_as(non_negative_int)]
+    confirm_rounds: Annotated[Positive, bounded_as(positive_int)]
+    threshold: Annotated[NonNegativeFloat, bounded_as(speedup_threshold)]
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeviceManifest:
     """device_step.json: what the device host runs."""
 
-    round_trip: Positive
+    round_trip: Annotated[Positive, bounded_as(positive_int)]
     target: NonEmpty
     devices: Annotated[tuple[NonEmpty, ...], Field(min_length=1)]
     function: NonEmpty

@@ -105,9 +105,17 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
                 )
 
 
-def resume_dispatch(run_dir: Path, executor: Executor | None = None) -> TuneResult:
+def resume_dispatch(
+    run_dir: Path, executor: Executor | None = None, database_path: Path | None = None
+) -> TuneResult:
     """Load the killed run saved in `run_dir` and run its stages after the last one saved, on
-    `executor` when a flow hands in its own (else on the one its options choose)."""
+    `executor` when a flow hands in its own (else on the one its options choose), with the
+    database the command line names (`database_path`; None: the default).
+
+    The folder is data (handoff/folder_trust.py): it chooses neither the database nor the
+    input. The dispatch is loaded from the run's own copy of it (inputs/), not from the path
+    its options name.
+    """
     import uuid
 
     from ireetune.dispatch_run.recording import DatabaseRecording, learn_from_round
@@ -118,11 +126,16 @@ def resume_dispatch(run_dir: Path, executor: Executor | None = None) -> TuneResu
     from ireetune.report.progress import StageProgress, progress_enabled
     from ireetune.targets import parse_target
 
-    options = read_run_options(run_dir)
+    stored = read_run_options(run_dir)
     info, records = read_run_record(run_dir)
     _, stages = _remaining_stages(run_dir, info)
-    if not options.input_path.is_file():
-        raise IreetuneError(f"the run's input is gone: {options.input_path}")
+    own_input = run_dir / "inputs" / "original_benchmark.mlir"
+    if not own_input.is_file():
+        raise IreetuneError(f"the run's copy of its dispatch is gone: {own_input}")
+    # The copy holds the one dispatch the run tunes: no --dispatch picks it out of a model.
+    options = dataclasses.replace(
+        stored, input_path=own_input, dispatch=None, database_path=database_path
+    )
     # The flags the run chose (its --flags, or the flag search's) are in results.json.
     global_flags = tuple(str(flag) for flag in info.get("global_flags", ()))
     target = parse_target(options.target, options.pipelines).with_global_flags(global_flags)

@@ -268,7 +268,7 @@ def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResu
         if tuned != benchmark:
             continue
         try:
-            result = resume_dispatch(folder, run.executor)
+            result = resume_dispatch(folder, run.executor, run.options.database_path)
         except IreetuneError as refusal:
             run.notes.append(f"{hot.name}: its killed tuning run was not resumed: {refusal}")
             return None

@@ -36,12 +36,14 @@ import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from ireetune.core.fields import Milliseconds, NonNegativeFloat, Positive, Seconds
+from ireetune.core.fields import Milliseconds, Seconds, bounded_as
 from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS
+from ireetune.core.options import check_option_numbers, value_type_of
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import SpeedupEstimate
+from ireetune.dispatch_options import TuneOptions
 from ireetune.errors import IreetuneError
 from ireetune.executor import Executor
 from ireetune.flags.check import check_flag_form
@@ -78,21 +80,11 @@ PROFILE_NAME = "profile.json"
 Count = Annotated[int, Field(ge=0, le=MAX_CANDIDATE_ID)]
 
 
-# The options' own declaration serves the file; this subclass only narrows the numbers a later
-# phase divides by or counts with.
+# The options' own declaration serves the file; its numbers pass the command line's argument
+# types (`check_option_numbers`, in ModelRunFile's check).
 @pydantic_dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
 class ModelOptionsFile(ModelTuneOptions):
     """The options the run was started with, checked as untrusted data."""
-
-    coverage: Annotated[float, Field(gt=0, le=1)] = 0.9
-    max_dispatches: Positive = 8
-    num_candidates: Positive = 24
-    candidates_per_dispatch: Positive = 3
-    time_budget_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    rounds: Positive = 5
-    jobs: Count = 0
-    max_flag_sets: Positive = 48
-    flag_threshold: NonNegativeFloat = 1.01
 
 
 class ModelFile(FileModel):
@@ -106,7 +98,9 @@ class ModelFile(FileModel):
     inputs: InsidePath
     default_outputs: InsidePath
     device: str
-    compile_timeout_s: Seconds
+    compile_timeout_s: Annotated[
+        Seconds, bounded_as(value_type_of(TuneOptions, "compile_timeout_s"))
+    ]
 
 
 class FlagPhaseFile(FileModel):
@@ -171,14 +165,20 @@ class ModelRunFile(FileModel):
     notes: tuple[str, ...] = ()
     dispatch_notes: dict[str, str] = {}
 
-    def run_options(self, jobs: int | None = None) -> ModelTuneOptions:
+    def run_options(
+        self, jobs: int | None = None, database_path: Path | None = None
+    ) -> ModelTuneOptions:
         """Return the run's options as the flow takes them (`jobs`, when given, replaces the
-        run's parallel compiles)."""
+        run's parallel compiles; the database is the command line's, `database_path`, None for
+        the default: a folder does not choose it)."""
         fields = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
-        return ModelTuneOptions(**{**fields, "jobs": jobs or self.options.jobs})
+        return ModelTuneOptions(
+            **{**fields, "jobs": jobs or self.options.jobs, "database_path": database_path}
+        )
 
     @model_validator(mode="after")
     def _check_phases(self) -> ModelRunFile:
+        check_option_numbers(self.options, "options")
         if self.phases_done != PHASES[: len(self.phases_done)]:
             raise ValueError("phases_done must name the first phases of the flow, in order")
         if Phase.PREPARE in self.phases_done and not (
@@ -409,10 +409,15 @@ def _flag_result(run_dir: Path, stored: FlagPhaseFile, rule: DecisionRule) -> Fl
 
 
 def restore_run(
-    run_dir: Path, stored: ModelRunFile, executor: Executor, jobs: int | None
+    run_dir: Path,
+    stored: ModelRunFile,
+    executor: Executor,
+    jobs: int | None,
+    database_path: Path | None = None,
 ) -> ModelTuningRun:
-    """Rebuild the run object as the last saved phase left it."""
-    options = stored.run_options(jobs)
+    """Rebuild the run object as the last saved phase left it (on the database the command
+    line names, `database_path`)."""
+    options = stored.run_options(jobs, database_path)
     assert stored.model is not None
     saved = stored.model
     target = parse_target(options.target).with_global_flags(options.extra_flags)

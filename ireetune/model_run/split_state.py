@@ -14,11 +14,13 @@ import enum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ireetune.core.fields import NonNegativeInt, Positive, Seconds
+from ireetune.core.fields import NonNegativeInt, Positive, Seconds, bounded_as
 from ireetune.core.files import write_text_atomically
+from ireetune.core.options import check_option_numbers, value_type_of
 from ireetune.decision.thresholds import MODEL_THRESHOLD
+from ireetune.dispatch_options import TuneOptions
 from ireetune.errors import IreetuneError
 from ireetune.flags.trials import FlagTrial
 from ireetune.handoff.model_folder import ProfileResultsFile
@@ -73,6 +75,25 @@ class SplitOptionsFile(FileModel):
     flag_sets: list[list[str]] = []
     flag_threshold: float = MODEL_THRESHOLD
 
+    def run_options(self, jobs: int | None = None) -> ModelTuneOptions:
+        """Return the run's options as the flow takes them (`jobs`, when given, replaces the
+        run's parallel compiles)."""
+        return ModelTuneOptions(
+            model_path=Path(self.model_path), target=self.target, inputs=tuple(self.inputs),
+            function=self.function,
+            coverage=self.coverage, max_dispatches=self.max_dispatches,
+            num_candidates=self.num_candidates,
+            candidates_per_dispatch=self.candidates_per_dispatch,
+            with_default_specs=self.with_default_specs, rounds=self.rounds, seed=self.seed,
+            jobs=jobs or self.jobs or 0, extra_flags=tuple(self.extra_flags),
+            devices=tuple(self.devices),
+            database_path=Path(self.database_path) if self.database_path else None,
+            use_database=self.use_database, externalize_weights=self.externalize_weights,
+            search_flags=self.search_flags, max_flag_sets=self.max_flag_sets,
+            flag_sets=tuple(tuple(flag_set) for flag_set in self.flag_sets),
+            flag_threshold=self.flag_threshold,
+        )  # fmt: skip
+
 
 class SplitModelFile(FileModel):
     source: str = ""
@@ -80,7 +101,9 @@ class SplitModelFile(FileModel):
     mlir_sha256: str
     function: str
     parameters: list[InsidePath] = []
-    compile_timeout_s: Seconds = 1200.0
+    compile_timeout_s: Annotated[
+        Seconds, bounded_as(value_type_of(TuneOptions, "compile_timeout_s"))
+    ] = 1200.0
 
 
 class SplitDispatchFile(FileModel):
@@ -156,6 +179,11 @@ class SplitStateFile(FileModel):
     # Absent in a folder written before the flag phase ran in the split flow.
     flags: SplitFlagsFile | None = None
 
+    @model_validator(mode="after")
+    def _check_numbers(self) -> SplitStateFile:
+        check_option_numbers(self.options.run_options(), "options")
+        return self
+
 
 def new_flag_step(search_flags: bool) -> dict[str, Any]:
     """Return the flag phase's record of a new split run, before any of its sub-steps."""
@@ -205,19 +233,4 @@ def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
 
 def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
     """Return the run's options from split.json's (already checked) `options`."""
-    stored = SplitOptionsFile.model_validate(data)
-    return ModelTuneOptions(
-        model_path=Path(stored.model_path), target=stored.target, inputs=tuple(stored.inputs),
-        function=stored.function,
-        coverage=stored.coverage, max_dispatches=stored.max_dispatches,
-        num_candidates=stored.num_candidates,
-        candidates_per_dispatch=stored.candidates_per_dispatch,
-        with_default_specs=stored.with_default_specs, rounds=stored.rounds, seed=stored.seed,
-        jobs=jobs or stored.jobs or 0, extra_flags=tuple(stored.extra_flags),
-        devices=tuple(stored.devices),
-        database_path=Path(stored.database_path) if stored.database_path else None,
-        use_database=stored.use_database, externalize_weights=stored.externalize_weights,
-        search_flags=stored.search_flags, max_flag_sets=stored.max_flag_sets,
-        flag_sets=tuple(tuple(flag_set) for flag_set in stored.flag_sets),
-        flag_threshold=stored.flag_threshold,
-    )  # fmt: skip
+    return SplitOptionsFile.model_validate(data).run_options(jobs)

@@ -7,9 +7,14 @@ Generic code talks to a `Target`; knowledge of one backend lives in its own fold
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ireetune.core.target import Target
 from ireetune.errors import IreetuneError
+
+# For types only: the flag spaces under this package are read on hosts without the compiler
+# (a run folder's flags are checked there, handoff/folder_flags.py), and a target needs it.
+if TYPE_CHECKING:
+    from ireetune.core.target import Target
 
 
 def parse_target(text: str, pipelines: Sequence[str] = ()) -> Target:

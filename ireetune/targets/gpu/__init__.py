@@ -8,9 +8,14 @@ search space; `ordering.py` the candidate ordering heuristic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ireetune.targets.gpu.archs import GpuFamily, parse_gpu_arch
-from ireetune.targets.gpu.target import GpuTarget
+
+# For types only: `targets/gpu/flags.py` is read on hosts without the compiler or z3 (a run
+# folder's flags are checked there), and the target needs both.
+if TYPE_CHECKING:
+    from ireetune.targets.gpu.target import GpuTarget
 
 
 def make_gpu_target(family: str, arch: str, pipelines: Sequence[str] = ()) -> GpuTarget:
@@ -25,4 +30,4 @@ def make_gpu_target(family: str, arch: str, pipelines: Sequence[str] = ()) -> Gp
     return RocmTarget(gpu_arch, pipelines)
 
 
-__all__ = ["GpuTarget", "make_gpu_target"]
+__all__ = ["make_gpu_target"]
