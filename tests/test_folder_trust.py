@@ -10,6 +10,7 @@ command line gives it again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import stat
@@ -422,3 +423,38 @@ def test_report_writes_into_no_folder_that_holds_a_link(
         "file)\n"
     )
     assert _snapshot(tmp_path) == before
+
+
+def test_a_model_run_compiles_its_own_copy_never_a_model_its_folder_names(
+    model_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _copy_folder(model_run, tmp_path)
+    stored = json.loads((folder / MODEL_RUN_NAME).read_text())
+    # The run's own copy of the model, under the same name as the user's file.
+    assert stored["model"]["mlir"] == f"import/{Path(stored['options']['model_path']).name}"
+    outside = _make_outside(tmp_path)
+
+    def point_outside(document: Any) -> None:
+        document["options"]["model_path"] = str(outside.file)
+        document["model"]["source_sha256"] = hashlib.sha256(outside.file.read_bytes()).hexdigest()
+        document["model"]["mlir"] = ""
+        document["model"]["mlir_sha256"] = document["model"]["source_sha256"]
+
+    _edit_json(folder / MODEL_RUN_NAME, point_outside)
+    before = _snapshot(tmp_path)
+
+    status, error = _run(["continue", str(folder), "--flags", USER_FLAG], capsys)
+
+    assert (status, error) == (
+        2,
+        f"ireetune: error: {folder / MODEL_RUN_NAME}: the run holds no copy of its model (a "
+        "folder written before runs kept one): start a new run with "
+        f"`ireetune tune {outside.file}`\n",
+    )
+    assert _snapshot(tmp_path) == before
+
+
+def _copy_folder(source: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "runs" / source.name
+    shutil.copytree(source, folder, symlinks=True)
+    return folder

@@ -22,6 +22,7 @@ phases after the last one saved, a dispatch phase cut short with the dispatches 
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import time
 from dataclasses import replace
@@ -84,6 +85,11 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     """Import the model, write its inputs, compile and run the default model."""
     options = run.options
     mlir_path = import_model(options.model_path, run.run_dir / "import")
+    if not mlir_path.is_relative_to(run.run_dir):
+        # The run compiles its own copy (same name: binaries embed it), so a continued run
+        # reads no model its folder names (a folder is data: handoff/folder_trust.py).
+        (run.run_dir / "import").mkdir(exist_ok=True)
+        mlir_path = Path(shutil.copyfile(mlir_path, run.run_dir / "import" / mlir_path.name))
     inputs_path = run.run_dir / "inputs.npz"
     mlir_path, function = write_model_inputs(
         mlir_path, options.inputs, options.seed, inputs_path, options.function,

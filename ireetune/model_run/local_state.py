@@ -359,7 +359,13 @@ def read_model_run(run_dir: Path) -> ModelRunFile:
             f"{source} changed (or is gone) since the run started: its SHA-256 is not the one "
             f"{path} holds; start a new run"
         )
-    mlir = run_dir / stored.model.mlir if stored.model.mlir else source
+    if not stored.model.mlir:
+        # A folder is data: it compiles its own copy of the model, never one it names elsewhere.
+        raise IreetuneError(
+            f"{path}: the run holds no copy of its model (a folder written before runs kept "
+            f"one): start a new run with `ireetune tune {source}`"
+        )
+    mlir = run_dir / stored.model.mlir
     if not mlir.is_file() or hash_file(mlir) != stored.model.mlir_sha256:
         raise IreetuneError(f"{mlir} changed since the run started; start a new run")
     flags = stored.flag_search
