@@ -87,7 +87,7 @@ def given_flags_option() -> Any:
 def given_database_option() -> Any:
     """`--db` of `continue` and `resume`: the database the run was tuned with, given again."""
     return option(
-        None, flag="--db", type=Path,
+        None, flag="--db", type=user_path,
         help="the tuning database (default: $IREETUNE_DB, else ~/.cache/ireetune/tuning.sqlite); "
         "a run tuned with --db continues with the same --db: a run folder does not choose it",
     )  # fmt: skip
