@@ -146,6 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGKILL stopped this one): nothing it or its children write there is left behind.
         with private_temp_folder():
             return _run(argv)
+    except _Terminated:
+        # SIGTERM while the private temp folder was being made or removed (outside `_run`).
+        stop_all_children()
+        sys.stderr.write("ireetune: terminated\n")
+        return EXIT_TERMINATED
     finally:
         sys.unraisablehook = previous_hook
         if previous_handler is not None:

@@ -29,9 +29,10 @@ def test_sigterm_mid_run_says_one_line_and_removes_the_scratch_folders(tmp_path:
          "--num-candidates", "64", "--output-dir", str(tmp_path / "runs")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
     )  # fmt: skip
-    # Wait until the run has its scratch folder: it is then mid-run, with work to clean up.
+    # Wait until the run has a scratch folder in its private temp folder (which it makes first,
+    # at start): it is then mid-run, with work to clean up.
     deadline = time.monotonic() + 120
-    while not list(scratch_parent.glob("ireetune_*")) and process.poll() is None:
+    while not list(scratch_parent.glob("ireetune_run_*/ireetune_*")) and process.poll() is None:
         assert time.monotonic() < deadline, "the run never made its scratch folder"
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
