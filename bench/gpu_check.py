@@ -316,22 +316,19 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     (the first of each) together. The device step then profiles the model, measures the
     dispatch folders and times these variants in one call; `continue` decides among them.
     """
-    from ireetune.compile.driver import CompileStatus
     from ireetune.compile.pool import default_jobs
     from ireetune.executor.base import LocalExecutor
     from ireetune.handoff.finish import read_run_record
     from ireetune.handoff.manifest import read_manifest
     from ireetune.handoff.model_folder import (
-        LabelledBinary,
         VariantTask,
-        hash_file,
         read_device_manifest,
     )
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.select import MODEL_RULE
-    from ireetune.model.variant_build import compile_variants
     from ireetune.model.variants import plan_variants
-    from ireetune.model_run.split_device import default_model_of, send_to_device
+    from ireetune.model_run.split import compile_variant_rows
+    from ireetune.model_run.split_device import send_to_device
     from ireetune.model_run.split_state import read_state, save_state
     from ireetune.targets import parse_target
 
@@ -354,22 +351,9 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
         target, options["with_default_specs"],
     )  # fmt: skip
     model.compile_timeout_s = state["model"].get("compile_timeout_s", 1200.0)
-    variant_dir = run_dir / "variants"
-    variant_dir.mkdir(exist_ok=True)
-    default_hash = hash_file(run_dir / default_model_of(state))
-    rows, built = [], []
-    jobs = jobs or default_jobs()
-    for plan, outcome in compile_variants(LocalExecutor(), model, plans, variant_dir, jobs):
-        row = {
-            "label": plan.label, "specs": [str(s.relative_to(run_dir)) for s in plan.specs],
-            "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
-            "reason": outcome.reason,
-        }  # fmt: skip
-        if outcome.status is CompileStatus.COMPILED and outcome.binary_hash == default_hash:
-            row.update(status="not-applied", reason="the binary equals the default model's")
-        elif outcome.status is CompileStatus.COMPILED:
-            built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
-        rows.append(row)
+    rows, built = compile_variant_rows(
+        LocalExecutor(), model, plans, run_dir, state, jobs or default_jobs()
+    )
     if not built:
         return []
     first_step = read_device_manifest(run_dir)

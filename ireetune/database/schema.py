@@ -187,14 +187,17 @@ def locked_error(path: Path) -> IreetuneError:
     )
 
 
+def describe_database_error(path: Path, error: sqlite3.Error, message: str) -> IreetuneError:
+    """The one line for a failed SQLite call: the lock's, else `message` with SQLite's words."""
+    return locked_error(path) if is_lock_error(error) else IreetuneError(f"{message} ({error})")
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
     """Open a file for reading only: nothing in or beside it is created or changed."""
     try:
         return sqlite3.connect(_read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as error:
-        if is_lock_error(error):
-            raise locked_error(path) from error
-        raise IreetuneError(f"cannot read {path} ({error})") from error
+        raise describe_database_error(path, error, f"cannot read {path}") from error
 
 
 def inspect_database_file(path: Path) -> int:
@@ -208,9 +211,7 @@ def inspect_database_file(path: Path) -> int:
     try:
         return _inspect(connection, path)
     except sqlite3.DatabaseError as error:
-        if is_lock_error(error):
-            raise locked_error(path) from error
-        raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
+        raise describe_database_error(path, error, f"{path} is not an ireetune database") from error
     finally:
         connection.close()
 
@@ -235,9 +236,7 @@ def open_database_read_only(path: Path) -> sqlite3.Connection:
         connection.backup(in_memory)
         _create_or_upgrade(in_memory, path)
     except sqlite3.Error as error:
-        if is_lock_error(error):
-            raise locked_error(path) from error
-        raise IreetuneError(f"cannot read {path} ({error})") from error
+        raise describe_database_error(path, error, f"cannot read {path}") from error
     finally:
         connection.close()
     return in_memory
@@ -369,9 +368,7 @@ def open_database(path: Path) -> sqlite3.Connection:
         _create_or_upgrade(connection, path)
     except sqlite3.DatabaseError as error:
         connection.close()
-        if is_lock_error(error):
-            raise locked_error(path) from error
-        raise IreetuneError(f"{path} is not an ireetune database ({error})") from error
+        raise describe_database_error(path, error, f"{path} is not an ireetune database") from error
     except IreetuneError:
         connection.close()
         raise

@@ -47,6 +47,7 @@ from ireetune.decision.stats import SpeedupEstimate
 from ireetune.dispatch_options import References, StopAfter, TuneOptions
 from ireetune.dispatch_tuner import tune_dispatch
 from ireetune.errors import IreetuneError
+from ireetune.executor.base import Executor
 from ireetune.flags.file import write_flag_files
 from ireetune.frontend.model_import import import_model
 from ireetune.handoff.finish import finish_run
@@ -62,6 +63,7 @@ from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_
 from ireetune.model.timing import repetitions_for
 from ireetune.model.variant_build import compile_variants
 from ireetune.model.variants import (
+    VariantPlan,
     VariantVerdict,
     decide_variants,
     first_session_estimate,
@@ -336,6 +338,35 @@ def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile])
         save_state(run_dir, state)
 
 
+def compile_variant_rows(
+    executor: Executor,
+    model: ModelUnderTuning,
+    plans: Sequence[VariantPlan],
+    run_dir: Path,
+    state: dict[str, Any],
+    jobs: int,
+) -> tuple[list[dict[str, Any]], list[LabelledBinary]]:
+    """Compile the variants into `run_dir/variants`; return split.json's rows for them and the
+    binaries to time (a variant whose binary equals the default model's is "not-applied")."""
+    variant_dir = run_dir / "variants"
+    variant_dir.mkdir(exist_ok=True)
+    default_hash = hash_file(run_dir / default_model_of(state))
+    rows: list[dict[str, Any]] = []
+    built: list[LabelledBinary] = []
+    for plan, outcome in compile_variants(executor, model, plans, variant_dir, jobs):
+        row = {
+            "label": plan.label, "specs": [relative_to_run(run_dir, s) for s in plan.specs],
+            "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
+            "reason": outcome.reason,
+        }  # fmt: skip
+        if outcome.status is CompileStatus.COMPILED and outcome.binary_hash == default_hash:
+            row.update(status="not-applied", reason="the binary equals the default model's")
+        elif outcome.status is CompileStatus.COMPILED:
+            built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
+        rows.append(row)
+    return rows, built
+
+
 def _ranked_specs(folder: Path, limit: int) -> tuple[list[Path], str]:
     """Finish a measured dispatch folder; return its candidate specs, verified winner first."""
     result = finish_run(folder)
@@ -371,23 +402,9 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     if not plans:
         return None
     model = run.under_tuning
-    variant_dir = run_dir / "variants"
-    variant_dir.mkdir(exist_ok=True)
-    default_hash = hash_file(run_dir / default_model_of(state))
-    built: list[LabelledBinary] = []
-    variant_rows = []
-    jobs = options.jobs or default_jobs()
-    for plan, outcome in compile_variants(run.executor, model, plans, variant_dir, jobs):
-        row = {
-            "label": plan.label, "specs": [relative_to_run(run_dir, s) for s in plan.specs],
-            "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
-            "reason": outcome.reason,
-        }  # fmt: skip
-        if outcome.status is CompileStatus.COMPILED and outcome.binary_hash == default_hash:
-            row.update(status="not-applied", reason="the binary equals the default model's")
-        elif outcome.status is CompileStatus.COMPILED:
-            built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
-        variant_rows.append(row)
+    variant_rows, built = compile_variant_rows(
+        run.executor, model, plans, run_dir, state, options.jobs or default_jobs()
+    )
     state["variants"] = variant_rows
     save_state(run_dir, state)
     if not built:
