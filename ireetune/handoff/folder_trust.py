@@ -127,10 +127,10 @@ def check_folder_trust(run_dir: Path, command: str, given: GivenAgain = GivenAga
     or write something of the folder's own choosing (see the module's docstring)."""
     refuse_links(run_dir)
     repeating = command in _FLAG_COMMANDS
+    documents = [(path, read_json_file(path)) for path in _folder_files(run_dir)]
     if given.flags and repeating:
-        _check_given_flags(run_dir, given.flags)
-    for path in _folder_files(run_dir):
-        document = read_json_file(path)
+        _check_given_flags(run_dir, documents, given.flags)
+    for path, document in documents:
         for field, flags in _flag_fields(path.name, document):
             check_folder_flags(flags, f"{path}: {field}", given.flags, command if repeating else "")
         database = _field(document, "options", "database_path")
@@ -147,12 +147,14 @@ def check_folder_trust(run_dir: Path, command: str, given: GivenAgain = GivenAga
             )
 
 
-def _check_given_flags(run_dir: Path, flags: tuple[str, ...]) -> None:
+def _check_given_flags(
+    run_dir: Path, documents: list[tuple[Path, Any]], flags: tuple[str, ...]
+) -> None:
     """Refuse `--flags` that the run does not carry: they allow its own flags, they add none."""
     carried = {
         flag
-        for path in _folder_files(run_dir)
-        for _, field_flags in _flag_fields(path.name, read_json_file(path))
+        for path, document in documents
+        for _, field_flags in _flag_fields(path.name, document)
         for flag in field_flags
     }
     for flag in flags:
