@@ -50,9 +50,10 @@ def test_a_dispatch_run_compiles_and_measures_on_the_executor_it_is_handed(
     options = TuneOptions(
         input_path=matmul_benchmark, target=TEST_TARGET, num_candidates=3, seed=7,
         output_dir=tmp_path / "runs", repetitions=2, min_repetition_s=0.005, confirm_rounds=1,
-        confirm_top=1, use_database=False, show_progress=False,
-        # Any candidate at least a tenth as fast is worth checking: the output check runs.
-        threshold=0.1,
+        confirm_top=3, use_database=False, show_progress=False,
+        # Every candidate is confirmed and none is stopped early, and any one at least a
+        # thousandth as fast is worth checking: the output check runs however loaded the machine.
+        threshold=0.001, hopeless_factor=1000.0,
     )  # fmt: skip
     result = tune_dispatch(options, executor)
     # The candidates' compiles, their benchmark session and the output check of the contenders
