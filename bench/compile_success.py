@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateStatus
-from ireetune.dispatch_options import StopAfter
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.errors import IreetuneError
+from ireetune.flows.dispatch.options import StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.targets import parse_target
 
 MODELS = {

@@ -29,13 +29,13 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.tools import find_tool
 from ireetune.database.store import TuningDatabase
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.learned_order import order_pool
 from ireetune.search.model_store import model_folder, train_pinned_models
 from ireetune.search.recorded import load_recorded_spaces
 from ireetune.targets import parse_target
-from ireetune.tools import find_tool
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gpu_check import batch_matmul, mmt  # noqa: E402

@@ -201,8 +201,8 @@ def work_folder(out: Path) -> Path:
 
 def dump_benchmark(problem: SuiteProblem, target: str, folder: Path) -> Path:
     """Compile the problem's model for the target, dumping its one dispatch benchmark."""
+    from ireetune.core.tools import find_tool
     from ireetune.targets import parse_target
-    from ireetune.tools import find_tool
 
     folder.mkdir(parents=True, exist_ok=True)
     model = folder / "model.mlir"
@@ -223,7 +223,7 @@ def write_stage_folders(run_dir: Path, dispatch_dir: Path, first: int) -> dict[s
     the default alone, the first `first` candidates (in ireetune's order), every candidate."""
     from dataclasses import replace
 
-    from ireetune.handoff.manifest import read_manifest, write_manifest
+    from ireetune.flows.handoff.manifest import read_manifest, write_manifest
 
     manifest = read_manifest(run_dir)
     kept = {"defaults": (), "first": manifest.candidates[:first], "all": manifest.candidates}
@@ -239,7 +239,7 @@ def write_stage_folders(run_dir: Path, dispatch_dir: Path, first: int) -> dict[s
 
 def folder_files(folder: Path) -> list[str]:
     """Return the folder-relative files a benchmark folder's device side reads."""
-    from ireetune.handoff.manifest import MANIFEST_NAME, read_manifest
+    from ireetune.flows.handoff.manifest import MANIFEST_NAME, read_manifest
 
     manifest = read_manifest(folder)
     files = [MANIFEST_NAME]
@@ -251,7 +251,7 @@ def folder_files(folder: Path) -> list[str]:
 def candidate_bytes(folder: Path) -> tuple[int, int]:
     """Return how many candidates a benchmark folder holds and their bytes (binary and
     reference program)."""
-    from ireetune.handoff.manifest import read_manifest
+    from ireetune.flows.handoff.manifest import read_manifest
 
     manifest = read_manifest(folder)
     size = sum(
@@ -267,8 +267,8 @@ def prepare_dispatches(
     arguments: argparse.Namespace, work: Path, problems: tuple[SuiteProblem, ...]
 ) -> list[dict[str, Any]]:
     """Compile each suite problem's candidates and stage folders."""
-    from ireetune.dispatch_options import References, StopAfter, TuneOptions
-    from ireetune.dispatch_tuner import tune_dispatch
+    from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
+    from ireetune.flows.dispatch.tuner import tune_dispatch
 
     timing = GPU_TIMING if is_gpu_target(arguments.target) else STAND_IN_TIMING
     entries = []
@@ -318,18 +318,18 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     """
     from ireetune.compile.pool import default_jobs
     from ireetune.executor.base import LocalExecutor
-    from ireetune.handoff.finish import read_run_record
-    from ireetune.handoff.manifest import read_manifest
-    from ireetune.handoff.model_folder import (
+    from ireetune.flows.handoff.finish import read_run_record
+    from ireetune.flows.handoff.manifest import read_manifest
+    from ireetune.flows.handoff.model_folder import (
         VariantTask,
         read_device_manifest,
     )
+    from ireetune.flows.model.split import compile_variant_rows
+    from ireetune.flows.model.split_device import send_to_device
+    from ireetune.flows.model.split_state import read_state, save_state
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.select import MODEL_RULE
     from ireetune.model.variants import plan_variants
-    from ireetune.model_run.split import compile_variant_rows
-    from ireetune.model_run.split_device import send_to_device
-    from ireetune.model_run.split_state import read_state, save_state
     from ireetune.targets import parse_target
 
     state = read_state(run_dir)
@@ -410,9 +410,9 @@ def write_model_weights(model: Path, folder: Path) -> tuple[str, ...]:
 
 def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Prepare the whole model's split run with its predicted variants in the first step."""
-    from ireetune.handoff.manifest import read_manifest
-    from ireetune.model_run.split_state import read_state
-    from ireetune.model_tuner import ModelTuneOptions, prepare_split_run
+    from ireetune.flows.handoff.manifest import read_manifest
+    from ireetune.flows.model.split_state import read_state
+    from ireetune.flows.model.tuner import ModelTuneOptions, prepare_split_run
 
     started = time.monotonic()
     status = prepare_split_run(
@@ -733,8 +733,8 @@ def _stage_reached(work: Path, folder: str) -> str:
 
 def dispatch_row(work: Path, entry: dict[str, Any], units: dict[str, dict[str, Any]]) -> str:
     """Decide the furthest complete stage of one dispatch with `finish`; render its row."""
-    from ireetune.errors import IreetuneError
-    from ireetune.handoff.finish import finish_run
+    from ireetune.core.errors import IreetuneError
+    from ireetune.flows.handoff.finish import finish_run
 
     reached = {stage: _stage_reached(work, folder) for stage, folder in entry["stages"].items()}
     complete = [stage for stage in reversed(STAGES) if reached[stage] == "check"]
@@ -778,9 +778,9 @@ def dispatch_row(work: Path, entry: dict[str, Any], units: dict[str, dict[str, A
 
 def model_row(work: Path, model: dict[str, Any], unit: dict[str, Any] | None) -> str:
     """Continue the model's run (the product's decide stage); render its row."""
-    from ireetune.errors import IreetuneError
-    from ireetune.handoff.finish import finish_run
-    from ireetune.model_tuner import continue_split_run
+    from ireetune.core.errors import IreetuneError
+    from ireetune.flows.handoff.finish import finish_run
+    from ireetune.flows.model.tuner import continue_split_run
 
     run_dir = work / model["run"]
     name = Path(model["source"]).name

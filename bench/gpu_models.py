@@ -211,7 +211,7 @@ def _phase(run_dir: Path) -> str:
 
 
 def prepare(arguments: argparse.Namespace) -> None:
-    from ireetune.model_tuner import ModelTuneOptions, prepare_split_run
+    from ireetune.flows.model.tuner import ModelTuneOptions, prepare_split_run
 
     runs = _runs(arguments.out)
     for name in arguments.models.split(","):
@@ -239,7 +239,7 @@ def prepare(arguments: argparse.Namespace) -> None:
 
 def device(arguments: argparse.Namespace) -> None:
     # Runtime only: the device step imports neither the compiler nor onnx.
-    from ireetune.handoff.device_step import run_device_step
+    from ireetune.flows.handoff.device_step import run_device_step
 
     for name, run_dir in _runs(arguments.out).items():
         run_dir = arguments.out / run_dir if not run_dir.is_absolute() else run_dir
@@ -253,7 +253,7 @@ def device(arguments: argparse.Namespace) -> None:
 
 
 def continue_runs(arguments: argparse.Namespace) -> None:
-    from ireetune.model_tuner import continue_split_run
+    from ireetune.flows.model.tuner import continue_split_run
 
     for name, run_dir in _runs(arguments.out).items():
         if _phase(run_dir) == "done":

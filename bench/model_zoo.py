@@ -68,7 +68,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 from vs_onnxruntime import OPSET, GraphWriter, write_light_cnn  # noqa: E402
 
-from ireetune.tools import find_tool, first_error_line  # noqa: E402
+from ireetune.core.tools import find_tool, first_error_line  # noqa: E402
 
 ONNX_DATA = Path(onnx.__file__).parent / "backend/test/data"
 RESULTS_NAME = "zoo_results.json"

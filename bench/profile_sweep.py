@@ -21,7 +21,7 @@ import platform
 import sys
 from pathlib import Path
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.profiler.configs import parse_config_request
 from ireetune.profiler.operations import OperationKind
 from ireetune.profiler.pipeline import Phase, ProfileOptions, run_profile

@@ -24,11 +24,11 @@ from pathlib import Path
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob
-from ireetune.dispatch_options import StopAfter
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor, RaySettings
 from ireetune.executor.base import Executor
 from ireetune.executor.ray_executor import RayExecutor
+from ireetune.flows.dispatch.options import StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.targets import parse_target
 
 # A 256x512x384 f32 matmul: big enough that a compile is mostly the compiler's work.

@@ -39,8 +39,8 @@ from iree.compiler import ir
 
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import compiler_version
-from ireetune.dispatch_options import CandidateOrder, TuneOptions
-from ireetune.dispatch_tuner import tune_dispatch
+from ireetune.flows.dispatch.options import CandidateOrder, TuneOptions
+from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.recorded import (
     RecordedSpace,

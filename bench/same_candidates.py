@@ -15,7 +15,7 @@ Give both runs output folders of the same length (as above), so the masked paths
 binaries' debug-string table is ordered by the strings' contents, so two runs whose folder names
 differ (each carries its time of creation) can still differ in a few bytes: for a byte-exact
 comparison compile both at the same folder path (run one, move its folder away, run the other
-with `ireetune.run_dir.create_run_dir` giving the same name, then compare the two moved folders).
+with `ireetune.core.run_dir.create_run_dir` giving the same name, then compare the two moved folders).
 """
 
 from __future__ import annotations

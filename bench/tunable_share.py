@@ -26,7 +26,7 @@ from iree.compiler import ir
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
 from ireetune.model.hot import count_dispatch_invocations

@@ -29,7 +29,7 @@ from pathlib import Path
 import iree.runtime as runtime
 import numpy as np
 
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.targets.llvm_cpu.facts import read_cpu_facts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space
 

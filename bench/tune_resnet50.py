@@ -20,7 +20,7 @@ from pathlib import Path
 
 import onnx
 
-from ireetune.model_tuner import ModelTuneOptions, tune_model
+from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """ireetune: an autotuner for the IREE compiler that writes standard tuning specs."""
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 __all__ = ["IreetuneError"]
 __version__ = "0.1.0"

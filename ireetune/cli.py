@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ireetune.child_process import stop_all_children
 from ireetune.commands import COMMAND_MODULES
+from ireetune.core.child_process import stop_all_children
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import describe_path
+from ireetune.core.scratch import private_temp_folder
 from ireetune.database.schema import is_lock_error
-from ireetune.errors import IreetuneError
-from ireetune.input_files import describe_path
-from ireetune.scratch import private_temp_folder
 
 EXIT_USER_ERROR = 2
 

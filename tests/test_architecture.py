@@ -1,6 +1,6 @@
 """The package's shape, read from the AST of `ireetune/` (docs/architecture.md, "Layers").
 
-- No top-level unit (a package such as `search/`, or a module such as `dispatch_tuner.py`) takes
+- No top-level unit (a package such as `search/`, or a module such as `flows/dispatch/tuner.py`) takes
   part in an import cycle.
 - Every import goes down the layers of `LAYERS`, or stays within one layer.
 - No function takes more than `MAX_PARAMETERS` parameters and no module is longer than
@@ -34,19 +34,10 @@ LAYERS: dict[str, int] = {
     "__init__": CORE,
     "core": CORE,
     "problem": CORE,
-    "errors": CORE,
-    "tools": CORE,
-    "child_process": CORE,
-    "worker_protocol": CORE,
-    "input_files": CORE,
-    "run_dir": CORE,
-    "output_paths": CORE,
-    "scratch": CORE,
     # The stages, each importing only the ones below it.
     "benchmark": 1,
     "decision": 2,
     "database": 3,
-    "run_files": 4,
     "report": 5,
     "compile": 6,
     "verify": 7,
@@ -60,13 +51,7 @@ LAYERS: dict[str, int] = {
     # The flows, which run the stages in order (a flow may call another: the model flow tunes
     # each hot dispatch with the dispatch flow).
     # The options each flow is run with (declared once; the parser is generated from them).
-    "dispatch_options": FLOWS,
-    "model_options": FLOWS,
-    "handoff": FLOWS,
-    "dispatch_run": FLOWS,
-    "dispatch_tuner": FLOWS,
-    "model_run": FLOWS,
-    "model_tuner": FLOWS,
+    "flows": FLOWS,
     "profiler": FLOWS,
     # What a user calls: the Python API and the command handlers, then the command line.
     "api": INTERFACE,

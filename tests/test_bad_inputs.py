@@ -27,9 +27,9 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
-from ireetune.dispatch_options import References, StopAfter
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.handoff.manifest import MANIFEST_NAME, RESULTS_NAME, hash_manifest
+from ireetune.flows.dispatch.options import References, StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.handoff.manifest import MANIFEST_NAME, RESULTS_NAME, hash_manifest
 from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
 from tests.test_database import INFO as DATABASE_INFO
 from tests.test_database import PROBLEM as DATABASE_PROBLEM
@@ -408,7 +408,7 @@ CASES = [
         _set("candidates.0.reference_vmfb", "../../../etc/passwd"),
     ),
     # A folder's links are refused by name, before anything is read through them
-    # (handoff/folder_trust.py).
+    # (flows/handoff/folder_trust.py).
     Case(
         "folder-symlink-out",
         ("benchmark-folder", "{folder}"),

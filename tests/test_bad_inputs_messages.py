@@ -375,8 +375,8 @@ def test_a_current_folder_that_is_not_utf8_is_named(
 
 
 def test_the_api_refuses_names_that_are_not_utf8_before_any_work(tmp_path: Path) -> None:
-    from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-    from ireetune.errors import IreetuneError
+    from ireetune.core.errors import IreetuneError
+    from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 
     model = tmp_path / "model.mlir"
     model.write_text(MATMUL_MODEL)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.child_process import run_child
-from ireetune.tools import run_tool
+from ireetune.core.child_process import run_child
+from ireetune.core.tools import run_tool
 
 # A stand-in program that records its pid (and, when asked, starts a grandchild that records
 # its own), then sleeps far longer than any test waits.

@@ -84,7 +84,7 @@ def test_tune_dispatch_end_to_end_on_a_model(matmul_model: Path, tmp_path: Path)
 def test_two_runs_started_together_get_their_own_folders(
     matmul_benchmark: Path, tmp_path: Path
 ) -> None:
-    from ireetune.run_dir import create_run_dir
+    from ireetune.core.run_dir import create_run_dir
 
     first = create_run_dir(tmp_path, "matmul")
     second = create_run_dir(tmp_path, "matmul")

@@ -45,7 +45,7 @@ def test_arguments_hold_every_part_of_the_request(tmp_path: Path) -> None:
 
 
 def test_only_a_compile_that_loads_a_spec_runs_without_mlir_threads(tmp_path: Path) -> None:
-    """IREE 3.13 can deadlock while it loads a spec with MLIR's threads on (ireetune/tools.py);
+    """IREE 3.13 can deadlock while it loads a spec with MLIR's threads on (ireetune/core/tools.py);
     a compile without a spec keeps them."""
     target = parse_target("cpu")
     plain = build_request(target, tmp_path / "m.mlir", tmp_path / "m.vmfb")

@@ -11,13 +11,13 @@ from iree.compiler import ir
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, compile_one
 from ireetune.core.candidate import make_knobs
-from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
+from ireetune.core.tools import find_tool
 from ireetune.executor import LocalExecutor
+from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
-from ireetune.tools import find_tool
 
 KNOBS = make_knobs({"dist_m": 32, "dist_n": 32, "vec_m": 4, "vec_n": 32, "vec_k": 8})
 

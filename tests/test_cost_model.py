@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.search.cost_model import (
     TrainingGroup,
     explain_cost_model,

@@ -186,7 +186,7 @@ def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
 def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
     # The reference program (the root op alone) is folded like a model: with the prologue, a
     # candidate's reference binary differs from the default's.
-    from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
+    from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
     from ireetune.verify.reference import build_reference_module
 
     (benchmark,) = dump_benchmarks(BATCH_1_NHWC_MODEL, tmp_path / "dump")

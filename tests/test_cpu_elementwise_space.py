@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.problem.registry import parse_problem
 from ireetune.spec.inspect import list_matchers

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
-from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
+from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import parse_problem
 from ireetune.problem.root_op import find_root_op

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.errors import IreetuneError
 from ireetune.database.exchange import (
     problem_from_key,
     read_results_file,
@@ -25,7 +26,6 @@ from ireetune.database.store import (
     config_key,
     problem_key,
 )
-from ireetune.errors import IreetuneError
 from ireetune.spec.export import render_linked_spec
 from tests.conftest import MATMUL_64X128X96, nchw_conv_problem
 

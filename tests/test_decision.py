@@ -16,6 +16,7 @@ from ireetune.benchmark.campaign import (
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.database.run_files import campaign_from_json
 from ireetune.database.store import ResultKey, StoredResult, config_key
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
@@ -28,7 +29,6 @@ from ireetune.decision.rules import (
 from ireetune.decision.stats import Basis, estimate_speedup
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.reuse import find_reusable, restore_candidates
-from ireetune.run_files import campaign_from_json
 
 BASE = ((10.0, 10.1, 9.9), (10.2, 10.0, 10.1), (9.9, 10.0, 10.0), (10.1, 10.0, 9.9))
 

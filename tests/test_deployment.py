@@ -20,6 +20,8 @@ from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, SpeedupEstimate
 from ireetune.executor import ExecutorKind
 from ireetune.flags.trials import FlagSearchResult
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.tuner import ModelTuneResult
 from ireetune.model import deployment as deployment_module
 from ireetune.model.deployment import (
     build_deployment,
@@ -30,8 +32,6 @@ from ireetune.model.deployment import (
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
 from ireetune.model.ort_worker import ONNXRUNTIME
 from ireetune.model.prepare import ModelUnderTuning
-from ireetune.model_options import ModelTuneOptions
-from ireetune.model_tuner import ModelTuneResult
 from ireetune.report.deployment import deployment_from_report, render_deployment_lines
 from ireetune.report.html_report import render_model_report
 from ireetune.report.run_view import read_model_run

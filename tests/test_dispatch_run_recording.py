@@ -1,5 +1,5 @@
 """What a dispatch run records beyond its folder hangs off its stages as callbacks
-(dispatch_run/recording.py): database rows and the online search's model updates."""
+(flows/dispatch/recording.py): database rows and the online search's model updates."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.dispatch_options import TuneOptions
-from ireetune.dispatch_run.recording import DatabaseRecording, learn_from_round
-from ireetune.dispatch_run.stages import compile_stage, specs_stage
-from ireetune.dispatch_run.start import generate_stage, open_run, start_run_folder
-from ireetune.dispatch_run.state import run_stages
+from ireetune.core.run_dir import create_run_dir
 from ireetune.executor.base import LocalExecutor
+from ireetune.flows.dispatch.options import TuneOptions
+from ireetune.flows.dispatch.recording import DatabaseRecording, learn_from_round
+from ireetune.flows.dispatch.stages import compile_stage, specs_stage
+from ireetune.flows.dispatch.start import generate_stage, open_run, start_run_folder
+from ireetune.flows.dispatch.state import run_stages
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
-from ireetune.run_dir import create_run_dir
 from ireetune.search.learned_order import OnlineSearch, order_with_model
 from ireetune.search.model_store import choose_model
 from ireetune.targets import parse_target

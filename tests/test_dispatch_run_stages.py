@@ -1,4 +1,4 @@
-"""The dispatch run's stages when outputs cannot be compared or differ (dispatch_run/stages.py):
+"""The dispatch run's stages when outputs cannot be compared or differ (flows/dispatch/stages.py):
 a run whose candidates' reference programs drop the config times them on the dispatch
 benchmark instead, and calls them unverified, never wrong; a run whose outputs really differ
 calls them wrong."""
@@ -16,9 +16,9 @@ from ireetune.cli import main
 from ireetune.core.records import CandidateStatus
 from ireetune.database.exchange import read_results_file
 from ireetune.database.store import TuningDatabase, config_key
-from ireetune.dispatch_run.stages import REFERENCE_IGNORES_CONFIGS
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor
+from ireetune.flows.dispatch.stages import REFERENCE_IGNORES_CONFIGS
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.report.html_report import render_dispatch_report
 from ireetune.report.plots import STATUS_COLOURS
 from ireetune.report.result import TuneResult

@@ -13,8 +13,8 @@ import ireetune.executor.base
 from ireetune.benchmark.runner import BenchmarkOutcome, BenchmarkSession
 from ireetune.compile.pool import CompileBatch, CompileOutcome
 from ireetune.core.records import TIMED_STATUSES
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.verify.runner import ReferenceBatch, ReferenceRun
 from tests.conftest import TEST_TARGET

@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
-from ireetune.core.target import check_family_coverage
+from ireetune.core.errors import IreetuneError
+from ireetune.core.target import Target
 from ireetune.database.store import problem_key
-from ireetune.errors import IreetuneError
 from ireetune.problem.attention import AttentionProblem
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.reduction import ReductionProblem
-from ireetune.problem.registry import FAMILIES, family_of, parse_problem, problem_from_fields
+from ireetune.problem.registry import (
+    FAMILIES,
+    family_names,
+    family_of,
+    parse_problem,
+    problem_from_fields,
+)
 from ireetune.problem.root_op import find_root_op
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
@@ -48,6 +54,12 @@ CPU_REDUCTION_INFO = (
     "vector_common_parallel = [2, 0], vector_reduction = [0, 32]>, translation_info = "
     "#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
 )
+
+
+def check_family_coverage(target: Target) -> list[str]:
+    """List the op families a target neither tunes nor explains (should be none)."""
+    spaces, unsupported = target.family_spaces(), target.unsupported_families()
+    return [name for name in family_names() if name not in spaces and name not in unsupported]
 
 
 def _problem_of(benchmark: Path, context: ir.Context) -> tuple[ir.Module, object]:
@@ -247,7 +259,7 @@ def test_a_reduction_reference_takes_the_config(
     # candidate's reference program must differ from the default's.
     import subprocess
 
-    from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
+    from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
     from ireetune.spec.builder import build_configuration_spec
     from ireetune.verify.reference import build_reference_module
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ireetune.compile.pool import CompileBatch, CompileOutcome
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import (
     DEFAULT_FLAGS,
     FlagSet,
@@ -26,7 +27,6 @@ from ireetune.core.flag_space import (
 )
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
-from ireetune.errors import IreetuneError
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_runtime_flags_file, write_flag_files
 from ireetune.flags.model_search import (

@@ -17,13 +17,13 @@ from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.cli import _attach_flag_text, build_parser, main
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagOption, FlagSet, FlagSpace
 from ireetune.core.records import TIMED_STATUSES
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
 from ireetune.executor import LocalExecutor
 from ireetune.flags.dispatch_search import DispatchFlagSearch, search_dispatch_flags
 from ireetune.flags.file import write_flags_file
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
 from ireetune.flags.trials import TrialStatus
-from ireetune.model_tuner import ModelTuneOptions, tune_model
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
 from ireetune.targets import parse_target
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL, TEST_TARGET
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import (
     FlagOption,
     FlagSet,
@@ -15,7 +16,6 @@ from ireetune.core.flag_space import (
 )
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, estimate_speedup
-from ireetune.errors import IreetuneError
 from ireetune.flags.check import check_flag_form, parse_flag_text
 from ireetune.flags.trials import (
     FlagTrial,
@@ -197,7 +197,7 @@ def test_flags_files_hold_one_flag_per_line(tmp_path: Path) -> None:
 
 
 def test_the_split_flow_manifest_keeps_the_global_flags(tmp_path: Path) -> None:
-    from ireetune.handoff.manifest import (
+    from ireetune.flows.handoff.manifest import (
         FolderCandidate,
         Manifest,
         VerifySettings,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import FlagSet, propose_flag_sets, spell_configuration
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.profile import describe_dispatches
 from ireetune.targets import parse_target

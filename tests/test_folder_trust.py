@@ -1,4 +1,4 @@
-"""A run folder never runs or writes anything of its own choosing (handoff/folder_trust.py).
+"""A run folder never runs or writes anything of its own choosing (flows/handoff/folder_trust.py).
 
 For every command that reads a run folder, each tampering (a flag outside the allow-list that
 would run a script, a dump flag that writes outside, a path outside, a planted link, a huge
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ireetune.cli import main
-from ireetune.model_run.local_state import MODEL_RUN_NAME
+from ireetune.flows.model.local_state import MODEL_RUN_NAME
 from tests.conftest import MATMUL_MODEL
 from tests.test_bad_inputs import _snapshot
 

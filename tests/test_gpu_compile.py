@@ -17,9 +17,9 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.records import CandidateStatus
-from ireetune.dispatch_options import References, StopAfter
-from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
-from ireetune.handoff.manifest import read_manifest
+from ireetune.flows.dispatch.options import References, StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, TuneResult, tune_dispatch
+from ireetune.flows.handoff.manifest import read_manifest
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.targets import parse_target
 from ireetune.verify.landing import (
@@ -141,7 +141,7 @@ def check_compiled_run(result: TuneResult, target_name: str, count: int) -> None
 
 
 def target_info_of(spec_path: Path, context: ir.Context) -> str:
-    from ireetune.handoff.finish import _compilation_info_of
+    from ireetune.flows.handoff.finish import _compilation_info_of
 
     return _compilation_info_of(spec_path, context)
 

@@ -22,6 +22,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.core.candidate import make_knobs
+from ireetune.core.tools import find_tool, run_tool
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
@@ -29,7 +30,6 @@ from ireetune.targets import parse_target
 from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS
 from ireetune.targets.gpu.target import GpuTarget
 from ireetune.targets.gpu.template import build_compilation_info
-from ireetune.tools import find_tool, run_tool
 from ireetune.verify.landing import dump_configurations
 from tests.test_gpu_compile import MMT_F16, dump_gpu_benchmark
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.candidate import make_knobs
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.constraints import ConstraintSpace

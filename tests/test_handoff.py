@@ -18,14 +18,14 @@ import pytest
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE, BenchmarkJob, BenchmarkStatus
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus
-from ireetune.dispatch_options import References, StopAfter
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.errors import IreetuneError
 from ireetune.executor import LocalExecutor
-from ireetune.handoff.benchmark_folder import benchmark_folder
-from ireetune.handoff.finish import finish_run, read_run_record
-from ireetune.handoff.manifest import (
+from ireetune.flows.dispatch.options import References, StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.handoff.benchmark_folder import benchmark_folder
+from ireetune.flows.handoff.finish import finish_run, read_run_record
+from ireetune.flows.handoff.manifest import (
     MANIFEST_NAME,
     RESULTS_NAME,
     check_results_match_manifest,
@@ -274,7 +274,7 @@ def test_checks_cut_short_are_saved_refused_by_finish_and_checked_without_measur
     """benchmark_results.json is saved after every stage with the stage it reached: a pass
     stopped during the output checks leaves its timings ("measure"), which `finish` refuses and
     the next `benchmark-folder` checks without measuring again."""
-    import ireetune.handoff.benchmark_folder as folder_module
+    import ireetune.flows.handoff.benchmark_folder as folder_module
 
     folder = _copy_folder(compiled_folder, tmp_path / "run")
     (folder / RESULTS_NAME).unlink(missing_ok=True)

@@ -159,7 +159,7 @@ def test_a_new_database_holds_every_table_of_the_schema(tmp_path: Path) -> None:
 
 
 def test_recording_a_model_result_refuses_a_newer_schema_and_leaves_it(tmp_path: Path) -> None:
-    from ireetune.errors import IreetuneError
+    from ireetune.core.errors import IreetuneError
 
     path = tmp_path / "newer.sqlite"
     write_newer_schema_file(path)

@@ -1,13 +1,13 @@
 """Hardening, round three (issue 37, parts 2, 3, 4 and 7, and part 6's locked database).
 
-- Outputs are regular files, and a command never replaces what it reads (`output_paths.py`;
+- Outputs are regular files, and a command never replaces what it reads (`core/output_paths.py`;
   read-only `db` actions open the file read-only).
 - File names are never options: every path on a tool's command line is absolute
   (`tools.path_argument`).
 - Numbers are bounded before any work: every numeric option of every command, found from the
   parser itself, refuses a huge value, NaN and infinity; a profile range is refused from its
   length before it is expanded.
-- Nothing is left behind: each run's private temp folder (`scratch.py`) takes what the compiler
+- Nothing is left behind: each run's private temp folder (`core/scratch.py`) takes what the compiler
   and the runtime write there, and the next run removes the folder of a run that was SIGKILLed.
 """
 
@@ -33,10 +33,10 @@ import pytest
 
 from ireetune.cli import build_parser, main
 from ireetune.compile.driver import CompileRequest, build_arguments
+from ireetune.core.errors import IreetuneError
+from ireetune.core.scratch import OWNER_NAME, SCRATCH_PREFIX, describe_owner, remove_stale_scratch
 from ireetune.database import schema
 from ireetune.database.store import StoredResult, TuningDatabase
-from ireetune.errors import IreetuneError
-from ireetune.scratch import OWNER_NAME, SCRATCH_PREFIX, describe_owner, remove_stale_scratch
 from tests.conftest import MATMUL_MODEL
 from tests.test_bad_inputs import _snapshot, use_workspace_temp_folder
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import main
-from ireetune.errors import IreetuneError
-from ireetune.model_run.split_state import SplitStage as Phase
-from ireetune.model_tuner import SplitStatus, describe_status
-from ireetune.output_paths import check_new_output, write_output
+from ireetune.core.errors import IreetuneError
+from ireetune.core.output_paths import check_new_output, write_output
+from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.tuner import SplitStatus, describe_status
 from tests.conftest import MATMUL_MODEL
 
 

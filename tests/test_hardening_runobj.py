@@ -9,14 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from ireetune import dispatch_tuner
-from ireetune.dispatch_options import References, StopAfter
-from ireetune.dispatch_run import decide as decide_module
-from ireetune.dispatch_run.decide import DecidingRun, why_no_winner
-from ireetune.dispatch_run.state import run_stages
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.handoff.benchmark_folder import benchmark_folder
-from ireetune.handoff.finish import finish_run
+from ireetune.flows.dispatch import decide as decide_module
+from ireetune.flows.dispatch import tuner as dispatch_tuner
+from ireetune.flows.dispatch.decide import DecidingRun, why_no_winner
+from ireetune.flows.dispatch.options import References, StopAfter
+from ireetune.flows.dispatch.state import run_stages
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.handoff.benchmark_folder import benchmark_folder
+from ireetune.flows.handoff.finish import finish_run
 from tests.conftest import MATMUL_MODEL
 
 

@@ -1,6 +1,6 @@
 """Files that cross a boundary: one typed model per file, its version, and its codecs in step.
 
-Each file a run folder holds is described once (a pydantic model in run_files.py or beside the
+Each file a run folder holds is described once (a pydantic model in database/run_files.py or beside the
 file's reader); these tests keep the dataclasses and the models describing the same fields, and
 check that a file of the old layout is read while one of another version is refused in one line.
 """
@@ -21,18 +21,18 @@ from ireetune.core.records import (
     record_to_json,
     write_results,
 )
-from ireetune.database.store import StoredResult
-from ireetune.database.validate import ResultRow
-from ireetune.decision.stats import Basis
-from ireetune.handoff.finish import record_from_json
-from ireetune.report.run_view import read_model_run
-from ireetune.run_files import (
+from ireetune.database.run_files import (
     CandidateRecordFile,
     DispatchRunFile,
     RunFileError,
     check_format,
     read_model_file,
 )
+from ireetune.database.store import StoredResult
+from ireetune.database.validate import ResultRow
+from ireetune.decision.stats import Basis
+from ireetune.flows.handoff.finish import record_from_json
+from ireetune.report.run_view import read_model_run
 
 RECORDS = [
     CandidateRecord(0, None, CandidateStatus.MEASURED, times_ms=(2.0, 2.1), median_ms=2.05),

@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from ireetune.cli import main
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import list_tuned_flags, propose_flag_sets
-from ireetune.dispatch_options import References, StopAfter
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.errors import IreetuneError
-from ireetune.handoff.folder_flags import check_folder_flags
-from ireetune.handoff.model_folder import read_device_manifest
-from ireetune.run_files import (
+from ireetune.database.run_files import (
     DispatchRunFile,
     RunFileError,
     measure_depth,
     read_json_file,
     read_model_file,
 )
+from ireetune.flows.dispatch.options import References, StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.handoff.folder_flags import check_folder_flags
+from ireetune.flows.handoff.model_folder import read_device_manifest
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
 from tests.conftest import MATMUL_MODEL

@@ -10,7 +10,7 @@ import pytest
 import z3
 
 from ireetune.core.candidate import Knobs
-from ireetune.model_tuner import ModelTuneOptions, tune_model
+from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
 from ireetune.targets.llvm_cpu import space as cpu_space
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from tests.conftest import TEST_TARGET

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.database.keys import describe_target
 from ireetune.database.store import (
     ResultKey,
@@ -20,7 +21,6 @@ from ireetune.database.store import (
     config_key,
     problem_key,
 )
-from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.search.cost_model import load_cost_model
 from ireetune.search.learned_order import (

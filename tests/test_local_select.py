@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from ireetune.executor import LocalExecutor
+from ireetune.flows.model.local_select import _compile_order, _fastest_per_dispatch
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.model.variants import plan_variants
-from ireetune.model_options import ModelTuneOptions
-from ireetune.model_run.local_select import _compile_order, _fastest_per_dispatch
-from ireetune.model_run.run import Mode, ModelTuningRun
 from ireetune.targets import parse_target
 
 OUTPUTS = (np.arange(4, dtype=np.float32),)
@@ -87,7 +87,7 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
 ) -> None:
     """Two dispatches whose fastest candidates in the first session are their second ones: the
     combination is built, confirmed in the second session, wins, and its specs are accepted."""
-    from ireetune.model_run import local_select
+    from ireetune.flows.model import local_select
 
     executor = TimesByLabel(
         {
@@ -135,7 +135,7 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
 
 
 def test_each_session_lasts_long_enough_within_ten_times_its_least_rounds() -> None:
-    from ireetune.model_run.local_select import SESSION_MIN_S, session_plan
+    from ireetune.flows.model.local_select import SESSION_MIN_S, session_plan
 
     plan = session_plan(5, 25, 10.0)
     assert 5 < plan.rounds < 50
@@ -152,7 +152,7 @@ def test_each_session_lasts_long_enough_within_ten_times_its_least_rounds() -> N
 def test_the_sessions_are_shortened_to_what_is_left_of_the_budget() -> None:
     """Under a budget the sessions last at most what is left (down to their least rounds); with
     room enough, or no budget, they are as planned."""
-    from ireetune.model_run.local_select import fitting_plan, session_plan, sessions_seconds
+    from ireetune.flows.model.local_select import fitting_plan, session_plan, sessions_seconds
 
     planned = session_plan(5, 25, 10.0)
     assert fitting_plan(5, 25, 10.0, 0.5, None) == planned
@@ -169,7 +169,7 @@ def _budgeted_run(tmp_path: Path, left_s: float) -> ModelTuningRun:
     import time
     from dataclasses import replace
 
-    from ireetune.model_run.run import ModelCosts
+    from ireetune.flows.model.run import ModelCosts
 
     run = ModelTuningRun(
         Mode.IN_PROCESS, ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path),
@@ -186,7 +186,7 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
 ) -> None:
     """Room for a batch: the batch and a combined variant's compile, both sessions of the
     variants built by then at their planned length, and the decide and report phases."""
-    from ireetune.model_run.local_select import (
+    from ireetune.flows.model.local_select import (
         TAIL_SLACK_S,
         room_for_confirmation,
         room_for_sessions,
@@ -194,7 +194,7 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
         sessions_seconds,
         tail_seconds,
     )
-    from ireetune.model_run.run import ModelCosts
+    from ireetune.flows.model.run import ModelCosts
 
     plan = session_plan(5, 6, 10.0)
     need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_seconds(ModelCosts(5.0, 1.0))
@@ -209,7 +209,7 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
 
 def test_no_batch_is_compiled_without_room(tmp_path: Path) -> None:
     from ireetune.compile.pool import default_jobs
-    from ireetune.model_run.local_select import _compile_plans
+    from ireetune.flows.model.local_select import _compile_plans
 
     run = _budgeted_run(tmp_path, 1.0)
     asked: list[tuple[int, float]] = []

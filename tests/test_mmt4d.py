@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from iree.compiler import ir
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target

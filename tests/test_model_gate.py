@@ -64,7 +64,7 @@ def test_the_coverage_line_names_the_time_it_is_a_share_of() -> None:
     """Dispatches that explain less than the model takes cover a share of the model's measured
     time (MobileNet's report said "of dispatch time" for 18% of the model's); where the dispatch
     benchmarks add up to more, the share is of the dispatch total."""
-    from ireetune.model_run.report import describe_coverage
+    from ireetune.flows.model.report import describe_coverage
 
     profiles = [_profile("a", "conv_a", 2.0), _profile("b", "conv_b", 1.0, runs=2)]
     short = select_hot_dispatches(profiles, model_ms=10.0, coverage=0.9, max_dispatches=1)

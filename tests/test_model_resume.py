@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from ireetune.cli import main
-from ireetune.model_run.local_state import MODEL_RUN_FORMAT, MODEL_RUN_NAME
-from ireetune.model_run.run import PHASES
+from ireetune.flows.model.local_state import MODEL_RUN_FORMAT, MODEL_RUN_NAME
+from ireetune.flows.model.run import PHASES
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 USER_FLAG = "--iree-opt-level=O3"

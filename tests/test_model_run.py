@@ -9,17 +9,17 @@ from typing import NoReturn
 
 import pytest
 
+from ireetune.database.run_files import read_model_file
 from ireetune.executor import LocalExecutor
-from ireetune.model.timing import ModelComparison, ModelRun
-from ireetune.model_options import ModelTuneOptions
-from ireetune.model_run.local import LOCAL_PHASES, prepare
-from ireetune.model_run.local_state import (
+from ireetune.flows.model.local import LOCAL_PHASES, prepare
+from ireetune.flows.model.local_state import (
     MODEL_RUN_FORMAT,
     MODEL_RUN_NAME,
     ModelRunFile,
     save_model_run,
 )
-from ireetune.model_run.run import (
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import (
     PHASES,
     Mode,
     ModelCosts,
@@ -29,8 +29,8 @@ from ireetune.model_run.run import (
     PhaseBody,
     run_phases,
 )
-from ireetune.model_run.split import SPLIT_PHASES
-from ireetune.run_files import read_model_file
+from ireetune.flows.model.split import SPLIT_PHASES
+from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.targets import parse_target
 
 
@@ -111,8 +111,8 @@ def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path
     per dispatch), and the run says once that the budget was spent there."""
     from dataclasses import replace
 
+    from ireetune.flows.model.local import select_variants
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-    from ireetune.model_run.local import select_variants
 
     run = _run(tmp_path)
     run.options = replace(run.options, time_budget_s=1.0)
@@ -139,7 +139,7 @@ def test_the_dispatch_phase_leaves_part_of_the_budget_to_the_selection() -> None
     """Tuning dispatches may take DISPATCH_PHASE_SHARE of what is left of --time-budget when the
     phase starts; the rest is kept for trying them in the model. No budget, no deadline; a budget
     already spent leaves none."""
-    from ireetune.model_run.run import DISPATCH_PHASE_SHARE, dispatch_phase_deadline
+    from ireetune.flows.model.run import DISPATCH_PHASE_SHARE, dispatch_phase_deadline
 
     assert dispatch_phase_deadline(started=100.0, budget_s=None, now=400.0) is None
     assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=400.0) == (
@@ -186,10 +186,10 @@ def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
     deadline overran it by a whole dispatch's tuning, and the selection lost that time)."""
     from types import SimpleNamespace
 
-    from ireetune.dispatch_options import TuneOptions
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.flows.model.run import DISPATCH_PHASE_SHARE
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-    from ireetune.model_run import local
-    from ireetune.model_run.run import DISPATCH_PHASE_SHARE
 
     clock = [1000.0]
     monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
@@ -225,9 +225,9 @@ def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     """Continuing a model run stopped while a dispatch was tuned resumes that dispatch's folder
     at the stage after the last one it saved (its candidates are not compiled again), instead of
     tuning it from the start in a new folder."""
-    from ireetune import dispatch_tuner
+    from ireetune.flows.dispatch import tuner as dispatch_tuner
+    from ireetune.flows.model import local
     from ireetune.model.hot import DispatchProfile
-    from ireetune.model_run import local
     from tests.conftest import MATMUL_MODEL
 
     def stopped(run: object) -> NoReturn:
@@ -263,8 +263,8 @@ def test_later_phases_plan_with_the_flag_winner_s_compile_time(
     from ireetune.core.flag_space import FlagSet, FlagSpace
     from ireetune.decision.stats import Basis, SpeedupEstimate
     from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
+    from ireetune.flows.model import local
     from ireetune.model.select import MODEL_RULE
-    from ireetune.model_run import local
 
     winner, other = FlagSet(("--iree-opt-data-tiling",)), FlagSet(("--iree-opt-level=O3",))
     trials = (

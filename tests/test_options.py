@@ -14,10 +14,10 @@ import pytest
 from ireetune.cli import build_parser
 from ireetune.core.arguments import positive_int
 from ireetune.core.options import add_options, option, option_fields, options_from_arguments
-from ireetune.dispatch_options import CandidateOrder, References, StopAfter, TuneOptions
 from ireetune.executor import ExecutorKind, RaySettings
+from ireetune.flows.dispatch.options import CandidateOrder, References, StopAfter, TuneOptions
+from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.model.select import MODEL_RULE
-from ireetune.model_options import ModelTuneOptions
 from ireetune.profiler.options import Phase, ProfileOptions
 
 

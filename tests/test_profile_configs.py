@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.candidate import make_knobs
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.profiler.configs import (
     ConfigKind,
     compile_patterns,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.profiler.operations import (
     ConvLayout,
     ConvOperation,

@@ -25,10 +25,10 @@ from ireetune.benchmark.runner import (
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus
-from ireetune.dispatch_options import StopAfter
-from ireetune.dispatch_tuner import TuneOptions, TuneResult, tune_dispatch
 from ireetune.executor import ExecutorKind, RaySettings
 from ireetune.executor.ray_executor import FAULT_VARIABLE, RayExecutor
+from ireetune.flows.dispatch.options import StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, TuneResult, tune_dispatch
 from ireetune.targets import parse_target
 from tests.conftest import MATMUL_MODEL
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.candidate import make_knobs
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.search.recorded import (
     RecordedRow,

@@ -96,7 +96,7 @@ def test_cpu_compilation_info_round_trips_through_the_bindings(
 def test_spec_without_entries_is_the_valid_no_op_spec(
     matmul_benchmark: Path, tmp_path: Path
 ) -> None:
-    from ireetune.dispatch_run.stages import BASELINE_SPEC_TEXT
+    from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
 
     context = ir.Context()
     text = render_spec(build_spec([], context))

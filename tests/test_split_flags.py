@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from ireetune.cli import main
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
+from ireetune.flows.handoff.model_folder import DEVICE_MANIFEST_NAME, results_name
+from ireetune.flows.model.split_state import STATE_NAME
+from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.tuner import continue_split_run
 from ireetune.frontend.dispatches import zero_benchmark_buffer
-from ireetune.handoff.model_folder import DEVICE_MANIFEST_NAME, results_name
-from ireetune.model_run.split_state import STATE_NAME
-from ireetune.model_run.split_state import SplitStage as Phase
-from ireetune.model_tuner import continue_split_run
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, TEST_TARGET
 from tests.test_split_flow import EXAMPLES, _copy, _finish_device_step
 

@@ -20,20 +20,20 @@ import numpy as np
 import pytest
 
 from ireetune.cli import main
+from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import CandidateFacts, DecisionRule, Verdict, preselect
 from ireetune.decision.stats import Basis, SpeedupEstimate
-from ireetune.errors import IreetuneError
-from ireetune.handoff.model_folder import (
+from ireetune.flows.handoff.model_folder import (
     DEVICE_MANIFEST_NAME,
     hash_device_manifest,
     results_name,
 )
+from ireetune.flows.model.split_state import STATE_NAME
+from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.tuner import continue_split_run
 from ireetune.model.hot import DispatchProfile
 from ireetune.model.static_rank import estimate_cost, pre_rank_dispatches
 from ireetune.model.variants import decide_variants, plan_variants
-from ireetune.model_run.split_state import STATE_NAME
-from ireetune.model_run.split_state import SplitStage as Phase
-from ireetune.model_tuner import continue_split_run
 from tests.test_handoff import runtime_only_environment
 
 EXAMPLES = Path(__file__).parents[1] / "examples"

@@ -20,10 +20,10 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.core.input_archive import read_input_archive, write_input_archive
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.split_state import options_from_json, options_to_json
 from ireetune.frontend.model_inputs import InputSpec, read_entry_signature
 from ireetune.model.prepare import prepare_model_source
-from ireetune.model_options import ModelTuneOptions
-from ireetune.model_run.split_state import options_from_json, options_to_json
 from tests.conftest import TEST_TARGET
 from tests.test_bad_inputs import _snapshot, use_workspace_temp_folder
 from tests.test_model_resume import USER_FLAG, after_flags, model  # noqa: F401  (fixtures)

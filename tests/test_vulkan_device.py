@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.targets.vulkan import make_vulkan_target
 from ireetune.targets.vulkan.archs import IREE_VULKAN_TARGETS, LAVAPIPE_LIMITS
 from ireetune.targets.vulkan.detect import target_arch

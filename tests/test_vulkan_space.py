@@ -13,11 +13,12 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateStatus
 from ireetune.core.target import SpaceRequest
-from ireetune.dispatch_options import StopAfter
-from ireetune.dispatch_tuner import TuneOptions, tune_dispatch
-from ireetune.errors import IreetuneError
+from ireetune.core.tools import find_tool
+from ireetune.flows.dispatch.options import StopAfter
+from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.frontend.dispatches import parse_module
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.targets import parse_target
@@ -26,7 +27,6 @@ from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
 from ireetune.targets.vulkan.facts import VulkanFacts, parse_cooperative_shape
 from ireetune.targets.vulkan.space import VulkanSpace
 from ireetune.targets.vulkan.target import VulkanTarget
-from ireetune.tools import find_tool
 
 MATMUL = """
 func.func @main(%lhs: tensor<256x384x{t}>, %rhs: tensor<384x512x{t}>) -> tensor<256x512xf32> {{

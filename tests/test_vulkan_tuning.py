@@ -16,9 +16,9 @@ import pytest
 
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE
 from ireetune.cli import main
-from ireetune.model_run.split_state import STATE_NAME
-from ireetune.model_run.split_state import SplitStage as Phase
-from ireetune.model_tuner import continue_split_run
+from ireetune.flows.model.split_state import STATE_NAME
+from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.tuner import continue_split_run
 from tests.test_handoff import runtime_only_environment
 from tests.vulkan_support import compile_for_vulkan, requires_vulkan
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from ireetune.compile.driver import CompileRequest
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import FlagSet, TunedOption, parse_configuration, propose_flag_sets
-from ireetune.errors import IreetuneError
 from ireetune.executor.flag_files import read_flag_files
 from ireetune.executor.ray_executor import _ShippedCompile, compile_shipped
 from ireetune.flags.strategy import propose_single_changes
-from ireetune.handoff.folder_flags import check_folder_flags
+from ireetune.flows.handoff.folder_flags import check_folder_flags
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.flags import CHANNELS_LAST, CPU_FLAG_SPACE

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from ireetune.compile.driver import build_request, run_compile
+from ireetune.core.worker_protocol import FailureKind, WorkerFailure, supervise_worker
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.targets import parse_target
-from ireetune.worker_protocol import FailureKind, WorkerFailure, supervise_worker
 from tests.conftest import MATMUL_MODEL
 
 # A worker that does what each job says: answer, hang, die, ask for a restart or find no device.

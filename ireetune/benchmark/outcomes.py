@@ -8,8 +8,8 @@ from typing import Any
 from ireetune.benchmark.campaign import CampaignResult, CandidateMeasurement
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.stats import compute_stats
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.errors import IreetuneError
 
 _FAILED_STATUS = {
     BenchmarkStatus.FAILED: CandidateStatus.BENCHMARK_FAILED,

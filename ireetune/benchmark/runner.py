@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.benchmark.timing import TimingKind
-from ireetune.child_process import start_child, stop_child
-from ireetune.worker_protocol import describe_death, next_event, start_worker
+from ireetune.core.child_process import start_child, stop_child
+from ireetune.core.worker_protocol import describe_death, next_event, start_worker
 
 # The worker command can be replaced (for example by a wrapper that injects faults) through this
 # variable: a JSON list of arguments, never a shell string.

@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ireetune.benchmark.timing import TimingKind
-from ireetune.worker_protocol import emit_event, hal_driver, open_device
+from ireetune.core.worker_protocol import emit_event, hal_driver, open_device
 
 _MAX_BATCH = 1 << 16
 # Loaded binaries kept for later jobs of the same campaign (the leaders' confirmation rounds).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command, devices_option, run_dir_option
-from ireetune.tools import path_argument
+from ireetune.core.tools import path_argument
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,10 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: BenchmarkFolderOptions) -> int:
-    from ireetune.errors import IreetuneError
-    from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
-    from ireetune.handoff.folder_trust import check_folder_trust
-    from ireetune.run_dir import check_run_folder
+    from ireetune.core.errors import IreetuneError
+    from ireetune.core.run_dir import check_run_folder
+    from ireetune.flows.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.flows.handoff.folder_trust import check_folder_trust
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "benchmark-folder")

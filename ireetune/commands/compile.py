@@ -11,7 +11,7 @@ from ireetune.commands.shared import Subparsers, add_command
 from ireetune.core.arguments import positive_seconds, user_path
 from ireetune.core.common_options import target_option
 from ireetune.core.options import added_option, option
-from ireetune.output_paths import add_force_argument
+from ireetune.core.output_paths import add_force_argument
 
 
 # Keyword-only: the required `--output` follows options with defaults, in the order of the help.
@@ -50,9 +50,9 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: CompileOptions) -> int:
-    from ireetune.errors import IreetuneError
+    from ireetune.core.errors import IreetuneError
+    from ireetune.core.output_paths import check_new_output
     from ireetune.flags.file import read_flags_file
-    from ireetune.output_paths import check_new_output
     from ireetune.spec.apply import (
         compile_with_spec,
         compile_without_spec,

@@ -29,7 +29,7 @@ class ContinueOptions:
     jobs: int | None = option(
         None, flag="--jobs", type=positive_int, help="parallel compiles (default: the run's)"
     )
-    # A folder is data (handoff/folder_trust.py): what it may not choose, the person gives again.
+    # A folder is data (flows/handoff/folder_trust.py): what it may not choose, the person gives again.
     extra_flags: tuple[str, ...] = given_flags_option()
     database_path: Path | None = given_database_option()
 
@@ -53,9 +53,9 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ContinueOptions) -> int:
-    from ireetune.handoff.folder_trust import GivenAgain, check_folder_trust
-    from ireetune.model_tuner import continue_run
-    from ireetune.run_dir import check_database_path, check_run_folder
+    from ireetune.core.run_dir import check_database_path, check_run_folder
+    from ireetune.flows.handoff.folder_trust import GivenAgain, check_folder_trust
+    from ireetune.flows.model.tuner import continue_run
 
     check_run_folder(options.run_dir)
     check_folder_trust(

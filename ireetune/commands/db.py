@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireetune.core.arguments import user_path
-from ireetune.errors import IreetuneError
-from ireetune.output_paths import add_force_argument, check_new_output, write_output
+from ireetune.core.errors import IreetuneError
+from ireetune.core.output_paths import add_force_argument, check_new_output, write_output
 
 if TYPE_CHECKING:
     from ireetune.database.store import StoredResult, TuningDatabase
@@ -184,9 +184,9 @@ def _export(
 
 
 def _import(path: Path, source: Path) -> int:
+    from ireetune.core.input_files import check_input_file
     from ireetune.database.exchange import read_results_file
     from ireetune.database.store import TuningDatabase
-    from ireetune.input_files import check_input_file
 
     check_input_file(source, "file to import")
     results = read_results_file(source)

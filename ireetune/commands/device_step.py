@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command, devices_option, run_dir_option
-from ireetune.tools import path_argument
+from ireetune.core.tools import path_argument
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,9 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: DeviceStepOptions) -> int:
-    from ireetune.handoff.device_step import run_device_step
-    from ireetune.handoff.folder_trust import check_folder_trust
-    from ireetune.run_dir import check_run_folder
+    from ireetune.core.run_dir import check_run_folder
+    from ireetune.flows.handoff.device_step import run_device_step
+    from ireetune.flows.handoff.folder_trust import check_folder_trust
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "device-step")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ireetune.core.arguments import positive_int, seed, user_path
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 # Features whose share of the model's split gain is below this are summed into one line.
 SHOWN_SHARE = 0.01

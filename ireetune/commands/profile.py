@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from ireetune.core.arguments import user_path
+from ireetune.core.errors import IreetuneError
 from ireetune.core.options import add_options, options_from_arguments
-from ireetune.errors import IreetuneError
-from ireetune.output_paths import add_force_argument
+from ireetune.core.output_paths import add_force_argument
 from ireetune.profiler.operations import ConvLayout, MatmulLayout, OperationKind
 from ireetune.profiler.options import Phase, ProfileOptions
 
@@ -84,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(arguments: argparse.Namespace) -> int:
     from ireetune.core.files import write_text_atomically
-    from ireetune.output_paths import check_new_output, write_output
+    from ireetune.core.output_paths import check_new_output, write_output
+    from ireetune.core.run_dir import check_output_dir
     from ireetune.profiler.configs import parse_config_request
     from ireetune.profiler.pipeline import run_profile
     from ireetune.profiler.report import render_blocks, render_csv
@@ -97,7 +98,6 @@ def run(arguments: argparse.Namespace) -> int:
     )
     from ireetune.report.html_report import try_write_html_report
     from ireetune.report.run_view import PROFILE_RESULTS_NAME
-    from ireetune.run_dir import check_output_dir
 
     phase = Phase(arguments.phase)
     check_output_dir(arguments.generated_dir)

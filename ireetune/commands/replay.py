@@ -28,7 +28,7 @@ class ReplayOptions:
     device: str | None = option(
         None, flag="--device", help="runtime device (default: the run's first)"
     )
-    # A folder is data (handoff/folder_trust.py): its flags beyond the flag search's are given
+    # A folder is data (flows/handoff/folder_trust.py): its flags beyond the flag search's are given
     # again.
     extra_flags: tuple[str, ...] = given_flags_option()
 
@@ -46,8 +46,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ReplayOptions) -> int:
-    from ireetune.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
-    from ireetune.handoff.folder_trust import GivenAgain, check_folder_trust
+    from ireetune.flows.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.flows.handoff.folder_trust import GivenAgain, check_folder_trust
 
     check_folder_trust(options.run_dir, "replay", GivenAgain(options.extra_flags))
     settings = ContinueSettings(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_options_parser, run_dir_option
 from ireetune.core.arguments import user_path
-from ireetune.output_paths import add_force_argument
+from ireetune.core.output_paths import add_force_argument
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def register(subparsers: Subparsers) -> None:
         None,
         ReportOptions,
     )
-    # `--force` is declared once for every command that writes a file (output_paths.py), and
+    # `--force` is declared once for every command that writes a file (core/output_paths.py), and
     # `-o/--output` has two spellings, which a declared option does not take.
     parser.add_argument(
         "-o",
@@ -41,8 +41,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    from ireetune.handoff.folder_trust import refuse_links
-    from ireetune.output_paths import check_new_output
+    from ireetune.core.output_paths import check_new_output
+    from ireetune.flows.handoff.folder_trust import refuse_links
     from ireetune.report.html_report import REPORT_NAME, write_html_report
 
     output = arguments.output

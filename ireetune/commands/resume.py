@@ -23,7 +23,7 @@ class ResumeOptions:
     run_dir: Path = run_dir_option(
         "the tune-dispatch run folder (holds run_options.json and results.json)"
     )
-    # A folder is data (handoff/folder_trust.py): what it may not choose, the person gives again.
+    # A folder is data (flows/handoff/folder_trust.py): what it may not choose, the person gives again.
     extra_flags: tuple[str, ...] = given_flags_option()
     database_path: Path | None = given_database_option()
 
@@ -42,11 +42,11 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ResumeOptions) -> int:
-    from ireetune.errors import IreetuneError
-    from ireetune.handoff.folder_trust import GivenAgain, check_folder_trust
-    from ireetune.handoff.resume import resume_dispatch
-    from ireetune.model_run.local_state import MODEL_RUN_NAME
-    from ireetune.run_dir import check_database_path, check_run_folder
+    from ireetune.core.errors import IreetuneError
+    from ireetune.core.run_dir import check_database_path, check_run_folder
+    from ireetune.flows.dispatch.resume import resume_dispatch
+    from ireetune.flows.handoff.folder_trust import GivenAgain, check_folder_trust
+    from ireetune.flows.model.local_state import MODEL_RUN_NAME
 
     check_run_folder(options.run_dir)
     if (options.run_dir / MODEL_RUN_NAME).is_file():

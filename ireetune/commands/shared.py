@@ -23,8 +23,8 @@ from ireetune.core.arguments import (
 from ireetune.core.options import add_options, option, options_from_arguments
 
 if TYPE_CHECKING:
-    from ireetune.dispatch_options import TuneOptions
-    from ireetune.model_options import ModelTuneOptions
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model.options import ModelTuneOptions
 
 TuningOptions = TypeVar("TuningOptions", "TuneOptions", "ModelTuneOptions")
 OptionsT = TypeVar("OptionsT")
@@ -76,7 +76,7 @@ def devices_option(more_help: str = "") -> Any:
 def given_flags_option() -> Any:
     """`--flags` of `continue`, `resume` and `replay`: the run's own flags beyond the flag
     search's, given again (a run folder is data and may not choose them,
-    handoff/folder_trust.py)."""
+    flows/handoff/folder_trust.py)."""
     return option(
         (), flag="--flags", type=flag_text,
         help="the --flags the run was tuned with, given again: a run folder's flags outside "
@@ -119,7 +119,7 @@ def read_tuning_options(
 ) -> TuningOptions:
     """Build a tuning command's options, with its executor, and check its output folder and
     database before any work."""
-    from ireetune.run_dir import check_database_path, check_output_dir
+    from ireetune.core.run_dir import check_database_path, check_output_dir
 
     executor, ray = parse_executor(arguments)
     options = options_from_arguments(options_class, arguments, executor=executor, ray=ray)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.core.arguments import TARGET_HELP, positive_seconds, user_path
-from ireetune.output_paths import add_force_argument
+from ireetune.core.output_paths import add_force_argument
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -73,7 +73,7 @@ def run_check(arguments: argparse.Namespace) -> int:
 
 
 def run_link(arguments: argparse.Namespace) -> int:
-    from ireetune.output_paths import check_new_output
+    from ireetune.core.output_paths import check_new_output
     from ireetune.spec.link import link_spec_files, render_link_result
 
     check_new_output(arguments.output, arguments.force, arguments.specs)
@@ -85,7 +85,7 @@ def run_link(arguments: argparse.Namespace) -> int:
 def run_show(arguments: argparse.Namespace) -> int:
     from iree.compiler import ir
 
-    from ireetune.input_files import check_mlir_input
+    from ireetune.core.input_files import check_mlir_input
     from ireetune.spec.inspect import list_matchers, render_coverage, render_matchers
     from ireetune.spec.source import read_spec
 

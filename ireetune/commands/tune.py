@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ireetune.commands.shared import Subparsers, add_tuning_command, announce_html_report
-from ireetune.model_options import ModelTuneOptions
+from ireetune.flows.model.options import ModelTuneOptions
 
 
 def register(subparsers: Subparsers) -> None:
@@ -19,7 +19,7 @@ def register(subparsers: Subparsers) -> None:
         ModelTuneOptions,
         run,
     )
-    # The command's own: it runs the model flow split between hosts (model_run/split.py).
+    # The command's own: it runs the model flow split between hosts (flows/model/split.py).
     parser.add_argument(
         "--stop-after", choices=["compile"], default=None,
         help="split the run for a GPU host without the compiler: compile here and write a run "
@@ -29,15 +29,15 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ModelTuneOptions, arguments: argparse.Namespace) -> int:
-    from ireetune.model_tuner import tune_model
+    from ireetune.flows.model.tuner import tune_model
 
     if options.externalize_weights and arguments.stop_after != "compile":
-        from ireetune.errors import IreetuneError
+        from ireetune.core.errors import IreetuneError
 
         raise IreetuneError("--externalize-weights applies only with --stop-after compile")
     if arguments.stop_after == "compile":
-        from ireetune.errors import IreetuneError
-        from ireetune.model_tuner import describe_status, prepare_split_run
+        from ireetune.core.errors import IreetuneError
+        from ireetune.flows.model.tuner import describe_status, prepare_split_run
 
         if options.time_budget_s is not None:
             raise IreetuneError(

@@ -7,8 +7,8 @@ import shlex
 import sys
 
 from ireetune.commands.shared import Subparsers, add_tuning_command, announce_html_report
-from ireetune.dispatch_options import References, StopAfter, TuneOptions
-from ireetune.tools import path_argument
+from ireetune.core.tools import path_argument
+from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 
 
 def register(subparsers: Subparsers) -> None:
@@ -24,8 +24,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: TuneOptions, arguments: argparse.Namespace) -> int:
-    from ireetune.dispatch_tuner import tune_dispatch
-    from ireetune.handoff.folder_flags import check_folder_flags
+    from ireetune.flows.dispatch.tuner import tune_dispatch
+    from ireetune.flows.handoff.folder_flags import check_folder_flags
 
     if options.stop_after is not None:
         # `finish` compiles with the folder's flags and accepts only the flag search's.

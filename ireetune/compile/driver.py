@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from ireetune.tools import (
+from ireetune.core.tools import (
     SPEC_SAFETY_FLAGS,
     find_tool,
     first_error_line,

@@ -31,8 +31,8 @@ from ireetune.benchmark.campaign import (
 from ireetune.benchmark.runner import BenchmarkJob, JobFeed
 from ireetune.compile.pool import CompileBatch
 from ireetune.compile.stage import classify_binary, record_compile
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
 

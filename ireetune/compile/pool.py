@@ -14,8 +14,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ireetune.child_process import stop_all_children
 from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
+from ireetune.core.child_process import stop_all_children
 
 _WAKE_UP_S = 0.2
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome
 from ireetune.core.candidate import earlier_binary
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateStatus
-from ireetune.errors import IreetuneError
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireetune.core.input_files import describe_path, is_utf8_name
 from ireetune.core.options import add_options, options_from_arguments
-from ireetune.input_files import describe_path, is_utf8_name
 
 if TYPE_CHECKING:
     from ireetune.executor import ExecutorKind, RaySettings
@@ -205,7 +205,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_executor(arguments: argparse.Namespace) -> tuple[ExecutorKind, RaySettings]:
     """Return the executor a tuning run asked for and its Ray settings."""
-    from ireetune.errors import IreetuneError
+    from ireetune.core.errors import IreetuneError
     from ireetune.executor import ExecutorKind, RaySettings
 
     kind = ExecutorKind(arguments.executor)

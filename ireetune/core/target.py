@@ -13,16 +13,18 @@ import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.features import FeatureSpace
 from ireetune.core.flag_space import FlagSpace
-from ireetune.errors import IreetuneError
-from ireetune.problem.family import Problem
-from ireetune.problem.registry import family_names
-from ireetune.tools import SPEC_SAFETY_FLAGS
+from ireetune.core.tools import SPEC_SAFETY_FLAGS
+
+if TYPE_CHECKING:
+    from ireetune.problem.family import Problem
 
 # The option that applies a tuning spec on most backends (llvm-cpu, ROCm).
 TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
@@ -315,9 +317,3 @@ class Target(abc.ABC):
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         """Read the compiler's own choice from a configured root op, if it can be expressed."""
         return self.space_for(problem).parse_default_knobs(problem, root_op)
-
-
-def check_family_coverage(target: Target) -> list[str]:
-    """List the op families a target neither tunes nor explains (should be none)."""
-    spaces, unsupported = target.family_spaces(), target.unsupported_families()
-    return [name for name in family_names() if name not in spaces and name not in unsupported]

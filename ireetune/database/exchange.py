@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import place_checks_after
 from ireetune.database.store import (
     IMPORTED_ORIGIN,
@@ -23,7 +24,6 @@ from ireetune.database.store import (
     read_database_rows,
 )
 from ireetune.database.validate import read_problem_key, validate_rows
-from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 
 CSV_FIELDS = (

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 30_000

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateChecks, CandidateStatus
 from ireetune.database.schema import (
     connect_read_only,
@@ -33,7 +34,6 @@ from ireetune.database.schema import (
     transaction,
 )
 from ireetune.decision.rules import Verdict
-from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 
 DB_VARIABLE = "IREETUNE_DB"

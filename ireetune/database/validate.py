@@ -27,6 +27,7 @@ from pydantic import (
     ValidationInfo,
 )
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.fields import NonEmpty, NonNegativeFloat
 from ireetune.database.store import (
     VERDICTS,
@@ -37,7 +38,6 @@ from ireetune.database.store import (
     parse_config_key,
     problem_key,
 )
-from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
 
 BASES = frozenset({"", "dispatch", "real-input", "model"})

@@ -43,8 +43,8 @@ from ireetune.benchmark.runner import (
 )
 from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus, run_compile
 from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome, record_outcome
+from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_bytes_once
-from ireetune.errors import IreetuneError
 from ireetune.executor import RaySettings
 from ireetune.executor.base import Executor
 from ireetune.executor.flag_files import FlagFiles, place_flag_files, read_flag_files

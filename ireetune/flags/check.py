@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ireetune.compile.driver import CompileRequest, CompileStatus, run_compile
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 
 # Flags that ireetune sets on every compile (target selection, specs, dumps, phases, output):
 # a user's copy would fight ours.

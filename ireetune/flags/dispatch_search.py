@@ -21,13 +21,13 @@ from iree.compiler import ir
 
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace, propose_flag_sets
 from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
-from ireetune.errors import IreetuneError
 from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,

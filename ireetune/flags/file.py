@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
-from ireetune.errors import IreetuneError
+from ireetune.core.input_files import read_input_text
 from ireetune.flags.check import check_flag_form
-from ireetune.input_files import read_input_text
 
 FLAGS_FILE_NAME = "tuned_flags.txt"
 RUNTIME_FLAGS_FILE_NAME = "runtime_flags.txt"

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace, propose_flag_sets
 from ireetune.core.target import Target
+from ireetune.core.tools import path_argument
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.errors import IreetuneError
 from ireetune.flags.runtime import runtime_row, search_runtime_flags
 from ireetune.flags.strategy import Budget, StrategySettings, search_flag_space
 from ireetune.flags.trials import (
@@ -48,7 +49,6 @@ from ireetune.flags.trials import (
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
-from ireetune.tools import path_argument
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor

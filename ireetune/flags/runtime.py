@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import RuntimeOption
 from ireetune.decision.rules import DecisionRule, rank_value
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.errors import IreetuneError
 from ireetune.model.timing import ModelComparison, ModelRun, RuntimeVariants
 
 if TYPE_CHECKING:

@@ -23,14 +23,14 @@ from ireetune.compile.driver import (
     build_request,
     run_compile,
 )
-from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
-from ireetune.input_files import (
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import (
     MLIR_BYTECODE_MAGIC,
     ONNX_HINT,
     describe_binary,
     read_input_bytes,
 )
+from ireetune.core.target import Target
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import (
     dump_dispatches,
     is_dispatch_benchmark,

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
-from ireetune.tools import find_tool, first_error_line, path_argument, run_tool
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_input_file
+from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
 
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
 ONNX_OPSET = 17

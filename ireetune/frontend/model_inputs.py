@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_input_file
 from ireetune.verify.compare import check_inputs, numpy_dtype
 
 _SPEC = re.compile(r"^((?:\d+x)*)([a-z]+\d+)(?:=(.*))?$")

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from iree.compiler import ir
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 _TORCH_ELEMENT = re.compile(r"^!torch\.vtensor<\[[\d,?-]*\],(.+)>$")
 

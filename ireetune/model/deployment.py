@@ -39,8 +39,8 @@ from ireetune.report.deployment import (
 )
 
 if TYPE_CHECKING:
-    from ireetune.model_options import ModelTuneOptions
-    from ireetune.model_tuner import ModelTuneResult
+    from ireetune.flows.model.options import ModelTuneOptions
+    from ireetune.flows.model.tuner import ModelTuneResult
 
 # Rounds of the comparison with ONNX Runtime, and how long the calls of one variant in one
 # round should take at least (at most MAX_CALLS calls): about 3 x 15 x 0.2 s for a slow model.

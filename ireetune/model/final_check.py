@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import clears_threshold
 from ireetune.decision.stats import SpeedupEstimate
-from ireetune.errors import IreetuneError
 from ireetune.model.outputs import outputs_match
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.select import (

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.compile.driver import build_request, run_compile
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 
 _DISPATCH_SITE = re.compile(r"stream\.cmd\.dispatch @([\w$.-]+)::")
 

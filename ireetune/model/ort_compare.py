@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.errors import IreetuneError
+from ireetune.core.tools import find_tool, first_error_line, run_tool
+from ireetune.core.worker_protocol import supervise_worker
 from ireetune.decision.medians import Estimate, compare_side_by_side
 from ireetune.decision.stats import Rounds
-from ireetune.errors import IreetuneError
 from ireetune.model.ort_worker import ONNXRUNTIME
-from ireetune.tools import find_tool, first_error_line, run_tool
-from ireetune.worker_protocol import supervise_worker
 
 # The IREE variants' names in a comparison made by the model flow.
 IREE_DEFAULT = "iree_default"

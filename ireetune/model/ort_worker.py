@@ -5,7 +5,7 @@ Run as `python -m ireetune.model.ort_worker` with a JSON request on stdin:
  "runtime_flags": ["--task_topology_max_group_count=2"], "threads": 2,
  "variants": [{"id": "iree_default", "vmfb": "default.vmfb"}, ...],
  "rounds": 15, "calls": 5, "warmup": 3, "pause_s": 0.02, "rtol": 0.001, "atol_scale": 0.001}
-It speaks the worker protocol (worker_protocol.py) with one job. The runtime flags are parsed
+It speaks the worker protocol (core/worker_protocol.py) with one job. The runtime flags are parsed
 before the device is created (they are process-wide, so they apply to every IREE variant), and
 ONNX Runtime's CPU provider runs the .onnx file with `threads` intra-op threads (inter-op 1,
 sequential). Every variant gets the inputs of the archive, in the graph's input order. Each IREE
@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ireetune.core.input_archive import read_input_archive
-from ireetune.worker_protocol import emit_event, open_device
+from ireetune.core.worker_protocol import emit_event, open_device
 
 ONNXRUNTIME = "onnxruntime"
 

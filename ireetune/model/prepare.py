@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from ireetune.compile.driver import CompileStatus, build_request, run_compile
+from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import read_mlir_file
 from ireetune.frontend.model_inputs import (
     InputSpec,

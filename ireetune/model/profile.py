@@ -13,10 +13,10 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_PROFILE_FORMAT
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import (
     DumpedDispatch,
     dump_dispatches,
@@ -162,7 +162,7 @@ def explain_profile(hot: HotSet) -> str:
 
 def write_profile(run_dir: Path, hot: HotSet) -> None:
     """Write the hot set as profile.json: what the report shows, and what `ireetune continue`
-    reads back (model_run/local_state.py): each dispatch's benchmark inside the run folder,
+    reads back (flows/model/local_state.py): each dispatch's benchmark inside the run folder,
     whether it is tunable, and the time the selected problems cover."""
     rows = [
         {

@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
-from ireetune.errors import IreetuneError
-from ireetune.worker_protocol import FailureKind, supervise_worker
+from ireetune.core.errors import IreetuneError
+from ireetune.core.worker_protocol import FailureKind, supervise_worker
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.errors import IreetuneError
 from ireetune.model.outputs import outputs_match
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
 

@@ -17,7 +17,7 @@ own flags, set before the process's device opens (the device reads them then). A
 set changes is spelled back to its default first, and a set's device is the same whichever
 device was created before it. Models with the same set share its device; the others share the
 process's device.
-It speaks the worker protocol (worker_protocol.py): each "load" job loads one model, calls it
+It speaks the worker protocol (core/worker_protocol.py): each "load" job loads one model, calls it
 once and saves its outputs, so a model that crashes or hangs there costs only itself; the last
 job, "time", times the models it names (loading any this process has not loaded: a fresh worker
 after a crash). With a `reference`, a model whose outputs differ from the reference's is not
@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 
 from ireetune.core.input_archive import read_input_archive
+from ireetune.core.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
 from ireetune.model.ort_worker import time_interleaved
 from ireetune.model.outputs import outputs_match
-from ireetune.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
 
 # The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
 PARAMETER_SCOPE = "model"

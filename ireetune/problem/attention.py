@@ -25,7 +25,7 @@ from typing import ClassVar
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,

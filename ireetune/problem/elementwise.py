@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import MatchPattern, Problem, ReferenceInputs, captured_values, narrow
 from ireetune.problem.generic import (
     NEUTRAL_BODY_OPS,

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from iree.compiler import ir
 from iree.compiler.dialects import arith, func, linalg, preprocessing_transform, tensor
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 
 class Problem(Protocol):

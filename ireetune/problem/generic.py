@@ -16,7 +16,7 @@ from typing import ClassVar, TypeVar
 from iree.compiler import ir
 from iree.compiler.dialects import func, transform
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,

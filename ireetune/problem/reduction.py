@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg, tensor
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import (
     MatchPattern,
     Problem,

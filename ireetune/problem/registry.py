@@ -13,7 +13,7 @@ from dataclasses import fields
 
 from iree.compiler import ir
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.attention import AttentionFamily, AttentionProblem
 from ireetune.problem.batch_contraction import BATCH_CONTRACTION_FAMILY
 from ireetune.problem.contraction import CONTRACTION_FAMILY, ContractionProblem

@@ -5,7 +5,7 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import parse_problem, problem_from_fields
 

@@ -37,8 +37,8 @@ from ireetune.compile.driver import (
 )
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.candidate import Knobs, format_knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import parse_module, strip_configurations
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.profiler.configs import (

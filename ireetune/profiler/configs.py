@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_file, read_input_json
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_input_file, read_input_json
 
 DEFAULT_NAME = "default"
 

@@ -17,16 +17,16 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
-from ireetune.errors import IreetuneError
-from ireetune.profiler.operations import ConvOperation, MatmulOperation, Operation, OperationKind
-from ireetune.run_files import (
+from ireetune.database.run_files import (
     FileModel,
     InsidePath,
     dump_document,
     read_json_object,
     validate_document,
 )
+from ireetune.profiler.operations import ConvOperation, MatmulOperation, Operation, OperationKind
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1

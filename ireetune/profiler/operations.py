@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 
 class OperationKind(enum.Enum):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.options import options_from
-from ireetune.errors import IreetuneError
 from ireetune.profiler.configs import compile_patterns, is_selected
 from ireetune.profiler.manifest import Manifest, read_manifest
 from ireetune.profiler.measure import MeasureOptions, measure_dispatches

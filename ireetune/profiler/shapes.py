@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ireetune.errors import IreetuneError
-from ireetune.input_files import parse_input_json, read_input_text
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import parse_input_json, read_input_text
 from ireetune.profiler.operations import (
     ALLOWED_ACCUMULATORS,
     DEFAULT_ACCUMULATOR,

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.output_paths import write_output
 from ireetune.core.records import CandidateStatus
 from ireetune.database.store import StoredResult, TuningDatabase
-from ireetune.output_paths import write_output
 from ireetune.report.html_page import Plot, build_plot, render_page
 from ireetune.report.plots import plot_speedup_bars
 

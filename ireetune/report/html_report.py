@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.output_paths import write_output
+from ireetune.core.output_paths import write_output
 from ireetune.report.deployment import describe_headline, describe_part
 from ireetune.report.html_page import Chip, Plot, build_chip, build_plot, render_page
 from ireetune.report.plots import (

@@ -2,7 +2,7 @@
 
 Every change to a candidate goes through `RunRecorder.update`, which keeps the record and hands
 it to the callbacks the flow registered (`on_update`: the database's, see
-dispatch_run/recording.py) and, on `save`, rewrites results.json and candidates.csv atomically.
+flows/dispatch/recording.py) and, on `save`, rewrites results.json and candidates.csv atomically.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class RunRecorder:
     # checks and the verdict this run reaches are written back.
     restored_rows: dict[int, StoredResult] = field(default_factory=dict)
     # Called with every record kept, at once: the flow registers what records elsewhere (the
-    # database, dispatch_run/recording.py), so a crash loses nothing already learned.
+    # database, flows/dispatch/recording.py), so a crash loses nothing already learned.
     on_update: list[Callable[[CandidateRecord], None]] = field(default_factory=list)
 
     def update(self, record: CandidateRecord) -> None:

@@ -3,7 +3,7 @@
 `ireetune replay RUN_DIR` times the default and the winner (or `--candidate N`) interleaved in
 rounds on the signal that decided the run (real inputs or the dispatch benchmark) and prints the
 paired speedup with its confidence interval: the run continued at its replay stage
-(handoff/continue_run.py). Runtime only: no compiler is imported.
+(flows/handoff/continue_run.py). Runtime only: no compiler is imported.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_input_folder
 from ireetune.core.records import CandidateStatus
+from ireetune.core.run_dir import is_inside_folder
+from ireetune.database.run_files import DecisionFile, DispatchRunFile, read_model_file
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_folder
-from ireetune.run_dir import is_inside_folder
-from ireetune.run_files import DecisionFile, DispatchRunFile, read_model_file
 
 
 def replay_command(run_dir: Path, candidate_id: int) -> str:

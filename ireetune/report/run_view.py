@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_input_folder
 from ireetune.core.records import (
     MODEL_PROFILE_FORMAT,
     MODEL_REPORT_FORMAT,
     RESULTS_FORMAT,
     DispatchOutcome,
 )
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_folder
+from ireetune.database.run_files import check_format, read_json_object
 from ireetune.report.deployment import Deployment, deployment_from_report
-from ireetune.run_files import check_format, read_json_object
 
 RESULTS_NAME = "results.json"
 MODEL_REPORT_NAME = "report.json"

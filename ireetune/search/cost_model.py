@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
-from ireetune.errors import IreetuneError
 
 if TYPE_CHECKING:
     # Imported where used: LightGBM takes a second to load, and most commands never need it.

@@ -16,10 +16,10 @@ import random
 from collections.abc import Sequence
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_target
 from ireetune.database.store import TuningDatabase
-from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem
 from ireetune.search.cost_model import CostModel, TrainingGroup, update_cost_model
 from ireetune.search.model_store import choose_model, model_folder, remember_machine_facts

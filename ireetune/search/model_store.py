@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.features import FeatureSpace
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import (
@@ -34,7 +35,6 @@ from ireetune.core.records import (
 )
 from ireetune.core.target import FactValue, Target
 from ireetune.database.store import StoredResult
-from ireetune.errors import IreetuneError
 from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.search.cost_model import (
     CostModel,

@@ -56,16 +56,16 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_input_folder, parse_input_json, read_input_bytes
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus, status_values
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_input_folder, parse_input_json, read_input_bytes
-from ireetune.problem.root_op import Problem, problem_from_fields
-from ireetune.run_files import (
+from ireetune.database.run_files import (
     CandidateRecordFile,
     DispatchRunFile,
     read_json_object,
     validate_document,
 )
+from ireetune.problem.root_op import Problem, problem_from_fields
 
 FORMAT_NAME = "ireetune-recorded-space"
 FORMAT_VERSION = 2

@@ -23,12 +23,12 @@ from ireetune.compile.driver import (
     build_request,
     run_compile,
 )
+from ireetune.core.errors import IreetuneError
+from ireetune.core.input_files import check_mlir_input
+from ireetune.core.output_paths import output_in_place, replace_output
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
-from ireetune.input_files import check_mlir_input
-from ireetune.output_paths import output_in_place, replace_output
+from ireetune.core.tools import SPEC_SAFETY_FLAGS
 from ireetune.targets import parse_target
-from ireetune.tools import SPEC_SAFETY_FLAGS
 
 
 @dataclass(frozen=True)

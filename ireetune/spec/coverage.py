@@ -6,8 +6,8 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.inspect import DispatchRoot

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
+from ireetune.core.errors import IreetuneError
 from ireetune.database.exchange import problem_from_key
 from ireetune.database.store import StoredResult, parse_config_key
-from ireetune.errors import IreetuneError
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 

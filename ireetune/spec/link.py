@@ -28,8 +28,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.compile.driver import CompileRequest, CompilerTool, run_compile
-from ireetune.errors import IreetuneError
-from ireetune.output_paths import write_output
+from ireetune.core.errors import IreetuneError
+from ireetune.core.output_paths import write_output
 from ireetune.spec.check import (
     ENTRYPOINT_ATTR,
     WITH_NAMED_SEQUENCE_ATTR,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.frontend.dispatches import read_mlir_file
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 # For types only: the flag spaces under this package are read on hosts without the compiler
-# (a run folder's flags are checked there, handoff/folder_flags.py), and a target needs it.
+# (a run folder's flags are checked there, flows/handoff/folder_flags.py), and a target needs it.
 if TYPE_CHECKING:
     from ireetune.core.target import Target
 

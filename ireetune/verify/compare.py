@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 # The element types ireetune makes inputs for, as MLIR spells them: signless, and the signed
 # (`si8`) and unsigned (`ui8`) integers and booleans (`i1`) of the torch dialect that ONNX and

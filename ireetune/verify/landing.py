@@ -8,8 +8,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.compile.driver import DUMP_CONFIGURATIONS_FLAG, build_request, run_compile
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 
 
 def dump_configurations(

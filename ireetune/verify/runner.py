@@ -1,4 +1,4 @@
-"""Run reference programs in worker processes (the worker protocol, worker_protocol.py), so a
+"""Run reference programs in worker processes (the worker protocol, core/worker_protocol.py), so a
 broken candidate cannot crash the tuner, and one that crashes or hangs costs only itself."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.worker_protocol import supervise_worker
+from ireetune.core.worker_protocol import supervise_worker
 
 
 @dataclass(frozen=True)

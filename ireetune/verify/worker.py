@@ -3,7 +3,7 @@
 Run as `python -m ireetune.verify.worker` with a JSON request on stdin:
 {"device": "local-task", "inputs": "inputs.npz", "repetitions": 3,
  "jobs": [{"candidate_id": 0, "vmfb": "ref_0.vmfb", "output": "out_0.npy"}]}
-It speaks the worker protocol (worker_protocol.py): a "start" line before each job, a "result"
+It speaks the worker protocol (core/worker_protocol.py): a "start" line before each job, a "result"
 line after it with its status and the median call time in milliseconds. Like the benchmark worker
 it needs only `iree-base-runtime` and `numpy`.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ireetune.core.input_archive import read_input_archive
-from ireetune.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
+from ireetune.core.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
 
 
 def _run_job(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 
 class GpuFamily(enum.Enum):

@@ -31,7 +31,7 @@ import z3
 from iree.compiler import ir
 from iree.compiler.dialects import iree_gpu
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.attention import AttentionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace

@@ -27,8 +27,8 @@ from ireetune.compile.driver import (
     build_request,
     run_compile,
 )
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, narrow

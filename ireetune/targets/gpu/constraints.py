@@ -23,7 +23,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.compile.driver import build_request, run_compile
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
     SUBGROUP_SIZE_KEY,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import z3
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import Problem, narrow
 from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace

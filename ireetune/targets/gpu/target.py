@@ -23,9 +23,9 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceFactory, SpaceRequest, Target
 from ireetune.database.store import compiler_version, problem_key
-from ireetune.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem

@@ -13,8 +13,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
-from ireetune.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts

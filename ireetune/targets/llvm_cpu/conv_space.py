@@ -19,7 +19,7 @@ from functools import partial
 import z3
 
 from ireetune.core.candidate import Knobs
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import (

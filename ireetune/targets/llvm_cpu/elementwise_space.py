@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import z3
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,

@@ -33,8 +33,8 @@ import z3
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import OpConfiguration
-from ireetune.errors import IreetuneError
 from ireetune.problem.family import Problem, narrow
 from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.llvm_cpu.common import (

@@ -11,11 +11,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.features import FeatureSpace
 from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, SpaceRequest, Target
 from ireetune.database.store import problem_key
-from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow

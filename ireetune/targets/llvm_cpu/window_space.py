@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import z3
 
 from ireetune.core.candidate import Knobs
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 
 # By vendor, in the order the error message lists them.
 _ARM = (

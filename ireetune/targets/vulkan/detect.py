@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
 from ireetune.targets.vulkan.archs import LAVAPIPE, VulkanDeviceLimits
 from ireetune.targets.vulkan.device import VENDOR_MESA, VulkanTargetChoice, detect_target
 

@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ireetune.errors import IreetuneError
+from ireetune.core.errors import IreetuneError
+from ireetune.core.tools import find_tool, run_tool
 from ireetune.targets.vulkan.archs import VulkanDeviceLimits, render_device_target
-from ireetune.tools import find_tool, run_tool
 
 # PCI vendor ids (Vulkan's `vendorID`) of the vendors IREE has named targets for, and Mesa's.
 VENDOR_AMD = 0x1002

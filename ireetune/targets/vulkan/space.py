@@ -20,8 +20,8 @@ import z3
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
-from ireetune.errors import IreetuneError
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import SpaceFactory, Target
-from ireetune.errors import IreetuneError
 from ireetune.targets.vulkan.archs import CUSTOM_TARGETS, VulkanDeviceLimits, render_device_target
 from ireetune.targets.vulkan.config import PIPELINE_NAMES, SpirvPipeline
 from ireetune.targets.vulkan.space import VulkanContractionSpace, VulkanConvolutionSpace

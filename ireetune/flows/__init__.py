@@ -1,0 +1,1 @@
+"""The flows: each runs the stages in order."""

@@ -1,0 +1,211 @@
+"""Start a dispatch run: the run object, the generate stage and the run folder.
+
+open_run           load the dispatch, open the database, fix the run's key and rule
+generate_stage     draw and order the candidates; read what the database has of them
+reusable_winner    a stored winner reached here under the same rule, if the run may reuse it
+start_run_folder   lay out the run folder and start its record (results.json)
+marked_failed      whatever ends the run early, its folder must not look finished
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune import __version__
+from ireetune.compile.pool import default_jobs
+from ireetune.core.errors import IreetuneError
+from ireetune.core.files import write_text_atomically
+from ireetune.core.target import Target
+from ireetune.database.keys import describe_device, describe_target
+from ireetune.database.store import (
+    ResultKey,
+    StoredResult,
+    TuningDatabase,
+    compiler_version,
+    default_database_path,
+    problem_key,
+)
+from ireetune.decision.rules import DecisionRule
+from ireetune.decision.stats import Basis
+from ireetune.executor import Executor
+from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
+from ireetune.flows.dispatch.options import CandidateOrder, TuneOptions
+from ireetune.flows.dispatch.run_options import write_run_options
+from ireetune.flows.dispatch.state import DispatchRun
+from ireetune.frontend.dispatches import strip_configurations
+from ireetune.frontend.load import load_dispatch
+from ireetune.problem.registry import family_of
+from ireetune.report.recorder import RunRecorder
+from ireetune.report.reuse import find_reusable, stale_candidates
+from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
+from ireetune.verify.compare import check_inputs
+
+
+def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
+    """Return the rule this target's verdicts are reached (and reused) under."""
+    return DecisionRule(
+        threshold=options.threshold, real_input_decides=target.decides_at_model_level
+    )
+
+
+@contextmanager
+def open_run(options: TuneOptions, target: Target, executor: Executor) -> Iterator[DispatchRun]:
+    """Load the dispatch and open the database; yield the run (its folder not started yet),
+    then close the database and remove the scratch folder."""
+    if options.use_database:
+        # What is slow to read again (a GPU space) is kept beside the database.
+        target.use_cache_folder(
+            (options.database_path or default_database_path()).parent / "spaces"
+        )
+    context = ir.Context()
+    with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
+        dispatch = load_dispatch(
+            options.input_path, options.dispatch, target, Path(scratch_name), context
+        )
+        # Refuse what the output check cannot make inputs for before any work or run folder.
+        reference_inputs = family_of(dispatch.problem).reference_inputs(dispatch.problem)
+        check_inputs(reference_inputs.shapes, reference_inputs.types, "the dispatch's inputs")
+        devices = list(options.devices) or [target.runtime_device]
+        database = (
+            TuningDatabase(options.database_path or default_database_path())
+            if options.use_database
+            else None
+        )
+        # Results under global flags are keyed apart: the same config may compile differently.
+        variant_key = str(dispatch.variant_target) + "".join(f" {f}" for f in target.global_flags)
+        result_key = ResultKey(
+            compiler_version(), describe_target(target.name, variant_key),
+            describe_device(devices[0]), problem_key(dispatch.problem), dispatch.problem.signature,
+        )  # fmt: skip
+        try:
+            yield DispatchRun(
+                executor, options, target, context, dispatch, devices,
+                decision_rule(target, options), database, result_key,
+                workers=options.jobs or default_jobs(),
+            )  # fmt: skip
+        finally:
+            if database is not None:
+                database.close()
+
+
+def generate_stage(run: DispatchRun) -> None:
+    """Draw the pool and keep the N candidates the chosen order puts first; say how it ordered
+    (`run.ordering`); read what the database holds for this dispatch (`run.stored`).
+
+    With a learned model (and `online`), only the first round is chosen here; the online search
+    (`run.search`) picks the later rounds from the rest of the pool as measurements arrive.
+    Other compilers' winners and imported results are put first, to be measured again.
+    """
+    options, target, dispatch = run.options, run.target, run.dispatch
+    pool_size = max(4 * options.num_candidates, 64)
+    try:
+        pool = list(
+            itertools.islice(
+                target.generate_candidates(
+                    dispatch.problem, dispatch.variant_target, dispatch.default_knobs, options.seed
+                ),
+                pool_size,
+            )
+        )
+    except IreetuneError:
+        raise
+    except Exception as error:
+        # A space that cannot be built is this dispatch's failure, with its reason: a model run
+        # records it and goes on with the other dispatches.
+        raise IreetuneError(
+            f"the search space of {dispatch.problem.signature} on {target.name} could not be "
+            f"built: {type(error).__name__}: {' '.join(str(error).split())}"
+        ) from error
+    if not pool:
+        raise IreetuneError(
+            f"the search space of {dispatch.problem.signature} on {target.name} is empty"
+        )
+    if options.order is CandidateOrder.RANDOM:
+        # The sampler's own order is already a seeded random walk over the space.
+        run.candidates, run.ordering = [(k, None) for k in pool[: options.num_candidates]], "random"
+    else:
+        ordered, ordering, model = order_pool(
+            target, dispatch.problem, str(dispatch.variant_target), pool, options.seed,
+            run.database, options.order.value,
+        )  # fmt: skip
+        rounds = plan_rounds(min(options.num_candidates, len(ordered)))
+        if model is not None and options.online and len(rounds) > 1 and options.stop_after is None:
+            run.search = OnlineSearch(
+                target, dispatch.problem, model, ordered, rounds, options.seed
+            )
+            run.ordering = f"{ordering}; online, rounds of {'+'.join(map(str, rounds))}"
+            run.candidates = [(knobs, score) for knobs, score in run.search.first_round]
+        else:
+            run.ordering = ordering
+            run.candidates = [(knobs, score) for knobs, score in ordered[: options.num_candidates]]
+    if run.database is not None:
+        run.stored = run.database.lookup(run.result_key)
+        run.candidates = stale_candidates(run.database, run.result_key, run.candidates)
+
+
+def reusable_winner(run: DispatchRun) -> StoredResult | None:
+    """Return the stored winner reached here under this rule, unless the run is to tune again."""
+    options = run.options
+    if run.database is None or options.retune or options.stop_after is not None:
+        return None
+    return find_reusable(run.stored, run.rule.name)
+
+
+def start_run_folder(run: DispatchRun, run_dir: Path) -> None:
+    """Lay out the run folder, copy the dispatch in and start its record (results.json)."""
+    options, target, dispatch = run.options, run.target, run.dispatch
+    run.real_input_search = (
+        target.searches_on_real_inputs(run.problem) and options.stop_after is None
+    )
+    for folder in ("inputs", "specs", "binaries", "failures", "verify"):
+        (run_dir / folder).mkdir()
+    original_path = run_dir / "inputs" / "original_benchmark.mlir"
+    shutil.copyfile(dispatch.benchmark_path, original_path)
+    strip_configurations(
+        original_path,
+        run_dir / "inputs" / "stripped_benchmark.mlir",
+        timeout_s=options.compile_timeout_s,
+    )
+    info = {
+        "ireetune_version": __version__,
+        "outcome": "running",
+        "input": str(options.input_path),
+        "target": target.name,
+        "devices": run.devices,
+        "problem": dispatch.problem.signature,
+        "seed": options.seed,
+        "num_candidates": options.num_candidates,
+        "compiler_version": run.result_key.compiler_version,
+        "database": str(run.database.path) if run.database is not None else None,
+        "rule": run.rule.name,
+        "timing_basis": (Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH).value,
+        "global_flags": list(target.global_flags),
+        "ordering": run.ordering,
+    }
+    if target.global_flags:
+        write_flags_file(run_dir / FLAGS_FILE_NAME, target.global_flags)
+    run.recorder = RunRecorder(run_dir, info)
+    write_run_options(run_dir, options)
+
+
+@contextmanager
+def marked_failed(run_dir: Path) -> Iterator[None]:
+    """Whatever ends the run inside, mark its results.json failed and remove best_spec.mlir."""
+    try:
+        yield
+    except BaseException:
+        marker = run_dir / "results.json"
+        if marker.exists():
+            data = json.loads(marker.read_text())
+            data["outcome"] = "failed"
+            write_text_atomically(marker, json.dumps(data, indent=2) + "\n")
+        (run_dir / "best_spec.mlir").unlink(missing_ok=True)
+        raise

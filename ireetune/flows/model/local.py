@@ -1,0 +1,403 @@
+"""The model flow's phases in process: every phase on this host, measuring as it goes.
+
+1. prepare: import the model (MLIR as is; ONNX through iree-import-onnx), make its inputs,
+   compile and run the default;
+2. flags: search the target's global compiler flags on the whole model (flags/model_search.py);
+3. profile: compile once with per-dispatch benchmark dumps, count each dispatch's launches, time
+   each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
+4. dispatches: tune each hot problem with the dispatch flow, keeping its top candidates even when
+   none beats the default on its own;
+5. variants: model-level selection (flows/model/local_select.py): each kept candidate alone and
+   every dispatch's first candidate together become model variants, timed beside the default
+   in one process, the pre-selected again in a fresh one, as in split mode; the winner (with
+   the default model's outputs) is the accepted set;
+6. decide: a final side-by-side check of the default and the tuned model (specs found harmful
+   are dropped), the tuned flags file, the combined check of flags and spec, the database row;
+7. report: report.txt and report.json.
+
+The run is saved after every phase, and after every dispatch of the dispatch phase
+(flows/model/local_state.py); `ireetune continue RUN` rebuilds it from its folder and runs the
+phases after the last one saved, a dispatch phase cut short with the dispatches not done yet.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ireetune.compile.driver import DEFAULT_SPECS_FLAG
+from ireetune.compile.pool import default_jobs
+from ireetune.core.errors import IreetuneError
+from ireetune.core.flag_space import FlagSpace
+from ireetune.core.target import Target
+from ireetune.database.keys import describe_device
+from ireetune.database.store import compiler_version, default_database_path
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.flags.file import write_flag_files
+from ireetune.flags.model_search import (
+    ModelFlagSearch,
+    measure_combined,
+    model_flag_rule,
+    repetitions_for,
+    search_model_flags,
+)
+from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
+from ireetune.flags.trials import FlagSearchResult
+from ireetune.flows.dispatch.options import TuneOptions
+from ireetune.flows.dispatch.resume import resume_dispatch
+from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
+from ireetune.flows.dispatch.tuner import tune_dispatch
+from ireetune.flows.model.local_select import TAIL_SLACK_S, select_variants
+from ireetune.flows.model.local_state import save_model_run
+from ireetune.flows.model.report import write_report
+from ireetune.flows.model.run import (
+    DispatchOutcome,
+    ModelCosts,
+    ModelTuneResult,
+    ModelTuningRun,
+    Pause,
+    Phase,
+    PhaseBody,
+    dispatch_phase_deadline,
+)
+from ireetune.frontend.model_import import import_model
+from ireetune.model.candidates import order_candidates
+from ireetune.model.deployment import report_deployment
+from ireetune.model.final_check import FinalTiming, check_final_set
+from ireetune.model.gate import skip_small_dispatches
+from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
+from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.select import MODEL_RULE
+from ireetune.model.timing import ModelComparison
+from ireetune.report.result import TuneResult
+from ireetune.targets import parse_target
+
+# How the prepare phase times the default model: at least this many rounds of this many calls.
+PREPARE_MIN_ROUNDS = 3
+PREPARE_REPETITIONS = 3
+
+
+def prepare(run: ModelTuningRun) -> Pause | None:
+    """Import the model, write its inputs, compile and run the default model."""
+    options = run.options
+    mlir_path = import_model(options.model_path, run.run_dir / "import")
+    if not mlir_path.is_relative_to(run.run_dir):
+        # The run compiles its own copy (same name: binaries embed it), so a continued run
+        # reads no model its folder names (a folder is data: flows/handoff/folder_trust.py).
+        (run.run_dir / "import").mkdir(exist_ok=True)
+        mlir_path = Path(shutil.copyfile(mlir_path, run.run_dir / "import" / mlir_path.name))
+    inputs_path = run.run_dir / "inputs.npz"
+    mlir_path, function = write_model_inputs(
+        mlir_path, options.inputs, options.seed, inputs_path, options.function,
+        run.run_dir / "import",
+    )  # fmt: skip
+    model = ModelUnderTuning(
+        mlir_path, function, inputs_path, run.target, options.with_default_specs
+    )
+    model.device = options.devices[0] if options.devices else run.target.runtime_device
+    run.model = model
+    run.default_vmfb = run.original_vmfb = run.run_dir / "default.vmfb"
+    compile_started = time.monotonic()
+    model.compile_default(run.default_vmfb)
+    timing_started = time.monotonic()
+    # The default's time is the basis of every share the profile gives and of the gate that
+    # skips dispatches too small to matter: a median of a few calls, not of `--rounds 1` (one
+    # call, which a loaded machine made 12 times a 0.07 ms model's time).
+    first = run.executor.run_models_side_by_side(
+        ModelComparison(
+            [("default", run.default_vmfb)], function, inputs_path, run.run_dir, model.device,
+            max(options.rounds, PREPARE_MIN_ROUNDS), PREPARE_REPETITIONS,
+        )
+    )  # fmt: skip
+    if not first["default"].ok:
+        raise IreetuneError(f"the default model does not run: {first['default'].reason}")
+    calls_s = sum(first["default"].times_ms) / 1000.0
+    run.costs = ModelCosts(
+        timing_started - compile_started, max(0.0, time.monotonic() - timing_started - calls_s)
+    )
+    model.default_outputs = first["default"].outputs
+    run.default_ms = run.original_ms = statistics.median(first["default"].times_ms)
+    return None
+
+
+def search_flags(run: ModelTuningRun) -> Pause | None:
+    """Search the target's global flags on the whole model; later phases use the winner."""
+    run.flag_request = request = _flag_search_request(run, run.target)
+    if not (run.options.search_flags and request.space.options + request.space.combinations):
+        return None
+    run.flag_search = search = search_model_flags(run.executor, request, run.run_dir / "flags")
+    run.notes.extend(search.notes)
+    if search.winner_binary is not None and search.estimate is not None:
+        # Everything after this phase (dumps, dispatch tuning, selection) uses the winner.
+        run.target = run.target.with_global_flags((*run.options.extra_flags, *search.winner.flags))
+        run.under_tuning.target = run.target
+        run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
+        run.costs = costs_under_winner(run.costs, search)
+    # Kept the moment the phase decides: a later phase that fails must not lose it.
+    write_flag_files(run.run_dir, run.target.global_flags, search.runtime_flags)
+    return None
+
+
+def costs_under_winner(costs: ModelCosts, search: FlagSearchResult) -> ModelCosts:
+    """The model's costs once the flag phase's winner applies: a compile takes what the winner's
+    took, when that is longer (data tiling and im2col doubled MobileNet-v2's: the later phases,
+    planned on the default's compile, ran past --time-budget)."""
+    compiled = [t.compile_s for t in search.trials if t.flag_set == search.winner]
+    return replace(costs, compile_s=max([costs.compile_s, *compiled]))
+
+
+def _flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch:
+    """Describe the flag phase's search from the model, the run's options and the target
+    before the flag phase (the user's flags only)."""
+    model, options = run.under_tuning, run.options
+    default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
+    return ModelFlagSearch(
+        source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
+        base_flags=(*target.compile_flags(), *default_specs), user_flags=options.extra_flags,
+        device=model.device, space=_flag_space(run, target),
+        rounds=options.rounds, repetitions=repetitions_for(run.original_ms),
+        max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
+        compile_timeout_s=model.compile_timeout_s,
+        rule=model_flag_rule(options.flag_threshold),
+        run_budget_s=options.time_budget_s,
+    )  # fmt: skip
+
+
+def _flag_space(run: ModelTuningRun, target: Target) -> FlagSpace:
+    """The user's flag sets, else the target's space for this model (made only when the phase
+    searches: a model-made option writes its file into the phase's folder)."""
+    options, model = run.options, run.under_tuning
+    if options.flag_sets:
+        return FlagSpace((), options.flag_sets)
+    if not options.search_flags:
+        return target.flag_space()
+    return target.model_flag_space(model.mlir_path, run.run_dir / "flags", model.compile_timeout_s)
+
+
+def profile(run: ModelTuningRun) -> Pause | None:
+    """Profile the model's dispatches on its device and pick the hot set (profile.json)."""
+    options = run.options
+    dispatches = profile_dispatches(
+        run.executor, run.under_tuning, run.run_dir, options.jobs, timed=True
+    )
+    run.hot = select_hot_dispatches(
+        dispatches.profiles, run.default_ms, options.coverage, options.max_dispatches
+    )
+    run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
+    run.dispatch_notes.update(skipped)
+    write_profile(run.run_dir, run.hot)
+    return None
+
+
+def tune_dispatches(run: ModelTuningRun) -> Pause | None:
+    """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
+    options = run.options
+    deadline = dispatch_phase_deadline(run.started, options.time_budget_s, time.monotonic())
+    durations: list[float] = []
+    for hot in run.hot_set.selected:
+        if hot.name in run.dispatches_done:
+            continue
+        started = time.monotonic()
+        # A dispatch is started only if it can end by the deadline, going by the ones before it.
+        expected_s = statistics.mean(durations) if durations else 0.0
+        if _tune_one_dispatch(run, hot, None if deadline is None else deadline - expected_s):
+            durations.append(time.monotonic() - started)
+        # Saved after each dispatch: a run stopped in this phase goes on with the next one.
+        run.dispatches_done.append(hot.name)
+        save_model_run(run)
+    return None
+
+
+def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: float | None) -> bool:
+    """Tune one hot dispatch, if it is not later than `start_by`; keep its best candidates, or
+    say why it was not tuned. Return whether it was tuned (its tuning ran, results or not)."""
+    options = run.options
+    if run.budget_spent():
+        run.dispatch_notes[hot.name] = "not tuned: time budget spent"
+        return False
+    if start_by is not None and time.monotonic() > start_by:
+        run.dispatch_notes[hot.name] = (
+            "not tuned: the dispatch phase's share of the time budget was spent (the rest "
+            "is kept for trying the tuned dispatches in the model)"
+        )
+        return False
+    try:
+        result = _resume_killed_tuning(run, hot) or tune_dispatch(
+            TuneOptions(
+                input_path=hot.benchmark_path, target=options.target,
+                num_candidates=options.num_candidates, output_dir=run.run_dir / "tuning",
+                jobs=options.jobs, seed=options.seed, database_path=options.database_path,
+                use_database=options.use_database, retune=options.retune,
+                show_progress=options.show_progress, extra_flags=run.target.global_flags,
+                devices=options.devices,
+            ),
+            run.executor,
+        )  # fmt: skip
+    except IreetuneError as failure:
+        run.dispatch_notes[hot.name] = f"not tuned: {failure}"
+        return True
+    if result.reused:
+        run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
+    if result.best is not None:
+        run.winners[hot.name] = result.run_dir / result.best.spec_path
+    kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
+    run.candidates[hot.name] = [result.run_dir / r.spec_path for r in kept]
+    for record in kept:
+        if record.median_ms and result.baseline_ms == result.baseline_ms:
+            run.session_ms[result.run_dir / record.spec_path] = (
+                result.baseline_ms,
+                record.median_ms,
+            )
+    if not kept:
+        run.dispatch_notes[hot.name] = "no candidate could be measured"
+    return True
+
+
+def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResult | None:
+    """Continue the dispatch's tuning where a killed run left it (`ireetune continue` of a model
+    run stopped in the dispatch phase): its newest folder under tuning/ whose options name the
+    dispatch's benchmark, resumed at the stage after the last one it saved. None when there is
+    none, or when that run can not be resumed (finished, stopped in online rounds or before its
+    specs were saved): the dispatch is then tuned again, in a new folder."""
+    tuning = run.run_dir / "tuning"
+    folders = [path.parent for path in tuning.glob(f"*/{OPTIONS_NAME}")]
+    benchmark = hot.benchmark_path.resolve()
+    for folder in sorted(folders, key=lambda path: path.stat().st_mtime, reverse=True):
+        try:
+            tuned = read_run_options(folder).input_path.resolve()
+        except IreetuneError:
+            continue  # Another dispatch's folder, or none this version can read: not this one.
+        if tuned != benchmark:
+            continue
+        try:
+            result = resume_dispatch(folder, run.executor, run.options.database_path)
+        except IreetuneError as refusal:
+            run.notes.append(f"{hot.name}: its killed tuning run was not resumed: {refusal}")
+            return None
+        run.notes.append(f"{hot.name}: its killed tuning run was resumed in {folder.name}")
+        return result
+    return None
+
+
+def decide(run: ModelTuningRun) -> Pause | None:
+    """Check the kept specs on the whole model, then the flags with them; record the result."""
+    assert run.default_vmfb is not None
+    # The harm search leaves the flags' combined check and the report their time.
+    left = run.seconds_left()
+    ends_at = None if left is None else time.monotonic() + left - run.costs.compile_s - TAIL_SLACK_S
+    run.final = final = check_final_set(
+        run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
+        FinalTiming(run.options.rounds, ends_at), run.notes,
+    )  # fmt: skip
+    for name in [n for n in run.accepted if final.tuned_spec is None or n in final.dropped]:
+        run.dispatch_notes[name] = (
+            "candidate spec kept in selection, then dropped at the final check"
+        )
+        del run.accepted[name]
+    combined, tuned_flags_path = _finish_flags(run)
+    run.result = ModelTuneResult(
+        run.run_dir, final.default_ms, final.tuned_ms, final.tuned_spec, dispatch_outcomes(run),
+        tuple(run.notes), final.estimate, run.target.global_flags, run.flag_search,
+        tuned_flags_path, combined, run.under_tuning.mlir_path,
+    )  # fmt: skip
+    return None
+
+
+def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
+    """Say what happened to each profiled dispatch (the tuned and selected ones in detail)."""
+    hot = run.hot_set
+
+    def columns(profile: DispatchProfile) -> tuple[float | None, float | None]:
+        # Default and tuned come from the same session: the dispatch's own tuning run.
+        spec = run.accepted.get(profile.name)
+        if spec is not None and spec in run.session_ms:
+            return run.session_ms[spec]
+        return profile.dispatch_ms, None
+
+    return tuple(
+        DispatchOutcome(
+            name=p.name,
+            problem=p.problem,
+            invocations=p.invocations,
+            share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
+            default_ms=columns(p)[0],
+            tuned_ms=columns(p)[1],
+            kept_spec=str(run.accepted[p.name]) if p.name in run.accepted else None,
+            note=run.dispatch_notes.get(p.name, "" if p in hot.selected else "not selected"),
+        )
+        for p in hot.ranked
+    )
+
+
+def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | None]:
+    """Write tuned_flags.txt, time the untouched default against flags plus spec, record both."""
+    model, options, run_dir, flag_search = (
+        run.under_tuning,
+        run.options,
+        run.run_dir,
+        run.flag_search,
+    )
+    assert run.final is not None and run.original_vmfb is not None
+    assert run.default_vmfb is not None
+    # A continued run describes the flag phase's timing again from the untouched target.
+    flag_request = run.flag_request or _flag_search_request(
+        run, parse_target(options.target).with_global_flags(options.extra_flags)
+    )
+    tuned_spec_path = run.final.tuned_spec
+    flags = model.target.global_flags
+    runtime_flags = flag_search.runtime_flags if flag_search is not None else ()
+    tuned_flags_path = write_flag_files(run_dir, flags, runtime_flags)
+    combined = None
+    if flag_search is not None and flag_search.improved:
+        final_vmfb = run.default_vmfb
+        if tuned_spec_path is not None:
+            final_vmfb = run_dir / "tuned.vmfb"
+            error = model.compile(tuned_spec_path, final_vmfb)
+            assert not error, f"the tuned model compiled in the final check: {error}"
+        combined, why = measure_combined(
+            run.executor, run.original_vmfb, final_vmfb, flag_request, run_dir / "final",
+            runtime_flags,
+        )  # fmt: skip
+        if combined is None:
+            run.notes.append(f"the combined check of flags and spec failed: {why}")
+    if options.use_database:
+        record_model_result(
+            options.database_path or default_database_path(),
+            ModelKey(compiler_version(), model.target.name, describe_device(model.device), hash_model(model.mlir_path)),
+            ModelResult(
+                options.model_path.name, flags,
+                flag_search.estimate.speedup if flag_search and flag_search.estimate else None,
+                flag_search.estimate.low if flag_search and flag_search.estimate else None,
+                flag_search.estimate.high if flag_search and flag_search.estimate else None,
+                (flag_search.rule if flag_search else MODEL_RULE).name,
+                tuned_spec_path.read_text() if tuned_spec_path else "",
+                combined.speedup if combined else None, combined.low if combined else None,
+                combined.high if combined else None, str(run_dir),
+            ),
+        )  # fmt: skip
+    return combined, tuned_flags_path
+
+
+def report(run: ModelTuningRun) -> Pause | None:
+    """Write report.txt and report.json."""
+    assert run.result is not None and run.original_vmfb is not None
+    write_report(run)
+    runtime_flags = run.flag_search.runtime_flags if run.flag_search is not None else ()
+    report_deployment(run.under_tuning, run.options, run.original_vmfb, run.result, runtime_flags)
+    return None
+
+
+# The body of every phase of the model flow, in process.
+LOCAL_PHASES: dict[Phase, PhaseBody] = {
+    Phase.PREPARE: prepare,
+    Phase.FLAGS: search_flags,
+    Phase.PROFILE: profile,
+    Phase.DISPATCHES: tune_dispatches,
+    Phase.VARIANTS: select_variants,
+    Phase.DECIDE: decide,
+    Phase.REPORT: report,
+}

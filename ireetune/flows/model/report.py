@@ -1,0 +1,146 @@
+"""The report of an in-process model run: report.txt for people, report.json for the viewers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from ireetune.core.files import write_text_atomically
+from ireetune.core.records import MODEL_REPORT_FORMAT
+from ireetune.flags.model_search import apply_command
+from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import ModelTuneResult, ModelTuningRun
+from ireetune.model.hot import HotSet
+from ireetune.model.profile import explain_profile
+from ireetune.model.select import MODEL_RULE
+from ireetune.targets import parse_target
+
+
+def describe_flag_phase(search: FlagSearchResult | None, flags: Sequence[str]) -> list[str]:
+    """Say what the flag phase kept (or that it did not run, and the flags given) and every
+    set it tried: the report lines of both modes."""
+    lines: list[str] = []
+    if search is None:
+        lines.append("flag phase: not run" + (f"; flags given: {' '.join(flags)}" if flags else ""))
+    else:
+        timed = sum(1 for t in search.trials if t.first is not None)
+        skipped = sum(1 for t in search.trials if t.status.value in ("no-effect", "duplicate"))
+        verdict = (
+            f"kept {search.winner.label}: {search.estimate.describe()} over default flags"
+            if search.estimate is not None
+            else "no flag set beat the default flags by the rule; defaults kept"
+        )
+        lines.append(
+            f"flag phase ({search.rule.name}): {verdict}; {len(search.trials) - 1} sets tried, "
+            f"{skipped} with no effect on the binary or duplicates (not timed), {timed} timed"
+        )
+        lines.extend(f"  {describe_trial(t)}" for t in search.trials[1:])
+        lines.append(f"  all trials: {search.trials_path}")
+    return lines
+
+
+def flag_search_json(search: FlagSearchResult | None) -> dict[str, object] | None:
+    """Return the flag phase's result as report.json holds it (None: the phase did not run)."""
+    if search is None:
+        return None
+    return {
+        "winner": list(search.winner.flags), "rule": search.rule.name,
+        "trials": [trial_row(t) for t in search.trials], "trials_file": str(search.trials_path),
+    }  # fmt: skip
+
+
+def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> list[str]:
+    """Say which global flags the tuned model uses, what they were worth, and how to apply them."""
+    lines = ["", *describe_flag_phase(result.flag_search, result.flags)]
+    if result.combined is not None:
+        lines.append(
+            f"combined (tuned flags and spec) over default flags without spec: "
+            f"{result.combined.describe()} ({result.combined.baseline_ms:.3f} -> "
+            f"{result.combined.candidate_ms:.3f} ms, interleaved in one process)"
+        )
+    if result.tuned_flags_path is not None:
+        lines.append(f"tuned flags: {result.tuned_flags_path}")
+    if result.tuned_flags_path is not None or result.tuned_spec_path is not None:
+        target = parse_target(options.target)
+        lines.append(
+            "apply: "
+            + apply_command(
+                result.mlir_path or options.model_path,
+                target,
+                result.tuned_flags_path,
+                result.tuned_spec_path,
+            )  # fmt: skip
+        )
+    return lines
+
+
+def describe_coverage(hot: HotSet) -> str:
+    """Say how many problems were selected and what share of the time they cover: of the
+    model's measured time, or of the dispatch total where the dispatch benchmarks add up to
+    more than the model takes."""
+    basis = "the model's measured time" if hot.model_ms >= hot.explained_ms else "dispatch time"
+    share = hot.covered_ms / max(hot.model_ms, hot.explained_ms, 1e-9)
+    return f"{len(hot.selected)} dispatch problem(s) selected, covering {share:.0%} of {basis}"
+
+
+def write_report(run: ModelTuningRun) -> None:
+    """Write the run's report.txt and report.json from its result and hot set."""
+    options, hot, result, run_dir = run.options, run.hot_set, run.result, run.run_dir
+    assert result is not None
+    wall_s = time.monotonic() - run.started
+    lines = [
+        f"model: {options.model_path}   target: {options.target}",
+        ("specs, both under the tuned flags: " if result.flags else "")
+        + f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
+        + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
+        + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
+        "process, 95% paired interval)",
+        explain_profile(hot),
+        f"tuning wall time {wall_s:.0f} s; {describe_coverage(hot)}",
+        "",
+        f"{'share':>6} {'runs':>4} {'default ms':>10} {'tuned ms':>9}  {'dispatch':<40} problem / note"
+        "   (default and tuned ms of a tuned dispatch: its own tuning session)",
+    ]
+    for outcome in result.dispatches:
+        if outcome.share < 0.005 and not outcome.kept_spec and outcome.note == "not selected":
+            continue
+        lines.append(
+            f"{outcome.share:>6.1%} {outcome.invocations:>4} {outcome.default_ms or 0:>10.4f} "
+            f"{'-' if outcome.tuned_ms is None else f'{outcome.tuned_ms:.4f}':>9}  "
+            f"{outcome.name[:40]:<40} {outcome.problem}"
+            + (f" | {outcome.note}" if outcome.note else "")
+        )
+    lines.extend(f"note: {n}" for n in result.notes)
+    if result.tuned_spec_path is not None:
+        lines.append(f"tuned spec: {result.tuned_spec_path}")
+    lines.extend(_flag_report_lines(options, result))
+    text = "\n".join(lines) + "\n"
+    write_text_atomically(run_dir / "report.txt", text)
+    payload = {
+        "format": MODEL_REPORT_FORMAT,
+        "model": str(options.model_path),
+        "target": options.target,
+        # The model and its dispatches were profiled and timed on the first; candidates on all.
+        "devices": list(options.devices) or [parse_target(options.target).runtime_device],
+        "default_ms": result.default_ms,
+        "tuned_ms": result.tuned_ms,
+        "speedup": result.speedup,
+        "speedup_low": result.estimate.low if result.estimate else None,
+        "speedup_high": result.estimate.high if result.estimate else None,
+        "rule": MODEL_RULE.name,
+        "wall_s": wall_s,
+        "tuned_spec": str(result.tuned_spec_path) if result.tuned_spec_path else None,
+        "notes": list(result.notes),
+        "dispatches": [outcome.__dict__ for outcome in result.dispatches],
+        "flags": list(result.flags),
+        "tuned_flags": str(result.tuned_flags_path) if result.tuned_flags_path else None,
+        "flag_search": flag_search_json(result.flag_search),
+        "combined_speedup": result.combined.speedup if result.combined else None,
+        "combined_low": result.combined.low if result.combined else None,
+        "combined_high": result.combined.high if result.combined else None,
+    }  # fmt: skip
+    write_text_atomically(
+        run_dir / "report.json", json.dumps(payload, indent=2, default=str) + "\n"
+    )

@@ -1,0 +1,209 @@
+"""One model run: the state every phase of the model flow reads and writes, and its sequencer.
+
+The model flow is one sequence of phases (`PHASES`): prepare, flags, profile, dispatches,
+variants, decide, report. A mode says where measuring happens:
+
+- `Mode.IN_PROCESS` (`ireetune tune MODEL`): every phase on this host, measuring as it goes
+  (flows/model/local.py);
+- `Mode.SPLIT` (`ireetune tune MODEL --stop-after compile`, then `ireetune continue`): this
+  host compiles; a phase that needs the device writes the device step's manifest and the run
+  pauses (a `Pause`) until `ireetune device-step` has measured on the device host
+  (flows/model/split.py).
+
+Each mode gives a body for every phase; `run_phases` runs them in order and saves the run after
+each one (in-process: `model_run.json`, what the later phases need, flows/model/local_state.py;
+split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
+the last one saved (`run_phases`' `start`). Both modes run every phase: the split mode's flag
+phase times the search's seeds in one round trip (flows/model/split_flags.py); what it leaves to
+the in-process mode (the greedy steps past the seeds, the runtime options) its report says.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ireetune.core.records import DispatchOutcome
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.flags.trials import FlagSearchResult
+
+if TYPE_CHECKING:
+    from ireetune.core.target import Target
+    from ireetune.executor import Executor
+    from ireetune.flags.model_search import ModelFlagSearch
+    from ireetune.flows.model.options import ModelTuneOptions
+    from ireetune.model.final_check import FinalCheck
+    from ireetune.model.hot import HotSet
+    from ireetune.model.prepare import ModelUnderTuning
+    from ireetune.model.variants import VariantVerdict
+
+
+class Mode(enum.StrEnum):
+    """Where a model run measures."""
+
+    IN_PROCESS = "in-process"
+    SPLIT = "split"
+
+
+class Phase(enum.StrEnum):
+    """The phases of the model flow, in the order they run."""
+
+    PREPARE = "prepare"
+    FLAGS = "flags"
+    PROFILE = "profile"
+    DISPATCHES = "dispatches"
+    VARIANTS = "variants"
+    DECIDE = "decide"
+    REPORT = "report"
+
+
+PHASES = tuple(Phase)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Where a split run stops for the device host: the round trip its manifest starts."""
+
+    round_trip: int
+
+
+@dataclass(frozen=True)
+class ModelTuneResult:
+    run_dir: Path
+    default_ms: float
+    tuned_ms: float
+    tuned_spec_path: Path | None
+    dispatches: tuple[DispatchOutcome, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    # The final side-by-side check's paired speedup and interval (None without a tuned spec).
+    # With flags tuned, default and tuned here both use them: this is the specs' contribution.
+    estimate: SpeedupEstimate | None = None
+    # Every global flag of the tuned model (the user's, then the flag phase's winner).
+    flags: tuple[str, ...] = ()
+    flag_search: FlagSearchResult | None = None
+    tuned_flags_path: Path | None = None
+    # The untouched default model against the tuned one (flags and spec), side by side.
+    combined: SpeedupEstimate | None = None
+    # The MLIR that was tuned (an ONNX model's import): what iree-compile takes.
+    mlir_path: Path | None = None
+
+    @property
+    def speedup(self) -> float:
+        return self.default_ms / self.tuned_ms if self.tuned_ms else 1.0
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """What the prepare phase measured of the whole model, to plan the later phases within
+    `--time-budget`: one compile of it, and what a timing session spends on it besides its
+    calls (the process, loading the binary twice, the first call, the output files)."""
+
+    compile_s: float = 0.0
+    load_s: float = 0.0
+
+
+@dataclass
+class ModelTuningRun:
+    """What one model run knows, handed from phase to phase.
+
+    The first fields are fixed when the run starts; the prepare phase sets `model`; the rest
+    grow as the phases go. A split run keeps what it knows in `state`, the document saved as
+    split.json (read back by `ireetune continue`), and `device_results`, the device step's
+    latest results.
+    """
+
+    mode: Mode
+    options: ModelTuneOptions
+    target: Target
+    run_dir: Path
+    executor: Executor
+    started: float = field(default_factory=time.monotonic)
+    model: ModelUnderTuning | None = None
+    notes: list[str] = field(default_factory=list)
+    dispatch_notes: dict[str, str] = field(default_factory=dict)
+    phases_done: list[str] = field(default_factory=list)
+    # In process: the default model (the flag phase's winner once it has run) and its time, the
+    # untouched one and its time.
+    default_vmfb: Path | None = None
+    original_vmfb: Path | None = None
+    default_ms: float = 0.0
+    original_ms: float = 0.0
+    costs: ModelCosts = field(default_factory=ModelCosts)
+    flag_request: ModelFlagSearch | None = None
+    flag_search: FlagSearchResult | None = None
+    hot: HotSet | None = None
+    # Each hot dispatch's kept candidate specs (best first), its verified winner, and per spec
+    # (default ms, candidate ms) from the same tuning session of that dispatch.
+    candidates: dict[str, list[Path]] = field(default_factory=dict)
+    winners: dict[str, Path] = field(default_factory=dict)
+    session_ms: dict[Path, tuple[float, float]] = field(default_factory=dict)
+    # The hot dispatches the dispatch phase is done with (tuned or not, each with its note).
+    dispatches_done: list[str] = field(default_factory=list)
+    # The specs model-level selection accepted, and the model with all of them.
+    accepted: dict[str, Path] = field(default_factory=dict)
+    current_vmfb: Path | None = None
+    selection_trials: list[dict[str, Any]] = field(default_factory=list)
+    final: FinalCheck | None = None
+    result: ModelTuneResult | None = None
+    # Split: the state document and what the device step returned.
+    state: dict[str, Any] = field(default_factory=dict)
+    device_results: dict[str, Any] | None = None
+    variant_verdict: VariantVerdict | None = None
+
+    @property
+    def under_tuning(self) -> ModelUnderTuning:
+        assert self.model is not None, "the prepare phase sets the model"
+        return self.model
+
+    @property
+    def hot_set(self) -> HotSet:
+        assert self.hot is not None, "the profile phase sets the hot set"
+        return self.hot
+
+    def budget_spent(self) -> bool:
+        """Say whether the run's `--time-budget` is spent."""
+        left = self.seconds_left()
+        return left is not None and left < 0
+
+    def seconds_left(self) -> float | None:
+        """Return the seconds left of the run's `--time-budget` (None: no budget)."""
+        budget = self.options.time_budget_s
+        return None if budget is None else self.started + budget - time.monotonic()
+
+
+# The share of what is left of `--time-budget` when the dispatch phase starts that it may spend
+# tuning dispatches: the rest is kept for the model-level selection, which alone turns a tuned
+# dispatch into a kept spec (MobileNet-v2 with --time-budget 600 tuned eight dispatches and had
+# no time left to try one of them in the model).
+DISPATCH_PHASE_SHARE = 0.6
+
+
+def dispatch_phase_deadline(started: float, budget_s: float | None, now: float) -> float | None:
+    """Return the time (on the clock of `started` and `now`) after which the dispatch phase
+    starts tuning no new dispatch: its share of the budget left at `now` (None: no budget)."""
+    if budget_s is None:
+        return None
+    left = max(0.0, started + budget_s - now)
+    return now + DISPATCH_PHASE_SHARE * left
+
+
+PhaseBody = Callable[[ModelTuningRun], Pause | None]
+
+
+def run_phases(
+    run: ModelTuningRun,
+    bodies: Mapping[Phase, PhaseBody],
+    save: Callable[[ModelTuningRun, Phase], None],
+) -> Pause | None:
+    """Run the mode's body of every phase not done yet (`run.phases_done`) in order, saving the
+    run after each; stop at the first that pauses for the device host and return its pause."""
+    for phase in PHASES[len(run.phases_done) :]:
+        pause = bodies[phase](run)
+        save(run, phase)
+        if pause is not None:
+            return pause
+    return None

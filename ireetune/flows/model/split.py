@@ -1,0 +1,416 @@
+"""The model flow's phases split between a compile host and a runtime-only device host.
+
+The run folder is a state machine (`split.json`, split_state.py). This host runs every phase
+that compiles; where a phase needs the device it writes `device_step.json` and the run pauses.
+The device host runs `ireetune device-step RUN`, which does whatever the manifest lists, and each
+`ireetune continue RUN` here reads the device's results and runs the phases again: a phase
+keeps what is recorded as done and goes on where it stopped.
+
+    prepare     import, inputs, the default model
+    flags       the target's known-good flag sets (or --try-flags), each compiled once and sorted
+                by hash; [device] the distinct binaries timed against the default, interleaved
+                in one process, the fastest timed again in a fresh session; the flag rule
+                decides, and every later phase compiles with the winner (split_flags.py)
+    profile     the dispatch benchmarks (dumped, compiled, launches counted), and the candidates
+                of the dispatches a static ranking puts first (FLOPs x launches): one
+                dispatch-level benchmark folder each; then [device] profile the model and every
+                dispatch, measure every dispatch folder; the measured hot set
+    dispatches  only when the measured hot set names a dispatch the static ranking missed: its
+                folder, measured in one more round trip
+    variants    each hot dispatch's verified winner and runners-up (flows/handoff/finish.py, the
+                decision stage) become model variants: each alone, and the winners together;
+                [device] every variant timed against the default, interleaved in one process;
+                the fastest by point estimate timed again in a fresh session
+    decide      the decision stage's rule (MODEL_RULE) on the fresh session's intervals and the
+                outputs; the winner's spec is `tuned_spec.mlir`
+    report      report.txt and report.json
+
+Two round trips when the static ranking covers the hot set, and one more for the flag phase when
+it has a binary to time. Every phase can be run again after a kill: finished sub-steps are
+recorded in `split.json` and kept. A folder whose model, device manifest or results do not match
+the hashes recorded is refused with one line (split_device.py writes the manifests and reads the
+results back).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ireetune.compile.driver import CompileStatus
+from ireetune.compile.pool import default_jobs
+from ireetune.core.errors import IreetuneError
+from ireetune.decision.rules import Decision
+from ireetune.decision.stats import SpeedupEstimate
+from ireetune.executor.base import Executor
+from ireetune.flags.file import write_flag_files
+from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
+from ireetune.flows.dispatch.tuner import tune_dispatch
+from ireetune.flows.handoff.finish import finish_run
+from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, VariantTask, hash_file
+from ireetune.flows.model.run import ModelTuningRun, Pause, Phase, PhaseBody
+from ireetune.flows.model.split_device import (
+    default_model_of,
+    load_outputs,
+    record_time,
+    relative_to_run,
+    send_to_device,
+)
+from ireetune.flows.model.split_flags import search_flags_split
+from ireetune.flows.model.split_report import write_split_report
+from ireetune.flows.model.split_state import SplitStage, save_state
+from ireetune.frontend.model_import import import_model
+from ireetune.model.candidates import order_candidates
+from ireetune.model.gate import skip_small_dispatches
+from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.outputs import outputs_match
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
+from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.select import MODEL_RULE
+from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
+from ireetune.model.timing import repetitions_for
+from ireetune.model.variant_build import compile_variants
+from ireetune.model.variants import (
+    VariantPlan,
+    VariantVerdict,
+    decide_variants,
+    first_session_estimate,
+    plan_variants,
+)
+
+
+def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> ModelUnderTuning:
+    """Return the model under tuning as split.json records it."""
+    model = state["model"]
+    under_tuning = ModelUnderTuning(
+        run_dir / model["mlir"], model["function"], run_dir / "inputs.npz", run.target,
+        state["options"]["with_default_specs"],
+    )  # fmt: skip
+    under_tuning.compile_timeout_s = model.get("compile_timeout_s", 1200.0)
+    return under_tuning
+
+
+# --- The phases ------------------------------------------------------------------------------
+
+
+def prepare(run: ModelTuningRun) -> Pause | None:
+    """Import the model (its own copy in the folder), write its inputs, compile the default."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    done = state["done_steps"]
+    if "import" not in done:
+        weights = run_dir / "import" / "weights.irpa"
+        externalize = options.externalize_weights and options.model_path.suffix == ".onnx"
+        mlir_path = import_model(
+            options.model_path, run_dir / "import", weights if externalize else None
+        )
+        if not mlir_path.resolve().is_relative_to(run_dir.resolve()):
+            # The folder holds its own copy: later phases compile it, and check its hash.
+            copied = run_dir / "import" / mlir_path.name
+            copied.parent.mkdir(exist_ok=True)
+            shutil.copyfile(mlir_path, copied)
+            mlir_path = copied
+        mlir_path, function = write_model_inputs(
+            mlir_path, options.inputs, options.seed, run_dir / "inputs.npz", options.function,
+            run_dir / "import",
+        )  # fmt: skip
+        state["model"] = {
+            "source": str(options.model_path), "mlir": relative_to_run(run_dir, mlir_path),
+            "mlir_sha256": hash_file(mlir_path), "function": function,
+            "parameters": ["import/weights.irpa"] if externalize else [],
+        }  # fmt: skip
+        done.append("import")
+        save_state(run_dir, state)
+    run.model = model = model_of(run_dir, state, run)
+    if "default" not in done:
+        model.compile_default(run_dir / "default.vmfb")
+        state["model"]["compile_timeout_s"] = model.compile_timeout_s
+        done.append("default")
+        save_state(run_dir, state)
+    return None
+
+
+def profile(run: ModelTuningRun) -> Pause | None:
+    """Dump and compile the dispatch benchmarks; before the device has profiled the model,
+    compile the folders of the dispatches ranked first and pause; after, pick the hot set."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    done = state["done_steps"]
+    if "dispatches" not in done:
+        dispatches = profile_dispatches(
+            run.executor, run.under_tuning, run_dir, options.jobs, timed=False
+        )
+        state["dispatches"] = [
+            {
+                "index": d.index, "name": d.name, "benchmark": relative_to_run(run_dir, d.path),
+                "vmfb": relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
+                "problem": p.problem, "tunable": p.tunable, "invocations": p.invocations,
+                **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
+            }
+            for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
+        ]  # fmt: skip
+        done.append("dispatches")
+        save_state(run_dir, state)
+    if "profile" not in state:
+        profiles = _profiles(run, {})
+        costs = {
+            d["name"]: estimate_cost(d["flops"], d.get("bytes", 0)) for d in state["dispatches"]
+        }
+        _compile_folders(run, pre_rank_dispatches(profiles, costs, options.max_dispatches))
+        record_time(state, "prepare", "compile", time.monotonic() - run.started)
+        dispatch_binaries = [
+            LabelledBinary(d["name"], d["vmfb"]) for d in state["dispatches"] if d["vmfb"]
+        ]
+        return send_to_device(
+            run,
+            ProfileTask(tuple(dispatch_binaries), options.rounds),
+            sorted(state["folders"].values()),
+        )
+    measured = state["profile"]
+    run.hot = select_hot_dispatches(
+        _profiles(run, measured["dispatch_ms"]), measured["model_ms"], options.coverage,
+        options.max_dispatches,
+    )  # fmt: skip
+    run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
+    state.setdefault("dispatch_notes", {}).update(skipped)
+    write_profile(run_dir, run.hot)
+    return None
+
+
+def complete_dispatches(run: ModelTuningRun) -> Pause | None:
+    """Compile the folders of hot dispatches the static ranking missed; pause until every hot
+    dispatch's folder was measured."""
+    state = run.state
+    if _variants_measured(run):
+        return None
+    missing = [p for p in run.hot_set.selected if p.problem not in state["folders"]]
+    if missing:
+        _compile_folders(run, missing)
+        record_time(state, "candidates", "compile", time.monotonic() - run.started)
+    # Folders of hot problems that no device step has measured yet (compiled just now, or
+    # before a kill) go out in one more round trip.
+    outcomes = state.get("folder_outcomes", {})
+    unmeasured = sorted(
+        {state["folders"][p.problem] for p in run.hot_set.selected if state["folders"].get(p.problem)}
+        - set(outcomes)
+    )  # fmt: skip
+    if unmeasured:
+        return send_to_device(run, folders=unmeasured)
+    return None
+
+
+def build_variants(run: ModelTuningRun) -> Pause | None:
+    """Link and compile the model variants and pause for the device to time them (none: go on
+    to decide without variants)."""
+    if _variants_measured(run):
+        return None
+    variants = _compile_variants(run)
+    record_time(run.state, "variants", "compile", time.monotonic() - run.started)
+    if variants is None:
+        return None
+    return send_to_device(run, variants=variants)
+
+
+def decide(run: ModelTuningRun) -> Pause | None:
+    """Decide among the confirmed variants; write tuned_spec.mlir (if one won)."""
+    run_dir, state = run.run_dir, run.state
+    variants = (
+        run.device_results["variants"]
+        if run.device_results is not None and _variants_measured(run)
+        else None
+    )
+    labels = [row["label"] for row in state.get("variants", [])]
+    decision: Decision | None = None
+    estimates: dict[str, SpeedupEstimate | None] = {}
+    winner_label = None
+    if variants is not None:
+        first = variants["first"]
+        default_outputs = load_outputs(run_dir / first["default"]["outputs"])
+        outputs_of = {
+            label: outputs_match(default_outputs, load_outputs(run_dir / entry["outputs"]))
+            if entry.get("outputs")
+            else (False, entry.get("reason") or "did not run")
+            for label, entry in first.items()
+            if label != "default"
+        }
+        decision, estimates = decide_variants(variants, labels, outputs_of)
+        for row in state["variants"]:
+            judgement = decision.judgements.get(labels.index(row["label"]) + 1)
+            estimate = estimates.get(row["label"])
+            measured = first.get(row["label"])
+            row["outputs_match"] = outputs_of.get(row["label"], (None, ""))[0]
+            row["confirmed"] = row["label"] in variants["contenders"]
+            row["speedup"] = estimate.speedup if estimate else None
+            row["speedup_low"] = estimate.low if estimate else None
+            row["speedup_high"] = estimate.high if estimate else None
+            row["verdict"] = judgement.verdict.value if judgement else ""
+            row["why"] = judgement.reason if judgement else (measured or {}).get("reason", "")
+            first_estimate = first_session_estimate(variants, row["label"])
+            row["first_speedup"] = first_estimate.speedup if first_estimate else None
+            if not judgement and first_estimate and not row["why"]:
+                row["why"] = f"not pre-selected: first session {first_estimate.speedup:.3f}x" + (
+                    "" if row["outputs_match"] else ", outputs differ"
+                )
+        if decision.winner is not None:
+            winner_label = labels[decision.winner - 1]
+    if winner_label is not None:
+        shutil.copyfile(
+            run_dir / "variants" / f"{winner_label}_spec.mlir", run_dir / "tuned_spec.mlir"
+        )
+    # The tuned model's global flags (the user's, then the flag phase's winner), as in process.
+    write_flag_files(run_dir, run.target.global_flags, ())
+    state.update(phase=SplitStage.DONE, winner=winner_label, rule=MODEL_RULE.name)
+    record_time(state, "decide", "compile", time.monotonic() - run.started)
+    save_state(run_dir, state)
+    run.variant_verdict = VariantVerdict(variants, decision, estimates)
+    return None
+
+
+def report(run: ModelTuningRun) -> Pause | None:
+    """Write report.txt and report.json of the split run."""
+    assert run.variant_verdict is not None, "the decide phase reaches the verdict"
+    write_split_report(run)
+    return None
+
+
+# The body of every phase of the model flow, split between a compile and a device host.
+SPLIT_PHASES: dict[Phase, PhaseBody] = {
+    Phase.PREPARE: prepare,
+    Phase.FLAGS: search_flags_split,
+    Phase.PROFILE: profile,
+    Phase.DISPATCHES: complete_dispatches,
+    Phase.VARIANTS: build_variants,
+    Phase.DECIDE: decide,
+    Phase.REPORT: report,
+}
+
+
+# --- What the phases share -------------------------------------------------------------------
+
+
+def _variants_measured(run: ModelTuningRun) -> bool:
+    """Say whether the device has timed this run's model variants (then only deciding is left)."""
+    results = run.device_results
+    return results is not None and "variants" in results and "variants" in run.state
+
+
+def _profiles(run: ModelTuningRun, dispatch_ms: dict[str, float | None]) -> list[DispatchProfile]:
+    return [
+        DispatchProfile(
+            d["name"],
+            run.run_dir / d["benchmark"],
+            d["problem"],
+            d["tunable"],
+            dispatch_ms.get(d["name"]),
+            d["invocations"],
+        )  # fmt: skip
+        for d in run.state["dispatches"]
+    ]
+
+
+def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile]) -> None:
+    """Compile a dispatch-level benchmark folder for each problem that has none."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    for hot in dispatches:
+        if hot.problem in state["folders"]:
+            continue
+        try:
+            result = tune_dispatch(
+                TuneOptions(
+                    input_path=hot.benchmark_path, target=options.target,
+                    num_candidates=options.num_candidates, output_dir=run_dir / "tuning",
+                    jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
+                    use_database=False, show_progress=options.show_progress,
+                    extra_flags=run.target.global_flags, stop_after=StopAfter.COMPILE,
+                    # Every candidate's reference program now, so that one device step both
+                    # measures and verifies (deferring them to the leaders costs a round trip).
+                    references=References.ALL,
+                ),
+                run.executor,
+            )  # fmt: skip
+        except IreetuneError as failure:
+            state.setdefault("notes", []).append(f"{hot.name}: not tuned: {failure}")
+            state["folders"][hot.problem] = ""
+            save_state(run_dir, state)
+            continue
+        state["folders"][hot.problem] = relative_to_run(run_dir, result.run_dir)
+        save_state(run_dir, state)
+
+
+def compile_variant_rows(
+    executor: Executor,
+    model: ModelUnderTuning,
+    plans: Sequence[VariantPlan],
+    run_dir: Path,
+    state: dict[str, Any],
+    jobs: int,
+) -> tuple[list[dict[str, Any]], list[LabelledBinary]]:
+    """Compile the variants into `run_dir/variants`; return split.json's rows for them and the
+    binaries to time (a variant whose binary equals the default model's is "not-applied")."""
+    variant_dir = run_dir / "variants"
+    variant_dir.mkdir(exist_ok=True)
+    default_hash = hash_file(run_dir / default_model_of(state))
+    rows: list[dict[str, Any]] = []
+    built: list[LabelledBinary] = []
+    for plan, outcome in compile_variants(executor, model, plans, variant_dir, jobs):
+        row = {
+            "label": plan.label, "specs": [relative_to_run(run_dir, s) for s in plan.specs],
+            "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
+            "reason": outcome.reason,
+        }  # fmt: skip
+        if outcome.status is CompileStatus.COMPILED and outcome.binary_hash == default_hash:
+            row.update(status="not-applied", reason="the binary equals the default model's")
+        elif outcome.status is CompileStatus.COMPILED:
+            built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
+        rows.append(row)
+    return rows, built
+
+
+def _ranked_specs(folder: Path, limit: int) -> tuple[list[Path], str]:
+    """Finish a measured dispatch folder; return its candidate specs, verified winner first."""
+    result = finish_run(folder)
+    ranked = order_candidates(result.records, result.best)
+    note = (
+        f"dispatch winner {result.best.candidate_id}: {result.decision.winner_estimate.describe()}"
+        if result.best is not None and result.decision and result.decision.winner_estimate
+        else "no candidate won at dispatch level; the fastest measured are tried in the model"
+    )
+    return [folder / r.spec_path for r in ranked[:limit]], note
+
+
+def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
+    """Link and compile the model variants; None when no hot dispatch has a candidate."""
+    options, run_dir, state = run.options, run.run_dir, run.state
+    candidates: list[tuple[str, list[Path]]] = []
+    notes = state.setdefault("dispatch_notes", {})
+    for hot in run.hot_set.selected:
+        folder = state["folders"].get(hot.problem, "")
+        outcome = state.get("folder_outcomes", {}).get(folder, "not measured")
+        if not folder or outcome != "measured":
+            notes[hot.name] = notes.get(hot.name) or f"not tuned: {outcome}"
+            continue
+        try:
+            specs, note = _ranked_specs(run_dir / folder, options.candidates_per_dispatch)
+        except IreetuneError as failure:
+            notes[hot.name] = f"not tuned: {failure}"
+            continue
+        notes[hot.name] = note
+        if specs:
+            candidates.append((hot.name, specs))
+    plans = plan_variants(candidates)
+    if not plans:
+        return None
+    model = run.under_tuning
+    variant_rows, built = compile_variant_rows(
+        run.executor, model, plans, run_dir, state, options.jobs or default_jobs()
+    )
+    state["variants"] = variant_rows
+    save_state(run_dir, state)
+    if not built:
+        return None
+    model_ms = float(state["profile"]["model_ms"])
+    return VariantTask(
+        tuple(built), rounds=options.rounds, calls_per_round=repetitions_for(model_ms),
+        confirm_top=3, confirm_rounds=max(2 * options.rounds, 10), threshold=MODEL_RULE.threshold,
+    )  # fmt: skip

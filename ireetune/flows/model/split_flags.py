@@ -1,0 +1,248 @@
+"""The flag phase of a split model run: propose and compile here, time on the device, decide here.
+
+    compile   the sets the in-process search starts from (`propose_seeds`: the target's
+              known-good sets, or the `--try-flags` sets; at most `--max-flag-sets`; none that
+              touches an option `--flags` fixes), each compiled once from the model's own copy,
+              beside the default compiled the same way (flags/trials.py `compile_flag_sets`); a
+              binary equal to the default's or an earlier set's is not timed
+              (`classify_by_hash`)
+    [device]  the untouched default and every distinct binary timed side by side in one
+              process, interleaved, on the model's inputs, outputs compared with the default's;
+              the fastest few by point estimate timed again in a fresh session (the variants'
+              two sessions, flows/handoff/device_step.py): one round trip
+    decide    the flag rule (`--flag-threshold`: the fresh session's interval above it, outputs
+              equal) through `judge_flag_sets`, as in process; `flags/trials.json`. Every later
+              compile carries the winner (`Target.with_global_flags`: the dispatch dump, the
+              dispatch folders, the variants) and every later device task times the winner's
+              binary as the default, as in process. The binaries of the sets not kept are
+              deleted (`remove_losing_binaries`; the default's and the winner's stay).
+
+What the in-process search does past its seeds (greedy single changes of the best set, each
+successively halved) needs a measurement per step, and the runtime options' search
+(flags/runtime.py) two sessions on the winner's binary (every set, then the best again): both
+are in process only, and the split report says so. Each sub-step is recorded in split.json
+(`flags`) as it finishes and kept when the phase runs again after a kill. A folder written before the split flow searched flags has no `flags` step
+and continues with the flags it was given (not searched).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from ireetune.compile.driver import DEFAULT_SPECS_FLAG
+from ireetune.compile.pool import default_jobs
+from ireetune.core.errors import IreetuneError
+from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
+from ireetune.database.run_files import dump_record, validate_record
+from ireetune.flags.file import write_flag_files
+from ireetune.flags.model_search import (
+    ModelFlagSearch,
+    model_flag_rule,
+    propose_seeds,
+    with_timing,
+)
+from ireetune.flags.trials import (
+    TRIALS_FILE_NAME,
+    FlagSearchResult,
+    FlagTrial,
+    TrialStatus,
+    classify_by_hash,
+    compile_flag_sets,
+    judge_flag_sets,
+    remove_losing_binaries,
+    write_trials,
+)
+from ireetune.flows.handoff.model_folder import LabelledBinary, VariantTask
+from ireetune.flows.model.run import ModelTuningRun, Pause
+from ireetune.flows.model.split_device import (
+    device_step_command,
+    load_outputs,
+    record_time,
+    send_to_device,
+)
+from ireetune.flows.model.split_state import STATE_NAME, save_state
+from ireetune.model.timing import ModelRun
+
+FLAGS_DIR = "flags"
+
+# Said in the report of every split run that searched flags.
+SPLIT_FLAG_NOTE = (
+    "split flow: the flag phase timed the known-good sets in one round trip; the greedy steps "
+    "past them are searched in process only"
+)
+RUNTIME_NOTE = (
+    "runtime options: not searched in the split flow (in process only: `ireetune tune MODEL` "
+    "on the device host)"
+)
+
+
+def search_flags_split(run: ModelTuningRun) -> Pause | None:
+    """Compile the flag sets and pause for the device to time them; once timed, decide; then
+    make every later phase compile with the winner (if one was kept)."""
+    step = run.state.get("flags")
+    if step is None or not step["searched"]:
+        return None
+    if not step["trials"]:
+        _compile_flag_sets(run, step)
+    if step["searched"] and not step["decided"]:
+        if step["round_trip"] == 0:
+            task = _flag_task(run, step)
+            if task is not None:
+                step["round_trip"] = run.state["round_trip"] + 1
+                return send_to_device(run, flags=task)
+        _decide(run, step)
+    apply_flag_result(run)
+    return None
+
+
+def apply_flag_result(run: ModelTuningRun) -> None:
+    """Put the decided flag phase into the run: its result, and the winner's flags on the target
+    every later compile uses (after the user's `--flags`)."""
+    step = run.state.get("flags")
+    if step is None or not step.get("decided"):
+        return
+    trials = _trials(run, step)
+    winner = next((t for t in trials if t.trial_id == step["winner"]), None)
+    if winner is not None:
+        run.target = run.target.with_global_flags(
+            (*run.options.extra_flags, *winner.flag_set.flags)
+        )
+        run.under_tuning.target = run.target
+    # Kept the moment the phase decides (the user's flags, then the winner's): a later phase that
+    # fails must not lose it.
+    write_flag_files(run.run_dir, run.target.global_flags, ())
+    run.flag_search = FlagSearchResult(
+        winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
+        estimate=winner.confirmed if winner is not None else None,
+        trials=tuple(trials), rule=model_flag_rule(run.options.flag_threshold),
+        trials_path=run.run_dir / FLAGS_DIR / TRIALS_FILE_NAME, notes=tuple(step["notes"]),
+        winner_binary=run.run_dir / FLAGS_DIR / f"{winner.trial_id}.vmfb" if winner else None,
+    )  # fmt: skip
+
+
+def _base_flags(run: ModelTuningRun) -> tuple[str, ...]:
+    """Return the flags of every compile of the phase: the target's and the user's (and the
+    shipped specs, where asked for)."""
+    model = run.under_tuning
+    default_specs = (DEFAULT_SPECS_FLAG,) if model.with_default_specs else ()
+    return (*model.target.compile_flags(), *default_specs)
+
+
+def _compile_flag_sets(run: ModelTuningRun, step: dict[str, Any]) -> None:
+    """Compile the default and every proposed set once; record them sorted by hash."""
+    options, model = run.options, run.under_tuning
+    space = (
+        FlagSpace((), options.flag_sets)
+        if options.flag_sets
+        else run.target.model_flag_space(
+            model.mlir_path, run.run_dir / FLAGS_DIR, model.compile_timeout_s
+        )
+    )
+    if not space.options + space.combinations:
+        step.update(searched=False, why=f"the target {options.target} has no flags to search")
+        save_state(run.run_dir, run.state)
+        return
+    started = time.monotonic()
+    flag_sets = [DEFAULT_FLAGS, *propose_seeds(space, options.extra_flags, options.max_flag_sets)]
+    compiled = compile_flag_sets(
+        run.executor, model.mlir_path, _base_flags(run), dict(enumerate(flag_sets)),
+        run.run_dir / FLAGS_DIR, options.jobs or default_jobs(), model.compile_timeout_s,
+    )  # fmt: skip
+    if compiled[0].status is not TrialStatus.DEFAULT:
+        raise IreetuneError(f"the model does not compile with default flags: {compiled[0].reason}")
+    step.update(
+        trials=[dump_record(FlagTrial, t) for t in classify_by_hash(compiled)],
+        notes=[SPLIT_FLAG_NOTE],
+    )
+    record_time(run.state, "flags", "compile", time.monotonic() - started)
+    save_state(run.run_dir, run.state)
+
+
+def _flag_task(run: ModelTuningRun, step: dict[str, Any]) -> VariantTask | None:
+    """Return the device task that times every distinct binary (None: nothing to time)."""
+    timed = [t for t in _trials(run, step) if t.status is TrialStatus.TIMED]
+    if not timed:
+        return None
+    rounds = run.options.rounds
+    return VariantTask(
+        tuple(LabelledBinary(str(t.trial_id), f"{FLAGS_DIR}/{t.trial_id}.vmfb") for t in timed),
+        rounds=rounds, calls_per_round=0, confirm_top=ModelFlagSearch.confirm_top,
+        confirm_rounds=max(2 * rounds, 10), threshold=run.options.flag_threshold,
+    )  # fmt: skip
+
+
+def _decide(run: ModelTuningRun, step: dict[str, Any]) -> None:
+    """Judge the sets on the device's sessions (none timed: the defaults stay); write
+    flags/trials.json and record the verdict."""
+    rule = model_flag_rule(run.options.flag_threshold)  # as in process
+    trials, contenders = _trials(run, step), []
+    measured: dict[str, Any] = {}
+    if step["round_trip"]:
+        results = run.device_results
+        measured = (results or {}).get("flags") or {}
+        if step["round_trip"] != run.state["round_trip"] or not measured:
+            raise IreetuneError(
+                f"{run.run_dir}: the device results hold no timings of the flag sets; run the "
+                f"device step again: {device_step_command(run.run_dir)}"
+            )
+        calls = measured["calls_per_round"]
+        first = _runs(run.run_dir, measured["first"])
+        trials = [with_timing(t, first.get(str(t.trial_id)), first["default"], False, calls)
+                  for t in trials]  # fmt: skip
+        contenders = [t.trial_id for t in trials if str(t.trial_id) in measured["contenders"]]
+        confirm = _runs(run.run_dir, measured["confirm"])
+        if contenders and not ("default" in confirm and confirm["default"].ok):
+            raise IreetuneError(f"{run.run_dir}: the default model did not run in the confirmation")
+        trials = [
+            with_timing(t, confirm.get(str(t.trial_id)), confirm["default"], True, calls)
+            if t.trial_id in contenders
+            else t
+            for t in trials
+        ]
+    trials, winner = judge_flag_sets(trials, contenders, rule)
+    removed = remove_losing_binaries(run.run_dir / FLAGS_DIR, trials, winner)
+    step.update(
+        trials=[dump_record(FlagTrial, t) for t in trials], decided=True, winner=winner,
+        notes=[*step["notes"], *([removed] if removed else [])],
+    )  # fmt: skip
+    timed = sorted(
+        (t for t in trials if t.first is not None),
+        key=lambda t: -(t.first.speedup if t.first else 0),
+    )
+    write_trials(
+        run.run_dir / FLAGS_DIR / TRIALS_FILE_NAME, trials, rule,
+        {"level": "model", "flow": "split", "source": str(run.under_tuning.mlir_path),
+         "base_flags": list(_base_flags(run)), "rounds": run.options.rounds,
+         "calls_per_round": measured.get("calls_per_round", 0),
+         "winner": list(trials[winner].flag_set.flags) if winner is not None else [],
+         "notes": list(step["notes"]),
+         "search": [{"flags": list(t.flag_set.flags),
+                     "relative": 1.0 / t.first.speedup if t.first else None, "rung": 0}
+                    for t in timed],
+         "runtime": None},
+    )  # fmt: skip
+    save_state(run.run_dir, run.state)
+
+
+def _trials(run: ModelTuningRun, step: dict[str, Any]) -> list[FlagTrial]:
+    """Return the phase's trials as split.json records them (checked when it was read)."""
+    return [validate_record(run.run_dir / STATE_NAME, FlagTrial, row) for row in step["trials"]]
+
+
+def _runs(run_dir: Path, session: dict[str, Any]) -> dict[str, ModelRun]:
+    """Return one device session's runs by label, with the outputs each saved."""
+    runs = {}
+    for label, entry in session.items():
+        outputs = run_dir / entry["outputs"] if entry["outputs"] else None
+        if outputs is not None and not outputs.is_file():
+            raise IreetuneError(
+                f"{run_dir}: {entry['outputs']} is missing; copy the device host's device/ "
+                "folder back"
+            )
+        runs[label] = ModelRun(
+            label, load_outputs(outputs) if outputs else (), tuple(entry["times_ms"]),
+            entry["reason"] or ("" if outputs else "no outputs"),
+        )  # fmt: skip
+    return runs

@@ -1,0 +1,236 @@
+"""The state file of a split model run (`split.json`): one typed model for its reader and writer.
+
+The compile host writes `split.json` after every finished sub-step and reads it back on
+`ireetune continue`, possibly after the folder went to the device host and back. It is read
+as untrusted data: its format first (a folder of another ireetune version is refused with one
+line naming both versions), then every field, and every path it names stays inside the folder.
+The flow keeps working on the plain document (a dict it updates step by step); `save_state`
+checks that document against the same model before it is written.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from ireetune.core.errors import IreetuneError
+from ireetune.core.fields import NonNegativeInt, Positive, Seconds, bounded_as
+from ireetune.core.files import write_text_atomically
+from ireetune.core.options import check_option_numbers, value_type_of
+from ireetune.database.run_files import (
+    FileModel,
+    InsidePath,
+    check_format,
+    dump_document,
+    read_json_file,
+    validate_document,
+)
+from ireetune.decision.thresholds import MODEL_THRESHOLD
+from ireetune.flags.trials import FlagTrial
+from ireetune.flows.dispatch.options import TuneOptions
+from ireetune.flows.handoff.model_folder import ProfileResultsFile
+from ireetune.flows.model.options import ModelTuneOptions
+
+
+class SplitStage(enum.StrEnum):
+    """Where a split run stands (the values stored in split.json)."""
+
+    PREPARING = "preparing"
+    AWAITING_DEVICE = "awaiting-device"
+    DONE = "done"
+
+
+STATE_NAME = "split.json"
+STATE_FORMAT = "ireetune-split-run/1"
+
+
+class SplitOptionsFile(FileModel):
+    """The options the run was started with (those of ModelTuneOptions a later phase needs)."""
+
+    model_path: str
+    target: str
+    inputs: list[str]
+    # The function tuned (`--function`); "" in a folder written before it could be named.
+    function: str = ""
+    coverage: Annotated[float, Field(gt=0, le=1)]
+    max_dispatches: NonNegativeInt
+    num_candidates: NonNegativeInt
+    candidates_per_dispatch: NonNegativeInt
+    with_default_specs: bool
+    rounds: Positive
+    seed: int
+    jobs: NonNegativeInt | None
+    extra_flags: list[str]
+    devices: list[str]
+    database_path: str | None
+    use_database: bool
+    externalize_weights: bool = False
+    # The flag phase's options; a folder written before the split flow searched flags has none
+    # (read as not searched).
+    search_flags: bool = False
+    max_flag_sets: NonNegativeInt = 48
+    flag_sets: list[list[str]] = []
+    flag_threshold: float = MODEL_THRESHOLD
+
+    def run_options(self, jobs: int | None = None) -> ModelTuneOptions:
+        """Return the run's options as the flow takes them (`jobs`, when given, replaces the
+        run's parallel compiles)."""
+        return ModelTuneOptions(
+            model_path=Path(self.model_path), target=self.target, inputs=tuple(self.inputs),
+            function=self.function,
+            coverage=self.coverage, max_dispatches=self.max_dispatches,
+            num_candidates=self.num_candidates,
+            candidates_per_dispatch=self.candidates_per_dispatch,
+            with_default_specs=self.with_default_specs, rounds=self.rounds, seed=self.seed,
+            jobs=jobs or self.jobs or 0, extra_flags=tuple(self.extra_flags),
+            devices=tuple(self.devices),
+            database_path=Path(self.database_path) if self.database_path else None,
+            use_database=self.use_database, externalize_weights=self.externalize_weights,
+            search_flags=self.search_flags, max_flag_sets=self.max_flag_sets,
+            flag_sets=tuple(tuple(flag_set) for flag_set in self.flag_sets),
+            flag_threshold=self.flag_threshold,
+        )  # fmt: skip
+
+
+class SplitModelFile(FileModel):
+    source: str = ""
+    mlir: InsidePath
+    mlir_sha256: str
+    function: str
+    parameters: list[InsidePath] = []
+    compile_timeout_s: Annotated[
+        Seconds, bounded_as(value_type_of(TuneOptions, "compile_timeout_s"))
+    ] = 1200.0
+
+
+class SplitDispatchFile(FileModel):
+    index: NonNegativeInt
+    name: str
+    benchmark: InsidePath
+    vmfb: InsidePath
+    problem: str
+    tunable: bool
+    invocations: NonNegativeInt
+    flops: NonNegativeInt
+    bytes: NonNegativeInt = 0
+
+
+class SplitTimingFile(FileModel):
+    phase: str
+    host: str
+    seconds: Seconds
+
+
+class SplitVariantFile(FileModel):
+    label: str
+    specs: list[InsidePath]
+    spec: InsidePath
+    status: str
+    reason: str = ""
+    outputs_match: bool | None = None
+    confirmed: bool = False
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    verdict: str = ""
+    why: str = ""
+    first_speedup: float | None = None
+
+
+class SplitFlagsFile(FileModel):
+    """The flag phase of a split run, sub-step by sub-step: the sets compiled and sorted by
+    hash (`trials`), the round trip that timed them (`round_trip`, 0 before), the verdict
+    (`decided`, the winner's trial id or None: the defaults stay)."""
+
+    searched: bool
+    why: str = ""
+    trials: list[FlagTrial] = []
+    round_trip: NonNegativeInt = 0
+    decided: bool = False
+    winner: NonNegativeInt | None = None
+    notes: list[str] = []
+
+
+class SplitStateFile(FileModel):
+    """split.json: where a split run stands and what each finished sub-step left."""
+
+    format: str
+    phase: Annotated[str, Field(pattern="^(preparing|awaiting-device|done)$")]
+    round_trip: NonNegativeInt
+    options: SplitOptionsFile
+    devices: list[str]
+    done_steps: list[str]
+    # Dispatch problem -> its benchmark folder ("" when it could not be compiled).
+    folders: dict[str, InsidePath]
+    model: SplitModelFile | None = None
+    dispatches: list[SplitDispatchFile] = []
+    device_manifest_sha256: str | None = None
+    timings: list[SplitTimingFile] = []
+    profile: ProfileResultsFile | None = None
+    folder_outcomes: dict[str, str] = {}
+    notes: list[str] = []
+    dispatch_notes: dict[str, str] = {}
+    variants: list[SplitVariantFile] = []
+    winner: str | None = None
+    rule: str = ""
+    # Absent in a folder written before the flag phase ran in the split flow.
+    flags: SplitFlagsFile | None = None
+
+    @model_validator(mode="after")
+    def _check_numbers(self) -> SplitStateFile:
+        check_option_numbers(self.options.run_options(), "options")
+        return self
+
+
+def new_flag_step(search_flags: bool) -> dict[str, Any]:
+    """Return the flag phase's record of a new split run, before any of its sub-steps."""
+    why = "" if search_flags else "--no-flag-search"
+    return SplitFlagsFile(searched=search_flags, why=why).model_dump(mode="json")
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """Read a split run's state (format, then every field); return the document as written."""
+    path = run_dir / STATE_NAME
+    if not run_dir.is_dir():
+        raise IreetuneError(f"run folder not found: {run_dir}")
+    if not path.is_file():
+        raise IreetuneError(
+            f"{run_dir} is not a split model run (no {STATE_NAME}); start one with "
+            "`ireetune tune MODEL --stop-after compile`"
+        )
+    state = read_json_file(path)
+    check_format(path, state, STATE_FORMAT, "file")
+    validate_document(path, SplitStateFile, state, run_dir)
+    assert isinstance(state, dict)
+    return state
+
+
+def save_state(run_dir: Path, state: dict[str, Any]) -> None:
+    """Write the state, checked against the model its reader uses."""
+    write_text_atomically(run_dir / STATE_NAME, dump_document(SplitStateFile, state))
+
+
+def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
+    """Return the options a later phase needs, as split.json holds them."""
+    return SplitOptionsFile(
+        model_path=str(options.model_path), target=options.target,
+        inputs=list(options.inputs), function=options.function, coverage=options.coverage,
+        max_dispatches=options.max_dispatches, num_candidates=options.num_candidates,
+        candidates_per_dispatch=options.candidates_per_dispatch,
+        with_default_specs=options.with_default_specs, rounds=options.rounds,
+        seed=options.seed, jobs=options.jobs, extra_flags=list(options.extra_flags),
+        devices=list(options.devices),
+        database_path=str(options.database_path) if options.database_path else None,
+        use_database=options.use_database, externalize_weights=options.externalize_weights,
+        search_flags=options.search_flags, max_flag_sets=options.max_flag_sets,
+        flag_sets=[list(flag_set) for flag_set in options.flag_sets],
+        flag_threshold=options.flag_threshold,
+    ).model_dump()  # fmt: skip
+
+
+def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
+    """Return the run's options from split.json's (already checked) `options`."""
+    return SplitOptionsFile.model_validate(data).run_options(jobs)
