@@ -14,6 +14,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import OpConfiguration
 from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import parse_problem
@@ -104,6 +105,20 @@ def compile_hash(source: Path, flags: list[str], output: Path) -> str:
         [IREE_COMPILE, str(source), *flags, "-o", str(output)], check=True, capture_output=True
     )
     return hashlib.sha256(output.read_bytes()).hexdigest()
+
+
+def hash_data_tiled_model(
+    folder: Path, problem: Problem, configuration: OpConfiguration, context: ir.Context
+) -> tuple[str, str]:
+    """Compile the model dumped in `folder` under data tiling, without and with a spec of
+    `configuration` for `problem`; return the two binaries' hashes."""
+    target = parse_target(f"cpu:{CPU}")
+    spec = folder / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    model = folder / "dump" / "model.mlir"
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    default = compile_hash(model, flags, folder / "default.vmfb")
+    return default, compile_hash(model, [*flags, *target.spec_flags(spec)], folder / "spec.vmfb")
 
 
 def tunable_problems(
@@ -374,14 +389,12 @@ def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None
     # `linalg.mmt4d` drops the configuration; an mmt4d config built from the dispatch dump (its
     # distribution tile doubled) leaves the model's binary unchanged. When a later IREE honours
     # it, this fails: the mmt4d space then pays at model level.
-    from ireetune.core.target import OpConfiguration
     from ireetune.targets.llvm_cpu.common import render_cpu_compilation_info
     from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
 
     benchmarks = dump_with_flags(MATMUL_FOR_DATA_TILING, tmp_path / "dump", DATA_TILING_FLAGS)
     context = ir.Context()
     ((module, problem),) = tunable_problems(benchmarks, context)
-    target = parse_target(f"cpu:{CPU}")
     assert problem.signature == "mmt4d_8x8x16x8x96x1_f32_f32_f32"
     with context:
         levels = str(find_root_op(module).attributes["lowering_config"])
@@ -392,14 +405,8 @@ def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None
         "vector_reduction": [0, 0, 1, 0, 0, 1],
     }
     configuration = OpConfiguration(render_cpu_compilation_info(tiles, MMT4D_PIPELINE, context))
-    spec = tmp_path / "spec.mlir"
-    spec.write_text(build_configuration_spec(problem, configuration, (), context))
-    model = tmp_path / "dump" / "model.mlir"
-    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
-    default = compile_hash(model, flags, tmp_path / "default.vmfb")
-    assert (
-        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
-    )
+    default, with_spec = hash_data_tiled_model(tmp_path, problem, configuration, context)
+    assert with_spec == default
 
 
 BATCH_MATMUL_FOR_DATA_TILING = """
@@ -417,7 +424,6 @@ def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_pat
     # Before, its default read as dist_m = dist_n = 0 (the inner tile's loops) and
     # `tune-dispatch` stopped on a baseline that did not compile. A config with the batch loop
     # distributed one at a time leaves the model's binary unchanged, as for the mmt4d.
-    from ireetune.core.target import OpConfiguration
     from ireetune.targets.llvm_cpu.common import read_cpu_levels, render_cpu_compilation_info
     from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
     from ireetune.targets.llvm_cpu.space import BATCH_MMT4D_REFUSAL
@@ -432,14 +438,8 @@ def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_pat
     assert levels is not None and levels["distribution"][0] != 2
     levels["distribution"][0] = 2
     configuration = OpConfiguration(render_cpu_compilation_info(levels, MMT4D_PIPELINE, context))
-    spec = tmp_path / "spec.mlir"
-    spec.write_text(build_configuration_spec(problem, configuration, (), context))
-    model = tmp_path / "dump" / "model.mlir"
-    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
-    default = compile_hash(model, flags, tmp_path / "default.vmfb")
-    assert (
-        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
-    )
+    default, with_spec = hash_data_tiled_model(tmp_path, problem, configuration, context)
+    assert with_spec == default
 
 
 # A bias add and tanh over rows (IREE keeps its two loops: the bias reads only one), a transpose
