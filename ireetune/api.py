@@ -62,10 +62,14 @@ def tune_dispatch(
     its spec; `options` are `TuneOptions` fields (`ireetune tune-dispatch --help`)."""
     from ireetune.core.run_dir import check_database_path
     from ireetune.flows.dispatch.tuner import tune_dispatch as run_tune_dispatch
+    from ireetune.flows.handoff.folder_flags import check_folder_flags
 
     tune_options = build_options(TuneOptions, "tune_dispatch", input_path=input_path, **options)
     if tune_options.use_database:
         check_database_path(tune_options.database_path)
+    if tune_options.stop_after is not None:
+        # As `tune-dispatch` does: `finish` compiles with the folder's flags and takes only these.
+        check_folder_flags(tune_options.extra_flags, "--flags with --stop-after compile")
     with report_progress_to(on_progress):
         return run_tune_dispatch(tune_options)
 

@@ -146,6 +146,7 @@ def test_apply_flags_only_writes_the_binary_without_a_report(tmp_path: Path) -> 
         (ireetune.tune_model, {"coverage": 1.5}, "tune_model.coverage must be more than 0 and at most 1, got 1.5"),
         (ireetune.profile, {"samples": -1}, "profile.samples must be at least 1, got -1"),
         (ireetune.apply, {"target": "cpu", "output": "x.vmfb", "compile_timeout": 0.0}, "apply.compile_timeout must be more than 0 seconds, got 0.0"),
+        (ireetune.tune_dispatch, {"stop_after": "compile", "extra_flags": ["--iree-opt-strip-assertions"]}, "--flags with --stop-after compile: '--iree-opt-strip-assertions' is not a flag a run folder may carry (only the flag search's options, see `ireetune/targets/*/flags.py`)"),
         (ireetune.tune_dispatch, {"num_candidate": 3}, "tune_dispatch: no option named num_candidate (TuneOptions lists them)"),
         (ireetune.apply, {"spec": "spec.mlir"}, "apply: ApplyOptions.__init__() missing 2 required keyword-only arguments: 'target' and 'output'"),
     ],
