@@ -25,6 +25,11 @@ CPU_FLAGS = [
     f"--iree-llvmcpu-target-cpu={TEST_CPU}",
 ]
 IREE_COMPILE = str(Path(sys.executable).parent / "iree-compile")
+# The fast-run settings every end-to-end tuning test runs with: two timed repetitions of at
+# least 5 ms, one confirmation round. On the command line (`FAST_RUN_ARGS`), and as the options'
+# field names for the Python API and the options dataclasses (`FAST_RUN_OPTIONS`).
+FAST_RUN_ARGS = ("--repetitions", "2", "--confirm-rounds", "1", "--min-repetition-time", "0.005")
+FAST_RUN_OPTIONS = {"repetitions": 2, "confirm_rounds": 1, "min_repetition_s": 0.005}
 
 MATMUL_MODEL = """
 func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {

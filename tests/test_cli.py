@@ -11,15 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CPU_FLAGS, IREE_COMPILE
+from tests.conftest import CPU_FLAGS, FAST_RUN_ARGS, IREE_COMPILE
 
 FAST_FLAGS = [
-    "--repetitions",
-    "2",
-    "--confirm-rounds",
-    "1",
-    "--min-repetition-time",
-    "0.005",
+    *FAST_RUN_ARGS,
     "--jobs",
     "2",
 ]

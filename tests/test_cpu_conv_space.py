@@ -26,7 +26,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.neighbourhood import distance_to
-from tests.conftest import TEST_TARGET, dump_benchmarks, nchw_conv_problem
+from tests.conftest import FAST_RUN_ARGS, TEST_TARGET, dump_benchmarks, nchw_conv_problem
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # ResNet-50's 3x3 convolution on 56x56 images in NCHW: loops (n, f, oh, ow, c, kh, kw).
@@ -110,12 +110,7 @@ def test_tune_a_real_nchw_convolution_on_the_cpu(conv_model: Path, tmp_path: Pat
             "--output-dir",
             str(tmp_path),
             "--no-db",
-            "--repetitions",
-            "2",
-            "--confirm-rounds",
-            "1",
-            "--min-repetition-time",
-            "0.005",
+            *FAST_RUN_ARGS,
         ],
         capture_output=True,
         text=True,

@@ -26,7 +26,7 @@ from ireetune.targets.llvm_cpu.elementwise_space import (
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.verify.compare import make_random_inputs
 from ireetune.verify.runner import ReferenceBatch
-from tests.conftest import TEST_TARGET
+from tests.conftest import FAST_RUN_ARGS, TEST_TARGET
 
 AVX2 = CpuFacts("haswell", 32, 16, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # A residual add with a bias broadcast over rows: two loops IREE keeps (the bias reads one).
@@ -89,8 +89,7 @@ def test_tune_an_elementwise_dispatch_on_the_cpu(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(model),
             "--target", TEST_TARGET, "--num-candidates", "3", "--output-dir", str(tmp_path / "out"),
-            "--no-db", "--repetitions", "2", "--confirm-rounds", "1",
-            "--min-repetition-time", "0.005",
+            "--no-db", *FAST_RUN_ARGS,
         ],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import OpConfiguration
 from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import parse_problem
 from ireetune.problem.root_op import find_root_op
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
+from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
 
@@ -101,6 +105,20 @@ def compile_hash(source: Path, flags: list[str], output: Path) -> str:
         [IREE_COMPILE, str(source), *flags, "-o", str(output)], check=True, capture_output=True
     )
     return hashlib.sha256(output.read_bytes()).hexdigest()
+
+
+def hash_data_tiled_model(
+    folder: Path, problem: Problem, configuration: OpConfiguration, context: ir.Context
+) -> tuple[str, str]:
+    """Compile the model dumped in `folder` under data tiling, without and with a spec of
+    `configuration` for `problem`; return the two binaries' hashes."""
+    target = parse_target(f"cpu:{CPU}")
+    spec = folder / "spec.mlir"
+    spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    model = folder / "dump" / "model.mlir"
+    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
+    default = compile_hash(model, flags, folder / "default.vmfb")
+    return default, compile_hash(model, [*flags, *target.spec_flags(spec)], folder / "spec.vmfb")
 
 
 def tunable_problems(
@@ -187,62 +205,6 @@ func.func @main(%x: tensor<1x16x18x18xf32>, %y: tensor<1x18x18x16xf32>, %w: tens
   return %max, %sum, %dw : tensor<1x16x8x8xf32>, tensor<1x8x8x16xf32>, tensor<1x16x16x16xf32>
 }
 """
-
-
-def test_a_pooling_candidate_lands_in_the_model_and_its_reference(tmp_path: Path) -> None:
-    # Pooling windows have a space of their own (window_space): IREE's default neighbourhood
-    # first, each candidate a ConvTileAndDecomposeExpert config that changes the binary.
-    from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
-
-    benchmarks = dump_with_flags(POOLING_MODEL, tmp_path / "dump", ())
-    context = ir.Context()
-    windows = tunable_problems(benchmarks, context)
-    assert [describe_window(p) for _, p in windows] == [  # type: ignore[arg-type]
-        "pooling window 3x3 (stride 2x2)",
-        "pooling window 3x3 (stride 2x2)",
-        "depthwise convolution 3x3",
-    ]
-    target = parse_target(f"cpu:{CPU}")
-    baseline = tmp_path / "baseline.mlir"
-    baseline.write_text(BASELINE_SPEC_TEXT)
-    model = tmp_path / "dump" / "model.mlir"
-    for index, (module, problem) in enumerate(windows):
-        assert isinstance(target.space_for(problem), CpuWindowSpace)
-        assert target.refusal(problem) is None
-        with context:
-            root_op = find_root_op(module)
-            default = target.parse_default_knobs(problem, root_op)
-            variant = root_op
-            while variant.name != "hal.executable.variant":
-                variant = variant.parent
-            first = next(
-                iter(target.generate_candidates(problem, variant.attributes["target"], default, 0))
-            )
-            reference = tmp_path / f"reference{index}.mlir"
-            reference.write_text(str(build_reference_module(root_op, context, problem)))
-        assert default is not None
-        # The first candidate is one step from the default.
-        assert len(set(first) - set(default)) == 1
-        spec = tmp_path / f"spec{index}.mlir"
-        spec.write_text(
-            build_configuration_spec(
-                problem,
-                target.configuration(problem, first, context),
-                target.spec_prologue(problem),
-                context,
-            )
-        )
-        hashes = {
-            (source.stem, spec_path.stem): compile_hash(
-                source,
-                [*target.compile_flags(), *target.spec_flags(spec_path)],
-                tmp_path / "out.vmfb",
-            )
-            for source in (reference, model)
-            for spec_path in (baseline, spec)
-        }
-        assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
-        assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
 
 
 # A local response normalisation, a max pool, an element-wise ReLU: what a 2012-era CNN holds.
@@ -427,14 +389,12 @@ def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None
     # `linalg.mmt4d` drops the configuration; an mmt4d config built from the dispatch dump (its
     # distribution tile doubled) leaves the model's binary unchanged. When a later IREE honours
     # it, this fails: the mmt4d space then pays at model level.
-    from ireetune.core.target import OpConfiguration
     from ireetune.targets.llvm_cpu.common import render_cpu_compilation_info
     from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
 
     benchmarks = dump_with_flags(MATMUL_FOR_DATA_TILING, tmp_path / "dump", DATA_TILING_FLAGS)
     context = ir.Context()
     ((module, problem),) = tunable_problems(benchmarks, context)
-    target = parse_target(f"cpu:{CPU}")
     assert problem.signature == "mmt4d_8x8x16x8x96x1_f32_f32_f32"
     with context:
         levels = str(find_root_op(module).attributes["lowering_config"])
@@ -445,14 +405,8 @@ def test_an_mmt4d_spec_does_not_reach_a_data_tiled_model(tmp_path: Path) -> None
         "vector_reduction": [0, 0, 1, 0, 0, 1],
     }
     configuration = OpConfiguration(render_cpu_compilation_info(tiles, MMT4D_PIPELINE, context))
-    spec = tmp_path / "spec.mlir"
-    spec.write_text(build_configuration_spec(problem, configuration, (), context))
-    model = tmp_path / "dump" / "model.mlir"
-    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
-    default = compile_hash(model, flags, tmp_path / "default.vmfb")
-    assert (
-        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
-    )
+    default, with_spec = hash_data_tiled_model(tmp_path, problem, configuration, context)
+    assert with_spec == default
 
 
 BATCH_MATMUL_FOR_DATA_TILING = """
@@ -470,7 +424,6 @@ def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_pat
     # Before, its default read as dist_m = dist_n = 0 (the inner tile's loops) and
     # `tune-dispatch` stopped on a baseline that did not compile. A config with the batch loop
     # distributed one at a time leaves the model's binary unchanged, as for the mmt4d.
-    from ireetune.core.target import OpConfiguration
     from ireetune.targets.llvm_cpu.common import read_cpu_levels, render_cpu_compilation_info
     from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE
     from ireetune.targets.llvm_cpu.space import BATCH_MMT4D_REFUSAL
@@ -485,14 +438,8 @@ def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_pat
     assert levels is not None and levels["distribution"][0] != 2
     levels["distribution"][0] = 2
     configuration = OpConfiguration(render_cpu_compilation_info(levels, MMT4D_PIPELINE, context))
-    spec = tmp_path / "spec.mlir"
-    spec.write_text(build_configuration_spec(problem, configuration, (), context))
-    model = tmp_path / "dump" / "model.mlir"
-    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
-    default = compile_hash(model, flags, tmp_path / "default.vmfb")
-    assert (
-        compile_hash(model, [*flags, *target.spec_flags(spec)], tmp_path / "spec.vmfb") == default
-    )
+    default, with_spec = hash_data_tiled_model(tmp_path, problem, configuration, context)
+    assert with_spec == default
 
 
 # A bias add and tanh over rows (IREE keeps its two loops: the bias reads only one), a transpose
@@ -521,26 +468,53 @@ func.func @main(%x: tensor<64x96xf32>, %b: tensor<96xf32>, %y: tensor<8x16x32xf3
 """
 
 
-def test_an_elementwise_candidate_lands_in_the_model_and_its_reference(tmp_path: Path) -> None:
-    # Element-wise generics have a space of their own (elementwise_space): IREE's default is a
-    # DoubleTilingExpert config of two levels, its neighbours come first, and each changes the
-    # binary of the model and of the reference program that verification and timing use.
-    from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
-
-    benchmarks = dump_with_flags(ELEMENTWISE_MODEL, tmp_path / "dump", ())
+@pytest.mark.parametrize(
+    ("model_text", "space_class", "describe", "problems", "first_default"),
+    [
+        (
+            POOLING_MODEL,
+            CpuWindowSpace,
+            describe_window,
+            [
+                "pooling window 3x3 (stride 2x2)",
+                "pooling window 3x3 (stride 2x2)",
+                "depthwise convolution 3x3",
+            ],
+            {"dist_c": 2, "dist_oh": 8, "dist_ow": 8, "vec_c": 2, "vec_kw": 3, "vec_ow": 8},
+        ),
+        (
+            ELEMENTWISE_MODEL,
+            CpuElementwiseSpace,
+            lambda problem: problem.signature,
+            ["elementwise_64x96_f32_f32_f32", "elementwise_8x16x32_f32_f32"],
+            {"dist_0": 64, "dist_1": 96, "vec_0": 1, "vec_1": 8},
+        ),
+    ],
+    ids=["pooling", "elementwise"],
+)
+def test_a_first_candidate_lands_in_the_model_and_its_reference(
+    model_text: str,
+    space_class: type,
+    describe: Callable[[Problem], str],
+    problems: list[str],
+    first_default: dict[str, int],
+    tmp_path: Path,
+) -> None:
+    # Pooling windows (window_space) and element-wise generics (elementwise_space) have a space
+    # of their own: IREE's default neighbourhood first (a ConvTileAndDecomposeExpert config; a
+    # DoubleTilingExpert config of two levels), and each candidate changes the binary of the
+    # model and of the reference program that verification and timing use.
+    benchmarks = dump_with_flags(model_text, tmp_path / "dump", ())
     context = ir.Context()
     found = tunable_problems(benchmarks, context)
-    assert [p.signature for _, p in found] == [
-        "elementwise_64x96_f32_f32_f32",
-        "elementwise_8x16x32_f32_f32",
-    ]
+    assert [describe(p) for _, p in found] == problems
     target = parse_target(f"cpu:{CPU}")
     baseline = tmp_path / "baseline.mlir"
     baseline.write_text(BASELINE_SPEC_TEXT)
     model = tmp_path / "dump" / "model.mlir"
     defaults = []
     for index, (module, problem) in enumerate(found):
-        assert isinstance(target.space_for(problem), CpuElementwiseSpace)
+        assert isinstance(target.space_for(problem), space_class)
         assert target.refusal(problem) is None
         with context:
             root_op = find_root_op(module)
@@ -560,7 +534,10 @@ def test_an_elementwise_candidate_lands_in_the_model_and_its_reference(tmp_path:
         spec = tmp_path / f"spec{index}.mlir"
         spec.write_text(
             build_configuration_spec(
-                problem, target.configuration(problem, first, context), (), context
+                problem,
+                target.configuration(problem, first, context),
+                target.spec_prologue(problem),
+                context,
             )
         )
         hashes = {
@@ -575,4 +552,4 @@ def test_an_elementwise_candidate_lands_in_the_model_and_its_reference(tmp_path:
         assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
         assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
     # IREE's own choices on haswell (AVX2: 8 f32 lanes).
-    assert defaults[0] == {"dist_0": 64, "dist_1": 96, "vec_0": 1, "vec_1": 8}
+    assert defaults[0] == first_default

@@ -17,7 +17,7 @@ from ireetune.executor import LocalExecutor
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.verify.runner import ReferenceBatch, ReferenceRun
-from tests.conftest import TEST_TARGET
+from tests.conftest import FAST_RUN_OPTIONS, TEST_TARGET
 
 
 class RecordingExecutor(LocalExecutor):
@@ -49,7 +49,7 @@ def test_a_dispatch_run_compiles_and_measures_on_the_executor_it_is_handed(
     executor = RecordingExecutor()
     options = TuneOptions(
         input_path=matmul_benchmark, target=TEST_TARGET, num_candidates=3, seed=7,
-        output_dir=tmp_path / "runs", repetitions=2, min_repetition_s=0.005, confirm_rounds=1,
+        output_dir=tmp_path / "runs", **FAST_RUN_OPTIONS,
         confirm_top=3, use_database=False, show_progress=False,
         # Every candidate is confirmed and none is stopped early, and any one at least a
         # thousandth as fast is worth checking: the output check runs however loaded the machine.

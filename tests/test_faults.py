@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import IREE_COMPILE
+from tests.conftest import FAST_RUN_ARGS, IREE_COMPILE
 
 TESTS = Path(__file__).parent
 
@@ -43,12 +43,7 @@ def test_run_survives_compile_crash_compile_hang_runtime_crash_benchmark_hang_an
             "8",
             "--benchmark-timeout",
             "3",
-            "--repetitions",
-            "2",
-            "--confirm-rounds",
-            "1",
-            "--min-repetition-time",
-            "0.005",
+            *FAST_RUN_ARGS,
         ],
         capture_output=True,
         text=True,

@@ -25,7 +25,14 @@ from ireetune.flags.trials import TrialStatus
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
 from ireetune.targets import parse_target
-from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL, TEST_TARGET
+from tests.conftest import (
+    CPU_FLAGS,
+    FAST_RUN_ARGS,
+    FAST_RUN_OPTIONS,
+    IREE_COMPILE,
+    MATMUL_MODEL,
+    TEST_TARGET,
+)
 
 DATA_TILING = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 # A winner that changes the matmul's binary on any x86-64 CPU and keeps it a matmul.
@@ -232,7 +239,7 @@ def test_search_flags_on_a_dispatch_benchmark_is_recorded_in_the_run(
     completed = subprocess.run(
         [sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(matmul_benchmark),
          "--target", TEST_TARGET, "--search-flags", "--num-candidates", "2", "--output-dir", str(tmp_path), "--no-db",
-         "--repetitions", "2", "--confirm-rounds", "1", "--min-repetition-time", "0.005"],
+         *FAST_RUN_ARGS],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
@@ -295,7 +302,7 @@ def test_tune_dispatch_under_extra_flags_tunes_the_mmt4d(
     result = tune_dispatch(
         TuneOptions(
             input_path=matmul_model, dispatch="main_dispatch_0", num_candidates=3,
-            output_dir=tmp_path, repetitions=2, confirm_rounds=1, min_repetition_s=0.005,
+            output_dir=tmp_path, **FAST_RUN_OPTIONS,
             model_level_rounds=2, extra_flags=DATA_TILING, use_database=False,
         )
     )  # fmt: skip

@@ -23,13 +23,12 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.flows.model.local_state import MODEL_RUN_NAME
-from tests.conftest import MATMUL_MODEL
+from tests.conftest import FAST_RUN_ARGS, MATMUL_MODEL
 from tests.test_bad_inputs import _snapshot
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # A flag the flag search never writes, that a user may tune with (`--flags`).
 USER_FLAG = "--iree-opt-strip-assertions"
-QUICK = ("--repetitions", "2", "--confirm-rounds", "1", "--min-repetition-time", "0.005")
 QUICK_MODEL = (
     "--num-candidates", "2", "--candidates-per-dispatch", "1", "--rounds", "2",
     "--max-dispatches", "1", "--no-flag-search", "--no-progress",
@@ -74,7 +73,7 @@ def killed_dispatch_run(matmul_benchmark: Path, tmp_path_factory: pytest.TempPat
     output = tmp_path_factory.mktemp("dispatch")
     arguments = [
         "tune-dispatch", str(matmul_benchmark), "--num-candidates", "2", "--output-dir",
-        str(output), *QUICK, "--no-db", "--no-progress", "--seed", "3", "--flags", USER_FLAG,
+        str(output), *FAST_RUN_ARGS, "--no-db", "--no-progress", "--seed", "3", "--flags", USER_FLAG,
     ]  # fmt: skip
     assert main(arguments) == 0
     run_dir = _the_run(output)
@@ -91,7 +90,7 @@ def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model.write_text(MATMUL_MODEL)
     arguments = [
         "tune-dispatch", str(model), "--num-candidates", "2", "--output-dir", str(output / "runs"),
-        *QUICK, "--stop-after", "compile", "--references", "all", "--no-db", "--no-progress",
+        *FAST_RUN_ARGS, "--stop-after", "compile", "--references", "all", "--no-db", "--no-progress",
     ]  # fmt: skip
     assert main(arguments) == 0
     return _the_run(output / "runs")

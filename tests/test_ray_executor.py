@@ -30,7 +30,7 @@ from ireetune.executor.ray_executor import FAULT_VARIABLE, RayExecutor
 from ireetune.flows.dispatch.options import StopAfter
 from ireetune.flows.dispatch.tuner import TuneOptions, TuneResult, tune_dispatch
 from ireetune.targets import parse_target
-from tests.conftest import MATMUL_MODEL
+from tests.conftest import FAST_RUN_OPTIONS, MATMUL_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def compiled_here(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Tune
 def _tune(model: Path, output_dir: Path, executor: ExecutorKind, **changes: object) -> TuneResult:
     options = TuneOptions(
         input_path=model, target="cpu", num_candidates=3, output_dir=output_dir, seed=7,
-        repetitions=2, min_repetition_s=0.005, confirm_rounds=1, confirm_top=2,
+        **FAST_RUN_OPTIONS, confirm_top=2,
         model_level_rounds=2, use_database=False, show_progress=False, executor=executor,
     )  # fmt: skip
     return tune_dispatch(replace(options, **changes))  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.records import TIMED_STATUSES, status_values
+from tests.conftest import FAST_RUN_ARGS
 
 TESTS = Path(__file__).parent
 MEASURED_STATUSES = status_values(TIMED_STATUSES)
@@ -37,12 +38,7 @@ def _command(benchmark: Path, output: Path, database: Path) -> list[str]:
         str(output),
         "--db",
         str(database),
-        "--repetitions",
-        "2",
-        "--confirm-rounds",
-        "1",
-        "--min-repetition-time",
-        "0.005",
+        *FAST_RUN_ARGS,
         "--jobs",
         "1",
     ]

@@ -1,4 +1,10 @@
-"""Executors: where compiles and measurements run (this host, or a Ray cluster)."""
+"""Executors: where compiles and measurements run (this host, or a Ray cluster).
+
+`base.py` is the executor interface and the local executor; `ray_executor.py` the Ray one;
+`flag_files.py` the files a compile's flags name, sent with a compile to another node. This
+module holds the choice (`ExecutorKind`, `RaySettings`) and `open_executor`, which a flow calls
+once and hands the executor to its stages.
+"""
 
 from __future__ import annotations
 

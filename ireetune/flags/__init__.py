@@ -6,6 +6,6 @@ pure proposal logic (the target protocol speaks of them, so they sit in the core
 `runtime_flags.txt` formats; `store.py` the database table of a model's winning flags. The flag
 search itself is `model_search.py` (whole model: `strategy.py` searches the declared options
 from the known-good sets, `runtime.py` the device's runtime options on the winner) and
-`dispatch_search.py` (one dispatch benchmark: the known-good sets only). Each target declares
-its options in `targets/<target>/flags.py`.
+`dispatch_search.py` (one dispatch benchmark: the known-good sets only); `trials.py` records
+what a search tried and concluded. Each target declares its options in `targets/<target>/flags.py`.
 """

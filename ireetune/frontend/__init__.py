@@ -1,1 +1,7 @@
-"""Frontends: turn what the user gives (a dispatch benchmark or a model) into dispatches."""
+"""Frontends: turn what the user gives into the dispatches and modules the tuner works on.
+
+`load.py` and `dispatches.py` read a dispatch benchmark or dump a model's dispatches and pick
+one; `model_import.py` turns a model file (MLIR, ONNX) or a torch module into MLIR;
+`model_inputs.py` reads `--input` specs (random inputs by default); `specialize.py` narrows a
+module to the function tuned, at the sizes tuned.
+"""

@@ -1,7 +1,9 @@
 """Targets: what each IREE backend needs to compile, apply a spec and run a dispatch.
 
-Generic code talks to a `Target`; knowledge of one backend lives in its own folder
-(`llvm_cpu/`, and the GPU targets beside it).
+Generic code talks to a `Target` (core/target.py), made here by `parse_target`; knowledge of
+one backend lives in its own folder (`llvm_cpu/`, `gpu/` for CUDA and ROCm, `vulkan/`). Shared
+by the targets' search spaces: `z3_enumerate.py` (lazy, seeded enumeration), `neighbourhood.py`
+(the default's neighbours first) and `space_cache.py` (spaces kept between runs).
 """
 
 from __future__ import annotations

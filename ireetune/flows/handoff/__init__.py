@@ -1,6 +1,7 @@
-"""Compile here, benchmark there: the self-contained folder between the two, and its two ends.
+"""Compile here, benchmark there: the self-contained folder between two hosts, and its ends.
 
-`manifest.py` (runtime-only) describes the folder; `export.py` writes it after compiling;
-`benchmark_folder.py` measures and verifies it with only the runtime installed; `finish.py`
-reads the measurements back, picks the winner and writes its spec.
+`manifest.py` and `model_folder.py` (runtime-only) describe a dispatch and a model folder;
+`export.py` writes it; `benchmark_folder.py` and `device_step.py` measure it with the runtime
+only; `finish.py`, `references.py` and `continue_run.py` read it back and decide;
+`folder_flags.py` and `folder_trust.py` the rule that a folder is data.
 """

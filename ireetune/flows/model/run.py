@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
+from ireetune.report.progress import StageProgress
 
 if TYPE_CHECKING:
     from ireetune.core.target import Target
@@ -200,10 +201,13 @@ def run_phases(
     save: Callable[[ModelTuningRun, Phase], None],
 ) -> Pause | None:
     """Run the mode's body of every phase not done yet (`run.phases_done`) in order, saving the
-    run after each; stop at the first that pauses for the device host and return its pause."""
-    for phase in PHASES[len(run.phases_done) :]:
-        pause = bodies[phase](run)
-        save(run, phase)
-        if pause is not None:
-            return pause
+    run after each; stop at the first that pauses for the device host and return its pause.
+    Each phase is a step of progress for an API call's callback (`model: flags`); no bar."""
+    with StageProgress(False) as progress:
+        for phase in PHASES[len(run.phases_done) :]:
+            with progress.stage(f"model: {phase}", 1):
+                pause = bodies[phase](run)
+                save(run, phase)
+            if pause is not None:
+                return pause
     return None

@@ -66,7 +66,6 @@ from ireetune.flows.model.split_state import (
     read_state,
     save_state,
 )
-from ireetune.frontend.model_import import export_torch_module
 from ireetune.frontend.model_inputs import parse_input_spec
 from ireetune.targets import parse_target
 from ireetune.verify.compare import check_inputs
@@ -82,7 +81,6 @@ __all__ = [
     "describe_status",
     "prepare_split_run",
     "tune_model",
-    "tune_torch_module",
 ]
 
 
@@ -145,18 +143,6 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
                 + "\n",
             )
         raise
-
-
-def tune_torch_module(
-    module: Any, example_inputs: tuple[Any, ...], work_dir: Path, **options: Any
-) -> ModelTuneResult:
-    """Export a torch.nn.Module through iree-turbine and tune the exported model.
-
-    `options` are ModelTuneOptions fields other than `model_path`; inputs are random by default,
-    with the example inputs' shapes and types (the exported function's signature).
-    """
-    mlir_path = export_torch_module(module, example_inputs, work_dir)
-    return tune_model(ModelTuneOptions(model_path=mlir_path, **options))
 
 
 def continue_model_run(
