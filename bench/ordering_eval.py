@@ -37,14 +37,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ireetune.core.target import Target
-from ireetune.search.cost_model import CostModel, train_cost_model
-from ireetune.search.evaluation import (
+from ordering_replay import (
     ReplaySpace,
     count_benchmarks,
     count_benchmarks_online,
     replay_space,
 )
+
+from ireetune.core.target import Target
+from ireetune.search.cost_model import CostModel, train_cost_model
 from ireetune.search.learned_order import order_with_model, rerank_remaining
 from ireetune.search.model_store import group_from_recorded, target_for_recorded
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
