@@ -9,7 +9,7 @@ then reads every candidate's knobs, status, times and speedup back from the run 
 machine, date, compiler version, load average before and after, timing basis.
 
 The files are read by `ireetune.search.recorded.load_recorded_space` and replayed by
-`bench/ordering_eval.py` and the cost model's training (`ireetune model train --spaces`).
+`bench/ordering_eval.py` and the cost model's training (`ireetune ranker train --spaces`).
 
 Usage:
     python bench/record_spaces.py [--problems NAME,NAME] [--num-candidates 220]

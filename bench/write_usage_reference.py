@@ -28,7 +28,9 @@ def iter_commands(
         if isinstance(action, argparse._SubParsersAction):
             summaries = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for sub_name, sub_parser in action.choices.items():
-                yield from iter_commands(sub_parser, f"{name} {sub_name}", summaries[sub_name])
+                # An alias (`ireetune model` for `ireetune ranker`) is the same parser again.
+                if sub_name in summaries:
+                    yield from iter_commands(sub_parser, f"{name} {sub_name}", summaries[sub_name])
 
 
 def describe_flag(action: argparse.Action) -> str:
@@ -66,7 +68,8 @@ def render_usage_reference(parser: argparse.ArgumentParser) -> str:
             if isinstance(action, argparse._SubParsersAction)
         ]
         for action in subcommands:
-            lines.append(f"- subcommands: {', '.join(f'`{c}`' for c in action.choices)}")
+            names = [choice.metavar or choice.dest for choice in action._choices_actions]
+            lines.append(f"- subcommands: {', '.join(f'`{name}`' for name in names)}")
         sections.append("\n".join(lines).rstrip() + "\n")
     return "\n".join(sections)
 

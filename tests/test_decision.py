@@ -19,7 +19,7 @@ from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.database.run_files import CampaignFile, campaign_from_file
-from ireetune.database.store import ResultKey, StoredResult, config_key
+from ireetune.database.store import ResultKey, StoredResult, config_key, find_reusable
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
     CandidateFacts,
@@ -30,7 +30,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis, estimate_speedup
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.reuse import find_reusable, restore_candidates
+from ireetune.report.reuse import restore_candidates
 
 
 def campaign_from_json(data: Mapping[str, object]) -> CampaignResult:

@@ -1,1 +1,3 @@
-"""Search: candidate records, lazy enumeration with z3, and ordering."""
+"""Search: candidate ordering with the ranker (the learned cost model, `ranker.py`), trained
+from the database (`ranker_training.py`), used and updated online (`learned_order.py`), and the
+recorded spaces it learns from (`recorded.py`)."""
