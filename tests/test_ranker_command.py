@@ -8,9 +8,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ireetune.search.recorded import RecordedRow, write_recorded_space
+from ireetune.search.recorded import RecordedRow
 from ireetune.targets.llvm_cpu.features import FEATURE_FAMILY
-from tests.test_recorded_spaces import SPACE, _knobs
+from tests.test_recorded_spaces import SPACE, _knobs, write_recorded_space
 
 
 def _ireetune(*arguments: str) -> subprocess.CompletedProcess[str]:
