@@ -1,4 +1,6 @@
-"""Executors: where compiles and measurements run (this host, or a Ray cluster)."""
+"""Executors: where compiles and measurements run: this host (`base.py`) or a Ray cluster
+(`ray_executor.py`, its flag files in `flag_files.py`); `settings.py` declares the choice and the
+Ray settings, and `open_executor` starts the chosen one."""
 
 from __future__ import annotations
 
