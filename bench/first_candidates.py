@@ -5,7 +5,7 @@ problem, this times what the tuner does before the first compile: read the dispa
 space (`load_dispatch`, which asks the compiler for a GPU space), draw the pool of
 max(4 x 100, 64) candidates and order it (`order_pool`, as `--order auto` does), twice: with an
 empty cache folder (the first read) and again with the folder the first run filled
-(`<database folder>/spaces/`, ireetune/targets/space_cache.py). The dispatch benchmarks are
+(`<database folder>/spaces/`, ireetune/database/space_cache.py). The dispatch benchmarks are
 dumped beforehand and not timed. With `--spaces DIR`, a cost model trained on those recorded
 spaces is kept beside each CPU database first (not timed), so the CPU pools are ordered by the
 learned model, features and all, as `--order auto` would.
@@ -30,10 +30,11 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.core.tools import find_tool
+from ireetune.database.ranker_files import ranker_folder
 from ireetune.database.store import TuningDatabase
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.learned_order import order_pool
-from ireetune.search.model_store import model_folder, train_pinned_models
+from ireetune.search.ranker_training import train_pinned_rankers
 from ireetune.search.recorded import load_recorded_spaces
 from ireetune.targets import parse_target
 
@@ -133,7 +134,7 @@ def main() -> int:
             )
             database_path = work / target_name.replace(":", "_") / name / "db" / "tuning.sqlite"
             if spaces and target_name == "cpu":
-                train_pinned_models([], model_folder(database_path), spaces)
+                train_pinned_rankers([], ranker_folder(database_path), spaces)
             cold, produced, ordering = time_first_candidates(
                 target_name, benchmark, database_path, arguments.candidates
             )

@@ -37,16 +37,17 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ireetune.core.target import Target
-from ireetune.search.cost_model import CostModel, train_cost_model
-from ireetune.search.evaluation import (
+from ordering_replay import (
     ReplaySpace,
     count_benchmarks,
     count_benchmarks_online,
     replay_space,
 )
-from ireetune.search.learned_order import order_with_model, rerank_remaining
-from ireetune.search.model_store import group_from_recorded, target_for_recorded
+
+from ireetune.core.target import Target
+from ireetune.search.learned_order import order_with_ranker, rerank_remaining
+from ireetune.search.ranker import Ranker, train_ranker
+from ireetune.search.ranker_training import group_from_recorded, target_for_recorded
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
 
 STRATEGIES = ("random", "heuristic", "learned", "learned-online")
@@ -76,7 +77,7 @@ def target_with_known_features(space: RecordedSpace) -> Target:
 def evaluate_problem(
     space: RecordedSpace,
     target: Target,
-    model: CostModel,
+    model: Ranker,
     strategy: str,
     seed: int,
     batch: int,
@@ -92,7 +93,7 @@ def evaluate_problem(
         ordered = target.order_candidates(space.problem, pool, seed)
         return count_benchmarks(replay, index_order(space, ordered), tolerance)
     if strategy == "learned":
-        ordered = order_with_model(target, space.problem, model, pool, seed)
+        ordered = order_with_ranker(target, space.problem, model, pool, seed)
         return count_benchmarks(replay, index_order(space, ordered), tolerance)
     assert strategy == "learned-online"
 
@@ -136,7 +137,7 @@ def run(
         assert feature_space is not None, "recorded targets have features"
         # Leave one problem out: the model never saw the problem it orders.
         models = {
-            seed: train_cost_model(
+            seed: train_ranker(
                 [g for name, g in groups.items() if name != space.name],
                 feature_space.family,
                 feature_space.names,

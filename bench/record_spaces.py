@@ -9,7 +9,7 @@ then reads every candidate's knobs, status, times and speedup back from the run 
 machine, date, compiler version, load average before and after, timing basis.
 
 The files are read by `ireetune.search.recorded.load_recorded_space` and replayed by
-`bench/ordering_eval.py` and the cost model's training (`ireetune model train --spaces`).
+`bench/ordering_eval.py` and the cost model's training (`ireetune ranker train --spaces`).
 
 Usage:
     python bench/record_spaces.py [--problems NAME,NAME] [--num-candidates 220]
@@ -36,18 +36,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iree.compiler import ir
+from space_files import read_run_folder_rows, write_recorded_space
 
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import compiler_version
 from ireetune.flows.dispatch.options import CandidateOrder, TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.frontend.load import load_dispatch
-from ireetune.search.recorded import (
-    RecordedSpace,
-    load_recorded_spaces,
-    read_run_folder_rows,
-    write_recorded_space,
-)
+from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
 

@@ -36,14 +36,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from space_files import select_leaders, write_recorded_space
+
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.executor import LocalExecutor
-from ireetune.search.recorded import (
-    RecordedSpace,
-    load_recorded_space,
-    select_leaders,
-    write_recorded_space,
-)
+from ireetune.search.recorded import RecordedSpace, load_recorded_space
 
 DEVICE = "local-task"
 # One timing of a leader (load, warm-up, repetitions) never takes this long on the CPU.

@@ -305,7 +305,11 @@ def _arguments() -> Iterator[tuple[tuple[str, ...], argparse.Action]]:
         words, parser = pending.pop()
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
-                pending.extend(((*words, name), sub) for name, sub in action.choices.items())
+                # An alias (`model` for `ranker`) is the same parser under its old name.
+                names = {choice.dest for choice in action._choices_actions}
+                pending.extend(
+                    ((*words, name), sub) for name, sub in action.choices.items() if name in names
+                )
             else:
                 yield words, action
 

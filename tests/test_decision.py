@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +18,8 @@ from ireetune.benchmark.campaign import (
 from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.database.run_files import campaign_from_json
-from ireetune.database.store import ResultKey, StoredResult, config_key
+from ireetune.database.run_files import CampaignFile, campaign_from_file
+from ireetune.database.store import ResultKey, StoredResult, config_key, find_reusable
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
     CandidateFacts,
@@ -28,7 +30,13 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis, estimate_speedup
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.reuse import find_reusable, restore_candidates
+from ireetune.report.reuse import restore_candidates
+
+
+def campaign_from_json(data: Mapping[str, object]) -> CampaignResult:
+    """Rebuild a campaign's result from `campaign_to_json`'s form (checked against its model)."""
+    return campaign_from_file(CampaignFile.model_validate_json(json.dumps(data)))
+
 
 BASE = ((10.0, 10.1, 9.9), (10.2, 10.0, 10.1), (9.9, 10.0, 10.0), (10.1, 10.0, 9.9))
 

@@ -25,10 +25,11 @@ from ireetune.core.flag_space import (
     propose_flag_sets,
     spell_configuration,
 )
+from ireetune.core.input_files import read_input_text
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.executor import LocalExecutor
-from ireetune.flags.file import read_runtime_flags_file, write_flag_files
+from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import (
     FLAG_RULE,
     RUNTIME_SHARE,
@@ -48,6 +49,16 @@ from ireetune.flags.trials import FlagSearchResult, TrialStatus, compile_flag_se
 from ireetune.model.timing import ModelComparison, ModelRun, run_models_side_by_side_here
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, CPU_TUNED_OPTIONS
 from tests.conftest import CPU_FLAGS
+
+
+def read_runtime_flags_file(path: Path) -> tuple[str, ...]:
+    """Read a runtime flags file (`write_flag_files`): one `--name=value` per line."""
+    words = read_input_text(path, "runtime flags file", allow_empty=True).split()
+    for word in words:
+        if not word.startswith("--") or len(word) == 2:
+            raise IreetuneError(f"{path}: {word!r} is not a runtime flag (--name[=value])")
+    return tuple(words)
+
 
 ONE_WORKER = "--task_topology_max_group_count=1"
 IM2COL = "--iree-global-opt-use-im2col-for-convs"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,8 @@ from ireetune.core.flag_space import (
     FlagOption,
     FlagSet,
     FlagSpace,
+    make_flag_set,
     propose_flag_sets,
-    union_of_winners,
 )
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, estimate_speedup
@@ -25,6 +26,36 @@ from ireetune.flags.trials import (
     judge_flag_sets,
 )
 from ireetune.targets import parse_target
+
+
+def union_of_winners(winners: Sequence[FlagSet], tried: Iterable[FlagSet]) -> FlagSet | None:
+    """Return the union of sets that each won alone, when it is new and consistent.
+
+    Consistent: no two of the sets give the same option different values (data tiling with
+    ukernels `all` and with ukernels `mmt4d` do not combine). None when fewer than two sets won,
+    they conflict, or the union was already tried (in any order).
+    """
+    if len(winners) < 2:
+        return None
+    chosen: dict[str, frozenset[str]] = {}
+    for flag_set in winners:
+        for name, values in _values_by_option(flag_set).items():
+            if chosen.setdefault(name, values) != values:
+                return None
+    union = make_flag_set(flag for flag_set in winners for flag in flag_set.flags)
+    if frozenset(union.flags) in {frozenset(t.flags) for t in tried}:
+        return None
+    return union
+
+
+def _values_by_option(flag_set: FlagSet) -> dict[str, frozenset[str]]:
+    """Map each option of a set to its values (a list option repeats its flag, one per value)."""
+    values: dict[str, set[str]] = {}
+    for flag in flag_set.flags:
+        name, _, value = flag.partition("=")
+        values.setdefault(name, set()).add(value)
+    return {name: frozenset(v) for name, v in values.items()}
+
 
 DT = "--iree-opt-data-tiling"
 OPS = "--iree-dispatch-creation-experimental-set-data-tiling-ops"

@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+import z3
 
 from ireetune.core.candidate import make_knobs
 from ireetune.core.errors import IreetuneError
@@ -13,7 +14,7 @@ from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.ordering import TileShape, compute_tile_shape, interleave, score_candidate
-from ireetune.targets.gpu.smt_space import SmtSpace, count_solutions, sample_spaces
+from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
 from ireetune.targets.gpu.template import (
     IntKnob,
     OneOfKnob,
@@ -21,6 +22,21 @@ from ireetune.targets.gpu.template import (
     extract_knob_values,
     fill_template,
 )
+
+
+def count_solutions(space: SmtSpace, limit: int = 100_000) -> int:
+    """Count a space's solutions by plain enumeration (for tests and reports on small spaces)."""
+    context = z3.Context()
+    solver = z3.Solver(ctx=context)
+    solver.add(z3.parse_smt2_string(space.smtlib, ctx=context))
+    variables = [z3.Int(name, context) for name in space.knob_names]
+    count = 0
+    while count < limit and solver.check() == z3.sat:
+        model = solver.model()
+        solver.add(z3.Or([v != model.eval(v, model_completion=True) for v in variables]))
+        count += 1
+    return count
+
 
 NV_MMA = "#iree_gpu.mma_layout<NV_MMA_SYNC_F32_16x8x16_F16>"
 

@@ -16,9 +16,9 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.database.exchange import results_to_json
-from ireetune.database.schema import MODEL_RESULT_COLUMNS, SCHEMA_VERSION
+from ireetune.database.model_results import ModelKey, ModelResult, record_model_result
+from ireetune.database.schema import MODEL_RESULT_COLUMNS, SCHEMA_VERSION, open_database
 from ireetune.database.store import TuningDatabase, compiler_version
-from ireetune.flags.store import ModelKey, ModelResult, lookup_model_result, record_model_result
 from tests.test_database import KEY, stored_result
 
 # The model_results table exactly as the flag phase of a schema-2 ireetune created it.
@@ -37,6 +37,29 @@ MODEL_RESULT = ModelResult(
     "mm64.mlir", ("--iree-opt-level=O3",), 1.1, 1.05, 1.2, "flag-rule", "", None, None, None,
     "out/run", "2026-11-25T00:00:00+00:00",
 )  # fmt: skip
+
+
+def lookup_model_result(database_path: Path, key: ModelKey) -> ModelResult | None:
+    """Return the model's stored row, or None (the reader the tuner does not need yet)."""
+    if not database_path.exists():
+        return None
+    connection = open_database(database_path)
+    try:
+        row = connection.execute(
+            "SELECT model_name, flags, flag_speedup, flag_low, flag_high, rule, spec, "
+            "combined_speedup, combined_low, combined_high, run_dir, written_at "
+            "FROM model_results WHERE compiler_version = ? AND target = ? AND device = ? "
+            "AND model_sha256 = ?",
+            (key.compiler_version, key.target, key.device, key.model_sha256),
+        ).fetchone()
+    finally:
+        connection.close()
+    if row is None:
+        return None
+    return ModelResult(
+        row[0], tuple(json.loads(row[1])), row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+        row[9], row[10], row[11],
+    )  # fmt: skip
 
 
 def _digest(path: Path) -> str:

@@ -13,6 +13,11 @@ import pytest
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.database.keys import describe_target
+from ireetune.database.ranker_files import (
+    pinned_ranker_path,
+    remember_machine_facts,
+    remembered_machine_facts,
+)
 from ireetune.database.store import (
     ResultKey,
     StoredResult,
@@ -22,21 +27,18 @@ from ireetune.database.store import (
     problem_key,
 )
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.search.cost_model import load_cost_model
 from ireetune.search.learned_order import (
     OnlineSearch,
     order_pool,
-    order_with_model,
+    order_with_ranker,
     plan_rounds,
     rerank_remaining,
 )
-from ireetune.search.model_store import (
-    choose_model,
+from ireetune.search.ranker import load_ranker
+from ireetune.search.ranker_training import (
+    choose_ranker,
     groups_from_results,
-    pinned_model_path,
-    remember_machine_facts,
-    remembered_machine_facts,
-    train_pinned_models,
+    train_pinned_rankers,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.features import FEATURE_FAMILY, FEATURE_NAMES
@@ -145,10 +147,10 @@ def test_rows_of_another_target_are_not_learned_from() -> None:
 
 
 def test_too_few_problems_leave_the_heuristic_in_charge(tmp_path: Path) -> None:
-    choice = choose_model(
+    choice = choose_ranker(
         _target(), PROBLEMS[0], _database_rows(PROBLEMS[:2]), TARGET_KEY, tmp_path
     )
-    assert choice.model is None
+    assert choice.ranker is None
     assert choice.reason == (
         "heuristic: the database holds 2 problems for this target; a learned model needs 3 "
         "with 16 measured candidates each"
@@ -157,16 +159,16 @@ def test_too_few_problems_leave_the_heuristic_in_charge(tmp_path: Path) -> None:
 
 def test_enough_rows_train_a_model_once_and_reuse_it(tmp_path: Path) -> None:
     rows = _database_rows(PROBLEMS)
-    first = choose_model(_target(), PROBLEMS[0], rows, TARGET_KEY, tmp_path)
-    assert first.model is not None
+    first = choose_ranker(_target(), PROBLEMS[0], rows, TARGET_KEY, tmp_path)
+    assert first.ranker is not None
     assert first.reason == "learned: trained on the database (3 problems, 63 rows)"
     (cached,) = tmp_path.glob("*-auto-*.json")
     modified = cached.stat().st_mtime_ns
-    second = choose_model(_target(), PROBLEMS[0], rows, TARGET_KEY, tmp_path)
-    assert second.model is not None and second.model.model_text == first.model.model_text
+    second = choose_ranker(_target(), PROBLEMS[0], rows, TARGET_KEY, tmp_path)
+    assert second.ranker is not None and second.ranker.model_text == first.ranker.model_text
     assert cached.stat().st_mtime_ns == modified
     # A grown database trains a new model.
-    choose_model(
+    choose_ranker(
         _target(),
         PROBLEMS[0],
         [*rows, *_database_rows([_matmul(32, 32, 32)])],
@@ -177,10 +179,10 @@ def test_enough_rows_train_a_model_once_and_reuse_it(tmp_path: Path) -> None:
 
 
 def test_the_learned_order_puts_what_the_database_taught_first(tmp_path: Path) -> None:
-    choice = choose_model(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
-    assert choice.model is not None
+    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    assert choice.ranker is not None
     unseen = _matmul(512, 256, 256)
-    ordered = order_with_model(_target(), unseen, choice.model, POOL, seed=0)
+    ordered = order_with_ranker(_target(), unseen, choice.ranker, POOL, seed=0)
     fastest = sorted(POOL, key=_time)[:3]
     assert (
         [knobs for knobs, _ in ordered[:3]]
@@ -190,14 +192,14 @@ def test_the_learned_order_puts_what_the_database_taught_first(tmp_path: Path) -
 
 
 def test_rerank_learns_from_the_current_problem(tmp_path: Path) -> None:
-    choice = choose_model(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
-    assert choice.model is not None
+    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    assert choice.ranker is not None
     # On this problem one accumulator row is fastest, the opposite of the database's law.
     measured = [(knobs, float(dict(knobs)["vec_m"])) for knobs in POOL[::2]]
     remaining = POOL[1::2]
-    before = order_with_model(_target(), _matmul(512, 256, 256), choice.model, remaining, seed=0)
+    before = order_with_ranker(_target(), _matmul(512, 256, 256), choice.ranker, remaining, seed=0)
     after, updated = rerank_remaining(
-        _target(), _matmul(512, 256, 256), choice.model, remaining, measured, seed=0
+        _target(), _matmul(512, 256, 256), choice.ranker, remaining, measured, seed=0
     )
     assert 1 not in [dict(knobs)["vec_m"] for knobs, _ in before[:3]]
     assert [dict(knobs)["vec_m"] for knobs, _ in after[1:3]] == [1, 1]
@@ -211,11 +213,11 @@ def test_a_budget_is_split_into_rounds_when_it_is_large_enough() -> None:
 
 
 def test_online_search_takes_each_round_from_what_is_left(tmp_path: Path) -> None:
-    choice = choose_model(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
-    assert choice.model is not None
+    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    assert choice.ranker is not None
     problem = _matmul(512, 256, 256)
-    ordered = order_with_model(_target(), problem, choice.model, POOL, seed=0)
-    search = OnlineSearch(_target(), problem, choice.model, ordered, [4, 4, 8], seed=0)
+    ordered = order_with_ranker(_target(), problem, choice.ranker, POOL, seed=0)
+    search = OnlineSearch(_target(), problem, choice.ranker, ordered, [4, 4, 8], seed=0)
     assert search.first_round == ordered[:4]
     # Here one accumulator row is fastest: after the first round says so, the next prefers it.
     measured = [(knobs, float(dict(knobs)["vec_m"])) for knobs, _ in search.first_round]
@@ -235,17 +237,17 @@ def test_a_pinned_model_wins_over_the_database(tmp_path: Path) -> None:
     rows = _database_rows(PROBLEMS)
     remember_machine_facts(tmp_path, TARGET_KEY, _target().machine_facts())
     assert remembered_machine_facts(tmp_path) == {TARGET_KEY: _target().machine_facts()}
-    ((path, model),) = train_pinned_models(rows, tmp_path, [])
-    assert path == pinned_model_path(tmp_path, FEATURE_FAMILY)
-    choice = choose_model(_target(), PROBLEMS[0], [], TARGET_KEY, tmp_path)
-    assert choice.model is not None and choice.model.model_text == model.model_text
+    ((path, model),) = train_pinned_rankers(rows, tmp_path, [])
+    assert path == pinned_ranker_path(tmp_path, FEATURE_FAMILY)
+    choice = choose_ranker(_target(), PROBLEMS[0], [], TARGET_KEY, tmp_path)
+    assert choice.ranker is not None and choice.ranker.model_text == model.model_text
     assert choice.reason == f"learned: {path} (3 problems, 63 rows)"
-    assert load_cost_model(path).groups == model.groups
+    assert load_ranker(path).groups == model.groups
 
 
 def test_training_with_nothing_to_learn_from_is_refused(tmp_path: Path) -> None:
     with pytest.raises(IreetuneError) as excinfo:
-        train_pinned_models([], tmp_path, [])
+        train_pinned_rankers([], tmp_path, [])
     assert str(excinfo.value).startswith("nothing to train on:")
 
 

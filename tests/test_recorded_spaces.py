@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ from ireetune.search.recorded import (
     RecordedSpace,
     load_recorded_space,
     load_recorded_spaces,
-    read_run_folder_rows,
-    select_leaders,
-    write_recorded_space,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from space_files import read_run_folder_rows, select_leaders, write_recorded_space  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "spaces"
 

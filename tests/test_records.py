@@ -9,8 +9,14 @@ from dataclasses import replace
 
 from ireetune.core.candidate import make_knobs
 from ireetune.core.records import CSV_COLUMNS, CandidateRecord, CandidateStatus, render_csv
-from ireetune.report.ranking import is_real_improvement, rank_candidates
+from ireetune.report.ranking import rank_candidates
 from ireetune.report.summary import SummaryHeading, render_summary
+
+
+def is_real_improvement(speedup: float, noise: float, threshold: float = 0.01) -> bool:
+    """Say whether a speedup exceeds both a minimum gain and the measured noise."""
+    return speedup > 1.0 + max(threshold, noise)
+
 
 BASELINE = CandidateRecord(
     0, make_knobs({"vec_m": 8}), CandidateStatus.MEASURED, median_ms=2.0, speedup=1.0, spread=0.02

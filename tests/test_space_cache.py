@@ -10,9 +10,9 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.candidate import make_knobs
+from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.frontend.load import load_dispatch
 from ireetune.targets import parse_target
-from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 from tests.test_gpu_compile import MMT_F16, dump_gpu_benchmark
 
 POOL = 24

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pytest
 
 from ireetune.cli import build_parser, describe_version, main
-from ireetune.commands.usage_reference import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from write_usage_reference import (  # noqa: E402
     iter_commands,
     render_usage_reference,
     replace_generated_section,

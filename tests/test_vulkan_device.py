@@ -10,16 +10,35 @@ import pytest
 
 from ireetune.core.errors import IreetuneError
 from ireetune.targets.vulkan import make_vulkan_target
-from ireetune.targets.vulkan.archs import IREE_VULKAN_TARGETS, LAVAPIPE_LIMITS
+from ireetune.targets.vulkan.archs import (
+    IREE_VULKAN_TARGETS,
+    LAVAPIPE_LIMITS,
+    render_device_target,
+)
 from ireetune.targets.vulkan.detect import target_arch
 from ireetune.targets.vulkan.device import (
-    build_target_attribute,
+    VulkanDevice,
     choose_target,
+    device_limits,
     find_device,
     parse_iree_device_dump,
     parse_vulkaninfo,
 )
 from tests.vulkan_support import IREE_COMPILE, requires_vulkan, vulkan_target
+
+
+def build_target_attribute(device: VulkanDevice) -> str:
+    """Render a `#hal.device.target<...>` that describes the device's own limits.
+
+    Seen to give correct softmax, reduction and matmul results on lavapipe with IREE 3.13, where
+    every named target's reductions were wrong:
+
+        #hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb",
+          {iree_codegen.target_info = #iree_gpu.target<arch = "", features = "spirv:v1.6,...",
+          wgp = <compute = fp32|..., subgroup_size_choices = [8], ...>>}>]>
+    """
+    return render_device_target(device_limits(device))
+
 
 REPORTS = Path(__file__).with_name("data") / "vulkaninfo"
 LAVAPIPE_UUID = "6d65736132322e332e36000000000000"

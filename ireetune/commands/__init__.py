@@ -19,7 +19,7 @@ COMMAND_MODULES = (
     "ireetune.commands.continue_run",
     "ireetune.commands.replay",
     "ireetune.commands.db",
-    "ireetune.commands.model",
+    "ireetune.commands.ranker",
     "ireetune.commands.spec",
     "ireetune.commands.compile",
     "ireetune.commands.profile",

@@ -14,13 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ireetune.core import common_options
-from ireetune.core.arguments import (
-    add_executor_arguments,
-    flag_text,
-    parse_executor,
-    user_path,
-)
+from ireetune.core.arguments import flag_text, user_path
 from ireetune.core.options import add_options, option, options_from_arguments
+from ireetune.executor import add_executor_arguments, parse_executor
 
 if TYPE_CHECKING:
     from ireetune.flows.dispatch.options import TuneOptions

@@ -15,13 +15,8 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ireetune.core.input_files import describe_path, is_utf8_name
-from ireetune.core.options import add_options, options_from_arguments
-
-if TYPE_CHECKING:
-    from ireetune.executor import ExecutorKind, RaySettings
 
 # The forms `--target` takes, for every command's help.
 TARGET_HELP = (
@@ -187,29 +182,3 @@ def flag_text(text: str) -> tuple[str, ...]:
 def try_flag_text(text: str) -> tuple[str, ...]:
     """Parse one `--try-flags` set, as `flag_text` does, naming `--try-flags` in its errors."""
     return _flag_text(text, "--try-flags")
-
-
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--executor` and the Ray options (docs/ray.md, declared on `RaySettings`) to a tuning
-    command."""
-    from ireetune.executor import RaySettings
-
-    parser.add_argument(
-        "--executor", choices=("local", "ray"), default="local",
-        help="where compiles and measurements run: this host (local), or a Ray cluster (ray: "
-        "compiles as Ray tasks, measurements in actors pinned to one device each; needs "
-        "pip install 'ireetune[ray]')",
-    )  # fmt: skip
-    add_options(parser, RaySettings)
-
-
-def parse_executor(arguments: argparse.Namespace) -> tuple[ExecutorKind, RaySettings]:
-    """Return the executor a tuning run asked for and its Ray settings."""
-    from ireetune.core.errors import IreetuneError
-    from ireetune.executor import ExecutorKind, RaySettings
-
-    kind = ExecutorKind(arguments.executor)
-    settings = options_from_arguments(RaySettings, arguments)
-    if settings != RaySettings() and kind is not ExecutorKind.RAY:
-        raise IreetuneError("--ray-address and --ray-*-resource need --executor ray")
-    return kind, settings

@@ -1,6 +1,9 @@
-"""The tuning database (SQLite) and the run folder's files: results that survive crashes.
+"""Storage: everything ireetune keeps across runs, beside the tuning database.
 
-`store.py` writes every candidate's fate as it arrives, `schema.py` the tables and their version,
-`keys.py` the target and device parts of a key, `exchange.py` and `validate.py` export and import,
-`run_files.py` reads a run folder's JSON files as untrusted data.
+`store.py` the per-dispatch results (SQLite; `schema.py` creates, checks and upgrades the file,
+`keys.py` names a result, `exchange.py` and `validate.py` export and import rows);
+`model_results.py` a tuned model's flags and spec (a table of the same file); `space_cache.py`
+the spaces and solutions kept per problem (`<database folder>/spaces/`); `ranker_files.py` the
+rankers' folder and the machine facts kept for them (`<database folder>/models/`); `run_files.py`
+the files of a run folder, read as untrusted data.
 """

@@ -471,11 +471,6 @@ def campaign_from_file(stored: CampaignFile) -> CampaignResult:
     )
 
 
-def campaign_from_json(data: Mapping[str, object]) -> CampaignResult:
-    """Rebuild a campaign's result from `campaign_to_json`'s form (checked against its model)."""
-    return campaign_from_file(CampaignFile.model_validate_json(json.dumps(data)))
-
-
 class VerdictFile(FileModel):
     """One contender's output check: `verified` (compared, equal), `wrong` (compared, differ)
     or `unverified` (not compared: no reference program, or one that did not run or is the

@@ -5,7 +5,7 @@ Tables (schema 3):
 
 - `meta`: `schema_version` and nothing else ireetune reads.
 - `results`: one row per candidate measured for a dispatch (`database/store.py`).
-- `model_results`: one row per tuned model, its flags and spec (`flags/store.py`).
+- `model_results`: one row per tuned model, its flags and spec (`database/model_results.py`).
 
 History: schema 2 added columns to `results`; schema 3 added `model_results`, which the flag phase
 of a schema-2 ireetune had already created in some files, so a schema-2 file may hold it.

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ from ireetune.database.schema import (
 )
 from ireetune.decision.rules import Verdict
 from ireetune.problem.root_op import Problem
+
+logger = logging.getLogger(__name__)
 
 DB_VARIABLE = "IREETUNE_DB"
 
@@ -259,6 +262,29 @@ def deciding_speedup(result: StoredResult) -> float:
     if result.real_input_speedup is not None:
         return result.real_input_speedup
     return result.speedup or 0.0
+
+
+def find_reusable(stored: Mapping[str, StoredResult], rule: str) -> StoredResult | None:
+    """Return the stored local winner under `rule`, if any."""
+    winners = [r for r in stored.values() if is_local_winner(r, rule)]
+    return max(winners, key=deciding_speedup, default=None)
+
+
+def stale_candidates(
+    database: TuningDatabase, key: ResultKey, candidates: list[tuple[Knobs, float | None]]
+) -> list[tuple[Knobs, float | None]]:
+    """Put other compilers' winners and imported results first: measured again like any
+    candidate, never applied on trust."""
+    known = {knobs for knobs, _ in candidates}
+    stale = []
+    for result in database.lookup_stale(key):
+        knobs = result.knobs
+        if knobs is not None and knobs not in known:
+            stale.append((knobs, None))
+            known.add(knobs)
+    if stale:
+        logger.warning("measuring %d stored result(s) from elsewhere again", len(stale))
+    return [*stale, *candidates]
 
 
 def _row(result: StoredResult) -> dict[str, Any]:

@@ -45,9 +45,9 @@ from ireetune.compile.driver import CompileRequest, CompileResult, CompileStatus
 from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome, record_outcome
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_bytes_once
-from ireetune.executor import RaySettings
 from ireetune.executor.base import Executor
 from ireetune.executor.flag_files import FlagFiles, place_flag_files, read_flag_files
+from ireetune.executor.settings import RaySettings
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.verify.runner import ReferenceBatch, ReferenceRun
 

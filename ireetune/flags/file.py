@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.input_files import read_input_text
 from ireetune.flags.check import check_flag_form
@@ -49,12 +48,3 @@ def _read_words(path: Path, what: str) -> list[str]:
 def read_flags_file(path: Path) -> tuple[str, ...]:
     """Read a flags file written by `write_flags_file` (or by hand) and check each flag's form."""
     return check_flag_form(_read_words(path, "flags file"), str(path))
-
-
-def read_runtime_flags_file(path: Path) -> tuple[str, ...]:
-    """Read a runtime flags file (`write_flag_files`): one `--name=value` per line."""
-    words = _read_words(path, "runtime flags file")
-    for word in words:
-        if not word.startswith("--") or len(word) == 2:
-            raise IreetuneError(f"{path}: {word!r} is not a runtime flag (--name[=value])")
-    return tuple(words)

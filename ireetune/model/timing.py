@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.core.errors import IreetuneError
 from ireetune.core.worker_protocol import FailureKind, supervise_worker
-
-if TYPE_CHECKING:
-    from ireetune.executor.base import Executor
-
 
 # A round should time each model for at least this long.
 MIN_ROUND_MS = 20.0
@@ -171,22 +164,3 @@ def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, Model
 
 # The last job of a model-timing worker: time every model that ran.
 _TIME_JOB = "<time>"
-
-
-def time_dispatch_benchmarks(
-    executor: Executor, binaries: Mapping[int, Path], device: str
-) -> dict[int, float]:
-    """Time each compiled dispatch benchmark once on `device`; return the median ms of each."""
-    timings: dict[int, float] = {}
-    session = BenchmarkSession(
-        [BenchmarkJob(index, path) for index, path in sorted(binaries.items())],
-        device,
-        repetitions=3,
-        batch=0,
-        timeout_s=120,
-        min_repetition_s=0.02,
-    )
-    for outcome in executor.run_benchmarks(session):
-        if outcome.status is BenchmarkStatus.MEASURED:
-            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
-    return timings

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Hashable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -92,9 +92,6 @@ class DispatchEntry:
     verify_vmfb: InsidePath = ""
     binary_hash: str = ""
     not_applied: bool = False
-
-    def with_status(self, status: DispatchStatus, reason: str) -> DispatchEntry:
-        return replace(self, status=status, reason=reason)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,3 @@ def rank_candidates(
         r for r in records if not r.is_baseline and r.status in statuses and r.speedup is not None
     ]
     return sorted(measured, key=lambda r: (-(r.speedup or 0.0), r.candidate_id))
-
-
-def is_real_improvement(speedup: float, noise: float, threshold: float = 0.01) -> bool:
-    """Say whether a speedup exceeds both a minimum gain and the measured noise."""
-    return speedup > 1.0 + max(threshold, noise)

@@ -1,7 +1,8 @@
-"""What a run takes from the database: a stored winner, earlier measurements, stale results.
+"""What a run takes back from the database into its recorder: earlier measurements, and the facts
+of a finished campaign (the database's own queries, a stored winner and stale results, are
+`database/store.py`'s `find_reusable` and `stale_candidates`).
 
-Only a winner reached here under the same decision rule is reused without measuring. Earlier
-measurements of this run's candidates are restored (never measured twice); when the whole
+Earlier measurements of this run's candidates are restored (never measured twice); when the whole
 campaign of an earlier session is stored, its facts are rebuilt from the rows, so a resumed run
 reaches the verdict the interrupted one would have.
 """
@@ -12,15 +13,10 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ireetune.core.candidate import Knobs
 from ireetune.core.records import FINAL_STATUSES, TIMED_STATUSES, CandidateStatus, status_values
 from ireetune.database.store import (
-    ResultKey,
     StoredResult,
-    TuningDatabase,
     config_key,
-    deciding_speedup,
-    is_local_winner,
 )
 from ireetune.decision.rules import CandidateFacts
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup
@@ -29,29 +25,6 @@ from ireetune.report.recorder import RunRecorder
 logger = logging.getLogger(__name__)
 
 _FINAL = status_values(FINAL_STATUSES)
-
-
-def find_reusable(stored: Mapping[str, StoredResult], rule: str) -> StoredResult | None:
-    """Return the stored local winner under `rule`, if any."""
-    winners = [r for r in stored.values() if is_local_winner(r, rule)]
-    return max(winners, key=deciding_speedup, default=None)
-
-
-def stale_candidates(
-    database: TuningDatabase, key: ResultKey, candidates: list[tuple[Knobs, float | None]]
-) -> list[tuple[Knobs, float | None]]:
-    """Put other compilers' winners and imported results first: measured again like any
-    candidate, never applied on trust."""
-    known = {knobs for knobs, _ in candidates}
-    stale = []
-    for result in database.lookup_stale(key):
-        knobs = result.knobs
-        if knobs is not None and knobs not in known:
-            stale.append((knobs, None))
-            known.add(knobs)
-    if stale:
-        logger.warning("measuring %d stored result(s) from elsewhere again", len(stale))
-    return [*stale, *candidates]
 
 
 def restore_candidates(recorder: RunRecorder, stored: Mapping[str, StoredResult]) -> set[int]:

@@ -5,7 +5,7 @@ The tuner's strategies, side by side (bench/ordering_eval.py replays each on rec
 - `heuristic`: the target's hand-weighted score (`Target.order_candidates`);
 - `learned`: the cost model's scores, trained on other problems;
 - `learned-online`: the same, re-ranked between batches of measurements of this problem
-  (`rerank_remaining`), the model updated on what was measured.
+  (`rerank_remaining`), the ranker updated on what was measured.
 
 Ties are broken by a seeded hash of each configuration, never by the pool's order.
 """
@@ -19,10 +19,11 @@ from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_target
+from ireetune.database.ranker_files import ranker_folder, remember_machine_facts
 from ireetune.database.store import TuningDatabase
 from ireetune.problem.root_op import Problem
-from ireetune.search.cost_model import CostModel, TrainingGroup, update_cost_model
-from ireetune.search.model_store import choose_model, model_folder, remember_machine_facts
+from ireetune.search.ranker import Ranker, TrainingGroup, update_ranker
+from ireetune.search.ranker_training import choose_ranker
 
 CURRENT_PROBLEM = "current problem"
 
@@ -31,13 +32,13 @@ def _tie_break(seed: int, knobs: Knobs) -> float:
     return random.Random(f"{seed}:{knobs}").random()
 
 
-def order_with_model(
-    target: Target, problem: Problem, model: CostModel, pool: Sequence[Knobs], seed: int
+def order_with_ranker(
+    target: Target, problem: Problem, ranker: Ranker, pool: Sequence[Knobs], seed: int
 ) -> list[tuple[Knobs, float]]:
     """Sort a pool by the model's score, best first, each with its score."""
     space = target.feature_space(problem)
-    assert space is not None and space.family == model.family, "model fits the target's features"
-    scores = model.predict(target.candidate_features(problem, pool))
+    assert space is not None and space.family == ranker.family, "model fits the target's features"
+    scores = ranker.predict(target.candidate_features(problem, pool))
     ranked = sorted(
         zip(pool, scores, strict=True), key=lambda item: (-item[1], _tie_break(seed, item[0]))
     )
@@ -52,65 +53,65 @@ def order_pool(
     seed: int,
     database: TuningDatabase | None,
     order: str,
-) -> tuple[list[tuple[Knobs, float]], str, CostModel | None]:
+) -> tuple[list[tuple[Knobs, float]], str, Ranker | None]:
     """Order a pool the way `order` asks (`auto`, `learned` or `heuristic`); say how it was done,
-    and return the model used (None for the heuristic).
+    and return the ranker used (None for the heuristic).
 
-    `auto` uses the learned model when one is stored beside the database or the database holds
-    enough rows to train one (ireetune/search/model_store.py), else the heuristic; `learned`
-    insists on a model.
+    `auto` uses the learned ranker when one is stored beside the database or the database holds
+    enough rows to train one (ireetune/search/ranker_training.py), else the heuristic; `learned`
+    insists on a ranker.
     """
     target_key = describe_target(target.name, executable_target)
     if database is not None and target.feature_space(problem) is not None:
-        # Kept whatever the order, so that `ireetune model train` can learn from these rows.
-        remember_machine_facts(model_folder(database.path), target_key, target.machine_facts())
+        # Kept whatever the order, so that `ireetune ranker train` can learn from these rows.
+        remember_machine_facts(ranker_folder(database.path), target_key, target.machine_facts())
     if order == "heuristic":
         return target.order_candidates(problem, list(pool), seed), "heuristic", None
     if database is None:
         if order == "learned":
             raise IreetuneError("--order learned needs the tuning database (drop --no-db)")
         return target.order_candidates(problem, list(pool), seed), "heuristic: no database", None
-    folder = model_folder(database.path)
-    choice = choose_model(target, problem, database.all_results(), target_key, folder)
-    if choice.model is None:
+    folder = ranker_folder(database.path)
+    choice = choose_ranker(target, problem, database.all_results(), target_key, folder)
+    if choice.ranker is None:
         if order == "learned":
             raise IreetuneError(f"--order learned: no cost model ({choice.reason})")
         return target.order_candidates(problem, list(pool), seed), choice.reason, None
-    ordered = order_with_model(target, problem, choice.model, pool, seed)
-    return ordered, choice.reason, choice.model
+    ordered = order_with_ranker(target, problem, choice.ranker, pool, seed)
+    return ordered, choice.reason, choice.ranker
 
 
 def rerank_remaining(
     target: Target,
     problem: Problem,
-    model: CostModel,
+    ranker: Ranker,
     remaining: Sequence[Knobs],
     measured: Sequence[tuple[Knobs, float | None]],
     seed: int,
-) -> tuple[list[tuple[Knobs, float]], CostModel]:
-    """Update the model on this problem's measurements so far, then re-rank what remains.
+) -> tuple[list[tuple[Knobs, float]], Ranker]:
+    """Update the ranker on this problem's measurements so far, then re-rank what remains.
 
     `measured` holds every candidate tried: its time in ms, or None when it failed to compile or
-    run (it ranks below everything that ran). Returns the new order and the updated model; call
-    it again with all measurements (not only the new ones) and the model trained offline, so the
+    run (it ranks below everything that ran). Returns the new order and the updated ranker; call
+    it again with all measurements (not only the new ones) and the ranker trained offline, so the
     result does not depend on how the measurements were batched.
     """
     if not measured:
-        return order_with_model(target, problem, model, remaining, seed), model
+        return order_with_ranker(target, problem, ranker, remaining, seed), ranker
     knobs_measured = [knobs for knobs, _ in measured]
     group = TrainingGroup(
         CURRENT_PROBLEM,
         tuple(tuple(row) for row in target.candidate_features(problem, knobs_measured)),
         tuple(time_ms for _, time_ms in measured),
     )
-    updated = update_cost_model(model, group)
-    return order_with_model(target, problem, updated, remaining, seed), updated
+    updated = update_ranker(ranker, group)
+    return order_with_ranker(target, problem, updated, remaining, seed), updated
 
 
 def plan_rounds(num_candidates: int) -> list[int]:
     """Split a budget into measurement rounds: a quarter, a quarter, the rest.
 
-    Between rounds the model learns from what was measured. Below 16 candidates a round would
+    Between rounds the ranker learns from what was measured. Below 16 candidates a round would
     teach too little to be worth its extra baseline timings, so there is one round.
     """
     if num_candidates < MIN_ONLINE_CANDIDATES:
@@ -126,8 +127,8 @@ class OnlineSearch:
     """Pick each round's candidates from the pool, re-ranked with everything measured so far.
 
     The pool is what the sampler drew; the first round is the model's best, and every later
-    round the best of what remains under the model updated on this problem's measurements
-    (`rerank_remaining`, always from the model trained offline, so the result does not depend on
+    round the best of what remains under the ranker updated on this problem's measurements
+    (`rerank_remaining`, always from the ranker trained offline, so the result does not depend on
     how the measurements were split into rounds).
     """
 
@@ -135,7 +136,7 @@ class OnlineSearch:
         self,
         target: Target,
         problem: Problem,
-        model: CostModel,
+        ranker: Ranker,
         ordered_pool: Sequence[tuple[Knobs, float]],
         rounds: Sequence[int],
         seed: int,
@@ -143,11 +144,11 @@ class OnlineSearch:
         assert rounds and sum(rounds) <= len(ordered_pool), "the pool covers the budget"
         self.target = target
         self.problem = problem
-        self.model = model
+        self.ranker = ranker
         self.seed = seed
         self.rounds = list(rounds)
         self.first_round = list(ordered_pool[: rounds[0]])
-        # What remains of the pool, best first under the model as last updated.
+        # What remains of the pool, best first under the ranker as last updated.
         self.ranked = list(ordered_pool[rounds[0] :])
         self.next_index = 1
 
@@ -156,17 +157,17 @@ class OnlineSearch:
         return len(self.rounds) - self.next_index
 
     def learn(self, measured: Sequence[tuple[Knobs, float | None]]) -> None:
-        """Update the model on every measurement so far and re-rank what remains of the pool."""
+        """Update the ranker on every measurement so far and re-rank what remains of the pool."""
         remaining = [knobs for knobs, _ in self.ranked]
         self.ranked, _ = rerank_remaining(
-            self.target, self.problem, self.model, remaining, measured, self.seed
+            self.target, self.problem, self.ranker, remaining, measured, self.seed
         )
 
     def next_round(
         self, measured: Sequence[tuple[Knobs, float | None]] | None = None
     ) -> list[tuple[Knobs, float]]:
         """Return the next round's candidates, best first: after learning from `measured` when
-        given, else under the model as the last `learn` left it."""
+        given, else under the ranker as the last `learn` left it."""
         assert self.rounds_left > 0, "no round left"
         if measured is not None:
             self.learn(measured)

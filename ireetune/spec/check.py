@@ -24,9 +24,17 @@ from iree.compiler import ir
 
 from ireetune.compile.driver import CompileRequest, CompileStatus, run_compile
 from ireetune.spec.apply import CompileTarget
-from ireetune.spec.source import SourceLocation, SpecParseError, find_location, read_spec
+from ireetune.spec.source import (
+    ENTRYPOINT_ATTR,
+    SourceLocation,
+    SpecParseError,
+    find_entry_points,
+    find_location,
+    list_modules,
+    list_named_sequences,
+    read_spec,
+)
 
-ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_entrypoint"
 DEFAULT_ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_with_default_entrypoint"
 WITH_NAMED_SEQUENCE_ATTR = "transform.with_named_sequence"
 READONLY_ATTR = "transform.readonly"
@@ -82,23 +90,6 @@ class CheckReport:
         return not self.violations
 
 
-def _modules(spec: ir.Operation) -> list[ir.Operation]:
-    """List the spec's module and every module nested in it, outermost first."""
-    found = [spec]
-    for op in spec.regions[0].blocks[0].operations:
-        if op.operation.name == "builtin.module":
-            found.extend(_modules(op.operation))
-    return found
-
-
-def _named_sequences(module: ir.Operation) -> list[ir.Operation]:
-    return [
-        op.operation
-        for op in module.regions[0].blocks[0].operations
-        if op.operation.name == "transform.named_sequence"
-    ]
-
-
 def _symbol_name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
 
@@ -118,16 +109,6 @@ def _argument_effect(sequence: ir.Operation) -> str:
     return ""
 
 
-def find_entry_points(spec: ir.Operation) -> list[ir.Operation]:
-    """Return every named sequence marked `iree_codegen.tuning_spec_entrypoint`, in order."""
-    return [
-        sequence
-        for module in _modules(spec)
-        for sequence in _named_sequences(module)
-        if ENTRYPOINT_ATTR in sequence.attributes
-    ]
-
-
 def check_anatomy(spec: ir.Operation) -> list[Violation]:
     """Check the anatomy rules that IREE's verifier does not enforce on a parsed spec."""
     violations: list[Violation] = []
@@ -135,8 +116,10 @@ def check_anatomy(spec: ir.Operation) -> list[Violation]:
     def report(op: ir.Operation, message: str) -> None:
         violations.append(Violation(find_location(op.location), message, ViolationSource.ANATOMY))
 
-    for module in _modules(spec):
-        holds_entry_points = any(ENTRYPOINT_ATTR in s.attributes for s in _named_sequences(module))
+    for module in list_modules(spec):
+        holds_entry_points = any(
+            ENTRYPOINT_ATTR in s.attributes for s in list_named_sequences(module)
+        )
         if module == spec and WITH_NAMED_SEQUENCE_ATTR not in module.attributes:
             report(module, "The spec module lacks the 'transform.with_named_sequence' attribute.")
         if module != spec and holds_entry_points and not _symbol_name(module):

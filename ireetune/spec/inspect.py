@@ -32,8 +32,7 @@ from ireetune.problem.registry import (
     family_of_pattern,
     read_match_pattern,
 )
-from ireetune.spec.check import find_entry_points
-from ireetune.spec.source import SourceLocation, find_location
+from ireetune.spec.source import SourceLocation, find_entry_points, find_location
 
 __all__ = ["MatchPattern"]
 

@@ -30,14 +30,9 @@ from iree.compiler import ir
 from ireetune.compile.driver import CompileRequest, CompilerTool, run_compile
 from ireetune.core.errors import IreetuneError
 from ireetune.core.output_paths import write_output
-from ireetune.spec.check import (
-    ENTRYPOINT_ATTR,
-    WITH_NAMED_SEQUENCE_ATTR,
-    check_anatomy,
-    find_entry_points,
-)
+from ireetune.spec.check import WITH_NAMED_SEQUENCE_ATTR, check_anatomy
 from ireetune.spec.inspect import MatcherInfo, list_matchers, pick_winner
-from ireetune.spec.source import parse_spec, read_spec
+from ireetune.spec.source import ENTRYPOINT_ATTR, find_entry_points, parse_spec, read_spec
 
 
 class LinkForm(enum.Enum):

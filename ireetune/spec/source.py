@@ -1,4 +1,4 @@
-"""Read a tuning spec from a file into IR, keeping file:line:col locations for every op.
+"""Read a tuning spec from a file into IR, keeping file:line:col locations for every op; find its entry points.
 
 The IREE bindings verify while they parse, so a spec that breaks a rule IREE enforces (a
 `transform.foreach_match` naming a missing matcher, an entry point with two arguments) fails
@@ -14,6 +14,8 @@ from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
 from ireetune.frontend.dispatches import read_mlir_file
+
+ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_entrypoint"
 
 
 @dataclass(frozen=True)
@@ -97,3 +99,31 @@ def parse_spec(text: str, source_name: str, context: ir.Context) -> ir.Operation
 def read_spec(path: Path, context: ir.Context) -> ir.Operation:
     """Read and parse the spec at `path`; a missing or unreadable file is a one-line error."""
     return parse_spec(read_mlir_file(path, "spec", onnx_hint=""), str(path), context)
+
+
+def list_modules(spec: ir.Operation) -> list[ir.Operation]:
+    """List the spec's module and every module nested in it, outermost first."""
+    found = [spec]
+    for op in spec.regions[0].blocks[0].operations:
+        if op.operation.name == "builtin.module":
+            found.extend(list_modules(op.operation))
+    return found
+
+
+def list_named_sequences(module: ir.Operation) -> list[ir.Operation]:
+    """List the named sequences directly in `module`."""
+    return [
+        op.operation
+        for op in module.regions[0].blocks[0].operations
+        if op.operation.name == "transform.named_sequence"
+    ]
+
+
+def find_entry_points(spec: ir.Operation) -> list[ir.Operation]:
+    """Return every named sequence marked `iree_codegen.tuning_spec_entrypoint`, in order."""
+    return [
+        sequence
+        for module in list_modules(spec)
+        for sequence in list_named_sequences(module)
+        if ENTRYPOINT_ATTR in sequence.attributes
+    ]

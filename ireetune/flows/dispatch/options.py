@@ -129,14 +129,14 @@ class TuneOptions:
     )  # fmt: skip
     order: CandidateOrder = option(
         CandidateOrder.AUTO, flag="--order", choices=CandidateOrder,
-        help="which candidates to compile: the learned cost model's best when the database can "
-        "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
-        "ones (a baseline for the others)",
+        help="which candidates to compile: the ranker's best (the learned cost model) when the "
+        "database can teach one, else the heuristic's (auto, default); the ranker's, the "
+        "heuristic's, or random ones (a baseline for the others)",
     )  # fmt: skip
-    # With a learned model, measure in rounds and re-rank the rest of the pool between them.
+    # With a ranker, measure in rounds and re-rank the rest of the pool between them.
     online: bool = option(
         True, flag="--online", action="boolean_optional",
-        help="with a learned model, measure in rounds and re-rank the rest between them "
+        help="with a ranker, measure in rounds and re-rank the rest between them "
         "(default: on)",
     )  # fmt: skip
     show_progress: bool | None = show_progress_option()

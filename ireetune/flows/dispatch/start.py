@@ -31,7 +31,9 @@ from ireetune.database.store import (
     TuningDatabase,
     compiler_version,
     default_database_path,
+    find_reusable,
     problem_key,
+    stale_candidates,
 )
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
@@ -44,7 +46,6 @@ from ireetune.frontend.dispatches import strip_configurations
 from ireetune.frontend.load import load_dispatch
 from ireetune.problem.registry import family_of
 from ireetune.report.recorder import RunRecorder
-from ireetune.report.reuse import find_reusable, stale_candidates
 from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
 from ireetune.verify.compare import check_inputs
 

@@ -34,6 +34,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
+from ireetune.database.model_results import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.file import write_flag_files
@@ -44,7 +45,6 @@ from ireetune.flags.model_search import (
     repetitions_for,
     search_model_flags,
 )
-from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.flags.trials import FlagSearchResult
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.resume import resume_dispatch

@@ -113,20 +113,6 @@ def sample_spaces(
             yield index, values
 
 
-def count_solutions(space: SmtSpace, limit: int = 100_000) -> int:
-    """Count a space's solutions by plain enumeration (for tests and reports on small spaces)."""
-    context = z3.Context()
-    solver = z3.Solver(ctx=context)
-    solver.add(z3.parse_smt2_string(space.smtlib, ctx=context))
-    variables = [z3.Int(name, context) for name in space.knob_names]
-    count = 0
-    while count < limit and solver.check() == z3.sat:
-        model = solver.model()
-        solver.add(z3.Or([v != model.eval(v, model_completion=True) for v in variables]))
-        count += 1
-    return count
-
-
 def explain_unsatisfiable(smtlib: str, messages: tuple[str, ...]) -> str | None:
     """Return None when a space has a solution, else the constraints that conflict: the
     compiler's messages of an unsat core (`m_tile must be divisible by ...`), or a plain "no

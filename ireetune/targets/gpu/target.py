@@ -25,6 +25,7 @@ from iree.compiler.dialects import iree_codegen, iree_gpu
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceFactory, SpaceRequest, Target
+from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.database.store import compiler_version, problem_key
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem
@@ -67,7 +68,6 @@ from ireetune.targets.gpu.template import (
     build_lowering_config,
     fill_template,
 )
-from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
 logger = logging.getLogger(__name__)
 
@@ -340,7 +340,7 @@ class GpuSpace(FamilySpace):
         if request.default_knobs is not None:
             space, values = self._space_of(request.default_knobs)
             excluded[str(space.index)] = values
-        # Solutions drawn by earlier runs come first, in a seeded order (targets/space_cache.py);
+        # Solutions drawn by earlier runs come first, in a seeded order (database/space_cache.py);
         # fresh draws follow, stored as they come.
         stored = self._stored_solutions(spaces, request.default_knobs)
         yield from stored_first(stored, request.seed)

@@ -1,4 +1,4 @@
-"""Features of a CPU candidate for the learned cost model (ireetune/search/cost_model.py).
+"""Features of a CPU candidate for the learned cost model (ireetune/search/ranker.py).
 
 Contractions and convolutions share one feature space, seen as a GEMM: a convolution's output
 channels play N (`vec_f` is the vector tile, as `vec_n` is a matmul's), its output columns play M

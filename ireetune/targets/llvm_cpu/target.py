@@ -15,6 +15,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.features import FeatureSpace
 from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, SpaceRequest, Target
+from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.database.store import problem_key
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
@@ -34,7 +35,6 @@ from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace, compute_problem_sizes
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
-from ireetune.targets.space_cache import SpaceCache, compute_cache_key, stored_first
 
 # Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
 # it whenever their constraints change, so that no stored configuration of the old space is used.

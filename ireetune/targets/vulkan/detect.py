@@ -43,8 +43,3 @@ def target_arch(choice: VulkanTargetChoice) -> tuple[str, VulkanDeviceLimits | N
         return choice.named_target, None
     lavapipe = choice.device.vendor_id == VENDOR_MESA and choice.device.runs_on_cpu
     return (LAVAPIPE if lavapipe else DEVICE), choice.limits
-
-
-def detect_vulkan_target() -> str:
-    """Return the name (after `vulkan:`) of the target for this machine's Vulkan device."""
-    return detect_default_target()[0]

@@ -391,19 +391,6 @@ def device_limits(device: VulkanDevice) -> VulkanDeviceLimits:
     )
 
 
-def build_target_attribute(device: VulkanDevice) -> str:
-    """Render a `#hal.device.target<...>` that describes the device's own limits.
-
-    Seen to give correct softmax, reduction and matmul results on lavapipe with IREE 3.13, where
-    every named target's reductions were wrong:
-
-        #hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb",
-          {iree_codegen.target_info = #iree_gpu.target<arch = "", features = "spirv:v1.6,...",
-          wgp = <compute = fp32|..., subgroup_size_choices = [8], ...>>}>]>
-    """
-    return render_device_target(device_limits(device))
-
-
 def choose_target(device: VulkanDevice) -> VulkanTargetChoice:
     """Choose the IREE Vulkan target for a device: its vendor's named target where that states
     the device's subgroup size, else a custom target from the device's limits."""

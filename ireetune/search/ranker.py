@@ -1,14 +1,14 @@
-"""A learned cost model: ranks candidates of a problem by their predicted speed.
+"""The ranker, a learned cost model: ranks candidates of a problem by their predicted speed.
 
-The model is LightGBM's LambdaRank over the features a target computes for each candidate
-(`Target.candidate_features`); a query group is one problem's measured candidates, so the model
+The ranker is LightGBM's LambdaRank over the features a target computes for each candidate
+(`Target.candidate_features`); a query group is one problem's measured candidates, so the ranker
 learns what makes a configuration fast relative to the others of its problem, never absolute
 times that differ by orders of magnitude between problems. Training is deterministic for a seed
 (one thread, `deterministic`), takes well under a second for a few thousand rows, and the stored
-model is LightGBM's text form (tens of kilobytes).
+ranker is LightGBM's text form (tens of kilobytes).
 
-As measurements of the problem being tuned arrive, `update_cost_model` continues boosting from
-the trained model on those rows alone: the trees it adds learn where the general model is wrong
+As measurements of the problem being tuned arrive, `update_ranker` continues boosting from
+the trained ranker on those rows alone: the trees it adds learn where the general ranker is wrong
 for this problem.
 
 This module knows nothing about targets: features are numbers with names.
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     # Imported where used: LightGBM takes a second to load, and most commands never need it.
     import lightgbm
 
-MODEL_FORMAT = "ireetune-cost-model"
-MODEL_VERSION = 1
+RANKER_FORMAT = "ireetune-cost-model"
+RANKER_VERSION = 1
 # A candidate this many times slower than the best of its problem gets relevance 0; one grade
 # spans a factor of RELEVANCE_RANGE ** (1 / 15) in time (15% at 8). In the leave-one-problem-out
 # replay of the 15 recorded CPU spaces (10 seeds), 8 ranked better than 32 on the ten spaces the
@@ -47,7 +47,7 @@ RELEVANCE_LEVELS = 16
 TRAINING_ROUNDS = 120
 UPDATE_ROUNDS = 20
 # Online updates learn fast: a few dozen measurements must be able to overrule the general
-# model where this problem behaves differently.
+# ranker where this problem behaves differently.
 UPDATE_LEARNING_RATE = 0.4
 
 
@@ -64,7 +64,7 @@ class TrainingGroup:
 
 
 @dataclass(frozen=True)
-class CostModel:
+class Ranker:
     """A trained ranking model with what it was trained on."""
 
     family: str
@@ -142,13 +142,13 @@ def _usable(groups: Sequence[TrainingGroup]) -> list[TrainingGroup]:
     return [g for g in groups if sum(1 for t in g.times_ms if t is not None) >= 2]
 
 
-def train_cost_model(
+def train_ranker(
     groups: Sequence[TrainingGroup],
     family: str,
     feature_names: Sequence[str],
     seed: int = 0,
     rounds: int = TRAINING_ROUNDS,
-) -> CostModel:
+) -> Ranker:
     """Train a ranking model on measured problems (deterministic for a seed)."""
     import lightgbm
 
@@ -159,7 +159,7 @@ def train_cost_model(
     booster = lightgbm.train(
         _parameters(seed, row_count), _dataset(usable, feature_names), num_boost_round=rounds
     )
-    return CostModel(
+    return Ranker(
         family=family,
         feature_names=tuple(feature_names),
         model_text=booster.model_to_string(),
@@ -171,58 +171,58 @@ def train_cost_model(
     )
 
 
-def update_cost_model(
-    model: CostModel, measured: TrainingGroup, rounds: int = UPDATE_ROUNDS
-) -> CostModel:
-    """Continue boosting from `model` on the current problem's measurements (online update).
+def update_ranker(ranker: Ranker, measured: TrainingGroup, rounds: int = UPDATE_ROUNDS) -> Ranker:
+    """Continue boosting from `ranker` on the current problem's measurements (online update).
 
     The added trees fit the ranking of what was measured so far, starting from the model's own
-    scores; with fewer than two measured candidates there is nothing to learn and the model is
+    scores; with fewer than two measured candidates there is nothing to learn and the ranker is
     returned unchanged.
     """
     import lightgbm
 
     if not _usable([measured]):
-        return model
-    parameters = _parameters(model.seed, len(measured.features))
+        return ranker
+    parameters = _parameters(ranker.seed, len(measured.features))
     parameters["min_data_in_leaf"] = 2
     parameters["num_leaves"] = 4
     parameters["learning_rate"] = UPDATE_LEARNING_RATE
     parameters["bagging_fraction"] = 1.0
     parameters["bagging_freq"] = 0
-    booster = lightgbm.Booster(model_str=model.model_text)
+    booster = lightgbm.Booster(model_str=ranker.model_text)
     updated = lightgbm.train(
         parameters,
-        _dataset([measured], model.feature_names),
+        _dataset([measured], ranker.feature_names),
         num_boost_round=rounds,
         init_model=booster,
     )
-    return CostModel(
-        family=model.family,
-        feature_names=model.feature_names,
+    return Ranker(
+        family=ranker.family,
+        feature_names=ranker.feature_names,
         model_text=updated.model_to_string(),
-        groups=(*model.groups, measured.name),
-        rows=model.rows + len(measured.features),
-        seed=model.seed,
-        trained_at=model.trained_at,
+        groups=(*ranker.groups, measured.name),
+        rows=ranker.rows + len(measured.features),
+        seed=ranker.seed,
+        trained_at=ranker.trained_at,
         booster=updated,
     )
 
 
-def explain_cost_model(model: CostModel) -> list[tuple[str, float]]:
+def explain_ranker(ranker: Ranker) -> list[tuple[str, float]]:
     """Return each feature's share of the model's total split gain, largest first."""
-    gains = model.booster.feature_importance(importance_type="gain")
+    gains = ranker.booster.feature_importance(importance_type="gain")
     total = float(sum(gains)) or 1.0
     shares = [
-        (name, float(gain) / total) for name, gain in zip(model.feature_names, gains, strict=True)
+        (name, float(gain) / total) for name, gain in zip(ranker.feature_names, gains, strict=True)
     ]
     return sorted(shares, key=lambda item: (-item[1], item[0]))
 
 
 def fingerprint_groups(groups: Sequence[TrainingGroup], family: str, seed: int) -> str:
-    """Hash training data (and the model's settings) into a short key for a model cache."""
+    """Hash training data (and the model's settings) into a short key for a ranker cache."""
     digest = hashlib.sha256()
-    settings = f"{MODEL_FORMAT}/{MODEL_VERSION}/{family}/{seed}/{TRAINING_ROUNDS}/{RELEVANCE_RANGE}"
+    settings = (
+        f"{RANKER_FORMAT}/{RANKER_VERSION}/{family}/{seed}/{TRAINING_ROUNDS}/{RELEVANCE_RANGE}"
+    )
     digest.update(settings.encode())
     for group in sorted(groups, key=lambda g: g.name):
         digest.update(group.name.encode())
@@ -230,43 +230,43 @@ def fingerprint_groups(groups: Sequence[TrainingGroup], family: str, seed: int) 
     return digest.hexdigest()[:16]
 
 
-def save_cost_model(model: CostModel, path: Path) -> None:
-    """Write the model (LightGBM text plus what it was trained on) as one JSON file."""
+def save_ranker(ranker: Ranker, path: Path) -> None:
+    """Write the ranker (LightGBM text plus what it was trained on) as one JSON file."""
     import lightgbm
 
     path.parent.mkdir(parents=True, exist_ok=True)
     document = {
-        "format": MODEL_FORMAT,
-        "version": MODEL_VERSION,
-        "family": model.family,
-        "feature_names": list(model.feature_names),
-        "groups": list(model.groups),
-        "rows": model.rows,
-        "seed": model.seed,
-        "trained_at": model.trained_at,
+        "format": RANKER_FORMAT,
+        "version": RANKER_VERSION,
+        "family": ranker.family,
+        "feature_names": list(ranker.feature_names),
+        "groups": list(ranker.groups),
+        "rows": ranker.rows,
+        "seed": ranker.seed,
+        "trained_at": ranker.trained_at,
         "lightgbm_version": lightgbm.__version__,
-        "model": model.model_text,
+        "model": ranker.model_text,
     }
     write_text_atomically(path, json.dumps(document))
 
 
-def load_cost_model(path: Path) -> CostModel:
-    """Read a model written by `save_cost_model`."""
+def load_ranker(path: Path) -> Ranker:
+    """Read a ranker written by `save_ranker`."""
     import lightgbm
 
     try:
         document = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise IreetuneError(f"cannot read cost model {path}: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != MODEL_FORMAT:
+    if not isinstance(document, dict) or document.get("format") != RANKER_FORMAT:
         raise IreetuneError(f"{path} is not an ireetune cost model")
-    if document.get("version") != MODEL_VERSION:
+    if document.get("version") != RANKER_VERSION:
         raise IreetuneError(
-            f"{path}: cost-model version {document.get('version')!r} is not {MODEL_VERSION}"
+            f"{path}: cost-model version {document.get('version')!r} is not {RANKER_VERSION}"
         )
     try:
         booster = lightgbm.Booster(model_str=document["model"])
-        return CostModel(
+        return Ranker(
             family=str(document["family"]),
             feature_names=tuple(str(n) for n in document["feature_names"]),
             model_text=str(document["model"]),

@@ -1,4 +1,4 @@
-"""`ireetune model train|explain` through the command line."""
+"""`ireetune ranker train|explain` (and its old name, `ireetune model`) through the command line."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ireetune.search.recorded import RecordedRow, write_recorded_space
+from ireetune.search.recorded import RecordedRow
 from ireetune.targets.llvm_cpu.features import FEATURE_FAMILY
-from tests.test_recorded_spaces import SPACE, _knobs
+from tests.test_recorded_spaces import SPACE, _knobs, write_recorded_space
 
 
 def _ireetune(*arguments: str) -> subprocess.CompletedProcess[str]:
@@ -37,14 +37,14 @@ def test_train_then_explain(tmp_path: Path) -> None:
     _write_spaces(tmp_path / "spaces")
     database = tmp_path / "db" / "tuning.sqlite"
     trained = _ireetune(
-        "model", "train", "--spaces", str(tmp_path / "spaces"), "--db", str(database)
+        "ranker", "train", "--spaces", str(tmp_path / "spaces"), "--db", str(database)
     )
     assert trained.returncode == 0, trained.stderr
     model_path = tmp_path / "db" / "models" / f"{FEATURE_FAMILY.replace('/', '_')}.json"
     assert trained.stdout.startswith(
         f"{FEATURE_FAMILY}: 3 problems, 12 candidates -> {model_path} ("
     )
-    explained = _ireetune("model", "explain", "--db", str(database))
+    explained = _ireetune("ranker", "explain", "--db", str(database))
     assert explained.returncode == 0, explained.stderr
     lines = explained.stdout.splitlines()
     assert lines[0].startswith(f"{model_path.name}: {FEATURE_FAMILY}, trained ")
@@ -57,10 +57,10 @@ def test_train_then_explain(tmp_path: Path) -> None:
 
 
 def test_explain_without_a_model_is_one_line_and_status_2(tmp_path: Path) -> None:
-    result = _ireetune("model", "explain", "--db", str(tmp_path / "tuning.sqlite"))
+    result = _ireetune("ranker", "explain", "--db", str(tmp_path / "tuning.sqlite"))
     assert result.returncode == 2
     assert result.stderr == (
-        f"ireetune: error: no cost model in {tmp_path / 'models'}: run `ireetune model train "
+        f"ireetune: error: no cost model in {tmp_path / 'models'}: run `ireetune ranker train "
         "--spaces DIR`, or tune until the database holds enough measured problems\n"
     )
 

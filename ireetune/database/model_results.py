@@ -5,7 +5,7 @@ MLIR that was tuned. The row keeps the winning flags, the flag phase's interval 
 tuned spec's text, and the combined speedup over the default. The table lives in the same SQLite
 file as the per-dispatch results (`database/store.py`); the file's schema, this table's
 included, is created, checked and upgraded in one place (`database/schema.py`). `ireetune tune`
-writes the row; nothing reads it back yet (`lookup_model_result` is the reader to come).
+writes the row; nothing in the tuner reads it back yet.
 """
 
 from __future__ import annotations
@@ -71,26 +71,3 @@ def record_model_result(database_path: Path, key: ModelKey, result: ModelResult)
             )  # fmt: skip
     finally:
         connection.close()
-
-
-def lookup_model_result(database_path: Path, key: ModelKey) -> ModelResult | None:
-    """Return the model's stored row, or None."""
-    if not database_path.exists():
-        return None
-    connection = open_database(database_path)
-    try:
-        row = connection.execute(
-            "SELECT model_name, flags, flag_speedup, flag_low, flag_high, rule, spec, "
-            "combined_speedup, combined_low, combined_high, run_dir, written_at "
-            "FROM model_results WHERE compiler_version = ? AND target = ? AND device = ? "
-            "AND model_sha256 = ?",
-            (key.compiler_version, key.target, key.device, key.model_sha256),
-        ).fetchone()
-    finally:
-        connection.close()
-    if row is None:
-        return None
-    return ModelResult(
-        row[0], tuple(json.loads(row[1])), row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-        row[9], row[10], row[11],
-    )  # fmt: skip

@@ -1,10 +1,15 @@
-"""Replaying orderings on recorded spaces: what a benchmark costs and when the goal is met."""
+"""bench/ordering_replay.py: replaying orderings on recorded spaces, what a benchmark costs and
+when the goal is met."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from ireetune.search.evaluation import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from ordering_replay import (  # noqa: E402
     ReplaySpace,
     count_benchmarks,
     count_benchmarks_online,

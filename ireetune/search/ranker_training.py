@@ -1,84 +1,65 @@
-"""Where cost models come from: trained from the tuning database, kept beside it.
+"""Where rankers come from: trained from the tuning database (kept beside it, in the files of
+`database/ranker_files.py`), or trained on purpose from the database and recorded spaces.
 
-Models live in `<database folder>/models/`, one JSON file each (a few tens of kilobytes):
-
-- `<family>.json`: a model trained on purpose with `ireetune model train` (from the database
-  and, optionally, recorded spaces); when present, the tuner uses it;
-- `<family>-auto-<fingerprint>.json`: a model the tuner trained by itself from the database's
-  rows for this target, once there were enough; the fingerprint is a hash of the training rows,
-  so a grown database trains a new one (in a second) and an unchanged one reuses the file;
-- `facts/<target>.json`: the machine facts of each target key the tuner has run on, so that
-  `ireetune model train` can compute the features of the database's rows without a dispatch.
-
-With neither, the tuner orders with the target's heuristic.
+With neither a ranker trained on purpose nor enough rows to train one, the tuner orders with the
+target's heuristic.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.features import FeatureSpace
-from ireetune.core.files import write_text_atomically
 from ireetune.core.records import (
     FAILED_STATUSES,
     TIMED_STATUSES,
     CandidateStatus,
     status_values,
 )
-from ireetune.core.target import FactValue, Target
+from ireetune.core.target import Target
+from ireetune.database.ranker_files import (
+    auto_ranker_path,
+    pinned_ranker_path,
+    remembered_machine_facts,
+)
 from ireetune.database.store import StoredResult
 from ireetune.problem.root_op import Problem, problem_from_fields
-from ireetune.search.cost_model import (
-    CostModel,
+from ireetune.search.ranker import (
+    Ranker,
     TrainingGroup,
     fingerprint_groups,
-    load_cost_model,
-    save_cost_model,
-    train_cost_model,
+    load_ranker,
+    save_ranker,
+    train_ranker,
 )
 from ireetune.search.recorded import RecordedSpace
 from ireetune.targets import parse_target
 
 logger = logging.getLogger(__name__)
 
-# The database teaches a model once it holds this many problems of a target with this many
+# The database teaches a ranker once it holds this many problems of a target with this many
 # candidates measured each; below that, the heuristic orders.
 MIN_PROBLEMS = 3
 MIN_MEASURED_PER_PROBLEM = 16
 MEASURED = status_values(TIMED_STATUSES)
-# What a model learns from: timed candidates, and those that did not build, did not run or did not
+# What a ranker learns from: timed candidates, and those that did not build, did not run or did not
 # apply (the space's dead ends).
 LEARNED = MEASURED | status_values({*FAILED_STATUSES, CandidateStatus.NOT_APPLIED})
 
 
 @dataclass(frozen=True)
-class ModelChoice:
-    """The model the tuner orders with (None: the heuristic), and why, in one line."""
+class RankerChoice:
+    """The ranker the tuner orders with (None: the heuristic), and why, in one line."""
 
-    model: CostModel | None
+    ranker: Ranker | None
     reason: str
-
-
-def model_folder(database_path: Path) -> Path:
-    """Return the folder beside the database where its models are kept."""
-    return database_path.parent / "models"
-
-
-def _file_stem(family: str) -> str:
-    return family.replace("/", "_")
-
-
-def pinned_model_path(folder: Path, family: str) -> Path:
-    """Return where `ireetune model train` keeps the model of a feature family."""
-    return folder / f"{_file_stem(family)}.json"
 
 
 def relative_time(result: StoredResult) -> float | None:
@@ -130,31 +111,31 @@ def groups_from_results(
 
 
 def has_enough_rows(groups: Sequence[TrainingGroup]) -> bool:
-    """Say whether the groups hold enough measurements to teach a model."""
+    """Say whether the groups hold enough measurements to teach a ranker."""
     rich = [
         g for g in groups if sum(1 for t in g.times_ms if t is not None) >= MIN_MEASURED_PER_PROBLEM
     ]
     return len(rich) >= MIN_PROBLEMS
 
 
-def choose_model(
+def choose_ranker(
     target: Target,
     problem: Problem,
     results: Iterable[StoredResult],
     target_key: str,
     folder: Path,
     seed: int = 0,
-) -> ModelChoice:
-    """Pick the model to order this problem's candidates with (see the module docstring)."""
+) -> RankerChoice:
+    """Pick the ranker to order this problem's candidates with (see the module docstring)."""
     space: FeatureSpace | None = target.feature_space(problem)
     if space is None:
-        return ModelChoice(None, f"heuristic: {target.name} has no features for a learned model")
-    pinned = pinned_model_path(folder, space.family)
+        return RankerChoice(None, f"heuristic: {target.name} has no features for a learned model")
+    pinned = pinned_ranker_path(folder, space.family)
     if pinned.is_file():
-        model = load_cost_model(pinned)
-        if model.family == space.family and model.feature_names == space.names:
-            return ModelChoice(
-                model, f"learned: {pinned} ({len(model.groups)} problems, {model.rows} rows)"
+        ranker = load_ranker(pinned)
+        if ranker.family == space.family and ranker.feature_names == space.names:
+            return RankerChoice(
+                ranker, f"learned: {pinned} ({len(ranker.groups)} problems, {ranker.rows} rows)"
             )
         logger.warning("%s was trained on other features; not used", pinned)
     groups = [
@@ -163,56 +144,25 @@ def choose_model(
         if group_space == space
     ]
     if not has_enough_rows(groups):
-        return ModelChoice(
+        return RankerChoice(
             None,
             f"heuristic: the database holds {len(groups)} problems for this target; a learned "
             f"model needs {MIN_PROBLEMS} with {MIN_MEASURED_PER_PROBLEM} measured candidates each",
         )
     fingerprint = fingerprint_groups(groups, space.family, seed)
-    cached = folder / f"{_file_stem(space.family)}-auto-{fingerprint}.json"
+    cached = auto_ranker_path(folder, space.family, fingerprint)
     if cached.is_file():
-        model = load_cost_model(cached)
+        ranker = load_ranker(cached)
     else:
-        model = train_cost_model(groups, space.family, space.names, seed)
+        ranker = train_ranker(groups, space.family, space.names, seed)
         try:
-            save_cost_model(model, cached)
+            save_ranker(ranker, cached)
         except OSError as error:
-            logger.warning("could not keep the trained model in %s: %s", folder, error)
-    return ModelChoice(
-        model, f"learned: trained on the database ({len(model.groups)} problems, {model.rows} rows)"
+            logger.warning("could not keep the trained ranker in %s: %s", folder, error)
+    return RankerChoice(
+        ranker,
+        f"learned: trained on the database ({len(ranker.groups)} problems, {ranker.rows} rows)",
     )
-
-
-def _facts_path(folder: Path, target_key: str) -> Path:
-    digest = hashlib.sha256(target_key.encode()).hexdigest()[:16]
-    return folder / "facts" / f"{digest}.json"
-
-
-def remember_machine_facts(folder: Path, target_key: str, facts: Mapping[str, FactValue]) -> None:
-    """Keep a target key's machine facts beside the models (best effort: a cache)."""
-    if not facts:
-        return
-    path = _facts_path(folder, target_key)
-    text = json.dumps({"target": target_key, "facts": dict(facts)}, sort_keys=True)
-    try:
-        if path.is_file() and path.read_text() == text:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, text)
-    except OSError as error:
-        logger.warning("could not keep machine facts in %s: %s", folder, error)
-
-
-def remembered_machine_facts(folder: Path) -> dict[str, dict[str, FactValue]]:
-    """Return the machine facts kept for each target key."""
-    known: dict[str, dict[str, FactValue]] = {}
-    for path in sorted((folder / "facts").glob("*.json")):
-        try:
-            document = json.loads(path.read_text())
-            known[str(document["target"])] = dict(document["facts"])
-        except (OSError, ValueError, KeyError, TypeError):
-            logger.warning("ignoring damaged machine facts %s", path)
-    return known
 
 
 def target_for_recorded(space: RecordedSpace) -> Target:
@@ -233,14 +183,14 @@ def group_from_recorded(space: RecordedSpace) -> TrainingGroup:
     )
 
 
-def train_pinned_models(
+def train_pinned_rankers(
     results: Sequence[StoredResult],
     folder: Path,
     spaces: Sequence[RecordedSpace],
     seed: int = 0,
-) -> list[tuple[Path, CostModel]]:
-    """Train one model per feature family from the database (the rows of every target key whose
-    machine facts are known) and recorded spaces; keep each as the family's pinned model."""
+) -> list[tuple[Path, Ranker]]:
+    """Train one ranker per feature family from the database (the rows of every target key whose
+    machine facts are known) and recorded spaces; keep each as the family's pinned ranker."""
     groups: dict[FeatureSpace, list[TrainingGroup]] = defaultdict(list)
     for space in spaces:
         target = target_for_recorded(space)
@@ -263,8 +213,8 @@ def train_pinned_models(
         )
     trained = []
     for feature_space, family_groups in sorted(groups.items(), key=lambda item: item[0].family):
-        model = train_cost_model(family_groups, feature_space.family, feature_space.names, seed)
-        path = pinned_model_path(folder, feature_space.family)
-        save_cost_model(model, path)
-        trained.append((path, model))
+        ranker = train_ranker(family_groups, feature_space.family, feature_space.names, seed)
+        path = pinned_ranker_path(folder, feature_space.family)
+        save_ranker(ranker, path)
+        trained.append((path, ranker))
     return trained
