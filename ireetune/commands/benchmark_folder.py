@@ -28,7 +28,7 @@ def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "benchmark-folder",
-        "benchmark a folder written by `tune-dispatch --stop-after compile` (needs only the runtime)",
+        "benchmark a folder of `tune-dispatch --stop-after compile` (`measure` does the same)",
         "Time and verify every candidate of a run folder written by `ireetune "
         "tune-dispatch --stop-after compile`, with only iree-base-runtime and NumPy installed. "
         "The folder holds native code: run only folders you produced.",
@@ -38,21 +38,32 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: BenchmarkFolderOptions) -> int:
-    from ireetune.core.errors import IreetuneError
     from ireetune.core.run_dir import check_run_folder
-    from ireetune.flows.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
     from ireetune.flows.handoff.folder_trust import check_folder_trust
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "benchmark-folder")
+    return measure_dispatch_folder(options.run_dir, options.devices, "finish")
+
+
+def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...], finish_verb: str) -> int:
+    """Measure and verify a dispatch folder (`benchmark-folder`, or `measure` on such a folder)
+    and print the results file and the compile host's next command (`finish_verb`)."""
+    from ireetune.core.errors import IreetuneError
+    from ireetune.flows.handoff.continue_dispatch import (
+        ContinueAt,
+        ContinueSettings,
+        continue_dispatch_folder,
+    )
+
     try:
-        settings = ContinueSettings(devices=options.devices)
-        path = continue_run(options.run_dir, ContinueAt.MEASURE, settings).results_path
+        settings = ContinueSettings(devices=devices)
+        path = continue_dispatch_folder(run_dir, ContinueAt.MEASURE, settings).results_path
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     assert path is not None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
-    finish_command = shlex.join(["ireetune", "finish", path_argument(options.run_dir)])
+    finish_command = shlex.join(["ireetune", finish_verb, path_argument(run_dir)])
     if pending:
         sys.stdout.write(
             f"results: {path}\nnext: {finish_command}   (compiles the "

@@ -29,7 +29,7 @@ def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "device-step",
-        "run what a split model run needs from the device (needs only the runtime)",
+        "run what a split model run needs from the device (`measure` does the same)",
         "Run the device half of a split model run (`ireetune tune MODEL --stop-after "
         "compile`): profile the model and its dispatches, measure the dispatch folders, time the "
         "model variants, whatever device_step.json lists. Needs only iree-base-runtime and NumPy. "
@@ -41,12 +41,19 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: DeviceStepOptions) -> int:
     from ireetune.core.run_dir import check_run_folder
-    from ireetune.flows.handoff.device_step import run_device_step
     from ireetune.flows.handoff.folder_trust import check_folder_trust
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "device-step")
-    path = run_device_step(options.run_dir, list(options.devices))
-    next_command = shlex.join(["ireetune", "continue", path_argument(options.run_dir)])
+    return measure_model_folder(options.run_dir, options.devices)
+
+
+def measure_model_folder(run_dir: Path, devices: tuple[str, ...]) -> int:
+    """Run a split model run's device step (`device-step`, or `measure` on such a folder) and
+    print the results file and the compile host's next command."""
+    from ireetune.flows.handoff.device_step import run_device_step
+
+    path = run_device_step(run_dir, list(devices))
+    next_command = shlex.join(["ireetune", "continue", path_argument(run_dir)])
     sys.stdout.write(f"results: {path}\nnext: {next_command}\n")
     return 0

@@ -24,7 +24,7 @@ def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "finish",
-        "pick the winner of a benchmarked folder and write its spec",
+        "pick the winner of a benchmarked folder and write its spec (`continue` does the same)",
         "Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
         "the fastest verified candidate, prove its configuration lands and write best_spec.mlir.",
         FinishOptions,
@@ -34,19 +34,27 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: FinishOptions) -> int:
     from ireetune.core.run_dir import check_run_folder
-    from ireetune.flows.handoff.continue_run import ContinueAt, continue_run
     from ireetune.flows.handoff.folder_trust import check_folder_trust
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "finish")
-    continued = continue_run(options.run_dir, ContinueAt.REFERENCES)
+    return finish_folder(options.run_dir, ("benchmark-folder", "finish"))
+
+
+def finish_folder(run_dir: Path, verbs: tuple[str, str]) -> int:
+    """Finish a measured dispatch folder (`finish`, or `continue` on such a folder) and print
+    the verdict, or, where the leaders' reference programs were compiled now, the next two
+    commands (`verbs`: the device host's, then this host's)."""
+    from ireetune.flows.handoff.continue_dispatch import ContinueAt, continue_dispatch_folder
+
+    continued = continue_dispatch_folder(run_dir, ContinueAt.REFERENCES)
     if continued.references:
         # The folder deferred its reference programs: the leaders' are compiled now.
         sys.stdout.write(
             f"compiled the reference programs of candidates {', '.join(map(str, continued.references))}; "
             f"check their outputs where the device is, then finish:\n"
-            f"  {shlex.join(['ireetune', 'benchmark-folder', path_argument(options.run_dir)])}\n"
-            f"  {shlex.join(['ireetune', 'finish', path_argument(options.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', verbs[0], path_argument(run_dir)])}\n"
+            f"  {shlex.join(['ireetune', verbs[1], path_argument(run_dir)])}\n"
         )
         return 0
     result = continued.result

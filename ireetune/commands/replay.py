@@ -46,7 +46,11 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ReplayOptions) -> int:
-    from ireetune.flows.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.flows.handoff.continue_dispatch import (
+        ContinueAt,
+        ContinueSettings,
+        continue_dispatch_folder,
+    )
     from ireetune.flows.handoff.folder_trust import GivenAgain, check_folder_trust
 
     check_folder_trust(options.run_dir, "replay", GivenAgain(options.extra_flags))
@@ -54,7 +58,7 @@ def run(options: ReplayOptions) -> int:
         candidate=options.candidate, rounds=options.rounds,
         repetitions=options.repetitions, device=options.device,
     )  # fmt: skip
-    replayed = continue_run(options.run_dir, ContinueAt.REPLAY, settings).replayed
+    replayed = continue_dispatch_folder(options.run_dir, ContinueAt.REPLAY, settings).replayed
     assert replayed is not None
     candidate, estimate = replayed
     sys.stdout.write(

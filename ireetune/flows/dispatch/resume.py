@@ -121,8 +121,9 @@ def resume_dispatch(
     from ireetune.flows.dispatch.recording import DatabaseRecording, learn_from_round
     from ireetune.flows.dispatch.run_options import read_run_options
     from ireetune.flows.dispatch.start import marked_failed, open_run
-    from ireetune.flows.dispatch.state import run_stages, save_run
+    from ireetune.flows.dispatch.state import save_run
     from ireetune.flows.handoff.finish import read_run_record
+    from ireetune.flows.sequence import named, run_sequence
     from ireetune.report.progress import StageProgress, progress_enabled
     from ireetune.targets import parse_target
 
@@ -151,6 +152,6 @@ def resume_dispatch(
             if run.database is not None:
                 rows = DatabaseRecording(run.database, run.result_key, run.recorder, uuid.uuid4().hex, run.rule.name)  # fmt: skip
                 run.recorder.on_update.append(rows)
-            run_stages(run, stages, (save_run, learn_from_round))
+            run_sequence(run, named(*stages), (save_run, learn_from_round))
         assert run.result is not None
         return run.result

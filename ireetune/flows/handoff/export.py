@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def export_stage(run: DispatchRun) -> None:
     """Stop after compiling: write the folder another host benchmarks, and the run's result (no
     timings, no winner yet). `benchmark-folder` and `finish` continue the run from there
-    (flows/handoff/continue_run.py)."""
+    (flows/handoff/continue_dispatch.py)."""
     export_for_benchmarking(run)
     recorder = run.recorder
     recorder.info["notes"] = run.notes

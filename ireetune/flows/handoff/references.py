@@ -23,16 +23,17 @@ from ireetune.flows.handoff.manifest import (
     ReferencesFile,
     read_references,
 )
+from ireetune.flows.sequence import Pause
 from ireetune.targets import parse_target
 from ireetune.verify.stage import ReferenceSetup, compile_references, reference_jobs
 
 REFERENCE_TIMEOUT_S = 300.0
 
 
-def references_stage(run: FinishRun) -> None:
+def references_stage(run: FinishRun) -> Pause | None:
     """`finish`'s first stage: compile the deferred reference programs of the leaders the
-    device host named (`verification.pending`); the outputs are then checked there before the
-    run is decided. Nothing to do where none wait."""
+    device host named (`verification.pending`), and pause the run: the outputs are checked
+    there before the run is decided. Nothing to do where none wait."""
     try:
         compiled = read_references(run.run_dir, run.manifest)
     except ValueError as error:
@@ -41,6 +42,9 @@ def references_stage(run: FinishRun) -> None:
     if waiting:
         compile_pending_references(run.run_dir, waiting)
         run.compiled_references = waiting
+        # The folder's second trip to the device host: the first measured it.
+        return Pause(round_trip=2)
+    return None
 
 
 def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:
