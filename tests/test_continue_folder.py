@@ -46,9 +46,9 @@ def test_a_folder_of_no_kind_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(IreetuneError) as excinfo:
         read_folder_kind(tmp_path)
     assert str(excinfo.value) == (
-        f"{tmp_path} is not a run folder: it holds none of run_options.json (tune-dispatch), "
-        "handoff.json (tune-dispatch --stop-after compile), model_run.json (tune) and split.json "
-        "(tune --stop-after compile)"
+        f"{tmp_path} is not a model run folder, nor a dispatch one: it holds none of "
+        "run_options.json (tune-dispatch), handoff.json (tune-dispatch --stop-after compile), "
+        "model_run.json (tune) and split.json (tune --stop-after compile)"
     )
 
 
@@ -72,6 +72,19 @@ def test_the_device_host_measures_only_a_folder_that_asks_for_it(
     with pytest.raises(IreetuneError) as excinfo:
         read_device_kind(tmp_path)
     assert "asks the device host for nothing" in str(excinfo.value)
+
+
+def test_a_dispatch_folder_is_finished_without_flags_or_a_database_given_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("run_options.json", "results.json", "handoff.json"):
+        (tmp_path / name).write_text("{}")
+    assert main(["continue", str(tmp_path), "--db", str(tmp_path / "tuning.sqlite")]) == 2
+    assert capsys.readouterr().err == (
+        f"ireetune: error: {tmp_path} is a dispatch folder compiled with --stop-after compile: "
+        "it is finished with the flags it was compiled with and no database (leave out --flags "
+        "and --db)\n"
+    )
 
 
 def test_continue_resumes_a_killed_dispatch_run(

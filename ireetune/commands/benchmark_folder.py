@@ -50,18 +50,12 @@ def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...], finish_verb
     """Measure and verify a dispatch folder (`benchmark-folder`, or `measure` on such a folder)
     and print the results file and the compile host's next command (`finish_verb`)."""
     from ireetune.core.errors import IreetuneError
-    from ireetune.flows.handoff.continue_dispatch import (
-        ContinueAt,
-        ContinueSettings,
-        continue_dispatch_folder,
-    )
+    from ireetune.flows.handoff.benchmark_folder import benchmark_folder
 
     try:
-        settings = ContinueSettings(devices=devices)
-        path = continue_dispatch_folder(run_dir, ContinueAt.MEASURE, settings).results_path
+        path = benchmark_folder(run_dir, devices)
     except ValueError as error:
         raise IreetuneError(str(error)) from None
-    assert path is not None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
     finish_command = shlex.join(["ireetune", finish_verb, path_argument(run_dir)])
     if pending:

@@ -45,19 +45,19 @@ def finish_folder(run_dir: Path, verbs: tuple[str, str]) -> int:
     """Finish a measured dispatch folder (`finish`, or `continue` on such a folder) and print
     the verdict, or, where the leaders' reference programs were compiled now, the next two
     commands (`verbs`: the device host's, then this host's)."""
-    from ireetune.flows.handoff.continue_dispatch import ContinueAt, continue_dispatch_folder
+    from ireetune.flows.handoff.references import finish_measured_folder
 
-    continued = continue_dispatch_folder(run_dir, ContinueAt.REFERENCES)
-    if continued.references:
+    finished = finish_measured_folder(run_dir)
+    if finished.compiled_references:
         # The folder deferred its reference programs: the leaders' are compiled now.
         sys.stdout.write(
-            f"compiled the reference programs of candidates {', '.join(map(str, continued.references))}; "
+            f"compiled the reference programs of candidates {', '.join(map(str, finished.compiled_references))}; "
             f"check their outputs where the device is, then finish:\n"
             f"  {shlex.join(['ireetune', verbs[0], path_argument(run_dir)])}\n"
             f"  {shlex.join(['ireetune', verbs[1], path_argument(run_dir)])}\n"
         )
         return 0
-    result = continued.result
+    result = finished.result
     assert result is not None
     sys.stdout.write(result.summary)
     if result.best_spec_path is not None:

@@ -1,1 +1,6 @@
-"""The flows: each runs the stages in order."""
+"""The flows: each runs the stages in order, through the one sequencer (`sequence.py`).
+
+`dispatch/` tunes one dispatch, `model/` a whole model, `handoff/` is the folder between a
+compile host and a device host; `continue_folder.py` tells the kinds of run folder apart, for
+`ireetune continue` (compile host) and `ireetune measure` (device host).
+"""

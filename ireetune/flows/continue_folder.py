@@ -51,14 +51,15 @@ def read_folder_kind(run_dir: Path) -> FolderKind:
         return FolderKind.DISPATCH_FOLDER
     if (run_dir / OPTIONS_NAME).is_file():
         return FolderKind.DISPATCH_RUN
-    # The in-process model run's file is named where it is read (that module imports the
-    # compiler): a runtime-only host has refused such a folder before this line.
+    # The in-process model run's file is named where it is read, a module that imports the
+    # compiler: this reader serves the compile host (the device host's is read_device_kind).
     from ireetune.flows.model.local_state import MODEL_RUN_NAME
 
     if (run_dir / MODEL_RUN_NAME).is_file():
         return FolderKind.MODEL_RUN
     raise IreetuneError(
-        f"{run_dir} is not a run folder: it holds none of {OPTIONS_NAME} (tune-dispatch), "
+        f"{run_dir} is not a model run folder, nor a dispatch one: it holds none of "
+        f"{OPTIONS_NAME} (tune-dispatch), "
         f"{MANIFEST_NAME} (tune-dispatch --stop-after compile), {MODEL_RUN_NAME} (tune) and "
         f"{STATE_NAME} (tune --stop-after compile)"
     )

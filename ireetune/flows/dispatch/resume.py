@@ -2,9 +2,9 @@
 
 `tune-dispatch` saves the run after every stage (flows/dispatch/state.py `save_run`): results.json
 holds every candidate's record and the last stage saved (`stage`), and run_options.json (written
-when the folder starts) the run's options. `ireetune resume RUN_DIR` reads both back as untrusted
-data, opens the run again on the same dispatch, target flags and database, and hands it through
-the stages after the last one saved:
+when the folder starts) the run's options. `ireetune continue RUN_DIR` (or its older name
+`ireetune resume`) reads both back as untrusted data, opens the run again on the same dispatch,
+target flags and database, and hands it through the stages after the last one saved:
 
     last saved   continued at                    what is taken from the folder
     specs        compile, measure, check, decide  the specs and the reference program

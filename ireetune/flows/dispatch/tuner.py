@@ -15,8 +15,8 @@ online search's model updated after every early round (flows/dispatch/recording.
     check            outputs and real inputs, verify/stage.py
     decide           flows/dispatch/decide.py over decision/ (the one decide every flow calls)
     export           `--stop-after compile`: the folder another host benchmarks (handoff/);
-                     `benchmark-folder`, `finish` and `replay` continue the run from there
-                     (flows/handoff/continue_dispatch.py)
+                     `measure` there and `continue` here carry the run on
+                     (flows/continue_folder.py)
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     Where the manifest deferred the reference programs, the first call measures and names the
     leaders whose references `finish` must compile ("pending"); once they are there, the next
     call checks their outputs without measuring again. Everything runs on this host. This is
-    the run continued at its measure stage (flows/handoff/continue_dispatch.py).
+    the run continued at its measure stage (`ireetune measure`, flows/continue_folder.py).
     """
     from ireetune.flows.sequence import named, run_sequence
 
