@@ -156,8 +156,8 @@ class FinishRun:
 def finish_run(run_dir: Path) -> TuneResult:
     """Fold the benchmark results into the run, reach the verdict, write the winner's spec:
     the run continued at its decide stage (flows/handoff/references.py continues it at its
-    references stage). Nothing is
-    written before the verdict: a folder refused on the way is left as it was."""
+    references stage). Nothing is written before the verdict: a folder refused on the way is
+    left as it was."""
     from ireetune.flows.dispatch.decide import decide_stage
     from ireetune.flows.sequence import named, run_sequence
 
