@@ -14,7 +14,7 @@ from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.recording import DatabaseRecording, learn_from_round
 from ireetune.flows.dispatch.stages import compile_stage, specs_stage
 from ireetune.flows.dispatch.start import generate_stage, open_run, start_run_folder
-from ireetune.flows.dispatch.state import run_stages
+from ireetune.flows.sequence import named, run_sequence
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
 from ireetune.search.learned_order import OnlineSearch, order_with_ranker
@@ -33,7 +33,7 @@ def _compile_with(
         show_progress=False,
     )  # fmt: skip
     with open_run(options, parse_target("cpu"), LocalExecutor()) as run:
-        run_stages(run, (generate_stage,), ())
+        run_sequence(run, named(generate_stage), ())
         start_run_folder(run, create_run_dir(options.output_dir, run.problem.signature))
         assert run.database is not None
         if with_database_callback:
@@ -42,7 +42,7 @@ def _compile_with(
             )
         with StageProgress(False) as progress:
             run.progress = progress
-            run_stages(run, (specs_stage, compile_stage), ())
+            run_sequence(run, named(specs_stage, compile_stage), ())
         compiled = sorted(r.status.value for r in run.recorder.records.values() if r.binary_hash)
         rows = sorted((row.status, row.session) for row in run.database.all_results())
     assert len(compiled) == 3
@@ -93,7 +93,7 @@ def test_without_the_learning_callback_the_next_round_follows_the_offline_model(
 ) -> None:
     search, run, ordered = _search_after_a_round(tmp_path)
 
-    run_stages(run, (measure_round_stage,), ())
+    run_sequence(run, named(measure_round_stage), ())
 
     assert search.next_round() == ordered[4:8]
 
@@ -103,7 +103,7 @@ def test_the_learning_callback_updates_the_model_after_a_measured_round(
 ) -> None:
     search, run, ordered = _search_after_a_round(tmp_path)
 
-    run_stages(run, (measure_round_stage,), (learn_from_round,))
+    run_sequence(run, named(measure_round_stage), (learn_from_round,))
 
     second = search.next_round()
     assert second != ordered[4:8]

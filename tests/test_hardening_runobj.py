@@ -13,49 +13,10 @@ from ireetune.flows.dispatch import decide as decide_module
 from ireetune.flows.dispatch import tuner as dispatch_tuner
 from ireetune.flows.dispatch.decide import DecidingRun, why_no_winner
 from ireetune.flows.dispatch.options import References, StopAfter
-from ireetune.flows.dispatch.state import run_stages
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.flows.handoff.benchmark_folder import benchmark_folder
 from ireetune.flows.handoff.finish import finish_run
 from tests.conftest import MATMUL_MODEL
-
-
-def test_run_stages_calls_every_callback_after_every_stage_in_order() -> None:
-    seen: list[str] = []
-
-    def generate(run: list[str]) -> None:
-        run.append("generate ran")
-
-    def compile_all(run: list[str]) -> None:
-        run.append("compile ran")
-
-    run_stages(
-        seen,
-        (generate, compile_all),
-        (lambda run, stage: run.append(f"save after {stage}"),
-         lambda run, stage: run.append(f"log after {stage}")),
-    )  # fmt: skip
-
-    assert seen == [
-        "generate ran", "save after generate", "log after generate",
-        "compile ran", "save after compile_all", "log after compile_all",
-    ]  # fmt: skip
-
-
-def test_a_stage_that_raises_ends_the_run_before_its_callbacks() -> None:
-    seen: list[str] = []
-
-    def measure(run: list[str]) -> None:
-        raise RuntimeError("device lost")
-
-    def decide(run: list[str]) -> None:
-        run.append("decide ran")
-
-    with pytest.raises(RuntimeError) as excinfo:
-        run_stages(seen, (measure, decide), (lambda run, stage: run.append(stage),))
-
-    assert str(excinfo.value) == "device lost"
-    assert seen == []
 
 
 def test_finish_without_a_winner_writes_what_the_in_process_decide_writes(

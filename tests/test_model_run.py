@@ -27,9 +27,10 @@ from ireetune.flows.model.run import (
     Pause,
     Phase,
     PhaseBody,
-    run_phases,
+    remaining_phases,
 )
 from ireetune.flows.model.split import SPLIT_PHASES
+from ireetune.flows.sequence import run_sequence
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.targets import parse_target
 
@@ -65,7 +66,7 @@ def test_the_phases_run_in_order_and_the_run_is_saved_after_each(tmp_path: Path)
     def save(saved_run: ModelTuningRun, phase: Phase) -> None:
         saved.append((phase.value, list(ran)))
 
-    assert run_phases(run, _recording_bodies(ran), save) is None
+    assert run_sequence(run, remaining_phases(run, _recording_bodies(ran)), (save,)) is None
     assert ran == [p.value for p in PHASES]
     assert saved == [(p.value, [q.value for q in PHASES[: i + 1]]) for i, p in enumerate(PHASES)]
 
@@ -75,8 +76,10 @@ def test_a_phase_that_waits_for_the_device_pauses_the_run_after_saving_it(
 ) -> None:
     run, ran = _run(tmp_path, Mode.SPLIT), []
     saved: list[str] = []
-    pause = run_phases(
-        run, _recording_bodies(ran, Phase.PROFILE), lambda _, phase: saved.append(phase.value)
+    pause = run_sequence(
+        run,
+        remaining_phases(run, _recording_bodies(ran, Phase.PROFILE)),
+        (lambda _, phase: saved.append(phase.value),),
     )
     assert pause == Pause(1)
     assert ran == saved == ["prepare", "flags", "profile"]
@@ -86,7 +89,11 @@ def test_a_loaded_run_goes_on_at_the_phase_after_the_last_one_saved(tmp_path: Pa
     run, ran = _run(tmp_path), []
     run.phases_done = ["prepare", "flags"]
     saved: list[str] = []
-    run_phases(run, _recording_bodies(ran), lambda _, phase: saved.append(phase.value))
+    run_sequence(
+        run,
+        remaining_phases(run, _recording_bodies(ran)),
+        (lambda _, phase: saved.append(phase.value),),
+    )
     assert ran == saved == ["profile", "dispatches", "variants", "decide", "report"]
 
 

@@ -12,11 +12,11 @@ its handler those options; the tuning commands (tune, tune-dispatch) use
 COMMAND_MODULES = (
     "ireetune.commands.tune",
     "ireetune.commands.tune_dispatch",
-    "ireetune.commands.resume",
-    "ireetune.commands.benchmark_folder",
-    "ireetune.commands.finish",
-    "ireetune.commands.device_step",
+    # The two verbs that continue a run, each with the older names it stands for: `continue`
+    # (resume, finish) on the compile host, `measure` (benchmark-folder, device-step) on the
+    # device host.
     "ireetune.commands.continue_run",
+    "ireetune.commands.measure",
     "ireetune.commands.replay",
     "ireetune.commands.db",
     "ireetune.commands.ranker",

@@ -1,21 +1,34 @@
-"""`ireetune continue RUN`: continue a model run from its folder (a stopped in-process run at
-the phase after the last one saved; a split run at the compile host's next step)."""
+"""`ireetune continue RUN`: continue any run folder on the compile host, whatever stopped it.
+
+The folder says what it is (flows/continue_folder.py): a killed tune-dispatch run is resumed
+after its last saved stage (as `resume`), a dispatch folder the device host measured is finished
+(as `finish`), a model run goes on at the phase after the last one saved, a split one at the
+compile host's next step. `resume` and `finish`, the names the first two had, are kept here as
+aliases, each for its kind of folder.
+"""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireetune.commands.shared import (
     Subparsers,
     add_command,
+    announce_html_report,
     given_database_option,
     given_flags_option,
     run_dir_option,
 )
 from ireetune.core.arguments import positive_int
 from ireetune.core.options import option
+from ireetune.core.tools import path_argument
+
+if TYPE_CHECKING:
+    from ireetune.flows.handoff.folder_trust import GivenAgain
 
 
 @dataclass(frozen=True)
@@ -23,7 +36,7 @@ class ContinueOptions:
     """What `ireetune continue` is asked to do."""
 
     run_dir: Path = run_dir_option(
-        "the model run folder (holds model_run.json, or split.json for a split run)"
+        "the run folder (of tune or tune-dispatch; killed, or back from the device host)"
     )
     # None: the parallel compiles the run was started with.
     jobs: int | None = option(
@@ -34,12 +47,37 @@ class ContinueOptions:
     database_path: Path | None = given_database_option()
 
 
+@dataclass(frozen=True)
+class ResumeOptions:
+    """What `ireetune resume` is asked to do."""
+
+    run_dir: Path = run_dir_option(
+        "the tune-dispatch run folder (holds run_options.json and results.json)"
+    )
+    # A folder is data (flows/handoff/folder_trust.py): what it may not choose, the person gives again.
+    extra_flags: tuple[str, ...] = given_flags_option()
+    database_path: Path | None = given_database_option()
+
+
+@dataclass(frozen=True)
+class FinishOptions:
+    """What `ireetune finish` is asked to do."""
+
+    run_dir: Path = run_dir_option(
+        "the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)"
+    )
+
+
 def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "continue",
-        "continue a stopped model run, or a split one after a device step",
-        "Continue a model run from its folder. A `ireetune tune MODEL` run that was killed or "
+        "continue any run folder: killed, or back from the device host",
+        "Continue a run from its folder, whatever kind it is. A `ireetune tune-dispatch` run "
+        "that was killed or interrupted runs the stages after the last one saved (as `ireetune "
+        "resume`). A folder of `tune-dispatch --stop-after compile` that `ireetune measure` "
+        "measured on the device host is finished: the verified winner is picked and its spec "
+        "written (as `ireetune finish`). A `ireetune tune MODEL` run that was killed or "
         "interrupted is loaded as its last saved phase left it and the phases after that one "
         "run, on the same target and options (a dispatch phase cut short goes on with the "
         "dispatches not tuned yet). A split model run (`ireetune tune MODEL --stop-after "
@@ -50,18 +88,121 @@ def register(subparsers: Subparsers) -> None:
         ContinueOptions,
         run,
     )
+    # The names two kinds of continuing had, each for its kind of folder.
+    add_command(
+        subparsers,
+        "resume",
+        "continue a killed tune-dispatch run from its folder (`continue` does the same)",
+        "Load a tune-dispatch run that was killed or interrupted from its folder (its options "
+        "and every candidate's record, saved after each stage) and run the stages after the "
+        "last one saved: what was compiled is not compiled again, timings taken are kept.",
+        ResumeOptions,
+        run_as_resume,
+    )
+    add_command(
+        subparsers,
+        "finish",
+        "pick the winner of a benchmarked folder and write its spec (`continue` does the same)",
+        "Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
+        "the fastest verified candidate, prove its configuration lands and write best_spec.mlir.",
+        FinishOptions,
+        run_as_finish,
+    )
 
 
 def run(options: ContinueOptions) -> int:
+    from ireetune.core.errors import IreetuneError
     from ireetune.core.run_dir import check_database_path, check_run_folder
+    from ireetune.flows.continue_folder import FolderKind, check_measured, read_folder_kind
     from ireetune.flows.handoff.folder_trust import GivenAgain, check_folder_trust
-    from ireetune.flows.model.tuner import continue_run
+    from ireetune.flows.model.tuner import continue_model_folder
 
     check_run_folder(options.run_dir)
-    check_folder_trust(
-        options.run_dir, "continue", GivenAgain(options.extra_flags, options.database_path)
-    )
+    kind = read_folder_kind(options.run_dir)
+    given = GivenAgain(options.extra_flags, options.database_path)
+    if kind is FolderKind.DISPATCH_RUN:
+        return resume_folder(options.run_dir, given, "continue")
+    if kind is FolderKind.DISPATCH_FOLDER:
+        if given != GivenAgain():
+            raise IreetuneError(
+                f"{options.run_dir} is a dispatch folder compiled with --stop-after compile: it "
+                "is finished with the flags it was compiled with and no database (leave out "
+                "--flags and --db)"
+            )
+        check_folder_trust(options.run_dir, "finish")
+        check_measured(options.run_dir)
+        return finish_folder(options.run_dir, ("measure", "continue"))
+    check_folder_trust(options.run_dir, "continue", given)
     if options.database_path is not None:
         check_database_path(options.database_path)
-    sys.stdout.write(continue_run(options.run_dir, options.jobs, options.database_path))
+    sys.stdout.write(continue_model_folder(options.run_dir, options.jobs, options.database_path))
+    return 0
+
+
+def run_as_resume(options: ResumeOptions) -> int:
+    from ireetune.core.errors import IreetuneError
+    from ireetune.core.run_dir import check_run_folder
+    from ireetune.flows.handoff.folder_trust import GivenAgain
+    from ireetune.flows.model.local_state import MODEL_RUN_NAME
+
+    check_run_folder(options.run_dir)
+    if (options.run_dir / MODEL_RUN_NAME).is_file():
+        raise IreetuneError(
+            f"{options.run_dir} is a model run (`ireetune tune`): continue it with "
+            f"`ireetune continue {options.run_dir}`"
+        )
+    given = GivenAgain(options.extra_flags, options.database_path)
+    return resume_folder(options.run_dir, given, "resume")
+
+
+def resume_folder(run_dir: Path, given: GivenAgain, command: str) -> int:
+    """Resume a killed tune-dispatch run (`resume`, or `continue` on such a folder) and print
+    its verdict."""
+    from ireetune.core.run_dir import check_database_path
+    from ireetune.flows.dispatch.resume import resume_dispatch
+    from ireetune.flows.handoff.folder_trust import check_folder_trust
+
+    check_folder_trust(run_dir, command, given)
+    if given.database_path is not None:
+        check_database_path(given.database_path)
+    result = resume_dispatch(run_dir, database_path=given.database_path)
+    sys.stdout.write(result.summary)
+    sys.stdout.write(f"run folder: {result.run_dir}\n")
+    if result.best_spec_path is not None:
+        sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    announce_html_report(result.run_dir)
+    return 0
+
+
+def run_as_finish(options: FinishOptions) -> int:
+    from ireetune.core.run_dir import check_run_folder
+    from ireetune.flows.handoff.folder_trust import check_folder_trust
+
+    check_run_folder(options.run_dir)
+    check_folder_trust(options.run_dir, "finish")
+    return finish_folder(options.run_dir, ("benchmark-folder", "finish"))
+
+
+def finish_folder(run_dir: Path, verbs: tuple[str, str]) -> int:
+    """Finish a measured dispatch folder (`finish`, or `continue` on such a folder) and print
+    the verdict, or, where the leaders' reference programs were compiled now, the next two
+    commands (`verbs`: the device host's, then this host's)."""
+    from ireetune.flows.handoff.references import finish_measured_folder
+
+    finished = finish_measured_folder(run_dir)
+    if finished.compiled_references:
+        # The folder deferred its reference programs: the leaders' are compiled now.
+        sys.stdout.write(
+            f"compiled the reference programs of candidates {', '.join(map(str, finished.compiled_references))}; "
+            f"check their outputs where the device is, then finish:\n"
+            f"  {shlex.join(['ireetune', verbs[0], path_argument(run_dir)])}\n"
+            f"  {shlex.join(['ireetune', verbs[1], path_argument(run_dir)])}\n"
+        )
+        return 0
+    result = finished.result
+    assert result is not None
+    sys.stdout.write(result.summary)
+    if result.best_spec_path is not None:
+        sys.stdout.write(f"best spec: {result.best_spec_path}\n")
+    announce_html_report(result.run_dir)
     return 0

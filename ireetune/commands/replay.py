@@ -46,19 +46,18 @@ def register(subparsers: Subparsers) -> None:
 
 
 def run(options: ReplayOptions) -> int:
-    from ireetune.flows.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
     from ireetune.flows.handoff.folder_trust import GivenAgain, check_folder_trust
+    from ireetune.report.replay import load_replay_run, replay_stage
 
     check_folder_trust(options.run_dir, "replay", GivenAgain(options.extra_flags))
-    settings = ContinueSettings(
-        candidate=options.candidate, rounds=options.rounds,
-        repetitions=options.repetitions, device=options.device,
-    )  # fmt: skip
-    replayed = continue_run(options.run_dir, ContinueAt.REPLAY, settings).replayed
-    assert replayed is not None
-    candidate, estimate = replayed
+    # The run continued at one stage of its own: the winner against the default.
+    replay_run = load_replay_run(options.run_dir, options.candidate, options.device)
+    replay_run.rounds, replay_run.repetitions = options.rounds, options.repetitions
+    replay_stage(replay_run)
+    estimate = replay_run.estimate
+    assert estimate is not None
     sys.stdout.write(
-        f"candidate {candidate} vs default, {estimate.rounds} rounds side by side on "
+        f"candidate {replay_run.candidate_id} vs default, {estimate.rounds} rounds side by side on "
         f"{estimate.basis.value} timing: {estimate.baseline_ms:.4f} -> {estimate.candidate_ms:.4f} ms, "
         f"{estimate.describe()} (95% interval)\n"
     )

@@ -3,7 +3,7 @@
 `ireetune replay RUN_DIR` times the default and the winner (or `--candidate N`) interleaved in
 rounds on the signal that decided the run (real inputs or the dispatch benchmark) and prints the
 paired speedup with its confidence interval: the run continued at its replay stage
-(flows/handoff/continue_run.py). Runtime only: no compiler is imported.
+(commands/replay.py). Runtime only: no compiler is imported.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 `tune-dispatch` saves the run after every stage (flows/dispatch/state.py `save_run`): results.json
 holds every candidate's record and the last stage saved (`stage`), and run_options.json (written
-when the folder starts) the run's options. `ireetune resume RUN_DIR` reads both back as untrusted
-data, opens the run again on the same dispatch, target flags and database, and hands it through
-the stages after the last one saved:
+when the folder starts) the run's options. `ireetune continue RUN_DIR` (or its older name
+`ireetune resume`) reads both back as untrusted data, opens the run again on the same dispatch,
+target flags and database, and hands it through the stages after the last one saved:
 
     last saved   continued at                    what is taken from the folder
     specs        compile, measure, check, decide  the specs and the reference program
@@ -121,8 +121,9 @@ def resume_dispatch(
     from ireetune.flows.dispatch.recording import DatabaseRecording, learn_from_round
     from ireetune.flows.dispatch.run_options import read_run_options
     from ireetune.flows.dispatch.start import marked_failed, open_run
-    from ireetune.flows.dispatch.state import run_stages, save_run
+    from ireetune.flows.dispatch.state import save_run
     from ireetune.flows.handoff.finish import read_run_record
+    from ireetune.flows.sequence import named, run_sequence
     from ireetune.report.progress import StageProgress, progress_enabled
     from ireetune.targets import parse_target
 
@@ -151,6 +152,6 @@ def resume_dispatch(
             if run.database is not None:
                 rows = DatabaseRecording(run.database, run.result_key, run.recorder, uuid.uuid4().hex, run.rule.name)  # fmt: skip
                 run.recorder.on_update.append(rows)
-            run_stages(run, stages, (save_run, learn_from_round))
+            run_sequence(run, named(*stages), (save_run, learn_from_round))
         assert run.result is not None
         return run.result

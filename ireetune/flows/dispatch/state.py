@@ -2,14 +2,15 @@
 
 A stage (flows/dispatch/stages.py) takes the run, and at most the one or two values that are its
 own, instead of the options, target, problem, run folder, recorder and executor one by one.
-`run_stages` runs the stages in order and calls its callbacks after every stage; `save_run`,
-the callback that rewrites results.json (atomically, through the recorder), saves the run.
+The one sequencer of every run (flows/sequence.py `run_sequence`) runs the stages in order and
+calls its callbacks after every stage; `save_run`, the callback that rewrites results.json
+(atomically, through the recorder), saves the run.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
@@ -174,27 +175,13 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
     )  # fmt: skip
 
 
-# A stage reads the run and writes what it found into it; a callback runs after every stage
-# with the stage's name (as TVM MetaSchedule's measure callbacks run after every batch).
+# A stage reads the run and writes what it found into it; the one sequencer of every run
+# (flows/sequence.py) runs them and, after each, its callbacks with the stage's name.
 Stage = Callable[[DispatchRun], None]
-RunT = TypeVar("RunT")
-
-
-def run_stages(
-    run: RunT,
-    stages: Sequence[Callable[[RunT], None]],
-    callbacks: Sequence[Callable[[RunT, str], None]],
-) -> None:
-    """Run the stages in order, every callback after every stage; a stage that raises ends the
-    run before its callbacks."""
-    for stage in stages:
-        stage(run)
-        for callback in callbacks:
-            callback(run, stage.__name__)
 
 
 def save_run(run: DispatchRun, stage: str) -> None:
-    """Save the run after a stage: results.json (with the stage, `ireetune resume` continues
+    """Save the run after a stage: results.json (with the stage, `ireetune continue` resumes
     after it) and candidates.csv, rewritten atomically."""
     run.recorder.info["stage"] = stage.removesuffix("_stage")
     run.recorder.save()

@@ -15,8 +15,8 @@ online search's model updated after every early round (flows/dispatch/recording.
     check            outputs and real inputs, verify/stage.py
     decide           flows/dispatch/decide.py over decision/ (the one decide every flow calls)
     export           `--stop-after compile`: the folder another host benchmarks (handoff/);
-                     `benchmark-folder`, `finish` and `replay` continue the run from there
-                     (flows/handoff/continue_run.py)
+                     `measure` there and `continue` here carry the run on
+                     (flows/continue_folder.py)
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ from ireetune.flows.dispatch.start import (
     reusable_winner,
     start_run_folder,
 )
-from ireetune.flows.dispatch.state import DispatchRun, Stage, run_stages, save_run
+from ireetune.flows.dispatch.state import DispatchRun, Stage, save_run
 from ireetune.flows.handoff.export import export_stage
+from ireetune.flows.sequence import named, run_sequence
 from ireetune.report.progress import StageProgress, progress_enabled
 from ireetune.report.result import TuneResult
 
@@ -68,7 +69,7 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
     ) as run_executor:  # fmt: skip
         target, flag_search = choose_global_flags(options, run_executor)
         with open_run(options, target, run_executor) as run:
-            run_stages(run, (generate_stage,), ())
+            run_sequence(run, named(generate_stage), ())
             stored_winner = reusable_winner(run)
             run_dir = create_run_dir(options.output_dir, run.problem.signature)
             if stored_winner is not None:
@@ -80,7 +81,7 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
                     session = uuid.uuid4().hex
                     rows = DatabaseRecording(run.database, run.result_key, run.recorder, session, run.rule.name)  # fmt: skip
                     run.recorder.on_update.append(rows)
-                run_stages(run, dispatch_stages(run), (save_run, learn_from_round))
+                run_sequence(run, named(*dispatch_stages(run)), (save_run, learn_from_round))
             assert run.result is not None
             return attach_flag_search(run.result, flag_search)
 

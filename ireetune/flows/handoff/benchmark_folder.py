@@ -180,13 +180,15 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     Where the manifest deferred the reference programs, the first call measures and names the
     leaders whose references `finish` must compile ("pending"); once they are there, the next
     call checks their outputs without measuring again. Everything runs on this host. This is
-    the run continued at its measure stage (flows/handoff/continue_run.py).
+    the run continued at its measure stage (`ireetune measure`, flows/continue_folder.py).
     """
-    from ireetune.flows.handoff.continue_run import ContinueAt, ContinueSettings, continue_run
+    from ireetune.flows.sequence import named, run_sequence
 
-    continued = continue_run(run_dir, ContinueAt.MEASURE, ContinueSettings(devices=tuple(devices)))
-    assert continued.results_path is not None
-    return continued.results_path
+    measure_run = load_measure_run(run_dir, devices)
+    run_sequence(
+        measure_run, named(measure_folder_stage, check_folder_stage), (save_folder_results,)
+    )
+    return measure_run.results_path
 
 
 def load_measure_run(run_dir: Path, devices: Sequence[str]) -> MeasureRun:

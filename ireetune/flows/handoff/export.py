@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 def export_stage(run: DispatchRun) -> None:
     """Stop after compiling: write the folder another host benchmarks, and the run's result (no
-    timings, no winner yet). `benchmark-folder` and `finish` continue the run from there
-    (flows/handoff/continue_run.py)."""
+    timings, no winner yet). `measure` (on the device host) and `continue` carry the run on
+    from there (flows/continue_folder.py)."""
     export_for_benchmarking(run)
     recorder = run.recorder
     recorder.info["notes"] = run.notes

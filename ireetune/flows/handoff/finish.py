@@ -155,12 +155,16 @@ class FinishRun:
 
 def finish_run(run_dir: Path) -> TuneResult:
     """Fold the benchmark results into the run, reach the verdict, write the winner's spec:
-    the run continued at its decide stage (flows/handoff/continue_run.py)."""
-    from ireetune.flows.handoff.continue_run import ContinueAt, continue_run
+    the run continued at its decide stage (flows/handoff/references.py continues it at its
+    references stage). Nothing is written before the verdict: a folder refused on the way is
+    left as it was."""
+    from ireetune.flows.dispatch.decide import decide_stage
+    from ireetune.flows.sequence import named, run_sequence
 
-    result = continue_run(run_dir, ContinueAt.DECIDE).result
-    assert result is not None
-    return result
+    finish = load_finish_run(run_dir)
+    run_sequence(finish, named(fold_stage, decide_stage), ())
+    assert finish.result is not None
+    return finish.result
 
 
 def load_finish_run(run_dir: Path) -> FinishRun:

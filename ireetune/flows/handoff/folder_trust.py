@@ -1,9 +1,10 @@
 """The rule of trust for a run folder: a folder is data, and never runs or writes anything of
 its own choosing.
 
-Every command that reads a run folder (`continue`, `resume`, `device-step`,
+Every command that reads a run folder (`continue`, `measure`, `resume`, `device-step`,
 `benchmark-folder`, `finish`, `replay`, and `report` where it writes into the folder) calls
-`check_folder_trust` first, before anything runs or is written:
+`check_folder_trust` first, before anything runs or is written (`measure` as `device-step` or
+`benchmark-folder`, `continue` on a dispatch folder as `finish`):
 
 - links: an entry of the folder that is a symbolic link (or anything but a plain file or a
   folder) is refused by name, so no write goes through one and no read leaves the folder;

@@ -1,9 +1,12 @@
-"""Compile the leaders' reference programs of a split run that deferred them.
+"""Finish a measured dispatch folder: compile the leaders' reference programs where the folder
+deferred them, else fold the results in and decide.
 
 `tune-dispatch --stop-after compile` (References.LEADERS) compiles each candidate once: its
-dispatch benchmark. The benchmarking side measures, chooses the leaders and lists them as
-pending; `ireetune finish` then compiles just their reference programs (and the default's) here,
-writes verify/references.json, and the benchmarking side checks their outputs on a second call.
+dispatch benchmark. The device host measures (`ireetune measure`), chooses the leaders and lists
+them as pending; `ireetune continue` (or `finish`) then compiles just their reference programs
+(and the default's) here, writes verify/references.json and pauses the run, and the device host
+checks their outputs on a second call. Where none wait, the run goes on to its verdict
+(flows/handoff/finish.py).
 """
 
 from __future__ import annotations
@@ -16,23 +19,41 @@ from ireetune.database.run_files import (
     dump_document,
     read_json_file,
 )
-from ireetune.flows.handoff.finish import FinishRun, read_compiling_manifest, read_run_record
+from ireetune.flows.dispatch.decide import decide_stage
+from ireetune.flows.handoff.finish import (
+    FinishRun,
+    fold_stage,
+    load_finish_run,
+    read_compiling_manifest,
+    read_run_record,
+)
 from ireetune.flows.handoff.manifest import (
     REFERENCES_NAME,
     RESULTS_NAME,
     ReferencesFile,
     read_references,
 )
+from ireetune.flows.sequence import Pause, named, run_sequence
 from ireetune.targets import parse_target
 from ireetune.verify.stage import ReferenceSetup, compile_references, reference_jobs
 
 REFERENCE_TIMEOUT_S = 300.0
 
 
-def references_stage(run: FinishRun) -> None:
+def finish_measured_folder(run_dir: Path) -> FinishRun:
+    """Read a measured dispatch folder back and run its compile-host stages: the references,
+    where leaders wait for theirs (the run then pauses: `compiled_references` names them), else
+    fold the results in and decide (the run's `result`). Nothing is written before the
+    verdict: a folder refused on the way is left as it was."""
+    finish = load_finish_run(run_dir)
+    run_sequence(finish, named(references_stage, fold_stage, decide_stage), ())
+    return finish
+
+
+def references_stage(run: FinishRun) -> Pause | None:
     """`finish`'s first stage: compile the deferred reference programs of the leaders the
-    device host named (`verification.pending`); the outputs are then checked there before the
-    run is decided. Nothing to do where none wait."""
+    device host named (`verification.pending`), and pause the run: the outputs are checked
+    there before the run is decided. Nothing to do where none wait."""
     try:
         compiled = read_references(run.run_dir, run.manifest)
     except ValueError as error:
@@ -41,6 +62,9 @@ def references_stage(run: FinishRun) -> None:
     if waiting:
         compile_pending_references(run.run_dir, waiting)
         run.compiled_references = waiting
+        # The folder's second trip to the device host: the first measured it.
+        return Pause(round_trip=2)
+    return None
 
 
 def compile_pending_references(run_dir: Path, candidate_ids: list[int]) -> Path:

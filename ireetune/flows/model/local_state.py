@@ -323,7 +323,7 @@ def save_model_run(run: ModelTuningRun) -> None:
 
 
 def save_after_phase(run: ModelTuningRun, phase: Phase) -> None:
-    """Save an in-process run after a phase (`run_phases`' callback)."""
+    """Save an in-process run after a phase (the sequencer's callback)."""
     run.phases_done.append(phase.value)
     save_model_run(run)
 

@@ -10,10 +10,10 @@ variants, decide, report. A mode says where measuring happens:
   pauses (a `Pause`) until `ireetune device-step` has measured on the device host
   (flows/model/split.py).
 
-Each mode gives a body for every phase; `run_phases` runs them in order and saves the run after
-each one (in-process: `model_run.json`, what the later phases need, flows/model/local_state.py;
-split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
-the last one saved (`run_phases`' `start`). Both modes run every phase: the split mode's flag
+Each mode gives a body for every phase; the one sequencer of every run (flows/sequence.py)
+runs them in order and saves the run after each one (in-process: `model_run.json`, what the
+later phases need, flows/model/local_state.py; split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
+the last one saved (`remaining_phases`). Both modes run every phase: the split mode's flag
 phase times the search's seeds in one round trip (flows/model/split_flags.py); what it leaves to
 the in-process mode (the greedy steps past the seeds, the runtime options) its report says.
 """
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
+from ireetune.flows.sequence import Pause
 from ireetune.report.progress import StageProgress
 
 if TYPE_CHECKING:
@@ -63,13 +64,6 @@ class Phase(enum.StrEnum):
 
 
 PHASES = tuple(Phase)
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Where a split run stops for the device host: the round trip its manifest starts."""
-
-    round_trip: int
 
 
 @dataclass(frozen=True)
@@ -195,19 +189,23 @@ def dispatch_phase_deadline(started: float, budget_s: float | None, now: float) 
 PhaseBody = Callable[[ModelTuningRun], Pause | None]
 
 
-def run_phases(
-    run: ModelTuningRun,
-    bodies: Mapping[Phase, PhaseBody],
-    save: Callable[[ModelTuningRun, Phase], None],
-) -> Pause | None:
-    """Run the mode's body of every phase not done yet (`run.phases_done`) in order, saving the
-    run after each; stop at the first that pauses for the device host and return its pause.
-    Each phase is a step of progress for an API call's callback (`model: flags`); no bar."""
-    with StageProgress(False) as progress:
-        for phase in PHASES[len(run.phases_done) :]:
-            with progress.stage(f"model: {phase}", 1):
-                pause = bodies[phase](run)
-                save(run, phase)
-            if pause is not None:
-                return pause
-    return None
+def remaining_phases(
+    run: ModelTuningRun, bodies: Mapping[Phase, PhaseBody]
+) -> list[tuple[Phase, PhaseBody]]:
+    """Return the mode's body of every phase not done yet (`run.phases_done`), in order, for the
+    sequencer (flows/sequence.py), which saves the run after each and stops at the first that
+    pauses for the device host. Each phase is a step of progress for an API call's callback
+    (`model: flags`); no bar."""
+    return [
+        (phase, _as_progress_step(phase, bodies[phase])) for phase in PHASES[len(run.phases_done) :]
+    ]
+
+
+def _as_progress_step(phase: Phase, body: PhaseBody) -> PhaseBody:
+    """Wrap a phase's body so that it reports itself as one step of progress."""
+
+    def step(run: ModelTuningRun) -> Pause | None:
+        with StageProgress(False) as progress, progress.stage(f"model: {phase}", 1):
+            return body(run)
+
+    return step

@@ -3,7 +3,7 @@
 The flow is one sequence of phases over one run object (flows/model/run.py): prepare, flags,
 profile, dispatches, variants, decide, report. Its mode says where measuring happens:
 
-- `tune_model`: in process (flows/model/local.py), every phase on this host; `continue_run`
+- `tune_model`: in process (flows/model/local.py), every phase on this host; `continue_model_run`
   continues a stopped one from its folder (model_run.json, flows/model/local_state.py) at the
   phase after the last one saved;
 - `prepare_split_run`, then `continue_split_run` after each device step: split
@@ -11,7 +11,8 @@ profile, dispatches, variants, decide, report. Its mode says where measuring hap
   (`ireetune device-step` on the device host; docs/split_flow.md).
 
 This module checks the options, makes the run folder and the executor, and runs the phases in
-the chosen mode.
+the chosen mode; `continue_model_folder` continues a model run folder in the mode it was
+started in (`ireetune continue`, flows/continue_folder.py).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from ireetune.flows.model.run import (
     ModelTuneResult,
     ModelTuningRun,
     Phase,
-    run_phases,
+    remaining_phases,
 )
 from ireetune.flows.model.split import SPLIT_PHASES
 from ireetune.flows.model.split_device import device_step_command, receive_device_results
@@ -66,6 +67,7 @@ from ireetune.flows.model.split_state import (
     read_state,
     save_state,
 )
+from ireetune.flows.sequence import run_sequence
 from ireetune.frontend.model_inputs import parse_input_spec
 from ireetune.targets import parse_target
 from ireetune.verify.compare import check_inputs
@@ -75,8 +77,8 @@ __all__ = [
     "ModelTuneOptions",
     "ModelTuneResult",
     "SplitStatus",
+    "continue_model_folder",
     "continue_model_run",
-    "continue_run",
     "continue_split_run",
     "describe_status",
     "prepare_split_run",
@@ -125,7 +127,7 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
             run.phases_done = phases_done
             # Saved before the first phase too: a folder stopped there is refused by name.
             save_model_run(run)
-            run_phases(run, LOCAL_PHASES, save_after_phase)
+            run_sequence(run, remaining_phases(run, LOCAL_PHASES), (save_after_phase,))
             assert run.result is not None, "the decide phase makes the result"
             return run.result
     except BaseException as failure:
@@ -157,12 +159,14 @@ def continue_model_run(
         run = restore_run(run_dir, stored, executor, jobs, database_path)
         if stored.final is not None:
             restore_decision(run, stored.final, dispatch_outcomes(run))
-        run_phases(run, LOCAL_PHASES, save_after_phase)
+        run_sequence(run, remaining_phases(run, LOCAL_PHASES), (save_after_phase,))
     assert run.result is not None, "the decide phase makes the result"
     return run.result
 
 
-def continue_run(run_dir: Path, jobs: int | None = None, database_path: Path | None = None) -> str:
+def continue_model_folder(
+    run_dir: Path, jobs: int | None = None, database_path: Path | None = None
+) -> str:
     """Continue a model run from its folder in the mode it was started in, on the database the
     command line names (`database_path`, None for the default); return what the command line
     prints (the report, or the next step of a split run)."""
@@ -244,7 +248,7 @@ def continue_split_run(
 
 def _run_split(run: ModelTuningRun) -> SplitStatus:
     """Run the split mode's phases until the run pauses for the device or is decided."""
-    pause = run_phases(run, SPLIT_PHASES, _save_split_state)
+    pause = run_sequence(run, remaining_phases(run, SPLIT_PHASES), (_save_split_state,))
     if pause is not None:
         return SplitStatus(
             run.run_dir, SplitStage.AWAITING_DEVICE, pause.round_trip,

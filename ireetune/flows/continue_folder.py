@@ -1,0 +1,89 @@
+"""What kind of run a folder holds and where it stopped: the one reader behind the two verbs
+that continue a run.
+
+Every run is saved after each stage (flows/sequence.py), so every folder can be continued; the
+files it holds say how:
+
+    kind              written by                        continued on the compile host by
+    dispatch run      `tune-dispatch` (results.json's   `ireetune continue` (as `resume`:
+                      stage, run_options.json)          the stages after the last one saved)
+    dispatch folder   `tune-dispatch --stop-after       `ireetune measure` on the device host,
+                      compile` (handoff.json)           then `ireetune continue` (as `finish`)
+    model run         `tune` (model_run.json)           `ireetune continue`
+    split model run   `tune --stop-after compile`       `ireetune measure` on the device host
+                      (split.json, device_step.json)    (as `device-step`), `ireetune continue`
+
+`ireetune measure FOLDER` is the device host's one verb: it measures a dispatch folder (as
+`benchmark-folder`) or a split model run's device step (as `device-step`), whatever the folder
+asks for. Runtime-only: nothing here imports the compiler at module level.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+from ireetune.core.errors import IreetuneError
+from ireetune.flows.dispatch.run_options import OPTIONS_NAME
+from ireetune.flows.handoff.manifest import MANIFEST_NAME, RESULTS_NAME
+from ireetune.flows.handoff.model_folder import DEVICE_MANIFEST_NAME
+from ireetune.flows.model.split_state import STATE_NAME
+
+
+class FolderKind(enum.Enum):
+    """The kinds of run folder, each with the file that tells it apart."""
+
+    DISPATCH_RUN = "dispatch run"
+    DISPATCH_FOLDER = "dispatch folder"
+    MODEL_RUN = "model run"
+    SPLIT_MODEL_RUN = "split model run"
+
+
+def read_folder_kind(run_dir: Path) -> FolderKind:
+    """Return the kind of run `run_dir` holds; refuse in one line a folder of no kind.
+
+    The device's files are looked for first: they are what a runtime-only host measures, and a
+    split model run's dispatch folders lie below it, not in it.
+    """
+    if (run_dir / STATE_NAME).is_file() or (run_dir / DEVICE_MANIFEST_NAME).is_file():
+        return FolderKind.SPLIT_MODEL_RUN
+    if (run_dir / MANIFEST_NAME).is_file():
+        return FolderKind.DISPATCH_FOLDER
+    if (run_dir / OPTIONS_NAME).is_file():
+        return FolderKind.DISPATCH_RUN
+    # The in-process model run's file is named where it is read, a module that imports the
+    # compiler: this reader serves the compile host (the device host's is read_device_kind).
+    from ireetune.flows.model.local_state import MODEL_RUN_NAME
+
+    if (run_dir / MODEL_RUN_NAME).is_file():
+        return FolderKind.MODEL_RUN
+    raise IreetuneError(
+        f"{run_dir} is not a model run folder, nor a dispatch one: it holds none of "
+        f"{OPTIONS_NAME} (tune-dispatch), "
+        f"{MANIFEST_NAME} (tune-dispatch --stop-after compile), {MODEL_RUN_NAME} (tune) and "
+        f"{STATE_NAME} (tune --stop-after compile)"
+    )
+
+
+def read_device_kind(run_dir: Path) -> FolderKind:
+    """Return the kind of a folder the device host is asked to measure (a dispatch folder, or
+    a split model run); refuse in one line any other, naming where it is continued."""
+    if (run_dir / DEVICE_MANIFEST_NAME).is_file():
+        return FolderKind.SPLIT_MODEL_RUN
+    if (run_dir / MANIFEST_NAME).is_file():
+        return FolderKind.DISPATCH_FOLDER
+    raise IreetuneError(
+        f"{run_dir} asks the device host for nothing: it holds neither {MANIFEST_NAME} (a "
+        f"dispatch folder compiled with --stop-after compile) nor {DEVICE_MANIFEST_NAME} (a "
+        "split model run waiting for its device step); a run that measures as it goes is "
+        "continued on its own host with `ireetune continue`"
+    )
+
+
+def check_measured(run_dir: Path) -> None:
+    """Refuse in one line to continue a dispatch folder the device host has not measured."""
+    if not (run_dir / RESULTS_NAME).is_file():
+        raise IreetuneError(
+            f"{run_dir} waits for the device host (it has no {RESULTS_NAME}): run "
+            "`ireetune measure` on it there, then `ireetune continue` here"
+        )
