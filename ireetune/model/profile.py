@@ -4,7 +4,6 @@ write what the profile explains (`profile.json`)."""
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from iree.compiler import ir
 
-from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkStatus
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.errors import IreetuneError
@@ -25,6 +23,7 @@ from ireetune.frontend.dispatches import (
     parse_module,
     read_mlir_file,
 )
+from ireetune.model.dispatch_times import time_dispatch_benchmarks
 from ireetune.model.hot import DispatchProfile, HotSet, count_dispatch_invocations
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.problem.contraction import ContractionProblem
@@ -32,25 +31,6 @@ from ireetune.problem.root_op import find_root_op, parse_problem
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-
-def time_dispatch_benchmarks(
-    executor: Executor, binaries: Mapping[int, Path], device: str
-) -> dict[int, float]:
-    """Time each compiled dispatch benchmark once on `device`; return the median ms of each."""
-    timings: dict[int, float] = {}
-    session = BenchmarkSession(
-        [BenchmarkJob(index, path) for index, path in sorted(binaries.items())],
-        device,
-        repetitions=3,
-        batch=0,
-        timeout_s=120,
-        min_repetition_s=0.02,
-    )
-    for outcome in executor.run_benchmarks(session):
-        if outcome.status is BenchmarkStatus.MEASURED:
-            timings[outcome.candidate_id] = statistics.median(outcome.times_ms)
-    return timings
 
 
 def compile_dispatch_benchmarks(

@@ -40,7 +40,7 @@ from ireetune.flows.handoff.model_folder import (
     read_device_manifest,
     results_name,
 )
-from ireetune.model.profile import time_dispatch_benchmarks
+from ireetune.model.dispatch_times import time_dispatch_benchmarks
 from ireetune.model.timing import ModelComparison
 from ireetune.model.variant_sessions import SessionPlan, sessions_document, time_variant_sessions
 
