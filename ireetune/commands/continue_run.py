@@ -14,8 +14,7 @@ from ireetune.commands.shared import (
     given_flags_option,
     run_dir_option,
 )
-from ireetune.core.arguments import positive_int
-from ireetune.core.options import option
+from ireetune.core.common_options import jobs_option
 
 
 @dataclass(frozen=True)
@@ -26,9 +25,7 @@ class ContinueOptions:
         "the model run folder (holds model_run.json, or split.json for a split run)"
     )
     # None: the parallel compiles the run was started with.
-    jobs: int | None = option(
-        None, flag="--jobs", type=positive_int, help="parallel compiles (default: the run's)"
-    )
+    jobs: int | None = jobs_option(None, "parallel compiles (default: the run's)")
     # A folder is data (flows/handoff/folder_trust.py): what it may not choose, the person gives again.
     extra_flags: tuple[str, ...] = given_flags_option()
     database_path: Path | None = given_database_option()

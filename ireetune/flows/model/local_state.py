@@ -87,6 +87,12 @@ class ModelOptionsFile(ModelTuneOptions):
     """The options the run was started with, checked as untrusted data."""
 
 
+def options_of(stored: ModelOptionsFile, jobs: int, database_path: Path | None) -> ModelTuneOptions:
+    """Return a run file's options as the flow takes them, with `jobs` and `database_path`."""
+    fields = {f.name: getattr(stored, f.name) for f in dataclasses.fields(stored)}
+    return ModelTuneOptions(**{**fields, "jobs": jobs, "database_path": database_path})
+
+
 class ModelFile(FileModel):
     """The model under tuning, as the prepare phase left it."""
 
@@ -171,10 +177,7 @@ class ModelRunFile(FileModel):
         """Return the run's options as the flow takes them (`jobs`, when given, replaces the
         run's parallel compiles; the database is the command line's, `database_path`, None for
         the default: a folder does not choose it)."""
-        fields = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
-        return ModelTuneOptions(
-            **{**fields, "jobs": jobs or self.options.jobs, "database_path": database_path}
-        )
+        return options_of(self.options, jobs or self.options.jobs, database_path)
 
     @model_validator(mode="after")
     def _check_phases(self) -> ModelRunFile:

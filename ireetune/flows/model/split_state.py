@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.fields import NonNegativeInt, Positive, Seconds, bounded_as
+from ireetune.core.fields import NonNegativeInt, Seconds, bounded_as
 from ireetune.core.files import write_text_atomically
 from ireetune.core.options import check_option_numbers, value_type_of
 from ireetune.database.run_files import (
@@ -25,13 +25,15 @@ from ireetune.database.run_files import (
     InsidePath,
     check_format,
     dump_document,
+    dump_record,
     read_json_file,
     validate_document,
+    validate_record,
 )
-from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.flags.trials import FlagTrial
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import ProfileResultsFile
+from ireetune.flows.model.local_state import ModelOptionsFile, options_of
 from ireetune.flows.model.options import ModelTuneOptions
 
 
@@ -45,54 +47,6 @@ class SplitStage(enum.StrEnum):
 
 STATE_NAME = "split.json"
 STATE_FORMAT = "ireetune-split-run/1"
-
-
-class SplitOptionsFile(FileModel):
-    """The options the run was started with (those of ModelTuneOptions a later phase needs)."""
-
-    model_path: str
-    target: str
-    inputs: list[str]
-    # The function tuned (`--function`); "" in a folder written before it could be named.
-    function: str = ""
-    coverage: Annotated[float, Field(gt=0, le=1)]
-    max_dispatches: NonNegativeInt
-    num_candidates: NonNegativeInt
-    candidates_per_dispatch: NonNegativeInt
-    with_default_specs: bool
-    rounds: Positive
-    seed: int
-    jobs: NonNegativeInt | None
-    extra_flags: list[str]
-    devices: list[str]
-    database_path: str | None
-    use_database: bool
-    externalize_weights: bool = False
-    # The flag phase's options; a folder written before the split flow searched flags has none
-    # (read as not searched).
-    search_flags: bool = False
-    max_flag_sets: NonNegativeInt = 48
-    flag_sets: list[list[str]] = []
-    flag_threshold: float = MODEL_THRESHOLD
-
-    def run_options(self, jobs: int | None = None) -> ModelTuneOptions:
-        """Return the run's options as the flow takes them (`jobs`, when given, replaces the
-        run's parallel compiles)."""
-        return ModelTuneOptions(
-            model_path=Path(self.model_path), target=self.target, inputs=tuple(self.inputs),
-            function=self.function,
-            coverage=self.coverage, max_dispatches=self.max_dispatches,
-            num_candidates=self.num_candidates,
-            candidates_per_dispatch=self.candidates_per_dispatch,
-            with_default_specs=self.with_default_specs, rounds=self.rounds, seed=self.seed,
-            jobs=jobs or self.jobs or 0, extra_flags=tuple(self.extra_flags),
-            devices=tuple(self.devices),
-            database_path=Path(self.database_path) if self.database_path else None,
-            use_database=self.use_database, externalize_weights=self.externalize_weights,
-            search_flags=self.search_flags, max_flag_sets=self.max_flag_sets,
-            flag_sets=tuple(tuple(flag_set) for flag_set in self.flag_sets),
-            flag_threshold=self.flag_threshold,
-        )  # fmt: skip
 
 
 class SplitModelFile(FileModel):
@@ -160,7 +114,7 @@ class SplitStateFile(FileModel):
     format: str
     phase: Annotated[str, Field(pattern="^(preparing|awaiting-device|done)$")]
     round_trip: NonNegativeInt
-    options: SplitOptionsFile
+    options: ModelOptionsFile
     devices: list[str]
     done_steps: list[str]
     # Dispatch problem -> its benchmark folder ("" when it could not be compiled).
@@ -181,7 +135,7 @@ class SplitStateFile(FileModel):
 
     @model_validator(mode="after")
     def _check_numbers(self) -> SplitStateFile:
-        check_option_numbers(self.options.run_options(), "options")
+        check_option_numbers(self.options, "options")
         return self
 
 
@@ -203,6 +157,11 @@ def read_state(run_dir: Path) -> dict[str, Any]:
         )
     state = read_json_file(path)
     check_format(path, state, STATE_FORMAT, "file")
+    options = state.get("options") if isinstance(state, dict) else None
+    if isinstance(options, dict):
+        # A folder written before the split flow searched flags has no flag options: it was
+        # not searched.
+        options.setdefault("search_flags", False)
     validate_document(path, SplitStateFile, state, run_dir)
     assert isinstance(state, dict)
     return state
@@ -214,23 +173,12 @@ def save_state(run_dir: Path, state: dict[str, Any]) -> None:
 
 
 def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
-    """Return the options a later phase needs, as split.json holds them."""
-    return SplitOptionsFile(
-        model_path=str(options.model_path), target=options.target,
-        inputs=list(options.inputs), function=options.function, coverage=options.coverage,
-        max_dispatches=options.max_dispatches, num_candidates=options.num_candidates,
-        candidates_per_dispatch=options.candidates_per_dispatch,
-        with_default_specs=options.with_default_specs, rounds=options.rounds,
-        seed=options.seed, jobs=options.jobs, extra_flags=list(options.extra_flags),
-        devices=list(options.devices),
-        database_path=str(options.database_path) if options.database_path else None,
-        use_database=options.use_database, externalize_weights=options.externalize_weights,
-        search_flags=options.search_flags, max_flag_sets=options.max_flag_sets,
-        flag_sets=[list(flag_set) for flag_set in options.flag_sets],
-        flag_threshold=options.flag_threshold,
-    ).model_dump()  # fmt: skip
+    """Return the run's options as split.json holds them."""
+    return dump_record(ModelTuneOptions, options)
 
 
 def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
-    """Return the run's options from split.json's (already checked) `options`."""
-    return SplitOptionsFile.model_validate(data).run_options(jobs)
+    """Return the run's options from split.json's (already checked) `options` (`jobs`, when
+    given, replaces the run's parallel compiles)."""
+    stored = validate_record(Path(STATE_NAME), ModelOptionsFile, data)
+    return options_of(stored, jobs or stored.jobs, stored.database_path)
