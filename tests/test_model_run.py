@@ -136,17 +136,17 @@ def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path
 
 
 def test_the_dispatch_phase_leaves_part_of_the_budget_to_the_selection() -> None:
-    """Tuning dispatches may take DISPATCH_PHASE_SHARE of what is left of --time-budget when the
+    """Tuning dispatches may take SHARES.dispatch_phase of what is left of --time-budget when the
     phase starts; the rest is kept for trying them in the model. No budget, no deadline; a budget
     already spent leaves none."""
-    from ireetune.flows.model.run import DISPATCH_PHASE_SHARE, dispatch_phase_deadline
+    from ireetune.core.budget import SHARES, TaskScheduler
 
-    assert dispatch_phase_deadline(started=100.0, budget_s=None, now=400.0) is None
-    assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=400.0) == (
-        400.0 + DISPATCH_PHASE_SHARE * 300.0
+    assert TaskScheduler(budget_s=None, started=100.0).dispatch_phase_deadline(now=400.0) is None
+    assert TaskScheduler(budget_s=600.0, started=100.0).dispatch_phase_deadline(now=400.0) == (
+        400.0 + SHARES.dispatch_phase * 300.0
     )
-    assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=800.0) == 800.0
-    assert 0.0 < DISPATCH_PHASE_SHARE < 1.0
+    assert TaskScheduler(budget_s=600.0, started=100.0).dispatch_phase_deadline(now=800.0) == 800.0
+    assert 0.0 < SHARES.dispatch_phase < 1.0
 
 
 class CountingExecutor(LocalExecutor):
@@ -181,14 +181,14 @@ def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path
 def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dispatch phase may take DISPATCH_PHASE_SHARE of the budget: a dispatch that the ones
+    """The dispatch phase may take SHARES.dispatch_phase of the budget: a dispatch that the ones
     before it say would end past that deadline is not started (one started just before the
     deadline overran it by a whole dispatch's tuning, and the selection lost that time)."""
     from types import SimpleNamespace
 
+    from ireetune.core.budget import SHARES
     from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.model import local
-    from ireetune.flows.model.run import DISPATCH_PHASE_SHARE
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
     clock = [1000.0]
@@ -204,7 +204,7 @@ def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
 
     monkeypatch.setattr(local, "tune_dispatch", thirty_seconds_each)
     run = _run(tmp_path)
-    run.options = replace(run.options, time_budget_s=60.0 / DISPATCH_PHASE_SHARE)
+    run.options = replace(run.options, time_budget_s=60.0 / SHARES.dispatch_phase)
     run.started = clock[0]
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)

@@ -37,20 +37,15 @@ from ireetune.database.keys import describe_device
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.file import write_flag_files
-from ireetune.flags.model_search import (
-    ModelFlagSearch,
-    measure_combined,
-    model_flag_rule,
-    repetitions_for,
-    search_model_flags,
-)
+from ireetune.flags.model_search import measure_combined, repetitions_for, search_model_flags
 from ireetune.flags.store import ModelKey, ModelResult, hash_model, record_model_result
-from ireetune.flags.trials import FlagSearchResult
+from ireetune.flags.trials import FlagSearchResult, ModelFlagSearch, model_flag_rule
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.resume import resume_dispatch
 from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
 from ireetune.flows.dispatch.tuner import tune_dispatch
-from ireetune.flows.model.local_select import TAIL_SLACK_S, select_variants
+from ireetune.flows.model.deployment import report_deployment
+from ireetune.flows.model.local_select import select_variants
 from ireetune.flows.model.local_state import save_model_run
 from ireetune.flows.model.report import write_report
 from ireetune.flows.model.run import (
@@ -61,11 +56,9 @@ from ireetune.flows.model.run import (
     Pause,
     Phase,
     PhaseBody,
-    dispatch_phase_deadline,
 )
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
-from ireetune.model.deployment import report_deployment
 from ireetune.model.final_check import FinalTiming, check_final_set
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
@@ -195,8 +188,7 @@ def profile(run: ModelTuningRun) -> Pause | None:
 
 def tune_dispatches(run: ModelTuningRun) -> Pause | None:
     """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
-    options = run.options
-    deadline = dispatch_phase_deadline(run.started, options.time_budget_s, time.monotonic())
+    deadline = run.scheduler.dispatch_phase_deadline(time.monotonic())
     durations: list[float] = []
     for hot in run.hot_set.selected:
         if hot.name in run.dispatches_done:
@@ -287,8 +279,7 @@ def decide(run: ModelTuningRun) -> Pause | None:
     """Check the kept specs on the whole model, then the flags with them; record the result."""
     assert run.default_vmfb is not None
     # The harm search leaves the flags' combined check and the report their time.
-    left = run.seconds_left()
-    ends_at = None if left is None else time.monotonic() + left - run.costs.compile_s - TAIL_SLACK_S
+    ends_at = run.scheduler.decide_deadline(time.monotonic(), run.costs.compile_s)
     run.final = final = check_final_set(
         run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
         FinalTiming(run.options.rounds, ends_at), run.notes,

@@ -55,8 +55,7 @@ from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.executor import Executor
 from ireetune.flags.check import check_flag_form
-from ireetune.flags.model_search import model_flag_rule
-from ireetune.flags.trials import TRIALS_FILE_NAME, FlagSearchResult, FlagTrial
+from ireetune.flags.trials import TRIALS_FILE_NAME, FlagSearchResult, FlagTrial, model_flag_rule
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import hash_file
 from ireetune.flows.model.options import ModelTuneOptions

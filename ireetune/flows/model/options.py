@@ -119,7 +119,7 @@ class ModelTuneOptions:
         f"(default {MODEL_THRESHOLD:g})",
     )  # fmt: skip
     # At the end of an ONNX model's run: the tuned model, the default and ONNX Runtime timed side
-    # by side on this host (model/deployment.py), when onnxruntime is installed.
+    # by side on this host (flows/model/deployment.py), when onnxruntime is installed.
     compare_onnxruntime: bool = option(
         True, flag="--no-onnxruntime", action="store_false",
         help="for an ONNX model, skip the final comparison with ONNX Runtime (made when "

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ireetune.core.budget import TaskScheduler
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
@@ -34,7 +35,7 @@ from ireetune.flags.trials import FlagSearchResult
 if TYPE_CHECKING:
     from ireetune.core.target import Target
     from ireetune.executor import Executor
-    from ireetune.flags.model_search import ModelFlagSearch
+    from ireetune.flags.trials import ModelFlagSearch
     from ireetune.flows.model.options import ModelTuneOptions
     from ireetune.model.final_check import FinalCheck
     from ireetune.model.hot import HotSet
@@ -169,26 +170,14 @@ class ModelTuningRun:
         left = self.seconds_left()
         return left is not None and left < 0
 
+    @property
+    def scheduler(self) -> TaskScheduler:
+        """The run's time budget and its shares (on the clock of `time.monotonic`)."""
+        return TaskScheduler(self.options.time_budget_s, self.started)
+
     def seconds_left(self) -> float | None:
         """Return the seconds left of the run's `--time-budget` (None: no budget)."""
-        budget = self.options.time_budget_s
-        return None if budget is None else self.started + budget - time.monotonic()
-
-
-# The share of what is left of `--time-budget` when the dispatch phase starts that it may spend
-# tuning dispatches: the rest is kept for the model-level selection, which alone turns a tuned
-# dispatch into a kept spec (MobileNet-v2 with --time-budget 600 tuned eight dispatches and had
-# no time left to try one of them in the model).
-DISPATCH_PHASE_SHARE = 0.6
-
-
-def dispatch_phase_deadline(started: float, budget_s: float | None, now: float) -> float | None:
-    """Return the time (on the clock of `started` and `now`) after which the dispatch phase
-    starts tuning no new dispatch: its share of the budget left at `now` (None: no budget)."""
-    if budget_s is None:
-        return None
-    left = max(0.0, started + budget_s - now)
-    return now + DISPATCH_PHASE_SHARE * left
+        return self.scheduler.seconds_left(time.monotonic())
 
 
 PhaseBody = Callable[[ModelTuningRun], Pause | None]

@@ -37,20 +37,17 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
 from ireetune.database.run_files import dump_record, validate_record
 from ireetune.flags.file import write_flag_files
-from ireetune.flags.model_search import (
-    ModelFlagSearch,
-    model_flag_rule,
-    propose_seeds,
-    with_timing,
-)
+from ireetune.flags.model_search import propose_seeds, with_timing
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
     FlagTrial,
+    ModelFlagSearch,
     TrialStatus,
     classify_by_hash,
     compile_flag_sets,
     judge_flag_sets,
+    model_flag_rule,
     remove_losing_binaries,
     write_trials,
 )
