@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, model_validator
-from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic import Field, model_validator
 
 from ireetune.core.errors import IreetuneError
 from ireetune.core.fields import Milliseconds, Seconds, bounded_as
@@ -59,6 +58,7 @@ from ireetune.flags.trials import TRIALS_FILE_NAME, FlagSearchResult, FlagTrial,
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import hash_file
 from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.options_file import ModelOptionsFile, options_of
 from ireetune.flows.model.run import (
     PHASES,
     Mode,
@@ -77,19 +77,6 @@ MODEL_RUN_FORMAT = "ireetune-model-run/2"
 PROFILE_NAME = "profile.json"
 
 Count = Annotated[int, Field(ge=0, le=MAX_CANDIDATE_ID)]
-
-
-# The options' own declaration serves the file; its numbers pass the command line's argument
-# types (`check_option_numbers`, in ModelRunFile's check).
-@pydantic_dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
-class ModelOptionsFile(ModelTuneOptions):
-    """The options the run was started with, checked as untrusted data."""
-
-
-def options_of(stored: ModelOptionsFile, jobs: int, database_path: Path | None) -> ModelTuneOptions:
-    """Return a run file's options as the flow takes them, with `jobs` and `database_path`."""
-    fields = {f.name: getattr(stored, f.name) for f in dataclasses.fields(stored)}
-    return ModelTuneOptions(**{**fields, "jobs": jobs, "database_path": database_path})
 
 
 class ModelFile(FileModel):

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ireetune.executor import Executor
     from ireetune.flags.trials import ModelFlagSearch
     from ireetune.flows.model.options import ModelTuneOptions
+    from ireetune.flows.model.split_state import SplitStateFile
     from ireetune.model.final_check import FinalCheck
     from ireetune.model.hot import HotSet
     from ireetune.model.prepare import ModelUnderTuning
@@ -112,7 +113,7 @@ class ModelTuningRun:
     """What one model run knows, handed from phase to phase.
 
     The first fields are fixed when the run starts; the prepare phase sets `model`; the rest
-    grow as the phases go. A split run keeps what it knows in `state`, the document saved as
+    grow as the phases go. A split run keeps what it knows in `state`, the typed state saved as
     split.json (read back by `ireetune continue`), and `device_results`, the device step's
     latest results.
     """
@@ -150,8 +151,8 @@ class ModelTuningRun:
     selection_trials: list[dict[str, Any]] = field(default_factory=list)
     final: FinalCheck | None = None
     result: ModelTuneResult | None = None
-    # Split: the state document and what the device step returned.
-    state: dict[str, Any] = field(default_factory=dict)
+    # Split: the typed state (split.json) and what the device step returned.
+    state: SplitStateFile | None = None
     device_results: dict[str, Any] | None = None
     variant_verdict: VariantVerdict | None = None
 
@@ -159,6 +160,11 @@ class ModelTuningRun:
     def under_tuning(self) -> ModelUnderTuning:
         assert self.model is not None, "the prepare phase sets the model"
         return self.model
+
+    @property
+    def split_state(self) -> SplitStateFile:
+        assert self.state is not None, "a split run holds its state"
+        return self.state
 
     @property
     def hot_set(self) -> HotSet:

@@ -35,13 +35,11 @@ from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
-from ireetune.database.run_files import dump_record, validate_record
 from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import propose_seeds, with_timing
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
-    FlagTrial,
     ModelFlagSearch,
     TrialStatus,
     classify_by_hash,
@@ -59,7 +57,7 @@ from ireetune.flows.model.split_device import (
     record_time,
     send_to_device,
 )
-from ireetune.flows.model.split_state import STATE_NAME, save_state
+from ireetune.flows.model.split_state import SplitFlagsFile, save_state
 from ireetune.model.timing import ModelRun
 
 FLAGS_DIR = "flags"
@@ -78,16 +76,16 @@ RUNTIME_NOTE = (
 def search_flags_split(run: ModelTuningRun) -> Pause | None:
     """Compile the flag sets and pause for the device to time them; once timed, decide; then
     make every later phase compile with the winner (if one was kept)."""
-    step = run.state.get("flags")
-    if step is None or not step["searched"]:
+    step = run.split_state.flags
+    if step is None or not step.searched:
         return None
-    if not step["trials"]:
+    if not step.trials:
         _compile_flag_sets(run, step)
-    if step["searched"] and not step["decided"]:
-        if step["round_trip"] == 0:
+    if step.searched and not step.decided:
+        if step.round_trip == 0:
             task = _flag_task(run, step)
             if task is not None:
-                step["round_trip"] = run.state["round_trip"] + 1
+                step.round_trip = run.split_state.round_trip + 1
                 return send_to_device(run, flags=task)
         _decide(run, step)
     apply_flag_result(run)
@@ -97,11 +95,11 @@ def search_flags_split(run: ModelTuningRun) -> Pause | None:
 def apply_flag_result(run: ModelTuningRun) -> None:
     """Put the decided flag phase into the run: its result, and the winner's flags on the target
     every later compile uses (after the user's `--flags`)."""
-    step = run.state.get("flags")
-    if step is None or not step.get("decided"):
+    step = run.split_state.flags
+    if step is None or not step.decided:
         return
-    trials = _trials(run, step)
-    winner = next((t for t in trials if t.trial_id == step["winner"]), None)
+    trials = step.trials
+    winner = next((t for t in trials if t.trial_id == step.winner), None)
     if winner is not None:
         run.target = run.target.with_global_flags(
             (*run.options.extra_flags, *winner.flag_set.flags)
@@ -114,7 +112,7 @@ def apply_flag_result(run: ModelTuningRun) -> None:
         winner=winner.flag_set if winner is not None else DEFAULT_FLAGS,
         estimate=winner.confirmed if winner is not None else None,
         trials=tuple(trials), rule=model_flag_rule(run.options.flag_threshold),
-        trials_path=run.run_dir / FLAGS_DIR / TRIALS_FILE_NAME, notes=tuple(step["notes"]),
+        trials_path=run.run_dir / FLAGS_DIR / TRIALS_FILE_NAME, notes=tuple(step.notes),
         winner_binary=run.run_dir / FLAGS_DIR / f"{winner.trial_id}.vmfb" if winner else None,
     )  # fmt: skip
 
@@ -127,7 +125,7 @@ def _base_flags(run: ModelTuningRun) -> tuple[str, ...]:
     return (*model.target.compile_flags(), *default_specs)
 
 
-def _compile_flag_sets(run: ModelTuningRun, step: dict[str, Any]) -> None:
+def _compile_flag_sets(run: ModelTuningRun, step: SplitFlagsFile) -> None:
     """Compile the default and every proposed set once; record them sorted by hash."""
     options, model = run.options, run.under_tuning
     space = (
@@ -138,8 +136,8 @@ def _compile_flag_sets(run: ModelTuningRun, step: dict[str, Any]) -> None:
         )
     )
     if not space.options + space.combinations:
-        step.update(searched=False, why=f"the target {options.target} has no flags to search")
-        save_state(run.run_dir, run.state)
+        step.searched, step.why = False, f"the target {options.target} has no flags to search"
+        save_state(run.run_dir, run.split_state)
         return
     started = time.monotonic()
     flag_sets = [DEFAULT_FLAGS, *propose_seeds(space, options.extra_flags, options.max_flag_sets)]
@@ -149,17 +147,14 @@ def _compile_flag_sets(run: ModelTuningRun, step: dict[str, Any]) -> None:
     )  # fmt: skip
     if compiled[0].status is not TrialStatus.DEFAULT:
         raise IreetuneError(f"the model does not compile with default flags: {compiled[0].reason}")
-    step.update(
-        trials=[dump_record(FlagTrial, t) for t in classify_by_hash(compiled)],
-        notes=[SPLIT_FLAG_NOTE],
-    )
-    record_time(run.state, "flags", "compile", time.monotonic() - started)
-    save_state(run.run_dir, run.state)
+    step.trials, step.notes = classify_by_hash(compiled), [SPLIT_FLAG_NOTE]
+    record_time(run.split_state, "flags", "compile", time.monotonic() - started)
+    save_state(run.run_dir, run.split_state)
 
 
-def _flag_task(run: ModelTuningRun, step: dict[str, Any]) -> VariantTask | None:
+def _flag_task(run: ModelTuningRun, step: SplitFlagsFile) -> VariantTask | None:
     """Return the device task that times every distinct binary (None: nothing to time)."""
-    timed = [t for t in _trials(run, step) if t.status is TrialStatus.TIMED]
+    timed = [t for t in step.trials if t.status is TrialStatus.TIMED]
     if not timed:
         return None
     rounds = run.options.rounds
@@ -170,16 +165,16 @@ def _flag_task(run: ModelTuningRun, step: dict[str, Any]) -> VariantTask | None:
     )  # fmt: skip
 
 
-def _decide(run: ModelTuningRun, step: dict[str, Any]) -> None:
+def _decide(run: ModelTuningRun, step: SplitFlagsFile) -> None:
     """Judge the sets on the device's sessions (none timed: the defaults stay); write
     flags/trials.json and record the verdict."""
     rule = model_flag_rule(run.options.flag_threshold)  # as in process
-    trials, contenders = _trials(run, step), []
+    trials, contenders = step.trials, []
     measured: dict[str, Any] = {}
-    if step["round_trip"]:
+    if step.round_trip:
         results = run.device_results
         measured = (results or {}).get("flags") or {}
-        if step["round_trip"] != run.state["round_trip"] or not measured:
+        if step.round_trip != run.split_state.round_trip or not measured:
             raise IreetuneError(
                 f"{run.run_dir}: the device results hold no timings of the flag sets; run the "
                 f"device step again: {device_step_command(run.run_dir)}"
@@ -200,10 +195,8 @@ def _decide(run: ModelTuningRun, step: dict[str, Any]) -> None:
         ]
     trials, winner = judge_flag_sets(trials, contenders, rule)
     removed = remove_losing_binaries(run.run_dir / FLAGS_DIR, trials, winner)
-    step.update(
-        trials=[dump_record(FlagTrial, t) for t in trials], decided=True, winner=winner,
-        notes=[*step["notes"], *([removed] if removed else [])],
-    )  # fmt: skip
+    step.trials, step.decided, step.winner = trials, True, winner
+    step.notes = [*step.notes, *([removed] if removed else [])]
     timed = sorted(
         (t for t in trials if t.first is not None),
         key=lambda t: -(t.first.speedup if t.first else 0),
@@ -214,18 +207,13 @@ def _decide(run: ModelTuningRun, step: dict[str, Any]) -> None:
          "base_flags": list(_base_flags(run)), "rounds": run.options.rounds,
          "calls_per_round": measured.get("calls_per_round", 0),
          "winner": list(trials[winner].flag_set.flags) if winner is not None else [],
-         "notes": list(step["notes"]),
+         "notes": list(step.notes),
          "search": [{"flags": list(t.flag_set.flags),
                      "relative": 1.0 / t.first.speedup if t.first else None, "rung": 0}
                     for t in timed],
          "runtime": None},
     )  # fmt: skip
-    save_state(run.run_dir, run.state)
-
-
-def _trials(run: ModelTuningRun, step: dict[str, Any]) -> list[FlagTrial]:
-    """Return the phase's trials as split.json records them (checked when it was read)."""
-    return [validate_record(run.run_dir / STATE_NAME, FlagTrial, row) for row in step["trials"]]
+    save_state(run.run_dir, run.split_state)
 
 
 def _runs(run_dir: Path, session: dict[str, Any]) -> dict[str, ModelRun]:
