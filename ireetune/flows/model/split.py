@@ -50,6 +50,7 @@ from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.handoff.finish import finish_run
 from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, VariantTask, hash_file
+from ireetune.flows.model.report import write_split_report
 from ireetune.flows.model.run import ModelTuningRun, Pause, Phase, PhaseBody
 from ireetune.flows.model.split_device import (
     default_model_of,
@@ -59,7 +60,6 @@ from ireetune.flows.model.split_device import (
     send_to_device,
 )
 from ireetune.flows.model.split_flags import search_flags_split
-from ireetune.flows.model.split_report import write_split_report
 from ireetune.flows.model.split_state import (
     SplitDispatchFile,
     SplitModelFile,
