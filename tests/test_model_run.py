@@ -263,7 +263,7 @@ def test_later_phases_plan_with_the_flag_winner_s_compile_time(
     from ireetune.core.flag_space import FlagSet, FlagSpace
     from ireetune.decision.stats import Basis, SpeedupEstimate
     from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
-    from ireetune.flows.model import local
+    from ireetune.flows.model import flag_phase
     from ireetune.model.select import MODEL_RULE
 
     winner, other = FlagSet(("--iree-opt-data-tiling",)), FlagSet(("--iree-opt-level=O3",))
@@ -278,14 +278,14 @@ def test_later_phases_plan_with_the_flag_winner_s_compile_time(
         winner_binary=tmp_path / "winner.vmfb",
     )  # fmt: skip
     request = SimpleNamespace(space=FlagSpace((), ((winner,),)))
-    monkeypatch.setattr(local, "_flag_search_request", lambda run, target: request)
-    monkeypatch.setattr(local, "search_model_flags", lambda executor, request, folder: search)
+    monkeypatch.setattr(flag_phase, "flag_search_request", lambda run, target: request)
+    monkeypatch.setattr(flag_phase, "search_model_flags", lambda executor, request, folder: search)
     run = _run(tmp_path)
     run.model = SimpleNamespace(target=None)  # type: ignore[assignment]
     run.costs = ModelCosts(compile_s=6.0, load_s=0.5)
-    assert local.search_flags(run) is None
+    assert flag_phase.search_flags(run) is None
     assert run.costs == ModelCosts(compile_s=13.0, load_s=0.5)
     # A winner that compiles faster than the default leaves the longer figure.
     run.costs = ModelCosts(compile_s=20.0, load_s=0.5)
-    assert local.search_flags(run) is None
+    assert flag_phase.search_flags(run) is None
     assert run.costs.compile_s == 20.0

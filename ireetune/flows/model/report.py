@@ -13,9 +13,9 @@ from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.flags.file import FLAGS_FILE_NAME
 from ireetune.flags.model_search import apply_command
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
+from ireetune.flows.model.flag_phase import RUNTIME_NOTE, SPLIT_FLAG_NOTE
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import ModelTuneResult, ModelTuningRun
-from ireetune.flows.model.split_flags import RUNTIME_NOTE, SPLIT_FLAG_NOTE
 from ireetune.flows.model.split_state import SplitStateFile
 from ireetune.model.hot import HotSet
 from ireetune.model.profile import explain_profile

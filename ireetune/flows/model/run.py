@@ -14,7 +14,7 @@ Each mode gives a body for every phase; `run_phases` runs them in order and save
 each one (in-process: `model_run.json`, what the later phases need, flows/model/local_state.py;
 split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
 the last one saved (`run_phases`' `start`). Both modes run every phase: the split mode's flag
-phase times the search's seeds in one round trip (flows/model/split_flags.py); what it leaves to
+phase times the search's seeds in one round trip (flows/model/flag_phase.py); what it leaves to
 the in-process mode (the greedy steps past the seeds, the runtime options) its report says.
 """
 

@@ -10,7 +10,7 @@ keeps what is recorded as done and goes on where it stopped.
     flags       the target's known-good flag sets (or --try-flags), each compiled once and sorted
                 by hash; [device] the distinct binaries timed against the default, interleaved
                 in one process, the fastest timed again in a fresh session; the flag rule
-                decides, and every later phase compiles with the winner (split_flags.py)
+                decides, and every later phase compiles with the winner (flag_phase.py)
     profile     the dispatch benchmarks (dumped, compiled, launches counted), and the candidates
                 of the dispatches a static ranking puts first (FLOPs x launches): one
                 dispatch-level benchmark folder each; then [device] profile the model and every
@@ -50,6 +50,7 @@ from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.handoff.finish import finish_run
 from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, VariantTask, hash_file
+from ireetune.flows.model.flag_phase import flag_phase
 from ireetune.flows.model.report import write_split_report
 from ireetune.flows.model.run import ModelTuningRun, Pause, Phase, PhaseBody
 from ireetune.flows.model.split_device import (
@@ -59,7 +60,6 @@ from ireetune.flows.model.split_device import (
     relative_to_run,
     send_to_device,
 )
-from ireetune.flows.model.split_flags import search_flags_split
 from ireetune.flows.model.split_state import (
     SplitDispatchFile,
     SplitModelFile,
@@ -280,7 +280,7 @@ def report(run: ModelTuningRun) -> Pause | None:
 # The body of every phase of the model flow, split between a compile and a device host.
 SPLIT_PHASES: dict[Phase, PhaseBody] = {
     Phase.PREPARE: prepare,
-    Phase.FLAGS: search_flags_split,
+    Phase.FLAGS: flag_phase,
     Phase.PROFILE: profile,
     Phase.DISPATCHES: complete_dispatches,
     Phase.VARIANTS: build_variants,

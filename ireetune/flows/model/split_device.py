@@ -1,6 +1,6 @@
 """The round trips of a split model run: the next device manifest, and the device's results.
 
-Every phase of the split mode that needs the device (flows/model/split.py, split_flags.py) hands
+Every phase of the split mode that needs the device (flows/model/split.py, flag_phase.py) hands
 its task to `send_to_device`, which lists every file the device step will read with its hash in
 `device_step.json` (flows/handoff/model_folder.py) and pauses the run. `receive_device_results` reads
 the round trip's results back on `ireetune continue`: results of another manifest, a manifest

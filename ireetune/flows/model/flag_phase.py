@@ -1,4 +1,10 @@
-"""The flag phase of a split model run: propose and compile here, time on the device, decide here.
+"""The flag phase of a model run, in both modes: search the target's global compile flags on the
+whole model; every later phase compiles with the winner (`flag_phase`).
+
+In process (`search_flags`): flags/model_search.py searches (its seeds, then greedy single
+changes of the best set, then the runtime options on the winner), compiling and timing here.
+
+Split (`search_flags_split`): propose and compile here, time on the device, decide here.
 
     compile   the sets the in-process search starts from (`propose_seeds`: the target's
               known-good sets, or the `--try-flags` sets; at most `--max-flag-sets`; none that
@@ -21,13 +27,15 @@ What the in-process search does past its seeds (greedy single changes of the bes
 successively halved) needs a measurement per step, and the runtime options' search
 (flags/runtime.py) two sessions on the winner's binary (every set, then the best again): both
 are in process only, and the split report says so. Each sub-step is recorded in split.json
-(`flags`) as it finishes and kept when the phase runs again after a kill. A folder written before the split flow searched flags has no `flags` step
-and continues with the flags it was given (not searched).
+(`flags`) as it finishes and kept when the phase runs again after a kill. A folder written
+before the split flow searched flags has no `flags` step and continues with the flags it was
+given (not searched).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +43,14 @@ from ireetune.compile.driver import DEFAULT_SPECS_FLAG
 from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
+from ireetune.core.target import Target
 from ireetune.flags.file import write_flag_files
-from ireetune.flags.model_search import propose_seeds, with_timing
+from ireetune.flags.model_search import (
+    propose_seeds,
+    repetitions_for,
+    search_model_flags,
+    with_timing,
+)
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
@@ -50,7 +64,7 @@ from ireetune.flags.trials import (
     write_trials,
 )
 from ireetune.flows.handoff.model_folder import LabelledBinary, VariantTask
-from ireetune.flows.model.run import ModelTuningRun, Pause
+from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun, Pause
 from ireetune.flows.model.split_device import (
     device_step_command,
     load_outputs,
@@ -71,6 +85,65 @@ RUNTIME_NOTE = (
     "runtime options: not searched in the split flow (in process only: `ireetune tune MODEL` "
     "on the device host)"
 )
+
+
+def flag_phase(run: ModelTuningRun) -> Pause | None:
+    """Run the flag phase in the run's mode: the whole search here, or the split round trip."""
+    return search_flags_split(run) if run.mode is Mode.SPLIT else search_flags(run)
+
+
+def search_flags(run: ModelTuningRun) -> Pause | None:
+    """Search the target's global flags on the whole model; later phases use the winner."""
+    run.flag_request = request = flag_search_request(run, run.target)
+    if not (run.options.search_flags and request.space.options + request.space.combinations):
+        return None
+    run.flag_search = search = search_model_flags(run.executor, request, run.run_dir / "flags")
+    run.notes.extend(search.notes)
+    if search.winner_binary is not None and search.estimate is not None:
+        # Everything after this phase (dumps, dispatch tuning, selection) uses the winner.
+        run.target = run.target.with_global_flags((*run.options.extra_flags, *search.winner.flags))
+        run.under_tuning.target = run.target
+        run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
+        run.costs = costs_under_winner(run.costs, search)
+    # Kept the moment the phase decides: a later phase that fails must not lose it.
+    write_flag_files(run.run_dir, run.target.global_flags, search.runtime_flags)
+    return None
+
+
+def costs_under_winner(costs: ModelCosts, search: FlagSearchResult) -> ModelCosts:
+    """The model's costs once the flag phase's winner applies: a compile takes what the winner's
+    took, when that is longer (data tiling and im2col doubled MobileNet-v2's: the later phases,
+    planned on the default's compile, ran past --time-budget)."""
+    compiled = [t.compile_s for t in search.trials if t.flag_set == search.winner]
+    return replace(costs, compile_s=max([costs.compile_s, *compiled]))
+
+
+def flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch:
+    """Describe the flag phase's search from the model, the run's options and the target
+    before the flag phase (the user's flags only)."""
+    model, options = run.under_tuning, run.options
+    default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
+    return ModelFlagSearch(
+        source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
+        base_flags=(*target.compile_flags(), *default_specs), user_flags=options.extra_flags,
+        device=model.device, space=_flag_space(run, target),
+        rounds=options.rounds, repetitions=repetitions_for(run.original_ms),
+        max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
+        compile_timeout_s=model.compile_timeout_s,
+        rule=model_flag_rule(options.flag_threshold),
+        run_budget_s=options.time_budget_s,
+    )  # fmt: skip
+
+
+def _flag_space(run: ModelTuningRun, target: Target) -> FlagSpace:
+    """The user's flag sets, else the target's space for this model (made only when the phase
+    searches: a model-made option writes its file into the phase's folder)."""
+    options, model = run.options, run.under_tuning
+    if options.flag_sets:
+        return FlagSpace((), options.flag_sets)
+    if not options.search_flags:
+        return target.flag_space()
+    return target.model_flag_space(model.mlir_path, run.run_dir / "flags", model.compile_timeout_s)
 
 
 def search_flags_split(run: ModelTuningRun) -> Pause | None:
@@ -128,13 +201,7 @@ def _base_flags(run: ModelTuningRun) -> tuple[str, ...]:
 def _compile_flag_sets(run: ModelTuningRun, step: SplitFlagsFile) -> None:
     """Compile the default and every proposed set once; record them sorted by hash."""
     options, model = run.options, run.under_tuning
-    space = (
-        FlagSpace((), options.flag_sets)
-        if options.flag_sets
-        else run.target.model_flag_space(
-            model.mlir_path, run.run_dir / FLAGS_DIR, model.compile_timeout_s
-        )
-    )
+    space = _flag_space(run, run.target)
     if not space.options + space.combinations:
         step.searched, step.why = False, f"the target {options.target} has no flags to search"
         save_state(run.run_dir, run.split_state)
