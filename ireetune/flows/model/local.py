@@ -2,7 +2,8 @@
 
 1. prepare: import the model (MLIR as is; ONNX through iree-import-onnx), make its inputs,
    compile and run the default;
-2. flags: search the target's global compiler flags on the whole model (flags/model_search.py);
+2. flags: search the target's global compiler flags on the whole model (flows/model/flag_phase.py,
+   flags/model_search.py);
 3. profile: compile once with per-dispatch benchmark dumps, count each dispatch's launches, time
    each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
 4. dispatches: tune each hot problem with the dispatch flow, keeping its top candidates even when
