@@ -38,8 +38,8 @@ from ireetune.core.input_archive import write_input_archive
 from ireetune.core.tools import find_tool
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_flags_file
-from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
-from ireetune.flags.trials import describe_trial, trial_row
+from ireetune.flags.model_search import search_model_flags
+from ireetune.flags.trials import ModelFlagSearch, describe_trial, trial_row
 from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
 from ireetune.frontend.model_import import import_model
 from ireetune.frontend.model_inputs import make_model_inputs, read_entry_signature

@@ -326,17 +326,17 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     )
     from ireetune.flows.model.split import compile_variant_rows
     from ireetune.flows.model.split_device import send_to_device
-    from ireetune.flows.model.split_state import read_state, save_state
+    from ireetune.flows.model.split_state import SplitStateFile, read_state, save_state
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.select import MODEL_RULE
     from ireetune.model.variants import plan_variants
     from ireetune.targets import parse_target
 
     state = read_state(run_dir)
-    options = state["options"]
-    names = {d["problem"]: d["name"] for d in state["dispatches"]}
+    options = state.options
+    names = {d.problem: d.name for d in state.dispatches}
     candidates: list[tuple[str, list[Path]]] = []
-    for problem, folder in sorted(state["folders"].items()):
+    for problem, folder in sorted(state.folders.items()):
         if not folder:
             continue
         listed = [c.candidate_id for c in read_manifest(run_dir / folder).candidates]
@@ -345,31 +345,32 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
         if specs:
             candidates.append((names[problem], specs))
     plans = plan_variants(candidates)
-    target = parse_target(options["target"]).with_global_flags(tuple(options["extra_flags"]))
+    target = parse_target(options.target).with_global_flags(options.extra_flags)
+    assert state.model is not None
     model = ModelUnderTuning(
-        run_dir / state["model"]["mlir"], state["model"]["function"], run_dir / "inputs.npz",
-        target, options["with_default_specs"],
+        run_dir / state.model.mlir, state.model.function, run_dir / "inputs.npz", target,
+        options.with_default_specs,
     )  # fmt: skip
-    model.compile_timeout_s = state["model"].get("compile_timeout_s", 1200.0)
+    model.compile_timeout_s = state.model.compile_timeout_s
     rows, built = compile_variant_rows(
         LocalExecutor(), model, plans, run_dir, state, jobs or default_jobs()
     )
     if not built:
         return []
     first_step = read_device_manifest(run_dir)
-    state["variants"] = rows
+    state.variants = rows
     # The same round trip, now with the variants: calls per round from a warm-up of the default
     # (the model's time is not known before the device has run it).
-    state["round_trip"] = first_step.round_trip - 1
+    state.round_trip = first_step.round_trip - 1
     task = VariantTask(
-        tuple(built), rounds=options["rounds"], calls_per_round=0, confirm_top=3,
-        confirm_rounds=max(2 * options["rounds"], 10), threshold=MODEL_RULE.threshold,
+        tuple(built), rounds=options.rounds, calls_per_round=0, confirm_top=3,
+        confirm_rounds=max(2 * options.rounds, 10), threshold=MODEL_RULE.threshold,
     )  # fmt: skip
 
     @dataclass
     class _Run:  # What send_to_device reads of a model run.
         run_dir: Path
-        state: dict[str, Any]
+        split_state: SplitStateFile
 
     send_to_device(_Run(run_dir, state), first_step.profile, first_step.folders, task)  # type: ignore[arg-type]
     save_state(run_dir, state)
@@ -432,7 +433,7 @@ def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
         folder: [c.candidate_id for c in read_manifest(run_dir / folder).candidates][
             : arguments.variants_per_dispatch
         ]
-        for folder in state["folders"].values()
+        for folder in state.folders.values()
         if folder
     }
     counted = [candidate_bytes(run_dir / folder) for folder in predicted]

@@ -3,6 +3,7 @@
 - No top-level unit (a package such as `search/`, or a module such as `flows/dispatch/tuner.py`) takes
   part in an import cycle.
 - Every import goes down the layers of `LAYERS`, or stays within one layer.
+- Each option is declared once (`find_option_declarations`).
 - No function takes more than `MAX_PARAMETERS` parameters and no module is longer than
   `MAX_LINES` lines, except the ones listed today; the lists may only shrink.
 
@@ -326,3 +327,68 @@ def test_the_ratchets_refuse_new_grown_and_stale_entries(tmp_path: Path) -> None
         "shop.wide.pay: now within the limit of 7; remove it from the list",
     ]
     assert count_lines(package) == {"__init__.py": 0, "wide.py": 4}
+
+
+# The calls of core/options.py that declare an option's constraint (its argument type and action).
+_DECLARERS = {"option", "setting", "added_option"}
+
+
+def find_option_declarations(root: Path) -> dict[str, list[str]]:
+    """Return, for each option (by its field name), where it is declared.
+
+    An option is declared where its constraint is written:
+    - a class-level annotated field whose value is a direct call of `option`, `setting` or
+      `added_option` (core/options.py), in any class: `rounds: int = option(5, ...)`;
+    - a class-level annotated field of a run file's options model, a class whose name ends in
+      `OptionsFile`: a file model that re-declares the options instead of deriving from them.
+
+    A field whose value is a shared factory (`num_candidates_option(24, ...)`, in
+    core/common_options.py) uses the factory's one declaration and counts nowhere: a command's
+    default and help may differ there, its constraint may not. A factory is named for its
+    option and holds the one `option(...)` call of it.
+    """
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for field in node.body:
+                if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+                    continue
+                value = field.value
+                declared = (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name)
+                    and value.func.id in _DECLARERS
+                )
+                if declared or node.name.endswith("OptionsFile"):
+                    found[field.target.id].append(f"{module}.{node.name}")
+    return dict(found)
+
+
+def test_each_option_is_declared_once() -> None:
+    declarations = find_option_declarations(PACKAGE)
+    assert "num_candidates" not in declarations, "declared by core/common_options' factory"
+    twice = {name: where for name, where in declarations.items() if len(where) > 1}
+    assert twice == {}
+
+
+def test_the_option_check_finds_an_option_declared_twice(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "options.py": "class RunOptions:\n"
+            "    rounds: int = option(5, flag='--rounds')\n"
+            "    seed: int = seed_option()\n"
+            "    label = 'run'\n"
+            "class ShopOptions:\n"
+            "    rounds: int = option(7, flag='--rounds')\n"
+            "class RunOptionsFile:\n"
+            "    seed: int\n",
+        },
+    )
+    assert find_option_declarations(package) == {
+        "rounds": ["shop.options.RunOptions", "shop.options.ShopOptions"],
+        "seed": ["shop.options.RunOptionsFile"],
+    }

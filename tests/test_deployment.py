@@ -20,15 +20,15 @@ from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, SpeedupEstimate
 from ireetune.executor import ExecutorKind
 from ireetune.flags.trials import FlagSearchResult
-from ireetune.flows.model.options import ModelTuneOptions
-from ireetune.flows.model.tuner import ModelTuneResult
-from ireetune.model import deployment as deployment_module
-from ireetune.model.deployment import (
+from ireetune.flows.model import deployment as deployment_module
+from ireetune.flows.model.deployment import (
     build_deployment,
     compare_run_with_onnxruntime,
     facts_of,
     write_deployment,
 )
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.tuner import ModelTuneResult
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
 from ireetune.model.ort_worker import ONNXRUNTIME
 from ireetune.model.prepare import ModelUnderTuning

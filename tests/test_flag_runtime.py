@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ireetune.compile.pool import CompileBatch, CompileOutcome
+from ireetune.core.budget import SHARES
 from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import (
     DEFAULT_FLAGS,
@@ -30,13 +31,7 @@ from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import write_flag_files
-from ireetune.flags.model_search import (
-    FLAG_RULE,
-    RUNTIME_SHARE,
-    ModelFlagSearch,
-    runtime_deadline,
-    search_model_flags,
-)
+from ireetune.flags.model_search import search_model_flags
 from ireetune.flags.runtime import (
     RuntimeFlagResult,
     RuntimeTrial,
@@ -45,7 +40,13 @@ from ireetune.flags.runtime import (
     search_runtime_flags,
 )
 from ireetune.flags.strategy import Budget, StrategySettings
-from ireetune.flags.trials import FlagSearchResult, TrialStatus, compile_flag_sets
+from ireetune.flags.trials import (
+    FLAG_RULE,
+    FlagSearchResult,
+    ModelFlagSearch,
+    TrialStatus,
+    compile_flag_sets,
+)
 from ireetune.model.timing import ModelComparison, ModelRun, run_models_side_by_side_here
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, CPU_TUNED_OPTIONS
 from tests.conftest import CPU_FLAGS
@@ -376,11 +377,11 @@ def test_the_flag_search_compiles_no_more_sets_once_its_budget_is_spent(
 
 def test_the_runtime_options_keep_a_share_of_a_spent_flag_budget() -> None:
     # No budget: no deadline. A flag phase that has spent its budget (deadline 100 passed at
-    # 250) still gives the runtime options RUNTIME_SHARE of it from now; one with time left keeps
-    # its own deadline.
-    assert runtime_deadline(None, None, 250.0) is None
-    assert runtime_deadline(100.0, 100.0, 250.0) == 250.0 + RUNTIME_SHARE * 100.0
-    assert runtime_deadline(300.0, 100.0, 250.0) == 300.0
+    # 250) still gives the runtime options SHARES.flag_runtime of it from now; one with time left
+    # keeps its own deadline.
+    assert SHARES.runtime_deadline(None, None, 250.0) is None
+    assert SHARES.runtime_deadline(100.0, 100.0, 250.0) == 250.0 + SHARES.flag_runtime * 100.0
+    assert SHARES.runtime_deadline(300.0, 100.0, 250.0) == 300.0
 
 
 def test_a_flag_search_that_spent_its_budget_still_times_the_runtime_options(

@@ -186,19 +186,18 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
 ) -> None:
     """Room for a batch: the batch and a combined variant's compile, both sessions of the
     variants built by then at their planned length, and the decide and report phases."""
+    from ireetune.core.budget import SHARES, TaskScheduler
     from ireetune.flows.model.local_select import (
-        TAIL_SLACK_S,
         room_for_confirmation,
         room_for_sessions,
         session_plan,
         sessions_seconds,
-        tail_seconds,
     )
-    from ireetune.flows.model.run import ModelCosts
 
     plan = session_plan(5, 6, 10.0)
-    need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_seconds(ModelCosts(5.0, 1.0))
-    assert tail_seconds(ModelCosts(5.0, 1.0)) == 2 * 5.0 + 4 * 1.0 + TAIL_SLACK_S
+    tail_s = TaskScheduler(1000.0, 0.0).tail_seconds(compile_s=5.0, load_s=1.0)
+    need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_s
+    assert tail_s == 2 * 5.0 + 4 * 1.0 + SHARES.tail_slack_s
     assert room_for_sessions(_budgeted_run(tmp_path, need + 5.0))(6, 7.0)
     assert not room_for_sessions(_budgeted_run(tmp_path, need - 5.0))(6, 7.0)
     # After the first session only the confirmation is left to fit.

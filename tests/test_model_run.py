@@ -143,17 +143,17 @@ def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path
 
 
 def test_the_dispatch_phase_leaves_part_of_the_budget_to_the_selection() -> None:
-    """Tuning dispatches may take DISPATCH_PHASE_SHARE of what is left of --time-budget when the
+    """Tuning dispatches may take SHARES.dispatch_phase of what is left of --time-budget when the
     phase starts; the rest is kept for trying them in the model. No budget, no deadline; a budget
     already spent leaves none."""
-    from ireetune.flows.model.run import DISPATCH_PHASE_SHARE, dispatch_phase_deadline
+    from ireetune.core.budget import SHARES, TaskScheduler
 
-    assert dispatch_phase_deadline(started=100.0, budget_s=None, now=400.0) is None
-    assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=400.0) == (
-        400.0 + DISPATCH_PHASE_SHARE * 300.0
+    assert TaskScheduler(budget_s=None, started=100.0).dispatch_phase_deadline(now=400.0) is None
+    assert TaskScheduler(budget_s=600.0, started=100.0).dispatch_phase_deadline(now=400.0) == (
+        400.0 + SHARES.dispatch_phase * 300.0
     )
-    assert dispatch_phase_deadline(started=100.0, budget_s=600.0, now=800.0) == 800.0
-    assert 0.0 < DISPATCH_PHASE_SHARE < 1.0
+    assert TaskScheduler(budget_s=600.0, started=100.0).dispatch_phase_deadline(now=800.0) == 800.0
+    assert 0.0 < SHARES.dispatch_phase < 1.0
 
 
 class CountingExecutor(LocalExecutor):
@@ -188,14 +188,14 @@ def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path
 def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dispatch phase may take DISPATCH_PHASE_SHARE of the budget: a dispatch that the ones
+    """The dispatch phase may take SHARES.dispatch_phase of the budget: a dispatch that the ones
     before it say would end past that deadline is not started (one started just before the
     deadline overran it by a whole dispatch's tuning, and the selection lost that time)."""
     from types import SimpleNamespace
 
+    from ireetune.core.budget import SHARES
     from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.model import local
-    from ireetune.flows.model.run import DISPATCH_PHASE_SHARE
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
     clock = [1000.0]
@@ -211,7 +211,7 @@ def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
 
     monkeypatch.setattr(local, "tune_dispatch", thirty_seconds_each)
     run = _run(tmp_path)
-    run.options = replace(run.options, time_budget_s=60.0 / DISPATCH_PHASE_SHARE)
+    run.options = replace(run.options, time_budget_s=60.0 / SHARES.dispatch_phase)
     run.started = clock[0]
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)
@@ -270,7 +270,7 @@ def test_later_phases_plan_with_the_flag_winner_s_compile_time(
     from ireetune.core.flag_space import FlagSet, FlagSpace
     from ireetune.decision.stats import Basis, SpeedupEstimate
     from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
-    from ireetune.flows.model import local
+    from ireetune.flows.model import flag_phase
     from ireetune.model.select import MODEL_RULE
 
     winner, other = FlagSet(("--iree-opt-data-tiling",)), FlagSet(("--iree-opt-level=O3",))
@@ -285,14 +285,14 @@ def test_later_phases_plan_with_the_flag_winner_s_compile_time(
         winner_binary=tmp_path / "winner.vmfb",
     )  # fmt: skip
     request = SimpleNamespace(space=FlagSpace((), ((winner,),)))
-    monkeypatch.setattr(local, "_flag_search_request", lambda run, target: request)
-    monkeypatch.setattr(local, "search_model_flags", lambda executor, request, folder: search)
+    monkeypatch.setattr(flag_phase, "flag_search_request", lambda run, target: request)
+    monkeypatch.setattr(flag_phase, "search_model_flags", lambda executor, request, folder: search)
     run = _run(tmp_path)
     run.model = SimpleNamespace(target=None)  # type: ignore[assignment]
     run.costs = ModelCosts(compile_s=6.0, load_s=0.5)
-    assert local.search_flags(run) is None
+    assert flag_phase.search_flags(run) is None
     assert run.costs == ModelCosts(compile_s=13.0, load_s=0.5)
     # A winner that compiles faster than the default leaves the longer figure.
     run.costs = ModelCosts(compile_s=20.0, load_s=0.5)
-    assert local.search_flags(run) is None
+    assert flag_phase.search_flags(run) is None
     assert run.costs.compile_s == 20.0

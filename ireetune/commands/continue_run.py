@@ -23,12 +23,11 @@ from ireetune.commands.shared import (
     given_flags_option,
     run_dir_option,
 )
-from ireetune.core.arguments import positive_int
-from ireetune.core.options import option
 from ireetune.core.tools import path_argument
 
 if TYPE_CHECKING:
     from ireetune.flows.handoff.folder_trust import GivenAgain
+from ireetune.core.common_options import jobs_option
 
 
 @dataclass(frozen=True)
@@ -39,9 +38,7 @@ class ContinueOptions:
         "the run folder (of tune or tune-dispatch; killed, or back from the device host)"
     )
     # None: the parallel compiles the run was started with.
-    jobs: int | None = option(
-        None, flag="--jobs", type=positive_int, help="parallel compiles (default: the run's)"
-    )
+    jobs: int | None = jobs_option(None, "parallel compiles (default: the run's)")
     # A folder is data (flows/handoff/folder_trust.py): what it may not choose, the person gives again.
     extra_flags: tuple[str, ...] = given_flags_option()
     database_path: Path | None = given_database_option()

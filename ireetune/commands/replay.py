@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_command, given_flags_option, run_dir_option
 from ireetune.core.arguments import positive_int
+from ireetune.core.common_options import device_option, rounds_option
 from ireetune.core.options import option
 
 
@@ -19,15 +20,11 @@ class ReplayOptions:
     candidate: int | None = option(
         None, flag="--candidate", type=positive_int, help="candidate id (default: the winner)"
     )
-    rounds: int = option(
-        7, flag="--rounds", type=positive_int, help="interleaved rounds (default: 7)"
-    )
+    rounds: int = rounds_option(7, "interleaved rounds (default: 7)")
     repetitions: int = option(
         5, flag="--repetitions", type=positive_int, help="timings per round (default: 5)"
     )
-    device: str | None = option(
-        None, flag="--device", help="runtime device (default: the run's first)"
-    )
+    device: str | None = device_option("runtime device (default: the run's first)")
     # A folder is data (flows/handoff/folder_trust.py): its flags beyond the flag search's are given
     # again.
     extra_flags: tuple[str, ...] = given_flags_option()

@@ -40,9 +40,34 @@ def devices_option(help: str) -> Any:
     return option((), flag="--devices", type=device_list, help=help)
 
 
-def jobs_option() -> Any:
-    """`--jobs`: parallel compiles (0, the default: one compile per core)."""
-    return option(0, flag="--jobs", type=positive_int, help="parallel compiles (default: cores)")
+def jobs_option(default: int | None = 0, help: str = "parallel compiles (default: cores)") -> Any:
+    """`--jobs`: parallel compiles (0, the default: one compile per core; `continue` takes None,
+    the run's)."""
+    return option(default, flag="--jobs", type=positive_int, help=help)
+
+
+def num_candidates_option(default: int, help: str) -> Any:
+    """`--num-candidates`: candidate configurations tried per dispatch (at least 1)."""
+    return option(default, flag="--num-candidates", type=positive_int, help=help)
+
+
+def rounds_option(default: int, help: str) -> Any:
+    """`--rounds`: interleaved timing rounds (at least 1)."""
+    return option(default, flag="--rounds", type=positive_int, help=help)
+
+
+def device_option(help: str) -> Any:
+    """`--device`: the one runtime device a command times on (None, the default: as `help`
+    says)."""
+    return option(None, flag="--device", help=help)
+
+
+def search_flags_option(default: bool, help: str) -> Any:
+    """Whether a run first searches the target's global flags: off by default behind
+    `--search-flags` (tune-dispatch), on by default behind `--no-flag-search` (tune)."""
+    if default:
+        return option(True, flag="--no-flag-search", action="store_false", help=help)
+    return option(False, flag="--search-flags", action="store_true", help=help)
 
 
 def seed_option(help: str = "seed of the candidate sampling (same seed, same run)") -> Any:

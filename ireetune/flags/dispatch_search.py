@@ -28,10 +28,11 @@ from ireetune.core.target import Target
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
-from ireetune.flags.model_search import ModelFlagSearch, search_model_flags
+from ireetune.flags.model_search import search_model_flags
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
+    ModelFlagSearch,
     TrialStatus,
     choose_flag_contenders,
     classify_by_hash,

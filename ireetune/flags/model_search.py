@@ -21,24 +21,24 @@ from __future__ import annotations
 
 import logging
 import shlex
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace, propose_flag_sets
 from ireetune.core.target import Target
 from ireetune.core.tools import path_argument
-from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.flags.runtime import runtime_row, search_runtime_flags
-from ireetune.flags.strategy import Budget, StrategySettings, search_flag_space
+from ireetune.flags.strategy import Budget, search_flag_space
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
     FlagTrial,
+    ModelFlagSearch,
     TrialStatus,
     classify_by_hash,
     compile_flag_sets,
@@ -47,87 +47,12 @@ from ireetune.flags.trials import (
     write_trials,
 )
 from ireetune.model.outputs import outputs_match
-from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
 
 logger = logging.getLogger(__name__)
-
-
-def model_flag_rule(threshold: float) -> DecisionRule:
-    """The flag phase's rule: a set must make the whole model, timed on its inputs, faster by
-    at least `threshold` (the lower bound of its paired interval), and of the sets that do, the
-    one with the highest lower bound wins: a flag set changes every dispatch, and a set whose
-    time is bimodal (few workgroups, one worker) has a wide interval whose point can land on its
-    fast mode (`DecisionRule.rank_by_low`)."""
-    return DecisionRule(threshold=threshold, real_input_decides=True, rank_by_low=True)
-
-
-FLAG_RULE = model_flag_rule(MODEL_RULE.threshold)
-
-
-@dataclass(frozen=True)
-class ModelFlagSearch:
-    """What the flag phase needs: the model, how to compile and run it, and how hard to search.
-
-    `base_flags` go on every compile (the target's, the user's `--flags`); proposals touching an
-    option the user fixed are left out, since a repeated option is a compile error. The search
-    starts no new compile or timing once its budget (on `clock`) is spent: `time_budget_s`, or
-    else FLAG_PHASE_SHARE of the whole run's `run_budget_s` (`ireetune tune --time-budget`).
-    """
-
-    source_path: Path
-    function: str
-    inputs_path: Path
-    base_flags: tuple[str, ...]
-    user_flags: tuple[str, ...]
-    device: str
-    space: FlagSpace
-    rounds: int = 5
-    # Calls of each model per round: a fast model is called several times in a row so that a
-    # round lasts long enough to time (`repetitions_for`); 0 measures the default first.
-    repetitions: int = 0
-    # At most this many sets are compiled (the seeds first).
-    max_sets: int = 48
-    confirm_top: int = 3
-    jobs: int = 2
-    compile_timeout_s: float = 1200.0
-    rule: DecisionRule = FLAG_RULE
-    time_budget_s: float | None = None
-    run_budget_s: float | None = None
-    strategy: StrategySettings = field(default_factory=StrategySettings)
-    clock: Callable[[], float] = time.monotonic
-
-
-# The share of the flag phase's budget the search may spend exploring: the rest is kept for
-# confirming the best sets found (the step that decides), and the runtime options.
-EXPLORE_SHARE = 0.8
-
-# The flag phase's share of `ireetune tune --time-budget` (the dispatch phase has the rest).
-FLAG_PHASE_SHARE = 0.5
-
-
-# The share of the flag phase's budget the runtime options always get, from when their search
-# starts: exploring and confirming the compile flags can use the whole budget (MobileNet-v2 with
-# --time-budget 600 left the runtime search none), and the runtime search is two short sessions.
-RUNTIME_SHARE = 0.05
-
-
-def runtime_deadline(deadline: float | None, budget_s: float | None, now: float) -> float | None:
-    """Return when the runtime search starts no new session: the flag phase's deadline, or
-    RUNTIME_SHARE of its budget from `now` when that is later (None: no limit)."""
-    if deadline is None or budget_s is None:
-        return deadline
-    return max(deadline, now + RUNTIME_SHARE * budget_s)
-
-
-def flag_phase_budget(search: ModelFlagSearch) -> float | None:
-    """Return the flag phase's time budget (None: no limit)."""
-    if search.time_budget_s is not None or search.run_budget_s is None:
-        return search.time_budget_s
-    return FLAG_PHASE_SHARE * search.run_budget_s
 
 
 def propose_seeds(space: FlagSpace, user_flags: Sequence[str], max_sets: int) -> list[FlagSet]:
@@ -156,9 +81,10 @@ def search_model_flags(
         for o in search.space.tuned
         if o.name not in fixed and not any(name in fixed for name, _ in o.depends_on)
     ]
-    budget_s = flag_phase_budget(search)
+    scheduler = TaskScheduler(search.run_budget_s, started)
+    budget_s = scheduler.flag_phase_budget(search.time_budget_s)
     deadline = None if budget_s is None else started + budget_s
-    explore_until = None if budget_s is None else started + EXPLORE_SHARE * budget_s
+    explore_until = scheduler.shares.explore_until(started, budget_s)
     exploring = Budget(explore_until, search.clock)
     evaluator = ModelEvaluator(executor, search, work_dir, exploring)
     if search.repetitions < 1:
@@ -201,7 +127,9 @@ def search_model_flags(
     winner_binary = work_dir / f"{winner_id}.vmfb" if winner_id is not None else None
     runtime = search_runtime_flags(
         executor, search, winner_binary or work_dir / "0.vmfb", work_dir / "runtime",
-        Budget(runtime_deadline(deadline, budget_s, search.clock()), search.clock),
+        Budget(
+            scheduler.shares.runtime_deadline(deadline, budget_s, search.clock()), search.clock
+        ),
     )  # fmt: skip
     removed = remove_losing_binaries(work_dir, trials, winner_id)
     result = FlagSearchResult(

@@ -34,8 +34,8 @@ from ireetune.model.timing import ModelComparison, ModelRun, RuntimeVariants
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-    from ireetune.flags.model_search import ModelFlagSearch
     from ireetune.flags.strategy import Budget
+    from ireetune.flags.trials import ModelFlagSearch
 
 RuntimeSet = tuple[str, ...]
 

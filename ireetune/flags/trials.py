@@ -1,4 +1,5 @@
-"""What a flag search tried and concluded: one record per flag set, and the search's result.
+"""What a flag search is asked (`ModelFlagSearch`), tried and concluded: one record per flag set,
+and the search's result.
 
 Both searches (a whole model, `flags/model_search.py`; one dispatch benchmark,
 `flags/dispatch_search.py`) compile the default and every proposed set from the same source
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,15 +21,62 @@ from ireetune.compile.driver import CompileRequest, CompileStatus
 from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.candidate import earlier_binary
 from ireetune.core.files import write_text_atomically
-from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet
+from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace
 from ireetune.core.records import FLAG_TRIALS_FORMAT
 from ireetune.decision.rules import CandidateFacts, DecisionRule, pick_winner
 from ireetune.decision.stats import SpeedupEstimate
+from ireetune.flags.strategy import StrategySettings
+from ireetune.model.select import MODEL_RULE
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
 
 TRIALS_FILE_NAME = "trials.json"
+
+
+def model_flag_rule(threshold: float) -> DecisionRule:
+    """The flag phase's rule: a set must make the whole model, timed on its inputs, faster by
+    at least `threshold` (the lower bound of its paired interval), and of the sets that do, the
+    one with the highest lower bound wins: a flag set changes every dispatch, and a set whose
+    time is bimodal (few workgroups, one worker) has a wide interval whose point can land on its
+    fast mode (`DecisionRule.rank_by_low`)."""
+    return DecisionRule(threshold=threshold, real_input_decides=True, rank_by_low=True)
+
+
+FLAG_RULE = model_flag_rule(MODEL_RULE.threshold)
+
+
+@dataclass(frozen=True)
+class ModelFlagSearch:
+    """What the flag phase needs: the model, how to compile and run it, and how hard to search.
+
+    `base_flags` go on every compile (the target's, the user's `--flags`); proposals touching an
+    option the user fixed are left out, since a repeated option is a compile error. The search
+    starts no new compile or timing once its budget (on `clock`) is spent: `time_budget_s`, or
+    else the flag phase's share of the whole run's `run_budget_s` (core/budget.py).
+    """
+
+    source_path: Path
+    function: str
+    inputs_path: Path
+    base_flags: tuple[str, ...]
+    user_flags: tuple[str, ...]
+    device: str
+    space: FlagSpace
+    rounds: int = 5
+    # Calls of each model per round: a fast model is called several times in a row so that a
+    # round lasts long enough to time (`repetitions_for`); 0 measures the default first.
+    repetitions: int = 0
+    # At most this many sets are compiled (the seeds first).
+    max_sets: int = 48
+    confirm_top: int = 3
+    jobs: int = 2
+    compile_timeout_s: float = 1200.0
+    rule: DecisionRule = FLAG_RULE
+    time_budget_s: float | None = None
+    run_budget_s: float | None = None
+    strategy: StrategySettings = field(default_factory=StrategySettings)
+    clock: Callable[[], float] = time.monotonic
 
 
 class TrialStatus(enum.Enum):

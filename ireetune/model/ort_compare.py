@@ -5,7 +5,7 @@ flags are process-wide) and summarizes what it timed. ONNX Runtime gets as many 
 as IREE's `local-task` device has workers under the same runtime flags (read from
 `iree-run-module --dump_task_topologies`). A comparison whose outputs differ is refused: it
 reports the largest error, never a speed. `ireetune tune` runs it at the end of an ONNX model's
-run (`model/deployment.py`); `bench/vs_onnxruntime.py` runs it on a zoo of models.
+run (`flows/model/deployment.py`); `bench/vs_onnxruntime.py` runs it on a zoo of models.
 """
 
 from __future__ import annotations

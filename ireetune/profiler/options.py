@@ -21,6 +21,7 @@ from ireetune.core.arguments import (
 )
 from ireetune.core.common_options import (
     compile_timeout_option,
+    device_option,
     jobs_option,
     repetitions_option,
     seed_option,
@@ -52,10 +53,9 @@ class ProfileOptions:
         help="comma-separated regexes selecting dispatches by name (default: all)",
     )  # fmt: skip
     target: str = target_option()
-    device: str | None = option(
-        None, flag="--device",
-        help="runtime device, e.g. local-task, cuda://0 (default: the target's)",
-    )  # fmt: skip
+    device: str | None = device_option(
+        "runtime device, e.g. local-task, cuda://0 (default: the target's)"
+    )
     generated_dir: Path = option(
         Path("generated"), flag="--generated-dir", type=user_path,
         help="the output tree (written by compile, read by run)",

@@ -26,9 +26,11 @@ from ireetune.core.common_options import (
     devices_option,
     extra_flags_option,
     jobs_option,
+    num_candidates_option,
     output_dir_option,
     repetitions_option,
     retune_option,
+    search_flags_option,
     seed_option,
     show_progress_option,
     target_option,
@@ -81,9 +83,7 @@ class TuneOptions:
         "--iree-hal-dump-executable-benchmarks-to) or a model .mlir with static shapes",
     )  # fmt: skip
     target: str = target_option()
-    num_candidates: int = option(
-        32, flag="--num-candidates", type=positive_int, help="candidate configurations to try"
-    )
+    num_candidates: int = num_candidates_option(32, "candidate configurations to try")
     dispatch: str | None = option(
         None, flag="--dispatch",
         help="for a model with several dispatches: the one to tune, by name or index "
@@ -170,11 +170,11 @@ class TuneOptions:
     extra_flags: tuple[str, ...] = extra_flags_option("--iree-opt-data-tiling")
     # Search the target's flag space first (`--search-flags`): on the model when the input is
     # one, else on the dispatch benchmark; the winner joins `extra_flags`.
-    search_flags: bool = option(
-        False, flag="--search-flags", action="store_true",
-        help="first search the target's global flags (on the model, or on the dispatch benchmark "
+    search_flags: bool = search_flags_option(
+        False,
+        "first search the target's global flags (on the model, or on the dispatch benchmark "
         "itself) and tune under the winner",
-    )  # fmt: skip
+    )
     hopeless_factor: float = setting(5.0, type=speedup_threshold)
     verify_top: int = setting(3, type=non_negative_int)
     confirm_top: int = setting(4, type=non_negative_int)

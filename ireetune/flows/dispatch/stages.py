@@ -7,7 +7,7 @@
     (online)   a round measured, the next one picked             search/learned_order.py
 
 `decide_stage` (flows/dispatch/decide.py) ends the run; `dispatch_tuner.dispatch_stages` puts them
-in order for `run_stages`; `--stop-after compile` ends after compile with the export of the
+in order for the sequencer (flows/sequence.py); `--stop-after compile` ends after compile with the export of the
 folder another host benchmarks (flows/handoff/export.py).
 """
 

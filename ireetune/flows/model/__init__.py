@@ -1,6 +1,8 @@
-"""One model run: the run object and its phases (run.py), in process or split across hosts.
+"""One model run: the run object and its phases (`run.py`), in process or split across hosts.
 
-`options.py` declares a run's options, `tuner.py` starts and continues runs; in process:
-`local.py`, `local_select.py`, `local_state.py`, `report.py`; split: `split.py`,
-`split_flags.py`, `split_device.py`, `split_state.py`, `split_report.py`.
+`options.py` declares a run's options (`options_file.py` the same options as its files hold),
+`tuner.py` starts and continues runs; `flag_phase.py` is the flag phase of both modes and
+`report.py` writes both reports; in process: `local.py`, `local_select.py`, `local_state.py`;
+split: `split.py`, `split_device.py`, `split_state.py`; `deployment.py` times the tuned model
+against ONNX Runtime at the end.
 """

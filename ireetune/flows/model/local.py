@@ -2,7 +2,8 @@
 
 1. prepare: import the model (MLIR as is; ONNX through iree-import-onnx), make its inputs,
    compile and run the default;
-2. flags: search the target's global compiler flags on the whole model (flags/model_search.py);
+2. flags: search the target's global compiler flags on the whole model (flows/model/flag_phase.py,
+   flags/model_search.py);
 3. profile: compile once with per-dispatch benchmark dumps, count each dispatch's launches, time
    each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
 4. dispatches: tune each hot problem with the dispatch flow, keeping its top candidates even when
@@ -25,32 +26,24 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
-from dataclasses import replace
 from pathlib import Path
 
-from ireetune.compile.driver import DEFAULT_SPECS_FLAG
-from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.flag_space import FlagSpace
-from ireetune.core.target import Target
 from ireetune.database.keys import describe_device
 from ireetune.database.model_results import ModelKey, ModelResult, hash_model, record_model_result
 from ireetune.database.store import compiler_version, default_database_path
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.file import write_flag_files
 from ireetune.flags.model_search import (
-    ModelFlagSearch,
     measure_combined,
-    model_flag_rule,
-    repetitions_for,
-    search_model_flags,
 )
-from ireetune.flags.trials import FlagSearchResult
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.resume import resume_dispatch
 from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
 from ireetune.flows.dispatch.tuner import tune_dispatch
-from ireetune.flows.model.local_select import TAIL_SLACK_S, select_variants
+from ireetune.flows.model.deployment import report_deployment
+from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
+from ireetune.flows.model.local_select import select_variants
 from ireetune.flows.model.local_state import save_model_run
 from ireetune.flows.model.report import write_report
 from ireetune.flows.model.run import (
@@ -61,11 +54,9 @@ from ireetune.flows.model.run import (
     Pause,
     Phase,
     PhaseBody,
-    dispatch_phase_deadline,
 )
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
-from ireetune.model.deployment import report_deployment
 from ireetune.model.final_check import FinalTiming, check_final_set
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
@@ -124,60 +115,6 @@ def prepare(run: ModelTuningRun) -> Pause | None:
     return None
 
 
-def search_flags(run: ModelTuningRun) -> Pause | None:
-    """Search the target's global flags on the whole model; later phases use the winner."""
-    run.flag_request = request = _flag_search_request(run, run.target)
-    if not (run.options.search_flags and request.space.options + request.space.combinations):
-        return None
-    run.flag_search = search = search_model_flags(run.executor, request, run.run_dir / "flags")
-    run.notes.extend(search.notes)
-    if search.winner_binary is not None and search.estimate is not None:
-        # Everything after this phase (dumps, dispatch tuning, selection) uses the winner.
-        run.target = run.target.with_global_flags((*run.options.extra_flags, *search.winner.flags))
-        run.under_tuning.target = run.target
-        run.default_vmfb, run.default_ms = search.winner_binary, search.estimate.candidate_ms
-        run.costs = costs_under_winner(run.costs, search)
-    # Kept the moment the phase decides: a later phase that fails must not lose it.
-    write_flag_files(run.run_dir, run.target.global_flags, search.runtime_flags)
-    return None
-
-
-def costs_under_winner(costs: ModelCosts, search: FlagSearchResult) -> ModelCosts:
-    """The model's costs once the flag phase's winner applies: a compile takes what the winner's
-    took, when that is longer (data tiling and im2col doubled MobileNet-v2's: the later phases,
-    planned on the default's compile, ran past --time-budget)."""
-    compiled = [t.compile_s for t in search.trials if t.flag_set == search.winner]
-    return replace(costs, compile_s=max([costs.compile_s, *compiled]))
-
-
-def _flag_search_request(run: ModelTuningRun, target: Target) -> ModelFlagSearch:
-    """Describe the flag phase's search from the model, the run's options and the target
-    before the flag phase (the user's flags only)."""
-    model, options = run.under_tuning, run.options
-    default_specs = [DEFAULT_SPECS_FLAG] if model.with_default_specs else []
-    return ModelFlagSearch(
-        source_path=model.mlir_path, function=model.function, inputs_path=model.inputs_path,
-        base_flags=(*target.compile_flags(), *default_specs), user_flags=options.extra_flags,
-        device=model.device, space=_flag_space(run, target),
-        rounds=options.rounds, repetitions=repetitions_for(run.original_ms),
-        max_sets=options.max_flag_sets, jobs=options.jobs or default_jobs(),
-        compile_timeout_s=model.compile_timeout_s,
-        rule=model_flag_rule(options.flag_threshold),
-        run_budget_s=options.time_budget_s,
-    )  # fmt: skip
-
-
-def _flag_space(run: ModelTuningRun, target: Target) -> FlagSpace:
-    """The user's flag sets, else the target's space for this model (made only when the phase
-    searches: a model-made option writes its file into the phase's folder)."""
-    options, model = run.options, run.under_tuning
-    if options.flag_sets:
-        return FlagSpace((), options.flag_sets)
-    if not options.search_flags:
-        return target.flag_space()
-    return target.model_flag_space(model.mlir_path, run.run_dir / "flags", model.compile_timeout_s)
-
-
 def profile(run: ModelTuningRun) -> Pause | None:
     """Profile the model's dispatches on its device and pick the hot set (profile.json)."""
     options = run.options
@@ -195,8 +132,7 @@ def profile(run: ModelTuningRun) -> Pause | None:
 
 def tune_dispatches(run: ModelTuningRun) -> Pause | None:
     """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
-    options = run.options
-    deadline = dispatch_phase_deadline(run.started, options.time_budget_s, time.monotonic())
+    deadline = run.scheduler.dispatch_phase_deadline(time.monotonic())
     durations: list[float] = []
     for hot in run.hot_set.selected:
         if hot.name in run.dispatches_done:
@@ -287,8 +223,7 @@ def decide(run: ModelTuningRun) -> Pause | None:
     """Check the kept specs on the whole model, then the flags with them; record the result."""
     assert run.default_vmfb is not None
     # The harm search leaves the flags' combined check and the report their time.
-    left = run.seconds_left()
-    ends_at = None if left is None else time.monotonic() + left - run.costs.compile_s - TAIL_SLACK_S
+    ends_at = run.scheduler.decide_deadline(time.monotonic(), run.costs.compile_s)
     run.final = final = check_final_set(
         run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
         FinalTiming(run.options.rounds, ends_at), run.notes,
@@ -344,7 +279,7 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
     assert run.final is not None and run.original_vmfb is not None
     assert run.default_vmfb is not None
     # A continued run describes the flag phase's timing again from the untouched target.
-    flag_request = run.flag_request or _flag_search_request(
+    flag_request = run.flag_request or flag_search_request(
         run, parse_target(options.target).with_global_flags(options.extra_flags)
     )
     tuned_spec_path = run.final.tuned_spec
@@ -394,7 +329,7 @@ def report(run: ModelTuningRun) -> Pause | None:
 # The body of every phase of the model flow, in process.
 LOCAL_PHASES: dict[Phase, PhaseBody] = {
     Phase.PREPARE: prepare,
-    Phase.FLAGS: search_flags,
+    Phase.FLAGS: flag_phase,
     Phase.PROFILE: profile,
     Phase.DISPATCHES: tune_dispatches,
     Phase.VARIANTS: select_variants,

@@ -29,7 +29,7 @@ from typing import Any
 from ireetune.compile.driver import CompileStatus
 from ireetune.compile.pool import default_jobs, hash_binary
 from ireetune.core.files import write_text_atomically
-from ireetune.flows.model.run import ModelCosts, ModelTuningRun, Pause
+from ireetune.flows.model.run import ModelTuningRun, Pause
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
@@ -58,10 +58,6 @@ _WITH_OTHERS = {
 }
 
 
-# The seconds the decide and report phases need beyond two compiles of the model (the final
-# check's and the flags' combined check) and four model loads: their timing, ONNX Runtime's and
-# the reports (MobileNet-v2 on the 2-core machine: 35 s in all where 10 s here gave 22 s).
-TAIL_SLACK_S = 20.0
 # Bisection steps of `fitting_plan`: the session length it finds is within SESSION_MIN_S / 2^20.
 FIT_STEPS = 20
 
@@ -99,11 +95,6 @@ def sessions_seconds(plan: SessionPlan, variants: int, model_ms: float, load_s: 
     calls = plan.rounds * plan.calls_per_round
     first = (variants + 1) * (load_s + calls * model_ms / 1000.0)
     return first + confirmation_seconds(plan, model_ms, load_s)
-
-
-def tail_seconds(costs: ModelCosts) -> float:
-    """The seconds kept at the end of the budget for the decide and report phases."""
-    return 2 * costs.compile_s + 4 * costs.load_s + TAIL_SLACK_S
 
 
 def fitting_plan(
@@ -144,7 +135,12 @@ def room_for_sessions(run: ModelTuningRun) -> Room:
             return True
         plan = session_plan(run.options.rounds, variants, run.default_ms)
         sessions = sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
-        return 2 * batch_s + sessions + tail_seconds(run.costs) <= left
+        return (
+            2 * batch_s
+            + sessions
+            + run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
+            <= left
+        )
 
     return room
 
@@ -158,7 +154,12 @@ def room_for_confirmation(run: ModelTuningRun, plan: SessionPlan) -> Room:
         if left is None:
             return True
         confirmation = confirmation_seconds(plan, run.default_ms, run.costs.load_s)
-        return batch_s + confirmation + tail_seconds(run.costs) <= left
+        return (
+            batch_s
+            + confirmation
+            + run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
+            <= left
+        )
 
     return room
 
@@ -303,7 +304,13 @@ def _time_and_decide(
         return list(more)
 
     left = run.seconds_left()
-    available = None if left is None else left - tail_seconds(run.costs) - run.costs.compile_s
+    available = (
+        None
+        if left is None
+        else left
+        - run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
+        - run.costs.compile_s
+    )
     timing = fitting_plan(
         run.options.rounds, len(labels), run.default_ms, run.costs.load_s, available
     )

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, model_validator
-from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic import Field, model_validator
 
 from ireetune.core.errors import IreetuneError
 from ireetune.core.fields import Milliseconds, Seconds, bounded_as
@@ -55,11 +54,11 @@ from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.executor import Executor
 from ireetune.flags.check import check_flag_form
-from ireetune.flags.model_search import model_flag_rule
-from ireetune.flags.trials import TRIALS_FILE_NAME, FlagSearchResult, FlagTrial
+from ireetune.flags.trials import TRIALS_FILE_NAME, FlagSearchResult, FlagTrial, model_flag_rule
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import hash_file
 from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.options_file import ModelOptionsFile, options_of
 from ireetune.flows.model.run import (
     PHASES,
     Mode,
@@ -78,13 +77,6 @@ MODEL_RUN_FORMAT = "ireetune-model-run/2"
 PROFILE_NAME = "profile.json"
 
 Count = Annotated[int, Field(ge=0, le=MAX_CANDIDATE_ID)]
-
-
-# The options' own declaration serves the file; its numbers pass the command line's argument
-# types (`check_option_numbers`, in ModelRunFile's check).
-@pydantic_dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
-class ModelOptionsFile(ModelTuneOptions):
-    """The options the run was started with, checked as untrusted data."""
 
 
 class ModelFile(FileModel):
@@ -171,10 +163,7 @@ class ModelRunFile(FileModel):
         """Return the run's options as the flow takes them (`jobs`, when given, replaces the
         run's parallel compiles; the database is the command line's, `database_path`, None for
         the default: a folder does not choose it)."""
-        fields = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
-        return ModelTuneOptions(
-            **{**fields, "jobs": jobs or self.options.jobs, "database_path": database_path}
-        )
+        return options_of(self.options, jobs or self.options.jobs, database_path)
 
     @model_validator(mode="after")
     def _check_phases(self) -> ModelRunFile:

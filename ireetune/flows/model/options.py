@@ -23,8 +23,11 @@ from ireetune.core.common_options import (
     devices_option,
     extra_flags_option,
     jobs_option,
+    num_candidates_option,
     output_dir_option,
     retune_option,
+    rounds_option,
+    search_flags_option,
     seed_option,
     show_progress_option,
     target_option,
@@ -66,9 +69,7 @@ class ModelTuneOptions:
     max_dispatches: int = option(
         8, flag="--max-dispatches", type=positive_int, help="most dispatches to tune"
     )
-    num_candidates: int = option(
-        24, flag="--num-candidates", type=positive_int, help="candidates per dispatch tuned"
-    )
+    num_candidates: int = num_candidates_option(24, "candidates per dispatch tuned")
     candidates_per_dispatch: int = option(
         3, flag="--candidates-per-dispatch", type=positive_int,
         help="best candidates per dispatch kept for model-level selection",
@@ -81,9 +82,7 @@ class ModelTuneOptions:
         False, flag="--with-default-specs", action="store_true",
         help="link IREE's shipped specs after ours",
     )  # fmt: skip
-    rounds: int = option(
-        5, flag="--rounds", type=positive_int, help="interleaved model timing rounds"
-    )
+    rounds: int = rounds_option(5, "interleaved model timing rounds")
     output_dir: Path = output_dir_option()
     jobs: int = jobs_option()
     seed: int = seed_option()
@@ -98,10 +97,9 @@ class ModelTuneOptions:
     )
     # Global iree-compile flags for every compile (the user's), and the flag phase's settings.
     extra_flags: tuple[str, ...] = extra_flags_option("--iree-opt-level=O3")
-    search_flags: bool = option(
-        True, flag="--no-flag-search", action="store_false",
-        help="skip the first phase (the search of the target's global compiler flags)",
-    )  # fmt: skip
+    search_flags: bool = search_flags_option(
+        True, "skip the first phase (the search of the target's global compiler flags)"
+    )
     max_flag_sets: int = option(
         48,
         flag="--max-flag-sets",
@@ -121,7 +119,7 @@ class ModelTuneOptions:
         f"(default {MODEL_THRESHOLD:g})",
     )  # fmt: skip
     # At the end of an ONNX model's run: the tuned model, the default and ONNX Runtime timed side
-    # by side on this host (model/deployment.py), when onnxruntime is installed.
+    # by side on this host (flows/model/deployment.py), when onnxruntime is installed.
     compare_onnxruntime: bool = option(
         True, flag="--no-onnxruntime", action="store_false",
         help="for an ONNX model, skip the final comparison with ONNX Runtime (made when "

@@ -14,7 +14,7 @@ Each mode gives a body for every phase; the one sequencer of every run (flows/se
 runs them in order and saves the run after each one (in-process: `model_run.json`, what the
 later phases need, flows/model/local_state.py; split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
 the last one saved (`remaining_phases`). Both modes run every phase: the split mode's flag
-phase times the search's seeds in one round trip (flows/model/split_flags.py); what it leaves to
+phase times the search's seeds in one round trip (flows/model/flag_phase.py); what it leaves to
 the in-process mode (the greedy steps past the seeds, the runtime options) its report says.
 """
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ireetune.core.budget import TaskScheduler
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
@@ -36,8 +37,9 @@ from ireetune.report.progress import StageProgress
 if TYPE_CHECKING:
     from ireetune.core.target import Target
     from ireetune.executor import Executor
-    from ireetune.flags.model_search import ModelFlagSearch
+    from ireetune.flags.trials import ModelFlagSearch
     from ireetune.flows.model.options import ModelTuneOptions
+    from ireetune.flows.model.split_state import SplitStateFile
     from ireetune.model.final_check import FinalCheck
     from ireetune.model.hot import HotSet
     from ireetune.model.prepare import ModelUnderTuning
@@ -106,7 +108,7 @@ class ModelTuningRun:
     """What one model run knows, handed from phase to phase.
 
     The first fields are fixed when the run starts; the prepare phase sets `model`; the rest
-    grow as the phases go. A split run keeps what it knows in `state`, the document saved as
+    grow as the phases go. A split run keeps what it knows in `state`, the typed state saved as
     split.json (read back by `ireetune continue`), and `device_results`, the device step's
     latest results.
     """
@@ -144,8 +146,8 @@ class ModelTuningRun:
     selection_trials: list[dict[str, Any]] = field(default_factory=list)
     final: FinalCheck | None = None
     result: ModelTuneResult | None = None
-    # Split: the state document and what the device step returned.
-    state: dict[str, Any] = field(default_factory=dict)
+    # Split: the typed state (split.json) and what the device step returned.
+    state: SplitStateFile | None = None
     device_results: dict[str, Any] | None = None
     variant_verdict: VariantVerdict | None = None
 
@@ -153,6 +155,11 @@ class ModelTuningRun:
     def under_tuning(self) -> ModelUnderTuning:
         assert self.model is not None, "the prepare phase sets the model"
         return self.model
+
+    @property
+    def split_state(self) -> SplitStateFile:
+        assert self.state is not None, "a split run holds its state"
+        return self.state
 
     @property
     def hot_set(self) -> HotSet:
@@ -164,26 +171,14 @@ class ModelTuningRun:
         left = self.seconds_left()
         return left is not None and left < 0
 
+    @property
+    def scheduler(self) -> TaskScheduler:
+        """The run's time budget and its shares (on the clock of `time.monotonic`)."""
+        return TaskScheduler(self.options.time_budget_s, self.started)
+
     def seconds_left(self) -> float | None:
         """Return the seconds left of the run's `--time-budget` (None: no budget)."""
-        budget = self.options.time_budget_s
-        return None if budget is None else self.started + budget - time.monotonic()
-
-
-# The share of what is left of `--time-budget` when the dispatch phase starts that it may spend
-# tuning dispatches: the rest is kept for the model-level selection, which alone turns a tuned
-# dispatch into a kept spec (MobileNet-v2 with --time-budget 600 tuned eight dispatches and had
-# no time left to try one of them in the model).
-DISPATCH_PHASE_SHARE = 0.6
-
-
-def dispatch_phase_deadline(started: float, budget_s: float | None, now: float) -> float | None:
-    """Return the time (on the clock of `started` and `now`) after which the dispatch phase
-    starts tuning no new dispatch: its share of the budget left at `now` (None: no budget)."""
-    if budget_s is None:
-        return None
-    left = max(0.0, started + budget_s - now)
-    return now + DISPATCH_PHASE_SHARE * left
+        return self.scheduler.seconds_left(time.monotonic())
 
 
 PhaseBody = Callable[[ModelTuningRun], Pause | None]

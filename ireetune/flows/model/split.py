@@ -10,7 +10,7 @@ keeps what is recorded as done and goes on where it stopped.
     flags       the target's known-good flag sets (or --try-flags), each compiled once and sorted
                 by hash; [device] the distinct binaries timed against the default, interleaved
                 in one process, the fastest timed again in a fresh session; the flag rule
-                decides, and every later phase compiles with the winner (split_flags.py)
+                decides, and every later phase compiles with the winner (flag_phase.py)
     profile     the dispatch benchmarks (dumped, compiled, launches counted), and the candidates
                 of the dispatches a static ranking puts first (FLOPs x launches): one
                 dispatch-level benchmark folder each; then [device] profile the model and every
@@ -38,7 +38,6 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ireetune.compile.driver import CompileStatus
 from ireetune.compile.pool import default_jobs
@@ -51,6 +50,8 @@ from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.handoff.finish import finish_run
 from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, VariantTask, hash_file
+from ireetune.flows.model.flag_phase import flag_phase
+from ireetune.flows.model.report import write_split_report
 from ireetune.flows.model.run import ModelTuningRun, Pause, Phase, PhaseBody
 from ireetune.flows.model.split_device import (
     default_model_of,
@@ -59,9 +60,14 @@ from ireetune.flows.model.split_device import (
     relative_to_run,
     send_to_device,
 )
-from ireetune.flows.model.split_flags import search_flags_split
-from ireetune.flows.model.split_report import write_split_report
-from ireetune.flows.model.split_state import SplitStage, save_state
+from ireetune.flows.model.split_state import (
+    SplitDispatchFile,
+    SplitModelFile,
+    SplitStage,
+    SplitStateFile,
+    SplitVariantFile,
+    save_state,
+)
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
 from ireetune.model.gate import skip_small_dispatches
@@ -82,14 +88,15 @@ from ireetune.model.variants import (
 )
 
 
-def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> ModelUnderTuning:
+def model_of(run_dir: Path, state: SplitStateFile, run: ModelTuningRun) -> ModelUnderTuning:
     """Return the model under tuning as split.json records it."""
-    model = state["model"]
+    model = state.model
+    assert model is not None, "the prepare phase imports the model"
     under_tuning = ModelUnderTuning(
-        run_dir / model["mlir"], model["function"], run_dir / "inputs.npz", run.target,
-        state["options"]["with_default_specs"],
+        run_dir / model.mlir, model.function, run_dir / "inputs.npz", run.target,
+        state.options.with_default_specs,
     )  # fmt: skip
-    under_tuning.compile_timeout_s = model.get("compile_timeout_s", 1200.0)
+    under_tuning.compile_timeout_s = model.compile_timeout_s
     return under_tuning
 
 
@@ -98,8 +105,8 @@ def model_of(run_dir: Path, state: dict[str, Any], run: ModelTuningRun) -> Model
 
 def prepare(run: ModelTuningRun) -> Pause | None:
     """Import the model (its own copy in the folder), write its inputs, compile the default."""
-    options, run_dir, state = run.options, run.run_dir, run.state
-    done = state["done_steps"]
+    options, run_dir, state = run.options, run.run_dir, run.split_state
+    done = state.done_steps
     if "import" not in done:
         weights = run_dir / "import" / "weights.irpa"
         externalize = options.externalize_weights and options.model_path.suffix == ".onnx"
@@ -116,17 +123,18 @@ def prepare(run: ModelTuningRun) -> Pause | None:
             mlir_path, options.inputs, options.seed, run_dir / "inputs.npz", options.function,
             run_dir / "import",
         )  # fmt: skip
-        state["model"] = {
-            "source": str(options.model_path), "mlir": relative_to_run(run_dir, mlir_path),
-            "mlir_sha256": hash_file(mlir_path), "function": function,
-            "parameters": ["import/weights.irpa"] if externalize else [],
-        }  # fmt: skip
+        state.model = SplitModelFile(
+            source=str(options.model_path), mlir=relative_to_run(run_dir, mlir_path),
+            mlir_sha256=hash_file(mlir_path), function=function,
+            parameters=["import/weights.irpa"] if externalize else [],
+        )  # fmt: skip
         done.append("import")
         save_state(run_dir, state)
     run.model = model = model_of(run_dir, state, run)
     if "default" not in done:
         model.compile_default(run_dir / "default.vmfb")
-        state["model"]["compile_timeout_s"] = model.compile_timeout_s
+        assert state.model is not None
+        state.model.compile_timeout_s = model.compile_timeout_s
         done.append("default")
         save_state(run_dir, state)
     return None
@@ -135,45 +143,41 @@ def prepare(run: ModelTuningRun) -> Pause | None:
 def profile(run: ModelTuningRun) -> Pause | None:
     """Dump and compile the dispatch benchmarks; before the device has profiled the model,
     compile the folders of the dispatches ranked first and pause; after, pick the hot set."""
-    options, run_dir, state = run.options, run.run_dir, run.state
-    done = state["done_steps"]
+    options, run_dir, state = run.options, run.run_dir, run.split_state
+    done = state.done_steps
     if "dispatches" not in done:
         dispatches = profile_dispatches(
             run.executor, run.under_tuning, run_dir, options.jobs, timed=False
         )
-        state["dispatches"] = [
-            {
-                "index": d.index, "name": d.name, "benchmark": relative_to_run(run_dir, d.path),
-                "vmfb": relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
-                "problem": p.problem, "tunable": p.tunable, "invocations": p.invocations,
+        state.dispatches = [
+            SplitDispatchFile(
+                index=d.index, name=d.name, benchmark=relative_to_run(run_dir, d.path),
+                vmfb=relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
+                problem=p.problem, tunable=p.tunable, invocations=p.invocations,
                 **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
-            }
+            )
             for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
         ]  # fmt: skip
         done.append("dispatches")
         save_state(run_dir, state)
-    if "profile" not in state:
+    if state.profile is None:
         profiles = _profiles(run, {})
-        costs = {
-            d["name"]: estimate_cost(d["flops"], d.get("bytes", 0)) for d in state["dispatches"]
-        }
+        costs = {d.name: estimate_cost(d.flops, d.bytes) for d in state.dispatches}
         _compile_folders(run, pre_rank_dispatches(profiles, costs, options.max_dispatches))
         record_time(state, "prepare", "compile", time.monotonic() - run.started)
-        dispatch_binaries = [
-            LabelledBinary(d["name"], d["vmfb"]) for d in state["dispatches"] if d["vmfb"]
-        ]
+        dispatch_binaries = [LabelledBinary(d.name, d.vmfb) for d in state.dispatches if d.vmfb]
         return send_to_device(
             run,
             ProfileTask(tuple(dispatch_binaries), options.rounds),
-            sorted(state["folders"].values()),
+            sorted(state.folders.values()),
         )
-    measured = state["profile"]
+    measured = state.profile
     run.hot = select_hot_dispatches(
-        _profiles(run, measured["dispatch_ms"]), measured["model_ms"], options.coverage,
+        _profiles(run, measured.dispatch_ms), measured.model_ms, options.coverage,
         options.max_dispatches,
     )  # fmt: skip
     run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
-    state.setdefault("dispatch_notes", {}).update(skipped)
+    state.dispatch_notes.update(skipped)
     write_profile(run_dir, run.hot)
     return None
 
@@ -181,19 +185,18 @@ def profile(run: ModelTuningRun) -> Pause | None:
 def complete_dispatches(run: ModelTuningRun) -> Pause | None:
     """Compile the folders of hot dispatches the static ranking missed; pause until every hot
     dispatch's folder was measured."""
-    state = run.state
+    state = run.split_state
     if _variants_measured(run):
         return None
-    missing = [p for p in run.hot_set.selected if p.problem not in state["folders"]]
+    missing = [p for p in run.hot_set.selected if p.problem not in state.folders]
     if missing:
         _compile_folders(run, missing)
         record_time(state, "candidates", "compile", time.monotonic() - run.started)
     # Folders of hot problems that no device step has measured yet (compiled just now, or
     # before a kill) go out in one more round trip.
-    outcomes = state.get("folder_outcomes", {})
     unmeasured = sorted(
-        {state["folders"][p.problem] for p in run.hot_set.selected if state["folders"].get(p.problem)}
-        - set(outcomes)
+        {state.folders[p.problem] for p in run.hot_set.selected if state.folders.get(p.problem)}
+        - set(state.folder_outcomes)
     )  # fmt: skip
     if unmeasured:
         return send_to_device(run, folders=unmeasured)
@@ -206,7 +209,7 @@ def build_variants(run: ModelTuningRun) -> Pause | None:
     if _variants_measured(run):
         return None
     variants = _compile_variants(run)
-    record_time(run.state, "variants", "compile", time.monotonic() - run.started)
+    record_time(run.split_state, "variants", "compile", time.monotonic() - run.started)
     if variants is None:
         return None
     return send_to_device(run, variants=variants)
@@ -214,13 +217,13 @@ def build_variants(run: ModelTuningRun) -> Pause | None:
 
 def decide(run: ModelTuningRun) -> Pause | None:
     """Decide among the confirmed variants; write tuned_spec.mlir (if one won)."""
-    run_dir, state = run.run_dir, run.state
+    run_dir, state = run.run_dir, run.split_state
     variants = (
         run.device_results["variants"]
         if run.device_results is not None and _variants_measured(run)
         else None
     )
-    labels = [row["label"] for row in state.get("variants", [])]
+    labels = [row.label for row in state.variants]
     decision: Decision | None = None
     estimates: dict[str, SpeedupEstimate | None] = {}
     winner_label = None
@@ -235,22 +238,22 @@ def decide(run: ModelTuningRun) -> Pause | None:
             if label != "default"
         }
         decision, estimates = decide_variants(variants, labels, outputs_of)
-        for row in state["variants"]:
-            judgement = decision.judgements.get(labels.index(row["label"]) + 1)
-            estimate = estimates.get(row["label"])
-            measured = first.get(row["label"])
-            row["outputs_match"] = outputs_of.get(row["label"], (None, ""))[0]
-            row["confirmed"] = row["label"] in variants["contenders"]
-            row["speedup"] = estimate.speedup if estimate else None
-            row["speedup_low"] = estimate.low if estimate else None
-            row["speedup_high"] = estimate.high if estimate else None
-            row["verdict"] = judgement.verdict.value if judgement else ""
-            row["why"] = judgement.reason if judgement else (measured or {}).get("reason", "")
-            first_estimate = first_session_estimate(variants, row["label"])
-            row["first_speedup"] = first_estimate.speedup if first_estimate else None
-            if not judgement and first_estimate and not row["why"]:
-                row["why"] = f"not pre-selected: first session {first_estimate.speedup:.3f}x" + (
-                    "" if row["outputs_match"] else ", outputs differ"
+        for row in state.variants:
+            judgement = decision.judgements.get(labels.index(row.label) + 1)
+            estimate = estimates.get(row.label)
+            measured = first.get(row.label)
+            row.outputs_match = outputs_of.get(row.label, (None, ""))[0]
+            row.confirmed = row.label in variants["contenders"]
+            row.speedup = estimate.speedup if estimate else None
+            row.speedup_low = estimate.low if estimate else None
+            row.speedup_high = estimate.high if estimate else None
+            row.verdict = judgement.verdict.value if judgement else ""
+            row.why = judgement.reason if judgement else (measured or {}).get("reason", "")
+            first_estimate = first_session_estimate(variants, row.label)
+            row.first_speedup = first_estimate.speedup if first_estimate else None
+            if not judgement and first_estimate and not row.why:
+                row.why = f"not pre-selected: first session {first_estimate.speedup:.3f}x" + (
+                    "" if row.outputs_match else ", outputs differ"
                 )
         if decision.winner is not None:
             winner_label = labels[decision.winner - 1]
@@ -260,7 +263,7 @@ def decide(run: ModelTuningRun) -> Pause | None:
         )
     # The tuned model's global flags (the user's, then the flag phase's winner), as in process.
     write_flag_files(run_dir, run.target.global_flags, ())
-    state.update(phase=SplitStage.DONE, winner=winner_label, rule=MODEL_RULE.name)
+    state.phase, state.winner, state.rule = SplitStage.DONE, winner_label, MODEL_RULE.name
     record_time(state, "decide", "compile", time.monotonic() - run.started)
     save_state(run_dir, state)
     run.variant_verdict = VariantVerdict(variants, decision, estimates)
@@ -277,7 +280,7 @@ def report(run: ModelTuningRun) -> Pause | None:
 # The body of every phase of the model flow, split between a compile and a device host.
 SPLIT_PHASES: dict[Phase, PhaseBody] = {
     Phase.PREPARE: prepare,
-    Phase.FLAGS: search_flags_split,
+    Phase.FLAGS: flag_phase,
     Phase.PROFILE: profile,
     Phase.DISPATCHES: complete_dispatches,
     Phase.VARIANTS: build_variants,
@@ -292,35 +295,35 @@ SPLIT_PHASES: dict[Phase, PhaseBody] = {
 def _variants_measured(run: ModelTuningRun) -> bool:
     """Say whether the device has timed this run's model variants (then only deciding is left)."""
     results = run.device_results
-    return results is not None and "variants" in results and "variants" in run.state
+    return results is not None and "variants" in results and bool(run.split_state.variants)
 
 
 def _profiles(run: ModelTuningRun, dispatch_ms: dict[str, float | None]) -> list[DispatchProfile]:
     return [
         DispatchProfile(
-            d["name"],
-            run.run_dir / d["benchmark"],
-            d["problem"],
-            d["tunable"],
-            dispatch_ms.get(d["name"]),
-            d["invocations"],
+            d.name,
+            run.run_dir / d.benchmark,
+            d.problem,
+            d.tunable,
+            dispatch_ms.get(d.name),
+            d.invocations,
         )  # fmt: skip
-        for d in run.state["dispatches"]
+        for d in run.split_state.dispatches
     ]
 
 
 def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile]) -> None:
     """Compile a dispatch-level benchmark folder for each problem that has none."""
-    options, run_dir, state = run.options, run.run_dir, run.state
+    options, run_dir, state = run.options, run.run_dir, run.split_state
     for hot in dispatches:
-        if hot.problem in state["folders"]:
+        if hot.problem in state.folders:
             continue
         try:
             result = tune_dispatch(
                 TuneOptions(
                     input_path=hot.benchmark_path, target=options.target,
                     num_candidates=options.num_candidates, output_dir=run_dir / "tuning",
-                    jobs=options.jobs, seed=options.seed, devices=tuple(state["devices"]),
+                    jobs=options.jobs, seed=options.seed, devices=tuple(state.devices),
                     use_database=False, show_progress=options.show_progress,
                     extra_flags=run.target.global_flags, stop_after=StopAfter.COMPILE,
                     # Every candidate's reference program now, so that one device step both
@@ -330,11 +333,11 @@ def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile])
                 run.executor,
             )  # fmt: skip
         except IreetuneError as failure:
-            state.setdefault("notes", []).append(f"{hot.name}: not tuned: {failure}")
-            state["folders"][hot.problem] = ""
+            state.notes.append(f"{hot.name}: not tuned: {failure}")
+            state.folders[hot.problem] = ""
             save_state(run_dir, state)
             continue
-        state["folders"][hot.problem] = relative_to_run(run_dir, result.run_dir)
+        state.folders[hot.problem] = relative_to_run(run_dir, result.run_dir)
         save_state(run_dir, state)
 
 
@@ -343,24 +346,24 @@ def compile_variant_rows(
     model: ModelUnderTuning,
     plans: Sequence[VariantPlan],
     run_dir: Path,
-    state: dict[str, Any],
+    state: SplitStateFile,
     jobs: int,
-) -> tuple[list[dict[str, Any]], list[LabelledBinary]]:
+) -> tuple[list[SplitVariantFile], list[LabelledBinary]]:
     """Compile the variants into `run_dir/variants`; return split.json's rows for them and the
     binaries to time (a variant whose binary equals the default model's is "not-applied")."""
     variant_dir = run_dir / "variants"
     variant_dir.mkdir(exist_ok=True)
     default_hash = hash_file(run_dir / default_model_of(state))
-    rows: list[dict[str, Any]] = []
+    rows: list[SplitVariantFile] = []
     built: list[LabelledBinary] = []
     for plan, outcome in compile_variants(executor, model, plans, variant_dir, jobs):
-        row = {
-            "label": plan.label, "specs": [relative_to_run(run_dir, s) for s in plan.specs],
-            "spec": f"variants/{plan.label}_spec.mlir", "status": outcome.status.value,
-            "reason": outcome.reason,
-        }  # fmt: skip
+        row = SplitVariantFile(
+            label=plan.label, specs=[relative_to_run(run_dir, s) for s in plan.specs],
+            spec=f"variants/{plan.label}_spec.mlir", status=outcome.status.value,
+            reason=outcome.reason,
+        )  # fmt: skip
         if outcome.status is CompileStatus.COMPILED and outcome.binary_hash == default_hash:
-            row.update(status="not-applied", reason="the binary equals the default model's")
+            row.status, row.reason = "not-applied", "the binary equals the default model's"
         elif outcome.status is CompileStatus.COMPILED:
             built.append(LabelledBinary(plan.label, f"variants/{plan.label}.vmfb"))
         rows.append(row)
@@ -381,12 +384,12 @@ def _ranked_specs(folder: Path, limit: int) -> tuple[list[Path], str]:
 
 def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     """Link and compile the model variants; None when no hot dispatch has a candidate."""
-    options, run_dir, state = run.options, run.run_dir, run.state
+    options, run_dir, state = run.options, run.run_dir, run.split_state
     candidates: list[tuple[str, list[Path]]] = []
-    notes = state.setdefault("dispatch_notes", {})
+    notes = state.dispatch_notes
     for hot in run.hot_set.selected:
-        folder = state["folders"].get(hot.problem, "")
-        outcome = state.get("folder_outcomes", {}).get(folder, "not measured")
+        folder = state.folders.get(hot.problem, "")
+        outcome = state.folder_outcomes.get(folder, "not measured")
         if not folder or outcome != "measured":
             notes[hot.name] = notes.get(hot.name) or f"not tuned: {outcome}"
             continue
@@ -405,11 +408,12 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     variant_rows, built = compile_variant_rows(
         run.executor, model, plans, run_dir, state, options.jobs or default_jobs()
     )
-    state["variants"] = variant_rows
+    state.variants = variant_rows
     save_state(run_dir, state)
     if not built:
         return None
-    model_ms = float(state["profile"]["model_ms"])
+    assert state.profile is not None, "the device profiled the model"
+    model_ms = state.profile.model_ms
     return VariantTask(
         tuple(built), rounds=options.rounds, calls_per_round=repetitions_for(model_ms),
         confirm_top=3, confirm_rounds=max(2 * options.rounds, 10), threshold=MODEL_RULE.threshold,

@@ -1,6 +1,6 @@
 """The round trips of a split model run: the next device manifest, and the device's results.
 
-Every phase of the split mode that needs the device (flows/model/split.py, split_flags.py) hands
+Every phase of the split mode that needs the device (flows/model/split.py, flag_phase.py) hands
 its task to `send_to_device`, which lists every file the device step will read with its hash in
 `device_step.json` (flows/handoff/model_folder.py) and pauses the run. `receive_device_results` reads
 the round trip's results back on `ireetune continue`: results of another manifest, a manifest
@@ -18,11 +18,12 @@ import numpy as np
 
 from ireetune.core.errors import IreetuneError
 from ireetune.core.tools import path_argument
-from ireetune.database.run_files import RunFileError, read_json_file
+from ireetune.database.run_files import RunFileError, read_json_file, validate_record
 from ireetune.flows.handoff.manifest import read_manifest
 from ireetune.flows.handoff.model_folder import (
     DEVICE_MANIFEST_NAME,
     DeviceManifest,
+    ProfileResultsFile,
     ProfileTask,
     VariantTask,
     check_device_results,
@@ -32,15 +33,20 @@ from ireetune.flows.handoff.model_folder import (
     write_device_manifest,
 )
 from ireetune.flows.model.run import ModelTuningRun, Pause
-from ireetune.flows.model.split_state import SplitStage, save_state
+from ireetune.flows.model.split_state import (
+    SplitStage,
+    SplitStateFile,
+    SplitTimingFile,
+    save_state,
+)
 
 # The default model every device task times the others against, until the flag phase keeps a
 # winner (then its binary: the later phases measure under the winning flags).
 UNTUNED_MODEL = "default.vmfb"
 
 
-def record_time(state: dict[str, Any], phase: str, host: str, seconds: float) -> None:
-    state.setdefault("timings", []).append({"phase": phase, "host": host, "seconds": seconds})
+def record_time(state: SplitStateFile, phase: str, host: str, seconds: float) -> None:
+    state.timings.append(SplitTimingFile(phase=phase, host=host, seconds=seconds))
 
 
 def relative_to_run(run_dir: Path, path: Path) -> str:
@@ -53,43 +59,46 @@ def device_step_command(run_dir: Path) -> str:
     return shlex.join(["ireetune", "device-step", path_argument(run_dir)])
 
 
-def default_model_of(state: dict[str, Any]) -> str:
+def default_model_of(state: SplitStateFile) -> str:
     """Return the folder-relative binary the device times as the default: the flag phase's
     winner once it kept one, else the model compiled with the run's own flags."""
-    step = state.get("flags") or {}
-    winner = step.get("winner")
-    return f"flags/{winner}.vmfb" if step.get("decided") and winner is not None else UNTUNED_MODEL
+    step = state.flags
+    if step is None or not step.decided or step.winner is None:
+        return UNTUNED_MODEL
+    return f"flags/{step.winner}.vmfb"
 
 
 def receive_device_results(run: ModelTuningRun) -> None:
     """Read the current round trip's device results into the run's state; refuse results of
     another manifest, or a folder changed since it was compiled."""
-    run_dir, state = run.run_dir, run.state
-    if hash_device_manifest(run_dir) != state["device_manifest_sha256"]:
+    run_dir, state = run.run_dir, run.split_state
+    if hash_device_manifest(run_dir) != state.device_manifest_sha256:
         raise IreetuneError(
             f"{run_dir / DEVICE_MANIFEST_NAME} is not the one this run wrote; the folder was "
             "changed after it was compiled"
         )
     results = _read_results(run_dir, state)
-    if f"device {state['round_trip']}" not in [t["phase"] for t in state.get("timings", [])]:
+    if f"device {state.round_trip}" not in [t.phase for t in state.timings]:
         record_time(
-            state, f"device {state['round_trip']}", "device", float(results["seconds"]["total"])
+            state, f"device {state.round_trip}", "device", float(results["seconds"]["total"])
         )
         save_state(run_dir, state)
     if "profile" in results:
-        state["profile"] = results["profile"]
+        state.profile = validate_record(
+            run_dir / results_name(state.round_trip), ProfileResultsFile, results["profile"]
+        )
     # `device-step --devices` may have measured on other devices than the run was prepared for.
-    state["devices"] = list(results.get("devices") or state["devices"])
+    state.devices = list(results.get("devices") or state.devices)
     for folder, outcome in results.get("folders", {}).items():
-        state.setdefault("folder_outcomes", {})[folder] = outcome
-    if "profile" not in state and "flags" not in results:
+        state.folder_outcomes[folder] = outcome
+    if state.profile is None and "flags" not in results:
         raise IreetuneError(f"{run_dir}: the device results hold no profile; run the device step")
     run.device_results = results
 
 
-def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
+def _read_results(run_dir: Path, state: SplitStateFile) -> dict[str, Any]:
     """Read the current round trip's device results; refuse those of another manifest."""
-    path = run_dir / results_name(state["round_trip"])
+    path = run_dir / results_name(state.round_trip)
     if not path.exists():
         raise IreetuneError(
             f"{run_dir} waits for the device: run `{device_step_command(run_dir)}` on the GPU "
@@ -98,7 +107,7 @@ def _read_results(run_dir: Path, state: dict[str, Any]) -> dict[str, Any]:
     results = read_json_file(path)
     if (
         not isinstance(results, dict)
-        or results.get("manifest_sha256") != state["device_manifest_sha256"]
+        or results.get("manifest_sha256") != state.device_manifest_sha256
     ):
         raise IreetuneError(
             f"{path} was not measured from this run's {DEVICE_MANIFEST_NAME}; run the device "
@@ -121,9 +130,10 @@ def send_to_device(
     variants: VariantTask | None = None, flags: VariantTask | None = None,
 ) -> Pause:  # fmt: skip
     """Write the next device manifest, with the hash of every file the step will read."""
-    run_dir, state = run.run_dir, run.state
+    run_dir, state = run.run_dir, run.split_state
     folders = [f for f in folders if f]
-    parameters = state["model"].get("parameters", [])
+    assert state.model is not None, "the prepare phase imports the model"
+    parameters = state.model.parameters
     default_model = default_model_of(state)
     files = ["inputs.npz", default_model, *parameters]
     files += [d.vmfb for d in profile_task.dispatches] if profile_task else []
@@ -134,15 +144,15 @@ def send_to_device(
         files.append(f"{folder}/handoff.json")
         for entry in (folder_manifest.baseline, *folder_manifest.candidates):
             files += [f"{folder}/{path}" for path in (entry.vmfb, entry.reference_vmfb) if path]
-    round_trip = state["round_trip"] + 1
+    round_trip = state.round_trip + 1
     manifest = DeviceManifest(
-        round_trip=round_trip, target=state["options"]["target"], devices=tuple(state["devices"]),
-        function=state["model"]["function"], inputs="inputs.npz", default_model=default_model,
+        round_trip=round_trip, target=state.options.target, devices=tuple(state.devices),
+        function=state.model.function, inputs="inputs.npz", default_model=default_model,
         files={f: hash_file(run_dir / f) for f in files}, profile=profile_task,
         folders=tuple(folders), variants=variants, parameters=tuple(parameters), flags=flags,
     )  # fmt: skip
-    state["device_manifest_sha256"] = write_device_manifest(run_dir, manifest)
-    state.update(phase=SplitStage.AWAITING_DEVICE, round_trip=round_trip)
+    state.device_manifest_sha256 = write_device_manifest(run_dir, manifest)
+    state.phase, state.round_trip = SplitStage.AWAITING_DEVICE, round_trip
     save_state(run_dir, state)
     return Pause(round_trip)
 

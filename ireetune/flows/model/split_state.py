@@ -4,8 +4,8 @@ The compile host writes `split.json` after every finished sub-step and reads it 
 `ireetune continue`, possibly after the folder went to the device host and back. It is read
 as untrusted data: its format first (a folder of another ireetune version is refused with one
 line naming both versions), then every field, and every path it names stays inside the folder.
-The flow keeps working on the plain document (a dict it updates step by step); `save_state`
-checks that document against the same model before it is written.
+The flow works on the typed state (`SplitStateFile`, updated in place as each sub-step
+finishes); `save_state` writes it, checked against the same model its reader uses.
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ import enum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.fields import NonNegativeInt, Positive, Seconds, bounded_as
+from ireetune.core.fields import NonNegativeInt, Seconds, bounded_as
 from ireetune.core.files import write_text_atomically
 from ireetune.core.options import check_option_numbers, value_type_of
 from ireetune.database.run_files import (
-    FileModel,
     InsidePath,
     check_format,
     dump_document,
+    dump_record,
     read_json_file,
-    validate_document,
+    validate_record,
 )
-from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.flags.trials import FlagTrial
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import ProfileResultsFile
 from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.options_file import ModelOptionsFile, options_of
 
 
 class SplitStage(enum.StrEnum):
@@ -47,55 +47,14 @@ STATE_NAME = "split.json"
 STATE_FORMAT = "ireetune-split-run/1"
 
 
-class SplitOptionsFile(FileModel):
-    """The options the run was started with (those of ModelTuneOptions a later phase needs)."""
+class StateFile(BaseModel):
+    """A part of split.json: typed and strict as a FileModel, but updated in place by the flow
+    (each sub-step records what it left as it finishes)."""
 
-    model_path: str
-    target: str
-    inputs: list[str]
-    # The function tuned (`--function`); "" in a folder written before it could be named.
-    function: str = ""
-    coverage: Annotated[float, Field(gt=0, le=1)]
-    max_dispatches: NonNegativeInt
-    num_candidates: NonNegativeInt
-    candidates_per_dispatch: NonNegativeInt
-    with_default_specs: bool
-    rounds: Positive
-    seed: int
-    jobs: NonNegativeInt | None
-    extra_flags: list[str]
-    devices: list[str]
-    database_path: str | None
-    use_database: bool
-    externalize_weights: bool = False
-    # The flag phase's options; a folder written before the split flow searched flags has none
-    # (read as not searched).
-    search_flags: bool = False
-    max_flag_sets: NonNegativeInt = 48
-    flag_sets: list[list[str]] = []
-    flag_threshold: float = MODEL_THRESHOLD
-
-    def run_options(self, jobs: int | None = None) -> ModelTuneOptions:
-        """Return the run's options as the flow takes them (`jobs`, when given, replaces the
-        run's parallel compiles)."""
-        return ModelTuneOptions(
-            model_path=Path(self.model_path), target=self.target, inputs=tuple(self.inputs),
-            function=self.function,
-            coverage=self.coverage, max_dispatches=self.max_dispatches,
-            num_candidates=self.num_candidates,
-            candidates_per_dispatch=self.candidates_per_dispatch,
-            with_default_specs=self.with_default_specs, rounds=self.rounds, seed=self.seed,
-            jobs=jobs or self.jobs or 0, extra_flags=tuple(self.extra_flags),
-            devices=tuple(self.devices),
-            database_path=Path(self.database_path) if self.database_path else None,
-            use_database=self.use_database, externalize_weights=self.externalize_weights,
-            search_flags=self.search_flags, max_flag_sets=self.max_flag_sets,
-            flag_sets=tuple(tuple(flag_set) for flag_set in self.flag_sets),
-            flag_threshold=self.flag_threshold,
-        )  # fmt: skip
+    model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class SplitModelFile(FileModel):
+class SplitModelFile(StateFile):
     source: str = ""
     mlir: InsidePath
     mlir_sha256: str
@@ -106,7 +65,7 @@ class SplitModelFile(FileModel):
     ] = 1200.0
 
 
-class SplitDispatchFile(FileModel):
+class SplitDispatchFile(StateFile):
     index: NonNegativeInt
     name: str
     benchmark: InsidePath
@@ -118,13 +77,13 @@ class SplitDispatchFile(FileModel):
     bytes: NonNegativeInt = 0
 
 
-class SplitTimingFile(FileModel):
+class SplitTimingFile(StateFile):
     phase: str
     host: str
     seconds: Seconds
 
 
-class SplitVariantFile(FileModel):
+class SplitVariantFile(StateFile):
     label: str
     specs: list[InsidePath]
     spec: InsidePath
@@ -140,7 +99,7 @@ class SplitVariantFile(FileModel):
     first_speedup: float | None = None
 
 
-class SplitFlagsFile(FileModel):
+class SplitFlagsFile(StateFile):
     """The flag phase of a split run, sub-step by sub-step: the sets compiled and sorted by
     hash (`trials`), the round trip that timed them (`round_trip`, 0 before), the verdict
     (`decided`, the winner's trial id or None: the defaults stay)."""
@@ -154,13 +113,13 @@ class SplitFlagsFile(FileModel):
     notes: list[str] = []
 
 
-class SplitStateFile(FileModel):
+class SplitStateFile(StateFile):
     """split.json: where a split run stands and what each finished sub-step left."""
 
     format: str
-    phase: Annotated[str, Field(pattern="^(preparing|awaiting-device|done)$")]
+    phase: SplitStage
     round_trip: NonNegativeInt
-    options: SplitOptionsFile
+    options: ModelOptionsFile
     devices: list[str]
     done_steps: list[str]
     # Dispatch problem -> its benchmark folder ("" when it could not be compiled).
@@ -181,18 +140,24 @@ class SplitStateFile(FileModel):
 
     @model_validator(mode="after")
     def _check_numbers(self) -> SplitStateFile:
-        check_option_numbers(self.options.run_options(), "options")
+        check_option_numbers(self.options, "options")
         return self
 
 
-def new_flag_step(search_flags: bool) -> dict[str, Any]:
-    """Return the flag phase's record of a new split run, before any of its sub-steps."""
-    why = "" if search_flags else "--no-flag-search"
-    return SplitFlagsFile(searched=search_flags, why=why).model_dump(mode="json")
+def new_state(options: ModelTuneOptions, devices: list[str]) -> SplitStateFile:
+    """Return the state of a new split run, before any of its sub-steps."""
+    return SplitStateFile(
+        format=STATE_FORMAT, phase=SplitStage.PREPARING, round_trip=0,
+        options=validate_record(Path(STATE_NAME), ModelOptionsFile, options_to_json(options)),
+        devices=devices, done_steps=[], folders={},
+        flags=SplitFlagsFile(
+            searched=options.search_flags, why="" if options.search_flags else "--no-flag-search"
+        ),
+    )  # fmt: skip
 
 
-def read_state(run_dir: Path) -> dict[str, Any]:
-    """Read a split run's state (format, then every field); return the document as written."""
+def read_state(run_dir: Path) -> SplitStateFile:
+    """Read a split run's state (format, then every field)."""
     path = run_dir / STATE_NAME
     if not run_dir.is_dir():
         raise IreetuneError(f"run folder not found: {run_dir}")
@@ -203,34 +168,35 @@ def read_state(run_dir: Path) -> dict[str, Any]:
         )
     state = read_json_file(path)
     check_format(path, state, STATE_FORMAT, "file")
-    validate_document(path, SplitStateFile, state, run_dir)
-    assert isinstance(state, dict)
-    return state
+    options = state.get("options") if isinstance(state, dict) else None
+    if isinstance(options, dict):
+        # A folder written before the split flow searched flags has no flag options: it was
+        # not searched.
+        options.setdefault("search_flags", False)
+    return validate_record(path, SplitStateFile, state, run_dir)
 
 
-def save_state(run_dir: Path, state: dict[str, Any]) -> None:
-    """Write the state, checked against the model its reader uses."""
-    write_text_atomically(run_dir / STATE_NAME, dump_document(SplitStateFile, state))
+def save_state(run_dir: Path, state: SplitStateFile) -> None:
+    """Write the state, checked against the model its reader uses. A field never set and still
+    at its default is left out, as the sub-step that sets it has not run (`flags` is absent in
+    a folder written before the split flow's flag phase)."""
+    document = {
+        name: value
+        for name, value in state.model_dump(mode="json").items()
+        if name in state.model_fields_set
+        or getattr(state, name)
+        != SplitStateFile.model_fields[name].get_default(call_default_factory=True)
+    }
+    write_text_atomically(run_dir / STATE_NAME, dump_document(SplitStateFile, document))
 
 
 def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
-    """Return the options a later phase needs, as split.json holds them."""
-    return SplitOptionsFile(
-        model_path=str(options.model_path), target=options.target,
-        inputs=list(options.inputs), function=options.function, coverage=options.coverage,
-        max_dispatches=options.max_dispatches, num_candidates=options.num_candidates,
-        candidates_per_dispatch=options.candidates_per_dispatch,
-        with_default_specs=options.with_default_specs, rounds=options.rounds,
-        seed=options.seed, jobs=options.jobs, extra_flags=list(options.extra_flags),
-        devices=list(options.devices),
-        database_path=str(options.database_path) if options.database_path else None,
-        use_database=options.use_database, externalize_weights=options.externalize_weights,
-        search_flags=options.search_flags, max_flag_sets=options.max_flag_sets,
-        flag_sets=[list(flag_set) for flag_set in options.flag_sets],
-        flag_threshold=options.flag_threshold,
-    ).model_dump()  # fmt: skip
+    """Return the run's options as split.json holds them."""
+    return dump_record(ModelTuneOptions, options)
 
 
 def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
-    """Return the run's options from split.json's (already checked) `options`."""
-    return SplitOptionsFile.model_validate(data).run_options(jobs)
+    """Return the run's options from split.json's (already checked) `options` (`jobs`, when
+    given, replaces the run's parallel compiles)."""
+    stored = validate_record(Path(STATE_NAME), ModelOptionsFile, data)
+    return options_of(stored, jobs or stored.jobs, stored.database_path)

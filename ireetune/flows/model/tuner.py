@@ -22,9 +22,8 @@ import math
 import shlex
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
@@ -47,6 +46,7 @@ from ireetune.flows.model.local_state import (
     save_model_run,
 )
 from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.options_file import options_of
 from ireetune.flows.model.run import (
     DispatchOutcome,
     Mode,
@@ -58,12 +58,9 @@ from ireetune.flows.model.run import (
 from ireetune.flows.model.split import SPLIT_PHASES
 from ireetune.flows.model.split_device import device_step_command, receive_device_results
 from ireetune.flows.model.split_state import (
-    STATE_FORMAT,
     STATE_NAME,
     SplitStage,
-    new_flag_step,
-    options_from_json,
-    options_to_json,
+    new_state,
     read_state,
     save_state,
 )
@@ -205,16 +202,7 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
         check_folder_flags(flag_set, "--try-flags")
     check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
-    state: dict[str, Any] = {
-        "format": STATE_FORMAT,
-        "phase": SplitStage.PREPARING,
-        "round_trip": 0,
-        "options": options_to_json(options),
-        "devices": list(options.devices) or [target.runtime_device],
-        "done_steps": [],
-        "folders": {},
-        "flags": new_flag_step(options.search_flags),
-    }
+    state = new_state(options, list(options.devices) or [target.runtime_device])
     save_state(run_dir, state)
     with open_executor(options.executor, options.ray) as executor:
         return _run_split(
@@ -230,17 +218,17 @@ def continue_split_run(
     (`database_path`, None for the default: a run folder does not choose it)."""
     executor = LocalExecutor()
     state = read_state(run_dir)
-    options = replace(options_from_json(state["options"], jobs), database_path=database_path)
-    model = state.get("model")
-    if model is not None and hash_file(run_dir / model["mlir"]) != model["mlir_sha256"]:
+    options = options_of(state.options, jobs or state.options.jobs, database_path)
+    model = state.model
+    if model is not None and hash_file(run_dir / model.mlir) != model.mlir_sha256:
         raise IreetuneError(
-            f"{run_dir / model['mlir']} changed since the run was prepared; start a new run"
+            f"{run_dir / model.mlir} changed since the run was prepared; start a new run"
         )
-    if state["phase"] == SplitStage.DONE:
-        return SplitStatus(run_dir, SplitStage.DONE, state["round_trip"], "", _report_text(run_dir))
+    if state.phase == SplitStage.DONE:
+        return SplitStatus(run_dir, SplitStage.DONE, state.round_trip, "", _report_text(run_dir))
     target = parse_target(options.target).with_global_flags(options.extra_flags)
     run = ModelTuningRun(Mode.SPLIT, options, target, run_dir, executor, state=state)
-    if state["phase"] == SplitStage.AWAITING_DEVICE:
+    if state.phase == SplitStage.AWAITING_DEVICE:
         receive_device_results(run)
     run.started = time.monotonic()
     return _run_split(run)
@@ -255,12 +243,12 @@ def _run_split(run: ModelTuningRun) -> SplitStatus:
             device_step_command(run.run_dir),
         )  # fmt: skip
     return SplitStatus(
-        run.run_dir, SplitStage.DONE, run.state["round_trip"], "", _report_text(run.run_dir)
+        run.run_dir, SplitStage.DONE, run.split_state.round_trip, "", _report_text(run.run_dir)
     )
 
 
 def _save_split_state(run: ModelTuningRun, phase: Phase) -> None:
-    save_state(run.run_dir, run.state)
+    save_state(run.run_dir, run.split_state)
 
 
 def _report_text(run_dir: Path) -> str:

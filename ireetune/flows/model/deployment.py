@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ireetune.core.files import write_text_atomically
 from ireetune.decision.stats import SpeedupEstimate
+from ireetune.executor import ExecutorKind
 from ireetune.model.ort_compare import (
     IREE_DEFAULT,
     IREE_TUNED,
@@ -40,7 +41,7 @@ from ireetune.report.deployment import (
 
 if TYPE_CHECKING:
     from ireetune.flows.model.options import ModelTuneOptions
-    from ireetune.flows.model.tuner import ModelTuneResult
+    from ireetune.flows.model.run import ModelTuneResult
 
 # Rounds of the comparison with ONNX Runtime, and how long the calls of one variant in one
 # round should take at least (at most MAX_CALLS calls): about 3 x 15 x 0.2 s for a slow model.
@@ -164,8 +165,7 @@ def compare_run_with_onnxruntime(
         return not_run("the model is not an .onnx file")
     if model.device != "local-task":
         return not_run(f"it runs on the CPU's local-task device; this run's is {model.device}")
-    # (`ExecutorKind.LOCAL`'s value: the executor package sits above this layer.)
-    if options.executor.value != "local":
+    if options.executor is not ExecutorKind.LOCAL:
         return not_run("it runs on this host; this run measured with --executor ray")
     if onnxruntime_version() is None:
         return OrtComparison(
