@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from ireetune.api import (
@@ -33,7 +34,6 @@ __all__ = [
     "tune_model",
     "tune_torch_module",
 ]
-__version__ = "0.1.0"
 
 _API_NAMES = frozenset(__all__) - {"IreetuneError"}
 

@@ -64,7 +64,7 @@ def describe_version() -> str:
     """Name ireetune's version and the IREE packages it runs with (read without importing them)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ireetune import __version__
+    from ireetune.core.version import __version__
 
     packages = []
     for package in ("iree-base-compiler", "iree-base-runtime"):

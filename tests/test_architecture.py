@@ -116,14 +116,16 @@ def _runtime_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 @functools.cache
-def read_imports(root: Path) -> list[Import]:
-    """Read every module-level import of one module of the package by another (once per root)."""
+def read_imports(root: Path, every_kind: bool = False) -> list[Import]:
+    """Read every module-level import of one module of the package by another (once per root);
+    with `every_kind`, type-only imports and those inside functions (lazy) as well."""
     modules = {module_name(path, root): path for path in root.rglob("*.py")}
     package = root.name
     imports = []
     for importer, path in sorted(modules.items()):
         tree = ast.parse(path.read_text(), str(path))
-        for statement in _runtime_statements(tree.body):
+        statements = ast.walk(tree) if every_kind else _runtime_statements(tree.body)
+        for statement in statements:
             if isinstance(statement, ast.Import):
                 targets = [alias.name for alias in statement.names]
             elif isinstance(statement, ast.ImportFrom):
@@ -149,11 +151,25 @@ def read_imports(root: Path) -> list[Import]:
 
 
 def find_cycles(imports: list[Import]) -> list[list[str]]:
-    """Return the groups of top-level units that import each other in a cycle (Tarjan)."""
+    """Return the groups of top-level units that import each other in a cycle."""
     graph: dict[str, set[str]] = defaultdict(set)
     for item in imports:
         if unit_of(item.importer) != unit_of(item.imported):
             graph[unit_of(item.importer)].add(unit_of(item.imported))
+    return circles_of(graph)
+
+
+def find_file_circles(imports: list[Import]) -> list[list[str]]:
+    """Return the groups of modules (files) that import each other in a circle."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for item in imports:
+        if item.importer != item.imported:
+            graph[item.importer].add(item.imported)
+    return circles_of(graph)
+
+
+def circles_of(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Return the groups of nodes of `graph` that reach each other (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -257,6 +273,48 @@ def test_no_top_level_unit_takes_part_in_an_import_cycle() -> None:
         and unit_of(item.importer) != unit_of(item.imported)
     ]
     assert (cycles, between) == ([], [])
+
+
+def test_no_two_files_import_each_other_by_any_kind_of_import() -> None:
+    # Module level, type-only and lazy imports alike: a circle of files is one room split in two.
+    assert find_file_circles(read_imports(PACKAGE, every_kind=True)) == []
+
+
+MAX_ROOT_ENTRIES = 20
+
+
+def root_entries(root: Path) -> list[str]:
+    """Name the entries of the package's root a newcomer reads (not `__init__.py`, `py.typed`)."""
+    return sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.name not in {"__init__.py", "py.typed", "__pycache__"}
+        and not entry.name.startswith(".")
+    )
+
+
+def test_the_root_holds_at_most_twenty_entries() -> None:
+    entries = root_entries(PACKAGE)
+    assert len(entries) <= MAX_ROOT_ENTRIES, entries
+
+
+def test_the_file_check_finds_a_lazy_and_a_type_only_circle(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "a.py": "def f():\n    from shop import b\n",
+            "b.py": "from shop import a\n",
+            "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from shop.d import x\n",
+            "d.py": "from shop.c import y\n",
+            "e.py": "from shop import a\n",
+        },
+    )
+    assert find_file_circles(read_imports(package)) == []
+    assert find_file_circles(read_imports(package, every_kind=True)) == [
+        ["shop.a", "shop.b"],
+        ["shop.c", "shop.d"],
+    ]
+    assert len(root_entries(package)) == 5
 
 
 def test_every_top_level_unit_has_a_layer() -> None:

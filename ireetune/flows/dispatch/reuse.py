@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ireetune import __version__
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.core.target import OpConfiguration
+from ireetune.core.version import __version__
 from ireetune.database.store import StoredResult
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flows.dispatch.state import DispatchRun

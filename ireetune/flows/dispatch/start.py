@@ -19,11 +19,11 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune import __version__
 from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.target import Target
+from ireetune.core.version import __version__
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (
     ResultKey,
