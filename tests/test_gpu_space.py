@@ -207,8 +207,8 @@ def _mmt_space(pipeline: str) -> ConstraintSpace:
 
 
 def test_shared_memory_and_registers_are_counted_before_compiling() -> None:
+    from ireetune.targets.gpu.facts import GpuFacts
     from ireetune.targets.gpu.resources import ResourceUsage, check_resources, estimate_resources
-    from ireetune.targets.gpu.target import GpuFacts
 
     sm80 = GpuFacts("sm_80", (32,), 1024, 166912, (), 108)
     problem = _problem(1024, 1280, 4096)

@@ -17,7 +17,7 @@ from ireetune.core.candidate import Knobs
 from ireetune.targets.llvm_cpu.conv_space import CpuConvSizes, score_conv_candidate
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate
-from ireetune.targets.llvm_cpu.space import CpuProblemSizes
+from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes
 
 FEATURE_FAMILY = "llvm-cpu/gemm-view/v1"
 FEATURE_NAMES = (
