@@ -1,8 +1,9 @@
 """Order candidates with the learned cost model, and re-rank them as measurements arrive.
 
-The tuner's strategies, side by side (bench/ordering_eval.py replays each on recorded spaces):
+What the strategies of search/strategies/ share (bench/ordering_eval.py replays each on
+recorded spaces):
 
-- `heuristic`: the target's hand-weighted score (`Target.order_candidates`);
+- `heuristic`: the space's hand-weighted score (`FamilySpace.order`);
 - `learned`: the cost model's scores, trained on other problems;
 - `learned-online`: the same, re-ranked between batches of measurements of this problem
   (`rerank_remaining`), the model updated on what was measured.
@@ -17,12 +18,13 @@ from collections.abc import Sequence
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import Target
+from ireetune.core.features import FeatureExtractor
+from ireetune.core.target import FamilySpace, SpaceRequest, Target
 from ireetune.database.keys import describe_target
 from ireetune.database.store import TuningDatabase
-from ireetune.problem.root_op import Problem
 from ireetune.search.cost_model import CostModel, TrainingGroup, update_cost_model
 from ireetune.search.model_store import choose_model, model_folder, remember_machine_facts
+from ireetune.search.strategy import Proposal, SearchInput
 
 CURRENT_PROBLEM = "current problem"
 
@@ -32,12 +34,11 @@ def _tie_break(seed: int, knobs: Knobs) -> float:
 
 
 def order_with_model(
-    target: Target, problem: Problem, model: CostModel, pool: Sequence[Knobs], seed: int
+    extractor: FeatureExtractor, model: CostModel, pool: Sequence[Knobs], seed: int
 ) -> list[tuple[Knobs, float]]:
     """Sort a pool by the model's score, best first, each with its score."""
-    space = target.feature_space(problem)
-    assert space is not None and space.family == model.family, "model fits the target's features"
-    scores = model.predict(target.candidate_features(problem, pool))
+    assert extractor.space.family == model.family, "model fits the target's features"
+    scores = model.predict(extractor.features(pool))
     ranked = sorted(
         zip(pool, scores, strict=True), key=lambda item: (-item[1], _tie_break(seed, item[0]))
     )
@@ -46,43 +47,60 @@ def order_with_model(
 
 def order_pool(
     target: Target,
-    problem: Problem,
+    space: FamilySpace,
+    request: SpaceRequest,
     executable_target: str,
     pool: Sequence[Knobs],
-    seed: int,
     database: TuningDatabase | None,
     order: str,
 ) -> tuple[list[tuple[Knobs, float]], str, CostModel | None]:
-    """Order a pool the way `order` asks (`auto`, `learned` or `heuristic`); say how it was done,
-    and return the model used (None for the heuristic).
+    """Order a pool of the request's candidates the way `order` asks (`auto`, `learned` or
+    `heuristic`); say how it was done, and return the model used (None for the heuristic).
 
     `auto` uses the learned model when one is stored beside the database or the database holds
     enough rows to train one (ireetune/search/model_store.py), else the heuristic; `learned`
     insists on a model.
     """
     target_key = describe_target(target.name, executable_target)
-    if database is not None and target.feature_space(problem) is not None:
+    extractor = target.features(request)
+    if database is not None and extractor is not None:
         # Kept whatever the order, so that `ireetune model train` can learn from these rows.
-        remember_machine_facts(model_folder(database.path), target_key, target.machine_facts())
+        remember_machine_facts(model_folder(database.path), target_key, extractor.machine_facts())
     if order == "heuristic":
-        return target.order_candidates(problem, list(pool), seed), "heuristic", None
+        return space.order(request, list(pool)), "heuristic", None
     if database is None:
         if order == "learned":
             raise IreetuneError("--order learned needs the tuning database (drop --no-db)")
-        return target.order_candidates(problem, list(pool), seed), "heuristic: no database", None
+        return space.order(request, list(pool)), "heuristic: no database", None
     folder = model_folder(database.path)
-    choice = choose_model(target, problem, database.all_results(), target_key, folder)
-    if choice.model is None:
+    choice = choose_model(target, request, database.all_results(), target_key, folder)
+    if choice.model is None or extractor is None:
         if order == "learned":
             raise IreetuneError(f"--order learned: no cost model ({choice.reason})")
-        return target.order_candidates(problem, list(pool), seed), choice.reason, None
-    ordered = order_with_model(target, problem, choice.model, pool, seed)
+        return space.order(request, list(pool)), choice.reason, None
+    ordered = order_with_model(extractor, choice.model, pool, request.seed)
     return ordered, choice.reason, choice.model
 
 
+def propose_ordered(search: SearchInput, pool: Sequence[Knobs], order: str) -> Proposal:
+    """Propose the budget's best under `order_pool`; with a learned model and rounds allowed,
+    only the first round, the online search picking the later ones as measurements arrive."""
+    request = search.request
+    ordered, ordering, model = order_pool(
+        search.target, search.space, request, str(request.variant_target), pool,
+        search.database, order,
+    )  # fmt: skip
+    rounds = plan_rounds(min(search.num_candidates, len(ordered)))
+    extractor = search.target.features(request) if model is not None else None
+    if model is not None and extractor is not None and search.online and len(rounds) > 1:
+        online = OnlineSearch(extractor, model, ordered, rounds, request.seed)
+        ordering = f"{ordering}; online, rounds of {'+'.join(map(str, rounds))}"
+        return Proposal(list(online.first_round), ordering, online)
+    return Proposal(list(ordered[: search.num_candidates]), ordering)
+
+
 def rerank_remaining(
-    target: Target,
-    problem: Problem,
+    extractor: FeatureExtractor,
     model: CostModel,
     remaining: Sequence[Knobs],
     measured: Sequence[tuple[Knobs, float | None]],
@@ -96,15 +114,15 @@ def rerank_remaining(
     result does not depend on how the measurements were batched.
     """
     if not measured:
-        return order_with_model(target, problem, model, remaining, seed), model
+        return order_with_model(extractor, model, remaining, seed), model
     knobs_measured = [knobs for knobs, _ in measured]
     group = TrainingGroup(
         CURRENT_PROBLEM,
-        tuple(tuple(row) for row in target.candidate_features(problem, knobs_measured)),
+        tuple(tuple(row) for row in extractor.features(knobs_measured)),
         tuple(time_ms for _, time_ms in measured),
     )
     updated = update_cost_model(model, group)
-    return order_with_model(target, problem, updated, remaining, seed), updated
+    return order_with_model(extractor, updated, remaining, seed), updated
 
 
 def plan_rounds(num_candidates: int) -> list[int]:
@@ -133,16 +151,14 @@ class OnlineSearch:
 
     def __init__(
         self,
-        target: Target,
-        problem: Problem,
+        extractor: FeatureExtractor,
         model: CostModel,
         ordered_pool: Sequence[tuple[Knobs, float]],
         rounds: Sequence[int],
         seed: int,
     ) -> None:
         assert rounds and sum(rounds) <= len(ordered_pool), "the pool covers the budget"
-        self.target = target
-        self.problem = problem
+        self.extractor = extractor
         self.model = model
         self.seed = seed
         self.rounds = list(rounds)
@@ -159,7 +175,7 @@ class OnlineSearch:
         """Update the model on every measurement so far and re-rank what remains of the pool."""
         remaining = [knobs for knobs, _ in self.ranked]
         self.ranked, _ = rerank_remaining(
-            self.target, self.problem, self.model, remaining, measured, self.seed
+            self.extractor, self.model, remaining, measured, self.seed
         )
 
     def next_round(

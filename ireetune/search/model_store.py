@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.features import FeatureSpace
+from ireetune.core.features import FactValue, FeatureExtractor, FeatureSpace
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import (
     FAILED_STATUSES,
@@ -33,7 +33,7 @@ from ireetune.core.records import (
     CandidateStatus,
     status_values,
 )
-from ireetune.core.target import FactValue, Target
+from ireetune.core.target import SpaceRequest, Target
 from ireetune.database.store import StoredResult
 from ireetune.problem.root_op import Problem, problem_from_fields
 from ireetune.search.cost_model import (
@@ -92,7 +92,10 @@ def relative_time(result: StoredResult) -> float | None:
 
 
 def groups_from_results(
-    results: Iterable[StoredResult], target: Target, target_key: str
+    results: Iterable[StoredResult],
+    target: Target,
+    target_key: str,
+    facts: Mapping[str, FactValue],
 ) -> list[tuple[FeatureSpace, TrainingGroup]]:
     """Turn the database's rows for one target into training groups, one per problem, device
     and compiler version; features are computed with the target's machine facts (rows of the
@@ -114,10 +117,11 @@ def groups_from_results(
     for group_key, rows in sorted(by_group.items()):
         try:
             problem: Problem = problem_from_fields(json.loads(group_key[0]))
-            space = target.feature_space(problem)
-            if space is None:
+            extractor = target.features(SpaceRequest(problem, None, None, 0, facts))
+            if extractor is None:
                 continue
-            features = target.candidate_features(problem, [knobs for knobs, _ in rows])
+            space = extractor.space
+            features = extractor.features([knobs for knobs, _ in rows])
         except (IreetuneError, KeyError, ValueError) as error:
             logger.info("no features for %s: %s", signatures[group_key], error)
             continue
@@ -139,16 +143,17 @@ def has_enough_rows(groups: Sequence[TrainingGroup]) -> bool:
 
 def choose_model(
     target: Target,
-    problem: Problem,
+    request: SpaceRequest,
     results: Iterable[StoredResult],
     target_key: str,
     folder: Path,
     seed: int = 0,
 ) -> ModelChoice:
-    """Pick the model to order this problem's candidates with (see the module docstring)."""
-    space: FeatureSpace | None = target.feature_space(problem)
-    if space is None:
+    """Pick the model to order the request's candidates with (see the module docstring)."""
+    extractor = target.features(request)
+    if extractor is None:
         return ModelChoice(None, f"heuristic: {target.name} has no features for a learned model")
+    space, facts = extractor.space, extractor.machine_facts()
     pinned = pinned_model_path(folder, space.family)
     if pinned.is_file():
         model = load_cost_model(pinned)
@@ -159,7 +164,7 @@ def choose_model(
         logger.warning("%s was trained on other features; not used", pinned)
     groups = [
         group
-        for group_space, group in groups_from_results(results, target, target_key)
+        for group_space, group in groups_from_results(results, target, target_key, facts)
         if group_space == space
     ]
     if not has_enough_rows(groups):
@@ -215,17 +220,21 @@ def remembered_machine_facts(folder: Path) -> dict[str, dict[str, FactValue]]:
     return known
 
 
-def target_for_recorded(space: RecordedSpace) -> Target:
-    """Rebuild the target a space was recorded on, with the recorded machine's facts."""
-    target = parse_target(space.target_name)
-    target.use_machine_facts(space.facts)
-    return target
+def recorded_request(space: RecordedSpace) -> SpaceRequest:
+    """Return the request of a recorded space: its problem, on the recorded machine's facts."""
+    return SpaceRequest(space.problem, None, None, 0, space.facts)
+
+
+def recorded_features(space: RecordedSpace) -> FeatureExtractor | None:
+    """Return the features of a recorded space's target, on the recorded machine's facts."""
+    return parse_target(space.target_name).features(recorded_request(space))
 
 
 def group_from_recorded(space: RecordedSpace) -> TrainingGroup:
     """Turn a recorded space into a training group of its target's features."""
-    target = target_for_recorded(space)
-    features = target.candidate_features(space.problem, [row.knobs for row in space.rows])
+    extractor = recorded_features(space)
+    assert extractor is not None, "recorded spaces are of problems with features"
+    features = extractor.features([row.knobs for row in space.rows])
     return TrainingGroup(
         f"{space.name} (recorded)",
         tuple(tuple(row) for row in features),
@@ -243,18 +252,12 @@ def train_pinned_models(
     machine facts are known) and recorded spaces; keep each as the family's pinned model."""
     groups: dict[FeatureSpace, list[TrainingGroup]] = defaultdict(list)
     for space in spaces:
-        target = target_for_recorded(space)
-        feature_space = target.feature_space(space.problem)
-        if feature_space is not None:
-            groups[feature_space].append(group_from_recorded(space))
+        extractor = recorded_features(space)
+        if extractor is not None:
+            groups[extractor.space].append(group_from_recorded(space))
     for target_key, facts in remembered_machine_facts(folder).items():
         target = parse_target(target_key.split("#")[0])
-        try:
-            target.use_machine_facts(facts)
-        except IreetuneError as error:
-            logger.warning("machine facts of %s not usable: %s", target_key, error)
-            continue
-        for feature_space, group in groups_from_results(results, target, target_key):
+        for feature_space, group in groups_from_results(results, target, target_key, facts):
             groups[feature_space].append(group)
     if not groups:
         raise IreetuneError(

@@ -36,17 +36,7 @@ from ireetune.core.common_options import (
 )
 from ireetune.core.options import option, setting
 from ireetune.executor import ExecutorKind, RaySettings
-
-
-class CandidateOrder(enum.Enum):
-    """Which candidates of the sampled pool are compiled: the best by the learned cost model
-    (AUTO: when the database can teach one, else the heuristic), the heuristic's best, or random
-    ones (a baseline for the others)."""
-
-    AUTO = "auto"
-    LEARNED = "learned"
-    HEURISTIC = "heuristic"
-    RANDOM = "random"
+from ireetune.search.strategies import strategy_names
 
 
 class StopAfter(enum.Enum):
@@ -127,8 +117,9 @@ class TuneOptions:
         "leaders only, in `finish` after benchmarking (default; each candidate is compiled once, "
         "the device host checks outputs on a second call), or of every candidate now (one trip)",
     )  # fmt: skip
-    order: CandidateOrder = option(
-        CandidateOrder.AUTO, flag="--order", choices=CandidateOrder,
+    # The search strategy, by name (ireetune/search/strategies/).
+    order: str = option(
+        "auto", flag="--order", choices=strategy_names(),
         help="which candidates to compile: the learned cost model's best when the database can "
         "teach one, else the heuristic's (auto, default); the model's, the heuristic's, or random "
         "ones (a baseline for the others)",

@@ -371,12 +371,13 @@ class GpuSpace(FamilySpace):
             and check_tile_extents(problem, config) is None
         )
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
         """Rank each space's candidates by the heuristic, then take the spaces in turn.
 
         Scores compare well within one pipeline; across pipelines they do not (the same tile
         runs differently), so no pipeline is left unmeasured by a budget its rival fills.
         """
+        problem, seed = request.problem, request.seed
         by_space: dict[int, list[tuple[Knobs, float]]] = {}
         for knobs in pool:
             space, config = self.resolved_config(knobs)

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
-from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import SpaceFactory, Target
+from ireetune.core.target import SpaceFactory, Target, TargetTraits
 from ireetune.problem.family import Problem
 from ireetune.targets.gpu.archs import GpuArch
 from ireetune.targets.gpu.attention_space import attention_spaces, score_attention
 from ireetune.targets.gpu.batch_proxy import BatchContractionSpace
-from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
+from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.extra_knobs import NO_BANK_CONFLICT_REDUCTION, ExtraKnob
 from ireetune.targets.gpu.facts import GpuFacts
 from ireetune.targets.gpu.reduction_space import (
@@ -52,6 +50,12 @@ def score_contraction(
 class GpuTarget(Target):
     """A GPU target; subclasses say how to compile for it, run on it and apply a spec."""
 
+    traits = TargetTraits(
+        # Attention sets a decomposition_config, a reduction the configs of its dispatch's
+        # other ops.
+        full_configuration_families=frozenset({"attention", "reduction"}),
+    )
+
     def __init__(self, arch: GpuArch, pipelines: Sequence[str] = ()) -> None:
         for pipeline in pipelines:
             if pipeline not in PIPELINES:
@@ -60,48 +64,25 @@ class GpuTarget(Target):
                 )
         self.arch = arch
         self.pipelines = tuple(pipelines) or PIPELINES
-        # Where the compiler's spaces and drawn solutions are kept (`use_cache_folder`).
-        self.cache_root: Path | None = None
 
     @property
     def name(self) -> str:
         return f"{self.arch.family.value}:{self.arch.name}"
-
-    def peak_gflops(self, element_type: str) -> float | None:
-        # The table lives with the profiler, which reads it on runtime-only hosts.
-        from ireetune.profiler.operations import ElementType
-        from ireetune.profiler.peaks import lookup_peak_gflops
-
-        known = {member.value for member in ElementType}
-        return (
-            lookup_peak_gflops(self.name, ElementType(element_type))
-            if element_type in known
-            else None
-        )
-
-    @property
-    def peak_device(self) -> str:
-        from ireetune.profiler.peaks import PEAK_DEVICE
-
-        return PEAK_DEVICE.get(self.name, self.name)
 
     @property
     def extra_knobs(self) -> tuple[ExtraKnob, ...]:
         """The knobs searched beside the compiler's template (targets/gpu/extra_knobs.py)."""
         return (NO_BANK_CONFLICT_REDUCTION,)
 
-    def use_cache_folder(self, folder: Path) -> None:
-        self.cache_root = folder
-
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
-        gpu = GpuSettings(self, self.arch, self.pipelines, self.extra_knobs, self.cache_root)
+        gpu = GpuSettings(self, self.arch, self.pipelines, self.extra_knobs, self.cache_folder)
         hand_written = replace(gpu, extra_knobs=())
         return {
-            "contraction": lambda: GpuSpace(gpu, simt_contraction_spaces, score_contraction),
-            "batch_contraction": lambda: BatchContractionSpace(gpu),
-            "convolution": lambda: GpuSpace(gpu),
-            "attention": lambda: GpuSpace(hand_written, attention_spaces, score_attention),
-            "reduction": lambda: GpuSpace(
+            "contraction": lambda _: GpuSpace(gpu, simt_contraction_spaces, score_contraction),
+            "batch_contraction": lambda _: BatchContractionSpace(gpu),
+            "convolution": lambda _: GpuSpace(gpu),
+            "attention": lambda _: GpuSpace(hand_written, attention_spaces, score_attention),
+            "reduction": lambda _: GpuSpace(
                 hand_written,
                 reduction_spaces,
                 score_reduction,
@@ -117,21 +98,3 @@ class GpuTarget(Target):
                 "and no GPU space is written for them (only the CPU has one)"
             ),
         }
-
-    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
-        # Attention sets a decomposition_config, a reduction the configs of its dispatch's
-        # other ops.
-        return problem.family in ("attention", "reduction")
-
-    @property
-    def gpu_space(self) -> GpuSpace:
-        """The GPU space `prepare` picked (for tests and notes)."""
-        assert isinstance(self._space, GpuSpace), "prepare() picks the space first"
-        return self._space
-
-    @property
-    def compiler_space(self) -> CompilerSpace:
-        return self.gpu_space.compiler_space
-
-    def resolved_config(self, knobs: Knobs) -> tuple[ConstraintSpace, ResolvedDict]:
-        return self.gpu_space.resolved_config(knobs)

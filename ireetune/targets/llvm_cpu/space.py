@@ -213,23 +213,18 @@ class CpuContractionSpace(CpuSpace):
     data-tiled matmul (`linalg.mmt4d`), Mmt4dTilingExpert tiles of its outer loops
     (`mmt4d_space.py`)."""
 
-    def __init__(self, threads: int) -> None:
-        super().__init__(threads)
-        self._default: Knobs | None = None
-
     def refusal(self, problem: Problem) -> str | None:
         if is_batch_mmt4d(narrow(problem, ContractionProblem)):
             return BATCH_MMT4D_REFUSAL
         return None
 
-    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
+    def enumerate(self, request: SpaceRequest, known: Sequence[Knobs]) -> Iterator[Knobs]:
         contraction = narrow(request.problem, ContractionProblem)
-        facts = self.facts(request.variant_target)
+        facts = self.facts(request)
         if contraction.is_mmt4d:
             return enumerate_mmt4d_space(
                 compute_mmt4d_sizes(contraction), facts, request.seed, request.default_knobs
             )
-        self._default = request.default_knobs
         sizes = compute_problem_sizes(contraction)
         return enumerate_space(
             sizes, facts, request.seed, excluded=request.default_knobs, known=known
@@ -239,14 +234,13 @@ class CpuContractionSpace(CpuSpace):
         # Data-tiled matmuls have their own knobs; their space is small and not cached.
         return None if narrow(problem, ContractionProblem).is_mmt4d else frozenset(KNOB_NAMES)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        contraction = narrow(problem, ContractionProblem)
+    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
+        contraction = narrow(request.problem, ContractionProblem)
+        facts, seed = self.facts(request), request.seed
         if contraction.is_mmt4d:
-            sizes_4d = compute_mmt4d_sizes(contraction)
-            return order_mmt4d_candidates(sizes_4d, self.known_facts, pool, seed)
-        return order_by_score(
-            compute_problem_sizes(contraction), self.known_facts, pool, seed, self._default
-        )
+            return order_mmt4d_candidates(compute_mmt4d_sizes(contraction), facts, pool, seed)
+        sizes = compute_problem_sizes(contraction)
+        return order_by_score(sizes, facts, pool, seed, request.default_knobs)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         contraction = narrow(problem, ContractionProblem)
