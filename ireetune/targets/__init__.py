@@ -1,7 +1,10 @@
 """Targets: what each IREE backend needs to compile, apply a spec and run a dispatch.
 
-Generic code talks to a `Target`; knowledge of one backend lives in its own folder
-(`llvm_cpu/`, and the GPU targets beside it).
+Generic code talks to a `Target` (core/target.py) and the `FamilySpace` it makes for a
+problem; knowledge of one backend lives in its own folder (`llvm_cpu/`, `gpu/` for CUDA and
+ROCm, `vulkan/`). Beside them: the cache of drawn solutions (`space_cache.py`), the
+near-the-default neighbourhood the hand-written spaces start from (`neighbourhood.py`) and the
+z3 enumeration they share (`z3_enumerate.py`).
 """
 
 from __future__ import annotations
