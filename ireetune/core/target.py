@@ -224,10 +224,11 @@ def needs_more_than_compilation_info(target: Target, problem: Problem) -> bool:
 def target_refusal(target: Target, problem: Problem) -> str | None:
     """Say why a target cannot tune a problem, from the problem alone (None: it can try; GPU
     targets may still find the compiler's space empty when they prepare)."""
-    if problem.family not in target.family_spaces():
-        why = target.unsupported_families().get(problem.family, "no search space for it yet")
-        return f"{problem.family} is not supported on {target.name}: {why}"
-    return space_for(target, problem).refusal(problem)
+    try:
+        space = space_for(target, problem)
+    except IreetuneError as error:
+        return str(error)
+    return space.refusal(problem)
 
 
 def space_for(target: Target, problem: Problem) -> FamilySpace:

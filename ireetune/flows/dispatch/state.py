@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Generic, TypeVar, overload
 from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES
-from ireetune.core.target import FamilySpace
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from ireetune.benchmark.campaign import CampaignResult
     from ireetune.core.candidate import Knobs
     from ireetune.core.records import CandidateRecord
-    from ireetune.core.target import Target
+    from ireetune.core.target import FamilySpace, Target
     from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
     from ireetune.decision.rules import CandidateFacts, DecisionRule
     from ireetune.executor import Executor
