@@ -29,6 +29,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.target import SpaceRequest
 from ireetune.core.tools import find_tool
 from ireetune.database.ranker_files import ranker_folder
 from ireetune.database.store import TuningDatabase
@@ -92,21 +93,15 @@ def time_first_candidates(
     """Return the seconds until `count` ordered candidates exist, how many, and the ordering."""
     started = time.perf_counter()
     target = parse_target(target_name)
-    target.use_cache_folder(database_path.parent / "spaces")
+    target.cache_folder = database_path.parent / "spaces"
     context = ir.Context()
     with tempfile.TemporaryDirectory() as scratch:
         dispatch = load_dispatch(benchmark, None, target, Path(scratch), context)
-    pool = list(
-        itertools.islice(
-            target.generate_candidates(
-                dispatch.problem, dispatch.variant_target, dispatch.default_knobs, 0
-            ),
-            max(4 * count, 64),
-        )
-    )
+    request = SpaceRequest(dispatch.problem, dispatch.variant_target, dispatch.default_knobs, 0)
+    pool = list(itertools.islice(dispatch.space.generate(request), max(4 * count, 64)))
     with TuningDatabase(database_path) as database:
         ordered, ordering, _ = order_pool(
-            target, dispatch.problem, str(dispatch.variant_target), pool, 0, database, "auto"
+            target, dispatch.space, request, str(dispatch.variant_target), pool, database, "auto"
         )
     seconds = time.perf_counter() - started
     return seconds, len(ordered[:count]), ordering

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ireetune.core.input_archive import write_input_archive
+from ireetune.core.target import spec_flags
 from ireetune.core.tools import find_tool
 from ireetune.executor import LocalExecutor
 from ireetune.flags.file import read_flags_file
@@ -86,7 +87,7 @@ def _compile_applied(model: Path, flags_file: Path | None, spec: Path | None, ou
     target = parse_target("cpu")
     words = [find_tool("iree-compile"), str(model), *target.target_flags()]
     words += [f"@{flags_file}"] if flags_file else []
-    words += target.spec_flags(spec) if spec else []
+    words += spec_flags(target, spec) if spec else []
     subprocess.run([*words, "-o", str(output)], check=True, capture_output=True)
 
 

@@ -44,11 +44,14 @@ from ordering_replay import (
     replay_space,
 )
 
-from ireetune.core.target import Target
+from ireetune.core.candidate import Knobs
+from ireetune.core.features import FactValue, FeatureExtractor
+from ireetune.core.target import space_for
 from ireetune.search.learned_order import order_with_ranker, rerank_remaining
 from ireetune.search.ranker import Ranker, train_ranker
-from ireetune.search.ranker_training import group_from_recorded, target_for_recorded
+from ireetune.search.ranker_training import group_from_recorded, recorded_features, recorded_request
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
+from ireetune.targets import parse_target
 
 STRATEGIES = ("random", "heuristic", "learned", "learned-online")
 
@@ -59,24 +62,28 @@ def index_order(space: RecordedSpace, ordered: Sequence[tuple[object, float]]) -
     return [position[knobs] for knobs, _ in ordered]  # type: ignore[index]
 
 
-def target_with_known_features(space: RecordedSpace) -> Target:
-    """Return the space's target with every row's features computed once (a replay asks for the
-    same candidates' features after every batch)."""
-    target = target_for_recorded(space)
-    pool = [row.knobs for row in space.rows]
-    known = dict(zip(pool, target.candidate_features(space.problem, pool), strict=True))
-    compute = target.candidate_features
+class KnownFeatures(FeatureExtractor):
+    """A recorded space's features, every row's computed once (a replay asks for the same
+    candidates' features after every batch)."""
 
-    def candidate_features(problem: object, knobs_list: Sequence[object]) -> list[list[float]]:
-        return [known[k] if k in known else compute(problem, [k])[0] for k in knobs_list]  # type: ignore[index, arg-type, list-item]
+    def __init__(self, space: RecordedSpace) -> None:
+        extractor = recorded_features(space)
+        assert extractor is not None, "recorded targets have features"
+        self.extractor = extractor
+        self.space = extractor.space
+        pool = [row.knobs for row in space.rows]
+        self.known = dict(zip(pool, extractor.features(pool), strict=True))
 
-    target.candidate_features = candidate_features  # type: ignore[method-assign, assignment]
-    return target
+    def machine_facts(self) -> dict[str, FactValue]:
+        return self.extractor.machine_facts()
+
+    def features(self, pool: Sequence[Knobs]) -> list[list[float]]:
+        return [self.known[k] if k in self.known else self.extractor.features([k])[0] for k in pool]
 
 
 def evaluate_problem(
     space: RecordedSpace,
-    target: Target,
+    extractor: FeatureExtractor,
     model: Ranker,
     strategy: str,
     seed: int,
@@ -90,17 +97,19 @@ def evaluate_problem(
         random.Random(seed).shuffle(order)
         return count_benchmarks(replay, order, tolerance)
     if strategy == "heuristic":
-        ordered = target.order_candidates(space.problem, pool, seed)
+        request = dataclasses.replace(recorded_request(space), seed=seed)
+        target = parse_target(space.target_name)
+        ordered = space_for(target, space.problem).order(request, pool)
         return count_benchmarks(replay, index_order(space, ordered), tolerance)
     if strategy == "learned":
-        ordered = order_with_ranker(target, space.problem, model, pool, seed)
+        ordered = order_with_ranker(extractor, model, pool, seed)
         return count_benchmarks(replay, index_order(space, ordered), tolerance)
     assert strategy == "learned-online"
 
     def rerank(tried: Sequence[tuple[int, float | None]], remaining: Sequence[int]) -> list[int]:
         measured = [(pool[index], time_ms) for index, time_ms in tried]
         ordered, _ = rerank_remaining(
-            target, space.problem, model, [pool[i] for i in remaining], measured, seed
+            extractor, model, [pool[i] for i in remaining], measured, seed
         )
         return index_order(space, ordered)
 
@@ -132,9 +141,8 @@ def run(
         )
         per_strategy: dict[str, float] = {}
         per_seed: dict[str, list[int | None]] = {}
-        target = target_with_known_features(space)
-        feature_space = target.feature_space(space.problem)
-        assert feature_space is not None, "recorded targets have features"
+        extractor = KnownFeatures(space)
+        feature_space = extractor.space
         # Leave one problem out: the model never saw the problem it orders.
         models = {
             seed: train_ranker(
@@ -147,7 +155,7 @@ def run(
         }
         for strategy in STRATEGIES:
             counts = [
-                evaluate_problem(space, target, models[seed], strategy, seed, batch, tolerance)
+                evaluate_problem(space, extractor, models[seed], strategy, seed, batch, tolerance)
                 for seed in range(seeds)
             ]
             reached = [c for c in counts if c is not None]

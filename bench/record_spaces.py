@@ -40,11 +40,12 @@ from space_files import read_run_folder_rows, write_recorded_space
 
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import compiler_version
-from ireetune.flows.dispatch.options import CandidateOrder, TuneOptions
+from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.facts import read_cpu_facts
 from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
 
 
@@ -201,7 +202,7 @@ def rebuild_from_runs(runs_dir: Path, out: Path) -> list[Path]:
         provenance = {**document["provenance"], "note": NOTE, "run_folder": run_dir.name}
         space = RecordedSpace(
             name=document["name"], target=document["target"], device=document["device"],
-            problem=dispatch.problem, facts=asdict(target.space_for(dispatch.problem).facts(dispatch.variant_target)),
+            problem=dispatch.problem, facts=asdict(read_cpu_facts(dispatch.variant_target, target.threads)),
             provenance=provenance, rows=rows, baseline=baseline,
         )  # fmt: skip
         written.append(write_recorded_space(space, out))
@@ -219,7 +220,7 @@ def record_problem(
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="record_") as scratch:
         dispatch = load_dispatch(model_path, None, target, Path(scratch), context)
-    facts = target.space_for(dispatch.problem).facts(dispatch.variant_target)
+    facts = read_cpu_facts(dispatch.variant_target, target.threads)
     load_before = load_average()
     started = time.perf_counter()
     started_at = datetime.datetime.now(datetime.UTC)
@@ -230,7 +231,7 @@ def record_problem(
             confirm_top=arguments.confirm_top, confirm_rounds=arguments.confirm_rounds,
             min_repetition_s=arguments.min_repetition_time,
             verify_top=1, use_database=False, show_progress=False,
-            order=CandidateOrder.RANDOM, jobs=arguments.jobs,
+            order="random", jobs=arguments.jobs,
         )
     )  # fmt: skip
     seconds = time.perf_counter() - started

@@ -27,6 +27,7 @@ from ireetune.benchmark.runner import BenchmarkJob, BenchmarkSession, BenchmarkS
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import target_refusal
 from ireetune.executor import LocalExecutor
 from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
 from ireetune.model.hot import count_dispatch_invocations
@@ -84,7 +85,7 @@ def main() -> int:
                 with context:
                     problem = parse_problem(find_root_op(module))
                 family, label = problem.family, problem.signature
-                refusal = target.refusal(problem)
+                refusal = target_refusal(target, problem)
             except IreetuneError as error:
                 family, label, refusal = "none", dispatch.name, str(error)
             total_ms = times.get(dispatch.index, 0.0) * counts.get(dispatch.name, 1)

@@ -10,6 +10,7 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.core.target import space_for
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
@@ -189,13 +190,13 @@ def build_conv_spec(folder: Path) -> ConvSpec:
     problem = parse_problem(root_op)
     assert isinstance(problem, ConvolutionProblem)
     target = LlvmCpuTarget(TEST_CPU)
-    default = target.parse_default_knobs(problem, root_op)
+    default = space_for(target, problem).parse_default_knobs(problem, root_op)
     assert default is not None
     knobs = tuple(
         (name, (16 if value != 16 else 32) if name == "dist_f" else value)
         for name, value in default
     )
-    info = target.compilation_info(problem, knobs, context)
+    info = space_for(target, problem).configuration(problem, knobs, context).compilation_info
     with context:
         lowering_config = str(
             iree_codegen.CompilationInfoAttr(ir.Attribute.parse(info)).lowering_config

@@ -450,3 +450,43 @@ def test_the_option_check_finds_an_option_declared_twice(tmp_path: Path) -> None
         "rounds": ["shop.options.RunOptions", "shop.options.ShopOptions"],
         "seed": ["shop.options.RunOptionsFile"],
     }
+
+
+# The target protocol stays small (docs/architecture.md, "Roles"): what is not the protocol is a
+# free function or a role of its own (spaces, the feature extractor).
+MAX_TARGET_MEMBERS = 15
+
+
+def count_class_members(path: Path, class_name: str) -> int:
+    """Count what a class declares in its body: its functions (properties among them) and its
+    assigned attributes, as `house_metrics.py` counts the target protocol."""
+    tree = ast.parse(path.read_text())
+    (found,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.name == class_name
+    ]
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.AnnAssign, ast.Assign)
+    return sum(isinstance(statement, kinds) for statement in found.body)
+
+
+def test_the_target_protocol_has_at_most_fifteen_members() -> None:
+    assert count_class_members(PACKAGE / "core" / "target.py", "Target") <= MAX_TARGET_MEMBERS
+
+
+def test_the_member_count_sees_methods_properties_and_attributes(tmp_path: Path) -> None:
+    path = tmp_path / "role.py"
+    path.write_text(
+        "class Role:\n"
+        '    """Not counted."""\n'
+        "    flags: tuple[str, ...] = ()\n"
+        "    traits = None\n"
+        "    @property\n"
+        "    def name(self) -> str:\n"
+        "        return ''\n"
+        "    def run(self) -> None:\n"
+        "        pass\n"
+        "    async def wait(self) -> None:\n"
+        "        pass\n"
+    )
+    assert count_class_members(path, "Role") == 5

@@ -13,6 +13,9 @@ from ireetune.compile.driver import (
     build_request,
     run_compile,
 )
+from ireetune.core.target import links_specs
+from ireetune.profiler.operations import ElementType
+from ireetune.profiler.peaks import PEAK_DEVICE, lookup_peak_gflops
 from ireetune.targets import parse_target
 from tests.conftest import MATMUL_MODEL
 
@@ -94,11 +97,11 @@ def test_iree_opt_runs_through_the_same_request(tmp_path: Path) -> None:
 def test_targets_say_how_specs_apply_and_what_their_peak_is() -> None:
     facts = {
         name: (
-            target.spec_flag,
-            target.links_specs,
-            target.has_default_specs,
-            target.peak_gflops("f16"),
-            target.peak_device,
+            target.traits.spec_flag,
+            links_specs(target),
+            target.traits.has_default_specs,
+            lookup_peak_gflops(target.name, ElementType("f16")),
+            PEAK_DEVICE.get(target.name, target.name),
         )
         for name in ("cpu", "cuda:sm_80", "rocm:gfx942")
         for target in [parse_target(name)]

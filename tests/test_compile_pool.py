@@ -11,6 +11,7 @@ from iree.compiler import ir
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, compile_one
 from ireetune.core.candidate import make_knobs
+from ireetune.core.target import space_for
 from ireetune.core.tools import find_tool
 from ireetune.executor import LocalExecutor
 from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
@@ -30,7 +31,7 @@ def _prepare(benchmark: Path, folder: Path, knobs: object = KNOBS) -> tuple[Path
         problem = parse_problem(find_root_op(module))
     stripped = folder / "stripped.mlir"
     strip_configurations(benchmark, stripped, timeout_s=60)
-    info = target.compilation_info(problem, KNOBS, context)
+    info = space_for(target, problem).configuration(problem, KNOBS, context).compilation_info
     spec = folder / "1_spec.mlir"
     spec.write_text(render_spec(build_spec([MatcherEntry(problem, info)], context)))
     baseline = folder / "0_spec.mlir"

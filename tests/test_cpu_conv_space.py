@@ -11,6 +11,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.target import space_for, spec_flags
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.spec.builder import build_configuration_spec
@@ -154,13 +155,13 @@ def test_a_conv_spec_lands_in_a_batch_1_model(tmp_path: Path) -> None:
         module = ir.Module.parse(benchmark.read_text())
         root_op = find_root_op(module)
         problem = parse_problem(root_op)
-        default = target.parse_default_knobs(problem, root_op)
+        default = space_for(target, problem).parse_default_knobs(problem, root_op)
     assert problem.loop_sizes == (1, 8, 8, 16, 3, 3, 8) and default is not None
     knobs = tuple(
         (name, 4 if name == "dist_oh" and value != 4 else value) for name, value in default
     )
     assert knobs != default
-    configuration = target.configuration(problem, knobs, context)
+    configuration = space_for(target, problem).configuration(problem, knobs, context)
     compile_target = resolve_compile_target(TEST_TARGET)
     reports = {}
     for label, prologue in (("with", target.spec_prologue(problem)), ("without", ())):
@@ -191,7 +192,7 @@ def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
         module = ir.Module.parse(benchmark.read_text())
         root_op = find_root_op(module)
         problem = parse_problem(root_op)
-        default = target.parse_default_knobs(problem, root_op)
+        default = space_for(target, problem).parse_default_knobs(problem, root_op)
         reference = tmp_path / "reference.mlir"
         reference.write_text(str(build_reference_module(root_op, context, problem)))
     assert problem.reference_carries_config and default is not None
@@ -202,7 +203,7 @@ def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
     spec.write_text(
         build_configuration_spec(
             problem,
-            target.configuration(problem, knobs, context),
+            space_for(target, problem).configuration(problem, knobs, context),
             target.spec_prologue(problem),
             context,
         )
@@ -214,7 +215,7 @@ def test_the_conv_reference_program_carries_the_config(tmp_path: Path) -> None:
         output = tmp_path / f"{path.stem}.vmfb"
         subprocess.run(
             [str(Path(sys.executable).parent / "iree-compile"), str(reference),
-             *target.compile_flags(), *target.spec_flags(path), "-o", str(output)],
+             *target.compile_flags(), *spec_flags(target, path), "-o", str(output)],
             check=True, capture_output=True,
         )  # fmt: skip
         binaries.append(output.read_bytes())

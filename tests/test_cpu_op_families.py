@@ -14,7 +14,13 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import OpConfiguration
+from ireetune.core.target import (
+    OpConfiguration,
+    SpaceRequest,
+    space_for,
+    spec_flags,
+    target_refusal,
+)
 from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import parse_problem
@@ -118,7 +124,7 @@ def hash_data_tiled_model(
     model = folder / "dump" / "model.mlir"
     flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
     default = compile_hash(model, flags, folder / "default.vmfb")
-    return default, compile_hash(model, [*flags, *target.spec_flags(spec)], folder / "spec.vmfb")
+    return default, compile_hash(model, [*flags, *spec_flags(target, spec)], folder / "spec.vmfb")
 
 
 def tunable_problems(
@@ -161,7 +167,7 @@ def test_a_normalisation_candidate_lands_under_data_tiling(
     for index, (module, problem) in enumerate(reductions):
         with context:
             root_op = find_root_op(module)
-            default = target.parse_default_knobs(problem, root_op)
+            default = space_for(target, problem).parse_default_knobs(problem, root_op)
             reference = tmp_path / f"reference{index}.mlir"
             reference.write_text(str(build_reference_module(root_op, context, problem)))
         assert default is not None
@@ -169,12 +175,15 @@ def test_a_normalisation_candidate_lands_under_data_tiling(
         spec = tmp_path / f"spec{index}.mlir"
         spec.write_text(
             build_configuration_spec(
-                problem, target.configuration(problem, knobs, context), (), context
+                problem,
+                space_for(target, problem).configuration(problem, knobs, context),
+                (),
+                context,
             )
         )
         hashes = {
             (source.stem, spec_path.stem): compile_hash(
-                source, [*flags, *target.spec_flags(spec_path)], tmp_path / "out.vmfb"
+                source, [*flags, *spec_flags(target, spec_path)], tmp_path / "out.vmfb"
             )
             for source in (reference, model)
             for spec_path in (baseline, spec)
@@ -358,17 +367,19 @@ def test_a_contraction_search_starts_at_the_defaults_neighbours(tmp_path: Path) 
     target = parse_target(f"cpu:{CPU}")
     with context:
         root_op = find_root_op(module)
-        default = target.parse_default_knobs(problem, root_op)
+        space = space_for(target, problem)
+        default = space.parse_default_knobs(problem, root_op)
         variant = root_op
         while variant.name != "hal.executable.variant":
             variant = variant.parent
-        generated = target.generate_candidates(problem, variant.attributes["target"], default, 0)
+        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
+        generated = space.generate(request)
         pool = [next(generated) for _ in range(40)]
     assert default == (("dist_m", 64), ("dist_n", 64), ("vec_k", 8), ("vec_m", 8), ("vec_n", 8))
-    ordered = [knobs for knobs, _ in target.space_for(problem).order(problem, pool, 0)]
+    ordered = [knobs for knobs, _ in space.order(request, pool)]
     domains = contraction_domains(
         compute_problem_sizes(problem),  # type: ignore[arg-type]
-        target.space_for(problem).known_facts,  # type: ignore[attr-defined]
+        space.facts(request),  # type: ignore[attr-defined]
     )
 
     def one_step(knobs: tuple[tuple[str, int], ...]) -> bool:
@@ -432,7 +443,7 @@ def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_pat
     context = ir.Context()
     ((module, problem),) = tunable_problems(benchmarks, context)
     target = parse_target(f"cpu:{CPU}")
-    assert target.refusal(problem) == BATCH_MMT4D_REFUSAL
+    assert target_refusal(target, problem) == BATCH_MMT4D_REFUSAL
     with context:
         levels = read_cpu_levels(find_root_op(module), len(problem.loop_sizes))
     assert levels is not None and levels["distribution"][0] != 2
@@ -514,16 +525,20 @@ def test_a_first_candidate_lands_in_the_model_and_its_reference(
     model = tmp_path / "dump" / "model.mlir"
     defaults = []
     for index, (module, problem) in enumerate(found):
-        assert isinstance(target.space_for(problem), space_class)
-        assert target.refusal(problem) is None
+        assert isinstance(space_for(target, problem), space_class)
+        assert target_refusal(target, problem) is None
         with context:
             root_op = find_root_op(module)
-            default = target.parse_default_knobs(problem, root_op)
+            default = space_for(target, problem).parse_default_knobs(problem, root_op)
             variant = root_op
             while variant.name != "hal.executable.variant":
                 variant = variant.parent
             first = next(
-                iter(target.generate_candidates(problem, variant.attributes["target"], default, 0))
+                iter(
+                    space_for(target, problem).generate(
+                        SpaceRequest(problem, variant.attributes["target"], default, 0)
+                    )
+                )
             )
             reference = tmp_path / f"reference{index}.mlir"
             reference.write_text(str(build_reference_module(root_op, context, problem)))
@@ -535,7 +550,7 @@ def test_a_first_candidate_lands_in_the_model_and_its_reference(
         spec.write_text(
             build_configuration_spec(
                 problem,
-                target.configuration(problem, first, context),
+                space_for(target, problem).configuration(problem, first, context),
                 target.spec_prologue(problem),
                 context,
             )
@@ -543,7 +558,7 @@ def test_a_first_candidate_lands_in_the_model_and_its_reference(
         hashes = {
             (source.stem, spec_path.stem): compile_hash(
                 source,
-                [*target.compile_flags(), *target.spec_flags(spec_path)],
+                [*target.compile_flags(), *spec_flags(target, spec_path)],
                 tmp_path / "out.vmfb",
             )
             for source in (reference, model)

@@ -20,7 +20,16 @@ from ireetune.report.recorder import RunRecorder
 from ireetune.search.learned_order import OnlineSearch, order_with_ranker
 from ireetune.search.ranker_training import choose_ranker
 from ireetune.targets import parse_target
-from tests.test_learned_order import POOL, PROBLEMS, TARGET_KEY, _database_rows, _matmul, _target
+from tests.test_learned_order import (
+    POOL,
+    PROBLEMS,
+    TARGET_KEY,
+    _database_rows,
+    _features,
+    _matmul,
+    _request,
+    _target,
+)
 
 
 def _compile_with(
@@ -73,11 +82,13 @@ def measure_round_stage(run: SimpleNamespace) -> None:
 def _search_after_a_round(tmp_path: Path) -> tuple[OnlineSearch, SimpleNamespace, list]:
     """An online search whose first round found one accumulator row fastest (the opposite of
     what the model learned from other problems), recorded as the measure stage records it."""
-    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    choice = choose_ranker(
+        _target(), _request(PROBLEMS[0]), _database_rows(PROBLEMS), TARGET_KEY, tmp_path
+    )
     assert choice.ranker is not None
     problem = _matmul(512, 256, 256)
-    ordered = order_with_ranker(_target(), problem, choice.ranker, POOL, seed=0)
-    search = OnlineSearch(_target(), problem, choice.ranker, ordered, [4, 4, 8], seed=0)
+    ordered = order_with_ranker(_features(problem), choice.ranker, POOL, seed=0)
+    search = OnlineSearch(_features(problem), choice.ranker, ordered, [4, 4, 8], seed=0)
     recorder = RunRecorder(tmp_path, {}, {0: CandidateRecord(0, None, CandidateStatus.MEASURED)})
     first = [k for k, _ in search.first_round]
     fast_rows = [k for k in POOL if dict(k)["vec_m"] == 1 and k not in first][:3]

@@ -11,7 +11,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import Target
+from ireetune.core.target import Target, prepare_space, space_for, spec_flags
 from ireetune.database.store import problem_key
 from ireetune.problem.attention import AttentionProblem
 from ireetune.problem.contraction import ContractionProblem
@@ -188,7 +188,7 @@ def test_an_unsupported_family_is_refused_with_the_reason(
     _, problem = _problem_of(attention_benchmark, context)
     target = parse_target("cpu")
     with pytest.raises(IreetuneError) as excinfo:
-        target.prepare(problem, attention_benchmark, tmp_path, context)  # type: ignore[arg-type]
+        prepare_space(target, problem, attention_benchmark, tmp_path, context)  # type: ignore[arg-type]
     assert str(excinfo.value).startswith(
         "attention is not supported on cpu: IREE 3.13 lowers CPU attention"
     )
@@ -276,7 +276,7 @@ def test_a_reduction_reference_takes_the_config(
     target = parse_target(TEST_TARGET)
     with context:
         root_op = find_root_op(module)
-        default = target.parse_default_knobs(problem, root_op)  # type: ignore[arg-type]
+        default = space_for(target, problem).parse_default_knobs(problem, root_op)  # type: ignore[arg-type]
         reference = tmp_path / "reference.mlir"
         reference.write_text(str(build_reference_module(root_op, context, problem)))  # type: ignore[arg-type]
     assert default is not None
@@ -284,7 +284,7 @@ def test_a_reduction_reference_takes_the_config(
     spec = tmp_path / "spec.mlir"
     spec.write_text(
         build_configuration_spec(
-            problem, target.configuration(problem, knobs, context), (), context
+            problem, space_for(target, problem).configuration(problem, knobs, context), (), context
         )  # type: ignore[arg-type]
     )
     baseline = tmp_path / "baseline.mlir"
@@ -293,7 +293,7 @@ def test_a_reduction_reference_takes_the_config(
     for path in (baseline, spec):
         output = tmp_path / f"{path.stem}.vmfb"
         subprocess.run(
-            [IREE_COMPILE, str(reference), *target.compile_flags(), *target.spec_flags(path), "-o", str(output)],
+            [IREE_COMPILE, str(reference), *target.compile_flags(), *spec_flags(target, path), "-o", str(output)],
             check=True, capture_output=True,
         )  # fmt: skip
         binaries.append(output.read_bytes())
@@ -331,17 +331,17 @@ def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
     assert problem.strided_contraction  # type: ignore[attr-defined]
     target = parse_target(TEST_TARGET)
     with context:
-        default = target.parse_default_knobs(problem, find_root_op(module))  # type: ignore[arg-type]
+        default = space_for(target, problem).parse_default_knobs(problem, find_root_op(module))  # type: ignore[arg-type]
     assert default is not None
     knobs = tuple((n, 4 if n == "vec_0" else v) for n, v in default)
-    configuration = target.configuration(problem, knobs, context)  # type: ignore[arg-type]
+    configuration = space_for(target, problem).configuration(problem, knobs, context)  # type: ignore[arg-type]
     assert configuration.function_passes == (STRIDED_CONTRACTION_PASS,)
     spec = tmp_path / "spec.mlir"
     spec.write_text(build_configuration_spec(problem, configuration, (), context))  # type: ignore[arg-type]
     model = tmp_path / "model.mlir"
     model.write_text(STRIDED_POINTWISE_MODEL)
     dumps = {}
-    for label, flags in (("default", []), ("tuned", target.spec_flags(spec))):
+    for label, flags in (("default", []), ("tuned", spec_flags(target, spec))):
         dump_dir = tmp_path / f"configs_{label}"
         subprocess.run(
             [IREE_COMPILE, str(model), *target.compile_flags(), *flags,

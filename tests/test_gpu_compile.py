@@ -8,6 +8,7 @@ flag), and the chosen configuration must appear in the compiler's configuration 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -204,9 +205,9 @@ def test_cuda_ignores_the_tuning_spec_flag_so_the_library_flag_is_used(
     )
 
     class TuningSpecFlagCuda(type(parse_target("cuda:sm_80"))):  # type: ignore[misc]
-        @property
-        def spec_flag(self) -> str:
-            return "--iree-codegen-tuning-spec-path"
+        traits = dataclasses.replace(
+            parse_target("cuda:sm_80").traits, spec_flag="--iree-codegen-tuning-spec-path"
+        )
 
     ignored = TuningSpecFlagCuda(parse_target("cuda:sm_80").arch)  # type: ignore[attr-defined]
     ignored_dump = dump_configurations(

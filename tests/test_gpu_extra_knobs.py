@@ -22,12 +22,14 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.core.candidate import make_knobs
+from ireetune.core.target import SpaceRequest, spec_flags
 from ireetune.core.tools import find_tool, run_tool
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.frontend.load import LoadedDispatch, load_dispatch
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS
+from ireetune.targets.gpu.space import GpuSpace
 from ireetune.targets.gpu.target import GpuTarget
 from ireetune.targets.gpu.template import build_compilation_info
 from ireetune.verify.landing import dump_configurations
@@ -61,7 +63,7 @@ def _compile(
     work.mkdir(parents=True)
     result = run_tool(
         [find_tool("iree-compile"), str(stripped), *target.compile_flags(),
-         "--compile-from=executable-sources", *target.spec_flags(spec_path),
+         "--compile-from=executable-sources", *spec_flags(target, spec_path),
          "-o", str(work / "dispatch.vmfb")],
         timeout_s=300,
     )  # fmt: skip
@@ -98,8 +100,8 @@ def test_searched_knobs_land_and_the_others_do_not(
     dispatch = load_dispatch(benchmark, None, target, tmp_path / "scratch", context)
     stripped = tmp_path / "stripped.mlir"
     strip_configurations(benchmark, stripped, timeout_s=120)
-    generated = target.generate_candidates(
-        dispatch.problem, dispatch.variant_target, dispatch.default_knobs, seed=0
+    generated = dispatch.space.generate(
+        SpaceRequest(dispatch.problem, dispatch.variant_target, dispatch.default_knobs, 0)
     )
     pool = list(itertools.islice(generated, 40))
     searched = [knob for knob in target.extra_knobs if pipeline in knob.pipelines]
@@ -114,18 +116,19 @@ def test_searched_knobs_land_and_the_others_do_not(
     assert sorted({dict(c)["sg_size"] for c in pool}) == SUBGROUP_SIZES[target_name]
 
     base = make_knobs({**dict(pool[0]), **{k.name: k.values[0] for k in target.extra_knobs}})
-    base_info = target.compilation_info(dispatch.problem, base, context)
+    base_info = dispatch.space.configuration(dispatch.problem, base, context).compilation_info
     base_hash, base_dump = _compile(target, dispatch, stripped, base_info, tmp_path / "base", context)  # fmt: skip
     again_hash, _ = _compile(target, dispatch, stripped, base_info, tmp_path / "again", context)  # fmt: skip
     assert again_hash == base_hash
     variants = {
-        knob.name: target.compilation_info(
+        knob.name: dispatch.space.configuration(
             dispatch.problem, make_knobs({**dict(base), knob.name: knob.values[1]}), context
-        )
+        ).compilation_info
         for knob in searched
     }
     if "reorder_workgroups" in NOT_LANDING[(target_name, pipeline)]:
-        _, config = target.resolved_config(base)
+        assert isinstance(dispatch.space, GpuSpace)
+        _, config = dispatch.space.resolved_config(base)
         REORDER_WORKGROUPS.apply(config, 1)
         variants["reorder_workgroups"] = str(build_compilation_info(config, pipeline, context)[0])
     if "waves_per_eu" in NOT_LANDING[(target_name, pipeline)]:

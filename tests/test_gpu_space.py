@@ -10,6 +10,7 @@ import z3
 
 from ireetune.core.candidate import make_knobs
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import spec_flags
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.constraints import ConstraintSpace
@@ -61,13 +62,13 @@ def test_cuda_and_rocm_targets_know_their_flags_devices_and_spec_routes() -> Non
     spec = Path("spec.mlir")
     assert (cuda.name, cuda.backend, cuda.runtime_device) == ("cuda:sm_80", "cuda", "cuda://0")
     assert cuda.compile_flags() == ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"]
-    assert cuda.spec_flags(spec) == [
+    assert spec_flags(cuda, spec) == [
         "--iree-codegen-transform-dialect-library=spec.mlir",
         "--mlir-disable-threading",
     ]
     assert (rocm.name, rocm.backend, rocm.runtime_device) == ("rocm:gfx942", "rocm", "hip://0")
     assert rocm.compile_flags() == ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"]
-    assert rocm.spec_flags(spec) == [
+    assert spec_flags(rocm, spec) == [
         "--iree-codegen-tuning-spec-path=spec.mlir",
         "--mlir-disable-threading",
     ]
@@ -223,8 +224,8 @@ def _mmt_space(pipeline: str) -> ConstraintSpace:
 
 
 def test_shared_memory_and_registers_are_counted_before_compiling() -> None:
+    from ireetune.targets.gpu.facts import GpuFacts
     from ireetune.targets.gpu.resources import ResourceUsage, check_resources, estimate_resources
-    from ireetune.targets.gpu.target import GpuFacts
 
     sm80 = GpuFacts("sm_80", (32,), 1024, 166912, (), 108)
     problem = _problem(1024, 1280, 4096)

@@ -12,6 +12,8 @@ import pytest
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
+from ireetune.core.features import FactValue, FeatureExtractor
+from ireetune.core.target import SpaceRequest, space_for
 from ireetune.database.keys import describe_target
 from ireetune.database.ranker_files import (
     pinned_ranker_path,
@@ -27,6 +29,7 @@ from ireetune.database.store import (
     problem_key,
 )
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.family import Problem
 from ireetune.search.learned_order import (
     OnlineSearch,
     order_pool,
@@ -59,20 +62,30 @@ def _matmul(m: int, n: int, k: int) -> ContractionProblem:
     )  # fmt: skip
 
 
+RECORDED_FACTS: dict[str, FactValue] = {
+    "cpu": FACTS.cpu,
+    "native_vector_bytes": FACTS.native_vector_bytes,
+    "vector_registers": FACTS.vector_registers,
+    "l1_bytes": FACTS.l1_bytes,
+    "l2_bytes": FACTS.l2_bytes,
+    "threads": FACTS.threads,
+    "max_vector_bytes": FACTS.max_vector_bytes,
+}
+
+
 def _target() -> LlvmCpuTarget:
-    target = LlvmCpuTarget(threads=2)
-    target.use_machine_facts(
-        {
-            "cpu": FACTS.cpu,
-            "native_vector_bytes": FACTS.native_vector_bytes,
-            "vector_registers": FACTS.vector_registers,
-            "l1_bytes": FACTS.l1_bytes,
-            "l2_bytes": FACTS.l2_bytes,
-            "threads": FACTS.threads,
-            "max_vector_bytes": FACTS.max_vector_bytes,
-        }
-    )
-    return target
+    return LlvmCpuTarget(threads=2)
+
+
+def _request(problem: Problem) -> SpaceRequest:
+    """A problem's request on the recorded machine (no executable target to read facts from)."""
+    return SpaceRequest(problem, None, None, 0, RECORDED_FACTS)
+
+
+def _features(problem: Problem) -> FeatureExtractor:
+    extractor = _target().features(_request(problem))
+    assert extractor is not None
+    return extractor
 
 
 def _knobs(vec_m: int, vec_k: int, dist_m: int = 64) -> Knobs:
@@ -110,8 +123,7 @@ PROBLEMS = [_matmul(128, 128, 256), _matmul(256, 128, 128), _matmul(64, 256, 512
 
 
 def test_contraction_features_describe_the_register_block_and_the_tiling() -> None:
-    target = _target()
-    (features,) = target.candidate_features(_matmul(256, 384, 512), [_knobs(8, 16)])
+    (features,) = _features(_matmul(256, 384, 512)).features([_knobs(8, 16)])
     named = dict(zip(FEATURE_NAMES, features, strict=True))
     assert {
         name: named[name]
@@ -126,12 +138,15 @@ def test_contraction_features_describe_the_register_block_and_the_tiling() -> No
 
 def test_machine_facts_that_are_not_a_cpus_are_refused() -> None:
     with pytest.raises(IreetuneError) as excinfo:
-        LlvmCpuTarget().use_machine_facts({"cpu": "znver4", "native_vector_bytes": "wide"})
+        facts: dict[str, FactValue] = {"cpu": "znver4", "native_vector_bytes": "wide"}
+        LlvmCpuTarget().features(SpaceRequest(PROBLEMS[0], None, None, 0, facts))
     assert str(excinfo.value) == "CPU fact native_vector_bytes must be int, got 'wide'"
 
 
 def test_database_rows_become_one_group_per_problem_with_relative_times() -> None:
-    groups = groups_from_results(_database_rows(PROBLEMS[:1]), _target(), TARGET_KEY)
+    groups = groups_from_results(
+        _database_rows(PROBLEMS[:1]), _target(), TARGET_KEY, RECORDED_FACTS
+    )
     ((space, group),) = groups
     assert space.family == FEATURE_FAMILY
     assert group.name == f"{PROBLEMS[0].signature} on {DEVICE} ({compiler_version()})"
@@ -143,12 +158,14 @@ def test_database_rows_become_one_group_per_problem_with_relative_times() -> Non
 
 
 def test_rows_of_another_target_are_not_learned_from() -> None:
-    assert groups_from_results(_database_rows(PROBLEMS), _target(), "cpu#other") == []
+    assert (
+        groups_from_results(_database_rows(PROBLEMS), _target(), "cpu#other", RECORDED_FACTS) == []
+    )
 
 
 def test_too_few_problems_leave_the_heuristic_in_charge(tmp_path: Path) -> None:
     choice = choose_ranker(
-        _target(), PROBLEMS[0], _database_rows(PROBLEMS[:2]), TARGET_KEY, tmp_path
+        _target(), _request(PROBLEMS[0]), _database_rows(PROBLEMS[:2]), TARGET_KEY, tmp_path
     )
     assert choice.ranker is None
     assert choice.reason == (
@@ -159,18 +176,18 @@ def test_too_few_problems_leave_the_heuristic_in_charge(tmp_path: Path) -> None:
 
 def test_enough_rows_train_a_model_once_and_reuse_it(tmp_path: Path) -> None:
     rows = _database_rows(PROBLEMS)
-    first = choose_ranker(_target(), PROBLEMS[0], rows, TARGET_KEY, tmp_path)
+    first = choose_ranker(_target(), _request(PROBLEMS[0]), rows, TARGET_KEY, tmp_path)
     assert first.ranker is not None
     assert first.reason == "learned: trained on the database (3 problems, 63 rows)"
     (cached,) = tmp_path.glob("*-auto-*.json")
     modified = cached.stat().st_mtime_ns
-    second = choose_ranker(_target(), PROBLEMS[0], rows, TARGET_KEY, tmp_path)
+    second = choose_ranker(_target(), _request(PROBLEMS[0]), rows, TARGET_KEY, tmp_path)
     assert second.ranker is not None and second.ranker.model_text == first.ranker.model_text
     assert cached.stat().st_mtime_ns == modified
     # A grown database trains a new model.
     choose_ranker(
         _target(),
-        PROBLEMS[0],
+        _request(PROBLEMS[0]),
         [*rows, *_database_rows([_matmul(32, 32, 32)])],
         TARGET_KEY,
         tmp_path,
@@ -179,10 +196,12 @@ def test_enough_rows_train_a_model_once_and_reuse_it(tmp_path: Path) -> None:
 
 
 def test_the_learned_order_puts_what_the_database_taught_first(tmp_path: Path) -> None:
-    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    choice = choose_ranker(
+        _target(), _request(PROBLEMS[0]), _database_rows(PROBLEMS), TARGET_KEY, tmp_path
+    )
     assert choice.ranker is not None
     unseen = _matmul(512, 256, 256)
-    ordered = order_with_ranker(_target(), unseen, choice.ranker, POOL, seed=0)
+    ordered = order_with_ranker(_features(unseen), choice.ranker, POOL, seed=0)
     fastest = sorted(POOL, key=_time)[:3]
     assert (
         [knobs for knobs, _ in ordered[:3]]
@@ -192,14 +211,16 @@ def test_the_learned_order_puts_what_the_database_taught_first(tmp_path: Path) -
 
 
 def test_rerank_learns_from_the_current_problem(tmp_path: Path) -> None:
-    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    choice = choose_ranker(
+        _target(), _request(PROBLEMS[0]), _database_rows(PROBLEMS), TARGET_KEY, tmp_path
+    )
     assert choice.ranker is not None
     # On this problem one accumulator row is fastest, the opposite of the database's law.
     measured = [(knobs, float(dict(knobs)["vec_m"])) for knobs in POOL[::2]]
     remaining = POOL[1::2]
-    before = order_with_ranker(_target(), _matmul(512, 256, 256), choice.ranker, remaining, seed=0)
+    before = order_with_ranker(_features(_matmul(512, 256, 256)), choice.ranker, remaining, seed=0)
     after, updated = rerank_remaining(
-        _target(), _matmul(512, 256, 256), choice.ranker, remaining, measured, seed=0
+        _features(_matmul(512, 256, 256)), choice.ranker, remaining, measured, seed=0
     )
     assert 1 not in [dict(knobs)["vec_m"] for knobs, _ in before[:3]]
     assert [dict(knobs)["vec_m"] for knobs, _ in after[1:3]] == [1, 1]
@@ -213,11 +234,13 @@ def test_a_budget_is_split_into_rounds_when_it_is_large_enough() -> None:
 
 
 def test_online_search_takes_each_round_from_what_is_left(tmp_path: Path) -> None:
-    choice = choose_ranker(_target(), PROBLEMS[0], _database_rows(PROBLEMS), TARGET_KEY, tmp_path)
+    choice = choose_ranker(
+        _target(), _request(PROBLEMS[0]), _database_rows(PROBLEMS), TARGET_KEY, tmp_path
+    )
     assert choice.ranker is not None
     problem = _matmul(512, 256, 256)
-    ordered = order_with_ranker(_target(), problem, choice.ranker, POOL, seed=0)
-    search = OnlineSearch(_target(), problem, choice.ranker, ordered, [4, 4, 8], seed=0)
+    ordered = order_with_ranker(_features(problem), choice.ranker, POOL, seed=0)
+    search = OnlineSearch(_features(problem), choice.ranker, ordered, [4, 4, 8], seed=0)
     assert search.first_round == ordered[:4]
     # Here one accumulator row is fastest: after the first round says so, the next prefers it.
     measured = [(knobs, float(dict(knobs)["vec_m"])) for knobs, _ in search.first_round]
@@ -235,11 +258,13 @@ def test_online_search_takes_each_round_from_what_is_left(tmp_path: Path) -> Non
 
 def test_a_pinned_model_wins_over_the_database(tmp_path: Path) -> None:
     rows = _database_rows(PROBLEMS)
-    remember_machine_facts(tmp_path, TARGET_KEY, _target().machine_facts())
-    assert remembered_machine_facts(tmp_path) == {TARGET_KEY: _target().machine_facts()}
+    remember_machine_facts(tmp_path, TARGET_KEY, _features(PROBLEMS[0]).machine_facts())
+    assert remembered_machine_facts(tmp_path) == {
+        TARGET_KEY: _features(PROBLEMS[0]).machine_facts()
+    }
     ((path, model),) = train_pinned_rankers(rows, tmp_path, [])
     assert path == pinned_ranker_path(tmp_path, FEATURE_FAMILY)
-    choice = choose_ranker(_target(), PROBLEMS[0], [], TARGET_KEY, tmp_path)
+    choice = choose_ranker(_target(), _request(PROBLEMS[0]), [], TARGET_KEY, tmp_path)
     assert choice.ranker is not None and choice.ranker.model_text == model.model_text
     assert choice.reason == f"learned: {path} (3 problems, 63 rows)"
     assert load_ranker(path).groups == model.groups
@@ -252,25 +277,27 @@ def test_training_with_nothing_to_learn_from_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_learned_order_needs_a_model(tmp_path: Path) -> None:
-    target = _target()
+    target, request = _target(), _request(PROBLEMS[0])
+    space = space_for(target, PROBLEMS[0])
     with TuningDatabase(tmp_path / "tuning.sqlite") as database:
         with pytest.raises(IreetuneError) as excinfo:
-            order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "learned")
-        ordered, reason, model = order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "auto")
+            order_pool(target, space, request, "exe", POOL, database, "learned")
+        ordered, reason, model = order_pool(target, space, request, "exe", POOL, database, "auto")
     assert str(excinfo.value).startswith(
         "--order learned: no cost model (heuristic: the database holds 0 problems"
     )
     assert reason.startswith("heuristic: the database holds 0 problems")
     assert model is None
-    assert ordered == target.order_candidates(PROBLEMS[0], POOL, 0)
+    assert ordered == space.order(request, POOL)
 
 
 def test_machine_facts_are_kept_whatever_orders_the_pool(tmp_path: Path) -> None:
-    target = _target()
+    target, request = _target(), _request(PROBLEMS[0])
+    space = space_for(target, PROBLEMS[0])
     with TuningDatabase(tmp_path / "tuning.sqlite") as database:
-        order_pool(target, PROBLEMS[0], "exe", POOL, 0, database, "heuristic")
+        order_pool(target, space, request, "exe", POOL, database, "heuristic")
     assert remembered_machine_facts(tmp_path / "models") == {
-        describe_target("cpu", "exe"): target.machine_facts()
+        describe_target("cpu", "exe"): _features(PROBLEMS[0]).machine_facts()
     }
 
 

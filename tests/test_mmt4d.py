@@ -11,6 +11,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import space_for
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target
@@ -88,9 +89,9 @@ def test_the_compilers_own_mmt4d_config_is_read_and_rendered_back(
     with context:
         _, root = _parse(data_tiled_dumps["mmt4d"], context)
         problem = parse_problem(root)
-        default = target.parse_default_knobs(problem, root)
+        default = space_for(target, problem).parse_default_knobs(problem, root)
         assert isinstance(problem, ContractionProblem) and default is not None
-        info = target.compilation_info(problem, default, context)
+        info = space_for(target, problem).configuration(problem, default, context).compilation_info
         dumped = str(root.attributes["lowering_config"])
     # What we would write for the compiler's own choice is exactly what the compiler wrote.
     assert dumped in info and "Mmt4dTilingExpert" in info

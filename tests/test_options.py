@@ -15,7 +15,7 @@ from ireetune.cli import build_parser
 from ireetune.core.arguments import positive_int
 from ireetune.core.options import add_options, option, option_fields, options_from_arguments
 from ireetune.executor import ExecutorKind, RaySettings
-from ireetune.flows.dispatch.options import CandidateOrder, References, StopAfter, TuneOptions
+from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.model.select import MODEL_RULE
 from ireetune.profiler.options import Phase, ProfileOptions
@@ -149,7 +149,7 @@ def test_tune_dispatch_arguments_become_tune_options() -> None:
         output_dir=Path("out"), jobs=3, seed=11, devices=("cuda://0", "cuda://1"),
         repetitions=4, compile_timeout_s=30.0, confirm_rounds=0, min_repetition_s=0.1,
         pipelines=("TileAndFuse",), stop_after=StopAfter.COMPILE, references=References.ALL,
-        order=CandidateOrder.RANDOM, online=False, show_progress=True,
+        order="random", online=False, show_progress=True,
         database_path=Path("t.sqlite"), use_database=False, retune=True,
         min_benchmark_timeout_s=20.0, overlap=True, screen_fraction=0.5, prewarm=2,
         extra_flags=("--iree-opt-data-tiling",), search_flags=True,

@@ -10,6 +10,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.candidate import make_knobs
+from ireetune.core.target import SpaceRequest
 from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.frontend.load import load_dispatch
 from ireetune.targets import parse_target
@@ -55,12 +56,12 @@ def _draw(
     target_name: str, benchmark: Path, cache_root: Path, seed: int, count: int = POOL
 ) -> list[object]:
     target = parse_target(target_name)
-    target.use_cache_folder(cache_root)
+    target.cache_folder = cache_root
     context = ir.Context()
     scratch = cache_root.parent / f"scratch_{time.monotonic_ns()}"
     dispatch = load_dispatch(benchmark, None, target, scratch, context)
-    generated = target.generate_candidates(
-        dispatch.problem, dispatch.variant_target, dispatch.default_knobs, seed
+    generated = dispatch.space.generate(
+        SpaceRequest(dispatch.problem, dispatch.variant_target, dispatch.default_knobs, seed)
     )
     return list(itertools.islice(generated, count))
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from ireetune.core.target import space_for
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.builder import MatcherEntry, build_spec, matcher_name, render_spec
 from ireetune.targets import parse_target
@@ -83,9 +84,9 @@ def test_cpu_compilation_info_round_trips_through_the_bindings(
         module = ir.Module.parse(znver4_matmul_benchmark.read_text())
         root = find_root_op(module)
         problem = parse_problem(root)
-        default = target.parse_default_knobs(problem, root)
+        default = space_for(target, problem).parse_default_knobs(problem, root)
     assert default == (("dist_m", 8), ("dist_n", 64), ("vec_k", 16), ("vec_m", 8), ("vec_n", 16))
-    info = target.compilation_info(problem, default, context)
+    info = space_for(target, problem).configuration(problem, default, context).compilation_info
     assert info == (
         "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<"
         "distribution = [8, 64, 0], vector_common_parallel = [8, 16, 0], vector_reduction = [0, 0, 16]>, "

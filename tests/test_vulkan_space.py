@@ -3,6 +3,7 @@ compile and land (compile only: no Vulkan device is needed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -15,7 +16,7 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateStatus
-from ireetune.core.target import SpaceRequest
+from ireetune.core.target import SpaceRequest, space_for
 from ireetune.core.tools import find_tool
 from ireetune.flows.dispatch.options import StopAfter
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
@@ -105,7 +106,7 @@ def dispatch_problem(model_text: str, folder: Path, context: ir.Context) -> Prob
 
 
 def draw(target: VulkanTarget, problem: Problem, facts: VulkanFacts, count: int) -> list[Knobs]:
-    space = target.space_for(problem)
+    space = space_for(target, problem)
     assert isinstance(space, VulkanSpace)
     space.use_facts(facts)
     request = SpaceRequest(problem, ir.Attribute.parse("unit", ir.Context()), None, seed=7)
@@ -182,7 +183,7 @@ def test_vulkan_target_names_flags_and_refusals() -> None:
         "--iree-hal-target-device=vulkan",
         "--iree-vulkan-target=mali-g715",
     ]
-    assert named.spec_flag == "--iree-codegen-transform-dialect-library"
+    assert named.traits.spec_flag == "--iree-codegen-transform-dialect-library"
     (flag,) = lavapipe.target_flags()
     assert flag.startswith('--iree-hal-target-device=#hal.device.target<"vulkan"')
     assert "subgroup_size_choices = [8]" in flag
@@ -213,7 +214,7 @@ def test_candidates_respect_the_target_limits(
     problem = dispatch_problem(model, tmp_path, context)
     target = VulkanTarget("valhall4")
     drawn = draw(target, problem, facts, 90)
-    space = target.space_for(problem)
+    space = space_for(target, problem)
     assert isinstance(space, VulkanSpace)
     configs = [space.render(problem, SpirvPipeline(str(dict(k)["pipeline"])), k) for k in drawn]
     broken = {str(k): check_limits(problem, c, facts) for k, c in zip(drawn, configs, strict=True)}
@@ -236,8 +237,12 @@ def test_default_configuration_reads_back_and_renders_the_same(tmp_path: Path) -
         module = parse_module(benchmark.read_text(), context, benchmark)
         root_op = find_root_op(module)
         problem = parse_problem(root_op)
-        knobs = target.parse_default_knobs(problem, root_op)
-        info = target.compilation_info(problem, knobs, context) if knobs else ""
+        knobs = space_for(target, problem).parse_default_knobs(problem, root_op)
+        info = (
+            space_for(target, problem).configuration(problem, knobs, context).compilation_info
+            if knobs
+            else ""
+        )
     assert dict(knobs or ()) == {
         "pipeline": "BaseVectorize", "subgroup_size": 0, "th_m": 4, "th_n": 4, "tile_k": 4,
         "wg_m": 8, "wg_n": 32, "wg_x": 8, "wg_y": 2,
@@ -280,7 +285,9 @@ def test_an_ignored_spec_route_is_caught_as_not_applied(
     """Applied through `--iree-codegen-tuning-spec-path`, which SPIR-V ignores, every candidate's
     binary is the default's, and the tool must say so rather than count it as a candidate."""
     monkeypatch.setattr(
-        VulkanTarget, "spec_flag", property(lambda self: "--iree-codegen-tuning-spec-path")
+        VulkanTarget,
+        "traits",
+        dataclasses.replace(VulkanTarget.traits, spec_flag="--iree-codegen-tuning-spec-path"),
     )
     benchmark = dump_vulkan_benchmark(MATMUL.format(t="f32"), "vulkan:valhall4", tmp_path / "d")
     result = tune_dispatch(
@@ -350,7 +357,7 @@ def test_every_named_target_is_one_iree_knows(tmp_path: Path) -> None:
 def test_order_takes_pipelines_in_turn_and_prefers_busy_workgroups(tmp_path: Path) -> None:
     context = ir.Context()
     problem = dispatch_problem(MATMUL.format(t="f32"), tmp_path, context)
-    space = VulkanTarget("valhall4").space_for(problem)
+    space = space_for(VulkanTarget("valhall4"), problem)
     common = {"subgroup_size": 0, "tile_k": 4}
     lonely = make_knobs(
         {**common, "pipeline": "BaseVectorize", "wg_m": 1, "wg_n": 1, "th_m": 1, "th_n": 1,
@@ -364,7 +371,10 @@ def test_order_takes_pipelines_in_turn_and_prefers_busy_workgroups(tmp_path: Pat
         {**common, "pipeline": "MatmulPromoteVectorize", "wg_m": 64, "wg_n": 64, "tile_k": 16,
          "wg_x": 16, "wg_y": 8, "depth": 2, "store_stage": 0}
     )  # fmt: skip
-    order = [knobs for knobs, _ in space.order(problem, [lonely, promoted, busy], seed=1)]
+    order = [
+        knobs
+        for knobs, _ in space.order(SpaceRequest(problem, None, None, 1), [lonely, promoted, busy])
+    ]
     assert order == [busy, promoted, lonely]
 
 

@@ -125,7 +125,7 @@ def build_request(
         source_path=source_path,
         output_path=output_path,
         target_flags=tuple(target.compile_flags()),
-        spec_flag=target.spec_flag,
+        spec_flag=target.traits.spec_flag,
         **options,
     )
 

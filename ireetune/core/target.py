@@ -3,7 +3,10 @@
 A target knows how to compile, apply a spec and run; what it can tune it says family by family:
 `family_spaces()` maps an op family's name to a factory of the `FamilySpace` that searches it, and
 `unsupported_families()` says, for the families it cannot tune, why not. Generic code never asks
-which record a problem is: the target picks the space by `problem.family`.
+which record a problem is: `space_for` picks the space by `problem.family`. A target keeps no
+state between problems: `prepare_space` returns the space it prepared, which the caller keeps,
+and the machine's facts travel in each `SpaceRequest`. The learned cost model's features come
+from the target's `FeatureExtractor` (core/features.py).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.features import FeatureSpace
+from ireetune.core.features import FactValue, FeatureExtractor
 from ireetune.core.flag_space import FlagSpace
 from ireetune.core.tools import SPEC_SAFETY_FLAGS
 
@@ -28,8 +31,6 @@ if TYPE_CHECKING:
 
 # The option that applies a tuning spec on most backends (llvm-cpu, ROCm).
 TUNING_SPEC_FLAG = "--iree-codegen-tuning-spec-path"
-# A machine fact a target's features depend on (vector width, cache size, thread count).
-FactValue = int | float | str
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,16 @@ class OpConfiguration:
 
 @dataclass(frozen=True)
 class SpaceRequest:
-    """What a space generates candidates for: the problem, the dispatch's executable target, the
-    compiler's own configuration (None when unknown; never yielded, it is the baseline) and the
-    seed of the order of exploration."""
+    """What a space generates (or orders) candidates for: the problem, the dispatch's executable
+    target, the compiler's own configuration (None when unknown; never yielded, it is the
+    baseline), the seed of the order of exploration and the machine's facts when they were
+    recorded (offline, no executable target to read them from; None: read them from it)."""
 
     problem: Problem
-    variant_target: ir.Attribute
+    variant_target: ir.Attribute | None
     default_knobs: Knobs | None
     seed: int
+    facts: Mapping[str, FactValue] | None = None
 
 
 class FamilySpace(abc.ABC):
@@ -83,8 +86,9 @@ class FamilySpace(abc.ABC):
         """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
 
     @abc.abstractmethod
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        """Order a pool of candidates, most promising first, each with its heuristic score."""
+    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
+        """Order a pool of the request's candidates, most promising first, each with its
+        heuristic score."""
 
     @abc.abstractmethod
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
@@ -95,18 +99,47 @@ class FamilySpace(abc.ABC):
         """Read the compiler's own choice from a configured root op, if it can be expressed."""
 
 
-SpaceFactory = Callable[[], FamilySpace]
+# Makes a family's space for a problem (a family may hold more than one: CPU windows).
+SpaceFactory = Callable[["Problem"], FamilySpace]
+
+
+@dataclass(frozen=True)
+class TargetTraits:
+    """What sets a backend apart, as facts the stages read."""
+
+    # Real-input timing of the op, not the dispatch benchmark, picks the winner. Dispatch
+    # benchmarks run on uninitialised buffers; where that distorts timings (the CPU, denormals),
+    # the verified candidates are timed again on real inputs and that decides.
+    decides_at_model_level: bool = False
+    # A model's dumped dispatch benchmarks get their buffer zeroed once, when it is allocated
+    # (`frontend/dispatches.zero_benchmark_buffer`): the compiler leaves it uninitialised, and
+    # on the CPU the garbage made a benchmark up to 12x slower than the same dispatch on data
+    # (denormals). On Vulkan's lavapipe the same 3136x24x144 matmul dispatch took the same time
+    # dumped and zeroed (2026-11-29), so only the CPU sets it.
+    zeroes_benchmark_buffers: bool = False
+    # A configuration renders from its knobs alone, without `prepare` reading the dispatch
+    # (hand-written CPU spaces do; GPU spaces read the compiler's template).
+    renders_without_dispatch: bool = False
+    # The iree-compile option that applies a tuning spec (the tuning-spec path by default; a
+    # backend that ignores it names its own).
+    spec_flag: str = TUNING_SPEC_FLAG
+    # IREE ships default tuning specs for this target.
+    has_default_specs: bool = False
+    # The families whose configuration sets more than the root op's compilation_info (so a
+    # spec cannot be rebuilt from a stored compilation_info alone).
+    full_configuration_families: frozenset[str] = frozenset()
 
 
 class Target(abc.ABC):
     """One IREE backend: compile flags, how specs are applied, runtime device, search spaces."""
 
-    _space: FamilySpace | None = None
-    _space_family: str = ""
-
     # Global iree-compile options added to every compile for this target (flag tuning's winner,
     # or the user's `--flags`); set through `with_global_flags`.
     global_flags: tuple[str, ...] = ()
+    # Where what is slow to recompute for a problem (the compiler's space, drawn solutions) is
+    # kept (None: nothing is kept); the tuner sets a folder beside its database.
+    cache_folder: Path | None = None
+    traits: TargetTraits = TargetTraits()
 
     @property
     @abc.abstractmethod
@@ -117,29 +150,6 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def backend(self) -> str:
         """Name the HAL backend as it appears in executable targets (`llvm-cpu`, `cuda`)."""
-
-    @property
-    def decides_at_model_level(self) -> bool:
-        """Say whether real-input timing of the op, not the dispatch benchmark, picks the winner.
-
-        Dispatch benchmarks run on uninitialised buffers; where that distorts timings (the CPU,
-        denormals), the verified candidates are timed again on real inputs and that decides.
-        """
-        return False
-
-    @property
-    def zeroes_benchmark_buffers(self) -> bool:
-        """Say whether a model's dumped dispatch benchmarks get their buffer zeroed once, when it
-        is allocated (`frontend/dispatches.zero_benchmark_buffer`): the compiler leaves it
-        uninitialised, and on the CPU the garbage made a benchmark up to 12x slower than the
-        same dispatch on data (denormals). On Vulkan's lavapipe the same 3136x24x144 matmul
-        dispatch took the same time dumped and zeroed (2026-11-29), so only the CPU sets it."""
-        return False
-
-    def searches_on_real_inputs(self, problem: Problem) -> bool:
-        """Say whether candidates are timed on real inputs from the first pass (the reference
-        program), so that the search is steered by the signal that decides."""
-        return self.decides_at_model_level and problem.reference_carries_config
 
     @property
     @abc.abstractmethod
@@ -169,52 +179,10 @@ class Target(abc.ABC):
         made for the model (a file it needs is written into `folder`)."""
         return self.flag_space()
 
-    @property
-    def spec_flag(self) -> str:
-        """Name the iree-compile option that applies a tuning spec on this target (the tuning-spec
-        path by default; a backend that ignores it names its own)."""
-        return TUNING_SPEC_FLAG
-
-    @property
-    def links_specs(self) -> bool:
-        """Say whether the compiler links the spec with others (a tuning spec) rather than running
-        it as given (a transform-dialect library), so that it can dump the linked spec."""
-        return self.spec_flag == TUNING_SPEC_FLAG
-
-    @property
-    def has_default_specs(self) -> bool:
-        """Say whether IREE ships default tuning specs for this target (default: no)."""
-        return False
-
-    def peak_gflops(self, element_type: str) -> float | None:
-        """Return the published dense peak of this target's usual device for inputs of
-        `element_type` (`f16`, `f32`, ...), or None when unknown (CPUs: it depends on the part)."""
-        return None
-
-    @property
-    def peak_device(self) -> str:
-        """Name the device `peak_gflops` describes."""
-        return self.name
-
-    def spec_flags(self, spec_path: Path) -> list[str]:
-        """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
-        return [f"{self.spec_flag}={spec_path}", *SPEC_SAFETY_FLAGS]
-
     def spec_prologue(self, problem: Problem) -> tuple[str, ...]:
         """Name the passes a spec must run on the payload before matching `problem`, so that the
         matcher sees the op as this target configures it (default: none)."""
         return ()
-
-    @property
-    def renders_without_dispatch(self) -> bool:
-        """Say whether a configuration renders from its knobs alone, without `prepare` reading
-        the dispatch (hand-written CPU spaces do; GPU spaces read the compiler's template)."""
-        return False
-
-    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
-        """Say whether a configuration of this problem sets more than the root op's
-        compilation_info (so a spec cannot be rebuilt from a stored compilation_info alone)."""
-        return False
 
     @abc.abstractmethod
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
@@ -224,96 +192,68 @@ class Target(abc.ABC):
         """Say, for op families this target does not tune, why not."""
         return {}
 
-    def prepare(
-        self, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
-    ) -> None:
-        """Pick the problem's search space and let it learn from the dispatch.
-
-        Called once per problem, before `parse_default_knobs` and `generate_candidates`; a target
-        that does not support the problem raises an IreetuneError here. `scratch_dir` is a
-        private folder.
-        """
-        self._space = None
-        space = self.space_for(problem)
-        refusal = space.refusal(problem)
-        if refusal is not None:
-            raise IreetuneError(f"{problem.signature} is not tuned on {self.name}: {refusal}")
-        space.prepare(problem, benchmark_path, scratch_dir, context)
-
-    def refusal(self, problem: Problem) -> str | None:
-        """Say why this target cannot tune a problem, from the problem alone (None: it can try;
-        GPU targets may still find the compiler's space empty when they prepare)."""
-        if problem.family not in self.family_spaces():
-            why = self.unsupported_families().get(problem.family, "no search space for it yet")
-            return f"{problem.family} is not supported on {self.name}: {why}"
-        return self.space_for(problem).refusal(problem)
-
-    def space_for(self, problem: Problem) -> FamilySpace:
-        """Return the search space of the problem's family: the one `prepare` set up, or a fresh
-        one (enough for spaces that need nothing from the dispatch to render a configuration)."""
-        if self._space is not None and self._space_family == problem.family:
-            return self._space
-        factory = self.family_spaces().get(problem.family)
-        if factory is None:
-            why = self.unsupported_families().get(problem.family, "no search space for it yet")
-            raise IreetuneError(f"{problem.family} is not supported on {self.name}: {why}")
-        self._space, self._space_family = factory(), problem.family
-        return self._space
-
-    def generate_candidates(
-        self,
-        problem: Problem,
-        variant_target: ir.Attribute,
-        default_knobs: Knobs | None,
-        seed: int,
-    ) -> Iterator[Knobs]:
-        """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
-        return self.generate_for(SpaceRequest(problem, variant_target, default_knobs, seed))
-
-    def generate_for(self, request: SpaceRequest) -> Iterator[Knobs]:
-        """Yield the candidates of a request from its family's space (a target that keeps
-        solutions between runs draws them from its cache first)."""
-        return self.space_for(request.problem).generate(request)
-
-    def order_candidates(
-        self, problem: Problem, pool: list[Knobs], seed: int
-    ) -> list[tuple[Knobs, float]]:
-        """Order a pool of candidates, most promising first, each with its heuristic score."""
-        return self.space_for(problem).order(problem, pool, seed)
-
-    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        """Render a configuration as the attributes the spec sets on the root op."""
-        return self.space_for(problem).configuration(problem, knobs, context)
-
-    def use_cache_folder(self, folder: Path) -> None:
-        """Keep what is slow to recompute for a problem (the compiler's space) under `folder`.
-
-        Default: nothing is kept. The tuner passes a folder beside its database.
-        """
-
-    def feature_space(self, problem: Problem) -> FeatureSpace | None:
-        """Name the features the learned cost model sees for this problem (None: the target has
-        none, and its heuristic orders alone)."""
+    def features(self, request: SpaceRequest) -> FeatureExtractor | None:
+        """Return the extractor of the features the learned cost model sees for the request's
+        problem on its machine (None: the target has none, and its heuristic orders alone)."""
         return None
 
-    def candidate_features(self, problem: Problem, pool: Sequence[Knobs]) -> list[list[float]]:
-        """Return each candidate's features, in `feature_space(problem).names` order.
 
-        Called after `generate_candidates` (or `use_machine_facts`), when the machine is known.
-        """
-        raise NotImplementedError(f"{self.name} has no features for a learned cost model")
+def spec_flags(target: Target, spec_path: Path) -> list[str]:
+    """Return the flags that make iree-compile apply the tuning spec at `spec_path`."""
+    return [f"{target.traits.spec_flag}={spec_path}", *SPEC_SAFETY_FLAGS]
 
-    def machine_facts(self) -> dict[str, FactValue]:
-        """Return what the features know about the machine, to record beside measurements."""
-        return {}
 
-    def use_machine_facts(self, facts: Mapping[str, FactValue]) -> None:
-        """Take recorded machine facts (from `machine_facts`), to compute features offline."""
+def links_specs(target: Target) -> bool:
+    """Say whether the compiler links the spec with others (a tuning spec) rather than running
+    it as given (a transform-dialect library), so that it can dump the linked spec."""
+    return target.traits.spec_flag == TUNING_SPEC_FLAG
 
-    def compilation_info(self, problem: Problem, knobs: Knobs, context: ir.Context) -> str:
-        """Render a configuration as `#iree_codegen.compilation_info<...>` text."""
-        return self.configuration(problem, knobs, context).compilation_info
 
-    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        """Read the compiler's own choice from a configured root op, if it can be expressed."""
-        return self.space_for(problem).parse_default_knobs(problem, root_op)
+def searches_on_real_inputs(target: Target, problem: Problem) -> bool:
+    """Say whether candidates are timed on real inputs from the first pass (the reference
+    program), so that the search is steered by the signal that decides."""
+    return target.traits.decides_at_model_level and problem.reference_carries_config
+
+
+def needs_more_than_compilation_info(target: Target, problem: Problem) -> bool:
+    """Say whether a configuration of this problem sets more than the root op's
+    compilation_info (so a spec cannot be rebuilt from a stored compilation_info alone)."""
+    return problem.family in target.traits.full_configuration_families
+
+
+def target_refusal(target: Target, problem: Problem) -> str | None:
+    """Say why a target cannot tune a problem, from the problem alone (None: it can try; GPU
+    targets may still find the compiler's space empty when they prepare)."""
+    try:
+        space = space_for(target, problem)
+    except IreetuneError as error:
+        return str(error)
+    return space.refusal(problem)
+
+
+def space_for(target: Target, problem: Problem) -> FamilySpace:
+    """Return a fresh search space of the problem's family (enough for spaces that need nothing
+    from the dispatch to render a configuration); raise an IreetuneError for a family the target
+    does not tune."""
+    factory = target.family_spaces().get(problem.family)
+    if factory is None:
+        why = target.unsupported_families().get(problem.family, "no search space for it yet")
+        raise IreetuneError(f"{problem.family} is not supported on {target.name}: {why}")
+    return factory(problem)
+
+
+def prepare_space(
+    target: Target, problem: Problem, benchmark_path: Path, scratch_dir: Path, context: ir.Context
+) -> FamilySpace:
+    """Pick the problem's search space and let it learn from the dispatch; return it.
+
+    Called once per problem, before the space's `parse_default_knobs` and `generate`; a target
+    that does not support the problem raises an IreetuneError here. `scratch_dir` is a private
+    folder.
+    """
+    space = space_for(target, problem)
+    why = space.refusal(problem)
+    if why is not None:
+        raise IreetuneError(f"{problem.signature} is not tuned on {target.name}: {why}")
+    space.prepare(problem, benchmark_path, scratch_dir, context)
+    return space

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace, propose_flag_sets
-from ireetune.core.target import Target
+from ireetune.core.target import Target, spec_flags
 from ireetune.core.tools import path_argument
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.flags.runtime import runtime_row, search_runtime_flags
@@ -353,7 +353,7 @@ def apply_command(
     words = [
         "iree-compile", path_argument(model_path), *target.target_flags(),
         *([f"@{path_argument(flags_file)}"] if flags_file is not None else []),
-        *(target.spec_flags(spec_path) if spec_path is not None else []),
+        *(spec_flags(target, spec_path) if spec_path is not None else []),
         "-o", "model.vmfb",
     ]  # fmt: skip
     return " ".join(shlex.quote(word) for word in words)

@@ -115,7 +115,7 @@ def dump_dispatches(
     if not result.ok:
         raise IreetuneError(f"iree-compile failed on {model_path}: {result.error_line}")
     files = sorted(output_dir.glob("*_benchmark.mlir"), key=_dispatch_sort_key)
-    if target.zeroes_benchmark_buffers:
+    if target.traits.zeroes_benchmark_buffers:
         for path in files:
             path.write_text(zero_benchmark_buffer(path.read_text()))
     if not files:

@@ -11,7 +11,7 @@ from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import Target
+from ireetune.core.target import FamilySpace, Target, prepare_space
 from ireetune.frontend.dispatches import (
     dump_dispatches,
     is_dispatch_benchmark,
@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LoadedDispatch:
-    """The dispatch benchmark, its root op parsed into a problem, and the compiler's default."""
+    """The dispatch benchmark, its root op parsed into a problem, the search space the target
+    prepared for it, and the compiler's default."""
 
     benchmark_path: Path
     # The parsed module owns `root_op`: it must live as long as the op is used.
@@ -35,6 +36,7 @@ class LoadedDispatch:
     problem: Problem
     variant_target: ir.Attribute
     default_knobs: Knobs | None
+    space: FamilySpace
 
 
 def load_dispatch(
@@ -47,9 +49,11 @@ def load_dispatch(
         root_op = find_root_op(module)
         problem = parse_problem(root_op)
         variant_target = _check_backend(module, target)
-        target.prepare(problem, benchmark_path, scratch / "target", context)
-        default_knobs = target.parse_default_knobs(problem, root_op)
-    return LoadedDispatch(benchmark_path, module, root_op, problem, variant_target, default_knobs)
+        space = prepare_space(target, problem, benchmark_path, scratch / "target", context)
+        default_knobs = space.parse_default_knobs(problem, root_op)
+    return LoadedDispatch(
+        benchmark_path, module, root_op, problem, variant_target, default_knobs, space
+    )
 
 
 def _resolve_benchmark_file(

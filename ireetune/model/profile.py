@@ -16,7 +16,7 @@ from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_PROFILE_FORMAT
-from ireetune.core.target import Target
+from ireetune.core.target import Target, target_refusal
 from ireetune.frontend.dispatches import (
     DumpedDispatch,
     dump_dispatches,
@@ -140,7 +140,7 @@ def describe_problem(
         return f"not tunable: {error}", False
     if encoded_mmt4d and isinstance(problem, ContractionProblem) and problem.is_mmt4d:
         return f"not tunable: {problem.signature} {ENCODED_MMT4D_NOTE}", False
-    refusal = target.refusal(problem)
+    refusal = target_refusal(target, problem)
     if refusal is not None:
         return f"not tunable: {refusal}", False
     return problem.signature, True

@@ -38,7 +38,7 @@ from ireetune.compile.driver import (
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.candidate import Knobs, format_knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import Target
+from ireetune.core.target import FamilySpace, SpaceRequest, Target, prepare_space
 from ireetune.frontend.dispatches import parse_module, strip_configurations
 from ireetune.problem.root_op import Problem, find_root_op, parse_problem
 from ireetune.profiler.configs import (
@@ -132,17 +132,11 @@ def _pick_benchmark(dump_dir: Path) -> Path:
 
 
 def _search_space_configs(
-    target: Target,
-    problem: Problem,
-    variant_target: ir.Attribute,
-    default_knobs: Knobs | None,
-    count: int,
-    seed: int,
+    space: FamilySpace, request: SpaceRequest, count: int
 ) -> list[Configuration]:
     pool_size = max(POOL_FACTOR * count, 16)
-    generator = target.generate_candidates(problem, variant_target, default_knobs, seed)
-    pool = list(itertools.islice(generator, pool_size))
-    ordered = target.order_candidates(problem, pool, seed)[:count]
+    pool = list(itertools.islice(space.generate(request), pool_size))
+    ordered = space.order(request, pool)[:count]
     return [
         Configuration(name_knobs(knobs), ConfigKind.SEARCH_SPACE, knobs=knobs)
         for knobs, _ in ordered
@@ -159,6 +153,7 @@ def _prepare(
     context = ir.Context()
     module = parse_module(dumped.read_text(), context, dumped)
     problem: Problem | None = None
+    space: FamilySpace | None = None
     default_knobs: Knobs | None = None
     reason = ""
     with context:
@@ -169,24 +164,18 @@ def _prepare(
         try:
             problem = parse_problem(root_op)
             # The target learns its space from the dispatch (GPU targets ask the compiler).
-            target.prepare(problem, dumped, folder / "target_space", context)
+            space = prepare_space(target, problem, dumped, folder / "target_space", context)
         except IreetuneError as error:
             reason = str(error)
             problem = None
-        if problem is not None:
-            default_knobs = target.parse_default_knobs(problem, root_op)
+        if problem is not None and space is not None:
+            default_knobs = space.parse_default_knobs(problem, root_op)
     configurations: list[Configuration] = [DEFAULT_CONFIGURATION]
     failed: list[tuple[Configuration, str]] = []
     wanted = list(options.configs.fixed)
-    if options.configs.search_space_count and problem is not None:
-        found = _search_space_configs(
-            target,
-            problem,
-            variant_target,
-            default_knobs,
-            options.configs.search_space_count,
-            options.seed,
-        )
+    if options.configs.search_space_count and problem is not None and space is not None:
+        request = SpaceRequest(problem, variant_target, default_knobs, options.seed)
+        found = _search_space_configs(space, request, options.configs.search_space_count)
         if len(found) < options.configs.search_space_count:
             notes.append(
                 f"{operation.name}: the search space of {target.name} gave {len(found)} of the "
@@ -202,13 +191,13 @@ def _prepare(
             configurations.append(configuration)
             continue
         assert configuration.knobs is not None
-        if problem is None:
+        if problem is None or space is None:
             failed.append((configuration, f"knob configurations need a contraction ({reason})"))
             continue
         try:
             spec_text = build_configuration_spec(
                 problem,
-                target.configuration(problem, configuration.knobs, context),
+                space.configuration(problem, configuration.knobs, context),
                 target.spec_prologue(problem),
                 context,
             )

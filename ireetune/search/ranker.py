@@ -1,7 +1,7 @@
 """The ranker, a learned cost model: ranks candidates of a problem by their predicted speed.
 
 The ranker is LightGBM's LambdaRank over the features a target computes for each candidate
-(`Target.candidate_features`); a query group is one problem's measured candidates, so the ranker
+(`FeatureExtractor.features`); a query group is one problem's measured candidates, so the ranker
 learns what makes a configuration fast relative to the others of its problem, never absolute
 times that differ by orders of magnitude between problems. Training is deterministic for a seed
 (one thread, `deterministic`), takes well under a second for a few thousand rows, and the stored

@@ -10,20 +10,20 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.features import FeatureSpace
+from ireetune.core.features import FactValue, FeatureExtractor, FeatureSpace
 from ireetune.core.records import (
     FAILED_STATUSES,
     TIMED_STATUSES,
     CandidateStatus,
     status_values,
 )
-from ireetune.core.target import Target
+from ireetune.core.target import SpaceRequest, Target
 from ireetune.database.ranker_files import (
     auto_ranker_path,
     pinned_ranker_path,
@@ -73,7 +73,10 @@ def relative_time(result: StoredResult) -> float | None:
 
 
 def groups_from_results(
-    results: Iterable[StoredResult], target: Target, target_key: str
+    results: Iterable[StoredResult],
+    target: Target,
+    target_key: str,
+    facts: Mapping[str, FactValue],
 ) -> list[tuple[FeatureSpace, TrainingGroup]]:
     """Turn the database's rows for one target into training groups, one per problem, device
     and compiler version; features are computed with the target's machine facts (rows of the
@@ -95,10 +98,11 @@ def groups_from_results(
     for group_key, rows in sorted(by_group.items()):
         try:
             problem: Problem = problem_from_fields(json.loads(group_key[0]))
-            space = target.feature_space(problem)
-            if space is None:
+            extractor = target.features(SpaceRequest(problem, None, None, 0, facts))
+            if extractor is None:
                 continue
-            features = target.candidate_features(problem, [knobs for knobs, _ in rows])
+            space = extractor.space
+            features = extractor.features([knobs for knobs, _ in rows])
         except (IreetuneError, KeyError, ValueError) as error:
             logger.info("no features for %s: %s", signatures[group_key], error)
             continue
@@ -120,16 +124,17 @@ def has_enough_rows(groups: Sequence[TrainingGroup]) -> bool:
 
 def choose_ranker(
     target: Target,
-    problem: Problem,
+    request: SpaceRequest,
     results: Iterable[StoredResult],
     target_key: str,
     folder: Path,
     seed: int = 0,
 ) -> RankerChoice:
-    """Pick the ranker to order this problem's candidates with (see the module docstring)."""
-    space: FeatureSpace | None = target.feature_space(problem)
-    if space is None:
+    """Pick the ranker to order the request's candidates with (see the module docstring)."""
+    extractor = target.features(request)
+    if extractor is None:
         return RankerChoice(None, f"heuristic: {target.name} has no features for a learned model")
+    space, facts = extractor.space, extractor.machine_facts()
     pinned = pinned_ranker_path(folder, space.family)
     if pinned.is_file():
         ranker = load_ranker(pinned)
@@ -140,7 +145,7 @@ def choose_ranker(
         logger.warning("%s was trained on other features; not used", pinned)
     groups = [
         group
-        for group_space, group in groups_from_results(results, target, target_key)
+        for group_space, group in groups_from_results(results, target, target_key, facts)
         if group_space == space
     ]
     if not has_enough_rows(groups):
@@ -165,17 +170,21 @@ def choose_ranker(
     )
 
 
-def target_for_recorded(space: RecordedSpace) -> Target:
-    """Rebuild the target a space was recorded on, with the recorded machine's facts."""
-    target = parse_target(space.target_name)
-    target.use_machine_facts(space.facts)
-    return target
+def recorded_request(space: RecordedSpace) -> SpaceRequest:
+    """Return the request of a recorded space: its problem, on the recorded machine's facts."""
+    return SpaceRequest(space.problem, None, None, 0, space.facts)
+
+
+def recorded_features(space: RecordedSpace) -> FeatureExtractor | None:
+    """Return the features of a recorded space's target, on the recorded machine's facts."""
+    return parse_target(space.target_name).features(recorded_request(space))
 
 
 def group_from_recorded(space: RecordedSpace) -> TrainingGroup:
     """Turn a recorded space into a training group of its target's features."""
-    target = target_for_recorded(space)
-    features = target.candidate_features(space.problem, [row.knobs for row in space.rows])
+    extractor = recorded_features(space)
+    assert extractor is not None, "recorded spaces are of problems with features"
+    features = extractor.features([row.knobs for row in space.rows])
     return TrainingGroup(
         f"{space.name} (recorded)",
         tuple(tuple(row) for row in features),
@@ -193,18 +202,12 @@ def train_pinned_rankers(
     machine facts are known) and recorded spaces; keep each as the family's pinned ranker."""
     groups: dict[FeatureSpace, list[TrainingGroup]] = defaultdict(list)
     for space in spaces:
-        target = target_for_recorded(space)
-        feature_space = target.feature_space(space.problem)
-        if feature_space is not None:
-            groups[feature_space].append(group_from_recorded(space))
+        extractor = recorded_features(space)
+        if extractor is not None:
+            groups[extractor.space].append(group_from_recorded(space))
     for target_key, facts in remembered_machine_facts(folder).items():
         target = parse_target(target_key.split("#")[0])
-        try:
-            target.use_machine_facts(facts)
-        except IreetuneError as error:
-            logger.warning("machine facts of %s not usable: %s", target_key, error)
-            continue
-        for feature_space, group in groups_from_results(results, target, target_key):
+        for feature_space, group in groups_from_results(results, target, target_key, facts):
             groups[feature_space].append(group)
     if not groups:
         raise IreetuneError(

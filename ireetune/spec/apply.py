@@ -26,7 +26,7 @@ from ireetune.compile.driver import (
 from ireetune.core.errors import IreetuneError
 from ireetune.core.input_files import check_mlir_input
 from ireetune.core.output_paths import output_in_place, replace_output
-from ireetune.core.target import Target
+from ireetune.core.target import Target, links_specs
 from ireetune.core.tools import SPEC_SAFETY_FLAGS
 from ireetune.targets import parse_target
 
@@ -60,9 +60,9 @@ def resolve_compile_target(text: str, global_flags: Sequence[str] = ()) -> Compi
     return CompileTarget(
         name=target.name,
         compile_flags=tuple(target.compile_flags()),
-        spec_flag=target.spec_flag,
-        links_specs=target.links_specs,
-        has_default_specs=target.has_default_specs,
+        spec_flag=target.traits.spec_flag,
+        links_specs=links_specs(target),
+        has_default_specs=target.traits.has_default_specs,
         target=target,
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import needs_more_than_compilation_info, space_for
 from ireetune.database.exchange import problem_from_key
 from ireetune.database.store import StoredResult, parse_config_key
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
@@ -32,10 +33,10 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
     for result in results:
         problem = problem_from_key(result.key.problem)
         knobs = parse_config_key(result.config)
-        if not target.needs_more_than_compilation_info(problem):
+        if not needs_more_than_compilation_info(target, problem):
             entries.append(MatcherEntry(problem, result.compilation_info))
-        elif target.renders_without_dispatch and knobs is not None:
-            configuration = target.configuration(problem, knobs, context)
+        elif target.traits.renders_without_dispatch and knobs is not None:
+            configuration = space_for(target, problem).configuration(problem, knobs, context)
             entries.append(
                 MatcherEntry(
                     problem, configuration.compilation_info,

@@ -1,9 +1,10 @@
 """Targets: what each IREE backend needs to compile, apply a spec and run a dispatch.
 
-Generic code talks to a `Target` (core/target.py), made here by `parse_target`; knowledge of
-one backend lives in its own folder (`llvm_cpu/`, `gpu/` for CUDA and ROCm, `vulkan/`). Shared
-by the targets' search spaces: `z3_enumerate.py` (lazy, seeded enumeration), `neighbourhood.py`
-(the default's neighbours first) and `space_cache.py` (spaces kept between runs).
+Generic code talks to a `Target` (core/target.py) and the `FamilySpace` it makes for a
+problem; knowledge of one backend lives in its own folder (`llvm_cpu/`, `gpu/` for CUDA and
+ROCm, `vulkan/`). Beside them (the cache of drawn solutions is `database/space_cache.py`): the
+near-the-default neighbourhood the hand-written spaces start from (`neighbourhood.py`) and the
+z3 enumeration they share (`z3_enumerate.py`).
 """
 
 from __future__ import annotations

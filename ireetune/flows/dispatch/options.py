@@ -38,17 +38,7 @@ from ireetune.core.common_options import (
 )
 from ireetune.core.options import option, setting
 from ireetune.executor import ExecutorKind, RaySettings
-
-
-class CandidateOrder(enum.Enum):
-    """Which candidates of the sampled pool are compiled: the best by the learned cost model
-    (AUTO: when the database can teach one, else the heuristic), the heuristic's best, or random
-    ones (a baseline for the others)."""
-
-    AUTO = "auto"
-    LEARNED = "learned"
-    HEURISTIC = "heuristic"
-    RANDOM = "random"
+from ireetune.search.strategies import strategy_names
 
 
 class StopAfter(enum.Enum):
@@ -127,11 +117,12 @@ class TuneOptions:
         "leaders only, in `finish` after benchmarking (default; each candidate is compiled once, "
         "the device host checks outputs on a second call), or of every candidate now (one trip)",
     )  # fmt: skip
-    order: CandidateOrder = option(
-        CandidateOrder.AUTO, flag="--order", choices=CandidateOrder,
-        help="which candidates to compile: the ranker's best (the learned cost model) when the "
-        "database can teach one, else the heuristic's (auto, default); the ranker's, the "
-        "heuristic's, or random ones (a baseline for the others)",
+    # The search strategy, by name (ireetune/search/strategies/).
+    order: str = option(
+        "auto", flag="--order", choices=strategy_names(),
+        help="which candidates to compile: the ranker's best (the learned cost model) when the database can "
+        "teach one, else the heuristic's (auto, default); the ranker's, the heuristic's, or "
+        "random ones (a baseline for the others)",
     )  # fmt: skip
     # With a ranker, measure in rounds and re-rank the rest of the pool between them.
     online: bool = option(

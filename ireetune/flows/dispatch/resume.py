@@ -30,6 +30,7 @@ from typing import Any
 from ireetune.compile.stage import compile_success_rate
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus
+from ireetune.core.target import searches_on_real_inputs
 from ireetune.executor import Executor, open_executor
 from ireetune.flows.dispatch.state import DispatchRun, Stage
 from ireetune.report.recorder import RunRecorder
@@ -77,17 +78,16 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
     program, the candidates already done (`restored`), the compile success rate."""
     run_dir = Path(info["run_dir"])
     run.real_input_search = (
-        run.target.searches_on_real_inputs(run.problem) and run.options.stop_after is None
+        searches_on_real_inputs(run.target, run.problem) and run.options.stop_after is None
     )
     run.recorder = RunRecorder(run_dir, {k: v for k, v in info.items() if k != "run_dir"}, records)
     verify_dir = run_dir / "verify"
     run.reference = ReferenceSetup(verify_dir / "reference.mlir", verify_dir / "inputs.npz")
-    run.notes = list(run.target.space_for(run.problem).space_notes())
+    run.notes = list(run.space.space_notes())
     for cid, record in records.items():
         if record.knobs is not None:
-            run.recorder.compilation_infos[cid] = run.target.compilation_info(
-                run.problem, record.knobs, run.context
-            )
+            configuration = run.space.configuration(run.problem, record.knobs, run.context)
+            run.recorder.compilation_infos[cid] = configuration.compilation_info
     if info.get("stage") == "specs":
         run.restored = set(info.get("restored_from_database", ()))
     else:

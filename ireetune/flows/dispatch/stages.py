@@ -40,7 +40,7 @@ from ireetune.compile.stage import (
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.core.target import Target
+from ireetune.core.target import FamilySpace, Target
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
     CandidateFacts,
@@ -59,7 +59,7 @@ from ireetune.report.reuse import (
     facts_from_stored_campaign,
     restore_candidates,
 )
-from ireetune.search.learned_order import OnlineSearch
+from ireetune.search.strategy import Rounds
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.verify.stage import (
     ReferenceSetup,
@@ -87,11 +87,11 @@ def specs_stage(run: DispatchRun) -> None:
         run.dispatch.root_op, run.context, run.problem, run.run_dir / "verify", run.options.seed
     )
     _write_specs(
-        run.recorder, run.target, run.context, run.problem, run.dispatch.default_knobs,
+        run.recorder, run.target, run.space, run.context, run.problem, run.dispatch.default_knobs,
         run.candidates,
     )  # fmt: skip
     run.restored = restore_candidates(run.recorder, run.stored)
-    run.notes = list(run.target.space_for(run.problem).space_notes())
+    run.notes = list(run.space.space_notes())
 
 
 def compile_stage(run: DispatchRun) -> None:
@@ -160,6 +160,7 @@ def _real_inputs(run: DispatchRun) -> ReferenceSetup | None:
 def _write_specs(
     recorder: RunRecorder,
     target: Target,
+    space: FamilySpace,
     context: ir.Context,
     problem: Problem,
     default_knobs: Knobs | None,
@@ -171,12 +172,13 @@ def _write_specs(
     recorder.update(
         CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
     )
-    _append_specs(recorder, target, context, problem, candidates)
+    _append_specs(recorder, target, space, context, problem, candidates)
 
 
 def _append_specs(
     recorder: RunRecorder,
     target: Target,
+    space: FamilySpace,
     context: ir.Context,
     problem: Problem,
     candidates: list[tuple[Knobs, float | None]],
@@ -186,7 +188,7 @@ def _append_specs(
     first_id = max(recorder.records) + 1
     prologue = target.spec_prologue(problem)
     for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
-        configuration = target.configuration(problem, knobs, context)
+        configuration = space.configuration(problem, knobs, context)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(
             build_configuration_spec(problem, configuration, prologue, context)
@@ -321,11 +323,11 @@ def pick_round_stage(run: DispatchRun) -> None:
     under the model as last updated; restore what the database has of them."""
     assert run.search is not None, "only an online search has rounds"
     chosen = run.search.next_round()
-    _append_specs(run.recorder, run.target, run.context, run.problem, list(chosen))
+    _append_specs(run.recorder, run.target, run.space, run.context, run.problem, list(chosen))
     run.restored |= restore_candidates(run.recorder, run.stored)
 
 
-def online_rounds(search: OnlineSearch | None) -> tuple[Callable[[DispatchRun], None], ...]:
+def online_rounds(search: Rounds | None) -> tuple[Callable[[DispatchRun], None], ...]:
     """Return the stages of an online search's early rounds (none without one)."""
     rounds = search.rounds_left if search is not None else 0
     return (measure_round_stage, pick_round_stage) * rounds
@@ -462,7 +464,7 @@ def _check(
                 f"baseline dispatch-level time {dispatch_ms:.4g} ms and real-input time {checks.baseline_ms:.4g} ms "
                 f"differ by more than {MODEL_LEVEL_DISAGREEMENT:.0%}"
             )
-    if target.decides_at_model_level and not real_input_search:
+    if target.traits.decides_at_model_level and not real_input_search:
         passing = [cid for cid in contenders if checks.results.get(cid, (None, ""))[0] is True]
         if passing:
             programs = {cid: binaries[cid][0] for cid in (0, *passing)}

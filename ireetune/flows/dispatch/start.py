@@ -22,7 +22,7 @@ from iree.compiler import ir
 from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
-from ireetune.core.target import Target
+from ireetune.core.target import SpaceRequest, Target, searches_on_real_inputs
 from ireetune.core.version import __version__
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (
@@ -39,21 +39,22 @@ from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
-from ireetune.flows.dispatch.options import CandidateOrder, TuneOptions
+from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.run_options import write_run_options
 from ireetune.flows.dispatch.state import DispatchRun
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.frontend.load import load_dispatch
 from ireetune.problem.registry import family_of
 from ireetune.report.recorder import RunRecorder
-from ireetune.search.learned_order import OnlineSearch, order_pool, plan_rounds
+from ireetune.search.strategies import find_strategy
+from ireetune.search.strategy import SearchInput
 from ireetune.verify.compare import check_inputs
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
     """Return the rule this target's verdicts are reached (and reused) under."""
     return DecisionRule(
-        threshold=options.threshold, real_input_decides=target.decides_at_model_level
+        threshold=options.threshold, real_input_decides=target.traits.decides_at_model_level
     )
 
 
@@ -63,9 +64,7 @@ def open_run(options: TuneOptions, target: Target, executor: Executor) -> Iterat
     then close the database and remove the scratch folder."""
     if options.use_database:
         # What is slow to read again (a GPU space) is kept beside the database.
-        target.use_cache_folder(
-            (options.database_path or default_database_path()).parent / "spaces"
-        )
+        target.cache_folder = (options.database_path or default_database_path()).parent / "spaces"
     context = ir.Context()
     with tempfile.TemporaryDirectory(prefix="ireetune_") as scratch_name:
         dispatch = load_dispatch(
@@ -98,24 +97,21 @@ def open_run(options: TuneOptions, target: Target, executor: Executor) -> Iterat
 
 
 def generate_stage(run: DispatchRun) -> None:
-    """Draw the pool and keep the N candidates the chosen order puts first; say how it ordered
-    (`run.ordering`); read what the database holds for this dispatch (`run.stored`).
+    """Draw the pool and keep the N candidates the search strategy `--order` names proposes
+    (search/strategies/); say how it chose them (`run.ordering`); read what the database holds
+    for this dispatch (`run.stored`).
 
-    With a learned model (and `online`), only the first round is chosen here; the online search
-    (`run.search`) picks the later rounds from the rest of the pool as measurements arrive.
+    A strategy that learns from measurements proposes only the first round here; its rounds
+    (`run.search`) pick the later ones from the rest of the pool as measurements arrive.
     Other compilers' winners and imported results are put first, to be measured again.
     """
     options, target, dispatch = run.options, run.target, run.dispatch
     pool_size = max(4 * options.num_candidates, 64)
+    request = SpaceRequest(
+        dispatch.problem, dispatch.variant_target, dispatch.default_knobs, options.seed
+    )
     try:
-        pool = list(
-            itertools.islice(
-                target.generate_candidates(
-                    dispatch.problem, dispatch.variant_target, dispatch.default_knobs, options.seed
-                ),
-                pool_size,
-            )
-        )
+        pool = list(itertools.islice(dispatch.space.generate(request), pool_size))
     except IreetuneError:
         raise
     except Exception as error:
@@ -129,24 +125,16 @@ def generate_stage(run: DispatchRun) -> None:
         raise IreetuneError(
             f"the search space of {dispatch.problem.signature} on {target.name} is empty"
         )
-    if options.order is CandidateOrder.RANDOM:
-        # The sampler's own order is already a seeded random walk over the space.
-        run.candidates, run.ordering = [(k, None) for k in pool[: options.num_candidates]], "random"
-    else:
-        ordered, ordering, model = order_pool(
-            target, dispatch.problem, str(dispatch.variant_target), pool, options.seed,
-            run.database, options.order.value,
-        )  # fmt: skip
-        rounds = plan_rounds(min(options.num_candidates, len(ordered)))
-        if model is not None and options.online and len(rounds) > 1 and options.stop_after is None:
-            run.search = OnlineSearch(
-                target, dispatch.problem, model, ordered, rounds, options.seed
-            )
-            run.ordering = f"{ordering}; online, rounds of {'+'.join(map(str, rounds))}"
-            run.candidates = [(knobs, score) for knobs, score in run.search.first_round]
-        else:
-            run.ordering = ordering
-            run.candidates = [(knobs, score) for knobs, score in ordered[: options.num_candidates]]
+    search = SearchInput(
+        target, dispatch.space, request, run.database, options.num_candidates,
+        online=options.online and options.stop_after is None,
+    )  # fmt: skip
+    proposal = find_strategy(options.order)(search, pool)
+    run.candidates, run.ordering, run.search = (
+        proposal.candidates,
+        proposal.ordering,
+        proposal.rounds,
+    )
     if run.database is not None:
         run.stored = run.database.lookup(run.result_key)
         run.candidates = stale_candidates(run.database, run.result_key, run.candidates)
@@ -164,7 +152,7 @@ def start_run_folder(run: DispatchRun, run_dir: Path) -> None:
     """Lay out the run folder, copy the dispatch in and start its record (results.json)."""
     options, target, dispatch = run.options, run.target, run.dispatch
     run.real_input_search = (
-        target.searches_on_real_inputs(run.problem) and options.stop_after is None
+        searches_on_real_inputs(target, run.problem) and options.stop_after is None
     )
     for folder in ("inputs", "specs", "binaries", "failures", "verify"):
         (run_dir / folder).mkdir()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ireetune.benchmark.campaign import CampaignResult
     from ireetune.core.candidate import Knobs
     from ireetune.core.records import CandidateRecord
-    from ireetune.core.target import Target
+    from ireetune.core.target import FamilySpace, Target
     from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
     from ireetune.decision.rules import CandidateFacts, DecisionRule
     from ireetune.executor import Executor
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ireetune.report.progress import StageProgress
     from ireetune.report.recorder import RunRecorder
     from ireetune.report.result import TuneResult
-    from ireetune.search.learned_order import OnlineSearch
+    from ireetune.search.strategy import Rounds
     from ireetune.verify.stage import ReferenceSetup
 
 
@@ -95,7 +95,7 @@ class DispatchRun:
     database: TuningDatabase | None
     result_key: ResultKey
     stored: dict[str, StoredResult] = field(default_factory=dict)
-    search: OnlineSearch | None = None
+    search: Rounds | None = None
     # Whether candidates are timed on real inputs (their binaries are reference programs).
     real_input_search: bool = False
     workers: int = 1
@@ -119,6 +119,10 @@ class DispatchRun:
     @property
     def problem(self) -> Problem:
         return self.dispatch.problem
+
+    @property
+    def space(self) -> FamilySpace:
+        return self.dispatch.space
 
     recorder = SetByStage["RunRecorder"]("the run folder is not started yet")
     reference = SetByStage["ReferenceSetup"]("the reference program is not written yet")
@@ -160,7 +164,7 @@ class DispatchRun:
         run_dir, context = self.run_dir, self.context
         prove_config_landed(
             self.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-            self.target.compilation_info(self.problem, best.knobs, context),
+            self.space.configuration(self.problem, best.knobs, context).compilation_info,
             run_dir / "verify" / "best_configuration", context,
         )  # fmt: skip
 

@@ -1,8 +1,11 @@
 """GPU targets (CUDA and ROCm): the search space comes from the compiler's own SMT constraints.
 
 `cuda.py` and `rocm.py` hold what differs between the two (flags, runtime driver, how a spec is
-applied); `target.py` the shared target; `constraints.py`, `template.py` and `smt_space.py` the
-search space; `ordering.py` the candidate ordering heuristic.
+applied); `target.py` the shared target and its family spaces; `space.py` the space they share,
+`facts.py` what it knows of the GPU; `constraints.py`, `template.py` and `smt_space.py` the
+compiler's SMT problems; the hand-written ones in `attention_space.py`, `reduction_space.py`,
+`simt_space.py` (`handwritten.py`), the batch-free proxy in `batch_proxy.py`; `resources.py`
+the shared-memory and register check; `ordering.py` the candidate ordering heuristic.
 """
 
 from __future__ import annotations

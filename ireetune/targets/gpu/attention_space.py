@@ -47,7 +47,7 @@ from ireetune.targets.gpu.template import (
 )
 
 if TYPE_CHECKING:
-    from ireetune.targets.gpu.target import GpuFacts
+    from ireetune.targets.gpu.facts import GpuFacts
 
 ATTENTION_PIPELINE = "VectorDistribute"
 DERIVED = OpaqueAttr("#iree_gpu.derived_thread_config")

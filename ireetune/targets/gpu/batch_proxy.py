@@ -38,7 +38,7 @@ from ireetune.targets.gpu.constraints import (
     emit_constraints,
     read_constraint_spaces,
 )
-from ireetune.targets.gpu.target import GpuSpace
+from ireetune.targets.gpu.space import GpuSpace
 from ireetune.targets.gpu.template import IntKnob, TemplateDict, TemplateValue
 
 logger = logging.getLogger(__name__)

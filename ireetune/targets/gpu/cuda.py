@@ -9,6 +9,8 @@ the user is still a standard tuning spec (see docs/gpu.md).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ireetune.core.flag_space import FlagSpace
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE
 from ireetune.targets.gpu.target import GpuTarget
@@ -19,7 +21,7 @@ class CudaTarget(GpuTarget):
 
     backend = "cuda"
     runtime_device = "cuda://0"
-    spec_flag = "--iree-codegen-transform-dialect-library"
+    traits = replace(GpuTarget.traits, spec_flag="--iree-codegen-transform-dialect-library")
 
     def target_flags(self) -> list[str]:
         return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch.name}"]

@@ -33,7 +33,7 @@ from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
 
 if TYPE_CHECKING:
-    from ireetune.targets.gpu.target import GpuFacts
+    from ireetune.targets.gpu.facts import GpuFacts
 
 REDUCTION_PIPELINE = "VectorDistribute"
 _SUBGROUP_COUNTS = (1, 2, 4, 8, 16, 32)

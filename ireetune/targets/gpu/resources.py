@@ -45,7 +45,7 @@ from ireetune.targets.gpu.template import (
 )
 
 if TYPE_CHECKING:
-    from ireetune.targets.gpu.target import GpuFacts
+    from ireetune.targets.gpu.facts import GpuFacts
 
 # A thread has 255 32-bit registers on both vendors; accumulators alone above this cannot fit.
 MAX_ACCUMULATOR_REGISTERS = 255

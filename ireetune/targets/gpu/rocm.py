@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ireetune.core.flag_space import FlagSpace
 from ireetune.targets.gpu.extra_knobs import REORDER_WORKGROUPS, ExtraKnob
 from ireetune.targets.gpu.flags import ROCM_FLAG_SPACE
@@ -15,7 +17,7 @@ class RocmTarget(GpuTarget):
     runtime_device = "hip://0"
     # IREE ships default tuning specs for ROCm only; `--iree-codegen-enable-default-tuning-specs`
     # links them after the user's.
-    has_default_specs = True
+    traits = replace(GpuTarget.traits, has_default_specs=True)
 
     @property
     def extra_knobs(self) -> tuple[ExtraKnob, ...]:

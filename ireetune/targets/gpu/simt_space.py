@@ -29,7 +29,7 @@ from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
 
 if TYPE_CHECKING:
-    from ireetune.targets.gpu.target import GpuFacts
+    from ireetune.targets.gpu.facts import GpuFacts
 
 SIMT_PIPELINE = "TileAndFuse"
 _THREAD_TILES = (1, 2, 4, 8, 16)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, TypeVar
 
 import z3
@@ -15,10 +18,16 @@ from iree.compiler.dialects import iree_codegen
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
+from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
+from ireetune.database.store import problem_key
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
-from ireetune.targets.llvm_cpu.facts import CpuFacts, read_cpu_facts
+from ireetune.targets.llvm_cpu.facts import CpuFacts, cpu_facts_from_record, read_cpu_facts
 from ireetune.targets.neighbourhood import distance_to
+
+# Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
+# it whenever their constraints change, so that no stored configuration of the old space is used.
+SPACE_VERSION = "llvm-cpu-space/v1"
 
 LEVELS = ("distribution", "vector_common_parallel", "vector_reduction")
 # A family space's problem sizes, as its constraints read them.
@@ -142,37 +151,72 @@ def read_cpu_levels(
     return levels
 
 
+def request_cpu_facts(request: SpaceRequest, threads: int) -> CpuFacts:
+    """Return the CPU facts of a request: those it recorded, else its executable target's."""
+    if request.facts is not None:
+        return cpu_facts_from_record(request.facts)
+    return read_cpu_facts(request.variant_target, threads)
+
+
+@dataclass(frozen=True)
+class SolutionStore:
+    """Where a CPU space keeps the solutions it draws (`database/space_cache.py`): the folder of
+    every problem's entry, and the target's name in their keys."""
+
+    root: Path
+    target_name: str
+
+
 class CpuSpace(FamilySpace):
-    """What the CPU spaces share: the machine's facts, read from the dispatch's target."""
+    """What the CPU spaces share: the machine's facts, read from the request (the dispatch's
+    target, or recorded facts), and the solutions stored by earlier runs, yielded first."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, store: SolutionStore | None = None) -> None:
         self.threads = threads
-        self._facts: CpuFacts | None = None
+        self.store = store
 
-    def facts(self, variant_target: ir.Attribute | None) -> CpuFacts:
-        """Return (and remember) the CPU facts for the dispatch's executable target."""
-        if self._facts is None:
-            self._facts = read_cpu_facts(variant_target, self.threads)
-        return self._facts
+    def facts(self, request: SpaceRequest) -> CpuFacts:
+        return request_cpu_facts(request, self.threads)
 
-    def use_facts(self, facts: CpuFacts) -> None:
-        """Take recorded facts (offline, no dispatch to read them from)."""
-        self._facts = facts
-
-    @property
-    def known_facts(self) -> CpuFacts:
-        assert self._facts is not None, "facts are read when candidates are generated"
-        return self._facts
+    def generate(self, request: SpaceRequest) -> Iterator[Knobs]:
+        """Yield the solutions earlier runs stored (seeded order), then fresh ones, storing those
+        as they come."""
+        problem = request.problem
+        names = self.stored_knob_names(problem)
+        if names is None or self.store is None:
+            return self.enumerate(request, ())
+        facts = json.dumps(dataclasses.asdict(self.facts(request)))
+        key = compute_cache_key(
+            [problem_key(problem), self.store.target_name, facts, SPACE_VERSION]
+        )
+        cache = SpaceCache(self.store.root / key)
+        stored = [
+            knobs
+            for knobs in cache.read_solutions()
+            if {name for name, _ in knobs} == names and knobs != request.default_knobs
+        ]
+        live = self.enumerate(request, stored)
+        return _stored_then_live(stored, live, cache, request.seed)
 
     @abc.abstractmethod
-    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
+    def enumerate(self, request: SpaceRequest, known: Sequence[Knobs]) -> Iterator[Knobs]:
         """Yield valid configurations lazily, in a seeded order; never any of `known` (solutions
-        an earlier run stored, which the target yields itself)."""
+        an earlier run stored, which `generate` yields itself)."""
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         """Name the knobs of a problem whose solutions the space cache keeps (None: not kept,
         the space is small enough to recompute)."""
         return None
+
+
+def _stored_then_live(
+    stored: list[Knobs], live: Iterator[Knobs], cache: SpaceCache, seed: int
+) -> Iterator[Knobs]:
+    """Yield stored solutions (seeded order), then fresh ones, storing those as they come."""
+    yield from stored_first(stored, seed)
+    for knobs in live:
+        cache.add_solution(knobs)
+        yield knobs
 
 
 @dataclass(frozen=True)
@@ -206,16 +250,15 @@ class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
     # The tiling levels of the pipeline's lowering_config that the default is read from.
     levels: tuple[str, ...] = LEVELS
 
-    def __init__(self, threads: int) -> None:
-        super().__init__(threads)
-        self._default: Knobs | None = None
-
     def compute_sizes(self, problem: Problem) -> Sizes:
         return self.family.compute_sizes(narrow(problem, self.family.record))
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        sizes = self.compute_sizes(problem)
-        return order_pool(self.family.score, sizes, self.known_facts, pool, seed, self._default)
+    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
+        sizes = self.compute_sizes(request.problem)
+        facts = self.facts(request)
+        return order_pool(
+            self.family.score, sizes, facts, pool, request.seed, request.default_knobs
+        )
 
     def refusal(self, problem: Problem) -> str | None:
         try:
@@ -224,10 +267,9 @@ class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
             return str(error)
         return None
 
-    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
-        self._default = request.default_knobs
+    def enumerate(self, request: SpaceRequest, known: Sequence[Knobs]) -> Iterator[Knobs]:
         sizes = self.compute_sizes(request.problem)
-        facts = self.facts(request.variant_target)
+        facts = self.facts(request)
         return self.family.enumerate_space(sizes, facts, request.seed, request.default_knobs, known)
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:

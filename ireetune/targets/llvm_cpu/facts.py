@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from iree.compiler import ir
+
+from ireetune.core.errors import IreetuneError
+from ireetune.core.features import FactValue
 
 _DEFAULT_L1_BYTES = 32 * 1024
 _DEFAULT_L2_BYTES = 1024 * 1024
@@ -77,3 +82,18 @@ def read_cpu_facts(variant_target: ir.Attribute | None, threads: int) -> CpuFact
         threads=max(1, threads),
         max_vector_bytes=int(stack_match.group(1)) if stack_match else 32768,
     )
+
+
+def cpu_facts_from_record(facts: Mapping[str, FactValue]) -> CpuFacts:
+    """Read recorded machine facts (`dataclasses.asdict` of CpuFacts) back; raise an
+    IreetuneError for facts that are not a CPU's."""
+    names = {field.name: field.type for field in dataclasses.fields(CpuFacts)}
+    if set(facts) - set(names) or not {"cpu", "native_vector_bytes"} <= set(facts):
+        raise IreetuneError(f"not the facts of a CPU: {sorted(facts)}")
+    values: dict[str, int | str] = {}
+    for name, value in facts.items():
+        wanted = str if name == "cpu" else int
+        if not isinstance(value, wanted) or isinstance(value, bool):
+            raise IreetuneError(f"CPU fact {name} must be {wanted.__name__}, got {value!r:.40}")
+        values[name] = value
+    return CpuFacts(**values)  # type: ignore[arg-type]

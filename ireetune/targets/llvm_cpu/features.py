@@ -10,14 +10,25 @@ the model starts from what it knows and learns where it is wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ireetune.core.candidate import Knobs
-from ireetune.targets.llvm_cpu.conv_space import CpuConvSizes, score_conv_candidate
+from ireetune.core.features import FactValue, FeatureExtractor, FeatureSpace
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import Problem, narrow
+from ireetune.targets.llvm_cpu.conv_space import (
+    CpuConvSizes,
+    compute_conv_sizes,
+    score_conv_candidate,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate
-from ireetune.targets.llvm_cpu.space import CpuProblemSizes
+from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes, compute_problem_sizes
+from ireetune.targets.llvm_cpu.window_space import is_window_problem
 
 FEATURE_FAMILY = "llvm-cpu/gemm-view/v1"
 FEATURE_NAMES = (
@@ -192,3 +203,34 @@ def convolution_features(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
         heuristic_score=score_conv_candidate(sizes, facts, knobs),
     )
     return [features[name] for name in FEATURE_NAMES]
+
+
+def has_features(problem: Problem) -> bool:
+    """Say whether the learned cost model has features for a problem: contractions and
+    convolutions, but not data-tiled matmuls, windows or reductions yet (their heuristic orders
+    them)."""
+    if problem.family == "convolution":
+        return not is_window_problem(narrow(problem, ConvolutionProblem))
+    if problem.family == "contraction":
+        return not narrow(problem, ContractionProblem).is_mmt4d
+    return problem.family == "batch_contraction"
+
+
+class CpuFeatureExtractor(FeatureExtractor):
+    """The features of a contraction's or convolution's candidates on one CPU."""
+
+    space = FeatureSpace(FEATURE_FAMILY, FEATURE_NAMES)
+
+    def __init__(self, problem: Problem, facts: CpuFacts) -> None:
+        self.problem = problem
+        self.facts = facts
+
+    def machine_facts(self) -> dict[str, FactValue]:
+        return dataclasses.asdict(self.facts)
+
+    def features(self, pool: Sequence[Knobs]) -> list[list[float]]:
+        if self.problem.family == "convolution":
+            conv_sizes = compute_conv_sizes(narrow(self.problem, ConvolutionProblem))
+            return [convolution_features(conv_sizes, self.facts, knobs) for knobs in pool]
+        sizes = compute_problem_sizes(narrow(self.problem, ContractionProblem))
+        return [contraction_features(sizes, self.facts, knobs) for knobs in pool]

@@ -28,7 +28,7 @@ from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets.llvm_cpu.common import tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 from ireetune.targets.z3_enumerate import parallel_first
 

@@ -22,7 +22,7 @@ import math
 from ireetune.core.candidate import Knobs
 from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.space import CpuProblemSizes
+from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes
 
 _K_PANEL = 256
 

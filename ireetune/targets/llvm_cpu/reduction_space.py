@@ -47,7 +47,7 @@ from ireetune.targets.llvm_cpu.common import (
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.space import element_bytes
+from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,

@@ -13,7 +13,6 @@ Every other loop gets tile 1 (batch, outer M and N loops) or is left to the comp
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import z3
 from iree.compiler import ir
@@ -29,6 +28,16 @@ from ireetune.targets.llvm_cpu.common import (
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.mmt4d_space import (
+    MMT4D_PIPELINE,
+    compute_mmt4d_sizes,
+    enumerate_mmt4d_space,
+    mmt4d_tile_lists,
+    order_mmt4d_candidates,
+    parse_default_mmt4d_knobs,
+)
+from ireetune.targets.llvm_cpu.ordering import order_by_score
+from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes, compute_problem_sizes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
@@ -38,7 +47,6 @@ from ireetune.targets.neighbourhood import (
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
 PIPELINE = "DoubleTilingExpert"
 
-_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
 _VEC_M_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 _VEC_K_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 # K is streamed through the cache in panels; this bounds the panel used in the L2 estimate.
@@ -73,38 +81,6 @@ def is_batch_mmt4d(problem: ContractionProblem) -> bool:
         [*batch, n1, k1, n0, k0],
         [*batch, m1, n1, m0, n0],
     ]
-
-
-def element_bytes(type_name: str) -> int:
-    """Return the size in bytes of an element type name such as `f16`."""
-    return _BYTES.get(type_name, 4)
-
-
-@dataclass(frozen=True)
-class CpuProblemSizes:
-    """The sizes the CPU space tiles: innermost M, N, K and the product of batch and outer loops."""
-
-    m: int
-    n: int
-    k: int
-    outer_parallel: int
-    input_bytes: int
-    accumulator_bytes: int
-
-
-def compute_problem_sizes(problem: ContractionProblem) -> CpuProblemSizes:
-    """Reduce a contraction to the sizes the CPU space reasons about."""
-    outer = 1
-    for size in (*problem.batch_sizes, *problem.m_sizes[:-1], *problem.n_sizes[:-1]):
-        outer *= size
-    return CpuProblemSizes(
-        m=problem.m_sizes[-1],
-        n=problem.n_sizes[-1],
-        k=problem.k_sizes[-1],
-        outer_parallel=outer,
-        input_bytes=max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
-        accumulator_bytes=element_bytes(problem.output_type),
-    )
 
 
 def _divisors_and_whole(extent: int, step: int, limit: int) -> list[int]:
@@ -237,28 +213,18 @@ class CpuContractionSpace(CpuSpace):
     data-tiled matmul (`linalg.mmt4d`), Mmt4dTilingExpert tiles of its outer loops
     (`mmt4d_space.py`)."""
 
-    def __init__(self, threads: int) -> None:
-        super().__init__(threads)
-        self._default: Knobs | None = None
-
     def refusal(self, problem: Problem) -> str | None:
         if is_batch_mmt4d(narrow(problem, ContractionProblem)):
             return BATCH_MMT4D_REFUSAL
         return None
 
-    def generate(self, request: SpaceRequest, known: Sequence[Knobs] = ()) -> Iterator[Knobs]:
+    def enumerate(self, request: SpaceRequest, known: Sequence[Knobs]) -> Iterator[Knobs]:
         contraction = narrow(request.problem, ContractionProblem)
-        facts = self.facts(request.variant_target)
+        facts = self.facts(request)
         if contraction.is_mmt4d:
-            from ireetune.targets.llvm_cpu.mmt4d_space import (
-                compute_mmt4d_sizes,
-                enumerate_mmt4d_space,
-            )
-
             return enumerate_mmt4d_space(
                 compute_mmt4d_sizes(contraction), facts, request.seed, request.default_knobs
             )
-        self._default = request.default_knobs
         sizes = compute_problem_sizes(contraction)
         return enumerate_space(
             sizes, facts, request.seed, excluded=request.default_knobs, known=known
@@ -268,27 +234,17 @@ class CpuContractionSpace(CpuSpace):
         # Data-tiled matmuls have their own knobs; their space is small and not cached.
         return None if narrow(problem, ContractionProblem).is_mmt4d else frozenset(KNOB_NAMES)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
-        contraction = narrow(problem, ContractionProblem)
+    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
+        contraction = narrow(request.problem, ContractionProblem)
+        facts, seed = self.facts(request), request.seed
         if contraction.is_mmt4d:
-            from ireetune.targets.llvm_cpu.mmt4d_space import (
-                compute_mmt4d_sizes,
-                order_mmt4d_candidates,
-            )
-
-            sizes_4d = compute_mmt4d_sizes(contraction)
-            return order_mmt4d_candidates(sizes_4d, self.known_facts, pool, seed)
-        from ireetune.targets.llvm_cpu.ordering import order_by_score
-
-        return order_by_score(
-            compute_problem_sizes(contraction), self.known_facts, pool, seed, self._default
-        )
+            return order_mmt4d_candidates(compute_mmt4d_sizes(contraction), facts, pool, seed)
+        sizes = compute_problem_sizes(contraction)
+        return order_by_score(sizes, facts, pool, seed, request.default_knobs)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         contraction = narrow(problem, ContractionProblem)
         if contraction.is_mmt4d:
-            from ireetune.targets.llvm_cpu.mmt4d_space import MMT4D_PIPELINE, mmt4d_tile_lists
-
             tiles_4d = mmt4d_tile_lists(contraction, knobs)
             return OpConfiguration(render_cpu_compilation_info(tiles_4d, MMT4D_PIPELINE, context))
         tiles = tile_lists(contraction, knobs)
@@ -300,8 +256,6 @@ class CpuContractionSpace(CpuSpace):
         if levels is None:
             return None
         if contraction.is_mmt4d:
-            from ireetune.targets.llvm_cpu.mmt4d_space import parse_default_mmt4d_knobs
-
             return parse_default_mmt4d_knobs(contraction, levels)
         m, n, k = contraction.m_dims[-1], contraction.n_dims[-1], contraction.k_dims[-1]
         return make_knobs(

@@ -3,42 +3,27 @@ for the CPU pipelines)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import platform
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.features import FeatureSpace
+from ireetune.core.features import FeatureExtractor
 from ireetune.core.flag_space import FlagSpace
-from ireetune.core.target import FactValue, FamilySpace, SpaceFactory, SpaceRequest, Target
-from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
-from ireetune.database.store import problem_key
-from ireetune.problem.contraction import ContractionProblem
+from ireetune.core.target import SpaceFactory, SpaceRequest, Target, TargetTraits
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
-from ireetune.targets.llvm_cpu.common import CpuSpace
-from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace, compute_conv_sizes
+from ireetune.targets.llvm_cpu.common import CpuSpace, SolutionStore, request_cpu_facts
+from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.features import (
-    FEATURE_FAMILY,
-    FEATURE_NAMES,
-    contraction_features,
-    convolution_features,
-)
+from ireetune.targets.llvm_cpu.features import CpuFeatureExtractor, has_features
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_channels_last_windows
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
-from ireetune.targets.llvm_cpu.space import CpuContractionSpace, compute_problem_sizes
+from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
 
-# Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
-# it whenever their constraints change, so that no stored configuration of the old space is used.
-SPACE_VERSION = "llvm-cpu-space/v1"
 # IREE's llvm-cpu pipeline runs this after the tuning spec: it gives a convolution whose unit
 # batch global optimisation folded away (every batch-1 convolution of a model) its batch loop
 # back, and drops the attributes of the op it replaces, the spec's compilation_info among them.
@@ -57,8 +42,6 @@ _X86_64_CPU_NAMES = (
     "c86-4g-m6 c86-4g-m7 c86-4g-m8 x86-64 x86-64-v2 x86-64-v3 x86-64-v4"
 )
 X86_64_CPUS = frozenset(_X86_64_CPU_NAMES.split())
-# The families whose candidates the learned cost model has features for.
-_FEATURE_FAMILIES = ("contraction", "batch_contraction", "convolution")
 
 
 class LlvmCpuTarget(Target):
@@ -73,9 +56,6 @@ class LlvmCpuTarget(Target):
             )
         self.cpu = cpu
         self.threads = threads or len(os.sched_getaffinity(0))
-        # Recorded facts (`use_machine_facts`) or those the last generation read.
-        self._facts: CpuFacts | None = None
-        self._cache_root: Path | None = None
 
     @property
     def name(self) -> str:
@@ -83,13 +63,18 @@ class LlvmCpuTarget(Target):
 
     backend = "llvm-cpu"
     runtime_device = "local-task"
-    # Measured here: a 1024^3 f32 matmul's dispatch benchmark took 40 ms on uninitialised
-    # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real data.
-    decides_at_model_level = True
-    renders_without_dispatch = True
-    # MobileNet-v2's 3136x24x144 matmul dispatch: 2.0 ms on the uninitialised buffer, 0.2 ms
-    # on a zeroed one (2026-11-28); the garbage put it first in the model's profile.
-    zeroes_benchmark_buffers = True
+    traits = TargetTraits(
+        # Measured here: a 1024^3 f32 matmul's dispatch benchmark took 40 ms on uninitialised
+        # buffers and 23 ms on real inputs, and a 1.68x dispatch-level win was 1.085x on real
+        # data.
+        decides_at_model_level=True,
+        # MobileNet-v2's 3136x24x144 matmul dispatch: 2.0 ms on the uninitialised buffer, 0.2 ms
+        # on a zeroed one (2026-11-28); the garbage put it first in the model's profile.
+        zeroes_benchmark_buffers=True,
+        renders_without_dispatch=True,
+        # A reduction sets the configs of its dispatch's other ops too.
+        full_configuration_families=frozenset({"reduction"}),
+    )
 
     def target_flags(self) -> list[str]:
         return [
@@ -111,18 +96,27 @@ class LlvmCpuTarget(Target):
         # the dump); a model, and the reference program, reach the spec without it.
         return (INSERT_BATCH_DIM_PASS,) if problem.family == "convolution" else ()
 
-    def needs_more_than_compilation_info(self, problem: Problem) -> bool:
-        # A reduction sets the configs of its dispatch's other ops too.
-        return problem.family == "reduction"
-
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         return {
-            "contraction": lambda: CpuContractionSpace(self.threads),
-            "batch_contraction": lambda: CpuContractionSpace(self.threads),
-            "convolution": lambda: CpuConvolutionSpace(self.threads),
-            "reduction": lambda: CpuReductionSpace(self.threads),
-            "elementwise": lambda: CpuElementwiseSpace(self.threads),
+            "contraction": lambda _: self._stored(CpuContractionSpace(self.threads)),
+            "batch_contraction": lambda _: self._stored(CpuContractionSpace(self.threads)),
+            "convolution": self._convolution_space,
+            "reduction": lambda _: self._stored(CpuReductionSpace(self.threads)),
+            "elementwise": lambda _: self._stored(CpuElementwiseSpace(self.threads)),
         }
+
+    def _convolution_space(self, problem: Problem) -> CpuSpace:
+        # Pooling and depthwise windows are convolutions to IREE's interface, with a space of
+        # their own here.
+        if is_window_problem(narrow(problem, ConvolutionProblem)):
+            return self._stored(CpuWindowSpace(self.threads))
+        return self._stored(CpuConvolutionSpace(self.threads))
+
+    def _stored(self, space: CpuSpace) -> CpuSpace:
+        """Let a space keep its solutions in the cache folder, when there is one."""
+        if self.cache_folder is not None:
+            space.store = SolutionStore(self.cache_folder, self.name)
+        return space
 
     def unsupported_families(self) -> Mapping[str, str]:
         return {
@@ -132,92 +126,7 @@ class LlvmCpuTarget(Target):
             ),
         }
 
-    def space_for(self, problem: Problem) -> FamilySpace:
-        # Pooling and depthwise windows are convolutions to IREE's interface, with a space of
-        # their own here: the space set up for one kind never serves the other.
-        window = problem.family == "convolution" and is_window_problem(
-            narrow(problem, ConvolutionProblem)
-        )
-        if window and not isinstance(self._space, CpuWindowSpace):
-            self._space, self._space_family = CpuWindowSpace(self.threads), problem.family
-        elif not window and isinstance(self._space, CpuWindowSpace):
-            self._space = None
-        space = super().space_for(problem)
-        if self._facts is not None and isinstance(space, CpuSpace) and space._facts is None:
-            space.use_facts(self._facts)
-        return space
-
-    def use_cache_folder(self, folder: Path) -> None:
-        self._cache_root = folder
-
-    def generate_for(self, request: SpaceRequest) -> Iterator[Knobs]:
-        problem = request.problem
-        space = self.space_for(problem)
-        assert isinstance(space, CpuSpace), "every CPU family space is a CpuSpace"
-        facts = space.facts(request.variant_target)
-        self._facts = facts
-        names = space.stored_knob_names(problem)
-        if names is None or self._cache_root is None:
-            return space.generate(request)
-        key = compute_cache_key(
-            [problem_key(problem), self.name, json.dumps(dataclasses.asdict(facts)), SPACE_VERSION]
-        )  # fmt: skip
-        cache = SpaceCache(self._cache_root / key)
-        stored = [
-            knobs
-            for knobs in cache.read_solutions()
-            if {name for name, _ in knobs} == names and knobs != request.default_knobs
-        ]
-        live = space.generate(request, known=stored)
-        return _stored_then_live(stored, live, cache, request.seed)
-
-    def feature_space(self, problem: Problem) -> FeatureSpace | None:
-        if (
-            problem.family not in _FEATURE_FAMILIES
-            or (problem.family == "contraction" and narrow(problem, ContractionProblem).is_mmt4d)
-            or (
-                problem.family == "convolution"
-                and is_window_problem(narrow(problem, ConvolutionProblem))
-            )
-        ):
-            # No features for data-tiled matmuls or reductions yet: their heuristic orders them.
+    def features(self, request: SpaceRequest) -> FeatureExtractor | None:
+        if not has_features(request.problem):
             return None
-        return FeatureSpace(FEATURE_FAMILY, FEATURE_NAMES)
-
-    def candidate_features(self, problem: Problem, pool: Sequence[Knobs]) -> list[list[float]]:
-        assert self._facts is not None, "facts are read when candidates are generated"
-        facts = self._facts
-        if problem.family == "convolution":
-            conv_sizes = compute_conv_sizes(narrow(problem, ConvolutionProblem))
-            return [convolution_features(conv_sizes, facts, knobs) for knobs in pool]
-        sizes = compute_problem_sizes(narrow(problem, ContractionProblem))
-        return [contraction_features(sizes, facts, knobs) for knobs in pool]
-
-    def machine_facts(self) -> dict[str, FactValue]:
-        assert self._facts is not None, "facts are read when candidates are generated"
-        return dataclasses.asdict(self._facts)
-
-    def use_machine_facts(self, facts: Mapping[str, FactValue]) -> None:
-        names = {field.name: field.type for field in dataclasses.fields(CpuFacts)}
-        if set(facts) - set(names) or not {"cpu", "native_vector_bytes"} <= set(facts):
-            raise IreetuneError(f"not the facts of a CPU: {sorted(facts)}")
-        values: dict[str, int | str] = {}
-        for name, value in facts.items():
-            wanted = str if name == "cpu" else int
-            if not isinstance(value, wanted) or isinstance(value, bool):
-                raise IreetuneError(f"CPU fact {name} must be {wanted.__name__}, got {value!r:.40}")
-            values[name] = value
-        self._facts = CpuFacts(**values)  # type: ignore[arg-type]
-        if isinstance(self._space, CpuSpace):
-            self._space.use_facts(self._facts)
-
-
-def _stored_then_live(
-    stored: list[Knobs], live: Iterator[Knobs], cache: SpaceCache | None, seed: int
-) -> Iterator[Knobs]:
-    """Yield stored solutions (seeded order), then fresh ones, storing those as they come."""
-    yield from stored_first(stored, seed)
-    for knobs in live:
-        if cache is not None:
-            cache.add_solution(knobs)
-        yield knobs
+        return CpuFeatureExtractor(request.problem, request_cpu_facts(request, self.threads))

@@ -103,9 +103,10 @@ class VulkanSpace(FamilySpace):
             streams.append((pipeline, enumerate_space(builders, request.seed, excluded)))
         return _take_turns(streams)
 
-    def order(self, problem: Problem, pool: list[Knobs], seed: int) -> list[tuple[Knobs, float]]:
+    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
         """Rank each pipeline's candidates by `score_config`, then take the pipelines in turn
         (scores compare within one pipeline, not across)."""
+        problem, seed = request.problem, request.seed
         by_pipeline: dict[str, list[Knobs]] = {}
         for knobs in pool:
             by_pipeline.setdefault(str(dict(knobs)[PIPELINE_KNOB]), []).append(knobs)

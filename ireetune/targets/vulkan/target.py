@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import SpaceFactory, Target
+from ireetune.core.target import SpaceFactory, Target, TargetTraits
 from ireetune.targets.vulkan.archs import CUSTOM_TARGETS, VulkanDeviceLimits, render_device_target
 from ireetune.targets.vulkan.config import PIPELINE_NAMES, SpirvPipeline
 from ireetune.targets.vulkan.space import VulkanContractionSpace, VulkanConvolutionSpace
@@ -56,20 +56,17 @@ class VulkanTarget(Target):
             return [f"--iree-hal-target-device={render_device_target(self.limits)}"]
         return ["--iree-hal-target-device=vulkan", f"--iree-vulkan-target={self.arch}"]
 
-    @property
-    def spec_flag(self) -> str:
-        return TRANSFORM_LIBRARY_FLAG
-
-    @property
-    def renders_without_dispatch(self) -> bool:
+    traits = TargetTraits(
+        spec_flag=TRANSFORM_LIBRARY_FLAG,
         # A configuration is its knobs spread over the op's loops; no limit is needed to render.
-        return True
+        renders_without_dispatch=True,
+    )
 
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         return {
-            "contraction": lambda: VulkanContractionSpace(self.pipelines),
-            "batch_contraction": lambda: VulkanContractionSpace(self.pipelines),
-            "convolution": lambda: VulkanConvolutionSpace(self.pipelines),
+            "contraction": lambda _: VulkanContractionSpace(self.pipelines),
+            "batch_contraction": lambda _: VulkanContractionSpace(self.pipelines),
+            "convolution": lambda _: VulkanConvolutionSpace(self.pipelines),
         }
 
     def unsupported_families(self) -> Mapping[str, str]:
