@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.options import check_option_numbers
+from ireetune.core.options import check_option_numbers, option_fields
 from ireetune.flows.apply import ApplyOptions, ApplyResult
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.model.options import ModelTuneOptions
@@ -159,6 +159,12 @@ def build_options(options_class: type[OptionsT], call: str, **values: Any) -> Op
         )
     hints = typing.get_type_hints(options_class)
     converted = {name: _convert(value, hints[name], f"{call}.{name}") for name, value in values.items()}  # fmt: skip
+    for field, spec in option_fields(options_class):
+        # A text option whose choices are names (`order`: the search strategies).
+        value = converted.get(field.name)
+        if isinstance(spec.choices, tuple) and value is not None and value not in spec.choices:
+            known = ", ".join(spec.choices)
+            raise IreetuneError(f"{call}.{field.name}: '{value}' is not one of {known}")
     try:
         options = options_class(**converted)
     except TypeError as error:
