@@ -24,7 +24,7 @@ brings back what it measured. The verb imports neither the IREE compiler nor onn
 dispatch folder, `continue` for the model) and prints one Markdown table.
 
 With `--target cpu` (local-task) or `--target vulkan` (e.g. Mesa's lavapipe) the same three verbs
-run on stand-ins with tiny shapes; tests/test_gpu_check.py runs them end to end. docs/gpu.md
+run on stand-ins with tiny shapes; tests/bench/test_gpu_check.py runs them end to end. docs/gpu.md
 ("One GPU call") gives the commands for a 15-minute GPU slot.
 """
 

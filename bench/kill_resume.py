@@ -8,7 +8,7 @@ and checks:
 - no process of the killed run survives (its children die with it);
 - the verdict it reached, and whether it came from the killed run's finished campaign (then it
   is the verdict the killed run would have reached: the same facts through the same rule, which
-  tests/test_resume.py checks exactly); after an earlier kill the rest is measured anew.
+  tests/flows/dispatch/test_resume.py checks exactly); after an earlier kill the rest is measured anew.
 
 Usage: python bench/kill_resume.py [--trials 10] [--seed 1] [--out bench/results]
 """

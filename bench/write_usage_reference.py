@@ -4,7 +4,7 @@ command and flag as Markdown, from the parser itself.
     python bench/write_usage_reference.py
 
 docs/usage.md carries this text between two markers. Run it after changing any command or flag;
-tests/test_usage_reference.py fails until you do, so the reference can not drift from the parser.
+tests/commands/test_usage_reference.py fails until you do, so the reference can not drift from the parser.
 """
 
 from __future__ import annotations

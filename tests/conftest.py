@@ -16,6 +16,11 @@ from ireetune.problem.convolution import ConvolutionProblem
 # x86-64 CPU that this host can run (CI's second run forces `haswell`, AVX2 without AVX-512, so
 # that a host with AVX-512 proves the suite passes on one without). Tests that assert what the
 # compiler chose name their CPU explicitly instead; those that run code never name an AVX-512 CPU.
+# The tests folder and the repository around it (a test file finds its data, workers, examples
+# and bench scripts through these, wherever its folder sits).
+TESTS = Path(__file__).resolve().parent
+REPOSITORY = TESTS.parent
+
 TEST_CPU = os.environ.get("IREETUNE_TEST_CPU", "").strip() or "host"
 # The tuner's `--target` for TEST_CPU.
 TEST_TARGET = "cpu" if TEST_CPU == "host" else f"cpu:{TEST_CPU}"

@@ -242,7 +242,7 @@ def test_any_value_in_an_import_row_is_stored_validly_or_refused_cleanly(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.test_database import stored_result
+    from tests.database.test_database import stored_result
 
     (row,) = json.loads(results_to_json([stored_result({"vec_m": 2}, "verified", 2.0)]))[
         "ireetune_results"

@@ -4,7 +4,7 @@ Every numeric flag goes through one of these types, so an out-of-range value is 
 parsing, before any work, as one line naming the flag (argparse adds "argument --flag:"). Every
 type has an upper bound as well as a lower one: counts (candidates, dispatches, repetitions,
 rounds, jobs) are at most MAX_COUNT, durations at most MAX_SECONDS, other quantities at most
-MAX_QUANTITY; no number is infinite or NaN (tests/test_hardening_outputs.py tries each option of
+MAX_QUANTITY; no number is infinite or NaN (tests/commands/test_hardening_outputs.py tries each option of
 every command with both).
 """
 

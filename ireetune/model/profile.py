@@ -68,7 +68,7 @@ def compile_dispatch_benchmarks(
 # changes nothing (IREE 3.13 applies a tuning spec to the matmul before it turns the matmul's
 # data-tiling encoding into the mmt4d). Seen on SqueezeNet under data tiling: all 15 variants
 # of its five tuned mmt4d dispatches compiled to the default model's binary; pinned by
-# tests/test_mmt4d.py.
+# tests/targets/llvm_cpu/test_mmt4d.py.
 ENCODED_MMT4D_NOTE = (
     "(a data-tiled matmul) is not tunable in a model: a spec that configures the mmt4d of its "
     "dumped dispatch does not reach it in the whole-model compile, where IREE 3.13 applies "

@@ -77,7 +77,7 @@ def order_pool(
     choice = choose_ranker(target, request, database.all_results(), target_key, folder)
     if choice.ranker is None or extractor is None:
         if order == "learned":
-            raise IreetuneError(f"--order learned: no cost ranker ({choice.reason})")
+            raise IreetuneError(f"--order learned: no cost model ({choice.reason})")
         return space.order(request, list(pool)), choice.reason, None
     ordered = order_with_ranker(extractor, choice.ranker, pool, request.seed)
     return ordered, choice.reason, choice.ranker

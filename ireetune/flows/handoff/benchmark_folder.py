@@ -9,7 +9,7 @@ programs of the fastest confirmed candidates and of the baseline on the same ran
 compares their outputs, and writes `benchmark_results.json` beside the manifest. `ireetune
 finish RUN_DIR` then picks the winner and writes its spec.
 
-Nothing on this path may import the IREE compiler or z3 (tests/test_handoff.py checks).
+Nothing on this path may import the IREE compiler or z3 (tests/flows/handoff/test_handoff.py checks).
 """
 
 from __future__ import annotations

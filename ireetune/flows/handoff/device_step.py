@@ -13,7 +13,7 @@ hash, then runs the tasks it lists, in order:
 and writes `device/results_<round trip>.json` after each task. A step that is stopped (killed,
 a machine lost) is run again with the same command: finished tasks and measured folders are kept.
 
-Nothing on this path may import the IREE compiler or z3 (tests/test_split_flow.py checks).
+Nothing on this path may import the IREE compiler or z3 (tests/flows/model/test_split_flow.py checks).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ IREE 3.13's knob template (`--iree-codegen-emit-pipeline-constraints`) fixes som
 can change the generated code: `no_reduce_shared_memory_bank_conflicts` is always false and no
 workgroup reordering is set. A knob is searched only where it was proved to land: the same
 configuration compiled with and without it gives different binaries, and the option appears in
-the `--iree-hal-dump-executable-configurations-to` dump (tests/test_gpu_extra_knobs.py, for
+the `--iree-hal-dump-executable-configurations-to` dump (tests/targets/gpu/test_gpu_extra_knobs.py, for
 sm_80 and gfx942, TileAndFuse and VectorDistribute). What did not land is in docs/gpu.md.
 
 A knob's first value is the compiler's default (the option left alone), so the default

@@ -6,7 +6,7 @@ them changed the binary of a small model on this project's AVX-512 machine (2026
 and without data tiling: a convolution, matmul and softmax model; an attention-like model with
 a transpose, a concat and a constant; a 512^3 matmul for the data-tiled tile options).
 Defaults are the compiler's (`llvm::cl::init` in the 3.13 sources, and checked: each option
-with a value for default compiles to the default's binary, tests/test_flag_runtime.py); a
+with a value for default compiles to the default's binary, tests/flags/test_flag_runtime.py); a
 value equal to the default is never spelled. Left out: options that changed no probe's binary
 (aggressive fusion and reshape movement, split reduction, fuse multi-use, matmul-producer
 fusion blocking, multi-reduction fusion, collapse propagation, outer-dim concat,

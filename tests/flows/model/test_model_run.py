@@ -1,0 +1,299 @@
+"""The model flow's phase sequence: one order of phases, two modes, the run saved after each."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import NoReturn
+
+import pytest
+
+from ireetune.database.run_files import read_model_file
+from ireetune.executor import LocalExecutor
+from ireetune.flows.model.local import LOCAL_PHASES, prepare
+from ireetune.flows.model.local_state import (
+    MODEL_RUN_FORMAT,
+    MODEL_RUN_NAME,
+    ModelRunFile,
+    save_model_run,
+)
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import (
+    PHASES,
+    Mode,
+    ModelCosts,
+    ModelTuningRun,
+    Pause,
+    Phase,
+    PhaseBody,
+    remaining_phases,
+)
+from ireetune.flows.model.split import SPLIT_PHASES
+from ireetune.flows.sequence import run_sequence
+from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.targets import parse_target
+from tests.conftest import REPOSITORY
+
+
+def _run(tmp_path: Path, mode: Mode = Mode.IN_PROCESS) -> ModelTuningRun:
+    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
+    return ModelTuningRun(mode, options, parse_target("cpu"), tmp_path, LocalExecutor())
+
+
+def _recording_bodies(ran: list[str], pause_at: Phase | None = None) -> dict[Phase, PhaseBody]:
+    def body_of(phase: Phase) -> PhaseBody:
+        def body(run: ModelTuningRun) -> Pause | None:
+            ran.append(phase.value)
+            return Pause(1) if phase is pause_at else None
+
+        return body
+
+    return {phase: body_of(phase) for phase in PHASES}
+
+
+def test_the_flow_has_one_order_of_phases_and_both_modes_run_every_one() -> None:
+    assert [p.value for p in PHASES] == [
+        "prepare", "flags", "profile", "dispatches", "variants", "decide", "report",
+    ]  # fmt: skip
+    assert list(LOCAL_PHASES) == list(PHASES)
+    assert list(SPLIT_PHASES) == list(PHASES)
+
+
+def test_the_phases_run_in_order_and_the_run_is_saved_after_each(tmp_path: Path) -> None:
+    run, ran = _run(tmp_path), []
+    saved: list[tuple[str, list[str]]] = []
+
+    def save(saved_run: ModelTuningRun, phase: Phase) -> None:
+        saved.append((phase.value, list(ran)))
+
+    assert run_sequence(run, remaining_phases(run, _recording_bodies(ran)), (save,)) is None
+    assert ran == [p.value for p in PHASES]
+    assert saved == [(p.value, [q.value for q in PHASES[: i + 1]]) for i, p in enumerate(PHASES)]
+
+
+def test_a_phase_that_waits_for_the_device_pauses_the_run_after_saving_it(
+    tmp_path: Path,
+) -> None:
+    run, ran = _run(tmp_path, Mode.SPLIT), []
+    saved: list[str] = []
+    pause = run_sequence(
+        run,
+        remaining_phases(run, _recording_bodies(ran, Phase.PROFILE)),
+        (lambda _, phase: saved.append(phase.value),),
+    )
+    assert pause == Pause(1)
+    assert ran == saved == ["prepare", "flags", "profile"]
+
+
+def test_a_loaded_run_goes_on_at_the_phase_after_the_last_one_saved(tmp_path: Path) -> None:
+    run, ran = _run(tmp_path), []
+    run.phases_done = ["prepare", "flags"]
+    saved: list[str] = []
+    run_sequence(
+        run,
+        remaining_phases(run, _recording_bodies(ran)),
+        (lambda _, phase: saved.append(phase.value),),
+    )
+    assert ran == saved == ["profile", "dispatches", "variants", "decide", "report"]
+
+
+def test_an_in_process_run_is_saved_with_its_options_before_its_first_phase(
+    tmp_path: Path,
+) -> None:
+    run = _run(tmp_path)
+    run.options = replace(run.options, flag_sets=(("--iree-opt-data-tiling",),), rounds=3)
+    save_model_run(run)
+    stored = read_model_file(tmp_path / MODEL_RUN_NAME, ModelRunFile, tmp_path)
+    assert (stored.format, stored.phases_done, stored.model) == (MODEL_RUN_FORMAT, (), None)
+    assert stored.run_options() == replace(
+        run.options,
+        model_path=run.options.model_path.absolute(),
+        output_dir=run.options.output_dir.absolute(),
+    )
+
+
+def test_selection_out_of_time_says_so_once_and_for_each_dispatch(tmp_path: Path) -> None:
+    """A budget spent before the model-level selection tries a tuned dispatch's candidates: each
+    such dispatch says how far it got (it said nothing, the run's notes said the same line once
+    per dispatch), and the run says once that the budget was spent there."""
+    from dataclasses import replace
+
+    from ireetune.flows.model.local import select_variants
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    run = _run(tmp_path)
+    run.options = replace(run.options, time_budget_s=1.0)
+    run.started -= 10.0
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)
+        for name in ("d0", "d1")
+    ]
+    run.hot = select_hot_dispatches(profiles, model_ms=2.0, coverage=1.0, max_dispatches=2)
+    run.candidates = {
+        name: [tmp_path / f"{name}_{i}_spec.mlir" for i in range(3)] for name in ("d0", "d1")
+    }
+    run.default_vmfb = tmp_path / "default.vmfb"
+    assert select_variants(run) is None
+    assert run.dispatch_notes == {
+        name: "tuned; 0 of its 3 candidates tried in the model before the time budget was spent"
+        for name in ("d0", "d1")
+    }
+    assert run.notes == ["time budget spent during model-level selection"]
+    assert run.accepted == {}
+
+
+def test_the_dispatch_phase_leaves_part_of_the_budget_to_the_selection() -> None:
+    """Tuning dispatches may take SHARES.dispatch_phase of what is left of --time-budget when the
+    phase starts; the rest is kept for trying them in the model. No budget, no deadline; a budget
+    already spent leaves none."""
+    from ireetune.core.budget import SHARES, TaskScheduler
+
+    assert TaskScheduler(budget_s=None, started=100.0).dispatch_phase_deadline(now=400.0) is None
+    assert TaskScheduler(budget_s=600.0, started=100.0).dispatch_phase_deadline(now=400.0) == (
+        400.0 + SHARES.dispatch_phase * 300.0
+    )
+    assert TaskScheduler(budget_s=600.0, started=100.0).dispatch_phase_deadline(now=800.0) == 800.0
+    assert 0.0 < SHARES.dispatch_phase < 1.0
+
+
+class CountingExecutor(LocalExecutor):
+    """Run every comparison for real; keep how many calls each asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        self.calls.append(comparison.rounds * comparison.repetitions)
+        return super().run_models_side_by_side(comparison)
+
+
+def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path: Path) -> None:
+    # The default's time is the basis of the profile's shares and of the gate that skips small
+    # dispatches: `--rounds 1` must not make it one call (a loaded machine made that call 12
+    # times a 0.07 ms model's time, and the gate skipped its only dispatch).
+    model = tmp_path / "model.mlir"
+    model.write_text((REPOSITORY / "examples" / "mlp.mlir").read_text())
+    executor = CountingExecutor()
+    options = ModelTuneOptions(model_path=model, output_dir=tmp_path, rounds=1)
+    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
+    assert prepare(run) is None
+    assert executor.calls == [9] and run.default_ms > 0
+    # What the model costs, for planning within the budget: a compile, and a session's loads.
+    assert run.costs.compile_s > 0 and run.costs.load_s > 0
+    save_model_run(run)
+    stored = read_model_file(tmp_path / MODEL_RUN_NAME, ModelRunFile, tmp_path)
+    assert (stored.compile_s, stored.load_s) == (run.costs.compile_s, run.costs.load_s)
+
+
+def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dispatch phase may take SHARES.dispatch_phase of the budget: a dispatch that the ones
+    before it say would end past that deadline is not started (one started just before the
+    deadline overran it by a whole dispatch's tuning, and the selection lost that time)."""
+    from types import SimpleNamespace
+
+    from ireetune.core.budget import SHARES
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    clock = [1000.0]
+    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
+    tuned: list[str] = []
+
+    def thirty_seconds_each(options: TuneOptions, executor: object) -> SimpleNamespace:
+        tuned.append(options.input_path.stem)
+        clock[0] += 30.0
+        return SimpleNamespace(
+            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
+        )
+
+    monkeypatch.setattr(local, "tune_dispatch", thirty_seconds_each)
+    run = _run(tmp_path)
+    run.options = replace(run.options, time_budget_s=60.0 / SHARES.dispatch_phase)
+    run.started = clock[0]
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)
+        for name in ("d0", "d1", "d2")
+    ]
+    run.hot = select_hot_dispatches(profiles, model_ms=3.0, coverage=1.0, max_dispatches=3)
+    # The phase's deadline is 1060: d0 from 1000 to 1030, d1 (expected to take 30 s) from 1030
+    # to 1060; d2 would end at 1090.
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["d0", "d1"]
+    assert run.dispatch_notes["d2"].startswith("not tuned: the dispatch phase's share")
+    assert run.dispatches_done == ["d0", "d1", "d2"]
+
+
+def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing a model run stopped while a dispatch was tuned resumes that dispatch's folder
+    at the stage after the last one it saved (its candidates are not compiled again), instead of
+    tuning it from the start in a new folder."""
+    from ireetune.flows.dispatch import tuner as dispatch_tuner
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile
+    from tests.conftest import MATMUL_MODEL
+
+    def stopped(run: object) -> NoReturn:
+        raise KeyboardInterrupt  # As Ctrl-C would, once the compiled candidates are saved.
+
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    run = _run(tmp_path)
+    run.options = replace(run.options, num_candidates=3, use_database=False)
+    hot = DispatchProfile("d0", model, "matmul", True, 1.0, 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(dispatch_tuner, "measure_stage", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            local._tune_one_dispatch(run, hot, None)
+    (folder,) = (tmp_path / "tuning").iterdir()
+    compiled = {path: path.stat().st_mtime_ns for path in folder.rglob("*.vmfb")}
+    assert len(compiled) >= 3
+
+    assert local._tune_one_dispatch(run, hot, None)
+    assert list((tmp_path / "tuning").iterdir()) == [folder]
+    assert {path: path.stat().st_mtime_ns for path in compiled} == compiled
+    assert run.candidates["d0"] and all(
+        spec.is_relative_to(folder) for spec in run.candidates["d0"]
+    )
+    assert run.notes == [f"d0: its killed tuning run was resumed in {folder.name}"]
+
+
+def test_later_phases_plan_with_the_flag_winner_s_compile_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Data tiling and im2col doubled MobileNet-v2's compile (6 s with the default flags, 13 s
+    # with the winner's): planned on the default's, the run passed --time-budget.
+    from ireetune.core.flag_space import FlagSet, FlagSpace
+    from ireetune.decision.stats import Basis, SpeedupEstimate
+    from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
+    from ireetune.flows.model import flag_phase
+    from ireetune.model.select import MODEL_RULE
+
+    winner, other = FlagSet(("--iree-opt-data-tiling",)), FlagSet(("--iree-opt-level=O3",))
+    trials = (
+        FlagTrial(0, FlagSet(), TrialStatus.DEFAULT, compile_s=6.0),
+        FlagTrial(1, winner, TrialStatus.TIMED, compile_s=13.0),
+        FlagTrial(2, other, TrialStatus.TIMED, compile_s=30.0),
+    )
+    estimate = SpeedupEstimate(2.0, 1.9, 2.1, 5, Basis.MODEL, 10.0, 5.0)
+    search = FlagSearchResult(
+        winner, estimate, trials, MODEL_RULE, tmp_path / "trials.json",
+        winner_binary=tmp_path / "winner.vmfb",
+    )  # fmt: skip
+    request = SimpleNamespace(space=FlagSpace((), ((winner,),)))
+    monkeypatch.setattr(flag_phase, "flag_search_request", lambda run, target: request)
+    monkeypatch.setattr(flag_phase, "search_model_flags", lambda executor, request, folder: search)
+    run = _run(tmp_path)
+    run.model = SimpleNamespace(target=None)  # type: ignore[assignment]
+    run.costs = ModelCosts(compile_s=6.0, load_s=0.5)
+    assert flag_phase.search_flags(run) is None
+    assert run.costs == ModelCosts(compile_s=13.0, load_s=0.5)
+    # A winner that compiles faster than the default leaves the longer figure.
+    run.costs = ModelCosts(compile_s=20.0, load_s=0.5)
+    assert flag_phase.search_flags(run) is None
+    assert run.costs.compile_s == 20.0

@@ -1,0 +1,58 @@
+"""Issue 22, area z3cpu: a space that fails to build is one dispatch's failure, not the run's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+import z3
+
+from ireetune.core.candidate import Knobs
+from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
+from ireetune.targets.llvm_cpu import space as cpu_space
+from ireetune.targets.llvm_cpu.facts import CpuFacts
+from tests.conftest import REPOSITORY, TEST_TARGET
+
+EXAMPLES = REPOSITORY / "examples"
+
+
+def test_a_space_that_fails_to_build_is_that_dispatchs_recorded_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The MLP's first matmul (N = 1024) gets a space whose build fails the way z3 5 refused an
+    # empty domain; the second (N = 256) is tuned as usual.
+    real_enumerate = cpu_space.enumerate_space
+
+    def enumerate_or_fail(
+        sizes: cpu_space.CpuProblemSizes,
+        facts: CpuFacts,
+        seed: int,
+        excluded: Knobs | None = None,
+        known: Sequence[Knobs] = (),
+    ) -> Iterator[Knobs]:
+        if sizes.n == 1024:
+            raise z3.Z3Exception("Value cannot be converted into a Z3 Boolean value")
+        yield from real_enumerate(sizes, facts, seed, excluded, known)
+
+    monkeypatch.setattr(cpu_space, "enumerate_space", enumerate_or_fail)
+    result = tune_model(
+        ModelTuneOptions(
+            model_path=EXAMPLES / "mlp.mlir", target=TEST_TARGET, output_dir=tmp_path,
+            num_candidates=2, candidates_per_dispatch=1, rounds=2, max_dispatches=2,
+            use_database=False, search_flags=False,
+        )
+    )  # fmt: skip
+    report = json.loads((result.run_dir / "report.json").read_text())
+    notes = {d["problem"]: d["note"] for d in report["dispatches"]}
+    assert notes["matmul_256x1024x512_f32_f32_f32"] == (
+        "not tuned: the search space of matmul_256x1024x512_f32_f32_f32 on "
+        f"{TEST_TARGET} could not be built: Z3Exception: Value cannot be converted into a Z3 "
+        "Boolean value"
+    )
+    # The other dispatch was tuned: its own tuning session exists and finished.
+    (tuning_run,) = (result.run_dir / "tuning").iterdir()
+    assert tuning_run.name.startswith("matmul_256x256x1024_f32_f32_f32_")
+    assert json.loads((tuning_run / "results.json").read_text())["outcome"] != "failed"
+    assert "could not be built" in (result.run_dir / "report.txt").read_text()
