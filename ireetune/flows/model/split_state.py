@@ -32,7 +32,7 @@ from ireetune.flags.trials import FlagTrial
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import ProfileResultsFile
 from ireetune.flows.model.options import ModelTuneOptions
-from ireetune.flows.model.options_file import ModelOptionsFile, options_of
+from ireetune.flows.model.options_file import ModelOptionsFile
 
 
 class SplitStage(enum.StrEnum):
@@ -193,10 +193,3 @@ def save_state(run_dir: Path, state: SplitStateFile) -> None:
 def options_to_json(options: ModelTuneOptions) -> dict[str, Any]:
     """Return the run's options as split.json holds them."""
     return dump_record(ModelTuneOptions, options)
-
-
-def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
-    """Return the run's options from split.json's (already checked) `options` (`jobs`, when
-    given, replaces the run's parallel compiles)."""
-    stored = validate_record(Path(STATE_NAME), ModelOptionsFile, data)
-    return options_of(stored, jobs or stored.jobs, stored.database_path)

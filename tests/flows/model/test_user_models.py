@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -20,8 +21,10 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.core.input_archive import read_input_archive, write_input_archive
+from ireetune.database.run_files import validate_record
 from ireetune.flows.model.options import ModelTuneOptions
-from ireetune.flows.model.split_state import options_from_json, options_to_json
+from ireetune.flows.model.options_file import ModelOptionsFile, options_of
+from ireetune.flows.model.split_state import STATE_NAME, options_to_json
 from ireetune.frontend.model_inputs import InputSpec, read_entry_signature
 from ireetune.model.prepare import prepare_model_source
 from tests.commands.test_bad_inputs import _snapshot, use_workspace_temp_folder
@@ -256,6 +259,13 @@ def test_a_dynamic_batch_is_fixed_by_the_input_given(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     dispatches = _report(tmp_path / "runs")["dispatches"]
     assert [d["problem"] for d in dispatches] == ["matmul_32x128x96_f32_f32_f32"]  # type: ignore[attr-defined]
+
+
+def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
+    """Read the run's options back as split.json holds them (`jobs`, when given, replaces the
+    run's)."""
+    stored = validate_record(Path(STATE_NAME), ModelOptionsFile, data)
+    return options_of(stored, jobs or stored.jobs, stored.database_path)
 
 
 def test_the_split_flow_keeps_the_function_in_its_run_file() -> None:
