@@ -60,16 +60,11 @@ def tune_dispatch(
 ) -> TuneResult:
     """Tune one dispatch (a `*_benchmark.mlir` dump, or a model with static shapes) and write
     its spec; `options` are `TuneOptions` fields (`ireetune tune-dispatch --help`)."""
-    from ireetune.core.run_dir import check_database_path
+    from ireetune.commands.shared import check_before_work
     from ireetune.flows.dispatch.tuner import tune_dispatch as run_tune_dispatch
-    from ireetune.flows.handoff.folder_flags import check_folder_flags
 
     tune_options = build_options(TuneOptions, "tune_dispatch", input_path=input_path, **options)
-    if tune_options.use_database:
-        check_database_path(tune_options.database_path)
-    if tune_options.stop_after is not None:
-        # As `tune-dispatch` does: `finish` compiles with the folder's flags and takes only these.
-        check_folder_flags(tune_options.extra_flags, "--flags with --stop-after compile")
+    check_before_work(tune_options)
     with report_progress_to(on_progress):
         return run_tune_dispatch(tune_options)
 
@@ -79,12 +74,11 @@ def tune_model(
 ) -> ModelTuneResult:
     """Tune a whole model (.mlir or .onnx) into one linked spec and a flags file, on this host;
     `options` are `ModelTuneOptions` fields (`ireetune tune --help`)."""
-    from ireetune.core.run_dir import check_database_path
+    from ireetune.commands.shared import check_before_work
     from ireetune.flows.model.tuner import tune_model as run_tune_model
 
     model_options = build_options(ModelTuneOptions, "tune_model", model_path=model_path, **options)
-    if model_options.use_database:
-        check_database_path(model_options.database_path)
+    check_before_work(model_options)
     with report_progress_to(on_progress):
         return run_tune_model(model_options)
 

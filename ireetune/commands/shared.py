@@ -115,14 +115,26 @@ def read_tuning_options(
 ) -> TuningOptions:
     """Build a tuning command's options, with its executor, and check its output folder and
     database before any work."""
-    from ireetune.core.run_dir import check_database_path, check_output_dir
-
     executor, ray = parse_executor(arguments)
     options = options_from_arguments(options_class, arguments, executor=executor, ray=ray)
+    check_before_work(options)
+    return options
+
+
+def check_before_work(options: TuningOptions) -> None:
+    """Refuse, before any work, what a tuning run's options can not do: an output folder or a
+    database that can not be written, and, for a dispatch compiled for another host (`--stop-after
+    compile`), flags its folder may not carry (`finish` takes only the flag search's). The
+    command line and the Python API both check here."""
+    from ireetune.core.run_dir import check_database_path, check_output_dir
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.handoff.folder_flags import check_folder_flags
+
     check_output_dir(options.output_dir)
     if options.use_database:
         check_database_path(options.database_path)
-    return options
+    if isinstance(options, TuneOptions) and options.stop_after is not None:
+        check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
 
 
 def announce_html_report(run_dir: Path) -> None:

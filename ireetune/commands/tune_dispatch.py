@@ -25,11 +25,6 @@ def register(subparsers: Subparsers) -> None:
 
 def run(options: TuneOptions, arguments: argparse.Namespace) -> int:
     from ireetune.flows.dispatch.tuner import tune_dispatch
-    from ireetune.flows.handoff.folder_flags import check_folder_flags
-
-    if options.stop_after is not None:
-        # `finish` compiles with the folder's flags and accepts only the flag search's.
-        check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
 
     result = tune_dispatch(options)
     if options.stop_after is StopAfter.COMPILE:
