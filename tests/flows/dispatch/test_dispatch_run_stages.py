@@ -127,8 +127,9 @@ def test_contenders_whose_outputs_differ_are_wrong(matmul_benchmark: Path, tmp_p
             input_path=matmul_benchmark, target=TEST_TARGET, num_candidates=3,
             output_dir=tmp_path / "runs", repetitions=3, min_repetition_s=0.005,
             confirm_rounds=1, use_database=False, show_progress=False,
-            # Every confirmed candidate is a contender: its outputs are checked.
-            threshold=0.0,
+            # Every candidate is confirmed and none is stopped early, however loaded the machine:
+            # every one is a contender, and its outputs are checked.
+            threshold=0.0, confirm_top=3, hopeless_factor=1000.0,
         ),
         PlantedWrongOutputs(),
     )  # fmt: skip
