@@ -60,6 +60,10 @@ class CampaignSettings:
     hopeless_factor: float = 5.0
     confirm_top: int = 4
     confirm_rounds: int = 5
+    # The first-pass speedup a leader must reach to be confirmed: a caller that needs at least
+    # this (the model flow: what a dispatch's share needs to clear the model rule) stops a
+    # dispatch none of whose candidates reached it after its first pass.
+    confirm_above: float = 0.0
     min_timeout_s: float = 10.0
     # None: chosen per device by `for_device` (the host's CPU, or an accelerator).
     screen_fraction: float | None = None
@@ -383,6 +387,7 @@ def _confirm(
         for e in earlier
         if e.job.candidate_id not in local
     ]
+    contenders = [m for m in contenders if (m.speedup or 0.0) >= settings.confirm_above]
     leaders = sorted(contenders, key=lambda m: (-(m.speedup or 0.0), m.candidate_id))[
         : settings.confirm_top
     ]

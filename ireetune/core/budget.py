@@ -5,18 +5,20 @@ The phases ask it when to stop starting new work; the shares are its policy, kep
     flags        `flag_phase` of the budget (a flag phase given its own budget keeps that);
                  `flag_explore` of that exploring, the rest confirming the best sets found; the
                  runtime options get at least `flag_runtime` of it from when their search starts
-    dispatches   `dispatch_phase` of what is left when the phase starts: the rest is kept for
-                 the model-level selection, which alone turns a tuned dispatch into a kept spec
+    dispatches   `dispatch_phase` of what is left when the phase starts, less what trying
+                 every hot dispatch's first candidates in the model needs (`reserve_s`): the
+                 rest is kept for the model-level selection, which alone turns a tuned dispatch
+                 into a kept spec; within the phase, `DispatchScheduler` gives each dispatch a
+                 slot by its expected gain
     variants     what is left, less the tail (`tail_seconds`)
     decide       what is left, less one compile and `tail_slack_s`
 
-TODO(scheduler): issue 39 gives the dispatch phase's share to the dispatches by their expected
-gain (as MetaSchedule's gradient task scheduler); `dispatch_phase_deadline` is where it goes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,15 @@ class TaskScheduler:
             return phase_budget_s
         return self.shares.flag_phase * self.budget_s
 
-    def dispatch_phase_deadline(self, now: float) -> float | None:
+    def dispatch_phase_deadline(self, now: float, reserve_s: float = 0.0) -> float | None:
         """Return the time after which the dispatch phase starts tuning no new dispatch: its
-        share of the budget left at `now` (None: no budget)."""
+        share of the budget left at `now`, and never later than leaves `reserve_s` (what the
+        selection needs to try every tuned dispatch in the model) (None: no budget)."""
         left = self.seconds_left(now)
-        return None if left is None else now + self.shares.dispatch_phase * max(0.0, left)
+        if left is None:
+            return None
+        left = max(0.0, left)
+        return now + max(0.0, min(self.shares.dispatch_phase * left, left - reserve_s))
 
     def tail_seconds(self, compile_s: float, load_s: float) -> float:
         """Return the seconds kept at the end for the decide and report phases, for a model that
@@ -96,3 +102,74 @@ class TaskScheduler:
         compile) and the report keep their time (None: no budget)."""
         left = self.seconds_left(now)
         return None if left is None else now + left - compile_s - self.shares.tail_slack_s
+
+
+# What a dispatch is expected to gain before any of its kind was tuned: its time cut by this
+# share (a 1.11x dispatch), weighed as one observation against the ones measured.
+PRIOR_GAIN = 0.1
+
+
+@dataclass(frozen=True)
+class DispatchTask:
+    """A hot dispatch to tune: its name, its family (what gains are learned across) and its
+    problem's share of the model's time."""
+
+    name: str
+    family: str
+    share: float
+
+
+def needed_dispatch_speedup(share: float, threshold: float) -> float:
+    """Return the dispatch-level speedup that makes a model whose part `share` it is clear
+    `threshold` (inf: even taking no time it can not)."""
+    cut = 1.0 - 1.0 / threshold
+    return float("inf") if cut >= share else 1.0 / (1.0 - cut / share)
+
+
+@dataclass
+class DispatchScheduler:
+    """The dispatch phase's policy, after TVM MetaSchedule's gradient task scheduler: spend the
+    phase (until `ends_at`, None: no limit) where it can move the model.
+
+    A dispatch's expected gain is its share of the model's time times the share of its time
+    tuning cuts, learned from the dispatches of its family tuned before it (the prior,
+    `PRIOR_GAIN`, counts as one of them: a family not tuned yet has the prior alone). The
+    dispatch with the largest expected gain goes next, and gets a slot of the time left in
+    proportion to its expected gain among the dispatches still to tune, at least `least_s`:
+    every dispatch is tuned before the phase ends, and one that finishes early leaves its time
+    to the others.
+    """
+
+    ends_at: float | None
+    least_s: float = 1.0
+    learned: dict[str, list[float]] = field(default_factory=dict)
+
+    def expected_gain(self, task: DispatchTask) -> float:
+        """Return the share of the model's time tuning `task` is expected to save."""
+        seen = self.learned.get(task.family, [])
+        return task.share * (PRIOR_GAIN + sum(seen)) / (1 + len(seen))
+
+    def next_task(self, pending: Sequence[DispatchTask]) -> DispatchTask:
+        """Return the pending dispatch to tune next: the largest expected gain (the first of
+        equals, the profile's order)."""
+        return max(pending, key=self.expected_gain)
+
+    def slot_s(
+        self, task: DispatchTask, pending: Sequence[DispatchTask], now: float
+    ) -> float | None:
+        """Return the seconds `task` may spend (None: no limit): its expected gain's part of the
+        time left among `pending` (which holds it), at least `least_s`, at most what is left."""
+        if self.ends_at is None:
+            return None
+        left = max(0.0, self.ends_at - now)
+        total = sum(self.expected_gain(p) for p in pending)
+        part = self.expected_gain(task) / total if total > 0 else 1.0 / len(pending)
+        return min(left, max(self.least_s, part * left))
+
+    def learn(self, task: DispatchTask, dispatch_speedup: float | None) -> float:
+        """Record what tuning `task` found (its best candidate's speedup over the default in its
+        own session; None: nothing measured, no gain); return the model's share it saves."""
+        speedup = dispatch_speedup if dispatch_speedup and dispatch_speedup > 0 else 1.0
+        cut = max(0.0, 1.0 - 1.0 / speedup)
+        self.learned.setdefault(task.family, []).append(cut)
+        return task.share * cut

@@ -258,6 +258,29 @@ def test_one_session_per_device_keeps_the_leaders_loaded_for_the_confirmation(
     assert sorted(loads) == sorted(map(str, paths))
 
 
+def test_a_campaign_none_of_whose_candidates_reach_confirm_above_stops_after_its_first_pass(
+    benchmark_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model flow asks a dispatch for the speedup its share needs to clear the model rule:
+    # identical binaries (about 1x) never reach 1000x, so no round confirms a leader.
+    monkeypatch.setenv(WORKER_COMMAND_VARIABLE, json.dumps([sys.executable, FAULT_WORKER]))
+    monkeypatch.setenv("IREETUNE_FAULT_LOG", str(tmp_path / "log.txt"))
+    monkeypatch.setenv("PYTHONPATH", str(REPOSITORY))
+    paths = _copies(benchmark_binary, tmp_path, 3)
+    settings = CampaignSettings(
+        repetitions=2, min_repetition_s=0.005, hopeless_factor=1000.0, confirm_top=2,
+        confirm_rounds=3, confirm_above=1000.0,
+    )  # fmt: skip
+    result = run_campaign(
+        LocalExecutor(), BenchmarkJob(0, paths[0]), [BenchmarkJob(i, paths[i]) for i in (1, 2)],
+        ["local-task"], settings,
+    )  # fmt: skip
+    assert [m.confirmed for m in result.candidates.values()] == [False, False]
+    assert all(m.speedup is not None for m in result.candidates.values())
+    # Baseline, two candidates, baseline: no confirmation round.
+    assert sum(1 for _, kind, _ in _log_lines(tmp_path / "log.txt") if kind == "job") == 4
+
+
 def test_prewarm_loads_the_coming_binaries_in_a_process_of_its_own(
     benchmark_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -169,6 +169,8 @@ class TuneOptions:
     hopeless_factor: float = setting(5.0, type=speedup_threshold)
     verify_top: int = setting(3, type=non_negative_int)
     confirm_top: int = setting(4, type=non_negative_int)
+    # Confirm only leaders whose first pass reached this speedup (campaign.CampaignSettings).
+    confirm_above: float = setting(0.0, type=speedup_threshold)
     model_level_rounds: int = setting(7, type=positive_int)
     threshold: float = setting(1.02, type=speedup_threshold)
     # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a

@@ -174,7 +174,8 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
     return CampaignSettings(
         repetitions=options.repetitions, min_repetition_s=options.min_repetition_s,
         hopeless_factor=options.hopeless_factor, confirm_top=options.confirm_top,
-        confirm_rounds=options.confirm_rounds, min_timeout_s=options.min_benchmark_timeout_s,
+        confirm_rounds=options.confirm_rounds, confirm_above=options.confirm_above,
+        min_timeout_s=options.min_benchmark_timeout_s,
         screen_fraction=options.screen_fraction, prewarm=options.prewarm,
     )  # fmt: skip
 
