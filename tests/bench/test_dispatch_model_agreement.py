@@ -1,0 +1,56 @@
+"""bench/dispatch_model_agreement.py: candidates' speedups alone against in the model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import REPOSITORY
+
+sys.path.insert(0, str(REPOSITORY / "bench"))
+
+import dispatch_model_agreement as agreement  # noqa: E402
+
+
+def _run(run_dir: Path, alone: dict[str, float], in_model: dict[str, float]) -> Path:
+    """Write a finished model run's two files: each spec's dispatch session (default 1 ms) and
+    its single-candidate variant, plus a joint variant that must not count."""
+    run_dir.mkdir()
+    candidates = [
+        {"spec": f"tuning/t/{name}.mlir", "default_ms": 1.0, "candidate_ms": 1.0 / speedup}
+        for name, speedup in alone.items()
+    ]
+    state = {"dispatches": {"d0": {"candidates": candidates, "winner": ""}}}
+    (run_dir / "model_run.json").write_text(json.dumps(state))
+    trials = [
+        {"variant": f"d0c{i}", "specs": [str(run_dir / f"tuning/t/{name}.mlir")], "speedup": s}
+        for i, (name, s) in enumerate(in_model.items())
+    ]
+    trials.append({"variant": "best", "specs": [str(run_dir / "tuning/t/a.mlir")], "speedup": 9.0})
+    (run_dir / "selection").mkdir()
+    (run_dir / "selection" / "trials.json").write_text(json.dumps(trials))
+    return run_dir
+
+
+def test_pairs_join_each_candidate_alone_and_in_the_model(tmp_path: Path) -> None:
+    run_dir = _run(
+        tmp_path / "run",
+        {"a": 1.2, "b": 1.1, "c": 0.9, "d": 1.05},
+        {"a": 1.03, "b": 0.99, "c": 0.98, "d": 1.0},
+    )
+    pairs = agreement.read_pairs(run_dir)
+    assert [(p.spec, p.alone, p.in_model) for p in pairs] == [
+        ("tuning/t/a.mlir", 1.2, 1.03),
+        ("tuning/t/b.mlir", 1.1, 0.99),
+        ("tuning/t/c.mlir", 1.0 / (1.0 / 0.9), 0.98),
+        ("tuning/t/d.mlir", 1.0 / (1.0 / 1.05), 1.0),
+    ]
+    # Ranks alone a > b > d > c, in the model a > d > b > c: rho = 1 - 6 * 2 / (4 * 15) = 0.8.
+    assert agreement.summarise(pairs) == {
+        "pairs": 4,
+        "spearman": 0.8,
+        "faster_alone": 3,
+        "faster_alone_not_in_model": 2,
+    }
+    assert agreement.summarise(pairs[:2])["spearman"] is None
