@@ -374,3 +374,75 @@ def test_on_the_late_path_alone_a_spec_does_not_reach_the_mmt4d_of_a_whole_model
     default, with_spec = configure_cnn("late", False), configure_cnn("late", True)
     assert sum(len(configs) for configs in default.values()) == 2
     assert with_spec == default
+
+
+def test_which_flags_let_a_spec_reach_the_data_tiled_matmuls_of_a_model() -> None:
+    from ireetune.model.profile import has_encoded_mmt4d
+    from ireetune.targets.llvm_cpu.flags import MATERIALIZE_FIRST as FLAG
+    from ireetune.targets.llvm_cpu.flags import specs_reach_data_tiled_matmuls
+
+    assert FLAG == MATERIALIZE_FIRST
+    reach = {
+        flags: specs_reach_data_tiled_matmuls(flags)
+        for flags in [
+            (), ("--iree-opt-data-tiling",), ("--iree-opt-data-tiling", FLAG),
+            ("--iree-global-opt-data-tiling",), ("--iree-global-opt-data-tiling=false",),
+            ("--iree-global-opt-data-tiling", "--iree-opt-data-tiling"),
+            ("--iree-global-opt-data-tiling", "--iree-opt-data-tiling=false"),
+            ("--iree-global-opt-data-tiling", "--iree-global-opt-enable-early-materialization=0"),
+        ]
+    }  # fmt: skip
+    assert [flags for flags, reached in reach.items() if reached] == [
+        ("--iree-opt-data-tiling", FLAG),
+        ("--iree-global-opt-data-tiling",),
+        ("--iree-global-opt-data-tiling", "--iree-opt-data-tiling=false"),
+    ]
+    # The profile calls a model's mmt4d encoded (not tunable) only where no spec reaches it.
+    assert has_encoded_mmt4d(CNN_MODEL, ("--iree-opt-data-tiling",))
+    assert not has_encoded_mmt4d(CNN_MODEL, ("--iree-global-opt-data-tiling",))
+    assert not has_encoded_mmt4d(f"// linalg.mmt4d\n{CNN_MODEL}", ("--iree-opt-data-tiling",))
+
+
+@pytest.mark.parametrize("path", ["early", "late materialised first"])
+def test_the_mmt4d_spaces_config_for_a_dumped_dispatch_lands_in_the_whole_model(
+    path: str, tmp_path: Path
+) -> None:
+    """What the model flow does for a data-tiled matmul the profile calls tunable: dump the
+    model's dispatches with its flags, render a config of the mmt4d space for the mmt4d dispatch,
+    and compile the whole model with that spec (`ireetune compile` proves it landed)."""
+    from ireetune.model.profile import describe_problem
+    from ireetune.spec.apply import compile_with_spec, resolve_compile_target
+    from ireetune.spec.builder import build_configuration_spec
+
+    model = tmp_path / "cnn.mlir"
+    model.write_text(CNN_MODEL)
+    flags = ("--iree-llvmcpu-enable-ukernels=mmt4d", *DATA_TILING_PATHS[path])
+    target = resolve_compile_target("cpu:x86-64", flags)
+    subprocess.run(
+        [IREE_COMPILE, str(model), *target.compile_flags,
+         f"--iree-hal-dump-executable-benchmarks-to={tmp_path}",
+         "--iree-codegen-add-tuner-attributes", "-o", str(tmp_path / "default.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    dumps = [
+        p for p in sorted(tmp_path.glob("*_benchmark.mlir")) if "linalg.mmt4d" in p.read_text()
+    ]
+    assert len(dumps) == {"early": 1, "late materialised first": 2}[path]
+    context = ir.Context()
+    with context:
+        _, root = _parse(dumps[-1], context)
+        problem = parse_problem(root)
+        assert isinstance(problem, ContractionProblem) and problem.is_mmt4d
+        space = space_for(target.target, problem)
+        knobs = (("dist_m1", 1), ("dist_n1", 1))
+        assert knobs != space.parse_default_knobs(problem, root)
+        spec_text = build_configuration_spec(
+            problem, space.configuration(problem, knobs, context), (), context
+        )
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(spec_text)
+    assert describe_problem(dumps[-1], target.target, encoded_mmt4d=False)[1]
+    report = compile_with_spec(model, target, spec, tmp_path / "tuned.vmfb", timeout_s=120)
+    assert [(c.landed, "distribution = [1, 1, 0, 0, 0, 0]" in c.found) for c in report.checks] == [
+        (True, True)
+    ]
