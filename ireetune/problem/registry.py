@@ -101,8 +101,10 @@ def _parse_problem(root_op: ir.Operation) -> Problem:
     if root_op.name in ("linalg.pack", "linalg.unpack"):
         raise IreetuneError(
             f"{name_root_op(root_op)} is not tunable: in a model it is an encoding op "
-            "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning specs, "
-            "so no spec reaches it"
+            "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning specs "
+            "under --iree-opt-data-tiling alone, so no spec reaches it there; where one would "
+            "(--iree-global-opt-data-tiling, or the encodings materialised first), ireetune has "
+            "no space for it yet"
         )
     for family in FAMILIES:
         if family.recognises(root_op):

@@ -41,6 +41,7 @@ at a time (`flags/strategy.py`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from ireetune.core.flag_space import FlagOption, FlagSpace, RuntimeOption, TunedOption
@@ -55,6 +56,17 @@ _PREPROCESSING = "--iree-preprocessing-pass-pipeline"
 # ONNX convolutions are NCHW; this preprocessing pass rewrites them (and what they feed) to
 # channels-last, where the CPU's vectors run along the channels.
 CHANNELS_LAST = "builtin.module(util.func(iree-preprocessing-convert-conv-to-channels-last))"
+
+_EARLY_DATA_TILING = "--iree-global-opt-data-tiling"
+_EARLY_MATERIALIZATION = "--iree-global-opt-enable-early-materialization"
+# IREE 3.13's late data-tiling path (DATA_TILING) applies tuning specs to the still encoded
+# matmul, then materialises it into an mmt4d without the spec's configuration. This runs codegen's
+# materialisation on each executable before configuration instead, so that a spec reaches the
+# mmt4d; without a spec the binaries stay byte-identical (docs/cpu_data_tiling_research.md, 0.3).
+MATERIALIZE_FIRST = (
+    "--iree-hal-preprocess-executables-with=builtin.module(hal.executable.variant("
+    "builtin.module(func.func(iree-codegen-materialize-device-encoding))))"
+)
 
 _WITH_DATA_TILING = ((DATA_TILING, "true"),)
 _WITH_CHANNELS_LAST = ((_PREPROCESSING, CHANNELS_LAST),)
@@ -216,3 +228,19 @@ def with_channels_last_windows(space: FlagSpace, spec_paths: tuple[Path, ...]) -
     values = tuple(str(path.resolve()) for path in spec_paths)
     tuned = TunedOption(TRANSFORM_SPEC_FLAG, values, "", why, depends_on=_WITH_CHANNELS_LAST)
     return dataclasses.replace(space, options=(*space.options, seed), tuned=(tuned, *space.tuned))
+
+
+def specs_reach_data_tiled_matmuls(flags: Sequence[str]) -> bool:
+    """Say whether, compiled with `flags`, a model's data-tiled matmuls are already `linalg.mmt4d`
+    ops when IREE 3.13 applies tuning specs: with MATERIALIZE_FIRST, or on the early path
+    (`--iree-global-opt-data-tiling` with its default early materialisation, and no
+    DATA_TILING, which overrides it). The last occurrence of a flag counts, as in iree-compile."""
+    values: dict[str, bool] = {}
+    for flag in flags:
+        name, _, value = flag.partition("=")
+        values[name] = value.lower() not in ("false", "0")
+    return MATERIALIZE_FIRST in flags or (
+        values.get(_EARLY_DATA_TILING, False)
+        and not values.get(DATA_TILING, False)
+        and values.get(_EARLY_MATERIALIZATION, True)
+    )

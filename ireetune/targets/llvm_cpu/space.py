@@ -55,14 +55,15 @@ _K_PANEL = 256
 _MAX_NEIGHBOURS = 16
 
 
-# A data-tiled batch matmul (an encoder's attention under --iree-opt-data-tiling) has neither
-# this space's form (its innermost M, N, K loops are the fixed inner tile, which a default read
-# as dist_m = dist_n = 0 and a baseline that did not compile) nor the mmt4d space's; and no spec
-# reaches it in a model anyway (docs/cpu_families.md).
+# A data-tiled batch matmul (an encoder's attention under data tiling) has neither this space's
+# form (its innermost M, N, K loops are the fixed inner tile, which a default read as
+# dist_m = dist_n = 0 and a baseline that did not compile) nor the mmt4d space's (no batch loop).
+# A spec reaches it in a model only where it reaches an mmt4d (docs/cpu_data_tiling_research.md:
+# all 6 of an encoder's under --iree-global-opt-data-tiling or with the encodings materialised
+# first, none under --iree-opt-data-tiling alone).
 BATCH_MMT4D_REFUSAL = (
-    "a data-tiled batch matmul (linalg.batch_mmt4d) is not tuned on the CPU: in a model IREE "
-    "3.13 applies tuning specs before it materialises the encoding and drops the configuration "
-    "there; its tiles follow the flags"
+    "a data-tiled batch matmul (linalg.batch_mmt4d) is not tuned on the CPU: ireetune has no "
+    "space for it yet (the mmt4d space has no batch loop); its tiles follow the flags"
 )
 
 

@@ -313,7 +313,9 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
                 "not tunable: 'linalg.pack' (a data-tiling layout change into the mmt4d tile "
                 "layout) is not tunable: in a model it is an encoding op "
                 "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning "
-                "specs, so no spec reaches it",
+                "specs under --iree-opt-data-tiling alone, so no spec reaches it there; where one "
+                "would (--iree-global-opt-data-tiling, or the encodings materialised first), "
+                "ireetune has no space for it yet",
             ]
             * 2,
         ),
