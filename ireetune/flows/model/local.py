@@ -23,11 +23,14 @@ phases after the last one saved, a dispatch phase cut short with the dispatches 
 
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 import time
 from pathlib import Path
 
+from ireetune.core.arguments import MAX_THRESHOLD
+from ireetune.core.budget import DispatchScheduler, DispatchTask, needed_dispatch_speedup
 from ireetune.core.errors import IreetuneError
 from ireetune.database.keys import describe_device
 from ireetune.database.model_results import ModelKey, ModelResult, hash_model, record_model_result
@@ -43,7 +46,7 @@ from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
-from ireetune.flows.model.local_select import select_variants
+from ireetune.flows.model.local_select import select_variants, selection_seconds
 from ireetune.flows.model.local_state import save_model_run
 from ireetune.flows.model.report import write_report
 from ireetune.flows.model.run import (
@@ -59,7 +62,7 @@ from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalTiming, check_final_set
 from ireetune.model.gate import skip_small_dispatches
-from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
@@ -131,36 +134,72 @@ def profile(run: ModelTuningRun) -> Pause | None:
 
 
 def tune_dispatches(run: ModelTuningRun) -> Pause | None:
-    """Tune each hot dispatch with the dispatch flow; keep its best candidates for the model."""
-    deadline = run.scheduler.dispatch_phase_deadline(time.monotonic())
-    durations: list[float] = []
-    for hot in run.hot_set.selected:
-        if hot.name in run.dispatches_done:
-            continue
-        started = time.monotonic()
-        # A dispatch is started only if it can end by the deadline, going by the ones before it.
-        expected_s = statistics.mean(durations) if durations else 0.0
-        if _tune_one_dispatch(run, hot, None if deadline is None else deadline - expected_s):
-            durations.append(time.monotonic() - started)
+    """Tune the hot dispatches with the dispatch flow, the one the scheduler expects to gain
+    most first, each within its slot of the phase; keep their best candidates for the model."""
+    hot = run.hot_set
+    pending = [
+        _task_of(hot, profile)
+        for profile in hot.selected
+        if profile.name not in run.dispatches_done
+    ]
+    profiles = {profile.name: profile for profile in hot.selected}
+    # The phase leaves the selection what trying every dispatch's first candidate needs.
+    reserve_s = selection_seconds(run, len(hot.selected))
+    scheduler = DispatchScheduler(
+        run.scheduler.dispatch_phase_deadline(time.monotonic(), reserve_s), LEAST_SLOT_S
+    )
+    while pending:
+        task = scheduler.next_task(pending)
+        slot_s = scheduler.slot_s(task, pending, time.monotonic())
+        expected = scheduler.expected_gain(task)
+        speedup = _tune_one_dispatch(run, profiles[task.name], slot_s, task.share)
+        if speedup is not None:
+            gain = scheduler.learn(task, speedup)
+            plan = f"slot {slot_s:.0f} s, " if slot_s is not None else ""
+            run.notes.append(
+                f"{task.name}: {plan}expected to save {expected:.2%} of the "
+                f"model; its best candidate {speedup:.3f}x alone ({gain:.2%} of the model)"
+            )
+        pending.remove(task)
         # Saved after each dispatch: a run stopped in this phase goes on with the next one.
-        run.dispatches_done.append(hot.name)
+        run.dispatches_done.append(task.name)
         save_model_run(run)
     return None
 
 
-def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: float | None) -> bool:
-    """Tune one hot dispatch, if it is not later than `start_by`; keep its best candidates, or
-    say why it was not tuned. Return whether it was tuned (its tuning ran, results or not)."""
+# The least a dispatch's slot lasts: a compile of its candidates and a first pass on the
+# 2-core machine (a 24-candidate matmul took 12 s).
+LEAST_SLOT_S = 10.0
+
+
+def _task_of(hot: HotSet, profile: DispatchProfile) -> DispatchTask:
+    """Return a hot dispatch as the scheduler sees it: its family (the first word of its
+    problem, as `conv_1x32x56x56...`) and its problem's share of the model (every dispatch of
+    the problem counts: one spec configures them all)."""
+    basis = max(hot.model_ms, hot.explained_ms)
+    problem_ms = sum(p.total_ms for p in hot.ranked if p.problem == profile.problem)
+    share = min(1.0, problem_ms / basis) if basis > 0 else 0.0
+    return DispatchTask(profile.name, profile.problem.split("_")[0], share)
+
+
+def _tune_one_dispatch(
+    run: ModelTuningRun, hot: DispatchProfile, slot_s: float | None, share: float = 1.0
+) -> float | None:
+    """Tune one hot dispatch within `slot_s` seconds (None: no limit; 0: none left); keep its
+    best candidates, or say why it was not tuned. Return its best candidate's speedup alone (in
+    its own session; 1.0 when none was measured), None when it was not tuned or its tuning
+    failed."""
     options = run.options
     if run.budget_spent():
         run.dispatch_notes[hot.name] = "not tuned: time budget spent"
-        return False
-    if start_by is not None and time.monotonic() > start_by:
+        return None
+    if slot_s is not None and slot_s <= 0:
         run.dispatch_notes[hot.name] = (
             "not tuned: the dispatch phase's share of the time budget was spent (the rest "
             "is kept for trying the tuned dispatches in the model)"
         )
-        return False
+        return None
+    needed = min(needed_dispatch_speedup(share, MODEL_RULE.threshold), MAX_THRESHOLD)
     try:
         result = _resume_killed_tuning(run, hot) or tune_dispatch(
             TuneOptions(
@@ -169,13 +208,13 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: floa
                 jobs=options.jobs, seed=options.seed, database_path=options.database_path,
                 use_database=options.use_database, retune=options.retune,
                 show_progress=options.show_progress, extra_flags=run.target.global_flags,
-                devices=options.devices,
+                devices=options.devices, time_budget_s=slot_s, confirm_above=needed,
             ),
             run.executor,
         )  # fmt: skip
     except IreetuneError as failure:
         run.dispatch_notes[hot.name] = f"not tuned: {failure}"
-        return True
+        return None
     if result.reused:
         run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
     if result.best is not None:
@@ -190,7 +229,16 @@ def _tune_one_dispatch(run: ModelTuningRun, hot: DispatchProfile, start_by: floa
             )
     if not kept:
         run.dispatch_notes[hot.name] = "no candidate could be measured"
-    return True
+    elif not any(r.confirmed for r in result.records) and needed > 1.0:
+        run.dispatch_notes[hot.name] = (
+            f"stopped after its first pass: no candidate reached the {needed:.3f}x alone that "
+            f"its {share:.1%} of the model needs to clear the model rule; its fastest are "
+            "still tried in the model"
+        )
+    timed = [r.median_ms for r in result.records if r.median_ms and not r.is_baseline]
+    if not timed or math.isnan(result.baseline_ms):
+        return 1.0
+    return float(result.baseline_ms / min(timed))
 
 
 def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResult | None:

@@ -82,6 +82,20 @@ def session_plan(
     )  # fmt: skip
 
 
+def selection_seconds(run: ModelTuningRun, dispatches: int) -> float:
+    """Estimate what trying `dispatches` tuned dispatches in the model needs: each one's first
+    candidate alone and all of them together, compiled in parallel batches, then timed, then the
+    decide and report phases, as `room_for_sessions` counts them before the last batch."""
+    variants = dispatches + 1 if dispatches > 1 else dispatches
+    batches = math.ceil(variants / (run.options.jobs or default_jobs())) + 1
+    plan = session_plan(run.options.rounds, variants, run.default_ms)
+    return (
+        batches * run.costs.compile_s
+        + sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
+        + run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
+    )
+
+
 def confirmation_seconds(plan: SessionPlan, model_ms: float, load_s: float) -> float:
     """Estimate how long the confirmation of `plan` takes: the default, the pre-selected and a
     combined variant, each loaded (`load_s`) and called `confirm_rounds x calls` times."""

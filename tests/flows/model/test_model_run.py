@@ -186,45 +186,52 @@ def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path
     assert (stored.compile_s, stored.load_s) == (run.costs.compile_s, run.costs.load_s)
 
 
-def test_a_dispatch_is_started_only_if_it_can_end_by_the_phase_s_deadline(
+def test_every_hot_dispatch_is_tuned_in_its_slot_and_the_selection_keeps_its_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dispatch phase may take SHARES.dispatch_phase of the budget: a dispatch that the ones
-    before it say would end past that deadline is not started (one started just before the
-    deadline overran it by a whole dispatch's tuning, and the selection lost that time)."""
+    """The scheduler tunes the dispatch it expects to gain most first, each within a slot of
+    the phase by its expected gain (a dispatch that uses all of its slot leaves the others
+    theirs; an earlier run tuned one of six dispatches and had no time left for the model), and
+    ends the phase where trying every dispatch's first candidate in the model still fits."""
     from types import SimpleNamespace
 
-    from ireetune.core.budget import SHARES
     from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.model import local
+    from ireetune.flows.model.local_select import room_for_sessions
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
     clock = [1000.0]
     monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
-    tuned: list[str] = []
+    slots: dict[str, float | None] = {}
 
-    def thirty_seconds_each(options: TuneOptions, executor: object) -> SimpleNamespace:
-        tuned.append(options.input_path.stem)
-        clock[0] += 30.0
+    def each_takes_its_slot(options: TuneOptions, executor: object) -> SimpleNamespace:
+        slots[options.input_path.stem] = options.time_budget_s
+        clock[0] += options.time_budget_s or 0.0
         return SimpleNamespace(
             reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
         )
 
-    monkeypatch.setattr(local, "tune_dispatch", thirty_seconds_each)
+    monkeypatch.setattr(local, "tune_dispatch", each_takes_its_slot)
     run = _run(tmp_path)
-    run.options = replace(run.options, time_budget_s=60.0 / SHARES.dispatch_phase)
-    run.started = clock[0]
+    run.options = replace(run.options, time_budget_s=1000.0, rounds=3, jobs=2)
+    run.started, run.default_ms, run.costs = clock[0], 10.0, local.ModelCosts(5.0, 1.0)
     profiles = [
-        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1)
-        for name in ("d0", "d1", "d2")
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, ms, 1)
+        for name, ms in (("d0", 2.0), ("d1", 6.0), ("d2", 2.0))
     ]
-    run.hot = select_hot_dispatches(profiles, model_ms=3.0, coverage=1.0, max_dispatches=3)
-    # The phase's deadline is 1060: d0 from 1000 to 1030, d1 (expected to take 30 s) from 1030
-    # to 1060; d2 would end at 1090.
+    run.hot = select_hot_dispatches(profiles, model_ms=10.0, coverage=1.0, max_dispatches=3)
+    phase_s = (
+        run.scheduler.dispatch_phase_deadline(clock[0], local.selection_seconds(run, 3)) - clock[0]
+    )
     assert local.tune_dispatches(run) is None
-    assert tuned == ["d0", "d1"]
-    assert run.dispatch_notes["d2"].startswith("not tuned: the dispatch phase's share")
-    assert run.dispatches_done == ["d0", "d1", "d2"]
+    # Shares 0.6, 0.2, 0.2: d1 first with 60% of the phase; d1 gained nothing, so its family's
+    # expected gain fell alike for d0 and d2, which share the rest.
+    assert list(slots) == ["d1", "d0", "d2"]
+    assert slots == pytest.approx({"d1": 0.6 * phase_s, "d0": 0.2 * phase_s, "d2": 0.2 * phase_s})
+    assert run.dispatches_done == ["d1", "d0", "d2"]
+    # What is left lets the selection compile and time all three first candidates and the
+    # joint variant.
+    assert room_for_sessions(run)(4, run.costs.compile_s)
 
 
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
