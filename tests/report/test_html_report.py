@@ -110,6 +110,9 @@ def produced_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Produce
     }
 
 
+# The smallest text a page may show, in CSS pixels.
+READABLE_PX = 11
+
 # Per kind: the fewest plots the page must show, and words its verdict section must hold.
 EXPECTED_PAGES = {
     "dispatch": (3, ("compiler's default", "Spec written:", "Is the search converging?")),
@@ -139,6 +142,9 @@ def test_the_report_renders_in_chromium_without_errors(
     assert len(inspection.plots) == page.read_text().count('<figure class="plot">')
     assert [p for p in inspection.plots if p.width < 200 or p.height < 100 or p.marks < 10] == []
     assert [phrase for phrase in phrases if phrase not in inspection.text] == []
+    if kind == "model":
+        # Where the time goes: the legend names a not-tunable dispatch by its long reason.
+        assert (inspection.plots[0].legend_font_px or 0) >= READABLE_PX
     assert inspection.screenshot_png.startswith(b"\x89PNG") and len(inspection.screenshot_png) > (
         20_000
     )
@@ -521,3 +527,14 @@ def test_reasons_that_differ_only_in_the_problem_share_one_row() -> None:
             "2 dispatchesmain_dispatch_20, main_dispatch_21",
         ],
     ]  # fmt: skip
+
+
+def test_the_shares_legend_is_readable_at_the_size_the_page_shows_it(tmp_path: Path) -> None:
+    if find_chromium() is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium; .ci/run does)")
+    page = tmp_path / "report.html"
+    page.write_text(render_model_report(_untuned_model_run(tmp_path)))
+    (shares,) = inspect_page(page).plots
+    # Each legend entry names a dispatch and its 400-character reason; the page may not shrink
+    # the figure to fit them.
+    assert shares.legend_font_px is not None and shares.legend_font_px >= READABLE_PX
