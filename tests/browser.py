@@ -38,14 +38,23 @@ CHROMIUM_FLAGS = (
     "--remote-debugging-pipe",
 )
 
-# Every plot on the page: its rendered size and how many drawing elements its SVG holds.
+# Every plot on the page: its rendered size, how many drawing elements its SVG holds, and the
+# rendered size of its legend's smallest text in CSS pixels (null: no legend). Matplotlib puts a
+# legend in a group `legend_N` and writes each text's font size in the SVG's own units; the text's
+# screen transform scales them to what the page shows (the SVG's points, and the page shrinking a
+# figure wider than its column).
 _MEASURE_PLOTS = """
 JSON.stringify(Array.from(document.querySelectorAll('figure.plot')).map(figure => {
   const svg = figure.querySelector('svg');
-  if (!svg) return {width: 0, height: 0, marks: 0};
+  if (!svg) return {width: 0, height: 0, marks: 0, legend_font_px: null};
   const box = svg.getBoundingClientRect();
+  const sizes = Array.from(svg.querySelectorAll('g[id^="legend"] text')).map(text => {
+    const screen = text.getScreenCTM();
+    return parseFloat(getComputedStyle(text).fontSize) * Math.hypot(screen.a, screen.b);
+  });
   return {width: box.width, height: box.height,
-          marks: svg.querySelectorAll('path, use, rect, line, polyline, text').length};
+          marks: svg.querySelectorAll('path, use, rect, line, polyline, text').length,
+          legend_font_px: sizes.length ? Math.min(...sizes) : null};
 }))
 """
 
@@ -64,6 +73,7 @@ class PlotBox:
     width: float
     height: float
     marks: int
+    legend_font_px: float | None
 
 
 @dataclass(frozen=True)

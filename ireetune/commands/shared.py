@@ -124,8 +124,10 @@ def read_tuning_options(
 def check_before_work(options: TuningOptions) -> None:
     """Refuse, before any work, what a tuning run's options can not do: an output folder or a
     database that can not be written, and, for a dispatch compiled for another host (`--stop-after
-    compile`), flags its folder may not carry (`finish` takes only the flag search's). The
+    compile`), flags its folder may not carry (`finish` takes only the flag search's), and a
+    dispatch run's time budget where it can not be kept. The
     command line and the Python API both check here."""
+    from ireetune.core.errors import IreetuneError
     from ireetune.core.run_dir import check_database_path, check_output_dir
     from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.handoff.folder_flags import check_folder_flags
@@ -135,6 +137,17 @@ def check_before_work(options: TuningOptions) -> None:
         check_database_path(options.database_path)
     if isinstance(options, TuneOptions) and options.stop_after is not None:
         check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
+    if isinstance(options, TuneOptions) and options.time_budget_s is not None:
+        if options.stop_after is not None:
+            raise IreetuneError(
+                "--time-budget does not apply with --stop-after compile (the run's time is spent "
+                "on two hosts, between which it waits)"
+            )
+        if options.search_flags:
+            raise IreetuneError(
+                "--time-budget does not apply with --search-flags yet (the dispatch flag search "
+                "keeps no budget): search the flags in a run of their own, or give no budget"
+            )
 
 
 def announce_html_report(run_dir: Path) -> None:

@@ -13,6 +13,9 @@ The phases ask it when to stop starting new work; the shares are its policy, kep
     variants     what is left, less the tail (`tail_seconds`)
     decide       what is left, less one compile and `tail_slack_s`
 
+A dispatch run (`tune-dispatch --time-budget`, or its slot in a model run) measures its
+candidates in parts and starts a part only when it and the run's closing stages can end in time
+(`starts_part`).
 """
 
 from __future__ import annotations
@@ -102,6 +105,14 @@ class TaskScheduler:
         compile) and the report keep their time (None: no budget)."""
         left = self.seconds_left(now)
         return None if left is None else now + left - compile_s - self.shares.tail_slack_s
+
+    def starts_part(self, now: float, candidate_s: float, size: int, closing: int) -> bool:
+        """Say whether a dispatch run may start measuring `size` more candidates at `now`: they
+        and its closing stages (about `closing` candidates' time: the leaders timed again beside
+        the default, their outputs checked), at `candidate_s` seconds a candidate as its parts so
+        far went, end within the budget (always, without one)."""
+        left = self.seconds_left(now)
+        return left is None or left >= candidate_s * (size + closing)
 
 
 # What a dispatch is expected to gain before any of its kind was tuned: its time cut by this

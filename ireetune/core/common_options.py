@@ -75,6 +75,12 @@ def seed_option(help: str = "seed of the candidate sampling (same seed, same run
     return option(0, flag="--seed", type=seed, help=help)
 
 
+def time_budget_option(help: str) -> Any:
+    """`--time-budget`: seconds a run may spend (None, the default: no limit); the run's task
+    scheduler shares them (core/budget.py)."""
+    return option(None, flag="--time-budget", type=positive_seconds, help=help)
+
+
 def repetitions_option(per: str) -> Any:
     """`--repetitions`: timed repetitions of each thing measured (`per`: what that is)."""
     return option(5, flag="--repetitions", type=positive_int, help=f"timed repetitions per {per}")

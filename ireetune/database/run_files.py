@@ -42,6 +42,7 @@ from ireetune.benchmark.runner import BenchmarkStatus
 from ireetune.benchmark.timing import TimingKind
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
+from ireetune.core.fields import NonNegativeInt, Seconds
 from ireetune.core.input_files import measure_depth
 from ireetune.core.records import RESULTS_FORMAT, CandidateRecord
 from ireetune.core.run_dir import is_inside_folder
@@ -388,6 +389,16 @@ class DecisionFile(FileModel):
     basis: Basis | None = None
 
 
+class TimeBudgetFile(FileModel):
+    """results.json's `time_budget` (flows/dispatch/budget.py): the run's `--time-budget`, the
+    seconds it spent, whether the budget ended it and the candidates it started."""
+
+    budget_s: Seconds
+    spent_s: Seconds
+    ended_run: bool
+    tried: NonNegativeInt
+
+
 class DispatchRunFile(FileModel):
     """A dispatch run's results.json: the run's facts and every candidate."""
 
@@ -397,6 +408,7 @@ class DispatchRunFile(FileModel):
     devices: tuple[str, ...] = ()
     timing_basis: Basis | None = None
     decision: DecisionFile | None = None
+    time_budget: TimeBudgetFile | None = None
 
 
 # benchmark_results.json (flows/handoff/benchmark_folder.py writes it; `finish` reads it).

@@ -9,6 +9,7 @@ view built here (what the page says, formatted) and a template that holds its ma
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,8 +110,13 @@ class DispatchPage:
 
 @dataclass(frozen=True)
 class UntunedRow:
+    """The dispatches that kept the default for one reason: the reason with their names taken
+    out (`NAME_MARK` where they stood; as written when one dispatch has it), their summed share,
+    and each dispatch's name with the problem names its reason held."""
+
     reason: str
     share: str
+    dispatches: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -375,12 +381,34 @@ def _tuning_run_section(run: DispatchRunView) -> TuningRunSection:
     return TuningRunSection(run.problem, f"{best}; {run.spec_why}", build_search_view(run))
 
 
+# A word of a reason that names one problem: a problem's signature or a type with its shape
+# (`mmt4d_1x64x48x16x16x1_f32_f32_f32`, `tensor<1x64xf32>`), or the dispatch's name.
+_SHAPED_WORD = re.compile(r"[\w<>.]*\d+x\d+[\w<>.]*")
+NAME_MARK = "…"
+
+
+def group_untuned(dispatches: Sequence[ModelDispatchView], run: ModelRunView) -> list[UntunedRow]:
+    """Group the dispatches that kept the default by their reason once the names in it (their
+    problem's, their own) are taken out, largest share first: a reason that names its problem
+    (a data-tiled matmul's) is one row for all the dispatches that give it."""
+    groups: dict[str, list[tuple[ModelDispatchView, str]]] = {}
+    for dispatch in dispatches:
+        reason = _untuned_reason(dispatch, run)
+        named = reason.replace(dispatch.name, NAME_MARK) if dispatch.name else reason
+        groups.setdefault(_SHAPED_WORD.sub(NAME_MARK, named), []).append((dispatch, reason))
+    ordered = sorted(groups.items(), key=lambda group: -sum(d.share for d, _ in group[1]))
+    return [
+        UntunedRow(
+            members[0][1] if len(members) == 1 else pattern,
+            f"{sum(d.share for d, _ in members):.1%}",
+            tuple(" ".join([d.name, *_SHAPED_WORD.findall(reason)]) for d, reason in members),
+        )
+        for pattern, members in ordered
+    ]
+
+
 def build_model_page(run: ModelRunView) -> ModelPage:
-    untuned: dict[str, float] = {}
-    for dispatch in run.dispatches:
-        if not dispatch.in_tuned_spec:
-            reason = _untuned_reason(dispatch, run)
-            untuned[reason] = untuned.get(reason, 0.0) + dispatch.share
+    untuned = group_untuned([d for d in run.dispatches if not d.in_tuned_spec], run)
     return ModelPage(
         title=f"ireetune: {Path(run.model).name or run.run_dir.name}",
         subtitle=f"model tuning run {run.run_dir} (target {run.target})",
@@ -392,9 +420,7 @@ def build_model_page(run: ModelRunView) -> ModelPage:
             "grey: time outside any dispatch.",
             "The run has no dispatch profile.",
         ),
-        untuned=tuple(
-            UntunedRow(r, f"{s:.1%}") for r, s in sorted(untuned.items(), key=lambda i: -i[1])
-        ),
+        untuned=tuple(untuned),
         dispatches=tuple(
             ModelDispatchRow(
                 name=d.name,

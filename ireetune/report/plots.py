@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -253,6 +254,12 @@ _SEGMENT_COLOURS = (
 )
 _MAX_SEGMENTS = len(_SEGMENT_COLOURS)
 OUTSIDE_LABEL = "outside dispatches (launches, copies)"
+# The shares plot is drawn at the width the page shows it (7.5 in: 720 CSS px, under the page's
+# 1100 px column), so its text keeps its size: 9 pt, 12 CSS px. A legend entry longer than the
+# figure would widen the SVG and the page would shrink all of it (a not-tunable dispatch's reason
+# runs to 400 characters, which left the legend 6 px high): entries are cut to a line that fits.
+_SHARES_FONT_PT = 9
+_LEGEND_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -340,19 +347,21 @@ def plot_model_shares(segments: Sequence[ShareSegment]) -> Figure | None:
             color=colour,
             edgecolor="white",
             hatch="//" if segment.kept_default else "",
-            label=segment.label + (" (default kept)" if segment.kept_default else ""),
+            label=textwrap.shorten(segment.label, _LEGEND_CHARS, placeholder=" …")
+            + (" (default kept)" if segment.kept_default else ""),
         )
         for row, width in enumerate(widths):
             if width >= 0.06:
                 axes.text(
                     left[row] + width / 2, row, f"{width:.0%}", ha="center", va="center",
-                    fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+                    fontsize=_SHARES_FONT_PT, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
                 )  # fmt: skip
         left = [left[0] + widths[0], left[1] + widths[1]]
     axes.set_xlim(0, 1)
     axes.invert_yaxis()
-    axes.set_xlabel("share of model time")
-    figure.legend(fontsize=8, loc="outside lower left", ncols=1, frameon=False)
+    axes.set_xlabel("share of model time", fontsize=_SHARES_FONT_PT)
+    axes.tick_params(labelsize=_SHARES_FONT_PT)
+    figure.legend(fontsize=_SHARES_FONT_PT, loc="outside lower left", ncols=1, frameon=False)
     return figure
 
 

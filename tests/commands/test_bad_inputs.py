@@ -295,6 +295,22 @@ CASES = [
     Case("order-unknown", (*TUNE_DISPATCH, "--order", "best"), "invalid choice: 'best'"),
     Case("pipeline-unknown", (*TUNE_DISPATCH, "--pipeline", "Foo"), "invalid choice: 'Foo'"),
     Case("stop-after-unknown", (*TUNE_DISPATCH, "--stop-after", "benchmark"), "invalid choice"),
+    Case("time-budget-zero", (*TUNE_DISPATCH, "--time-budget", "0"), "more than 0 seconds"),
+    Case(
+        "time-budget-split",
+        (*TUNE_DISPATCH, "--stop-after", "compile", "--time-budget", "60"),
+        "--time-budget does not apply with --stop-after compile",
+    ),
+    Case(
+        "time-budget-flag-search",
+        (*TUNE_DISPATCH, "--search-flags", "--time-budget", "60"),
+        "--time-budget does not apply with --search-flags yet",
+    ),
+    Case(
+        "time-budget-spent-before-measuring",
+        (*TUNE_DISPATCH, "--no-db", "--time-budget", "0.001"),
+        "the time budget of 0.001 s was spent before any candidate was measured",
+    ),
     # tune-dispatch: outputs and the database, refused before any work.
     Case(
         "output-dir-under-a-file",

@@ -138,7 +138,7 @@ def test_tune_dispatch_arguments_become_tune_options() -> None:
         "--stop-after", "compile", "--references", "all", "--order", "random", "--no-online",
         "--progress", "--db", "t.sqlite", "--no-db", "--retune", "--benchmark-timeout", "20",
         "--overlap", "--screen-fraction", "0.5", "--prewarm", "2",
-        "--flags=--iree-opt-data-tiling", "--search-flags",
+        "--flags=--iree-opt-data-tiling", "--search-flags", "--time-budget", "90",
     ]  # fmt: skip
     arguments = build_parser().parse_args(words)
     options = options_from_arguments(
@@ -152,7 +152,7 @@ def test_tune_dispatch_arguments_become_tune_options() -> None:
         order="random", online=False, show_progress=True,
         database_path=Path("t.sqlite"), use_database=False, retune=True,
         min_benchmark_timeout_s=20.0, overlap=True, screen_fraction=0.5, prewarm=2,
-        extra_flags=("--iree-opt-data-tiling",), search_flags=True,
+        extra_flags=("--iree-opt-data-tiling",), search_flags=True, time_budget_s=90.0,
     )  # fmt: skip
     # Every option field was given a value other than its default.
     defaults = TuneOptions(input_path=Path("d.mlir"))

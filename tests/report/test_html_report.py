@@ -16,6 +16,7 @@ import pytest
 from ireetune.cli import main
 from ireetune.core.records import CandidateRecord, CandidateStatus, write_results
 from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
+from ireetune.model.profile import ENCODED_MMT4D_NOTE
 from ireetune.report.html_page import Chip
 from ireetune.report.html_report import (
     build_profile_page,
@@ -109,6 +110,9 @@ def produced_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Produce
     }
 
 
+# The smallest text a page may show, in CSS pixels.
+READABLE_PX = 11
+
 # Per kind: the fewest plots the page must show, and words its verdict section must hold.
 EXPECTED_PAGES = {
     "dispatch": (3, ("compiler's default", "Spec written:", "Is the search converging?")),
@@ -138,6 +142,9 @@ def test_the_report_renders_in_chromium_without_errors(
     assert len(inspection.plots) == page.read_text().count('<figure class="plot">')
     assert [p for p in inspection.plots if p.width < 200 or p.height < 100 or p.marks < 10] == []
     assert [phrase for phrase in phrases if phrase not in inspection.text] == []
+    if kind == "model":
+        # Where the time goes: the legend names a not-tunable dispatch by its long reason.
+        assert (inspection.plots[0].legend_font_px or 0) >= READABLE_PX
     assert inspection.screenshot_png.startswith(b"\x89PNG") and len(inspection.screenshot_png) > (
         20_000
     )
@@ -440,3 +447,94 @@ def test_a_hostile_value_is_text_on_every_page(
     assert HOSTILE not in page
     # It is shown, whole, where the page names it.
     assert [phrase for phrase in phrases if phrase not in parsed.text] == []
+
+
+class _TableCells(HTMLParser):
+    """The text of each cell of a page's first table, row by row (a cell's nested elements
+    included)."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self.tables = 0
+        self.in_cell = False
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tables += tag == "table"
+        if self.tables == 1 and tag == "tr":
+            self.rows.append([])
+        if self.tables == 1 and tag in ("td", "th"):
+            self.rows[-1].append("")
+            self.in_cell = True
+
+    def handle_endtag(self, tag: str) -> None:
+        self.in_cell = self.in_cell and tag not in ("td", "th")
+        self.tables += 1 if tag == "table" else 0
+
+    def handle_data(self, data: str) -> None:
+        if self.in_cell:
+            self.rows[-1][-1] += data
+
+
+def _untuned_dispatch(
+    name: str, problem: str, share: float, selected: bool = True
+) -> ModelDispatchView:
+    return ModelDispatchView(
+        name=name, problem=problem, invocations=1, share=share, default_ms=1.0, tuned_ms=None,
+        kept_spec=None, selected=selected, note="", in_tuned_spec=False,
+    )  # fmt: skip
+
+
+def _mmt4d_signature(index: int) -> str:
+    return f"mmt4d_{index + 1}x64x48x16x16x1_f32_f32_f32"
+
+
+# A model whose time the dispatch phase left alone: 19 data-tiled matmuls, each with a reason
+# that names its problem, a window sum, and two dispatches below the coverage.
+_WINDOW_SUM = "not tunable: a 1-D window with a 1-D kernel and no channels is not tuned on the CPU"
+_UNTUNED_DISPATCHES = (
+    *(
+        _untuned_dispatch(
+            f"main_dispatch_{i}", f"not tunable: {_mmt4d_signature(i)} {ENCODED_MMT4D_NOTE}", 0.01
+        )
+        for i in range(19)
+    ),
+    _untuned_dispatch("main_dispatch_30", _WINDOW_SUM, 0.15),
+    _untuned_dispatch("main_dispatch_20", "matmul_8x8x8_f32_f32_f32", 0.05, selected=False),
+    _untuned_dispatch("main_dispatch_21", "matmul_4x8x8_f32_f32_f32", 0.03, selected=False),
+)
+
+
+def _untuned_model_run(run_dir: Path) -> ModelRunView:
+    return ModelRunView(
+        run_dir=run_dir, model="m.onnx", target="cpu", default_ms=10.0, tuned_ms=None,
+        speedup=None, tuned_spec=None, decision=None, notes=(), model_ms=10.0, explained_ms=9.0,
+        dispatches=_UNTUNED_DISPATCHES, tuning_runs=(),
+    )  # fmt: skip
+
+
+def test_reasons_that_differ_only_in_the_problem_share_one_row() -> None:
+    rows = _TableCells(render_model_report(_untuned_model_run(Path("run")))).rows
+    mmt4d = ", ".join(f"main_dispatch_{i} {_mmt4d_signature(i)}" for i in range(19))
+    assert rows == [
+        ["reason", "share of model time", "dispatches"],
+        [f"not tunable: … {ENCODED_MMT4D_NOTE}", "19.0%", f"19 dispatches{mmt4d}"],
+        [_WINDOW_SUM, "15.0%", "main_dispatch_30"],
+        [
+            "not selected: below the coverage or past --max-dispatches", "8.0%",
+            "2 dispatchesmain_dispatch_20, main_dispatch_21",
+        ],
+    ]  # fmt: skip
+
+
+def test_the_shares_legend_is_readable_at_the_size_the_page_shows_it(tmp_path: Path) -> None:
+    if find_chromium() is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium; .ci/run does)")
+    page = tmp_path / "report.html"
+    page.write_text(render_model_report(_untuned_model_run(tmp_path)))
+    (shares,) = inspect_page(page).plots
+    # Each legend entry names a dispatch and its 400-character reason; the page may not shrink
+    # the figure to fit them.
+    assert shares.legend_font_px is not None and shares.legend_font_px >= READABLE_PX

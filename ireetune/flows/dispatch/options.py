@@ -34,6 +34,7 @@ from ireetune.core.common_options import (
     seed_option,
     show_progress_option,
     target_option,
+    time_budget_option,
     use_database_option,
 )
 from ireetune.core.options import option, setting
@@ -74,6 +75,10 @@ class TuneOptions:
     )  # fmt: skip
     target: str = target_option()
     num_candidates: int = num_candidates_option(32, "candidate configurations to try")
+    time_budget_s: float | None = time_budget_option(
+        "seconds for the run: it measures its candidates in parts and starts none that could not "
+        "end in time, with the leaders' confirmation and checks (default: no limit)"
+    )
     dispatch: str | None = option(
         None, flag="--dispatch",
         help="for a model with several dispatches: the one to tune, by name or index "

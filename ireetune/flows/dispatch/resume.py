@@ -14,9 +14,10 @@ target flags and database, and hands it through the stages after the last one sa
                                                   the leaders are confirmed again beside the
                                                   default; the checks run again)
 
-A run killed before its specs were saved, one that searched in online rounds, one stopped
-after compiling (`benchmark-folder` and `finish` continue those) and a finished one are refused
-in one line. Running the same command again (the database restoring finished candidates) still
+A run with `--time-budget` goes on with what is left of it (flows/dispatch/budget.py). A run
+killed before its specs were saved, one killed in the online search's rounds or in a time
+budget's parts, one stopped after compiling (`benchmark-folder` and `finish` continue those)
+and a finished one are refused in one line. Running the same command again (the database restoring finished candidates) still
 works as before.
 """
 
@@ -54,10 +55,12 @@ def _remaining_stages(run_dir: Path, info: dict[str, Any]) -> tuple[str, tuple[S
             f"{run_dir} stopped after compiling: continue it with `ireetune benchmark-folder` "
             "where the device is, then `ireetune finish`"
         )
-    if stage in ("measure_round", "pick_round"):
+    if stage in ("measure_round", "pick_round", "next_part"):
         raise IreetuneError(
-            f"{run_dir} was stopped in the online search's rounds, whose model is not saved: run "
-            "the same tune-dispatch command again (the database restores what was measured)"
+            f"{run_dir} was stopped in its rounds (the online search's, whose model is not saved, "
+            "or its time budget's parts, whose waiting candidates are not): run the same "
+            "tune-dispatch command again (the database restores what was measured; a time "
+            "budget starts anew)"
         )
     continued: dict[str, tuple[Stage, ...]] = {
         "specs": (compile_stage, measure_stage, check_stage, decide_stage),
@@ -118,6 +121,7 @@ def resume_dispatch(
     """
     import uuid
 
+    from ireetune.flows.dispatch.budget import record_budget, resume_budget
     from ireetune.flows.dispatch.recording import DatabaseRecording, learn_from_round
     from ireetune.flows.dispatch.run_options import read_run_options
     from ireetune.flows.dispatch.start import marked_failed, open_run
@@ -146,12 +150,13 @@ def resume_dispatch(
         if run.database is not None:
             run.stored = run.database.lookup(run.result_key)
         resume_run_folder(run, records, {**info, "run_dir": str(run_dir)})
+        resume_budget(run, info)
         with marked_failed(run_dir), StageProgress(progress_enabled(options.show_progress)) as progress:  # fmt: skip
             run.progress = progress
             run.recorder.info["outcome"] = "running"
             if run.database is not None:
                 rows = DatabaseRecording(run.database, run.result_key, run.recorder, uuid.uuid4().hex, run.rule.name)  # fmt: skip
                 run.recorder.on_update.append(rows)
-            run_sequence(run, named(*stages), (save_run, learn_from_round))
+            run_sequence(run, named(*stages), (record_budget, save_run, learn_from_round))
         assert run.result is not None
         return run.result

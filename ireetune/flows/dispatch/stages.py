@@ -49,6 +49,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
+from ireetune.flows.dispatch.budget import may_start_part
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.state import DispatchRun, campaign_settings
 from ireetune.model.real_inputs import time_on_real_inputs
@@ -299,7 +300,10 @@ def measure_round_stage(run: DispatchRun) -> None:
     """Online search, a round but the last: compile and time the candidates not done yet (first
     pass only); the run then treats them as a resumed run treats the ones it found in the
     database: measured, taking part in the confirmation round. The flow's `learn_from_round`
-    callback (flows/dispatch/recording.py) updates the model on them."""
+    callback (flows/dispatch/recording.py) updates the model on them. Once the time budget
+    ended the run, nothing is left to do."""
+    if run.budget is not None and run.budget.ended:
+        return
     recorder, done = run.recorder, set(run.restored)
     early = replace(run.options, confirm_rounds=0)
     requests = _compile_plan(run.target, recorder, run.reference, run.real_input_search, done)
@@ -323,12 +327,31 @@ def pick_round_stage(run: DispatchRun) -> None:
     under the model as last updated; restore what the database has of them."""
     assert run.search is not None, "only an online search has rounds"
     chosen = run.search.next_round()
-    _append_specs(run.recorder, run.target, run.space, run.context, run.problem, list(chosen))
-    run.restored |= restore_candidates(run.recorder, run.stored)
+    if may_start_part(run, len(chosen)):
+        _append_specs(run.recorder, run.target, run.space, run.context, run.problem, list(chosen))
+        run.restored |= restore_candidates(run.recorder, run.stored)
 
 
-def online_rounds(search: Rounds | None) -> tuple[Callable[[DispatchRun], None], ...]:
-    """Return the stages of an online search's early rounds (none without one)."""
+def next_part_stage(run: DispatchRun) -> None:
+    """With a time budget (flows/dispatch/budget.py): write the specs of the next part of the
+    candidates, if the task scheduler says it can end in time; restore what the database has of
+    them."""
+    budget = run.budget
+    assert budget is not None, "only a run with a time budget has parts"
+    part = budget.waiting[: budget.part_size]
+    if may_start_part(run, len(part)):
+        del budget.waiting[: len(part)]
+        _append_specs(run.recorder, run.target, run.space, run.context, run.problem, part)
+        run.restored |= restore_candidates(run.recorder, run.stored)
+
+
+def online_rounds(
+    search: Rounds | None, parts: int = 0
+) -> tuple[Callable[[DispatchRun], None], ...]:
+    """Return the stages of an online search's early rounds, or of the `parts` after the first
+    of a run with a time budget (none without either)."""
+    if parts:
+        return (measure_round_stage, next_part_stage) * parts
     rounds = search.rounds_left if search is not None else 0
     return (measure_round_stage, pick_round_stage) * rounds
 

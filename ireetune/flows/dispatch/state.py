@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 from ireetune.benchmark.campaign import CampaignSettings
+from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES
 
@@ -77,6 +78,20 @@ class SetByStage(Generic[ValueT]):
 
 
 @dataclass
+class DispatchBudget:
+    """A run's `--time-budget` as the run spends it (flows/dispatch/budget.py): its scheduler,
+    the size of a part and the candidates waiting for one, when measuring began, how many
+    candidates the parts started, and whether the budget ended the run."""
+
+    scheduler: TaskScheduler
+    part_size: int = 0
+    waiting: list[tuple[Knobs, float | None]] = field(default_factory=list)
+    measuring_since: float = 0.0
+    started: int = 0
+    ended: bool = False
+
+
+@dataclass
 class DispatchRun:
     """What one dispatch run knows, handed from stage to stage.
 
@@ -100,6 +115,8 @@ class DispatchRun:
     real_input_search: bool = False
     workers: int = 1
     notes: list[str] = field(default_factory=list)
+    # The run's `--time-budget` (None: no limit).
+    budget: DispatchBudget | None = None
     # What the stages hand on: the candidates to write specs for (generate); those measured
     # before the main campaign, found in the database or in an early round (specs, compile); a
     # campaign run while compiling (compile); the facts and the contenders (measure, check);

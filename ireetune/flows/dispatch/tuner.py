@@ -10,6 +10,8 @@ online search's model updated after every early round (flows/dispatch/recording.
     (reuse)          a stored winner under the same rule         flows/dispatch/reuse.py
     specs            spec/builder.py
     (online rounds)  measure a round, the model learns, pick     flows/dispatch/stages.py
+    (budget parts)   --time-budget: measure a part, start the    flows/dispatch/budget.py
+                     next only if it can end in time
     compile          compile/stage.py
     measure          benchmark/campaign.py, benchmark/outcomes.py
     check            outputs and real inputs, verify/stage.py
@@ -27,6 +29,12 @@ from contextlib import nullcontext
 from ireetune.core.errors import IreetuneError
 from ireetune.core.run_dir import check_output_dir, create_run_dir
 from ireetune.executor import Executor, open_executor
+from ireetune.flows.dispatch.budget import (
+    check_time_to_measure,
+    read_clock,
+    record_budget,
+    start_budget,
+)
 from ireetune.flows.dispatch.decide import decide_stage
 from ireetune.flows.dispatch.flag_phase import attach_flag_search, choose_global_flags
 from ireetune.flows.dispatch.options import StopAfter, TuneOptions
@@ -61,6 +69,7 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
     Compiles and measurements run on `executor` when a flow that runs several dispatches hands
     in its own; else on the one `options` choose, started for this run and closed after it.
     """
+    started = read_clock()
     if options.num_candidates < 1:
         raise IreetuneError("--num-candidates must be at least 1")
     check_output_dir(options.output_dir)
@@ -71,9 +80,12 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
         with open_run(options, target, run_executor) as run:
             run_sequence(run, named(generate_stage), ())
             stored_winner = reusable_winner(run)
-            run_dir = create_run_dir(options.output_dir, run.problem.signature)
             if stored_winner is not None:
+                run_dir = create_run_dir(options.output_dir, run.problem.signature)
                 return reuse_stored_winner(run, stored_winner, run_dir)
+            parts = start_budget(run, started)
+            check_time_to_measure(run)
+            run_dir = create_run_dir(options.output_dir, run.problem.signature)
             with marked_failed(run_dir), StageProgress(progress_enabled(options.show_progress)) as progress:  # fmt: skip
                 start_run_folder(run, run_dir)
                 run.progress = progress
@@ -81,16 +93,18 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
                     session = uuid.uuid4().hex
                     rows = DatabaseRecording(run.database, run.result_key, run.recorder, session, run.rule.name)  # fmt: skip
                     run.recorder.on_update.append(rows)
-                run_sequence(run, named(*dispatch_stages(run)), (save_run, learn_from_round))
+                callbacks = (record_budget, save_run, learn_from_round)
+                run_sequence(run, named(*dispatch_stages(run, parts)), callbacks)
             assert run.result is not None
             return attach_flag_search(run.result, flag_search)
 
 
-def dispatch_stages(run: DispatchRun) -> tuple[Stage, ...]:
-    """Return the stages a started run goes through, after generate."""
+def dispatch_stages(run: DispatchRun, parts: int = 0) -> tuple[Stage, ...]:
+    """Return the stages a started run goes through, after generate (`parts`: those after the
+    first of a run with a time budget)."""
     if run.options.stop_after is StopAfter.COMPILE:
         return (specs_stage, compile_stage, export_stage)
     return (
-        specs_stage, *online_rounds(run.search), compile_stage, measure_stage, check_stage,
-        decide_stage,
+        specs_stage, *online_rounds(run.search, parts), compile_stage, measure_stage,
+        check_stage, decide_stage,
     )  # fmt: skip

@@ -13,7 +13,6 @@ from pathlib import Path
 from ireetune.core.arguments import (
     fraction,
     positive_int,
-    positive_seconds,
     speedup_threshold,
     try_flag_text,
     user_path,
@@ -31,6 +30,7 @@ from ireetune.core.common_options import (
     seed_option,
     show_progress_option,
     target_option,
+    time_budget_option,
     use_database_option,
 )
 from ireetune.core.options import option
@@ -74,10 +74,9 @@ class ModelTuneOptions:
         3, flag="--candidates-per-dispatch", type=positive_int,
         help="best candidates per dispatch kept for model-level selection",
     )  # fmt: skip
-    time_budget_s: float | None = option(
-        None, flag="--time-budget", type=positive_seconds,
-        help="seconds for the whole run (default: no limit)",
-    )  # fmt: skip
+    time_budget_s: float | None = time_budget_option(
+        "seconds for the whole run (default: no limit)"
+    )
     with_default_specs: bool = option(
         False, flag="--with-default-specs", action="store_true",
         help="link IREE's shipped specs after ours",

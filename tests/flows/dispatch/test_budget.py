@@ -1,0 +1,105 @@
+"""`tune-dispatch --time-budget`: the run starts no part of its candidates that could not end in
+time and closes with what it measured; a continued run keeps what is left of its budget.
+
+The budget's clock is replaced by one that moves a fixed step each time it is read, so that
+when a part may start does not hang on this machine's load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ireetune
+from ireetune.core.budget import TaskScheduler
+from ireetune.core.errors import IreetuneError
+from ireetune.flows.dispatch import budget
+from ireetune.flows.dispatch.resume import _remaining_stages, resume_dispatch
+from ireetune.report.result import TuneResult
+from tests.conftest import FAST_RUN_OPTIONS, TEST_TARGET
+
+
+class SteppingClock:
+    """A clock that moves `step` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        now = self.now
+        self.now += self.step
+        return now
+
+
+def _tune(benchmark: Path, output_dir: Path, budget_s: float | None) -> TuneResult:
+    # Six candidates on two workers: with a budget, three parts of two.
+    return ireetune.tune_dispatch(
+        benchmark, target=TEST_TARGET, num_candidates=6, jobs=2, output_dir=output_dir,
+        use_database=False, show_progress=False, time_budget_s=budget_s, **FAST_RUN_OPTIONS,
+    )  # fmt: skip
+
+
+def test_a_part_starts_only_when_it_and_the_closing_stages_end_in_time() -> None:
+    scheduler = TaskScheduler(100.0, started=0.0)
+    # 40 s left at 60 s; 2 candidates and 9 of closing at 4 s each need 44 s; at 3 s, 33 s.
+    assert [scheduler.starts_part(60.0, s, 2, 9) for s in (4.0, 3.0)] == [False, True]
+    assert TaskScheduler(None, started=0.0).starts_part(1e9, 1e9, 2, 9)
+
+
+def test_the_budget_ends_the_run_and_a_continued_run_keeps_what_is_left(
+    matmul_benchmark: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 40 s a reading of the clock against 100 s: the first part starts, no later one can end.
+    monkeypatch.setattr(budget, "clock", SteppingClock(40.0))
+    result = _tune(matmul_benchmark, tmp_path / "runs", 100.0)
+
+    ended = (
+        "the time budget (100 s) ended the run: it started no part that could not end in time "
+        "(2 candidates tried; 4 were not tried)"
+    )
+    assert [record.candidate_id for record in result.records] == [0, 1, 2]
+    assert ended in result.notes
+    assert ended in (result.run_dir / "summary.txt").read_text()
+    saved = json.loads((result.run_dir / "results.json").read_text())
+    assert saved["outcome"] in ("improved", "no-improvement")
+    assert {k: v for k, v in saved["time_budget"].items() if k != "spent_s"} == {
+        "budget_s": 100.0, "ended_run": True, "tried": 2,
+    }  # fmt: skip
+
+    # Killed after measuring, 70 s into its budget: the continued run has 30 s left.
+    saved.update(stage="measure", outcome="running")
+    saved["time_budget"]["spent_s"] = 70.0
+    (result.run_dir / "results.json").write_text(json.dumps(saved))
+    monkeypatch.setattr(budget, "clock", SteppingClock(0.0))
+    continued = resume_dispatch(result.run_dir)
+    assert (
+        "continued with 30 s of its 100 s time budget left (the time between the kill and the "
+        "continue not counted)"
+    ) in continued.notes
+    after = json.loads((result.run_dir / "results.json").read_text())
+    assert after["outcome"] in ("improved", "no-improvement")
+    assert after["time_budget"]["spent_s"] == 70.0
+
+
+def test_a_budget_with_room_tries_the_candidates_of_a_run_without_one(
+    matmul_benchmark: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(budget, "clock", SteppingClock(0.001))
+    budgeted = _tune(matmul_benchmark, tmp_path / "budgeted", 10_000.0)
+    unlimited = _tune(matmul_benchmark, tmp_path / "unlimited", None)
+
+    assert [r.knobs for r in budgeted.records] == [r.knobs for r in unlimited.records]
+    assert len(budgeted.records) == 7
+    saved = json.loads((budgeted.run_dir / "results.json").read_text())
+    assert (saved["time_budget"]["ended_run"], saved["time_budget"]["tried"]) == (False, 6)
+    assert "time_budget" not in json.loads((unlimited.run_dir / "results.json").read_text())
+    assert not [note for note in budgeted.notes if "time budget" in note]
+
+
+def test_a_run_killed_in_its_parts_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(IreetuneError) as refused:
+        _remaining_stages(tmp_path, {"stage": "next_part", "outcome": "running"})
+    assert "or its time budget's parts, whose waiting candidates are not" in str(refused.value)
