@@ -1273,8 +1273,7 @@ CASES = [
     Case(
         "finish-checks-cut-short",
         ("finish", "{folder}"),
-        "the output checks did not complete (saved after the measure stage): run "
-        "`ireetune benchmark-folder",
+        "the output checks did not complete (saved after the measure stage): run `ireetune measure",
         setup=_benchmark_results(stage="measure"),
     ),
     Case(

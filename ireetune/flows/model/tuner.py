@@ -173,7 +173,7 @@ def continue_model_folder(
     if not (run_dir / STATE_NAME).is_file():
         raise IreetuneError(
             f"{run_dir} is not a model run folder (it holds neither {MODEL_RUN_NAME} nor "
-            f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune resume`"
+            f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune continue`"
         )
     return describe_status(continue_split_run(run_dir, jobs, database_path))
 

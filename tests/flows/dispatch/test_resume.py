@@ -160,7 +160,7 @@ def test_killed_during_the_checks_resumes_into_the_same_verdict(
     }
 
 
-# Resumed from the run folder (`ireetune resume RUN_DIR`, flows/dispatch/resume.py): no database, so
+# Resumed from the run folder (`ireetune continue RUN_DIR`, flows/dispatch/resume.py): no database, so
 # nothing but the folder carries the killed run's work.
 
 

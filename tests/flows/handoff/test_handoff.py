@@ -105,7 +105,7 @@ def test_folder_is_benchmarked_without_compiler_then_finished(
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == (
-        f"results: {compiled_folder / RESULTS_NAME}\nnext: ireetune finish {compiled_folder}\n"
+        f"results: {compiled_folder / RESULTS_NAME}\nnext: ireetune continue {compiled_folder}\n"
     )
     results = json.loads((compiled_folder / RESULTS_NAME).read_text())
     assert results["manifest_sha256"] == hash_manifest(compiled_folder)
