@@ -8,7 +8,7 @@ profile, dispatches, variants, decide, report. Its mode says where measuring hap
   phase after the last one saved;
 - `prepare_split_run`, then `continue_split_run` after each device step: split
   (flows/model/split.py), this host compiles and the run pauses where the device must measure
-  (`ireetune device-step` on the device host; docs/split_flow.md).
+  (`ireetune measure` on the device host; docs/split_flow.md).
 
 This module checks the options, makes the run folder and the executor, and runs the phases in
 the chosen mode; `continue_model_folder` continues a model run folder in the mode it was
