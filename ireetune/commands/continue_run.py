@@ -85,15 +85,14 @@ def register(subparsers: Subparsers) -> None:
         ContinueOptions,
         run,
     )
-    # The names two kinds of continuing had, each for its kind of folder, kept for old scripts.
+    # The names two kinds of continuing had, kept for old scripts.
     add_command(
         subparsers,
         "resume",
         "old name of `continue` for a killed tune-dispatch run, kept for old scripts",
         "Load a tune-dispatch run that was killed or interrupted from its folder (its options "
         "and every candidate's record, saved after each stage) and run the stages after the "
-        "last one saved: what was compiled is not compiled again, timings taken are kept (as "
-        "`ireetune continue` does).",
+        "last one saved: what was compiled is not compiled again, timings taken are kept.",
         ResumeOptions,
         run_as_resume,
     )

@@ -64,16 +64,14 @@ def register(subparsers: Subparsers) -> None:
         MeasureOptions,
         run,
     )
-    # The names the two kinds of device step had, each for its kind of folder, kept for old
-    # scripts.
+    # The names the two kinds of device step had, kept for old scripts.
     add_command(
         subparsers,
         "benchmark-folder",
         "old name of `measure` for a dispatch folder, kept for old scripts",
         "Time and verify every candidate of a run folder written by `ireetune "
         "tune-dispatch --stop-after compile`, with only iree-base-runtime and NumPy installed. "
-        "The folder holds native code: run only folders you produced (as `ireetune measure` "
-        "does).",
+        "The folder holds native code: run only folders you produced.",
         BenchmarkFolderOptions,
         run_as_benchmark_folder,
     )
@@ -84,8 +82,7 @@ def register(subparsers: Subparsers) -> None:
         "Run the device half of a split model run (`ireetune tune MODEL --stop-after "
         "compile`): profile the model and its dispatches, measure the dispatch folders, time the "
         "model variants, whatever device_step.json lists. Needs only iree-base-runtime and NumPy. "
-        "The folder holds native code: run only folders you produced (as `ireetune measure` "
-        "does).",
+        "The folder holds native code: run only folders you produced.",
         DeviceStepOptions,
         run_as_device_step,
     )
