@@ -15,7 +15,7 @@ device reads (at most 50 MiB with the wheels); the compile side's folders stay i
 
 `device` runs, within its deadline and in this order: the default of every dispatch, the first
 candidates of each, the model, then every candidate of each. Each is the product's own command
-in a process of its own (`python -m ireetune.cli benchmark-folder` or `device-step`): the
+in a process of its own (`python -m ireetune.cli measure`): the
 benchmark worker, the campaign, the output checks and the model timing. A unit the deadline
 reaches is stopped; after every unit the archive is written again, so a call cut short still
 brings back what it measured. The verb imports neither the IREE compiler nor onnx.
@@ -610,8 +610,7 @@ def run_unit(
     unit: Unit, folder: Path, devices: list[str], seconds: float, environment: dict[str, str]
 ) -> dict[str, Any]:
     """Run the product's command for one unit; stop its whole process group at `seconds`."""
-    verb = "device-step" if unit.kind == "model" else "benchmark-folder"
-    command = [sys.executable, "-m", "ireetune.cli", verb, str(folder / unit.folder),
+    command = [sys.executable, "-m", "ireetune.cli", "measure", str(folder / unit.folder),
                "--devices", ",".join(devices)]  # fmt: skip
     started = time.monotonic()
     process = subprocess.Popen(

@@ -378,7 +378,7 @@ def local(arguments: argparse.Namespace) -> None:
             break
         for name, run_dir in pending.items():
             if _phase(run_dir) == "awaiting-device":
-                command = [sys.executable, "-m", "ireetune.cli", "device-step", str(run_dir)]
+                command = [sys.executable, "-m", "ireetune.cli", "measure", str(run_dir)]
                 if arguments.devices:
                     command += ["--devices", arguments.devices]
                 started = time.monotonic()

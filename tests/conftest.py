@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,6 +110,26 @@ def dump_benchmarks(model_text: str, folder: Path, cpu: str = TEST_CPU) -> list[
         capture_output=True,
     )
     return sorted((folder / "dumps").glob("*_benchmark.mlir"))
+
+
+def compile_matmul_for_device_host(folder: Path, **options: Any) -> Path:
+    """Write MATMUL_MODEL into `folder`, compile it as `tune-dispatch --stop-after compile` does
+    for this host's CPU (no database, no progress bar; `options`: the other TuneOptions fields a
+    test sets) and return the run folder."""
+    from ireetune.flows.dispatch.options import StopAfter
+    from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+
+    model = folder / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    settings = {
+        "input_path": model,
+        "target": "cpu",
+        "output_dir": folder / "runs",
+        "stop_after": StopAfter.COMPILE,
+        "use_database": False,
+        "show_progress": False,
+    }
+    return tune_dispatch(TuneOptions(**settings, **options)).run_dir
 
 
 @pytest.fixture(scope="session")

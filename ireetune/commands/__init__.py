@@ -12,9 +12,8 @@ its handler those options; the tuning commands (tune, tune-dispatch) use
 COMMAND_MODULES = (
     "ireetune.commands.tune",
     "ireetune.commands.tune_dispatch",
-    # The two verbs that continue a run, each with the older names it stands for: `continue`
-    # (resume, finish) on the compile host, `measure` (benchmark-folder, device-step) on the
-    # device host.
+    # The two verbs that continue a run: `continue` on the compile host, `measure` on the device
+    # host (each module also keeps the older names, for old scripts).
     "ireetune.commands.continue_run",
     "ireetune.commands.measure",
     "ireetune.commands.replay",

@@ -1,10 +1,10 @@
 """`ireetune continue RUN`: continue any run folder on the compile host, whatever stopped it.
 
 The folder says what it is (flows/continue_folder.py): a killed tune-dispatch run is resumed
-after its last saved stage (as `resume`), a dispatch folder the device host measured is finished
-(as `finish`), a model run goes on at the phase after the last one saved, a split one at the
-compile host's next step. `resume` and `finish`, the names the first two had, are kept here as
-aliases, each for its kind of folder.
+after its last saved stage, a dispatch folder the device host measured is finished, a model run
+goes on at the phase after the last one saved, a split one at the compile host's next step.
+`resume` and `finish`, the names the first two had, are kept as aliases for old scripts, each for
+its kind of folder; what they print teaches `continue` and `measure`.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class FinishOptions:
     """What `ireetune finish` is asked to do."""
 
     run_dir: Path = run_dir_option(
-        "the run folder measured by `ireetune benchmark-folder` (holds benchmark_results.json)"
+        "the run folder measured by `ireetune measure` (holds benchmark_results.json)"
     )
 
 
@@ -71,10 +71,10 @@ def register(subparsers: Subparsers) -> None:
         "continue",
         "continue any run folder: killed, or back from the device host",
         "Continue a run from its folder, whatever kind it is. A `ireetune tune-dispatch` run "
-        "that was killed or interrupted runs the stages after the last one saved (as `ireetune "
-        "resume`). A folder of `tune-dispatch --stop-after compile` that `ireetune measure` "
-        "measured on the device host is finished: the verified winner is picked and its spec "
-        "written (as `ireetune finish`). A `ireetune tune MODEL` run that was killed or "
+        "that was killed or interrupted runs the stages after the last one saved. A folder of "
+        "`tune-dispatch --stop-after compile` that `ireetune measure` measured on the device "
+        "host is finished: the verified winner is picked and its spec written. A `ireetune "
+        "tune MODEL` run that was killed or "
         "interrupted is loaded as its last saved phase left it and the phases after that one "
         "run, on the same target and options (a dispatch phase cut short goes on with the "
         "dispatches not tuned yet). A split model run (`ireetune tune MODEL --stop-after "
@@ -85,11 +85,11 @@ def register(subparsers: Subparsers) -> None:
         ContinueOptions,
         run,
     )
-    # The names two kinds of continuing had, each for its kind of folder.
+    # The names two kinds of continuing had, kept for old scripts.
     add_command(
         subparsers,
         "resume",
-        "continue a killed tune-dispatch run from its folder (`continue` does the same)",
+        "old name of `continue` for a killed tune-dispatch run, kept for old scripts",
         "Load a tune-dispatch run that was killed or interrupted from its folder (its options "
         "and every candidate's record, saved after each stage) and run the stages after the "
         "last one saved: what was compiled is not compiled again, timings taken are kept.",
@@ -99,9 +99,10 @@ def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "finish",
-        "pick the winner of a benchmarked folder and write its spec (`continue` does the same)",
-        "Read the results `ireetune benchmark-folder` wrote into a run folder, pick "
-        "the fastest verified candidate, prove its configuration lands and write best_spec.mlir.",
+        "old name of `continue` for a measured dispatch folder, kept for old scripts",
+        "Read the results `ireetune measure` wrote into a run folder, pick the fastest verified "
+        "candidate, prove its configuration lands and write best_spec.mlir (as `ireetune "
+        "continue` does).",
         FinishOptions,
         run_as_finish,
     )
@@ -118,7 +119,7 @@ def run(options: ContinueOptions) -> int:
     kind = read_folder_kind(options.run_dir)
     given = GivenAgain(options.extra_flags, options.database_path)
     if kind is FolderKind.DISPATCH_RUN:
-        return resume_folder(options.run_dir, given, "continue")
+        return resume_folder(options.run_dir, given)
     if kind is FolderKind.DISPATCH_FOLDER:
         if given != GivenAgain():
             raise IreetuneError(
@@ -128,7 +129,7 @@ def run(options: ContinueOptions) -> int:
             )
         check_folder_trust(options.run_dir, "finish")
         check_measured(options.run_dir)
-        return finish_folder(options.run_dir, ("measure", "continue"))
+        return finish_folder(options.run_dir)
     check_folder_trust(options.run_dir, "continue", given)
     if options.database_path is not None:
         check_database_path(options.database_path)
@@ -149,17 +150,17 @@ def run_as_resume(options: ResumeOptions) -> int:
             f"`ireetune continue {options.run_dir}`"
         )
     given = GivenAgain(options.extra_flags, options.database_path)
-    return resume_folder(options.run_dir, given, "resume")
+    return resume_folder(options.run_dir, given)
 
 
-def resume_folder(run_dir: Path, given: GivenAgain, command: str) -> int:
+def resume_folder(run_dir: Path, given: GivenAgain) -> int:
     """Resume a killed tune-dispatch run (`resume`, or `continue` on such a folder) and print
     its verdict."""
     from ireetune.core.run_dir import check_database_path
     from ireetune.flows.dispatch.resume import resume_dispatch
     from ireetune.flows.handoff.folder_trust import check_folder_trust
 
-    check_folder_trust(run_dir, command, given)
+    check_folder_trust(run_dir, "continue", given)
     if given.database_path is not None:
         check_database_path(given.database_path)
     result = resume_dispatch(run_dir, database_path=given.database_path)
@@ -177,13 +178,13 @@ def run_as_finish(options: FinishOptions) -> int:
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "finish")
-    return finish_folder(options.run_dir, ("benchmark-folder", "finish"))
+    return finish_folder(options.run_dir)
 
 
-def finish_folder(run_dir: Path, verbs: tuple[str, str]) -> int:
+def finish_folder(run_dir: Path) -> int:
     """Finish a measured dispatch folder (`finish`, or `continue` on such a folder) and print
     the verdict, or, where the leaders' reference programs were compiled now, the next two
-    commands (`verbs`: the device host's, then this host's)."""
+    commands (the device host's, then this host's)."""
     from ireetune.flows.handoff.references import finish_measured_folder
 
     finished = finish_measured_folder(run_dir)
@@ -192,8 +193,8 @@ def finish_folder(run_dir: Path, verbs: tuple[str, str]) -> int:
         sys.stdout.write(
             f"compiled the reference programs of candidates {', '.join(map(str, finished.compiled_references))}; "
             f"check their outputs where the device is, then finish:\n"
-            f"  {shlex.join(['ireetune', verbs[0], path_argument(run_dir)])}\n"
-            f"  {shlex.join(['ireetune', verbs[1], path_argument(run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'measure', path_argument(run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'continue', path_argument(run_dir)])}\n"
         )
         return 0
     result = finished.result

@@ -1,12 +1,12 @@
 """`ireetune measure FOLDER`: on the device host, measure whatever a folder asks for (runtime
 only).
 
-A dispatch folder (`tune-dispatch --stop-after compile`) is measured and verified as
-`benchmark-folder` does; a split model run (`tune --stop-after compile`) runs its device step as
-`device-step` does (flows/continue_folder.py tells them apart). Those two verbs, the names the
-steps had, are kept here as aliases, each for its kind of folder. Nothing imported here at
-module level, nor on the way to either, may import the IREE compiler or z3: these commands run
-on a host with only `iree-base-runtime` and NumPy.
+A dispatch folder (`tune-dispatch --stop-after compile`) is measured and verified; a split model
+run (`tune --stop-after compile`) runs its device step (flows/continue_folder.py tells them
+apart). `benchmark-folder` and `device-step`, the names the two steps had, are kept as aliases
+for old scripts, each for its kind of folder; what they print teaches `measure` and `continue`.
+Nothing imported here at module level, nor on the way to either, may import the IREE compiler or
+z3: these commands run on a host with only `iree-base-runtime` and NumPy.
 """
 
 from __future__ import annotations
@@ -58,18 +58,17 @@ def register(subparsers: Subparsers) -> None:
         "measure whatever a folder asks of the device host (needs only the runtime)",
         "Run the device host's half of a run split across two hosts, with only "
         "iree-base-runtime and NumPy installed: time and verify every candidate of a folder "
-        "written by `ireetune tune-dispatch --stop-after compile` (as `ireetune "
-        "benchmark-folder`), or run a split model run's device step, whatever its "
-        "device_step.json lists (as `ireetune device-step`). Then `ireetune continue` on the "
+        "written by `ireetune tune-dispatch --stop-after compile`, or run a split model run's "
+        "device step, whatever its device_step.json lists. Then `ireetune continue` on the "
         "compile host. The folder holds native code: run only folders you produced.",
         MeasureOptions,
         run,
     )
-    # The names the two kinds of device step had, each for its kind of folder.
+    # The names the two kinds of device step had, kept for old scripts.
     add_command(
         subparsers,
         "benchmark-folder",
-        "benchmark a folder of `tune-dispatch --stop-after compile` (`measure` does the same)",
+        "old name of `measure` for a dispatch folder, kept for old scripts",
         "Time and verify every candidate of a run folder written by `ireetune "
         "tune-dispatch --stop-after compile`, with only iree-base-runtime and NumPy installed. "
         "The folder holds native code: run only folders you produced.",
@@ -79,7 +78,7 @@ def register(subparsers: Subparsers) -> None:
     add_command(
         subparsers,
         "device-step",
-        "run what a split model run needs from the device (`measure` does the same)",
+        "old name of `measure` for a split model run, kept for old scripts",
         "Run the device half of a split model run (`ireetune tune MODEL --stop-after "
         "compile`): profile the model and its dispatches, measure the dispatch folders, time the "
         "model variants, whatever device_step.json lists. Needs only iree-base-runtime and NumPy. "
@@ -99,7 +98,7 @@ def run(options: MeasureOptions) -> int:
         check_folder_trust(options.run_dir, "device-step")
         return measure_model_folder(options.run_dir, options.devices)
     check_folder_trust(options.run_dir, "benchmark-folder")
-    return measure_dispatch_folder(options.run_dir, options.devices, "continue")
+    return measure_dispatch_folder(options.run_dir, options.devices)
 
 
 def run_as_benchmark_folder(options: BenchmarkFolderOptions) -> int:
@@ -108,12 +107,12 @@ def run_as_benchmark_folder(options: BenchmarkFolderOptions) -> int:
 
     check_run_folder(options.run_dir)
     check_folder_trust(options.run_dir, "benchmark-folder")
-    return measure_dispatch_folder(options.run_dir, options.devices, "finish")
+    return measure_dispatch_folder(options.run_dir, options.devices)
 
 
-def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...], finish_verb: str) -> int:
-    """Measure and verify a dispatch folder (`benchmark-folder`, or `measure` on such a folder)
-    and print the results file and the compile host's next command (`finish_verb`)."""
+def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...]) -> int:
+    """Measure and verify a dispatch folder (`measure` on such a folder, or `benchmark-folder`)
+    and print the results file and the compile host's next command."""
     from ireetune.core.errors import IreetuneError
     from ireetune.flows.handoff.benchmark_folder import benchmark_folder
 
@@ -122,7 +121,7 @@ def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...], finish_verb
     except ValueError as error:
         raise IreetuneError(str(error)) from None
     pending = json.loads(path.read_text()).get("verification", {}).get("pending")
-    finish_command = shlex.join(["ireetune", finish_verb, path_argument(run_dir)])
+    finish_command = shlex.join(["ireetune", "continue", path_argument(run_dir)])
     if pending:
         sys.stdout.write(
             f"results: {path}\nnext: {finish_command}   (compiles the "
@@ -143,7 +142,7 @@ def run_as_device_step(options: DeviceStepOptions) -> int:
 
 
 def measure_model_folder(run_dir: Path, devices: tuple[str, ...]) -> int:
-    """Run a split model run's device step (`device-step`, or `measure` on such a folder) and
+    """Run a split model run's device step (`measure` on such a folder, or `device-step`) and
     print the results file and the compile host's next command."""
     from ireetune.flows.handoff.device_step import run_device_step
 

@@ -16,7 +16,7 @@ from ireetune.core.options import option
 class ReplayOptions:
     """What `ireetune replay` is asked to do."""
 
-    run_dir: Path = run_dir_option("a tune-dispatch or finish run folder")
+    run_dir: Path = run_dir_option("a tune-dispatch run folder (one continued after `measure` too)")
     candidate: int | None = option(
         None, flag="--candidate", type=positive_int, help="candidate id (default: the winner)"
     )

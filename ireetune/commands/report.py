@@ -23,7 +23,7 @@ def register(subparsers: Subparsers) -> None:
     parser = add_options_parser(
         subparsers,
         "report",
-        "write the HTML report of a tune-dispatch, tune, finish or profile run",
+        "write the HTML report of a tune-dispatch, tune or profile run",
         None,
         ReportOptions,
     )

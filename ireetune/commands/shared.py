@@ -2,7 +2,7 @@
 and device list options, the tuning commands' options and the line naming the HTML report.
 
 Nothing imported here at module level may import the IREE compiler or z3: the runtime-only
-commands (`benchmark-folder`, `device-step`) use this module.
+command (`measure`) uses this module.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def read_tuning_options(
 def check_before_work(options: TuningOptions) -> None:
     """Refuse, before any work, what a tuning run's options can not do: an output folder or a
     database that can not be written, and, for a dispatch compiled for another host (`--stop-after
-    compile`), flags its folder may not carry (`finish` takes only the flag search's), and a
+    compile`), flags its folder may not carry (`continue` takes only the flag search's), and a
     dispatch run's time budget where it can not be kept. The
     command line and the Python API both check here."""
     from ireetune.core.errors import IreetuneError

@@ -23,7 +23,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--stop-after", choices=["compile"], default=None,
         help="split the run for a GPU host without the compiler: compile here and write a run "
-        "folder; then `ireetune device-step RUN` there and `ireetune continue RUN` here, until "
+        "folder; then `ireetune measure RUN` there and `ireetune continue RUN` here, until "
         "the report (docs/split_flow.md)",
     )  # fmt: skip
 

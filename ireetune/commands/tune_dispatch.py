@@ -31,11 +31,11 @@ def run(options: TuneOptions, arguments: argparse.Namespace) -> int:
         sys.stdout.write(
             f"compiled {result.problem.signature} into {result.run_dir} "
             f"(compile success {result.compile_success_rate:.0%}); next:\n"
-            f"  {shlex.join(['ireetune', 'benchmark-folder', path_argument(result.run_dir)])}"
-            "   (or python -m ireetune.cli benchmark-folder)\n"
-            f"  {shlex.join(['ireetune', 'finish', path_argument(result.run_dir)])}\n"
+            f"  {shlex.join(['ireetune', 'measure', path_argument(result.run_dir)])}"
+            "   (or python -m ireetune.cli measure)\n"
+            f"  {shlex.join(['ireetune', 'continue', path_argument(result.run_dir)])}\n"
             + (
-                "  then, for the leaders' output checks: benchmark-folder and finish once more\n"
+                "  then, for the leaders' output checks: measure and continue once more\n"
                 if options.references is References.LEADERS
                 else ""
             )

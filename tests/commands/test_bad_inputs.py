@@ -27,10 +27,9 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
-from ireetune.flows.dispatch.options import References, StopAfter
-from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.dispatch.options import References
 from ireetune.flows.handoff.manifest import MANIFEST_NAME, RESULTS_NAME, hash_manifest
-from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL
+from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL, compile_matmul_for_device_host
 from tests.database.test_database import INFO as DATABASE_INFO
 from tests.database.test_database import PROBLEM as DATABASE_PROBLEM
 from tests.database.test_hardening_database import write_newer_schema_file, write_wal_foreign_file
@@ -1289,8 +1288,7 @@ CASES = [
     Case(
         "finish-checks-cut-short",
         ("finish", "{folder}"),
-        "the output checks did not complete (saved after the measure stage): run "
-        "`ireetune benchmark-folder",
+        "the output checks did not complete (saved after the measure stage): run `ireetune measure",
         setup=_benchmark_results(stage="measure"),
     ),
     Case(
@@ -1352,18 +1350,10 @@ CASES = [
 def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run folder written by `tune-dispatch --stop-after compile` (the crafted cases'
     starting point)."""
-    folder = tmp_path_factory.mktemp("compiled")
-    model = folder / "matmul.mlir"
-    model.write_text(MATMUL_MODEL)
-    result = tune_dispatch(
-        TuneOptions(
-            input_path=model, target="cpu", num_candidates=2, output_dir=folder / "runs",
-            repetitions=2, min_repetition_s=0.002, confirm_rounds=1, confirm_top=1,
-            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
-            references=References.ALL,
-        )
+    return compile_matmul_for_device_host(
+        tmp_path_factory.mktemp("compiled"), num_candidates=2, repetitions=2,
+        min_repetition_s=0.002, confirm_rounds=1, confirm_top=1, references=References.ALL,
     )  # fmt: skip
-    return result.run_dir
 
 
 @pytest.fixture(scope="module")

@@ -163,19 +163,19 @@ def test_printed_next_commands_quote_a_path_with_spaces(
     (next_line,) = [line for line in benchmarked_out.splitlines() if line.startswith("next: ")]
 
     assert commands == [
-        ["ireetune", "benchmark-folder", str(run_dir)],
-        ["ireetune", "finish", str(run_dir)],
+        ["ireetune", "measure", str(run_dir)],
+        ["ireetune", "continue", str(run_dir)],
     ]
     assert shlex.split(next_line.removeprefix("next: ").split("   (")[0]) == [
         "ireetune",
-        "finish",
+        "continue",
         str(run_dir),
     ]
 
 
 def test_split_run_status_quotes_its_commands() -> None:
     run_dir = Path("/tmp/a run folder/mlp run")
-    status = SplitStatus(run_dir, Phase.AWAITING_DEVICE, 1, "ireetune device-step")
+    status = SplitStatus(run_dir, Phase.AWAITING_DEVICE, 1, "ireetune measure")
 
     lines = describe_status(status).splitlines()
 

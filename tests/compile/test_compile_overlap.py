@@ -15,7 +15,7 @@ from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.executor import LocalExecutor
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
-from tests.conftest import CPU_FLAGS
+from tests.conftest import CPU_FLAGS, FAST_RUN_OPTIONS
 
 SOURCES = 9
 
@@ -71,7 +71,7 @@ def test_measuring_starts_before_the_last_compile_ends(
 
     result = compile_and_measure(
         LocalExecutor(), recorder, CompileBatch(jobs, 1, 120.0), MeasurePlan(make_job, ["local-task"],
-        CampaignSettings(repetitions=2, min_repetition_s=0.005, confirm_rounds=1),
+        CampaignSettings(**FAST_RUN_OPTIONS),
         on_measured), StageProgress(False), timeline=timeline,
     )  # fmt: skip
     # One compile at a time: the first candidates were measured while later ones compiled.

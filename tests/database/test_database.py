@@ -120,8 +120,8 @@ def test_only_local_winners_are_best_results(tmp_path: Path) -> None:
     assert [r.knobs for r in stale] == [(("vec_m", 2),)]
 
 
-def test_schema_1_file_is_upgraded_and_its_rows_are_not_winners(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite"
+def write_schema_1_file(path: Path) -> None:
+    """Write a database as schema 1 wrote it: one verified row, speedup 2.0, no verdict."""
     connection = sqlite3.connect(path)
     connection.executescript(
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -140,6 +140,11 @@ def test_schema_1_file_is_upgraded_and_its_rows_are_not_winners(tmp_path: Path) 
     )
     connection.commit()
     connection.close()
+
+
+def test_schema_1_file_is_upgraded_and_its_rows_are_not_winners(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    write_schema_1_file(path)
     with TuningDatabase(path) as database:
         rows = list(database.lookup(KEY).values())
         best = database.best_results()
@@ -348,24 +353,7 @@ def test_rows_of_another_database_are_validated_like_json_rows(tmp_path: Path) -
 
 def test_a_schema_1_import_source_is_read_without_upgrading_it(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
-    connection = sqlite3.connect(path)
-    connection.executescript(
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-        "INSERT INTO meta VALUES ('schema_version', '1');"
-        "CREATE TABLE results (compiler_version TEXT NOT NULL, target TEXT NOT NULL, device TEXT "
-        "NOT NULL, problem TEXT NOT NULL, signature TEXT NOT NULL, config TEXT NOT NULL, "
-        "compilation_info TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, times_ms TEXT "
-        "NOT NULL, median_ms REAL, min_ms REAL, max_ms REAL, spread REAL, baseline_ms REAL, "
-        "speedup REAL, session TEXT NOT NULL, written_at TEXT NOT NULL, PRIMARY KEY "
-        "(compiler_version, target, device, problem, config));"
-    )
-    connection.execute(
-        "INSERT INTO results VALUES (?, ?, ?, ?, ?, '{\"vec_m\": 4}', '', 'verified', '', "
-        "'[1.0]', 1.0, 1.0, 1.0, 0.0, 2.0, 2.0, 's', 'then')",
-        (KEY.compiler_version, KEY.target, KEY.device, KEY.problem, KEY.signature),
-    )
-    connection.commit()
-    connection.close()
+    write_schema_1_file(path)
     before = _digest(path)
     (result,) = read_results_file(path, "now")
     assert (result.status, result.speedup, result.verdict, result.origin) == (

@@ -17,11 +17,10 @@ from ireetune.core.errors import IreetuneError
 from ireetune.flows.continue_folder import FolderKind, read_device_kind, read_folder_kind
 from ireetune.flows.handoff.manifest import RESULTS_NAME
 from ireetune.flows.handoff.model_folder import results_name
-from tests.conftest import REPOSITORY
+from tests.conftest import FAST_RUN_ARGS, REPOSITORY
 from tests.flows.handoff.test_handoff import runtime_only_environment
 
 EXAMPLES = REPOSITORY / "examples"
-QUICK = ("--repetitions", "2", "--confirm-rounds", "1", "--min-repetition-time", "0.005")
 
 
 @pytest.mark.parametrize(
@@ -93,7 +92,7 @@ def test_continue_resumes_a_killed_dispatch_run(
 ) -> None:
     """A run saved after its measure stage (as a kill during the checks leaves it) is checked
     and decided again, as `resume` does."""
-    tune = ["tune-dispatch", str(matmul_benchmark), "--num-candidates", "3", *QUICK]
+    tune = ["tune-dispatch", str(matmul_benchmark), "--num-candidates", "3", *FAST_RUN_ARGS]
     arguments = [*tune, "--output-dir", str(tmp_path / "runs"), "--no-db", "--no-progress"]
     assert main(arguments) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -116,7 +115,7 @@ def test_measure_then_continue_a_split_dispatch_folder(
 ) -> None:
     """`measure` benchmarks the folder with only the runtime (as `benchmark-folder`); `continue`
     finishes it (as `finish`: the same verdict and summary)."""
-    tune = ["tune-dispatch", str(matmul_benchmark), "--num-candidates", "3", *QUICK]
+    tune = ["tune-dispatch", str(matmul_benchmark), "--num-candidates", "3", *FAST_RUN_ARGS]
     arguments = [*tune, "--output-dir", str(tmp_path / "runs"), "--no-db", "--no-progress"]
     assert main([*arguments, "--stop-after", "compile", "--references", "all"]) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()

@@ -6,7 +6,9 @@ import dataclasses
 import gzip
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,34 +149,37 @@ def test_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
     assert str(excinfo.value) == f"{path} is not a recorded space (ireetune-recorded-space)"
 
 
-def test_a_row_with_the_wrong_number_of_knobs_is_refused(tmp_path: Path) -> None:
-    path = write_recorded_space(SPACE, tmp_path)
-    data = json.loads(gzip.decompress(path.read_bytes()))
+def _set_first_row_knobs(data: dict[str, Any]) -> None:
     data["rows"][0][0] = [1, 2]
-    path.write_bytes(gzip.compress(json.dumps(data).encode()))
-    with pytest.raises(IreetuneError) as excinfo:
-        load_recorded_space(path)
-    assert str(excinfo.value) == f"{path}: a row's knobs must list 5 values"
 
 
-def test_a_row_with_a_missing_column_is_refused(tmp_path: Path) -> None:
-    path = write_recorded_space(SPACE, tmp_path)
-    data = json.loads(gzip.decompress(path.read_bytes()))
+def _cut_first_row(data: dict[str, Any]) -> None:
     data["rows"][0] = data["rows"][0][:5]
-    path.write_bytes(gzip.compress(json.dumps(data).encode()))
-    with pytest.raises(IreetuneError) as excinfo:
-        load_recorded_space(path)
-    assert str(excinfo.value) == f"{path}: a row must be a list of 7 values"
 
 
-def test_a_baseline_that_is_no_object_is_refused(tmp_path: Path) -> None:
+def _set_baseline(data: dict[str, Any]) -> None:
+    data["baseline"] = [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (_set_first_row_knobs, "a row's knobs must list 5 values"),
+        (_cut_first_row, "a row must be a list of 7 values"),
+        (_set_baseline, "baseline must be an object or null"),
+    ],
+    ids=["row-knobs", "row-columns", "baseline"],
+)
+def test_a_damaged_recorded_space_is_refused_in_one_line(
+    damage: Callable[[dict[str, Any]], None], message: str, tmp_path: Path
+) -> None:
     path = write_recorded_space(SPACE, tmp_path)
     data = json.loads(gzip.decompress(path.read_bytes()))
-    data["baseline"] = [1, 2]
+    damage(data)
     path.write_bytes(gzip.compress(json.dumps(data).encode()))
     with pytest.raises(IreetuneError) as excinfo:
         load_recorded_space(path)
-    assert str(excinfo.value) == f"{path}: baseline must be an object or null"
+    assert str(excinfo.value) == f"{path}: {message}"
 
 
 def test_a_truncated_file_is_refused(tmp_path: Path) -> None:

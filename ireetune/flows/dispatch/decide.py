@@ -1,7 +1,7 @@
 """Decide a dispatch run: the one decide stage every dispatch flow ends with.
 
-The in-process flow (a `DispatchRun`, flows/dispatch/tuner.py) and `ireetune finish` (a run read
-back from its folder, flows/handoff/finish.py) both end with `decide_stage`: `decide` (the winner by
+The in-process flow (a `DispatchRun`, flows/dispatch/tuner.py) and `ireetune continue` on a
+measured folder (a run read back from its folder, flows/handoff/finish.py) both end with `decide_stage`: `decide` (the winner by
 the rule, recorded with every verdict) and then `write_verdict` (the winner's proof and spec,
 the run's record and its summary). Each run says how its winner's configuration is proven to
 land and what its summary names (`DecidingRun`).

@@ -51,7 +51,7 @@ class StopAfter(enum.Enum):
 class References(enum.Enum):
     """Which reference programs (the output checks' binaries) a split run compiles, and when.
 
-    LEADERS: none now; `finish` compiles those of the leaders the benchmarking side chose, and
+    LEADERS: none now; `continue` compiles those of the leaders the benchmarking side chose, and
     the benchmarking side checks their outputs in a second pass (each candidate is compiled once,
     a leader twice). ALL: every candidate's now, so one trip to the device host is enough.
     """
@@ -111,15 +111,15 @@ class TuneOptions:
     )  # fmt: skip
     stop_after: StopAfter | None = option(
         None, flag="--stop-after", choices=StopAfter,
-        help="compile: write a self-contained folder to measure with `ireetune benchmark-folder` "
-        "(default: run every stage here)",
+        help="compile: write a self-contained folder to measure with `ireetune measure`, then "
+        "`ireetune continue` here (default: run every stage here)",
     )  # fmt: skip
     # With stop_after COMPILE: compile the reference programs of the leaders only, later (the
     # default: each candidate compiled once), or of every candidate now (one device trip).
     references: References = option(
         References.LEADERS, flag="--references", choices=References,
         help="with --stop-after compile: compile the output checks' reference programs of the "
-        "leaders only, in `finish` after benchmarking (default; each candidate is compiled once, "
+        "leaders only, in `continue` after measuring (default; each candidate is compiled once, "
         "the device host checks outputs on a second call), or of every candidate now (one trip)",
     )  # fmt: skip
     # The search strategy, by name (ireetune/search/strategies/).

@@ -2,8 +2,7 @@
 
 `tune-dispatch` saves the run after every stage (flows/dispatch/state.py `save_run`): results.json
 holds every candidate's record and the last stage saved (`stage`), and run_options.json (written
-when the folder starts) the run's options. `ireetune continue RUN_DIR` (or its older name
-`ireetune resume`) reads both back as untrusted data, opens the run again on the same dispatch,
+when the folder starts) the run's options. `ireetune continue RUN_DIR` reads both back as untrusted data, opens the run again on the same dispatch,
 target flags and database, and hands it through the stages after the last one saved:
 
     last saved   continued at                    what is taken from the folder
@@ -16,8 +15,9 @@ target flags and database, and hands it through the stages after the last one sa
 
 A run with `--time-budget` goes on with what is left of it (flows/dispatch/budget.py). A run
 killed before its specs were saved, one killed in the online search's rounds or in a time
-budget's parts, one stopped after compiling (`benchmark-folder` and `finish` continue those)
-and a finished one are refused in one line. Running the same command again (the database restoring finished candidates) still
+budget's parts, one stopped after compiling (`measure`, then `continue` on the folder, finish
+those) and a finished one are refused in one line. Running the same command again (the database
+restoring finished candidates) still
 works as before.
 """
 
@@ -52,8 +52,8 @@ def _remaining_stages(run_dir: Path, info: dict[str, Any]) -> tuple[str, tuple[S
         raise IreetuneError(f"{run_dir} is finished ({outcome}): nothing to resume")
     if stage == "export":
         raise IreetuneError(
-            f"{run_dir} stopped after compiling: continue it with `ireetune benchmark-folder` "
-            "where the device is, then `ireetune finish`"
+            f"{run_dir} stopped after compiling: measure it with `ireetune measure` where the "
+            "device is, then `ireetune continue` it here"
         )
     if stage in ("measure_round", "pick_round", "next_part"):
         raise IreetuneError(

@@ -1,4 +1,4 @@
-"""run_options.json: the options a dispatch run was started with, for `ireetune resume`.
+"""run_options.json: the options a dispatch run was started with, for `ireetune continue`.
 
 Written when the run folder starts (flows/dispatch/start.py); read back as untrusted data by
 flows/dispatch/resume.py, its format checked first (a folder of another version is refused in one line
@@ -33,7 +33,7 @@ class RunOptionsFile(FileModel):
 
 
 def write_run_options(run_dir: Path, options: TuneOptions) -> None:
-    """Write the run's options into its folder, for `ireetune resume`."""
+    """Write the run's options into its folder, for `ireetune continue`."""
     absolute = dataclasses.replace(
         options,
         input_path=options.input_path.resolve(),

@@ -1,13 +1,13 @@
 """Benchmark and verify a compiled run folder with only the IREE runtime and NumPy installed.
 
-    ireetune benchmark-folder RUN_DIR [--devices cuda://0,cuda://1]
-    python -m ireetune.cli benchmark-folder RUN_DIR [--devices ...]   (the same, without the console script)
+    ireetune measure RUN_DIR [--devices cuda://0,cuda://1]
+    python -m ireetune.cli measure RUN_DIR [--devices ...]   (the same, without the console script)
 
 Reads the folder's manifest (written by `ireetune tune-dispatch --stop-after compile`), times
 every candidate against each device's baseline (benchmark/campaign.py), runs the reference
 programs of the fastest confirmed candidates and of the baseline on the same random inputs,
 compares their outputs, and writes `benchmark_results.json` beside the manifest. `ireetune
-finish RUN_DIR` then picks the winner and writes its spec.
+continue RUN_DIR` then picks the winner and writes its spec.
 
 Nothing on this path may import the IREE compiler or z3 (tests/flows/handoff/test_handoff.py checks).
 """
@@ -77,7 +77,7 @@ def folder_contender_limit(manifest: Manifest) -> int:
 
 
 def choose_folder_contenders(result: CampaignResult, manifest: Manifest) -> list[int]:
-    """Return the contenders under the folder's rule (the same call `finish` makes)."""
+    """Return the contenders under the folder's rule (the same call `continue` makes)."""
     facts = facts_from_campaign(result, Basis.DISPATCH)
     return choose_contenders(
         list(facts.values()), folder_rule(manifest), folder_contender_limit(manifest)
@@ -156,7 +156,7 @@ class MeasureRun:
     writes the results as far as they go (benchmark_results.json) after each stage, with the
     stage reached: "measure" (timed; the output checks not run yet, or waiting for deferred
     references) or "check" (complete). A folder measured but not checked is checked without
-    measuring again; `finish` refuses it until then.
+    measuring again; `continue` refuses it until then.
     """
 
     run_dir: Path
@@ -170,7 +170,7 @@ class MeasureRun:
     results: dict[str, Any] | None = None
     contenders: list[int] = field(default_factory=list)
     measured_devices: list[str] = field(default_factory=list)
-    # The output checks wait for references `finish` compiles: this pass ends after measuring.
+    # The output checks wait for references `continue` compiles: this pass ends after measuring.
     checks_deferred: bool = False
 
 
@@ -178,7 +178,7 @@ def benchmark_folder(run_dir: Path, devices: Sequence[str] = ()) -> Path:
     """Measure and verify a run folder; return the path of the results file it wrote.
 
     Where the manifest deferred the reference programs, the first call measures and names the
-    leaders whose references `finish` must compile ("pending"); once they are there, the next
+    leaders whose references `continue` must compile ("pending"); once they are there, the next
     call checks their outputs without measuring again. Everything runs on this host. This is
     the run continued at its measure stage (`ireetune measure`, flows/continue_folder.py).
     """
@@ -252,9 +252,9 @@ def measure_folder_stage(run: MeasureRun) -> None:
         run.results["verification"]["pending"] = [0, *run.contenders]
         log_step(
             f"candidates {', '.join(map(str, run.contenders))} lead: their reference programs "
-            "are compiled by `ireetune finish`, then this command checks their outputs"
+            "are compiled by `ireetune continue`, then this command checks their outputs"
         )
-        # The output checks wait for `finish`: the results are complete as far as they go.
+        # The output checks wait for `continue`: the results are complete as far as they go.
         run.checks_deferred = True
 
 
@@ -328,7 +328,7 @@ def _pending_verification(
     if missing:
         raise ValueError(
             f"the reference programs of candidates {', '.join(map(str, missing))} are not compiled "
-            f"yet: run `ireetune finish {run_dir}` where the compiler is, then this again"
+            f"yet: run `ireetune continue {run_dir}` where the compiler is, then this again"
         )
     if not any(not baseline.error for baseline in checked.campaign.baselines):
         raise ValueError(f"{path}: campaign.baselines holds no measured device")

@@ -1,7 +1,7 @@
 """The device half of a split model run: do whatever the run folder says is due, runtime only.
 
-    ireetune device-step RUN_DIR [--devices cuda://0,cuda://1]
-    python -m ireetune.cli device-step RUN_DIR [--devices ...]   (the same, without the console script)
+    ireetune measure RUN_DIR [--devices cuda://0,cuda://1]
+    python -m ireetune.cli measure RUN_DIR [--devices ...]   (the same, without the console script)
 
 Reads `device_step.json` (flows/handoff/model_folder.py), checks every file it names against its
 hash, then runs the tasks it lists, in order:

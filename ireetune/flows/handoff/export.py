@@ -47,7 +47,7 @@ def export_for_benchmarking(run: DispatchRun) -> Path:
 
     Which candidates win is only known after benchmarking elsewhere: the reference program (the
     root op on real inputs, see verify/reference.py) is compiled for each of them now, or with
-    References.LEADERS for the leaders only, by `finish` after the benchmarking side chose them
+    References.LEADERS for the leaders only, by `continue` after the benchmarking side chose them
     (flows/handoff/references.py). The random inputs are not written: the benchmarking side draws
     them from the same seed.
     """

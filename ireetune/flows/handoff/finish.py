@@ -1,5 +1,5 @@
 """Read a benchmarked run folder back and decide it: records, the verified winner, its proof and
-its spec (`finish`, the run continued at its decide stage)."""
+its spec (`continue`, the run continued at its decide stage)."""
 
 from __future__ import annotations
 
@@ -206,12 +206,12 @@ def fold_stage(run: FinishRun) -> None:
         pending = ", ".join(map(str, verification.pending))
         raise IreetuneError(
             f"the outputs of candidates {pending} are not checked yet: "
-            f"run `ireetune benchmark-folder {run.run_dir}` again where the device is"
+            f"run `ireetune measure {run.run_dir}` again where the device is"
         )
     if checked.stage != "check":
         raise IreetuneError(
             f"{run.run_dir / RESULTS_NAME}: the output checks did not complete (saved after the "
-            f"{checked.stage} stage): run `ireetune benchmark-folder {run.run_dir}` again "
+            f"{checked.stage} stage): run `ireetune measure {run.run_dir}` again "
             "where the device is"
         )
     if verification.baseline_error is not None:

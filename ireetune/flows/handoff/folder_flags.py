@@ -1,14 +1,15 @@
 """The global compiler flags a run folder may carry: exactly those ireetune's flag search writes.
 
-`finish` passes a folder's global flags to iree-compile. A folder is untrusted data, and a flag
-of plain form can still make the compiler write files (`--iree-llvmcpu-keep-linker-artifacts`
-leaves object files in /tmp), so the folder format accepts no flag outside the searched spaces;
+`continue` passes a measured folder's global flags to iree-compile. A folder is untrusted data,
+and a flag of plain form can still make the compiler write files
+(`--iree-llvmcpu-keep-linker-artifacts` leaves object files in /tmp), so the folder format accepts
+no flag outside the searched spaces;
 the one option made for a model (the llvm-cpu channels-last windows transform spec) is
 accepted when its file holds exactly what ireetune writes there. A flag the person gives
-again on the command line of `continue` or `resume` (`--flags`) is theirs, and accepted.
+again on the command line of `continue` (`--flags`) is theirs, and accepted.
 
-Runtime-only: the flag spaces are data, read without the compiler (`benchmark-folder` and
-`device-step` check a folder's flags too).
+Runtime-only: the flag spaces are data, read without the compiler (`measure` checks a folder's
+flags too).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def check_folder_flags(
 ) -> None:
     """Refuse a global flag that no flag search writes (`origin` names where it came from),
     unless the person gave it again on the command line (`given`, the `--flags` of `command`:
-    what `continue` and `resume` take, named in the refusal)."""
+    what `continue` and `replay` take, named in the refusal)."""
     for flag in flags:
         name, _, value = flag.partition("=")
         if name == TRANSFORM_SPEC_FLAG and is_generated_spec(Path(value)):

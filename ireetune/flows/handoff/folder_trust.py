@@ -1,10 +1,11 @@
 """The rule of trust for a run folder: a folder is data, and never runs or writes anything of
 its own choosing.
 
-Every command that reads a run folder (`continue`, `measure`, `resume`, `device-step`,
-`benchmark-folder`, `finish`, `replay`, and `report` where it writes into the folder) calls
-`check_folder_trust` first, before anything runs or is written (`measure` as `device-step` or
-`benchmark-folder`, `continue` on a dispatch folder as `finish`):
+Every command that reads a run folder (`continue`, `measure`, `replay`, and `report` where it
+writes into the folder; the old names `resume`, `finish`, `benchmark-folder` and `device-step`
+too) calls `check_folder_trust` first, before anything runs or is written (`measure` as
+`device-step` or `benchmark-folder`, `continue` on a dispatch folder as `finish`: the commands
+that take no `--flags`):
 
 - links: an entry of the folder that is a symbolic link (or anything but a plain file or a
   folder) is refused by name, so no write goes through one and no read leaves the folder;
@@ -12,16 +13,16 @@ Every command that reads a run folder (`continue`, `measure`, `resume`, `device-
   `global_flags`, run_options.json's, model_run.json's and split.json's options and flag
   trials, handoff.json's `global_flags`, in the folder and every folder under it) passes the
   one allow-list of folder_flags.py, or was given again on the command line (`--flags` of
-  `continue`, `resume` and `replay`: a run tuned with `--flags X` continues with `--flags X`);
+  `continue` and `replay`: a run tuned with `--flags X` continues with `--flags X`);
 - paths: a folder does not choose the database (`options.database_path` is refused unless
-  `--db` names one again); the user's input stays where it is (`resume` reads the run's own
+  `--db` names one again); the user's input stays where it is (`continue` reads the run's own
   copy of its dispatch, model runs compile their own MLIR after its hash is checked);
 - numbers: each file's model bounds them as the command line does (core/options.py's
   `check_option_numbers`, core/fields.py's `bounded_as`), checked when the command reads it,
   which is before its first step.
 
-Runtime-only: nothing here imports the compiler (`benchmark-folder` and `device-step` run on
-hosts with only the runtime).
+Runtime-only: nothing here imports the compiler (`measure` runs on hosts with only the
+runtime).
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ from ireetune.flows.handoff.folder_flags import check_folder_flags
 
 # The commands whose command line may give a folder's flags again (`--flags`), and those that
 # use a database, whose command line may give it again (`--db`).
-_FLAG_COMMANDS = ("continue", "resume", "replay")
-_DATABASE_COMMANDS = ("continue", "resume")
+_FLAG_COMMANDS = ("continue", "replay")
+_DATABASE_COMMANDS = ("continue",)
 
 
 @dataclass(frozen=True)
 class GivenAgain:
-    """What the person gave again on the command line of `continue` or `resume`: flags a
-    folder may then carry beyond the allow-list, and the database to use."""
+    """What the person gave again on the command line of `continue`: flags a folder may then
+    carry beyond the allow-list, and the database to use."""
 
     flags: tuple[str, ...] = ()
     database_path: Path | None = None

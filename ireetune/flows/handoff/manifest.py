@@ -37,7 +37,7 @@ from ireetune.flows.dispatch.options import TuneOptions
 
 MANIFEST_NAME = "handoff.json"
 RESULTS_NAME = "benchmark_results.json"
-# The leaders' reference programs, compiled by `finish` when the manifest deferred them.
+# The leaders' reference programs, compiled by `continue` when the manifest deferred them.
 REFERENCES_NAME = "verify/references.json"
 FORMAT = "ireetune-benchmark-folder/1"
 # A manifest lists a few thousand candidates at most: some hundred kilobytes.
@@ -101,8 +101,8 @@ class VerifySettings:
     top: Annotated[int, Field(ge=0), _bounded("verify_top")]
 
 
-# A global flag in a folder is passed to iree-compile by `finish`: here only its form is checked
-# (a plain option setting, never one that names a file); `finish` accepts exactly the flag
+# A global flag in a folder is passed to iree-compile by `continue`: here only its form is checked
+# (a plain option setting, never one that names a file); `continue` accepts exactly the flag
 # search's flags (flows/handoff/folder_flags.py, which needs the compiler's side of the package).
 _SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
 _FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
@@ -131,7 +131,7 @@ class Manifest:
     candidates: tuple[FolderCandidate, ...]
     verify: VerifySettings
     # The decision rule's settings (ireetune/decision): the benchmarking side chooses contenders
-    # and, where real inputs decide (the CPU), times them there; `finish` reaches the verdict.
+    # and, where real inputs decide (the CPU), times them there; `continue` reaches the verdict.
     # Older folders lack these and the fields below: the defaults are what those folders meant.
     threshold: Annotated[NonNegativeFloat, _bounded("threshold")] = 1.02
     real_input_decides: bool = False
@@ -142,7 +142,7 @@ class Manifest:
     ] = 10.0
     # Global iree-compile flags every candidate was compiled with (`--flags`, a flag winner).
     global_flags: tuple[Annotated[str, AfterValidator(_check_flag_form)], ...] = ()
-    # No reference program was compiled yet: `finish` compiles the leaders' (REFERENCES_NAME).
+    # No reference program was compiled yet: `continue` compiles the leaders' (REFERENCES_NAME).
     references_deferred: bool = False
 
 
@@ -164,19 +164,19 @@ def check_results_match_manifest(run_dir: Path) -> None:
     results_path = run_dir / RESULTS_NAME
     if not results_path.exists():
         raise IreetuneError(
-            f"{run_dir} has no {RESULTS_NAME}; benchmark it first: ireetune benchmark-folder {run_dir}"
+            f"{run_dir} has no {RESULTS_NAME}; benchmark it first: ireetune measure {run_dir}"
         )
     results = read_json_file(results_path)
     recorded = results.get("manifest_sha256") if isinstance(results, dict) else None
     if recorded is None:
         raise IreetuneError(
             f"{results_path} names no manifest; measure the folder again with "
-            f"`ireetune benchmark-folder {run_dir}`"
+            f"`ireetune measure {run_dir}`"
         )
     if recorded != hash_manifest(run_dir):
         raise IreetuneError(
             f"{results_path} was measured from another {MANIFEST_NAME}; measure the folder again "
-            f"with `ireetune benchmark-folder {run_dir}`"
+            f"with `ireetune measure {run_dir}`"
         )
 
 
@@ -226,7 +226,7 @@ class ReferenceFile(FileModel):
 
 
 class ReferencesFile(FileModel):
-    """verify/references.json: the leaders' reference programs `finish` compiled."""
+    """verify/references.json: the leaders' reference programs `continue` compiled."""
 
     FORMAT: ClassVar[str] = "ireetune-references/1"
 

@@ -3,7 +3,7 @@ deferred them, else fold the results in and decide.
 
 `tune-dispatch --stop-after compile` (References.LEADERS) compiles each candidate once: its
 dispatch benchmark. The device host measures (`ireetune measure`), chooses the leaders and lists
-them as pending; `ireetune continue` (or `finish`) then compiles just their reference programs
+them as pending; `ireetune continue` then compiles just their reference programs
 (and the default's) here, writes verify/references.json and pauses the run, and the device host
 checks their outputs on a second call. Where none wait, the run goes on to its verdict
 (flows/handoff/finish.py).
@@ -51,7 +51,7 @@ def finish_measured_folder(run_dir: Path) -> FinishRun:
 
 
 def references_stage(run: FinishRun) -> Pause | None:
-    """`finish`'s first stage: compile the deferred reference programs of the leaders the
+    """`continue`'s first stage: compile the deferred reference programs of the leaders the
     device host named (`verification.pending`), and pause the run: the outputs are checked
     there before the run is decided. Nothing to do where none wait."""
     try:

@@ -7,7 +7,7 @@ variants, decide, report. A mode says where measuring happens:
   (flows/model/local.py);
 - `Mode.SPLIT` (`ireetune tune MODEL --stop-after compile`, then `ireetune continue`): this
   host compiles; a phase that needs the device writes the device step's manifest and the run
-  pauses (a `Pause`) until `ireetune device-step` has measured on the device host
+  pauses (a `Pause`) until `ireetune measure` has measured on the device host
   (flows/model/split.py).
 
 Each mode gives a body for every phase; the one sequencer of every run (flows/sequence.py)

@@ -56,7 +56,7 @@ def relative_to_run(run_dir: Path, path: Path) -> str:
 
 def device_step_command(run_dir: Path) -> str:
     """Spell the device step of a run folder as a shell command (a path with spaces quoted)."""
-    return shlex.join(["ireetune", "device-step", path_argument(run_dir)])
+    return shlex.join(["ireetune", "measure", path_argument(run_dir)])
 
 
 def default_model_of(state: SplitStateFile) -> str:

@@ -8,7 +8,7 @@ profile, dispatches, variants, decide, report. Its mode says where measuring hap
   phase after the last one saved;
 - `prepare_split_run`, then `continue_split_run` after each device step: split
   (flows/model/split.py), this host compiles and the run pauses where the device must measure
-  (`ireetune device-step` on the device host; docs/split_flow.md).
+  (`ireetune measure` on the device host; docs/split_flow.md).
 
 This module checks the options, makes the run folder and the executor, and runs the phases in
 the chosen mode; `continue_model_folder` continues a model run folder in the mode it was
@@ -173,7 +173,7 @@ def continue_model_folder(
     if not (run_dir / STATE_NAME).is_file():
         raise IreetuneError(
             f"{run_dir} is not a model run folder (it holds neither {MODEL_RUN_NAME} nor "
-            f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune resume`"
+            f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune continue`"
         )
     return describe_status(continue_split_run(run_dir, jobs, database_path))
 

@@ -160,7 +160,7 @@ def test_killed_during_the_checks_resumes_into_the_same_verdict(
     }
 
 
-# Resumed from the run folder (`ireetune resume RUN_DIR`, flows/dispatch/resume.py): no database, so
+# Resumed from the run folder (`ireetune continue RUN_DIR`, flows/dispatch/resume.py): no database, so
 # nothing but the folder carries the killed run's work.
 
 
@@ -168,6 +168,18 @@ def _folder_command(benchmark: Path, output: Path) -> list[str]:
     command = _command(benchmark, output, output / "unused.sqlite")
     at = command.index("--db")
     return [*command[:at], "--no-db", *command[at + 2 :], "--seed", "3", "--no-progress"]
+
+
+def _tune_whole(benchmark: Path, output: Path) -> Path:
+    """Run the same tuning to its end, not killed, in `output`; return its run folder."""
+    whole = subprocess.run(
+        _folder_command(benchmark, output),
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    (run_dir,) = output.iterdir()
+    return run_dir
 
 
 def _saved_stage(output: Path) -> str | None:
@@ -225,7 +237,7 @@ def test_run_killed_after_a_stage_resumes_from_its_folder(
     binaries = {p.name: p.stat().st_mtime_ns for p in (run_dir / "binaries").iterdir()}
 
     resumed = subprocess.run(
-        [sys.executable, "-m", "ireetune.cli", "resume", str(run_dir)],
+        [sys.executable, "-m", "ireetune.cli", "continue", str(run_dir)],
         env=environment, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
@@ -236,13 +248,7 @@ def test_run_killed_after_a_stage_resumes_from_its_folder(
         # Continued at measure: nothing was compiled again.
         assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "binaries").iterdir()} == binaries
 
-    whole = subprocess.run(
-        _folder_command(matmul_benchmark, tmp_path / "whole"),
-        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-    assert whole.returncode == 0, whole.stderr
-    (whole_dir,) = (tmp_path / "whole").iterdir()
+    whole_dir = _tune_whole(matmul_benchmark, tmp_path / "whole")
     assert _compiled(run_dir) == _compiled(whole_dir)
     statuses = {c["status"] for c in results["candidates"]}
     assert not statuses & {"generated", "compiled"}
@@ -254,13 +260,7 @@ def test_run_saved_after_measuring_resumes_with_its_timings(
     """A run whose measure stage was saved (its folder as a kill during the checks leaves it:
     made from a finished run's) is checked and decided again with the timings it took: the
     candidates are not measured again, the leaders are confirmed again beside the default."""
-    finished = subprocess.run(
-        _folder_command(matmul_benchmark, tmp_path / "runs"),
-        env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-    assert finished.returncode == 0, finished.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = _tune_whole(matmul_benchmark, tmp_path / "runs")
     saved = json.loads((run_dir / "results.json").read_text())
     saved.update(stage="measure", outcome="running")
     (run_dir / "results.json").write_text(json.dumps(saved))
@@ -273,7 +273,7 @@ def test_run_saved_after_measuring_resumes_with_its_timings(
     assert timed
 
     resumed = subprocess.run(
-        [sys.executable, "-m", "ireetune.cli", "resume", str(run_dir)],
+        [sys.executable, "-m", "ireetune.cli", "continue", str(run_dir)],
         env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip

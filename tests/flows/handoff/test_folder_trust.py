@@ -376,7 +376,7 @@ def test_the_flags_a_run_was_tuned_with_pass_when_given_again(
 
     dispatch_run = _copy(request, "killed_dispatch_run", tmp_path / "dispatch")
     status, error = _run(["resume", str(dispatch_run)], capsys)
-    assert status == 2 and f"`ireetune resume RUN --flags {USER_FLAG}`" in error, error
+    assert status == 2 and f"`ireetune continue RUN --flags {USER_FLAG}`" in error, error
     status, error = _run(["resume", str(dispatch_run), "--flags", "--iree-opt-level=O1"], capsys)
     assert status == 2 and "was not tuned with '--iree-opt-level=O1'" in error, error
     status, error = _run(["resume", str(dispatch_run), "--flags", USER_FLAG], capsys)
@@ -397,7 +397,7 @@ def test_a_database_the_folder_names_is_used_when_given_again(
     )
 
     status, error = _run(["resume", str(dispatch_run), "--flags", USER_FLAG], capsys)
-    assert status == 2 and f"continues with `ireetune resume RUN --db {database}`" in error, error
+    assert status == 2 and f"continues with `ireetune continue RUN --db {database}`" in error, error
     assert not database.exists()
 
     arguments = ["resume", str(dispatch_run), "--flags", USER_FLAG, "--db", str(database)]

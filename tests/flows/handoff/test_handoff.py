@@ -32,9 +32,12 @@ from ireetune.flows.handoff.manifest import (
     hash_manifest,
     read_manifest,
 )
-from tests.conftest import MATMUL_MODEL, REPOSITORY, TEST_TARGET, TESTS
-
-MATMUL = MATMUL_MODEL
+from tests.conftest import (
+    REPOSITORY,
+    TEST_TARGET,
+    TESTS,
+    compile_matmul_for_device_host,
+)
 
 IMPORT_BLOCKER = '''
 import sys
@@ -58,18 +61,10 @@ sys.meta_path.insert(0, _CompilerAndSolverBlocker())
 
 @pytest.fixture(scope="module")
 def compiled_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("handoff")
-    model = folder / "matmul.mlir"
-    model.write_text(MATMUL)
-    result = tune_dispatch(
-        TuneOptions(
-            input_path=model, target="cpu", num_candidates=3, output_dir=folder / "runs", repetitions=3,
-            min_repetition_s=0.005, confirm_rounds=1, confirm_top=2, stop_after=StopAfter.COMPILE,
-            use_database=False,
-            show_progress=False, references=References.ALL,
-        )
+    return compile_matmul_for_device_host(
+        tmp_path_factory.mktemp("handoff"), num_candidates=3, repetitions=3,
+        min_repetition_s=0.005, confirm_rounds=1, confirm_top=2, references=References.ALL,
     )  # fmt: skip
-    return result.run_dir
 
 
 def runtime_only_environment(tmp_path: Path) -> dict[str, str]:
@@ -105,7 +100,7 @@ def test_folder_is_benchmarked_without_compiler_then_finished(
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == (
-        f"results: {compiled_folder / RESULTS_NAME}\nnext: ireetune finish {compiled_folder}\n"
+        f"results: {compiled_folder / RESULTS_NAME}\nnext: ireetune continue {compiled_folder}\n"
     )
     results = json.loads((compiled_folder / RESULTS_NAME).read_text())
     assert results["manifest_sha256"] == hash_manifest(compiled_folder)
@@ -205,29 +200,18 @@ def test_benchmark_timeout_is_carried_through_the_folder(
 
 
 def test_compile_step_writes_the_benchmark_timeout_into_the_manifest(tmp_path: Path) -> None:
-    model = tmp_path / "matmul.mlir"
-    model.write_text(MATMUL)
-    result = tune_dispatch(
-        TuneOptions(
-            input_path=model, target="cpu", num_candidates=1, output_dir=tmp_path / "runs",
-            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
-            min_benchmark_timeout_s=2.5,
-        )
-    )  # fmt: skip
-    assert read_manifest(result.run_dir).benchmark_timeout_s == 2.5
+    run_dir = compile_matmul_for_device_host(
+        tmp_path, num_candidates=1, min_benchmark_timeout_s=2.5
+    )
+    assert read_manifest(run_dir).benchmark_timeout_s == 2.5
 
 
 def test_deferred_references_are_compiled_for_the_leaders_only(tmp_path: Path) -> None:
-    model = tmp_path / "matmul.mlir"
-    model.write_text(MATMUL)
     # A threshold far below 1x makes every confirmed candidate a contender (a leader).
-    run_dir = tune_dispatch(
-        TuneOptions(
-            input_path=model, target="cpu", num_candidates=4, output_dir=tmp_path / "runs",
-            repetitions=3, min_repetition_s=0.005, confirm_rounds=2, confirm_top=2,
-            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False, threshold=0.01,
-        )
-    ).run_dir  # fmt: skip
+    run_dir = compile_matmul_for_device_host(
+        tmp_path, num_candidates=4, repetitions=3, min_repetition_s=0.005, confirm_rounds=2,
+        confirm_top=2, threshold=0.01,
+    )  # fmt: skip
     # Compiled once: the dispatch benchmarks, no reference program.
     assert read_manifest(run_dir).references_deferred
     assert sorted(p.name for p in (run_dir / "verify").glob("*.vmfb")) == []

@@ -21,13 +21,12 @@ from ireetune.database.run_files import (
     read_json_file,
     read_model_file,
 )
-from ireetune.flows.dispatch.options import References, StopAfter
-from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
+from ireetune.flows.dispatch.options import References
 from ireetune.flows.handoff.folder_flags import check_folder_flags
 from ireetune.flows.handoff.model_folder import read_device_manifest
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
-from tests.conftest import MATMUL_MODEL
+from tests.conftest import compile_matmul_for_device_host
 
 BASELINE = {"candidate_id": 0, "knobs": None, "status": "measured", "spec_path": "specs/0.mlir"}
 
@@ -149,19 +148,12 @@ def test_a_flag_the_search_never_writes_is_refused(flag: str) -> None:
 @pytest.fixture(scope="module")
 def benchmarked_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real folder: compiled by `tune-dispatch --stop-after compile`, then benchmarked."""
-    folder = tmp_path_factory.mktemp("benchmarked")
-    model = folder / "matmul.mlir"
-    model.write_text(MATMUL_MODEL)
-    result = tune_dispatch(
-        TuneOptions(
-            input_path=model, target="cpu", num_candidates=2, output_dir=folder / "runs",
-            repetitions=2, min_repetition_s=0.002, confirm_rounds=1, confirm_top=1,
-            stop_after=StopAfter.COMPILE, use_database=False, show_progress=False,
-            references=References.ALL,
-        )
+    run_dir = compile_matmul_for_device_host(
+        tmp_path_factory.mktemp("benchmarked"), num_candidates=2, repetitions=2,
+        min_repetition_s=0.002, confirm_rounds=1, confirm_top=1, references=References.ALL,
     )  # fmt: skip
-    assert main(["benchmark-folder", str(result.run_dir)]) == 0
-    return result.run_dir
+    assert main(["measure", str(run_dir)]) == 0
+    return run_dir
 
 
 def test_finish_refuses_a_winner_whose_spec_lies_outside_the_folder(

@@ -176,7 +176,7 @@ def test_flag_timings_of_another_manifest_or_binary_are_refused(
         continue_split_run(run_dir)
     assert str(excinfo.value) == (
         f"{results_path} was not measured from this run's device_step.json; run the device "
-        f"step again: ireetune device-step {run_dir}"
+        f"step again: ireetune measure {run_dir}"
     )
     assert _json(run_dir / STATE_NAME)["flags"]["decided"] is False
     assert not (run_dir / "flags" / "trials.json").exists()

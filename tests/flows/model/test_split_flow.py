@@ -177,7 +177,7 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
     # Continuing before the device has measured anything says what to run, in one line.
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
-    assert "waits for the device: run `ireetune device-step" in str(excinfo.value)
+    assert "waits for the device: run `ireetune measure" in str(excinfo.value)
 
     # Round trip 1, killed once its profile is written, then run again to the end.
     process = _device_step(run_dir, tmp_path)

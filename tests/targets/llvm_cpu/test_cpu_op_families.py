@@ -8,13 +8,16 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from iree.compiler import ir
 
+from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import (
+    FamilySpace,
     OpConfiguration,
     SpaceRequest,
     space_for,
@@ -28,6 +31,7 @@ from ireetune.problem.root_op import find_root_op
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
+from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
@@ -139,57 +143,6 @@ def tunable_problems(
             except IreetuneError:
                 continue
     return found
-
-
-@pytest.mark.parametrize(
-    ("model_text", "parallel_ranks"),
-    [(SOFTMAX_3D_MODEL, [2]), (LAYER_NORM_MODEL, [1, 1])],
-    ids=["softmax_3d", "layer_norm"],
-)
-def test_a_normalisation_candidate_lands_under_data_tiling(
-    model_text: str, parallel_ranks: list[int], tmp_path: Path
-) -> None:
-    # The reference program (real-input timing) and the model both compile to another binary
-    # than the default's: before the reference kept the root's loops, IREE collapsed a 3-D
-    # softmax's rows in it and every candidate was "config not applied". The layer norm's two
-    # reductions (mean, variance) reach codegen as 32x64 ones, in two dispatches.
-    benchmarks = dump_with_flags(model_text, tmp_path / "dump", DATA_TILING_FLAGS)
-    context = ir.Context()
-    reductions = [
-        (m, p) for m, p in tunable_problems(benchmarks, context) if p.family == "reduction"
-    ]
-    assert [len(p.parallel_dims) for _, p in reductions] == parallel_ranks  # type: ignore[attr-defined]
-    target = parse_target(f"cpu:{CPU}")
-    flags = [*target.compile_flags(), *DATA_TILING_FLAGS]
-    baseline = tmp_path / "baseline.mlir"
-    baseline.write_text(BASELINE_SPEC_TEXT)
-    model = tmp_path / "dump" / "model.mlir"
-    for index, (module, problem) in enumerate(reductions):
-        with context:
-            root_op = find_root_op(module)
-            default = space_for(target, problem).parse_default_knobs(problem, root_op)
-            reference = tmp_path / f"reference{index}.mlir"
-            reference.write_text(str(build_reference_module(root_op, context, problem)))
-        assert default is not None
-        knobs = tuple((n, v * 2 if n == "dist_0" else v) for n, v in default)
-        spec = tmp_path / f"spec{index}.mlir"
-        spec.write_text(
-            build_configuration_spec(
-                problem,
-                space_for(target, problem).configuration(problem, knobs, context),
-                (),
-                context,
-            )
-        )
-        hashes = {
-            (source.stem, spec_path.stem): compile_hash(
-                source, [*flags, *spec_flags(target, spec_path)], tmp_path / "out.vmfb"
-            )
-            for source in (reference, model)
-            for spec_path in (baseline, spec)
-        }
-        assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
-        assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
 
 
 # A max pool (NCHW), a sum pool (NHWC) and a depthwise convolution, as ONNX's MaxPool,
@@ -481,87 +434,136 @@ func.func @main(%x: tensor<64x96xf32>, %b: tensor<96xf32>, %y: tensor<8x16x32xf3
 """
 
 
+KnobChoice = Callable[[FamilySpace, SpaceRequest], Knobs]
+
+
+def double_first_distribution(space: FamilySpace, request: SpaceRequest) -> Knobs:
+    """A normalisation's candidate: the default with its first distribution tile doubled."""
+    assert request.default_knobs is not None
+    return tuple((n, v * 2 if n == "dist_0" else v) for n, v in request.default_knobs)
+
+
+def first_generated(space: FamilySpace, request: SpaceRequest) -> Knobs:
+    """The space's first candidate: IREE's default neighbourhood comes first."""
+    return next(iter(space.generate(request)))
+
+
+@dataclass(frozen=True)
+class Landing:
+    """A model whose tunable problems (of `family`, or all) each get a candidate from `choose`,
+    which must change the binary of the model and of the problem's reference program."""
+
+    model_text: str
+    flags: tuple[str, ...]
+    family: str | None
+    describe: Callable[..., object]
+    problems: list[object]
+    space_class: type
+    choose: KnobChoice
+    first_default: dict[str, int]
+
+
+def parallel_rank(problem: Problem) -> int:
+    return len(problem.parallel_dims)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
-    ("model_text", "space_class", "describe", "problems", "first_default"),
+    "case",
     [
-        (
-            POOLING_MODEL,
-            CpuWindowSpace,
-            describe_window,
-            [
-                "pooling window 3x3 (stride 2x2)",
-                "pooling window 3x3 (stride 2x2)",
-                "depthwise convolution 3x3",
-            ],
-            {"dist_c": 2, "dist_oh": 8, "dist_ow": 8, "vec_c": 2, "vec_kw": 3, "vec_ow": 8},
+        # The reference program (real-input timing) and the model both compile to another
+        # binary than the default's under data tiling: before the reference kept the root's
+        # loops, IREE collapsed a 3-D softmax's rows in it and every candidate was "config not
+        # applied". The layer norm's two reductions (mean, variance) reach codegen as 32x64
+        # ones, in two dispatches.
+        pytest.param(
+            Landing(
+                SOFTMAX_3D_MODEL, DATA_TILING_FLAGS, "reduction", parallel_rank, [2],
+                CpuReductionSpace, double_first_distribution,
+                {"dist_0": 1, "dist_1": 8, "vec_p": 8, "vec_r": 8},
+            ),
+            id="softmax_3d",
         ),
-        (
-            ELEMENTWISE_MODEL,
-            CpuElementwiseSpace,
-            lambda problem: problem.signature,
-            ["elementwise_64x96_f32_f32_f32", "elementwise_8x16x32_f32_f32"],
-            {"dist_0": 64, "dist_1": 96, "vec_0": 1, "vec_1": 8},
+        pytest.param(
+            Landing(
+                LAYER_NORM_MODEL, DATA_TILING_FLAGS, "reduction", parallel_rank, [1, 1],
+                CpuReductionSpace, double_first_distribution,
+                {"dist_0": 4, "vec_p": 4, "vec_r": 8},
+            ),
+            id="layer_norm",
+        ),
+        # Pooling windows (window_space) and element-wise generics (elementwise_space) have a
+        # space of their own: IREE's default neighbourhood first (a ConvTileAndDecomposeExpert
+        # config; a DoubleTilingExpert config of two levels), and the first candidate changes
+        # the binary of the model and of the reference program that verification and timing
+        # use.
+        pytest.param(
+            Landing(
+                POOLING_MODEL, (), None, describe_window,
+                [
+                    "pooling window 3x3 (stride 2x2)",
+                    "pooling window 3x3 (stride 2x2)",
+                    "depthwise convolution 3x3",
+                ],
+                CpuWindowSpace, first_generated,
+                {"dist_c": 2, "dist_oh": 8, "dist_ow": 8, "vec_c": 2, "vec_kw": 3, "vec_ow": 8},
+            ),
+            id="pooling",
+        ),
+        pytest.param(
+            Landing(
+                ELEMENTWISE_MODEL, (), None, lambda problem: problem.signature,
+                ["elementwise_64x96_f32_f32_f32", "elementwise_8x16x32_f32_f32"],
+                CpuElementwiseSpace, first_generated,
+                {"dist_0": 64, "dist_1": 96, "vec_0": 1, "vec_1": 8},
+            ),
+            id="elementwise",
         ),
     ],
-    ids=["pooling", "elementwise"],
-)
-def test_a_first_candidate_lands_in_the_model_and_its_reference(
-    model_text: str,
-    space_class: type,
-    describe: Callable[[Problem], str],
-    problems: list[str],
-    first_default: dict[str, int],
-    tmp_path: Path,
-) -> None:
-    # Pooling windows (window_space) and element-wise generics (elementwise_space) have a space
-    # of their own: IREE's default neighbourhood first (a ConvTileAndDecomposeExpert config; a
-    # DoubleTilingExpert config of two levels), and each candidate changes the binary of the
-    # model and of the reference program that verification and timing use.
-    benchmarks = dump_with_flags(model_text, tmp_path / "dump", ())
+)  # fmt: skip
+def test_a_candidate_lands_in_the_model_and_its_reference(case: Landing, tmp_path: Path) -> None:
+    benchmarks = dump_with_flags(case.model_text, tmp_path / "dump", case.flags)
     context = ir.Context()
-    found = tunable_problems(benchmarks, context)
-    assert [describe(p) for _, p in found] == problems
+    found = [
+        (m, p) for m, p in tunable_problems(benchmarks, context) if case.family in (None, p.family)
+    ]
+    assert [case.describe(p) for _, p in found] == case.problems
     target = parse_target(f"cpu:{CPU}")
+    flags = [*target.compile_flags(), *case.flags]
     baseline = tmp_path / "baseline.mlir"
     baseline.write_text(BASELINE_SPEC_TEXT)
     model = tmp_path / "dump" / "model.mlir"
     defaults = []
     for index, (module, problem) in enumerate(found):
-        assert isinstance(space_for(target, problem), space_class)
+        space = space_for(target, problem)
+        assert isinstance(space, case.space_class)
         assert target_refusal(target, problem) is None
         with context:
             root_op = find_root_op(module)
-            default = space_for(target, problem).parse_default_knobs(problem, root_op)
+            default = space.parse_default_knobs(problem, root_op)
             variant = root_op
             while variant.name != "hal.executable.variant":
                 variant = variant.parent
-            first = next(
-                iter(
-                    space_for(target, problem).generate(
-                        SpaceRequest(problem, variant.attributes["target"], default, 0)
-                    )
-                )
+            knobs = case.choose(
+                space, SpaceRequest(problem, variant.attributes["target"], default, 0)
             )
             reference = tmp_path / f"reference{index}.mlir"
             reference.write_text(str(build_reference_module(root_op, context, problem)))
         assert default is not None
         defaults.append(dict(default))
-        # The first candidate is one step from the default.
-        assert len(set(first) - set(default)) == 1
+        # The candidate is one step from the default.
+        assert len(set(knobs) - set(default)) == 1
         spec = tmp_path / f"spec{index}.mlir"
         spec.write_text(
             build_configuration_spec(
                 problem,
-                space_for(target, problem).configuration(problem, first, context),
+                space.configuration(problem, knobs, context),
                 target.spec_prologue(problem),
                 context,
             )
         )
         hashes = {
             (source.stem, spec_path.stem): compile_hash(
-                source,
-                [*target.compile_flags(), *spec_flags(target, spec_path)],
-                tmp_path / "out.vmfb",
+                source, [*flags, *spec_flags(target, spec_path)], tmp_path / "out.vmfb"
             )
             for source in (reference, model)
             for spec_path in (baseline, spec)
@@ -569,4 +571,4 @@ def test_a_first_candidate_lands_in_the_model_and_its_reference(
         assert hashes[(reference.stem, "baseline")] != hashes[(reference.stem, spec.stem)]
         assert hashes[("model", "baseline")] != hashes[("model", spec.stem)]
     # IREE's own choices on haswell (AVX2: 8 f32 lanes).
-    assert defaults[0] == first_default
+    assert defaults[0] == case.first_default
