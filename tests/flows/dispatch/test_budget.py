@@ -103,5 +103,8 @@ def test_a_budget_with_room_tries_the_candidates_of_a_run_without_one(
 
 def test_a_run_killed_in_its_parts_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(IreetuneError) as refused:
-        _remaining_stages(tmp_path, {"stage": "next_part", "outcome": "running"})
-    assert "or its time budget's parts, whose waiting candidates are not" in str(refused.value)
+        _remaining_stages(tmp_path, {"stage": "next_part", "outcome": "running", "time_budget": {}})
+    assert str(refused.value) == (
+        f"{tmp_path} was stopped in its time budget's parts, whose waiting candidates are not "
+        "saved: run the same tune-dispatch command again (the database restores what was measured)"
+    )
