@@ -56,11 +56,15 @@ def _remaining_stages(run_dir: Path, info: dict[str, Any]) -> tuple[str, tuple[S
             "device is, then `ireetune continue` it here"
         )
     if stage in ("measure_round", "pick_round", "next_part"):
+        parts = "time_budget" in info and "online" not in str(info.get("ordering"))
+        rounds = (
+            "its time budget's parts, whose waiting candidates are not saved"
+            if parts
+            else "the online search's rounds, whose model is not saved"
+        )
         raise IreetuneError(
-            f"{run_dir} was stopped in its rounds (the online search's, whose model is not saved, "
-            "or its time budget's parts, whose waiting candidates are not): run the same "
-            "tune-dispatch command again (the database restores what was measured; a time "
-            "budget starts anew)"
+            f"{run_dir} was stopped in {rounds}: run the same tune-dispatch command again (the "
+            "database restores what was measured)"
         )
     continued: dict[str, tuple[Stage, ...]] = {
         "specs": (compile_stage, measure_stage, check_stage, decide_stage),

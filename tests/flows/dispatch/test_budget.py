@@ -17,6 +17,7 @@ from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.flows.dispatch import budget
 from ireetune.flows.dispatch.resume import _remaining_stages, resume_dispatch
+from ireetune.report.html_report import write_html_report
 from ireetune.report.result import TuneResult
 from tests.conftest import FAST_RUN_OPTIONS, TEST_TARGET
 
@@ -63,6 +64,7 @@ def test_the_budget_ends_the_run_and_a_continued_run_keeps_what_is_left(
     assert [record.candidate_id for record in result.records] == [0, 1, 2]
     assert ended in result.notes
     assert ended in (result.run_dir / "summary.txt").read_text()
+    assert ended in write_html_report(result.run_dir).read_text()
     saved = json.loads((result.run_dir / "results.json").read_text())
     assert saved["outcome"] in ("improved", "no-improvement")
     assert {k: v for k, v in saved["time_budget"].items() if k != "spent_s"} == {
@@ -101,5 +103,8 @@ def test_a_budget_with_room_tries_the_candidates_of_a_run_without_one(
 
 def test_a_run_killed_in_its_parts_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(IreetuneError) as refused:
-        _remaining_stages(tmp_path, {"stage": "next_part", "outcome": "running"})
-    assert "or its time budget's parts, whose waiting candidates are not" in str(refused.value)
+        _remaining_stages(tmp_path, {"stage": "next_part", "outcome": "running", "time_budget": {}})
+    assert str(refused.value) == (
+        f"{tmp_path} was stopped in its time budget's parts, whose waiting candidates are not "
+        "saved: run the same tune-dispatch command again (the database restores what was measured)"
+    )
