@@ -210,16 +210,14 @@ class TuningDatabase:
         )
         yield from map(_result, _dicts(rows))
 
-    def best_results(
-        self, current_compiler_only: bool = True, rule: str | None = None
-    ) -> list[StoredResult]:
-        """Return the winner per (compiler, target, device, problem): rows measured here whose
-        verdict is `winner` (under `rule` when given), the fastest first by deciding speedup."""
+    def best_results(self) -> list[StoredResult]:
+        """Return the winner per (target, device, problem) of this compiler: rows measured here
+        whose verdict is `winner`, the fastest first by deciding speedup."""
         best: dict[tuple[str, str, str, str], StoredResult] = {}
         for result in self.all_results():
-            if not is_local_winner(result, rule):
+            if not is_local_winner(result):
                 continue
-            if current_compiler_only and result.key.compiler_version != compiler_version():
+            if result.key.compiler_version != compiler_version():
                 continue
             group = (
                 result.key.compiler_version,
