@@ -35,7 +35,7 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import OpConfiguration
-from ireetune.problem.family import Problem, narrow
+from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
@@ -47,7 +47,6 @@ from ireetune.targets.llvm_cpu.common import (
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,

@@ -29,6 +29,7 @@ import z3
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import element_bytes
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
@@ -37,7 +38,6 @@ from ireetune.targets.llvm_cpu.common import (
     window_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
@@ -69,15 +69,6 @@ def channel_dim(problem: ConvolutionProblem) -> int:
     innermost batch-like loop of a pooling window (IREE's convolution interface calls a pooled
     channel a batch loop: it indexes the image and the output, not the window)."""
     return problem.depth_dims[0] if problem.depth_dims else problem.batch_dims[-1]
-
-
-def describe_window(problem: ConvolutionProblem) -> str:
-    """Name a window: `pooling window 3x3` (no weights) or `depthwise convolution 3x3`."""
-    window = "x".join(str(problem.loop_sizes[d]) for d in problem.filter_dims)
-    # A depth loop indexes the image, the filter and the output: the window has weights.
-    kind = "depthwise convolution" if problem.depth_dims else "pooling window"
-    strides = "x".join(str(s) for s in problem.strides)
-    return f"{kind} {window}" + (f" (stride {strides})" if set(problem.strides) != {1} else "")
 
 
 @dataclass(frozen=True)
