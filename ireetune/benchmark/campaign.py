@@ -213,11 +213,6 @@ def _pump(share: JobFeed, session: JobFeed, after: BenchmarkJob, after_index: li
     session.add(after)
 
 
-def _drain(share: JobFeed) -> list[BenchmarkJob]:
-    """Wait for a share to close; return every job it held."""
-    return list(_drain_stream(share))
-
-
 @dataclass
 class _Shared:
     """What every device's thread of a campaign writes (under `lock`, but the queue)."""
@@ -291,7 +286,7 @@ def _run_session(
         )
         with lock:
             baselines[device] = DeviceBaseline(device, 0, (), (), (), None, reason)
-        for job in _drain(share):
+        for job in list(_drain_stream(share)):  # Every job, once the share closed.
             with lock:
                 results[job.candidate_id] = CandidateMeasurement(
                     job.candidate_id, device, BenchmarkStatus.DEVICE_ERROR, reason
