@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,8 +174,6 @@ def start_child(
     stdin: int | None = subprocess.DEVNULL,
     stdout: int | None = subprocess.PIPE,
     stderr: int | None = subprocess.PIPE,
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start `arguments` (no shell) as a child in its own group that dies with this process.
 
@@ -189,8 +187,6 @@ def start_child(
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
-            cwd=cwd,
-            env=env,
             text=True,
             # A compiler echoes the user's input back in its errors: a binary file must not end
             # the tuner in a decode error.
@@ -241,7 +237,6 @@ def run_child(
     *,
     input_text: str | None = None,
     timeout_s: float | None = None,
-    cwd: Path | None = None,
 ) -> ChildResult:
     """Run a child to completion and capture its output; past `timeout_s`, kill its group.
 
@@ -249,7 +244,7 @@ def run_child(
     interrupt) kills the group before it propagates.
     """
     process = start_child(
-        arguments, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL, cwd=cwd
+        arguments, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL
     )
     try:
         stdout, stderr = process.communicate(input_text, timeout=timeout_s)
