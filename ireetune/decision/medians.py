@@ -61,11 +61,6 @@ def summarize(point: float, samples: npt.NDArray[np.float64]) -> Estimate:
     return Estimate(point, low, high)
 
 
-def median_of_rounds(rounds: Rounds) -> float:
-    """Return the median over every call of every round."""
-    return statistics.median(t for calls in rounds for t in calls)
-
-
 @dataclass(frozen=True)
 class SideBySide:
     """Every variant's median and its ratio to a reference variant, with intervals."""
@@ -82,7 +77,8 @@ def compare_side_by_side(times: dict[str, Rounds], reference: str) -> SideBySide
     names = list(times)
     assert reference in names, (reference, names)
     samples = bootstrap_medians([times[name] for name in names])
-    medians = {name: median_of_rounds(times[name]) for name in names}
+    # Each variant's median over every call of every round.
+    medians = {name: statistics.median(t for calls in times[name] for t in calls) for name in names}
     column = names.index(reference)
     return SideBySide(
         medians={name: summarize(medians[name], samples[:, i]) for i, name in enumerate(names)},
