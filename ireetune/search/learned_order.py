@@ -30,10 +30,6 @@ from ireetune.search.strategy import Proposal, SearchInput
 CURRENT_PROBLEM = "current problem"
 
 
-def _tie_break(seed: int, knobs: Knobs) -> float:
-    return random.Random(f"{seed}:{knobs}").random()
-
-
 def order_with_ranker(
     extractor: FeatureExtractor, ranker: Ranker, pool: Sequence[Knobs], seed: int
 ) -> list[tuple[Knobs, float]]:
@@ -41,7 +37,8 @@ def order_with_ranker(
     assert extractor.space.family == ranker.family, "ranker fits the target's features"
     scores = ranker.predict(extractor.features(pool))
     ranked = sorted(
-        zip(pool, scores, strict=True), key=lambda item: (-item[1], _tie_break(seed, item[0]))
+        zip(pool, scores, strict=True),
+        key=lambda item: (-item[1], random.Random(f"{seed}:{item[0]}").random()),
     )
     return [(knobs, score) for knobs, score in ranked]
 
