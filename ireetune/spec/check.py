@@ -35,7 +35,6 @@ from ireetune.spec.source import (
     read_spec,
 )
 
-DEFAULT_ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_with_default_entrypoint"
 WITH_NAMED_SEQUENCE_ATTR = "transform.with_named_sequence"
 READONLY_ATTR = "transform.readonly"
 CONSUMED_ATTR = "transform.consumed"
