@@ -232,22 +232,15 @@ class ChildResult:
     timed_out: bool
 
 
-def run_child(
-    arguments: Sequence[str],
-    *,
-    input_text: str | None = None,
-    timeout_s: float | None = None,
-) -> ChildResult:
+def run_child(arguments: Sequence[str], *, timeout_s: float | None = None) -> ChildResult:
     """Run a child to completion and capture its output; past `timeout_s`, kill its group.
 
     Raises OSError when the program cannot be started. Any exception while waiting (an
     interrupt) kills the group before it propagates.
     """
-    process = start_child(
-        arguments, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL
-    )
+    process = start_child(arguments)
     try:
-        stdout, stderr = process.communicate(input_text, timeout=timeout_s)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         stop_child(process)
         stdout, stderr = process.communicate()
