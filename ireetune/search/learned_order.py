@@ -176,14 +176,10 @@ class OnlineSearch:
             self.extractor, self.ranker, remaining, measured, self.seed
         )
 
-    def next_round(
-        self, measured: Sequence[tuple[Knobs, float | None]] | None = None
-    ) -> list[tuple[Knobs, float]]:
-        """Return the next round's candidates, best first: after learning from `measured` when
-        given, else under the ranker as the last `learn` left it."""
+    def next_round(self) -> list[tuple[Knobs, float]]:
+        """Return the next round's candidates, best first, under the ranker as the last `learn`
+        left it."""
         assert self.rounds_left > 0, "no round left"
-        if measured is not None:
-            self.learn(measured)
         size = self.rounds[self.next_index]
         self.next_index += 1
         chosen, self.ranked = self.ranked[:size], self.ranked[size:]
