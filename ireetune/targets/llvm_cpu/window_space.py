@@ -43,6 +43,7 @@ from ireetune.targets.neighbourhood import (
     Neighbourhood,
     domain_constraints,
 )
+from ireetune.targets.z3_enumerate import divisors
 
 WINDOW_PIPELINE = "ConvTileAndDecomposeExpert"
 WINDOW_KNOB_NAMES = ("dist_c", "dist_oh", "dist_ow", "vec_c", "vec_ow", "vec_kw")
@@ -101,16 +102,12 @@ def compute_window_sizes(problem: ConvolutionProblem) -> CpuWindowSizes:
     )
 
 
-def _divisors(extent: int, limit: int) -> list[int]:
-    return [v for v in range(1, min(extent, limit) + 1) if extent % v == 0]
-
-
 def window_domains(sizes: CpuWindowSizes) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
     return {
-        "dist_c": _divisors(sizes.c, 512),
-        "dist_oh": _divisors(sizes.oh, 64),
-        "dist_ow": _divisors(sizes.ow, 128),
+        "dist_c": divisors(sizes.c, 512),
+        "dist_oh": divisors(sizes.oh, 64),
+        "dist_ow": divisors(sizes.ow, 128),
         "vec_c": [x for x in _VEC_C_CHOICES if x <= sizes.c and sizes.c % x == 0],
         "vec_ow": [x for x in _VEC_OW_CHOICES if x <= sizes.ow],
         "vec_kw": sorted({1, sizes.kw}),

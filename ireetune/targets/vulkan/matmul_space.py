@@ -31,6 +31,7 @@ from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import element_bytes
 from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
 from ireetune.targets.vulkan.facts import VulkanFacts
+from ireetune.targets.z3_enumerate import one_of
 
 Variables = dict[str, z3.ArithRef]
 Space = tuple[Variables, list[z3.BoolRef]]
@@ -78,13 +79,6 @@ def compute_matmul_sizes(problem: ContractionProblem) -> MatmulSizes:
         and len(problem.k_dims) == 1
         and problem.lhs_type == problem.rhs_type,
     )
-
-
-def one_of(variable: z3.ArithRef, values: Sequence[int]) -> z3.BoolRef:
-    """State that an integer knob takes one of `values` (false for none)."""
-    if not values:
-        return z3.BoolVal(False, variable.ctx)
-    return z3.Or([variable == value for value in values])
 
 
 def divisors(extent: int, choices: Sequence[int]) -> list[int]:
