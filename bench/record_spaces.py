@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iree.compiler import ir
-from space_files import read_run_folder_rows, write_recorded_space
+from space_files import baseline_time, read_run_folder_rows, write_recorded_space
 
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import compiler_version
@@ -281,7 +281,7 @@ def render_table(folder: Path) -> str:
         times = [t for t in space.effective_times() if t is not None]
         best = min(times)
         provenance = space.provenance
-        default_ms = space.baseline_time()
+        default_ms = baseline_time(space)
         lines.append(
             f"| {space.name} | {len(space.rows)} | {len(times)} | "
             f"{'real-input' if provenance.get('timing_basis') == 'real-input' else 'dispatch'} | "

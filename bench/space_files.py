@@ -32,6 +32,15 @@ from ireetune.search.recorded import (
 )
 
 
+def baseline_time(space: RecordedSpace, use_remeasured: bool = True) -> float | None:
+    """Return the default's time on the same basis as `RecordedSpace.effective_times`."""
+    if space.baseline is None:
+        return None
+    if use_remeasured and space.baseline.binary in space.remeasured:
+        return space.remeasured_times().get(space.baseline.binary)
+    return space.baseline.min_ms
+
+
 def select_leaders(space: RecordedSpace, top: int, near: float, most: int) -> list[str]:
     """Return the binaries of a space to re-measure, by their first pass, fastest first: the
     `top` fastest distinct binaries and every other one within `near` of the fastest (a

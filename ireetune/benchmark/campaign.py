@@ -14,13 +14,14 @@ Runtime-only: this module and everything it imports run where only `iree-base-ru
 
 from __future__ import annotations
 
+import enum
 import os
 import queue
 import statistics
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -217,11 +218,6 @@ def _pump(share: JobFeed, session: JobFeed, after: BenchmarkJob, after_index: li
     session.add(after)
 
 
-def _drain(share: JobFeed) -> list[BenchmarkJob]:
-    """Wait for a share to close; return every job it held."""
-    return list(_drain_stream(share))
-
-
 @dataclass
 class _Shared:
     """What every device's thread of a campaign writes (under `lock`, but the queue)."""
@@ -295,7 +291,7 @@ def _run_session(
         )
         with lock:
             baselines[device] = DeviceBaseline(device, 0, (), (), (), None, reason)
-        for job in _drain(share):
+        for job in list(_drain_stream(share)):  # Every job, once the share closed.
             with lock:
                 results[job.candidate_id] = CandidateMeasurement(
                     job.candidate_id, device, BenchmarkStatus.DEVICE_ERROR, reason
@@ -520,34 +516,20 @@ def campaign_to_json(result: CampaignResult) -> dict[str, object]:
         "seconds": result.seconds,
         "measured_per_second": result.measured_per_second,
         "notes": list(result.notes),
-        "baselines": [
-            {
-                "device": b.device,
-                "batch": b.batch,
-                "before_ms": list(b.before_ms),
-                "after_ms": list(b.after_ms),
-                "confirmed_ms": list(b.confirmed_ms),
-                "drift": b.drift,
-                "error": b.error,
-                "confirmed_rounds_ms": [list(r) for r in b.confirmed_rounds_ms],
-                "timing": b.timing.value if b.timing else None,
-            }
-            for b in result.baselines.values()
-        ],  # fmt: skip
+        "baselines": [_json_fields(b) for b in result.baselines.values()],
         "candidates": [
-            {
-                "candidate_id": m.candidate_id,
-                "device": m.device,
-                "status": m.status.value,
-                "reason": m.reason,
-                "times_ms": list(m.times_ms),
-                "speedup": m.speedup,
-                "stopped_early": m.stopped_early,
-                "confirmed": m.confirmed,
-                "rounds_ms": [list(r) for r in m.rounds_ms],
-                "timing": m.timing.value if m.timing else None,
-                "batch": m.batch,
-            }
+            _json_fields(m)
             for m in sorted(result.candidates.values(), key=lambda m: m.candidate_id)
-        ],  # fmt: skip
+        ],
     }
+
+
+def _json_fields(record: DeviceBaseline | CandidateMeasurement) -> dict[str, object]:
+    """Return a record's fields in JSON form: enums as their values, tuples as lists."""
+
+    def plain(value: object) -> object:
+        if isinstance(value, enum.Enum):
+            return value.value
+        return [plain(item) for item in value] if isinstance(value, tuple) else value
+
+    return asdict(record, dict_factory=lambda pairs: {name: plain(value) for name, value in pairs})

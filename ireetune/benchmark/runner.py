@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.benchmark.timing import TimingKind
+from ireetune.benchmark.worker import screened_batch
 from ireetune.core.child_process import start_child, stop_child
 from ireetune.core.worker_protocol import describe_death, next_event, start_worker
 
@@ -369,7 +370,7 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
                             if learn and reported == 1:
                                 # What the worker learned from the baseline, kept for restarts.
                                 assert session.timeout_after_first is not None
-                                batch = _screened(outcome.batch, session.screen_fraction)
+                                batch = screened_batch(outcome.batch, session.screen_fraction)
                                 deadlines = session.timeout_after_first(outcome)
                                 if session.hopeless_factor is not None:
                                     hopeless_ms = session.hopeless_factor * statistics.median(
@@ -395,11 +396,6 @@ def run_benchmarks_here(session: BenchmarkSession) -> Generator[BenchmarkOutcome
     finally:
         for prewarmer in prewarmers:
             stop_child(prewarmer)
-
-
-def _screened(batch: int, fraction: float) -> int:
-    """The first pass's batch: `fraction` of the baseline's (the worker's own rule)."""
-    return max(1, int(batch * fraction))
 
 
 def _measured(job: BenchmarkJob, record: dict[str, object], device: str) -> BenchmarkOutcome:

@@ -160,31 +160,17 @@ def run_compile(request: CompileRequest) -> CompileResult:
     seconds = time.perf_counter() - start
     reproducer = request.reproducer_path
     kept = reproducer if reproducer is not None and reproducer.exists() else None
-    if result.timed_out:
+    if result.timed_out or result.returncode != 0 or not request.output_path.exists():
         request.output_path.unlink(missing_ok=True)
-        assert request.timeout_s is not None
+        if result.timed_out:
+            assert request.timeout_s is not None
+            status, reason = CompileStatus.TIMED_OUT, f"timed out after {request.timeout_s:.0f} s"
+        else:
+            status, reason = CompileStatus.FAILED, first_error_line(result.stderr)
+            if result.returncode < 0:
+                reason = f"compiler crashed (signal {-result.returncode}): {reason}"
         return CompileResult(
-            CompileStatus.TIMED_OUT,
-            f"timed out after {request.timeout_s:.0f} s",
-            result.stderr,
-            result.returncode,
-            seconds,
-            tuple(arguments),
-            kept,
-        )
-    if result.returncode != 0 or not request.output_path.exists():
-        request.output_path.unlink(missing_ok=True)
-        reason = first_error_line(result.stderr)
-        if result.returncode < 0:
-            reason = f"compiler crashed (signal {-result.returncode}): {reason}"
-        return CompileResult(
-            CompileStatus.FAILED,
-            reason,
-            result.stderr,
-            result.returncode,
-            seconds,
-            tuple(arguments),
-            kept,
+            status, reason, result.stderr, result.returncode, seconds, tuple(arguments), kept
         )
     if reproducer is not None:
         reproducer.unlink(missing_ok=True)

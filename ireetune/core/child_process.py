@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,8 +174,6 @@ def start_child(
     stdin: int | None = subprocess.DEVNULL,
     stdout: int | None = subprocess.PIPE,
     stderr: int | None = subprocess.PIPE,
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start `arguments` (no shell) as a child in its own group that dies with this process.
 
@@ -189,8 +187,6 @@ def start_child(
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
-            cwd=cwd,
-            env=env,
             text=True,
             # A compiler echoes the user's input back in its errors: a binary file must not end
             # the tuner in a decode error.
@@ -236,23 +232,15 @@ class ChildResult:
     timed_out: bool
 
 
-def run_child(
-    arguments: Sequence[str],
-    *,
-    input_text: str | None = None,
-    timeout_s: float | None = None,
-    cwd: Path | None = None,
-) -> ChildResult:
+def run_child(arguments: Sequence[str], *, timeout_s: float | None = None) -> ChildResult:
     """Run a child to completion and capture its output; past `timeout_s`, kill its group.
 
     Raises OSError when the program cannot be started. Any exception while waiting (an
     interrupt) kills the group before it propagates.
     """
-    process = start_child(
-        arguments, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL, cwd=cwd
-    )
+    process = start_child(arguments)
     try:
-        stdout, stderr = process.communicate(input_text, timeout=timeout_s)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         stop_child(process)
         stdout, stderr = process.communicate()

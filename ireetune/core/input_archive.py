@@ -23,7 +23,7 @@ def write_input_archive(path: Path, arrays: Sequence[np.ndarray[Any, Any]]) -> N
     entries: dict[str, np.ndarray[Any, Any]] = {}
     for index, array in enumerate(arrays):
         entries[f"arg{index}"] = array
-        if _is_ml_dtype(array.dtype):
+        if array.dtype.type.__module__.startswith("ml_dtypes"):
             entries[f"arg{index}"] = array.view(f"u{array.dtype.itemsize}")
             entries[f"arg{index}{_DTYPE_SUFFIX}"] = np.array(array.dtype.name)
     np.savez(path, **entries)  # type: ignore[arg-type]
@@ -49,10 +49,6 @@ def restore_bf16(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
         return array.view(_ml_dtype("bfloat16"))
     return array
-
-
-def _is_ml_dtype(dtype: np.dtype[Any]) -> bool:
-    return dtype.type.__module__.startswith("ml_dtypes")
 
 
 def _ml_dtype(name: str) -> np.dtype[Any]:

@@ -6,7 +6,7 @@ import csv
 import enum
 import io
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -166,74 +166,45 @@ class CandidateRecord(CandidateChecks):
         return self.candidate_id == 0
 
 
-CSV_COLUMNS = (
-    "candidate_id",
-    "is_baseline",
-    "status",
-    "reason",
-    "knobs",
-    "heuristic_score",
-    "median_ms",
-    "min_ms",
-    "max_ms",
-    "spread",
-    "speedup",
-    "speedup_low",
-    "speedup_high",
-    "basis",
-    "outputs_match",
-    "real_input_speedup",
-    "real_input_low",
-    "real_input_high",
-    "verdict",
-    "repetitions",
-    "timing",
-    "batch",
-    "stopped_early",
-    "device",
-    "compile_seconds",
-    "binary_hash",
-    "max_abs_error",
-    "spec_path",
-)
-
-
 def _cell(value: float | None, digits: int = 6) -> str:
     return "" if value is None else f"{value:.{digits}g}"
 
 
-def record_row(record: CandidateRecord) -> dict[str, str]:
-    """Flatten a record into the CSV row of CSV_COLUMNS."""
-    return {
-        "candidate_id": str(record.candidate_id),
-        "is_baseline": "yes" if record.is_baseline else "no",
-        "status": record.status.value,
-        "reason": record.reason,
-        "knobs": format_knobs(record.knobs),
-        "heuristic_score": _cell(record.heuristic_score, 4),
-        "median_ms": _cell(record.median_ms),
-        "min_ms": _cell(record.min_ms),
-        "max_ms": _cell(record.max_ms),
-        "spread": _cell(record.spread, 3),
-        "speedup": _cell(record.speedup, 4),
-        "speedup_low": _cell(record.speedup_low, 4),
-        "speedup_high": _cell(record.speedup_high, 4),
-        "basis": record.basis,
-        "outputs_match": "" if record.outputs_match is None else str(record.outputs_match).lower(),
-        "real_input_speedup": _cell(record.real_input_speedup, 4),
-        "real_input_low": _cell(record.real_input_low, 4),
-        "real_input_high": _cell(record.real_input_high, 4),
-        "verdict": record.verdict,
-        "repetitions": str(len(record.times_ms)),
-        "timing": record.timing,
-        "batch": str(record.batch) if record.batch else "",
-        "stopped_early": "yes" if record.stopped_early else "no",
-        "device": record.device,
-        "compile_seconds": _cell(record.compile_seconds, 3),
-        "binary_hash": record.binary_hash[:16],
-        "max_abs_error": _cell(record.max_abs_error, 3),
-        "spec_path": record.spec_path,
-    }
+# Each CSV column, in order, and how a record fills it.
+_CSV_CELLS: tuple[tuple[str, Callable[[CandidateRecord], str]], ...] = (
+    ("candidate_id", lambda record: str(record.candidate_id)),
+    ("is_baseline", lambda record: "yes" if record.is_baseline else "no"),
+    ("status", lambda record: record.status.value),
+    ("reason", lambda record: record.reason),
+    ("knobs", lambda record: format_knobs(record.knobs)),
+    ("heuristic_score", lambda record: _cell(record.heuristic_score, 4)),
+    ("median_ms", lambda record: _cell(record.median_ms)),
+    ("min_ms", lambda record: _cell(record.min_ms)),
+    ("max_ms", lambda record: _cell(record.max_ms)),
+    ("spread", lambda record: _cell(record.spread, 3)),
+    ("speedup", lambda record: _cell(record.speedup, 4)),
+    ("speedup_low", lambda record: _cell(record.speedup_low, 4)),
+    ("speedup_high", lambda record: _cell(record.speedup_high, 4)),
+    ("basis", lambda record: record.basis),
+    (
+        "outputs_match",
+        lambda record: "" if record.outputs_match is None else str(record.outputs_match).lower(),
+    ),
+    ("real_input_speedup", lambda record: _cell(record.real_input_speedup, 4)),
+    ("real_input_low", lambda record: _cell(record.real_input_low, 4)),
+    ("real_input_high", lambda record: _cell(record.real_input_high, 4)),
+    ("verdict", lambda record: record.verdict),
+    ("repetitions", lambda record: str(len(record.times_ms))),
+    ("timing", lambda record: record.timing),
+    ("batch", lambda record: str(record.batch) if record.batch else ""),
+    ("stopped_early", lambda record: "yes" if record.stopped_early else "no"),
+    ("device", lambda record: record.device),
+    ("compile_seconds", lambda record: _cell(record.compile_seconds, 3)),
+    ("binary_hash", lambda record: record.binary_hash[:16]),
+    ("max_abs_error", lambda record: _cell(record.max_abs_error, 3)),
+    ("spec_path", lambda record: record.spec_path),
+)
+CSV_COLUMNS = tuple(name for name, _ in _CSV_CELLS)
 
 
 def render_csv(records: Sequence[CandidateRecord]) -> str:
@@ -242,7 +213,7 @@ def render_csv(records: Sequence[CandidateRecord]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for record in sorted(records, key=lambda r: r.candidate_id):
-        writer.writerow(record_row(record))
+        writer.writerow({name: cell(record) for name, cell in _CSV_CELLS})
     return buffer.getvalue()
 
 

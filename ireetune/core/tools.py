@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.core.child_process import run_child
+from ireetune.core.child_process import ChildResult, run_child
 from ireetune.core.errors import IreetuneError
 
 # Passed with every spec (and IREE's default specs): IREE 3.13 parses a spec under a lock
@@ -55,34 +54,21 @@ def path_argument(path: Path | str) -> str:
     return str(Path(path).absolute())
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    """What one tool invocation returned."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-
-
-def run_tool(
-    arguments: list[str], timeout_s: float | None = None, cwd: Path | None = None
-) -> ToolResult:
+def run_tool(arguments: list[str], timeout_s: float | None = None) -> ChildResult:
     """Run a tool (argument list, no shell) and capture its output; never raise on failure.
 
     The tool dies with the tuner, and a timeout kills it with everything it started.
     """
     try:
-        child = run_child(arguments, timeout_s=timeout_s, cwd=cwd)
+        return run_child(arguments, timeout_s=timeout_s)
     except OSError as error:
         # The tool could not be started at all (missing, not executable): like a shell's 127.
-        return ToolResult(
+        return ChildResult(
             returncode=127,
             stdout="",
             stderr=f"error: cannot run {arguments[0]}: {error}",
             timed_out=False,
         )
-    return ToolResult(child.returncode, child.stdout, child.stderr, child.timed_out)
 
 
 def first_error_line(stderr: str) -> str:

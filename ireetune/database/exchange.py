@@ -9,7 +9,7 @@ import contextlib
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,19 +26,25 @@ from ireetune.database.store import (
 from ireetune.database.validate import read_problem_key, validate_rows
 from ireetune.problem.root_op import Problem
 
-CSV_FIELDS = (
-    "signature",
-    "target",
-    "device",
-    "compiler_version",
-    "status",
-    "speedup",
-    "median_ms",
-    "baseline_ms",
-    "spread",
-    "config",
-    "reason",
-    "written_at",
+
+def _number(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+# Each CSV column, in order, and how a stored result fills it.
+_CSV_CELLS: tuple[tuple[str, Callable[[StoredResult], str]], ...] = (
+    ("signature", lambda result: result.key.signature),
+    ("target", lambda result: result.key.target),
+    ("device", lambda result: result.key.device),
+    ("compiler_version", lambda result: result.key.compiler_version),
+    ("status", lambda result: result.status),
+    ("speedup", lambda result: _number(result.speedup, ".4f")),
+    ("median_ms", lambda result: _number(result.median_ms, ".6g")),
+    ("baseline_ms", lambda result: _number(result.baseline_ms, ".6g")),
+    ("spread", lambda result: _number(result.spread, ".3f")),
+    ("config", lambda result: result.config),
+    ("reason", lambda result: result.reason),
+    ("written_at", lambda result: result.written_at),
 )
 
 
@@ -53,25 +59,12 @@ def problem_from_key(text: str) -> Problem:
 def render_results_csv(results: Sequence[StoredResult]) -> str:
     """Write results as CSV, one row per stored result."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer = csv.DictWriter(
+        buffer, fieldnames=[name for name, _ in _CSV_CELLS], lineterminator="\n"
+    )
     writer.writeheader()
     for result in results:
-        writer.writerow(
-            {
-                "signature": result.key.signature,
-                "target": result.key.target,
-                "device": result.key.device,
-                "compiler_version": result.key.compiler_version,
-                "status": result.status,
-                "speedup": "" if result.speedup is None else f"{result.speedup:.4f}",
-                "median_ms": "" if result.median_ms is None else f"{result.median_ms:.6g}",
-                "baseline_ms": "" if result.baseline_ms is None else f"{result.baseline_ms:.6g}",
-                "spread": "" if result.spread is None else f"{result.spread:.3f}",
-                "config": result.config,
-                "reason": result.reason,
-                "written_at": result.written_at,
-            }
-        )
+        writer.writerow({name: cell(result) for name, cell in _CSV_CELLS})
     return buffer.getvalue()
 
 

@@ -51,10 +51,6 @@ def stored_first(stored: Sequence[Knobs], seed: int) -> list[Knobs]:
     return ordered
 
 
-def _line(knobs: Knobs) -> str:
-    return json.dumps(dict(knobs), sort_keys=True)
-
-
 class SpaceCache:
     """One cache entry: the compiler's output for a space and the solutions drawn from it."""
 
@@ -124,6 +120,6 @@ class SpaceCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(self.folder / "solutions.jsonl", "a") as handle:
-                handle.write(_line(knobs) + "\n")
+                handle.write(json.dumps(dict(knobs), sort_keys=True) + "\n")
         except OSError as error:
             logger.warning("could not keep a solution in %s: %s", self.folder, error)

@@ -210,16 +210,14 @@ class TuningDatabase:
         )
         yield from map(_result, _dicts(rows))
 
-    def best_results(
-        self, current_compiler_only: bool = True, rule: str | None = None
-    ) -> list[StoredResult]:
-        """Return the winner per (compiler, target, device, problem): rows measured here whose
-        verdict is `winner` (under `rule` when given), the fastest first by deciding speedup."""
+    def best_results(self) -> list[StoredResult]:
+        """Return the winner per (target, device, problem) of this compiler: rows measured here
+        whose verdict is `winner`, the fastest first by deciding speedup."""
         best: dict[tuple[str, str, str, str], StoredResult] = {}
         for result in self.all_results():
-            if not is_local_winner(result, rule):
+            if not is_local_winner(result):
                 continue
-            if current_compiler_only and result.key.compiler_version != compiler_version():
+            if result.key.compiler_version != compiler_version():
                 continue
             group = (
                 result.key.compiler_version,
@@ -288,38 +286,15 @@ def stale_candidates(
 
 
 def _row(result: StoredResult) -> dict[str, Any]:
-    return {
-        "compiler_version": result.key.compiler_version,
-        "target": result.key.target,
-        "device": result.key.device,
-        "problem": result.key.problem,
-        "signature": result.key.signature,
-        "config": result.config,
-        "compilation_info": result.compilation_info,
-        "status": result.status,
-        "reason": result.reason,
-        "times_ms": json.dumps(list(result.times_ms)),
-        "median_ms": result.median_ms,
-        "min_ms": result.min_ms,
-        "max_ms": result.max_ms,
-        "spread": result.spread,
-        "baseline_ms": result.baseline_ms,
-        "speedup": result.speedup,
-        "session": result.session,
-        "written_at": result.written_at,
-        "speedup_low": result.speedup_low,
-        "speedup_high": result.speedup_high,
-        "basis": result.basis,
-        "confirmed": int(result.confirmed),
-        "rounds_ms": json.dumps([list(r) for r in result.rounds_ms]),
-        "outputs_match": None if result.outputs_match is None else int(result.outputs_match),
-        "real_input_speedup": result.real_input_speedup,
-        "real_input_low": result.real_input_low,
-        "real_input_high": result.real_input_high,
-        "verdict": result.verdict,
-        "rule": result.rule,
-        "origin": result.origin,
-    }
+    """Return the results table's columns of a result: its key's fields and its own, the
+    sequences as JSON text and the flags as integers."""
+    row: dict[str, Any] = {**asdict(result.key), **asdict(result)}
+    del row["key"]
+    row["times_ms"] = json.dumps(list(result.times_ms))
+    row["rounds_ms"] = json.dumps([list(r) for r in result.rounds_ms])
+    row["confirmed"] = int(result.confirmed)
+    row["outputs_match"] = None if result.outputs_match is None else int(result.outputs_match)
+    return row
 
 
 def _dicts(cursor: sqlite3.Cursor) -> Iterator[dict[str, Any]]:

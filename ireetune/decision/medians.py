@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ireetune.decision.stats import BOOTSTRAP_RESAMPLES, Rounds
+from ireetune.decision.stats import BOOTSTRAP_RESAMPLES, Rounds, confidence_interval
 
-CONFIDENCE = 0.95
 # The seed of bench/vs_onnxruntime.py's figures before they moved here: the same timings keep
 # giving the intervals recorded in docs/benchmarks.md.
 MEDIANS_SEED = 20261125
@@ -39,18 +38,14 @@ class Estimate:
         return f"{self.value:.2f} {unit} [{self.low:.2f}, {self.high:.2f}]"
 
 
-def bootstrap_medians(
-    rounds_by_variant: Sequence[Rounds],
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = MEDIANS_SEED,
-) -> npt.NDArray[np.float64]:
+def bootstrap_medians(rounds_by_variant: Sequence[Rounds]) -> npt.NDArray[np.float64]:
     """Return resampled medians, one row per resample and one column per variant."""
     count = min(len(rounds) for rounds in rounds_by_variant)
     assert count >= 1
-    generator = np.random.default_rng(seed)
+    generator = np.random.default_rng(MEDIANS_SEED)
     arrays = [[np.asarray(r, dtype=float) for r in rounds[:count]] for rounds in rounds_by_variant]
-    medians = np.empty((resamples, len(arrays)))
-    for index in range(resamples):
+    medians = np.empty((BOOTSTRAP_RESAMPLES, len(arrays)))
+    for index in range(BOOTSTRAP_RESAMPLES):
         chosen = generator.integers(0, count, size=count)
         for column, variant in enumerate(arrays):
             calls = np.concatenate(
@@ -62,14 +57,8 @@ def bootstrap_medians(
 
 def summarize(point: float, samples: npt.NDArray[np.float64]) -> Estimate:
     """Return the point estimate with the central CONFIDENCE interval of its samples."""
-    tail = (1.0 - CONFIDENCE) / 2.0
-    low, high = np.quantile(samples, [tail, 1.0 - tail])
-    return Estimate(point, float(min(low, point)), float(max(high, point)))
-
-
-def median_of_rounds(rounds: Rounds) -> float:
-    """Return the median over every call of every round."""
-    return statistics.median(t for calls in rounds for t in calls)
+    low, high = confidence_interval(point, samples)
+    return Estimate(point, low, high)
 
 
 @dataclass(frozen=True)
@@ -88,7 +77,8 @@ def compare_side_by_side(times: dict[str, Rounds], reference: str) -> SideBySide
     names = list(times)
     assert reference in names, (reference, names)
     samples = bootstrap_medians([times[name] for name in names])
-    medians = {name: median_of_rounds(times[name]) for name in names}
+    # Each variant's median over every call of every round.
+    medians = {name: statistics.median(t for calls in times[name] for t in calls) for name in names}
     column = names.index(reference)
     return SideBySide(
         medians={name: summarize(medians[name], samples[:, i]) for i, name in enumerate(names)},

@@ -22,6 +22,7 @@ Rounds = tuple[tuple[float, ...], ...]
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261123
+CONFIDENCE = 0.95
 
 
 class Basis(enum.Enum):
@@ -102,12 +103,17 @@ def _bootstrap_ratios(
     return ratios
 
 
+def confidence_interval(point: float, samples: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """Return the central CONFIDENCE interval of bootstrap samples, widened to hold `point`."""
+    tail = (1.0 - CONFIDENCE) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return float(min(low, point)), float(max(high, point))
+
+
 def estimate_speedup(
     baseline_rounds: Rounds,
     candidate_rounds: Rounds,
     basis: Basis,
-    confidence: float = 0.95,
-    resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> SpeedupEstimate | None:
     """Return the paired speedup and its interval, or None without a round in which both ran.
 
@@ -123,13 +129,12 @@ def estimate_speedup(
     baseline_ms = statistics.median(float(t) for b, _ in pairs for t in b)
     candidate_ms = statistics.median(float(t) for _, c in pairs for t in c)
     speedup = baseline_ms / candidate_ms
-    ratios = _bootstrap_ratios(pairs, resamples, np.random.default_rng(BOOTSTRAP_SEED))
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(ratios, [tail, 1.0 - tail])
+    ratios = _bootstrap_ratios(pairs, BOOTSTRAP_RESAMPLES, np.random.default_rng(BOOTSTRAP_SEED))
+    low, high = confidence_interval(speedup, ratios)
     return SpeedupEstimate(
         speedup=speedup,
-        low=float(min(low, speedup)),
-        high=float(max(high, speedup)),
+        low=low,
+        high=high,
         rounds=len(pairs),
         basis=basis,
         baseline_ms=baseline_ms,

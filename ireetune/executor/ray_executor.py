@@ -554,11 +554,6 @@ class RayExecutor(Executor):
             ) from error
         return runs
 
-    def measuring_actor_pid(self, device: str) -> tuple[str, int]:
-        """Return the node and process of a device's measuring actor (starting it if needed)."""
-        address, pid = self.ray.get(self._actor(device).node_pid.remote())
-        return str(address), int(pid)
-
 
 def _available(feed: JobFeed, start: int) -> list[BenchmarkJob]:
     """Wait for job `start` of the feed; return it and every job after it known now (empty once

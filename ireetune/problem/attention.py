@@ -109,10 +109,6 @@ class AttentionProblem:
         return f"attention_{sizes}_{types}"
 
 
-def _scalar_type_name(value_type: ir.Type) -> str:
-    return str(value_type)
-
-
 def parse_attention(root_op: ir.Operation) -> AttentionProblem:
     """Parse an `online_attention` with query, key, value, scale and no mask, all static."""
     if root_op.name != ONLINE_ATTENTION:
@@ -150,7 +146,7 @@ def parse_attention(root_op: ir.Operation) -> AttentionProblem:
         query_type=element_type_name(query.type),
         key_type=element_type_name(key.type),
         value_type=element_type_name(value.type),
-        scale_type=_scalar_type_name(scale.type),
+        scale_type=str(scale.type),
         output_type=element_type_name(output.type),
         max_type=element_type_name(maximum.type),
         sum_type=element_type_name(total.type),

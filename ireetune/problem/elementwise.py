@@ -48,11 +48,6 @@ class ElementwiseProblem(GenericOpProblem):
         return "elementwise"
 
     @property
-    def moves_only(self) -> bool:
-        """Say whether the body only yields an input (a copy, transpose or broadcast)."""
-        return all(op in NEUTRAL_BODY_OPS for op in self.body)
-
-    @property
     def signature(self) -> str:
         """Name it by its loop sizes and element types."""
         sizes = "x".join(str(s) for s in self.loop_sizes)

@@ -225,17 +225,9 @@ class OpFamily(abc.ABC):
             for role, sizes in zip(self.match_op.roles, pattern.sizes, strict=True)
         )
         maps = "; ".join(pattern.indexing_maps) if pattern.indexing_maps else "any maps"
-        *inputs, output = pattern.types[: self.result_type_position() + 1]
+        *inputs, output = pattern.types[: self.match_op.type_attributes.index("output_type") + 1]
         types = " x ".join(inputs) + f" -> {output}"
         return f"{self.name} {types}, {dims}, maps {maps}"
-
-    def result_type_position(self) -> int:
-        """Return the position of the result's type among the match op's type attributes."""
-        return self.match_op.type_attributes.index("output_type")
-
-
-def param_type() -> ir.Type:
-    return ir.Type.parse("!transform.param<i64>")
 
 
 def build_dims_match(spec: MatchOpSpec, pattern: MatchPattern, op_handle: ir.Value) -> None:
@@ -254,7 +246,7 @@ def build_dims_match(spec: MatchOpSpec, pattern: MatchPattern, op_handle: ir.Val
     )
     match = ir.Operation.create(
         spec.name,
-        results=[param_type()] * len(spec.roles),
+        results=[ir.Type.parse("!transform.param<i64>")] * len(spec.roles),
         operands=[op_handle],
         attributes=attributes,
     )
@@ -315,6 +307,14 @@ def tensor_type_text(shape: tuple[int, ...], element: str) -> str:
 
 def element_type_name(shaped_type: ir.Type) -> str:
     return str(ir.ShapedType(shaped_type).element_type)
+
+
+_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+
+
+def element_bytes(type_name: str) -> int:
+    """Return the size in bytes of an element type name such as `f16` (4 for one not listed)."""
+    return _BYTES.get(type_name, 4)
 
 
 def static_shape(value_type: ir.Type, what: str) -> tuple[int, ...]:

@@ -46,15 +46,10 @@ def family_names() -> tuple[str, ...]:
     return tuple(_BY_NAME)
 
 
-def family_named(name: str) -> OpFamily:
-    """Return the family of that name."""
-    assert name in _BY_NAME, f"unknown op family {name}"
-    return _BY_NAME[name]
-
-
 def family_of(problem: Problem) -> OpFamily:
     """Return the family that owns a problem."""
-    return family_named(problem.family)
+    assert problem.family in _BY_NAME, f"unknown op family {problem.family}"
+    return _BY_NAME[problem.family]
 
 
 def family_of_pattern(pattern: MatchPattern) -> OpFamily | None:

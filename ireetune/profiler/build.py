@@ -19,7 +19,6 @@ manifest with its reason.
 from __future__ import annotations
 
 import itertools
-import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -60,7 +59,6 @@ from ireetune.targets import parse_target as resolve_target
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
 
-logger = logging.getLogger(__name__)
 
 # Candidates drawn from the search space before ordering, per configuration asked for.
 POOL_FACTOR = 4

@@ -10,7 +10,6 @@ repetitions, one worker for all, crashes and hangs recorded per dispatch).
 from __future__ import annotations
 
 import contextlib
-import logging
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -36,8 +35,6 @@ from ireetune.verify.runner import ReferenceBatch
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,6 @@ from ireetune.search.strategy import Proposal, SearchInput
 CURRENT_PROBLEM = "current problem"
 
 
-def _tie_break(seed: int, knobs: Knobs) -> float:
-    return random.Random(f"{seed}:{knobs}").random()
-
-
 def order_with_ranker(
     extractor: FeatureExtractor, ranker: Ranker, pool: Sequence[Knobs], seed: int
 ) -> list[tuple[Knobs, float]]:
@@ -41,7 +37,8 @@ def order_with_ranker(
     assert extractor.space.family == ranker.family, "ranker fits the target's features"
     scores = ranker.predict(extractor.features(pool))
     ranked = sorted(
-        zip(pool, scores, strict=True), key=lambda item: (-item[1], _tie_break(seed, item[0]))
+        zip(pool, scores, strict=True),
+        key=lambda item: (-item[1], random.Random(f"{seed}:{item[0]}").random()),
     )
     return [(knobs, score) for knobs, score in ranked]
 
@@ -179,14 +176,10 @@ class OnlineSearch:
             self.extractor, self.ranker, remaining, measured, self.seed
         )
 
-    def next_round(
-        self, measured: Sequence[tuple[Knobs, float | None]] | None = None
-    ) -> list[tuple[Knobs, float]]:
-        """Return the next round's candidates, best first: after learning from `measured` when
-        given, else under the ranker as the last `learn` left it."""
+    def next_round(self) -> list[tuple[Knobs, float]]:
+        """Return the next round's candidates, best first, under the ranker as the last `learn`
+        left it."""
         assert self.rounds_left > 0, "no round left"
-        if measured is not None:
-            self.learn(measured)
         size = self.rounds[self.next_index]
         self.next_index += 1
         chosen, self.ranked = self.ranked[:size], self.ranked[size:]

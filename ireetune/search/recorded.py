@@ -153,14 +153,6 @@ class RecordedSpace:
         """Return each re-measured binary's time: its fastest repetition over all rounds."""
         return {binary: min(rounds) for binary, rounds in self.remeasured.items() if rounds}
 
-    def baseline_time(self, use_remeasured: bool = True) -> float | None:
-        """Return the default's time on the same basis as `effective_times`."""
-        if self.baseline is None:
-            return None
-        if use_remeasured and self.baseline.binary in self.remeasured:
-            return self.remeasured_times().get(self.baseline.binary)
-        return self.baseline.min_ms
-
 
 def finite_number(value: object) -> float | None:
     """Return a positive finite time as a float; anything else reads as not measured (None)."""

@@ -72,7 +72,6 @@ class DumpedSpec:
     """The spec text the compiler used for a model, and where it came from."""
 
     text: str
-    linked_by_compiler: bool
     note: str
 
 
@@ -124,14 +123,14 @@ def dump_used_spec(
             f"{target.name} applies the spec as a transform-dialect library ({target.spec_flag}); "
             "the compiler links nothing, so this is the spec as given."
         )
-        return DumpedSpec(spec_path.read_text(), linked_by_compiler=False, note=note)
+        return DumpedSpec(spec_path.read_text(), note=note)
     if not texts:
         raise IreetuneError(
             f"the compiler used no tuning spec for {model_path} on {target.name} "
             "(no dispatch to configure?)"
         )
     # One linked spec is dumped per compilation; several would come from several executables.
-    return DumpedSpec("\n".join(texts), linked_by_compiler=True, note="")
+    return DumpedSpec("\n".join(texts), note="")
 
 
 @dataclass(frozen=True)

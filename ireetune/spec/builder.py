@@ -39,7 +39,6 @@ class MatcherEntry:
 
     problem: Problem
     compilation_info: str
-    comment: str = ""
     op_attributes: tuple[tuple[str, str], ...] = ()
     # The `lowering_config` of the dispatch's other ops, by kind (`reduction`, `parallel`).
     sibling_configs: tuple[tuple[str, str], ...] = ()

@@ -33,9 +33,9 @@ from ireetune.spec.source import (
     list_modules,
     list_named_sequences,
     read_spec,
+    symbol_name,
 )
 
-DEFAULT_ENTRYPOINT_ATTR = "iree_codegen.tuning_spec_with_default_entrypoint"
 WITH_NAMED_SEQUENCE_ATTR = "transform.with_named_sequence"
 READONLY_ATTR = "transform.readonly"
 CONSUMED_ATTR = "transform.consumed"
@@ -90,10 +90,6 @@ class CheckReport:
         return not self.violations
 
 
-def _symbol_name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
-
-
 def _argument_effect(sequence: ir.Operation) -> str:
     """Return `readonly`, `consumed` or `` for a named sequence's first argument."""
     if "arg_attrs" not in sequence.attributes:
@@ -122,7 +118,7 @@ def check_anatomy(spec: ir.Operation) -> list[Violation]:
         )
         if module == spec and WITH_NAMED_SEQUENCE_ATTR not in module.attributes:
             report(module, "The spec module lacks the 'transform.with_named_sequence' attribute.")
-        if module != spec and holds_entry_points and not _symbol_name(module):
+        if module != spec and holds_entry_points and not symbol_name(module):
             report(
                 module,
                 "This nested module holds entry points but has no name, so linking skips it; "
@@ -138,7 +134,7 @@ def check_anatomy(spec: ir.Operation) -> list[Violation]:
     effects = {}
     for entry in entry_points:
         effect = _argument_effect(entry)
-        name = _symbol_name(entry)
+        name = symbol_name(entry)
         if effect:
             effects[name] = effect
         else:
@@ -218,7 +214,7 @@ def check_spec(spec_path: Path, target: CompileTarget, timeout_s: float = 60.0) 
         return CheckReport(spec_path, verifier_violations, ())
     anatomy_violations = check_anatomy(spec)
     load_violations = load_with_compiler(spec_path, target, timeout_s)
-    entry_names = tuple(_symbol_name(entry) for entry in find_entry_points(spec))
+    entry_names = tuple(symbol_name(entry) for entry in find_entry_points(spec))
     return CheckReport(spec_path, (*anatomy_violations, *load_violations), entry_names)
 
 

@@ -32,7 +32,7 @@ from ireetune.problem.registry import (
     family_of_pattern,
     read_match_pattern,
 )
-from ireetune.spec.source import SourceLocation, find_entry_points, find_location
+from ireetune.spec.source import SourceLocation, find_entry_points, find_location, symbol_name
 
 __all__ = ["MatchPattern"]
 
@@ -125,10 +125,6 @@ def _region_ops(op: ir.Operation) -> list[ir.Operation]:
     return [child.operation for child in op.regions[0].blocks[0].operations]
 
 
-def _module_name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
-
-
 def _describe_condition(op: ir.Operation) -> str:
     if op.name == "transform.iree.match.cast_compatible_type":
         return f"a value of type {ir.TypeAttr(op.attributes['target_type']).value}"
@@ -218,7 +214,7 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
         module = entry.parent
         assert module is not None and module.name == "builtin.module"
         table = ir.SymbolTable(module)
-        module_name = _module_name(module)
+        module_name = symbol_name(module)
         entry_name = ir.StringAttr(entry.attributes["sym_name"]).value
         qualified_entry = f"{module_name}::{entry_name}" if module_name else entry_name
         prologue: list[str] = []

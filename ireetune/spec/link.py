@@ -32,7 +32,13 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.output_paths import write_output
 from ireetune.spec.check import WITH_NAMED_SEQUENCE_ATTR, check_anatomy
 from ireetune.spec.inspect import MatcherInfo, list_matchers, pick_winner
-from ireetune.spec.source import ENTRYPOINT_ATTR, find_entry_points, parse_spec, read_spec
+from ireetune.spec.source import (
+    ENTRYPOINT_ATTR,
+    find_entry_points,
+    parse_spec,
+    read_spec,
+    symbol_name,
+)
 
 
 class LinkForm(enum.Enum):
@@ -88,10 +94,6 @@ def _top_ops(module: ir.Operation) -> list[ir.Operation]:
     return [op.operation for op in module.regions[0].blocks[0].operations]
 
 
-def _symbol_name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
-
-
 def split_into_units(label: str, spec: ir.Operation) -> list[SpecUnit]:
     """Split an input into the specs it holds: itself, or its inner modules if it is combined.
 
@@ -106,9 +108,9 @@ def split_into_units(label: str, spec: ir.Operation) -> list[SpecUnit]:
         # A spec linked in included form: its top entry point only includes the inner ones.
         top_entries = []
     if top_entries or not inner_modules:
-        return [SpecUnit(label, _symbol_name(spec), spec)]
+        return [SpecUnit(label, symbol_name(spec), spec)]
     return [
-        SpecUnit(f"{label}::@{_symbol_name(inner) or index}", _symbol_name(inner), inner)
+        SpecUnit(f"{label}::@{symbol_name(inner) or index}", symbol_name(inner), inner)
         for index, inner in enumerate(inner_modules)
         if find_entry_points(inner)
     ]
@@ -145,7 +147,7 @@ def make_symbols_unique(units: Sequence[SpecUnit]) -> list[Rename]:
         for op in _top_ops(unit.module):
             if op.name != "transform.named_sequence" or ENTRYPOINT_ATTR in op.attributes:
                 continue
-            name = _symbol_name(op)
+            name = symbol_name(op)
             new_name, suffix = name, 1
             while new_name in taken:
                 suffix += 1
@@ -179,7 +181,7 @@ def combine_specs(units: Sequence[SpecUnit], context: ir.Context) -> ir.Module:
 
 
 def _linked_form(linked: ir.Operation) -> LinkForm:
-    kernel_configs = [op for op in _top_ops(linked) if _symbol_name(op) == "__kernel_config"]
+    kernel_configs = [op for op in _top_ops(linked) if symbol_name(op) == "__kernel_config"]
     assert len(kernel_configs) == 1, "the link pass writes exactly one @__kernel_config"
     body_ops = {op.name for op in _top_ops(kernel_configs[0])}
     return LinkForm.INCLUDED if "transform.include" in body_ops else LinkForm.MERGED

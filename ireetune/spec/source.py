@@ -127,3 +127,8 @@ def find_entry_points(spec: ir.Operation) -> list[ir.Operation]:
         for sequence in list_named_sequences(module)
         if ENTRYPOINT_ATTR in sequence.attributes
     ]
+
+
+def symbol_name(op: ir.Operation) -> str:
+    """Return an op's `sym_name` (a module's, a named sequence's), or "" without one."""
+    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""

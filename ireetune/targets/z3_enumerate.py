@@ -26,6 +26,19 @@ def parallel_first(
     return [lambda context: build(True, context), lambda context: build(False, context)]
 
 
+def one_of(variable: z3.ArithRef, values: Sequence[int]) -> z3.BoolRef:
+    """State that an integer knob takes one of `values` (false for none)."""
+    if not values:
+        return z3.BoolVal(False, variable.ctx)
+    return z3.Or([variable == value for value in values])
+
+
+def divisors(extent: int, limit: int | None = None) -> list[int]:
+    """Return the divisors of `extent` up to `limit`."""
+    top = extent if limit is None else min(extent, limit)
+    return [value for value in range(1, top + 1) if extent % value == 0]
+
+
 def domain_values(constraints: Sequence[z3.BoolRef], variable: z3.ArithRef) -> list[int]:
     """Read the finite domain `Or(v == a, v == b, ...)` stated for `variable`."""
     for constraint in constraints:

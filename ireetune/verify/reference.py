@@ -22,8 +22,6 @@ from iree.compiler import ir
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
 
-REFERENCE_FUNCTION = "main"
-
 
 def build_reference_module(
     root_op: ir.Operation, context: ir.Context, problem: Problem

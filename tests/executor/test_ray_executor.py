@@ -174,6 +174,11 @@ def test_a_compile_lost_on_every_try_is_recorded_and_the_run_goes_on(
     assert CandidateStatus.COMPILE_FAILED not in others
 
 
+def _measuring_actor_pid(executor: RayExecutor) -> int:
+    """Return the process of the local-task measuring actor (starting it if needed)."""
+    return int(executor.ray.get(executor._actor("local-task").node_pid.remote())[1])
+
+
 def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
     ray_cluster: None, compiled_here: TuneResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,9 +191,9 @@ def test_a_killed_measuring_actor_is_restarted_and_measures_the_rest(
     before = _measuring_folders()
     executor = RayExecutor(RaySettings())
     try:
-        first_pid = executor.measuring_actor_pid("local-task")[1]
+        first_pid = _measuring_actor_pid(executor)
         outcomes = list(executor.run_benchmarks(BenchmarkSession(jobs, "local-task", 2, 1, 60.0)))
-        second_pid = executor.measuring_actor_pid("local-task")[1]
+        second_pid = _measuring_actor_pid(executor)
     finally:
         executor.close()
     assert marker.exists() and first_pid != second_pid

@@ -247,8 +247,10 @@ def test_online_search_takes_each_round_from_what_is_left(tmp_path: Path) -> Non
     measured += [
         (knobs, float(dict(knobs)["vec_m"])) for knobs in POOL if dict(knobs)["vec_m"] == 1
     ][:3]
-    second = search.next_round(measured)
-    third = search.next_round(measured)
+    search.learn(measured)
+    second = search.next_round()
+    search.learn(measured)
+    third = search.next_round()
     assert search.rounds_left == 0
     assert (len(second), len(third)) == (4, 8)
     picked = [k for k, _ in (*search.first_round, *second, *third)]

@@ -35,7 +35,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.problem.attention import AttentionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
-from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
+from ireetune.targets.gpu.handwritten import make_space
 from ireetune.targets.gpu.template import (
     IntKnob,
     LoweringConfigNode,
@@ -45,6 +45,7 @@ from ireetune.targets.gpu.template import (
     TemplateDict,
     TemplateValue,
 )
+from ireetune.targets.z3_enumerate import divisors, one_of
 
 if TYPE_CHECKING:
     from ireetune.targets.gpu.facts import GpuFacts

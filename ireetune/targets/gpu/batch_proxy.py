@@ -40,6 +40,7 @@ from ireetune.targets.gpu.constraints import (
 )
 from ireetune.targets.gpu.space import GpuSpace
 from ireetune.targets.gpu.template import IntKnob, TemplateDict, TemplateValue
+from ireetune.targets.z3_enumerate import divisors
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +155,7 @@ def lift_template(
 
 def batch_tile_choices(batch_size: int) -> list[int]:
     """Return the batch tiles worth trying: divisors of the batch size up to MAX_BATCH_TILE."""
-    return [
-        tile for tile in range(1, min(batch_size, MAX_BATCH_TILE) + 1) if batch_size % tile == 0
-    ]
+    return divisors(batch_size, MAX_BATCH_TILE)
 
 
 def batch_tile_smtlib(batch_size: int) -> str:

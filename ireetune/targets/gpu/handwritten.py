@@ -15,19 +15,6 @@ from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.template import TemplateDict, knob_names, one_of_options
 
 
-def one_of(variable: z3.ArithRef, values: Sequence[int]) -> z3.BoolRef:
-    """State that an integer knob takes one of `values` (false for no values)."""
-    if not values:
-        return z3.BoolVal(False, variable.ctx)
-    return z3.Or([variable == value for value in values])
-
-
-def divisors(extent: int, limit: int | None = None) -> list[int]:
-    """Return the divisors of `extent` up to `limit`."""
-    top = extent if limit is None else min(extent, limit)
-    return [value for value in range(1, top + 1) if extent % value == 0]
-
-
 def make_space(
     index: int,
     pipeline: str,

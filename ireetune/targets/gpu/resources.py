@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ireetune.problem.family import Problem, narrow
+from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 # A thread has 255 32-bit registers on both vendors; accumulators alone above this cannot fit.
 MAX_ACCUMULATOR_REGISTERS = 255
-_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,6 @@ class ResourceUsage:
 
     shared_memory_bytes: int
     accumulator_registers: int
-
-
-def _bytes(type_name: str) -> int:
-    return _BYTES.get(type_name, 4)
 
 
 def _ints(value: object) -> list[int]:
@@ -131,9 +126,9 @@ def _gemm_usage(problem: Problem, space: ConstraintSpace, config: ResolvedDict) 
     promoted = _promoted(config)
     shared = 0
     if 0 in promoted:
-        shared += tile_m * tile_k * _bytes(contraction.lhs_type)
+        shared += tile_m * tile_k * element_bytes(contraction.lhs_type)
     if 1 in promoted:
-        shared += tile_k * tile_n * _bytes(contraction.rhs_type)
+        shared += tile_k * tile_n * element_bytes(contraction.rhs_type)
     if space.pipeline == "TileAndFuse" and promoted and "mma_kind" in config:
         shared += tile_m * tile_n * 4
     accumulators = math.ceil(batch * tile_m * tile_n / _threads(config))
@@ -177,9 +172,11 @@ def _convolution_usage(
     promoted = _promoted(config)
     shared = 0
     if 0 in promoted:
-        shared += batch * window * channels_in * _bytes(conv.lhs_type)
+        shared += batch * window * channels_in * element_bytes(conv.lhs_type)
     if 1 in promoted:
-        shared += math.prod(filter_tiles) * channels_in * channels_out * _bytes(conv.rhs_type)
+        shared += (
+            math.prod(filter_tiles) * channels_in * channels_out * element_bytes(conv.rhs_type)
+        )
     outputs = batch * math.prod(image_tiles) * channels_out
     if space.pipeline == "TileAndFuse" and promoted and "mma_kind" in config:
         shared += outputs * 4
@@ -200,10 +197,10 @@ def _attention_usage(problem: Problem, config: ResolvedDict) -> ResourceUsage:
     for d in attention.k2_dims:
         tile_k2 *= reduction[d] if d < len(reduction) and reduction[d] > 0 else sizes[d]
     shared = (
-        tile_m * k1 * _bytes(attention.query_type)
-        + tile_k2 * k1 * _bytes(attention.key_type)
-        + tile_k2 * tile_n * _bytes(attention.value_type)
-        + tile_m * tile_k2 * _bytes(attention.value_type)
+        tile_m * k1 * element_bytes(attention.query_type)
+        + tile_k2 * k1 * element_bytes(attention.key_type)
+        + tile_k2 * tile_n * element_bytes(attention.value_type)
+        + tile_m * tile_k2 * element_bytes(attention.value_type)
     )
     return ResourceUsage(shared, math.ceil(tile_m * tile_n / _threads(config)))
 
@@ -265,7 +262,7 @@ def check_promoted_reads(
         loops = [d for d in map_dim_positions(contraction.indexing_maps[operand]) if d >= 0]
         inner = loop_tile(loops[-1])
         rows = math.prod(loop_tile(d) for d in loops[:-1])
-        per_vector = max(1, 16 // _bytes(element_types[operand]))
+        per_vector = max(1, 16 // element_bytes(element_types[operand]))
         if inner % per_vector:
             return f"operand {operand}'s contiguous tile of {inner} is not whole 128-bit vectors"
         vectors = inner // per_vector

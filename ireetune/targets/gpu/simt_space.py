@@ -25,8 +25,9 @@ import z3
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
-from ireetune.targets.gpu.handwritten import divisors, make_space, one_of
+from ireetune.targets.gpu.handwritten import make_space
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
+from ireetune.targets.z3_enumerate import divisors, one_of
 
 if TYPE_CHECKING:
     from ireetune.targets.gpu.facts import GpuFacts

@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 import z3
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
-from ireetune.problem.family import Problem
+from ireetune.problem.family import Problem, element_bytes
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
-    order_pool,
     score_near_default,
     window_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
@@ -251,10 +248,6 @@ def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
         - 2.0 * padding_waste
         - 1.0 * imbalance
     )
-
-
-# Sort a pool by descending score, the heuristic's less the distance to the compiler's default.
-order_conv_candidates = partial(order_pool, score_near_default(score_conv_candidate))
 
 
 def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list[int]]:

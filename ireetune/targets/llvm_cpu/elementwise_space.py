@@ -26,6 +26,7 @@ import z3
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
+from ireetune.problem.family import element_bytes
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
@@ -33,7 +34,6 @@ from ireetune.targets.llvm_cpu.common import (
     nearness_penalty,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,

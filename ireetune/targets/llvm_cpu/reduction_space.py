@@ -35,7 +35,7 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import OpConfiguration
-from ireetune.problem.family import Problem, narrow
+from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
@@ -47,12 +47,12 @@ from ireetune.targets.llvm_cpu.common import (
     tile_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
     domain_constraints,
 )
+from ireetune.targets.z3_enumerate import divisors
 
 REDUCTION_PIPELINE = "DoubleTilingExpert"
 _VEC_P_CHOICES = (1, 2, 4, 8, 16)
@@ -114,20 +114,16 @@ def compute_reduction_sizes(problem: ReductionProblem) -> CpuReductionSizes:
     )
 
 
-def _divisors(extent: int, limit: int) -> list[int]:
-    return [v for v in range(1, min(extent, limit) + 1) if extent % v == 0]
-
-
 def reduction_domains(sizes: CpuReductionSizes) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
     inner = sizes.parallel[-1]
-    domains = {f"dist_{i}": _divisors(size, 512) for i, size in enumerate(sizes.parallel)}
+    domains = {f"dist_{i}": divisors(size, 512) for i, size in enumerate(sizes.parallel)}
     # A vector tile divides its loop or covers it whole, masked (IREE's own choice for a 7-wide
     # output row of a ResNet-50 is 8).
     domains["vec_p"] = [x for x in _VEC_P_CHOICES if inner % x == 0 or x // 2 < inner < x]
     domains["vec_r"] = [x for x in _VEC_R_CHOICES if sizes.reduction % x == 0]
     for index, name in enumerate(sizes.outer_vector_knobs):
-        domains[name] = _divisors(sizes.parallel[index], _MAX_OUTER_VECTOR)
+        domains[name] = divisors(sizes.parallel[index], _MAX_OUTER_VECTOR)
     return domains
 
 

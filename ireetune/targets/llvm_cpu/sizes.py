@@ -1,17 +1,11 @@
-"""The sizes a CPU contraction space reasons about, and the bytes of an element type."""
+"""The sizes a CPU contraction space reasons about."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ireetune.problem.contraction import ContractionProblem
-
-_BYTES = {"f64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
-
-
-def element_bytes(type_name: str) -> int:
-    """Return the size in bytes of an element type name such as `f16`."""
-    return _BYTES.get(type_name, 4)
+from ireetune.problem.family import element_bytes
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import z3
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import element_bytes
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
@@ -37,12 +38,12 @@ from ireetune.targets.llvm_cpu.common import (
     window_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
     domain_constraints,
 )
+from ireetune.targets.z3_enumerate import divisors
 
 WINDOW_PIPELINE = "ConvTileAndDecomposeExpert"
 WINDOW_KNOB_NAMES = ("dist_c", "dist_oh", "dist_ow", "vec_c", "vec_ow", "vec_kw")
@@ -69,15 +70,6 @@ def channel_dim(problem: ConvolutionProblem) -> int:
     innermost batch-like loop of a pooling window (IREE's convolution interface calls a pooled
     channel a batch loop: it indexes the image and the output, not the window)."""
     return problem.depth_dims[0] if problem.depth_dims else problem.batch_dims[-1]
-
-
-def describe_window(problem: ConvolutionProblem) -> str:
-    """Name a window: `pooling window 3x3` (no weights) or `depthwise convolution 3x3`."""
-    window = "x".join(str(problem.loop_sizes[d]) for d in problem.filter_dims)
-    # A depth loop indexes the image, the filter and the output: the window has weights.
-    kind = "depthwise convolution" if problem.depth_dims else "pooling window"
-    strides = "x".join(str(s) for s in problem.strides)
-    return f"{kind} {window}" + (f" (stride {strides})" if set(problem.strides) != {1} else "")
 
 
 @dataclass(frozen=True)
@@ -110,16 +102,12 @@ def compute_window_sizes(problem: ConvolutionProblem) -> CpuWindowSizes:
     )
 
 
-def _divisors(extent: int, limit: int) -> list[int]:
-    return [v for v in range(1, min(extent, limit) + 1) if extent % v == 0]
-
-
 def window_domains(sizes: CpuWindowSizes) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
     return {
-        "dist_c": _divisors(sizes.c, 512),
-        "dist_oh": _divisors(sizes.oh, 64),
-        "dist_ow": _divisors(sizes.ow, 128),
+        "dist_c": divisors(sizes.c, 512),
+        "dist_oh": divisors(sizes.oh, 64),
+        "dist_ow": divisors(sizes.ow, 128),
         "vec_c": [x for x in _VEC_C_CHOICES if x <= sizes.c and sizes.c % x == 0],
         "vec_ow": [x for x in _VEC_OW_CHOICES if x <= sizes.ow],
         "vec_kw": sorted({1, sizes.kw}),

@@ -31,10 +31,10 @@ from ireetune.targets.vulkan.facts import VulkanFacts
 from ireetune.targets.vulkan.matmul_space import (
     Space,
     divisors,
-    one_of,
     subgroup_choices,
     tile_choices,
 )
+from ireetune.targets.z3_enumerate import one_of
 
 _POWERS_OF_TWO = tuple(1 << shift for shift in range(11))
 _CHANNEL_TILES = (1, 2, 4, 8)

@@ -29,7 +29,6 @@ VENDOR_AMD = 0x1002
 VENDOR_NVIDIA = 0x10DE
 VENDOR_ARM = 0x13B5
 VENDOR_QUALCOMM = 0x5143
-VENDOR_INTEL = 0x8086
 VENDOR_MESA = 0x10005
 
 # The minimums every Vulkan device guarantees (the spec's required limits).
@@ -362,11 +361,6 @@ def _named_target_mismatch(device: VulkanDevice, target: _NamedTarget) -> str | 
     return None
 
 
-def _spirv_version(api_version: tuple[int, int]) -> str:
-    """Return the highest SPIR-V version the Vulkan version guarantees."""
-    return {(1, 0): "v1.0", (1, 1): "v1.3", (1, 2): "v1.5"}.get(api_version, "v1.6")
-
-
 def device_limits(device: VulkanDevice) -> VulkanDeviceLimits:
     """Describe the device as a custom target states it (`VulkanTarget`'s limits).
 
@@ -386,7 +380,10 @@ def device_limits(device: VulkanDevice) -> VulkanDeviceLimits:
         compute="|".join(compute),
         storage="|".join(storage),
         subgroup_operations="|".join(subgroup) or "none",
-        spirv_version=_spirv_version(device.api_version),
+        # The highest SPIR-V version the Vulkan version guarantees.
+        spirv_version={(1, 0): "v1.0", (1, 1): "v1.3", (1, 2): "v1.5"}.get(
+            device.api_version, "v1.6"
+        ),
         max_workgroup_counts=device.max_workgroup_count,
     )
 

@@ -28,13 +28,14 @@ import z3
 
 from ireetune.core.candidate import Knobs
 from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.family import element_bytes
 from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
 from ireetune.targets.vulkan.facts import VulkanFacts
+from ireetune.targets.z3_enumerate import one_of
 
 Variables = dict[str, z3.ArithRef]
 Space = tuple[Variables, list[z3.BoolRef]]
 
-_BITS = {"f64": 64, "f32": 32, "i32": 32, "f16": 16, "bf16": 16, "i16": 16, "i8": 8}
 _THREAD_TILES = (1, 2, 4, 8)
 _K_TILES = (1, 2, 4, 8, 16, 32, 64)
 _PROMOTE_K_TILES = (4, 8, 16, 32, 64)
@@ -45,11 +46,6 @@ _MAX_SUBGROUP_MATRICES = 8
 _DEPTHS = (1, 2, 3)
 # The largest workgroup tile per dimension: beyond it a tile only starves the device.
 _MAX_WORKGROUP_TILE = 256
-
-
-def element_bits(type_name: str) -> int:
-    """Return the width in bits of an element type name such as `f16`."""
-    return _BITS.get(type_name, 32)
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ class MatmulSizes:
 
     @property
     def input_bits(self) -> int:
-        return element_bits(self.input_type)
+        return 8 * element_bytes(self.input_type)
 
 
 def compute_matmul_sizes(problem: ContractionProblem) -> MatmulSizes:
@@ -83,13 +79,6 @@ def compute_matmul_sizes(problem: ContractionProblem) -> MatmulSizes:
         and len(problem.k_dims) == 1
         and problem.lhs_type == problem.rhs_type,
     )
-
-
-def one_of(variable: z3.ArithRef, values: Sequence[int]) -> z3.BoolRef:
-    """State that an integer knob takes one of `values` (false for none)."""
-    if not values:
-        return z3.BoolVal(False, variable.ctx)
-    return z3.Or([variable == value for value in values])
 
 
 def divisors(extent: int, choices: Sequence[int]) -> list[int]:

@@ -81,10 +81,6 @@ class VulkanSpace(FamilySpace):
             self._facts = read_vulkan_facts(variant_target)
         return self._facts
 
-    def use_facts(self, facts: VulkanFacts) -> None:
-        """Take known facts (tests, offline use: no dispatch to read them from)."""
-        self._facts = facts
-
     def generate(self, request: SpaceRequest) -> Iterator[Knobs]:
         problem = request.problem
         facts = self.facts(request.variant_target)

@@ -6,6 +6,7 @@ import itertools
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 from iree.compiler import ir
@@ -18,17 +19,20 @@ from ireetune.spec.builder import build_configuration_spec
 from ireetune.spec.inspect import list_matchers
 from ireetune.spec.source import read_spec
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
 from ireetune.targets.llvm_cpu.conv_space import (
     compute_conv_sizes,
     conv_tile_lists,
     enumerate_conv_space,
-    order_conv_candidates,
     parse_default_conv_knobs,
+    score_conv_candidate,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.neighbourhood import distance_to
 from tests.conftest import FAST_RUN_ARGS, TEST_TARGET, dump_benchmarks, nchw_conv_problem
 
+# Sort a pool by descending score, the heuristic's less the distance to the compiler's default.
+order_conv_candidates = partial(order_pool, score_near_default(score_conv_candidate))
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # ResNet-50's 3x3 convolution on 56x56 images in NCHW: loops (n, f, oh, ow, c, kh, kw).
 CONV = nchw_conv_problem(1, 64, 64, 56, 3)

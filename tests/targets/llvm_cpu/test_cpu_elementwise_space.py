@@ -14,6 +14,7 @@ from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
 from ireetune.executor import LocalExecutor
+from ireetune.problem.generic import NEUTRAL_BODY_OPS
 from ireetune.problem.registry import parse_problem
 from ireetune.spec.inspect import list_matchers
 from ireetune.spec.source import read_spec
@@ -79,7 +80,9 @@ def test_a_transpose_keeps_its_two_vector_tiles(tmp_path: Path) -> None:
         "distribution": [8, 32],
         "vector_common_parallel": [8, 8],
     }
-    assert problem.moves_only and problem.signature == "elementwise_64x32_f32_f32"
+    # The body only yields its input: a transpose moves elements and computes nothing.
+    assert all(op in NEUTRAL_BODY_OPS for op in problem.body)
+    assert problem.signature == "elementwise_64x32_f32_f32"
 
 
 def test_tune_an_elementwise_dispatch_on_the_cpu(tmp_path: Path) -> None:

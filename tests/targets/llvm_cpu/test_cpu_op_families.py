@@ -25,6 +25,7 @@ from ireetune.core.target import (
     target_refusal,
 )
 from ireetune.flows.dispatch.stages import BASELINE_SPEC_TEXT
+from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import parse_problem
 from ireetune.problem.root_op import find_root_op
@@ -32,7 +33,7 @@ from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
-from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
+from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
 
@@ -406,6 +407,15 @@ def test_a_data_tiled_batch_matmul_is_refused_and_no_spec_would_reach_it(tmp_pat
     configuration = OpConfiguration(render_cpu_compilation_info(levels, MMT4D_PIPELINE, context))
     default, with_spec = hash_data_tiled_model(tmp_path, problem, configuration, context)
     assert with_spec == default
+
+
+def describe_window(problem: ConvolutionProblem) -> str:
+    """Name a window: `pooling window 3x3` (no weights) or `depthwise convolution 3x3`."""
+    window = "x".join(str(problem.loop_sizes[d]) for d in problem.filter_dims)
+    # A depth loop indexes the image, the filter and the output: the window has weights.
+    kind = "depthwise convolution" if problem.depth_dims else "pooling window"
+    strides = "x".join(str(s) for s in problem.strides)
+    return f"{kind} {window}" + (f" (stride {strides})" if set(problem.strides) != {1} else "")
 
 
 # A bias add and tanh over rows (IREE keeps its two loops: the bias reads only one), a transpose

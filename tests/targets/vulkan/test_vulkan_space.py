@@ -108,7 +108,7 @@ def dispatch_problem(model_text: str, folder: Path, context: ir.Context) -> Prob
 def draw(target: VulkanTarget, problem: Problem, facts: VulkanFacts, count: int) -> list[Knobs]:
     space = space_for(target, problem)
     assert isinstance(space, VulkanSpace)
-    space.use_facts(facts)
+    space._facts = facts  # No dispatch to read them from.
     request = SpaceRequest(problem, ir.Attribute.parse("unit", ir.Context()), None, seed=7)
     drawn = []
     for knobs in space.generate(request):
