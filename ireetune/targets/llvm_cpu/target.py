@@ -23,6 +23,7 @@ from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
+from ireetune.targets.llvm_cpu.window_sum_space import CpuWindowSumSpace, is_window_sum_problem
 
 # IREE's llvm-cpu pipeline runs this after the tuning spec: it gives a convolution whose unit
 # batch global optimisation folded away (every batch-1 convolution of a model) its batch loop
@@ -106,10 +107,13 @@ class LlvmCpuTarget(Target):
         }
 
     def _convolution_space(self, problem: Problem) -> CpuSpace:
-        # Pooling and depthwise windows are convolutions to IREE's interface, with a space of
-        # their own here.
-        if is_window_problem(narrow(problem, ConvolutionProblem)):
+        # Pooling and depthwise windows, and a local response normalisation's window sum, are
+        # convolutions to IREE's interface, with spaces of their own here.
+        convolution = narrow(problem, ConvolutionProblem)
+        if is_window_problem(convolution):
             return self._stored(CpuWindowSpace(self.threads))
+        if is_window_sum_problem(convolution):
+            return self._stored(CpuWindowSumSpace(self.threads))
         return self._stored(CpuConvolutionSpace(self.threads))
 
     def _stored(self, space: CpuSpace) -> CpuSpace:
