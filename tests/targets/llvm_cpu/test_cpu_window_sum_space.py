@@ -12,13 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iree.compiler import ir
-
 from ireetune.core.target import SpaceRequest, space_for
 from ireetune.problem.convolution import ConvolutionProblem
-from ireetune.problem.root_op import find_root_op, parse_problem
-from ireetune.spec.apply import compile_with_spec, resolve_compile_target
-from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.window_sum_space import (
@@ -28,7 +23,8 @@ from ireetune.targets.llvm_cpu.window_sum_space import (
     window_sum_tile_lists,
 )
 from ireetune.targets.neighbourhood import distance_to
-from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET, dump_benchmarks
+from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET
+from tests.landing_support import compile_model_with_candidate, find_family_requests
 
 AVX2 = CpuFacts("haswell", 32, 16, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # A local response normalisation over 16 channels of 17x17 images (its squares padded by two
@@ -63,31 +59,16 @@ func.func @main(%squares: tensor<20x17x17xf32>, %x: tensor<16x17x17xf32>, %y: te
 """
 
 
-def _window_sum_problem(folder: Path, cpu: str) -> tuple[ConvolutionProblem, SpaceRequest]:
-    """Dump the model's dispatches for `cpu` and return its window sum with its request."""
-    context = ir.Context()
-    for benchmark in dump_benchmarks(LRN_AND_TRANSPOSE_MODEL, folder, cpu):
-        with context:
-            # Kept in a name: the root op lives only as long as its module.
-            module = ir.Module.parse(benchmark.read_text())
-            root_op = find_root_op(module)
-            problem = parse_problem(root_op)
-            if problem.family != "convolution":
-                continue
-            default = space_for(parse_target(TEST_TARGET), problem).parse_default_knobs(
-                problem, root_op
-            )
-            variant = root_op
-            while variant.name != "hal.executable.variant":
-                variant = variant.parent
-            request = SpaceRequest(problem, variant.attributes["target"], default, 0)
-            assert isinstance(problem, ConvolutionProblem)
-            return problem, request
-    raise AssertionError("no window sum in the model")
+def _window_sum_request(
+    folder: Path, cpu: str = TEST_CPU
+) -> tuple[ConvolutionProblem, SpaceRequest]:
+    (request,) = find_family_requests(LRN_AND_TRANSPOSE_MODEL, folder, "convolution", cpu)
+    assert isinstance(request.problem, ConvolutionProblem)
+    return request.problem, request
 
 
 def test_the_space_starts_at_the_haswell_defaults_neighbours(tmp_path: Path) -> None:
-    problem, request = _window_sum_problem(tmp_path / "dump", "haswell")
+    problem, request = _window_sum_request(tmp_path / "dump", "haswell")
     # IREE's default on haswell: distribution = [2, 1, 17, 0], vector_common_parallel =
     # [1, 1, 8, 0], vector_reduction = [0, 0, 0, 8] (loops c, h, w and the window).
     assert request.default_knobs == (
@@ -135,24 +116,13 @@ def test_tune_a_window_sum_dispatch_on_the_cpu(tmp_path: Path) -> None:
 
 
 def test_a_window_sum_spec_lands_in_a_whole_model(tmp_path: Path) -> None:
-    problem, request = _window_sum_problem(tmp_path / "dump", TEST_CPU)
-    target = parse_target(TEST_TARGET)
-    space = space_for(target, problem)
+    problem, request = _window_sum_request(tmp_path / "dump")
+    space = space_for(parse_target(TEST_TARGET), problem)
     assert isinstance(space, CpuWindowSumSpace)
     knobs = next(space.generate(request))
     assert knobs != request.default_knobs
-    context = ir.Context()
-    configuration = space.configuration(problem, knobs, context)
-    spec = tmp_path / "spec.mlir"
-    spec.write_text(
-        build_configuration_spec(problem, configuration, target.spec_prologue(problem), context)
-    )
-    report = compile_with_spec(
-        tmp_path / "dump" / "model.mlir",
-        resolve_compile_target(TEST_TARGET),
-        spec,
-        tmp_path / "model.vmfb",
-        120,
+    report = compile_model_with_candidate(
+        tmp_path / "dump" / "model.mlir", problem, knobs, tmp_path
     )
     # The configuration dump of the whole model shows the candidate's tiles on the window sum.
     (landed,) = report.checks
