@@ -31,6 +31,7 @@ from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, describe_window
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
+from tests.targets.llvm_cpu.test_cpu_spec_reach import PAD_MODEL
 
 # The CPU whose compiler choices these tests assert: AVX2 without AVX-512, on any x86-64 host.
 CPU = "haswell"
@@ -305,11 +306,23 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
             DATA_TILING_FLAGS,
             [
                 "not tunable: 'linalg.pack' (a data-tiling layout change into the mmt4d tile "
-                "layout) is not tunable: in a model it is an encoding op "
-                "(iree_encoding.set_encoding or unset_encoding) when IREE 3.13 applies tuning "
-                "specs, so no spec reaches it",
+                "layout) is not tuned: no space covers it yet. Under --iree-opt-data-tiling no "
+                "spec reaches it in a model (IREE 3.13 applies tuning specs while it is an "
+                "encoding op, iree_encoding.set_encoding or unset_encoding); under "
+                "--iree-global-opt-data-tiling alone a spec does",
             ]
             * 2,
+        ),
+        (
+            PAD_MODEL,
+            (),
+            [
+                "not tunable: 'linalg.generic' (a copy, transpose or broadcast of 3 parallel "
+                "loops) on buffers is not tuned yet: IREE 3.13 bufferises a copy-only dispatch (a "
+                "pad's copy into its padded buffer, say) before it applies tuning specs, and a "
+                "DAG matcher (cast_compatible_dag_from_root, what ireetune builds) holding the op "
+                "on its buffers does not match it; a transform.match.structured matcher does",
+            ],
         ),
         (
             TRANSPOSE_AND_ARGMAX_MODEL,
@@ -322,7 +335,7 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
             ],
         ),
     ],
-    ids=["lrn", "elementwise", "pack", "transpose_argmax"],
+    ids=["lrn", "elementwise", "pack", "buffer_copy", "transpose_argmax"],
 )
 def test_every_not_tunable_reason_names_what_the_op_is(
     model_text: str, flags: tuple[str, ...], expected: list[str], tmp_path: Path
