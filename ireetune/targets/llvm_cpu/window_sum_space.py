@@ -8,7 +8,9 @@ window of 5 channels over a 16x17x17 image of `LRN_MODEL` (tests) on haswell:
     distribution = [2, 1, 17, 0], vector_common_parallel = [1, 1, 8, 0],
     vector_reduction = [0, 0, 0, 8]
 
-Its parallel loops (channels, rows, columns) are tiled as an element-wise op's are, so the space
+A 1-D sum pool (`linalg.pooling_nwc_sum`) and a 1-D depthwise convolution
+(`linalg.depthwise_conv_1d_nwc_wc`) have the same form and pipeline on haswell, and take this
+space too. Its parallel loops (channels, rows, columns) are tiled as an element-wise op's are, so the space
 is the element-wise space (`elementwise_space.py`) over those loops, in loop order, with one more
 knob:
 
