@@ -309,7 +309,9 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
                 "layout) is not tuned: no space covers it yet. Under --iree-opt-data-tiling no "
                 "spec reaches it in a model (IREE 3.13 applies tuning specs while it is an "
                 "encoding op, iree_encoding.set_encoding or unset_encoding); under "
-                "--iree-global-opt-data-tiling alone a spec does",
+                "--iree-global-opt-data-tiling alone a spec does (a DAG matcher holding a copy "
+                "of a pack reaches it, one holding an unpack does not; a match by op name reaches "
+                "both)",
             ]
             * 2,
         ),

@@ -142,6 +142,46 @@ def test_a_spec_reaches_packs_and_unpacks_only_under_global_opt_data_tiling(
     assert len(early[op]) >= 1 and set(early[op]) == {config}, early
 
 
+# The matcher ireetune builds for a generic (a DAG matcher holding a copy of the op), written for
+# the pack and the unpack the matmul's dispatches hold under --iree-global-opt-data-tiling.
+DAG_PACK_MATCHER = """
+    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
+    ^bb0(%src: tensor<64x96xf32>, %dest: tensor<8x96x8x1xf32>):
+      %pack = linalg.pack %src outer_dims_perm = [0, 1] inner_dims_pos = [0, 1] inner_tiles = [8, 1] into %dest : tensor<64x96xf32> -> tensor<8x96x8x1xf32>
+    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+"""
+DAG_UNPACK_MATCHER = """
+    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
+    ^bb0(%src: tensor<8x16x8x8xf32>, %dest: tensor<64x128xf32>):
+      %unpack = linalg.unpack %src outer_dims_perm = [0, 1] inner_dims_pos = [0, 1] inner_tiles = [8, 8] into %dest : tensor<8x16x8x8xf32> -> tensor<64x128xf32>
+    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+"""
+
+
+def test_a_dag_matcher_reaches_the_pack_but_not_the_unpack_under_global_opt_data_tiling(
+    tmp_path: Path,
+) -> None:
+    flags = ("--iree-global-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+    pack_config = "distribution = [2, 24], vector_common_parallel = [1, 1]"
+    unpack_config = "distribution = [16, 32], vector_common_parallel = [8, 8]"
+    packs = _configured_ops(
+        MATMUL_MODEL, _spec(DAG_PACK_MATCHER, "DataTiling", pack_config), flags, tmp_path / "pack"
+    )
+    unpacks = _configured_ops(
+        MATMUL_MODEL,
+        _spec(DAG_UNPACK_MATCHER, "DataTiling", unpack_config),
+        flags,
+        tmp_path / "unpack",
+    )
+    # The left-hand side's pack takes the config, the right-hand side's (another shape) not.
+    assert sorted(packs["linalg.pack"]) == sorted(
+        [pack_config, "distribution = [2, 48], vector_common_parallel = [1, 1]"]
+    ), packs
+    assert unpacks["linalg.unpack"] == [
+        "distribution = [8, 64], vector_common_parallel = [8, 8]"
+    ], unpacks
+
+
 def test_a_copy_on_buffers_is_reached_by_a_structured_matcher_not_a_dag_matcher(
     tmp_path: Path,
 ) -> None:
