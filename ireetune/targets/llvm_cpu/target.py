@@ -19,6 +19,7 @@ from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.features import CpuFeatureExtractor, has_features
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_channels_last_windows
+from ireetune.targets.llvm_cpu.pack_space import CpuPackSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
@@ -104,6 +105,7 @@ class LlvmCpuTarget(Target):
             "convolution": self._convolution_space,
             "reduction": lambda _: self._stored(CpuReductionSpace(self.threads)),
             "elementwise": lambda _: self._stored(CpuElementwiseSpace(self.threads)),
+            "pack": lambda _: self._stored(CpuPackSpace(self.threads)),
         }
 
     def _convolution_space(self, problem: Problem) -> CpuSpace:

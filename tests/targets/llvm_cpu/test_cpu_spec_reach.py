@@ -1,7 +1,7 @@
 """Where IREE 3.13 lets a tuning spec reach the ops no CPU space covers yet, pinned on whole
 models through the configuration dump, so that each test fails the day IREE changes and the
-refusal reasons (problem/registry.py for packs and unpacks, problem/elementwise.py for copies on
-buffers) must change with it."""
+refusal reasons (problem/registry.py for unpacks, model/profile.py for packs under
+--iree-opt-data-tiling, problem/elementwise.py for copies on buffers) must change with it."""
 
 # ruff: noqa: E501  (MLIR text is data, kept verbatim)
 
