@@ -85,7 +85,9 @@ func.func @main(%a: tensor<64x64xf32>) -> tensor<64x64xf32> {
 """
 
 
-def dump_benchmarks(model_text: str, folder: Path, cpu: str = TEST_CPU) -> list[Path]:
+def dump_benchmarks(
+    model_text: str, folder: Path, cpu: str = TEST_CPU, flags: tuple[str, ...] = ()
+) -> list[Path]:
     """Compile a model with per-dispatch benchmark dumps and tuner attributes.
 
     The compiler's default configurations depend on the CPU: a test that expects particular
@@ -101,6 +103,7 @@ def dump_benchmarks(model_text: str, folder: Path, cpu: str = TEST_CPU) -> list[
             str(model_path),
             *CPU_FLAGS[:-1],
             f"--iree-llvmcpu-target-cpu={cpu}",
+            *flags,
             f"--iree-hal-dump-executable-benchmarks-to={folder / 'dumps'}",
             "--iree-codegen-add-tuner-attributes",
             "-o",

@@ -262,24 +262,24 @@ def strip_configurations(
         raise IreetuneError(
             f"cannot strip configurations from {benchmark_path}: {result.error_line}"
         )
-    if not keep_root_markers:
-        _remove_root_markers(output_path)
+    # The strip pass leaves the lowering_config of an op that is no Linalg op (a `linalg.pack`).
+    names = ("lowering_config",) if keep_root_markers else ("lowering_config", "root_op")
+    _remove_attributes(output_path, names)
 
 
-def _remove_root_markers(path: Path) -> None:
-    """Delete every `root_op` attribute of a module file, in place."""
+def _remove_attributes(path: Path, names: tuple[str, ...]) -> None:
+    """Delete every attribute of these names from the ops of a module file, in place."""
     context = ir.Context()
     module = parse_module(read_mlir_file(path), context, path)
-    marked: list[ir.Operation] = []
+    marked: list[tuple[ir.Operation, str]] = []
 
     def collect(op: ir.Operation) -> ir.WalkResult:
-        if "root_op" in op.attributes:
-            marked.append(op)
+        marked.extend((op, name) for name in names if name in op.attributes)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(collect)
     if not marked:
         return
-    for op in marked:
-        del op.attributes["root_op"]
+    for op, name in marked:
+        del op.attributes[name]
     path.write_text(str(module))

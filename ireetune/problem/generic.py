@@ -137,7 +137,7 @@ def dag_source(root_op: ir.Operation) -> str:
         return str(module)
 
 
-def build_dag_matcher(source_text: str, op_handle: ir.Value) -> None:
+def build_dag_matcher(source_text: str, op_handle: ir.Value, op_name: str) -> None:
     """Emit a DAG matcher holding a copy of the generic in `source_text` (a `dag_source`):
 
     %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
@@ -155,7 +155,7 @@ def build_dag_matcher(source_text: str, op_handle: ir.Value) -> None:
     block = dag.regions[0].blocks.append(*[argument.type for argument in source_block.arguments])
     with ir.InsertionPoint(block):
         generic = next(
-            op.operation for op in source_block.operations if op.operation.name == "linalg.generic"
+            op.operation for op in source_block.operations if op.operation.name == op_name
         )
         clone = clone_with_captured_constants(generic)
         for index, argument in enumerate(block.arguments):
@@ -163,13 +163,12 @@ def build_dag_matcher(source_text: str, op_handle: ir.Value) -> None:
         transform.YieldOp([])
 
 
-def dag_root(match_op: ir.Operation) -> ir.Operation | None:
-    """Return the one generic a DAG matcher holds (None when it holds other ops too)."""
+def dag_root(match_op: ir.Operation, op_name: str) -> ir.Operation | None:
+    """Return the one op named `op_name` a DAG matcher holds (None when it holds other ops
+    too)."""
     inner = [op.operation for op in match_op.regions[0].blocks[0].operations]
-    roots = [op for op in inner if op.name == "linalg.generic"]
-    others = [
-        op for op in inner if op.name not in ("linalg.generic", "arith.constant", "transform.yield")
-    ]
+    roots = [op for op in inner if op.name == op_name]
+    others = [op for op in inner if op.name not in (op_name, "arith.constant", "transform.yield")]
     return roots[0] if len(roots) == 1 and not others else None
 
 
@@ -179,6 +178,8 @@ class GenericOpFamily(OpFamily):
     match_op = GENERIC_MATCH
     # The family's record.
     record: ClassVar[type[GenericOpProblem]]
+    # The op its DAG matchers hold.
+    root_name: ClassVar[str] = "linalg.generic"
 
     def expected_pattern(self, problem: Problem) -> MatchPattern:
         generic = narrow(problem, self.record)
@@ -192,11 +193,11 @@ class GenericOpFamily(OpFamily):
 
     def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
         """Emit a DAG matcher holding a copy of the problem's op."""
-        build_dag_matcher(narrow(problem, self.record).source, op_handle)
+        build_dag_matcher(narrow(problem, self.record).source, op_handle, self.root_name)
 
     def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
         """Parse the op inside a DAG matcher; None when it is no static generic of this family."""
-        root = dag_root(match_op)
+        root = dag_root(match_op, self.root_name)
         if root is None:
             return None
         try:

@@ -97,4 +97,5 @@ class GpuTarget(Target):
                 "element-wise ops are not tuned on GPUs: they are bound by memory bandwidth, "
                 "and no GPU space is written for them (only the CPU has one)"
             ),
+            "pack": "data-tiling packs are tuned on the CPU only",
         }

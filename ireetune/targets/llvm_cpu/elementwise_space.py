@@ -72,7 +72,7 @@ def compute_elementwise_sizes(problem: ElementwiseProblem) -> CpuElementwiseSize
     )
 
 
-def _fits(extent: int, vector: int) -> bool:
+def fits_loop(extent: int, vector: int) -> bool:
     """Say whether a vector tile divides a loop or covers it in one masked vector."""
     return extent % vector == 0 or vector // 2 < extent < vector
 
@@ -86,7 +86,7 @@ def elementwise_domains(sizes: CpuElementwiseSizes) -> dict[str, list[int]]:
     }
     for i, size in enumerate(sizes.loops):
         choices = _INNER_VECTOR_CHOICES if i == last else _OUTER_VECTOR_CHOICES
-        domains[f"vec_{i}"] = [x for x in choices if _fits(size, x)]
+        domains[f"vec_{i}"] = [x for x in choices if fits_loop(size, x)]
     return domains
 
 

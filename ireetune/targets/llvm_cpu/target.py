@@ -19,10 +19,12 @@ from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.features import CpuFeatureExtractor, has_features
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_channels_last_windows
+from ireetune.targets.llvm_cpu.pack_space import CpuPackSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
 from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
+from ireetune.targets.llvm_cpu.window_sum_space import CpuWindowSumSpace, is_window_sum_problem
 
 # IREE's llvm-cpu pipeline runs this after the tuning spec: it gives a convolution whose unit
 # batch global optimisation folded away (every batch-1 convolution of a model) its batch loop
@@ -103,13 +105,17 @@ class LlvmCpuTarget(Target):
             "convolution": self._convolution_space,
             "reduction": lambda _: self._stored(CpuReductionSpace(self.threads)),
             "elementwise": lambda _: self._stored(CpuElementwiseSpace(self.threads)),
+            "pack": lambda _: self._stored(CpuPackSpace(self.threads)),
         }
 
     def _convolution_space(self, problem: Problem) -> CpuSpace:
-        # Pooling and depthwise windows are convolutions to IREE's interface, with a space of
-        # their own here.
-        if is_window_problem(narrow(problem, ConvolutionProblem)):
+        # Pooling and depthwise windows, and a local response normalisation's window sum, are
+        # convolutions to IREE's interface, with spaces of their own here.
+        convolution = narrow(problem, ConvolutionProblem)
+        if is_window_problem(convolution):
             return self._stored(CpuWindowSpace(self.threads))
+        if is_window_sum_problem(convolution):
+            return self._stored(CpuWindowSumSpace(self.threads))
         return self._stored(CpuConvolutionSpace(self.threads))
 
     def _stored(self, space: CpuSpace) -> CpuSpace:

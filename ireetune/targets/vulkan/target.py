@@ -80,4 +80,5 @@ class VulkanTarget(Target):
                 "element-wise ops are not tuned on Vulkan: they are bound by memory bandwidth, "
                 "and the SPIR-V spaces are written for contractions and convolutions only"
             ),
+            "pack": "data-tiling packs are tuned on the CPU only",
         }

@@ -1,0 +1,201 @@
+"""Where IREE 3.13 lets a tuning spec reach the ops no CPU space covers yet, pinned on whole
+models through the configuration dump, so that each test fails the day IREE changes and the
+refusal reasons (problem/registry.py for unpacks, model/profile.py for packs under
+--iree-opt-data-tiling, problem/elementwise.py for copies on buffers) must change with it."""
+
+# ruff: noqa: E501  (MLIR text is data, kept verbatim)
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ireetune.targets import parse_target
+from tests.conftest import IREE_COMPILE
+
+# Compiled only, never run: any x86-64 host cross-compiles for an AVX2 CPU.
+CPU = "haswell"
+MATMUL_MODEL = """
+func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r = linalg.matmul ins(%lhs, %rhs : tensor<64x96xf32>, tensor<96x128xf32>) outs(%init : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %r : tensor<64x128xf32>
+}
+"""
+# A 7x7 convolution's input padded by 3: IREE copies the input into the padded buffer in a
+# copy-only dispatch (`..._slow_memcpy`) that it bufferises before configuring it.
+PAD_MODEL = """
+func.func @main(%x: tensor<1x3x32x32xf32>, %w: tensor<8x3x7x7xf32>) -> tensor<1x8x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[0, 0, 3, 3] high[0, 0, 3, 3] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %zero : f32
+  } : tensor<1x3x32x32xf32> to tensor<1x3x38x38xf32>
+  %e = tensor.empty() : tensor<1x8x16x16xf32>
+  %i = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x16x16xf32>) -> tensor<1x8x16x16xf32>
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%p, %w : tensor<1x3x38x38xf32>, tensor<8x3x7x7xf32>) outs(%i : tensor<1x8x16x16xf32>) -> tensor<1x8x16x16xf32>
+  return %r : tensor<1x8x16x16xf32>
+}
+"""
+# The pad's copy as the dispatch shows it: 3x32x32 f32 into a window of the 3x38x38 buffer.
+COPY_BUFFER = "memref<3x32x32xf32, strided<[1444, 38, 1], offset: 117>>"
+DAG_COPY_MATCHER = f"""
+    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {{
+    ^bb0(%in0: memref<3x32x32xf32>, %out0: {COPY_BUFFER}):
+      linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}} ins(%in0 : memref<3x32x32xf32>) outs(%out0 : {COPY_BUFFER}) {{
+      ^bb0(%a: f32, %b: f32):
+        linalg.yield %a : f32
+      }}
+    }} : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+"""
+STRUCTURED_COPY_MATCHER = """
+    %m = transform.match.structured failures(propagate) %op : (!transform.any_op) -> !transform.any_op {
+    ^bb0(%s: !transform.any_op):
+      transform.match.structured.body %s passthrough : !transform.any_op
+      %dims = transform.match.structured.dim %s[all] : (!transform.any_op) -> !transform.param<i64>
+      transform.iree.match.dims_equal %dims, [3, 32, 32] : !transform.param<i64>
+      transform.match.structured.yield %s : !transform.any_op
+    }
+"""
+
+
+def _spec(matcher: str, pipeline: str, lowering_config: str) -> str:
+    """Write a tuning spec that gives the ops `matcher` matches (its `%op`) a configuration."""
+    return f"""
+module attributes {{iree_codegen.tuning_spec_with_default_entrypoint, transform.with_named_sequence}} {{
+  transform.named_sequence @apply(%op: !transform.any_op {{transform.readonly}}, %config: !transform.any_param {{transform.readonly}}) {{
+    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
+    transform.yield
+  }}
+  transform.named_sequence @match(%op: !transform.any_op {{transform.readonly}}) -> (!transform.any_op, !transform.any_param) {{
+    {matcher}
+    %config = transform.param.constant #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<{lowering_config}>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<{pipeline}>>> -> !transform.any_param
+    transform.yield %op, %config : !transform.any_op, !transform.any_param
+  }}
+  transform.named_sequence @__kernel_config(%root: !transform.any_op {{transform.consumed}}) -> !transform.any_op attributes {{iree_codegen.tuning_spec_entrypoint}} {{
+    %updated = transform.foreach_match in %root @match -> @apply : (!transform.any_op) -> !transform.any_op
+    transform.yield %updated : !transform.any_op
+  }}
+}}
+"""
+
+
+def _configured_ops(
+    model_text: str, spec_text: str, flags: tuple[str, ...], folder: Path
+) -> dict[str, list[str]]:
+    """Compile a whole model with the spec; return each configured op's lowering configs, by op
+    name, from the configuration dump."""
+    folder.mkdir(parents=True)
+    (folder / "model.mlir").write_text(model_text)
+    (folder / "spec.mlir").write_text(spec_text)
+    dump = folder / "configurations"
+    subprocess.run(
+        [IREE_COMPILE, str(folder / "model.mlir"), *parse_target(f"cpu:{CPU}").compile_flags(), *flags,
+         f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}",
+         f"--iree-hal-dump-executable-configurations-to={dump}",
+         "--compile-to=executable-configurations", "-o", str(folder / "configured.mlir")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    configured: dict[str, list[str]] = {}
+    for path in sorted(dump.glob("*.mlir")):
+        for op, config in re.findall(
+            r"(linalg\.[a-z_0-9]+) .*?lowering_config = #iree_cpu\.lowering_config<([^>]*)>",
+            path.read_text(),
+        ):
+            configured.setdefault(op, []).append(config)
+    return configured
+
+
+@pytest.mark.parametrize(
+    ("op", "config"),
+    [
+        ("linalg.pack", "distribution = [2, 24], vector_common_parallel = [1, 1]"),
+        ("linalg.unpack", "distribution = [16, 32], vector_common_parallel = [8, 8]"),
+    ],
+)
+def test_a_spec_reaches_packs_and_unpacks_only_under_global_opt_data_tiling(
+    op: str, config: str, tmp_path: Path
+) -> None:
+    # Under --iree-opt-data-tiling (the DispatchCreation path) IREE 3.13 applies the spec while
+    # the op is still an encoding op; under --iree-global-opt-data-tiling (early
+    # materialisation, on by default) the pack and unpack dispatches exist when it does.
+    spec = _spec(
+        f'transform.match.operation_name %op ["{op}"] : !transform.any_op', "DataTiling", config
+    )
+    configured = {
+        flag: _configured_ops(
+            MATMUL_MODEL,
+            spec,
+            (flag, "--iree-llvmcpu-enable-ukernels=mmt4d"),
+            tmp_path / flag.strip("-"),
+        )
+        for flag in ("--iree-opt-data-tiling", "--iree-global-opt-data-tiling")
+    }
+    late, early = configured["--iree-opt-data-tiling"], configured["--iree-global-opt-data-tiling"]
+    assert len(late[op]) >= 1 and config not in late[op], late
+    assert len(early[op]) >= 1 and set(early[op]) == {config}, early
+
+
+# The matcher ireetune builds for a generic (a DAG matcher holding a copy of the op), written for
+# the pack and the unpack the matmul's dispatches hold under --iree-global-opt-data-tiling.
+DAG_PACK_MATCHER = """
+    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
+    ^bb0(%src: tensor<64x96xf32>, %dest: tensor<8x96x8x1xf32>):
+      %pack = linalg.pack %src outer_dims_perm = [0, 1] inner_dims_pos = [0, 1] inner_tiles = [8, 1] into %dest : tensor<64x96xf32> -> tensor<8x96x8x1xf32>
+    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+"""
+DAG_UNPACK_MATCHER = """
+    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
+    ^bb0(%src: tensor<8x16x8x8xf32>, %dest: tensor<64x128xf32>):
+      %unpack = linalg.unpack %src outer_dims_perm = [0, 1] inner_dims_pos = [0, 1] inner_tiles = [8, 8] into %dest : tensor<8x16x8x8xf32> -> tensor<64x128xf32>
+    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+"""
+
+
+def test_a_dag_matcher_reaches_the_pack_but_not_the_unpack_under_global_opt_data_tiling(
+    tmp_path: Path,
+) -> None:
+    flags = ("--iree-global-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+    pack_config = "distribution = [2, 24], vector_common_parallel = [1, 1]"
+    unpack_config = "distribution = [16, 32], vector_common_parallel = [8, 8]"
+    packs = _configured_ops(
+        MATMUL_MODEL, _spec(DAG_PACK_MATCHER, "DataTiling", pack_config), flags, tmp_path / "pack"
+    )
+    unpacks = _configured_ops(
+        MATMUL_MODEL,
+        _spec(DAG_UNPACK_MATCHER, "DataTiling", unpack_config),
+        flags,
+        tmp_path / "unpack",
+    )
+    # The left-hand side's pack takes the config, the right-hand side's (another shape) not.
+    assert sorted(packs["linalg.pack"]) == sorted(
+        [pack_config, "distribution = [2, 48], vector_common_parallel = [1, 1]"]
+    ), packs
+    assert unpacks["linalg.unpack"] == [
+        "distribution = [8, 64], vector_common_parallel = [8, 8]"
+    ], unpacks
+
+
+def test_a_copy_on_buffers_is_reached_by_a_structured_matcher_not_a_dag_matcher(
+    tmp_path: Path,
+) -> None:
+    config = "distribution = [1, 16, 32], vector_common_parallel = [1, 1, 16]"
+    configured = {
+        label: _configured_ops(
+            PAD_MODEL, _spec(matcher, "BufferOpsTileAndVectorize", config), (), tmp_path / label
+        )
+        for label, matcher in (("dag", DAG_COPY_MATCHER), ("structured", STRUCTURED_COPY_MATCHER))
+    }
+    # The copy's own default is another config; only the structured matcher replaces it.
+    three_loops = re.compile(r"distribution = \[\d+, \d+, \d+\],")
+    (dag_copy,) = [c for c in configured["dag"]["linalg.generic"] if three_loops.match(c)]
+    (structured_copy,) = [
+        c for c in configured["structured"]["linalg.generic"] if three_loops.match(c)
+    ]
+    assert dag_copy != config and structured_copy == config, configured
