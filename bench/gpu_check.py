@@ -316,6 +316,8 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     (the first of each) together. The device step then profiles the model, measures the
     dispatch folders and times these variants in one call; `continue` decides among them.
     """
+    from ireetune.flows.model.split_state import SplitStateFile, read_state, save_state
+
     from ireetune.compile.pool import default_jobs
     from ireetune.executor.base import LocalExecutor
     from ireetune.flows.handoff.finish import read_run_record
@@ -326,7 +328,6 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
     )
     from ireetune.flows.model.split import compile_variant_rows
     from ireetune.flows.model.split_device import send_to_device
-    from ireetune.flows.model.split_state import SplitStateFile, read_state, save_state
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.select import MODEL_RULE
     from ireetune.model.variants import plan_variants
@@ -411,8 +412,9 @@ def write_model_weights(model: Path, folder: Path) -> tuple[str, ...]:
 
 def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Prepare the whole model's split run with its predicted variants in the first step."""
-    from ireetune.flows.handoff.manifest import read_manifest
     from ireetune.flows.model.split_state import read_state
+
+    from ireetune.flows.handoff.manifest import read_manifest
     from ireetune.flows.model.tuner import ModelTuneOptions, prepare_split_run
 
     started = time.monotonic()
