@@ -170,11 +170,11 @@ def remaining_phases(
 ) -> list[tuple[Phase, PhaseBody]]:
     """Return the mode's body of every phase not done yet (`run.phases_done`), in order, for the
     sequencer (flows/sequence.py), which saves the run after each and stops at the first that
-    pauses for the device host. Each phase is a step of progress for an API call's callback
-    (`model: flags`); no bar."""
-    return [
-        (phase, _as_progress_step(phase, bodies[phase])) for phase in PHASES[len(run.phases_done) :]
-    ]
+    pauses for the device host; a split run's every phase (each keeps the sub-steps its run file
+    records as done, and rebuilds what the later phases read). Each phase is a step of progress
+    for an API call's callback (`model: flags`); no bar."""
+    first = 0 if run.mode is Mode.SPLIT else len(run.phases_done)
+    return [(phase, _as_progress_step(phase, bodies[phase])) for phase in PHASES[first:]]
 
 
 def _as_progress_step(phase: Phase, body: PhaseBody) -> PhaseBody:

@@ -1,42 +1,25 @@
 """The state file of a model run (`model_run.json`), in either mode: its one declaration and its
-one reader. The run object is written to it and rebuilt from it in state_restore.py.
+one reader (state_restore.py writes the run to it and rebuilds the run from it).
 
-`ireetune tune MODEL` (in process) and `ireetune tune MODEL --stop-after compile` (split) save
-the run when it starts and after every phase; the split mode also after every sub-step of a
-phase (each dispatch folder compiled, each device round trip). `ireetune continue RUN` reads it
-back as untrusted data: the format first (a folder of another version is refused in one line
-naming it, or read when this version knows how), then every field, every path inside the folder.
-
-What the file holds, declared once for both modes:
+A run is saved when it starts and after every phase (a split run also after every sub-step: each
+dispatch folder compiled, each round trip). `ireetune continue RUN` reads the file as untrusted
+data: the format first, then every field, every path inside the folder. Declared once:
 
     format, mode          `ireetune-model-run/3`; `in-process` or `split`
     phases_done           the first phases of the flow finished (flows/model/run.py)
-    options               the options the run was started with (`ModelOptionsFile`)
-    elapsed_s             the seconds this host has spent on the run so far
-    model                 the model under tuning: its own MLIR in the folder, the hashes of the
-                          model file and of the MLIR, the entry function, inputs, compile timeout
+    options, elapsed_s    the options the run was started with; this host's seconds so far
+    model                 the model's own MLIR in the folder, its hash (and the model file's, in
+                          process), the entry function, inputs, compile timeout
     notes, dispatch_notes the run's notes and each dispatch's note
 
-What each mode keeps besides (an in-process run's fields are at the top, read back by
-state_restore.restore_run; a split run's are its `split` section, updated in place as each
-sub-step finishes):
+Besides, an in-process run keeps at the top what each phase leaves the later ones (the default
+binaries and times, the flag search, each tuned dispatch's candidates, the specs accepted, the
+final check; the hot set is profile.json, read back), and a split run its round trips in the
+`split` section, updated in place as each sub-step finishes.
 
-    in process    after prepare: the default's outputs, the untouched default binary and its
-                  time, the model's compile and load costs; after flags: the search's trials,
-                  winner and runtime flags; after profile: the hot set (profile.json, read back,
-                  not kept twice); after dispatches: each tuned dispatch's kept candidates,
-                  winner and tuning-session times, and the dispatches done (saved after each
-                  one); after variants: the specs selection accepted; after decide: the final
-                  check's figures, the tuned spec and flags files, the combined check
-    split         where the run stands (`stage`), the device round trip, the sub-steps done,
-                  each hot problem's dispatch folder, the dispatches, the device manifest's
-                  hash, the timings, the device's profile and folder outcomes, the variants,
-                  the winner and rule, the flag phase's sub-steps, the devices
-
-A folder of `ireetune-model-run/2` (in process, written before the split mode shared this file)
-is read: its layout is this one's without the `split` section. A split run of the earlier file
-(`split.json`, `ireetune-split-run/1`) is refused in one line: it is finished with the ireetune
-that started it.
+A file of `ireetune-model-run/2` (an in-process run, before split runs shared the file: this
+layout without `split`) is read as this one. A split run's earlier file (`split.json`,
+`ireetune-split-run/1`) is refused in one line: it is finished by the ireetune that started it.
 """
 
 from __future__ import annotations

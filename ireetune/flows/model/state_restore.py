@@ -264,6 +264,7 @@ def restore_split_run(
     target = parse_target(options.target).with_global_flags(options.extra_flags)
     run = ModelTuningRun(Mode.SPLIT, options, target, run_dir, executor, state=stored.split)
     run.model_file, run.elapsed_before_s = stored.model, stored.elapsed_s
+    run.phases_done = [phase.value for phase in stored.phases_done]
     run.notes, run.dispatch_notes = list(stored.notes), dict(stored.dispatch_notes)
     return run
 

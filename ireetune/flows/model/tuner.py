@@ -231,11 +231,11 @@ def continue_split_run(
 
 def _run_split(run: ModelTuningRun) -> SplitStatus:
     """Run the split mode's phases until the run pauses for the device or is decided; save the
-    run after each phase, a phase done when it did not pause (it ran no new round trip)."""
+    run after each phase, done when it did not pause (it started no round trip)."""
     round_trip = run.split_state.round_trip
 
     def save_after_split_phase(run: ModelTuningRun, phase: Phase) -> None:
-        if run.split_state.round_trip == round_trip:
+        if run.split_state.round_trip == round_trip and phase not in run.phases_done:
             run.phases_done.append(phase.value)
         save_run(run)
 
