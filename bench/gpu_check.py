@@ -324,16 +324,16 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
         VariantTask,
         read_device_manifest,
     )
-    from ireetune.flows.model.split import compile_variant_rows
+    from ireetune.flows.model.split import compile_variant_rows, model_of
     from ireetune.flows.model.split_device import send_to_device
-    from ireetune.flows.model.split_state import SplitStateFile, read_state, save_state
-    from ireetune.model.prepare import ModelUnderTuning
+    from ireetune.flows.model.state import read_run_file
+    from ireetune.flows.model.state_restore import restore_split_run, save_run
     from ireetune.model.select import MODEL_RULE
     from ireetune.model.variants import plan_variants
-    from ireetune.targets import parse_target
 
-    state = read_state(run_dir)
-    options = state.options
+    stored = read_run_file(run_dir)
+    run = restore_split_run(run_dir, stored, LocalExecutor(), stored.run_options())
+    options, state = run.options, run.split_state
     names = {d.problem: d.name for d in state.dispatches}
     candidates: list[tuple[str, list[Path]]] = []
     for problem, folder in sorted(state.folders.items()):
@@ -345,15 +345,8 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
         if specs:
             candidates.append((names[problem], specs))
     plans = plan_variants(candidates)
-    target = parse_target(options.target).with_global_flags(options.extra_flags)
-    assert state.model is not None
-    model = ModelUnderTuning(
-        run_dir / state.model.mlir, state.model.function, run_dir / "inputs.npz", target,
-        options.with_default_specs,
-    )  # fmt: skip
-    model.compile_timeout_s = state.model.compile_timeout_s
     rows, built = compile_variant_rows(
-        LocalExecutor(), model, plans, run_dir, state, jobs or default_jobs()
+        run.executor, model_of(run), plans, run_dir, state, jobs or default_jobs()
     )
     if not built:
         return []
@@ -366,14 +359,8 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
         tuple(built), rounds=options.rounds, calls_per_round=0, confirm_top=3,
         confirm_rounds=max(2 * options.rounds, 10), threshold=MODEL_RULE.threshold,
     )  # fmt: skip
-
-    @dataclass
-    class _Run:  # What send_to_device reads of a model run.
-        run_dir: Path
-        split_state: SplitStateFile
-
-    send_to_device(_Run(run_dir, state), first_step.profile, first_step.folders, task)  # type: ignore[arg-type]
-    save_state(run_dir, state)
+    send_to_device(run, first_step.profile, first_step.folders, task)
+    save_run(run)
     return [b.label for b in built]
 
 
@@ -412,7 +399,7 @@ def write_model_weights(model: Path, folder: Path) -> tuple[str, ...]:
 def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Prepare the whole model's split run with its predicted variants in the first step."""
     from ireetune.flows.handoff.manifest import read_manifest
-    from ireetune.flows.model.split_state import read_state
+    from ireetune.flows.model.state import read_run_file
     from ireetune.flows.model.tuner import ModelTuneOptions, prepare_split_run
 
     started = time.monotonic()
@@ -428,7 +415,8 @@ def prepare_model(arguments: argparse.Namespace, work: Path) -> dict[str, Any]:
     )  # fmt: skip
     run_dir = status.run_dir
     labels = add_predicted_variants(run_dir, arguments.variants_per_dispatch, arguments.jobs)
-    state = read_state(run_dir)
+    state = read_run_file(run_dir).split
+    assert state is not None, "prepare_split_run starts a split run"
     predicted = {
         folder: [c.candidate_id for c in read_manifest(run_dir / folder).candidates][
             : arguments.variants_per_dispatch

@@ -207,7 +207,7 @@ def _payload_mb(run_dir: Path) -> float:
 
 
 def _phase(run_dir: Path) -> str:
-    return str(json.loads((run_dir / "split.json").read_text())["phase"])
+    return str(json.loads((run_dir / "model_run.json").read_text())["split"]["stage"])
 
 
 def prepare(arguments: argparse.Namespace) -> None:
@@ -244,7 +244,7 @@ def device(arguments: argparse.Namespace) -> None:
     for name, run_dir in _runs(arguments.out).items():
         run_dir = arguments.out / run_dir if not run_dir.is_absolute() else run_dir
         if not (run_dir / "device_step.json").exists() or (
-            (run_dir / "split.json").exists() and _phase(run_dir) != "awaiting-device"
+            (run_dir / "model_run.json").exists() and _phase(run_dir) != "awaiting-device"
         ):
             continue
         started = time.monotonic()

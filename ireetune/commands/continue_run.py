@@ -141,7 +141,7 @@ def run_as_resume(options: ResumeOptions) -> int:
     from ireetune.core.errors import IreetuneError
     from ireetune.core.run_dir import check_run_folder
     from ireetune.flows.handoff.folder_trust import GivenAgain
-    from ireetune.flows.model.local_state import MODEL_RUN_NAME
+    from ireetune.flows.model.state import MODEL_RUN_NAME
 
     check_run_folder(options.run_dir)
     if (options.run_dir / MODEL_RUN_NAME).is_file():

@@ -9,9 +9,11 @@ files it holds say how:
                       stage, run_options.json)          the stages after the last one saved)
     dispatch folder   `tune-dispatch --stop-after       `ireetune measure` on the device host,
                       compile` (handoff.json)           then `ireetune continue` (as `finish`)
-    model run         `tune` (model_run.json)           `ireetune continue`
+    model run         `tune` (model_run.json, mode      `ireetune continue`
+                      in-process)
     split model run   `tune --stop-after compile`       `ireetune measure` on the device host
-                      (split.json, device_step.json)    (as `device-step`), `ireetune continue`
+                      (model_run.json, mode split;      (as `device-step`), `ireetune continue`
+                      device_step.json)
 
 `ireetune measure FOLDER` is the device host's one verb: it measures a dispatch folder (as
 `benchmark-folder`) or a split model run's device step (as `device-step`), whatever the folder
@@ -27,7 +29,6 @@ from ireetune.core.errors import IreetuneError
 from ireetune.flows.dispatch.run_options import OPTIONS_NAME
 from ireetune.flows.handoff.manifest import MANIFEST_NAME, RESULTS_NAME
 from ireetune.flows.handoff.model_folder import DEVICE_MANIFEST_NAME
-from ireetune.flows.model.split_state import STATE_NAME
 
 
 class FolderKind(enum.Enum):
@@ -43,25 +44,31 @@ def read_folder_kind(run_dir: Path) -> FolderKind:
     """Return the kind of run `run_dir` holds; refuse in one line a folder of no kind.
 
     The device's files are looked for first: they are what a runtime-only host measures, and a
-    split model run's dispatch folders lie below it, not in it.
+    split model run's dispatch folders lie below it, not in it. A split run of the file before
+    model_run.json (split.json) is a split model run, refused by name where it is read.
     """
-    if (run_dir / STATE_NAME).is_file() or (run_dir / DEVICE_MANIFEST_NAME).is_file():
+    # The model run's file is declared where it is read, a module that imports the compiler:
+    # this reader serves the compile host (the device host's is read_device_kind).
+    from ireetune.flows.model.state import MODEL_RUN_NAME, OLD_SPLIT_NAME, Mode, read_run_mode
+
+    mode = read_run_mode(run_dir)
+    if (
+        mode is Mode.SPLIT
+        or (run_dir / DEVICE_MANIFEST_NAME).is_file()
+        or (run_dir / OLD_SPLIT_NAME).is_file()
+    ):
         return FolderKind.SPLIT_MODEL_RUN
     if (run_dir / MANIFEST_NAME).is_file():
         return FolderKind.DISPATCH_FOLDER
     if (run_dir / OPTIONS_NAME).is_file():
         return FolderKind.DISPATCH_RUN
-    # The in-process model run's file is named where it is read, a module that imports the
-    # compiler: this reader serves the compile host (the device host's is read_device_kind).
-    from ireetune.flows.model.local_state import MODEL_RUN_NAME
-
     if (run_dir / MODEL_RUN_NAME).is_file():
         return FolderKind.MODEL_RUN
     raise IreetuneError(
         f"{run_dir} is not a model run folder, nor a dispatch one: it holds none of "
         f"{OPTIONS_NAME} (tune-dispatch), "
-        f"{MANIFEST_NAME} (tune-dispatch --stop-after compile), {MODEL_RUN_NAME} (tune) and "
-        f"{STATE_NAME} (tune --stop-after compile)"
+        f"{MANIFEST_NAME} (tune-dispatch --stop-after compile) and {MODEL_RUN_NAME} (tune, "
+        "with or without --stop-after compile)"
     )
 
 

@@ -191,7 +191,7 @@ def explain_profile(hot: HotSet) -> str:
 
 def write_profile(run_dir: Path, hot: HotSet) -> None:
     """Write the hot set as profile.json: what the report shows, and what `ireetune continue`
-    reads back (flows/model/local_state.py): each dispatch's benchmark inside the run folder,
+    reads back (flows/model/state.py): each dispatch's benchmark inside the run folder,
     whether it is tunable, and the time the selected problems cover."""
     rows = [
         {

@@ -18,7 +18,7 @@ import pytest
 from ireetune.cli import main
 from ireetune.core.errors import IreetuneError
 from ireetune.core.output_paths import check_new_output, write_output
-from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.state import SplitStage as Phase
 from ireetune.flows.model.tuner import SplitStatus, describe_status
 from tests.conftest import MATMUL_MODEL
 

@@ -21,6 +21,7 @@ from tests.conftest import FAST_RUN_ARGS, REPOSITORY
 from tests.flows.handoff.test_handoff import runtime_only_environment
 
 EXAMPLES = REPOSITORY / "examples"
+IN_PROCESS_RUN, SPLIT_RUN = "model_run.json:in-process", "model_run.json:split"
 
 
 @pytest.mark.parametrize(
@@ -29,15 +30,19 @@ EXAMPLES = REPOSITORY / "examples"
         (("run_options.json", "results.json"), FolderKind.DISPATCH_RUN),
         (("run_options.json", "results.json", "handoff.json"), FolderKind.DISPATCH_FOLDER),
         (("model_run.json",), FolderKind.MODEL_RUN),
+        ((IN_PROCESS_RUN,), FolderKind.MODEL_RUN),
+        ((SPLIT_RUN,), FolderKind.SPLIT_MODEL_RUN),
+        ((SPLIT_RUN, "device_step.json"), FolderKind.SPLIT_MODEL_RUN),
+        # A split run of the earlier file: a split run, refused by its version where it is read.
         (("split.json",), FolderKind.SPLIT_MODEL_RUN),
-        (("split.json", "device_step.json"), FolderKind.SPLIT_MODEL_RUN),
     ],
 )
 def test_a_folder_is_told_apart_by_the_files_it_holds(
     files: tuple[str, ...], kind: FolderKind, tmp_path: Path
 ) -> None:
     for name in files:
-        (tmp_path / name).write_text("{}")
+        name, _, mode = name.partition(":")
+        (tmp_path / name).write_text(json.dumps({"mode": mode}) if mode else "{}")
     assert read_folder_kind(tmp_path) is kind
 
 
@@ -47,8 +52,8 @@ def test_a_folder_of_no_kind_is_refused_in_one_line(tmp_path: Path) -> None:
         read_folder_kind(tmp_path)
     assert str(excinfo.value) == (
         f"{tmp_path} is not a model run folder, nor a dispatch one: it holds none of "
-        "run_options.json (tune-dispatch), handoff.json (tune-dispatch --stop-after compile), "
-        "model_run.json (tune) and split.json (tune --stop-after compile)"
+        "run_options.json (tune-dispatch), handoff.json (tune-dispatch --stop-after compile) "
+        "and model_run.json (tune, with or without --stop-after compile)"
     )
 
 
@@ -56,7 +61,7 @@ def test_a_folder_of_no_kind_is_refused_in_one_line(tmp_path: Path) -> None:
     ("files", "kind"),
     [
         (("run_options.json", "results.json", "handoff.json"), FolderKind.DISPATCH_FOLDER),
-        (("split.json", "device_step.json"), FolderKind.SPLIT_MODEL_RUN),
+        (("model_run.json", "device_step.json"), FolderKind.SPLIT_MODEL_RUN),
         (("run_options.json", "results.json"), None),
         (("model_run.json",), None),
     ],
@@ -72,6 +77,19 @@ def test_the_device_host_measures_only_a_folder_that_asks_for_it(
     with pytest.raises(IreetuneError) as excinfo:
         read_device_kind(tmp_path)
     assert "asks the device host for nothing" in str(excinfo.value)
+
+
+def test_a_split_run_of_the_earlier_file_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "split.json").write_text(json.dumps({"format": "ireetune-split-run/1"}))
+    assert main(["continue", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"ireetune: error: {tmp_path / 'split.json'} is a split run of format "
+        "ireetune-split-run/1, written before split runs kept model_run.json "
+        "(ireetune-model-run/3): finish it with the ireetune that started it, or start a new one "
+        "with `ireetune tune MODEL --stop-after compile`\n"
+    )
 
 
 def test_a_dispatch_folder_is_finished_without_flags_or_a_database_given_again(
@@ -165,7 +183,8 @@ def test_measure_then_continue_a_split_model_run(
     )  # fmt: skip
     assert status == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
-    assert json.loads((run_dir / "split.json").read_text())["round_trip"] == 1
+    stored = json.loads((run_dir / "model_run.json").read_text())
+    assert (stored["mode"], stored["split"]["round_trip"]) == ("split", 1)
     capsys.readouterr()
 
     measured = subprocess.run(
@@ -180,6 +199,10 @@ def test_measure_then_continue_a_split_model_run(
 
     assert main(["continue", str(run_dir)]) == 0
 
-    state = json.loads((run_dir / "split.json").read_text())
-    assert state["round_trip"] == 2 and state["phase"] == "awaiting-device"
+    stored = json.loads((run_dir / "model_run.json").read_text())
+    state = stored["split"]
+    assert state["round_trip"] == 2 and state["stage"] == "awaiting-device"
+    assert stored["phases_done"] == ["prepare", "flags", "profile", "dispatches"]
+    # The split mode's state is model_run.json alone.
+    assert not (run_dir / "split.json").exists()
     assert "round trip 2: copy the folder to the GPU host" in capsys.readouterr().out

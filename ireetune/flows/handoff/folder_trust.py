@@ -10,7 +10,7 @@ that take no `--flags`):
 - links: an entry of the folder that is a symbolic link (or anything but a plain file or a
   folder) is refused by name, so no write goes through one and no read leaves the folder;
 - flags: every compiler or runtime flag any of the folder's files carries (results.json's
-  `global_flags`, run_options.json's, model_run.json's and split.json's options and flag
+  `global_flags`, run_options.json's and model_run.json's options and flag
   trials, handoff.json's `global_flags`, in the folder and every folder under it) passes the
   one allow-list of folder_flags.py, or was given again on the command line (`--flags` of
   `continue` and `replay`: a run tuned with `--flags X` continues with `--flags X`);
@@ -93,7 +93,7 @@ def _flag_fields(name: str, document: object) -> Iterator[tuple[str, tuple[str, 
     """Yield (field, flags) for every field of a folder's file that carries flags."""
     if name in ("results.json", "handoff.json"):
         yield "global_flags", _strings(_field(document, "global_flags"))
-    if name in ("run_options.json", "model_run.json", "split.json"):
+    if name in ("run_options.json", "model_run.json"):
         yield "options.extra_flags", _strings(_field(document, "options", "extra_flags"))
         flag_sets = _field(document, "options", "flag_sets")
         for index, flag_set in enumerate(flag_sets if isinstance(flag_sets, list) else ()):
@@ -104,13 +104,12 @@ def _flag_fields(name: str, document: object) -> Iterator[tuple[str, tuple[str, 
             "flag_search.runtime_flags",
             _strings(_field(document, "flag_search", "runtime_flags")),
         )
-    if name == "split.json":
-        yield from _trial_flags(_field(document, "flags", "trials"), "flags.trials")
+        yield from _trial_flags(_field(document, "split", "flags", "trials"), "split.flags.trials")
 
 
-_FLAG_FILES = ("results.json", "handoff.json", "run_options.json", "model_run.json", "split.json")
+_FLAG_FILES = ("results.json", "handoff.json", "run_options.json", "model_run.json")
 # The files whose options name a database.
-_DATABASE_FILES = ("run_options.json", "model_run.json", "split.json")
+_DATABASE_FILES = ("run_options.json", "model_run.json")
 
 
 def _folder_files(run_dir: Path) -> list[Path]:

@@ -26,10 +26,8 @@ Split (`search_flags_split`): propose and compile here, time on the device, deci
 What the in-process search does past its seeds (greedy single changes of the best set, each
 successively halved) needs a measurement per step, and the runtime options' search
 (flags/runtime.py) two sessions on the winner's binary (every set, then the best again): both
-are in process only, and the split report says so. Each sub-step is recorded in split.json
-(`flags`) as it finishes and kept when the phase runs again after a kill. A folder written
-before the split flow searched flags has no `flags` step and continues with the flags it was
-given (not searched).
+are in process only, and the split report says so. Each sub-step is recorded in model_run.json
+(`split.flags`) as it finishes and kept when the phase runs again after a kill.
 """
 
 from __future__ import annotations
@@ -71,7 +69,8 @@ from ireetune.flows.model.split_device import (
     record_time,
     send_to_device,
 )
-from ireetune.flows.model.split_state import SplitFlagsFile, save_state
+from ireetune.flows.model.state import SplitFlagsFile
+from ireetune.flows.model.state_restore import save_run
 from ireetune.model.timing import ModelRun
 
 FLAGS_DIR = "flags"
@@ -150,7 +149,7 @@ def search_flags_split(run: ModelTuningRun) -> Pause | None:
     """Compile the flag sets and pause for the device to time them; once timed, decide; then
     make every later phase compile with the winner (if one was kept)."""
     step = run.split_state.flags
-    if step is None or not step.searched:
+    if not step.searched:
         return None
     if not step.trials:
         _compile_flag_sets(run, step)
@@ -169,7 +168,7 @@ def apply_flag_result(run: ModelTuningRun) -> None:
     """Put the decided flag phase into the run: its result, and the winner's flags on the target
     every later compile uses (after the user's `--flags`)."""
     step = run.split_state.flags
-    if step is None or not step.decided:
+    if not step.decided:
         return
     trials = step.trials
     winner = next((t for t in trials if t.trial_id == step.winner), None)
@@ -204,7 +203,7 @@ def _compile_flag_sets(run: ModelTuningRun, step: SplitFlagsFile) -> None:
     space = _flag_space(run, run.target)
     if not space.options + space.combinations:
         step.searched, step.why = False, f"the target {options.target} has no flags to search"
-        save_state(run.run_dir, run.split_state)
+        save_run(run)
         return
     started = time.monotonic()
     flag_sets = [DEFAULT_FLAGS, *propose_seeds(space, options.extra_flags, options.max_flag_sets)]
@@ -216,7 +215,7 @@ def _compile_flag_sets(run: ModelTuningRun, step: SplitFlagsFile) -> None:
         raise IreetuneError(f"the model does not compile with default flags: {compiled[0].reason}")
     step.trials, step.notes = classify_by_hash(compiled), [SPLIT_FLAG_NOTE]
     record_time(run.split_state, "flags", "compile", time.monotonic() - started)
-    save_state(run.run_dir, run.split_state)
+    save_run(run)
 
 
 def _flag_task(run: ModelTuningRun, step: SplitFlagsFile) -> VariantTask | None:
@@ -280,7 +279,7 @@ def _decide(run: ModelTuningRun, step: SplitFlagsFile) -> None:
                     for t in timed],
          "runtime": None},
     )  # fmt: skip
-    save_state(run.run_dir, run.split_state)
+    save_run(run)
 
 
 def _runs(run_dir: Path, session: dict[str, Any]) -> dict[str, ModelRun]:

@@ -17,7 +17,7 @@
 7. report: report.txt and report.json.
 
 The run is saved after every phase, and after every dispatch of the dispatch phase
-(flows/model/local_state.py); `ireetune continue RUN` rebuilds it from its folder and runs the
+(flows/model/state.py); `ireetune continue RUN` rebuilds it from its folder and runs the
 phases after the last one saved, a dispatch phase cut short with the dispatches not done yet.
 """
 
@@ -47,7 +47,6 @@ from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
 from ireetune.flows.model.local_select import select_variants, selection_seconds
-from ireetune.flows.model.local_state import save_model_run
 from ireetune.flows.model.report import write_report
 from ireetune.flows.model.run import (
     DispatchOutcome,
@@ -58,6 +57,7 @@ from ireetune.flows.model.run import (
     Phase,
     PhaseBody,
 )
+from ireetune.flows.model.state_restore import save_run
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalTiming, check_final_set
@@ -163,7 +163,7 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         pending.remove(task)
         # Saved after each dispatch: a run stopped in this phase goes on with the next one.
         run.dispatches_done.append(task.name)
-        save_model_run(run)
+        save_run(run)
     return None
 
 

@@ -16,7 +16,7 @@ from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.flows.model.flag_phase import RUNTIME_NOTE, SPLIT_FLAG_NOTE
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import ModelTuneResult, ModelTuningRun
-from ireetune.flows.model.split_state import SplitStateFile
+from ireetune.flows.model.state import SplitSection
 from ireetune.model.hot import HotSet
 from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
@@ -185,7 +185,7 @@ def write_split_report(run: ModelTuningRun) -> None:
     lines += [f"  {t.phase:<12} {t.host:<8} {t.seconds:8.1f} s" for t in state.timings]
     lines += ["", f"{'share':>6} {'runs':>4} {'default ms':>10}  {'dispatch':<40} problem / note"]
     basis = max(hot.model_ms, hot.explained_ms, 1e-9)
-    notes = state.dispatch_notes
+    notes = run.dispatch_notes
     for profile in hot.ranked:
         share = profile.total_ms / basis
         if share < 0.005 and profile not in hot.selected:
@@ -206,14 +206,14 @@ def write_split_report(run: ModelTuningRun) -> None:
             f"  {row.label:<8} {row.status:<12} {figure:<26} {row.verdict} "
             f"{row.why or row.reason}".rstrip()
         )
-    lines += [f"note: {n}" for n in state.notes]
+    lines += [f"note: {n}" for n in run.notes]
     if winner:
         lines.append(f"tuned spec: {run_dir / 'tuned_spec.mlir'}")
     lines += ["", *describe_flag_phase(run.flag_search, flags), *_flag_notes(state)]
     if flags_path is not None:
         lines.append(f"tuned flags: {flags_path}")
-    assert state.model is not None, "the prepare phase imports the model"
-    model_mlir = state.model.mlir
+    assert run.model_file is not None, "the prepare phase imports the model"
+    model_mlir = run.model_file.mlir
     if winner or flags_path is not None:
         lines.append(
             "apply: "
@@ -241,7 +241,7 @@ def write_split_report(run: ModelTuningRun) -> None:
         "tuned_spec": str(run_dir / "tuned_spec.mlir") if winner else None,
         "variants": [row.model_dump(mode="json", exclude_unset=True) for row in state.variants],
         "dispatch_notes": notes,
-        "notes": state.notes,
+        "notes": run.notes,
         "flags": list(flags),
         "tuned_flags": str(flags_path) if flags_path else None,
         "flag_search": flag_search_json(run.flag_search),
@@ -251,14 +251,9 @@ def write_split_report(run: ModelTuningRun) -> None:
     write_text_atomically(run_dir / "report.json", json.dumps(payload, indent=2) + "\n")
 
 
-def _flag_notes(state: SplitStateFile) -> list[str]:
+def _flag_notes(state: SplitSection) -> list[str]:
     """Say what the split flow's flag phase left out, or why it did not run."""
     step = state.flags
-    if step is None:
-        return [
-            "note: flags not searched: the run folder was written before the split flow ran the "
-            "flag phase (give flags with --flags)"
-        ]
     if not step.searched:
         return [f"note: flags not searched: {step.why}"] if step.why else []
     return [f"note: {SPLIT_FLAG_NOTE}", f"note: {RUNTIME_NOTE}"]

@@ -11,16 +11,16 @@ variants, decide, report. A mode says where measuring happens:
   (flows/model/split.py).
 
 Each mode gives a body for every phase; the one sequencer of every run (flows/sequence.py)
-runs them in order and saves the run after each one (in-process: `model_run.json`, what the
-later phases need, flows/model/local_state.py; split: `split.json`), so that `ireetune continue` loads a stopped run and runs the phases after
-the last one saved (`remaining_phases`). Both modes run every phase: the split mode's flag
-phase times the search's seeds in one round trip (flows/model/flag_phase.py); what it leaves to
-the in-process mode (the greedy steps past the seeds, the runtime options) its report says.
+runs them in order and saves the run after each one, in either mode to `model_run.json`
+(flows/model/state.py), so that `ireetune continue` loads a stopped run and runs the phases
+after the last one saved (`remaining_phases`; a split run runs them all again, each keeping the
+sub-steps its file records as done). Both modes run every phase: the split mode's flag phase
+times the search's seeds in one round trip (flows/model/flag_phase.py); what it leaves to the
+in-process mode (the greedy steps past the seeds, the runtime options) its report says.
 """
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +31,7 @@ from ireetune.core.budget import TaskScheduler
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
+from ireetune.flows.model.state import PHASES, Mode, ModelFile, Phase, SplitSection
 from ireetune.flows.sequence import Pause
 from ireetune.report.progress import StageProgress
 
@@ -39,33 +40,10 @@ if TYPE_CHECKING:
     from ireetune.executor import Executor
     from ireetune.flags.trials import ModelFlagSearch
     from ireetune.flows.model.options import ModelTuneOptions
-    from ireetune.flows.model.split_state import SplitStateFile
     from ireetune.model.final_check import FinalCheck
     from ireetune.model.hot import HotSet
     from ireetune.model.prepare import ModelUnderTuning
     from ireetune.model.variants import VariantVerdict
-
-
-class Mode(enum.StrEnum):
-    """Where a model run measures."""
-
-    IN_PROCESS = "in-process"
-    SPLIT = "split"
-
-
-class Phase(enum.StrEnum):
-    """The phases of the model flow, in the order they run."""
-
-    PREPARE = "prepare"
-    FLAGS = "flags"
-    PROFILE = "profile"
-    DISPATCHES = "dispatches"
-    VARIANTS = "variants"
-    DECIDE = "decide"
-    REPORT = "report"
-
-
-PHASES = tuple(Phase)
 
 
 @dataclass(frozen=True)
@@ -108,9 +86,9 @@ class ModelTuningRun:
     """What one model run knows, handed from phase to phase.
 
     The first fields are fixed when the run starts; the prepare phase sets `model`; the rest
-    grow as the phases go. A split run keeps what it knows in `state`, the typed state saved as
-    split.json (read back by `ireetune continue`), and `device_results`, the device step's
-    latest results.
+    grow as the phases go. A split run keeps its round trips in `state`, the split section of
+    model_run.json (read back by `ireetune continue`), its model as the file records it in
+    `model_file`, and the device step's latest results in `device_results`.
     """
 
     mode: Mode
@@ -119,6 +97,8 @@ class ModelTuningRun:
     run_dir: Path
     executor: Executor
     started: float = field(default_factory=time.monotonic)
+    # The seconds this host spent on the run before `started` (a split run's earlier steps).
+    elapsed_before_s: float = 0.0
     model: ModelUnderTuning | None = None
     notes: list[str] = field(default_factory=list)
     dispatch_notes: dict[str, str] = field(default_factory=dict)
@@ -146,8 +126,9 @@ class ModelTuningRun:
     selection_trials: list[dict[str, Any]] = field(default_factory=list)
     final: FinalCheck | None = None
     result: ModelTuneResult | None = None
-    # Split: the typed state (split.json) and what the device step returned.
-    state: SplitStateFile | None = None
+    # Split: the split section, the model's record, and what the device step returned.
+    state: SplitSection | None = None
+    model_file: ModelFile | None = None
     device_results: dict[str, Any] | None = None
     variant_verdict: VariantVerdict | None = None
 
@@ -157,7 +138,7 @@ class ModelTuningRun:
         return self.model
 
     @property
-    def split_state(self) -> SplitStateFile:
+    def split_state(self) -> SplitSection:
         assert self.state is not None, "a split run holds its state"
         return self.state
 
@@ -189,11 +170,11 @@ def remaining_phases(
 ) -> list[tuple[Phase, PhaseBody]]:
     """Return the mode's body of every phase not done yet (`run.phases_done`), in order, for the
     sequencer (flows/sequence.py), which saves the run after each and stops at the first that
-    pauses for the device host. Each phase is a step of progress for an API call's callback
-    (`model: flags`); no bar."""
-    return [
-        (phase, _as_progress_step(phase, bodies[phase])) for phase in PHASES[len(run.phases_done) :]
-    ]
+    pauses for the device host; a split run's every phase (each keeps the sub-steps its run file
+    records as done, and rebuilds what the later phases read). Each phase is a step of progress
+    for an API call's callback (`model: flags`); no bar."""
+    first = 0 if run.mode is Mode.SPLIT else len(run.phases_done)
+    return [(phase, _as_progress_step(phase, bodies[phase])) for phase in PHASES[first:]]
 
 
 def _as_progress_step(phase: Phase, body: PhaseBody) -> PhaseBody:

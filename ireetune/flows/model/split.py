@@ -1,6 +1,6 @@
 """The model flow's phases split between a compile host and a runtime-only device host.
 
-The run folder is a state machine (`split.json`, split_state.py). This host runs every phase
+The run folder is a state machine (the split section of `model_run.json`, state.py). This host runs every phase
 that compiles; where a phase needs the device it writes `device_step.json` and the run pauses.
 The device host runs `ireetune device-step RUN`, which does whatever the manifest lists, and each
 `ireetune continue RUN` here reads the device's results and runs the phases again: a phase
@@ -27,7 +27,7 @@ keeps what is recorded as done and goes on where it stopped.
 
 Two round trips when the static ranking covers the hot set, and one more for the flag phase when
 it has a binary to time. Every phase can be run again after a kill: finished sub-steps are
-recorded in `split.json` and kept. A folder whose model, device manifest or results do not match
+recorded in the run file and kept. A folder whose model, device manifest or results do not match
 the hashes recorded is refused with one line (split_device.py writes the manifests and reads the
 results back).
 """
@@ -60,14 +60,14 @@ from ireetune.flows.model.split_device import (
     relative_to_run,
     send_to_device,
 )
-from ireetune.flows.model.split_state import (
+from ireetune.flows.model.state import (
+    ModelFile,
     SplitDispatchFile,
-    SplitModelFile,
+    SplitSection,
     SplitStage,
-    SplitStateFile,
     SplitVariantFile,
-    save_state,
 )
+from ireetune.flows.model.state_restore import save_run
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
 from ireetune.model.gate import skip_small_dispatches
@@ -88,13 +88,13 @@ from ireetune.model.variants import (
 )
 
 
-def model_of(run_dir: Path, state: SplitStateFile, run: ModelTuningRun) -> ModelUnderTuning:
-    """Return the model under tuning as split.json records it."""
-    model = state.model
+def model_of(run: ModelTuningRun) -> ModelUnderTuning:
+    """Return the model under tuning as the run file records it."""
+    model = run.model_file
     assert model is not None, "the prepare phase imports the model"
     under_tuning = ModelUnderTuning(
-        run_dir / model.mlir, model.function, run_dir / "inputs.npz", run.target,
-        state.options.with_default_specs,
+        run.run_dir / model.mlir, model.function, run.run_dir / model.inputs, run.target,
+        run.options.with_default_specs,
     )  # fmt: skip
     under_tuning.compile_timeout_s = model.compile_timeout_s
     return under_tuning
@@ -123,20 +123,21 @@ def prepare(run: ModelTuningRun) -> Pause | None:
             mlir_path, options.inputs, options.seed, run_dir / "inputs.npz", options.function,
             run_dir / "import",
         )  # fmt: skip
-        state.model = SplitModelFile(
-            source=str(options.model_path), mlir=relative_to_run(run_dir, mlir_path),
-            mlir_sha256=hash_file(mlir_path), function=function,
-            parameters=["import/weights.irpa"] if externalize else [],
+        run.model_file = ModelFile(
+            mlir=relative_to_run(run_dir, mlir_path), mlir_sha256=hash_file(mlir_path),
+            function=function, parameters=("import/weights.irpa",) if externalize else (),
         )  # fmt: skip
         done.append("import")
-        save_state(run_dir, state)
-    run.model = model = model_of(run_dir, state, run)
+        save_run(run)
+    run.model = model = model_of(run)
     if "default" not in done:
         model.compile_default(run_dir / "default.vmfb")
-        assert state.model is not None
-        state.model.compile_timeout_s = model.compile_timeout_s
+        assert run.model_file is not None
+        run.model_file = run.model_file.model_copy(
+            update={"compile_timeout_s": model.compile_timeout_s}
+        )
         done.append("default")
-        save_state(run_dir, state)
+        save_run(run)
     return None
 
 
@@ -159,7 +160,7 @@ def profile(run: ModelTuningRun) -> Pause | None:
             for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
         ]  # fmt: skip
         done.append("dispatches")
-        save_state(run_dir, state)
+        save_run(run)
     if state.profile is None:
         profiles = _profiles(run, {})
         costs = {d.name: estimate_cost(d.flops, d.bytes) for d in state.dispatches}
@@ -177,7 +178,7 @@ def profile(run: ModelTuningRun) -> Pause | None:
         options.max_dispatches,
     )  # fmt: skip
     run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
-    state.dispatch_notes.update(skipped)
+    run.dispatch_notes.update(skipped)
     write_profile(run_dir, run.hot)
     return None
 
@@ -263,9 +264,9 @@ def decide(run: ModelTuningRun) -> Pause | None:
         )
     # The tuned model's global flags (the user's, then the flag phase's winner), as in process.
     write_flag_files(run_dir, run.target.global_flags, ())
-    state.phase, state.winner, state.rule = SplitStage.DONE, winner_label, MODEL_RULE.name
+    state.stage, state.winner, state.rule = SplitStage.DONE, winner_label, MODEL_RULE.name
     record_time(state, "decide", "compile", time.monotonic() - run.started)
-    save_state(run_dir, state)
+    save_run(run)
     run.variant_verdict = VariantVerdict(variants, decision, estimates)
     return None
 
@@ -333,12 +334,12 @@ def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile])
                 run.executor,
             )  # fmt: skip
         except IreetuneError as failure:
-            state.notes.append(f"{hot.name}: not tuned: {failure}")
+            run.notes.append(f"{hot.name}: not tuned: {failure}")
             state.folders[hot.problem] = ""
-            save_state(run_dir, state)
+            save_run(run)
             continue
         state.folders[hot.problem] = relative_to_run(run_dir, result.run_dir)
-        save_state(run_dir, state)
+        save_run(run)
 
 
 def compile_variant_rows(
@@ -346,10 +347,10 @@ def compile_variant_rows(
     model: ModelUnderTuning,
     plans: Sequence[VariantPlan],
     run_dir: Path,
-    state: SplitStateFile,
+    state: SplitSection,
     jobs: int,
 ) -> tuple[list[SplitVariantFile], list[LabelledBinary]]:
-    """Compile the variants into `run_dir/variants`; return split.json's rows for them and the
+    """Compile the variants into `run_dir/variants`; return the run file's rows for them and the
     binaries to time (a variant whose binary equals the default model's is "not-applied")."""
     variant_dir = run_dir / "variants"
     variant_dir.mkdir(exist_ok=True)
@@ -386,7 +387,7 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     """Link and compile the model variants; None when no hot dispatch has a candidate."""
     options, run_dir, state = run.options, run.run_dir, run.split_state
     candidates: list[tuple[str, list[Path]]] = []
-    notes = state.dispatch_notes
+    notes = run.dispatch_notes
     for hot in run.hot_set.selected:
         folder = state.folders.get(hot.problem, "")
         outcome = state.folder_outcomes.get(folder, "not measured")
@@ -409,7 +410,7 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
         run.executor, model, plans, run_dir, state, options.jobs or default_jobs()
     )
     state.variants = variant_rows
-    save_state(run_dir, state)
+    save_run(run)
     if not built:
         return None
     assert state.profile is not None, "the device profiled the model"

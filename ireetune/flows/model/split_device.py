@@ -33,24 +33,20 @@ from ireetune.flows.handoff.model_folder import (
     write_device_manifest,
 )
 from ireetune.flows.model.run import ModelTuningRun, Pause
-from ireetune.flows.model.split_state import (
-    SplitStage,
-    SplitStateFile,
-    SplitTimingFile,
-    save_state,
-)
+from ireetune.flows.model.state import SplitSection, SplitStage, SplitTimingFile
+from ireetune.flows.model.state_restore import save_run
 
 # The default model every device task times the others against, until the flag phase keeps a
 # winner (then its binary: the later phases measure under the winning flags).
 UNTUNED_MODEL = "default.vmfb"
 
 
-def record_time(state: SplitStateFile, phase: str, host: str, seconds: float) -> None:
+def record_time(state: SplitSection, phase: str, host: str, seconds: float) -> None:
     state.timings.append(SplitTimingFile(phase=phase, host=host, seconds=seconds))
 
 
 def relative_to_run(run_dir: Path, path: Path) -> str:
-    """Return a path inside the run folder as split.json and the manifest name it."""
+    """Return a path inside the run folder as the run file and the manifest name it."""
     return str(path.resolve().relative_to(run_dir.resolve()))
 
 
@@ -59,11 +55,11 @@ def device_step_command(run_dir: Path) -> str:
     return shlex.join(["ireetune", "measure", path_argument(run_dir)])
 
 
-def default_model_of(state: SplitStateFile) -> str:
+def default_model_of(state: SplitSection) -> str:
     """Return the folder-relative binary the device times as the default: the flag phase's
     winner once it kept one, else the model compiled with the run's own flags."""
     step = state.flags
-    if step is None or not step.decided or step.winner is None:
+    if not step.decided or step.winner is None:
         return UNTUNED_MODEL
     return f"flags/{step.winner}.vmfb"
 
@@ -82,7 +78,7 @@ def receive_device_results(run: ModelTuningRun) -> None:
         record_time(
             state, f"device {state.round_trip}", "device", float(results["seconds"]["total"])
         )
-        save_state(run_dir, state)
+        save_run(run)
     if "profile" in results:
         state.profile = validate_record(
             run_dir / results_name(state.round_trip), ProfileResultsFile, results["profile"]
@@ -96,7 +92,7 @@ def receive_device_results(run: ModelTuningRun) -> None:
     run.device_results = results
 
 
-def _read_results(run_dir: Path, state: SplitStateFile) -> dict[str, Any]:
+def _read_results(run_dir: Path, state: SplitSection) -> dict[str, Any]:
     """Read the current round trip's device results; refuse those of another manifest."""
     path = run_dir / results_name(state.round_trip)
     if not path.exists():
@@ -132,8 +128,9 @@ def send_to_device(
     """Write the next device manifest, with the hash of every file the step will read."""
     run_dir, state = run.run_dir, run.split_state
     folders = [f for f in folders if f]
-    assert state.model is not None, "the prepare phase imports the model"
-    parameters = state.model.parameters
+    model = run.model_file
+    assert model is not None, "the prepare phase imports the model"
+    parameters = model.parameters
     default_model = default_model_of(state)
     files = ["inputs.npz", default_model, *parameters]
     files += [d.vmfb for d in profile_task.dispatches] if profile_task else []
@@ -146,14 +143,14 @@ def send_to_device(
             files += [f"{folder}/{path}" for path in (entry.vmfb, entry.reference_vmfb) if path]
     round_trip = state.round_trip + 1
     manifest = DeviceManifest(
-        round_trip=round_trip, target=state.options.target, devices=tuple(state.devices),
-        function=state.model.function, inputs="inputs.npz", default_model=default_model,
+        round_trip=round_trip, target=run.options.target, devices=tuple(state.devices),
+        function=model.function, inputs="inputs.npz", default_model=default_model,
         files={f: hash_file(run_dir / f) for f in files}, profile=profile_task,
         folders=tuple(folders), variants=variants, parameters=tuple(parameters), flags=flags,
     )  # fmt: skip
     state.device_manifest_sha256 = write_device_manifest(run_dir, manifest)
-    state.phase, state.round_trip = SplitStage.AWAITING_DEVICE, round_trip
-    save_state(run_dir, state)
+    state.stage, state.round_trip = SplitStage.AWAITING_DEVICE, round_trip
+    save_run(run)
     return Pause(round_trip)
 
 

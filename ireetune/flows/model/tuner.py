@@ -4,7 +4,7 @@ The flow is one sequence of phases over one run object (flows/model/run.py): pre
 profile, dispatches, variants, decide, report. Its mode says where measuring happens:
 
 - `tune_model`: in process (flows/model/local.py), every phase on this host; `continue_model_run`
-  continues a stopped one from its folder (model_run.json, flows/model/local_state.py) at the
+  continues a stopped one from its folder (model_run.json, flows/model/state.py) at the
   phase after the last one saved;
 - `prepare_split_run`, then `continue_split_run` after each device step: split
   (flows/model/split.py), this host compiles and the run pauses where the device must measure
@@ -37,16 +37,7 @@ from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flows.handoff.folder_flags import check_folder_flags
 from ireetune.flows.handoff.model_folder import hash_file
 from ireetune.flows.model.local import LOCAL_PHASES, dispatch_outcomes
-from ireetune.flows.model.local_state import (
-    MODEL_RUN_NAME,
-    read_model_run,
-    restore_decision,
-    restore_run,
-    save_after_phase,
-    save_model_run,
-)
 from ireetune.flows.model.options import ModelTuneOptions
-from ireetune.flows.model.options_file import options_of
 from ireetune.flows.model.run import (
     DispatchOutcome,
     Mode,
@@ -57,12 +48,18 @@ from ireetune.flows.model.run import (
 )
 from ireetune.flows.model.split import SPLIT_PHASES
 from ireetune.flows.model.split_device import device_step_command, receive_device_results
-from ireetune.flows.model.split_state import (
-    STATE_NAME,
+from ireetune.flows.model.state import (
     SplitStage,
-    new_state,
-    read_state,
-    save_state,
+    read_model_run,
+    read_run_file,
+)
+from ireetune.flows.model.state_restore import (
+    new_split_section,
+    restore_decision,
+    restore_run,
+    restore_split_run,
+    save_after_phase,
+    save_run,
 )
 from ireetune.flows.sequence import run_sequence
 from ireetune.frontend.model_inputs import parse_input_spec
@@ -123,7 +120,7 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
             run = ModelTuningRun(Mode.IN_PROCESS, options, target, run_dir, executor)
             run.phases_done = phases_done
             # Saved before the first phase too: a folder stopped there is refused by name.
-            save_model_run(run)
+            save_run(run)
             run_sequence(run, remaining_phases(run, LOCAL_PHASES), (save_after_phase,))
             assert run.result is not None, "the decide phase makes the result"
             return run.result
@@ -167,14 +164,9 @@ def continue_model_folder(
     """Continue a model run from its folder in the mode it was started in, on the database the
     command line names (`database_path`, None for the default); return what the command line
     prints (the report, or the next step of a split run)."""
-    if (run_dir / MODEL_RUN_NAME).is_file() and not (run_dir / STATE_NAME).is_file():
+    if read_run_file(run_dir).mode is Mode.IN_PROCESS:
         result = continue_model_run(run_dir, jobs, database_path)
         return f"{_report_text(result.run_dir)}run folder: {result.run_dir}\n"
-    if not (run_dir / STATE_NAME).is_file():
-        raise IreetuneError(
-            f"{run_dir} is not a model run folder (it holds neither {MODEL_RUN_NAME} nor "
-            f"{STATE_NAME}); a tune-dispatch run folder is continued by `ireetune continue`"
-        )
     return describe_status(continue_split_run(run_dir, jobs, database_path))
 
 
@@ -202,12 +194,11 @@ def prepare_split_run(options: ModelTuneOptions) -> SplitStatus:
         check_folder_flags(flag_set, "--try-flags")
     check_folder_flags(options.extra_flags, "--flags with --stop-after compile")
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
-    state = new_state(options, list(options.devices) or [target.runtime_device])
-    save_state(run_dir, state)
+    state = new_split_section(options, list(options.devices) or [target.runtime_device])
     with open_executor(options.executor, options.ray) as executor:
-        return _run_split(
-            ModelTuningRun(Mode.SPLIT, options, target, run_dir, executor, state=state)
-        )
+        run = ModelTuningRun(Mode.SPLIT, options, target, run_dir, executor, state=state)
+        save_run(run)
+        return _run_split(run)
 
 
 def continue_split_run(
@@ -216,27 +207,39 @@ def continue_split_run(
     """Do what is due next in a split run, after a device step (or resume a stopped phase);
     compile on this host (the local executor), on the database the command line names
     (`database_path`, None for the default: a run folder does not choose it)."""
-    executor = LocalExecutor()
-    state = read_state(run_dir)
-    options = options_of(state.options, jobs or state.options.jobs, database_path)
-    model = state.model
+    stored = read_run_file(run_dir)
+    state = stored.split
+    if state is None:
+        raise IreetuneError(
+            f"{run_dir} is a model run that measures as it goes, not a split one: continue it "
+            "with `ireetune continue`"
+        )
+    options = stored.run_options(jobs, database_path)
+    model = stored.model
     if model is not None and hash_file(run_dir / model.mlir) != model.mlir_sha256:
         raise IreetuneError(
             f"{run_dir / model.mlir} changed since the run was prepared; start a new run"
         )
-    if state.phase == SplitStage.DONE:
+    if state.stage == SplitStage.DONE:
         return SplitStatus(run_dir, SplitStage.DONE, state.round_trip, "", _report_text(run_dir))
-    target = parse_target(options.target).with_global_flags(options.extra_flags)
-    run = ModelTuningRun(Mode.SPLIT, options, target, run_dir, executor, state=state)
-    if state.phase == SplitStage.AWAITING_DEVICE:
+    run = restore_split_run(run_dir, stored, LocalExecutor(), options)
+    if state.stage == SplitStage.AWAITING_DEVICE:
         receive_device_results(run)
     run.started = time.monotonic()
     return _run_split(run)
 
 
 def _run_split(run: ModelTuningRun) -> SplitStatus:
-    """Run the split mode's phases until the run pauses for the device or is decided."""
-    pause = run_sequence(run, remaining_phases(run, SPLIT_PHASES), (_save_split_state,))
+    """Run the split mode's phases until the run pauses for the device or is decided; save the
+    run after each phase, done when it did not pause (it started no round trip)."""
+    round_trip = run.split_state.round_trip
+
+    def save_after_split_phase(run: ModelTuningRun, phase: Phase) -> None:
+        if run.split_state.round_trip == round_trip and phase not in run.phases_done:
+            run.phases_done.append(phase.value)
+        save_run(run)
+
+    pause = run_sequence(run, remaining_phases(run, SPLIT_PHASES), (save_after_split_phase,))
     if pause is not None:
         return SplitStatus(
             run.run_dir, SplitStage.AWAITING_DEVICE, pause.round_trip,
@@ -245,10 +248,6 @@ def _run_split(run: ModelTuningRun) -> SplitStatus:
     return SplitStatus(
         run.run_dir, SplitStage.DONE, run.split_state.round_trip, "", _report_text(run.run_dir)
     )
-
-
-def _save_split_state(run: ModelTuningRun, phase: Phase) -> None:
-    save_state(run.run_dir, run.split_state)
 
 
 def _report_text(run_dir: Path) -> str:

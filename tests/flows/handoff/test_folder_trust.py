@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ireetune.cli import main
-from ireetune.flows.model.local_state import MODEL_RUN_NAME
+from ireetune.flows.model.state import MODEL_RUN_NAME
 from tests.commands.test_bad_inputs import _snapshot
 from tests.conftest import FAST_RUN_ARGS, MATMUL_MODEL, REPOSITORY
 
@@ -268,7 +268,7 @@ COMMANDS = [
     Command(
         "device-step", "split_prepared", ("device-step", "{run}"),
         {
-            "flag": (_in("split.json", _add("options", "extra_flags", flag=_linker)), NOT_ALLOWED),
+            "flag": (_in(MODEL_RUN_NAME, _add("options", "extra_flags", flag=_linker)), NOT_ALLOWED),
             "dump": (_in("*/*/handoff.json", _add("global_flags", flag=_dump)), NOT_ALLOWED),
             "path": (_in("device_step.json", _set("inputs", value=_outside_file)), INSIDE),
             "link": (_link("device", to_folder=True), LINK),
@@ -278,11 +278,11 @@ COMMANDS = [
     Command(
         "continue-split", "split_measured", ("continue", "{run}"),
         {
-            "flag": (_in("split.json", _add("options", "extra_flags", flag=_linker)), NOT_ALLOWED),
-            "dump": (_in("split.json", _set("options", "flag_sets", value=lambda o: [[o.dump_flag]])), NOT_ALLOWED),
-            "path": (_in("split.json", _set("options", "database_path", value=_database)), DATABASE),
+            "flag": (_in(MODEL_RUN_NAME, _add("options", "extra_flags", flag=_linker)), NOT_ALLOWED),
+            "dump": (_in(MODEL_RUN_NAME, _set("options", "flag_sets", value=lambda o: [[o.dump_flag]])), NOT_ALLOWED),
+            "path": (_in(MODEL_RUN_NAME, _set("options", "database_path", value=_database)), DATABASE),
             "link": (_link("report.txt"), LINK),
-            "number": (_in("split.json", _set("options", "rounds", value=lambda _: HUGE)), AT_MOST),
+            "number": (_in(MODEL_RUN_NAME, _set("options", "rounds", value=lambda _: HUGE)), AT_MOST),
         },
     ),
     Command(

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from ireetune.cli import main
-from ireetune.flows.model.local_state import MODEL_RUN_FORMAT, MODEL_RUN_NAME
 from ireetune.flows.model.run import PHASES
+from ireetune.flows.model.state import MODEL_RUN_FORMAT, MODEL_RUN_NAME, read_model_run
 from tests.conftest import REPOSITORY
 
 EXAMPLES = REPOSITORY / "examples"
@@ -234,6 +234,15 @@ def test_a_model_run_file_of_format_1_is_refused_by_its_version(
         f"{run_dir / MODEL_RUN_NAME} has format ireetune-model-run/1, written by another "
         f"ireetune; this one reads {MODEL_RUN_FORMAT}: write the folder again with this ireetune"
     )
+
+
+def test_a_model_run_file_of_format_2_is_read_as_this_format(
+    after_flags: Path, tmp_path: Path
+) -> None:
+    # Format 2 is this layout, of in-process runs only, before split runs kept the same file.
+    run_dir = _edited_copy(after_flags, tmp_path, lambda s: s.update(format="ireetune-model-run/2"))
+    assert _state(after_flags)["format"] == MODEL_RUN_FORMAT
+    assert read_model_run(run_dir) == read_model_run(after_flags)
 
 
 def test_a_path_leading_out_of_the_run_folder_is_refused(

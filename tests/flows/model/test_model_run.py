@@ -12,12 +12,6 @@ import pytest
 from ireetune.database.run_files import read_model_file
 from ireetune.executor import LocalExecutor
 from ireetune.flows.model.local import LOCAL_PHASES, prepare
-from ireetune.flows.model.local_state import (
-    MODEL_RUN_FORMAT,
-    MODEL_RUN_NAME,
-    ModelRunFile,
-    save_model_run,
-)
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import (
     PHASES,
@@ -30,6 +24,8 @@ from ireetune.flows.model.run import (
     remaining_phases,
 )
 from ireetune.flows.model.split import SPLIT_PHASES
+from ireetune.flows.model.state import MODEL_RUN_FORMAT, MODEL_RUN_NAME, ModelRunFile
+from ireetune.flows.model.state_restore import save_run
 from ireetune.flows.sequence import run_sequence
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.targets import parse_target
@@ -103,7 +99,7 @@ def test_an_in_process_run_is_saved_with_its_options_before_its_first_phase(
 ) -> None:
     run = _run(tmp_path)
     run.options = replace(run.options, flag_sets=(("--iree-opt-data-tiling",),), rounds=3)
-    save_model_run(run)
+    save_run(run)
     stored = read_model_file(tmp_path / MODEL_RUN_NAME, ModelRunFile, tmp_path)
     assert (stored.format, stored.phases_done, stored.model) == (MODEL_RUN_FORMAT, (), None)
     assert stored.run_options() == replace(
@@ -181,7 +177,7 @@ def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path
     assert executor.calls == [9] and run.default_ms > 0
     # What the model costs, for planning within the budget: a compile, and a session's loads.
     assert run.costs.compile_s > 0 and run.costs.load_s > 0
-    save_model_run(run)
+    save_run(run)
     stored = read_model_file(tmp_path / MODEL_RUN_NAME, ModelRunFile, tmp_path)
     assert (stored.compile_s, stored.load_s) == (run.costs.compile_s, run.costs.load_s)
 

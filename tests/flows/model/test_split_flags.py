@@ -16,8 +16,8 @@ import pytest
 from ireetune.cli import main
 from ireetune.core.errors import IreetuneError
 from ireetune.flows.handoff.model_folder import DEVICE_MANIFEST_NAME, results_name
-from ireetune.flows.model.split_state import STATE_NAME
-from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.state import MODEL_RUN_NAME
+from ireetune.flows.model.state import SplitStage as Phase
 from ireetune.flows.model.tuner import continue_split_run
 from ireetune.frontend.dispatches import zero_benchmark_buffer
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, TEST_TARGET
@@ -68,12 +68,12 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
     flag_run: Path, tmp_path: Path
 ) -> None:
     run_dir = _copy(flag_run, tmp_path)
-    state = _json(run_dir / STATE_NAME)
+    state = _json(run_dir / MODEL_RUN_NAME)["split"]
     statuses = [(tuple(t["flag_set"]["flags"]), t["status"]) for t in state["flags"]["trials"]]
     assert statuses == [((), "default"), (NO_EFFECT, "no-effect"), (SMALL_TILES, "timed")]
     # Only the distinct binary goes to the device, beside the untouched default.
     manifest = _json(run_dir / DEVICE_MANIFEST_NAME)
-    assert (state["phase"], state["round_trip"], manifest["round_trip"]) == (
+    assert (state["stage"], state["round_trip"], manifest["round_trip"]) == (
         Phase.AWAITING_DEVICE, 1, 1,
     )  # fmt: skip
     assert (manifest["default_model"], manifest["profile"], manifest["variants"]) == (
@@ -89,7 +89,8 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
     assert (status.phase, status.round_trip) == (Phase.AWAITING_DEVICE, 2)
 
     # The verdict, recorded as in process.
-    state = _json(run_dir / STATE_NAME)
+    stored = _json(run_dir / MODEL_RUN_NAME)
+    state = stored["split"]
     assert (state["flags"]["decided"], state["flags"]["winner"]) == (True, 2)
     trials = _json(run_dir / "flags" / "trials.json")
     assert (trials["flow"], trials["winner"]) == ("split", list(SMALL_TILES))
@@ -106,7 +107,7 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
     dumps = {}
     for name, flags in (("with", SMALL_TILES), ("without", ())):
         subprocess.run(
-            [IREE_COMPILE, str(run_dir / state["model"]["mlir"]), *CPU_FLAGS, *flags,
+            [IREE_COMPILE, str(run_dir / stored["model"]["mlir"]), *CPU_FLAGS, *flags,
              "--iree-codegen-add-tuner-attributes",
              f"--iree-hal-dump-executable-benchmarks-to={tmp_path / name}",
              "-o", str(tmp_path / f"{name}.vmfb")],
@@ -142,7 +143,7 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
 
 def test_sets_without_a_binary_of_their_own_need_no_round_trip(tmp_path: Path) -> None:
     run_dir = _prepare(tmp_path / "runs", "--try-flags", " ".join(NO_EFFECT))
-    state = _json(run_dir / STATE_NAME)
+    state = _json(run_dir / MODEL_RUN_NAME)["split"]
     assert (state["flags"]["decided"], state["flags"]["winner"]) == (True, None)
     trials = _json(run_dir / "flags" / "trials.json")
     assert ([row["status"] for row in trials["trials"]], trials["winner"]) == (
@@ -178,30 +179,8 @@ def test_flag_timings_of_another_manifest_or_binary_are_refused(
         f"{results_path} was not measured from this run's device_step.json; run the device "
         f"step again: ireetune measure {run_dir}"
     )
-    assert _json(run_dir / STATE_NAME)["flags"]["decided"] is False
+    assert _json(run_dir / MODEL_RUN_NAME)["split"]["flags"]["decided"] is False
     assert not (run_dir / "flags" / "trials.json").exists()
-
-
-def test_a_folder_written_before_the_split_flag_phase_continues_without_it(
-    tmp_path: Path,
-) -> None:
-    run_dir = _prepare(tmp_path / "runs", "--no-flag-search")
-    # As the earlier ireetune wrote it: no flag step, no flag options.
-    state = _json(run_dir / STATE_NAME)
-    del state["flags"]
-    for name in ("search_flags", "max_flag_sets", "flag_sets", "flag_threshold"):
-        del state["options"][name]
-    (run_dir / STATE_NAME).write_text(json.dumps(state))
-
-    _run_to_the_end(run_dir, tmp_path)
-    assert not (run_dir / "flags").exists()
-    assert "flags" not in _json(run_dir / STATE_NAME)
-    report_text = (run_dir / "report.txt").read_text()
-    assert (
-        "flag phase: not run\nnote: flags not searched: the run folder was written before the "
-        "split flow ran the flag phase (give flags with --flags)\n" in report_text
-    )
-    assert _json(run_dir / "report.json")["flag_search"] is None
 
 
 def test_a_flag_phase_stopped_before_its_manifest_resumes_without_compiling_again(
@@ -210,14 +189,15 @@ def test_a_flag_phase_stopped_before_its_manifest_resumes_without_compiling_agai
     run_dir = _copy(flag_run, tmp_path)
     # As if killed after the sets were compiled and recorded, before the manifest was written.
     (run_dir / DEVICE_MANIFEST_NAME).unlink()
-    state = _json(run_dir / STATE_NAME)
-    state.update(phase=Phase.PREPARING, round_trip=0)
+    stored = _json(run_dir / MODEL_RUN_NAME)
+    state = stored["split"]
+    state.update(stage=Phase.PREPARING, round_trip=0)
     state["flags"]["round_trip"] = 0
-    (run_dir / STATE_NAME).write_text(json.dumps(state))
+    (run_dir / MODEL_RUN_NAME).write_text(json.dumps(stored))
     before = {p: p.stat().st_mtime_ns for p in (run_dir / "flags").glob("*.vmfb")}
     status = continue_split_run(run_dir)
     assert (status.phase, status.round_trip) == (Phase.AWAITING_DEVICE, 1)
     assert {p: p.stat().st_mtime_ns for p in (run_dir / "flags").glob("*.vmfb")} == before
-    assert _json(run_dir / STATE_NAME)["flags"]["trials"] == state["flags"]["trials"]
+    assert _json(run_dir / MODEL_RUN_NAME)["split"]["flags"]["trials"] == state["flags"]["trials"]
     manifest = _json(run_dir / DEVICE_MANIFEST_NAME)
     assert [m["label"] for m in manifest["flags"]["models"]] == ["2"]

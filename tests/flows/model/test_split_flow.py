@@ -28,8 +28,8 @@ from ireetune.flows.handoff.model_folder import (
     hash_device_manifest,
     results_name,
 )
-from ireetune.flows.model.split_state import STATE_NAME
-from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.state import MODEL_RUN_NAME
+from ireetune.flows.model.state import SplitStage as Phase
 from ireetune.flows.model.tuner import continue_split_run
 from ireetune.model.hot import DispatchProfile
 from ireetune.model.static_rank import estimate_cost, pre_rank_dispatches
@@ -169,8 +169,8 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
     prepared: Path, tmp_path: Path
 ) -> None:
     run_dir = _copy(prepared, tmp_path)
-    state = json.loads((run_dir / STATE_NAME).read_text())
-    assert (state["phase"], state["round_trip"]) == (Phase.AWAITING_DEVICE, 1)
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]
+    assert (state["stage"], state["round_trip"]) == (Phase.AWAITING_DEVICE, 1)
     assert state["devices"] == ["local-task", "local-sync"]
     assert len(state["folders"]) == 2
 
@@ -302,7 +302,7 @@ def test_continue_refuses_an_edited_manifest_and_foreign_results(
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert "device_step.json is not the one this run wrote" in str(excinfo.value)
-    state = json.loads((run_dir / STATE_NAME).read_text())
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())
     model = run_dir / state["model"]["mlir"]
     model.write_text(model.read_text() + "\n")
     with pytest.raises(IreetuneError) as excinfo:
@@ -312,17 +312,18 @@ def test_continue_refuses_an_edited_manifest_and_foreign_results(
 
 def test_continue_resumes_a_prepare_phase_that_was_stopped(prepared: Path, tmp_path: Path) -> None:
     run_dir = _copy(prepared, tmp_path)
-    state = json.loads((run_dir / STATE_NAME).read_text())
+    stored = json.loads((run_dir / MODEL_RUN_NAME).read_text())
+    state = stored["split"]
     # As if the prepare phase had been killed after its second tuning folder was compiled but
     # before the device manifest was written: nothing done is compiled again.
     (run_dir / DEVICE_MANIFEST_NAME).unlink()
     kept = dict(state["folders"])
-    state.update(phase=Phase.PREPARING, round_trip=0, timings=[])
-    (run_dir / STATE_NAME).write_text(json.dumps(state))
+    state.update(stage=Phase.PREPARING, round_trip=0, timings=[])
+    (run_dir / MODEL_RUN_NAME).write_text(json.dumps(stored))
     before = {p: p.stat().st_mtime_ns for p in (run_dir / "tuning").rglob("*.vmfb")}
     status = continue_split_run(run_dir)
     assert (status.phase, status.round_trip) == (Phase.AWAITING_DEVICE, 1)
-    assert json.loads((run_dir / STATE_NAME).read_text())["folders"] == kept
+    assert json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]["folders"] == kept
     assert {p: p.stat().st_mtime_ns for p in (run_dir / "tuning").rglob("*.vmfb")} == before
     assert json.loads((run_dir / DEVICE_MANIFEST_NAME).read_text())["round_trip"] == 1
 
@@ -355,13 +356,13 @@ def test_a_folder_of_another_version_is_refused_in_one_line_naming_both_versions
         "ireetune; run the device step again"
     )
     run_dir = _copy(prepared, tmp_path / "state")
-    state = json.loads((run_dir / STATE_NAME).read_text())
-    (run_dir / STATE_NAME).write_text(json.dumps({**state, "format": "ireetune-split-run/0"}))
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())
+    (run_dir / MODEL_RUN_NAME).write_text(json.dumps({**state, "format": "ireetune-model-run/9"}))
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert str(excinfo.value) == (
-        f"{run_dir / STATE_NAME} has format ireetune-split-run/0, written by another ireetune; "
-        "this one reads ireetune-split-run/1: write the folder again with this ireetune"
+        f"{run_dir / MODEL_RUN_NAME} has format ireetune-model-run/9, written by another "
+        "ireetune; this one reads ireetune-model-run/3: write the folder again with this ireetune"
     )
 
 
@@ -369,22 +370,23 @@ def test_a_damaged_state_file_is_refused_in_one_line_naming_the_field(
     prepared: Path, tmp_path: Path
 ) -> None:
     run_dir = _copy(prepared, tmp_path)
-    state = json.loads((run_dir / STATE_NAME).read_text())
-    state["dispatches"][0]["benchmark"] = "/etc/passwd"
-    (run_dir / STATE_NAME).write_text(json.dumps(state))
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())
+    state["split"]["dispatches"][0]["benchmark"] = "/etc/passwd"
+    (run_dir / MODEL_RUN_NAME).write_text(json.dumps(state))
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert str(excinfo.value) == (
-        f"{run_dir / STATE_NAME}: dispatches[0].benchmark must be a path inside the run folder, "
-        'got "/etc/passwd"'
+        f"{run_dir / MODEL_RUN_NAME}: split.dispatches[0].benchmark must be a path inside the "
+        'run folder, got "/etc/passwd"'
     )
-    state["dispatches"][0].pop("benchmark")
+    state["split"]["dispatches"][0].pop("benchmark")
     state["options"]["rounds"] = "5"
-    (run_dir / STATE_NAME).write_text(json.dumps(state))
+    (run_dir / MODEL_RUN_NAME).write_text(json.dumps(state))
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert (
-        str(excinfo.value) == f'{run_dir / STATE_NAME}: options.rounds must be an integer, got "5"'
+        str(excinfo.value)
+        == f'{run_dir / MODEL_RUN_NAME}: options.rounds must be an integer, got "5"'
     )
 
 

@@ -21,10 +21,10 @@ import pytest
 
 from ireetune.cli import main
 from ireetune.core.input_archive import read_input_archive, write_input_archive
-from ireetune.database.run_files import validate_record
+from ireetune.database.run_files import dump_record, validate_record
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.options_file import ModelOptionsFile, options_of
-from ireetune.flows.model.split_state import STATE_NAME, options_to_json
+from ireetune.flows.model.state import MODEL_RUN_NAME
 from ireetune.frontend.model_inputs import InputSpec, read_entry_signature
 from ireetune.model.prepare import prepare_model_source
 from tests.commands.test_bad_inputs import _snapshot, use_workspace_temp_folder
@@ -262,16 +262,16 @@ def test_a_dynamic_batch_is_fixed_by_the_input_given(tmp_path: Path) -> None:
 
 
 def options_from_json(data: dict[str, Any], jobs: int | None) -> ModelTuneOptions:
-    """Read the run's options back as split.json holds them (`jobs`, when given, replaces the
+    """Read the run's options back as model_run.json holds them (`jobs`, when given, replaces the
     run's)."""
-    stored = validate_record(Path(STATE_NAME), ModelOptionsFile, data)
+    stored = validate_record(Path(MODEL_RUN_NAME), ModelOptionsFile, data)
     return options_of(stored, jobs or stored.jobs, stored.database_path)
 
 
 def test_the_split_flow_keeps_the_function_in_its_run_file() -> None:
     options = ModelTuneOptions(model_path=Path("two.mlir"), function="big")
 
-    assert options_from_json(options_to_json(options), jobs=None).function == "big"
+    assert options_from_json(dump_record(ModelTuneOptions, options), jobs=None).function == "big"
 
 
 def test_the_flag_phase_keeps_tuned_flags_the_moment_it_decides(
@@ -321,7 +321,7 @@ def test_the_split_flag_phase_keeps_tuned_flags_the_moment_it_decides(tmp_path: 
     # the device to profile the model, and the flags are already there.
     run_dir = _prepare(tmp_path / "runs", "--try-flags", " ".join(NO_EFFECT), "--flags", USER_FLAG)
 
-    assert json.loads((run_dir / "split.json").read_text())["flags"]["decided"]
+    assert json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]["flags"]["decided"]
     assert (run_dir / "tuned_flags.txt").read_text().splitlines() == [USER_FLAG]
 
 

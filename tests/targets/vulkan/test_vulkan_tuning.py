@@ -16,8 +16,8 @@ import pytest
 
 from ireetune.benchmark.runner import WORKER_COMMAND_VARIABLE
 from ireetune.cli import main
-from ireetune.flows.model.split_state import STATE_NAME
-from ireetune.flows.model.split_state import SplitStage as Phase
+from ireetune.flows.model.state import MODEL_RUN_NAME
+from ireetune.flows.model.state import SplitStage as Phase
 from ireetune.flows.model.tuner import continue_split_run
 from tests.conftest import REPOSITORY, TESTS
 from tests.flows.handoff.test_handoff import runtime_only_environment
@@ -164,8 +164,8 @@ def test_split_flow_device_step_measures_on_vulkan(tmp_path: Path) -> None:
     )  # fmt: skip
     assert status == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
-    state = json.loads((run_dir / STATE_NAME).read_text())
-    assert (state["phase"], state["devices"]) == (Phase.AWAITING_DEVICE, ["vulkan"])
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]
+    assert (state["stage"], state["devices"]) == (Phase.AWAITING_DEVICE, ["vulkan"])
 
     _device_step(run_dir, tmp_path)
     results = json.loads((run_dir / "device" / "results_1.json").read_text())
