@@ -134,20 +134,23 @@ def profile(run: ModelTuningRun) -> Pause | None:
 
 
 def tune_dispatches(run: ModelTuningRun) -> Pause | None:
-    """Tune the hot dispatches with the dispatch flow, the one the scheduler expects to gain
-    most first, each within its slot of the phase; keep their best candidates for the model."""
+    """Tune the hot dispatches with the dispatch flow, as many as the time budget can also try
+    in the model, the one the scheduler expects to gain most first, each within its slot of the
+    phase; keep their best candidates for the model."""
     hot = run.hot_set
-    pending = [
-        _task_of(hot, profile)
-        for profile in hot.selected
-        if profile.name not in run.dispatches_done
-    ]
-    profiles = {profile.name: profile for profile in hot.selected}
-    # The phase leaves the selection what trying every dispatch's first candidate needs.
-    reserve_s = selection_seconds(run, len(hot.selected))
-    scheduler = DispatchScheduler(
-        run.scheduler.dispatch_phase_deadline(time.monotonic(), reserve_s), LEAST_SLOT_S
+    scheduler = DispatchScheduler(None, LEAST_SLOT_S)
+    # Largest expected gain first; equals keep the profile's order.
+    ranked = sorted(
+        (_task_of(hot, p) for p in hot.selected if p.name not in run.dispatches_done),
+        key=scheduler.expected_gain,
+        reverse=True,
     )
+    profiles = {profile.name: profile for profile in hot.selected}
+    count, scheduler.ends_at = _dispatches_that_fit(run, len(ranked), time.monotonic())
+    pending = ranked[:count]
+    for task in ranked[count:]:
+        run.dispatch_notes[task.name] = _left_out_note(run, count, len(ranked))
+        run.dispatches_done.append(task.name)
     while pending:
         task = scheduler.next_task(pending)
         slot_s = scheduler.slot_s(task, pending, time.monotonic())
@@ -165,6 +168,36 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         run.dispatches_done.append(task.name)
         save_run(run)
     return None
+
+
+def _dispatches_that_fit(run: ModelTuningRun, count: int, now: float) -> tuple[int, float | None]:
+    """Return how many of `count` dispatches to tune, and when the phase ends: the most whose
+    least slots fit in the phase that leaves the selection what trying them (and the ones tuned
+    before a continue) in the model needs (no budget: all of them, no end)."""
+    tuned_before = len(run.candidates)
+    while count > 0:
+        ends_at = run.scheduler.dispatch_phase_deadline(
+            now, selection_seconds(run, tuned_before + count)
+        )
+        if ends_at is None or ends_at - now >= count * LEAST_SLOT_S:
+            return count, ends_at
+        count -= 1
+    return 0, now
+
+
+def _left_out_note(run: ModelTuningRun, count: int, hot: int) -> str:
+    """Say why a hot dispatch was left out of the dispatch phase."""
+    if count:
+        return (
+            f"not tuned: the time budget leaves room to tune and try in the model {count} of the "
+            f"{hot} hot dispatches, the ones expected to gain most"
+        )
+    left = run.seconds_left() or 0.0
+    return (
+        f"not tuned: what is left of the time budget ({max(0.0, left):.0f} s) can not tune a "
+        f"dispatch and still try it in the model (a compile of the model takes "
+        f"{run.costs.compile_s:.0f} s)"
+    )
 
 
 # The least a dispatch's slot lasts: a compile of its candidates and a first pass on the

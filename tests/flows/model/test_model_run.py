@@ -230,6 +230,68 @@ def test_every_hot_dispatch_is_tuned_in_its_slot_and_the_selection_keeps_its_tim
     assert room_for_sessions(run)(4, run.costs.compile_s)
 
 
+def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With too little time left to tune every hot dispatch and try each in the model (a 30 s
+    compile of the model), the phase tunes the dispatches expected to gain most that fit, and
+    says of the others why; with less, none, and says what a compile costs."""
+    from types import SimpleNamespace
+
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    clock = [1000.0]
+    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
+    tuned: list[str] = []
+
+    def each_takes_its_slot(options: TuneOptions, executor: object) -> SimpleNamespace:
+        tuned.append(options.input_path.stem)
+        clock[0] += options.time_budget_s or 0.0
+        return SimpleNamespace(
+            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
+        )
+
+    monkeypatch.setattr(local, "tune_dispatch", each_takes_its_slot)
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, ms, 1)
+        for name, ms in (("d0", 2.0), ("d1", 6.0), ("d2", 2.0))
+    ]
+
+    def run_with(budget_s: float) -> ModelTuningRun:
+        run = _run(tmp_path)
+        run.options = replace(run.options, time_budget_s=budget_s, rounds=3, jobs=2)
+        run.started, run.default_ms, run.costs = clock[0], 10.0, local.ModelCosts(30.0, 1.0)
+        run.hot = select_hot_dispatches(profiles, model_ms=10.0, coverage=1.0, max_dispatches=3)
+        return run
+
+    one = local.selection_seconds(run_with(0.0), 1)
+    assert local.selection_seconds(run_with(0.0), 2) - one >= local.LEAST_SLOT_S
+    run = run_with(one + 3 * local.LEAST_SLOT_S)
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["d1"]
+    left_out = (
+        "not tuned: the time budget leaves room to tune and try in the model 1 of the 3 hot "
+        "dispatches, the ones expected to gain most"
+    )
+    assert run.dispatch_notes == {
+        "d0": left_out,
+        "d1": "no candidate could be measured",
+        "d2": left_out,
+    }
+    assert sorted(run.dispatches_done) == ["d0", "d1", "d2"]
+
+    tuned.clear()
+    run = run_with(one / 2)
+    assert local.tune_dispatches(run) is None
+    assert tuned == []
+    assert run.dispatch_notes["d1"] == (
+        f"not tuned: what is left of the time budget ({one / 2:.0f} s) can not tune a dispatch "
+        "and still try it in the model (a compile of the model takes 30 s)"
+    )
+
+
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
