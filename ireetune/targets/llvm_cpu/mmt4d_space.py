@@ -32,7 +32,6 @@ import z3
 
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import map_dim_positions
 from ireetune.targets.llvm_cpu.common import nearness_penalty, tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.sizes import element_bytes
@@ -64,26 +63,9 @@ class Mmt4dSizes:
     batch: tuple[int, ...] = ()
 
 
-def is_batch_mmt4d(problem: ContractionProblem) -> bool:
-    """Say whether a contraction is a data-tiled batch matmul: batch loops, then M1 N1 K1 outer
-    and M0 N0 K0 inner tiles, laid out as `linalg.batch_mmt4d` lays them out."""
-    if not problem.batch_dims or not all(
-        len(dims) == 2 for dims in (problem.m_dims, problem.n_dims, problem.k_dims)
-    ):
-        return False
-    batch = list(problem.batch_dims)
-    (m1, m0), (n1, n0), (k1, k0) = problem.m_dims, problem.n_dims, problem.k_dims
-    maps = [map_dim_positions(text) for text in problem.indexing_maps]
-    return maps == [
-        [*batch, m1, k1, m0, k0],
-        [*batch, n1, k1, n0, k0],
-        [*batch, m1, n1, m0, n0],
-    ]
-
-
 def is_data_tiled(problem: ContractionProblem) -> bool:
     """Say whether a contraction is an mmt4d or a batch_mmt4d (this module's space)."""
-    return problem.is_mmt4d or is_batch_mmt4d(problem)
+    return problem.is_mmt4d or problem.is_batch_mmt4d
 
 
 def compute_mmt4d_sizes(problem: ContractionProblem) -> Mmt4dSizes:

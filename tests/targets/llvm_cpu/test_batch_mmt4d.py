@@ -22,7 +22,6 @@ from ireetune.targets.llvm_cpu.features import has_features
 from ireetune.targets.llvm_cpu.mmt4d_space import (
     compute_mmt4d_sizes,
     enumerate_mmt4d_space,
-    is_batch_mmt4d,
     order_mmt4d_candidates,
 )
 from tests.conftest import FAST_RUN_OPTIONS, IREE_COMPILE
@@ -76,7 +75,7 @@ def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path
         module = ir.Module.parse(dump.read_text())
         root = find_root_op(module)
         problem = parse_problem(root)
-        assert isinstance(problem, ContractionProblem) and is_batch_mmt4d(problem)
+        assert isinstance(problem, ContractionProblem) and problem.is_batch_mmt4d
         assert target_refusal(target, problem) is None
         default = space_for(target, problem).parse_default_knobs(problem, root)
     assert default is not None
@@ -87,6 +86,7 @@ def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path
     described, tunable = describe_problem(dump, target, encoded_mmt4d=True)
     assert not tunable and described.endswith(ENCODED_MMT4D_NOTE)
     assert not has_features(problem)
+    assert problem.signature == "batch_mmt4d_4x16x8x32x4x64x1_f32_f32_f32"
     sizes = compute_mmt4d_sizes(problem)
     assert (sizes.batch, sizes.m1, sizes.n1) == ((4,), 16, 32)
     # The candidates start at the default's neighbours: one step of one tile, first.
