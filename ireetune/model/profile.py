@@ -29,6 +29,7 @@ from ireetune.model.prepare import ModelUnderTuning
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets.llvm_cpu.flags import specs_reach_data_tiled_matmuls
+from ireetune.targets.llvm_cpu.mmt4d_space import is_data_tiled
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -160,7 +161,7 @@ def describe_problem(
             problem = parse_problem(find_root_op(module))
     except IreetuneError as error:
         return f"not tunable: {error}", False
-    if encoded_mmt4d and isinstance(problem, ContractionProblem) and problem.is_mmt4d:
+    if encoded_mmt4d and isinstance(problem, ContractionProblem) and is_data_tiled(problem):
         return f"not tunable: {problem.signature} {ENCODED_MMT4D_NOTE}", False
     late = set(LATE_DATA_TILING_FLAGS) & set(target.global_flags)
     if (

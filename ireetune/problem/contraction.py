@@ -64,10 +64,30 @@ class ContractionProblem(MatmulProblem):
         return (lhs_map, rhs_map, out_map) == ([m1, k1, m0, k0], [n1, k1, n0, k0], [m1, n1, m0, n0])
 
     @property
+    def is_batch_mmt4d(self) -> bool:
+        """Say whether this is a data-tiled batch matmul: batch loops, then M1 N1 K1 outer and
+        M0 N0 K0 inner tiles, laid out as `linalg.batch_mmt4d` lays them out."""
+        if not self.batch_dims or not all(
+            len(d) == 2 for d in (self.m_dims, self.n_dims, self.k_dims)
+        ):
+            return False
+        batch = list(self.batch_dims)
+        (m1, m0), (n1, n0), (k1, k0) = self.m_dims, self.n_dims, self.k_dims
+        maps = [map_dim_positions(text) for text in self.indexing_maps]
+        return maps == [
+            [*batch, m1, k1, m0, k0],
+            [*batch, n1, k1, n0, k0],
+            [*batch, m1, n1, m0, n0],
+        ]
+
+    @property
     def kind(self) -> str:
-        """Name the layout: matmul, mmt, mtm, mtmt, batch_matmul, mmt4d or contraction."""
+        """Name the layout: matmul, mmt, mtm, mtmt, batch_matmul, mmt4d, batch_mmt4d or
+        contraction."""
         if self.is_mmt4d:
             return "mmt4d"
+        if self.is_batch_mmt4d:
+            return "batch_mmt4d"
         if len(self.m_dims) != 1 or len(self.n_dims) != 1 or len(self.k_dims) != 1:
             return "contraction"
         m, n, k = self.m_dims[0], self.n_dims[0], self.k_dims[0]

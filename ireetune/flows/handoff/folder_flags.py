@@ -21,7 +21,7 @@ from pathlib import Path
 from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import FlagSpace, list_tuned_flags
 from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
-from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE
+from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, MATERIALIZE_FIRST
 from ireetune.targets.llvm_cpu.window_layout import TRANSFORM_SPEC_FLAG, is_generated_spec
 
 
@@ -39,7 +39,10 @@ def list_space_flags(space: FlagSpace) -> frozenset[str]:
 
 
 _SPACES = (CPU_FLAG_SPACE, CUDA_FLAG_SPACE, ROCM_FLAG_SPACE)
-FOLDER_FLAGS = frozenset().union(*(list_space_flags(space) for space in _SPACES))
+# The llvm-cpu target adds MATERIALIZE_FIRST to every late data-tiled flag set itself.
+FOLDER_FLAGS = frozenset().union(*(list_space_flags(space) for space in _SPACES)) | {
+    MATERIALIZE_FIRST
+}
 # The runtime options the flag phase searches (`--task_topology_max_group_count=4`): a model
 # run folder keeps the winner's, for the runtime.
 FOLDER_RUNTIME_FLAGS = frozenset(

@@ -102,9 +102,10 @@ class VerifySettings:
 
 
 # A global flag in a folder is passed to iree-compile by `continue`: here only its form is checked
-# (a plain option setting, never one that names a file); `continue` accepts exactly the flag
-# search's flags (flows/handoff/folder_flags.py, which needs the compiler's side of the package).
-_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+-]*)?")
+# (a plain option setting or pass pipeline, never one that names a file); `continue` accepts
+# exactly the flag search's flags (flows/handoff/folder_flags.py, which needs the compiler's side
+# of the package).
+_SAFE_GLOBAL_FLAG = re.compile(r"--iree-[a-z0-9-]+(=[A-Za-z0-9_.,:+()-]*)?")
 _FILE_FLAG_WORDS = ("dump", "path", "file", "library", "-to", "output")
 
 

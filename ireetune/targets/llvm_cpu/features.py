@@ -26,6 +26,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     score_conv_candidate,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
+from ireetune.targets.llvm_cpu.mmt4d_space import is_data_tiled
 from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate
 from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes, compute_problem_sizes
 from ireetune.targets.llvm_cpu.window_space import is_window_problem
@@ -211,9 +212,9 @@ def has_features(problem: Problem) -> bool:
     them)."""
     if problem.family == "convolution":
         return not is_window_problem(narrow(problem, ConvolutionProblem))
-    if problem.family == "contraction":
-        return not narrow(problem, ContractionProblem).is_mmt4d
-    return problem.family == "batch_contraction"
+    if problem.family in ("contraction", "batch_contraction"):
+        return not is_data_tiled(narrow(problem, ContractionProblem))
+    return False
 
 
 class CpuFeatureExtractor(FeatureExtractor):

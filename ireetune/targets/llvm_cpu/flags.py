@@ -41,11 +41,14 @@ at a time (`flags/strategy.py`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 from ireetune.core.flag_space import FlagOption, FlagSpace, RuntimeOption, TunedOption
 from ireetune.targets.llvm_cpu.window_layout import TRANSFORM_SPEC_FLAG, spec_flag
+
+logger = logging.getLogger(__name__)
 
 DATA_TILING = "--iree-opt-data-tiling"
 _UKERNELS = "--iree-llvmcpu-enable-ukernels"
@@ -63,8 +66,9 @@ _EARLY_MATERIALIZATION = "--iree-global-opt-enable-early-materialization"
 # matmul, then materialises it into an mmt4d without the spec's configuration. This runs codegen's
 # materialisation on each executable before configuration instead, so that a spec reaches the
 # mmt4d; without a spec the binaries stay byte-identical (docs/cpu_data_tiling_research.md, 0.3).
+_PREPROCESS_EXECUTABLES = "--iree-hal-preprocess-executables-with"
 MATERIALIZE_FIRST = (
-    "--iree-hal-preprocess-executables-with=builtin.module(hal.executable.variant("
+    f"{_PREPROCESS_EXECUTABLES}=builtin.module(hal.executable.variant("
     "builtin.module(func.func(iree-codegen-materialize-device-encoding))))"
 )
 
@@ -230,17 +234,47 @@ def with_channels_last_windows(space: FlagSpace, spec_paths: tuple[Path, ...]) -
     return dataclasses.replace(space, options=(*space.options, seed), tuned=(tuned, *space.tuned))
 
 
+def _switches(flags: Sequence[str]) -> dict[str, bool]:
+    """Read each flag as a switch, its last occurrence counting, as in iree-compile."""
+    values: dict[str, bool] = {}
+    for flag in flags:
+        name, _, value = flag.partition("=")
+        values[name] = value.lower() not in ("false", "0")
+    return values
+
+
 def specs_reach_data_tiled_matmuls(flags: Sequence[str]) -> bool:
     """Say whether, compiled with `flags`, a model's data-tiled matmuls are already `linalg.mmt4d`
     ops when IREE 3.13 applies tuning specs: with MATERIALIZE_FIRST, or on the early path
     (`--iree-global-opt-data-tiling` with its default early materialisation, and no
     DATA_TILING, which overrides it). The last occurrence of a flag counts, as in iree-compile."""
-    values: dict[str, bool] = {}
-    for flag in flags:
-        name, _, value = flag.partition("=")
-        values[name] = value.lower() not in ("false", "0")
+    values = _switches(flags)
     return MATERIALIZE_FIRST in flags or (
         values.get(_EARLY_DATA_TILING, False)
         and not values.get(DATA_TILING, False)
         and values.get(_EARLY_MATERIALIZATION, True)
     )
+
+
+# The user's own executable preprocessing already warned about (once a process).
+_WARNED: set[str] = set()
+
+
+def with_materialize_first(flags: Sequence[str]) -> tuple[str, ...]:
+    """Return `flags` with MATERIALIZE_FIRST after them when they take the late data-tiling path
+    (DATA_TILING on) without it, so that tuning specs reach the data-tiled matmuls; the binaries
+    without a spec stay the same. A flag set that already preprocesses executables its own way
+    keeps its way, said once in one line (the data-tiled matmuls then stay out of specs' reach)."""
+    if not _switches(flags).get(DATA_TILING, False) or MATERIALIZE_FIRST in flags:
+        return tuple(flags)
+    own = [flag for flag in flags if flag.partition("=")[0] == _PREPROCESS_EXECUTABLES]
+    if own:
+        if own[-1] not in _WARNED:
+            _WARNED.add(own[-1])
+            logger.warning(
+                "%s: not adding the materialisation that lets tuning specs reach data-tiled "
+                "matmuls under %s; they keep the compiler's tiles",
+                own[-1], DATA_TILING,
+            )  # fmt: skip
+        return tuple(flags)
+    return (*flags, MATERIALIZE_FIRST)

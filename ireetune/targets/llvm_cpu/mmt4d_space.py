@@ -14,6 +14,12 @@ operands), and the vector levels walk one inner tile at a time (the microkernel'
 vector contract's without ukernels). What is left to search is the distribution tile: how many
 M1 and N1 tiles one workgroup (one task of the thread pool) computes, which sets the
 parallelism and the cache footprint; the default was [1, 2] for the 1024^3 matmul.
+
+A data-tiled batch matmul (`linalg.batch_mmt4d`, most of an encoder's time) has a batch loop
+before these six, distributed and vectorized one at a time as the compiler's default does
+(`distribution = [1, 4, 16, 0, 0, 0, 0]` for 4x128x64 by 4x64x128 f32 on a generic x86-64 CPU);
+its distribution tiles are searched from the default's neighbours first (`enumerate_mmt4d_space`
+with the default known), and ordered with their distance to it, as the contraction space is.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ import z3
 
 from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.targets.llvm_cpu.common import tile_levels
+from ireetune.targets.llvm_cpu.common import nearness_penalty, tile_levels
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.sizes import element_bytes
+from ireetune.targets.neighbourhood import NearDefaultSpace, Neighbourhood, domain_constraints
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 from ireetune.targets.z3_enumerate import parallel_first
 
@@ -36,6 +43,8 @@ MMT4D_PIPELINE = "Mmt4dTilingExpert"
 KNOB_NAMES = ("dist_m1", "dist_n1")
 # Distribution tiles larger than this many outer tiles leave too little to share among threads.
 _MAX_OUTER_TILES = 64
+# A batch_mmt4d's neighbours of the default tried first: every single step and the nearest pairs.
+_MAX_NEIGHBOURS = 8
 
 
 @dataclass(frozen=True)
@@ -50,16 +59,24 @@ class Mmt4dSizes:
     k0: int
     input_bytes: int
     accumulator_bytes: int
+    # A batch_mmt4d's batch loop sizes (none for an mmt4d).
+    batch: tuple[int, ...] = ()
+
+
+def is_data_tiled(problem: ContractionProblem) -> bool:
+    """Say whether a contraction is an mmt4d or a batch_mmt4d (this module's space)."""
+    return problem.is_mmt4d or problem.is_batch_mmt4d
 
 
 def compute_mmt4d_sizes(problem: ContractionProblem) -> Mmt4dSizes:
-    """Read an mmt4d's outer and inner tile sizes (the problem must be one, see `is_mmt4d`)."""
-    assert problem.is_mmt4d, f"{problem.signature} is not an mmt4d"
+    """Read an mmt4d's outer and inner tile sizes (the problem must be one, see
+    `is_data_tiled`)."""
+    assert is_data_tiled(problem), f"{problem.signature} is not an mmt4d"
     (m1, m0), (n1, n0), (k1, k0) = problem.m_sizes, problem.n_sizes, problem.k_sizes
     return Mmt4dSizes(
         m1, n1, k1, m0, n0, k0,
         max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
-        element_bytes(problem.output_type),
+        element_bytes(problem.output_type), tuple(problem.batch_sizes),
     )  # fmt: skip
 
 
@@ -70,22 +87,29 @@ def _tile_counts(extent: int) -> list[int]:
     return sorted(values)
 
 
+def mmt4d_domains(sizes: Mmt4dSizes) -> dict[str, list[int]]:
+    """Return each knob's candidate values."""
+    return {"dist_m1": _tile_counts(sizes.m1), "dist_n1": _tile_counts(sizes.n1)}
+
+
 def build_mmt4d_constraints(
-    sizes: Mmt4dSizes, facts: CpuFacts, require_parallelism: bool, context: z3.Context | None = None
+    sizes: Mmt4dSizes,
+    facts: CpuFacts,
+    require_parallelism: bool,
+    context: z3.Context | None = None,
+    default: Knobs | None = None,
 ) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
-    """Build the z3 variables and constraints of the mmt4d space.
+    """Build the z3 variables and constraints of the mmt4d space (a known `default`'s values
+    join their domains).
 
     A workgroup's operand panels (its M1 and N1 tiles over the whole reduction) and its
     accumulator tile fit in L2; with `require_parallelism`, there are at least as many
-    workgroups as threads.
+    workgroups (over the batch too) as threads.
     """
     variables = {name: z3.Int(name, context) for name in KNOB_NAMES}
     dist_m1, dist_n1 = variables["dist_m1"], variables["dist_n1"]
     reduction = sizes.k1 * sizes.k0
-    constraints: list[z3.BoolRef] = [
-        z3.Or([dist_m1 == v for v in _tile_counts(sizes.m1)]),
-        z3.Or([dist_n1 == v for v in _tile_counts(sizes.n1)]),
-    ]
+    constraints = domain_constraints(variables, mmt4d_domains(sizes), default)
     panel_bytes = (dist_m1 * sizes.m0 + dist_n1 * sizes.n0) * reduction * sizes.input_bytes
     accumulator_bytes = dist_m1 * sizes.m0 * dist_n1 * sizes.n0 * sizes.accumulator_bytes
     # A tile of one M1 and one N1 panel always fits, however long the reduction.
@@ -95,14 +119,24 @@ def build_mmt4d_constraints(
     if require_parallelism:
         tiles_m = (sizes.m1 + dist_m1 - 1) / dist_m1
         tiles_n = (sizes.n1 + dist_n1 - 1) / dist_n1
-        constraints.append(tiles_m * tiles_n >= facts.threads)
+        tiles = tiles_m * tiles_n * math.prod(sizes.batch) if sizes.batch else tiles_m * tiles_n
+        constraints.append(tiles >= facts.threads)
     return variables, constraints
+
+
+_BATCH_MMT4D_SPACE = NearDefaultSpace(
+    build_mmt4d_constraints,
+    lambda sizes, facts: Neighbourhood(mmt4d_domains(sizes), _MAX_NEIGHBOURS),
+)
 
 
 def enumerate_mmt4d_space(
     sizes: Mmt4dSizes, facts: CpuFacts, seed: int, excluded: Knobs | None = None
 ) -> Iterator[Knobs]:
-    """Yield distinct valid distribution tiles lazily, reproducibly for a seed."""
+    """Yield distinct valid distribution tiles lazily, reproducibly for a seed (never the
+    default, `excluded`); a batch_mmt4d's start at the default's neighbours."""
+    if sizes.batch:
+        return _BATCH_MMT4D_SPACE.enumerate(sizes, facts, seed, excluded)
     return enumerate_z3_space(
         parallel_first(
             lambda parallel, context: build_mmt4d_constraints(sizes, facts, parallel, context)
@@ -120,7 +154,7 @@ def score_mmt4d_candidate(sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs) -> f
     """
     values = {name: int(value) for name, value in knobs}
     dist_m1, dist_n1 = values["dist_m1"], values["dist_n1"]
-    tiles = math.ceil(sizes.m1 / dist_m1) * math.ceil(sizes.n1 / dist_n1)
+    tiles = math.ceil(sizes.m1 / dist_m1) * math.ceil(sizes.n1 / dist_n1) * math.prod(sizes.batch)
     imbalance = thread_imbalance(tiles, facts.threads)
     padded = math.ceil(sizes.m1 / dist_m1) * dist_m1 * math.ceil(sizes.n1 / dist_n1) * dist_n1
     waste = padded / (sizes.m1 * sizes.n1) - 1.0
@@ -132,10 +166,16 @@ def score_mmt4d_candidate(sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs) -> f
 
 
 def order_mmt4d_candidates(
-    sizes: Mmt4dSizes, facts: CpuFacts, pool: list[Knobs], seed: int
+    sizes: Mmt4dSizes, facts: CpuFacts, pool: list[Knobs], seed: int, default: Knobs | None = None
 ) -> list[tuple[Knobs, float]]:
-    """Sort a pool by descending score; ties broken by a seeded hash of each configuration."""
-    return sort_by_score(pool, lambda knobs: score_mmt4d_candidate(sizes, facts, knobs), seed)
+    """Sort a pool by descending score (a batch_mmt4d's less its distance to the `default`);
+    ties broken by a seeded hash of each configuration."""
+    near = default if sizes.batch else None
+
+    def score(knobs: Knobs) -> float:
+        return score_mmt4d_candidate(sizes, facts, knobs) - nearness_penalty(knobs, near)
+
+    return sort_by_score(pool, score, seed)
 
 
 def mmt4d_tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -146,6 +186,8 @@ def mmt4d_tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, lis
     distribution = [0] * len(problem.loop_sizes)
     vector_parallel = [0] * len(problem.loop_sizes)
     vector_reduction = [0] * len(problem.loop_sizes)
+    for dim in problem.batch_dims:
+        distribution[dim], vector_parallel[dim] = 1, 1
     distribution[m1], distribution[n1] = int(values["dist_m1"]), int(values["dist_n1"])
     vector_parallel[m1], vector_parallel[n1] = 1, 1
     vector_parallel[m0], vector_parallel[n0] = sizes.m0, sizes.n0
@@ -159,6 +201,7 @@ def parse_default_mmt4d_knobs(
     """Read the compiler's distribution tile from its configuration, when it has our shape."""
     m1, n1 = problem.m_dims[0], problem.n_dims[0]
     dist_m1, dist_n1 = levels["distribution"][m1], levels["distribution"][n1]
-    if dist_m1 < 1 or dist_n1 < 1:
+    batch_tiles = [levels["distribution"][dim] for dim in problem.batch_dims]
+    if dist_m1 < 1 or dist_n1 < 1 or any(tile != 1 for tile in batch_tiles):
         return None
     return make_knobs({"dist_m1": dist_m1, "dist_n1": dist_n1})

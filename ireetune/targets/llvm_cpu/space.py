@@ -7,7 +7,8 @@ configuration tiles the innermost M, N and K loops at two levels:
 - `vec_m`, `vec_n`: the vector tile of the parallel loops, the register-resident micro-kernel;
 - `vec_k`: the vector tile of the reduction loop.
 
-Every other loop gets tile 1 (batch, outer M and N loops) or is left to the compiler.
+Every other loop gets tile 1 (batch, outer M and N loops) or is left to the compiler. Data-tiled
+matmuls (`linalg.mmt4d`, `linalg.batch_mmt4d`) have a space of their own (`mmt4d_space.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import Problem, map_dim_positions, narrow
+from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import (
     CpuSpace,
     read_cpu_levels,
@@ -32,6 +33,7 @@ from ireetune.targets.llvm_cpu.mmt4d_space import (
     MMT4D_PIPELINE,
     compute_mmt4d_sizes,
     enumerate_mmt4d_space,
+    is_data_tiled,
     mmt4d_tile_lists,
     order_mmt4d_candidates,
     parse_default_mmt4d_knobs,
@@ -53,35 +55,6 @@ _VEC_K_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 _K_PANEL = 256
 # The default's neighbours tried first: every single-knob step and the nearest pairs.
 _MAX_NEIGHBOURS = 16
-
-
-# A data-tiled batch matmul (an encoder's attention under data tiling) has neither this space's
-# form (its innermost M, N, K loops are the fixed inner tile, which a default read as
-# dist_m = dist_n = 0 and a baseline that did not compile) nor the mmt4d space's (no batch loop).
-# A spec reaches it in a model only where it reaches an mmt4d (docs/cpu_data_tiling_research.md:
-# all 6 of an encoder's under --iree-global-opt-data-tiling or with the encodings materialised
-# first, none under --iree-opt-data-tiling alone).
-BATCH_MMT4D_REFUSAL = (
-    "a data-tiled batch matmul (linalg.batch_mmt4d) is not tuned on the CPU: ireetune has no "
-    "space for it yet (the mmt4d space has no batch loop); its tiles follow the flags"
-)
-
-
-def is_batch_mmt4d(problem: ContractionProblem) -> bool:
-    """Say whether a contraction is a data-tiled batch matmul: batch loops, then M1 N1 K1 outer
-    and M0 N0 K0 inner tiles, laid out as `linalg.batch_mmt4d` lays them out."""
-    if not problem.batch_dims or not all(
-        len(dims) == 2 for dims in (problem.m_dims, problem.n_dims, problem.k_dims)
-    ):
-        return False
-    batch = list(problem.batch_dims)
-    (m1, m0), (n1, n0), (k1, k0) = problem.m_dims, problem.n_dims, problem.k_dims
-    maps = [map_dim_positions(text) for text in problem.indexing_maps]
-    return maps == [
-        [*batch, m1, k1, m0, k0],
-        [*batch, n1, k1, n0, k0],
-        [*batch, m1, n1, m0, n0],
-    ]
 
 
 def _divisors_and_whole(extent: int, step: int, limit: int) -> list[int]:
@@ -211,18 +184,13 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
 
 class CpuContractionSpace(CpuSpace):
     """DoubleTilingExpert tiles of the innermost M, N and K loops (`space.py`), or, for a
-    data-tiled matmul (`linalg.mmt4d`), Mmt4dTilingExpert tiles of its outer loops
-    (`mmt4d_space.py`)."""
-
-    def refusal(self, problem: Problem) -> str | None:
-        if is_batch_mmt4d(narrow(problem, ContractionProblem)):
-            return BATCH_MMT4D_REFUSAL
-        return None
+    data-tiled matmul (`linalg.mmt4d`, `linalg.batch_mmt4d`), Mmt4dTilingExpert tiles of its
+    outer loops (`mmt4d_space.py`)."""
 
     def enumerate(self, request: SpaceRequest, known: Sequence[Knobs]) -> Iterator[Knobs]:
         contraction = narrow(request.problem, ContractionProblem)
         facts = self.facts(request)
-        if contraction.is_mmt4d:
+        if is_data_tiled(contraction):
             return enumerate_mmt4d_space(
                 compute_mmt4d_sizes(contraction), facts, request.seed, request.default_knobs
             )
@@ -233,19 +201,20 @@ class CpuContractionSpace(CpuSpace):
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
         # Data-tiled matmuls have their own knobs; their space is small and not cached.
-        return None if narrow(problem, ContractionProblem).is_mmt4d else frozenset(KNOB_NAMES)
+        return None if is_data_tiled(narrow(problem, ContractionProblem)) else frozenset(KNOB_NAMES)
 
     def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
         contraction = narrow(request.problem, ContractionProblem)
         facts, seed = self.facts(request), request.seed
-        if contraction.is_mmt4d:
-            return order_mmt4d_candidates(compute_mmt4d_sizes(contraction), facts, pool, seed)
+        if is_data_tiled(contraction):
+            sizes_4d = compute_mmt4d_sizes(contraction)
+            return order_mmt4d_candidates(sizes_4d, facts, pool, seed, request.default_knobs)
         sizes = compute_problem_sizes(contraction)
         return order_by_score(sizes, facts, pool, seed, request.default_knobs)
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         contraction = narrow(problem, ContractionProblem)
-        if contraction.is_mmt4d:
+        if is_data_tiled(contraction):
             tiles_4d = mmt4d_tile_lists(contraction, knobs)
             return OpConfiguration(render_cpu_compilation_info(tiles_4d, MMT4D_PIPELINE, context))
         tiles = tile_lists(contraction, knobs)
@@ -256,7 +225,7 @@ class CpuContractionSpace(CpuSpace):
         levels = read_cpu_levels(root_op, len(contraction.loop_sizes))
         if levels is None:
             return None
-        if contraction.is_mmt4d:
+        if is_data_tiled(contraction):
             return parse_default_mmt4d_knobs(contraction, levels)
         m, n, k = contraction.m_dims[-1], contraction.n_dims[-1], contraction.k_dims[-1]
         return make_knobs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ireetune.core.errors import IreetuneError
@@ -18,7 +18,11 @@ from ireetune.targets.llvm_cpu.common import CpuSpace, SolutionStore, request_cp
 from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.features import CpuFeatureExtractor, has_features
-from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, with_channels_last_windows
+from ireetune.targets.llvm_cpu.flags import (
+    CPU_FLAG_SPACE,
+    with_channels_last_windows,
+    with_materialize_first,
+)
 from ireetune.targets.llvm_cpu.pack_space import CpuPackSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
@@ -84,6 +88,11 @@ class LlvmCpuTarget(Target):
             "--iree-hal-local-target-device-backends=llvm-cpu",
             f"--iree-llvmcpu-target-cpu={self.cpu}",
         ]
+
+    def with_global_flags(self, flags: Sequence[str]) -> Target:
+        # Under late data tiling, the encodings are materialised before configuration, so that a
+        # spec reaches the data-tiled matmuls of every compile and of the tuned flags file.
+        return super().with_global_flags(with_materialize_first(flags))
 
     def flag_space(self) -> FlagSpace:
         return CPU_FLAG_SPACE

@@ -401,6 +401,28 @@ def test_which_flags_let_a_spec_reach_the_data_tiled_matmuls_of_a_model() -> Non
     assert not has_encoded_mmt4d(f"// linalg.mmt4d\n{CNN_MODEL}", ("--iree-opt-data-tiling",))
 
 
+def test_the_cpu_target_materialises_first_on_the_late_path_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every compile under `--iree-opt-data-tiling` gets MATERIALIZE_FIRST from the target (its
+    global flags: the user's, the flag winner's), once, and never over the user's own executable
+    preprocessing, which one line names."""
+    target = parse_target("cpu:x86-64")
+    late = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
+    tiled = target.with_global_flags(late)
+    assert tiled.global_flags == (*late, MATERIALIZE_FIRST)
+    assert tiled.compile_flags()[-1] == MATERIALIZE_FIRST
+    assert tiled.with_global_flags(tiled.global_flags).global_flags == tiled.global_flags
+    for flags in [(), ("--iree-global-opt-data-tiling",), ("--iree-opt-data-tiling=false",),
+                  ("--iree-opt-data-tiling", "--iree-opt-data-tiling=0")]:  # fmt: skip
+        assert target.with_global_flags(flags).global_flags == flags
+    own = (*late, "--iree-hal-preprocess-executables-with=builtin.module(canonicalize)")
+    with caplog.at_level("WARNING"):
+        assert target.with_global_flags(own).global_flags == own
+        assert target.with_global_flags(own).global_flags == own
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [own[-1]]
+
+
 @pytest.mark.parametrize("path", ["early", "late materialised first"])
 def test_the_mmt4d_spaces_config_for_a_dumped_dispatch_lands_in_the_whole_model(
     path: str, tmp_path: Path
