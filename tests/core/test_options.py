@@ -199,7 +199,8 @@ def test_option_dataclasses_keep_their_non_option_fields() -> None:
     }
     assert non_options == {
         "TuneOptions": [
-            "hopeless_factor", "verify_top", "confirm_top", "model_level_rounds", "threshold",
+            "hopeless_factor", "verify_top", "confirm_top", "confirm_above", "model_level_rounds",
+            "threshold",
             "executor", "ray",
         ],
         "ModelTuneOptions": ["executor", "ray"],
