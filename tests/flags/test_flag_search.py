@@ -207,7 +207,8 @@ def test_under_late_data_tiling_a_models_mmt4d_is_tuned_and_its_spec_lands(
     assert result.tuned_flags_path.read_text().splitlines() == list(result.flags)
     problems = [d.problem for d in result.dispatches]
     assert any(p.startswith("mmt4d_") and "x96x1_f32_f32_f32" in p for p in problems), problems
-    assert any(p.startswith("not tunable: 'linalg.pack'") for p in problems)
+    # The packs between are a family of their own, tunable once the encodings are materialised.
+    assert any(p.startswith("pack_") for p in problems), problems
     specs = [
         path
         for path in sorted((result.run_dir / "tuning").rglob("*.mlir"))

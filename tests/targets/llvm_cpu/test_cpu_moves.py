@@ -15,6 +15,7 @@ import pytest
 
 from ireetune.core.target import SpaceRequest, space_for
 from ireetune.problem.elementwise import ElementwiseProblem
+from ireetune.problem.generic import NEUTRAL_BODY_OPS
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.elementwise_space import (
     CpuElementwiseSpace,
@@ -45,7 +46,9 @@ def _move_request(folder: Path, loop_sizes: tuple[int, ...]) -> SpaceRequest:
     64x32 rows into one loop)."""
     requests = find_family_requests(TRANSPOSE_MODEL, folder, "elementwise")
     (request,) = [r for r in requests if r.problem.loop_sizes == loop_sizes]
-    assert isinstance(request.problem, ElementwiseProblem) and request.problem.moves_only
+    assert isinstance(request.problem, ElementwiseProblem) and all(
+        op in NEUTRAL_BODY_OPS for op in request.problem.body
+    )
     return request
 
 
