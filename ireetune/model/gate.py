@@ -10,7 +10,6 @@ saved. The share counts every dispatch of the problem: one spec configures all o
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import replace
 
 from ireetune.model.hot import HotSet
@@ -25,18 +24,22 @@ def best_possible_speedup(share: float) -> float:
     return float("inf") if share >= 1.0 else 1.0 / (1.0 - share)
 
 
+def problem_share(hot: HotSet, problem: str) -> float:
+    """Return the share of the model's time every dispatch of `problem` takes (one spec
+    configures them all); 0 without a measured model."""
+    basis = max(hot.model_ms, hot.explained_ms)
+    problem_ms = sum(p.total_ms for p in hot.ranked if p.problem == problem)
+    return min(1.0, problem_ms / basis) if basis > 0 else 0.0
+
+
 def skip_small_dispatches(hot: HotSet, threshold: float) -> tuple[HotSet, dict[str, str]]:
     """Drop from `hot.selected` the dispatches whose problem's share cannot clear `threshold`;
     return the hot set left and, for each dispatch dropped, why (its note in the report)."""
-    basis = max(hot.model_ms, hot.explained_ms)
-    if basis <= 0:
+    if max(hot.model_ms, hot.explained_ms) <= 0:
         return hot, {}
-    problem_ms: dict[str, float] = defaultdict(float)
-    for profile in hot.ranked:
-        problem_ms[profile.problem] += profile.total_ms
     kept, skipped = [], {}
     for profile in hot.selected:
-        share = min(1.0, problem_ms[profile.problem] / basis)
+        share = problem_share(hot, profile.problem)
         bound = best_possible_speedup(share)
         if bound > threshold:
             kept.append(profile)

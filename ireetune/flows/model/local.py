@@ -61,7 +61,7 @@ from ireetune.flows.model.state_restore import save_run
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalTiming, check_final_set
-from ireetune.model.gate import skip_small_dispatches
+from ireetune.model.gate import problem_share, skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
@@ -209,9 +209,7 @@ def _task_of(hot: HotSet, profile: DispatchProfile) -> DispatchTask:
     """Return a hot dispatch as the scheduler sees it: its family (the first word of its
     problem, as `conv_1x32x56x56...`) and its problem's share of the model (every dispatch of
     the problem counts: one spec configures them all)."""
-    basis = max(hot.model_ms, hot.explained_ms)
-    problem_ms = sum(p.total_ms for p in hot.ranked if p.problem == profile.problem)
-    share = min(1.0, problem_ms / basis) if basis > 0 else 0.0
+    share = problem_share(hot, profile.problem)
     return DispatchTask(profile.name, profile.problem.split("_")[0], share)
 
 
