@@ -263,6 +263,27 @@ def _raise_unless_compiled(result: CompileResult, model_path: Path, timeout_s: f
         raise IreetuneError(f"iree-compile failed on {model_path}: {result.error_line}")
 
 
+def count_landed_matchers(spec_path: Path, configurations: Path) -> tuple[int, int]:
+    """Return how many of the spec's matchers that set a `lowering_config` find it on an op of
+    some dispatch in a configuration dump (`--iree-hal-dump-executable-configurations-to`), and
+    how many set one: the spec's reach under the flags the dump was compiled with (another
+    fusion or data tiling can leave a matcher nothing to configure)."""
+    from ireetune.spec.inspect import list_matchers
+    from ireetune.spec.source import read_spec
+
+    context = ir.Context()
+    configs = [m.lowering_config for m in list_matchers(read_spec(spec_path, context))]
+    found: set[str] = set()
+    for path in sorted(configurations.glob("*.mlir")):
+        with context:
+            module = ir.Module.parse(path.read_text())
+            ops = _structured_ops(module)
+            found.update(str(op.attributes["lowering_config"]) for op in ops
+                         if "lowering_config" in op.attributes)  # fmt: skip
+    expected = [config for config in configs if config is not None]
+    return sum(1 for config in expected if config in found), len(expected)
+
+
 def _structured_ops(module: ir.Module) -> list[ir.Operation]:
     """Return the dispatch's structured ops (linalg and IREE's linalg extensions) and any op
     that carries a `lowering_config`, in walk order (the configuration dump has no root_op

@@ -45,6 +45,7 @@ from ireetune.flows.dispatch.resume import resume_dispatch
 from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.model.deployment import report_deployment
+from ireetune.flows.model.flag_finalists import judge_flag_finalists
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
 from ireetune.flows.model.local_select import select_variants, selection_seconds
 from ireetune.flows.model.report import write_report
@@ -299,7 +300,9 @@ def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResu
 
 
 def decide(run: ModelTuningRun) -> Pause | None:
-    """Check the kept specs on the whole model, then the flags with them; record the result."""
+    """Judge the flag phase's finalists with the kept specs (flows/model/flag_finalists.py),
+    check the kept specs on the whole model, then the flags with them; record the result."""
+    judge_flag_finalists(run)
     assert run.default_vmfb is not None
     # The harm search leaves the flags' combined check and the report their time.
     ends_at = run.scheduler.decide_deadline(time.monotonic(), run.costs.compile_s)

@@ -31,7 +31,14 @@ from ireetune.core.budget import TaskScheduler
 from ireetune.core.records import DispatchOutcome
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.flags.trials import FlagSearchResult
-from ireetune.flows.model.state import PHASES, Mode, ModelFile, Phase, SplitSection
+from ireetune.flows.model.state import (
+    PHASES,
+    FinalistsFile,
+    Mode,
+    ModelFile,
+    Phase,
+    SplitSection,
+)
 from ireetune.flows.sequence import Pause
 from ireetune.report.progress import StageProgress
 
@@ -124,6 +131,8 @@ class ModelTuningRun:
     accepted: dict[str, Path] = field(default_factory=dict)
     current_vmfb: Path | None = None
     selection_trials: list[dict[str, Any]] = field(default_factory=list)
+    # The flag phase's finalists judged with the tuned dispatches (the decide phase's first step).
+    finalists: FinalistsFile | None = None
     final: FinalCheck | None = None
     result: ModelTuneResult | None = None
     # Split: the split section, the model's record, and what the device step returned.

@@ -11,6 +11,8 @@ data: the format first, then every field, every path inside the folder. Declared
     model                 the model's own MLIR in the folder, its hash (and the model file's, in
                           process), the entry function, inputs, compile timeout
     notes, dispatch_notes the run's notes and each dispatch's note
+    finalists             in process, once judged: the flag phase's finalists with the tuned
+                          dispatches (flows/model/flag_finalists.py)
 
 Besides, an in-process run keeps at the top what each phase leaves the later ones (the default
 binaries and times, the flag search, each tuned dispatch's candidates, the specs accepted, the
@@ -151,6 +153,30 @@ class FinalFile(FileModel):
     combined: SpeedupEstimate | None = None
 
 
+class FinalistFile(FileModel):
+    """One flag set judged with the tuned dispatches (flows/model/flag_finalists.py): its trial,
+    its verdict (`reference`, `kept`, `beaten`, `rejected`, `dropped` or `skipped`) and why, its
+    speedup over the reference, and how many of the spec's matchers landed under it."""
+
+    trial: Count
+    verdict: str
+    reason: str = ""
+    estimate: SpeedupEstimate | None = None
+    landed: Count | None = None
+    matchers: Count | None = None
+
+
+class FinalistsFile(FileModel):
+    """The flag phase's finalists judged with the tuned dispatches: the report's line, the flag
+    phase's winner and the trial whose flags the run keeps (the flag search's winner from then
+    on), each finalist's row."""
+
+    line: str
+    flag_winner: Count
+    kept: Count
+    finalists: tuple[FinalistFile, ...] = ()
+
+
 # --- Split -----------------------------------------------------------------------------------
 
 
@@ -259,6 +285,8 @@ class ModelRunFile(FileModel):
     dispatches: dict[str, TunedDispatchFile] = {}
     accepted: dict[str, InsidePath] = {}
     final: FinalFile | None = None
+    # Done once the decide phase judged the flag phase's finalists (absent in older files).
+    finalists: FinalistsFile | None = None
     # Split.
     split: SplitSection | None = None
 
@@ -280,6 +308,12 @@ class ModelRunFile(FileModel):
         winner = search.winner_trial if search is not None else None
         if search is not None and winner is not None and winner >= len(search.trials):
             raise ValueError("flag_search.winner_trial names no trial")
+        judged = self.finalists
+        count = len(search.trials) if search is not None else 0
+        if judged is not None and any(
+            trial >= count for trial in (judged.kept, *(f.trial for f in judged.finalists))
+        ):
+            raise ValueError("finalists name a trial the flag search does not hold")
         return self
 
     def run_options(

@@ -31,6 +31,7 @@ from ireetune.flows.model.state import (
     MODEL_RUN_FORMAT,
     MODEL_RUN_NAME,
     FinalFile,
+    FinalistsFile,
     FlagPhaseFile,
     Mode,
     ModelFile,
@@ -132,6 +133,7 @@ def _in_process_document(run: ModelTuningRun) -> dict[str, Any]:
         "dispatches": _dispatch_documents(run),
         "accepted": {name: _inside(run, spec) for name, spec in run.accepted.items()},
         "final": _final_document(run),
+        "finalists": dump_record(FinalistsFile, run.finalists) if run.finalists else None,
     }
 
 
@@ -252,6 +254,7 @@ def restore_run(
             if kept.default_ms is not None and kept.candidate_ms is not None:
                 run.session_ms[run_dir / kept.spec] = (kept.default_ms, kept.candidate_ms)
     run.accepted = {name: run_dir / spec for name, spec in stored.accepted.items()}
+    run.finalists = stored.finalists
     run.notes, run.dispatch_notes = list(stored.notes), dict(stored.dispatch_notes)
     return run
 

@@ -1,0 +1,214 @@
+"""The flag phase's finalists judged with the tuned dispatches: a real model compiled with a real
+spec under each finalist's flags, timed in one session (the times scaled per model, so that the
+verdict does not depend on this machine's load)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ireetune.core.flag_space import FlagSet
+from ireetune.decision.stats import Basis, SpeedupEstimate
+from ireetune.executor import LocalExecutor
+from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
+from ireetune.flows.model.flag_finalists import FOLDER, judge_flag_finalists
+from ireetune.flows.model.local import prepare
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun
+from ireetune.flows.model.state import read_run_file
+from ireetune.flows.model.state_restore import restore_run
+from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.profile import write_profile
+from ireetune.model.select import MODEL_RULE
+from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.targets import parse_target
+from tests.conftest import MATMUL_MODEL
+from tests.spec_support import VALID_SPEC
+
+# The flag phase's winner, and two runners-up whose confirmed intervals overlap its own: data
+# tiling turns the matmul into an mmt4d, which the spec's matmul matcher does not reach.
+WINNER = FlagSet(("--iree-llvmcpu-enable-ukernels=none",))
+TILED = FlagSet(("--iree-opt-data-tiling",))
+O3 = FlagSet(("--iree-opt-level=O3",))
+# Beaten by the rule, but its interval lies below the winner's: not a finalist.
+FAR = FlagSet(("--iree-dispatch-creation-enable-aggressive-fusion",))
+
+
+class ScaledTimes(LocalExecutor):
+    """Runs the models for real, then multiplies each model's times by its label's factor (and
+    adds one to the outputs of the labels in `wrong`)."""
+
+    def __init__(self, factors: dict[str, float], wrong: tuple[str, ...] = ()) -> None:
+        self.factors, self.wrong = factors, wrong
+
+    def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+        runs = super().run_models_side_by_side(comparison)
+        return {
+            label: replace(
+                run, times_ms=tuple(t * self.factors.get(label, 1.0) for t in run.times_ms),
+                outputs=tuple(o + 1 for o in run.outputs) if label in self.wrong else run.outputs,
+            )
+            for label, run in runs.items()
+        }  # fmt: skip
+
+
+def _estimate(speedup: float, low: float, high: float) -> SpeedupEstimate:
+    return SpeedupEstimate(speedup, low, high, 10, Basis.MODEL, 1.0, 1.0 / speedup)
+
+
+def _tuned_run(
+    tmp_path: Path, executor: LocalExecutor, budget_s: float | None = None
+) -> ModelTuningRun:
+    """A run past its variants phase: the flag phase kept WINNER over TILED, O3 and FAR, and the
+    selection kept the matmul's spec."""
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    options = ModelTuneOptions(
+        model_path=model, output_dir=tmp_path, rounds=1, jobs=2, time_budget_s=budget_s,
+        use_database=False,
+    )  # fmt: skip
+    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
+    assert prepare(run) is None
+    beaten = {"verdict": "beaten", "outputs_match": True}
+    trials = (
+        FlagTrial(0, FlagSet(), TrialStatus.DEFAULT),
+        FlagTrial(1, WINNER, TrialStatus.TIMED, confirmed=_estimate(1.5, 1.4, 1.6),
+                  verdict="winner", outputs_match=True),
+        FlagTrial(2, TILED, TrialStatus.TIMED, confirmed=_estimate(1.45, 1.3, 1.55), **beaten),
+        FlagTrial(3, O3, TrialStatus.TIMED, confirmed=_estimate(1.42, 1.35, 1.5), **beaten),
+        FlagTrial(4, FAR, TrialStatus.TIMED, confirmed=_estimate(1.2, 1.1, 1.3), **beaten),
+    )  # fmt: skip
+    run.target = run.under_tuning.target = run.target.with_global_flags(WINNER.flags)
+    run.default_vmfb = tmp_path / "flags" / "1.vmfb"
+    run.default_vmfb.parent.mkdir()
+    run.under_tuning.compile_default(run.default_vmfb)
+    run.flag_search = FlagSearchResult(
+        WINNER, trials[1].confirmed, trials, MODEL_RULE, tmp_path / "flags" / "trials.json",
+        winner_binary=run.default_vmfb,
+    )  # fmt: skip
+    spec = tmp_path / "tuning" / "d0_run" / "specs" / "c1.mlir"
+    spec.parent.mkdir(parents=True)
+    spec.write_text(VALID_SPEC)
+    run.candidates, run.accepted = {"d0": [spec]}, {"d0": spec}
+    profile = DispatchProfile("d0", model, "matmul_64x128x96", True, 1.0, 1)
+    run.hot = select_hot_dispatches([profile], 1.0, coverage=1.0, max_dispatches=1)
+    write_profile(tmp_path, run.hot)
+    run.phases_done = ["prepare", "flags", "profile", "dispatches", "variants"]
+    return run
+
+
+def _rows(run: ModelTuningRun) -> list[tuple[int, str, int | None, int | None]]:
+    assert run.finalists is not None
+    return [(f.trial, f.verdict, f.landed, f.matchers) for f in run.finalists.finalists]
+
+
+def test_a_runner_up_faster_with_the_spec_replaces_the_kept_flags(tmp_path: Path) -> None:
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.5, "t3": 1.5}))
+    judge_flag_finalists(run)
+    # The winner and both close runners-up compiled with the spec (FAR is not a finalist); the
+    # spec's matcher lands under the winner's flags and O3's, and on nothing once data tiling
+    # makes the matmul an mmt4d.
+    assert _rows(run) == [(1, "reference", 1, 1), (3, "rejected", 1, 1), (2, "kept", 0, 1)]
+    assert run.finalists is not None and (run.finalists.flag_winner, run.finalists.kept) == (1, 2)
+    # Every later step uses the runner-up's flags: the final check's default is its binary
+    # without the spec, the flag search names it, and tuned_flags.txt (decide) takes the target's.
+    tiled = parse_target("cpu").with_global_flags(TILED.flags).global_flags
+    assert run.target.global_flags == run.under_tuning.target.global_flags == tiled
+    assert run.default_vmfb == tmp_path / "flags" / "2.vmfb" and run.default_vmfb.is_file()
+    assert run.flag_search is not None and run.flag_search.winner == TILED
+    assert [t.verdict for t in run.flag_search.trials] == [
+        "",
+        "beaten",
+        "winner",
+        "beaten",
+        "beaten",
+    ]
+    assert run.notes[-1] == run.finalists.line
+    assert run.notes[-1].startswith(
+        "flags judged with their tuned dispatches (the kept dispatch candidates linked; "
+    )
+    assert "kept [--iree-opt-data-tiling]" in run.notes[-1]
+    # Saved: a continued run has the runner-up's flags and does not judge again.
+    stored = read_run_file(tmp_path)
+    assert stored.finalists == run.finalists
+    continued = restore_run(tmp_path, stored, LocalExecutor(), None)
+    assert continued.target.global_flags == tiled
+    assert continued.default_vmfb == run.default_vmfb
+    (tmp_path / FOLDER / "t2.vmfb").unlink()
+    judge_flag_finalists(continued)
+    assert not (tmp_path / FOLDER / "t2.vmfb").exists()
+
+
+def test_the_winner_stays_when_no_runner_up_beats_it_with_the_spec(tmp_path: Path) -> None:
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 2.0, "t3": 2.0}))
+    judge_flag_finalists(run)
+    assert _rows(run) == [(1, "reference", 1, 1), (3, "rejected", 1, 1), (2, "rejected", 0, 1)]
+    assert run.finalists is not None and run.finalists.kept == 1
+    assert (
+        run.target.global_flags == parse_target("cpu").with_global_flags(WINNER.flags).global_flags
+    )
+    assert run.default_vmfb == tmp_path / "flags" / "1.vmfb"
+    assert run.flag_search is not None and run.flag_search.winner == WINNER
+
+
+def test_a_finalist_that_does_not_compile_or_differs_is_dropped_and_the_winner_stays(
+    tmp_path: Path,
+) -> None:
+    run = _tuned_run(tmp_path, ScaledTimes({"t3": 0.5}, wrong=("t3",)))
+    assert run.flag_search is not None
+    broken = replace(run.flag_search.trials[2], flag_set=FlagSet(("--iree-no-such-option",)))
+    trials = (*run.flag_search.trials[:2], broken, *run.flag_search.trials[3:])
+    run.flag_search = replace(run.flag_search, trials=trials)
+    judge_flag_finalists(run)
+    assert _rows(run) == [(1, "reference", 1, 1), (3, "rejected", 1, 1), (2, "dropped", None, None)]
+    assert run.finalists is not None and run.finalists.kept == 1
+    assert run.finalists.finalists[1].reason.startswith("outputs differ")
+    assert run.finalists.finalists[2].reason == "did not compile with the spec"
+    assert run.default_vmfb == tmp_path / "flags" / "1.vmfb"
+
+
+def test_a_finalist_that_does_not_fit_the_budget_is_skipped_with_a_note(tmp_path: Path) -> None:
+    """With a 100 s compile of the model planned, what is left fits the winner's and one
+    runner-up's compiles, their session and a default's compile, but not a second runner-up;
+    with less, none is judged and the flags stay."""
+    run = _tuned_run(tmp_path, ScaledTimes({"t3": 0.5}), budget_s=10_000.0)
+    run.costs = ModelCosts(compile_s=100.0, load_s=1.0)
+    run.options = replace(run.options, jobs=1)
+    tail_s = run.scheduler.tail_seconds(100.0, 1.0)
+    # One runner-up: 2 compiles and the default's (300 s) and a session; two: 100 s more.
+    run.started = time.monotonic() - 10_000.0 + tail_s + 350.0
+    judge_flag_finalists(run)
+    assert _rows(run) == [(1, "reference", 1, 1), (2, "skipped", None, None), (3, "kept", 1, 1)]
+    assert run.finalists is not None and run.finalists.finalists[1].reason.startswith(
+        "the time budget leaves"
+    )
+    assert run.finalists.kept == 3
+
+    (tmp_path / "short").mkdir()
+    run = _tuned_run(tmp_path / "short", ScaledTimes({"t2": 0.5, "t3": 1.5}), budget_s=10_000.0)
+    run.costs = ModelCosts(compile_s=100.0, load_s=1.0)
+    run.started = time.monotonic() - 10_000.0 + tail_s + 100.0
+    judge_flag_finalists(run)
+    assert _rows(run) == [
+        (1, "reference", None, None),
+        (3, "skipped", None, None),
+        (2, "skipped", None, None),
+    ]
+    assert not (tmp_path / "short" / FOLDER).exists()
+    assert (
+        run.target.global_flags == parse_target("cpu").with_global_flags(WINNER.flags).global_flags
+    )
+    assert "skipped" in run.notes[-1]
+
+
+def test_with_no_spec_kept_the_best_candidates_are_judged_against_the_winner_alone(
+    tmp_path: Path,
+) -> None:
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.5, "t3": 1.5}))
+    run.accepted = {}
+    judge_flag_finalists(run)
+    # The winner alone is the reference: not compiled with the spec.
+    assert _rows(run) == [(1, "reference", None, None), (3, "rejected", 1, 1), (2, "kept", 0, 1)]
+    assert run.accepted == {"d0": run.candidates["d0"][0]}
+    assert "none was kept, the winner alone is the reference" in run.notes[-1]
