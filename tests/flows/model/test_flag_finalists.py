@@ -12,8 +12,8 @@ from ireetune.core.flag_space import FlagSet
 from ireetune.decision.stats import Basis, SpeedupEstimate
 from ireetune.executor import LocalExecutor
 from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
-from ireetune.flows.model.flag_finalists import FOLDER, judge_flag_finalists
-from ireetune.flows.model.local import prepare
+from ireetune.flows.model.flag_finalists import FOLDER, find_runners_up, judge_flag_finalists
+from ireetune.flows.model.local import decide, prepare
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun
 from ireetune.flows.model.state import read_run_file
@@ -55,6 +55,22 @@ class ScaledTimes(LocalExecutor):
 
 def _estimate(speedup: float, low: float, high: float) -> SpeedupEstimate:
     return SpeedupEstimate(speedup, low, high, 10, Basis.MODEL, 1.0, 1.0 / speedup)
+
+
+def test_the_finalists_are_the_runners_up_whose_confirmed_interval_overlaps_the_winner_s() -> None:
+    winner = FlagTrial(1, WINNER, TrialStatus.TIMED, confirmed=_estimate(1.5, 1.4, 1.6),
+                       verdict="winner", outputs_match=True)  # fmt: skip
+    beaten = {"verdict": "beaten", "outputs_match": True}
+    below = FlagTrial(2, FAR, TrialStatus.TIMED, confirmed=_estimate(1.2, 1.1, 1.3), **beaten)
+    above = FlagTrial(3, O3, TrialStatus.TIMED, confirmed=_estimate(1.8, 1.7, 1.9), **beaten)
+    close = FlagTrial(4, TILED, TrialStatus.TIMED, confirmed=_estimate(1.35, 1.2, 1.45), **beaten)
+    # Close, but rejected by the flag rule on its own: not a finalist.
+    rejected = replace(close, trial_id=5, verdict="rejected")
+    trials = (FlagTrial(0, FlagSet(), TrialStatus.DEFAULT), winner, below, above, close, rejected)
+    search = FlagSearchResult(WINNER, winner.confirmed, trials, MODEL_RULE, Path("trials.json"))
+    assert find_runners_up(search) == [close]
+    # No winner (the defaults kept): nothing to judge.
+    assert find_runners_up(replace(search, trials=(trials[0], close))) == []
 
 
 def _tuned_run(
@@ -129,6 +145,12 @@ def test_a_runner_up_faster_with_the_spec_replaces_the_kept_flags(tmp_path: Path
         "flags judged with their tuned dispatches (the kept dispatch candidates linked; "
     )
     assert "kept [--iree-opt-data-tiling]" in run.notes[-1]
+    # The decide phase checks the spec under the runner-up's flags and keeps them.
+    run.options = replace(run.options, search_flags=False)
+    assert decide(run) is None and run.result is not None
+    assert run.result.flags == tiled
+    assert (tmp_path / "tuned_flags.txt").read_text().splitlines() == list(tiled)
+    assert run.finalists.line in run.result.notes
     # Saved: a continued run has the runner-up's flags and does not judge again.
     stored = read_run_file(tmp_path)
     assert stored.finalists == run.finalists
