@@ -204,6 +204,8 @@ def _judge(
         reason = judgement.reason if judgement else ""
         if path is None:
             reason = "did not compile with the spec"
+        elif any(f.candidate_id == trial.trial_id and f.outputs_match is False for f in facts):
+            verdict = "dropped"
         elif judgement is None:
             reason = runs[f"t{trial.trial_id}"].reason or runs["default"].reason
         if verdict == "winner" and not _keep(run, trial, spec_kept, specs):
@@ -316,8 +318,9 @@ def _describe(
     for row in rows:
         figure = f"{row.estimate.describe()} " if row.estimate else ""
         landed = f", {row.landed} of {row.matchers} matchers landed" if row.matchers else ""
-        # A verdict on an interval says no more than the interval; any other says why.
-        reason = f" ({row.reason})" if row.reason and row.estimate is None else ""
+        # The rule's verdict on an interval says no more than the interval; any other says why.
+        said = row.reason and (row.estimate is None or row.verdict == "dropped")
+        reason = f" ({row.reason})" if said else ""
         parts.append(f"[{label[row.trial]}] {figure}{row.verdict}{landed}{reason}")
     return (
         f"flags judged with their tuned dispatches ({with_what}; the model rule, above "

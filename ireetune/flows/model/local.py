@@ -12,8 +12,10 @@
    every dispatch's first candidate together become model variants, timed beside the default
    in one process, the pre-selected again in a fresh one, as in split mode; the winner (with
    the default model's outputs) is the accepted set;
-6. decide: a final side-by-side check of the default and the tuned model (specs found harmful
-   are dropped), the tuned flags file, the combined check of flags and spec, the database row;
+6. decide: the flag phase's close runners-up judged beside its winner with the kept specs
+   (flows/model/flag_finalists.py; one that wins replaces the flags), a final side-by-side
+   check of the default and the tuned model (specs found harmful are dropped), the tuned flags
+   file, the combined check of flags and spec, the database row;
 7. report: report.txt and report.json.
 
 The run is saved after every phase, and after every dispatch of the dispatch phase

@@ -183,11 +183,12 @@ def test_a_finalist_that_does_not_compile_or_differs_is_dropped_and_the_winner_s
     trials = (*run.flag_search.trials[:2], broken, *run.flag_search.trials[3:])
     run.flag_search = replace(run.flag_search, trials=trials)
     judge_flag_finalists(run)
-    assert _rows(run) == [(1, "reference", 1, 1), (3, "rejected", 1, 1), (2, "dropped", None, None)]
+    assert _rows(run) == [(1, "reference", 1, 1), (3, "dropped", 1, 1), (2, "dropped", None, None)]
     assert run.finalists is not None and run.finalists.kept == 1
     assert run.finalists.finalists[1].reason.startswith("outputs differ")
     assert run.finalists.finalists[2].reason == "did not compile with the spec"
     assert run.default_vmfb == tmp_path / "flags" / "1.vmfb"
+    assert "dropped, 1 of 1 matchers landed (outputs differ" in run.notes[-1]
 
 
 def test_a_finalist_that_does_not_fit_the_budget_is_skipped_with_a_note(tmp_path: Path) -> None:
