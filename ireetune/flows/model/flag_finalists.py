@@ -28,16 +28,17 @@ model_run.json (`finalists`), so a continued run does not judge again.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ireetune.compile.driver import DUMP_CONFIGURATIONS_FLAG, CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import Target
 from ireetune.decision.rules import CandidateFacts, pick_winner
 from ireetune.flags.trials import FlagSearchResult, FlagTrial
 from ireetune.flows.model.local_select import session_plan
-from ireetune.flows.model.run import ModelTuningRun
+from ireetune.flows.model.run import ModelCosts, ModelTuningRun
 from ireetune.flows.model.state import FinalistFile, FinalistsFile
 from ireetune.flows.model.state_restore import save_run
 from ireetune.model.outputs import outputs_match
@@ -52,6 +53,36 @@ FOLDER = "finalists"
 
 # The runners-up judged beside the winner, at most.
 MAX_RUNNERS_UP = 2
+
+
+@dataclass(frozen=True)
+class FlagChoice:
+    """What a runner-up kept by the finalists replaces: the flags the run compiles with, its
+    default, the flag search's result and the accepted specs, put back by `restore` when the
+    final check does not keep every spec the runner-up was judged with."""
+
+    target: Target
+    default_vmfb: Path | None
+    default_ms: float
+    costs: ModelCosts
+    flag_search: FlagSearchResult | None
+    accepted: dict[str, Path]
+    dispatch_notes: dict[str, str]
+
+    @classmethod
+    def of(cls, run: ModelTuningRun) -> FlagChoice:
+        return cls(
+            run.target, run.default_vmfb, run.default_ms, run.costs, run.flag_search,
+            dict(run.accepted), dict(run.dispatch_notes),
+        )  # fmt: skip
+
+    def restore(self, run: ModelTuningRun) -> None:
+        run.target = run.under_tuning.target = self.target
+        run.default_vmfb, run.default_ms, run.costs = self.default_vmfb, self.default_ms, self.costs
+        run.flag_search = self.flag_search
+        run.accepted, run.dispatch_notes = dict(self.accepted), dict(self.dispatch_notes)
+        if run.finalists is not None:
+            run.finalists = run.finalists.model_copy(update={"kept": run.finalists.flag_winner})
 
 
 def find_runners_up(search: FlagSearchResult) -> list[FlagTrial]:

@@ -47,7 +47,7 @@ from ireetune.flows.dispatch.resume import resume_dispatch
 from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.model.deployment import report_deployment
-from ireetune.flows.model.flag_finalists import judge_flag_finalists
+from ireetune.flows.model.flag_finalists import FlagChoice, judge_flag_finalists
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
 from ireetune.flows.model.local_select import select_variants, selection_seconds
 from ireetune.flows.model.report import write_report
@@ -63,7 +63,7 @@ from ireetune.flows.model.run import (
 from ireetune.flows.model.state_restore import save_run
 from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
-from ireetune.model.final_check import FinalTiming, check_final_set
+from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import problem_share, skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
@@ -304,14 +304,18 @@ def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResu
 def decide(run: ModelTuningRun) -> Pause | None:
     """Judge the flag phase's finalists with the kept specs (flows/model/flag_finalists.py),
     check the kept specs on the whole model, then the flags with them; record the result."""
+    before = FlagChoice.of(run)
     judge_flag_finalists(run)
-    assert run.default_vmfb is not None
-    # The harm search leaves the flags' combined check and the report their time.
-    ends_at = run.scheduler.decide_deadline(time.monotonic(), run.costs.compile_s)
-    run.final = final = check_final_set(
-        run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
-        FinalTiming(run.options.rounds, ends_at), run.notes,
-    )  # fmt: skip
+    run.final = final = _final_check(run)
+    if before.flag_search is not run.flag_search and (final.tuned_spec is None or final.dropped):
+        # The runner-up won with the specs it was judged with; without all of them it is only
+        # a set the flag phase ranked below the winner.
+        before.restore(run)
+        run.notes.append(
+            "the final check did not keep every spec with the runner-up's flags: the flag "
+            "phase's winner is kept, and the specs checked again with it"
+        )
+        run.final = final = _final_check(run)
     for name in [n for n in run.accepted if final.tuned_spec is None or n in final.dropped]:
         run.dispatch_notes[name] = (
             "candidate spec kept in selection, then dropped at the final check"
@@ -324,6 +328,17 @@ def decide(run: ModelTuningRun) -> Pause | None:
         tuned_flags_path, combined, run.under_tuning.mlir_path,
     )  # fmt: skip
     return None
+
+
+def _final_check(run: ModelTuningRun) -> FinalCheck:
+    """Check the accepted specs together on the whole model against the run's default."""
+    assert run.default_vmfb is not None
+    # The harm search leaves the flags' combined check and the report their time.
+    ends_at = run.scheduler.decide_deadline(time.monotonic(), run.costs.compile_s)
+    return check_final_set(
+        run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
+        FinalTiming(run.options.rounds, ends_at), run.notes,
+    )  # fmt: skip
 
 
 def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:

@@ -7,17 +7,22 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ireetune.core.flag_space import FlagSet
 from ireetune.decision.stats import Basis, SpeedupEstimate
 from ireetune.executor import LocalExecutor
 from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
+from ireetune.flows.model import local
 from ireetune.flows.model.flag_finalists import FOLDER, find_runners_up, judge_flag_finalists
 from ireetune.flows.model.local import decide, prepare
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun
 from ireetune.flows.model.state import read_run_file
 from ireetune.flows.model.state_restore import restore_run
+from ireetune.model.final_check import FinalCheck
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.profile import write_profile
 from ireetune.model.select import MODEL_RULE
@@ -160,6 +165,38 @@ def test_a_runner_up_faster_with_the_spec_replaces_the_kept_flags(tmp_path: Path
     (tmp_path / FOLDER / "t2.vmfb").unlink()
     judge_flag_finalists(continued)
     assert not (tmp_path / FOLDER / "t2.vmfb").exists()
+
+
+def test_the_winner_comes_back_when_the_final_check_drops_the_runner_up_s_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner-up won with the spec; without it, it is a set the flag phase ranked below the
+    winner: when the final check drops the spec under its flags, the winner's flags come back
+    and the specs are checked again with them."""
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.5, "t3": 1.5}))
+    checked: list[tuple[Path | None, tuple[str, ...]]] = []
+
+    def final_check(*arguments: Any) -> FinalCheck:
+        checked.append((arguments[4], run.target.global_flags))
+        if len(checked) == 1:
+            return FinalCheck(None, 1.0, 1.0, None, ("d0",))
+        return real_check(*arguments)
+
+    real_check = local.check_final_set
+    monkeypatch.setattr(local, "check_final_set", final_check)
+    run.options = replace(run.options, search_flags=False)
+    assert decide(run) is None and run.result is not None
+    winner_flags = parse_target("cpu").with_global_flags(WINNER.flags).global_flags
+    tiled = parse_target("cpu").with_global_flags(TILED.flags).global_flags
+    assert checked == [
+        (tmp_path / "flags" / "2.vmfb", tiled),
+        (tmp_path / "flags" / "1.vmfb", winner_flags),
+    ]
+    assert run.result.flags == winner_flags
+    assert (tmp_path / "tuned_flags.txt").read_text().splitlines() == list(winner_flags)
+    assert run.flag_search is not None and run.flag_search.winner == WINNER
+    assert run.finalists is not None and run.finalists.kept == 1
+    assert any(n.startswith("the final check did not keep every spec") for n in run.notes)
 
 
 def test_the_winner_stays_when_no_runner_up_beats_it_with_the_spec(tmp_path: Path) -> None:
