@@ -109,7 +109,8 @@ class TargetTraits:
 
     # Real-input timing of the op, not the dispatch benchmark, picks the winner. Dispatch
     # benchmarks run on uninitialised buffers; where that distorts timings (the CPU, denormals),
-    # the verified candidates are timed again on real inputs and that decides.
+    # the verified candidates are timed again on real inputs and that decides, unless the run
+    # decides on the benchmark (a model's dispatches, zeroed: `decide_on_dispatch_benchmark`).
     decides_at_model_level: bool = False
     # A model's dumped dispatch benchmarks get their buffer zeroed once, when it is allocated
     # (`frontend/dispatches.zero_benchmark_buffer`): the compiler leaves it uninitialised, and
@@ -207,12 +208,6 @@ def links_specs(target: Target) -> bool:
     """Say whether the compiler links the spec with others (a tuning spec) rather than running
     it as given (a transform-dialect library), so that it can dump the linked spec."""
     return target.traits.spec_flag == TUNING_SPEC_FLAG
-
-
-def searches_on_real_inputs(target: Target, problem: Problem) -> bool:
-    """Say whether candidates are timed on real inputs from the first pass (the reference
-    program), so that the search is steered by the signal that decides."""
-    return target.traits.decides_at_model_level and problem.reference_carries_config
 
 
 def needs_more_than_compilation_info(target: Target, problem: Problem) -> bool:

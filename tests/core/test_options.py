@@ -200,7 +200,7 @@ def test_option_dataclasses_keep_their_non_option_fields() -> None:
     assert non_options == {
         "TuneOptions": [
             "hopeless_factor", "verify_top", "confirm_top", "confirm_above", "model_level_rounds",
-            "threshold",
+            "threshold", "decide_on_dispatch_benchmark",
             "executor", "ray",
         ],
         "ModelTuneOptions": ["executor", "ray"],

@@ -178,6 +178,12 @@ class TuneOptions:
     confirm_above: float = setting(0.0, type=speedup_threshold)
     model_level_rounds: int = setting(7, type=positive_int)
     threshold: float = setting(1.02, type=speedup_threshold)
+    # Search and decide on the dispatch benchmark, batched, where the target decides on real
+    # inputs (the CPU); the contenders' outputs are still checked on real inputs. The model flow
+    # sets it: its dumped benchmarks are zeroed and run back to back, as the model runs them,
+    # and the whole model decides. Not on the command line: a benchmark dumped by hand holds an
+    # uninitialised buffer (denormals on the CPU).
+    decide_on_dispatch_benchmark: bool = False
     # Where compiles and measurements run (`--executor`, core/arguments.py): this host, or a
     # Ray cluster.
     executor: ExecutorKind = ExecutorKind.LOCAL

@@ -31,9 +31,8 @@ from typing import Any
 from ireetune.compile.stage import compile_success_rate
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus
-from ireetune.core.target import searches_on_real_inputs
 from ireetune.executor import Executor, open_executor
-from ireetune.flows.dispatch.state import DispatchRun, Stage
+from ireetune.flows.dispatch.state import DispatchRun, Stage, first_notes, searches_on_real_inputs
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.result import TuneResult
 from ireetune.verify.stage import ReferenceSetup
@@ -84,13 +83,11 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
     """Put the folder's saved state into a freshly opened run: its record, its reference
     program, the candidates already done (`restored`), the compile success rate."""
     run_dir = Path(info["run_dir"])
-    run.real_input_search = (
-        searches_on_real_inputs(run.target, run.problem) and run.options.stop_after is None
-    )
+    run.real_input_search = searches_on_real_inputs(run)
     run.recorder = RunRecorder(run_dir, {k: v for k, v in info.items() if k != "run_dir"}, records)
     verify_dir = run_dir / "verify"
     run.reference = ReferenceSetup(verify_dir / "reference.mlir", verify_dir / "inputs.npz")
-    run.notes = list(run.space.space_notes())
+    run.notes = first_notes(run)
     for cid, record in records.items():
         if record.knobs is not None:
             configuration = run.space.configuration(run.problem, record.knobs, run.context)

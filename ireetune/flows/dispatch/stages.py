@@ -51,7 +51,7 @@ from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
 from ireetune.flows.dispatch.budget import may_start_part
 from ireetune.flows.dispatch.options import TuneOptions
-from ireetune.flows.dispatch.state import DispatchRun, campaign_settings
+from ireetune.flows.dispatch.state import DispatchRun, campaign_settings, first_notes
 from ireetune.model.real_inputs import time_on_real_inputs
 from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress
@@ -92,7 +92,7 @@ def specs_stage(run: DispatchRun) -> None:
         run.candidates,
     )  # fmt: skip
     run.restored = restore_candidates(run.recorder, run.stored)
-    run.notes = list(run.space.space_notes())
+    run.notes = first_notes(run)
 
 
 def compile_stage(run: DispatchRun) -> None:
@@ -487,7 +487,7 @@ def _check(
                 f"baseline dispatch-level time {dispatch_ms:.4g} ms and real-input time {checks.baseline_ms:.4g} ms "
                 f"differ by more than {MODEL_LEVEL_DISAGREEMENT:.0%}"
             )
-    if target.traits.decides_at_model_level and not real_input_search:
+    if run.rule.real_input_decides and not real_input_search:
         passing = [cid for cid in contenders if checks.results.get(cid, (None, ""))[0] is True]
         if passing:
             programs = {cid: binaries[cid][0] for cid in (0, *passing)}

@@ -22,7 +22,7 @@ from iree.compiler import ir
 from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
-from ireetune.core.target import SpaceRequest, Target, searches_on_real_inputs
+from ireetune.core.target import SpaceRequest, Target
 from ireetune.core.version import __version__
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (
@@ -41,7 +41,7 @@ from ireetune.executor import Executor
 from ireetune.flags.file import FLAGS_FILE_NAME, write_flags_file
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.run_options import write_run_options
-from ireetune.flows.dispatch.state import DispatchRun
+from ireetune.flows.dispatch.state import DispatchRun, searches_on_real_inputs
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.frontend.load import load_dispatch
 from ireetune.problem.registry import family_of
@@ -52,9 +52,12 @@ from ireetune.verify.compare import check_inputs
 
 
 def decision_rule(target: Target, options: TuneOptions) -> DecisionRule:
-    """Return the rule this target's verdicts are reached (and reused) under."""
+    """Return the rule this target's verdicts are reached (and reused) under: on real inputs
+    where the target decides there, unless the run is asked to decide on the benchmark."""
+    real_input_decides = target.traits.decides_at_model_level
     return DecisionRule(
-        threshold=options.threshold, real_input_decides=target.traits.decides_at_model_level
+        threshold=options.threshold,
+        real_input_decides=real_input_decides and not options.decide_on_dispatch_benchmark,
     )
 
 
@@ -151,9 +154,13 @@ def reusable_winner(run: DispatchRun) -> StoredResult | None:
 def start_run_folder(run: DispatchRun, run_dir: Path) -> None:
     """Lay out the run folder, copy the dispatch in and start its record (results.json)."""
     options, target, dispatch = run.options, run.target, run.dispatch
-    run.real_input_search = (
-        searches_on_real_inputs(target, run.problem) and options.stop_after is None
-    )
+    run.real_input_search = searches_on_real_inputs(run)
+    basis = Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH
+    # Timings of another basis (a model run's on the benchmark, a standalone run's on real
+    # inputs, under the same key) are not this run's to restore: they are measured again.
+    run.stored = {
+        config: row for config, row in run.stored.items() if row.basis in ("", basis.value)
+    }
     for folder in ("inputs", "specs", "binaries", "failures", "verify"):
         (run_dir / folder).mkdir()
     original_path = run_dir / "inputs" / "original_benchmark.mlir"
@@ -175,7 +182,7 @@ def start_run_folder(run: DispatchRun, run_dir: Path) -> None:
         "compiler_version": run.result_key.compiler_version,
         "database": str(run.database.path) if run.database is not None else None,
         "rule": run.rule.name,
-        "timing_basis": (Basis.REAL_INPUT if run.real_input_search else Basis.DISPATCH).value,
+        "timing_basis": basis.value,
         "global_flags": list(target.global_flags),
         "ordering": run.ordering,
     }

@@ -197,6 +197,33 @@ def campaign_settings(options: TuneOptions) -> CampaignSettings:
     )  # fmt: skip
 
 
+def searches_on_real_inputs(run: DispatchRun) -> bool:
+    """Say whether candidates are timed on real inputs from the first pass (the reference
+    program), so that the search is steered by the signal that decides: where the rule decides
+    on real inputs, the problem's reference program carries configurations, and the run
+    measures here (one stopped after compiling leaves its dispatch benchmarks to another host)."""
+    return (
+        run.rule.real_input_decides
+        and run.problem.reference_carries_config
+        and run.options.stop_after is None
+    )
+
+
+# Said by a run whose target decides on real inputs that was asked to decide on the benchmark.
+DISPATCH_BENCHMARK_DECIDES = (
+    "searched and decided on the dispatch benchmark, batched (launch amortised), as a model's "
+    "profile times its dumped dispatches, not on real inputs; the contenders' outputs were "
+    "checked on real inputs"
+)
+
+
+def first_notes(run: DispatchRun) -> list[str]:
+    """Return the notes a run starts with: its space's, and which timing decides where the run
+    was asked to decide on the dispatch benchmark and its target would on real inputs."""
+    asked = run.target.traits.decides_at_model_level and not run.rule.real_input_decides
+    return [*run.space.space_notes(), *([DISPATCH_BENCHMARK_DECIDES] if asked else [])]
+
+
 # A stage reads the run and writes what it found into it; the one sequencer of every run
 # (flows/sequence.py) runs them and, after each, its callbacks with the stage's name.
 Stage = Callable[[DispatchRun], None]

@@ -243,6 +243,7 @@ def _tune_one_dispatch(
                 use_database=options.use_database, retune=options.retune,
                 show_progress=options.show_progress, extra_flags=run.target.global_flags,
                 devices=options.devices, time_budget_s=slot_s, confirm_above=needed,
+                decide_on_dispatch_benchmark=True,
             ),
             run.executor,
         )  # fmt: skip

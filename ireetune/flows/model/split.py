@@ -329,7 +329,7 @@ def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile])
                     extra_flags=run.target.global_flags, stop_after=StopAfter.COMPILE,
                     # Every candidate's reference program now, so that one device step both
                     # measures and verifies (deferring them to the leaders costs a round trip).
-                    references=References.ALL,
+                    references=References.ALL, decide_on_dispatch_benchmark=True,
                 ),
                 run.executor,
             )  # fmt: skip

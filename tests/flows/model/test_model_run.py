@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -362,3 +363,53 @@ def test_later_phases_plan_with_the_flag_winner_s_compile_time(
     run.costs = ModelCosts(compile_s=20.0, load_s=0.5)
     assert flag_phase.search_flags(run) is None
     assert run.costs.compile_s == 20.0
+
+
+def test_a_dispatch_is_tuned_on_the_model_s_dumped_benchmark_batched_and_checked_on_real_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the CPU the model's dispatch session searches and decides on the dispatch as the
+    profile times it (its dumped benchmark, zeroed, batched), not on the root op alone on real
+    inputs, called once per timing, as a standalone tune-dispatch does; the contenders' outputs
+    are still checked on real inputs before any goes to the model (which decides)."""
+    from ireetune.flows.dispatch import tuner as dispatch_tuner
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.frontend.dispatches import dump_dispatches
+    from ireetune.model.hot import DispatchProfile
+    from ireetune.report.result import TuneResult
+    from tests.conftest import FAST_RUN_OPTIONS, MATMUL_MODEL
+
+    def every_candidate_a_contender(options: TuneOptions, executor: object) -> TuneResult:
+        # The model flow's options, with every candidate confirmed and checked: no threshold.
+        relaxed = replace(
+            options, threshold=0.0, confirm_above=0.0, confirm_top=3, hopeless_factor=1000.0,
+            **FAST_RUN_OPTIONS,
+        )  # fmt: skip
+        return dispatch_tuner.tune_dispatch(relaxed, executor)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local, "tune_dispatch", every_candidate_a_contender)
+    model = tmp_path / "matmul.mlir"
+    model.write_text(MATMUL_MODEL)
+    run = _run(tmp_path)
+    run.options = replace(run.options, num_candidates=3, use_database=False)
+    (dumped,) = dump_dispatches(model, run.target, tmp_path / "dispatches", 120.0)
+    hot = DispatchProfile(dumped.name, dumped.path, "matmul", True, 1.0, 1)
+    assert local._tune_one_dispatch(run, hot, None)
+    (folder,) = (tmp_path / "tuning").iterdir()
+    info = json.loads((folder / "results.json").read_text())
+    assert (info["timing_basis"], info["rule"].split("/")[-2]) == ("dispatch", "dispatch")
+    # Each candidate was compiled from the model's benchmark, its buffer zeroed, and batched.
+    assert (
+        "hal.command_buffer.fill_buffer"
+        in (folder / "inputs" / "stripped_benchmark.mlir").read_text()
+    )
+    measured = [c for c in info["candidates"] if c["median_ms"] is not None]
+    assert {c["timing"] for c in measured} == {"batched"}
+    contenders = sorted(int(cid) for cid in info["decision"]["judgements"])
+    assert contenders == sorted(c["candidate_id"] for c in measured if c["candidate_id"])
+    assert {c["candidate_id"]: c["outputs_match"] for c in measured if c["candidate_id"]} == {
+        cid: True for cid in contenders
+    }
+    assert "real_input_timings" not in info
+    assert run.candidates[dumped.name]

@@ -23,6 +23,8 @@ from ireetune.cli import main
 from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import CandidateFacts, DecisionRule, Verdict, preselect
 from ireetune.decision.stats import Basis, SpeedupEstimate
+from ireetune.flows.dispatch.run_options import read_run_options
+from ireetune.flows.handoff.manifest import MANIFEST_NAME
 from ireetune.flows.handoff.model_folder import (
     DEVICE_MANIFEST_NAME,
     hash_device_manifest,
@@ -235,6 +237,18 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
         assert report["speedup_low"] > 1.01
     # Once done, continuing again only shows the report.
     assert continue_split_run(run_dir).report == (run_dir / "report.txt").read_text()
+
+
+def test_the_dispatch_folders_decide_on_the_model_s_dumped_benchmarks(prepared: Path) -> None:
+    """As in process (flows/model/local.py): each folder's candidates are compiled from the
+    model's dumped benchmark and timed there, batched, and that decides; the device host checks
+    the contenders' outputs on real inputs without timing them there (`real_input_decides`)."""
+    folders = json.loads((prepared / MODEL_RUN_NAME).read_text())["split"]["folders"].values()
+    assert folders
+    for folder in folders:
+        handoff = json.loads((prepared / folder / MANIFEST_NAME).read_text())
+        assert handoff["real_input_decides"] is False
+        assert read_run_options(prepared / folder).decide_on_dispatch_benchmark
 
 
 def test_device_step_refuses_a_changed_binary(prepared: Path, tmp_path: Path) -> None:
