@@ -1335,13 +1335,13 @@ CASES = [
         "resume-before-specs",
         ("resume", "{folder}"),
         "was stopped before its specs were saved (last stage saved: none)",
-        setup=_edit_results(lambda run: run.pop("stage")),
+        setup=_edit_results(lambda run: run.pop("progress")),
     ),
     Case(
         "resume-in-online-rounds",
         ("resume", "{folder}"),
         "was stopped in the online search's rounds",
-        setup=_edit_results(lambda run: run.update(stage="pick_round")),
+        setup=_edit_results(lambda run: run.update(progress={"done": ["specs", "pick_round"]})),
     ),
 ]
 
