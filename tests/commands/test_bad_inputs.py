@@ -1343,6 +1343,14 @@ CASES = [
         "was stopped in the online search's rounds",
         setup=_edit_results(lambda run: run.update(progress={"done": ["specs", "pick_round"]})),
     ),
+    Case(
+        "resume-progress-not-a-record",
+        ("resume", "{folder}"),
+        "results.json: progress.pause.round_trip must be at least 1, got 0",
+        setup=_edit_results(
+            lambda run: run.update(progress={"done": ["specs"], "pause": {"round_trip": 0}})
+        ),
+    ),
 ]
 
 

@@ -18,7 +18,7 @@ from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES
-from ireetune.database.run_files import dump_record, validate_record
+from ireetune.database.run_files import FileModel, dump_record, validate_record
 from ireetune.flows.sequence import PROGRESS_KEY, RunProgress
 
 if TYPE_CHECKING:
@@ -214,11 +214,18 @@ def save_run(run: DispatchRun, stage: str) -> None:
     run.recorder.save()
 
 
+class _SavedProgress(FileModel):
+    """The part of results.json that says where the run stands."""
+
+    progress: RunProgress
+
+
 def read_progress(run_dir: Path, info: Mapping[str, object]) -> RunProgress:
     """Return where the run saved in `run_dir` stands, from its results.json (`info`): its
     `progress`, or in a file written before it, its last stage saved (`stage`), read as the
     one stage done."""
     if PROGRESS_KEY in info:
-        return validate_record(run_dir / "results.json", RunProgress, info[PROGRESS_KEY])
+        saved = {PROGRESS_KEY: info[PROGRESS_KEY]}
+        return validate_record(run_dir / "results.json", _SavedProgress, saved).progress
     stage = info.get("stage")
     return RunProgress((stage,) if isinstance(stage, str) else ())
