@@ -207,7 +207,9 @@ def _payload_mb(run_dir: Path) -> float:
 
 
 def _phase(run_dir: Path) -> str:
-    return str(json.loads((run_dir / "model_run.json").read_text())["split"]["stage"])
+    from ireetune.flows.model.state import read_run_file
+
+    return str(read_run_file(run_dir).split_stage)
 
 
 def prepare(arguments: argparse.Namespace) -> None:

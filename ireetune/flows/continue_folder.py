@@ -6,7 +6,7 @@ files it holds say how:
 
     kind              written by                        continued on the compile host by
     dispatch run      `tune-dispatch` (results.json's   `ireetune continue` (as `resume`:
-                      stage, run_options.json)          the stages after the last one saved)
+                      progress, run_options.json)       the stages after the last one saved)
     dispatch folder   `tune-dispatch --stop-after       `ireetune measure` on the device host,
                       compile` (handoff.json)           then `ireetune continue` (as `finish`)
     model run         `tune` (model_run.json, mode      `ireetune continue`

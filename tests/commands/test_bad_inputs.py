@@ -1335,13 +1335,21 @@ CASES = [
         "resume-before-specs",
         ("resume", "{folder}"),
         "was stopped before its specs were saved (last stage saved: none)",
-        setup=_edit_results(lambda run: run.pop("stage")),
+        setup=_edit_results(lambda run: run.pop("progress")),
     ),
     Case(
         "resume-in-online-rounds",
         ("resume", "{folder}"),
         "was stopped in the online search's rounds",
-        setup=_edit_results(lambda run: run.update(stage="pick_round")),
+        setup=_edit_results(lambda run: run.update(progress={"done": ["specs", "pick_round"]})),
+    ),
+    Case(
+        "resume-progress-not-a-record",
+        ("resume", "{folder}"),
+        "results.json: progress.pause.round_trip must be at least 1, got 0",
+        setup=_edit_results(
+            lambda run: run.update(progress={"done": ["specs"], "pause": {"round_trip": 0}})
+        ),
     ),
 ]
 

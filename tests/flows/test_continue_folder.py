@@ -115,7 +115,7 @@ def test_continue_resumes_a_killed_dispatch_run(
     assert main(arguments) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     saved = json.loads((run_dir / "results.json").read_text())
-    saved.update(stage="measure", outcome="running")
+    saved.update(progress={"done": ["specs", "compile", "measure"]}, outcome="running")
     (run_dir / "results.json").write_text(json.dumps(saved))
     (run_dir / "best_spec.mlir").unlink(missing_ok=True)
     capsys.readouterr()
@@ -123,7 +123,10 @@ def test_continue_resumes_a_killed_dispatch_run(
     assert main(["continue", str(run_dir)]) == 0
 
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["stage"] == "decide" and results["outcome"] in ("improved", "no-improvement")
+    assert results["progress"]["done"][-1] == "decide" and results["outcome"] in (
+        "improved",
+        "no-improvement",
+    )
     assert (run_dir / "best_spec.mlir").exists() == (results["outcome"] == "improved")
     assert f"run folder: {run_dir}\n" in capsys.readouterr().out
 
@@ -201,8 +204,8 @@ def test_measure_then_continue_a_split_model_run(
 
     stored = json.loads((run_dir / "model_run.json").read_text())
     state = stored["split"]
-    assert state["round_trip"] == 2 and state["stage"] == "awaiting-device"
-    assert stored["phases_done"] == ["prepare", "flags", "profile", "dispatches"]
+    assert state["round_trip"] == 2 and stored["progress"]["pause"] == {"round_trip": 2}
+    assert stored["progress"]["done"] == ["prepare", "flags", "profile", "dispatches"]
     # The split mode's state is model_run.json alone.
     assert not (run_dir / "split.json").exists()
     assert "round trip 2: copy the folder to the GPU host" in capsys.readouterr().out

@@ -3,9 +3,25 @@ each, a stage that pauses for the device host stops the run after its callbacks.
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
-from ireetune.flows.sequence import Pause, named, run_sequence
+from ireetune.cli import main
+from ireetune.executor.base import LocalExecutor
+from ireetune.flows.dispatch.state import read_progress
+from ireetune.flows.dispatch.state import save_run as save_dispatch_run
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import ModelTuningRun
+from ireetune.flows.model.state import MODEL_RUN_NAME, PHASES, Mode, ModelFile, Phase, read_run_file
+from ireetune.flows.model.state_restore import new_split_section, save_after_phase
+from ireetune.flows.model.state_restore import save_run as save_model_run
+from ireetune.flows.sequence import Pause, RunProgress, named, run_sequence
+from ireetune.report.recorder import RunRecorder
+from ireetune.targets import parse_target
 
 
 def test_the_sequencer_calls_every_callback_after_every_stage_in_order() -> None:
@@ -65,3 +81,97 @@ def test_a_stage_that_pauses_for_the_device_stops_the_run_after_its_callbacks() 
 
     assert pause == Pause(2)
     assert seen == ["compile ran", "compile_all", "manifest written", "wait_for_device"]
+
+
+def test_a_run_records_each_stage_once_and_keeps_its_pause_until_it_pauses_again() -> None:
+    progress = RunProgress().after("prepare").paused(Pause(1)).after("flags").after("prepare")
+
+    assert progress == RunProgress(("prepare", "flags"), Pause(1))
+    assert progress.last == "flags"
+    assert progress.paused(None) == RunProgress(("prepare", "flags"))
+    assert RunProgress().last is None
+
+
+def _split_model_run(run_dir: Path) -> ModelTuningRun:
+    options = ModelTuneOptions(model_path=run_dir / "model.mlir", output_dir=run_dir)
+    run = ModelTuningRun(
+        Mode.SPLIT, options, parse_target("cpu"), run_dir, LocalExecutor(),
+        state=new_split_section(options, ["local-task"]),
+    )  # fmt: skip
+    run.model_file = ModelFile(mlir_sha256="0" * 64, function="main")
+    return run
+
+
+def test_both_kinds_of_run_write_the_same_progress_record(tmp_path: Path) -> None:
+    model_dir, dispatch_dir = tmp_path / "model", tmp_path / "dispatch"
+    model_dir.mkdir()
+    dispatch_dir.mkdir()
+    model_run = _split_model_run(model_dir)
+    save_after_phase(model_run, Phase.PREPARE)
+    save_after_phase(model_run, Phase.FLAGS)
+    # Only what the dispatch flow's save callback reads: the run's progress and its recorder.
+    dispatch_run = SimpleNamespace(
+        run_progress=RunProgress(), recorder=RunRecorder(dispatch_dir, {}, {})
+    )
+    save_dispatch_run(dispatch_run, "specs_stage")
+    save_dispatch_run(dispatch_run, "compile_stage")
+
+    model_file = json.loads((model_dir / MODEL_RUN_NAME).read_text())
+    dispatch_file = json.loads((dispatch_dir / "results.json").read_text())
+    assert (model_file["progress"], dispatch_file["progress"]) == (
+        {"done": ["prepare", "flags"], "pause": None},
+        {"done": ["specs", "compile"], "pause": None},
+    )
+    assert read_run_file(model_dir).progress == RunProgress(("prepare", "flags"))
+    assert read_progress(dispatch_dir, dispatch_file) == RunProgress(("specs", "compile"))
+    # A run that waits for the device host says so in the same record.
+    model_run.run_progress = model_run.run_progress.paused(Pause(1))
+    save_model_run(model_run)
+    assert json.loads((model_dir / MODEL_RUN_NAME).read_text())["progress"] == {
+        "done": ["prepare", "flags"], "pause": {"round_trip": 1},
+    }  # fmt: skip
+
+
+def test_a_model_run_file_written_before_progress_is_read_as_its_progress(
+    tmp_path: Path,
+) -> None:
+    run = _split_model_run(tmp_path)
+    run.run_progress = RunProgress(("prepare", "flags"), Pause(2))
+    run.split_state.round_trip = 2
+    save_model_run(run)
+    document = json.loads((tmp_path / MODEL_RUN_NAME).read_text())
+    # The layout before: the phases done, and the split section's stage.
+    del document["progress"]
+    document["phases_done"] = ["prepare", "flags"]
+    document["split"]["stage"] = "awaiting-device"
+    (tmp_path / MODEL_RUN_NAME).write_text(json.dumps(document))
+
+    assert read_run_file(tmp_path).progress == run.run_progress
+
+    document["split"]["stage"] = "preparing"
+    (tmp_path / MODEL_RUN_NAME).write_text(json.dumps(document))
+    assert read_run_file(tmp_path).progress == RunProgress(("prepare", "flags"))
+
+
+OLD_RUNS = Path("/work/house_notes/oldruns/check")
+
+
+@pytest.mark.skipif(not OLD_RUNS.is_dir(), reason="the folders of an earlier ireetune are not here")
+def test_folders_written_before_progress_are_read_and_refused_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dispatch_dir, model_dir = tmp_path / "disp_full", tmp_path / "model_full"
+    shutil.copytree(OLD_RUNS / "disp_full", dispatch_dir)
+    shutil.copytree(OLD_RUNS / "model_full", model_dir)
+
+    info = json.loads((dispatch_dir / "results.json").read_text())
+    assert read_progress(dispatch_dir, info) == RunProgress(("decide",))
+    assert read_run_file(model_dir).progress == RunProgress(tuple(PHASES))
+    capsys.readouterr()
+    assert main(["continue", str(dispatch_dir)]) == 2
+    assert main(["continue", str(model_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"ireetune: error: {dispatch_dir} is finished (no-improvement): nothing to resume\n"
+        f"ireetune: error: {model_dir} is finished (every phase done): nothing to continue; "
+        f"its report is {model_dir / 'report.txt'}\n"
+    )

@@ -126,7 +126,7 @@ def resume_budget(run: DispatchRun, info: dict[str, Any]) -> None:
     account = info.get("time_budget") or {}
     spent, tried = account.get("spent_s"), account.get("tried", 0)
     now = clock()
-    if info.get("stage") == "specs" and tried < run.options.num_candidates:
+    if run.run_progress.last == "specs" and tried < run.options.num_candidates:
         run.notes.append(
             "continued after its first part: the candidates it had not started are not saved, "
             "and not tried"

@@ -1,7 +1,8 @@
 """Resume a killed in-process dispatch run from its folder: load the run, continue at a stage.
 
 `tune-dispatch` saves the run after every stage (flows/dispatch/state.py `save_run`): results.json
-holds every candidate's record and the last stage saved (`stage`), and run_options.json (written
+holds every candidate's record and the run's progress (flows/sequence.py `RunProgress`: the
+stages done), and run_options.json (written
 when the folder starts) the run's options. `ireetune continue RUN_DIR` reads both back as untrusted data, opens the run again on the same dispatch,
 target flags and database, and hands it through the stages after the last one saved:
 
@@ -32,7 +33,13 @@ from ireetune.compile.stage import compile_success_rate
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES, CandidateStatus
 from ireetune.executor import Executor, open_executor
-from ireetune.flows.dispatch.state import DispatchRun, Stage, first_notes, searches_on_real_inputs
+from ireetune.flows.dispatch.state import (
+    DispatchRun,
+    Stage,
+    first_notes,
+    read_progress,
+    searches_on_real_inputs,
+)
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.result import TuneResult
 from ireetune.verify.stage import ReferenceSetup
@@ -46,7 +53,7 @@ def _remaining_stages(run_dir: Path, info: dict[str, Any]) -> tuple[str, tuple[S
     from ireetune.flows.dispatch.decide import decide_stage
     from ireetune.flows.dispatch.stages import check_stage, compile_stage, measure_stage
 
-    stage, outcome = info.get("stage"), info.get("outcome")
+    stage, outcome = read_progress(run_dir, info).last, info.get("outcome")
     if outcome in _FINISHED:
         raise IreetuneError(f"{run_dir} is finished ({outcome}): nothing to resume")
     if stage == "export":
@@ -84,7 +91,11 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
     program, the candidates already done (`restored`), the compile success rate."""
     run_dir = Path(info["run_dir"])
     run.real_input_search = searches_on_real_inputs(run)
-    run.recorder = RunRecorder(run_dir, {k: v for k, v in info.items() if k != "run_dir"}, records)
+    # A file written before the run's progress kept its last stage as `stage`: saved again
+    # as progress.
+    saved = {k: v for k, v in info.items() if k not in ("run_dir", "stage")}
+    run.recorder = RunRecorder(run_dir, saved, records)
+    run.run_progress = read_progress(run_dir, info)
     verify_dir = run_dir / "verify"
     run.reference = ReferenceSetup(verify_dir / "reference.mlir", verify_dir / "inputs.npz")
     run.notes = first_notes(run)
@@ -92,7 +103,7 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
         if record.knobs is not None:
             configuration = run.space.configuration(run.problem, record.knobs, run.context)
             run.recorder.compilation_infos[cid] = configuration.compilation_info
-    if info.get("stage") == "specs":
+    if run.run_progress.last == "specs":
         run.restored = set(info.get("restored_from_database", ()))
     else:
         run.success_rate = compile_success_rate(run.recorder)

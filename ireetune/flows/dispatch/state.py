@@ -10,7 +10,7 @@ calls its callbacks after every stage; `save_run`, the callback that rewrites re
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
@@ -18,6 +18,8 @@ from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES
+from ireetune.database.run_files import FileModel, dump_record, validate_record
+from ireetune.flows.sequence import PROGRESS_KEY, RunProgress
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -129,6 +131,8 @@ class DispatchRun:
     facts: dict[int, CandidateFacts] = field(default_factory=dict)
     contenders: list[int] = field(default_factory=list)
     result: TuneResult | None = None
+    # Where the run stands (flows/sequence.py), saved after every stage.
+    run_progress: RunProgress = field(default_factory=RunProgress)
     _recorder: RunRecorder | None = None
     _reference: ReferenceSetup | None = None
     _progress: StageProgress | None = None
@@ -230,7 +234,25 @@ Stage = Callable[[DispatchRun], None]
 
 
 def save_run(run: DispatchRun, stage: str) -> None:
-    """Save the run after a stage: results.json (with the stage, `ireetune continue` resumes
-    after it) and candidates.csv, rewritten atomically."""
-    run.recorder.info["stage"] = stage.removesuffix("_stage")
+    """Save the run after a stage: results.json (with the run's progress, which `ireetune
+    continue` resumes from) and candidates.csv, rewritten atomically."""
+    run.run_progress = run.run_progress.after(stage.removesuffix("_stage"))
+    run.recorder.info[PROGRESS_KEY] = dump_record(RunProgress, run.run_progress)
     run.recorder.save()
+
+
+class _SavedProgress(FileModel):
+    """The part of results.json that says where the run stands."""
+
+    progress: RunProgress
+
+
+def read_progress(run_dir: Path, info: Mapping[str, object]) -> RunProgress:
+    """Return where the run saved in `run_dir` stands, from its results.json (`info`): its
+    `progress`, or in a file written before it, its last stage saved (`stage`), read as the
+    one stage done."""
+    if PROGRESS_KEY in info:
+        saved = {PROGRESS_KEY: info[PROGRESS_KEY]}
+        return validate_record(run_dir / "results.json", _SavedProgress, saved).progress
+    stage = info.get("stage")
+    return RunProgress((stage,) if isinstance(stage, str) else ())

@@ -39,7 +39,7 @@ from ireetune.flows.model.state import (
     Phase,
     SplitSection,
 )
-from ireetune.flows.sequence import Pause
+from ireetune.flows.sequence import Pause, RunProgress
 from ireetune.report.progress import StageProgress
 
 if TYPE_CHECKING:
@@ -109,7 +109,8 @@ class ModelTuningRun:
     model: ModelUnderTuning | None = None
     notes: list[str] = field(default_factory=list)
     dispatch_notes: dict[str, str] = field(default_factory=dict)
-    phases_done: list[str] = field(default_factory=list)
+    # Where the run stands (flows/sequence.py): the phases done, the round trip it waits for.
+    run_progress: RunProgress = field(default_factory=RunProgress)
     # In process: the default model (the flag phase's winner once it has run) and its time, the
     # untouched one and its time.
     default_vmfb: Path | None = None
@@ -177,12 +178,12 @@ PhaseBody = Callable[[ModelTuningRun], Pause | None]
 def remaining_phases(
     run: ModelTuningRun, bodies: Mapping[Phase, PhaseBody]
 ) -> list[tuple[Phase, PhaseBody]]:
-    """Return the mode's body of every phase not done yet (`run.phases_done`), in order, for the
+    """Return the mode's body of every phase not done yet (`run.run_progress`), in order, for the
     sequencer (flows/sequence.py), which saves the run after each and stops at the first that
     pauses for the device host; a split run's every phase (each keeps the sub-steps its run file
     records as done, and rebuilds what the later phases read). Each phase is a step of progress
     for an API call's callback (`model: flags`); no bar."""
-    first = 0 if run.mode is Mode.SPLIT else len(run.phases_done)
+    first = 0 if run.mode is Mode.SPLIT else len(run.run_progress.done)
     return [(phase, _as_progress_step(phase, bodies[phase])) for phase in PHASES[first:]]
 
 

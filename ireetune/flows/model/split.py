@@ -64,7 +64,6 @@ from ireetune.flows.model.state import (
     ModelFile,
     SplitDispatchFile,
     SplitSection,
-    SplitStage,
     SplitVariantFile,
 )
 from ireetune.flows.model.state_restore import save_run
@@ -264,7 +263,7 @@ def decide(run: ModelTuningRun) -> Pause | None:
         )
     # The tuned model's global flags (the user's, then the flag phase's winner), as in process.
     write_flag_files(run_dir, run.target.global_flags, ())
-    state.stage, state.winner, state.rule = SplitStage.DONE, winner_label, MODEL_RULE.name
+    state.winner, state.rule = winner_label, MODEL_RULE.name
     record_time(state, "decide", "compile", time.monotonic() - run.started)
     save_run(run)
     run.variant_verdict = VariantVerdict(variants, decision, estimates)

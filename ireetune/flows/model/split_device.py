@@ -33,7 +33,7 @@ from ireetune.flows.handoff.model_folder import (
     write_device_manifest,
 )
 from ireetune.flows.model.run import ModelTuningRun, Pause
-from ireetune.flows.model.state import SplitSection, SplitStage, SplitTimingFile
+from ireetune.flows.model.state import SplitSection, SplitTimingFile
 from ireetune.flows.model.state_restore import save_run
 
 # The default model every device task times the others against, until the flag phase keeps a
@@ -149,7 +149,8 @@ def send_to_device(
         folders=tuple(folders), variants=variants, parameters=tuple(parameters), flags=flags,
     )  # fmt: skip
     state.device_manifest_sha256 = write_device_manifest(run_dir, manifest)
-    state.stage, state.round_trip = SplitStage.AWAITING_DEVICE, round_trip
+    state.round_trip = round_trip
+    run.run_progress = run.run_progress.paused(Pause(round_trip))
     save_run(run)
     return Pause(round_trip)
 

@@ -6,7 +6,8 @@ dispatch folder compiled, each round trip). `ireetune continue RUN` reads the fi
 data: the format first, then every field, every path inside the folder. Declared once:
 
     format, mode          `ireetune-model-run/3`; `in-process` or `split`
-    phases_done           the first phases of the flow finished (flows/model/run.py)
+    progress              where the run stands (flows/sequence.py `RunProgress`): the first
+                          phases of the flow finished, and the round trip a split run waits for
     options, elapsed_s    the options the run was started with; this host's seconds so far
     model                 the model's own MLIR in the folder, its hash (and the model file's, in
                           process), the entry function, inputs, compile timeout
@@ -20,15 +21,17 @@ final check; the hot set is profile.json, read back), and a split run its round 
 `split` section, updated in place as each sub-step finishes.
 
 A file of `ireetune-model-run/2` (an in-process run, before split runs shared the file: this
-layout without `split`) is read as this one. A split run's earlier file (`split.json`,
-`ireetune-split-run/1`) is refused in one line: it is finished by the ireetune that started it.
+layout without `split`) is read as this one, and so is a file of this version written before
+`progress` (its `phases_done`, and the split section's `stage`, read as the run's progress).
+A split run's earlier file (`split.json`, `ireetune-split-run/1`) is refused in one line: it is
+finished by the ireetune that started it.
 """
 
 from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -52,6 +55,7 @@ from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.handoff.model_folder import ProfileResultsFile, hash_file
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.options_file import ModelOptionsFile, options_of
+from ireetune.flows.sequence import PROGRESS_KEY, RunProgress
 from ireetune.model.hot import DispatchProfile, HotSet
 
 MODEL_RUN_NAME = "model_run.json"
@@ -236,9 +240,8 @@ class SplitFlagsFile(StateFile):
 
 
 class SplitSection(StateFile):
-    """A split run's round trips: where it stands and what each finished sub-step left."""
+    """A split run's round trips (how many it started) and what each finished sub-step left."""
 
-    stage: SplitStage = SplitStage.PREPARING
     round_trip: NonNegativeInt = 0
     devices: list[str]
     done_steps: list[str] = []
@@ -265,7 +268,7 @@ class ModelRunFile(FileModel):
 
     format: str
     mode: Mode
-    phases_done: tuple[Phase, ...]
+    progress: RunProgress
     options: ModelOptionsFile
     elapsed_s: Seconds = 0.0
     model: ModelFile | None = None
@@ -290,13 +293,27 @@ class ModelRunFile(FileModel):
     # Split.
     split: SplitSection | None = None
 
+    @property
+    def phases_done(self) -> tuple[Phase, ...]:
+        """The phases of the flow finished, in order."""
+        return PHASES[: len(self.progress.done)]
+
+    @property
+    def split_stage(self) -> SplitStage:
+        """Where the run stands between its hosts, from its progress."""
+        if self.phases_done == PHASES:
+            return SplitStage.DONE
+        return SplitStage.PREPARING if self.progress.pause is None else SplitStage.AWAITING_DEVICE
+
     @model_validator(mode="after")
     def _check_phases(self) -> ModelRunFile:
         check_option_numbers(self.options, "options")
-        if self.phases_done != PHASES[: len(self.phases_done)]:
-            raise ValueError("phases_done must name the first phases of the flow, in order")
+        if self.progress.done != PHASES[: len(self.progress.done)]:
+            raise ValueError("progress.done must name the first phases of the flow, in order")
         if (self.split is None) != (self.mode is Mode.IN_PROCESS):
             raise ValueError("a split run, and only a split run, must hold its split section")
+        if self.progress.pause is not None and self.split is None:
+            raise ValueError("only a split run waits for the device host")
         if Phase.PREPARE in self.phases_done and self.model is None:
             raise ValueError("a run past its prepare phase must hold its model")
         if self.mode is Mode.IN_PROCESS:
@@ -371,6 +388,8 @@ def read_run_file(run_dir: Path) -> ModelRunFile:
     document = read_json_file(path)
     if isinstance(document, dict) and document.get("format") == _IN_PROCESS_FORMAT_2:
         document["format"] = MODEL_RUN_FORMAT
+    if isinstance(document, dict) and PROGRESS_KEY not in document:
+        _read_old_progress(document)
     check_format(path, document, MODEL_RUN_FORMAT, "file")
     stored = validate_record(path, ModelRunFile, document, run_dir)
     flags = stored.flag_search
@@ -380,6 +399,15 @@ def read_run_file(run_dir: Path) -> ModelRunFile:
         check_flag_form(flags.runtime_flags, f"{path}: flag_search.runtime_flags")
     check_flag_form(stored.options.extra_flags, f"{path}: options.extra_flags")
     return stored
+
+
+def _read_old_progress(document: dict[str, Any]) -> None:
+    """Put the progress of a file written before `progress` into it: its phases done, and the
+    round trip a split run waits for when its split section's stage says it waits."""
+    split, pause = document.get("split"), None
+    if isinstance(split, dict) and split.pop("stage", None) == SplitStage.AWAITING_DEVICE:
+        pause = {"round_trip": split.get("round_trip")}
+    document[PROGRESS_KEY] = {"done": document.pop("phases_done", None), "pause": pause}
 
 
 def read_model_run(run_dir: Path) -> ModelRunFile:

@@ -41,6 +41,7 @@ from ireetune.flows.model.state import (
     SplitSection,
     read_hot_set,
 )
+from ireetune.flows.sequence import PROGRESS_KEY, RunProgress
 from ireetune.model.final_check import FinalCheck
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.targets import parse_target
@@ -153,7 +154,7 @@ def save_run(run: ModelTuningRun) -> None:
     document = {
         "format": MODEL_RUN_FORMAT,
         "mode": run.mode.value,
-        "phases_done": list(run.phases_done),
+        PROGRESS_KEY: dump_record(RunProgress, run.run_progress),
         "options": dump_record(ModelTuneOptions, _absolute_paths(run.options)),
         "elapsed_s": max(0.0, run.elapsed_before_s + time.monotonic() - run.started),
         "model": _model_document(run),
@@ -169,7 +170,7 @@ def save_run(run: ModelTuningRun) -> None:
 
 def save_after_phase(run: ModelTuningRun, phase: Phase) -> None:
     """Save an in-process run after a phase (the sequencer's callback)."""
-    run.phases_done.append(phase.value)
+    run.run_progress = run.run_progress.after(phase.value)
     save_run(run)
 
 
@@ -228,7 +229,7 @@ def restore_run(
     target = parse_target(options.target).with_global_flags(options.extra_flags)
     run = ModelTuningRun(Mode.IN_PROCESS, options, target, run_dir, executor)
     run.started = time.monotonic() - stored.elapsed_s
-    run.phases_done = [phase.value for phase in stored.phases_done]
+    run.run_progress = stored.progress
     mlir = run_dir / saved.mlir if saved.mlir else options.model_path
     run.model = ModelUnderTuning(
         mlir, saved.function, run_dir / saved.inputs, target, options.with_default_specs,
@@ -267,7 +268,7 @@ def restore_split_run(
     target = parse_target(options.target).with_global_flags(options.extra_flags)
     run = ModelTuningRun(Mode.SPLIT, options, target, run_dir, executor, state=stored.split)
     run.model_file, run.elapsed_before_s = stored.model, stored.elapsed_s
-    run.phases_done = [phase.value for phase in stored.phases_done]
+    run.run_progress = stored.progress
     run.notes, run.dispatch_notes = list(stored.notes), dict(stored.dispatch_notes)
     return run
 

@@ -114,18 +114,17 @@ def tune_model(options: ModelTuneOptions) -> ModelTuneResult:
     )
     output_existed = options.output_dir.exists()
     run_dir = create_run_dir(options.output_dir, f"model_{options.model_path.stem}")
-    phases_done: list[str] = []
+    run: ModelTuningRun | None = None
     try:
         with open_executor(options.executor, options.ray) as executor:
             run = ModelTuningRun(Mode.IN_PROCESS, options, target, run_dir, executor)
-            run.phases_done = phases_done
             # Saved before the first phase too: a folder stopped there is refused by name.
             save_run(run)
             run_sequence(run, remaining_phases(run, LOCAL_PHASES), (save_after_phase,))
             assert run.result is not None, "the decide phase makes the result"
             return run.result
     except BaseException as failure:
-        if not phases_done:
+        if run is None or not run.run_progress.done:
             shutil.rmtree(run_dir, ignore_errors=True)
             if not output_existed and not any(options.output_dir.iterdir()):
                 options.output_dir.rmdir()
@@ -220,10 +219,10 @@ def continue_split_run(
         raise IreetuneError(
             f"{run_dir / model.mlir} changed since the run was prepared; start a new run"
         )
-    if state.stage == SplitStage.DONE:
+    if stored.split_stage is SplitStage.DONE:
         return SplitStatus(run_dir, SplitStage.DONE, state.round_trip, "", _report_text(run_dir))
     run = restore_split_run(run_dir, stored, LocalExecutor(), options)
-    if state.stage == SplitStage.AWAITING_DEVICE:
+    if stored.split_stage is SplitStage.AWAITING_DEVICE:
         receive_device_results(run)
     run.started = time.monotonic()
     return _run_split(run)
@@ -231,12 +230,13 @@ def continue_split_run(
 
 def _run_split(run: ModelTuningRun) -> SplitStatus:
     """Run the split mode's phases until the run pauses for the device or is decided; save the
-    run after each phase, done when it did not pause (it started no round trip)."""
+    run after each phase, done when it did not pause (it started no round trip; one that did
+    waits for it: flows/model/split_device.py `send_to_device`)."""
     round_trip = run.split_state.round_trip
 
     def save_after_split_phase(run: ModelTuningRun, phase: Phase) -> None:
-        if run.split_state.round_trip == round_trip and phase not in run.phases_done:
-            run.phases_done.append(phase.value)
+        if run.split_state.round_trip == round_trip:
+            run.run_progress = run.run_progress.after(phase.value)
         save_run(run)
 
     pause = run_sequence(run, remaining_phases(run, SPLIT_PHASES), (save_after_split_phase,))
@@ -245,6 +245,9 @@ def _run_split(run: ModelTuningRun) -> SplitStatus:
             run.run_dir, SplitStage.AWAITING_DEVICE, pause.round_trip,
             device_step_command(run.run_dir),
         )  # fmt: skip
+    # Decided: the run waits for no device any more.
+    run.run_progress = run.run_progress.paused(None)
+    save_run(run)
     return SplitStatus(
         run.run_dir, SplitStage.DONE, run.split_state.round_trip, "", _report_text(run.run_dir)
     )

@@ -72,7 +72,7 @@ def test_the_budget_ends_the_run_and_a_continued_run_keeps_what_is_left(
     }  # fmt: skip
 
     # Killed after measuring, 70 s into its budget: the continued run has 30 s left.
-    saved.update(stage="measure", outcome="running")
+    saved.update(progress={"done": ["specs", "compile", "measure"]}, outcome="running")
     saved["time_budget"]["spent_s"] = 70.0
     (result.run_dir / "results.json").write_text(json.dumps(saved))
     monkeypatch.setattr(budget, "clock", SteppingClock(0.0))

@@ -185,7 +185,8 @@ def _tune_whole(benchmark: Path, output: Path) -> Path:
 def _saved_stage(output: Path) -> str | None:
     for results in output.glob("*/results.json"):
         try:
-            return json.loads(results.read_text()).get("stage")
+            done = json.loads(results.read_text()).get("progress", {}).get("done", [])
+            return done[-1] if done else None
         except ValueError:
             return None
     return None
@@ -233,7 +234,7 @@ def test_run_killed_after_a_stage_resumes_from_its_folder(
     process.wait()
     (run_dir,) = killed.iterdir()
     saved = json.loads((run_dir / "results.json").read_text())
-    assert saved["outcome"] == "running" and saved["stage"] == killed_after
+    assert saved["outcome"] == "running" and saved["progress"]["done"][-1] == killed_after
     binaries = {p.name: p.stat().st_mtime_ns for p in (run_dir / "binaries").iterdir()}
 
     resumed = subprocess.run(
@@ -242,7 +243,10 @@ def test_run_killed_after_a_stage_resumes_from_its_folder(
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["stage"] == "decide" and results["outcome"] in ("improved", "no-improvement")
+    assert results["progress"]["done"][-1] == "decide" and results["outcome"] in (
+        "improved",
+        "no-improvement",
+    )
     assert (run_dir / "best_spec.mlir").exists() == (results["outcome"] == "improved")
     if killed_after == "compile":
         # Continued at measure: nothing was compiled again.
@@ -262,7 +266,7 @@ def test_run_saved_after_measuring_resumes_with_its_timings(
     candidates are not measured again, the leaders are confirmed again beside the default."""
     run_dir = _tune_whole(matmul_benchmark, tmp_path / "runs")
     saved = json.loads((run_dir / "results.json").read_text())
-    saved.update(stage="measure", outcome="running")
+    saved.update(progress={"done": ["specs", "compile", "measure"]}, outcome="running")
     (run_dir / "results.json").write_text(json.dumps(saved))
     (run_dir / "best_spec.mlir").unlink(missing_ok=True)
     timed = {
@@ -279,7 +283,10 @@ def test_run_saved_after_measuring_resumes_with_its_timings(
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["stage"] == "decide" and results["outcome"] in ("improved", "no-improvement")
+    assert results["progress"]["done"][-1] == "decide" and results["outcome"] in (
+        "improved",
+        "no-improvement",
+    )
     assert (run_dir / "best_spec.mlir").exists() == (results["outcome"] == "improved")
     after = {c["candidate_id"]: c for c in results["candidates"]}
     # The first pass is not timed again; only the leaders are confirmed again, side by side

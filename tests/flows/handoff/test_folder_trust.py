@@ -62,7 +62,7 @@ def model_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     arguments = ["tune", str(model), "--output-dir", str(output / "runs"), *QUICK_MODEL]
     assert main([*arguments, "--flags", USER_FLAG]) == 0
     run_dir = _the_run(output / "runs")
-    _edit_json(run_dir / MODEL_RUN_NAME, lambda run: run["phases_done"].remove("report"))
+    _edit_json(run_dir / MODEL_RUN_NAME, lambda run: run["progress"]["done"].remove("report"))
     return run_dir
 
 
@@ -77,7 +77,12 @@ def killed_dispatch_run(matmul_benchmark: Path, tmp_path_factory: pytest.TempPat
     ]  # fmt: skip
     assert main(arguments) == 0
     run_dir = _the_run(output)
-    _edit_json(run_dir / "results.json", lambda run: run.update(stage="measure", outcome="running"))
+    _edit_json(
+        run_dir / "results.json",
+        lambda run: run.update(
+            progress={"done": ["specs", "compile", "measure"]}, outcome="running"
+        ),
+    )
     (run_dir / "best_spec.mlir").unlink(missing_ok=True)
     return run_dir
 
@@ -372,7 +377,7 @@ def test_the_flags_a_run_was_tuned_with_pass_when_given_again(
     )
     status, error = _run(["continue", str(model_run), "--flags", USER_FLAG], capsys)
     assert status == 0, error
-    assert json.loads((model_run / MODEL_RUN_NAME).read_text())["phases_done"][-1] == "report"
+    assert json.loads((model_run / MODEL_RUN_NAME).read_text())["progress"]["done"][-1] == "report"
 
     dispatch_run = _copy(request, "killed_dispatch_run", tmp_path / "dispatch")
     status, error = _run(["resume", str(dispatch_run)], capsys)
@@ -381,7 +386,9 @@ def test_the_flags_a_run_was_tuned_with_pass_when_given_again(
     assert status == 2 and "was not tuned with '--iree-opt-level=O1'" in error, error
     status, error = _run(["resume", str(dispatch_run), "--flags", USER_FLAG], capsys)
     assert status == 0, error
-    assert json.loads((dispatch_run / "results.json").read_text())["stage"] == "decide"
+    assert (
+        json.loads((dispatch_run / "results.json").read_text())["progress"]["done"][-1] == "decide"
+    )
     status, error = _run(["replay", str(dispatch_run)], capsys)
     assert status == 2 and f"`ireetune replay RUN --flags {USER_FLAG}`" in error, error
 

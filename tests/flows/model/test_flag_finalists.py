@@ -22,6 +22,7 @@ from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun
 from ireetune.flows.model.state import read_run_file
 from ireetune.flows.model.state_restore import restore_run
+from ireetune.flows.sequence import RunProgress
 from ireetune.model.final_check import FinalCheck
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.profile import write_profile
@@ -115,7 +116,7 @@ def _tuned_run(
     profile = DispatchProfile("d0", model, "matmul_64x128x96", True, 1.0, 1)
     run.hot = select_hot_dispatches([profile], 1.0, coverage=1.0, max_dispatches=1)
     write_profile(tmp_path, run.hot)
-    run.phases_done = ["prepare", "flags", "profile", "dispatches", "variants"]
+    run.run_progress = RunProgress(("prepare", "flags", "profile", "dispatches", "variants"))
     return run
 
 

@@ -98,7 +98,7 @@ def _finished_tunings(run_dir: Path) -> dict[str, int]:
 
 def _check_complete(run_dir: Path, completed: subprocess.CompletedProcess[str]) -> None:
     assert completed.returncode == 0, completed.stderr
-    assert _state(run_dir)["phases_done"] == [phase.value for phase in PHASES]
+    assert _state(run_dir)["progress"]["done"] == [phase.value for phase in PHASES]
     report = (run_dir / "report.txt").read_text()
     assert completed.stdout.startswith(report)
     assert "flag phase (" in report and "--iree-llvmcpu-enable-ukernels=none" in report
@@ -120,7 +120,7 @@ def after_flags(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Module-scoped, so made before the per-test database: a database of its own.
     database = tmp_path_factory.mktemp("db") / "tuning.sqlite"
     run_dir = _tune_and_kill(
-        model, output, database, lambda state: "flags" in state.get("phases_done", [])
+        model, output, database, lambda state: "flags" in state.get("progress", {}).get("done", [])
     )
     pristine = tmp_path_factory.mktemp("pristine") / run_dir.name
     shutil.copytree(run_dir, pristine, symlinks=True)
@@ -134,7 +134,7 @@ def test_a_run_killed_after_its_flag_phase_continues_without_redoing_it(
     shutil.copytree(after_flags, run_dir, symlinks=True)
     earlier = ("default.vmfb", "default_outputs.npz", "flags/trials.json", "flags/0.vmfb")
     before = _mtimes(run_dir, *earlier)
-    assert _state(run_dir)["phases_done"][:2] == ["prepare", "flags"]
+    assert _state(run_dir)["progress"]["done"][:2] == ["prepare", "flags"]
 
     completed = _continue(run_dir)
 
@@ -153,7 +153,7 @@ def test_a_dispatch_phase_cut_short_goes_on_with_the_dispatches_not_tuned(
         lambda state: len(state.get("dispatches_done", [])) == 1,
     )
     state = _state(run_dir)
-    assert state["phases_done"] == ["prepare", "flags", "profile"]
+    assert state["progress"]["done"] == ["prepare", "flags", "profile"]
     earlier = ("default.vmfb", "flags/trials.json", "profile.json")
     before, tuned_before = _mtimes(run_dir, *earlier), _finished_tunings(run_dir)
     assert len(tuned_before) == 1
@@ -195,7 +195,7 @@ def test_a_finished_run_is_refused(
     run_dir = _edited_copy(
         after_flags,
         tmp_path,
-        lambda s: s.update(phases_done=[p.value for p in PHASES], final=final),
+        lambda s: s.update(progress={"done": [p.value for p in PHASES]}, final=final),
     )
     error = _refusal(run_dir, capsys)
     assert error.endswith(f"{run_dir} is finished (every phase done): nothing to continue; its "
@@ -207,7 +207,9 @@ def test_a_run_stopped_before_its_prepare_phase_finished_is_refused(
 ) -> None:
     # What `tune` saves before its first phase: the options, nothing done.
     run_dir = _edited_copy(
-        after_flags, tmp_path, lambda s: s.update(phases_done=[], model=None, default_vmfb="")
+        after_flags,
+        tmp_path,
+        lambda s: s.update(progress={"done": []}, model=None, default_vmfb=""),
     )
     error = _refusal(run_dir, capsys)
     assert f"{run_dir} was stopped before its prepare phase finished" in error

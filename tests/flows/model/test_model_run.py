@@ -27,7 +27,7 @@ from ireetune.flows.model.run import (
 from ireetune.flows.model.split import SPLIT_PHASES
 from ireetune.flows.model.state import MODEL_RUN_FORMAT, MODEL_RUN_NAME, ModelRunFile
 from ireetune.flows.model.state_restore import save_run
-from ireetune.flows.sequence import run_sequence
+from ireetune.flows.sequence import RunProgress, run_sequence
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.targets import parse_target
 from tests.conftest import REPOSITORY
@@ -85,7 +85,7 @@ def test_a_phase_that_waits_for_the_device_pauses_the_run_after_saving_it(
 
 def test_a_loaded_run_goes_on_at_the_phase_after_the_last_one_saved(tmp_path: Path) -> None:
     run, ran = _run(tmp_path), []
-    run.phases_done = ["prepare", "flags"]
+    run.run_progress = RunProgress(("prepare", "flags"))
     saved: list[str] = []
     run_sequence(
         run,

@@ -171,8 +171,9 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
     prepared: Path, tmp_path: Path
 ) -> None:
     run_dir = _copy(prepared, tmp_path)
-    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]
-    assert (state["stage"], state["round_trip"]) == (Phase.AWAITING_DEVICE, 1)
+    stored = json.loads((run_dir / MODEL_RUN_NAME).read_text())
+    state = stored["split"]
+    assert (stored["progress"]["pause"], state["round_trip"]) == ({"round_trip": 1}, 1)
     assert state["devices"] == ["local-task", "local-sync"]
     assert len(state["folders"]) == 2
 
@@ -332,7 +333,8 @@ def test_continue_resumes_a_prepare_phase_that_was_stopped(prepared: Path, tmp_p
     # before the device manifest was written: nothing done is compiled again.
     (run_dir / DEVICE_MANIFEST_NAME).unlink()
     kept = dict(state["folders"])
-    state.update(stage=Phase.PREPARING, round_trip=0, timings=[])
+    state.update(round_trip=0, timings=[])
+    stored["progress"]["pause"] = None
     (run_dir / MODEL_RUN_NAME).write_text(json.dumps(stored))
     before = {p: p.stat().st_mtime_ns for p in (run_dir / "tuning").rglob("*.vmfb")}
     status = continue_split_run(run_dir)

@@ -164,8 +164,9 @@ def test_split_flow_device_step_measures_on_vulkan(tmp_path: Path) -> None:
     )  # fmt: skip
     assert status == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
-    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]
-    assert (state["stage"], state["devices"]) == (Phase.AWAITING_DEVICE, ["vulkan"])
+    stored = json.loads((run_dir / MODEL_RUN_NAME).read_text())
+    state = stored["split"]
+    assert (stored["progress"]["pause"], state["devices"]) == ({"round_trip": 1}, ["vulkan"])
 
     _device_step(run_dir, tmp_path)
     results = json.loads((run_dir / "device" / "results_1.json").read_text())
