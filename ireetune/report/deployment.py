@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ireetune.database.store import as_number
+
 
 @dataclass(frozen=True)
 class Speedup:
@@ -169,21 +171,14 @@ def deployment_to_json(deployment: Deployment) -> dict[str, Any]:
     }
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
 def _read_speedup(value: object) -> Speedup | None:
     if not isinstance(value, Mapping):
         return None
-    point = _number(value.get("value"))
+    point = as_number(value.get("value"))
     return (
         None
         if point is None
-        else Speedup(point, _number(value.get("low")), _number(value.get("high")))
+        else Speedup(point, as_number(value.get("low")), as_number(value.get("high")))
     )
 
 
@@ -193,10 +188,10 @@ def _read_ort(value: object) -> OnnxRuntimeLine | None:
     return OnnxRuntimeLine(
         status=str(value.get("status") or ""),
         summary=str(value.get("summary") or ""),
-        onnxruntime_ms=_number(value.get("onnxruntime_ms")),
+        onnxruntime_ms=as_number(value.get("onnxruntime_ms")),
         tuned_ratio=_read_speedup(value.get("tuned_ratio")),
         default_ratio=_read_speedup(value.get("default_ratio")),
-        max_error=_number(value.get("max_error")),
+        max_error=as_number(value.get("max_error")),
     )
 
 
@@ -215,8 +210,8 @@ def _read_deployment(value: Mapping[str, Any]) -> Deployment | None:
         if isinstance(p, Mapping)
     )
     return Deployment(
-        default_ms=_number(value.get("default_ms")),
-        tuned_ms=_number(value.get("tuned_ms")),
+        default_ms=as_number(value.get("default_ms")),
+        tuned_ms=as_number(value.get("tuned_ms")),
         speedup=speedup,
         parts=parts,
         onnxruntime=_read_ort(value.get("onnxruntime")),
@@ -230,21 +225,23 @@ def _legacy_deployment(report: Mapping[str, Any]) -> Deployment | None:
     winner = flag_search.get("winner") if isinstance(flag_search, Mapping) else None
     flags_kept = bool(winner)
     spec = report.get("tuned_spec")
-    combined = _number(report.get("combined_speedup"))
-    spec_speedup = _number(report.get("speedup"))
+    combined = as_number(report.get("combined_speedup"))
+    spec_speedup = as_number(report.get("speedup"))
     if combined is not None:
         whole = Speedup(
-            combined, _number(report.get("combined_low")), _number(report.get("combined_high"))
+            combined, as_number(report.get("combined_low")), as_number(report.get("combined_high"))
         )
     elif spec and spec_speedup is not None:
         whole = Speedup(
-            spec_speedup, _number(report.get("speedup_low")), _number(report.get("speedup_high"))
+            spec_speedup,
+            as_number(report.get("speedup_low")),
+            as_number(report.get("speedup_high")),
         )
     elif spec_speedup is not None:
         whole = Speedup(1.0)
     else:
         return None
-    default_ms = _number(report.get("default_ms"))
+    default_ms = as_number(report.get("default_ms"))
     tuned_ms = default_ms / whole.value if default_ms is not None and combined is None else None
     flags = " ".join(str(f) for f in winner) if isinstance(winner, Sequence) else ""
     return Deployment(

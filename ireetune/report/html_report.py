@@ -312,10 +312,6 @@ def build_dispatch_page(run: DispatchRunView) -> DispatchPage:
     )
 
 
-def render_dispatch_report(run: DispatchRunView) -> str:
-    return render_page("dispatch.html", build_dispatch_page(run))
-
-
 def build_model_verdict(run: ModelRunView) -> Verdict:
     if run.tuned_spec is not None:
         spec = SpecLine(written=True, path=run.tuned_spec, why="")
@@ -438,10 +434,6 @@ def build_model_page(run: ModelRunView) -> ModelPage:
     )
 
 
-def render_model_report(run: ModelRunView) -> str:
-    return render_page("model.html", build_model_page(run))
-
-
 def profile_check_status(verification: str) -> str:
     """Name a profiled dispatch's check as a candidate's status: `verified`, `wrong` (compared
     and different: the profiler's FAILED), `unverified` (not compared: "Not verified") or ""."""
@@ -522,17 +514,13 @@ def build_profile_page(run: ProfileRunView) -> ProfilePage:
     )
 
 
-def render_profile_report(run: ProfileRunView) -> str:
-    return render_page("profile.html", build_profile_page(run))
-
-
 def render_html_report(run: RunView) -> str:
     """Render any run's report page."""
     if isinstance(run, DispatchRunView):
-        return render_dispatch_report(run)
+        return render_page("dispatch.html", build_dispatch_page(run))
     if isinstance(run, ModelRunView):
-        return render_model_report(run)
-    return render_profile_report(run)
+        return render_page("model.html", build_model_page(run))
+    return render_page("profile.html", build_profile_page(run))
 
 
 def write_html_report(run_dir: Path, output: Path | None = None) -> Path:
