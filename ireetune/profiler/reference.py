@@ -61,14 +61,6 @@ def _matmul_operands(operation: MatmulOperation, inputs: Sequence[Array]) -> tup
     return lhs, rhs
 
 
-def _apply_epilogue(
-    operation: MatmulOperation, values: Exact, columns: Indices, bias: Exact
-) -> Exact:
-    if operation.kind is not OperationKind.MATMUL_BIAS_RELU:
-        return values
-    return np.maximum(values + bias[columns], 0)
-
-
 def _conv_operands(operation: ConvOperation, inputs: Sequence[Array]) -> tuple[Exact, Exact]:
     """Return the image as NHWC and the filter as HWCF, whatever the stored layout."""
     image = _exact(inputs[0], operation.input_type)
@@ -127,9 +119,7 @@ def compute_reference_at(
         batch, rows, columns = positions
     values = np.einsum("sk,sk->s", lhs[batch, rows, :], rhs[batch, :, columns])
     if operation.kind is OperationKind.MATMUL_BIAS_RELU:
-        values = _apply_epilogue(
-            operation, values, columns, _exact(inputs[2], operation.accumulator_type)
-        )
+        values = np.maximum(values + _exact(inputs[2], operation.accumulator_type)[columns], 0)
     return np.asarray(values)
 
 
