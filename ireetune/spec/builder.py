@@ -45,6 +45,17 @@ class MatcherEntry:
     # Registered passes the action runs on the op's function after setting its attributes.
     function_passes: tuple[str, ...] = ()
 
+    @classmethod
+    def of_configuration(cls, problem: Problem, configuration: OpConfiguration) -> MatcherEntry:
+        """Return the entry that gives `problem` a space's configuration, with all it sets."""
+        return cls(
+            problem,
+            configuration.compilation_info,
+            op_attributes=configuration.op_attributes,
+            sibling_configs=configuration.sibling_configs,
+            function_passes=configuration.function_passes,
+        )
+
     @property
     def attribute_names(self) -> tuple[str, ...]:
         """Name every attribute the entry's action sets, compilation_info first."""
@@ -299,11 +310,5 @@ def build_configuration_spec(
     context: ir.Context,
 ) -> str:
     """Render the spec that gives one problem one configuration, as every flow writes it."""
-    entry = MatcherEntry(
-        problem,
-        configuration.compilation_info,
-        op_attributes=configuration.op_attributes,
-        sibling_configs=configuration.sibling_configs,
-        function_passes=configuration.function_passes,
-    )
+    entry = MatcherEntry.of_configuration(problem, configuration)
     return render_spec(build_spec([entry], context, prologue_passes))
