@@ -22,7 +22,6 @@ collapsing its parallel loops (see `_keep_parallel_loops`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -32,7 +31,6 @@ from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import (
     MatchPattern,
     Problem,
-    ReferenceInputs,
     clone_as_main,
     map_dim_positions,
     narrow,
@@ -147,15 +145,6 @@ class ReductionFamily(GenericOpFamily):
 
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_reduction(root_op)
-
-    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        reduction = narrow(problem, ReductionProblem)
-        return ReferenceInputs(
-            reduction.input_shapes,
-            reduction.input_types,
-            reduction.output_type,
-            math.prod(reduction.reduction_sizes),
-        )
 
     def build_reference(
         self, root_op: ir.Operation, problem: Problem, context: ir.Context
