@@ -19,7 +19,6 @@ import math
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -153,9 +152,6 @@ class TuningDatabase:
         self.path = path
         self._connection = open_database_read_only(path) if read_only else open_database(path)
 
-    def _transaction(self) -> AbstractContextManager[None]:
-        return transaction(self._connection)
-
     def close(self) -> None:
         self._connection.close()
 
@@ -168,7 +164,7 @@ class TuningDatabase:
     def write(self, result: StoredResult) -> None:
         """Insert or replace one result, in its own transaction."""
         row = _row(result)
-        with self._transaction():
+        with transaction(self._connection):
             self._connection.execute(
                 f"INSERT OR REPLACE INTO results ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
                 tuple(row.values()),
@@ -234,7 +230,7 @@ class TuningDatabase:
         Return the count added. Only a row with the key of one already stored is skipped: any
         other failure (a NULL in a required column) is an error, never a silent skip."""
         added = 0
-        with self._transaction():
+        with transaction(self._connection):
             for result in results:
                 row = _row(result)
                 cursor = self._connection.execute(
