@@ -158,6 +158,11 @@ class Verification:
     max_abs_error: float
     detail: str = ""
 
+    @classmethod
+    def unchecked_failure(cls, detail: str) -> Verification:
+        """Return the failure of an output that could not be compared at all (`detail`: why)."""
+        return cls(VerificationStatus.FAILED, 0, 0, math.inf, detail)
+
 
 def choose_sample(operation: Operation, samples: int, seed: int) -> Indices | None:
     """Pick output elements to check, or None when the whole reference is cheap enough."""
@@ -195,12 +200,8 @@ def compute_expected(
 def check_output(operation: Operation, expected: Expected, actual: Array) -> Verification:
     """Compare a dispatch's output with the reference within the dtype-aware tolerance."""
     if tuple(actual.shape) != operation.output_shape:
-        return Verification(
-            VerificationStatus.FAILED,
-            0,
-            0,
-            math.inf,
-            f"output shape {tuple(actual.shape)} is not {operation.output_shape}",
+        return Verification.unchecked_failure(
+            f"output shape {tuple(actual.shape)} is not {operation.output_shape}"
         )
     flat = as_typed(actual, operation.accumulator_type).reshape(-1)
     observed = (flat if expected.sample is None else flat[expected.sample]).astype(np.float64)
