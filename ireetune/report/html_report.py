@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.candidate import format_knobs
 from ireetune.core.output_paths import write_output
 from ireetune.report.deployment import describe_headline, describe_part
 from ireetune.report.html_page import Chip, Plot, build_chip, build_plot, render_page
@@ -180,10 +181,6 @@ def _format_ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}×"
 
 
-def _format_knobs(knobs: Sequence[tuple[str, int | str]]) -> str:
-    return " ".join(f"{k}={v}" for k, v in knobs)
-
-
 def _interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return ""
@@ -238,7 +235,7 @@ def build_dispatch_verdict(run: DispatchRunView) -> Verdict:
         headline=headline,
         spec=spec,
         decision=decision,
-        knobs=_format_knobs(winner.knobs) if winner is not None else "",
+        knobs=format_knobs(winner.knobs) if winner is not None else "",
         notes=run.notes,
     )
 
@@ -256,7 +253,7 @@ def _candidate_row(candidate: CandidateView) -> CandidateRow:
         speedup=_format_ratio(candidate.speedup),
         interval=f"{low:.3f}–{high:.3f}" if low is not None and high is not None else "–",
         verdict=candidate.verdict,
-        knobs=_format_knobs(candidate.knobs),
+        knobs=format_knobs(candidate.knobs),
         reason=candidate.reason,
     )
 
