@@ -240,7 +240,6 @@ def link_spec_files(
     warnings: tuple[str, ...] = ()
     if len(units) == 1:
         linked_text = str(units[0].module)
-        form = LinkForm.SINGLE
     else:
         combined = combine_specs(units, context)
         with tempfile.TemporaryDirectory(prefix="ireetune_link_") as folder:
@@ -264,8 +263,8 @@ def link_spec_files(
                 for line in result.stderr.splitlines()
                 if "warning: " in line
             )
-        form = _linked_form(parse_spec(linked_text, str(output_path), context))
     linked = parse_spec(linked_text, str(output_path), context)
+    form = LinkForm.SINGLE if len(units) == 1 else _linked_form(linked)
     matchers = list_matchers(linked)
     origin = _matcher_origins(units, matchers, form)
     overlaps = find_overlaps(matchers, origin)
