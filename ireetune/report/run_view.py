@@ -10,7 +10,6 @@ speedup interval are newer than the rest) and a run stopped half way leaves fiel
 from __future__ import annotations
 
 import csv
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +33,6 @@ MODEL_PROFILE_NAME = "profile.json"
 PROFILE_RESULTS_NAME = "profile_results.csv"
 # The model tuner's note naming the specs it dropped from the linked spec, comma-separated.
 DROPPED_NOTE = "dropped specs that slowed the linked model:"
-
-
-class RunKind(enum.Enum):
-    DISPATCH = "dispatch"
-    MODEL = "model"
-    PROFILE = "profile"
 
 
 @dataclass(frozen=True)
@@ -160,31 +153,21 @@ class ProfileRunView:
 RunView = DispatchRunView | ModelRunView | ProfileRunView
 
 
-def detect_run_kind(run_dir: Path) -> RunKind:
-    """Tell which kind of run wrote `run_dir` from the files it holds."""
+def read_run(run_dir: Path) -> RunView:
+    """Read any kind of run folder, told by the files it holds."""
     check_input_folder(run_dir, "run folder")
     if not run_dir.is_dir():
         raise IreetuneError(f"{run_dir} is not a folder")
     if (run_dir / MODEL_REPORT_NAME).is_file():
-        return RunKind.MODEL
+        return read_model_run(run_dir)
     if (run_dir / RESULTS_NAME).is_file():
-        return RunKind.DISPATCH
+        return read_dispatch_run(run_dir)
     if (run_dir / PROFILE_RESULTS_NAME).is_file():
-        return RunKind.PROFILE
+        return read_profile_run(run_dir)
     raise IreetuneError(
         f"{run_dir} holds no {RESULTS_NAME}, {MODEL_REPORT_NAME} or {PROFILE_RESULTS_NAME}: "
         "not a tune-dispatch, tune or profile run folder"
     )
-
-
-def read_run(run_dir: Path) -> RunView:
-    """Read any kind of run folder."""
-    kind = detect_run_kind(run_dir)
-    if kind is RunKind.MODEL:
-        return read_model_run(run_dir)
-    if kind is RunKind.DISPATCH:
-        return read_dispatch_run(run_dir)
-    return read_profile_run(run_dir)
 
 
 def _load_json(path: Path, expected_format: str) -> dict[str, Any]:
