@@ -93,10 +93,6 @@ def _readonly() -> dict[str, ir.Attribute]:
     return {"transform.readonly": ir.UnitAttr.get()}
 
 
-def _consumed() -> dict[str, ir.Attribute]:
-    return {"transform.consumed": ir.UnitAttr.get()}
-
-
 def action_name(key: ActionKey) -> str:
     """Name the action of an action key: `apply_op_config` for compilation_info alone,
     `apply_op_config_and_decomposition_config` when attention's decomposition comes along,
@@ -232,7 +228,7 @@ def _build_kernel_config(pairs: Sequence[tuple[str, str]], prologue_passes: Sequ
     """Build the entry point: run the prologue passes on the payload, then match and apply."""
     any_op = transform.AnyOpType.get()
     # With no matcher the entry point only yields its argument: it reads it, not consumes it.
-    argument = _consumed() if pairs else _readonly()
+    argument = {"transform.consumed": ir.UnitAttr.get()} if pairs else _readonly()
     sequence = transform.NamedSequenceOp(KERNEL_CONFIG, [any_op], [any_op], arg_attrs=[argument])
     sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()
     with ir.InsertionPoint(sequence.body):
