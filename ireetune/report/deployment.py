@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ireetune.database.store import as_number
@@ -131,39 +131,21 @@ def render_deployment_lines(deployment: Deployment) -> list[str]:
 # --- report.json ----------------------------------------------------------------------------------
 
 
-def _speedup_json(speedup: Speedup | None) -> dict[str, float | None] | None:
-    return (
-        None
-        if speedup is None
-        else {"value": speedup.value, "low": speedup.low, "high": speedup.high}
-    )
-
-
 def deployment_to_json(deployment: Deployment) -> dict[str, Any]:
-    """Return the deployment as report.json's `deployment` object."""
+    """Return the deployment as report.json's `deployment` object: the headline, then the
+    records' fields by name (a speedup as `value`, `low` and `high`); an ONNX Runtime error that
+    is not finite is null."""
     ort = deployment.onnxruntime
     return {
         "headline": describe_headline(deployment),
         "default_ms": deployment.default_ms,
         "tuned_ms": deployment.tuned_ms,
-        "speedup": _speedup_json(deployment.speedup),
-        "parts": [
-            {
-                "name": p.name,
-                "kept": p.kept,
-                "detail": p.detail,
-                "speedup": _speedup_json(p.speedup),
-            }
-            for p in deployment.parts
-        ],
+        "speedup": asdict(deployment.speedup),
+        "parts": [asdict(part) for part in deployment.parts],
         "onnxruntime": None
         if ort is None
         else {
-            "status": ort.status,
-            "summary": ort.summary,
-            "onnxruntime_ms": ort.onnxruntime_ms,
-            "tuned_ratio": _speedup_json(ort.tuned_ratio),
-            "default_ratio": _speedup_json(ort.default_ratio),
+            **asdict(ort),
             "max_error": ort.max_error
             if ort.max_error is None or math.isfinite(ort.max_error)
             else None,
