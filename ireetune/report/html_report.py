@@ -316,23 +316,16 @@ def build_model_verdict(run: ModelRunView) -> Verdict:
         why = next((n for n in run.notes if "spec" in n), "no dispatch spec made the model faster")
         spec = SpecLine(written=False, path="", why=why)
     deployment = run.deployment
+    parts: tuple[str, ...] = ()
     if deployment is not None:
         # The whole deployment first (flags, spec and runtime options together), then its parts.
         parts = tuple(describe_part(part) for part in deployment.parts)
         if deployment.onnxruntime is not None:
             parts += (f"ONNX Runtime: {deployment.onnxruntime.summary}",)
-        return Verdict(
-            tone="good"
-            if deployment.anything_kept and deployment.speedup.value > 1.0
-            else "neutral",
-            headline=describe_headline(deployment),
-            spec=spec,
-            decision=run.decision,
-            knobs="",
-            notes=run.notes,
-            parts=parts,
-        )
-    if run.speedup is not None and run.tuned_spec is not None:
+        headline = describe_headline(deployment)
+        kept_faster = deployment.anything_kept and deployment.speedup.value > 1.0
+        tone = "good" if kept_faster else "neutral"
+    elif run.speedup is not None and run.tuned_spec is not None:
         headline = (
             f"The model runs {run.speedup:.3f}× faster with the tuned spec: "
             f"{_format_ms(run.default_ms)} → {_format_ms(run.tuned_ms)}"
@@ -344,7 +337,13 @@ def build_model_verdict(run: ModelRunView) -> Verdict:
         headline = f"The model keeps the compiler's default ({_format_ms(run.default_ms)})"
         tone = "neutral"
     return Verdict(
-        tone=tone, headline=headline, spec=spec, decision=run.decision, knobs="", notes=run.notes
+        tone=tone,
+        headline=headline,
+        spec=spec,
+        decision=run.decision,
+        knobs="",
+        notes=run.notes,
+        parts=parts,
     )
 
 
