@@ -171,13 +171,8 @@ def load_with_compiler(spec_path: Path, target: CompileTarget, timeout_s: float)
             )
         )
     if result.status is CompileStatus.TIMED_OUT:
-        return [
-            Violation(
-                None,
-                f"iree-compile took over {timeout_s:.0f} s to load the spec.",
-                ViolationSource.LOAD,
-            )
-        ]
+        message = f"iree-compile took over {timeout_s:.0f} s to load the spec."
+        return [Violation(None, message, ViolationSource.LOAD)]
     if result.ok:
         return []
     # Only the first error is reported: later ones repeat it from further up the pipeline.
