@@ -10,13 +10,13 @@ writes the row; nothing in the tuner reads it back yet.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.database.schema import open_database, transaction
+from ireetune.database.store import now_utc
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def hash_model(mlir_path: Path) -> str:
 
 def record_model_result(database_path: Path, key: ModelKey, result: ModelResult) -> None:
     """Write (or replace) the model's row."""
-    written_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    written_at = now_utc()
     connection = open_database(database_path)
     try:
         with transaction(connection):

@@ -49,16 +49,12 @@ def auto_ranker_path(folder: Path, family: str, fingerprint: str) -> Path:
     return folder / f"{_file_stem(family)}-auto-{fingerprint}.json"
 
 
-def _facts_path(folder: Path, target_key: str) -> Path:
-    digest = hashlib.sha256(target_key.encode()).hexdigest()[:16]
-    return folder / "facts" / f"{digest}.json"
-
-
 def remember_machine_facts(folder: Path, target_key: str, facts: Mapping[str, FactValue]) -> None:
     """Keep a target key's machine facts beside the rankers (best effort: a cache)."""
     if not facts:
         return
-    path = _facts_path(folder, target_key)
+    digest = hashlib.sha256(target_key.encode()).hexdigest()[:16]
+    path = folder / "facts" / f"{digest}.json"
     text = json.dumps({"target": target_key, "facts": dict(facts)}, sort_keys=True)
     try:
         if path.is_file() and path.read_text() == text:

@@ -463,21 +463,9 @@ class CampaignFile(FileModel):
 
 
 def campaign_from_file(stored: CampaignFile) -> CampaignResult:
-    """Rebuild a campaign's result from its checked file form."""
-    baselines = {
-        b.device: DeviceBaseline(
-            b.device, b.batch, b.before_ms, b.after_ms, b.confirmed_ms, b.drift, b.error,
-            b.confirmed_rounds_ms, b.timing,
-        )
-        for b in stored.baselines
-    }  # fmt: skip
-    candidates = {
-        c.candidate_id: CandidateMeasurement(
-            c.candidate_id, c.device, c.status, c.reason, c.times_ms, c.speedup, c.stopped_early,
-            c.confirmed, c.rounds_ms, c.timing, c.batch,
-        )
-        for c in stored.candidates
-    }  # fmt: skip
+    """Rebuild a campaign's result from its checked file form (whose fields are the records')."""
+    baselines = {b.device: DeviceBaseline(**dict(b)) for b in stored.baselines}
+    candidates = {c.candidate_id: CandidateMeasurement(**dict(c)) for c in stored.candidates}
     return CampaignResult(
         baselines, candidates, stored.notes, stored.seconds, stored.measured_per_second
     )

@@ -284,19 +284,15 @@ def _inspect(connection: sqlite3.Connection, path: Path) -> int:
         raise IreetuneError(f"{path} is not an ireetune database (schema version {version})")
     if not _REQUIRED_TABLES[version] <= tables:
         raise _foreign(path, f"tables: {table_list}, unlike ireetune's schema {version}")
-    result_columns = _columns(connection, "results")
-    if result_columns != RESULT_COLUMNS[version]:
-        raise _foreign(
-            path,
-            f"its results table has columns {', '.join(result_columns)}, "
-            f"unlike ireetune's schema {version}",
-        )
-    if "model_results" in tables:
-        model_columns = _columns(connection, "model_results")
-        if model_columns != MODEL_RESULT_COLUMNS:
+    for table, expected in (
+        ("results", RESULT_COLUMNS[version]),
+        ("model_results", MODEL_RESULT_COLUMNS),
+    ):
+        columns = _columns(connection, table) if table in tables else expected
+        if columns != expected:
             raise _foreign(
                 path,
-                f"its model_results table has columns {', '.join(model_columns)}, "
+                f"its {table} table has columns {', '.join(columns)}, "
                 f"unlike ireetune's schema {version}",
             )
     problems = [row[0] for row in connection.execute("PRAGMA quick_check")]

@@ -19,7 +19,6 @@ import math
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -153,9 +152,6 @@ class TuningDatabase:
         self.path = path
         self._connection = open_database_read_only(path) if read_only else open_database(path)
 
-    def _transaction(self) -> AbstractContextManager[None]:
-        return transaction(self._connection)
-
     def close(self) -> None:
         self._connection.close()
 
@@ -168,7 +164,7 @@ class TuningDatabase:
     def write(self, result: StoredResult) -> None:
         """Insert or replace one result, in its own transaction."""
         row = _row(result)
-        with self._transaction():
+        with transaction(self._connection):
             self._connection.execute(
                 f"INSERT OR REPLACE INTO results ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
                 tuple(row.values()),
@@ -234,7 +230,7 @@ class TuningDatabase:
         Return the count added. Only a row with the key of one already stored is skipped: any
         other failure (a NULL in a required column) is an error, never a silent skip."""
         added = 0
-        with self._transaction():
+        with transaction(self._connection):
             for result in results:
                 row = _row(result)
                 cursor = self._connection.execute(
@@ -303,15 +299,17 @@ def _dicts(cursor: sqlite3.Cursor) -> Iterator[dict[str, Any]]:
         yield dict(zip(names, values, strict=True))
 
 
-def _number(value: object) -> float | None:
-    """Read a stored number; anything else (text that an old `db import` let in) is missing."""
+def as_number(value: object) -> float | None:
+    """Read a stored number (a column, or a run file's JSON value) as a finite float; anything
+    else (null, NaN, text that an old `db import` let in) is missing."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
 
 
-def _text(value: object) -> str:
-    """Read a stored text column whatever SQLite holds in it (a BLOB, a number, NULL)."""
+def as_text(value: object) -> str:
+    """Read a stored text (a column, or a run file's JSON value) whatever it holds: a BLOB, a
+    number, NULL ("")."""
     if isinstance(value, str):
         return value
     if isinstance(value, bytes):
@@ -322,17 +320,17 @@ def _text(value: object) -> str:
 def _times(value: object) -> tuple[float, ...]:
     """Read the stored timings; a value that is not a JSON list of numbers reads as none."""
     try:
-        times = json.loads(_text(value))
+        times = json.loads(as_text(value))
     except (ValueError, RecursionError):
         return ()
-    numbers = [_number(t) for t in times] if isinstance(times, list) else [None]
+    numbers = [as_number(t) for t in times] if isinstance(times, list) else [None]
     return tuple(n for n in numbers if n is not None) if None not in numbers else ()
 
 
 def _rounds(value: object) -> tuple[tuple[float, ...], ...]:
     """Read stored rounds of timings; anything but a JSON list of lists of numbers is none."""
     try:
-        rounds = json.loads(_text(value))
+        rounds = json.loads(as_text(value))
     except (ValueError, RecursionError):
         return ()
     if not isinstance(rounds, list) or not all(isinstance(r, list) for r in rounds):
@@ -350,37 +348,37 @@ def _result(row: dict[str, Any]) -> StoredResult:
     outputs_match = row["outputs_match"]
     return StoredResult(
         key=ResultKey(
-            _text(row["compiler_version"]),
-            _text(row["target"]),
-            _text(row["device"]),
-            _text(row["problem"]),
-            _text(row["signature"]),
+            as_text(row["compiler_version"]),
+            as_text(row["target"]),
+            as_text(row["device"]),
+            as_text(row["problem"]),
+            as_text(row["signature"]),
         ),
-        config=_text(row["config"]),
-        compilation_info=_text(row["compilation_info"]),
-        status=_text(row["status"]),
-        reason=_text(row["reason"]),
+        config=as_text(row["config"]),
+        compilation_info=as_text(row["compilation_info"]),
+        status=as_text(row["status"]),
+        reason=as_text(row["reason"]),
         times_ms=_times(row["times_ms"]),
-        median_ms=_number(row["median_ms"]),
-        min_ms=_number(row["min_ms"]),
-        max_ms=_number(row["max_ms"]),
-        spread=_number(row["spread"]),
-        baseline_ms=_number(row["baseline_ms"]),
-        speedup=_number(row["speedup"]),
-        session=_text(row["session"]),
-        written_at=_text(row["written_at"]),
-        speedup_low=_number(row["speedup_low"]),
-        speedup_high=_number(row["speedup_high"]),
-        basis=_text(row["basis"]),
+        median_ms=as_number(row["median_ms"]),
+        min_ms=as_number(row["min_ms"]),
+        max_ms=as_number(row["max_ms"]),
+        spread=as_number(row["spread"]),
+        baseline_ms=as_number(row["baseline_ms"]),
+        speedup=as_number(row["speedup"]),
+        session=as_text(row["session"]),
+        written_at=as_text(row["written_at"]),
+        speedup_low=as_number(row["speedup_low"]),
+        speedup_high=as_number(row["speedup_high"]),
+        basis=as_text(row["basis"]),
         confirmed=row["confirmed"] == 1,
         rounds_ms=_rounds(row["rounds_ms"]),
         outputs_match=bool(outputs_match) if outputs_match in (0, 1) else None,
-        real_input_speedup=_number(row["real_input_speedup"]),
-        real_input_low=_number(row["real_input_low"]),
-        real_input_high=_number(row["real_input_high"]),
-        verdict=_text(row["verdict"]),
-        rule=_text(row["rule"]),
-        origin=_text(row["origin"]),
+        real_input_speedup=as_number(row["real_input_speedup"]),
+        real_input_low=as_number(row["real_input_low"]),
+        real_input_high=as_number(row["real_input_high"]),
+        verdict=as_text(row["verdict"]),
+        rule=as_text(row["rule"]),
+        origin=as_text(row["origin"]),
     )
 
 

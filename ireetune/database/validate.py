@@ -259,18 +259,15 @@ def validate_row(values: Mapping[str, object], origin: str, context: ir.Context)
         row = ResultRow.model_validate(dict(values), context={"mlir": context})
     except ValidationError as error:
         raise _describe_row_error(values, error) from None
-    return StoredResult(
-        key=ResultKey(row.compiler_version, row.target, row.device, row.problem, row.signature),
-        config=row.config, compilation_info=row.compilation_info, status=row.status,
-        reason=row.reason, times_ms=tuple(row.times_ms), median_ms=row.median_ms,
-        min_ms=row.min_ms, max_ms=row.max_ms, spread=row.spread, baseline_ms=row.baseline_ms,
-        speedup=row.speedup, session=row.session, written_at=row.written_at,
-        speedup_low=row.speedup_low, speedup_high=row.speedup_high, basis=row.basis,
-        confirmed=row.confirmed, rounds_ms=tuple(tuple(r) for r in row.rounds_ms),
-        outputs_match=row.outputs_match, real_input_speedup=row.real_input_speedup,
-        real_input_low=row.real_input_low, real_input_high=row.real_input_high,
-        verdict=row.verdict, rule=row.rule, origin=origin,
-    )  # fmt: skip
+    # The row's fields are the record's: the key's parts, then the others (lists as tuples).
+    fields = dict(row)
+    key = ResultKey(*(fields.pop(name) for name in KEY_FIELDS))
+    fields.update(
+        times_ms=tuple(row.times_ms),
+        rounds_ms=tuple(tuple(r) for r in row.rounds_ms),
+        origin=origin,
+    )
+    return StoredResult(key=key, **fields)
 
 
 def _flatten_key(row: Mapping[str, object]) -> dict[str, object]:

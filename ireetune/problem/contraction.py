@@ -55,21 +55,17 @@ class ContractionProblem(MatmulProblem):
         `linalg.mmt4d ins(%lhs, %rhs : tensor<M1xK1xM0xK0>, tensor<N1xK1xN0xK0>)
         outs(%acc : tensor<M1xN1xM0xN0>)`, which data tiling makes of a matmul.
         """
-        if self.batch_dims or len(self.m_dims) != 2 or len(self.n_dims) != 2:
-            return False
-        if len(self.k_dims) != 2:
-            return False
-        (m1, m0), (n1, n0), (k1, k0) = self.m_dims, self.n_dims, self.k_dims
-        lhs_map, rhs_map, out_map = (map_dim_positions(text) for text in self.indexing_maps)
-        return (lhs_map, rhs_map, out_map) == ([m1, k1, m0, k0], [n1, k1, n0, k0], [m1, n1, m0, n0])
+        return not self.batch_dims and self._is_data_tiled()
 
     @property
     def is_batch_mmt4d(self) -> bool:
         """Say whether this is a data-tiled batch matmul: batch loops, then M1 N1 K1 outer and
         M0 N0 K0 inner tiles, laid out as `linalg.batch_mmt4d` lays them out."""
-        if not self.batch_dims or not all(
-            len(d) == 2 for d in (self.m_dims, self.n_dims, self.k_dims)
-        ):
+        return bool(self.batch_dims) and self._is_data_tiled()
+
+    def _is_data_tiled(self) -> bool:
+        """Say whether the maps are the batch loops (if any), then the outer and inner tiles."""
+        if not all(len(d) == 2 for d in (self.m_dims, self.n_dims, self.k_dims)):
             return False
         batch = list(self.batch_dims)
         (m1, m0), (n1, n0), (k1, k0) = self.m_dims, self.n_dims, self.k_dims

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
-from ireetune.problem.family import MatchPattern, Problem, ReferenceInputs, captured_values, narrow
+from ireetune.problem.family import MatchPattern, Problem, captured_values
 from ireetune.problem.generic import (
     NEUTRAL_BODY_OPS,
     GenericOpFamily,
@@ -101,12 +101,6 @@ class ElementwiseFamily(GenericOpFamily):
 
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_elementwise(root_op)
-
-    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        elementwise = narrow(problem, ElementwiseProblem)
-        return ReferenceInputs(
-            elementwise.input_shapes, elementwise.input_types, elementwise.output_type, 1
-        )
 
     def claims(self, pattern: MatchPattern) -> bool:
         return "reduction" not in pattern.body

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Callable
 from dataclasses import Field, dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -450,26 +451,38 @@ def clone_with_captured_constants(root_op: ir.Operation) -> ir.Operation:
 
 def _rectified(value: ir.Value) -> ir.Value:
     """Return max(value, 0) elementwise, as a `linalg.generic` at the insertion point."""
+    identity = ir.AffineMap.get_identity(ir.RankedTensorType(value.type).rank)
+    return map_elements(value, identity, _max_with_zero)
+
+
+def _max_with_zero(element: ir.Value) -> ir.Value:
+    element_type = element.type
+    if isinstance(element_type, ir.IntegerType):
+        zero = arith.ConstantOp(element_type, ir.IntegerAttr.get(element_type, 0))
+        return arith.MaxSIOp(element, zero.result).result
+    zero = arith.ConstantOp(element_type, ir.FloatAttr.get(element_type, 0.0))
+    return arith.MaximumFOp(element, zero.result).result
+
+
+def map_elements(
+    value: ir.Value, output_map: ir.AffineMap, body: Callable[[ir.Value], ir.Value]
+) -> ir.Value:
+    """Write `body` of each element of a tensor where `output_map` sends its position, as a
+    `linalg.generic` of parallel loops at the insertion point; return the generic's result."""
     shaped = ir.RankedTensorType(value.type)
-    element = shaped.element_type
-    rank = shaped.rank
+    element, rank = shaped.element_type, shaped.rank
+    output_shape = [shaped.shape[position] for position in result_positions(output_map)]
     identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    empty = tensor.EmptyOp(list(shaped.shape), element)
+    empty = tensor.EmptyOp(output_shape, element)
     generic = linalg.GenericOp(
-        [value.type],
+        [empty.result.type],
         [value],
         [empty.result],
-        ir.ArrayAttr.get([identity, identity]),
+        ir.ArrayAttr.get([identity, ir.AffineMapAttr.get(output_map)]),
         ir.ArrayAttr.get([parallel] * rank),
     )
     block = generic.regions[0].blocks.append(element, element)
     with ir.InsertionPoint(block):
-        if isinstance(element, ir.IntegerType):
-            zero = arith.ConstantOp(element, ir.IntegerAttr.get(element, 0))
-            largest = arith.MaxSIOp(block.arguments[0], zero.result)
-        else:
-            zero = arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0))
-            largest = arith.MaximumFOp(block.arguments[0], zero.result)
-        linalg.YieldOp([largest.result])
+        linalg.YieldOp([body(block.arguments[0])])
     return generic.results[0]

@@ -22,6 +22,7 @@ from ireetune.problem.family import (
     MatchPattern,
     OpFamily,
     Problem,
+    ReferenceInputs,
     bind_loop_sizes,
     clone_with_captured_constants,
     drop_config_attributes,
@@ -189,6 +190,19 @@ class GenericOpFamily(OpFamily):
             generic.indexing_maps,
             (generic.loop_sizes,),
             generic.iterator_types + generic.body,
+        )
+
+    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
+        """The reference program takes the op's inputs; each result sums the op's reduction
+        loops (one term for an op of parallel loops only)."""
+        generic = narrow(problem, self.record)
+        reduced = math.prod(
+            size
+            for size, kind in zip(generic.loop_sizes, generic.iterator_types, strict=True)
+            if kind == "reduction"
+        )
+        return ReferenceInputs(
+            generic.input_shapes, generic.input_types, generic.output_type, reduced
         )
 
     def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:

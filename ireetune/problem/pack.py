@@ -27,9 +27,7 @@ from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.family import (
     MatchPattern,
     Problem,
-    ReferenceInputs,
     element_type_name,
-    narrow,
     static_shape,
 )
 from ireetune.problem.generic import GenericOpFamily, dag_source
@@ -91,10 +89,6 @@ class PackFamily(GenericOpFamily):
 
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_pack(root_op)
-
-    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        pack = narrow(problem, PackProblem)
-        return ReferenceInputs(pack.input_shapes, pack.input_types, pack.output_type, 1)
 
     def claims(self, pattern: MatchPattern) -> bool:
         return PACK_OP in pattern.body

@@ -22,19 +22,18 @@ collapsing its parallel loops (see `_keep_parallel_loops`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, linalg, tensor
+from iree.compiler.dialects import arith
 
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import (
     MatchPattern,
     Problem,
-    ReferenceInputs,
     clone_as_main,
     map_dim_positions,
+    map_elements,
     narrow,
 )
 from ireetune.problem.generic import (
@@ -148,15 +147,6 @@ class ReductionFamily(GenericOpFamily):
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_reduction(root_op)
 
-    def reference_inputs(self, problem: Problem) -> ReferenceInputs:
-        reduction = narrow(problem, ReductionProblem)
-        return ReferenceInputs(
-            reduction.input_shapes,
-            reduction.input_types,
-            reduction.output_type,
-            math.prod(reduction.reduction_sizes),
-        )
-
     def build_reference(
         self, root_op: ir.Operation, problem: Problem, context: ir.Context
     ) -> ir.Module:
@@ -211,40 +201,26 @@ def _keep_parallel_loops(module: ir.Module, context: ir.Context) -> None:
         function = module.body.operations[0]
         block = function.regions[0].blocks[0]
         return_op = block.operations[len(block.operations) - 1]
-        result = return_op.operands[0]
-        shaped = ir.RankedTensorType(result.type)
-        rank, element = shaped.rank, shaped.element_type
-        reversed_type = ir.RankedTensorType.get(list(reversed(shaped.shape)), element)
+        rank = ir.RankedTensorType(return_op.operands[0].type).rank
         reversed_dims = ir.AffineMap.get(
             rank, 0, [ir.AffineDimExpr.get(dim) for dim in reversed(range(rank))]
         )
-        identity = ir.AffineMap.get_identity(rank)
-        parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
         with ir.InsertionPoint(return_op):
-            empty = tensor.EmptyOp(list(reversed(shaped.shape)), element)
-            consumer = linalg.GenericOp(
-                [reversed_type],
-                [result],
-                [empty.result],
-                ir.ArrayAttr.get(
-                    [ir.AffineMapAttr.get(identity), ir.AffineMapAttr.get(reversed_dims)]
-                ),
-                ir.ArrayAttr.get([parallel] * rank),
-            )
-            body = consumer.regions[0].blocks.append(element, element)
-            with ir.InsertionPoint(body):
-                if isinstance(element, ir.IntegerType):
-                    zero = arith.ConstantOp(element, ir.IntegerAttr.get(element, 0))
-                    negated = arith.SubIOp(zero.result, body.arguments[0]).result
-                else:
-                    negated = arith.NegFOp(body.arguments[0]).result
-                linalg.YieldOp([negated])
-        return_op.operands[0] = consumer.results[0]
+            consumer = map_elements(return_op.operands[0], reversed_dims, _negated)
+        return_op.operands[0] = consumer
         inputs = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
         function.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get(inputs, [reversed_type])
+            ir.FunctionType.get(inputs, [consumer.type])
         )
         assert module.operation.verify(), "reference module does not verify"
+
+
+def _negated(element: ir.Value) -> ir.Value:
+    element_type = element.type
+    if isinstance(element_type, ir.IntegerType):
+        zero = arith.ConstantOp(element_type, ir.IntegerAttr.get(element_type, 0))
+        return arith.SubIOp(zero.result, element).result
+    return arith.NegFOp(element).result
 
 
 def _fill_value(root_op: ir.Operation) -> ir.Attribute | None:

@@ -321,36 +321,24 @@ def _compile_jobs(
     """Return the profile (and, for non-default configurations, verify) compile of a dispatch."""
     name = dispatch_name(item.operation, configuration)
     logs = _logs(item.folder)
-    jobs = [
-        CompileJob(
-            candidate_id=first_id,
-            request=build_request(
-                target,
-                item.benchmark_path,
-                item.folder / f"{name}_profile.vmfb",
-                phase_flags=("--compile-from=executable-sources",),
-                spec_path=configuration.spec_path,
-                reproducer_path=logs / f"{name}_profile_reproducer.mlir",
-            ),
-            log_path=logs / f"{name}_profile.log",
-        )
+    # Each role's source and phase: the dispatch benchmark, and the model function on real inputs.
+    roles: list[tuple[str, Path, tuple[str, ...]]] = [
+        ("profile", item.benchmark_path, ("--compile-from=executable-sources",))
     ]
-    owners[first_id] = (entry_index, "profile")
     if configuration.kind is not ConfigKind.DEFAULT:
-        jobs.append(
-            CompileJob(
-                candidate_id=first_id + 1,
-                request=build_request(
-                    target,
-                    item.folder / f"{item.operation.name}.mlir",
-                    item.folder / f"{name}_verify.vmfb",
-                    spec_path=configuration.spec_path,
-                    reproducer_path=logs / f"{name}_verify_reproducer.mlir",
-                ),
-                log_path=logs / f"{name}_verify.log",
-            )
+        roles.append(("verify", item.folder / f"{item.operation.name}.mlir", ()))
+    jobs = []
+    for job_id, (role, source, phase_flags) in enumerate(roles, start=first_id):
+        request = build_request(
+            target,
+            source,
+            item.folder / f"{name}_{role}.vmfb",
+            phase_flags=phase_flags,
+            spec_path=configuration.spec_path,
+            reproducer_path=logs / f"{name}_{role}_reproducer.mlir",
         )
-        owners[first_id + 1] = (entry_index, "verify")
+        jobs.append(CompileJob(job_id, request, log_path=logs / f"{name}_{role}.log"))
+        owners[job_id] = (entry_index, role)
     return jobs
 
 

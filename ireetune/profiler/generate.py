@@ -37,9 +37,14 @@ def _tensor(shape: tuple[int, ...], element_type: ElementType) -> str:
     return f"tensor<{'x'.join(map(str, shape))}x{element_type.value}>"
 
 
-def _zero(element_type: ElementType) -> str:
+def _zero_init_lines(element_type: ElementType, out_type: str) -> list[str]:
+    """Return the lines that fill `%init` (of `out_type`) with zeros of the accumulator type."""
     value = "0" if element_type.is_integer else "0.0"
-    return f"%zero = arith.constant {value} : {element_type.value}"
+    return [
+        f"%zero = arith.constant {value} : {element_type.value}",
+        f"%empty = tensor.empty() : {out_type}",
+        f"%init = linalg.fill ins(%zero : {element_type.value}) outs(%empty : {out_type}) -> {out_type}",
+    ]
 
 
 def _matmul_maps(layout: MatmulLayout, batched: bool) -> str:
@@ -69,9 +74,7 @@ def _matmul_body(operation: MatmulOperation) -> tuple[list[str], str]:
         else f" indexing_maps = [{_matmul_maps(operation.layout, batched)}]"
     )
     return [
-        _zero(operation.accumulator_type),
-        f"%empty = tensor.empty() : {out_type}",
-        f"%init = linalg.fill ins(%zero : {operation.accumulator_type.value}) outs(%empty : {out_type}) -> {out_type}",
+        *_zero_init_lines(operation.accumulator_type, out_type),
         f"%product = {op_name}{maps} ins(%lhs, %rhs : {lhs_type}, {rhs_type}) outs(%init : {out_type}) -> {out_type}",
     ], out_type
 
@@ -111,9 +114,7 @@ def _conv_body(operation: ConvOperation) -> tuple[list[str], str]:
         f"strides = dense<{operation.stride}> : tensor<2xi64>}}"
     )
     return [
-        _zero(operation.accumulator_type),
-        f"%empty = tensor.empty() : {out_type}",
-        f"%init = linalg.fill ins(%zero : {operation.accumulator_type.value}) outs(%empty : {out_type}) -> {out_type}",
+        *_zero_init_lines(operation.accumulator_type, out_type),
         f"%product = {op_name} {attributes} ins(%lhs, %rhs : {image_type}, {filter_type}) outs(%init : {out_type}) -> {out_type}",
     ], out_type
 
@@ -127,12 +128,11 @@ def generate_mlir(operation: Operation) -> str:
             zip(operation.input_shapes, operation.input_types, strict=True)
         )
     )
+    result = "%product"
     if isinstance(operation, ConvOperation):
         lines, out_type = _conv_body(operation)
-        result = "%product"
     else:
         lines, out_type = _matmul_body(operation)
-        result = "%product"
         if operation.kind is OperationKind.MATMUL_BIAS_RELU:
             assert operation.batch is None, "the fused dispatch is an unbatched matmul"
             lines += _bias_relu_lines(operation, out_type)

@@ -100,12 +100,8 @@ def verify_dispatches(
         for index, entry in enumerate(operation_entries):
             run = runs[index]
             if run.output is None:
-                verdicts[entry.name] = Verification(
-                    VerificationStatus.FAILED,
-                    0,
-                    0,
-                    float("inf"),
-                    f"the program failed to run: {run.reason}",
+                verdicts[entry.name] = Verification.unchecked_failure(
+                    f"the program failed to run: {run.reason}"
                 )
                 continue
             verdicts[entry.name] = check_output(operation, expected, run.output)

@@ -61,14 +61,6 @@ def _matmul_operands(operation: MatmulOperation, inputs: Sequence[Array]) -> tup
     return lhs, rhs
 
 
-def _apply_epilogue(
-    operation: MatmulOperation, values: Exact, columns: Indices, bias: Exact
-) -> Exact:
-    if operation.kind is not OperationKind.MATMUL_BIAS_RELU:
-        return values
-    return np.maximum(values + bias[columns], 0)
-
-
 def _conv_operands(operation: ConvOperation, inputs: Sequence[Array]) -> tuple[Exact, Exact]:
     """Return the image as NHWC and the filter as HWCF, whatever the stored layout."""
     image = _exact(inputs[0], operation.input_type)
@@ -127,9 +119,7 @@ def compute_reference_at(
         batch, rows, columns = positions
     values = np.einsum("sk,sk->s", lhs[batch, rows, :], rhs[batch, :, columns])
     if operation.kind is OperationKind.MATMUL_BIAS_RELU:
-        values = _apply_epilogue(
-            operation, values, columns, _exact(inputs[2], operation.accumulator_type)
-        )
+        values = np.maximum(values + _exact(inputs[2], operation.accumulator_type)[columns], 0)
     return np.asarray(values)
 
 
@@ -168,6 +158,11 @@ class Verification:
     max_abs_error: float
     detail: str = ""
 
+    @classmethod
+    def unchecked_failure(cls, detail: str) -> Verification:
+        """Return the failure of an output that could not be compared at all (`detail`: why)."""
+        return cls(VerificationStatus.FAILED, 0, 0, math.inf, detail)
+
 
 def choose_sample(operation: Operation, samples: int, seed: int) -> Indices | None:
     """Pick output elements to check, or None when the whole reference is cheap enough."""
@@ -205,12 +200,8 @@ def compute_expected(
 def check_output(operation: Operation, expected: Expected, actual: Array) -> Verification:
     """Compare a dispatch's output with the reference within the dtype-aware tolerance."""
     if tuple(actual.shape) != operation.output_shape:
-        return Verification(
-            VerificationStatus.FAILED,
-            0,
-            0,
-            math.inf,
-            f"output shape {tuple(actual.shape)} is not {operation.output_shape}",
+        return Verification.unchecked_failure(
+            f"output shape {tuple(actual.shape)} is not {operation.output_shape}"
         )
     flat = as_typed(actual, operation.accumulator_type).reshape(-1)
     observed = (flat if expected.sample is None else flat[expected.sample]).astype(np.float64)

@@ -95,24 +95,20 @@ def time_with_vendor(
     try:
         call = _build_call(torch, operation, device)
         synchronize = torch.cuda.synchronize if gpu else (lambda: None)
-        call()
-        synchronize()
+
+        def time_calls(batch: int) -> float:
+            start = time.perf_counter()
+            for _ in range(batch):
+                call()
+            synchronize()
+            return time.perf_counter() - start
+
+        time_calls(1)
+        # Calls are timed in batches long enough for the clock: doubled up to 16384 calls.
         batch = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(batch):
-                call()
-            synchronize()
-            if time.perf_counter() - start >= min_repetition_s or batch >= 1 << 14:
-                break
+        while time_calls(batch) < min_repetition_s and batch < 1 << 14:
             batch *= 2
-        times_ms = []
-        for _ in range(repetitions):
-            start = time.perf_counter()
-            for _ in range(batch):
-                call()
-            synchronize()
-            times_ms.append((time.perf_counter() - start) * 1000.0 / batch)
+        times_ms = [time_calls(batch) * 1000.0 / batch for _ in range(repetitions)]
     except RuntimeError as error:  # torch reports unsupported dtype/device pairs this way.
         return VendorTiming(None, library, f"torch failed: {str(error).splitlines()[0][:200]}")
     return VendorTiming(statistics.median(times_ms), library)

@@ -207,14 +207,10 @@ def build_database_page(summary: DatabaseSummary, database_name: str) -> Databas
     )
 
 
-def render_summary_html(summary: DatabaseSummary, database_name: str) -> str:
-    """Write the summary as a self-contained HTML page with a bar plot of the best speedups."""
-    return render_page("database.html", build_database_page(summary, database_name))
-
-
 def report_database(database: TuningDatabase, database_path: Path, output: Path | None) -> str:
     """Summarize the database; write the HTML page to `output` when given; return the text."""
     summary = summarize_results(database.all_results())
     if output is not None:
-        write_output(output, render_summary_html(summary, str(database_path)))
+        page = build_database_page(summary, str(database_path))
+        write_output(output, render_page("database.html", page))
     return render_summary_text(summary) + (f"html report: {output}\n" if output else "")

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from ireetune.database.store import as_number
 
 
 @dataclass(frozen=True)
@@ -129,39 +131,21 @@ def render_deployment_lines(deployment: Deployment) -> list[str]:
 # --- report.json ----------------------------------------------------------------------------------
 
 
-def _speedup_json(speedup: Speedup | None) -> dict[str, float | None] | None:
-    return (
-        None
-        if speedup is None
-        else {"value": speedup.value, "low": speedup.low, "high": speedup.high}
-    )
-
-
 def deployment_to_json(deployment: Deployment) -> dict[str, Any]:
-    """Return the deployment as report.json's `deployment` object."""
+    """Return the deployment as report.json's `deployment` object: the headline, then the
+    records' fields by name (a speedup as `value`, `low` and `high`); an ONNX Runtime error that
+    is not finite is null."""
     ort = deployment.onnxruntime
     return {
         "headline": describe_headline(deployment),
         "default_ms": deployment.default_ms,
         "tuned_ms": deployment.tuned_ms,
-        "speedup": _speedup_json(deployment.speedup),
-        "parts": [
-            {
-                "name": p.name,
-                "kept": p.kept,
-                "detail": p.detail,
-                "speedup": _speedup_json(p.speedup),
-            }
-            for p in deployment.parts
-        ],
+        "speedup": asdict(deployment.speedup),
+        "parts": [asdict(part) for part in deployment.parts],
         "onnxruntime": None
         if ort is None
         else {
-            "status": ort.status,
-            "summary": ort.summary,
-            "onnxruntime_ms": ort.onnxruntime_ms,
-            "tuned_ratio": _speedup_json(ort.tuned_ratio),
-            "default_ratio": _speedup_json(ort.default_ratio),
+            **asdict(ort),
             "max_error": ort.max_error
             if ort.max_error is None or math.isfinite(ort.max_error)
             else None,
@@ -169,21 +153,14 @@ def deployment_to_json(deployment: Deployment) -> dict[str, Any]:
     }
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
 def _read_speedup(value: object) -> Speedup | None:
     if not isinstance(value, Mapping):
         return None
-    point = _number(value.get("value"))
+    point = as_number(value.get("value"))
     return (
         None
         if point is None
-        else Speedup(point, _number(value.get("low")), _number(value.get("high")))
+        else Speedup(point, as_number(value.get("low")), as_number(value.get("high")))
     )
 
 
@@ -193,10 +170,10 @@ def _read_ort(value: object) -> OnnxRuntimeLine | None:
     return OnnxRuntimeLine(
         status=str(value.get("status") or ""),
         summary=str(value.get("summary") or ""),
-        onnxruntime_ms=_number(value.get("onnxruntime_ms")),
+        onnxruntime_ms=as_number(value.get("onnxruntime_ms")),
         tuned_ratio=_read_speedup(value.get("tuned_ratio")),
         default_ratio=_read_speedup(value.get("default_ratio")),
-        max_error=_number(value.get("max_error")),
+        max_error=as_number(value.get("max_error")),
     )
 
 
@@ -215,8 +192,8 @@ def _read_deployment(value: Mapping[str, Any]) -> Deployment | None:
         if isinstance(p, Mapping)
     )
     return Deployment(
-        default_ms=_number(value.get("default_ms")),
-        tuned_ms=_number(value.get("tuned_ms")),
+        default_ms=as_number(value.get("default_ms")),
+        tuned_ms=as_number(value.get("tuned_ms")),
         speedup=speedup,
         parts=parts,
         onnxruntime=_read_ort(value.get("onnxruntime")),
@@ -230,21 +207,23 @@ def _legacy_deployment(report: Mapping[str, Any]) -> Deployment | None:
     winner = flag_search.get("winner") if isinstance(flag_search, Mapping) else None
     flags_kept = bool(winner)
     spec = report.get("tuned_spec")
-    combined = _number(report.get("combined_speedup"))
-    spec_speedup = _number(report.get("speedup"))
+    combined = as_number(report.get("combined_speedup"))
+    spec_speedup = as_number(report.get("speedup"))
     if combined is not None:
         whole = Speedup(
-            combined, _number(report.get("combined_low")), _number(report.get("combined_high"))
+            combined, as_number(report.get("combined_low")), as_number(report.get("combined_high"))
         )
     elif spec and spec_speedup is not None:
         whole = Speedup(
-            spec_speedup, _number(report.get("speedup_low")), _number(report.get("speedup_high"))
+            spec_speedup,
+            as_number(report.get("speedup_low")),
+            as_number(report.get("speedup_high")),
         )
     elif spec_speedup is not None:
         whole = Speedup(1.0)
     else:
         return None
-    default_ms = _number(report.get("default_ms"))
+    default_ms = as_number(report.get("default_ms"))
     tuned_ms = default_ms / whole.value if default_ms is not None and combined is None else None
     flags = " ".join(str(f) for f in winner) if isinstance(winner, Sequence) else ""
     return Deployment(

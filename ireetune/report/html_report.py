@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ireetune.core.candidate import format_knobs
 from ireetune.core.output_paths import write_output
 from ireetune.report.deployment import describe_headline, describe_part
 from ireetune.report.html_page import Chip, Plot, build_chip, build_plot, render_page
@@ -180,10 +181,6 @@ def _format_ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}×"
 
 
-def _format_knobs(knobs: Sequence[tuple[str, int | str]]) -> str:
-    return " ".join(f"{k}={v}" for k, v in knobs)
-
-
 def _interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return ""
@@ -238,7 +235,7 @@ def build_dispatch_verdict(run: DispatchRunView) -> Verdict:
         headline=headline,
         spec=spec,
         decision=decision,
-        knobs=_format_knobs(winner.knobs) if winner is not None else "",
+        knobs=format_knobs(winner.knobs) if winner is not None else "",
         notes=run.notes,
     )
 
@@ -256,7 +253,7 @@ def _candidate_row(candidate: CandidateView) -> CandidateRow:
         speedup=_format_ratio(candidate.speedup),
         interval=f"{low:.3f}–{high:.3f}" if low is not None and high is not None else "–",
         verdict=candidate.verdict,
-        knobs=_format_knobs(candidate.knobs),
+        knobs=format_knobs(candidate.knobs),
         reason=candidate.reason,
     )
 
@@ -312,10 +309,6 @@ def build_dispatch_page(run: DispatchRunView) -> DispatchPage:
     )
 
 
-def render_dispatch_report(run: DispatchRunView) -> str:
-    return render_page("dispatch.html", build_dispatch_page(run))
-
-
 def build_model_verdict(run: ModelRunView) -> Verdict:
     if run.tuned_spec is not None:
         spec = SpecLine(written=True, path=run.tuned_spec, why="")
@@ -323,23 +316,16 @@ def build_model_verdict(run: ModelRunView) -> Verdict:
         why = next((n for n in run.notes if "spec" in n), "no dispatch spec made the model faster")
         spec = SpecLine(written=False, path="", why=why)
     deployment = run.deployment
+    parts: tuple[str, ...] = ()
     if deployment is not None:
         # The whole deployment first (flags, spec and runtime options together), then its parts.
         parts = tuple(describe_part(part) for part in deployment.parts)
         if deployment.onnxruntime is not None:
             parts += (f"ONNX Runtime: {deployment.onnxruntime.summary}",)
-        return Verdict(
-            tone="good"
-            if deployment.anything_kept and deployment.speedup.value > 1.0
-            else "neutral",
-            headline=describe_headline(deployment),
-            spec=spec,
-            decision=run.decision,
-            knobs="",
-            notes=run.notes,
-            parts=parts,
-        )
-    if run.speedup is not None and run.tuned_spec is not None:
+        headline = describe_headline(deployment)
+        kept_faster = deployment.anything_kept and deployment.speedup.value > 1.0
+        tone = "good" if kept_faster else "neutral"
+    elif run.speedup is not None and run.tuned_spec is not None:
         headline = (
             f"The model runs {run.speedup:.3f}× faster with the tuned spec: "
             f"{_format_ms(run.default_ms)} → {_format_ms(run.tuned_ms)}"
@@ -351,7 +337,13 @@ def build_model_verdict(run: ModelRunView) -> Verdict:
         headline = f"The model keeps the compiler's default ({_format_ms(run.default_ms)})"
         tone = "neutral"
     return Verdict(
-        tone=tone, headline=headline, spec=spec, decision=run.decision, knobs="", notes=run.notes
+        tone=tone,
+        headline=headline,
+        spec=spec,
+        decision=run.decision,
+        knobs="",
+        notes=run.notes,
+        parts=parts,
     )
 
 
@@ -438,10 +430,6 @@ def build_model_page(run: ModelRunView) -> ModelPage:
     )
 
 
-def render_model_report(run: ModelRunView) -> str:
-    return render_page("model.html", build_model_page(run))
-
-
 def profile_check_status(verification: str) -> str:
     """Name a profiled dispatch's check as a candidate's status: `verified`, `wrong` (compared
     and different: the profiler's FAILED), `unverified` (not compared: "Not verified") or ""."""
@@ -522,17 +510,13 @@ def build_profile_page(run: ProfileRunView) -> ProfilePage:
     )
 
 
-def render_profile_report(run: ProfileRunView) -> str:
-    return render_page("profile.html", build_profile_page(run))
-
-
 def render_html_report(run: RunView) -> str:
     """Render any run's report page."""
     if isinstance(run, DispatchRunView):
-        return render_dispatch_report(run)
+        return render_page("dispatch.html", build_dispatch_page(run))
     if isinstance(run, ModelRunView):
-        return render_model_report(run)
-    return render_profile_report(run)
+        return render_page("model.html", build_model_page(run))
+    return render_page("profile.html", build_profile_page(run))
 
 
 def write_html_report(run_dir: Path, output: Path | None = None) -> Path:

@@ -59,8 +59,15 @@ def render_svg(figure: Figure) -> str:
 
 
 def _new_figure(width: float, height: float) -> Figure:
-    figure = Figure(figsize=(width, height), layout="constrained")
-    return figure
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _status_handles(statuses: set[str]) -> list[Line2D]:
+    """Return one legend dot per status, in the statuses' sorted order."""
+    return [
+        Line2D([], [], marker="o", linestyle="", color=status_colour(s), label=s)
+        for s in sorted(statuses)
+    ]
 
 
 def _timed(candidates: Sequence[CandidateView]) -> list[CandidateView]:
@@ -106,14 +113,10 @@ def plot_convergence(
     axes.set_ylabel("speedup over default (x)")
     axes.set_xlim(0.5, len(timed) + 0.5)
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    statuses = sorted({c.status for c in timed})
     handles = [
         Line2D([], [], color="#222222", label="best so far"),
         Line2D([], [], color="#999999", linestyle="--", label="default"),
-        *(
-            Line2D([], [], marker="o", linestyle="", color=status_colour(s), label=s)
-            for s in statuses
-        ),
+        *_status_handles({c.status for c in timed}),
     ]
     if winner is not None and any(c.candidate_id == winner for c in timed):
         handles.append(
@@ -172,17 +175,13 @@ def plot_candidate_times(
     axes.set_ylim(len(timed) - 0.5, -0.5)
     axes.set_xlabel("time per call (ms): median, whiskers from fastest to slowest repetition")
     axes.set_xlim(left=0)
-    statuses = sorted({c.status for c in timed})
     untimed: dict[str, int] = {}
     for candidate in candidates:
         if not candidate.is_baseline and candidate.median_ms is None:
             untimed[candidate.status] = untimed.get(candidate.status, 0) + 1
     handles: list[Line2D | Patch] = [
         Line2D([], [], color="#222222", linestyle="--", label="default (band: its spread)"),
-        *(
-            Line2D([], [], marker="o", linestyle="", color=status_colour(s), label=s)
-            for s in statuses
-        ),
+        *_status_handles({c.status for c in timed}),
         *(
             Patch(color=status_colour(s), label=f"{s}: {n} without a time")
             for s, n in sorted(untimed.items())

@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.progress import (
@@ -94,12 +94,7 @@ class StageProgress:
             self._progress.advance(self._task, steps)
         with self._lock:
             if self._event is not None:
-                stage, completed, total = (
-                    self._event.stage,
-                    self._event.completed,
-                    self._event.total,
-                )
-                self._tell(ProgressEvent(stage, completed + steps, total))
+                self._tell(replace(self._event, completed=self._event.completed + steps))
 
     def _tell(self, event: ProgressEvent) -> None:
         self._event = event

@@ -10,8 +10,6 @@ speedup interval are newer than the rest) and a run stopped half way leaves fiel
 from __future__ import annotations
 
 import csv
-import enum
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from ireetune.core.records import (
     DispatchOutcome,
 )
 from ireetune.database.run_files import check_format, read_json_object
+from ireetune.database.store import as_number, as_text
 from ireetune.report.deployment import Deployment, deployment_from_report
 
 RESULTS_NAME = "results.json"
@@ -34,12 +33,6 @@ MODEL_PROFILE_NAME = "profile.json"
 PROFILE_RESULTS_NAME = "profile_results.csv"
 # The model tuner's note naming the specs it dropped from the linked spec, comma-separated.
 DROPPED_NOTE = "dropped specs that slowed the linked model:"
-
-
-class RunKind(enum.Enum):
-    DISPATCH = "dispatch"
-    MODEL = "model"
-    PROFILE = "profile"
 
 
 @dataclass(frozen=True)
@@ -160,31 +153,21 @@ class ProfileRunView:
 RunView = DispatchRunView | ModelRunView | ProfileRunView
 
 
-def detect_run_kind(run_dir: Path) -> RunKind:
-    """Tell which kind of run wrote `run_dir` from the files it holds."""
+def read_run(run_dir: Path) -> RunView:
+    """Read any kind of run folder, told by the files it holds."""
     check_input_folder(run_dir, "run folder")
     if not run_dir.is_dir():
         raise IreetuneError(f"{run_dir} is not a folder")
     if (run_dir / MODEL_REPORT_NAME).is_file():
-        return RunKind.MODEL
+        return read_model_run(run_dir)
     if (run_dir / RESULTS_NAME).is_file():
-        return RunKind.DISPATCH
+        return read_dispatch_run(run_dir)
     if (run_dir / PROFILE_RESULTS_NAME).is_file():
-        return RunKind.PROFILE
+        return read_profile_run(run_dir)
     raise IreetuneError(
         f"{run_dir} holds no {RESULTS_NAME}, {MODEL_REPORT_NAME} or {PROFILE_RESULTS_NAME}: "
         "not a tune-dispatch, tune or profile run folder"
     )
-
-
-def read_run(run_dir: Path) -> RunView:
-    """Read any kind of run folder."""
-    kind = detect_run_kind(run_dir)
-    if kind is RunKind.MODEL:
-        return read_model_run(run_dir)
-    if kind is RunKind.DISPATCH:
-        return read_dispatch_run(run_dir)
-    return read_profile_run(run_dir)
 
 
 def _load_json(path: Path, expected_format: str) -> dict[str, Any]:
@@ -192,18 +175,6 @@ def _load_json(path: Path, expected_format: str) -> dict[str, Any]:
     document = read_json_object(path)
     check_format(path, document, expected_format, "file", unversioned=True)
     return document
-
-
-def _number(value: object) -> float | None:
-    """Return a finite float, or None for anything else (missing, null, text, NaN)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def _text(value: object) -> str:
-    return "" if value is None else str(value)
 
 
 def _knobs(value: object) -> tuple[tuple[str, int | str], ...]:
@@ -231,13 +202,13 @@ def read_decision(value: object) -> Decision | None:
         return None
     winner = value.get("winner")
     return Decision(
-        rule=_text(value.get("rule")),
+        rule=as_text(value.get("rule")),
         winner=winner if isinstance(winner, int) and not isinstance(winner, bool) else None,
-        speedup=_number(value.get("speedup")),
-        low=_number(value.get("low")),
-        high=_number(value.get("high")),
-        basis=_text(value.get("basis")),
-        replay=_text(value.get("replay")),
+        speedup=as_number(value.get("speedup")),
+        low=as_number(value.get("low")),
+        high=as_number(value.get("high")),
+        basis=as_text(value.get("basis")),
+        replay=as_text(value.get("replay")),
     )
 
 
@@ -245,17 +216,17 @@ def _candidate(entry: Mapping[str, Any]) -> CandidateView:
     identifier = entry.get("candidate_id")
     return CandidateView(
         candidate_id=identifier if isinstance(identifier, int) else -1,
-        status=_text(entry.get("status")) or "unknown",
+        status=as_text(entry.get("status")) or "unknown",
         knobs=_knobs(entry.get("knobs")),
-        reason=_text(entry.get("reason")),
-        median_ms=_number(entry.get("median_ms")),
-        min_ms=_number(entry.get("min_ms")),
-        max_ms=_number(entry.get("max_ms")),
-        spread=_number(entry.get("spread")),
-        speedup=_number(entry.get("speedup")),
-        speedup_low=_number(entry.get("speedup_low")),
-        speedup_high=_number(entry.get("speedup_high")),
-        verdict=_text(entry.get("verdict")),
+        reason=as_text(entry.get("reason")),
+        median_ms=as_number(entry.get("median_ms")),
+        min_ms=as_number(entry.get("min_ms")),
+        max_ms=as_number(entry.get("max_ms")),
+        spread=as_number(entry.get("spread")),
+        speedup=as_number(entry.get("speedup")),
+        speedup_low=as_number(entry.get("speedup_low")),
+        speedup_high=as_number(entry.get("speedup_high")),
+        verdict=as_text(entry.get("verdict")),
     )
 
 
@@ -272,11 +243,11 @@ def read_dispatch_run(run_dir: Path) -> DispatchRunView:
     best = info.get("best_candidate")
     spec_exists = (run_dir / "best_spec.mlir").is_file()
     written = info.get("spec_written")
-    notes = tuple(_text(n) for n in info.get("notes") or () if n)
-    why = _text(info.get("why"))
+    notes = tuple(as_text(n) for n in info.get("notes") or () if n)
+    why = as_text(info.get("why"))
     if not why:
         # Older runs do not say why; the outcome and the notes do.
-        outcome = _text(info.get("outcome"))
+        outcome = as_text(info.get("outcome"))
         why = (
             f"candidate {best} was verified and beat the default"
             if spec_exists and isinstance(best, int)
@@ -285,14 +256,14 @@ def read_dispatch_run(run_dir: Path) -> DispatchRunView:
     devices = info.get("devices")
     return DispatchRunView(
         run_dir=run_dir,
-        problem=_text(info.get("problem")) or run_dir.name,
-        target=_text(info.get("target")),
-        devices=tuple(_text(d) for d in devices) if isinstance(devices, list) else (),
-        compiler_version=_text(info.get("compiler_version")),
-        outcome=_text(info.get("outcome")) or "unknown",
-        baseline_ms=_number(info.get("baseline_ms")),
+        problem=as_text(info.get("problem")) or run_dir.name,
+        target=as_text(info.get("target")),
+        devices=tuple(as_text(d) for d in devices) if isinstance(devices, list) else (),
+        compiler_version=as_text(info.get("compiler_version")),
+        outcome=as_text(info.get("outcome")) or "unknown",
+        baseline_ms=as_number(info.get("baseline_ms")),
         best_candidate=best if isinstance(best, int) and not isinstance(best, bool) else None,
-        best_speedup=_number(info.get("best_speedup")),
+        best_speedup=as_number(info.get("best_speedup")),
         decision=read_decision(info.get("decision")),
         spec_written=written if isinstance(written, bool) else spec_exists,
         spec_why=why,
@@ -310,31 +281,31 @@ def read_model_run(run_dir: Path) -> ModelRunView:
         else {}
     )
     selected = {
-        _text(p.get("name")): bool(p.get("selected"))
+        as_text(p.get("name")): bool(p.get("selected"))
         for p in profile.get("dispatches") or ()
         if isinstance(p, Mapping)
     }
-    notes = tuple(_text(n) for n in report.get("notes") or () if n)
+    notes = tuple(as_text(n) for n in report.get("notes") or () if n)
     dropped = {
         name.strip()
         for note in notes
         if note.startswith(DROPPED_NOTE)
         for name in note.removeprefix(DROPPED_NOTE).split(",")
     }
-    tuned_spec = _text(report.get("tuned_spec")) or None
+    tuned_spec = as_text(report.get("tuned_spec")) or None
     dispatches = tuple(
         ModelDispatchView(
-            name=_text(d.get("name")),
-            problem=_text(d.get("problem")),
+            name=as_text(d.get("name")),
+            problem=as_text(d.get("problem")),
             invocations=int(d.get("invocations") or 0),
-            share=_number(d.get("share")) or 0.0,
-            default_ms=_number(d.get("default_ms")),
-            tuned_ms=_number(d.get("tuned_ms")),
-            kept_spec=_text(d.get("kept_spec")) or None,
-            selected=selected.get(_text(d.get("name")), True),
-            note=_text(d.get("note")),
+            share=as_number(d.get("share")) or 0.0,
+            default_ms=as_number(d.get("default_ms")),
+            tuned_ms=as_number(d.get("tuned_ms")),
+            kept_spec=as_text(d.get("kept_spec")) or None,
+            selected=selected.get(as_text(d.get("name")), True),
+            note=as_text(d.get("note")),
             in_tuned_spec=bool(
-                tuned_spec and d.get("kept_spec") and _text(d.get("name")) not in dropped
+                tuned_spec and d.get("kept_spec") and as_text(d.get("name")) not in dropped
             ),
         )
         for d in report.get("dispatches") or ()
@@ -352,16 +323,16 @@ def read_model_run(run_dir: Path) -> ModelRunView:
     )
     return ModelRunView(
         run_dir=run_dir,
-        model=_text(report.get("model")),
-        target=_text(report.get("target")),
-        default_ms=_number(report.get("default_ms")),
-        tuned_ms=_number(report.get("tuned_ms")),
-        speedup=_number(report.get("speedup")),
+        model=as_text(report.get("model")),
+        target=as_text(report.get("target")),
+        default_ms=as_number(report.get("default_ms")),
+        tuned_ms=as_number(report.get("tuned_ms")),
+        speedup=as_number(report.get("speedup")),
         tuned_spec=tuned_spec,
         decision=read_decision(report.get("decision")),
         notes=notes,
-        model_ms=_number(profile.get("model_ms")),
-        explained_ms=_number(profile.get("explained_ms")),
+        model_ms=as_number(profile.get("model_ms")),
+        explained_ms=as_number(profile.get("explained_ms")),
         dispatches=dispatches,
         tuning_runs=tuning_runs,
         deployment=deployment_from_report(report),
@@ -370,7 +341,7 @@ def read_model_run(run_dir: Path) -> ModelRunView:
 
 def _csv_number(text: str | None) -> float | None:
     try:
-        return _number(float(text)) if text else None
+        return as_number(float(text)) if text else None
     except ValueError:
         return None
 
@@ -414,7 +385,7 @@ def read_profile_run(run_dir: Path) -> ProfileRunView:
     )
     return ProfileRunView(
         run_dir=run_dir,
-        target=_text(manifest.get("target")),
-        device=_text(manifest.get("device")),
+        target=as_text(manifest.get("target")),
+        device=as_text(manifest.get("device")),
         rows=tuple(rows),
     )

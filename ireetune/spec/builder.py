@@ -45,6 +45,17 @@ class MatcherEntry:
     # Registered passes the action runs on the op's function after setting its attributes.
     function_passes: tuple[str, ...] = ()
 
+    @classmethod
+    def of_configuration(cls, problem: Problem, configuration: OpConfiguration) -> MatcherEntry:
+        """Return the entry that gives `problem` a space's configuration, with all it sets."""
+        return cls(
+            problem,
+            configuration.compilation_info,
+            op_attributes=configuration.op_attributes,
+            sibling_configs=configuration.sibling_configs,
+            function_passes=configuration.function_passes,
+        )
+
     @property
     def attribute_names(self) -> tuple[str, ...]:
         """Name every attribute the entry's action sets, compilation_info first."""
@@ -80,10 +91,6 @@ def matcher_name(problem: Problem) -> str:
 
 def _readonly() -> dict[str, ir.Attribute]:
     return {"transform.readonly": ir.UnitAttr.get()}
-
-
-def _consumed() -> dict[str, ir.Attribute]:
-    return {"transform.consumed": ir.UnitAttr.get()}
 
 
 def action_name(key: ActionKey) -> str:
@@ -221,7 +228,7 @@ def _build_kernel_config(pairs: Sequence[tuple[str, str]], prologue_passes: Sequ
     """Build the entry point: run the prologue passes on the payload, then match and apply."""
     any_op = transform.AnyOpType.get()
     # With no matcher the entry point only yields its argument: it reads it, not consumes it.
-    argument = _consumed() if pairs else _readonly()
+    argument = {"transform.consumed": ir.UnitAttr.get()} if pairs else _readonly()
     sequence = transform.NamedSequenceOp(KERNEL_CONFIG, [any_op], [any_op], arg_attrs=[argument])
     sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()
     with ir.InsertionPoint(sequence.body):
@@ -299,11 +306,5 @@ def build_configuration_spec(
     context: ir.Context,
 ) -> str:
     """Render the spec that gives one problem one configuration, as every flow writes it."""
-    entry = MatcherEntry(
-        problem,
-        configuration.compilation_info,
-        op_attributes=configuration.op_attributes,
-        sibling_configs=configuration.sibling_configs,
-        function_passes=configuration.function_passes,
-    )
+    entry = MatcherEntry.of_configuration(problem, configuration)
     return render_spec(build_spec([entry], context, prologue_passes))

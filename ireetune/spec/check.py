@@ -171,35 +171,24 @@ def load_with_compiler(spec_path: Path, target: CompileTarget, timeout_s: float)
             )
         )
     if result.status is CompileStatus.TIMED_OUT:
-        return [
-            Violation(
-                None,
-                f"iree-compile took over {timeout_s:.0f} s to load the spec.",
-                ViolationSource.LOAD,
-            )
-        ]
+        message = f"iree-compile took over {timeout_s:.0f} s to load the spec."
+        return [Violation(None, message, ViolationSource.LOAD)]
     if result.ok:
         return []
-    violations = []
-    for line in result.stderr.splitlines():
-        match = _COMPILER_ERROR.match(line)
-        if not match:
-            continue
-        if Path(match["file"]).name == model_path.name:
-            # The error is located in our own tiny model: say what it was, not a temporary path.
-            location = None
-            message = f"Applying the spec to a 3x7x5 f32 matmul fails: {match['message'][:300]}"
-        else:
-            location = SourceLocation(match["file"], int(match["line"]), int(match["column"]))
-            message = match["message"][:300]
-        violations.append(Violation(location, message, ViolationSource.LOAD))
-        # Later errors repeat the first one from further up the pipeline.
-        break
-    if not violations:
+    # Only the first error is reported: later ones repeat it from further up the pipeline.
+    match = next(filter(None, map(_COMPILER_ERROR.match, result.stderr.splitlines())), None)
+    if match is None:
         tail = result.stderr.strip().splitlines()[-1:] or ["no output"]
         message = f"iree-compile failed to load the spec: {tail[0][:300]}"
-        violations.append(Violation(None, message, ViolationSource.LOAD))
-    return violations
+        return [Violation(None, message, ViolationSource.LOAD)]
+    if Path(match["file"]).name == model_path.name:
+        # The error is located in our own tiny model: say what it was, not a temporary path.
+        location = None
+        message = f"Applying the spec to a 3x7x5 f32 matmul fails: {match['message'][:300]}"
+    else:
+        location = SourceLocation(match["file"], int(match["line"]), int(match["column"]))
+        message = match["message"][:300]
+    return [Violation(location, message, ViolationSource.LOAD)]
 
 
 def check_spec(spec_path: Path, target: CompileTarget, timeout_s: float = 60.0) -> CheckReport:

@@ -37,14 +37,7 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
             entries.append(MatcherEntry(problem, result.compilation_info))
         elif target.traits.renders_without_dispatch and knobs is not None:
             configuration = space_for(target, problem).configuration(problem, knobs, context)
-            entries.append(
-                MatcherEntry(
-                    problem, configuration.compilation_info,
-                    op_attributes=configuration.op_attributes,
-                    sibling_configs=configuration.sibling_configs,
-                    function_passes=configuration.function_passes,
-                )
-            )  # fmt: skip
+            entries.append(MatcherEntry.of_configuration(problem, configuration))
         else:
             partial.append(problem.signature)
     if partial:

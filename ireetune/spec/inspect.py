@@ -25,14 +25,20 @@ from dataclasses import dataclass, replace
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.problem.family import MatchPattern, Problem
+from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.registry import (
     FAMILIES,
     family_of,
     family_of_pattern,
     read_match_pattern,
 )
-from ireetune.spec.source import SourceLocation, find_entry_points, find_location, symbol_name
+from ireetune.spec.source import (
+    SourceLocation,
+    find_entry_points,
+    find_location,
+    list_block_ops,
+    symbol_name,
+)
 
 __all__ = ["MatchPattern"]
 
@@ -51,18 +57,11 @@ _NEUTRAL_OPS = frozenset(
 )
 
 
-def pattern_family(pattern: MatchPattern) -> str:
-    """Name the op family a pattern matches: `contraction`, `convolution`, `attention`, ..."""
+def _owner(pattern: MatchPattern) -> OpFamily:
+    """Return the op family that read a pattern (its name: `contraction`, `attention`, ...)."""
     family = family_of_pattern(pattern)
     assert family is not None, f"no family reads {pattern.match_op}"
-    return family.name
-
-
-def describe_pattern(pattern: MatchPattern) -> str:
-    """Describe a pattern: `contraction f32 x f32 -> f32, batch=[] m=[64] ..., maps ...`."""
-    family = family_of_pattern(pattern)
-    assert family is not None, f"no family reads {pattern.match_op}"
-    return family.describe(pattern)
+    return family
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class MatcherInfo:
         """Name what the matcher matches: `contraction`, `convolution`, an op name list, or
         `unknown`."""
         if self.pattern is not None:
-            return pattern_family(self.pattern)
+            return _owner(self.pattern).name
         if self.op_names:
             return " | ".join(self.op_names)
         return "unknown"
@@ -100,13 +99,8 @@ class MatcherInfo:
         if self.op_names:
             found.append("op name in [" + ", ".join(self.op_names) + "]")
         if self.pattern is not None:
-            found.append(describe_pattern(self.pattern))
+            found.append(_owner(self.pattern).describe(self.pattern))
         return (*found, *self.other_conditions)
-
-    @property
-    def match_key(self) -> tuple[str, ...]:
-        """Identify what is matched: two matchers with equal keys match the same ops."""
-        return self.conditions
 
 
 class MatchVerdict(enum.Enum):
@@ -121,19 +115,11 @@ def _symbol(attribute: ir.Attribute) -> str:
     return ir.FlatSymbolRefAttr(attribute).value
 
 
-def _region_ops(op: ir.Operation) -> list[ir.Operation]:
-    return [child.operation for child in op.regions[0].blocks[0].operations]
-
-
 def _describe_condition(op: ir.Operation) -> str:
     if op.name == "transform.iree.match.cast_compatible_type":
         return f"a value of type {ir.TypeAttr(op.attributes['target_type']).value}"
     if op.name == "transform.iree.match.cast_compatible_dag_from_root":
-        inner = [
-            child.operation.name
-            for child in op.regions[0].blocks[0].operations
-            if not child.operation.name.endswith(".yield")
-        ]
+        inner = [child.name for child in list_block_ops(op) if not child.name.endswith(".yield")]
         return "a DAG of " + ", ".join(inner)
     return f"checked by {op.name}"
 
@@ -150,7 +136,7 @@ class _Collected:
 def _collect(
     sequence: ir.Operation, table: ir.SymbolTable, found: _Collected, seen: set[str]
 ) -> None:
-    body = _region_ops(sequence)
+    body = list_block_ops(sequence)
     for op in body:
         if op.name == "transform.match.operation_name":
             found.op_names.extend(
@@ -218,10 +204,10 @@ def list_matchers(spec: ir.Operation) -> list[MatcherInfo]:
         entry_name = ir.StringAttr(entry.attributes["sym_name"]).value
         qualified_entry = f"{module_name}::{entry_name}" if module_name else entry_name
         prologue: list[str] = []
-        for op in entry.regions[0].blocks[0].operations:
-            if op.operation.name == "transform.apply_registered_pass":
+        for op in list_block_ops(entry):
+            if op.name == "transform.apply_registered_pass":
                 prologue.append(ir.StringAttr(op.attributes["pass_name"]).value)
-            if op.operation.name != "transform.foreach_match":
+            if op.name != "transform.foreach_match":
                 continue
             pairs = zip(
                 ir.ArrayAttr(op.attributes["matchers"]),

@@ -35,6 +35,7 @@ from ireetune.spec.inspect import MatcherInfo, list_matchers, pick_winner
 from ireetune.spec.source import (
     ENTRYPOINT_ATTR,
     find_entry_points,
+    list_block_ops,
     parse_spec,
     read_spec,
     symbol_name,
@@ -90,20 +91,16 @@ class LinkResult:
     compiler_warnings: tuple[str, ...]
 
 
-def _top_ops(module: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in module.regions[0].blocks[0].operations]
-
-
 def split_into_units(label: str, spec: ir.Operation) -> list[SpecUnit]:
     """Split an input into the specs it holds: itself, or its inner modules if it is combined.
 
     A combined input (an outer module whose entry points all live in nested modules, such as a
     spec linked in included form or combined by hand) contributes each inner module.
     """
-    top_entries = [op for op in _top_ops(spec) if ENTRYPOINT_ATTR in op.attributes]
-    inner_modules = [op for op in _top_ops(spec) if op.name == "builtin.module"]
+    top_entries = [op for op in list_block_ops(spec) if ENTRYPOINT_ATTR in op.attributes]
+    inner_modules = [op for op in list_block_ops(spec) if op.name == "builtin.module"]
     if top_entries and any(
-        op.name == "transform.include" for entry in top_entries for op in _top_ops(entry)
+        op.name == "transform.include" for entry in top_entries for op in list_block_ops(entry)
     ):
         # A spec linked in included form: its top entry point only includes the inner ones.
         top_entries = []
@@ -144,7 +141,7 @@ def make_symbols_unique(units: Sequence[SpecUnit]) -> list[Rename]:
     taken: set[str] = set()
     renames = []
     for unit in units:
-        for op in _top_ops(unit.module):
+        for op in list_block_ops(unit.module):
             if op.name != "transform.named_sequence" or ENTRYPOINT_ATTR in op.attributes:
                 continue
             name = symbol_name(op)
@@ -181,9 +178,9 @@ def combine_specs(units: Sequence[SpecUnit], context: ir.Context) -> ir.Module:
 
 
 def _linked_form(linked: ir.Operation) -> LinkForm:
-    kernel_configs = [op for op in _top_ops(linked) if symbol_name(op) == "__kernel_config"]
+    kernel_configs = [op for op in list_block_ops(linked) if symbol_name(op) == "__kernel_config"]
     assert len(kernel_configs) == 1, "the link pass writes exactly one @__kernel_config"
-    body_ops = {op.name for op in _top_ops(kernel_configs[0])}
+    body_ops = {op.name for op in list_block_ops(kernel_configs[0])}
     return LinkForm.INCLUDED if "transform.include" in body_ops else LinkForm.MERGED
 
 
@@ -196,7 +193,7 @@ def find_overlaps(matchers: Sequence[MatcherInfo], origin: dict[str, str]) -> li
     """
     groups: dict[tuple[str, ...], list[MatcherInfo]] = {}
     for matcher in matchers:
-        groups.setdefault(matcher.match_key, []).append(matcher)
+        groups.setdefault(matcher.conditions, []).append(matcher)
     overlaps = []
     for key, members in groups.items():
         if len(members) < 2:
@@ -243,7 +240,6 @@ def link_spec_files(
     warnings: tuple[str, ...] = ()
     if len(units) == 1:
         linked_text = str(units[0].module)
-        form = LinkForm.SINGLE
     else:
         combined = combine_specs(units, context)
         with tempfile.TemporaryDirectory(prefix="ireetune_link_") as folder:
@@ -267,8 +263,8 @@ def link_spec_files(
                 for line in result.stderr.splitlines()
                 if "warning: " in line
             )
-        form = _linked_form(parse_spec(linked_text, str(output_path), context))
     linked = parse_spec(linked_text, str(output_path), context)
+    form = LinkForm.SINGLE if len(units) == 1 else _linked_form(linked)
     matchers = list_matchers(linked)
     origin = _matcher_origins(units, matchers, form)
     overlaps = find_overlaps(matchers, origin)

@@ -101,22 +101,23 @@ def read_spec(path: Path, context: ir.Context) -> ir.Operation:
     return parse_spec(read_mlir_file(path, "spec", onnx_hint=""), str(path), context)
 
 
+def list_block_ops(op: ir.Operation) -> list[ir.Operation]:
+    """List the ops of the first block of an op's first region (a module's, a sequence's body)."""
+    return [child.operation for child in op.regions[0].blocks[0].operations]
+
+
 def list_modules(spec: ir.Operation) -> list[ir.Operation]:
     """List the spec's module and every module nested in it, outermost first."""
     found = [spec]
-    for op in spec.regions[0].blocks[0].operations:
-        if op.operation.name == "builtin.module":
-            found.extend(list_modules(op.operation))
+    for op in list_block_ops(spec):
+        if op.name == "builtin.module":
+            found.extend(list_modules(op))
     return found
 
 
 def list_named_sequences(module: ir.Operation) -> list[ir.Operation]:
     """List the named sequences directly in `module`."""
-    return [
-        op.operation
-        for op in module.regions[0].blocks[0].operations
-        if op.operation.name == "transform.named_sequence"
-    ]
+    return [op for op in list_block_ops(module) if op.name == "transform.named_sequence"]
 
 
 def find_entry_points(spec: ir.Operation) -> list[ir.Operation]:

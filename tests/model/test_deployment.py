@@ -33,7 +33,7 @@ from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, 
 from ireetune.model.ort_worker import ONNXRUNTIME
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.report.deployment import deployment_from_report, render_deployment_lines
-from ireetune.report.html_report import render_model_report
+from ireetune.report.html_report import render_html_report
 from ireetune.report.run_view import read_model_run
 from ireetune.targets import parse_target
 
@@ -140,7 +140,7 @@ def test_the_html_headline_states_the_whole_deployment(tmp_path: Path) -> None:
     write_deployment(
         tmp_path, build_deployment(facts_of(result, ()), _measured(1.39)), _measured(1.39)
     )
-    page = render_model_report(read_model_run(tmp_path))
+    page = render_html_report(read_model_run(tmp_path))
     assert "The tuned model (flags) runs 7.610x [7.410, 7.810] faster" in page
     assert "keeps the compiler&#39;s default" not in page
     assert "flags: kept (7.610x [7.410, 7.810] on its own)" in page
@@ -151,7 +151,7 @@ def test_the_html_headline_states_the_whole_deployment(tmp_path: Path) -> None:
 
 def test_an_older_report_gets_its_whole_result_from_the_combined_speedup(tmp_path: Path) -> None:
     _write_report(tmp_path, LEGACY_FLAGS_ONLY)
-    page = render_model_report(read_model_run(tmp_path))
+    page = render_html_report(read_model_run(tmp_path))
     assert "The tuned model (flags) runs 7.610x [7.200, 8.000] faster than the compiler" in page
     assert deployment_from_report({"notes": []}) is None
 

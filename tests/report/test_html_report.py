@@ -20,9 +20,7 @@ from ireetune.model.profile import ENCODED_MMT4D_NOTE
 from ireetune.report.html_page import Chip
 from ireetune.report.html_report import (
     build_profile_page,
-    render_dispatch_report,
-    render_model_report,
-    render_profile_report,
+    render_html_report,
     try_write_html_report,
     write_html_report,
 )
@@ -223,7 +221,7 @@ def test_a_recorded_decision_shows_its_interval_replay_and_why(tmp_path: Path) -
     assert run.decision == Decision(
         "lower bound of the interval above 1.02", 1, 1.25, 1.1, 1.4, "real-input", replay
     )
-    page = render_dispatch_report(run)
+    page = render_html_report(run)
     assert (
         "1.250× faster than the compiler&#39;s default (interval 1.100×–1.400×): candidate 1, "
         "decided on real inputs, timed side by side with the default" in page
@@ -246,7 +244,7 @@ def test_an_old_results_file_without_decision_still_reports(tmp_path: Path) -> N
         True,
         "candidate 1 was verified and beat the default",
     )
-    page = render_dispatch_report(run)
+    page = render_html_report(run)
     assert "1.250× faster than the compiler&#39;s default: candidate 1" in page
     assert "interval" not in page.split("<h2>")[0]
     assert "<pre>" not in page
@@ -366,7 +364,7 @@ def _hostile_model_page(tmp_path: Path) -> tuple[str, list[str]]:
         dispatches=(hostile_dispatch, _model_dispatch("a", 1.0, 0.5, in_spec=True)),
         tuning_runs=(),
     )  # fmt: skip
-    return render_model_report(run), [
+    return render_html_report(run), [
         f"(target {HOSTILE})",
         f"Spec written: yes ({HOSTILE}).",
         f"Rule: {HOSTILE}",
@@ -408,7 +406,7 @@ def _hostile_profile_page(tmp_path: Path) -> tuple[str, list[str]]:
         speedup_vs_default=1.5, vendor_library=HOSTILE, vendor_gflops=None, vendor_note=HOSTILE,
         reason=HOSTILE,
     )  # fmt: skip
-    page = render_profile_report(ProfileRunView(tmp_path, HOSTILE, HOSTILE, (row,)))
+    page = render_html_report(ProfileRunView(tmp_path, HOSTILE, HOSTILE, (row,)))
     return page, [
         f"(target {HOSTILE}, device {HOSTILE})",
         f"{HOSTILE}: best {HOSTILE} 1.500× vs the default",
@@ -516,7 +514,7 @@ def _untuned_model_run(run_dir: Path) -> ModelRunView:
 
 
 def test_reasons_that_differ_only_in_the_problem_share_one_row() -> None:
-    rows = _TableCells(render_model_report(_untuned_model_run(Path("run")))).rows
+    rows = _TableCells(render_html_report(_untuned_model_run(Path("run")))).rows
     mmt4d = ", ".join(f"main_dispatch_{i} {_mmt4d_signature(i)}" for i in range(19))
     assert rows == [
         ["reason", "share of model time", "dispatches"],
@@ -533,7 +531,7 @@ def test_the_shares_legend_is_readable_at_the_size_the_page_shows_it(tmp_path: P
     if find_chromium() is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium; .ci/run does)")
     page = tmp_path / "report.html"
-    page.write_text(render_model_report(_untuned_model_run(tmp_path)))
+    page.write_text(render_html_report(_untuned_model_run(tmp_path)))
     (shares,) = inspect_page(page).plots
     # Each legend entry names a dispatch and its 400-character reason; the page may not shrink
     # the figure to fit them.

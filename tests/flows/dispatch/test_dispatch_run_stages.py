@@ -19,7 +19,7 @@ from ireetune.database.store import TuningDatabase, config_key
 from ireetune.executor import LocalExecutor
 from ireetune.flows.dispatch.stages import REFERENCE_IGNORES_CONFIGS
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
-from ireetune.report.html_report import render_dispatch_report
+from ireetune.report.html_report import render_html_report
 from ireetune.report.plots import STATUS_COLOURS
 from ireetune.report.result import TuneResult
 from ireetune.report.run_view import read_dispatch_run
@@ -105,7 +105,7 @@ def test_contenders_whose_reference_ignored_the_config_are_unverified_not_wrong(
     assert line.startswith(f"unverified: candidates {ids} were not picked: {IGNORED}")
     assert not (run_dir / "best_spec.mlir").exists()
     # The HTML report tables and counts them in their own colour, never as wrong.
-    page = render_dispatch_report(read_dispatch_run(run_dir))
+    page = render_html_report(read_dispatch_run(run_dir))
     chip = f'<span class="chip" style="background:{STATUS_COLOURS["unverified"]}">unverified</span>'
     assert page.count(chip) == len(contenders) + 1  # Each row, and the counts.
     assert ">wrong</span>" not in page
