@@ -20,13 +20,6 @@ from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.targets.z3_enumerate import SpaceBuilder, parallel_first, satisfies
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 
-# A space's constraints, `build(require_parallelism, context, default)`: the walk's space has no
-# default; a known default's space has its values in their knobs' domains (`domain_constraints`)
-# and is the neighbours' hard constraints.
-DefaultedSpaceBuilder = Callable[
-    [bool, z3.Context, Knobs | None], tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]
-]
-
 Sizes = TypeVar("Sizes")
 Facts = TypeVar("Facts")
 
@@ -105,35 +98,6 @@ class Neighbourhood:
     centre: Callable[[Knobs], Knobs] | None = None
 
 
-def enumerate_near_default_first(
-    build: DefaultedSpaceBuilder,
-    seed: int,
-    default: Knobs | None,
-    known: Sequence[Knobs],
-    neighbourhood: Neighbourhood,
-) -> Iterator[Knobs]:
-    """Yield configurations lazily: when the default is known, a centre (the default itself
-    unless `neighbourhood.centre` moves it) and up to `neighbourhood.limit` of its neighbours
-    that satisfy the default's space (`build(False, context, default)`), then a seeded walk over
-    the space that gives every thread work, or, for a problem too small for that, the space
-    without that requirement. The default itself is never yielded: it is the baseline."""
-    first: list[Knobs] = []
-    if default is not None:
-
-        def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
-            return build(False, context, default)
-
-        centre = neighbourhood.centre
-        middle = centre(default) if centre is not None else default
-        if middle != default and satisfies(hard, middle):
-            first.append(middle)
-        domains = with_values(neighbourhood.domains, default)
-        near = default_neighbours(middle, domains, hard, neighbourhood.limit)
-        first += [knobs for knobs in near if knobs != default]
-    walk = parallel_first(lambda parallel, context: build(parallel, context, None))
-    return enumerate_z3_space(walk, seed, default, known, first=first)
-
-
 @dataclass(frozen=True)
 class NearDefaultSpace(Generic[Sizes, Facts]):
     """A space of a problem's sizes on a target's facts, searched near the default first: its
@@ -155,12 +119,25 @@ class NearDefaultSpace(Generic[Sizes, Facts]):
         known: Sequence[Knobs] = (),
     ) -> Iterator[Knobs]:
         """Yield valid configurations lazily and reproducibly for a seed: when the default
-        (`excluded`) is known, its neighbourhood first, then a seeded walk over the space; never
-        the default itself nor any of `known`."""
-        return enumerate_near_default_first(
-            partial(self.constraints, sizes, facts),
-            seed,
-            excluded,
-            known,
-            self.neighbourhood(sizes, facts),
-        )
+        (`excluded`) is known, a centre (the default itself unless the neighbourhood's `centre`
+        moves it) and up to `limit` of its neighbours that satisfy the default's space, then a
+        seeded walk over the space that gives every thread work, or, for a problem too small
+        for that, the space without that requirement. Never the default itself (it is the
+        baseline) nor any of `known`."""
+        build = partial(self.constraints, sizes, facts)
+        neighbourhood = self.neighbourhood(sizes, facts)
+        first: list[Knobs] = []
+        if excluded is not None:
+
+            def hard(context: z3.Context) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
+                return build(False, context, excluded)
+
+            centre = neighbourhood.centre
+            middle = centre(excluded) if centre is not None else excluded
+            if middle != excluded and satisfies(hard, middle):
+                first.append(middle)
+            domains = with_values(neighbourhood.domains, excluded)
+            near = default_neighbours(middle, domains, hard, neighbourhood.limit)
+            first += [knobs for knobs in near if knobs != excluded]
+        walk = parallel_first(lambda parallel, context: build(parallel, context, None))
+        return enumerate_z3_space(walk, seed, excluded, known, first=first)

@@ -1,10 +1,10 @@
 """GPU targets (CUDA and ROCm): the search space comes from the compiler's own SMT constraints.
 
-`cuda.py` and `rocm.py` hold what differs between the two (flags, runtime driver, how a spec is
-applied); `target.py` the shared target and its family spaces; `space.py` the space they share,
+`target.py` holds the shared target and its family spaces, and what differs between the two
+(flags, runtime driver, how a spec is applied); `space.py` the space they share,
 `facts.py` what it knows of the GPU; `constraints.py`, `template.py` and `smt_space.py` the
 compiler's SMT problems; the hand-written ones in `attention_space.py`, `reduction_space.py`,
-`simt_space.py` (`handwritten.py`), the batch-free proxy in `batch_proxy.py`; `resources.py`
+`simt_space.py` (`constraints.make_space`), the batch-free proxy in `batch_proxy.py`; `resources.py`
 the shared-memory and register check; `ordering.py` the candidate ordering heuristic.
 """
 
@@ -24,12 +24,10 @@ if TYPE_CHECKING:
 def make_gpu_target(family: str, arch: str, pipelines: Sequence[str] = ()) -> GpuTarget:
     """Build the target for `cuda:<arch>` or `rocm:<arch>` (also spelled `hip:<arch>`)."""
     gpu_arch = parse_gpu_arch(family, arch)
+    from ireetune.targets.gpu.target import CudaTarget, RocmTarget
+
     if gpu_arch.family is GpuFamily.CUDA:
-        from ireetune.targets.gpu.cuda import CudaTarget
-
         return CudaTarget(gpu_arch, pipelines)
-    from ireetune.targets.gpu.rocm import RocmTarget
-
     return RocmTarget(gpu_arch, pipelines)
 
 

@@ -65,26 +65,21 @@ UNSUPPORTED_CUDA = (
 def parse_gpu_arch(family_text: str, arch_text: str) -> GpuArch:
     """Resolve `cuda:sm_80`, `rocm:gfx942` (or `hip:`) and the usual aliases, or explain why not."""
     family = GpuFamily.ROCM if family_text in ("rocm", "hip") else GpuFamily.CUDA
+    archs, aliases, label, example = {
+        GpuFamily.CUDA: (CUDA_ARCHS, CUDA_ALIASES, "CUDA", "cuda:sm_80"),
+        GpuFamily.ROCM: (ROCM_ARCHS, ROCM_ALIASES, "ROCm", "rocm:gfx942"),
+    }[family]
     arch = arch_text.strip().lower()
-    if family is GpuFamily.CUDA:
-        if not arch:
-            raise IreetuneError("name the CUDA architecture: --target cuda:sm_80")
-        if arch in UNSUPPORTED_CUDA:
-            raise IreetuneError(
-                f"IREE 3.13 has no '{arch}' target; use --target cuda:sm_80 (its PTX is compiled "
-                "for the chip by the driver at load time, so it runs on H100 and newer)"
-            )
-        arch = CUDA_ALIASES.get(arch, arch)
-        if arch not in CUDA_ARCHS:
-            raise IreetuneError(
-                f"unknown CUDA architecture '{arch_text}'; known: {', '.join(CUDA_ARCHS)}"
-            )
-        return GpuArch(family, arch, CUDA_ARCHS[arch])
     if not arch:
-        raise IreetuneError("name the ROCm architecture: --target rocm:gfx942")
-    arch = ROCM_ALIASES.get(arch, arch)
-    if arch not in ROCM_ARCHS:
+        raise IreetuneError(f"name the {label} architecture: --target {example}")
+    if family is GpuFamily.CUDA and arch in UNSUPPORTED_CUDA:
         raise IreetuneError(
-            f"unknown ROCm architecture '{arch_text}'; known: {', '.join(ROCM_ARCHS)}"
+            f"IREE 3.13 has no '{arch}' target; use --target cuda:sm_80 (its PTX is compiled "
+            "for the chip by the driver at load time, so it runs on H100 and newer)"
         )
-    return GpuArch(family, arch, ROCM_ARCHS[arch])
+    arch = aliases.get(arch, arch)
+    if arch not in archs:
+        raise IreetuneError(
+            f"unknown {label} architecture '{arch_text}'; known: {', '.join(archs)}"
+        )
+    return GpuArch(family, arch, archs[arch])

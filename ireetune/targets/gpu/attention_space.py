@@ -34,8 +34,8 @@ from iree.compiler.dialects import iree_gpu
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.attention import AttentionProblem
 from ireetune.problem.family import Problem, narrow
-from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
-from ireetune.targets.gpu.handwritten import make_space
+from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace, make_space
+from ireetune.targets.gpu.ordering import occupancy_loss
 from ireetune.targets.gpu.template import (
     IntKnob,
     LoweringConfigNode,
@@ -191,8 +191,6 @@ def score_attention(
     size = attention.loop_sizes
     batch = math.prod(size[d] for d in attention.batch_dims)
     workgroups = batch * (size[m_dim] // m_tile) * (size[n_dim] // n_tile)
-    waves = workgroups / facts.compute_units
-    occupancy_loss = 1.0 - waves if waves < 1.0 else 1.0 - waves / math.ceil(waves)
     threads = config.get("workgroup_size")
     thread_count = 1
     for count in threads if isinstance(threads, list) else []:
@@ -201,4 +199,5 @@ def score_attention(
     k2_fit = -abs(math.log2(red_k2 / 64.0)) / 2.0
     n_whole = 0.5 if n_tile == size[n_dim] else 0.0
     threads_off = 0.0 if 128 <= thread_count <= 256 else 0.5
-    return m_fit + k2_fit + n_whole - 1.5 * occupancy_loss - threads_off
+    idle = occupancy_loss(workgroups, facts.compute_units)
+    return m_fit + k2_fit + n_whole - 1.5 * idle - threads_off

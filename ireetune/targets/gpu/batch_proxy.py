@@ -29,10 +29,10 @@ from ireetune.compile.driver import (
 )
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
-from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.gpu.constraints import (
+    EMIT_TIMEOUT_S,
     CompilerSpace,
     ConstraintSpace,
     emit_constraints,
@@ -49,7 +49,6 @@ BATCH_TILE: dict[str, TemplateValue] = {"workgroup": 1, "reduction": 0, "subgrou
 BATCH_TILE_KNOB = "wg_b"
 # Larger batch tiles multiply shared memory past every GPU's limit for useful matrix tiles.
 MAX_BATCH_TILE = 8
-EMIT_TIMEOUT_S = 300.0
 
 
 def supports_proxy(problem: ContractionProblem) -> bool:
@@ -153,14 +152,11 @@ def lift_template(
     return lifted
 
 
-def batch_tile_choices(batch_size: int) -> list[int]:
-    """Return the batch tiles worth trying: divisors of the batch size up to MAX_BATCH_TILE."""
-    return divisors(batch_size, MAX_BATCH_TILE)
-
-
 def batch_tile_smtlib(batch_size: int) -> str:
-    """State the batch tile knob's domain in SMT-LIB, to append to a proxy's problem."""
-    choices = " ".join(f"(= {BATCH_TILE_KNOB} {tile})" for tile in batch_tile_choices(batch_size))
+    """State the batch tile knob's domain in SMT-LIB, to append to a proxy's problem: the
+    divisors of the batch size up to MAX_BATCH_TILE."""
+    tiles = divisors(batch_size, MAX_BATCH_TILE)
+    choices = " ".join(f"(= {BATCH_TILE_KNOB} {tile})" for tile in tiles)
     return f"(declare-const {BATCH_TILE_KNOB} Int)\n(assert (or {choices}))\n"
 
 
@@ -200,16 +196,9 @@ class BatchContractionSpace(GpuSpace):
             if not supports_proxy(contraction):
                 raise
             logger.warning("%s; using the space of its batch-free proxy", error)
-            proxy_benchmark = dump_proxy_benchmark(
-                contraction, self.target, scratch_dir / "proxy", EMIT_TIMEOUT_S
-            )
-            proxy_stripped = scratch_dir / "proxy" / "stripped.mlir"
-            strip_configurations(
-                proxy_benchmark, proxy_stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
-            )
-            text = emit_constraints(
-                proxy_stripped, self.target, scratch_dir / "proxy" / "space.mlir", EMIT_TIMEOUT_S
-            )
+            folder = scratch_dir / "proxy"
+            proxy_benchmark = dump_proxy_benchmark(contraction, self.target, folder, EMIT_TIMEOUT_S)
+            text = emit_constraints(proxy_benchmark, self.target, folder, "stripped.mlir")
             # The dispatch's own text is stored beside the proxy's space: it holds the default.
             original_text = benchmark_path.read_text()
             self.store_space(problem, original_text, text)

@@ -15,19 +15,23 @@ output also carries the compiler's own (default) configuration on the root op.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import z3
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
 from ireetune.compile.driver import build_request, run_compile
 from ireetune.core.errors import IreetuneError
+from ireetune.frontend.dispatches import strip_configurations
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
     SUBGROUP_SIZE_KEY,
     WORKGROUP_SIZE_KEY,
+    OpaqueAttr,
     ResolvedDict,
     TemplateDict,
     extract_knob_values,
@@ -56,6 +60,13 @@ class ConstraintSpace:
     # The compiler's message for each `(assert ...)` of `smtlib`, in order (empty if unknown).
     assert_messages: tuple[str, ...] = ()
 
+    def mma_shape(self, config: ResolvedDict) -> tuple[int, int, int]:
+        """Return the M x N x K shape of a filled template's intrinsic (1 x 1 x 1 without one)."""
+        mma = config.get("mma_kind")
+        return (
+            self.mma_shapes.get(mma.text, (1, 1, 1)) if isinstance(mma, OpaqueAttr) else (1, 1, 1)
+        )
+
 
 @dataclass(frozen=True)
 class CompilerSpace:
@@ -66,10 +77,17 @@ class CompilerSpace:
     default_config: ResolvedDict | None
 
 
-def emit_constraints(
-    stripped_path: Path, target: Target, output_path: Path, timeout_s: float
-) -> str:
-    """Run iree-compile to the configuration stage with constraint emission; return the IR text."""
+# The longest a dispatch's space may take to emit.
+EMIT_TIMEOUT_S = 300.0
+
+
+def emit_constraints(benchmark_path: Path, target: Target, folder: Path, stripped_name: str) -> str:
+    """Strip a dispatch benchmark's configuration (into `folder / stripped_name`) and run
+    iree-compile to the configuration stage with constraint emission; return the IR text."""
+    stripped_path, output_path = folder / stripped_name, folder / "space.mlir"
+    strip_configurations(
+        benchmark_path, stripped_path, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
+    )
     result = run_compile(
         build_request(
             target,
@@ -80,7 +98,7 @@ def emit_constraints(
                 "--iree-codegen-emit-pipeline-constraints",
                 "--compile-to=executable-configurations",
             ),
-            timeout_s=timeout_s,
+            timeout_s=EMIT_TIMEOUT_S,
         )
     )
     if not result.ok:
@@ -140,6 +158,32 @@ def read_constraint_spaces(configured_text: str, context: ir.Context) -> Compile
         return CompilerSpace(tuple(spaces), default_pipeline, default_config)
 
 
+def make_space(
+    index: int,
+    pipeline: str,
+    template: TemplateDict,
+    constraints: Sequence[z3.BoolRef],
+    context: z3.Context,
+    mma_shapes: dict[str, tuple[int, int, int]] | None = None,
+) -> ConstraintSpace:
+    """Write a hand-written space in the compiler's own form: its template and its z3
+    constraints exported as SMT-LIB text, so that the sampler, template filling, the default's
+    read-back and the compilation_info builder treat both kinds alike.
+
+    Every knob of the template must appear in the constraints (the sampler reads each knob's
+    value from z3's model).
+    """
+    solver = z3.Solver(ctx=context)
+    solver.add(*constraints)
+    names = knob_names(template)
+    smtlib = solver.sexpr()
+    for name in names:
+        assert f"(declare-fun {name} () Int)" in smtlib, f"knob {name} is unconstrained"
+    for options in one_of_options(template).values():
+        assert options, "a one-of knob needs options"
+    return ConstraintSpace(index, pipeline, template, smtlib, names, dict(mma_shapes or {}))
+
+
 def _assert_messages(constraints: ir.Operation) -> tuple[str, ...]:
     """Return the message of each `iree_codegen.smt.assert` of a constraints op, in order (the
     order of the `(assert ...)`s of its SMT-LIB text)."""
@@ -186,14 +230,13 @@ def _read_default_config(module: ir.Module) -> tuple[str | None, ResolvedDict | 
     if configuration is not None and PIPELINE_OPTIONS_KEY in ir.DictAttr(configuration):
         options = iree_gpu.PipelineOptionsAttr(ir.DictAttr(configuration)[PIPELINE_OPTIONS_KEY])
         option_values: dict[str, int | bool] = {}
-        if options.prefetch_num_stages is not None:
-            option_values["prefetch_num_stages"] = int(options.prefetch_num_stages)
-        if options.no_reduce_shared_memory_bank_conflicts is not None:
-            option_values["no_reduce_shared_memory_bank_conflicts"] = bool(
-                options.no_reduce_shared_memory_bank_conflicts
-            )
-        if options.use_igemm_convolution is not None:
-            option_values["use_igemm_convolution"] = bool(options.use_igemm_convolution)
+        for name, kind in (
+            ("prefetch_num_stages", int),
+            ("no_reduce_shared_memory_bank_conflicts", bool),
+            ("use_igemm_convolution", bool),
+        ):
+            if (value := getattr(options, name)) is not None:
+                option_values[name] = kind(value)
         resolved[PIPELINE_OPTIONS_KEY] = option_values  # type: ignore[assignment]
     return pipeline, resolved
 

@@ -16,53 +16,48 @@ where a knob does not land it stays at its default.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ireetune.targets.gpu.template import PIPELINE_OPTIONS_KEY, OpaqueAttr, ResolvedDict
 
-TRANSPOSE_STRATEGY = "#iree_gpu.reorder_workgroups_strategy<Transpose>"
 ALL_PIPELINES = ("TileAndFuse", "VectorDistribute")
 
 
 @dataclass(frozen=True)
 class ExtraKnob:
     """One knob outside the template: its name among a candidate's knobs, its values (the first
-    is the compiler's default), how a value changes a filled template, and the pipelines where
-    it is searched."""
+    is the compiler's default), the pipeline option a value other than the default sets (and to
+    what), and the pipelines where it is searched."""
 
     name: str
     values: tuple[int, ...]
-    apply: Callable[[ResolvedDict, int], None]
+    option: str
+    setting: bool | OpaqueAttr
     pipelines: tuple[str, ...] = ALL_PIPELINES
 
-
-def _pipeline_options(config: ResolvedDict) -> dict[str, object]:
-    options = config.setdefault(PIPELINE_OPTIONS_KEY, {})
-    assert isinstance(options, dict), "pipeline options are a dictionary"
-    return options  # type: ignore[return-value]
-
-
-def _set_no_bank_conflict_reduction(config: ResolvedDict, value: int) -> None:
-    if value:
-        _pipeline_options(config)["no_reduce_shared_memory_bank_conflicts"] = True
-
-
-def _set_reorder_workgroups(config: ResolvedDict, value: int) -> None:
-    if value:
-        _pipeline_options(config)["reorder_workgroups_strategy"] = OpaqueAttr(TRANSPOSE_STRATEGY)
+    def apply(self, config: ResolvedDict, value: int) -> None:
+        """Change a filled template as the knob's value says."""
+        if value:
+            options = config.setdefault(PIPELINE_OPTIONS_KEY, {})
+            assert isinstance(options, dict), "pipeline options are a dictionary"
+            options[self.option] = self.setting
 
 
 # Shared memory is padded to avoid bank conflicts unless this is set: padding costs memory (and
 # occupancy) that some tiles need more than conflict-free access. Lands on sm_80 and gfx942 in
 # both pipelines (for configurations that promote operands to shared memory).
 NO_BANK_CONFLICT_REDUCTION = ExtraKnob(
-    "no_bank_conflict_reduction", (0, 1), _set_no_bank_conflict_reduction
+    "no_bank_conflict_reduction", (0, 1), "no_reduce_shared_memory_bank_conflicts", True
 )
 # Workgroups launched in transposed order: changes which tiles share the L2 at a time. Lands only
 # on ROCm's VectorDistribute in IREE 3.13 (sm_80 and ROCm's TileAndFuse give identical binaries).
 REORDER_WORKGROUPS = ExtraKnob(
-    "reorder_workgroups", (0, 1), _set_reorder_workgroups, ("VectorDistribute",)
+    "reorder_workgroups",
+    (0, 1),
+    "reorder_workgroups_strategy",
+    OpaqueAttr("#iree_gpu.reorder_workgroups_strategy<Transpose>"),
+    ("VectorDistribute",),
 )
 
 

@@ -22,14 +22,15 @@ H100).
 from __future__ import annotations
 
 import math
-import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ireetune.core.candidate import Knobs
+from ireetune.core.candidate import Knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets.gpu.constraints import ConstraintSpace
-from ireetune.targets.gpu.template import OpaqueAttr, ResolvedDict
+from ireetune.targets.gpu.resources import loop_entry, workgroup_tile
+from ireetune.targets.gpu.template import ResolvedDict
 
 # The problems with a GEMM view (convolutions as implicit GEMMs).
 GemmProblem = ContractionProblem | ConvolutionProblem
@@ -51,13 +52,6 @@ class TileShape:
     unpadded_remainder: bool = False
 
 
-def _product(values: list[int]) -> int:
-    result = 1
-    for value in values:
-        result *= value
-    return result
-
-
 def _int_list(value: object) -> list[int]:
     assert isinstance(value, list), f"expected a list of sizes, got {value!r}"
     return [int(v) for v in value if isinstance(v, int)]
@@ -76,55 +70,31 @@ def compute_tile_shape(
     """
     workgroup = _int_list(config.get("workgroup", []))
     reduction = _int_list(config.get("reduction", []))
-    mma = config.get("mma_kind")
-    mma_m, mma_n, mma_k = (
-        space.mma_shapes.get(mma.text, (1, 1, 1)) if isinstance(mma, OpaqueAttr) else (1, 1, 1)
-    )
-
-    def extent(dims: tuple[int, ...]) -> int:
-        return _product([problem.loop_sizes[d] for d in dims])
-
-    def tile(dims: tuple[int, ...]) -> int:
-        sizes = []
-        for d in dims:
-            value = workgroup[d] if d < len(workgroup) else 0
-            sizes.append(value if value > 0 else problem.loop_sizes[d])
-        return _product(sizes)
+    mma_m, mma_n, mma_k = space.mma_shape(config)
 
     m_dims = tuple(d for d in problem.m_dims if d < len(workgroup))
     n_dims = tuple(d for d in problem.n_dims if d < len(workgroup))
-    tile_m, tile_n = tile(m_dims), tile(n_dims)
-    reduction_count = _product([r for r in reduction if r > 0]) or 1
+    tile_m = workgroup_tile(problem.loop_sizes, workgroup, m_dims)
+    tile_n = workgroup_tile(problem.loop_sizes, workgroup, n_dims)
+    reduction_count = math.prod(r for r in reduction if r > 0) or 1
     tile_k = reduction_count * mma_k if space.pipeline == "TileAndFuse" else reduction_count
     workgroup_size = _int_list(config.get("workgroup_size", [1]))
-    threads = _product(workgroup_size) or 1
+    threads = math.prod(workgroup_size) or 1
     inner_m = max(problem.m_dims[-1:], default=0)
     inner_n = max(problem.n_dims[-1:], default=0)
     if "subgroup" in config:
         # TileAndFuse: each subgroup's tile, in intrinsics.
         subgroup = _int_list(config["subgroup"])
-        count_m = subgroup[inner_m] if inner_m < len(subgroup) and subgroup[inner_m] > 0 else 1
-        count_n = subgroup[inner_n] if inner_n < len(subgroup) and subgroup[inner_n] > 0 else 1
-        subgroup_m, subgroup_n = count_m * mma_m, count_n * mma_n
+        subgroup_m = loop_entry(subgroup, inner_m, 1) * mma_m
+        subgroup_n = loop_entry(subgroup, inner_n, 1) * mma_n
     else:
         # VectorDistribute: `subgroup_basis` counts the subgroups along each loop.
         basis = config.get("subgroup_basis", [[]])
         counts = _int_list(basis[0]) if isinstance(basis, list) and basis else []
-        along_m = counts[inner_m] if inner_m < len(counts) and counts[inner_m] > 0 else 1
-        along_n = counts[inner_n] if inner_n < len(counts) and counts[inner_n] > 0 else 1
-        subgroup_m = max(
-            mma_m,
-            workgroup[inner_m] // along_m
-            if inner_m < len(workgroup) and workgroup[inner_m]
-            else mma_m,
-        )
-        subgroup_n = max(
-            mma_n,
-            workgroup[inner_n] // along_n
-            if inner_n < len(workgroup) and workgroup[inner_n]
-            else mma_n,
-        )
-    total_m, total_n = extent(problem.m_dims), extent(problem.n_dims)
+        subgroup_m = max(mma_m, loop_entry(workgroup, inner_m, 0) // loop_entry(counts, inner_m, 1))
+        subgroup_n = max(mma_n, loop_entry(workgroup, inner_n, 0) // loop_entry(counts, inner_n, 1))
+    total_m = math.prod(problem.loop_sizes[d] for d in problem.m_dims)
+    total_n = math.prod(problem.loop_sizes[d] for d in problem.n_dims)
     workgroups = math.ceil(total_m / tile_m) * math.ceil(total_n / tile_n)
     unpadded = "padding" not in config and any(
         0 < tile < problem.loop_sizes[i] and problem.loop_sizes[i] % tile != 0
@@ -133,11 +103,18 @@ def compute_tile_shape(
     return TileShape(tile_m, tile_n, tile_k, subgroup_m, subgroup_n, threads, workgroups, unpadded)
 
 
+def occupancy_loss(workgroups: int, compute_units: int) -> float:
+    """Return the share of the compute units a grid leaves idle: too few workgroups leave units
+    idle; otherwise the last wave's idle share is lost."""
+    waves = workgroups / compute_units
+    return 1.0 - waves if waves < 1.0 else 1.0 - waves / math.ceil(waves)
+
+
 def score_candidate(problem: GemmProblem, shape: TileShape, compute_units: int) -> float:
     """Score one configuration's tile shape; higher is more promising."""
-    total_m = _product([problem.loop_sizes[d] for d in problem.m_dims])
-    total_n = _product([problem.loop_sizes[d] for d in problem.n_dims])
-    total_k = _product([problem.loop_sizes[d] for d in problem.k_dims])
+    total_m = math.prod(problem.loop_sizes[d] for d in problem.m_dims)
+    total_n = math.prod(problem.loop_sizes[d] for d in problem.n_dims)
+    total_k = math.prod(problem.loop_sizes[d] for d in problem.k_dims)
     k_tile = shape.tile_k
     power_of_two_k = 1.0 if k_tile & (k_tile - 1) == 0 and k_tile >= 32 else 0.0
     short_k = 1.0 if k_tile < 32 and total_k >= 64 else 0.0
@@ -154,9 +131,6 @@ def score_candidate(problem: GemmProblem, shape: TileShape, compute_units: int) 
     )  # fmt: skip
     padding = padded / (total_m * total_n * total_k) - 1.0
 
-    waves = shape.workgroups / compute_units
-    # Too few workgroups leave units idle; otherwise the last wave's idle share is lost.
-    occupancy_loss = 1.0 - waves if waves < 1.0 else 1.0 - waves / math.ceil(waves)
     power_of_two_tiles = sum(1.0 for t in (shape.tile_m, shape.tile_n) if t & (t - 1) == 0) / 2.0
     threads_off = 0.0 if 128 <= shape.threads <= 256 else 0.5 if shape.threads in (64, 512) else 1.0
     accumulators = shape.tile_m * shape.tile_n / shape.threads
@@ -169,18 +143,11 @@ def score_candidate(problem: GemmProblem, shape: TileShape, compute_units: int) 
         + 1.5 * min(workgroup_reuse, 1.5)
         + 1.0 * min(subgroup_reuse, 1.5)
         - 3.0 * min(padding, 1.0)
-        - 1.5 * occupancy_loss
+        - 1.5 * occupancy_loss(shape.workgroups, compute_units)
         - 0.5 * threads_off
         - 2.0 * min(register_pressure, 1.0)
         - 4.0 * shape.unpadded_remainder
     )
-
-
-def order_by_score(scored: list[tuple[Knobs, float]], seed: int) -> list[tuple[Knobs, float]]:
-    """Sort by descending score; ties break by a seeded hash of the configuration, not the pool."""
-    keyed = [(knobs, score, random.Random(f"{seed}:{knobs}").random()) for knobs, score in scored]
-    keyed.sort(key=lambda item: (-item[1], item[2]))
-    return [(knobs, score) for knobs, score, _ in keyed]
 
 
 def interleave(orders: list[list[tuple[Knobs, float]]]) -> list[tuple[Knobs, float]]:
@@ -189,3 +156,18 @@ def interleave(orders: list[list[tuple[Knobs, float]]]) -> list[tuple[Knobs, flo
     for position in range(max((len(order) for order in orders), default=0)):
         merged.extend(order[position] for order in orders if position < len(order))
     return merged
+
+
+def order_in_turns(
+    pool: list[Knobs],
+    group_of: Callable[[Knobs], int | str],
+    score: Callable[[Knobs], float],
+    seed: int,
+) -> list[tuple[Knobs, float]]:
+    """Rank each group's candidates (a space's, a pipeline's) by score, then take the groups in
+    turn: scores compare within a group, not across, so no group is left unmeasured by a budget
+    its rival fills."""
+    groups: dict[int | str, list[Knobs]] = {}
+    for knobs in pool:
+        groups.setdefault(group_of(knobs), []).append(knobs)
+    return interleave([sort_by_score(group, score, seed) for _, group in sorted(groups.items())])

@@ -28,8 +28,8 @@ import z3
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import Problem, narrow
 from ireetune.problem.reduction import ReductionProblem
-from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
-from ireetune.targets.gpu.handwritten import make_space
+from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace, make_space
+from ireetune.targets.gpu.ordering import occupancy_loss
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
 from ireetune.targets.z3_enumerate import divisors, one_of
 
@@ -126,6 +126,4 @@ def score_reduction(
     load_fit = 1.0 if thread_r * element_bytes == 16 else 0.0
     threads_fit = 0.0 if 256 <= thread_count <= 1024 else -0.5
     one_pass = 0.5 if chunk == reduction.loop_sizes[-1] else 0.0
-    waves = rows / facts.compute_units
-    occupancy_loss = 1.0 - waves if waves < 1.0 else 1.0 - waves / math.ceil(waves)
-    return load_fit + threads_fit + one_pass - occupancy_loss
+    return load_fit + threads_fit + one_pass - occupancy_loss(rows, facts.compute_units)

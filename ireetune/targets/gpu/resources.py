@@ -40,7 +40,6 @@ from ireetune.targets.gpu.constraints import ConstraintSpace
 from ireetune.targets.gpu.template import (
     PIPELINE_OPTIONS_KEY,
     WORKGROUP_SIZE_KEY,
-    OpaqueAttr,
     ResolvedDict,
 )
 
@@ -69,13 +68,14 @@ def _threads(config: ResolvedDict) -> int:
     return max(1, math.prod(_ints(config.get(WORKGROUP_SIZE_KEY, [1]))))
 
 
-def _tile(loop_sizes: tuple[int, ...], workgroup: list[int], dims: tuple[int, ...]) -> int:
+def loop_entry(values: list[int], dim: int, missing: int) -> int:
+    """Return a loop's entry of a per-loop tile list, `missing` where the list has none (or 0)."""
+    return values[dim] if dim < len(values) and values[dim] > 0 else missing
+
+
+def workgroup_tile(loop_sizes: tuple[int, ...], workgroup: list[int], dims: tuple[int, ...]) -> int:
     """Return the workgroup tile's extent over `dims` (0 in the config: the whole loop)."""
-    extent = 1
-    for d in dims:
-        value = workgroup[d] if d < len(workgroup) else 0
-        extent *= value if value > 0 else loop_sizes[d]
-    return extent
+    return math.prod(loop_entry(workgroup, d, loop_sizes[d]) for d in dims)
 
 
 def _reduction_tile(
@@ -83,14 +83,10 @@ def _reduction_tile(
 ) -> int:
     """Return the reduction tile in elements over `dims` (TileAndFuse counts intrinsics)."""
     reduction = _ints(config.get("reduction", []))
-    mma = config.get("mma_kind")
-    mma_k = space.mma_shapes.get(mma.text, (1, 1, 1))[2] if isinstance(mma, OpaqueAttr) else 1
+    mma_k = space.mma_shape(config)[2]
     scale = mma_k if space.pipeline == "TileAndFuse" else 1
-    extent = 1
-    for d in dims:
-        value = reduction[d] if d < len(reduction) else 0
-        extent *= value * scale if value > 0 else 1
-    return extent
+    # A loop without a reduction tile counts 1.
+    return math.prod(loop_entry(reduction, d, 0) * scale or 1 for d in dims)
 
 
 def _promoted(config: ResolvedDict) -> set[int]:
@@ -117,11 +113,13 @@ def _gemm_usage(problem: Problem, space: ConstraintSpace, config: ResolvedDict) 
     contraction = narrow(problem, ContractionProblem)
     workgroup = _ints(config.get("workgroup", []))
     sizes = contraction.loop_sizes
-    batch = _tile(sizes, workgroup, contraction.batch_dims) if contraction.batch_dims else 1
+    batch = (
+        workgroup_tile(sizes, workgroup, contraction.batch_dims) if contraction.batch_dims else 1
+    )
     if any(d < len(workgroup) and workgroup[d] == 0 for d in contraction.batch_dims):
         batch = 1  # An untiled batch loop is distributed over workgroups, one matrix each.
-    tile_m = _tile(sizes, workgroup, contraction.m_dims)
-    tile_n = _tile(sizes, workgroup, contraction.n_dims)
+    tile_m = workgroup_tile(sizes, workgroup, contraction.m_dims)
+    tile_n = workgroup_tile(sizes, workgroup, contraction.n_dims)
     tile_k = _reduction_tile(problem, space, config, contraction.k_dims)
     promoted = _promoted(config)
     shared = 0
@@ -149,21 +147,17 @@ def _convolution_usage(
         # memory constraint counts correctly.
         return ResourceUsage(0, 0)
     sizes = conv.loop_sizes
-    batch = _tile(sizes, workgroup, conv.batch_dims)
-    channels_out = _tile(sizes, workgroup, (*conv.depth_dims, *conv.output_channel_dims))
-    image_tiles = [_tile(sizes, workgroup, (d,)) for d in conv.output_image_dims]
+    batch = workgroup_tile(sizes, workgroup, conv.batch_dims)
+    channels_out = workgroup_tile(sizes, workgroup, (*conv.depth_dims, *conv.output_channel_dims))
+    image_tiles = [workgroup_tile(sizes, workgroup, (d,)) for d in conv.output_image_dims]
     reduction = _ints(config.get("reduction", []))
-    mma = config.get("mma_kind")
-    mma_k = space.mma_shapes.get(mma.text, (1, 1, 1))[2] if isinstance(mma, OpaqueAttr) else 1
-
-    def reduced(d: int) -> int:
-        value = reduction[d] if d < len(reduction) else 0
-        return value if value > 0 else 1
-
-    filter_tiles = [reduced(d) for d in conv.filter_dims]
+    mma_k = space.mma_shape(config)[2]
+    filter_tiles = [loop_entry(reduction, d, 1) for d in conv.filter_dims]
     channels_in = 1
     for d in conv.input_channel_dims:
-        channels_in *= reduced(d) * (mma_k if space.pipeline == "TileAndFuse" else 1)
+        channels_in *= loop_entry(reduction, d, 1) * (
+            mma_k if space.pipeline == "TileAndFuse" else 1
+        )
     strides = (*conv.strides, *[1] * len(image_tiles))
     dilations = (*conv.dilations, *[1] * len(image_tiles))
     window = 1
@@ -190,12 +184,10 @@ def _attention_usage(problem: Problem, config: ResolvedDict) -> ResourceUsage:
     workgroup = _ints(config.get("workgroup", []))
     reduction = _ints(config.get("reduction", []))
     sizes = attention.loop_sizes
-    tile_m = _tile(sizes, workgroup, attention.m_dims)
-    tile_n = _tile(sizes, workgroup, attention.n_dims)
+    tile_m = workgroup_tile(sizes, workgroup, attention.m_dims)
+    tile_n = workgroup_tile(sizes, workgroup, attention.n_dims)
     k1 = math.prod(sizes[d] for d in attention.k1_dims)
-    tile_k2 = 1
-    for d in attention.k2_dims:
-        tile_k2 *= reduction[d] if d < len(reduction) and reduction[d] > 0 else sizes[d]
+    tile_k2 = math.prod(loop_entry(reduction, d, sizes[d]) for d in attention.k2_dims)
     shared = (
         tile_m * k1 * element_bytes(attention.query_type)
         + tile_k2 * k1 * element_bytes(attention.key_type)
@@ -250,10 +242,8 @@ def check_promoted_reads(
 
     def loop_tile(d: int) -> int:
         if d in contraction.k_dims:
-            value = reduction[d] if d < len(reduction) else 0
-            return value if value > 0 else 1
-        value = workgroup[d] if d < len(workgroup) else 0
-        return value if value > 0 else contraction.loop_sizes[d]
+            return loop_entry(reduction, d, 1)
+        return loop_entry(workgroup, d, contraction.loop_sizes[d])
 
     element_types = (contraction.lhs_type, contraction.rhs_type)
     for operand in sorted(_promoted(config)):

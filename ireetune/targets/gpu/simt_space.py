@@ -24,8 +24,8 @@ import z3
 
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, narrow
-from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace
-from ireetune.targets.gpu.handwritten import make_space
+from ireetune.targets.gpu.constraints import CompilerSpace, ConstraintSpace, make_space
+from ireetune.targets.gpu.ordering import occupancy_loss
 from ireetune.targets.gpu.template import IntKnob, ResolvedDict, TemplateDict, TemplateValue
 from ireetune.targets.z3_enumerate import divisors, one_of
 
@@ -116,10 +116,9 @@ def score_simt(
     workgroups = (
         outer * (contraction.loop_sizes[m_dim] // wg_m) * (contraction.loop_sizes[n_dim] // wg_n)
     )
-    waves = workgroups / facts.compute_units
-    occupancy_loss = 1.0 - waves if waves < 1.0 else 1.0 - waves / math.ceil(waves)
     block_fit = -abs(math.log2(th_m * th_n / 16.0)) / 2.0
     threads_off = 0.0 if 128 <= threads <= 256 else 0.5
     k_fit = 1.0 if 16 <= red_k <= 32 else 0.0
     reuse = (wg_m * wg_n) / (wg_m + wg_n) / 32.0
-    return block_fit + k_fit + min(reuse, 1.5) - 1.5 * occupancy_loss - threads_off
+    idle = occupancy_loss(workgroups, facts.compute_units)
+    return block_fit + k_fit + min(reuse, 1.5) - 1.5 * idle - threads_off

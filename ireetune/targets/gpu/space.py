@@ -22,7 +22,6 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest, Target
 from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
 from ireetune.database.store import compiler_version, problem_key
-from ireetune.frontend.dispatches import strip_configurations
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
@@ -41,17 +40,13 @@ from ireetune.targets.gpu.extra_knobs import (
     default_extra_values,
 )
 from ireetune.targets.gpu.facts import GpuFacts, read_gpu_facts
-from ireetune.targets.gpu.ordering import (
-    compute_tile_shape,
-    interleave,
-    order_by_score,
-    score_candidate,
-)
+from ireetune.targets.gpu.ordering import compute_tile_shape, order_in_turns, score_candidate
 from ireetune.targets.gpu.resources import (
     check_promoted_reads,
     check_resources,
     check_tile_extents,
     estimate_resources,
+    loop_entry,
 )
 from ireetune.targets.gpu.smt_space import SmtSpace, explain_unsatisfiable, sample_spaces
 from ireetune.targets.gpu.template import (
@@ -69,7 +64,6 @@ logger = logging.getLogger(__name__)
 PIPELINES = ("TileAndFuse", "VectorDistribute")
 SPACE_KNOB = "space"
 PIPELINE_KNOB = "pipeline"
-EMIT_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -216,11 +210,7 @@ class GpuSpace(FamilySpace):
         stored = self.stored_space()
         if stored is not None and stored[1] is None:
             return read_constraint_spaces(stored[0], context)
-        stripped = scratch_dir / "space_stripped.mlir"
-        strip_configurations(
-            benchmark_path, stripped, timeout_s=EMIT_TIMEOUT_S, keep_root_markers=True
-        )
-        text = emit_constraints(stripped, self.target, scratch_dir / "space.mlir", EMIT_TIMEOUT_S)
+        text = emit_constraints(benchmark_path, self.target, scratch_dir, "space_stripped.mlir")
         self.store_space(problem, text, None)
         return read_constraint_spaces(text, context)
 
@@ -372,18 +362,17 @@ class GpuSpace(FamilySpace):
         )
 
     def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
-        """Rank each space's candidates by the heuristic, then take the spaces in turn.
+        """Rank each space's candidates by the heuristic, then take the spaces in turn (the same
+        tile runs differently in another pipeline)."""
+        problem = request.problem
 
-        Scores compare well within one pipeline; across pipelines they do not (the same tile
-        runs differently), so no pipeline is left unmeasured by a budget its rival fills.
-        """
-        problem, seed = request.problem, request.seed
-        by_space: dict[int, list[tuple[Knobs, float]]] = {}
-        for knobs in pool:
+        def score(knobs: Knobs) -> float:
             space, config = self.resolved_config(knobs)
-            score = self.scorer(problem, space, config, self.facts)
-            by_space.setdefault(space.index, []).append((knobs, score))
-        return interleave([order_by_score(scored, seed) for _, scored in sorted(by_space.items())])
+            return self.scorer(problem, space, config, self.facts)
+
+        return order_in_turns(
+            pool, lambda knobs: self._space_of(knobs)[0].index, score, request.seed
+        )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         space, config = self.resolved_config(knobs)
@@ -413,12 +402,9 @@ def compute_padding(
     """
     workgroup = [v if isinstance(v, int) else 0 for v in _as_list(config.get("workgroup"))]
     reduction = [v if isinstance(v, int) else 0 for v in _as_list(config.get("reduction"))]
-    mma = config.get("mma_kind")
-    mma_k = space.mma_shapes.get(mma.text, (1, 1, 1))[2] if isinstance(mma, OpaqueAttr) else 1
+    mma_k = space.mma_shape(config)[2]
     padding = [
-        wg if wg > 0 else (red * mma_k if i < len(reduction) and reduction[i] > 0 else 0)
-        for i, wg in enumerate(workgroup)
-        for red in [reduction[i] if i < len(reduction) else 0]
+        wg if wg > 0 else loop_entry(reduction, i, 0) * mma_k for i, wg in enumerate(workgroup)
     ]
     found: ResolvedDict = {"padding": list(padding)}
     default_conv = _as_list(default.get("padding_conv"))

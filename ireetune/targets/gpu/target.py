@@ -18,14 +18,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import SpaceFactory, Target, TargetTraits
 from ireetune.problem.family import Problem
 from ireetune.targets.gpu.archs import GpuArch
 from ireetune.targets.gpu.attention_space import attention_spaces, score_attention
 from ireetune.targets.gpu.batch_proxy import BatchContractionSpace
 from ireetune.targets.gpu.constraints import ConstraintSpace
-from ireetune.targets.gpu.extra_knobs import NO_BANK_CONFLICT_REDUCTION, ExtraKnob
+from ireetune.targets.gpu.extra_knobs import (
+    NO_BANK_CONFLICT_REDUCTION,
+    REORDER_WORKGROUPS,
+    ExtraKnob,
+)
 from ireetune.targets.gpu.facts import GpuFacts
+from ireetune.targets.gpu.flags import CUDA_FLAG_SPACE, ROCM_FLAG_SPACE
 from ireetune.targets.gpu.reduction_space import (
     gpu_reduction_refusal,
     reduction_siblings,
@@ -99,3 +105,46 @@ class GpuTarget(Target):
             ),
             "pack": "data-tiling packs are tuned on the CPU only",
         }
+
+
+class CudaTarget(GpuTarget):
+    """`cuda:sm_NN`: compiled with `--iree-cuda-target`, run on `cuda://N`.
+
+    IREE 3.13's CUDA backend ignores `--iree-codegen-tuning-spec-path` (every candidate compiled
+    that way is byte-identical to the default). The same tuning spec applies through
+    `--iree-codegen-transform-dialect-library`, whose default entry point is `__kernel_config`,
+    the entry point of every tuning spec; so candidates are compiled that way, and the spec
+    written for the user is still a standard tuning spec (see docs/gpu.md).
+    """
+
+    backend = "cuda"
+    runtime_device = "cuda://0"
+    traits = replace(GpuTarget.traits, spec_flag="--iree-codegen-transform-dialect-library")
+
+    def target_flags(self) -> list[str]:
+        return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.arch.name}"]
+
+    def flag_space(self) -> FlagSpace:
+        return CUDA_FLAG_SPACE
+
+
+class RocmTarget(GpuTarget):
+    """`rocm:gfxNNNN`: AMD GPUs through IREE's ROCm (HIP) backend, compiled with
+    `--iree-rocm-target`, run on `hip://N`; specs apply through the tuning-spec flag."""
+
+    backend = "rocm"
+    runtime_device = "hip://0"
+    # IREE ships default tuning specs for ROCm only; `--iree-codegen-enable-default-tuning-specs`
+    # links them after the user's.
+    traits = replace(GpuTarget.traits, has_default_specs=True)
+
+    @property
+    def extra_knobs(self) -> tuple[ExtraKnob, ...]:
+        # Workgroup reordering lands on ROCm's VectorDistribute only (extra_knobs.py).
+        return (*super().extra_knobs, REORDER_WORKGROUPS)
+
+    def target_flags(self) -> list[str]:
+        return ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.arch.name}"]
+
+    def flag_space(self) -> FlagSpace:
+        return ROCM_FLAG_SPACE

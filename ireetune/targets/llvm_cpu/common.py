@@ -99,6 +99,18 @@ def window_levels(
     return tile_levels(distribution, parallel, reduction)
 
 
+def tile_multiples(extent: int, steps: Sequence[int], limit: int) -> list[int]:
+    """Return the distribution tiles of a loop whose vector tile is one of `steps`, up to
+    `limit`: the multiples of a step that divide `extent`, or cover it in one tile."""
+    values: set[int] = set()
+    for step in steps:
+        values.update(v for v in range(step, min(extent, limit) + 1, step) if extent % v == 0)
+        whole = -(-extent // step) * step
+        if whole <= limit:
+            values.add(whole)
+    return sorted(values)
+
+
 def enough_tiles(
     context: z3.Context, extents: Sequence[tuple[int, z3.ArithRef]], threads: int
 ) -> z3.BoolRef:

@@ -25,9 +25,11 @@ from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
     score_near_default,
+    tile_multiples,
     window_levels,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
+from ireetune.targets.llvm_cpu.sizes import Tile
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
@@ -117,16 +119,6 @@ def compute_conv_sizes(problem: ConvolutionProblem) -> CpuConvSizes:
     )
 
 
-def _tile_choices(extent: int, steps: list[int], limit: int) -> list[int]:
-    values: set[int] = set()
-    for step in steps:
-        values.update(v for v in range(step, min(extent, limit) + 1, step) if extent % v == 0)
-        whole = -(-extent // step) * step
-        if whole <= limit:
-            values.add(whole)
-    return sorted(values)
-
-
 def conv_domains(sizes: CpuConvSizes) -> dict[str, list[int]]:
     """Return each knob's candidate values (before the constraints that tie knobs together)."""
     vec_f_values = [x for x in _VEC_F_CHOICES if x <= sizes.f]
@@ -135,10 +127,33 @@ def conv_domains(sizes: CpuConvSizes) -> dict[str, list[int]]:
         "vec_f": vec_f_values,
         "vec_ow": vec_ow_values,
         "vec_c": [x for x in _VEC_C_CHOICES if x <= sizes.c and sizes.c % x == 0],
-        "dist_f": _tile_choices(sizes.f, vec_f_values, 512),
-        "dist_oh": _tile_choices(sizes.oh, [1], 256),
-        "dist_ow": _tile_choices(sizes.ow, vec_ow_values, 256),
+        "dist_f": tile_multiples(sizes.f, vec_f_values, 512),
+        "dist_oh": tile_multiples(sizes.oh, [1], 256),
+        "dist_ow": tile_multiples(sizes.ow, vec_ow_values, 256),
     }
+
+
+def conv_working_set(sizes: CpuConvSizes, dist_f: Tile, dist_oh: Tile, dist_ow: Tile) -> Tile:
+    """Count what a distribution tile keeps in L2: its input window and filter over a panel of
+    input channels, and its accumulators."""
+    panel = min(sizes.c, _C_PANEL)
+    input_rows = dist_oh * sizes.stride_h + (sizes.kh - 1) * sizes.dilation_h
+    input_cols = dist_ow * sizes.stride_w + (sizes.kw - 1) * sizes.dilation_w
+    return (
+        input_rows * input_cols * panel * sizes.input_bytes
+        + dist_f * panel * sizes.kh * sizes.kw * sizes.input_bytes
+        + dist_f * dist_oh * dist_ow * sizes.accumulator_bytes
+    )
+
+
+def count_conv_tiles(sizes: CpuConvSizes, dist_f: int, dist_oh: int, dist_ow: int) -> int:
+    """Count a convolution's distribution tiles, over its batch too."""
+    return (
+        math.ceil(sizes.f / dist_f)
+        * math.ceil(sizes.oh / dist_oh)
+        * math.ceil(sizes.ow / dist_ow)
+        * sizes.batch
+    )
 
 
 def build_conv_constraints(
@@ -146,13 +161,13 @@ def build_conv_constraints(
     facts: CpuFacts,
     require_parallelism: bool,
     context: z3.Context,
-    heuristic: bool = True,
     default: Knobs | None = None,
 ) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
     """State the space: register block fits, vectors under the stack limit, tiles nest and
-    divide the problem (or cover it whole), and, when `heuristic` holds, a distribution tile's
-    working set fits L2 and (when required) there are at least as many tiles as threads. Without
-    the heuristic rules it is the set of configurations that compile."""
+    divide the problem (or cover it whole), and, for the walk (no `default` known), the
+    heuristic rules: a distribution tile's working set fits L2 and (when required) there are at
+    least as many tiles as threads. The default's neighbours need only compile: without the
+    heuristic rules it is the set of configurations that compile."""
     lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
     variables = {name: z3.Int(name, context) for name in CONV_KNOB_NAMES}
     v = variables
@@ -166,15 +181,8 @@ def build_conv_constraints(
     constraints.append(
         v["vec_f"] * v["vec_ow"] * v["vec_c"] * sizes.accumulator_bytes < facts.max_vector_bytes
     )
-    panel = min(sizes.c, _C_PANEL)
-    input_rows = v["dist_oh"] * sizes.stride_h + (sizes.kh - 1) * sizes.dilation_h
-    input_cols = v["dist_ow"] * sizes.stride_w + (sizes.kw - 1) * sizes.dilation_w
-    working_set = (
-        input_rows * input_cols * panel * sizes.input_bytes
-        + v["dist_f"] * panel * sizes.kh * sizes.kw * sizes.input_bytes
-        + v["dist_f"] * v["dist_oh"] * v["dist_ow"] * sizes.accumulator_bytes
-    )
-    if not heuristic:
+    working_set = conv_working_set(sizes, v["dist_f"], v["dist_oh"], v["dist_ow"])
+    if default is not None:
         return variables, constraints
     constraints.append(working_set <= facts.l2_bytes)
     if require_parallelism:
@@ -188,23 +196,10 @@ def build_conv_constraints(
     return variables, constraints
 
 
-def _walk_or_neighbour_constraints(
-    sizes: CpuConvSizes,
-    facts: CpuFacts,
-    require_parallelism: bool,
-    context: z3.Context,
-    default: Knobs | None,
-) -> tuple[dict[str, z3.ArithRef], list[z3.BoolRef]]:
-    """The heuristic rules narrow the walk only: the default's neighbours need only compile."""
-    return build_conv_constraints(
-        sizes, facts, require_parallelism, context, default is None, default
-    )
-
-
 # Valid convolution configurations, lazily: the default's neighbours first (when the default is
 # known), then a seeded walk.
 CONV_SPACE = NearDefaultSpace(
-    _walk_or_neighbour_constraints,
+    build_conv_constraints,
     lambda sizes, facts: Neighbourhood(conv_domains(sizes), _MAX_NEIGHBOURS),
 )
 enumerate_conv_space = CONV_SPACE.enumerate
@@ -232,12 +227,7 @@ def score_conv_candidate(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
         * values["dist_ow"]
     )
     padding_waste = padded / (sizes.f * sizes.ow) - 1.0
-    tiles = (
-        math.ceil(sizes.f / values["dist_f"])
-        * math.ceil(sizes.oh / values["dist_oh"])
-        * math.ceil(sizes.ow / values["dist_ow"])
-        * sizes.batch
-    )
+    tiles = count_conv_tiles(sizes, values["dist_f"], values["dist_oh"], values["dist_ow"])
     imbalance = thread_imbalance(tiles, facts.threads)
     tiny_c = 1.0 if values["vec_c"] < 4 else 0.0
     return (

@@ -14,11 +14,17 @@ and for a 64x32 transpose `distribution = [8, 32], vector_common_parallel = [8, 
 Candidates are the default's neighbours first, then a seeded walk ordered by whole vectors along
 the innermost loop, a few registers' worth of elements per vector tile, balanced threads, and
 nearness to the default.
+
+Packs (`linalg.pack`, the DataTiling pipeline) take the same space: IREE 3.13 tiles a pack's loops
+(the destination's outer dimensions) at the same two levels, one entry per loop:
+`distribution = [1, 48], vector_common_parallel = [1, 1]` for a 64x96 f32 left-hand side packed
+into 8x96 tiles of 8x1 on haswell.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import z3
@@ -27,6 +33,7 @@ from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.family import element_bytes
+from ireetune.problem.pack import PackProblem
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
@@ -41,6 +48,7 @@ from ireetune.targets.neighbourhood import (
 )
 
 ELEMENTWISE_PIPELINE = "DoubleTilingExpert"
+PACK_PIPELINE = "DataTiling"
 ELEMENTWISE_LEVELS = ("distribution", "vector_common_parallel")
 _INNER_VECTOR_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 _OUTER_VECTOR_CHOICES = (1, 2, 4, 8, 16)
@@ -161,13 +169,21 @@ def elementwise_tile_lists(problem: ElementwiseProblem, knobs: Knobs) -> dict[st
 def parse_default_elementwise_knobs(
     problem: ElementwiseProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
-    """Read the compiler's default into knobs (a distribution tile of 0 leaves the loop whole,
-    a vector tile of 0 is one element)."""
+    """Read the compiler's default into knobs."""
+    return make_knobs(read_loop_knobs(levels, problem.loop_sizes, range(len(problem.loop_sizes))))
+
+
+def read_loop_knobs(
+    levels: dict[str, list[int]], loop_sizes: Sequence[int], dims: Iterable[int]
+) -> dict[str, int]:
+    """Read the compiler's tiles of the loops `dims` as `dist_<i>` and `vec_<i>`, i counting
+    them in order (a distribution tile of 0 leaves the loop whole, a vector tile of 0 is one
+    element)."""
     values: dict[str, int] = {}
-    for i, size in enumerate(problem.loop_sizes):
-        values[f"dist_{i}"] = levels["distribution"][i] or size
-        values[f"vec_{i}"] = levels["vector_common_parallel"][i] or 1
-    return make_knobs(values)
+    for i, dim in enumerate(dims):
+        values[f"dist_{i}"] = levels["distribution"][dim] or loop_sizes[dim]
+        values[f"vec_{i}"] = levels["vector_common_parallel"][dim] or 1
+    return values
 
 
 class CpuElementwiseSpace(SizedCpuSpace[ElementwiseProblem, CpuElementwiseSizes]):
@@ -177,6 +193,21 @@ class CpuElementwiseSpace(SizedCpuSpace[ElementwiseProblem, CpuElementwiseSizes]
     family = SizedFamily(
         ElementwiseProblem,
         ELEMENTWISE_PIPELINE,
+        compute_elementwise_sizes,
+        enumerate_elementwise_space,
+        parse_default_elementwise_knobs,
+        score_elementwise_candidate,
+        elementwise_tile_lists,
+    )
+
+
+class CpuPackSpace(SizedCpuSpace[PackProblem, CpuElementwiseSizes]):
+    """DataTiling tiles of a pack's outer loops."""
+
+    levels = ELEMENTWISE_LEVELS
+    family = SizedFamily(
+        PackProblem,
+        PACK_PIPELINE,
         compute_elementwise_sizes,
         enumerate_elementwise_space,
         parse_default_elementwise_knobs,

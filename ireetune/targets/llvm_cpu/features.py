@@ -23,12 +23,19 @@ from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.conv_space import (
     CpuConvSizes,
     compute_conv_sizes,
+    conv_working_set,
+    count_conv_tiles,
     score_conv_candidate,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.mmt4d_space import is_data_tiled
 from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate
-from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes, compute_problem_sizes
+from ireetune.targets.llvm_cpu.sizes import (
+    CpuProblemSizes,
+    compute_problem_sizes,
+    count_tiles,
+    distribution_bytes,
+)
 from ireetune.targets.llvm_cpu.window_space import is_window_problem
 
 FEATURE_FAMILY = "llvm-cpu/gemm-view/v1"
@@ -146,17 +153,13 @@ def contraction_features(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) 
     """Return the features of a contraction candidate, in FEATURE_NAMES order."""
     values = {name: int(value) for name, value in knobs}
     dist_m, dist_n = values["dist_m"], values["dist_n"]
-    tiles = math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * sizes.outer_parallel
-    panel = min(sizes.k, 256)
-    distribution_bytes = (dist_m + dist_n) * panel * sizes.input_bytes + (
-        dist_m * dist_n * sizes.accumulator_bytes
-    )
     gemm = GemmView(
         sizes.m, sizes.n, sizes.k, sizes.outer_parallel, sizes.input_bytes, sizes.accumulator_bytes
     )
     tiling = GemmTiling(
-        values["vec_m"], values["vec_n"], values["vec_k"], dist_m, dist_n, tiles, distribution_bytes
-    )
+        values["vec_m"], values["vec_n"], values["vec_k"], dist_m, dist_n,
+        count_tiles(sizes, dist_m, dist_n), distribution_bytes(sizes, dist_m, dist_n),
+    )  # fmt: skip
     features = _shared_features(facts, gemm, tiling)
     features.update(
         is_convolution=0.0,
@@ -173,27 +176,14 @@ def convolution_features(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
     M = output columns, N = output channels, K = input channels)."""
     values = {name: int(value) for name, value in knobs}
     dist_f, dist_oh, dist_ow = values["dist_f"], values["dist_oh"], values["dist_ow"]
-    tiles = (
-        math.ceil(sizes.f / dist_f)
-        * math.ceil(sizes.oh / dist_oh)
-        * math.ceil(sizes.ow / dist_ow)
-        * sizes.batch
-    )
-    panel = min(sizes.c, 64)
-    input_rows = dist_oh * sizes.stride_h + (sizes.kh - 1) * sizes.dilation_h
-    input_cols = dist_ow * sizes.stride_w + (sizes.kw - 1) * sizes.dilation_w
-    distribution_bytes = (
-        input_rows * input_cols * panel * sizes.input_bytes
-        + dist_f * panel * sizes.kh * sizes.kw * sizes.input_bytes
-        + dist_f * dist_oh * dist_ow * sizes.accumulator_bytes
-    )
     gemm = GemmView(
         sizes.ow, sizes.f, sizes.c, sizes.batch * sizes.oh, sizes.input_bytes,
         sizes.accumulator_bytes,
     )  # fmt: skip
     tiling = GemmTiling(
-        values["vec_ow"], values["vec_f"], values["vec_c"], dist_ow, dist_f, tiles,
-        distribution_bytes,
+        values["vec_ow"], values["vec_f"], values["vec_c"], dist_ow, dist_f,
+        count_conv_tiles(sizes, dist_f, dist_oh, dist_ow),
+        conv_working_set(sizes, dist_f, dist_oh, dist_ow),
     )  # fmt: skip
     features = _shared_features(facts, gemm, tiling)
     features.update(

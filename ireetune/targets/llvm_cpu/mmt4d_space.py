@@ -25,16 +25,21 @@ with the default known), and ordered with their distance to it, as the contracti
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import z3
 
-from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.targets.llvm_cpu.common import nearness_penalty, tile_levels
+from ireetune.problem.family import element_bytes
+from ireetune.targets.llvm_cpu.common import (
+    SizedCpuSpace,
+    SizedFamily,
+    nearness_penalty,
+    tile_levels,
+)
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import NearDefaultSpace, Neighbourhood, domain_constraints
 from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
 from ireetune.targets.z3_enumerate import parallel_first
@@ -131,26 +136,35 @@ _BATCH_MMT4D_SPACE = NearDefaultSpace(
 
 
 def enumerate_mmt4d_space(
-    sizes: Mmt4dSizes, facts: CpuFacts, seed: int, excluded: Knobs | None = None
+    sizes: Mmt4dSizes,
+    facts: CpuFacts,
+    seed: int,
+    excluded: Knobs | None = None,
+    known: Sequence[Knobs] = (),
 ) -> Iterator[Knobs]:
     """Yield distinct valid distribution tiles lazily, reproducibly for a seed (never the
-    default, `excluded`); a batch_mmt4d's start at the default's neighbours."""
+    default, `excluded`, nor any of `known`); a batch_mmt4d's start at the default's
+    neighbours."""
     if sizes.batch:
-        return _BATCH_MMT4D_SPACE.enumerate(sizes, facts, seed, excluded)
+        return _BATCH_MMT4D_SPACE.enumerate(sizes, facts, seed, excluded, known)
     return enumerate_z3_space(
         parallel_first(
             lambda parallel, context: build_mmt4d_constraints(sizes, facts, parallel, context)
         ),
         seed,
         excluded,
+        known,
     )
 
 
-def score_mmt4d_candidate(sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs) -> float:
+def score_mmt4d_candidate(
+    sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None
+) -> float:
     """Score a distribution tile; higher is more promising.
 
     Balanced work across threads first (a last wave of few tiles idles the others), then the
-    reuse a larger tile gets from what it brings into L2, against tiles that do not divide.
+    reuse a larger tile gets from what it brings into L2, against tiles that do not divide; a
+    batch_mmt4d's less its distance to the `default`.
     """
     values = {name: int(value) for name, value in knobs}
     dist_m1, dist_n1 = values["dist_m1"], values["dist_n1"]
@@ -162,20 +176,8 @@ def score_mmt4d_candidate(sizes: Mmt4dSizes, facts: CpuFacts, knobs: Knobs) -> f
     rows, columns = dist_m1 * sizes.m0, dist_n1 * sizes.n0
     intensity = rows * columns / (rows + columns)
     best = max(sizes.m0, sizes.n0) * _MAX_OUTER_TILES / 2
-    return 2.0 * min(1.0, intensity / best) - 2.0 * imbalance - 2.0 * waste
-
-
-def order_mmt4d_candidates(
-    sizes: Mmt4dSizes, facts: CpuFacts, pool: list[Knobs], seed: int, default: Knobs | None = None
-) -> list[tuple[Knobs, float]]:
-    """Sort a pool by descending score (a batch_mmt4d's less its distance to the `default`);
-    ties broken by a seeded hash of each configuration."""
-    near = default if sizes.batch else None
-
-    def score(knobs: Knobs) -> float:
-        return score_mmt4d_candidate(sizes, facts, knobs) - nearness_penalty(knobs, near)
-
-    return sort_by_score(pool, score, seed)
+    score = 2.0 * min(1.0, intensity / best) - 2.0 * imbalance - 2.0 * waste
+    return score - nearness_penalty(knobs, default if sizes.batch else None)
 
 
 def mmt4d_tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -205,3 +207,18 @@ def parse_default_mmt4d_knobs(
     if dist_m1 < 1 or dist_n1 < 1 or any(tile != 1 for tile in batch_tiles):
         return None
     return make_knobs({"dist_m1": dist_m1, "dist_n1": dist_n1})
+
+
+class CpuMmt4dSpace(SizedCpuSpace[ContractionProblem, Mmt4dSizes]):
+    """Mmt4dTilingExpert tiles of a data-tiled matmul's outer loops (`linalg.mmt4d`,
+    `linalg.batch_mmt4d`)."""
+
+    family = SizedFamily(
+        ContractionProblem,
+        MMT4D_PIPELINE,
+        compute_mmt4d_sizes,
+        enumerate_mmt4d_space,
+        parse_default_mmt4d_knobs,
+        score_mmt4d_candidate,
+        mmt4d_tile_lists,
+    )

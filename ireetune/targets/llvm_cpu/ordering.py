@@ -20,11 +20,8 @@ import functools
 import math
 
 from ireetune.core.candidate import Knobs
-from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
 from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes
-
-_K_PANEL = 256
+from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes, count_tiles, distribution_bytes
 
 
 @functools.cache
@@ -53,13 +50,10 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
 
     padded = math.ceil(sizes.m / dist_m) * dist_m * math.ceil(sizes.n / dist_n) * dist_n
     padding_waste = padded / (sizes.m * sizes.n) - 1.0
-    tiles = math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * sizes.outer_parallel
+    tiles = count_tiles(sizes, dist_m, dist_n)
     imbalance = thread_imbalance(tiles, facts.threads)
     too_few_tiles = 1.0 if tiles < facts.threads else 0.0
-    panel = min(sizes.k, _K_PANEL)
-    l2_use = (
-        (dist_m + dist_n) * panel * sizes.input_bytes + dist_m * dist_n * sizes.accumulator_bytes
-    ) / facts.l2_bytes
+    l2_use = distribution_bytes(sizes, dist_m, dist_n) / facts.l2_bytes
     small_tile = max(0.0, 0.125 - l2_use) / 0.125
 
     return (
@@ -71,8 +65,3 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
         - 1.0 * too_few_tiles
         - 1.0 * small_tile
     )
-
-
-# Sort a pool by descending score, the heuristic's less the distance to the compiler's default;
-# the tie-break depends only on the seed and the configuration, never on the pool's order.
-order_by_score = functools.partial(order_pool, score_near_default(score_candidate))

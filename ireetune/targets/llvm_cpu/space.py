@@ -13,33 +13,25 @@ matmuls (`linalg.mmt4d`, `linalg.batch_mmt4d`) have a space of their own (`mmt4d
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
 import z3
-from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import Problem, narrow
+from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.common import (
-    CpuSpace,
-    read_cpu_levels,
-    render_cpu_compilation_info,
+    SizedCpuSpace,
+    SizedFamily,
+    score_near_default,
     tile_levels,
+    tile_multiples,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.mmt4d_space import (
-    MMT4D_PIPELINE,
-    compute_mmt4d_sizes,
-    enumerate_mmt4d_space,
-    is_data_tiled,
-    mmt4d_tile_lists,
-    order_mmt4d_candidates,
-    parse_default_mmt4d_knobs,
+from ireetune.targets.llvm_cpu.ordering import score_candidate
+from ireetune.targets.llvm_cpu.sizes import (
+    CpuProblemSizes,
+    compute_problem_sizes,
+    distribution_bytes,
 )
-from ireetune.targets.llvm_cpu.ordering import order_by_score
-from ireetune.targets.llvm_cpu.sizes import CpuProblemSizes, compute_problem_sizes
 from ireetune.targets.neighbourhood import (
     NearDefaultSpace,
     Neighbourhood,
@@ -48,22 +40,10 @@ from ireetune.targets.neighbourhood import (
 
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
 PIPELINE = "DoubleTilingExpert"
-
 _VEC_M_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 _VEC_K_CHOICES = (1, 2, 4, 8, 16, 32, 64)
-# K is streamed through the cache in panels; this bounds the panel used in the L2 estimate.
-_K_PANEL = 256
 # The default's neighbours tried first: every single-knob step and the nearest pairs.
 _MAX_NEIGHBOURS = 16
-
-
-def _divisors_and_whole(extent: int, step: int, limit: int) -> list[int]:
-    """Tile sizes for a loop: multiples of `step` that divide `extent`, or cover it in one tile."""
-    values = {v for v in range(step, min(extent, limit) + 1, step) if extent % v == 0}
-    whole = -(-extent // step) * step
-    if whole <= limit:
-        values.add(whole)
-    return sorted(values)
 
 
 def _tiles_of_loop(extent: int, steps: list[int], limit: int) -> list[int]:
@@ -73,7 +53,7 @@ def _tiles_of_loop(extent: int, steps: list[int], limit: int) -> list[int]:
     16-lane vectors, from an im2col convolution of GoogLeNet) gets the steps times the powers of
     two up to `limit`, its last tile partial: its domain is never empty.
     """
-    values = {d for step in steps for d in _divisors_and_whole(extent, step, limit)}
+    values = set(tile_multiples(extent, steps, limit))
     if not values:
         shifts = range(limit.bit_length())
         values = {s << shift for s in steps for shift in shifts if s << shift <= limit}
@@ -131,11 +111,7 @@ def build_constraints(
     # The compiler rejects a vector.contract whose unrolled M x N x K vector reaches the stack
     # allocation limit ("large vector sizes" error), so the product must stay below it.
     constraints.append(vec_m * vec_n * vec_k * sizes.accumulator_bytes < facts.max_vector_bytes)
-    panel = min(sizes.k, _K_PANEL)
-    l2_bytes = (dist_m + dist_n) * panel * sizes.input_bytes + (
-        dist_m * dist_n * sizes.accumulator_bytes
-    )
-    constraints.append(l2_bytes <= facts.l2_bytes)
+    constraints.append(distribution_bytes(sizes, dist_m, dist_n) <= facts.l2_bytes)
     if require_parallelism:
         tiles_m = (sizes.m + dist_m - 1) / dist_m
         tiles_n = (sizes.n + dist_n - 1) / dist_n
@@ -182,58 +158,35 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
     return tile_levels(distribution, vector_parallel, vector_reduction)
 
 
-class CpuContractionSpace(CpuSpace):
-    """DoubleTilingExpert tiles of the innermost M, N and K loops (`space.py`), or, for a
-    data-tiled matmul (`linalg.mmt4d`, `linalg.batch_mmt4d`), Mmt4dTilingExpert tiles of its
-    outer loops (`mmt4d_space.py`)."""
+def parse_default_contraction_knobs(
+    problem: ContractionProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's tiles of the innermost M, N and K loops into knobs."""
+    m, n, k = problem.m_dims[-1], problem.n_dims[-1], problem.k_dims[-1]
+    return make_knobs(
+        {
+            "dist_m": levels["distribution"][m],
+            "dist_n": levels["distribution"][n],
+            "vec_m": levels["vector_common_parallel"][m],
+            "vec_n": levels["vector_common_parallel"][n],
+            "vec_k": levels["vector_reduction"][k],
+        }
+    )
 
-    def enumerate(self, request: SpaceRequest, known: Sequence[Knobs]) -> Iterator[Knobs]:
-        contraction = narrow(request.problem, ContractionProblem)
-        facts = self.facts(request)
-        if is_data_tiled(contraction):
-            return enumerate_mmt4d_space(
-                compute_mmt4d_sizes(contraction), facts, request.seed, request.default_knobs
-            )
-        sizes = compute_problem_sizes(contraction)
-        return enumerate_space(
-            sizes, facts, request.seed, excluded=request.default_knobs, known=known
-        )
+
+class CpuContractionSpace(SizedCpuSpace[ContractionProblem, CpuProblemSizes]):
+    """DoubleTilingExpert tiles of the innermost M, N and K loops (data-tiled matmuls have a
+    space of their own, `mmt4d_space.py`)."""
+
+    family = SizedFamily(
+        ContractionProblem,
+        PIPELINE,
+        compute_problem_sizes,
+        enumerate_space,
+        parse_default_contraction_knobs,
+        score_near_default(score_candidate),
+        tile_lists,
+    )
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
-        # Data-tiled matmuls have their own knobs; their space is small and not cached.
-        return None if is_data_tiled(narrow(problem, ContractionProblem)) else frozenset(KNOB_NAMES)
-
-    def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
-        contraction = narrow(request.problem, ContractionProblem)
-        facts, seed = self.facts(request), request.seed
-        if is_data_tiled(contraction):
-            sizes_4d = compute_mmt4d_sizes(contraction)
-            return order_mmt4d_candidates(sizes_4d, facts, pool, seed, request.default_knobs)
-        sizes = compute_problem_sizes(contraction)
-        return order_by_score(sizes, facts, pool, seed, request.default_knobs)
-
-    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        contraction = narrow(problem, ContractionProblem)
-        if is_data_tiled(contraction):
-            tiles_4d = mmt4d_tile_lists(contraction, knobs)
-            return OpConfiguration(render_cpu_compilation_info(tiles_4d, MMT4D_PIPELINE, context))
-        tiles = tile_lists(contraction, knobs)
-        return OpConfiguration(render_cpu_compilation_info(tiles, PIPELINE, context))
-
-    def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
-        contraction = narrow(problem, ContractionProblem)
-        levels = read_cpu_levels(root_op, len(contraction.loop_sizes))
-        if levels is None:
-            return None
-        if is_data_tiled(contraction):
-            return parse_default_mmt4d_knobs(contraction, levels)
-        m, n, k = contraction.m_dims[-1], contraction.n_dims[-1], contraction.k_dims[-1]
-        return make_knobs(
-            {
-                "dist_m": levels["distribution"][m],
-                "dist_n": levels["distribution"][n],
-                "vec_m": levels["vector_common_parallel"][m],
-                "vec_n": levels["vector_common_parallel"][n],
-                "vec_k": levels["vector_reduction"][k],
-            }
-        )
+        return frozenset(KNOB_NAMES)

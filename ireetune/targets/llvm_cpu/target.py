@@ -12,18 +12,19 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.features import FeatureExtractor
 from ireetune.core.flag_space import FlagSpace
 from ireetune.core.target import SpaceFactory, SpaceRequest, Target, TargetTraits
+from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import CpuSpace, SolutionStore, request_cpu_facts
 from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace
-from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
+from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace, CpuPackSpace
 from ireetune.targets.llvm_cpu.features import CpuFeatureExtractor, has_features
 from ireetune.targets.llvm_cpu.flags import (
     CPU_FLAG_SPACE,
     with_channels_last_windows,
     with_materialize_first,
 )
-from ireetune.targets.llvm_cpu.pack_space import CpuPackSpace
+from ireetune.targets.llvm_cpu.mmt4d_space import CpuMmt4dSpace, is_data_tiled
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
@@ -109,13 +110,19 @@ class LlvmCpuTarget(Target):
 
     def family_spaces(self) -> Mapping[str, SpaceFactory]:
         return {
-            "contraction": lambda _: self._stored(CpuContractionSpace(self.threads)),
-            "batch_contraction": lambda _: self._stored(CpuContractionSpace(self.threads)),
+            "contraction": self._contraction_space,
+            "batch_contraction": self._contraction_space,
             "convolution": self._convolution_space,
             "reduction": lambda _: self._stored(CpuReductionSpace(self.threads)),
             "elementwise": lambda _: self._stored(CpuElementwiseSpace(self.threads)),
             "pack": lambda _: self._stored(CpuPackSpace(self.threads)),
         }
+
+    def _contraction_space(self, problem: Problem) -> CpuSpace:
+        # Data-tiled matmuls (`linalg.mmt4d`, `linalg.batch_mmt4d`) have a space of their own.
+        if is_data_tiled(narrow(problem, ContractionProblem)):
+            return self._stored(CpuMmt4dSpace(self.threads))
+        return self._stored(CpuContractionSpace(self.threads))
 
     def _convolution_space(self, problem: Problem) -> CpuSpace:
         # Pooling and depthwise windows, and a local response normalisation's window sum, are

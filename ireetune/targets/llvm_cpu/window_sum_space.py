@@ -29,20 +29,22 @@ import z3
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.family import element_bytes
 from ireetune.targets.llvm_cpu.common import (
     SizedCpuSpace,
     SizedFamily,
     enough_tiles,
     positive_knobs,
+    tile_levels,
 )
 from ireetune.targets.llvm_cpu.elementwise_space import (
     CpuElementwiseSizes,
     elementwise_domains,
     fits_loop,
+    read_loop_knobs,
     score_elementwise_candidate,
 )
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.sizes import element_bytes
 from ireetune.targets.neighbourhood import NearDefaultSpace, Neighbourhood, domain_constraints
 
 WINDOW_SUM_PIPELINE = "DoubleTilingExpert"
@@ -142,11 +144,7 @@ def window_sum_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str
     for i, dim in enumerate(parallel_dims):
         distribution[dim], parallel[dim] = values[f"dist_{i}"], values[f"vec_{i}"]
     reduction[window_dim] = values["vec_k"]
-    return {
-        "distribution": distribution,
-        "vector_common_parallel": parallel,
-        "vector_reduction": reduction,
-    }
+    return tile_levels(distribution, parallel, reduction)
 
 
 def parse_default_window_sum_knobs(
@@ -155,11 +153,8 @@ def parse_default_window_sum_knobs(
     """Read the compiler's default into knobs (a distribution tile of 0 leaves the loop whole, a
     vector tile of 0 is one element; None when the window has no vector tile)."""
     (window_dim,) = problem.filter_dims
-    values: dict[str, int] = {}
     parallel_dims = [dim for dim in range(len(problem.loop_sizes)) if dim != window_dim]
-    for i, dim in enumerate(parallel_dims):
-        values[f"dist_{i}"] = levels["distribution"][dim] or problem.loop_sizes[dim]
-        values[f"vec_{i}"] = levels["vector_common_parallel"][dim] or 1
+    values = read_loop_knobs(levels, problem.loop_sizes, parallel_dims)
     values["vec_k"] = levels["vector_reduction"][window_dim]
     return positive_knobs(values)
 

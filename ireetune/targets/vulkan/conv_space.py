@@ -29,12 +29,12 @@ from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
 from ireetune.targets.vulkan.facts import VulkanFacts
 from ireetune.targets.vulkan.matmul_space import (
+    MAX_WORKGROUP_TILE,
     Space,
-    divisors,
+    dividing,
     subgroup_choices,
-    tile_choices,
 )
-from ireetune.targets.z3_enumerate import one_of
+from ireetune.targets.z3_enumerate import divisors, one_of
 
 _POWERS_OF_TWO = tuple(1 << shift for shift in range(11))
 _CHANNEL_TILES = (1, 2, 4, 8)
@@ -88,13 +88,13 @@ def build_conv_space(
     threads = v["wg_x"] * v["wg_y"] * v["wg_z"]
     limits = facts.max_workgroup_sizes
     constraints = [
-        one_of(v["wg_oh"], tile_choices(sizes.oh, 64)),
-        one_of(v["wg_ow"], tile_choices(sizes.ow, 64)),
-        one_of(v["wg_oc"], tile_choices(sizes.oc)),
-        one_of(v["th_oh"], divisors(sizes.oh, _HEIGHT_TILES)),
-        one_of(v["th_ow"], divisors(sizes.ow, _WIDTH_TILES)),
-        one_of(v["th_oc"], divisors(sizes.oc, _CHANNEL_TILES)),
-        one_of(v["tile_ic"], divisors(sizes.ic, _IC_TILES)),
+        one_of(v["wg_oh"], divisors(sizes.oh, 64)),
+        one_of(v["wg_ow"], divisors(sizes.ow, 64)),
+        one_of(v["wg_oc"], divisors(sizes.oc, MAX_WORKGROUP_TILE)),
+        one_of(v["th_oh"], dividing(sizes.oh, _HEIGHT_TILES)),
+        one_of(v["th_ow"], dividing(sizes.ow, _WIDTH_TILES)),
+        one_of(v["th_oc"], dividing(sizes.oc, _CHANNEL_TILES)),
+        one_of(v["tile_ic"], dividing(sizes.ic, _IC_TILES)),
         one_of(v["subgroup_size"], subgroup_choices(facts, optional=True)),
         one_of(v["wg_x"], [s for s in _POWERS_OF_TWO if s <= limits[0]]),
         one_of(v["wg_y"], [s for s in _POWERS_OF_TWO if s <= limits[1]]),

@@ -31,7 +31,7 @@ from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import element_bytes
 from ireetune.targets.vulkan.config import SpirvConfig, SpirvPipeline
 from ireetune.targets.vulkan.facts import VulkanFacts
-from ireetune.targets.z3_enumerate import one_of
+from ireetune.targets.z3_enumerate import divisors, one_of
 
 Variables = dict[str, z3.ArithRef]
 Space = tuple[Variables, list[z3.BoolRef]]
@@ -45,7 +45,7 @@ _MAX_THREAD_BLOCK = 32
 _MAX_SUBGROUP_MATRICES = 8
 _DEPTHS = (1, 2, 3)
 # The largest workgroup tile per dimension: beyond it a tile only starves the device.
-_MAX_WORKGROUP_TILE = 256
+MAX_WORKGROUP_TILE = 256
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,9 @@ def compute_matmul_sizes(problem: ContractionProblem) -> MatmulSizes:
     )
 
 
-def divisors(extent: int, choices: Sequence[int]) -> list[int]:
+def dividing(extent: int, choices: Sequence[int]) -> list[int]:
     """Return the `choices` that divide `extent`."""
     return [value for value in choices if extent % value == 0]
-
-
-def tile_choices(extent: int, limit: int = _MAX_WORKGROUP_TILE) -> list[int]:
-    """Return the divisors of a loop up to `limit` (workgroup tiles)."""
-    return [value for value in range(1, min(extent, limit) + 1) if extent % value == 0]
 
 
 def subgroup_choices(facts: VulkanFacts, optional: bool) -> list[int]:
@@ -134,9 +129,9 @@ def promoted_tile_domains(
     """State the domains of the knobs both promoting pipelines share: workgroup tiles, the K
     tile, the pipeline depth, the store stage and the subgroup size."""
     return [
-        one_of(variables["wg_m"], tile_choices(sizes.m)),
-        one_of(variables["wg_n"], tile_choices(sizes.n)),
-        one_of(variables["tile_k"], divisors(sizes.k, _PROMOTE_K_TILES)),
+        one_of(variables["wg_m"], divisors(sizes.m, MAX_WORKGROUP_TILE)),
+        one_of(variables["wg_n"], divisors(sizes.n, MAX_WORKGROUP_TILE)),
+        one_of(variables["tile_k"], dividing(sizes.k, _PROMOTE_K_TILES)),
         one_of(variables["depth"], _DEPTHS),
         one_of(variables["store_stage"], (0, 1)),
         one_of(variables["subgroup_size"], subgroup_choices(facts, optional=optional_subgroup)),
@@ -167,11 +162,11 @@ def build_base_space(
     names = ("wg_m", "wg_n", "th_m", "th_n", "tile_k", "wg_x", "wg_y", "subgroup_size")
     v = {name: z3.Int(name, context) for name in names}
     constraints = [
-        one_of(v["wg_m"], tile_choices(sizes.m)),
-        one_of(v["wg_n"], tile_choices(sizes.n)),
-        one_of(v["th_m"], divisors(sizes.m, _THREAD_TILES)),
-        one_of(v["th_n"], divisors(sizes.n, _THREAD_TILES)),
-        one_of(v["tile_k"], divisors(sizes.k, _K_TILES)),
+        one_of(v["wg_m"], divisors(sizes.m, MAX_WORKGROUP_TILE)),
+        one_of(v["wg_n"], divisors(sizes.n, MAX_WORKGROUP_TILE)),
+        one_of(v["th_m"], dividing(sizes.m, _THREAD_TILES)),
+        one_of(v["th_n"], dividing(sizes.n, _THREAD_TILES)),
+        one_of(v["tile_k"], dividing(sizes.k, _K_TILES)),
         one_of(v["subgroup_size"], subgroup_choices(facts, optional=True)),
         v["wg_n"] == v["wg_x"] * v["th_n"],
         v["wg_m"] == v["wg_y"] * v["th_m"],

@@ -15,16 +15,18 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 
 import z3
 from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs, make_knobs, sort_by_score
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
+from ireetune.targets.gpu.ordering import order_in_turns
 from ireetune.targets.vulkan.config import (
     SpirvConfig,
     SpirvPipeline,
@@ -47,7 +49,7 @@ from ireetune.targets.vulkan.matmul_space import (
     contraction_config,
     contraction_knobs,
 )
-from ireetune.targets.z3_enumerate import enumerate_space
+from ireetune.targets.z3_enumerate import enumerate_space, parallel_first
 
 PIPELINE_KNOB = "pipeline"
 # Builds one pipeline's space: (whole subgroups required, z3 context) -> variables, constraints.
@@ -92,30 +94,21 @@ class VulkanSpace(FamilySpace):
             excluded = None
             if default.get(PIPELINE_KNOB) == pipeline.value:
                 excluded = make_knobs({k: v for k, v in default.items() if k != PIPELINE_KNOB})
-            builders = [
-                lambda context, build=build: build(True, context),
-                lambda context, build=build: build(False, context),
-            ]
-            streams.append((pipeline, enumerate_space(builders, request.seed, excluded)))
+            streams.append(
+                (pipeline, enumerate_space(parallel_first(build), request.seed, excluded))
+            )
         return _take_turns(streams)
 
     def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
         """Rank each pipeline's candidates by `score_config`, then take the pipelines in turn
         (scores compare within one pipeline, not across)."""
-        problem, seed = request.problem, request.seed
-        by_pipeline: dict[str, list[Knobs]] = {}
-        for knobs in pool:
-            by_pipeline.setdefault(str(dict(knobs)[PIPELINE_KNOB]), []).append(knobs)
-        orders = [
-            sort_by_score(
-                group, lambda knobs: score_config(problem, self._config_of(problem, knobs)), seed
-            )
-            for _, group in sorted(by_pipeline.items())
-        ]
-        merged: list[tuple[Knobs, float]] = []
-        for position in range(max((len(order) for order in orders), default=0)):
-            merged.extend(order[position] for order in orders if position < len(order))
-        return merged
+        problem = request.problem
+        return order_in_turns(
+            pool,
+            lambda knobs: str(dict(knobs)[PIPELINE_KNOB]),
+            lambda knobs: score_config(problem, self._config_of(problem, knobs)),
+            request.seed,
+        )
 
     def _config_of(self, problem: Problem, knobs: Knobs) -> SpirvConfig:
         pipeline = SpirvPipeline(str(dict(knobs)[PIPELINE_KNOB]))
@@ -177,24 +170,13 @@ class VulkanContractionSpace(VulkanSpace):
     ) -> list[tuple[SpirvPipeline, PipelineSpace]]:
         sizes = compute_matmul_sizes(narrow(problem, ContractionProblem))
         spaces: list[tuple[SpirvPipeline, PipelineSpace]] = [
-            (
-                SpirvPipeline.BASE,
-                lambda whole, context: build_base_space(sizes, facts, whole, context),
-            )
+            (SpirvPipeline.BASE, partial(build_base_space, sizes, facts))
         ]
         if sizes.single_loops and sizes.input_bits in (16, 32):
-            spaces.append(
-                (
-                    SpirvPipeline.PROMOTE,
-                    lambda whole, context: build_promote_space(sizes, facts, whole, context),
-                )
-            )
+            spaces.append((SpirvPipeline.PROMOTE, partial(build_promote_space, sizes, facts)))
         if sizes.single_loops and facts.shapes_for(sizes.input_type, sizes.accumulator_type):
             spaces.append(
-                (
-                    SpirvPipeline.COOPERATIVE,
-                    lambda whole, context: build_cooperative_space(sizes, facts, whole, context),
-                )
+                (SpirvPipeline.COOPERATIVE, partial(build_cooperative_space, sizes, facts))
             )
         return spaces
 
@@ -221,12 +203,7 @@ class VulkanConvolutionSpace(VulkanSpace):
         self, problem: Problem, facts: VulkanFacts
     ) -> list[tuple[SpirvPipeline, PipelineSpace]]:
         sizes = compute_conv_sizes(narrow(problem, ConvolutionProblem))
-        return [
-            (
-                SpirvPipeline.BASE,
-                lambda whole, context: build_conv_space(sizes, facts, whole, context),
-            )
-        ]
+        return [(SpirvPipeline.BASE, partial(build_conv_space, sizes, facts))]
 
     def render(self, problem: Problem, pipeline: SpirvPipeline, knobs: Knobs) -> SpirvConfig:
         assert pipeline is SpirvPipeline.BASE, "convolutions have a BaseVectorize space only"

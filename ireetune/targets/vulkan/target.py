@@ -42,13 +42,8 @@ class VulkanTarget(Target):
     def name(self) -> str:
         return f"vulkan:{self.arch}"
 
-    @property
-    def backend(self) -> str:
-        return "vulkan-spirv"
-
-    @property
-    def runtime_device(self) -> str:
-        return "vulkan"
+    backend = "vulkan-spirv"
+    runtime_device = "vulkan"
 
     def target_flags(self) -> list[str]:
         if self.limits is not None:

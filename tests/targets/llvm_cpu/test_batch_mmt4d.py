@@ -17,12 +17,13 @@ from ireetune.model.profile import ENCODED_MMT4D_NOTE, describe_problem, has_enc
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.common import order_pool
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.features import has_features
 from ireetune.targets.llvm_cpu.mmt4d_space import (
     compute_mmt4d_sizes,
     enumerate_mmt4d_space,
-    order_mmt4d_candidates,
+    score_mmt4d_candidate,
 )
 from tests.conftest import FAST_RUN_OPTIONS, IREE_COMPILE
 
@@ -91,7 +92,9 @@ def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path
     assert (sizes.batch, sizes.m1, sizes.n1) == ((4,), 16, 32)
     # The candidates start at the default's neighbours: one step of one tile, first.
     pool = list(itertools.islice(enumerate_mmt4d_space(sizes, GENERIC, 0, default), 40))
-    ordered = [knobs for knobs, _ in order_mmt4d_candidates(sizes, GENERIC, pool, 0, default)]
+    ordered = [
+        knobs for knobs, _ in order_pool(score_mmt4d_candidate, sizes, GENERIC, pool, 0, default)
+    ]
     values = dict(default)
     near = [dict(k) for k in ordered[:4]]
     assert all(

@@ -14,8 +14,7 @@ from ireetune.core.target import space_for
 from ireetune.model.profile import LATE_PACK_NOTE, describe_problem
 from ireetune.problem.pack import PackProblem
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.elementwise_space import elementwise_tile_lists
-from ireetune.targets.llvm_cpu.pack_space import CpuPackSpace
+from ireetune.targets.llvm_cpu.elementwise_space import CpuPackSpace, elementwise_tile_lists
 from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET, dump_benchmarks
 from tests.landing_support import compile_model_with_candidate, find_family_requests
 from tests.targets.llvm_cpu.test_cpu_spec_reach import MATMUL_MODEL

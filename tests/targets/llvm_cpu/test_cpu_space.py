@@ -8,8 +8,9 @@ import time
 import pytest
 
 from ireetune.core.candidate import make_knobs
+from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
 from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.ordering import order_by_score, score_candidate
+from ireetune.targets.llvm_cpu.ordering import score_candidate
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
@@ -105,11 +106,13 @@ def test_heuristic_prefers_the_known_better_configuration(
 
 def test_ordering_is_sorted_by_score_and_reproducible() -> None:
     pool = [make_knobs(c) for c in _take(SIZES, 40)]
-    ordered = order_by_score(SIZES, AVX512, pool, seed=3)
+    ordered = order_pool(score_near_default(score_candidate), SIZES, AVX512, pool, seed=3)
     scores = [score for _, score in ordered]
     assert scores == sorted(scores, reverse=True)
     assert sorted(k for k, _ in ordered) == sorted(pool)
-    assert ordered == order_by_score(SIZES, AVX512, list(reversed(pool)), seed=3)
+    assert ordered == order_pool(
+        score_near_default(score_candidate), SIZES, AVX512, list(reversed(pool)), seed=3
+    )
 
 
 def test_a_long_loop_that_no_vector_tile_divides_still_has_distribution_tiles() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -36,7 +37,10 @@ def test_a_space_that_fails_to_build_is_that_dispatchs_recorded_failure(
             raise z3.Z3Exception("Value cannot be converted into a Z3 Boolean value")
         yield from real_enumerate(sizes, facts, seed, excluded, known)
 
-    monkeypatch.setattr(cpu_space, "enumerate_space", enumerate_or_fail)
+    family = dataclasses.replace(
+        cpu_space.CpuContractionSpace.family, enumerate_space=enumerate_or_fail
+    )
+    monkeypatch.setattr(cpu_space.CpuContractionSpace, "family", family)
     result = tune_model(
         ModelTuneOptions(
             model_path=EXAMPLES / "mlp.mlir", target=TEST_TARGET, output_dir=tmp_path,

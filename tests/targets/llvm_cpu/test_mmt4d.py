@@ -16,13 +16,14 @@ from ireetune.core.target import space_for
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.common import order_pool
 from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.targets.llvm_cpu.mmt4d_space import (
     Mmt4dSizes,
     compute_mmt4d_sizes,
     enumerate_mmt4d_space,
     mmt4d_tile_lists,
-    order_mmt4d_candidates,
+    score_mmt4d_candidate,
 )
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, MATMUL_MODEL
 
@@ -126,7 +127,7 @@ def test_mmt4d_ordering_prefers_balanced_tiles() -> None:
     sizes = Mmt4dSizes(m1=6, n1=2, k1=64, m0=16, n0=16, k0=1, input_bytes=4, accumulator_bytes=4)
     balanced = (("dist_m1", 3), ("dist_n1", 1))
     unbalanced = (("dist_m1", 2), ("dist_n1", 2))
-    ordered = order_mmt4d_candidates(sizes, AVX512, [unbalanced, balanced], seed=0)
+    ordered = order_pool(score_mmt4d_candidate, sizes, AVX512, [unbalanced, balanced], seed=0)
     assert [knobs for knobs, _ in ordered] == [balanced, unbalanced]
 
 

@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.errors import IreetuneError
-from ireetune.targets.vulkan import make_vulkan_target
+from ireetune.targets.vulkan import make_vulkan_target, target_arch
 from ireetune.targets.vulkan.archs import (
     IREE_VULKAN_TARGETS,
     LAVAPIPE_LIMITS,
     render_device_target,
 )
-from ireetune.targets.vulkan.detect import target_arch
 from ireetune.targets.vulkan.device import (
     VulkanDevice,
     choose_target,
