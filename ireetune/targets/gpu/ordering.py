@@ -22,10 +22,8 @@ H100).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ireetune.core.candidate import Knobs, sort_by_score
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets.gpu.constraints import ConstraintSpace
@@ -148,26 +146,3 @@ def score_candidate(problem: GemmProblem, shape: TileShape, compute_units: int) 
         - 2.0 * min(register_pressure, 1.0)
         - 4.0 * shape.unpadded_remainder
     )
-
-
-def interleave(orders: list[list[tuple[Knobs, float]]]) -> list[tuple[Knobs, float]]:
-    """Merge several orders by taking their heads in turn: [a1, b1, a2, b2, b3]."""
-    merged: list[tuple[Knobs, float]] = []
-    for position in range(max((len(order) for order in orders), default=0)):
-        merged.extend(order[position] for order in orders if position < len(order))
-    return merged
-
-
-def order_in_turns(
-    pool: list[Knobs],
-    group_of: Callable[[Knobs], int | str],
-    score: Callable[[Knobs], float],
-    seed: int,
-) -> list[tuple[Knobs, float]]:
-    """Rank each group's candidates (a space's, a pipeline's) by score, then take the groups in
-    turn: scores compare within a group, not across, so no group is left unmeasured by a budget
-    its rival fills."""
-    groups: dict[int | str, list[Knobs]] = {}
-    for knobs in pool:
-        groups.setdefault(group_of(knobs), []).append(knobs)
-    return interleave([sort_by_score(group, score, seed) for _, group in sorted(groups.items())])

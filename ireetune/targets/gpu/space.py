@@ -17,7 +17,7 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs, make_knobs, order_in_turns
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest, Target
 from ireetune.database.space_cache import SpaceCache, compute_cache_key, stored_first
@@ -40,7 +40,7 @@ from ireetune.targets.gpu.extra_knobs import (
     default_extra_values,
 )
 from ireetune.targets.gpu.facts import GpuFacts, read_gpu_facts
-from ireetune.targets.gpu.ordering import compute_tile_shape, order_in_turns, score_candidate
+from ireetune.targets.gpu.ordering import compute_tile_shape, score_candidate
 from ireetune.targets.gpu.resources import (
     check_promoted_reads,
     check_resources,

@@ -20,13 +20,12 @@ from functools import partial
 import z3
 from iree.compiler import ir
 
-from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs, make_knobs, order_in_turns
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
-from ireetune.targets.gpu.ordering import order_in_turns
 from ireetune.targets.vulkan.config import (
     SpirvConfig,
     SpirvPipeline,

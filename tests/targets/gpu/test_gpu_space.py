@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import z3
 
-from ireetune.core.candidate import make_knobs
+from ireetune.core.candidate import interleave, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import spec_flags
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.targets import parse_target
 from ireetune.targets.gpu.constraints import ConstraintSpace
-from ireetune.targets.gpu.ordering import TileShape, compute_tile_shape, interleave, score_candidate
+from ireetune.targets.gpu.ordering import TileShape, compute_tile_shape, score_candidate
 from ireetune.targets.gpu.smt_space import SmtSpace, sample_spaces
 from ireetune.targets.gpu.template import (
     IntKnob,
