@@ -37,6 +37,7 @@ from ireetune.targets.llvm_cpu.sizes import (
     distribution_bytes,
 )
 from ireetune.targets.llvm_cpu.window_space import is_window_problem
+from ireetune.targets.llvm_cpu.window_sum_space import is_window_sum_problem
 
 FEATURE_FAMILY = "llvm-cpu/gemm-view/v1"
 FEATURE_NAMES = (
@@ -198,10 +199,11 @@ def convolution_features(sizes: CpuConvSizes, facts: CpuFacts, knobs: Knobs) -> 
 
 def has_features(problem: Problem) -> bool:
     """Say whether the learned cost model has features for a problem: contractions and
-    convolutions, but not data-tiled matmuls, windows or reductions yet (their heuristic orders
-    them)."""
+    convolutions, but not data-tiled matmuls, windows, window sums or reductions yet (their
+    heuristic orders them)."""
     if problem.family == "convolution":
-        return not is_window_problem(narrow(problem, ConvolutionProblem))
+        convolution = narrow(problem, ConvolutionProblem)
+        return not is_window_problem(convolution) and not is_window_sum_problem(convolution)
     if problem.family in ("contraction", "batch_contraction"):
         return not is_data_tiled(narrow(problem, ContractionProblem))
     return False

@@ -16,6 +16,7 @@ from ireetune.core.target import SpaceRequest, space_for
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.features import has_features
 from ireetune.targets.llvm_cpu.window_sum_space import (
     CpuWindowSumSpace,
     compute_window_sum_sizes,
@@ -87,6 +88,9 @@ def test_the_space_starts_at_the_haswell_defaults_neighbours(tmp_path: Path) -> 
     # Each of the first is one knob away from the default; none is the default.
     assert [len(set(knobs) - set(default)) for knobs in first] == [1] * 6, first
     assert default not in first
+    # The learned cost model has no features for a window sum (its heuristic orders it).
+    assert not has_features(problem)
+    assert parse_target("cpu").features(request) is None
     ordered = [knobs for knobs, _ in space.order(request, first)]
     assert sorted(ordered) == sorted(first)
     assert distance_to(ordered[0], default) <= distance_to(ordered[-1], default)
