@@ -314,7 +314,8 @@ def decide(run: ModelTuningRun) -> Pause | None:
         before.restore(run)
         run.notes.append(
             "the final check did not keep every spec with the runner-up's flags: the flag "
-            "phase's winner is kept, and the specs checked again with it"
+            "phase's winner is kept"
+            + (", and the specs the selection kept checked again with it" if run.accepted else "")
         )
         run.final = final = _final_check(run)
     for name in [n for n in run.accepted if final.tuned_spec is None or n in final.dropped]:
