@@ -141,8 +141,11 @@ def judge_flag_finalists(run: ModelTuningRun) -> None:
     (winner,) = [t for t in search.trials if t.verdict == "winner"]
     rows = [FinalistFile(trial=winner.trial_id, verdict="reference")]
     specs, kept = _specs_to_judge(run)
-    count = _that_fit(run, len(runners_up), kept) if specs else 0
-    why = "nothing to judge them with: no dispatch was tuned" if not specs else ""
+    if not specs:
+        # No dispatch was tuned: the flag phase's own judgement stands, and nothing is said.
+        return
+    count = _that_fit(run, len(runners_up), kept)
+    why = ""
     for trial in runners_up[count:]:
         why = why or (
             f"the time budget leaves {max(0.0, run.seconds_left() or 0.0):.0f} s, too little "

@@ -202,6 +202,12 @@ def test_the_winner_comes_back_when_the_final_check_drops_the_runner_up_s_spec(
 
 def test_the_winner_stays_when_no_runner_up_beats_it_with_the_spec(tmp_path: Path) -> None:
     run = _tuned_run(tmp_path, ScaledTimes({"t2": 2.0, "t3": 2.0}))
+    # With no dispatch tuned there is nothing to judge the finalists with: no step, no line.
+    candidates, accepted, notes = run.candidates, run.accepted, list(run.notes)
+    run.candidates, run.accepted = {}, {}
+    judge_flag_finalists(run)
+    assert run.finalists is None and run.notes == notes
+    run.candidates, run.accepted = candidates, accepted
     judge_flag_finalists(run)
     assert _rows(run) == [(1, "reference", 1, 1), (3, "rejected", 1, 1), (2, "rejected", 0, 1)]
     assert run.finalists is not None and run.finalists.kept == 1
