@@ -126,7 +126,7 @@ def _rows(run: ModelTuningRun) -> list[tuple[int, str, int | None, int | None]]:
 
 
 def test_a_runner_up_faster_with_the_spec_replaces_the_kept_flags(tmp_path: Path) -> None:
-    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.5, "t3": 1.5}))
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.1, "t3": 3.0}))
     judge_flag_finalists(run)
     # The winner and both close runners-up compiled with the spec (FAR is not a finalist); the
     # spec's matcher lands under the winner's flags and O3's, and on nothing once data tiling
@@ -174,7 +174,7 @@ def test_the_winner_comes_back_when_the_final_check_drops_the_runner_up_s_spec(
     """The runner-up won with the spec; without it, it is a set the flag phase ranked below the
     winner: when the final check drops the spec under its flags, the winner's flags come back
     and the specs are checked again with them."""
-    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.5, "t3": 1.5}))
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.1, "t3": 3.0}))
     checked: list[tuple[Path | None, tuple[str, ...]]] = []
 
     def final_check(*arguments: Any) -> FinalCheck:
@@ -201,7 +201,7 @@ def test_the_winner_comes_back_when_the_final_check_drops_the_runner_up_s_spec(
 
 
 def test_the_winner_stays_when_no_runner_up_beats_it_with_the_spec(tmp_path: Path) -> None:
-    run = _tuned_run(tmp_path, ScaledTimes({"t2": 2.0, "t3": 2.0}))
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 5.0, "t3": 5.0}))
     # With no dispatch tuned there is nothing to judge the finalists with: no step, no line.
     candidates, accepted, notes = run.candidates, run.accepted, list(run.notes)
     run.candidates, run.accepted = {}, {}
@@ -253,7 +253,7 @@ def test_a_finalist_that_does_not_fit_the_budget_is_skipped_with_a_note(tmp_path
     assert run.finalists.kept == 3
 
     (tmp_path / "short").mkdir()
-    run = _tuned_run(tmp_path / "short", ScaledTimes({"t2": 0.5, "t3": 1.5}), budget_s=10_000.0)
+    run = _tuned_run(tmp_path / "short", ScaledTimes({"t2": 0.1, "t3": 3.0}), budget_s=10_000.0)
     run.costs = ModelCosts(compile_s=100.0, load_s=1.0)
     run.started = time.monotonic() - 10_000.0 + tail_s + 100.0
     judge_flag_finalists(run)
@@ -272,7 +272,7 @@ def test_a_finalist_that_does_not_fit_the_budget_is_skipped_with_a_note(tmp_path
 def test_with_no_spec_kept_the_best_candidates_are_judged_against_the_winner_alone(
     tmp_path: Path,
 ) -> None:
-    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.5, "t3": 1.5}))
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 0.1, "t3": 3.0}))
     run.accepted = {}
     judge_flag_finalists(run)
     # The winner alone is the reference: not compiled with the spec.
