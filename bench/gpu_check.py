@@ -324,7 +324,8 @@ def add_predicted_variants(run_dir: Path, per_dispatch: int, jobs: int) -> list[
         VariantTask,
         read_device_manifest,
     )
-    from ireetune.flows.model.split import compile_variant_rows, model_of
+    from ireetune.flows.model.phases import model_of
+    from ireetune.flows.model.split import compile_variant_rows
     from ireetune.flows.model.split_device import send_to_device
     from ireetune.flows.model.state import read_run_file
     from ireetune.flows.model.state_restore import restore_split_run, save_run

@@ -45,7 +45,7 @@ from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.frontend.load import load_dispatch
 from ireetune.search.recorded import RecordedSpace, load_recorded_spaces
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.facts import read_cpu_facts
+from ireetune.targets.llvm_cpu.common import read_cpu_facts
 from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
 
 

@@ -22,7 +22,6 @@ from ireetune.database.run_files import (
     validate_document,
 )
 from ireetune.search.recorded import (
-    BINARY_DIGITS,
     COLUMNS,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -30,6 +29,9 @@ from ireetune.search.recorded import (
     RecordedSpace,
     finite_number,
 )
+
+# How many hex digits of a candidate's binary hash its row keeps.
+BINARY_DIGITS = 16
 
 
 def baseline_time(space: RecordedSpace, use_remeasured: bool = True) -> float | None:

@@ -30,7 +30,7 @@ import iree.runtime as runtime
 import numpy as np
 
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
-from ireetune.targets.llvm_cpu.facts import read_cpu_facts
+from ireetune.targets.llvm_cpu.common import read_cpu_facts
 from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space
 
 CPU_FLAGS = [

@@ -485,12 +485,9 @@ def _deal(
 ) -> None:
     """Deal the jobs to the devices round robin, as they arrive; close every share at the end."""
     try:
-        if isinstance(jobs, JobFeed):
-            for index, job in enumerate(_drain_stream(jobs)):
-                shares[devices[index % len(devices)]].add(job)
-        else:
-            for index, job in enumerate(jobs):
-                shares[devices[index % len(devices)]].add(job)
+        arriving = _drain_stream(jobs) if isinstance(jobs, JobFeed) else jobs
+        for index, job in enumerate(arriving):
+            shares[devices[index % len(devices)]].add(job)
     finally:
         for share in shares.values():
             share.close()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ireetune.core.arguments import user_path
 from ireetune.core.errors import IreetuneError
-from ireetune.core.output_paths import add_force_argument, check_new_output, write_output
+from ireetune.core.output_paths import add_output_arguments, check_new_output, write_output
 
 if TYPE_CHECKING:
     from ireetune.database.store import StoredResult, TuningDatabase
@@ -37,10 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="spec: one linked tuning spec of the winners; csv or json: every row (default: spec)",
     )
     export.add_argument("--target", default=None, help="only this target (name as listed)")
-    export.add_argument(
-        "-o", "--output", type=user_path, default=None, help="file to write (default: stdout)"
-    )
-    add_force_argument(export)
+    add_output_arguments(export, "file to write (default: stdout)")
     import_ = actions.add_parser(
         "import", help="add results from a JSON export or another database"
     )
@@ -48,10 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "source", type=user_path, help="a JSON export or an ireetune database file"
     )
     report = actions.add_parser("report", help="best speedups per problem, target and compiler")
-    report.add_argument(
-        "-o", "--output", type=user_path, default=None, help="also write an HTML page"
-    )
-    add_force_argument(report)
+    add_output_arguments(report, "also write an HTML page")
     for action in (list_, show, export, import_, report):
         # After the action too (`ireetune db list --db FILE`), as every tuner takes it; SUPPRESS
         # keeps a `--db` given before the action when none follows it.
@@ -162,19 +156,15 @@ def _export(
     from ireetune.database.exchange import render_results_csv, results_to_json
     from ireetune.spec.export import render_linked_spec
 
+    results = database.best_results() if output_format == "spec" else database.all_results()
+    rows = [
+        r
+        for r in results
+        if target is None or r.key.target.split("#")[0] == target or r.key.target == target
+    ]
     if output_format == "spec":
-        best = [
-            r
-            for r in database.best_results()
-            if target is None or r.key.target.split("#")[0] == target or r.key.target == target
-        ]
-        text = render_linked_spec(best)
+        text = render_linked_spec(rows)
     else:
-        rows = [
-            r
-            for r in database.all_results()
-            if target is None or r.key.target.split("#")[0] == target or r.key.target == target
-        ]
         text = render_results_csv(rows) if output_format == "csv" else results_to_json(rows)
     if output is None:
         sys.stdout.write(text)

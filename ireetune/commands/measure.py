@@ -91,22 +91,14 @@ def register(subparsers: Subparsers) -> None:
 def run(options: MeasureOptions) -> int:
     from ireetune.core.run_dir import check_run_folder
     from ireetune.flows.continue_folder import FolderKind, read_device_kind
-    from ireetune.flows.handoff.folder_trust import check_folder_trust
 
     check_run_folder(options.run_dir)
     if read_device_kind(options.run_dir) is FolderKind.SPLIT_MODEL_RUN:
-        check_folder_trust(options.run_dir, "device-step")
         return measure_model_folder(options.run_dir, options.devices)
-    check_folder_trust(options.run_dir, "benchmark-folder")
     return measure_dispatch_folder(options.run_dir, options.devices)
 
 
 def run_as_benchmark_folder(options: BenchmarkFolderOptions) -> int:
-    from ireetune.core.run_dir import check_run_folder
-    from ireetune.flows.handoff.folder_trust import check_folder_trust
-
-    check_run_folder(options.run_dir)
-    check_folder_trust(options.run_dir, "benchmark-folder")
     return measure_dispatch_folder(options.run_dir, options.devices)
 
 
@@ -114,8 +106,12 @@ def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...]) -> int:
     """Measure and verify a dispatch folder (`measure` on such a folder, or `benchmark-folder`)
     and print the results file and the compile host's next command."""
     from ireetune.core.errors import IreetuneError
+    from ireetune.core.run_dir import check_run_folder
     from ireetune.flows.handoff.benchmark_folder import benchmark_folder
+    from ireetune.flows.handoff.folder_trust import check_folder_trust
 
+    check_run_folder(run_dir)
+    check_folder_trust(run_dir, "benchmark-folder")
     try:
         path = benchmark_folder(run_dir, devices)
     except ValueError as error:
@@ -133,19 +129,18 @@ def measure_dispatch_folder(run_dir: Path, devices: tuple[str, ...]) -> int:
 
 
 def run_as_device_step(options: DeviceStepOptions) -> int:
-    from ireetune.core.run_dir import check_run_folder
-    from ireetune.flows.handoff.folder_trust import check_folder_trust
-
-    check_run_folder(options.run_dir)
-    check_folder_trust(options.run_dir, "device-step")
     return measure_model_folder(options.run_dir, options.devices)
 
 
 def measure_model_folder(run_dir: Path, devices: tuple[str, ...]) -> int:
     """Run a split model run's device step (`measure` on such a folder, or `device-step`) and
     print the results file and the compile host's next command."""
+    from ireetune.core.run_dir import check_run_folder
     from ireetune.flows.handoff.device_step import run_device_step
+    from ireetune.flows.handoff.folder_trust import check_folder_trust
 
+    check_run_folder(run_dir)
+    check_folder_trust(run_dir, "device-step")
     path = run_device_step(run_dir, list(devices))
     next_command = shlex.join(["ireetune", "continue", path_argument(run_dir)])
     sys.stdout.write(f"results: {path}\nnext: {next_command}\n")

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.commands.shared import Subparsers, add_options_parser, run_dir_option
-from ireetune.core.arguments import user_path
-from ireetune.core.output_paths import add_force_argument
+from ireetune.core.output_paths import add_output_arguments
 
 
 @dataclass(frozen=True)
@@ -27,16 +26,8 @@ def register(subparsers: Subparsers) -> None:
         None,
         ReportOptions,
     )
-    # `--force` is declared once for every command that writes a file (core/output_paths.py), and
     # `-o/--output` has two spellings, which a declared option does not take.
-    parser.add_argument(
-        "-o",
-        "--output",
-        type=user_path,
-        default=None,
-        help="HTML file (default RUN_DIR/report.html)",
-    )
-    add_force_argument(parser)
+    add_output_arguments(parser, "HTML file (default RUN_DIR/report.html)")
     parser.set_defaults(handler=run)
 
 

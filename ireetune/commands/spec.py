@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.core.arguments import TARGET_HELP, positive_seconds, user_path
-from ireetune.core.output_paths import add_force_argument
+from ireetune.core.output_paths import add_output_arguments
 
 EXIT_PASS = 0
 EXIT_FAIL = 1
@@ -29,10 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     link.add_argument(
         "specs", type=user_path, nargs="+", help="the specs (.mlir) to link, in order"
     )
-    link.add_argument(
-        "-o", "--output", type=user_path, required=True, help="the linked spec to write"
-    )
-    add_force_argument(link)
+    add_output_arguments(link, "the linked spec to write", required=True)
     link.set_defaults(handler=run_link)
 
     show = commands.add_parser("show", help="list a spec's matchers; with a model, what they cover")

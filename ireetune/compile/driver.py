@@ -19,6 +19,7 @@ bytes.
 from __future__ import annotations
 
 import enum
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +129,20 @@ def build_request(
         spec_flag=target.traits.spec_flag,
         **options,
     )
+
+
+def binary_inputs(request: CompileRequest) -> tuple[object, ...]:
+    """Return what decides the code of a request's binary: the tool, the source's path, the flags
+    and the spec's text; not where the compile writes (the output, a reproducer, the dumped
+    configurations). Dumping the configurations makes the binary embed the dumped files' paths
+    as its executables' source locations, in place of the model's: other bytes, the same
+    instructions (seen with IREE 3.13 on a matmul)."""
+    spec = request.spec_path.read_bytes() if request.spec_path is not None else b""
+    dumps = tuple(dump for dump in request.dumps if dump[0] != DUMP_CONFIGURATIONS_FLAG)
+    return (
+        request.tool, request.source_path, request.target_flags, request.phase_flags,
+        request.spec_flag, hashlib.sha256(spec).hexdigest(), request.default_specs, dumps,
+    )  # fmt: skip
 
 
 def build_arguments(request: CompileRequest, tool_path: str) -> list[str]:

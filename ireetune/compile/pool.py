@@ -106,11 +106,3 @@ def compile_on_threads(batch: CompileBatch) -> Iterator[CompileOutcome]:
                 future.cancel()
             stop_all_children()
             raise
-
-
-def compile_success_rate(outcomes: Sequence[CompileOutcome]) -> float:
-    """Return compiled / attempted (0.0 when nothing was attempted)."""
-    if not outcomes:
-        return 0.0
-    compiled = sum(1 for o in outcomes if o.status is CompileStatus.COMPILED)
-    return compiled / len(outcomes)

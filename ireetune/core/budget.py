@@ -42,10 +42,11 @@ class BudgetShares:
     # dispatches (MobileNet-v2 with --time-budget 600 tuned eight dispatches and had no time
     # left to try one of them in the model).
     dispatch_phase: float = 0.6
-    # The seconds the decide and report phases need beyond two compiles of the model (the final
-    # check's and the flags' combined check) and four model loads: their timing, ONNX Runtime's
-    # and the reports (MobileNet-v2 on the 2-core machine: 35 s in all where 10 s here gave
-    # 22 s).
+    # The seconds the decide and report phases need beyond four model loads: their timing, ONNX
+    # Runtime's and the reports (MobileNet-v2 on the 2-core machine: 35 s in all where 10 s here
+    # gave 22 s). They compile nothing new: the final check's set is a variant the selection
+    # built, and the flags' combined check compiles the final check's last set again; both
+    # copy the binary the model remembers (`ModelUnderTuning.remember`).
     tail_slack_s: float = 20.0
 
     def explore_until(self, started: float, phase_budget_s: float | None) -> float | None:
@@ -95,16 +96,17 @@ class TaskScheduler:
         left = max(0.0, left)
         return now + max(0.0, min(self.shares.dispatch_phase * left, left - reserve_s))
 
-    def tail_seconds(self, compile_s: float, load_s: float) -> float:
+    def tail_seconds(self, load_s: float) -> float:
         """Return the seconds kept at the end for the decide and report phases, for a model that
-        compiles in `compile_s` and loads in `load_s`."""
-        return 2 * compile_s + 4 * load_s + self.shares.tail_slack_s
+        loads in `load_s` (their compiles copy binaries built before: `tail_slack_s`)."""
+        return 4 * load_s + self.shares.tail_slack_s
 
-    def decide_deadline(self, now: float, compile_s: float) -> float | None:
-        """Return when the final check's harm search stops: the flags' combined check (one
-        compile) and the report keep their time (None: no budget)."""
+    def decide_deadline(self, now: float) -> float | None:
+        """Return when the final check's harm search stops: the flags' combined check (its
+        compile a copy of the last set the search built) and the report keep their time (None:
+        no budget)."""
         left = self.seconds_left(now)
-        return None if left is None else now + left - compile_s - self.shares.tail_slack_s
+        return None if left is None else now + left - self.shares.tail_slack_s
 
     def starts_part(self, now: float, candidate_s: float, size: int, closing: int) -> bool:
         """Say whether a dispatch run may start measuring `size` more candidates at `now`: they

@@ -71,16 +71,17 @@ def check_path_name(path: Path, what: str) -> None:
         )
 
 
-def _describe_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+def describe_file_kind(mode: int) -> str:
+    """Name what a file mode (`os.stat(...).st_mode`) is: "a folder", "a FIFO", ..."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a regular file"),
+    )
+    return next((name for holds, name in kinds if holds(mode)), "not a regular file")
 
 
 def _stat(path: Path, what: str) -> os.stat_result:
@@ -99,7 +100,7 @@ def _check_regular(mode: int, path: Path, what: str) -> None:
     if stat.S_ISDIR(mode):
         raise IreetuneError(f"{what} is a directory, not a file: {path}")
     if not stat.S_ISREG(mode):
-        raise IreetuneError(f"{what} is not a regular file: {path} is {_describe_kind(mode)}")
+        raise IreetuneError(f"{what} is not a regular file: {path} is {describe_file_kind(mode)}")
 
 
 def check_input_file(path: Path, what: str, *, allow_empty: bool = False) -> None:
@@ -120,7 +121,7 @@ def check_input_folder(path: Path, what: str) -> None:
     folder."""
     status = _stat(path, what)
     if not stat.S_ISDIR(status.st_mode):
-        kind = "a file" if stat.S_ISREG(status.st_mode) else _describe_kind(status.st_mode)
+        kind = "a file" if stat.S_ISREG(status.st_mode) else describe_file_kind(status.st_mode)
         raise IreetuneError(f"{what} {path} is {kind}, not a folder")
 
 

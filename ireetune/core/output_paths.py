@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from ireetune.core.arguments import user_path
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import temporary_beside
 from ireetune.core.run_dir import check_output_file
@@ -36,6 +37,14 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replace the output file if it exists (an input is never replaced)",
     )
+
+
+def add_output_arguments(
+    parser: argparse.ArgumentParser, help: str, *, required: bool = False
+) -> None:
+    """Add `-o/--output FILE`, the file a command writes (`help` says which), and `--force`."""
+    parser.add_argument("-o", "--output", type=user_path, required=required, help=help)
+    add_force_argument(parser)
 
 
 def _is_same_file(first: Path, second: Path) -> bool:

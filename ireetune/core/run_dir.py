@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ireetune.core.errors import IreetuneError
-from ireetune.core.input_files import check_input_folder, check_path_name
+from ireetune.core.input_files import check_input_folder, check_path_name, describe_file_kind
 
 
 def create_run_dir(parent: Path, label: str) -> Path:
@@ -56,19 +56,6 @@ def check_output_dir(path: Path) -> None:
         ) from None
     os.close(handle)
     os.unlink(probe)
-
-
-def describe_file_kind(mode: int) -> str:
-    """Name what a file mode (`os.stat(...).st_mode`) is: "a folder", "a FIFO", ..."""
-    kinds = (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISREG, "a regular file"),
-    )
-    return next((name for holds, name in kinds if holds(mode)), "not a regular file")
 
 
 def check_output_file(path: Path) -> None:

@@ -367,20 +367,6 @@ class CandidateRecordFile(CandidateRecord):
     binary_path: InsidePath = ""
     batch: Count = dataclasses.field(default=0, kw_only=True)
 
-    # The reading API the file's other models have (FileModel's), so one candidate is checked
-    # and its fields listed the same way as a whole file.
-    model_fields: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    @classmethod
-    def model_validate_json(
-        cls, text: str, context: dict[str, Any] | None = None
-    ) -> CandidateRecordFile:
-        """Check one candidate's JSON text; the paths it names stay inside context's run_dir."""
-        return _adapter(cls).validate_json(text, context=context)
-
-
-CandidateRecordFile.model_fields = {f.name: f for f in dataclasses.fields(CandidateRecordFile)}
-
 
 class DecisionFile(FileModel):
     """The run-level verdict in results.json: what `replay` re-measures."""

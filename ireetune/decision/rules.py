@@ -12,7 +12,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ireetune.decision.stats import Basis, SpeedupEstimate
+from ireetune.decision.stats import Basis, SpeedupEstimate, Statistic
 
 
 class Verdict(enum.Enum):
@@ -40,13 +40,20 @@ class DecisionRule:
     confidence: float = 0.95
     real_input_decides: bool = False
     rank_by_low: bool = False
+    # What the speedups compare. For another statistic than the median, a candidate also needs
+    # the medians' ratio's interval to reach 1: its typical call is not shown slower.
+    statistic: Statistic = Statistic.MEDIAN
 
     @property
     def name(self) -> str:
         """Name the rule; stored verdicts are reused only under the rule that reached them."""
         basis = "real-input" if self.real_input_decides else "dispatch"
         ranking = "/by-low" if self.rank_by_low else ""
-        return f"paired-bootstrap/{self.confidence:g}/above-{self.threshold:g}/{basis}{ranking}/v1"
+        statistic = "" if self.statistic is Statistic.MEDIAN else "/faster-half-mean/median-guard"
+        return (
+            f"paired-bootstrap/{self.confidence:g}/above-{self.threshold:g}/{basis}{ranking}"
+            f"{statistic}/v1"
+        )
 
 
 @dataclass(frozen=True)
@@ -101,8 +108,12 @@ def deciding_estimate(facts: CandidateFacts, rule: DecisionRule) -> SpeedupEstim
 
 
 def clears_threshold(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:
-    """Say whether a speedup's whole interval lies above the rule's threshold."""
-    return estimate is not None and estimate.low > rule.threshold
+    """Say whether a speedup's whole interval lies above the rule's threshold and, for another
+    statistic than the median, whether the medians' interval reaches 1 (a candidate that is
+    faster only in its fast calls, its typical call shown slower, does not pass)."""
+    if estimate is None or estimate.low <= rule.threshold:
+        return False
+    return estimate.typical_high is None or estimate.typical_high >= 1.0
 
 
 # Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least
@@ -192,11 +203,6 @@ def rank_value(estimate: SpeedupEstimate | None, rule: DecisionRule) -> float:
     if estimate is None:
         return 0.0
     return estimate.low if rule.rank_by_low else estimate.speedup
-
-
-def is_faster(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:
-    """Say whether a model-level (or any) comparison's interval clears the rule's threshold."""
-    return clears_threshold(estimate, rule)
 
 
 def preselect(facts: Sequence[CandidateFacts], rule: DecisionRule, limit: int) -> list[int]:

@@ -22,13 +22,13 @@ from iree.compiler import ir
 from ireetune.benchmark.campaign import CampaignSettings, run_campaign
 from ireetune.benchmark.runner import BenchmarkJob, BenchmarkStatus
 from ireetune.core.errors import IreetuneError
-from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace, propose_flag_sets
+from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSpace
 from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.decision.facts import facts_from_campaign
 from ireetune.decision.rules import DecisionRule
 from ireetune.decision.stats import Basis
-from ireetune.flags.model_search import search_model_flags
+from ireetune.flags.model_search import propose_seeds, search_model_flags
 from ireetune.flags.trials import (
     TRIALS_FILE_NAME,
     FlagSearchResult,
@@ -124,11 +124,9 @@ def search_dispatch_flags(
         problem = parse_problem(root_op)
     stripped = work_dir / "stripped_benchmark.mlir"
     strip_configurations(benchmark_path, stripped, compile_timeout_s)
-    fixed = {flag.split("=", 1)[0] for flag in target.global_flags}
-    flag_sets = [DEFAULT_FLAGS] + [
-        p
-        for p in propose_flag_sets(search.flag_space, search.max_sets)
-        if not any(flag.split("=", 1)[0] in fixed for flag in p.flags)
+    flag_sets = [
+        DEFAULT_FLAGS,
+        *propose_seeds(search.flag_space, target.global_flags, search.max_sets),
     ]
     base = (*target.compile_flags(), "--compile-from=executable-sources")
     trials = classify_by_hash(

@@ -19,7 +19,6 @@ Everything stops starting new work once `time_budget_s` is spent. Everything is 
 
 from __future__ import annotations
 
-import logging
 import shlex
 from collections.abc import Sequence
 from dataclasses import replace
@@ -42,6 +41,7 @@ from ireetune.flags.trials import (
     TrialStatus,
     classify_by_hash,
     compile_flag_sets,
+    first_speedup,
     judge_flag_sets,
     remove_losing_binaries,
     write_trials,
@@ -51,8 +51,6 @@ from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
-
-logger = logging.getLogger(__name__)
 
 
 def propose_seeds(space: FlagSpace, user_flags: Sequence[str], max_sets: int) -> list[FlagSet]:
@@ -166,16 +164,11 @@ def _choose_contenders(
     contenders: list[int] = []
     for flag_set in ranking:
         trial_id = evaluator.binary_of(flag_set)
-        trial = trials[trial_id] if trial_id is not None else None
-        if (
-            trial is not None
-            and trial.status is TrialStatus.TIMED
-            and trial.outputs_match is not False
-            and trial.first is not None
-            and trial.first.speedup > search.rule.threshold
-            and trial_id not in contenders
-        ):
-            contenders.append(trial.trial_id)
+        if trial_id is None or trial_id in contenders:
+            continue
+        speedup = first_speedup(trials[trial_id])
+        if speedup is not None and speedup > search.rule.threshold:
+            contenders.append(trials[trial_id].trial_id)
     return contenders[: max(0, search.confirm_top)]
 
 
@@ -237,13 +230,8 @@ class ModelEvaluator:
             trial = self.trials[binary] if binary is not None else None
             if binary == 0:
                 relative[flag_set] = 1.0
-            elif (
-                trial is not None
-                and trial.status is TrialStatus.TIMED
-                and trial.outputs_match is not False
-                and trial.first is not None
-            ):
-                relative[flag_set] = 1.0 / trial.first.speedup
+            elif (speedup := first_speedup(trial)) is not None:
+                relative[flag_set] = 1.0 / speedup
         return relative
 
     def _compile(self, flag_sets: Sequence[FlagSet]) -> None:

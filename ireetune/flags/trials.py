@@ -167,16 +167,20 @@ def choose_flag_contenders(
     measured afresh, decides by the rule's interval. That also keeps the winner's figure free of
     the selection's optimism.
     """
+    speedups = {t.trial_id: first_speedup(t) for t in trials}
     passing = [
-        t
-        for t in trials
-        if t.status is TrialStatus.TIMED
-        and t.outputs_match is not False
-        and t.first is not None
-        and t.first.speedup > rule.threshold
+        i for i, speedup in speedups.items() if speedup is not None and speedup > rule.threshold
     ]
-    passing.sort(key=lambda t: (-(t.first.speedup if t.first else 0.0), t.trial_id))
-    return [t.trial_id for t in passing[: max(0, limit)]]
+    passing.sort(key=lambda i: (-(speedups[i] or 0.0), i))
+    return passing[: max(0, limit)]
+
+
+def first_speedup(trial: FlagTrial | None) -> float | None:
+    """Return a trial's speedup in its last session, if it was timed there and its outputs
+    matched the default's."""
+    if trial is None or trial.status is not TrialStatus.TIMED or trial.outputs_match is False:
+        return None
+    return trial.first.speedup if trial.first is not None else None
 
 
 def judge_flag_sets(

@@ -93,17 +93,28 @@ def is_dispatch_benchmark(text: str) -> bool:
     return _BENCHMARK_MARKER in text and "hal.executable" in text
 
 
+# What `dump_dispatches` leaves beside the benchmarks: the model compiled up to its configured
+# executables, whose host program still holds one `stream.cmd.dispatch` per launch.
+CONFIGURED_PROGRAM = "configured.mlir"
+
+
 def dump_dispatches(
     model_path: Path, target: Target, output_dir: Path, timeout_s: float
 ) -> list[DumpedDispatch]:
-    """Compile a model once, dumping one benchmark file per dispatch, and list them in order."""
+    """Compile a model once, dumping one benchmark file per dispatch, and list them in order.
+
+    The compile stops once the executables are configured (the dump is written then, the same
+    files as a full compile's): no code is generated, and its output (CONFIGURED_PROGRAM) is
+    the program whose dispatch sites `model.hot.count_dispatch_invocations` counts. Before, a
+    full compile dumped the benchmarks and a second one, to the stream phase, gave the counts
+    (docs/benchmarks.md: one compile of the model for the profile)."""
     output_dir.mkdir(parents=True, exist_ok=True)
     result = run_compile(
         build_request(
             target,
             model_path,
-            output_dir / "model.vmfb",
-            phase_flags=(TUNER_ATTRIBUTES_FLAG,),
+            output_dir / CONFIGURED_PROGRAM,
+            phase_flags=(TUNER_ATTRIBUTES_FLAG, "--compile-to=executable-configurations"),
             dumps=((DUMP_BENCHMARKS_FLAG, output_dir),),
             timeout_s=timeout_s,
         )

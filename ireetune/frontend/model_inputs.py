@@ -30,7 +30,6 @@ _TORCH_TENSOR = re.compile(r"!torch\.vtensor<\[([\d,?-]*)\],([a-z]+\d+)>")
 # A symbol is a bare identifier or a quoted string (PyTorch's ONNX exports name their function
 # `@"torch-jit-export"`); group 1 or 2 is the name, group 3 the arguments.
 _FUNCTION = re.compile(r'func\.func (?:public )?@(?:"([^"]+)"|([\w$.-]+))\(([^)]*)\)')
-_ARGUMENT_NAME = re.compile(r"^\s*(%[\w$.-]+)\s*:")
 # An ONNX gather whose indices are a function argument (`%arg0`), as iree-import-onnx writes it:
 #   %1 = torch.operator "onnx.Gather"(%0, %arg0) {torch.onnx.axis = 0 : si64} :
 #       (!torch.vtensor<[10,16],f32>, !torch.vtensor<[4,3],si64>) -> ...
@@ -61,8 +60,6 @@ class ArgumentType:
     name: str
     dims: tuple[int | None, ...]
     element_type: str
-    # A torch-dialect `!torch.vtensor` (an imported ONNX or PyTorch model), not a builtin tensor.
-    torch: bool
     # The declared type of an argument that is no tensor (its element type is then "").
     other_type: str = ""
 
@@ -106,14 +103,14 @@ def read_public_functions(mlir_text: str) -> dict[str, list[ArgumentType]]:
             torch_tensor = _TORCH_TENSOR.search(text)
             if tensor:
                 dims = _read_dims(tensor.group(1).split("x"))
-                arguments.append(ArgumentType(name, dims, tensor.group(2), False))
+                arguments.append(ArgumentType(name, dims, tensor.group(2)))
             elif torch_tensor:
                 dims = _read_dims(torch_tensor.group(1).split(","))
-                arguments.append(ArgumentType(name, dims, torch_tensor.group(2), True))
+                arguments.append(ArgumentType(name, dims, torch_tensor.group(2)))
             else:
                 # Not a tensor: refused when the function is the one tuned (check_arguments).
                 declared = text.split(":", 1)[-1].strip().rstrip(",")
-                arguments.append(ArgumentType(name, (), "", False, declared))
+                arguments.append(ArgumentType(name, (), "", declared))
         functions[match.group(1) or match.group(2)] = arguments
     return functions
 

@@ -8,33 +8,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ireetune.compile.driver import build_request, run_compile
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import Target
 
 _DISPATCH_SITE = re.compile(r"stream\.cmd\.dispatch @([\w$.-]+)::")
 
 
-def count_dispatch_invocations(
-    model_path: Path, target: Target, work_dir: Path, timeout_s: float = 600
-) -> Counter[str]:
+def count_dispatch_invocations(program: Path) -> Counter[str]:
     """Count the dispatch sites of each executable in one run of the model.
 
-    The model is compiled up to the stream phase, where each `stream.cmd.dispatch @exe::...` is
-    one launch per model run. Dispatches inside loops of the program would be undercounted; the
+    `program` is the model compiled to its stream phase or later, up to its configured
+    executables (`dump_dispatches` writes one): each `stream.cmd.dispatch @exe::...` is one
+    launch per model run. Dispatches inside loops of the program would be undercounted; the
     models this tool targets are straight-line.
     """
-    output = work_dir / "model_stream.mlir"
-    result = run_compile(
-        build_request(
-            target, model_path, output, phase_flags=("--compile-to=stream",), timeout_s=timeout_s
-        )
-    )
-    if not result.ok:
-        raise IreetuneError(
-            f"cannot compile {model_path} to count its dispatches: {result.error_line}"
-        )
-    return Counter(_DISPATCH_SITE.findall(output.read_text()))
+    try:
+        text = program.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise IreetuneError(f"cannot count the dispatches of {program}: {error}") from None
+    return Counter(_DISPATCH_SITE.findall(text))
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ireetune.compile.driver import CompileStatus, build_request, run_compile
+from ireetune.compile.driver import (
+    CompileRequest,
+    CompileStatus,
+    binary_inputs,
+    build_request,
+    run_compile,
+)
+from ireetune.compile.pool import hash_binary
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.input_archive import write_input_archive
@@ -46,23 +54,43 @@ class ModelUnderTuning:
     # ten times the default's compile time (at least a minute): seen here, iree-compile can
     # deadlock on a candidate spec, and that must not stall the run.
     compile_timeout_s: float = 1200.0
+    # The binaries compiled from this model, by what decides their code (`binary_inputs`), with
+    # their hash: a compile of the same inputs copies the binary instead of compiling again (the
+    # flag finalists' winner with the kept specs is the final check's first set, whose last set
+    # the flags' combined check compiles again).
+    built: dict[tuple[object, ...], tuple[Path, str]] = field(default_factory=dict)
 
     def compile(self, spec_path: Path | None, output: Path) -> str:
         """Compile the model (with a spec when given); return '' or the error line."""
         timeout_s = self.compile_timeout_s
-        result = run_compile(
-            build_request(
-                self.target,
-                self.mlir_path,
-                output,
-                spec_path=spec_path,
-                default_specs=self.with_default_specs,
-                timeout_s=timeout_s,
-            )
-        )
+        request = build_request(
+            self.target, self.mlir_path, output, spec_path=spec_path,
+            default_specs=self.with_default_specs, timeout_s=timeout_s,
+        )  # fmt: skip
+        if self._copy_built(request):
+            return ""
+        result = run_compile(request)
         if result.status is CompileStatus.TIMED_OUT:
             return f"compile timed out after {timeout_s:.0f} s"
+        if result.ok:
+            self.remember(request)
         return "" if result.ok else result.error_line
+
+    def remember(self, request: CompileRequest, digest: str = "") -> None:
+        """Keep a compiled binary of this model (compiled by `request`; `digest`, its
+        `hash_binary` when the compile already took it) for `compile` to reuse."""
+        output = request.output_path
+        self.built[binary_inputs(request)] = (output, digest or hash_binary(output))
+
+    def _copy_built(self, request: CompileRequest) -> bool:
+        """Put the binary of the same inputs at the request's output, when one was built and is
+        still what it was (its hash); say whether it did."""
+        built = self.built.get(binary_inputs(request))
+        if built is None or not built[0].is_file() or hash_binary(built[0]) != built[1]:
+            return False
+        if built[0] != request.output_path:
+            shutil.copyfile(built[0], request.output_path)
+        return True
 
     def compile_default(self, output: Path) -> None:
         """Compile the default model (no spec) into `output`, or refuse the model; later

@@ -18,6 +18,7 @@ from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_PROFILE_FORMAT
 from ireetune.core.target import Target, target_refusal
 from ireetune.frontend.dispatches import (
+    CONFIGURED_PROGRAM,
     DumpedDispatch,
     dump_dispatches,
     parse_module,
@@ -115,7 +116,7 @@ def profile_dispatches(
     """Dump and compile the model's dispatch benchmarks, count each one's launches and, when
     `timed`, time each on the model's device (else their times are left for a device host)."""
     dumped, binaries = compile_dispatch_benchmarks(executor, model, run_dir, jobs)
-    counts = count_dispatch_invocations(model.mlir_path, model.target, run_dir)
+    counts = count_dispatch_invocations(run_dir / "dispatches" / CONFIGURED_PROGRAM)
     timings = time_dispatch_benchmarks(executor, binaries, model.device) if timed else {}
     encoded = has_encoded_mmt4d(read_mlir_file(model.mlir_path), model.target.global_flags)
     return ModelDispatches(

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ireetune.compile.driver import build_request
+from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, CompileOutcome
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.variants import VariantPlan
@@ -29,7 +29,10 @@ def compile_variants(
 ) -> list[tuple[VariantPlan, CompileOutcome]]:
     """Link each plan's specs into `folder/<label>_spec.mlir` and compile the model with it into
     `folder/<label>.vmfb`, `jobs` compiles at once; return each plan with its outcome, in plan
-    order (a failure's log is `<label>.log`, its crash reproducer `<label>_reproducer.mlir`)."""
+    order (a failure's log is `<label>.log`, its crash reproducer `<label>_reproducer.mlir`).
+
+    Each binary built is remembered by the model: the final check's compile of the same specs,
+    and the flags' combined check's after it, copy it instead of compiling again."""
     compile_jobs = []
     for index, plan in enumerate(plans):
         spec = folder / f"{plan.label}_spec.mlir"
@@ -45,5 +48,9 @@ def compile_variants(
                 log_path=folder / f"{plan.label}.log",
             )
         )  # fmt: skip
-    outcomes = executor.compile(CompileBatch(compile_jobs, jobs, model.compile_timeout_s))
+    outcomes = list(executor.compile(CompileBatch(compile_jobs, jobs, model.compile_timeout_s)))
+    for outcome in outcomes:
+        request = compile_jobs[outcome.candidate_id].request
+        if outcome.status is CompileStatus.COMPILED and request.output_path.is_file():
+            model.remember(request, outcome.binary_hash)
     return [(plans[o.candidate_id], o) for o in sorted(outcomes, key=lambda o: o.candidate_id)]

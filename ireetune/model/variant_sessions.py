@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import CandidateFacts, DecisionRule, preselect
-from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
+from ireetune.decision.stats import (
+    Basis,
+    SpeedupEstimate,
+    Statistic,
+    estimate_speedup,
+    split_rounds,
+)
 from ireetune.model.outputs import outputs_match
+from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
 
 if TYPE_CHECKING:
@@ -66,15 +73,21 @@ def _checked(runs: dict[str, ModelRun], comparison: ModelComparison) -> dict[str
 
 
 def estimate_against_default(
-    runs: dict[str, ModelRun], label: str, calls: int
+    runs: dict[str, ModelRun],
+    label: str,
+    calls: int,
+    statistic: Statistic = MODEL_RULE.statistic,
 ) -> SpeedupEstimate | None:
-    """Return a variant's paired speedup over the default in one session (None: it did not
-    run there)."""
+    """Return a variant's paired speedup over the default in one session by the timings'
+    `statistic` (None: it did not run there)."""
     default, run = runs["default"], runs.get(label)
     if run is None or not run.ok or not default.times_ms:
         return None
     return estimate_speedup(
-        split_rounds(default.times_ms, calls), split_rounds(run.times_ms, calls), Basis.MODEL
+        split_rounds(default.times_ms, calls),
+        split_rounds(run.times_ms, calls),
+        Basis.MODEL,
+        statistic,
     )
 
 

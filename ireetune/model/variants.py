@@ -69,7 +69,10 @@ def decide_variants(
         times = confirm.get(label, {}).get("times_ms", [])
         estimate = (
             estimate_speedup(
-                split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
+                split_rounds(default_times, calls),
+                split_rounds(times, calls),
+                Basis.MODEL,
+                MODEL_RULE.statistic,
             )
             if default_times and times
             else None
@@ -95,5 +98,6 @@ def first_session_estimate(variants: dict[str, Any], label: str) -> SpeedupEstim
         return None
     calls = int(variants["calls_per_round"])
     return estimate_speedup(
-        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL
-    )
+        split_rounds(default_times, calls), split_rounds(times, calls), Basis.MODEL,
+        MODEL_RULE.statistic,
+    )  # fmt: skip

@@ -44,10 +44,6 @@ class ElementwiseProblem(GenericOpProblem):
     KIND = "elementwise"
 
     @property
-    def family(self) -> str:
-        return "elementwise"
-
-    @property
     def signature(self) -> str:
         """Name it by its loop sizes and element types."""
         sizes = "x".join(str(s) for s in self.loop_sizes)

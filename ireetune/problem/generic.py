@@ -58,6 +58,11 @@ class GenericOpProblem:
     source: str
 
     @property
+    def family(self) -> str:
+        """Name the family: a generic family's records are its one kind."""
+        return self.KIND
+
+    @property
     def iterator_types(self) -> tuple[str, ...]:
         """Name each loop's iterator type (all parallel unless the record says otherwise)."""
         return ("parallel",) * len(self.loop_sizes)

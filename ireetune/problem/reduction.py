@@ -58,10 +58,6 @@ class ReductionProblem(GenericOpProblem):
     reduction_dims: tuple[int, ...]
 
     @property
-    def family(self) -> str:
-        return "reduction"
-
-    @property
     def iterator_types(self) -> tuple[str, ...]:
         return tuple(
             "parallel" if d in self.parallel_dims else "reduction"

@@ -64,7 +64,6 @@ FORMAT_NAME = "ireetune-recorded-space"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
 COLUMNS = ("knobs", "status", "min_ms", "median_ms", "speedup", "confirmed", "binary")
-BINARY_DIGITS = 16
 # A row whose binary is another's (a duplicate, or the default's): it runs in that one's time.
 _DUPLICATE_OF_ANOTHER = status_values({CandidateStatus.DUPLICATE, CandidateStatus.NOT_APPLIED})
 

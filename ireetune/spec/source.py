@@ -45,7 +45,6 @@ class SpecParseError(IreetuneError):
     """A spec that does not parse or does not pass IREE's verifier; keeps every diagnostic."""
 
     def __init__(self, source_name: str, diagnostics: tuple[SpecDiagnostic, ...]) -> None:
-        self.source_name = source_name
         self.diagnostics = diagnostics
         first = str(diagnostics[0]) if diagnostics else "unknown error"
         super().__init__(f"IREE rejects the spec {source_name}: {first}")

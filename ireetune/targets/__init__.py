@@ -3,8 +3,7 @@
 Generic code talks to a `Target` (core/target.py) and the `FamilySpace` it makes for a
 problem; knowledge of one backend lives in its own folder (`llvm_cpu/`, `gpu/` for CUDA and
 ROCm, `vulkan/`). Beside them (the cache of drawn solutions is `database/space_cache.py`): the
-near-the-default neighbourhood the hand-written spaces start from (`neighbourhood.py`) and the
-z3 enumeration they share (`z3_enumerate.py`).
+z3 enumeration the hand-written spaces share, near the default first (`z3_enumerate.py`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,22 @@
-"""Random inputs for a problem and dtype-aware comparison of outputs."""
+"""Random inputs for a problem, dtype-aware comparison of outputs, and the output checks of
+reference programs against the default's."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ireetune.core.errors import IreetuneError
+from ireetune.verify.runner import ReferenceBatch, ReferenceRun
+
+if TYPE_CHECKING:
+    from ireetune.executor.base import Executor
 
 # The element types ireetune makes inputs for, as MLIR spells them: signless, and the signed
 # (`si8`) and unsigned (`ui8`) integers and booleans (`i1`) of the torch dialect that ONNX and
@@ -142,3 +149,66 @@ def compare_outputs(
         max_error = math.inf
     mismatched = int(close.size - np.count_nonzero(close))
     return Comparison(mismatched == 0, max_error, mismatched, int(close.size))
+
+
+@dataclass(frozen=True)
+class OutputChecks:
+    """Each program's output check against the default's (id 0), and the default's own run.
+
+    `results` maps id -> (outputs equal the default's, why not): True when they were compared
+    and equal, False when they were compared and differ, None when they could not be compared
+    (no reference program, or one that did not run or is the default's own binary). `baseline`
+    is None when the default's did not run; where it failed, nothing was compared.
+    """
+
+    results: dict[int, tuple[bool | None, str]]
+    max_abs_errors: dict[int, float]
+    baseline: ReferenceRun | None
+    baseline_error: str = ""
+
+    @property
+    def baseline_ms(self) -> float | None:
+        return self.baseline.median_ms if self.baseline is not None else None
+
+
+def check_reference_outputs(
+    executor: Executor,
+    binaries: Mapping[int, tuple[Path | None, str]],
+    inputs_path: Path,
+    device: str,
+    output_type: str,
+    reduction_size: int,
+) -> OutputChecks:
+    """Run the reference programs of `binaries` (id -> (binary, hash) or (None, why it is
+    missing)) on the inputs, on `executor`, in that order, and compare each one's outputs (left
+    beside the inputs) to the default's. One whose binary is missing, fails to run, or equals
+    the default's (its config did not change the program) is not compared."""
+    baseline_binary, baseline_detail = binaries[0]
+    baseline_hash = baseline_detail if baseline_binary is not None else ""
+    results: dict[int, tuple[bool | None, str]] = {}
+    runnable: list[tuple[int, Path, Path]] = []
+    for candidate_id, (binary, detail) in binaries.items():
+        if binary is None:
+            results[candidate_id] = (None, detail)
+        elif candidate_id and detail == baseline_hash:
+            results[candidate_id] = (None, CONFIG_NOT_APPLIED)
+        else:
+            output = inputs_path.parent / f"output_{candidate_id}.npy"
+            runnable.append((candidate_id, binary, output))
+    runs = executor.run_reference_programs(ReferenceBatch(runnable, device, inputs_path))
+    baseline_run = runs.get(0)
+    errors: dict[int, float] = {}
+    if baseline_run is None or baseline_run.output is None:
+        return OutputChecks(results, errors, baseline_run)
+    for candidate_id, _, _ in runnable:
+        if candidate_id == 0:
+            continue
+        run = runs[candidate_id]
+        if run.output is None:
+            results[candidate_id] = (None, f"reference program failed: {run.reason}")
+            continue
+        comparison = compare_outputs(baseline_run.output, run.output, output_type, reduction_size)
+        errors[candidate_id] = comparison.max_abs_error
+        differ = f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements"
+        results[candidate_id] = (comparison.matches, "" if comparison.matches else differ)
+    return OutputChecks(results, errors, baseline_run)

@@ -20,9 +20,8 @@ from ireetune.core.input_archive import write_input_archive
 from ireetune.core.target import Target
 from ireetune.problem.family import Problem
 from ireetune.problem.registry import family_of
-from ireetune.verify.compare import CONFIG_NOT_APPLIED, compare_outputs, make_random_inputs
+from ireetune.verify.compare import OutputChecks, check_reference_outputs, make_random_inputs
 from ireetune.verify.reference import build_reference_module
-from ireetune.verify.runner import ReferenceBatch
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -34,21 +33,6 @@ class ReferenceSetup:
 
     source_path: Path
     inputs_path: Path
-
-
-@dataclass(frozen=True)
-class OutputChecks:
-    """Each contender's output check and the default's own time on real data.
-
-    `results` maps id -> (outputs equal the default's, why not): True when they were compared
-    and equal, False when they were compared and differ, None when they could not be compared
-    (no reference program, or one that did not run or is the default's own binary).
-    """
-
-    results: dict[int, tuple[bool | None, str]]
-    max_abs_errors: dict[int, float]
-    baseline_ms: float | None
-    baseline_error: str = ""
 
 
 def write_reference(
@@ -115,53 +99,19 @@ def check_outputs(
     setup: ReferenceSetup,
     device: str,
 ) -> OutputChecks:
-    """Run the default's (id 0) and each contender's reference program on the same inputs, on
-    `executor`.
-
-    `binaries` maps id -> (binary, hash) or (None, why it is missing). A contender whose
-    binary is missing, fails to run, or equals the default's (its config did not change the
-    program) is not compared: its result is None, with the reason.
-    """
-    baseline_binary, baseline_hash = binaries[0]
-    results: dict[int, tuple[bool | None, str]] = {}
-    runnable: list[tuple[int, Path, Path]] = []
-    for candidate_id, (binary, detail) in sorted(binaries.items()):
-        if binary is None:
-            results[candidate_id] = (None, detail)
-        elif candidate_id and detail == baseline_hash:
-            results[candidate_id] = (None, CONFIG_NOT_APPLIED)
-        else:
-            output = setup.inputs_path.parent / f"output_{candidate_id}.npy"
-            runnable.append((candidate_id, binary, output))
-    if baseline_binary is None:
+    """Check each contender's outputs against the default's (`check_reference_outputs`, in id
+    order); where the default's program is missing or fails, none is compared."""
+    if binaries[0][0] is None:
         return OutputChecks(
             {cid: (None, binaries[0][1]) for cid in binaries if cid}, {}, None, binaries[0][1]
         )
-    runs = executor.run_reference_programs(ReferenceBatch(runnable, device, setup.inputs_path))
-    baseline_run = runs.get(0)
+    reduction = family_of(problem).reference_inputs(problem).reduction_size
+    checked = check_reference_outputs(
+        executor, dict(sorted(binaries.items())), setup.inputs_path, device,
+        problem.output_type, reduction,
+    )  # fmt: skip
+    baseline_run = checked.baseline
     if baseline_run is None or baseline_run.output is None:
         reason = f"the default's reference program failed: {baseline_run.reason if baseline_run else 'no result'}"
         return OutputChecks({cid: (None, reason) for cid in binaries if cid}, {}, None, reason)
-    reduction = family_of(problem).reference_inputs(problem).reduction_size
-    errors: dict[int, float] = {}
-    for candidate_id, _, _ in runnable:
-        if candidate_id == 0:
-            continue
-        run = runs[candidate_id]
-        if run.output is None:
-            results[candidate_id] = (None, f"reference program failed: {run.reason}")
-            continue
-        comparison = compare_outputs(
-            baseline_run.output, run.output, problem.output_type, reduction
-        )
-        errors[candidate_id] = comparison.max_abs_error
-        results[candidate_id] = (
-            (True, "")
-            if comparison.matches
-            else (
-                False,
-                f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements",
-            )
-        )
-    results.pop(0, None)
-    return OutputChecks(results, errors, baseline_run.median_ms)
+    return checked

@@ -43,7 +43,7 @@ from ireetune.search.ranker_training import (
     groups_from_results,
     train_pinned_rankers,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.common import CpuFacts
 from ireetune.targets.llvm_cpu.features import FEATURE_FAMILY, FEATURE_NAMES
 from ireetune.targets.llvm_cpu.target import LlvmCpuTarget
 

@@ -14,7 +14,6 @@ Nothing on this path may import the IREE compiler or z3 (tests/flows/handoff/tes
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,8 +50,7 @@ from ireetune.flows.handoff.manifest import (
     read_references,
 )
 from ireetune.model.real_inputs import time_on_real_inputs
-from ireetune.verify.compare import CONFIG_NOT_APPLIED, compare_outputs, make_random_inputs
-from ireetune.verify.runner import ReferenceBatch
+from ireetune.verify.compare import check_reference_outputs, make_random_inputs
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -90,59 +88,42 @@ def verify_contenders(
     """Run the baseline's and the contenders' reference programs on `executor`; compare outputs
     to the baseline's."""
     references = read_references(run_dir, manifest)
-    baseline_hash = references.get(0, ("", ""))[1]
-    verdicts: dict[str, Any] = {}
-    runnable = []
+    binaries: dict[int, tuple[Path | None, str]] = {}
     for candidate_id in (0, *contenders):
         reference_vmfb, reference_hash = references.get(candidate_id, ("", ""))
-        # Outputs that cannot be compared are `unverified`, never `wrong`: nothing says they
-        # differ.
-        if not reference_vmfb:
-            verdicts[str(candidate_id)] = {
-                "status": "unverified",
-                "reason": "reference program failed to compile",
-            }
-            continue
-        if candidate_id and reference_hash == baseline_hash:
-            verdicts[str(candidate_id)] = {"status": "unverified", "reason": CONFIG_NOT_APPLIED}
-            continue
-        output = run_dir / "verify" / f"output_{candidate_id}.npy"
-        runnable.append((candidate_id, run_dir / reference_vmfb, output))
+        binaries[candidate_id] = (
+            (run_dir / reference_vmfb, reference_hash)
+            if reference_vmfb
+            else (None, "reference program failed to compile")
+        )
     inputs_path = run_dir / "verify" / "inputs.npz"
     inputs = make_random_inputs(
         list(manifest.verify.input_shapes), list(manifest.verify.input_types), manifest.verify.seed
     )
     write_input_archive(inputs_path, inputs)
-    runs = executor.run_reference_programs(ReferenceBatch(runnable, device, inputs_path))
-    baseline_run = runs.get(0)
+    checked = check_reference_outputs(
+        executor, binaries, inputs_path, device,
+        manifest.verify.output_type, manifest.verify.reduction_size,
+    )  # fmt: skip
+    # Outputs that cannot be compared are `unverified`, never `wrong`: nothing says they differ.
+    verdicts = {
+        str(cid): (
+            {"status": "unverified", "reason": why}
+            if matches is None
+            else {
+                "status": "verified" if matches else "wrong",
+                "max_abs_error": checked.max_abs_errors[cid],
+                "reason": why,
+            }
+        )
+        for cid, (matches, why) in checked.results.items()
+    }
+    baseline_run = checked.baseline
     if baseline_run is None or baseline_run.output is None:
         reason = (
             baseline_run.reason if baseline_run else "the baseline's reference program did not run"
         )
         return {"baseline_error": reason, "verdicts": verdicts}
-    for candidate_id, _, _ in runnable:
-        if candidate_id == 0:
-            continue
-        run = runs[candidate_id]
-        if run.output is None:
-            verdicts[str(candidate_id)] = {
-                "status": "unverified",
-                "reason": f"reference program failed: {run.reason}",
-            }
-            continue
-        comparison = compare_outputs(
-            baseline_run.output,
-            run.output,
-            manifest.verify.output_type,
-            manifest.verify.reduction_size,
-        )
-        verdicts[str(candidate_id)] = {
-            "status": "verified" if comparison.matches else "wrong",
-            "max_abs_error": comparison.max_abs_error,
-            "reason": "" if comparison.matches else (
-                f"outputs differ from the default's: {comparison.mismatched} of {comparison.total} elements"
-            ),
-        }  # fmt: skip
     return {"model_level_baseline_ms": baseline_run.median_ms, "verdicts": verdicts}
 
 
@@ -240,10 +221,8 @@ def measure_folder_stage(run: MeasureRun) -> None:
         "contenders": run.contenders,
         "verification": {"verdicts": {}},
         "baseline_ms_by_device": {
-            b.device: statistics.median(b.confirmed_ms or (b.before_ms + b.after_ms))
-            for b in result.baselines.values()
-            if not b.error
-        },  # fmt: skip
+            b.device: b.reference_ms for b in result.baselines.values() if not b.error
+        },
         "numpy_version": np.__version__,
         "manifest_sha256": run.manifest_hash,
         "stage": "measure",

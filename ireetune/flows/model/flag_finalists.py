@@ -10,10 +10,13 @@ give the spec more to reach, or less. So, once the selection has kept its specs:
                dispatch's best candidate (what the selection tried first), said in the note
     compile    each runner-up (at most `MAX_RUNNERS_UP`, highest lower bound first) with the
                spec, and the winner with it when it was kept, dumping the executable
-               configurations to count how many of the spec's matchers land under each set
+               configurations to count how many of the spec's matchers land under each set;
+               the final check takes the kept flags' binary instead of compiling them again
+               (`ModelUnderTuning.built`)
     time       the runners-up side by side with what the run keeps (the winner and the kept
                spec; the winner alone when none was kept), in one interleaved session
-    decide     MODEL_RULE over the session's paired intervals, outputs equal to the default's;
+    decide     FINALIST_RULE (MODEL_RULE on the medians: flag sets can change how the calls
+               wait for a core) over the session's paired intervals, outputs equal to the default's;
                a runner-up that wins replaces the kept flags: its binary without the spec is
                compiled as the run's default, and the final check, tuned_flags.txt and the
                report use its flags
@@ -36,6 +39,7 @@ from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
 from ireetune.decision.rules import CandidateFacts, pick_winner
+from ireetune.decision.stats import Statistic
 from ireetune.flags.trials import FlagSearchResult, FlagTrial
 from ireetune.flows.model.local_select import session_plan
 from ireetune.flows.model.run import ModelCosts, ModelTuningRun
@@ -48,6 +52,9 @@ from ireetune.model.variant_sessions import estimate_against_default
 from ireetune.spec.apply import count_landed_matchers
 from ireetune.spec.link import link_spec_files
 from ireetune.targets import parse_target
+
+# Flag sets are judged by their median calls, as the flag phase judges them (flags/trials.py).
+FINALIST_RULE = replace(MODEL_RULE, statistic=Statistic.MEDIAN)
 
 FOLDER = "finalists"
 
@@ -123,7 +130,7 @@ def _that_fit(run: ModelTuningRun, runners_up: int, spec_kept: bool) -> int:
     left = run.seconds_left()
     if left is None:
         return runners_up
-    room = left - run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
+    room = left - run.scheduler.tail_seconds(run.costs.load_s)
     while runners_up and finalists_seconds(run, runners_up, spec_kept) > room:
         runners_up -= 1
     return runners_up
@@ -225,12 +232,14 @@ def _judge(
             continue
         measured = runs[f"t{trial.trial_id}"]
         matches = measured.ok and outputs_match(model.default_outputs, measured.outputs)[0]
-        estimate = estimate_against_default(runs, f"t{trial.trial_id}", plan.calls_per_round)
+        estimate = estimate_against_default(
+            runs, f"t{trial.trial_id}", plan.calls_per_round, FINALIST_RULE.statistic
+        )
         estimates[trial.trial_id] = estimate
         facts.append(
             CandidateFacts(trial.trial_id, estimate, outputs_match=matches, confirmed=True)
         )
-    decision = pick_winner(facts, [f.candidate_id for f in facts], MODEL_RULE)
+    decision = pick_winner(facts, [f.candidate_id for f in facts], FINALIST_RULE)
     for trial in runners_up:
         path, landed, matchers = compiled.get(trial.trial_id, (None, None, None))
         judgement = decision.judgements.get(trial.trial_id)
@@ -280,10 +289,13 @@ def _compile_with_spec(
         )  # fmt: skip
     batch = CompileBatch(jobs, options.jobs or default_jobs(), model.compile_timeout_s)
     compiled: dict[int, tuple[Path | None, int | None, int | None]] = {}
+    requests = {job.candidate_id: job.request for job in jobs}
     for outcome in run.executor.compile(batch):
         if outcome.status is not CompileStatus.COMPILED:
             compiled[outcome.candidate_id] = (None, None, None)
             continue
+        # The final check compiles the kept flags with the kept specs: it takes this binary.
+        model.remember(requests[outcome.candidate_id])
         configurations = folder / f"t{outcome.candidate_id}_configurations"
         landed, matchers = count_landed_matchers(spec, configurations)
         compiled[outcome.candidate_id] = (

@@ -1,11 +1,12 @@
 """The model flow's phases in process: every phase on this host, measuring as it goes.
 
 1. prepare: import the model (MLIR as is; ONNX through iree-import-onnx), make its inputs,
-   compile and run the default;
+   compile and run the default (one body for both modes: flows/model/phases.py);
 2. flags: search the target's global compiler flags on the whole model (flows/model/flag_phase.py,
    flags/model_search.py);
 3. profile: compile once with per-dispatch benchmark dumps, count each dispatch's launches, time
-   each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`);
+   each dispatch and the whole model, and pick the hot set (`--coverage`, `--max-dispatches`;
+   one body for both modes: flows/model/phases.py);
 4. dispatches: tune each hot problem with the dispatch flow, keeping its top candidates even when
    none beats the default on its own;
 5. variants: model-level selection (flows/model/local_select.py): each kept candidate alone and
@@ -26,8 +27,6 @@ phases after the last one saved, a dispatch phase cut short with the dispatches 
 from __future__ import annotations
 
 import math
-import shutil
-import statistics
 import time
 from pathlib import Path
 
@@ -50,10 +49,10 @@ from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_finalists import FlagChoice, judge_flag_finalists
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
 from ireetune.flows.model.local_select import select_variants, selection_seconds
+from ireetune.flows.model.phases import prepare, profile
 from ireetune.flows.model.report import write_report
 from ireetune.flows.model.run import (
     DispatchOutcome,
-    ModelCosts,
     ModelTuneResult,
     ModelTuningRun,
     Pause,
@@ -61,79 +60,13 @@ from ireetune.flows.model.run import (
     PhaseBody,
 )
 from ireetune.flows.model.state_restore import save_run
-from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
-from ireetune.model.gate import problem_share, skip_small_dispatches
-from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
-from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
-from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.gate import problem_share
+from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.timing import ModelComparison
 from ireetune.report.result import TuneResult
 from ireetune.targets import parse_target
-
-# How the prepare phase times the default model: at least this many rounds of this many calls.
-PREPARE_MIN_ROUNDS = 3
-PREPARE_REPETITIONS = 3
-
-
-def prepare(run: ModelTuningRun) -> Pause | None:
-    """Import the model, write its inputs, compile and run the default model."""
-    options = run.options
-    mlir_path = import_model(options.model_path, run.run_dir / "import")
-    if not mlir_path.is_relative_to(run.run_dir):
-        # The run compiles its own copy (same name: binaries embed it), so a continued run
-        # reads no model its folder names (a folder is data: flows/handoff/folder_trust.py).
-        (run.run_dir / "import").mkdir(exist_ok=True)
-        mlir_path = Path(shutil.copyfile(mlir_path, run.run_dir / "import" / mlir_path.name))
-    inputs_path = run.run_dir / "inputs.npz"
-    mlir_path, function = write_model_inputs(
-        mlir_path, options.inputs, options.seed, inputs_path, options.function,
-        run.run_dir / "import",
-    )  # fmt: skip
-    model = ModelUnderTuning(
-        mlir_path, function, inputs_path, run.target, options.with_default_specs
-    )
-    model.device = options.devices[0] if options.devices else run.target.runtime_device
-    run.model = model
-    run.default_vmfb = run.original_vmfb = run.run_dir / "default.vmfb"
-    compile_started = time.monotonic()
-    model.compile_default(run.default_vmfb)
-    timing_started = time.monotonic()
-    # The default's time is the basis of every share the profile gives and of the gate that
-    # skips dispatches too small to matter: a median of a few calls, not of `--rounds 1` (one
-    # call, which a loaded machine made 12 times a 0.07 ms model's time).
-    first = run.executor.run_models_side_by_side(
-        ModelComparison(
-            [("default", run.default_vmfb)], function, inputs_path, run.run_dir, model.device,
-            max(options.rounds, PREPARE_MIN_ROUNDS), PREPARE_REPETITIONS,
-        )
-    )  # fmt: skip
-    if not first["default"].ok:
-        raise IreetuneError(f"the default model does not run: {first['default'].reason}")
-    calls_s = sum(first["default"].times_ms) / 1000.0
-    run.costs = ModelCosts(
-        timing_started - compile_started, max(0.0, time.monotonic() - timing_started - calls_s)
-    )
-    model.default_outputs = first["default"].outputs
-    run.default_ms = run.original_ms = statistics.median(first["default"].times_ms)
-    return None
-
-
-def profile(run: ModelTuningRun) -> Pause | None:
-    """Profile the model's dispatches on its device and pick the hot set (profile.json)."""
-    options = run.options
-    dispatches = profile_dispatches(
-        run.executor, run.under_tuning, run.run_dir, options.jobs, timed=True
-    )
-    run.hot = select_hot_dispatches(
-        dispatches.profiles, run.default_ms, options.coverage, options.max_dispatches
-    )
-    run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
-    run.dispatch_notes.update(skipped)
-    write_profile(run.run_dir, run.hot)
-    return None
 
 
 def tune_dispatches(run: ModelTuningRun) -> Pause | None:
@@ -336,7 +269,7 @@ def _final_check(run: ModelTuningRun) -> FinalCheck:
     """Check the accepted specs together on the whole model against the run's default."""
     assert run.default_vmfb is not None
     # The harm search leaves the flags' combined check and the report their time.
-    ends_at = run.scheduler.decide_deadline(time.monotonic(), run.costs.compile_s)
+    ends_at = run.scheduler.decide_deadline(time.monotonic())
     return check_final_set(
         run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
         FinalTiming(run.options.rounds, ends_at), run.notes,

@@ -84,15 +84,16 @@ def session_plan(
 
 def selection_seconds(run: ModelTuningRun, dispatches: int) -> float:
     """Estimate what trying `dispatches` tuned dispatches in the model needs: each one's first
-    candidate alone and all of them together, compiled in parallel batches, then timed, then the
-    decide and report phases, as `room_for_sessions` counts them before the last batch."""
+    candidate alone and all of them together, compiled in parallel batches (and a combined
+    variant's compile, when there are two dispatches to combine), then timed, then the decide
+    and report phases, as `room_for_sessions` counts them before the last batch."""
     variants = dispatches + 1 if dispatches > 1 else dispatches
-    batches = math.ceil(variants / (run.options.jobs or default_jobs())) + 1
+    batches = math.ceil(variants / (run.options.jobs or default_jobs())) + (dispatches > 1)
     plan = session_plan(run.options.rounds, variants, run.default_ms)
     return (
         batches * run.costs.compile_s
         + sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
-        + run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
+        + run.scheduler.tail_seconds(run.costs.load_s)
     )
 
 
@@ -138,10 +139,10 @@ def fitting_plan(
 Room = Callable[[int, float], bool]
 
 
-def room_for_sessions(run: ModelTuningRun) -> Room:
+def room_for_sessions(run: ModelTuningRun, combinable: bool = True) -> Room:
     """Room for a batch when, after it, the sessions of its variants and the ones before at
-    their planned length, a combined variant's compile and the decide and report phases fit in
-    what is left of the time budget."""
+    their planned length, a combined variant's compile (when `combinable`: two dispatches or
+    more were tuned) and the decide and report phases fit in what is left of the time budget."""
 
     def room(variants: int, batch_s: float) -> bool:
         left = run.seconds_left()
@@ -149,12 +150,8 @@ def room_for_sessions(run: ModelTuningRun) -> Room:
             return True
         plan = session_plan(run.options.rounds, variants, run.default_ms)
         sessions = sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
-        return (
-            2 * batch_s
-            + sessions
-            + run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
-            <= left
-        )
+        tail_s = run.scheduler.tail_seconds(run.costs.load_s)
+        return (1 + combinable) * batch_s + sessions + tail_s <= left
 
     return room
 
@@ -168,12 +165,7 @@ def room_for_confirmation(run: ModelTuningRun, plan: SessionPlan) -> Room:
         if left is None:
             return True
         confirmation = confirmation_seconds(plan, run.default_ms, run.costs.load_s)
-        return (
-            batch_s
-            + confirmation
-            + run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
-            <= left
-        )
+        return batch_s + confirmation + run.scheduler.tail_seconds(run.costs.load_s) <= left
 
     return room
 
@@ -235,14 +227,14 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
     folder = run.run_dir / "selection"
     # A selection cut short starts again (`ireetune continue`), its trials with it.
     folder.mkdir(exist_ok=True)
-    run.selection_trials = []
     pending = [
         (hot.name, run.candidates[hot.name])
         for hot in run.hot_set.selected
         if run.candidates.get(hot.name)
     ]
     plans = _compile_order(plan_variants(pending))
-    built, rows = _compile_plans(run, plans, folder, room_for_sessions(run)) if plans else ({}, [])
+    room = room_for_sessions(run, combinable=len(pending) > 1)
+    built, rows = _compile_plans(run, plans, folder, room) if plans else ({}, [])
     winner = _time_and_decide(run, plans, built, rows, folder) if built else None
     if winner is not None:
         run.current_vmfb = built[winner.label]
@@ -254,7 +246,6 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
                 + _WITH_OTHERS.get(winner.label, "")
             )
     _note_the_rest(run, pending, rows)
-    run.selection_trials = rows
     write_text_atomically(folder / "trials.json", json.dumps(rows, indent=2) + "\n")
     return None
 
@@ -318,12 +309,12 @@ def _time_and_decide(
         return list(more)
 
     left = run.seconds_left()
+    # A combined variant needs candidates of two dispatches (`d0c1`: dispatch 0's second).
+    combinable = len({label.split("c")[0] for label in labels if label != "best"}) > 1
     available = (
         None
         if left is None
-        else left
-        - run.scheduler.tail_seconds(run.costs.compile_s, run.costs.load_s)
-        - run.costs.compile_s
+        else left - run.scheduler.tail_seconds(run.costs.load_s) - combinable * run.costs.compile_s
     )
     timing = fitting_plan(
         run.options.rounds, len(labels), run.default_ms, run.costs.load_s, available

@@ -10,7 +10,9 @@ variants, decide, report. A mode says where measuring happens:
   pauses (a `Pause`) until `ireetune measure` has measured on the device host
   (flows/model/split.py).
 
-Each mode gives a body for every phase; the one sequencer of every run (flows/sequence.py)
+The prepare and profile phases have one body for both modes, which measures here or pauses for
+the device (flows/model/phases.py), the flag phase one entry (flag_phase.py); each mode gives
+its own body of the others. The one sequencer of every run (flows/sequence.py)
 runs them in order and saves the run after each one, in either mode to `model_run.json`
 (flows/model/state.py), so that `ireetune continue` loads a stopped run and runs the phases
 after the last one saved (`remaining_phases`; a split run runs them all again, each keeping the
@@ -131,7 +133,6 @@ class ModelTuningRun:
     # The specs model-level selection accepted, and the model with all of them.
     accepted: dict[str, Path] = field(default_factory=dict)
     current_vmfb: Path | None = None
-    selection_trials: list[dict[str, Any]] = field(default_factory=list)
     # The flag phase's finalists judged with the tuned dispatches (the decide phase's first step).
     finalists: FinalistsFile | None = None
     final: FinalCheck | None = None

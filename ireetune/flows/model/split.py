@@ -6,7 +6,7 @@ The device host runs `ireetune device-step RUN`, which does whatever the manifes
 `ireetune continue RUN` here reads the device's results and runs the phases again: a phase
 keeps what is recorded as done and goes on where it stopped.
 
-    prepare     import, inputs, the default model
+    prepare     import, inputs, the default model (one body for both modes: phases.py)
     flags       the target's known-good flag sets (or --try-flags), each compiled once and sorted
                 by hash; [device] the distinct binaries timed against the default, interleaved
                 in one process, the fastest timed again in a fresh session; the flag rule
@@ -14,7 +14,8 @@ keeps what is recorded as done and goes on where it stopped.
     profile     the dispatch benchmarks (dumped, compiled, launches counted), and the candidates
                 of the dispatches a static ranking puts first (FLOPs x launches): one
                 dispatch-level benchmark folder each; then [device] profile the model and every
-                dispatch, measure every dispatch folder; the measured hot set
+                dispatch, measure every dispatch folder; the measured hot set (one body for both
+                modes: phases.py)
     dispatches  only when the measured hot set names a dispatch the static ranking missed: its
                 folder, measured in one more round trip
     variants    each hot dispatch's verified winner and runners-up (flows/handoff/finish.py, the
@@ -46,11 +47,10 @@ from ireetune.decision.rules import Decision
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.executor.base import Executor
 from ireetune.flags.file import write_flag_files
-from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
-from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.handoff.finish import finish_run
-from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, VariantTask, hash_file
+from ireetune.flows.handoff.model_folder import LabelledBinary, VariantTask, hash_file
 from ireetune.flows.model.flag_phase import flag_phase
+from ireetune.flows.model.phases import compile_folders, prepare, profile
 from ireetune.flows.model.report import write_split_report
 from ireetune.flows.model.run import ModelTuningRun, Pause, Phase, PhaseBody
 from ireetune.flows.model.split_device import (
@@ -61,21 +61,14 @@ from ireetune.flows.model.split_device import (
     send_to_device,
 )
 from ireetune.flows.model.state import (
-    ModelFile,
-    SplitDispatchFile,
     SplitSection,
     SplitVariantFile,
 )
 from ireetune.flows.model.state_restore import save_run
-from ireetune.frontend.model_import import import_model
 from ireetune.model.candidates import order_candidates
-from ireetune.model.gate import skip_small_dispatches
-from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.outputs import outputs_match
-from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
-from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
 from ireetune.model.timing import repetitions_for
 from ireetune.model.variant_build import compile_variants
 from ireetune.model.variants import (
@@ -87,101 +80,6 @@ from ireetune.model.variants import (
 )
 
 
-def model_of(run: ModelTuningRun) -> ModelUnderTuning:
-    """Return the model under tuning as the run file records it."""
-    model = run.model_file
-    assert model is not None, "the prepare phase imports the model"
-    under_tuning = ModelUnderTuning(
-        run.run_dir / model.mlir, model.function, run.run_dir / model.inputs, run.target,
-        run.options.with_default_specs,
-    )  # fmt: skip
-    under_tuning.compile_timeout_s = model.compile_timeout_s
-    return under_tuning
-
-
-# --- The phases ------------------------------------------------------------------------------
-
-
-def prepare(run: ModelTuningRun) -> Pause | None:
-    """Import the model (its own copy in the folder), write its inputs, compile the default."""
-    options, run_dir, state = run.options, run.run_dir, run.split_state
-    done = state.done_steps
-    if "import" not in done:
-        weights = run_dir / "import" / "weights.irpa"
-        externalize = options.externalize_weights and options.model_path.suffix == ".onnx"
-        mlir_path = import_model(
-            options.model_path, run_dir / "import", weights if externalize else None
-        )
-        if not mlir_path.resolve().is_relative_to(run_dir.resolve()):
-            # The folder holds its own copy: later phases compile it, and check its hash.
-            copied = run_dir / "import" / mlir_path.name
-            copied.parent.mkdir(exist_ok=True)
-            shutil.copyfile(mlir_path, copied)
-            mlir_path = copied
-        mlir_path, function = write_model_inputs(
-            mlir_path, options.inputs, options.seed, run_dir / "inputs.npz", options.function,
-            run_dir / "import",
-        )  # fmt: skip
-        run.model_file = ModelFile(
-            mlir=relative_to_run(run_dir, mlir_path), mlir_sha256=hash_file(mlir_path),
-            function=function, parameters=("import/weights.irpa",) if externalize else (),
-        )  # fmt: skip
-        done.append("import")
-        save_run(run)
-    run.model = model = model_of(run)
-    if "default" not in done:
-        model.compile_default(run_dir / "default.vmfb")
-        assert run.model_file is not None
-        run.model_file = run.model_file.model_copy(
-            update={"compile_timeout_s": model.compile_timeout_s}
-        )
-        done.append("default")
-        save_run(run)
-    return None
-
-
-def profile(run: ModelTuningRun) -> Pause | None:
-    """Dump and compile the dispatch benchmarks; before the device has profiled the model,
-    compile the folders of the dispatches ranked first and pause; after, pick the hot set."""
-    options, run_dir, state = run.options, run.run_dir, run.split_state
-    done = state.done_steps
-    if "dispatches" not in done:
-        dispatches = profile_dispatches(
-            run.executor, run.under_tuning, run_dir, options.jobs, timed=False
-        )
-        state.dispatches = [
-            SplitDispatchFile(
-                index=d.index, name=d.name, benchmark=relative_to_run(run_dir, d.path),
-                vmfb=relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
-                problem=p.problem, tunable=p.tunable, invocations=p.invocations,
-                **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
-            )
-            for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
-        ]  # fmt: skip
-        done.append("dispatches")
-        save_run(run)
-    if state.profile is None:
-        profiles = _profiles(run, {})
-        costs = {d.name: estimate_cost(d.flops, d.bytes) for d in state.dispatches}
-        _compile_folders(run, pre_rank_dispatches(profiles, costs, options.max_dispatches))
-        record_time(state, "prepare", "compile", time.monotonic() - run.started)
-        dispatch_binaries = [LabelledBinary(d.name, d.vmfb) for d in state.dispatches if d.vmfb]
-        return send_to_device(
-            run,
-            ProfileTask(tuple(dispatch_binaries), options.rounds),
-            sorted(state.folders.values()),
-        )
-    measured = state.profile
-    run.hot = select_hot_dispatches(
-        _profiles(run, measured.dispatch_ms), measured.model_ms, options.coverage,
-        options.max_dispatches,
-    )  # fmt: skip
-    run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
-    run.dispatch_notes.update(skipped)
-    write_profile(run_dir, run.hot)
-    return None
-
-
 def complete_dispatches(run: ModelTuningRun) -> Pause | None:
     """Compile the folders of hot dispatches the static ranking missed; pause until every hot
     dispatch's folder was measured."""
@@ -190,7 +88,7 @@ def complete_dispatches(run: ModelTuningRun) -> Pause | None:
         return None
     missing = [p for p in run.hot_set.selected if p.problem not in state.folders]
     if missing:
-        _compile_folders(run, missing)
+        compile_folders(run, missing)
         record_time(state, "candidates", "compile", time.monotonic() - run.started)
     # Folders of hot problems that no device step has measured yet (compiled just now, or
     # before a kill) go out in one more round trip.
@@ -296,49 +194,6 @@ def _variants_measured(run: ModelTuningRun) -> bool:
     """Say whether the device has timed this run's model variants (then only deciding is left)."""
     results = run.device_results
     return results is not None and "variants" in results and bool(run.split_state.variants)
-
-
-def _profiles(run: ModelTuningRun, dispatch_ms: dict[str, float | None]) -> list[DispatchProfile]:
-    return [
-        DispatchProfile(
-            d.name,
-            run.run_dir / d.benchmark,
-            d.problem,
-            d.tunable,
-            dispatch_ms.get(d.name),
-            d.invocations,
-        )  # fmt: skip
-        for d in run.split_state.dispatches
-    ]
-
-
-def _compile_folders(run: ModelTuningRun, dispatches: Sequence[DispatchProfile]) -> None:
-    """Compile a dispatch-level benchmark folder for each problem that has none."""
-    options, run_dir, state = run.options, run.run_dir, run.split_state
-    for hot in dispatches:
-        if hot.problem in state.folders:
-            continue
-        try:
-            result = tune_dispatch(
-                TuneOptions(
-                    input_path=hot.benchmark_path, target=options.target,
-                    num_candidates=options.num_candidates, output_dir=run_dir / "tuning",
-                    jobs=options.jobs, seed=options.seed, devices=tuple(state.devices),
-                    use_database=False, show_progress=options.show_progress,
-                    extra_flags=run.target.global_flags, stop_after=StopAfter.COMPILE,
-                    # Every candidate's reference program now, so that one device step both
-                    # measures and verifies (deferring them to the leaders costs a round trip).
-                    references=References.ALL, decide_on_dispatch_benchmark=True,
-                ),
-                run.executor,
-            )  # fmt: skip
-        except IreetuneError as failure:
-            run.notes.append(f"{hot.name}: not tuned: {failure}")
-            state.folders[hot.problem] = ""
-            save_run(run)
-            continue
-        state.folders[hot.problem] = relative_to_run(run_dir, result.run_dir)
-        save_run(run)
 
 
 def compile_variant_rows(

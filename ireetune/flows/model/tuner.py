@@ -39,7 +39,6 @@ from ireetune.flows.handoff.model_folder import hash_file
 from ireetune.flows.model.local import LOCAL_PHASES, dispatch_outcomes
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import (
-    DispatchOutcome,
     Mode,
     ModelTuneResult,
     ModelTuningRun,
@@ -67,7 +66,6 @@ from ireetune.targets import parse_target
 from ireetune.verify.compare import check_inputs
 
 __all__ = [
-    "DispatchOutcome",
     "ModelTuneOptions",
     "ModelTuneResult",
     "SplitStatus",

@@ -78,9 +78,7 @@ def workgroup_tile(loop_sizes: tuple[int, ...], workgroup: list[int], dims: tupl
     return math.prod(loop_entry(workgroup, d, loop_sizes[d]) for d in dims)
 
 
-def _reduction_tile(
-    problem: Problem, space: ConstraintSpace, config: ResolvedDict, dims: tuple[int, ...]
-) -> int:
+def _reduction_tile(space: ConstraintSpace, config: ResolvedDict, dims: tuple[int, ...]) -> int:
     """Return the reduction tile in elements over `dims` (TileAndFuse counts intrinsics)."""
     reduction = _ints(config.get("reduction", []))
     mma_k = space.mma_shape(config)[2]
@@ -120,7 +118,7 @@ def _gemm_usage(problem: Problem, space: ConstraintSpace, config: ResolvedDict) 
         batch = 1  # An untiled batch loop is distributed over workgroups, one matrix each.
     tile_m = workgroup_tile(sizes, workgroup, contraction.m_dims)
     tile_n = workgroup_tile(sizes, workgroup, contraction.n_dims)
-    tile_k = _reduction_tile(problem, space, config, contraction.k_dims)
+    tile_k = _reduction_tile(space, config, contraction.k_dims)
     promoted = _promoted(config)
     shared = 0
     if 0 in promoted:

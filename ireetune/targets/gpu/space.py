@@ -9,7 +9,6 @@ target's shared memory and registers (`resources.py`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +57,6 @@ from ireetune.targets.gpu.template import (
     build_lowering_config,
     fill_template,
 )
-
-logger = logging.getLogger(__name__)
 
 PIPELINES = ("TileAndFuse", "VectorDistribute")
 SPACE_KNOB = "space"

@@ -20,24 +20,25 @@ from ireetune.core.features import FactValue, FeatureExtractor, FeatureSpace
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
+from ireetune.targets.llvm_cpu.common import CpuFacts, thread_imbalance
 from ireetune.targets.llvm_cpu.conv_space import (
     CpuConvSizes,
     compute_conv_sizes,
     conv_working_set,
     count_conv_tiles,
+    is_window_problem,
     score_conv_candidate,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
+from ireetune.targets.llvm_cpu.elementwise_space import is_window_sum_problem
 from ireetune.targets.llvm_cpu.mmt4d_space import is_data_tiled
-from ireetune.targets.llvm_cpu.ordering import best_intensity, score_candidate
-from ireetune.targets.llvm_cpu.sizes import (
+from ireetune.targets.llvm_cpu.space import (
     CpuProblemSizes,
+    best_intensity,
     compute_problem_sizes,
     count_tiles,
     distribution_bytes,
+    score_candidate,
 )
-from ireetune.targets.llvm_cpu.window_space import is_window_problem
-from ireetune.targets.llvm_cpu.window_sum_space import is_window_sum_problem
 
 FEATURE_FAMILY = "llvm-cpu/gemm-view/v1"
 FEATURE_NAMES = (

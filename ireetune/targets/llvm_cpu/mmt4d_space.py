@@ -25,7 +25,6 @@ with the default known), and ordered with their distance to it, as the contracti
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import z3
@@ -34,15 +33,18 @@ from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import element_bytes
 from ireetune.targets.llvm_cpu.common import (
+    CpuFacts,
     SizedCpuSpace,
     SizedFamily,
     nearness_penalty,
+    thread_imbalance,
     tile_levels,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.neighbourhood import NearDefaultSpace, Neighbourhood, domain_constraints
-from ireetune.targets.z3_enumerate import enumerate_space as enumerate_z3_space
-from ireetune.targets.z3_enumerate import parallel_first
+from ireetune.targets.z3_enumerate import (
+    NearDefaultSpace,
+    Neighbourhood,
+    domain_constraints,
+)
 
 MMT4D_PIPELINE = "Mmt4dTilingExpert"
 KNOB_NAMES = ("dist_m1", "dist_n1")
@@ -129,32 +131,13 @@ def build_mmt4d_constraints(
     return variables, constraints
 
 
-_BATCH_MMT4D_SPACE = NearDefaultSpace(
+# Distinct valid distribution tiles, lazily and reproducibly for a seed: a batch_mmt4d's start at
+# the default's neighbours, an mmt4d's walk starts at once.
+MMT4D_SPACE = NearDefaultSpace(
     build_mmt4d_constraints,
-    lambda sizes, facts: Neighbourhood(mmt4d_domains(sizes), _MAX_NEIGHBOURS),
+    lambda sizes, facts: Neighbourhood(mmt4d_domains(sizes), _MAX_NEIGHBOURS if sizes.batch else 0),
 )
-
-
-def enumerate_mmt4d_space(
-    sizes: Mmt4dSizes,
-    facts: CpuFacts,
-    seed: int,
-    excluded: Knobs | None = None,
-    known: Sequence[Knobs] = (),
-) -> Iterator[Knobs]:
-    """Yield distinct valid distribution tiles lazily, reproducibly for a seed (never the
-    default, `excluded`, nor any of `known`); a batch_mmt4d's start at the default's
-    neighbours."""
-    if sizes.batch:
-        return _BATCH_MMT4D_SPACE.enumerate(sizes, facts, seed, excluded, known)
-    return enumerate_z3_space(
-        parallel_first(
-            lambda parallel, context: build_mmt4d_constraints(sizes, facts, parallel, context)
-        ),
-        seed,
-        excluded,
-        known,
-    )
+enumerate_mmt4d_space = MMT4D_SPACE.enumerate
 
 
 def score_mmt4d_candidate(

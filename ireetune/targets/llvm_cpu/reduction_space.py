@@ -38,21 +38,22 @@ from ireetune.core.target import OpConfiguration
 from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.problem.reduction import ReductionProblem
 from ireetune.targets.llvm_cpu.common import (
+    CpuFacts,
     SizedCpuSpace,
     SizedFamily,
     enough_tiles,
     nearness_penalty,
     positive_knobs,
     render_cpu_compilation_info,
+    thread_imbalance,
     tile_levels,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts, thread_imbalance
-from ireetune.targets.neighbourhood import (
+from ireetune.targets.z3_enumerate import (
     NearDefaultSpace,
     Neighbourhood,
+    divisors,
     domain_constraints,
 )
-from ireetune.targets.z3_enumerate import divisors
 
 REDUCTION_PIPELINE = "DoubleTilingExpert"
 _VEC_P_CHOICES = (1, 2, 4, 8, 16)

@@ -9,41 +9,142 @@ configuration tiles the innermost M, N and K loops at two levels:
 
 Every other loop gets tile 1 (batch, outer M and N loops) or is left to the compiler. Data-tiled
 matmuls (`linalg.mmt4d`, `linalg.batch_mmt4d`) have a space of their own (`mmt4d_space.py`).
+
+The order (`score_candidate`) puts the likely-fast candidates first. Its score follows the
+features that seeds/002 found predictive on GPUs, translated to a CPU:
+
+- the micro-kernel's arithmetic intensity, relative to the best the register file allows (the
+  GPU's "intrinsic area to volume ratio");
+- a power-of-two K tile of at least 8 (K tiles of 1 or 2 starve the FMA units);
+- the padding waste of distribution tiles that do not divide the problem ("quantization
+  inefficiency");
+- how evenly the tiles spread over the threads, and whether there are enough of them;
+- a distribution tile large enough to reuse what it brings into L2.
+
+The weights were set by hand from the first measurements on this project's 2-core znver4 machine
+(see docs/ordering.md); they are a starting point for a learned model, not a final word.
 """
 
 from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import TypeVar
 
 import z3
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import Problem
+from ireetune.problem.family import Problem, element_bytes
 from ireetune.targets.llvm_cpu.common import (
+    CpuFacts,
     SizedCpuSpace,
     SizedFamily,
     score_near_default,
+    thread_imbalance,
     tile_levels,
     tile_multiples,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.ordering import score_candidate
-from ireetune.targets.llvm_cpu.sizes import (
-    CpuProblemSizes,
-    compute_problem_sizes,
-    distribution_bytes,
-)
-from ireetune.targets.neighbourhood import (
+from ireetune.targets.z3_enumerate import (
     NearDefaultSpace,
     Neighbourhood,
     domain_constraints,
 )
 
+# K is streamed through the cache in panels; this bounds the panel a distribution tile holds.
+K_PANEL = 256
+# A tile size: a number, or a z3 term in a space's constraints.
+Tile = TypeVar("Tile", int, z3.ArithRef)
 KNOB_NAMES = ("dist_m", "dist_n", "vec_m", "vec_n", "vec_k")
 PIPELINE = "DoubleTilingExpert"
 _VEC_M_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 _VEC_K_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 # The default's neighbours tried first: every single-knob step and the nearest pairs.
 _MAX_NEIGHBOURS = 16
+
+
+@dataclass(frozen=True)
+class CpuProblemSizes:
+    """The sizes the CPU space tiles: innermost M, N, K and the product of batch and outer loops."""
+
+    m: int
+    n: int
+    k: int
+    outer_parallel: int
+    input_bytes: int
+    accumulator_bytes: int
+
+
+def compute_problem_sizes(problem: ContractionProblem) -> CpuProblemSizes:
+    """Reduce a contraction to the sizes the CPU space reasons about."""
+    outer = 1
+    for size in (*problem.batch_sizes, *problem.m_sizes[:-1], *problem.n_sizes[:-1]):
+        outer *= size
+    return CpuProblemSizes(
+        m=problem.m_sizes[-1],
+        n=problem.n_sizes[-1],
+        k=problem.k_sizes[-1],
+        outer_parallel=outer,
+        input_bytes=max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
+        accumulator_bytes=element_bytes(problem.output_type),
+    )
+
+
+def distribution_bytes(sizes: CpuProblemSizes, dist_m: Tile, dist_n: Tile) -> Tile:
+    """Count what a distribution tile keeps in L2: its operand panels and its accumulators."""
+    panel = min(sizes.k, K_PANEL)
+    return (dist_m + dist_n) * panel * sizes.input_bytes + (
+        dist_m * dist_n * sizes.accumulator_bytes
+    )
+
+
+def count_tiles(sizes: CpuProblemSizes, dist_m: int, dist_n: int) -> int:
+    """Count a contraction's distribution tiles, over its outer loops too."""
+    return math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * sizes.outer_parallel
+
+
+@functools.cache
+def best_intensity(facts: CpuFacts) -> float:
+    """Return the highest micro-kernel intensity m*r/(m+r) the register file can hold (kept per
+    machine: every candidate's score and features divide by it)."""
+    best = 0.0
+    for rows in range(1, 17):
+        for registers_n in range(1, 5):
+            if rows * registers_n + registers_n + 1 <= facts.vector_registers:
+                best = max(best, rows * registers_n / (rows + registers_n))
+    return best
+
+
+def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> float:
+    """Score one configuration; higher is more promising."""
+    values = {name: int(value) for name, value in knobs}
+    lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
+    vec_m, vec_n, vec_k = values["vec_m"], values["vec_n"], values["vec_k"]
+    dist_m, dist_n = values["dist_m"], values["dist_n"]
+
+    registers_n = -(-vec_n // lanes)
+    intensity = (vec_m * registers_n) / (vec_m + registers_n) / best_intensity(facts)
+    good_k = 1.0 if vec_k & (vec_k - 1) == 0 and 8 <= vec_k <= 32 else 0.0
+    tiny_k = 1.0 if vec_k < 4 else 0.0
+
+    padded = math.ceil(sizes.m / dist_m) * dist_m * math.ceil(sizes.n / dist_n) * dist_n
+    padding_waste = padded / (sizes.m * sizes.n) - 1.0
+    tiles = count_tiles(sizes, dist_m, dist_n)
+    imbalance = thread_imbalance(tiles, facts.threads)
+    too_few_tiles = 1.0 if tiles < facts.threads else 0.0
+    l2_use = distribution_bytes(sizes, dist_m, dist_n) / facts.l2_bytes
+    small_tile = max(0.0, 0.125 - l2_use) / 0.125
+
+    return (
+        2.0 * intensity
+        + 1.0 * good_k
+        - 2.0 * tiny_k
+        - 2.0 * padding_waste
+        - 1.0 * imbalance
+        - 1.0 * too_few_tiles
+        - 1.0 * small_tile
+    )
 
 
 def _tiles_of_loop(extent: int, steps: list[int], limit: int) -> list[int]:

@@ -16,8 +16,17 @@ from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.family import Problem, narrow
 from ireetune.targets.llvm_cpu.common import CpuSpace, SolutionStore, request_cpu_facts
-from ireetune.targets.llvm_cpu.conv_space import CpuConvolutionSpace
-from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace, CpuPackSpace
+from ireetune.targets.llvm_cpu.conv_space import (
+    CpuConvolutionSpace,
+    CpuWindowSpace,
+    is_window_problem,
+)
+from ireetune.targets.llvm_cpu.elementwise_space import (
+    CpuElementwiseSpace,
+    CpuPackSpace,
+    CpuWindowSumSpace,
+    is_window_sum_problem,
+)
 from ireetune.targets.llvm_cpu.features import CpuFeatureExtractor, has_features
 from ireetune.targets.llvm_cpu.flags import (
     CPU_FLAG_SPACE,
@@ -28,8 +37,6 @@ from ireetune.targets.llvm_cpu.mmt4d_space import CpuMmt4dSpace, is_data_tiled
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
-from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace, is_window_problem
-from ireetune.targets.llvm_cpu.window_sum_space import CpuWindowSumSpace, is_window_sum_problem
 
 # IREE's llvm-cpu pipeline runs this after the tuning spec: it gives a convolution whose unit
 # batch global optimisation folded away (every batch-1 convolution of a model) its batch loop

@@ -1,8 +1,8 @@
 """The Vulkan (SPIR-V) target: `--target vulkan[:NAME]`.
 
 `archs.py` holds the target names IREE 3.13 knows and ireetune's lavapipe description;
-`target.py` the target; `space.py`, `matmul_space.py` and `conv_space.py` the z3 spaces of the
-SPIR-V pipelines; `config.py` the configuration attributes; `facts.py` the limits candidates are
+`target.py` the target; `space.py` and `matmul_space.py` the z3 spaces of the SPIR-V
+pipelines; `config.py` the configuration attributes; `facts.py` the limits candidates are
 checked against; `device.py` what the machine's device reports.
 
 Here: which target `--target vulkan` (no name) means, the one the machine's device runs.

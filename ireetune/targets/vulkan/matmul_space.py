@@ -39,9 +39,9 @@ Space = tuple[Variables, list[z3.BoolRef]]
 _THREAD_TILES = (1, 2, 4, 8)
 _K_TILES = (1, 2, 4, 8, 16, 32, 64)
 _PROMOTE_K_TILES = (4, 8, 16, 32, 64)
-_POWERS_OF_TWO = tuple(1 << shift for shift in range(11))
+POWERS_OF_TWO = tuple(1 << shift for shift in range(11))
 # Accumulators one thread keeps (BaseVectorize) and matrices one subgroup keeps (cooperative).
-_MAX_THREAD_BLOCK = 32
+MAX_THREAD_BLOCK = 32
 _MAX_SUBGROUP_MATRICES = 8
 _DEPTHS = (1, 2, 3)
 # The largest workgroup tile per dimension: beyond it a tile only starves the device.
@@ -100,8 +100,8 @@ def workgroup_limits(
     threads = wg_x * wg_y
     smallest = min(facts.subgroup_sizes)
     constraints = [
-        one_of(wg_x, [v for v in _POWERS_OF_TWO if v <= facts.max_workgroup_sizes[0]]),
-        one_of(wg_y, [v for v in _POWERS_OF_TWO if v <= facts.max_workgroup_sizes[1]]),
+        one_of(wg_x, [v for v in POWERS_OF_TWO if v <= facts.max_workgroup_sizes[0]]),
+        one_of(wg_y, [v for v in POWERS_OF_TWO if v <= facts.max_workgroup_sizes[1]]),
         threads <= facts.max_threads,
     ]
     if whole_subgroups:
@@ -170,7 +170,7 @@ def build_base_space(
         one_of(v["subgroup_size"], subgroup_choices(facts, optional=True)),
         v["wg_n"] == v["wg_x"] * v["th_n"],
         v["wg_m"] == v["wg_y"] * v["th_m"],
-        v["th_m"] * v["th_n"] <= _MAX_THREAD_BLOCK,
+        v["th_m"] * v["th_n"] <= MAX_THREAD_BLOCK,
         *workgroup_limits(v, facts, whole_subgroups),
     ]
     return v, constraints

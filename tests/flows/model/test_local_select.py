@@ -195,11 +195,16 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
     )
 
     plan = session_plan(5, 6, 10.0)
-    tail_s = TaskScheduler(1000.0, 0.0).tail_seconds(compile_s=5.0, load_s=1.0)
+    tail_s = TaskScheduler(1000.0, 0.0).tail_seconds(load_s=1.0)
     need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_s
-    assert tail_s == 2 * 5.0 + 4 * 1.0 + SHARES.tail_slack_s
+    # The decide and report phases compile nothing new: their binaries are copies.
+    assert tail_s == 4 * 1.0 + SHARES.tail_slack_s
     assert room_for_sessions(_budgeted_run(tmp_path, need + 5.0))(6, 7.0)
     assert not room_for_sessions(_budgeted_run(tmp_path, need - 5.0))(6, 7.0)
+    # One tuned dispatch has no combined variant to compile after the first session.
+    single = room_for_sessions(_budgeted_run(tmp_path, need - 5.0), combinable=False)
+    assert single(6, 7.0)
+    assert not room_for_sessions(_budgeted_run(tmp_path, need - 9.0), combinable=False)(6, 7.0)
     # After the first session only the confirmation is left to fit.
     confirm_need = need - 7.0 - (6 + 1) * (1.0 + plan.rounds * plan.calls_per_round * 0.01)
     assert room_for_confirmation(_budgeted_run(tmp_path, confirm_need + 5.0), plan)(1, 7.0)
@@ -221,3 +226,66 @@ def test_no_batch_is_compiled_without_room(tmp_path: Path) -> None:
     assert _compile_plans(run, list(PLANS), tmp_path, no_room) == ({}, [])
     # Asked once, for the first batch, at the prepare phase's compile time.
     assert asked == [(min(len(PLANS), default_jobs()), 5.0)]
+
+
+SPEC = """
+module attributes {iree_codegen.tuning_spec_with_default_entrypoint, transform.with_named_sequence} {
+  transform.named_sequence @apply(%op: !transform.any_op {transform.readonly}, %config: !transform.any_param {transform.readonly}) {
+    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
+    transform.yield
+  }
+  transform.named_sequence @match(%op: !transform.any_op {transform.readonly}) -> (!transform.any_op, !transform.any_param) {
+    transform.match.operation_name %op ["OP"] : !transform.any_op
+    %config = transform.param.constant #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [32, 32, 0]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>> -> !transform.any_param
+    transform.yield %op, %config : !transform.any_op, !transform.any_param
+  }
+  transform.named_sequence @__kernel_config(%root: !transform.any_op {transform.consumed}) -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
+    %updated = transform.foreach_match in %root @match -> @apply : (!transform.any_op) -> !transform.any_op
+    transform.yield %updated : !transform.any_op
+  }
+}
+"""
+
+
+def test_the_decide_phase_copies_the_variant_the_selection_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final check links the winning variant's specs again and compiles the model with
+    them; the flags' combined check compiles the final spec: both copy the selection's binary
+    (the time budget keeps no compile for them), and other specs still compile."""
+    from ireetune.compile.driver import CompileStatus
+    from ireetune.model import prepare
+    from ireetune.model.variant_build import compile_variants
+    from ireetune.model.variants import VariantPlan
+    from ireetune.spec.link import link_spec_files
+    from tests.conftest import REPOSITORY
+
+    model = ModelUnderTuning(
+        REPOSITORY / "examples" / "mlp.mlir", "mlp", tmp_path / "inputs.npz", parse_target("cpu"),
+        False, "local-task",
+    )  # fmt: skip
+    specs = []
+    for name, op in (("a", "linalg.conv_2d_nhwc_hwcf"), ("b", "linalg.batch_matmul")):
+        specs.append(tmp_path / f"{name}.mlir")
+        specs[-1].write_text(SPEC.replace("OP", op))
+    (tmp_path / "selection").mkdir()
+    [(_, outcome)] = compile_variants(
+        LocalExecutor(), model, [VariantPlan("best", tuple(specs))], tmp_path / "selection", 2
+    )
+    assert outcome.status is CompileStatus.COMPILED
+    compiled: list[Path] = []
+    real_compile = prepare.run_compile
+    monkeypatch.setattr(
+        prepare, "run_compile", lambda request: compiled.append(request.output_path) or real_compile(request)
+    )  # fmt: skip
+    final_spec = tmp_path / "set0_spec.mlir"
+    link_spec_files(specs, final_spec)
+    assert model.compile(final_spec, tmp_path / "set0.vmfb") == ""
+    assert model.compile(final_spec, tmp_path / "tuned.vmfb") == ""
+    variant = (tmp_path / "selection" / "best.vmfb").read_bytes()
+    assert (tmp_path / "set0.vmfb").read_bytes() == variant
+    assert (tmp_path / "tuned.vmfb").read_bytes() == variant
+    assert compiled == []
+    # One spec of the two is another binary's inputs: compiled.
+    assert model.compile(specs[0], tmp_path / "a.vmfb") == ""
+    assert compiled == [tmp_path / "a.vmfb"]

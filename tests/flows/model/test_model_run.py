@@ -211,7 +211,7 @@ def test_every_hot_dispatch_is_tuned_in_its_slot_and_the_selection_keeps_its_tim
     monkeypatch.setattr(local, "tune_dispatch", each_takes_its_slot)
     run = _run(tmp_path)
     run.options = replace(run.options, time_budget_s=1000.0, rounds=3, jobs=2)
-    run.started, run.default_ms, run.costs = clock[0], 10.0, local.ModelCosts(5.0, 1.0)
+    run.started, run.default_ms, run.costs = clock[0], 10.0, ModelCosts(5.0, 1.0)
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, ms, 1)
         for name, ms in (("d0", 2.0), ("d1", 6.0), ("d2", 2.0))
@@ -241,6 +241,7 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
 
     from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.model import local
+    from ireetune.flows.model.local_select import session_plan, sessions_seconds
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
     clock = [1000.0]
@@ -263,12 +264,22 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
     def run_with(budget_s: float) -> ModelTuningRun:
         run = _run(tmp_path)
         run.options = replace(run.options, time_budget_s=budget_s, rounds=3, jobs=2)
-        run.started, run.default_ms, run.costs = clock[0], 10.0, local.ModelCosts(30.0, 1.0)
+        run.started, run.default_ms, run.costs = clock[0], 10.0, ModelCosts(30.0, 1.0)
         run.hot = select_hot_dispatches(profiles, model_ms=10.0, coverage=1.0, max_dispatches=3)
         return run
 
     one = local.selection_seconds(run_with(0.0), 1)
     assert local.selection_seconds(run_with(0.0), 2) - one >= local.LEAST_SLOT_S
+    # One dispatch: one compile of the model (no joint or combined variant; the decide phase
+    # copies its binary); two: three variants in two batches of two, and a combined variant.
+    plan_s = local.selection_seconds(run_with(0.0), 1) - sessions_seconds(
+        session_plan(3, 1, 10.0), 1, 10.0, 1.0
+    )
+    assert plan_s == pytest.approx(30.0 + run_with(0.0).scheduler.tail_seconds(1.0))
+    plan_s = local.selection_seconds(run_with(0.0), 2) - sessions_seconds(
+        session_plan(3, 3, 10.0), 3, 10.0, 1.0
+    )
+    assert plan_s == pytest.approx(3 * 30.0 + run_with(0.0).scheduler.tail_seconds(1.0))
     run = run_with(one + 3 * local.LEAST_SLOT_S)
     assert local.tune_dispatches(run) is None
     assert tuned == ["d1"]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ireetune.core.errors import IreetuneError
+from ireetune.frontend.dispatches import CONFIGURED_PROGRAM, dump_dispatches
 from ireetune.frontend.model_inputs import (
     InputSpec,
     make_model_inputs,
@@ -62,8 +63,31 @@ def test_hot_set_tunes_a_repeated_problem_once_and_obeys_the_maximum() -> None:
 
 
 def test_invocations_are_counted_from_the_compiled_program(tmp_path: Path) -> None:
-    counts = count_dispatch_invocations(EXAMPLES / "mlp.mlir", parse_target("cpu"), tmp_path)
+    dump_dispatches(EXAMPLES / "mlp.mlir", parse_target("cpu"), tmp_path, 120.0)
+    counts = count_dispatch_invocations(tmp_path / CONFIGURED_PROGRAM)
     assert counts == {"mlp_dispatch_0": 1, "mlp_dispatch_1": 1}
+
+
+TWICE = """
+func.func @twice(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<64x64xf32>, tensor<64x64xf32>)
+                     outs(%init : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %d = linalg.matmul ins(%c, %b : tensor<64x64xf32>, tensor<64x64xf32>)
+                     outs(%init : tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %d : tensor<64x64xf32>
+}
+"""
+
+
+def test_a_dispatch_launched_twice_is_counted_twice(tmp_path: Path) -> None:
+    model = tmp_path / "twice.mlir"
+    model.write_text(TWICE)
+    (dumped,) = dump_dispatches(model, parse_target("cpu"), tmp_path / "dumps", 120.0)
+    counts = count_dispatch_invocations(tmp_path / "dumps" / CONFIGURED_PROGRAM)
+    assert counts == {dumped.name: 2}
 
 
 def test_input_specs_and_the_entry_signature() -> None:
@@ -99,7 +123,9 @@ def test_faster_means_the_paired_interval_clears_the_threshold() -> None:
 
 
 # Rounds in which the trial wins by 5-12% and one in which the machine stalled it.
-NOISY_WIN = ([10.0, 10.0, 10.0, 10.0, 10.0], [9.0, 9.5, 8.9, 12.0, 9.2])
+# Faster by its point estimate, noisy in its faster half too (one slow call alone is left out by
+# the rule's faster-half mean, and would not keep a comparison undecided).
+NOISY_WIN = ([10.0, 10.0, 10.0, 10.0, 10.0], [9.3, 10.8, 9.0, 11.0, 10.2])
 
 
 def test_only_a_win_whose_interval_does_not_yet_clear_the_rule_is_undecided() -> None:

@@ -118,7 +118,7 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
         dumps[name] = {
             p.name: zero_benchmark_buffer(p.read_text()) for p in (tmp_path / name).glob("*.mlir")
         }
-    profiled = {p.name: p.read_text() for p in (run_dir / "dispatches").glob("*.mlir")}
+    profiled = {p.name: p.read_text() for p in (run_dir / "dispatches").glob("*_benchmark.mlir")}
     assert profiled == dumps["with"] != dumps["without"]
     (folder,) = state["folders"].values()
     assert _json(run_dir / folder / "results.json")["global_flags"] == list(SMALL_TILES)

@@ -17,8 +17,7 @@ from ireetune.model.profile import ENCODED_MMT4D_NOTE, describe_problem, has_enc
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.common import order_pool
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.common import CpuFacts, order_pool
 from ireetune.targets.llvm_cpu.features import has_features
 from ireetune.targets.llvm_cpu.mmt4d_space import (
     compute_mmt4d_sizes,

@@ -19,7 +19,7 @@ from ireetune.spec.builder import build_configuration_spec
 from ireetune.spec.inspect import list_matchers
 from ireetune.spec.source import read_spec
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
+from ireetune.targets.llvm_cpu.common import CpuFacts, order_pool, score_near_default
 from ireetune.targets.llvm_cpu.conv_space import (
     compute_conv_sizes,
     conv_tile_lists,
@@ -27,8 +27,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     parse_default_conv_knobs,
     score_conv_candidate,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.neighbourhood import distance_to
+from ireetune.targets.z3_enumerate import distance_to
 from tests.conftest import FAST_RUN_ARGS, TEST_TARGET, dump_benchmarks, nchw_conv_problem
 
 # Sort a pool by descending score, the heuristic's less the distance to the compiler's default.

@@ -18,13 +18,13 @@ from ireetune.problem.generic import NEUTRAL_BODY_OPS
 from ireetune.problem.registry import parse_problem
 from ireetune.spec.inspect import list_matchers
 from ireetune.spec.source import read_spec
+from ireetune.targets.llvm_cpu.common import CpuFacts
 from ireetune.targets.llvm_cpu.elementwise_space import (
     CpuElementwiseSizes,
     elementwise_domains,
     elementwise_tile_lists,
     enumerate_elementwise_space,
 )
-from ireetune.targets.llvm_cpu.facts import CpuFacts
 from ireetune.verify.compare import make_random_inputs
 from ireetune.verify.runner import ReferenceBatch
 from tests.conftest import FAST_RUN_ARGS, TEST_TARGET

@@ -31,9 +31,9 @@ from ireetune.problem.registry import parse_problem
 from ireetune.problem.root_op import find_root_op
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.conv_space import CpuWindowSpace
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
-from ireetune.targets.llvm_cpu.window_space import CpuWindowSpace
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
 from tests.targets.llvm_cpu.test_cpu_spec_reach import PAD_MODEL
@@ -243,7 +243,7 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
 @pytest.mark.parametrize(
     ("model_text", "flags", "expected"),
     [
-        # A local response normalisation's window sum has a space (window_sum_space.py).
+        # A local response normalisation's window sum has a space (CpuWindowSumSpace in elementwise_space.py).
         (LRN_MODEL, (), []),
         (
             RELU_MODEL,

@@ -6,7 +6,7 @@ import itertools
 
 from ireetune.core.candidate import make_knobs
 from ireetune.problem.reduction import ReductionProblem
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.common import CpuFacts
 from ireetune.targets.llvm_cpu.reduction_space import (
     STRIDED_CONTRACTION_PASS,
     CpuReductionSizes,
@@ -18,7 +18,7 @@ from ireetune.targets.llvm_cpu.reduction_space import (
     reduction_tile_lists,
     score_reduction_candidate,
 )
-from ireetune.targets.neighbourhood import distance_to
+from ireetune.targets.z3_enumerate import distance_to
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # A real-weights ResNet-50's last strided 1x1 convolution: 2048 x 7 x 7 outputs, 1024 channels.

@@ -8,10 +8,8 @@ import time
 import pytest
 
 from ireetune.core.candidate import make_knobs
-from ireetune.targets.llvm_cpu.common import order_pool, score_near_default
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.ordering import score_candidate
-from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space
+from ireetune.targets.llvm_cpu.common import CpuFacts, order_pool, score_near_default
+from ireetune.targets.llvm_cpu.space import CpuProblemSizes, enumerate_space, score_candidate
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 SIZES = CpuProblemSizes(

@@ -15,15 +15,15 @@ from pathlib import Path
 from ireetune.core.target import SpaceRequest, space_for
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.facts import CpuFacts
-from ireetune.targets.llvm_cpu.features import has_features
-from ireetune.targets.llvm_cpu.window_sum_space import (
+from ireetune.targets.llvm_cpu.common import CpuFacts
+from ireetune.targets.llvm_cpu.elementwise_space import (
     CpuWindowSumSpace,
     compute_window_sum_sizes,
     parse_default_window_sum_knobs,
     window_sum_tile_lists,
 )
-from ireetune.targets.neighbourhood import distance_to
+from ireetune.targets.llvm_cpu.features import has_features
+from ireetune.targets.z3_enumerate import distance_to
 from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET
 from tests.landing_support import compile_model_with_candidate, find_family_requests
 

@@ -13,7 +13,7 @@ import z3
 from ireetune.core.candidate import Knobs
 from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
 from ireetune.targets.llvm_cpu import space as cpu_space
-from ireetune.targets.llvm_cpu.facts import CpuFacts
+from ireetune.targets.llvm_cpu.common import CpuFacts
 from tests.conftest import REPOSITORY, TEST_TARGET
 
 EXAMPLES = REPOSITORY / "examples"
