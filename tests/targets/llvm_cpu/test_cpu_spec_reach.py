@@ -100,7 +100,7 @@ def _configured_ops(
          f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}",
          f"--iree-hal-dump-executable-configurations-to={dump}",
          "--compile-to=executable-configurations", "-o", str(folder / "configured.mlir")],
-        check=True, capture_output=True,
+        check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     configured: dict[str, list[str]] = {}
     for path in sorted(dump.glob("*.mlir")):
