@@ -7,7 +7,7 @@ against the default; the confirmed ones are decided by the decision stage's MODE
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,20 @@ from ireetune.model.select import MODEL_RULE
 
 @dataclass(frozen=True)
 class VariantPlan:
-    """One model variant: the candidate specs linked into it, in dispatch order."""
+    """One model variant: the candidate specs linked into it, in dispatch order. A variant of
+    one candidate names its dispatch (`dispatch`, the hot dispatch's index) and the candidate's
+    rank in that dispatch's list; a variant that joins several names no dispatch."""
 
     label: str
     specs: tuple[Path, ...]
+    dispatch: int | None = None
+    rank: int = 0
+
+
+def dispatch_count(plans: Iterable[VariantPlan]) -> int:
+    """How many dispatches have a variant of their own among `plans`: a variant that joins
+    dispatches can come only from two or more."""
+    return len({plan.dispatch for plan in plans if plan.dispatch is not None})
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,7 @@ def plan_variants(candidates: Sequence[tuple[str, Sequence[Path]]]) -> list[Vari
     candidate together (`best`): the combination the per-dispatch verdicts point to.
     """
     plans = [
-        VariantPlan(f"d{index}c{rank}", (spec,))
+        VariantPlan(f"d{index}c{rank}", (spec,), index, rank)
         for index, (_, specs) in enumerate(candidates)
         for rank, spec in enumerate(specs)
     ]

@@ -4,19 +4,17 @@ each, a stage that pauses for the device host stops the run after its callbacks.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from ireetune.cli import main
 from ireetune.executor.base import LocalExecutor
 from ireetune.flows.dispatch.state import read_progress
 from ireetune.flows.dispatch.state import save_run as save_dispatch_run
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import ModelTuningRun
-from ireetune.flows.model.state import MODEL_RUN_NAME, PHASES, Mode, ModelFile, Phase, read_run_file
+from ireetune.flows.model.state import MODEL_RUN_NAME, Mode, ModelFile, Phase, read_run_file
 from ireetune.flows.model.state_restore import new_split_section, save_after_phase
 from ireetune.flows.model.state_restore import save_run as save_model_run
 from ireetune.flows.sequence import Pause, RunProgress, named, run_sequence
@@ -153,25 +151,17 @@ def test_a_model_run_file_written_before_progress_is_read_as_its_progress(
     assert read_run_file(tmp_path).progress == RunProgress(("prepare", "flags"))
 
 
-OLD_RUNS = Path("/work/house_notes/oldruns/check")
-
-
-@pytest.mark.skipif(not OLD_RUNS.is_dir(), reason="the folders of an earlier ireetune are not here")
-def test_folders_written_before_progress_are_read_and_refused_as_before(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_dispatch_results_file_written_before_progress_is_read_as_its_last_stage(
+    tmp_path: Path,
 ) -> None:
-    dispatch_dir, model_dir = tmp_path / "disp_full", tmp_path / "model_full"
-    shutil.copytree(OLD_RUNS / "disp_full", dispatch_dir)
-    shutil.copytree(OLD_RUNS / "model_full", model_dir)
-
-    info = json.loads((dispatch_dir / "results.json").read_text())
-    assert read_progress(dispatch_dir, info) == RunProgress(("decide",))
-    assert read_run_file(model_dir).progress == RunProgress(tuple(PHASES))
-    capsys.readouterr()
-    assert main(["continue", str(dispatch_dir)]) == 2
-    assert main(["continue", str(model_dir)]) == 2
-    assert capsys.readouterr().err == (
-        f"ireetune: error: {dispatch_dir} is finished (no-improvement): nothing to resume\n"
-        f"ireetune: error: {model_dir} is finished (every phase done): nothing to continue; "
-        f"its report is {model_dir / 'report.txt'}\n"
-    )
+    run = SimpleNamespace(run_progress=RunProgress(), recorder=RunRecorder(tmp_path, {}, {}))
+    save_dispatch_run(run, "specs_stage")
+    save_dispatch_run(run, "decide_stage")
+    document = json.loads((tmp_path / "results.json").read_text())
+    # The layout before: only the last stage saved.
+    del document["progress"]
+    document["stage"] = "decide"
+    assert read_progress(tmp_path, document) == RunProgress(("decide",))
+    # A file with neither has done nothing.
+    del document["stage"]
+    assert read_progress(tmp_path, document) == RunProgress()

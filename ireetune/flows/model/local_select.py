@@ -40,7 +40,7 @@ from ireetune.model.variant_sessions import (
     sessions_document,
     time_variant_sessions,
 )
-from ireetune.model.variants import VariantPlan, decide_variants, plan_variants
+from ireetune.model.variants import VariantPlan, decide_variants, dispatch_count, plan_variants
 
 # The variants the first session pre-selects for the confirmation, at most (as in split mode).
 CONFIRM_TOP = 3
@@ -174,10 +174,9 @@ def _compile_order(plans: list[VariantPlan]) -> list[VariantPlan]:
     """The joint variant first, then every dispatch's first candidate, then their second..."""
 
     def rank(plan: VariantPlan) -> tuple[int, int]:
-        if plan.label == "best":
+        if plan.dispatch is None:
             return (-1, 0)
-        dispatch, candidate = plan.label[1:].split("c")
-        return (int(candidate), int(dispatch))
+        return (plan.rank, plan.dispatch)
 
     return sorted(plans, key=rank)
 
@@ -233,7 +232,7 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
         if run.candidates.get(hot.name)
     ]
     plans = _compile_order(plan_variants(pending))
-    room = room_for_sessions(run, combinable=len(pending) > 1)
+    room = room_for_sessions(run, combinable=dispatch_count(plans) > 1)
     built, rows = _compile_plans(run, plans, folder, room) if plans else ({}, [])
     winner = _time_and_decide(run, plans, built, rows, folder) if built else None
     if winner is not None:
@@ -259,14 +258,13 @@ def _fastest_per_dispatch(
     fastest: dict[int, tuple[float, Path]] = {}
     for plan in plans:
         run = first.get(plan.label)
-        if plan.label == "best" or run is None or not run.ok:
+        if plan.dispatch is None or run is None or not run.ok:
             continue
         if not outputs_match(first["default"].outputs, run.outputs)[0]:
             continue
         estimate = estimate_against_default(first, plan.label, calls)
-        dispatch = int(plan.label[1:].split("c")[0])
-        if estimate and estimate.speedup > max(1.0, fastest.get(dispatch, (0.0,))[0]):
-            fastest[dispatch] = (estimate.speedup, plan.specs[0])
+        if estimate and estimate.speedup > max(1.0, fastest.get(plan.dispatch, (0.0,))[0]):
+            fastest[plan.dispatch] = (estimate.speedup, plan.specs[0])
     specs = tuple(fastest[dispatch][1] for dispatch in sorted(fastest))
     joint = next((plan.specs for plan in plans if plan.label == "best"), ())
     return VariantPlan("combined", specs) if len(specs) > 1 and specs != joint else None
@@ -309,8 +307,8 @@ def _time_and_decide(
         return list(more)
 
     left = run.seconds_left()
-    # A combined variant needs candidates of two dispatches (`d0c1`: dispatch 0's second).
-    combinable = len({label.split("c")[0] for label in labels if label != "best"}) > 1
+    # A combined variant needs built candidates of two dispatches.
+    combinable = dispatch_count(by_label[label] for label in labels) > 1
     available = (
         None
         if left is None

@@ -13,7 +13,7 @@ from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.timing import ModelComparison, ModelRun
-from ireetune.model.variants import plan_variants
+from ireetune.model.variants import dispatch_count, plan_variants
 from ireetune.targets import parse_target
 
 OUTPUTS = (np.arange(4, dtype=np.float32),)
@@ -67,6 +67,15 @@ def test_the_joint_variant_and_every_dispatch_s_first_candidate_compile_first() 
     assert [plan.label for plan in _compile_order(PLANS)] == [
         "best", "d0c0", "d1c0", "d2c0", "d0c1", "d1c1",
     ]  # fmt: skip
+
+
+def test_a_combination_is_possible_only_with_variants_of_two_dispatches() -> None:
+    assert dispatch_count(PLANS) == 3
+    one_dispatch = plan_variants([("a", [Path("a0"), Path("a1")])])
+    assert [plan.label for plan in one_dispatch] == ["d0c0", "d0c1"]
+    assert dispatch_count(one_dispatch) == 1
+    # The joint variant alone names no dispatch of its own.
+    assert dispatch_count([PLANS[-1]]) == 0 and PLANS[-1].label == "best"
 
 
 class TimesByLabel(LocalExecutor):
