@@ -11,7 +11,8 @@ The phases ask it when to stop starting new work; the shares are its policy, kep
                  into a kept spec; within the phase, `DispatchScheduler` gives each dispatch a
                  slot by its expected gain
     variants     what is left, less the tail (`tail_seconds`)
-    decide       what is left, less one compile and `tail_slack_s`
+    decide       what is left, less `tail_slack_s`; a comparison still undecided may time more
+                 rounds while they leave the tail (`extension_deadline`)
 
 A dispatch run (`tune-dispatch --time-budget`, or its slot in a model run) measures its
 candidates in parts and starts a part only when it and the run's closing stages can end in time
@@ -107,6 +108,12 @@ class TaskScheduler:
         no budget)."""
         left = self.seconds_left(now)
         return None if left is None else now + left - self.shares.tail_slack_s
+
+    def extension_deadline(self, now: float, load_s: float) -> float | None:
+        """Return until when a model comparison still undecided may time more rounds: what is
+        left at `now` less the tail (`tail_seconds`) (None: no budget, no more than usual)."""
+        left = self.seconds_left(now)
+        return None if left is None else now + left - self.tail_seconds(load_s)
 
     def starts_part(self, now: float, candidate_s: float, size: int, closing: int) -> bool:
         """Say whether a dispatch run may start measuring `size` more candidates at `now`: they

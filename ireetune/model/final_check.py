@@ -35,10 +35,13 @@ DROPPED_NOTE = "dropped specs that slowed the linked model: "
 class FinalTiming:
     """How the final check times: each comparison's first batch is twice `rounds` rounds, and the
     search for harmful specs tries no more removals once one more trial and the last
-    comparison would end past `ends_at` (on `time.monotonic()`; None: no limit)."""
+    comparison would end past `ends_at` (on `time.monotonic()`; None: no limit). An undecided
+    comparison may add batches beyond the usual few while they end by `extend_until`
+    (`time_pair_until_decided`; None: the usual few)."""
 
     rounds: int
     ends_at: float | None = None
+    extend_until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ def check_final_set(
                 [("default", first), ("tuned", second)], model.function, model.inputs_path,
                 final_dir, model.device, 2 * timing.rounds,
             ),
+            timing.extend_until,
         )  # fmt: skip
 
     names = list(accepted)

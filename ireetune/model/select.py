@@ -6,6 +6,7 @@ rounds in which two models were timed side by side, accepted only above the rule
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -95,17 +96,33 @@ def find_harmful(
 # project's loaded 2-core machine, 5 rounds of a real-weights ResNet-50 gave intervals 20-60%
 # wide (docs/benchmarks.md), wider than the gain of most single dispatches.
 MAX_EXTRA_BATCHES = 2
+# The batches it may add in all when the time budget has room for each (`until`): a run that
+# would end with time left spends it narrowing the interval that decides (SqueezeNet's final
+# check stopped undecided at 1.052x [0.997, 1.107] after two batches; docs/benchmarks.md).
+# Every further look at an undecided comparison is one more chance for noise to clear the
+# rule, so the batches stay few.
+MAX_EXTRA_BATCHES_IN_TIME = 6
 
 
-def time_pair_until_decided(executor: Executor, pair: ModelComparison) -> dict[str, ModelRun]:
+def time_pair_until_decided(
+    executor: Executor, pair: ModelComparison, until: float | None = None
+) -> dict[str, ModelRun]:
     """Time two models (`pair.models`, the second the one tried) side by side on `executor` for
     `pair.rounds` rounds, then, while the second looks faster but its interval does not yet
-    clear the model rule, for up to `MAX_EXTRA_BATCHES` more batches of rounds; return each
+    clear the model rule, for up to `MAX_EXTRA_BATCHES` more batches of rounds, and up to
+    `MAX_EXTRA_BATCHES_IN_TIME` while each further batch, as long as the batches so far took,
+    ends by `until` (on `time.monotonic()`; None: no more than `MAX_EXTRA_BATCHES`); return each
     model's run with every round it was timed in."""
     first, second = pair.models
     labels = (first[0], second[0])
+    started = time.monotonic()
     runs = executor.run_models_side_by_side(pair)
-    for _ in range(MAX_EXTRA_BATCHES):
+    for extra in range(MAX_EXTRA_BATCHES_IN_TIME):
+        if extra >= MAX_EXTRA_BATCHES:
+            now = time.monotonic()
+            batch_s = (now - started) / (1 + extra)
+            if until is None or now + batch_s > until:
+                break
         if not all(runs[label].ok for label in labels):
             break
         estimate = model_speedup(runs[labels[0]].times_ms, runs[labels[1]].times_ms)

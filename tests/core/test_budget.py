@@ -79,3 +79,12 @@ def test_the_dispatch_phase_leaves_the_selection_what_it_needs() -> None:
     assert scheduler.dispatch_phase_deadline(400.0) == 400.0 + SHARES.dispatch_phase * 300.0
     assert scheduler.dispatch_phase_deadline(400.0, reserve_s=200.0) == 500.0
     assert scheduler.dispatch_phase_deadline(400.0, reserve_s=400.0) == 400.0
+
+
+def test_more_rounds_stop_at_the_tail_and_the_harm_search_at_the_slack() -> None:
+    scheduler = TaskScheduler(budget_s=600.0, started=0.0)
+    tail_s = 4 * 2.0 + SHARES.tail_slack_s
+    assert scheduler.tail_seconds(load_s=2.0) == tail_s
+    assert scheduler.extension_deadline(500.0, load_s=2.0) == 600.0 - tail_s
+    assert scheduler.decide_deadline(500.0) == 600.0 - SHARES.tail_slack_s
+    assert TaskScheduler(budget_s=None, started=0.0).extension_deadline(500.0, 2.0) is None

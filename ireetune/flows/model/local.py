@@ -268,11 +268,14 @@ def decide(run: ModelTuningRun) -> Pause | None:
 def _final_check(run: ModelTuningRun) -> FinalCheck:
     """Check the accepted specs together on the whole model against the run's default."""
     assert run.default_vmfb is not None
-    # The harm search leaves the flags' combined check and the report their time.
-    ends_at = run.scheduler.decide_deadline(time.monotonic())
+    # The harm search leaves the flags' combined check and the report their time; a comparison
+    # still undecided may time more rounds while they leave the whole tail its time.
+    now = time.monotonic()
+    ends_at = run.scheduler.decide_deadline(now)
+    extend_until = run.scheduler.extension_deadline(now, run.costs.load_s)
     return check_final_set(
         run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
-        FinalTiming(run.options.rounds, ends_at), run.notes,
+        FinalTiming(run.options.rounds, ends_at, extend_until), run.notes,
     )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -175,9 +176,56 @@ def test_an_undecided_comparison_gets_more_rounds_until_it_is_decided(tmp_path: 
     model_tuner.time_pair_until_decided(executor, pair)
     assert executor.calls == [5]
     # Undecided for ever: the first batch and at most MAX_EXTRA_BATCHES more.
-    executor = ScriptedExecutor(batches(*[NOISY_WIN[1]] * 5))
+    executor = ScriptedExecutor(batches(*[NOISY_WIN[1]] * 10))
     model_tuner.time_pair_until_decided(executor, pair)
     assert executor.calls == [5] * (1 + model_tuner.MAX_EXTRA_BATCHES)
+
+
+def test_an_undecided_comparison_spends_the_time_it_is_given_on_a_few_more_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ireetune.model.select as model_tuner
+    from ireetune.executor import LocalExecutor
+    from ireetune.model.timing import ModelComparison, ModelRun
+
+    clock = [0.0]
+
+    class TenSecondBatches(LocalExecutor):
+        """Answers every comparison with the same batch, ten seconds of the clock."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
+            self.calls += 1
+            clock[0] += 10.0
+            models = comparison.models
+            return {
+                models[0][0]: ModelRun(models[0][0], (), (10.0,) * 5, ""),
+                models[1][0]: ModelRun(models[1][0], (), tuple(NOISY_WIN[1]), ""),
+            }
+
+    monkeypatch.setattr(model_tuner, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    # Undecided however many rounds are pooled: what is tested is how many batches time allows.
+    monkeypatch.setattr(model_tuner, "is_undecided", lambda estimate, rule: True)
+    pair = ModelComparison(
+        [("current", tmp_path / "a.vmfb"), ("trial", tmp_path / "b.vmfb")], "main", tmp_path,
+        tmp_path, "local-task", 5,
+    )  # fmt: skip
+
+    def batches_until(until: float | None) -> int:
+        clock[0] = 0.0
+        executor = TenSecondBatches()
+        model_tuner.time_pair_until_decided(executor, pair, until)
+        return executor.calls
+
+    # The usual batches take 30 s; two more end by 55 s, a third would end at 60 s.
+    assert batches_until(55.0) == 1 + model_tuner.MAX_EXTRA_BATCHES + 2
+    # The usual batches even when the time is already spent, and no more without a limit.
+    assert batches_until(5.0) == 1 + model_tuner.MAX_EXTRA_BATCHES
+    assert batches_until(None) == 1 + model_tuner.MAX_EXTRA_BATCHES
+    # Never more than MAX_EXTRA_BATCHES_IN_TIME, however long the time.
+    assert batches_until(1e9) == 1 + model_tuner.MAX_EXTRA_BATCHES_IN_TIME
 
 
 def test_harmful_specs_are_dropped_one_at_a_time() -> None:
