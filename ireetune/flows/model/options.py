@@ -69,7 +69,11 @@ class ModelTuneOptions:
     max_dispatches: int = option(
         8, flag="--max-dispatches", type=positive_int, help="most dispatches to tune"
     )
-    num_candidates: int = num_candidates_option(24, "candidates per dispatch tuned")
+    num_candidates: int = num_candidates_option(
+        24,
+        "candidates per dispatch tuned (with --time-budget, each dispatch draws three times as "
+        "many and measures them while its share of the budget lasts)",
+    )
     candidates_per_dispatch: int = option(
         3, flag="--candidates-per-dispatch", type=positive_int,
         help="best candidates per dispatch kept for model-level selection",
