@@ -136,20 +136,6 @@ def _left_out_note(run: ModelTuningRun, count: int, hot: int) -> str:
     )
 
 
-# With a time budget, a dispatch draws this many times `--num-candidates` and measures them, a
-# part at a time, while its slot lasts (flows/dispatch/budget.py). The count alone left time
-# unspent: the BERT-style encoder's three dispatches measured all 24 of their candidates in 59,
-# 26 and 54 s of slots of 102, 100 and 169 s, and the run ended 200 s before its budget
-# (docs/benchmarks.md, 2026-12-03).
-BUDGETED_DRAW = 3
-
-
-def candidates_to_draw(num_candidates: int, slot_s: float | None) -> int:
-    """Return how many candidates a dispatch tuned within `slot_s` seconds (None: no limit)
-    draws: `num_candidates`, or `BUDGETED_DRAW` times that when a slot bounds the search."""
-    return num_candidates if slot_s is None else BUDGETED_DRAW * num_candidates
-
-
 # The least a dispatch's slot lasts: a compile of its candidates and a first pass on the
 # 2-core machine (a 24-candidate matmul took 12 s).
 LEAST_SLOT_S = 10.0
@@ -185,8 +171,7 @@ def _tune_one_dispatch(
         result = _resume_killed_tuning(run, hot) or tune_dispatch(
             TuneOptions(
                 input_path=hot.benchmark_path, target=options.target,
-                num_candidates=candidates_to_draw(options.num_candidates, slot_s),
-                output_dir=run.run_dir / "tuning",
+                num_candidates=options.num_candidates, output_dir=run.run_dir / "tuning",
                 jobs=options.jobs, seed=options.seed, database_path=options.database_path,
                 use_database=options.use_database, retune=options.retune,
                 show_progress=options.show_progress, extra_flags=run.target.global_flags,

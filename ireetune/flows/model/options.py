@@ -63,17 +63,15 @@ class ModelTuneOptions:
         "", flag="--function", metavar="NAME",
         help="the public function to tune, in a module of several (default: the only one)",
     )  # fmt: skip
-    coverage: float = option(
-        0.9, flag="--coverage", type=fraction, help="share of model time to cover, in (0, 1]"
-    )
+    coverage: float | None = option(
+        None, flag="--coverage", type=fraction,
+        help="share of model time to cover, in (0, 1] (default: 0.9; with --time-budget, 1: the "
+        "budget decides which of the --max-dispatches are tuned)",
+    )  # fmt: skip
     max_dispatches: int = option(
         8, flag="--max-dispatches", type=positive_int, help="most dispatches to tune"
     )
-    num_candidates: int = num_candidates_option(
-        24,
-        "candidates per dispatch tuned (with --time-budget, each dispatch draws three times as "
-        "many and measures them while its share of the budget lasts)",
-    )
+    num_candidates: int = num_candidates_option(24, "candidates per dispatch tuned")
     candidates_per_dispatch: int = option(
         3, flag="--candidates-per-dispatch", type=positive_int,
         help="best candidates per dispatch kept for model-level selection",

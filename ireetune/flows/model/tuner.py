@@ -84,7 +84,7 @@ def _check_options(options: ModelTuneOptions) -> Target:
     check_flags_with_compiler(options.extra_flags, target, "--flags")
     for flag_set in options.flag_sets:
         check_flags_with_compiler(flag_set, target, "--try-flags")
-    if not 0 < options.coverage <= 1:
+    if options.coverage is not None and not 0 < options.coverage <= 1:
         raise IreetuneError("--coverage must be in (0, 1]")
     if not (math.isfinite(options.flag_threshold) and options.flag_threshold >= 0):
         raise IreetuneError("--flag-threshold must be a finite number of at least 0")

@@ -304,30 +304,6 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
     )
 
 
-def test_a_dispatch_given_a_slot_draws_more_candidates_and_its_slot_ends_its_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ireetune.core.errors import IreetuneError
-    from ireetune.flows.dispatch.options import TuneOptions
-    from ireetune.flows.model import local
-    from ireetune.model.hot import DispatchProfile
-
-    asked: list[tuple[int, float | None]] = []
-
-    def record(options: TuneOptions, executor: object) -> NoReturn:
-        asked.append((options.num_candidates, options.time_budget_s))
-        raise IreetuneError("recorded")
-
-    monkeypatch.setattr(local, "tune_dispatch", record)
-    run = _run(tmp_path)
-    run.options = replace(run.options, num_candidates=5)
-    hot = DispatchProfile("d0", tmp_path / "d0.mlir", "matmul", True, 1.0, 1)
-    local._tune_one_dispatch(run, hot, None)
-    local._tune_one_dispatch(run, hot, 42.0)
-    assert asked == [(5, None), (local.BUDGETED_DRAW * 5, 42.0)]
-    assert local.BUDGETED_DRAW > 1
-
-
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -448,3 +424,15 @@ def test_a_dispatch_is_tuned_on_the_model_s_dumped_benchmark_batched_and_checked
     }
     assert "real_input_timings" not in info
     assert run.candidates[dumped.name]
+
+
+def test_with_a_time_budget_the_hot_set_covers_the_whole_model_unless_told_otherwise(
+    tmp_path: Path,
+) -> None:
+    from ireetune.flows.model.phases import hot_coverage
+
+    options = _run(tmp_path).options
+    assert hot_coverage(options) == 0.9
+    assert hot_coverage(replace(options, time_budget_s=600.0)) == 1.0
+    assert hot_coverage(replace(options, time_budget_s=600.0, coverage=0.5)) == 0.5
+    assert hot_coverage(replace(options, coverage=0.5)) == 0.5
