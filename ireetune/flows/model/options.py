@@ -37,6 +37,10 @@ from ireetune.core.options import option
 from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.executor import ExecutorKind, RaySettings
 
+# The share of the model's time the hot set covers when `--coverage` is not given and no time
+# budget decides (`flows/model/phases.hot_coverage`).
+DEFAULT_COVERAGE = 0.9
+
 
 @dataclass(frozen=True)
 class ModelTuneOptions:
@@ -65,8 +69,8 @@ class ModelTuneOptions:
     )  # fmt: skip
     coverage: float | None = option(
         None, flag="--coverage", type=fraction,
-        help="share of model time to cover, in (0, 1] (default: 0.9; with --time-budget, 1: the "
-        "budget decides which of the --max-dispatches are tuned)",
+        help=f"share of model time to cover, in (0, 1] (default: {DEFAULT_COVERAGE}; with "
+        "--time-budget, 1: the budget decides which of the --max-dispatches are tuned)",
     )  # fmt: skip
     max_dispatches: int = option(
         8, flag="--max-dispatches", type=positive_int, help="most dispatches to tune"

@@ -30,7 +30,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, hash_file
-from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.options import DEFAULT_COVERAGE, ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun, Pause
 from ireetune.flows.model.split_device import record_time, relative_to_run, send_to_device
 from ireetune.flows.model.state import ModelFile, SplitDispatchFile
@@ -139,11 +139,6 @@ def _time_here(run: ModelTuningRun, compile_started: float) -> None:
 
 # The dispatches' profiles with their times, and the model's time; or the pause for the device.
 Measured = tuple[list[DispatchProfile], float] | Pause
-
-
-# The share of the model's time the hot set covers when `--coverage` is not given and no time
-# budget decides.
-DEFAULT_COVERAGE = 0.9
 
 
 def hot_coverage(options: ModelTuneOptions) -> float:

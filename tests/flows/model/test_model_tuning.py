@@ -176,7 +176,7 @@ def test_an_undecided_comparison_gets_more_rounds_until_it_is_decided(tmp_path: 
     model_tuner.time_pair_until_decided(executor, pair)
     assert executor.calls == [5]
     # Undecided for ever: the first batch and at most MAX_EXTRA_BATCHES more.
-    executor = ScriptedExecutor(batches(*[NOISY_WIN[1]] * 10))
+    executor = ScriptedExecutor(batches(*[NOISY_WIN[1]] * 5))
     model_tuner.time_pair_until_decided(executor, pair)
     assert executor.calls == [5] * (1 + model_tuner.MAX_EXTRA_BATCHES)
 
