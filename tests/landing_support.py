@@ -33,7 +33,7 @@ def find_family_requests(
             root_op = find_root_op(module)
             try:
                 problem = parse_problem(root_op)
-            except IreetuneError:  # A dispatch no family tunes (an unpack, say).
+            except IreetuneError:  # A dispatch no family tunes (a copy on buffers, say).
                 continue
             if problem.family != family:
                 continue

@@ -90,11 +90,11 @@ def has_encoded_mmt4d(model_source: str, flags: Sequence[str]) -> bool:
     return "linalg.mmt4d" not in model_source and not specs_reach_data_tiled_matmuls(flags)
 
 
-# Why a pack of a model compiled under --iree-opt-data-tiling alone is not tuned: IREE 3.13
-# applies tuning specs while the pack is still an encoding op; under --iree-global-opt-data-tiling
+# Why a pack or an unpack of a model compiled under --iree-opt-data-tiling alone is not tuned: IREE
+# 3.13 applies tuning specs while it is still an encoding op; under --iree-global-opt-data-tiling
 # a spec reaches it. Pinned by tests/targets/llvm_cpu/test_cpu_spec_reach.py.
 LATE_PACK_NOTE = (
-    "(a data-tiling pack) is not tunable in a model under --iree-opt-data-tiling alone: IREE "
+    "(a data-tiling pack or unpack) is not tunable in a model under --iree-opt-data-tiling alone: IREE "
     "3.13 applies tuning specs while it is an encoding op (under --iree-global-opt-data-tiling "
     "a spec reaches it)"
 )
@@ -154,7 +154,7 @@ def describe_problem(
 ) -> tuple[str, bool]:
     """Name a dispatch's problem and say whether the target has a space for it; with
     `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model (ENCODED_MMT4D_NOTE); under
-    the target's --iree-opt-data-tiling, nor is a pack (LATE_PACK_NOTE)."""
+    the target's --iree-opt-data-tiling, nor is a pack or an unpack (LATE_PACK_NOTE)."""
     context = ir.Context()
     try:
         module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
@@ -166,7 +166,7 @@ def describe_problem(
         return f"not tunable: {problem.signature} {ENCODED_MMT4D_NOTE}", False
     late = set(LATE_DATA_TILING_FLAGS) & set(target.global_flags)
     if (
-        problem.family == "pack"
+        problem.family in ("pack", "unpack")
         and late
         and not specs_reach_data_tiled_matmuls(target.global_flags)
     ):

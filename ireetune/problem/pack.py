@@ -14,6 +14,21 @@ and two levels over them. For a 64x96 f32 left-hand side on haswell:
 No match op describes a pack by its sizes: the matcher is a DAG matcher holding a copy of the op,
 as for the generics (`generic.py`), and the record is the element-wise one, its body the op's
 name.
+
+The unpack family: `linalg.unpack`, the layout change back from the mmt4d tile layout (a
+data-tiled matmul's result), in a dispatch of its own. A spec reaches it in a model under the
+same flag as a pack, but a DAG matcher holding a copy of it does not (pinned in
+`test_cpu_spec_reach.py`): its matcher names the op and checks its source's and destination's
+types (`transform.match.operation_name` and `transform.iree.match.cast_compatible_type` on its
+two operands). Its loops are the destination's dimensions; for the 64x128 f32 result of that
+left-hand side's matmul IREE 3.13 configures on haswell
+
+    %unpack = linalg.unpack %src outer_dims_perm = [0, 1] inner_dims_pos = [0, 1]
+        inner_tiles = [8, 8] into %dest : tensor<8x16x8x8xf32> -> tensor<64x128xf32>
+    distribution = [8, 64], vector_common_parallel = [8, 8]
+
+Two unpacks of the same types with other tile positions would share a matcher; their loops are
+the destination's either way, so a configuration fits both.
 """
 
 from __future__ import annotations
@@ -21,18 +36,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iree.compiler import ir
+from iree.compiler.dialects import transform
 
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.family import (
+    MatchOpSpec,
     MatchPattern,
     Problem,
     element_type_name,
+    narrow,
     static_shape,
 )
 from ireetune.problem.generic import GenericOpFamily, dag_source
 
 PACK_OP = "linalg.pack"
+UNPACK_OP = "linalg.unpack"
+OPERATION_NAME_MATCH = "transform.match.operation_name"
+TYPE_MATCH = "transform.iree.match.cast_compatible_type"
+UNPACK_MATCH = MatchOpSpec(TYPE_MATCH, (), ("loops",))
 
 
 @dataclass(frozen=True)
@@ -96,3 +118,127 @@ class PackFamily(GenericOpFamily):
     def describe(self, pattern: MatchPattern) -> str:
         source, dest = pattern.types
         return f"pack {source} -> {dest}, loops={list(pattern.sizes[0] or ())}"
+
+
+@dataclass(frozen=True)
+class UnpackProblem(ElementwiseProblem):
+    """An unpack's loops (the destination's dimensions), its source and its destination."""
+
+    KIND = "unpack"
+
+    @property
+    def family(self) -> str:
+        return "unpack"
+
+    @property
+    def signature(self) -> str:
+        """Name it by its source and destination shapes and element type."""
+        (source,) = self.input_shapes
+        source_text = "x".join(str(s) for s in source)
+        dest_text = "x".join(str(s) for s in self.output_shape)
+        return f"unpack_{source_text}_to_{dest_text}_{self.output_type}"
+
+
+def parse_unpack(root_op: ir.Operation) -> UnpackProblem:
+    """Parse a `linalg.unpack` of static shapes."""
+    operands = list(root_op.operands)
+    if len(operands) != 2:
+        raise IreetuneError(f"an unpack with {len(operands)} operands is not supported yet")
+    source_shape = static_shape(operands[0].type, "the unpack's source")
+    dest_shape = static_shape(operands[1].type, "the unpack's destination")
+    return UnpackProblem(
+        kind=UnpackProblem.KIND,
+        op_name=root_op.name,
+        loop_sizes=dest_shape,
+        input_types=(element_type_name(operands[0].type),),
+        input_shapes=(source_shape,),
+        output_type=element_type_name(operands[1].type),
+        output_shape=dest_shape,
+        indexing_maps=(),
+        body=(UNPACK_OP,),
+        source=dag_source(root_op),
+    )
+
+
+def _operand_position(value: ir.Value) -> int | None:
+    """Return the one position a `transform.get_operand` takes (None for anything else)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):  # An argument of the sequence.
+        return None
+    if owner.name != "transform.get_operand" or "is_inverted" in owner.attributes:
+        return None
+    positions = list(ir.DenseI64ArrayAttr(owner.attributes["raw_position_list"]))
+    return positions[0] if len(positions) == 1 else None
+
+
+class UnpackFamily(GenericOpFamily):
+    """`linalg.unpack` ops, matched by their name and their two operands' types."""
+
+    name = "unpack"
+    record = UnpackProblem
+    root_name = UNPACK_OP
+    match_op = UNPACK_MATCH
+
+    def recognises(self, root_op: ir.Operation) -> bool:
+        return root_op.name == UNPACK_OP and len(root_op.results) == 1
+
+    def parse(self, root_op: ir.Operation) -> Problem:
+        return parse_unpack(root_op)
+
+    def expected_pattern(self, problem: Problem) -> MatchPattern:
+        unpack = narrow(problem, UnpackProblem)
+        return MatchPattern(
+            TYPE_MATCH, unpack.operand_tensor_types, (), (unpack.loop_sizes,), (UNPACK_OP,)
+        )
+
+    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
+        """Emit the op's name check and one type check per operand (source, destination)."""
+        transform.MatchOperationNameOp(op_handle, [UNPACK_OP])
+        value_type = ir.Type.parse("!transform.any_value")
+        for position, type_text in enumerate(narrow(problem, UnpackProblem).operand_tensor_types):
+            operand = transform.GetOperandOp(value_type, op_handle, [position]).result
+            ir.Operation.create(
+                TYPE_MATCH,
+                operands=[operand],
+                attributes={"target_type": ir.TypeAttr.get(ir.Type.parse(type_text))},
+            )
+
+    def claims(self, pattern: MatchPattern) -> bool:
+        return pattern.body == (UNPACK_OP,)
+
+    def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
+        """Read a matcher that names `linalg.unpack` alone and checks both operands' static
+        types; None for any other use of a type check (a contraction's operand, say)."""
+        names = [
+            [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])]
+            for op in body
+            if op.name == OPERATION_NAME_MATCH
+        ]
+        if names != [[UNPACK_OP]]:
+            return None
+        types: dict[int, ir.Type] = {}
+        for op in body:
+            if op.name == TYPE_MATCH:
+                position = _operand_position(op.operands[0])
+                if position is None or position in types:
+                    return None
+                types[position] = ir.TypeAttr(op.attributes["target_type"]).value
+        if sorted(types) != [0, 1]:
+            return None
+        try:
+            shaped = [ir.RankedTensorType(types[position]) for position in (0, 1)]
+        except ValueError:
+            return None
+        if not all(t.has_static_shape for t in shaped):
+            return None
+        return MatchPattern(
+            TYPE_MATCH,
+            tuple(str(types[position]) for position in (0, 1)),
+            (),
+            (tuple(shaped[1].shape),),
+            (UNPACK_OP,),
+        )
+
+    def describe(self, pattern: MatchPattern) -> str:
+        source, dest = pattern.types
+        return f"unpack {source} -> {dest}"

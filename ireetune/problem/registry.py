@@ -21,7 +21,7 @@ from ireetune.problem.convolution import CONVOLUTION_FAMILY, ConvolutionProblem
 from ireetune.problem.elementwise import ElementwiseFamily, ElementwiseProblem
 from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.op_kind import name_root_op
-from ireetune.problem.pack import PackFamily, PackProblem
+from ireetune.problem.pack import PackFamily, PackProblem, UnpackFamily, UnpackProblem
 from ireetune.problem.reduction import ReductionFamily, ReductionProblem
 
 # In parsing order: the first family that recognises a root op parses it.
@@ -34,6 +34,7 @@ FAMILIES: tuple[OpFamily, ...] = (
     ElementwiseFamily(),
     # After the element-wise family, so that a pattern's claim is asked of it first.
     PackFamily(),
+    UnpackFamily(),
 )
 _BY_NAME = {family.name: family for family in FAMILIES}
 # Records whose database key is exactly their fields (written before keys named a kind).
@@ -41,7 +42,13 @@ _RECORDS_WITHOUT_KIND: tuple[type, ...] = (ContractionProblem, ConvolutionProble
 # Records whose key has a `kind` field, by that kind.
 _RECORDS_BY_KIND: dict[str, type] = {
     record.KIND: record
-    for record in (AttentionProblem, ReductionProblem, ElementwiseProblem, PackProblem)
+    for record in (
+        AttentionProblem,
+        ReductionProblem,
+        ElementwiseProblem,
+        PackProblem,
+        UnpackProblem,
+    )
 }
 
 
@@ -97,15 +104,6 @@ def parse_problem(root_op: ir.Operation) -> Problem:
 
 
 def _parse_problem(root_op: ir.Operation) -> Problem:
-    if root_op.name == "linalg.unpack":
-        # Both halves are pinned by tests/targets/llvm_cpu/test_cpu_spec_reach.py.
-        raise IreetuneError(
-            f"{name_root_op(root_op)} is not tuned: no space covers it yet. Under "
-            "--iree-opt-data-tiling alone no spec reaches it in a model (IREE 3.13 applies tuning "
-            "specs while it is an encoding op, iree_encoding.set_encoding or unset_encoding); "
-            "under --iree-global-opt-data-tiling a spec matching it by op name does, but not a "
-            "DAG matcher holding a copy of it (what ireetune builds)"
-        )
     for family in FAMILIES:
         if family.recognises(root_op):
             return family.parse(root_op)

@@ -104,6 +104,7 @@ class GpuTarget(Target):
                 "and no GPU space is written for them (only the CPU has one)"
             ),
             "pack": "data-tiling packs are tuned on the CPU only",
+            "unpack": "data-tiling unpacks are tuned on the CPU only",
         }
 
 

@@ -18,7 +18,9 @@ nearness to the default.
 Packs (`linalg.pack`, the DataTiling pipeline) take the same space: IREE 3.13 tiles a pack's loops
 (the destination's outer dimensions) at the same two levels, one entry per loop:
 `distribution = [1, 48], vector_common_parallel = [1, 1]` for a 64x96 f32 left-hand side packed
-into 8x96 tiles of 8x1 on haswell.
+into 8x96 tiles of 8x1 on haswell. Unpacks (`linalg.unpack`) do too, over the destination's
+dimensions: `distribution = [8, 64], vector_common_parallel = [8, 8]` for a 64x128 f32 result
+unpacked from 8x8 tiles.
 
 1-D sliding-window sums with no channel reduction (a local response normalisation's sum of
 squares over neighbouring channels, a 1-D sum pool, a 1-D depthwise convolution) reach the
@@ -47,7 +49,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.family import element_bytes
-from ireetune.problem.pack import PackProblem
+from ireetune.problem.pack import PackProblem, UnpackProblem
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
     SizedCpuSpace,
@@ -332,6 +334,21 @@ class CpuPackSpace(SizedCpuSpace[PackProblem, CpuElementwiseSizes]):
     levels = ELEMENTWISE_LEVELS
     family = SizedFamily(
         PackProblem,
+        PACK_PIPELINE,
+        compute_elementwise_sizes,
+        enumerate_elementwise_space,
+        parse_default_elementwise_knobs,
+        score_elementwise_candidate,
+        elementwise_tile_lists,
+    )
+
+
+class CpuUnpackSpace(SizedCpuSpace[UnpackProblem, CpuElementwiseSizes]):
+    """DataTiling tiles of an unpack's loops (its destination's dimensions)."""
+
+    levels = ELEMENTWISE_LEVELS
+    family = SizedFamily(
+        UnpackProblem,
         PACK_PIPELINE,
         compute_elementwise_sizes,
         enumerate_elementwise_space,

@@ -24,6 +24,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
 from ireetune.targets.llvm_cpu.elementwise_space import (
     CpuElementwiseSpace,
     CpuPackSpace,
+    CpuUnpackSpace,
     CpuWindowSumSpace,
     is_window_sum_problem,
 )
@@ -123,6 +124,7 @@ class LlvmCpuTarget(Target):
             "reduction": lambda _: self._stored(CpuReductionSpace(self.threads)),
             "elementwise": lambda _: self._stored(CpuElementwiseSpace(self.threads)),
             "pack": lambda _: self._stored(CpuPackSpace(self.threads)),
+            "unpack": lambda _: self._stored(CpuUnpackSpace(self.threads)),
         }
 
     def _contraction_space(self, problem: Problem) -> CpuSpace:

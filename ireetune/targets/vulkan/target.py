@@ -76,4 +76,5 @@ class VulkanTarget(Target):
                 "and the SPIR-V spaces are written for contractions and convolutions only"
             ),
             "pack": "data-tiling packs are tuned on the CPU only",
+            "unpack": "data-tiling unpacks are tuned on the CPU only",
         }

@@ -1,6 +1,6 @@
-"""The CPU space for data-tiling packs: the default's neighbours first, a real `tune-dispatch`
-that compiles distinct candidates, a spec that lands its configuration in a whole model under
---iree-global-opt-data-tiling, and the model profile that says why not under
+"""The CPU spaces for data-tiling packs and unpacks: the default's neighbours first, a real
+`tune-dispatch` that compiles distinct candidates, a spec that lands its configuration in a whole
+model under --iree-global-opt-data-tiling, and the model profile that says why not under
 --iree-opt-data-tiling."""
 
 from __future__ import annotations
@@ -10,11 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from iree.compiler import ir
+
 from ireetune.core.target import space_for
 from ireetune.model.profile import LATE_PACK_NOTE, describe_problem
-from ireetune.problem.pack import PackProblem
+from ireetune.problem.pack import PackProblem, UnpackProblem
+from ireetune.spec.builder import build_configuration_spec
+from ireetune.spec.inspect import list_matchers
+from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
-from ireetune.targets.llvm_cpu.elementwise_space import CpuPackSpace, elementwise_tile_lists
+from ireetune.targets.llvm_cpu.elementwise_space import (
+    CpuPackSpace,
+    CpuUnpackSpace,
+    elementwise_tile_lists,
+)
 from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET, dump_benchmarks
 from tests.landing_support import compile_model_with_candidate, find_family_requests
 from tests.targets.llvm_cpu.test_cpu_spec_reach import MATMUL_MODEL
@@ -23,28 +33,37 @@ EARLY = ("--iree-global-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d"
 LATE = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 
 
-def test_both_packs_of_a_matmul_land_a_neighbour_of_the_default_in_the_whole_model(
-    tmp_path: Path,
+# The left-hand and the right-hand side's packs, and the result's unpack (their inner tiles follow
+# the CPU), by the names their signatures start with.
+LAYOUT_CHANGES = {
+    "pack": (PackProblem, CpuPackSpace, ["pack_64x96", "pack_96x128"]),
+    "unpack": (UnpackProblem, CpuUnpackSpace, ["unpack"]),
+}
+
+
+@pytest.mark.parametrize("family", list(LAYOUT_CHANGES))
+def test_the_layout_changes_of_a_matmul_land_a_neighbour_of_the_default_in_the_whole_model(
+    family: str, tmp_path: Path
 ) -> None:
-    requests = find_family_requests(MATMUL_MODEL, tmp_path / "dump", "pack", TEST_CPU, EARLY)
-    # The left-hand and the right-hand side's packs (their inner tiles follow the CPU).
+    record, space_class, names = LAYOUT_CHANGES[family]
+    requests = find_family_requests(MATMUL_MODEL, tmp_path / "dump", family, TEST_CPU, EARLY)
     signatures = sorted(request.problem.signature.split("_to_")[0] for request in requests)
-    assert signatures == ["pack_64x96", "pack_96x128"]
+    assert [s[: len(n)] for s, n in zip(signatures, names, strict=True)] == names, signatures
     for index, request in enumerate(requests):
         problem = request.problem
-        assert isinstance(problem, PackProblem) and request.default_knobs is not None
+        assert isinstance(problem, record) and request.default_knobs is not None
         space = space_for(parse_target(TEST_TARGET), problem)
-        assert isinstance(space, CpuPackSpace)
+        assert isinstance(space, space_class)
         knobs = next(space.generate(request))
         # The first candidate is a neighbour of the default: one knob moved.
         assert len(set(knobs) - set(request.default_knobs)) == 1, (knobs, request.default_knobs)
-        folder = tmp_path / f"pack_{index}"
+        folder = tmp_path / f"{family}_{index}"
         folder.mkdir()
         report = compile_model_with_candidate(
             tmp_path / "dump" / "model.mlir", problem, knobs, folder, EARLY
         )
         # The configuration dump of the whole data-tiled model shows the candidate's tiles on
-        # that pack (the other pack, the mmt4d and the unpack keep their defaults).
+        # that op (the other layout changes and the mmt4d keep their defaults).
         (landed,) = report.checks
         tiles = elementwise_tile_lists(problem, knobs)
         assert landed.landed, landed
@@ -54,18 +73,56 @@ def test_both_packs_of_a_matmul_land_a_neighbour_of_the_default_in_the_whole_mod
         )
 
 
-def test_tune_a_pack_dispatch_on_the_cpu(tmp_path: Path) -> None:
+def test_an_unpack_matcher_names_the_op_checks_both_types_and_reads_back(tmp_path: Path) -> None:
+    (request,) = find_family_requests(MATMUL_MODEL, tmp_path / "dump", "unpack", TEST_CPU, EARLY)
+    problem = request.problem
+    assert isinstance(problem, UnpackProblem)
+    context = ir.Context()
+    configuration = space_for(parse_target(TEST_TARGET), problem).configuration(
+        problem, request.default_knobs or (), context
+    )
+    text = build_configuration_spec(problem, configuration, (), context)
+    source, dest = problem.operand_tensor_types
+    assert '["linalg.unpack"]' in text and "cast_compatible_dag_from_root" not in text, text
+    for type_text in (source, dest):
+        assert ["transform.iree.match.cast_compatible_type ", "{}"][0] in text
+        assert f"= {type_text} : !transform.any_value" in text, text
+    (matcher,) = list_matchers(parse_spec(text, "spec.mlir", context))
+    assert (matcher.kind, matcher.conditions) == (
+        "unpack",
+        ("op name in [linalg.unpack]", f"unpack {source} -> {dest}"),
+    )
+    # The same type checks after another op's name (a hand-written spec's matmul) are no
+    # unpack pattern, and neither is an unpack matcher that checks its source only.
+    dest_check = next(line for line in text.splitlines() if f"= {dest} :" in line)
+    for other in (
+        text.replace('["linalg.unpack"]', '["linalg.matmul"]'),
+        text.replace(dest_check + "\n", ""),
+    ):
+        (read,) = list_matchers(parse_spec(other, "spec.mlir", context))
+        assert read.kind != "unpack", read
+
+
+@pytest.mark.parametrize(
+    ("dispatch", "problem_start"),
+    [("pack", "problem: pack_64x96_to_"), ("unpack", "problem: unpack_")],
+)
+def test_tune_a_layout_change_dispatch_on_the_cpu(
+    dispatch: str, problem_start: str, tmp_path: Path
+) -> None:
     benchmarks = dump_benchmarks(MATMUL_MODEL, tmp_path / "dump", TEST_CPU, EARLY)
+    # The first dispatch is the left-hand side's pack, the last the result's unpack.
+    benchmark = benchmarks[0] if dispatch == "pack" else benchmarks[-1]
     result = subprocess.run(
         [
-            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(benchmarks[0]),
+            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(benchmark),
             "--target", TEST_TARGET, "--num-candidates", "3", "--output-dir", str(tmp_path / "out"),
             "--no-db", *FAST_RUN_ARGS,
         ],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "problem: pack_64x96_to_" in result.stdout, result.stdout
+    assert problem_start in result.stdout, result.stdout
     (run_dir,) = (tmp_path / "out").iterdir()
     candidates = json.loads((run_dir / "results.json").read_text())["candidates"]
     statuses = [c["status"] for c in candidates[1:]]
@@ -90,6 +147,7 @@ def test_a_pack_is_not_tunable_in_a_model_under_the_late_data_tiling_path(
         # the late path alone, where no spec reaches a pack.
         for label, flags in (("late", (*LATE, OWN_PREPROCESSING)), ("early", EARLY))
     }
+    # The late path fuses the result's unpack into the mmt4d's dispatch: the packs are left.
     packs = [name for name, _ in reasons["early"] if name.startswith("pack_")]
     assert len(packs) == 2 and all(tunable for name, tunable in reasons["early"] if name in packs)
     assert [r for r in reasons["late"] if "pack" in r[0]] == [

@@ -1,7 +1,8 @@
 """Where IREE 3.13 lets a tuning spec reach the ops no CPU space covers yet, pinned on whole
 models through the configuration dump, so that each test fails the day IREE changes and the
-refusal reasons (problem/registry.py for unpacks, model/profile.py for packs under
---iree-opt-data-tiling, problem/elementwise.py for copies on buffers) must change with it."""
+refusal reasons (model/profile.py for packs under --iree-opt-data-tiling, problem/elementwise.py
+for copies on buffers) and the unpack's matcher (problem/pack.py: by name and types, since a DAG
+matcher does not reach it) must change with it."""
 
 # ruff: noqa: E501  (MLIR text is data, kept verbatim)
 
