@@ -57,10 +57,9 @@ def parse_elementwise(root_op: ir.Operation) -> ElementwiseProblem:
         # Pinned by tests/targets/llvm_cpu/test_cpu_spec_reach.py.
         raise IreetuneError(
             f"{name_root_op(root_op)} on buffers is not tuned yet: IREE 3.13 bufferises a "
-            "copy-only dispatch (a pad's copy into its padded buffer, say) before it applies "
-            "tuning specs, and a DAG matcher (cast_compatible_dag_from_root, what ireetune "
-            "builds) holding the op on its buffers does not match it; a transform.match.structured "
-            "matcher does"
+            "copy-only dispatch before it applies tuning specs, and only a copy into a padded "
+            "buffer has a space (the buffer_copy family, matched by a transform.match.structured "
+            "matcher)"
         )
     if root_op.name != "linalg.generic" or len(root_op.results) != 1:
         raise IreetuneError(f"root op '{root_op.name}' is not a one-result generic")

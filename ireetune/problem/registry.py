@@ -16,6 +16,7 @@ from iree.compiler import ir
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.attention import AttentionFamily, AttentionProblem
 from ireetune.problem.batch_contraction import BATCH_CONTRACTION_FAMILY
+from ireetune.problem.buffer_copy import BufferCopyFamily, BufferCopyProblem
 from ireetune.problem.contraction import CONTRACTION_FAMILY, ContractionProblem
 from ireetune.problem.convolution import CONVOLUTION_FAMILY, ConvolutionProblem
 from ireetune.problem.elementwise import ElementwiseFamily, ElementwiseProblem
@@ -31,6 +32,8 @@ FAMILIES: tuple[OpFamily, ...] = (
     CONVOLUTION_FAMILY,
     AttentionFamily(),
     ReductionFamily(),
+    # Before the element-wise family, which refuses other generics on buffers.
+    BufferCopyFamily(),
     ElementwiseFamily(),
     # After the element-wise family, so that a pattern's claim is asked of it first.
     PackFamily(),
@@ -48,6 +51,7 @@ _RECORDS_BY_KIND: dict[str, type] = {
         ElementwiseProblem,
         PackProblem,
         UnpackProblem,
+        BufferCopyProblem,
     )
 }
 

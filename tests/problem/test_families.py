@@ -176,8 +176,8 @@ def test_every_target_tunes_or_explains_every_family() -> None:
         for t in ("cpu", "cuda:sm_80", "rocm:gfx942", "vulkan:lavapipe")
     ] == [[], [], [], []]
     assert sorted(f.name for f in FAMILIES) == [
-        "attention", "batch_contraction", "contraction", "convolution", "elementwise",
-        "pack", "reduction", "unpack",
+        "attention", "batch_contraction", "buffer_copy", "contraction", "convolution",
+        "elementwise", "pack", "reduction", "unpack",
     ]  # fmt: skip
 
 

@@ -105,6 +105,7 @@ class GpuTarget(Target):
             ),
             "pack": "data-tiling packs are tuned on the CPU only",
             "unpack": "data-tiling unpacks are tuned on the CPU only",
+            "buffer_copy": "copies on buffers (a pad's copy into its padded buffer) are tuned on the CPU only",
         }
 
 

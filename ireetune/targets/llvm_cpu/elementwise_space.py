@@ -20,7 +20,9 @@ Packs (`linalg.pack`, the DataTiling pipeline) take the same space: IREE 3.13 ti
 `distribution = [1, 48], vector_common_parallel = [1, 1]` for a 64x96 f32 left-hand side packed
 into 8x96 tiles of 8x1 on haswell. Unpacks (`linalg.unpack`) do too, over the destination's
 dimensions: `distribution = [8, 64], vector_common_parallel = [8, 8]` for a 64x128 f32 result
-unpacked from 8x8 tiles.
+unpacked from 8x8 tiles. Copies on buffers (a pad's copy of its input into the padded buffer,
+BufferOpsTileAndVectorize) do too: `distribution = [3, 32, 32], vector_common_parallel = [1, 1,
+8]` for a 3x32x32 f32 copy on haswell, one workgroup for the whole copy.
 
 1-D sliding-window sums with no channel reduction (a local response normalisation's sum of
 squares over neighbouring channels, a 1-D sum pool, a 1-D depthwise convolution) reach the
@@ -46,6 +48,7 @@ import z3
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
+from ireetune.problem.buffer_copy import BufferCopyProblem
 from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.family import element_bytes
@@ -68,6 +71,7 @@ from ireetune.targets.z3_enumerate import (
 
 ELEMENTWISE_PIPELINE = "DoubleTilingExpert"
 PACK_PIPELINE = "DataTiling"
+BUFFER_COPY_PIPELINE = "BufferOpsTileAndVectorize"
 ELEMENTWISE_LEVELS = ("distribution", "vector_common_parallel")
 _INNER_VECTOR_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 _OUTER_VECTOR_CHOICES = (1, 2, 4, 8, 16)
@@ -350,6 +354,22 @@ class CpuUnpackSpace(SizedCpuSpace[UnpackProblem, CpuElementwiseSizes]):
     family = SizedFamily(
         UnpackProblem,
         PACK_PIPELINE,
+        compute_elementwise_sizes,
+        enumerate_elementwise_space,
+        parse_default_elementwise_knobs,
+        score_elementwise_candidate,
+        elementwise_tile_lists,
+    )
+
+
+class CpuBufferCopySpace(SizedCpuSpace[BufferCopyProblem, CpuElementwiseSizes]):
+    """BufferOpsTileAndVectorize tiles of a copy on buffers (a pad's copy into its padded
+    buffer)."""
+
+    levels = ELEMENTWISE_LEVELS
+    family = SizedFamily(
+        BufferCopyProblem,
+        BUFFER_COPY_PIPELINE,
         compute_elementwise_sizes,
         enumerate_elementwise_space,
         parse_default_elementwise_knobs,

@@ -22,6 +22,7 @@ from ireetune.targets.llvm_cpu.conv_space import (
     is_window_problem,
 )
 from ireetune.targets.llvm_cpu.elementwise_space import (
+    CpuBufferCopySpace,
     CpuElementwiseSpace,
     CpuPackSpace,
     CpuUnpackSpace,
@@ -125,6 +126,7 @@ class LlvmCpuTarget(Target):
             "elementwise": lambda _: self._stored(CpuElementwiseSpace(self.threads)),
             "pack": lambda _: self._stored(CpuPackSpace(self.threads)),
             "unpack": lambda _: self._stored(CpuUnpackSpace(self.threads)),
+            "buffer_copy": lambda _: self._stored(CpuBufferCopySpace(self.threads)),
         }
 
     def _contraction_space(self, problem: Problem) -> CpuSpace:

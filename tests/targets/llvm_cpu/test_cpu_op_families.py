@@ -262,17 +262,8 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
             # and mmt4d are tunable (the late path alone: test_cpu_pack_space, test_mmt4d).
             [],
         ),
-        (
-            PAD_MODEL,
-            (),
-            [
-                "not tunable: 'linalg.generic' (a copy, transpose or broadcast of 3 parallel "
-                "loops) on buffers is not tuned yet: IREE 3.13 bufferises a copy-only dispatch (a "
-                "pad's copy into its padded buffer, say) before it applies tuning specs, and a "
-                "DAG matcher (cast_compatible_dag_from_root, what ireetune builds) holding the op "
-                "on its buffers does not match it; a transform.match.structured matcher does",
-            ],
-        ),
+        # A pad's copy into its padded buffer has a space (CpuBufferCopySpace).
+        (PAD_MODEL, (), []),
         (
             TRANSPOSE_AND_ARGMAX_MODEL,
             (),
@@ -280,7 +271,7 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
                 "not tunable: root op 'linalg.generic' (a 2-result reduction (an arg-max or a "
                 "fused pair, say) of 1 parallel loop and 1 reduction loop) is not supported yet "
                 "(tunable op families: batch_contraction, contraction, convolution, attention, "
-                "reduction, elementwise, pack, unpack)",
+                "reduction, buffer_copy, elementwise, pack, unpack)",
             ],
         ),
     ],

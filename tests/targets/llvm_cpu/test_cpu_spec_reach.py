@@ -1,8 +1,8 @@
 """Where IREE 3.13 lets a tuning spec reach the ops no CPU space covers yet, pinned on whole
 models through the configuration dump, so that each test fails the day IREE changes and the
-refusal reasons (model/profile.py for packs under --iree-opt-data-tiling, problem/elementwise.py
-for copies on buffers) and the unpack's matcher (problem/pack.py: by name and types, since a DAG
-matcher does not reach it) must change with it."""
+refusal reasons (model/profile.py for packs under --iree-opt-data-tiling) and the matchers built
+for the ops a DAG matcher does not reach (problem/pack.py: an unpack by its name and types;
+problem/buffer_copy.py: a copy on buffers by a structured matcher) must change with it."""
 
 # ruff: noqa: E501  (MLIR text is data, kept verbatim)
 
@@ -187,16 +187,28 @@ def test_a_copy_on_buffers_is_reached_by_a_structured_matcher_not_a_dag_matcher(
     tmp_path: Path,
 ) -> None:
     config = "distribution = [1, 16, 32], vector_common_parallel = [1, 1, 16]"
+    # The structured matcher with a type check of the copy's window: cast_compatible_type takes
+    # tensors, so no matcher of ireetune's checks a memref's type (problem/buffer_copy.py).
+    typed = STRUCTURED_COPY_MATCHER.replace(
+        "      transform.match.structured.yield",
+        "      %init = transform.match.structured.init %s[0] : (!transform.any_op) -> !transform.any_value\n"
+        f"      transform.iree.match.cast_compatible_type %init = {COPY_BUFFER} : !transform.any_value\n"
+        "      transform.match.structured.yield",
+    )
+    assert typed != STRUCTURED_COPY_MATCHER
+    matchers = {"dag": DAG_COPY_MATCHER, "structured": STRUCTURED_COPY_MATCHER, "typed": typed}
     configured = {
         label: _configured_ops(
             PAD_MODEL, _spec(matcher, "BufferOpsTileAndVectorize", config), (), tmp_path / label
         )
-        for label, matcher in (("dag", DAG_COPY_MATCHER), ("structured", STRUCTURED_COPY_MATCHER))
+        for label, matcher in matchers.items()
     }
     # The copy's own default is another config; only the structured matcher replaces it.
     three_loops = re.compile(r"distribution = \[\d+, \d+, \d+\],")
-    (dag_copy,) = [c for c in configured["dag"]["linalg.generic"] if three_loops.match(c)]
-    (structured_copy,) = [
-        c for c in configured["structured"]["linalg.generic"] if three_loops.match(c)
-    ]
-    assert dag_copy != config and structured_copy == config, configured
+    copies = {
+        label: [c for c in found["linalg.generic"] if three_loops.match(c)]
+        for label, found in configured.items()
+    }
+    assert all(len(found) == 1 for found in copies.values()), configured
+    assert copies["structured"] == [config], configured
+    assert config not in copies["dag"] + copies["typed"], configured
