@@ -81,27 +81,32 @@ class BufferCopyProblem(ElementwiseProblem):
         return 8 * element_bytes(self.output_type)
 
 
-def _is_identity_layout(memref: ir.MemRefType) -> bool:
-    """Say whether a memref is a whole row-major buffer (no strided or other layout)."""
+def _is_whole_buffer(memref: ir.MemRefType) -> bool:
+    """Say whether a memref is a whole row-major buffer: no layout, or the row-major strides at
+    any offset (a dispatch binding's, often dynamic)."""
     try:
-        layout = ir.AffineMapAttr(memref.layout).value
+        layout = ir.StridedLayoutAttr(memref.layout)
     except ValueError:
-        return False
-    return layout == ir.AffineMap.get_identity(memref.rank, memref.context)
+        identity = ir.AffineMap.get_identity(memref.rank, memref.context)
+        return ir.AffineMapAttr(memref.layout).value == identity
+    shape = list(memref.shape)
+    return list(layout.strides) == [math.prod(shape[i + 1 :]) for i in range(len(shape))]
 
 
 def window_padding(source: ir.Type, window: ir.Type) -> Padding | None:
-    """Read the padded buffer a window of `window`'s strided layout lies in (None when the source
-    is not a whole buffer, or the window no window of a padded row-major buffer)."""
+    """Read the padded buffer a window of `window`'s strided layout lies in: the strides give
+    the padded sizes (all but the outermost), the offset the low padding; a dynamic offset (a
+    dispatch binding's) is read as even padding. None when the source is no whole buffer, or the
+    window no window of a padded row-major buffer."""
     source_type, window_type = ir.MemRefType(source), ir.MemRefType(window)
-    if not _is_identity_layout(source_type):
+    if not _is_whole_buffer(source_type):
         return None
     try:
         layout = ir.StridedLayoutAttr(window_type.layout)
     except ValueError:
         return None
     sizes, strides, offset = list(window_type.shape), list(layout.strides), layout.offset
-    if not sizes or strides[-1] != 1 or offset < 0:
+    if not sizes or strides[-1] != 1 or any(stride <= 0 for stride in strides):
         return None
     # Each stride is the padded size of the dimension inside it times that one's stride.
     padded = [0] * len(sizes)
@@ -109,12 +114,18 @@ def window_padding(source: ir.Type, window: ir.Type) -> Padding | None:
         if strides[i - 1] % strides[i]:
             return None
         padded[i] = strides[i - 1] // strides[i]
-    low = [(offset // strides[i]) % padded[i] for i in range(1, len(sizes))]
-    low.insert(0, offset // strides[0])
-    padded[0] = low[0] + sizes[0]
-    if any(lo + size > pad for lo, size, pad in zip(low, sizes, padded, strict=True)):
+    if offset == ir.ShapedType.get_dynamic_stride_or_offset():
+        low = [0] + [(pad - size) // 2 for pad, size in zip(padded[1:], sizes[1:], strict=True)]
+    elif offset >= 0:
+        low = [offset // strides[0]] + [
+            (offset // strides[i]) % padded[i] for i in range(1, len(sizes))
+        ]
+        if sum(lo * stride for lo, stride in zip(low, strides, strict=True)) != offset:
+            return None
+    else:
         return None
-    if sum(lo * stride for lo, stride in zip(low, strides, strict=True)) != offset:
+    padded[0] = low[0] + sizes[0]
+    if any(lo < 0 or lo + size > pad for lo, size, pad in zip(low, sizes, padded, strict=True)):
         return None
     return Padding(tuple(padded), tuple(low))
 
@@ -145,6 +156,11 @@ def parse_buffer_copy(root_op: ir.Operation) -> BufferCopyProblem:
             "reference program, the pad, ireetune can write)"
         )
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(root_op.attributes["indexing_maps"])]
+    if any(m != ir.AffineMap.get_identity(m.n_dims, root_op.context) for m in maps):
+        raise IreetuneError(
+            f"{name_root_op(root_op)} on buffers is not tuned: it moves elements (a transpose), "
+            "which no pad's copy does"
+        )
     shapes = [static_shape(t, f"operand {i}") for i, t in enumerate((source, window))]
     return BufferCopyProblem(
         kind=BufferCopyProblem.KIND,

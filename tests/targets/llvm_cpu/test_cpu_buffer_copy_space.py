@@ -40,6 +40,13 @@ from tests.targets.llvm_cpu.test_cpu_spec_reach import PAD_MODEL
             "memref<2x4x5xf16, strided<[42, 7, 1], offset: 50>>",
             Padding((3, 6, 7), (1, 1, 1)),
         ),
+        # In a model's dispatch both lie at a binding's dynamic offset (GoogLeNet's pool input,
+        # padded by 1): the source is whole by its strides, the padding read as even.
+        (
+            "memref<512x13x13xf32, strided<[169, 13, 1], offset: ?>>",
+            "memref<512x13x13xf32, strided<[225, 15, 1], offset: ?>>",
+            Padding((512, 15, 15), (0, 1, 1)),
+        ),
         # A window of no padded row-major buffer (its columns' stride is not 1), a source that
         # is a window itself, a whole buffer: no pad to write.
         ("memref<3x4xf32>", "memref<3x4xf32, strided<[8, 2]>>", None),
