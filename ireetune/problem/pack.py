@@ -13,7 +13,9 @@ and two levels over them. For a 64x96 f32 left-hand side on haswell:
 
 No match op describes a pack by its sizes: the matcher is a DAG matcher holding a copy of the op,
 as for the generics (`generic.py`), and the record is the element-wise one, its body the op's
-name.
+name. A pack whose rows are no multiple of its inner tile pads them with a constant of its
+dispatch (`padding_value(%cst : f32)`); its matcher holds the padding value as an argument, which
+matches it in a model, and its reference program keeps the constant.
 
 The unpack family: `linalg.unpack`, the layout change back from the mmt4d tile layout (a
 data-tiled matmul's result), in a dispatch of its own. A spec reaches it in a model under the
@@ -36,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import transform
+from iree.compiler.dialects import func, tensor, transform
 
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
@@ -44,6 +46,8 @@ from ireetune.problem.family import (
     MatchOpSpec,
     MatchPattern,
     Problem,
+    clone_as_main,
+    drop_config_attributes,
     element_type_name,
     narrow,
     static_shape,
@@ -77,11 +81,16 @@ class PackProblem(ElementwiseProblem):
 
 
 def parse_pack(root_op: ir.Operation) -> PackProblem:
-    """Parse a `linalg.pack` of static shapes without a padding value."""
+    """Parse a `linalg.pack` of static shapes, with no padding value or a constant one."""
     operands = list(root_op.operands)
-    if len(operands) != 2:
+    if len(operands) not in (2, 3):
+        raise IreetuneError(f"a pack with {len(operands)} operands is not supported yet")
+    # In a dispatch the padding value is a constant; in a matcher's copy, an argument.
+    if len(operands) == 3 and not (
+        _constant_op(operands[2]) is not None or isinstance(operands[2].owner, ir.Block)
+    ):
         raise IreetuneError(
-            f"a pack with {len(operands)} operands (a padding value?) is not supported yet"
+            "a pack whose padding value is no constant of its dispatch is not supported yet"
         )
     source_shape = static_shape(operands[0].type, "the pack's source")
     dest_shape = static_shape(operands[1].type, "the pack's destination")
@@ -99,6 +108,14 @@ def parse_pack(root_op: ir.Operation) -> PackProblem:
     )
 
 
+def _constant_op(value: ir.Value) -> ir.Operation | None:
+    """Return the `arith.constant` that defines a value (None for any other definition)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        return None
+    return owner.operation
+
+
 class PackFamily(GenericOpFamily):
     """`linalg.pack` ops, matched by a DAG matcher holding a copy of the op."""
 
@@ -114,6 +131,35 @@ class PackFamily(GenericOpFamily):
 
     def claims(self, pattern: MatchPattern) -> bool:
         return PACK_OP in pattern.body
+
+    def build_reference(
+        self, root_op: ir.Operation, problem: Problem, context: ir.Context
+    ) -> ir.Module:
+        """Return `@main(source) -> packed`; a padded pack keeps its dispatch's padding
+        constant (a matmul whose rows are no multiple of the inner tile has one)."""
+        operands = list(root_op.operands)
+        if len(operands) == 2:
+            return clone_as_main(root_op, context, init_value=None)
+        source, dest, padding = operands
+        constant = _constant_op(padding)
+        if constant is None:
+            raise IreetuneError("a padded pack's reference needs its dispatch's padding constant")
+        with context, ir.Location.unknown():
+            module = ir.Module.create()
+            with ir.InsertionPoint(module.body):
+                function = func.FuncOp("main", ([source.type], [dest.type]))
+                with ir.InsertionPoint(function.add_entry_block()):
+                    value = constant.clone().results[0]
+                    dest_type = ir.RankedTensorType(dest.type)
+                    empty = tensor.EmptyOp(list(dest_type.shape), dest_type.element_type)
+                    clone = root_op.clone()
+                    clone.operands[0] = function.arguments[0]
+                    clone.operands[1] = empty.result
+                    clone.operands[2] = value
+                    drop_config_attributes(clone)
+                    func.ReturnOp([clone.results[0]])
+            assert module.operation.verify(), "padded pack reference does not verify"
+            return module
 
     def describe(self, pattern: MatchPattern) -> str:
         source, dest = pattern.types

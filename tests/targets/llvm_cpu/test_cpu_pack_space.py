@@ -153,3 +153,43 @@ def test_a_pack_is_not_tunable_in_a_model_under_the_late_data_tiling_path(
     assert [r for r in reasons["late"] if "pack" in r[0]] == [
         (f"not tunable: {pack} {LATE_PACK_NOTE}", False) for pack in packs
     ]
+
+
+# Rows that are no multiple of the inner tile (8 or 16): the left-hand side's pack pads them with
+# its dispatch's constant zero.
+PADDED_MATMUL_MODEL = MATMUL_MODEL.replace("64x", "60x")
+
+
+def test_a_padded_pack_lands_in_the_whole_model_and_is_tuned_on_its_reference(
+    tmp_path: Path,
+) -> None:
+    assert "64x" not in PADDED_MATMUL_MODEL
+    requests = find_family_requests(PADDED_MATMUL_MODEL, tmp_path / "dump", "pack", TEST_CPU, EARLY)
+    (padded,) = [r for r in requests if r.problem.signature.startswith("pack_60x96_to_")]
+    assert "padding_value" in padded.problem.source, padded.problem.source  # type: ignore[attr-defined]
+    space = space_for(parse_target(TEST_TARGET), padded.problem)
+    knobs = next(space.generate(padded))
+    (folder := tmp_path / "landed").mkdir()
+    report = compile_model_with_candidate(
+        tmp_path / "dump" / "model.mlir", padded.problem, knobs, folder, EARLY
+    )
+    (landed,) = report.checks
+    assert landed.landed, landed
+    # The reference program keeps the padding constant, and each candidate's reference binary
+    # is its own.
+    benchmarks = dump_benchmarks(PADDED_MATMUL_MODEL, tmp_path / "bench", TEST_CPU, EARLY)
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "ireetune.cli", "tune-dispatch", str(benchmarks[0]),
+            "--target", TEST_TARGET, "--num-candidates", "3", "--output-dir", str(tmp_path / "out"),
+            "--no-db", *FAST_RUN_ARGS,
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "problem: pack_60x96_to_" in result.stdout, result.stdout
+    (run_dir,) = (tmp_path / "out").iterdir()
+    candidates = json.loads((run_dir / "results.json").read_text())["candidates"]
+    assert [c["status"] in {"measured", "verified"} for c in candidates[1:]] == [True] * 3
+    assert len({c["binary_hash"] for c in candidates}) == 4, candidates
+    assert "padding_value" in (run_dir / "verify" / "reference.mlir").read_text()
