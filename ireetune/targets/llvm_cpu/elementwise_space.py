@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import z3
 
@@ -72,6 +73,8 @@ from ireetune.targets.z3_enumerate import (
 ELEMENTWISE_PIPELINE = "DoubleTilingExpert"
 PACK_PIPELINE = "DataTiling"
 BUFFER_COPY_PIPELINE = "BufferOpsTileAndVectorize"
+# The records the element-wise space searches: element-wise ops, packs, unpacks, buffer copies.
+ElementwiseRecord = TypeVar("ElementwiseRecord", bound=ElementwiseProblem)
 ELEMENTWISE_LEVELS = ("distribution", "vector_common_parallel")
 _INNER_VECTOR_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 _OUTER_VECTOR_CHOICES = (1, 2, 4, 8, 16)
@@ -317,49 +320,41 @@ def parse_default_window_sum_knobs(
     return positive_knobs(values)
 
 
-class CpuElementwiseSpace(SizedCpuSpace[ElementwiseProblem, CpuElementwiseSizes]):
-    """DoubleTilingExpert tiles of element-wise generics."""
-
-    levels = ELEMENTWISE_LEVELS
-    family = SizedFamily(
-        ElementwiseProblem,
-        ELEMENTWISE_PIPELINE,
+def elementwise_family(
+    record: type[ElementwiseRecord], pipeline: str
+) -> SizedFamily[ElementwiseRecord, CpuElementwiseSizes]:
+    """Return the element-wise space's family for `record` under `pipeline` (the element-wise
+    ops, and the layout changes and copies IREE tiles the same way)."""
+    return SizedFamily(
+        record,
+        pipeline,
         compute_elementwise_sizes,
         enumerate_elementwise_space,
         parse_default_elementwise_knobs,
         score_elementwise_candidate,
         elementwise_tile_lists,
     )
+
+
+class CpuElementwiseSpace(SizedCpuSpace[ElementwiseProblem, CpuElementwiseSizes]):
+    """DoubleTilingExpert tiles of element-wise generics."""
+
+    levels = ELEMENTWISE_LEVELS
+    family = elementwise_family(ElementwiseProblem, ELEMENTWISE_PIPELINE)
 
 
 class CpuPackSpace(SizedCpuSpace[PackProblem, CpuElementwiseSizes]):
     """DataTiling tiles of a pack's outer loops."""
 
     levels = ELEMENTWISE_LEVELS
-    family = SizedFamily(
-        PackProblem,
-        PACK_PIPELINE,
-        compute_elementwise_sizes,
-        enumerate_elementwise_space,
-        parse_default_elementwise_knobs,
-        score_elementwise_candidate,
-        elementwise_tile_lists,
-    )
+    family = elementwise_family(PackProblem, PACK_PIPELINE)
 
 
 class CpuUnpackSpace(SizedCpuSpace[UnpackProblem, CpuElementwiseSizes]):
     """DataTiling tiles of an unpack's loops (its destination's dimensions)."""
 
     levels = ELEMENTWISE_LEVELS
-    family = SizedFamily(
-        UnpackProblem,
-        PACK_PIPELINE,
-        compute_elementwise_sizes,
-        enumerate_elementwise_space,
-        parse_default_elementwise_knobs,
-        score_elementwise_candidate,
-        elementwise_tile_lists,
-    )
+    family = elementwise_family(UnpackProblem, PACK_PIPELINE)
 
 
 class CpuBufferCopySpace(SizedCpuSpace[BufferCopyProblem, CpuElementwiseSizes]):
@@ -367,15 +362,7 @@ class CpuBufferCopySpace(SizedCpuSpace[BufferCopyProblem, CpuElementwiseSizes]):
     buffer)."""
 
     levels = ELEMENTWISE_LEVELS
-    family = SizedFamily(
-        BufferCopyProblem,
-        BUFFER_COPY_PIPELINE,
-        compute_elementwise_sizes,
-        enumerate_elementwise_space,
-        parse_default_elementwise_knobs,
-        score_elementwise_candidate,
-        elementwise_tile_lists,
-    )
+    family = elementwise_family(BufferCopyProblem, BUFFER_COPY_PIPELINE)
 
 
 class CpuWindowSumSpace(SizedCpuSpace[ConvolutionProblem, CpuWindowSumSizes]):
