@@ -94,9 +94,9 @@ def has_encoded_mmt4d(model_source: str, flags: Sequence[str]) -> bool:
 # 3.13 applies tuning specs while it is still an encoding op; under --iree-global-opt-data-tiling
 # a spec reaches it. Pinned by tests/targets/llvm_cpu/test_cpu_spec_reach.py.
 LATE_PACK_NOTE = (
-    "(a data-tiling pack or unpack) is not tunable in a model under --iree-opt-data-tiling alone: IREE "
-    "3.13 applies tuning specs while it is an encoding op (under --iree-global-opt-data-tiling "
-    "a spec reaches it)"
+    "(a data-tiling pack or unpack) is not tunable in a model under --iree-opt-data-tiling "
+    "alone: IREE 3.13 applies tuning specs while it is an encoding op (under "
+    "--iree-global-opt-data-tiling a spec reaches it)"
 )
 LATE_DATA_TILING_FLAGS = ("--iree-opt-data-tiling", "--iree-opt-data-tiling=true")
 

@@ -42,6 +42,7 @@ from ireetune.problem.family import (
     element_type_name,
     narrow,
     static_shape,
+    tensor_type_text,
 )
 from ireetune.problem.generic import GenericOpFamily, dag_source, iterator_names
 from ireetune.problem.op_kind import name_root_op
@@ -64,10 +65,6 @@ class BufferCopyProblem(ElementwiseProblem):
     """A copy on buffers: its loops, its source and its window's memref types (in `source`)."""
 
     KIND = "buffer_copy"
-
-    @property
-    def family(self) -> str:
-        return "buffer_copy"
 
     @property
     def signature(self) -> str:
@@ -215,8 +212,8 @@ class BufferCopyFamily(GenericOpFamily):
         element = copy.output_type
         zero = "0.0" if element.startswith(("f", "bf")) else "0"
         (source_shape,) = copy.input_shapes
-        source_type = "tensor<" + "x".join(map(str, (*source_shape, element))) + ">"
-        padded_type = "tensor<" + "x".join(map(str, (*padding.padded_shape, element))) + ">"
+        source_type = tensor_type_text(source_shape, element)
+        padded_type = tensor_type_text(padding.padded_shape, element)
         high = [
             pad - low - size
             for pad, low, size in zip(padding.padded_shape, padding.low, source_shape, strict=True)

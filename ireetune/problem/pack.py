@@ -36,6 +36,7 @@ the destination's either way, so a configuration fits both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import func, tensor, transform
@@ -59,25 +60,51 @@ UNPACK_OP = "linalg.unpack"
 OPERATION_NAME_MATCH = "transform.match.operation_name"
 TYPE_MATCH = "transform.iree.match.cast_compatible_type"
 UNPACK_MATCH = MatchOpSpec(TYPE_MATCH, (), ("loops",))
+LayoutChange = TypeVar("LayoutChange", bound="LayoutChangeProblem")
 
 
 @dataclass(frozen=True)
-class PackProblem(ElementwiseProblem):
-    """A pack's loops (the destination's outer dimensions), its source and its destination."""
-
-    KIND = "pack"
-
-    @property
-    def family(self) -> str:
-        return "pack"
+class LayoutChangeProblem(ElementwiseProblem):
+    """A pack's or an unpack's loops, its source and its destination (its family is its kind)."""
 
     @property
     def signature(self) -> str:
-        """Name it by its source and destination shapes and element type."""
+        """Name it by its kind, its source and destination shapes and element type."""
         (source,) = self.input_shapes
         source_text = "x".join(str(s) for s in source)
         dest_text = "x".join(str(s) for s in self.output_shape)
-        return f"pack_{source_text}_to_{dest_text}_{self.output_type}"
+        return f"{self.KIND}_{source_text}_to_{dest_text}_{self.output_type}"
+
+
+def _layout_change(
+    root_op: ir.Operation, record: type[LayoutChange], op: str, outer_loops_only: bool
+) -> LayoutChange:
+    """Read a pack or unpack of static shapes (source and destination, its first two operands)
+    into its record: its loops are the destination's dimensions, or for a pack only those the
+    source has (its outer ones)."""
+    source, dest = list(root_op.operands)[:2]
+    what = op.removeprefix("linalg.")
+    source_shape = static_shape(source.type, f"the {what}'s source")
+    dest_shape = static_shape(dest.type, f"the {what}'s destination")
+    return record(
+        kind=record.KIND,
+        op_name=root_op.name,
+        loop_sizes=dest_shape[: len(source_shape)] if outer_loops_only else dest_shape,
+        input_types=(element_type_name(source.type),),
+        input_shapes=(source_shape,),
+        output_type=element_type_name(dest.type),
+        output_shape=dest_shape,
+        indexing_maps=(),
+        body=(op,),
+        source=dag_source(root_op),
+    )
+
+
+@dataclass(frozen=True)
+class PackProblem(LayoutChangeProblem):
+    """A pack's loops (the destination's outer dimensions), its source and its destination."""
+
+    KIND = "pack"
 
 
 def parse_pack(root_op: ir.Operation) -> PackProblem:
@@ -92,20 +119,7 @@ def parse_pack(root_op: ir.Operation) -> PackProblem:
         raise IreetuneError(
             "a pack whose padding value is no constant of its dispatch is not supported yet"
         )
-    source_shape = static_shape(operands[0].type, "the pack's source")
-    dest_shape = static_shape(operands[1].type, "the pack's destination")
-    return PackProblem(
-        kind=PackProblem.KIND,
-        op_name=root_op.name,
-        loop_sizes=dest_shape[: len(source_shape)],
-        input_types=(element_type_name(operands[0].type),),
-        input_shapes=(source_shape,),
-        output_type=element_type_name(operands[1].type),
-        output_shape=dest_shape,
-        indexing_maps=(),
-        body=(PACK_OP,),
-        source=dag_source(root_op),
-    )
+    return _layout_change(root_op, PackProblem, PACK_OP, outer_loops_only=True)
 
 
 def _constant_op(value: ir.Value) -> ir.Operation | None:
@@ -167,22 +181,10 @@ class PackFamily(GenericOpFamily):
 
 
 @dataclass(frozen=True)
-class UnpackProblem(ElementwiseProblem):
+class UnpackProblem(LayoutChangeProblem):
     """An unpack's loops (the destination's dimensions), its source and its destination."""
 
     KIND = "unpack"
-
-    @property
-    def family(self) -> str:
-        return "unpack"
-
-    @property
-    def signature(self) -> str:
-        """Name it by its source and destination shapes and element type."""
-        (source,) = self.input_shapes
-        source_text = "x".join(str(s) for s in source)
-        dest_text = "x".join(str(s) for s in self.output_shape)
-        return f"unpack_{source_text}_to_{dest_text}_{self.output_type}"
 
 
 def parse_unpack(root_op: ir.Operation) -> UnpackProblem:
@@ -190,20 +192,7 @@ def parse_unpack(root_op: ir.Operation) -> UnpackProblem:
     operands = list(root_op.operands)
     if len(operands) != 2:
         raise IreetuneError(f"an unpack with {len(operands)} operands is not supported yet")
-    source_shape = static_shape(operands[0].type, "the unpack's source")
-    dest_shape = static_shape(operands[1].type, "the unpack's destination")
-    return UnpackProblem(
-        kind=UnpackProblem.KIND,
-        op_name=root_op.name,
-        loop_sizes=dest_shape,
-        input_types=(element_type_name(operands[0].type),),
-        input_shapes=(source_shape,),
-        output_type=element_type_name(operands[1].type),
-        output_shape=dest_shape,
-        indexing_maps=(),
-        body=(UNPACK_OP,),
-        source=dag_source(root_op),
-    )
+    return _layout_change(root_op, UnpackProblem, UNPACK_OP, outer_loops_only=False)
 
 
 def _operand_position(value: ir.Value) -> int | None:
