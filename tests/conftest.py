@@ -74,13 +74,27 @@ func.func @main(%lhs: tensor<4x32x64xf32>, %rhs: tensor<4x64x16xf32>) -> tensor<
 }
 """
 
-# A ReLU: an element-wise op whose body reads a constant (0) from outside it, which IREE 3.13's
-# DAG matcher never matches, so it is refused (a plain add is tunable).
-ELEMENTWISE_MODEL = """
-func.func @main(%a: tensor<64x64xf32>) -> tensor<64x64xf32> {
-  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
-  %r = arith.maximumf %a, %zero : tensor<64x64xf32>
-  return %r : tensor<64x64xf32>
+# An arg-max: a generic of two results (the largest value and its index), which no op family
+# covers, so it is refused (a ReLU, whose body reads a constant, is tunable).
+ARGMAX_MODEL = """
+func.func @main(%x: tensor<64x32xf32>) -> tensor<64xi32> {
+  %low = arith.constant -3.0e+38 : f32
+  %z = arith.constant 0 : i32
+  %ev = tensor.empty() : tensor<64xf32>
+  %ei = tensor.empty() : tensor<64xi32>
+  %v = linalg.fill ins(%low : f32) outs(%ev : tensor<64xf32>) -> tensor<64xf32>
+  %i = linalg.fill ins(%z : i32) outs(%ei : tensor<64xi32>) -> tensor<64xi32>
+  %r:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<64x32xf32>) outs(%v, %i : tensor<64xf32>, tensor<64xi32>) {
+    ^bb0(%in: f32, %best: f32, %at: i32):
+      %k = linalg.index 1 : index
+      %ki = arith.index_cast %k : index to i32
+      %gt = arith.cmpf ogt, %in, %best : f32
+      %nb = arith.select %gt, %in, %best : f32
+      %na = arith.select %gt, %ki, %at : i32
+      linalg.yield %nb, %na : f32, i32
+  } -> (tensor<64xf32>, tensor<64xi32>)
+  return %r#1 : tensor<64xi32>
 }
 """
 
@@ -169,8 +183,8 @@ def batch_matmul_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def elementwise_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    (path,) = dump_benchmarks(ELEMENTWISE_MODEL, tmp_path_factory.mktemp("add"))
+def argmax_benchmark(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    (path,) = dump_benchmarks(ARGMAX_MODEL, tmp_path_factory.mktemp("argmax"))
     return path
 
 

@@ -104,7 +104,7 @@ def _assert_one_line_error(result: subprocess.CompletedProcess[str], expected: s
         (["tune-dispatch", "{model}", "--dispatch", "7"], "dispatch index 7 out of range 0..0"),
         (["tune-dispatch", "{garbage}"], "cannot parse"),
         (["tune-dispatch", "{no_root}"], "no root op found"),
-        (["tune-dispatch", "{elementwise}"], "reads 1 value from outside it"),
+        (["tune-dispatch", "{argmax}"], "is not supported yet"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )
@@ -113,7 +113,7 @@ def test_bad_input_gives_one_clear_line(
     expected: str,
     matmul_model: Path,
     matmul_benchmark: Path,
-    elementwise_benchmark: Path,
+    argmax_benchmark: Path,
     tmp_path: Path,
 ) -> None:
     garbage = tmp_path / "garbage.mlir"
@@ -126,7 +126,7 @@ def test_bad_input_gives_one_clear_line(
         "model": matmul_model,
         "garbage": garbage,
         "no_root": no_root,
-        "elementwise": elementwise_benchmark,
+        "argmax": argmax_benchmark,
     }
     filled = [a.format(**{k: str(v) for k, v in paths.items()}) for a in arguments]
     result = (

@@ -44,10 +44,14 @@ from ireetune.problem.family import (
     static_shape,
     tensor_type_text,
 )
-from ireetune.problem.generic import GenericOpFamily, dag_source, iterator_names
+from ireetune.problem.generic import (
+    STRUCTURED_MATCH,
+    GenericOpFamily,
+    dag_source,
+    iterator_names,
+)
 from ireetune.problem.op_kind import name_root_op
 
-STRUCTURED_MATCH = "transform.match.structured"
 BUFFER_COPY_MATCH = MatchOpSpec(STRUCTURED_MATCH, (), ("loops",))
 PASSTHROUGH = "passthrough"
 

@@ -204,10 +204,12 @@ class OpFamily(abc.ABC):
         op cloned, its result initialised to zero)."""
         return clone_as_main(root_op, context, init_value=None)
 
-    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
-        """Emit the match op and one `dims_equal` per size group at the insertion point."""
+    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> ir.Value | None:
+        """Emit the match op and one `dims_equal` per size group at the insertion point; return
+        the handle the action configures when it is not the matched op (None: the op)."""
         pattern = self.expected_pattern(problem)
         build_dims_match(self.match_op, pattern, op_handle)
+        return None
 
     def claims(self, pattern: MatchPattern) -> bool:
         """Say whether a pattern of this family's match op is this family's (the reduction and

@@ -33,6 +33,9 @@ from ireetune.problem.family import (
 )
 
 DAG_MATCH = "transform.iree.match.cast_compatible_dag_from_root"
+OPERATION_NAME_MATCH = "transform.match.operation_name"
+STRUCTURED_MATCH = "transform.match.structured"
+TYPE_MATCH = "transform.iree.match.cast_compatible_type"
 GENERIC_MATCH = MatchOpSpec(DAG_MATCH, (), ("loops",))
 # Body ops that move values around rather than compute.
 NEUTRAL_BODY_OPS = frozenset({"linalg.yield", "linalg.index"})
@@ -210,9 +213,10 @@ class GenericOpFamily(OpFamily):
             generic.input_shapes, generic.input_types, generic.output_type, reduced
         )
 
-    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
+    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> ir.Value | None:
         """Emit a DAG matcher holding a copy of the problem's op."""
         build_dag_matcher(narrow(problem, self.record).source, op_handle, self.root_name)
+        return None
 
     def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
         """Parse the op inside a DAG matcher; None when it is no static generic of this family."""

@@ -53,12 +53,15 @@ from ireetune.problem.family import (
     narrow,
     static_shape,
 )
-from ireetune.problem.generic import GenericOpFamily, dag_source
+from ireetune.problem.generic import (
+    OPERATION_NAME_MATCH,
+    TYPE_MATCH,
+    GenericOpFamily,
+    dag_source,
+)
 
 PACK_OP = "linalg.pack"
 UNPACK_OP = "linalg.unpack"
-OPERATION_NAME_MATCH = "transform.match.operation_name"
-TYPE_MATCH = "transform.iree.match.cast_compatible_type"
 UNPACK_MATCH = MatchOpSpec(TYPE_MATCH, (), ("loops",))
 LayoutChange = TypeVar("LayoutChange", bound="LayoutChangeProblem")
 

@@ -216,12 +216,12 @@ def _build_matcher(name: str, entry: MatcherEntry) -> None:
         name, [any_op], [any_op, *[any_param] * len(values)], arg_attrs=[_readonly()]
     )
     with ir.InsertionPoint(sequence.body):
-        op_handle = sequence.bodyTarget
-        family_of(entry.problem).build_matcher(entry.problem, op_handle)
+        matched = sequence.bodyTarget
+        configured = family_of(entry.problem).build_matcher(entry.problem, matched)
         params = [
             transform.ParamConstantOp(any_param, ir.Attribute.parse(text)).result for text in values
         ]
-        transform.YieldOp([op_handle, *params])
+        transform.YieldOp([matched if configured is None else configured, *params])
 
 
 def _build_kernel_config(pairs: Sequence[tuple[str, str]], prologue_passes: Sequence[str]) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.problem.elementwise import BODY_MATCHER_OPS, read_body_matcher
 from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.registry import (
     FAMILIES,
@@ -137,7 +138,11 @@ def _collect(
     sequence: ir.Operation, table: ir.SymbolTable, found: _Collected, seen: set[str]
 ) -> None:
     body = list_block_ops(sequence)
-    for op in body:
+    body_pattern = read_body_matcher(body)
+    if body_pattern is not None:
+        # A body matcher (problem/elementwise.py) is read whole: its opening ops are its pattern.
+        found.pattern = body_pattern
+    for op in body[len(BODY_MATCHER_OPS) if body_pattern is not None else 0 :]:
         if op.name == "transform.match.operation_name":
             found.op_names.extend(
                 ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])

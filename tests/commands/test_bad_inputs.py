@@ -29,7 +29,7 @@ from ireetune.cli import main
 from ireetune.database.store import config_key, problem_key
 from ireetune.flows.dispatch.options import References
 from ireetune.flows.handoff.manifest import MANIFEST_NAME, RESULTS_NAME, hash_manifest
-from tests.conftest import ELEMENTWISE_MODEL, MATMUL_MODEL, compile_matmul_for_device_host
+from tests.conftest import ARGMAX_MODEL, MATMUL_MODEL, compile_matmul_for_device_host
 from tests.database.test_database import INFO as DATABASE_INFO
 from tests.database.test_database import PROBLEM as DATABASE_PROBLEM
 from tests.database.test_hardening_database import write_newer_schema_file, write_wal_foreign_file
@@ -242,7 +242,7 @@ CASES = [
     Case("garbage-mlir", ("tune-dispatch", "{garbage}"), "cannot parse"),
     Case("binary-input", ("tune-dispatch", "{binary}"), "cannot read"),
     Case("no-root-op", ("tune-dispatch", "{no_root}"), "no root op found"),
-    Case("elementwise", ("tune-dispatch", "{elementwise}"), "reads 1 value from outside it"),
+    Case("argmax", ("tune-dispatch", "{argmax}"), "is not supported yet"),
     Case("dynamic-shapes", ("tune-dispatch", "{dynamic}"), "has dynamic shapes (@main argument 0"),
     Case("dispatch-out-of-range", (*TUNE_DISPATCH, "--dispatch", "7"), "dispatch index 7"),
     Case("dispatch-no-match", (*TUNE_DISPATCH, "--dispatch", "conv"), "no single dispatch matches"),
@@ -1381,7 +1381,7 @@ def _prepare_workspace(
     (tmp / "garbage.mlir").write_text("this is not MLIR {")
     (tmp / "binary.mlir").write_bytes(b"\xff\xfe\x00\x81 not text")
     (tmp / "dynamic.mlir").write_text(DYNAMIC_MODEL)
-    (tmp / "elementwise.mlir").write_text(ELEMENTWISE_MODEL)
+    (tmp / "argmax.mlir").write_text(ARGMAX_MODEL)
     (tmp / "no_root_benchmark.mlir").write_text(
         matmul_benchmark.read_text().replace(", root_op = #iree_codegen.root_op<set = 0>", "")
     )
@@ -1469,14 +1469,14 @@ def test_bad_input_ends_in_one_line_and_changes_nothing(
     compiled_folder: Path,
     profiler_tree: Path,
     matmul_benchmark: Path,
-    elementwise_benchmark: Path,
+    argmax_benchmark: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     use_workspace_temp_folder(tmp_path, monkeypatch)
     paths = _prepare_workspace(tmp_path, compiled_folder, profiler_tree, matmul_benchmark)
-    paths["elementwise"] = elementwise_benchmark
+    paths["argmax"] = argmax_benchmark
     if "{empty_db}" in case.arguments:
         # A real, empty database (made before the snapshot: it must not change either).
         assert (

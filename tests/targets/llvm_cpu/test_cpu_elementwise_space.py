@@ -13,10 +13,13 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.target import OpConfiguration
 from ireetune.executor import LocalExecutor
+from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.generic import NEUTRAL_BODY_OPS
-from ireetune.problem.registry import parse_problem
-from ireetune.spec.inspect import list_matchers
+from ireetune.problem.registry import family_of, parse_problem
+from ireetune.spec.builder import build_configuration_spec
+from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
 from ireetune.spec.source import read_spec
 from ireetune.targets.llvm_cpu.common import CpuFacts
 from ireetune.targets.llvm_cpu.elementwise_space import (
@@ -137,27 +140,94 @@ def test_tune_an_elementwise_dispatch_on_the_cpu(tmp_path: Path) -> None:
     ), matcher.conditions
 
 
-def test_a_relu_is_refused_with_its_reason(tmp_path: Path) -> None:
-    context = ir.Context()
-    text = """
-    func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+def _generic_of(text: str, context: ir.Context) -> tuple[ir.Module, ir.Operation]:
+    module = ir.Module.parse(text, context)
+    (generic,) = [
+        op.operation
+        for op in module.body.operations[0].regions[0].blocks[0].operations
+        if op.operation.name == "linalg.generic"
+    ]
+    return module, generic
+
+
+def _body_reading(body: str, argument: str = "") -> str:
+    """A one-loop generic whose body is `body` (it yields %r), in a function that defines
+    %zero and takes `argument` besides %x."""
+    return f"""
+    func.func @f(%x: tensor<8xf32>{argument}) -> tensor<8xf32> {{
       %zero = arith.constant 0.0 : f32
       %e = tensor.empty() : tensor<8xf32>
-      %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
-          iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+      %r = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+          iterator_types = ["parallel"]}} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {{
         ^bb0(%in: f32, %out: f32):
-          %m = arith.maximumf %in, %zero : f32
-          linalg.yield %m : f32
-      } -> tensor<8xf32>
+          {body}
+      }} -> tensor<8xf32>
       return %r : tensor<8xf32>
-    }
+    }}
     """
+
+
+@pytest.mark.parametrize(
+    ("body", "argument", "refusal"),
+    [
+        (
+            "%m = arith.maximumf %in, %s : f32\n linalg.yield %m : f32",
+            ", %s: f32",
+            "its body reads a value from outside it that is not a constant",
+        ),
+        (
+            "%k = linalg.index 0 : index\n %i = arith.index_cast %k : index to i32\n"
+            " %f = arith.sitofp %i : i32 to f32\n %a = arith.addf %in, %f : f32\n"
+            " %m = arith.maximumf %a, %zero : f32\n linalg.yield %m : f32",
+            "",
+            "reads both constants from outside it and loop indices",
+        ),
+        ("linalg.yield %zero : f32", "", "its body yields a value it does not compute"),
+    ],
+    ids=["argument", "index", "yields_constant"],
+)
+def test_a_body_no_matcher_reaches_is_refused_with_its_reason(
+    body: str, argument: str, refusal: str
+) -> None:
+    context = ir.Context()
+    _, generic = _generic_of(_body_reading(body, argument), context)
+    with context, pytest.raises(IreetuneError, match=refusal):
+        parse_problem(generic)
+
+
+def test_a_body_reading_a_constant_gets_a_body_matcher_read_back_whole() -> None:
+    context = ir.Context()
+    module, generic = _generic_of(
+        _body_reading("%m = arith.maximumf %in, %zero : f32\n linalg.yield %m : f32"), context
+    )
     with context:
-        module = ir.Module.parse(text)
-        with pytest.raises(IreetuneError, match="its body reads 1 value from outside it"):
-            (generic,) = [
-                op.operation
-                for op in module.body.operations[0].regions[0].blocks[0].operations
-                if op.operation.name == "linalg.generic"
-            ]
-            parse_problem(generic)
+        problem = parse_problem(generic)
+    assert isinstance(problem, ElementwiseProblem) and problem.reads_constants
+    expected = family_of(problem).expected_pattern(problem)
+    # No maps (the body matcher checks none); the constant's value is part of what it checks.
+    assert expected.indexing_maps == ()
+    assert expected.body == (
+        "parallel",
+        "arith.maximumf",
+        "linalg.yield",
+        "constant 0.000000e+00 : f32",
+    )
+    spec = build_configuration_spec(
+        problem,
+        OpConfiguration(
+            "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [4], vector_common_parallel = [4]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
+        ),
+        (),
+        context,
+    )
+    spec_module = ir.Module.parse(spec, ir.Context())
+    (matcher,) = list_matchers(spec_module.operation)
+    assert matcher.pattern == expected
+    assert matcher.op_names == () and matcher.other_conditions == ()
+    assert match_problem(matcher, problem) is MatchVerdict.HIT
+    # The same body at another constant (a ReLU at 1) is another problem the matcher misses.
+    relu_at_one = _body_reading("%m = arith.maximumf %in, %zero : f32\n linalg.yield %m : f32")
+    _, other = _generic_of(relu_at_one.replace("constant 0.0", "constant 1.0"), context)
+    with context:
+        assert match_problem(matcher, parse_problem(other)) is MatchVerdict.MISS
+    del module

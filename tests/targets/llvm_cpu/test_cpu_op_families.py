@@ -36,7 +36,7 @@ from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
-from tests.targets.llvm_cpu.test_cpu_spec_reach import PAD_MODEL
+from tests.targets.llvm_cpu.test_cpu_spec_reach import CONSTANT_BODIES_MODEL, PAD_MODEL
 
 # The CPU whose compiler choices these tests assert: AVX2 without AVX-512, on any x86-64 host.
 CPU = "haswell"
@@ -245,16 +245,8 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
     [
         # A local response normalisation's window sum has a space (CpuWindowSumSpace in elementwise_space.py).
         (LRN_MODEL, (), []),
-        (
-            RELU_MODEL,
-            (),
-            [
-                "not tunable: 'linalg.generic' (an element-wise op of 1 parallel loop) is not "
-                "tunable: its body reads 1 value from outside it (a constant: a ReLU's 0, say), "
-                "which IREE 3.13's DAG matcher (cast_compatible_dag_from_root) never matches, so "
-                "no spec would reach it",
-            ],
-        ),
+        # A ReLU's body reads the constant 0: it has a body matcher (problem/elementwise.py).
+        (RELU_MODEL, (), []),
         (
             MATMUL_FOR_DATA_TILING,
             DATA_TILING_FLAGS,
@@ -524,6 +516,19 @@ def parallel_rank(problem: Problem) -> int:
                 {"dist_0": 64, "dist_1": 96, "vec_0": 1, "vec_1": 8},
             ),
             id="elementwise",
+        ),
+        # Bodies that read constants (a ReLU's 0, a sigmoid's 1) land through a body matcher.
+        pytest.param(
+            Landing(
+                CONSTANT_BODIES_MODEL, (), None, lambda problem: problem.signature,
+                [
+                    "elementwise_6144_f32_f32",
+                    "elementwise_64x96_f32_f32_f32",
+                    "elementwise_6144_f32_f32",
+                ],
+                CpuElementwiseSpace, first_generated, {"dist_0": 4096, "vec_0": 8},
+            ),
+            id="elementwise_reading_constants",
         ),
     ],
 )  # fmt: skip
