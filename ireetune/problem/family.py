@@ -221,6 +221,11 @@ class OpFamily(abc.ABC):
         (None when the op, a DAG matcher's for example, holds no op of this family)."""
         return read_dims_match(self.match_op, match_op, body)
 
+    def read_whole_matcher(self, body: list[ir.Operation]) -> tuple[MatchPattern, int] | None:
+        """Read a matcher whose opening ops are together one pattern of this family (the
+        element-wise body matcher); return it and how many ops it took (None: no such form)."""
+        return None
+
     def describe(self, pattern: MatchPattern) -> str:
         """Describe a pattern of this family for `spec show`."""
         dims = " ".join(
@@ -401,12 +406,16 @@ def clone_as_main(
 
 
 def captured_values(root_op: ir.Operation) -> list[ir.Value]:
-    """Return the values the op's regions use but neither it nor they define."""
+    """Return the values the op's regions use but neither it nor they define, in the order the
+    op's walk first meets them (the same on every parse: a body matcher and its read-back pattern
+    list constants in that order, and `dag_source`'s text, part of stored keys, too)."""
     inside: set[ir.Operation] = set()
+    walked: list[ir.Operation] = []
     captured: list[ir.Value] = []
 
     def collect(op: ir.Operation) -> ir.WalkResult:
         inside.add(op)
+        walked.append(op)
         return ir.WalkResult.ADVANCE
 
     root_op.walk(collect)
@@ -417,7 +426,7 @@ def captured_values(root_op: ir.Operation) -> list[ir.Value]:
             return owner.owner.operation in inside
         return owner.operation in inside
 
-    for op in inside:
+    for op in walked:
         if op == root_op:
             continue
         for operand in op.operands:

@@ -87,6 +87,16 @@ def read_match_pattern(match_op: ir.Operation, body: list[ir.Operation]) -> Matc
     return None
 
 
+def read_whole_matcher(body: list[ir.Operation]) -> tuple[MatchPattern, int] | None:
+    """Read a matcher body that some family reads whole (its pattern and how many opening ops
+    it took), or None."""
+    for family in FAMILIES:
+        read = family.read_whole_matcher(body)
+        if read is not None:
+            return read
+    return None
+
+
 # What reading IR of an unexpected form raises in the bindings and in the families' readers: a
 # region without a block (`iree_linalg_ext.map_store`), an attribute missing or of another kind.
 _UNEXPECTED_IR_ERRORS = (IndexError, KeyError, AttributeError, ValueError, TypeError)

@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.problem.elementwise import BODY_MATCHER_OPS, read_body_matcher
 from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.registry import (
     FAMILIES,
     family_of,
     family_of_pattern,
     read_match_pattern,
+    read_whole_matcher,
 )
 from ireetune.spec.source import (
     SourceLocation,
@@ -138,11 +138,13 @@ def _collect(
     sequence: ir.Operation, table: ir.SymbolTable, found: _Collected, seen: set[str]
 ) -> None:
     body = list_block_ops(sequence)
-    body_pattern = read_body_matcher(body)
-    if body_pattern is not None:
-        # A body matcher (problem/elementwise.py) is read whole: its opening ops are its pattern.
-        found.pattern = body_pattern
-    for op in body[len(BODY_MATCHER_OPS) if body_pattern is not None else 0 :]:
+    whole = read_whole_matcher(body)
+    if whole is not None:
+        # A matcher its family reads whole (an element-wise body matcher): its opening ops are
+        # its pattern.
+        found.pattern, taken = whole
+        body = body[taken:]
+    for op in body:
         if op.name == "transform.match.operation_name":
             found.op_names.extend(
                 ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])

@@ -183,8 +183,14 @@ def _body_reading(body: str, argument: str = "") -> str:
             "reads both constants from outside it and loop indices",
         ),
         ("linalg.yield %zero : f32", "", "its body yields a value it does not compute"),
+        (
+            "%d = arith.addf %in, %zero : f32\n %m = arith.maximumf %in, %zero : f32\n"
+            " linalg.yield %m : f32",
+            "",
+            "its body computes values it does not yield",
+        ),
     ],
-    ids=["argument", "index", "yields_constant"],
+    ids=["argument", "index", "yields_constant", "dead_op"],
 )
 def test_a_body_no_matcher_reaches_is_refused_with_its_reason(
     body: str, argument: str, refusal: str
@@ -212,19 +218,31 @@ def test_a_body_reading_a_constant_gets_a_body_matcher_read_back_whole() -> None
         "linalg.yield",
         "constant 0.000000e+00 : f32",
     )
-    spec = build_configuration_spec(
-        problem,
-        OpConfiguration(
-            "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [4], vector_common_parallel = [4]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
-        ),
-        (),
-        context,
+    configuration = OpConfiguration(
+        "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [4], vector_common_parallel = [4]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
     )
+    spec = build_configuration_spec(problem, configuration, (), context)
     spec_module = ir.Module.parse(spec, ir.Context())
     (matcher,) = list_matchers(spec_module.operation)
     assert matcher.pattern == expected
     assert matcher.op_names == () and matcher.other_conditions == ()
     assert match_problem(matcher, problem) is MatchVerdict.HIT
+    # A ReLU6 reads two constants: the pattern lists them in the body's order on every parse.
+    relu6 = _body_reading(
+        "%m = arith.maximumf %in, %zero : f32\n %c = arith.minimumf %m, %six : f32\n"
+        " linalg.yield %c : f32"
+    ).replace("%e = tensor.empty()", "%six = arith.constant 6.0 : f32\n      %e = tensor.empty()")
+    _, clamp = _generic_of(relu6, context)
+    with context:
+        clamp_problem = parse_problem(clamp)
+    clamp_spec = build_configuration_spec(clamp_problem, configuration, (), context)
+    clamp_module = ir.Module.parse(clamp_spec, ir.Context())
+    (clamp_matcher,) = list_matchers(clamp_module.operation)
+    assert clamp_matcher.pattern == family_of(clamp_problem).expected_pattern(clamp_problem)
+    assert clamp_matcher.pattern is not None and clamp_matcher.pattern.body[-2:] == (
+        "constant 0.000000e+00 : f32",
+        "constant 6.000000e+00 : f32",
+    )
     # The same body at another constant (a ReLU at 1) is another problem the matcher misses.
     relu_at_one = _body_reading("%m = arith.maximumf %in, %zero : f32\n linalg.yield %m : f32")
     _, other = _generic_of(relu_at_one.replace("constant 0.0", "constant 1.0"), context)

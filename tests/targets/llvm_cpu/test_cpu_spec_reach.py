@@ -19,6 +19,7 @@ from ireetune.core.target import OpConfiguration
 from ireetune.problem.registry import parse_problem
 from ireetune.problem.root_op import find_root_op
 from ireetune.spec.builder import build_configuration_spec
+from ireetune.spec.inspect import list_matchers, match_problem
 from ireetune.targets import parse_target
 from tests.conftest import IREE_COMPILE, dump_benchmarks
 
@@ -305,3 +306,11 @@ def test_a_body_reading_a_constant_is_reached_by_a_body_matcher_not_a_dag_matche
     assert ("linalg.generic", config) not in [op for ops in dag for op in ops], dag
     # The body matcher reaches the ReLU alone: not the ReLU at 1 of the same shape.
     assert [("linalg.generic", config) in ops for ops in body] == [True, False, False], body
+    # `spec show` says the same without compiling: the body matcher hits the ReLU alone, and the
+    # DAG matcher IREE never matches is no element-wise pattern (undecided, not a hit).
+    verdicts = {}
+    for label, text in (("body", body_spec), ("dag", (tmp_path / "dag" / "spec.mlir").read_text())):
+        spec_module = ir.Module.parse(text, ir.Context())
+        (matcher,) = list_matchers(spec_module.operation)
+        verdicts[label] = [match_problem(matcher, problem).value for problem in problems]
+    assert verdicts == {"body": ["hit", "miss", "miss"], "dag": ["unknown"] * 3}
