@@ -47,8 +47,11 @@ from ireetune.problem.family import (
 from ireetune.problem.generic import (
     STRUCTURED_MATCH,
     GenericOpFamily,
+    build_loop_sizes_match,
+    build_structured_operand,
     dag_source,
     iterator_names,
+    structured_match,
 )
 from ireetune.problem.op_kind import name_root_op
 
@@ -239,46 +242,16 @@ func.func @main(%input: {source_type}) -> {padded_type} {{
         """Emit a structured matcher: a body that passes its input through, the loop sizes
         (`dims_equal`) and the element's bit width."""
         copy = narrow(problem, BufferCopyProblem)
-        any_op = transform.AnyOpType.get()
         param = ir.Type.parse("!transform.param<i64>")
         i64 = ir.IntegerType.get_signless(64)
-        structured = ir.Operation.create(
-            STRUCTURED_MATCH,
-            results=[any_op],
-            operands=[op_handle],
-            attributes={
-                "failure_propagation_mode": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
-            },
-            regions=1,
-        )
-        block = structured.regions[0].blocks.append(any_op)
-        (handle,) = block.arguments
-        with ir.InsertionPoint(block):
+        with structured_match(op_handle) as handle:
             ir.Operation.create(
                 "transform.match.structured.body",
                 operands=[handle],
                 attributes={PASSTHROUGH: ir.UnitAttr.get()},
             )
-            dims = ir.Operation.create(
-                "transform.match.structured.dim",
-                results=[param],
-                operands=[handle],
-                attributes={
-                    "is_all": ir.UnitAttr.get(),
-                    "raw_dim_list": ir.DenseI64ArrayAttr.get([]),
-                },
-            ).result
-            ir.Operation.create(
-                "transform.iree.match.dims_equal",
-                operands=[dims],
-                attributes={"expected_values": ir.DenseI64ArrayAttr.get(list(copy.loop_sizes))},
-            )
-            init = ir.Operation.create(
-                "transform.match.structured.init",
-                results=[ir.Type.parse("!transform.any_value")],
-                operands=[handle],
-                attributes={"raw_position_list": ir.DenseI64ArrayAttr.get([0])},
-            ).result
+            build_loop_sizes_match(handle, copy.loop_sizes)
+            init = build_structured_operand(handle, "init", 0)
             width = ir.Operation.create(
                 "transform.match.structured.elemental_bitwidth", results=[param], operands=[init]
             ).result
@@ -288,7 +261,6 @@ func.func @main(%input: {source_type}) -> {padded_type} {{
                 operands=[width, expected.result],
                 attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0)},
             )
-            ir.Operation.create("transform.match.structured.yield", operands=[handle])
 
     def claims(self, pattern: MatchPattern) -> bool:
         return pattern.body == (PASSTHROUGH,)

@@ -57,8 +57,11 @@ from ireetune.problem.generic import (
     TYPE_MATCH,
     GenericOpFamily,
     GenericOpProblem,
+    build_loop_sizes_match,
+    build_structured_operand,
     iterator_names,
     parse_generic,
+    structured_match,
 )
 from ireetune.problem.op_kind import name_root_op
 
@@ -80,9 +83,8 @@ class ElementwiseProblem(GenericOpProblem):
 
     @property
     def reads_constants(self) -> bool:
-        """Say whether the body reads constants defined outside it (`dag_source` clones them
-        into the function before the op, so they print before it)."""
-        return "arith.constant" in self.source.split("linalg.generic", 1)[0]
+        """Say whether the body reads constants defined outside it."""
+        return bool(_read_source_constants(self.source))
 
 
 def parse_elementwise(root_op: ir.Operation) -> ElementwiseProblem:
@@ -108,16 +110,21 @@ def _describe_constant(constant: ir.Operation) -> str:
     return f"constant {constant.attributes['value']}"
 
 
+def _source_generic(source: ir.Module) -> ir.Operation:
+    """Return the generic a `dag_source` module holds."""
+    block = source.body.operations[0].regions[0].blocks[0]
+    return next(op.operation for op in block.operations if op.operation.name == GENERIC)
+
+
 @functools.lru_cache(maxsize=256)
 def _read_source_constants(source: str) -> tuple[str, ...]:
     """Name the constants the body of a `dag_source`'s generic reads, in the order its body
     matcher holds them."""
     with ir.Context():
         module = ir.Module.parse(source)
-        block = module.body.operations[0].regions[0].blocks[0]
-        generic = next(op.operation for op in block.operations if op.operation.name == GENERIC)
         return tuple(
-            _describe_constant(value.owner.operation) for value in captured_values(generic)
+            _describe_constant(value.owner.operation)
+            for value in captured_values(_source_generic(module))
         )
 
 
@@ -182,8 +189,7 @@ def build_body_matcher(problem: ElementwiseProblem, op_handle: ir.Value) -> ir.V
     any_op = transform.AnyOpType.get()
     any_value = ir.Type.parse("!transform.any_value")
     source = ir.Module.parse(problem.source)
-    function_block = source.body.operations[0].regions[0].blocks[0]
-    generic = next(op.operation for op in function_block.operations if op.operation.name == GENERIC)
+    generic = _source_generic(source)
     constants = captured_values(generic)
     arguments, ops = _slice_yielded(generic.regions[0].blocks[0])
     transform.MatchOperationNameOp(op_handle, ["linalg.yield"])
@@ -210,46 +216,16 @@ def build_body_matcher(problem: ElementwiseProblem, op_handle: ir.Value) -> ir.V
 
 def _build_shape_match(problem: ElementwiseProblem, generic: ir.Value) -> None:
     """Emit a structured matcher of the generic's loop sizes and its operands' tensor types."""
-    any_op = transform.AnyOpType.get()
-    any_value = ir.Type.parse("!transform.any_value")
-    structured = ir.Operation.create(
-        STRUCTURED_MATCH,
-        results=[any_op],
-        operands=[generic],
-        attributes={
-            "failure_propagation_mode": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
-        },
-        regions=1,
-    )
-    block = structured.regions[0].blocks.append(any_op)
-    (handle,) = block.arguments
-    with ir.InsertionPoint(block):
-        dims = ir.Operation.create(
-            "transform.match.structured.dim",
-            results=[ir.Type.parse("!transform.param<i64>")],
-            operands=[handle],
-            attributes={"is_all": ir.UnitAttr.get(), "raw_dim_list": ir.DenseI64ArrayAttr.get([])},
-        ).result
-        ir.Operation.create(
-            "transform.iree.match.dims_equal",
-            operands=[dims],
-            attributes={"expected_values": ir.DenseI64ArrayAttr.get(list(problem.loop_sizes))},
-        )
+    with structured_match(generic) as handle:
+        build_loop_sizes_match(handle, problem.loop_sizes)
         *inputs, output = problem.operand_tensor_types
         operands = [("input", position, text) for position, text in enumerate(inputs)]
         for role, position, text in [*operands, ("init", 0, output)]:
-            value = ir.Operation.create(
-                f"transform.match.structured.{role}",
-                results=[any_value],
-                operands=[handle],
-                attributes={"raw_position_list": ir.DenseI64ArrayAttr.get([position])},
-            ).result
             ir.Operation.create(
                 TYPE_MATCH,
-                operands=[value],
+                operands=[build_structured_operand(handle, role, position)],
                 attributes={"target_type": ir.TypeAttr.get(ir.Type.parse(text))},
             )
-        ir.Operation.create("transform.match.structured.yield", operands=[handle])
 
 
 # The ops a body matcher opens with, in order (its config constants and yield follow).

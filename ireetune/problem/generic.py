@@ -10,6 +10,8 @@ that copy; the two families are told apart by their iterator types.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
@@ -179,6 +181,52 @@ def dag_root(match_op: ir.Operation, op_name: str) -> ir.Operation | None:
     roots = [op for op in inner if op.name == op_name]
     others = [op for op in inner if op.name not in (op_name, "arith.constant", "transform.yield")]
     return roots[0] if len(roots) == 1 and not others else None
+
+
+@contextmanager
+def structured_match(op_handle: ir.Value) -> Iterator[ir.Value]:
+    """Emit a `transform.match.structured` on `op_handle` (failures propagate) and yield its
+    block's handle, at whose end the checks the caller emits inside go, then its yield."""
+    any_op = transform.AnyOpType.get()
+    structured = ir.Operation.create(
+        STRUCTURED_MATCH,
+        results=[any_op],
+        operands=[op_handle],
+        attributes={
+            "failure_propagation_mode": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
+        },
+        regions=1,
+    )
+    block = structured.regions[0].blocks.append(any_op)
+    (handle,) = block.arguments
+    with ir.InsertionPoint(block):
+        yield handle
+        ir.Operation.create("transform.match.structured.yield", operands=[handle])
+
+
+def build_structured_operand(handle: ir.Value, role: str, position: int) -> ir.Value:
+    """Emit `transform.match.structured.<role> %handle[position]` (role `input` or `init`)."""
+    return ir.Operation.create(
+        f"transform.match.structured.{role}",
+        results=[ir.Type.parse("!transform.any_value")],
+        operands=[handle],
+        attributes={"raw_position_list": ir.DenseI64ArrayAttr.get([position])},
+    ).result
+
+
+def build_loop_sizes_match(handle: ir.Value, loop_sizes: tuple[int, ...]) -> None:
+    """Emit, inside a structured matcher, `dims_equal` of all its op's loops to `loop_sizes`."""
+    dims = ir.Operation.create(
+        "transform.match.structured.dim",
+        results=[ir.Type.parse("!transform.param<i64>")],
+        operands=[handle],
+        attributes={"is_all": ir.UnitAttr.get(), "raw_dim_list": ir.DenseI64ArrayAttr.get([])},
+    ).result
+    ir.Operation.create(
+        "transform.iree.match.dims_equal",
+        operands=[dims],
+        attributes={"expected_values": ir.DenseI64ArrayAttr.get(list(loop_sizes))},
+    )
 
 
 class GenericOpFamily(OpFamily):

@@ -314,3 +314,24 @@ def test_a_body_reading_a_constant_is_reached_by_a_body_matcher_not_a_dag_matche
         (matcher,) = list_matchers(spec_module.operation)
         verdicts[label] = [match_problem(matcher, problem).value for problem in problems]
     assert verdicts == {"body": ["hit", "miss", "miss"], "dag": ["unknown"] * 3}
+
+
+def test_no_matcher_region_can_hold_a_loop_index() -> None:
+    # Why problem/elementwise.py refuses a body that reads both constants and `linalg.index`: a
+    # body matcher's DAG region would hold the index op, which verifies only inside a linalg op.
+    text = """
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @match(%op: !transform.any_op {transform.readonly}) -> !transform.any_op {
+    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %op {
+    ^bb0(%in: f32):
+      %k = linalg.index 0 : index
+      %i = arith.index_cast %k : index to i32
+      %f = arith.sitofp %i : i32 to f32
+      %a = arith.addf %in, %f : f32
+    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)
+    transform.yield %op : !transform.any_op
+  }
+}
+"""
+    with pytest.raises(ir.MLIRError, match="'linalg.index' op expected parent op with LinalgOp"):
+        ir.Module.parse(text, ir.Context())
