@@ -223,7 +223,7 @@ class OpFamily(abc.ABC):
 
     def read_whole_matcher(self, body: list[ir.Operation]) -> tuple[MatchPattern, int] | None:
         """Read a matcher whose opening ops are together one pattern of this family (the
-        element-wise body matcher); return it and how many ops it took (None: no such form)."""
+        body matcher of a generic); return it and how many ops it took (None: no such form)."""
         return None
 
     def describe(self, pattern: MatchPattern) -> str:

@@ -14,7 +14,9 @@ the normalisation); IREE marks the sum of exponentials as the root:
 
 No match op of IREE's transform extensions describes a generic reduction by its sizes, so the
 matcher is `transform.iree.match.cast_compatible_dag_from_root` holding a copy of the root op (its
-shapes, maps, iterator types and body); the reader parses that copy back into a problem. The
+shapes, maps, iterator types and body); the reader parses that copy back into a problem. A body
+that reads a constant defined outside it (a CNN's global average pool summing a ReLU of its
+input, which reads the ReLU's 0) gets a body matcher instead (`body_matcher.py`). The
 reference program is the root op alone, its result initialised as the dispatch initialises it
 (zero for a sum, -inf or NaN for a maximum), and read by a consumer that keeps IREE from
 collapsing its parallel loops (see `_keep_parallel_loops`).
@@ -28,6 +30,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith
 
 from ireetune.core.errors import IreetuneError
+from ireetune.problem.body_matcher import BodyMatchedFamily, check_body_matchable
 from ireetune.problem.family import (
     MatchPattern,
     Problem,
@@ -38,7 +41,6 @@ from ireetune.problem.family import (
 )
 from ireetune.problem.generic import (
     NEUTRAL_BODY_OPS,
-    GenericOpFamily,
     GenericOpProblem,
     iterator_names,
     parse_generic,
@@ -120,6 +122,7 @@ def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
         raise IreetuneError(
             f"a reduction with {len(root_op.results)} results (an arg-max?) is not supported yet"
         )
+    check_body_matchable(root_op)
     return parse_generic(
         root_op,
         ReductionProblem,
@@ -129,7 +132,7 @@ def parse_reduction(root_op: ir.Operation) -> ReductionProblem:
     )
 
 
-class ReductionFamily(GenericOpFamily):
+class ReductionFamily(BodyMatchedFamily):
     """Generic reductions that no other family claims."""
 
     name = "reduction"

@@ -15,6 +15,7 @@ from iree.compiler import ir
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import OpConfiguration
 from ireetune.executor import LocalExecutor
+from ireetune.problem.body_matcher import reads_constants
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.generic import NEUTRAL_BODY_OPS
 from ireetune.problem.registry import family_of, parse_problem
@@ -208,7 +209,7 @@ def test_a_body_reading_a_constant_gets_a_body_matcher_read_back_whole() -> None
     )
     with context:
         problem = parse_problem(generic)
-    assert isinstance(problem, ElementwiseProblem) and problem.reads_constants
+    assert isinstance(problem, ElementwiseProblem) and reads_constants(problem)
     expected = family_of(problem).expected_pattern(problem)
     # No maps (the body matcher checks none); the constant's value is part of what it checks.
     assert expected.indexing_maps == ()

@@ -36,7 +36,11 @@ from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.verify.reference import build_reference_module
 from tests.conftest import IREE_COMPILE
-from tests.targets.llvm_cpu.test_cpu_spec_reach import CONSTANT_BODIES_MODEL, PAD_MODEL
+from tests.targets.llvm_cpu.test_cpu_spec_reach import (
+    CONSTANT_BODIES_MODEL,
+    PAD_MODEL,
+    SUM_OF_RELU_MODEL,
+)
 
 # The CPU whose compiler choices these tests assert: AVX2 without AVX-512, on any x86-64 host.
 CPU = "haswell"
@@ -529,6 +533,16 @@ def parallel_rank(problem: Problem) -> int:
                 CpuElementwiseSpace, first_generated, {"dist_0": 4096, "vec_0": 8},
             ),
             id="elementwise_reading_constants",
+        ),
+        # So do reductions whose body reads one (a global average pool's sum of a ReLU).
+        pytest.param(
+            Landing(
+                SUM_OF_RELU_MODEL, (), "reduction", lambda problem: problem.signature,
+                ["reduction_64x96_f32_f32"] * 2,
+                CpuReductionSpace, double_first_distribution,
+                {"dist_0": 8, "vec_p": 8, "vec_r": 8},
+            ),
+            id="reduction_reading_constants",
         ),
     ],
 )  # fmt: skip
