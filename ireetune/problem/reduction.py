@@ -179,9 +179,11 @@ class ReductionFamily(BodyMatchedFamily):
         sizes = pattern.sizes[0]
         iterators = [kind for kind in pattern.body if kind in ("parallel", "reduction")]
         work = [op for op in pattern.body[len(iterators) :] if op not in NEUTRAL_BODY_OPS]
+        # A body matcher checks no maps (`body_matcher.py`).
+        maps = "; ".join(pattern.indexing_maps) or "any"
         return (
             f"reduction {' x '.join(inputs)} -> {output}, loops={list(sizes or ())} "
-            f"[{', '.join(iterators)}], body {', '.join(work)}, maps {'; '.join(pattern.indexing_maps)}"
+            f"[{', '.join(iterators)}], body {', '.join(work)}, maps {maps}"
         )
 
 

@@ -393,7 +393,12 @@ def test_a_reduction_reading_a_constant_is_reached_by_a_body_matcher_not_a_dag_m
         verdicts[label] = [match_problem(matcher, problem).value for problem in problems]
         if label == "body":
             # Read back whole, iterator types included: the reduction family's pattern.
-            assert matcher.pattern == family_of(problems[0]).expected_pattern(problems[0])
+            family = family_of(problems[0])
+            assert matcher.pattern == family.expected_pattern(problems[0])
+            assert family.describe(matcher.pattern) == (
+                "reduction tensor<64x96xf32> -> tensor<64xf32>, loops=[64, 96] [parallel, "
+                "reduction], body arith.maximumf, arith.addf, constant 0.000000e+00 : f32, maps any"
+            )
     assert verdicts == {"body": ["hit", "miss"], "dag": ["unknown"] * 2}
 
 
