@@ -202,15 +202,23 @@ def _build_shape_match(problem: GenericOpProblem, generic: ir.Value) -> None:
 
 def _read_iterators(structured: ir.Operation, rank: int) -> tuple[str, ...] | None:
     """Read the iterator types a body matcher's structured match checks (all parallel when it
-    checks none, as the element-wise body matchers written before 2026-12-03 did); None when
-    they do not name every loop once."""
+    checks none, as the element-wise body matchers written before 2026-12-03 did; `%h[all]`
+    names every loop); None when they do not name every loop once, or name them by exception
+    (`except(...)`)."""
     named: dict[int, str] = {}
     for op in structured.regions[0].blocks[0].operations:
         attributes = op.operation.attributes
         kinds = [kind for kind in ITERATOR_KINDS if kind in attributes]
         if op.operation.name != "transform.match.structured.dim" or not kinds:
             continue
-        for dim in ir.DenseI64ArrayAttr(attributes["raw_dim_list"]):
+        if "is_inverted" in attributes:
+            return None
+        dims = (
+            range(rank)
+            if "is_all" in attributes
+            else ir.DenseI64ArrayAttr(attributes["raw_dim_list"])
+        )
+        for dim in dims:
             if dim in named or not 0 <= dim < rank:
                 return None
             named[dim] = kinds[0]

@@ -365,3 +365,48 @@ def test_a_strided_contraction_candidate_becomes_a_contraction_in_the_model(
         )
         results.append(np.asarray(loaded.main(*inputs)))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-5)
+
+
+SUM_OF_RELU_FUNCTION = """
+func.func @f(%x: tensor<64x96xf32>, %acc: tensor<64xf32>) -> tensor<64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+      iterator_types = ["parallel", "reduction"]} ins(%x : tensor<64x96xf32>) outs(%acc : tensor<64xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %m = arith.maximumf %in, %zero : f32
+      %s = arith.addf %m, %out : f32
+      linalg.yield %s : f32
+  } -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+"""
+
+
+def test_a_body_matcher_reads_back_the_loops_it_names_as_parallel_or_reduced() -> None:
+    context = ir.Context()
+    module = ir.Module.parse(SUM_OF_RELU_FUNCTION, context)
+    with context:
+        (generic,) = [
+            op.operation
+            for op in module.body.operations[0].regions[0].blocks[0].operations
+            if op.operation.name == "linalg.generic"
+        ]
+        problem = parse_problem(generic)
+    assert isinstance(problem, ReductionProblem)
+    config = "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [8, 0]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"
+    spec = render_spec(build_spec([MatcherEntry(problem, config)], context))
+    checks = "transform.match.structured.dim %arg1[0] parallel : !transform.any_op\n      transform.match.structured.dim %arg1[1] reduction : !transform.any_op"
+    assert checks in spec, spec
+
+    def read(text: str) -> tuple[str, ...] | None:
+        (matcher,) = list_matchers(parse_spec(text, "spec.mlir", ir.Context()))
+        return None if matcher.pattern is None else matcher.pattern.body[:2]
+
+    assert read(spec) == ("parallel", "reduction")
+    # `%h[all]` names every loop; a loop named twice, or loops named by exception, are not read.
+    every = "transform.match.structured.dim %arg1[all] reduction : !transform.any_op"
+    assert read(spec.replace(checks, every)) == ("reduction", "reduction")
+    twice = checks.replace("[0] parallel", "[1] parallel")
+    assert read(spec.replace(checks, twice)) is None
+    inverted = "transform.match.structured.dim %arg1[except(0)] reduction : !transform.any_op"
+    assert read(spec.replace(checks, inverted)) is None
