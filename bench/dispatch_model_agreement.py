@@ -49,10 +49,21 @@ def read_pairs(run_dir: Path) -> list[Pair]:
         if trial["variant"] in ("best", "combined") or trial.get("speedup") is None:
             continue
         (spec,) = trial["specs"]
-        inside = str(Path(spec).resolve().relative_to(run_dir.resolve()))
+        inside = spec_inside_run(spec, run_dir)
         if inside in alone:
             pairs.append(Pair(run_dir.name, inside, alone[inside], trial["speedup"]))
     return pairs
+
+
+def spec_inside_run(spec: str, run_dir: Path) -> str:
+    """Return a variant's spec path relative to its run folder. A run given a relative
+    `--output-dir` records its paths relative to where it ran, which is not known here: such a
+    path is cut after the run folder's own name."""
+    parts = Path(spec).parts
+    if not Path(spec).is_absolute() and run_dir.name in parts:
+        cut = len(parts) - parts[::-1].index(run_dir.name)
+        return str(Path(*parts[cut:]))
+    return str(Path(spec).resolve().relative_to(run_dir.resolve()))
 
 
 def summarise(pairs: list[Pair]) -> dict[str, float | int | None]:

@@ -54,3 +54,19 @@ def test_pairs_join_each_candidate_alone_and_in_the_model(tmp_path: Path) -> Non
         "faster_alone_not_in_model": 2,
     }
     assert agreement.summarise(pairs[:2])["spearman"] is None
+
+
+def test_a_run_with_a_relative_output_dir_is_read_from_anywhere(tmp_path: Path) -> None:
+    # `ireetune tune ... --output-dir runs/x` records the variants' specs relative to where it
+    # ran (runs/x/model_.../tuning/...), not to where the bench runs.
+    run_dir = _run(tmp_path / "model_run", {"a": 1.2}, {"a": 1.03})
+    trials_path = run_dir / "selection" / "trials.json"
+    trials = json.loads(trials_path.read_text())
+    for trial in trials:
+        trial["specs"] = [
+            f"runs/x/model_run/{Path(spec).relative_to(run_dir)}" for spec in trial["specs"]
+        ]
+    trials_path.write_text(json.dumps(trials))
+    assert [(p.spec, p.in_model) for p in agreement.read_pairs(run_dir)] == [
+        ("tuning/t/a.mlir", 1.03)
+    ]
