@@ -35,6 +35,7 @@ the destination's either way, so a configuration fits both.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -188,6 +189,30 @@ class UnpackProblem(LayoutChangeProblem):
     """An unpack's loops (the destination's dimensions), its source and its destination."""
 
     KIND = "unpack"
+
+    @property
+    def inner_tiles(self) -> tuple[int, ...]:
+        """Return, per destination dimension, the inner tile the unpack reads it in (1 for a
+        dimension no inner tile covers), read from the op its record holds (its `source`; the
+        record has no field for them, so that stored keys stay as they were)."""
+        return _read_inner_tiles(self.source, len(self.output_shape))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_inner_tiles(source: str, rank: int) -> tuple[int, ...]:
+    """Read an unpack's `inner_dims_pos` and `inner_tiles` (static) into one tile per
+    destination dimension."""
+    tiles = [1] * rank
+    with ir.Context():
+        module = ir.Module.parse(source)
+        block = module.body.operations[0].regions[0].blocks[0]
+        unpack = next(op.operation for op in block.operations if op.operation.name == UNPACK_OP)
+        positions = ir.DenseI64ArrayAttr(unpack.attributes["inner_dims_pos"])
+        sizes = ir.DenseI64ArrayAttr(unpack.attributes["static_inner_tiles"])
+        for dim, tile in zip(positions, sizes, strict=True):
+            if tile > 0:  # A dynamic inner tile (a negative sentinel) constrains nothing.
+                tiles[dim] = tile
+    return tuple(tiles)
 
 
 def parse_unpack(root_op: ir.Operation) -> UnpackProblem:

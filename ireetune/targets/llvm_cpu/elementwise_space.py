@@ -41,7 +41,7 @@ over it).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -89,6 +89,8 @@ class CpuElementwiseSizes:
 
     loops: tuple[int, ...]
     element_bytes: int
+    # Per loop, the multiple its tiles keep (an unpack's inner tile); none when empty.
+    multiples: tuple[int, ...] = ()
 
     @property
     def knob_names(self) -> tuple[str, ...]:
@@ -107,6 +109,21 @@ def compute_elementwise_sizes(problem: ElementwiseProblem) -> CpuElementwiseSize
     )
 
 
+def compute_unpack_sizes(problem: UnpackProblem) -> CpuElementwiseSizes:
+    """Reduce an unpack to its loops (the destination's dimensions), its tiles held at
+    multiples of the inner tiles it reads each dimension in, as IREE's own configuration
+    holds them (`distribution = [8, 64], vector_common_parallel = [8, 8]` for 8x8 tiles): a
+    tile that splits an inner tile reads part of it, and the rest again in the next task."""
+    sizes = compute_elementwise_sizes(problem)
+    return CpuElementwiseSizes(sizes.loops, sizes.element_bytes, problem.inner_tiles)
+
+
+def _keep_multiples(values: list[int], multiple: int) -> list[int]:
+    """Keep the values that are multiples of `multiple` (all of them when none is)."""
+    kept = [value for value in values if value % multiple == 0]
+    return kept or values
+
+
 def fits_loop(extent: int, vector: int) -> bool:
     """Say whether a vector tile divides a loop or covers it in one masked vector."""
     return extent % vector == 0 or vector // 2 < extent < vector
@@ -122,6 +139,10 @@ def elementwise_domains(sizes: CpuElementwiseSizes) -> dict[str, list[int]]:
     for i, size in enumerate(sizes.loops):
         choices = _INNER_VECTOR_CHOICES if i == last else _OUTER_VECTOR_CHOICES
         domains[f"vec_{i}"] = [x for x in choices if fits_loop(size, x)]
+    for i, multiple in enumerate(sizes.multiples):
+        if multiple > 1 and sizes.loops[i] % multiple == 0:
+            for knob in (f"dist_{i}", f"vec_{i}"):
+                domains[knob] = _keep_multiples(domains[knob], multiple)
     return domains
 
 
@@ -321,14 +342,16 @@ def parse_default_window_sum_knobs(
 
 
 def elementwise_family(
-    record: type[ElementwiseRecord], pipeline: str
+    record: type[ElementwiseRecord],
+    pipeline: str,
+    compute_sizes: Callable[[ElementwiseRecord], CpuElementwiseSizes] = compute_elementwise_sizes,
 ) -> SizedFamily[ElementwiseRecord, CpuElementwiseSizes]:
     """Return the element-wise space's family for `record` under `pipeline` (the element-wise
     ops, and the layout changes and copies IREE tiles the same way)."""
     return SizedFamily(
         record,
         pipeline,
-        compute_elementwise_sizes,
+        compute_sizes,
         enumerate_elementwise_space,
         parse_default_elementwise_knobs,
         score_elementwise_candidate,
@@ -354,7 +377,7 @@ class CpuUnpackSpace(SizedCpuSpace[UnpackProblem, CpuElementwiseSizes]):
     """DataTiling tiles of an unpack's loops (its destination's dimensions)."""
 
     levels = ELEMENTWISE_LEVELS
-    family = elementwise_family(UnpackProblem, PACK_PIPELINE)
+    family = elementwise_family(UnpackProblem, PACK_PIPELINE, compute_unpack_sizes)
 
 
 class CpuBufferCopySpace(SizedCpuSpace[BufferCopyProblem, CpuElementwiseSizes]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -16,19 +17,24 @@ from iree.compiler import ir
 from ireetune.core.target import space_for
 from ireetune.model.profile import LATE_PACK_NOTE, describe_problem
 from ireetune.problem.pack import PackProblem, UnpackProblem
+from ireetune.problem.registry import parse_problem
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.spec.inspect import list_matchers
 from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
+from ireetune.targets.llvm_cpu.common import CpuFacts
 from ireetune.targets.llvm_cpu.elementwise_space import (
     CpuPackSpace,
     CpuUnpackSpace,
+    compute_unpack_sizes,
     elementwise_tile_lists,
+    enumerate_elementwise_space,
 )
 from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET, dump_benchmarks
 from tests.landing_support import compile_model_with_candidate, find_family_requests
 from tests.targets.llvm_cpu.test_cpu_spec_reach import MATMUL_MODEL
 
+AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 EARLY = ("--iree-global-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 LATE = ("--iree-opt-data-tiling", "--iree-llvmcpu-enable-ukernels=mmt4d")
 
@@ -193,3 +199,45 @@ def test_a_padded_pack_lands_in_the_whole_model_and_is_tuned_on_its_reference(
     assert [c["status"] in {"measured", "verified"} for c in candidates[1:]] == [True] * 3
     assert len({c["binary_hash"] for c in candidates}) == 4, candidates
     assert "padding_value" in (run_dir / "verify" / "reference.mlir").read_text()
+
+
+# An unpack of a 60x128 result from 8x16 tiles (rows padded to 64): its columns are whole tiles,
+# its rows are not.
+PADDED_UNPACK = """
+func.func @f(%s: tensor<8x8x8x16xf32>, %d: tensor<60x128xf32>) -> tensor<60x128xf32> {
+  %u = linalg.unpack %s outer_dims_perm = [0, 1] inner_dims_pos = [0, 1] inner_tiles = [8, 16] into %d : tensor<8x8x8x16xf32> -> tensor<60x128xf32>
+  return %u : tensor<60x128xf32>
+}
+"""
+
+
+def test_unpack_tiles_stay_at_multiples_of_its_inner_tiles() -> None:
+    context = ir.Context()
+    module = ir.Module.parse(
+        PADDED_UNPACK.replace("[0, 1] inner_tiles", "[1, 0] inner_tiles").replace(
+            "8x8x8x16", "4x16x8x16"
+        ),
+        context,
+    )
+    with context:
+        (op,) = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations][:1]
+        problem = parse_problem(op)
+    assert isinstance(problem, UnpackProblem)
+    # inner_dims_pos = [1, 0]: the columns are read in tiles of 8, the rows in tiles of 16.
+    assert problem.inner_tiles == (16, 8)
+    module = ir.Module.parse(PADDED_UNPACK, context)
+    with context:
+        (op,) = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations][:1]
+        problem = parse_problem(op)
+    assert isinstance(problem, UnpackProblem) and problem.inner_tiles == (8, 16)
+    sizes = compute_unpack_sizes(problem)
+    # A default that keeps whole 16-column tiles (its values join their domains).
+    default = (("dist_0", 4), ("dist_1", 64), ("vec_0", 4), ("vec_1", 16))
+    candidates = list(islice(enumerate_elementwise_space(sizes, AVX512, 0, default), 40))
+    assert len(candidates) >= 10
+    for knobs in candidates:
+        values = dict(knobs)
+        # The columns (whole tiles of 16) keep multiples of 16; the 60 rows, no multiple of 8,
+        # are free.
+        assert values["dist_1"] % 16 == 0 and values["vec_1"] % 16 == 0, knobs
+    assert {dict(k)["vec_0"] for k in candidates} - {8, 16}, candidates
