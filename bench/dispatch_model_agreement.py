@@ -58,12 +58,15 @@ def read_pairs(run_dir: Path) -> list[Pair]:
 def spec_inside_run(spec: str, run_dir: Path) -> str:
     """Return a variant's spec path relative to its run folder. A run given a relative
     `--output-dir` records its paths relative to where it ran, which is not known here: such a
-    path is cut after the run folder's own name."""
-    parts = Path(spec).parts
-    if not Path(spec).is_absolute() and run_dir.name in parts:
-        cut = len(parts) - parts[::-1].index(run_dir.name)
-        return str(Path(*parts[cut:]))
-    return str(Path(spec).resolve().relative_to(run_dir.resolve()))
+    path is cut after a part that names the run folder, where the rest lies in the folder."""
+    path = Path(spec)
+    if not path.is_absolute():
+        parts = path.parts
+        for cut in range(len(parts) - 1, -1, -1):
+            rest = Path(*parts[cut + 1 :]) if cut + 1 < len(parts) else None
+            if parts[cut] == run_dir.name and rest is not None and (run_dir / rest).exists():
+                return str(rest)
+    return str(path.resolve().relative_to(run_dir.resolve()))
 
 
 def summarise(pairs: list[Pair]) -> dict[str, float | int | None]:

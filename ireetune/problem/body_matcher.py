@@ -107,6 +107,11 @@ def check_body_matchable(root_op: ir.Operation) -> None:
             f"{name_root_op(root_op)} is not tunable: its body reads both constants from "
             "outside it and loop indices (linalg.index), which no matcher of IREE 3.13 holds"
         )
+    if any(op.name == "arith.constant" for op in operations):
+        raise IreetuneError(
+            f"{name_root_op(root_op)} is not tunable: its body reads constants from outside it "
+            "and defines constants of its own, which a body matcher does not read back alike"
+        )
     yielded = operations[-1].operands[0]
     if isinstance(yielded.owner, ir.Block) or yielded.owner.operation not in operations:
         raise IreetuneError(
@@ -200,26 +205,36 @@ def _build_shape_match(problem: GenericOpProblem, generic: ir.Value) -> None:
             )
 
 
+def _checked_dims(attributes: ir.OpAttributeMap, rank: int) -> list[int] | None:
+    """Return the loops a `transform.match.structured.dim` names: `all`, a list (a negative
+    position counts from the last loop, as IREE reads it) or `except(...)` a list; None for a
+    position out of range."""
+    if "is_all" in attributes:
+        return list(range(rank))
+    listed = [int(d) for d in ir.DenseI64ArrayAttr(attributes["raw_dim_list"])]
+    dims = [d + rank if d < 0 else d for d in listed]
+    if not all(0 <= d < rank for d in dims):
+        return None
+    if "is_inverted" in attributes:
+        return [d for d in range(rank) if d not in dims]
+    return dims
+
+
 def _read_iterators(structured: ir.Operation, rank: int) -> tuple[str, ...] | None:
     """Read the iterator types a body matcher's structured match checks (all parallel when it
-    checks none, as the element-wise body matchers written before 2026-12-03 did; `%h[all]`
-    names every loop); None when they do not name every loop once, or name them by exception
-    (`except(...)`)."""
+    checks none, as the element-wise body matchers written before 2026-12-03 did); None when
+    they do not name every loop exactly once."""
     named: dict[int, str] = {}
     for op in structured.regions[0].blocks[0].operations:
         attributes = op.operation.attributes
         kinds = [kind for kind in ITERATOR_KINDS if kind in attributes]
         if op.operation.name != "transform.match.structured.dim" or not kinds:
             continue
-        if "is_inverted" in attributes:
+        dims = _checked_dims(attributes, rank)
+        if dims is None:
             return None
-        dims = (
-            range(rank)
-            if "is_all" in attributes
-            else ir.DenseI64ArrayAttr(attributes["raw_dim_list"])
-        )
         for dim in dims:
-            if dim in named or not 0 <= dim < rank:
+            if dim in named:
                 return None
             named[dim] = kinds[0]
     if not named:

@@ -58,14 +58,15 @@ def test_pairs_join_each_candidate_alone_and_in_the_model(tmp_path: Path) -> Non
 
 def test_a_run_with_a_relative_output_dir_is_read_from_anywhere(tmp_path: Path) -> None:
     # `ireetune tune ... --output-dir runs/x` records the variants' specs relative to where it
-    # ran (runs/x/model_.../tuning/...), not to where the bench runs.
-    run_dir = _run(tmp_path / "model_run", {"a": 1.2}, {"a": 1.03})
+    # ran (runs/x/<run>/tuning/...), not to where the bench runs. Here the run folder is named
+    # `t`, as a folder inside it is: the path is cut where the rest lies in the run folder.
+    run_dir = _run(tmp_path / "t", {"a": 1.2}, {"a": 1.03})
+    (run_dir / "tuning" / "t").mkdir(parents=True)
+    (run_dir / "tuning" / "t" / "a.mlir").write_text("")
     trials_path = run_dir / "selection" / "trials.json"
     trials = json.loads(trials_path.read_text())
     for trial in trials:
-        trial["specs"] = [
-            f"runs/x/model_run/{Path(spec).relative_to(run_dir)}" for spec in trial["specs"]
-        ]
+        trial["specs"] = [f"runs/x/t/{Path(spec).relative_to(run_dir)}" for spec in trial["specs"]]
     trials_path.write_text(json.dumps(trials))
     assert [(p.spec, p.in_model) for p in agreement.read_pairs(run_dir)] == [
         ("tuning/t/a.mlir", 1.03)

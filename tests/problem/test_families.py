@@ -403,10 +403,15 @@ def test_a_body_matcher_reads_back_the_loops_it_names_as_parallel_or_reduced() -
         return None if matcher.pattern is None else matcher.pattern.body[:2]
 
     assert read(spec) == ("parallel", "reduction")
-    # `%h[all]` names every loop; a loop named twice, or loops named by exception, are not read.
+    # `%h[all]` names every loop, `except(...)` the others, a negative position counts from the
+    # last loop (as IREE reads them); a loop named twice, or one left unnamed, is not read.
     every = "transform.match.structured.dim %arg1[all] reduction : !transform.any_op"
     assert read(spec.replace(checks, every)) == ("reduction", "reduction")
+    inverted = checks.replace("[1] reduction", "[except(0)] reduction")
+    assert read(spec.replace(checks, inverted)) == ("parallel", "reduction")
+    last = checks.replace("[1] reduction", "[-1] reduction")
+    assert read(spec.replace(checks, last)) == ("parallel", "reduction")
     twice = checks.replace("[0] parallel", "[1] parallel")
     assert read(spec.replace(checks, twice)) is None
-    inverted = "transform.match.structured.dim %arg1[except(0)] reduction : !transform.any_op"
-    assert read(spec.replace(checks, inverted)) is None
+    partial = checks.split("\n")[1].strip()
+    assert read(spec.replace(checks, partial)) is None

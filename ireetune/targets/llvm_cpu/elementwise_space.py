@@ -89,7 +89,8 @@ class CpuElementwiseSizes:
 
     loops: tuple[int, ...]
     element_bytes: int
-    # Per loop, the multiple its tiles keep (an unpack's inner tile); none when empty.
+    # Per loop, the multiple its distribution tiles keep (an unpack's inner tile); none when
+    # empty.
     multiples: tuple[int, ...] = ()
 
     @property
@@ -110,18 +111,13 @@ def compute_elementwise_sizes(problem: ElementwiseProblem) -> CpuElementwiseSize
 
 
 def compute_unpack_sizes(problem: UnpackProblem) -> CpuElementwiseSizes:
-    """Reduce an unpack to its loops (the destination's dimensions), its tiles held at
-    multiples of the inner tiles it reads each dimension in, as IREE's own configuration
-    holds them (`distribution = [8, 64], vector_common_parallel = [8, 8]` for 8x8 tiles): a
-    tile that splits an inner tile reads part of it, and the rest again in the next task."""
+    """Reduce an unpack to its loops (the destination's dimensions), its distribution tiles
+    held at multiples of the inner tiles it reads each dimension in, as IREE's own
+    configuration holds them (`distribution = [8, 64]` for 8x8 tiles): a task whose tile splits
+    an inner tile reads part of it, and another task reads the rest. Vector tiles stay free:
+    held at multiples too, 16x16 tiles leave no vector tile within a 16-register file."""
     sizes = compute_elementwise_sizes(problem)
     return CpuElementwiseSizes(sizes.loops, sizes.element_bytes, problem.inner_tiles)
-
-
-def _keep_multiples(values: list[int], multiple: int) -> list[int]:
-    """Keep the values that are multiples of `multiple` (all of them when none is)."""
-    kept = [value for value in values if value % multiple == 0]
-    return kept or values
 
 
 def fits_loop(extent: int, vector: int) -> bool:
@@ -141,8 +137,7 @@ def elementwise_domains(sizes: CpuElementwiseSizes) -> dict[str, list[int]]:
         domains[f"vec_{i}"] = [x for x in choices if fits_loop(size, x)]
     for i, multiple in enumerate(sizes.multiples):
         if multiple > 1 and sizes.loops[i] % multiple == 0:
-            for knob in (f"dist_{i}", f"vec_{i}"):
-                domains[knob] = _keep_multiples(domains[knob], multiple)
+            domains[f"dist_{i}"] = [v for v in domains[f"dist_{i}"] if v % multiple == 0]
     return domains
 
 

@@ -185,13 +185,19 @@ def _body_reading(body: str, argument: str = "") -> str:
         ),
         ("linalg.yield %zero : f32", "", "its body yields a value it does not compute"),
         (
+            "%two = arith.constant 2.0 : f32\n %d = arith.mulf %in, %two : f32\n"
+            " %m = arith.maximumf %d, %zero : f32\n linalg.yield %m : f32",
+            "",
+            "defines constants of its own",
+        ),
+        (
             "%d = arith.addf %in, %zero : f32\n %m = arith.maximumf %in, %zero : f32\n"
             " linalg.yield %m : f32",
             "",
             "its body computes values it does not yield",
         ),
     ],
-    ids=["argument", "index", "yields_constant", "dead_op"],
+    ids=["argument", "index", "yields_constant", "inner_constant", "dead_op"],
 )
 def test_a_body_no_matcher_reaches_is_refused_with_its_reason(
     body: str, argument: str, refusal: str

@@ -24,6 +24,7 @@ from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.common import CpuFacts
 from ireetune.targets.llvm_cpu.elementwise_space import (
+    CpuElementwiseSizes,
     CpuPackSpace,
     CpuUnpackSpace,
     compute_unpack_sizes,
@@ -235,9 +236,12 @@ def test_unpack_tiles_stay_at_multiples_of_its_inner_tiles() -> None:
     default = (("dist_0", 4), ("dist_1", 64), ("vec_0", 4), ("vec_1", 16))
     candidates = list(islice(enumerate_elementwise_space(sizes, AVX512, 0, default), 40))
     assert len(candidates) >= 10
-    for knobs in candidates:
-        values = dict(knobs)
-        # The columns (whole tiles of 16) keep multiples of 16; the 60 rows, no multiple of 8,
-        # are free.
-        assert values["dist_1"] % 16 == 0 and values["vec_1"] % 16 == 0, knobs
-    assert {dict(k)["vec_0"] for k in candidates} - {8, 16}, candidates
+    # The columns (whole tiles of 16) keep distribution tiles at multiples of 16; the 60 rows,
+    # no multiple of 8, are free, and so are the vector tiles.
+    assert all(dict(knobs)["dist_1"] % 16 == 0 for knobs in candidates), candidates
+    assert {dict(k)["dist_0"] for k in candidates} - {8, 16, 32}, candidates
+    assert {dict(k)["vec_1"] for k in candidates} - {16, 32, 64}, candidates
+    # 16x16 tiles on a CPU of 16 registers of 32 bytes (haswell) still leave a space.
+    wide = CpuElementwiseSizes((64, 128), 4, (16, 16))
+    haswell = CpuFacts("haswell", 32, 16, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
+    assert next(enumerate_elementwise_space(wide, haswell, 0, None), None) is not None
