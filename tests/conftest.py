@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from iree.compiler import ir
 
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.convolution import ConvolutionProblem
@@ -74,10 +75,10 @@ func.func @main(%lhs: tensor<4x32x64xf32>, %rhs: tensor<4x64x16xf32>) -> tensor<
 }
 """
 
-# An arg-max: a generic of two results (the largest value and its index), which no op family
-# covers, so it is refused (a ReLU, whose body reads a constant, is tunable).
-ARGMAX_MODEL = """
-func.func @main(%x: tensor<64x32xf32>) -> tensor<64xi32> {
+# An arg-max over the rows of %x (tensor<64x32xf32>), its index in %r#1: a generic of two results
+# (the largest value and its index), which no op family covers, so it is refused (a ReLU, whose
+# body reads a constant, is tunable).
+ARGMAX_OPS = """
   %low = arith.constant -3.0e+38 : f32
   %z = arith.constant 0 : i32
   %ev = tensor.empty() : tensor<64xf32>
@@ -94,8 +95,11 @@ func.func @main(%x: tensor<64x32xf32>) -> tensor<64xi32> {
       %na = arith.select %gt, %ki, %at : i32
       linalg.yield %nb, %na : f32, i32
   } -> (tensor<64xf32>, tensor<64xi32>)
+"""
+ARGMAX_MODEL = f"""
+func.func @main(%x: tensor<64x32xf32>) -> tensor<64xi32> {{{ARGMAX_OPS}
   return %r#1 : tensor<64xi32>
-}
+}}
 """
 
 
@@ -270,3 +274,17 @@ def nchw_conv_problem(
         rhs_shape=(f, c, kernel, kernel),
         output_shape=(batch, f, out, out),
     )
+
+
+def parse_function_op(
+    text: str, context: ir.Context, op_name: str = "linalg.generic"
+) -> tuple[ir.Module, ir.Operation]:
+    """Parse a module of one function; return it (which keeps the op alive) and its one op named
+    `op_name`."""
+    module = ir.Module.parse(text, context)
+    (found,) = [
+        op.operation
+        for op in module.body.operations[0].regions[0].blocks[0].operations
+        if op.operation.name == op_name
+    ]
+    return module, found

@@ -43,6 +43,7 @@ from ireetune.problem.generic import (
     GenericOpProblem,
     build_loop_sizes_match,
     build_structured_operand,
+    source_op,
     structured_match,
 )
 from ireetune.problem.op_kind import name_root_op
@@ -65,12 +66,6 @@ def _describe_constant(constant: ir.Operation) -> str:
     return f"constant {constant.attributes['value']}"
 
 
-def _source_generic(source: ir.Module) -> ir.Operation:
-    """Return the generic a `dag_source` module holds."""
-    block = source.body.operations[0].regions[0].blocks[0]
-    return next(op.operation for op in block.operations if op.operation.name == GENERIC)
-
-
 @functools.lru_cache(maxsize=256)
 def _read_source_constants(source: str) -> tuple[str, ...]:
     """Name the constants the body of a `dag_source`'s generic reads, in the order its body
@@ -79,7 +74,7 @@ def _read_source_constants(source: str) -> tuple[str, ...]:
         module = ir.Module.parse(source)
         return tuple(
             _describe_constant(value.owner.operation)
-            for value in captured_values(_source_generic(module))
+            for value in captured_values(source_op(module, GENERIC))
         )
 
 
@@ -154,7 +149,7 @@ def build_body_matcher(problem: GenericOpProblem, op_handle: ir.Value) -> ir.Val
     any_op = transform.AnyOpType.get()
     any_value = ir.Type.parse("!transform.any_value")
     source = ir.Module.parse(problem.source)
-    generic = _source_generic(source)
+    generic = source_op(source, GENERIC)
     constants = captured_values(generic)
     arguments, ops = _slice_yielded(generic.regions[0].blocks[0])
     transform.MatchOperationNameOp(op_handle, ["linalg.yield"])

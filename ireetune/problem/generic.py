@@ -148,6 +148,12 @@ def dag_source(root_op: ir.Operation) -> str:
         return str(module)
 
 
+def source_op(source: ir.Module, op_name: str) -> ir.Operation:
+    """Return the op named `op_name` that a `dag_source` module holds."""
+    block = source.body.operations[0].regions[0].blocks[0]
+    return next(op.operation for op in block.operations if op.operation.name == op_name)
+
+
 def build_dag_matcher(source_text: str, op_handle: ir.Value, op_name: str) -> None:
     """Emit a DAG matcher holding a copy of the generic in `source_text` (a `dag_source`):
 
@@ -165,10 +171,7 @@ def build_dag_matcher(source_text: str, op_handle: ir.Value, op_name: str) -> No
     )
     block = dag.regions[0].blocks.append(*[argument.type for argument in source_block.arguments])
     with ir.InsertionPoint(block):
-        generic = next(
-            op.operation for op in source_block.operations if op.operation.name == op_name
-        )
-        clone = clone_with_captured_constants(generic)
+        clone = clone_with_captured_constants(source_op(source, op_name))
         for index, argument in enumerate(block.arguments):
             clone.operands[index] = argument
         transform.YieldOp([])

@@ -59,6 +59,7 @@ from ireetune.problem.generic import (
     TYPE_MATCH,
     GenericOpFamily,
     dag_source,
+    source_op,
 )
 
 PACK_OP = "linalg.pack"
@@ -204,9 +205,7 @@ def _read_inner_tiles(source: str, rank: int) -> tuple[int, ...]:
     destination dimension."""
     tiles = [1] * rank
     with ir.Context():
-        module = ir.Module.parse(source)
-        block = module.body.operations[0].regions[0].blocks[0]
-        unpack = next(op.operation for op in block.operations if op.operation.name == UNPACK_OP)
+        unpack = source_op(ir.Module.parse(source), UNPACK_OP)
         positions = ir.DenseI64ArrayAttr(unpack.attributes["inner_dims_pos"])
         sizes = ir.DenseI64ArrayAttr(unpack.attributes["static_inner_tiles"])
         for dim, tile in zip(positions, sizes, strict=True):

@@ -28,7 +28,7 @@ from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 from ireetune.spec.inspect import MatchVerdict, list_matchers, match_problem
 from ireetune.spec.source import parse_spec
 from ireetune.targets import parse_target
-from tests.conftest import IREE_COMPILE, TEST_TARGET, dump_benchmarks
+from tests.conftest import IREE_COMPILE, TEST_TARGET, dump_benchmarks, parse_function_op
 from tests.targets.gpu.test_gpu_compile import ATTENTION_F16, dump_gpu_benchmark
 
 SOFTMAX_MODEL = """
@@ -384,13 +384,8 @@ func.func @f(%x: tensor<64x96xf32>, %acc: tensor<64xf32>) -> tensor<64xf32> {
 
 def test_a_body_matcher_reads_back_the_loops_it_names_as_parallel_or_reduced() -> None:
     context = ir.Context()
-    module = ir.Module.parse(SUM_OF_RELU_FUNCTION, context)
+    module, generic = parse_function_op(SUM_OF_RELU_FUNCTION, context)
     with context:
-        (generic,) = [
-            op.operation
-            for op in module.body.operations[0].regions[0].blocks[0].operations
-            if op.operation.name == "linalg.generic"
-        ]
         problem = parse_problem(generic)
     assert isinstance(problem, ReductionProblem)
     config = "#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [8, 0]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>"

@@ -31,7 +31,7 @@ from ireetune.targets.llvm_cpu.elementwise_space import (
 )
 from ireetune.verify.compare import make_random_inputs
 from ireetune.verify.runner import ReferenceBatch
-from tests.conftest import FAST_RUN_ARGS, TEST_TARGET
+from tests.conftest import FAST_RUN_ARGS, TEST_TARGET, parse_function_op
 
 AVX2 = CpuFacts("haswell", 32, 16, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
 # A residual add with a bias broadcast over rows: two loops IREE keeps (the bias reads one).
@@ -141,16 +141,6 @@ def test_tune_an_elementwise_dispatch_on_the_cpu(tmp_path: Path) -> None:
     ), matcher.conditions
 
 
-def _generic_of(text: str, context: ir.Context) -> tuple[ir.Module, ir.Operation]:
-    module = ir.Module.parse(text, context)
-    (generic,) = [
-        op.operation
-        for op in module.body.operations[0].regions[0].blocks[0].operations
-        if op.operation.name == "linalg.generic"
-    ]
-    return module, generic
-
-
 def _body_reading(body: str, argument: str = "") -> str:
     """A one-loop generic whose body is `body` (it yields %r), in a function that defines
     %zero and takes `argument` besides %x."""
@@ -203,14 +193,14 @@ def test_a_body_no_matcher_reaches_is_refused_with_its_reason(
     body: str, argument: str, refusal: str
 ) -> None:
     context = ir.Context()
-    _, generic = _generic_of(_body_reading(body, argument), context)
+    _, generic = parse_function_op(_body_reading(body, argument), context)
     with context, pytest.raises(IreetuneError, match=refusal):
         parse_problem(generic)
 
 
 def test_a_body_reading_a_constant_gets_a_body_matcher_read_back_whole() -> None:
     context = ir.Context()
-    module, generic = _generic_of(
+    module, generic = parse_function_op(
         _body_reading("%m = arith.maximumf %in, %zero : f32\n linalg.yield %m : f32"), context
     )
     with context:
@@ -239,7 +229,7 @@ def test_a_body_reading_a_constant_gets_a_body_matcher_read_back_whole() -> None
         "%m = arith.maximumf %in, %zero : f32\n %c = arith.minimumf %m, %six : f32\n"
         " linalg.yield %c : f32"
     ).replace("%e = tensor.empty()", "%six = arith.constant 6.0 : f32\n      %e = tensor.empty()")
-    _, clamp = _generic_of(relu6, context)
+    _, clamp = parse_function_op(relu6, context)
     with context:
         clamp_problem = parse_problem(clamp)
     clamp_spec = build_configuration_spec(clamp_problem, configuration, (), context)
@@ -252,7 +242,7 @@ def test_a_body_reading_a_constant_gets_a_body_matcher_read_back_whole() -> None
     )
     # The same body at another constant (a ReLU at 1) is another problem the matcher misses.
     relu_at_one = _body_reading("%m = arith.maximumf %in, %zero : f32\n linalg.yield %m : f32")
-    _, other = _generic_of(relu_at_one.replace("constant 0.0", "constant 1.0"), context)
+    _, other = parse_function_op(relu_at_one.replace("constant 0.0", "constant 1.0"), context)
     with context:
         assert match_problem(matcher, parse_problem(other)) is MatchVerdict.MISS
     del module

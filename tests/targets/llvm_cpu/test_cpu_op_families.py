@@ -35,7 +35,7 @@ from ireetune.targets.llvm_cpu.conv_space import CpuWindowSpace
 from ireetune.targets.llvm_cpu.elementwise_space import CpuElementwiseSpace
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.verify.reference import build_reference_module
-from tests.conftest import IREE_COMPILE
+from tests.conftest import ARGMAX_OPS, IREE_COMPILE
 from tests.targets.llvm_cpu.test_cpu_spec_reach import (
     CONSTANT_BODIES_MODEL,
     PAD_MODEL,
@@ -210,28 +210,12 @@ func.func @main(%a: tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
 }
 """
 # A transpose (element-wise: tunable) and an arg-max (a generic with no family).
-TRANSPOSE_AND_ARGMAX_MODEL = """
-func.func @main(%x: tensor<64x32xf32>) -> (tensor<32x64xf32>, tensor<64xi32>) {
+TRANSPOSE_AND_ARGMAX_MODEL = f"""
+func.func @main(%x: tensor<64x32xf32>) -> (tensor<32x64xf32>, tensor<64xi32>) {{
   %e = tensor.empty() : tensor<32x64xf32>
-  %t = linalg.transpose ins(%x : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
-  %low = arith.constant -3.0e+38 : f32
-  %z = arith.constant 0 : i32
-  %ev = tensor.empty() : tensor<64xf32>
-  %ei = tensor.empty() : tensor<64xi32>
-  %v = linalg.fill ins(%low : f32) outs(%ev : tensor<64xf32>) -> tensor<64xf32>
-  %i = linalg.fill ins(%z : i32) outs(%ei : tensor<64xi32>) -> tensor<64xi32>
-  %r:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
-      ins(%x : tensor<64x32xf32>) outs(%v, %i : tensor<64xf32>, tensor<64xi32>) {
-    ^bb0(%in: f32, %best: f32, %at: i32):
-      %k = linalg.index 1 : index
-      %ki = arith.index_cast %k : index to i32
-      %gt = arith.cmpf ogt, %in, %best : f32
-      %nb = arith.select %gt, %in, %best : f32
-      %na = arith.select %gt, %ki, %at : i32
-      linalg.yield %nb, %na : f32, i32
-  } -> (tensor<64xf32>, tensor<64xi32>)
+  %t = linalg.transpose ins(%x : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]{ARGMAX_OPS}
   return %t, %r#1 : tensor<32x64xf32>, tensor<64xi32>
-}
+}}
 """
 MATMUL_FOR_DATA_TILING = """
 func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x128xf32> {

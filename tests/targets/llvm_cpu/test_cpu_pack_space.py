@@ -16,7 +16,7 @@ from iree.compiler import ir
 
 from ireetune.core.target import space_for
 from ireetune.model.profile import LATE_PACK_NOTE, describe_problem
-from ireetune.problem.pack import PackProblem, UnpackProblem
+from ireetune.problem.pack import UNPACK_OP, PackProblem, UnpackProblem
 from ireetune.problem.registry import parse_problem
 from ireetune.spec.builder import build_configuration_spec
 from ireetune.spec.inspect import list_matchers
@@ -31,7 +31,13 @@ from ireetune.targets.llvm_cpu.elementwise_space import (
     elementwise_tile_lists,
     enumerate_elementwise_space,
 )
-from tests.conftest import FAST_RUN_ARGS, TEST_CPU, TEST_TARGET, dump_benchmarks
+from tests.conftest import (
+    FAST_RUN_ARGS,
+    TEST_CPU,
+    TEST_TARGET,
+    dump_benchmarks,
+    parse_function_op,
+)
 from tests.landing_support import compile_model_with_candidate, find_family_requests
 from tests.targets.llvm_cpu.test_cpu_spec_reach import MATMUL_MODEL
 
@@ -214,21 +220,15 @@ func.func @f(%s: tensor<8x8x8x16xf32>, %d: tensor<60x128xf32>) -> tensor<60x128x
 
 def test_unpack_tiles_stay_at_multiples_of_its_inner_tiles() -> None:
     context = ir.Context()
-    module = ir.Module.parse(
-        PADDED_UNPACK.replace("[0, 1] inner_tiles", "[1, 0] inner_tiles").replace(
-            "8x8x8x16", "4x16x8x16"
-        ),
-        context,
-    )
+    swapped = PADDED_UNPACK.replace("[0, 1] inner_tiles", "[1, 0] inner_tiles")
+    module, op = parse_function_op(swapped.replace("8x8x8x16", "4x16x8x16"), context, UNPACK_OP)
     with context:
-        (op,) = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations][:1]
         problem = parse_problem(op)
     assert isinstance(problem, UnpackProblem)
     # inner_dims_pos = [1, 0]: the columns are read in tiles of 8, the rows in tiles of 16.
     assert problem.inner_tiles == (16, 8)
-    module = ir.Module.parse(PADDED_UNPACK, context)
+    module, op = parse_function_op(PADDED_UNPACK, context, UNPACK_OP)
     with context:
-        (op,) = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations][:1]
         problem = parse_problem(op)
     assert isinstance(problem, UnpackProblem) and problem.inner_tiles == (8, 16)
     sizes = compute_unpack_sizes(problem)
