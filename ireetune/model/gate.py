@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ireetune.model.hot import HotSet
+from ireetune.model.hot import DispatchProfile, HotSet
 
 # The start of a skipped dispatch's note (the HTML report groups them under it).
 SMALL_SHARE_NOTE = "not tuned: too small a share of the model"
@@ -24,11 +24,11 @@ def best_possible_speedup(share: float) -> float:
     return float("inf") if share >= 1.0 else 1.0 / (1.0 - share)
 
 
-def problem_share(hot: HotSet, problem: str) -> float:
-    """Return the share of the model's time every dispatch of `problem` takes (one spec
-    configures them all); 0 without a measured model."""
+def problem_share(hot: HotSet, profile: DispatchProfile) -> float:
+    """Return the share of the model's time every dispatch of `profile`'s group (its problem, or
+    its kin) takes (one tuned dispatch configures them all); 0 without a measured model."""
     basis = max(hot.model_ms, hot.explained_ms)
-    problem_ms = sum(p.total_ms for p in hot.ranked if p.problem == problem)
+    problem_ms = sum(p.total_ms for p in hot.ranked if p.group == profile.group)
     return min(1.0, problem_ms / basis) if basis > 0 else 0.0
 
 
@@ -39,7 +39,7 @@ def skip_small_dispatches(hot: HotSet, threshold: float) -> tuple[HotSet, dict[s
         return hot, {}
     kept, skipped = [], {}
     for profile in hot.selected:
-        share = problem_share(hot, profile.problem)
+        share = problem_share(hot, profile)
         bound = best_possible_speedup(share)
         if bound > threshold:
             kept.append(profile)
@@ -49,6 +49,6 @@ def skip_small_dispatches(hot: HotSet, threshold: float) -> tuple[HotSet, dict[s
             f"most {bound:.4f}x faster, not above the rule's {threshold:g}x"
         )
     covered_ms = sum(
-        p.total_ms for p in hot.ranked if p.tunable and p.problem in {k.problem for k in kept}
+        p.total_ms for p in hot.ranked if p.tunable and p.group in {k.group for k in kept}
     )
     return replace(hot, selected=tuple(kept), covered_ms=covered_ms), skipped

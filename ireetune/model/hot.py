@@ -38,10 +38,18 @@ class DispatchProfile:
     tunable: bool
     dispatch_ms: float | None
     invocations: int
+    # The kin key of its problem (model/kin.py): dispatches that differ only in the sizes they
+    # reduce share it, and one tuned dispatch's candidates are tried on all of them.
+    kin: str | None = None
 
     @property
     def total_ms(self) -> float:
         return (self.dispatch_ms or 0.0) * self.invocations
+
+    @property
+    def group(self) -> str:
+        """Name what one tuned dispatch configures: its kin, or else its problem."""
+        return self.kin or self.problem
 
 
 @dataclass(frozen=True)
@@ -62,26 +70,32 @@ class HotSet:
 def select_hot_dispatches(
     profiles: Sequence[DispatchProfile], model_ms: float, coverage: float, max_dispatches: int
 ) -> HotSet:
-    """Rank dispatches by share of model time; pick tunable ones until `coverage` is reached.
+    """Rank dispatches by share of model time; pick tunable ones until `coverage` is reached,
+    the groups that take most of it (all their dispatches together) first.
 
     Coverage counts every dispatch's time, tunable or not, so an untunable hot dispatch is
     visible in the report rather than silently skipped. Problems that occur in several dispatches
-    are selected once (the spec for one problem configures all of them).
+    are selected once (the spec for one problem configures all of them), and so are kin
+    (model/kin.py: one dispatch's candidates are tried on all of them).
     """
     ranked = sorted(profiles, key=lambda p: (-p.total_ms, p.name))
     explained = sum(p.total_ms for p in ranked)
     basis = max(model_ms, explained)
     selected: list[DispatchProfile] = []
-    seen_problems: set[str] = set()
+    seen_groups: set[str] = set()
     covered = 0.0
+    # Groups by their whole time first (a group of many small dispatches can outweigh one large).
+    group_ms: dict[str, float] = {}
     for profile in ranked:
+        group_ms[profile.group] = group_ms.get(profile.group, 0.0) + profile.total_ms
+    for profile in sorted(ranked, key=lambda p: (-group_ms[p.group], -p.total_ms, p.name)):
         if covered >= coverage * basis or len(selected) >= max_dispatches:
             break
         covered += profile.total_ms
-        if not profile.tunable or profile.problem in seen_problems:
+        if not profile.tunable or profile.group in seen_groups:
             continue
-        seen_problems.add(profile.problem)
+        seen_groups.add(profile.group)
         selected.append(profile)
-    # Later occurrences of a selected problem are covered by its spec too.
-    covered_ms = sum(p.total_ms for p in ranked if p.tunable and p.problem in seen_problems)
+    # Later occurrences of a selected problem, and its kin, are covered by its specs too.
+    covered_ms = sum(p.total_ms for p in ranked if p.tunable and p.group in seen_groups)
     return HotSet(tuple(ranked), tuple(selected), model_ms, explained, covered_ms)

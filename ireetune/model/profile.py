@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iree.compiler import ir
-
 from ireetune.compile.driver import CompileStatus, build_request
 from ireetune.compile.pool import CompileBatch, CompileJob, default_jobs
 from ireetune.core.errors import IreetuneError
@@ -21,14 +19,14 @@ from ireetune.frontend.dispatches import (
     CONFIGURED_PROGRAM,
     DumpedDispatch,
     dump_dispatches,
-    parse_module,
     read_mlir_file,
 )
 from ireetune.model.dispatch_times import time_dispatch_benchmarks
 from ireetune.model.hot import DispatchProfile, HotSet, count_dispatch_invocations
+from ireetune.model.kin import kin_key, read_problem
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.flags import specs_reach_data_tiled_matmuls
 from ireetune.targets.llvm_cpu.mmt4d_space import is_data_tiled
 
@@ -135,7 +133,7 @@ def describe_dispatches(
     (`encoded_mmt4d`: the model's mmt4d ops come from data-tiling encodings)."""
     profiles = []
     for dispatch in dumped:
-        problem, tunable = describe_problem(dispatch.path, target, encoded_mmt4d)
+        problem, tunable, kin = _describe(dispatch.path, target, encoded_mmt4d)
         profiles.append(
             DispatchProfile(
                 name=dispatch.name,
@@ -144,6 +142,7 @@ def describe_dispatches(
                 tunable=tunable,
                 dispatch_ms=timings.get(dispatch.index),
                 invocations=counts.get(dispatch.name, 1),
+                kin=kin,
             )
         )
     return profiles
@@ -155,13 +154,24 @@ def describe_problem(
     """Name a dispatch's problem and say whether the target has a space for it; with
     `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model (ENCODED_MMT4D_NOTE); under
     the target's --iree-opt-data-tiling, nor is a pack or an unpack (LATE_PACK_NOTE)."""
-    context = ir.Context()
+    problem, tunable, _ = _describe(benchmark_path, target, encoded_mmt4d)
+    return problem, tunable
+
+
+def _describe(
+    benchmark_path: Path, target: Target, encoded_mmt4d: bool
+) -> tuple[str, bool, str | None]:
+    """Return `describe_problem`'s answer and, for a tunable problem, its kin key."""
     try:
-        module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
-        with context:
-            problem = parse_problem(find_root_op(module))
+        problem = read_problem(benchmark_path)
     except IreetuneError as error:
-        return f"not tunable: {error}", False
+        return f"not tunable: {error}", False, None
+    signature, tunable = _tunable(problem, target, encoded_mmt4d)
+    return signature, tunable, kin_key(problem) if tunable else None
+
+
+def _tunable(problem: Problem, target: Target, encoded_mmt4d: bool) -> tuple[str, bool]:
+    """Name a parsed problem and say whether the target has a space for it in the model."""
     if encoded_mmt4d and isinstance(problem, ContractionProblem) and is_data_tiled(problem):
         return f"not tunable: {problem.signature} {ENCODED_MMT4D_NOTE}", False
     late = set(LATE_DATA_TILING_FLAGS) & set(target.global_flags)
@@ -205,6 +215,7 @@ def write_profile(run_dir: Path, hot: HotSet) -> None:
             "dispatch_ms": p.dispatch_ms,
             "total_ms": p.total_ms,
             "selected": p in hot.selected,
+            "kin": p.kin,
         }
         for p in hot.ranked
     ]

@@ -64,6 +64,7 @@ from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, HotSet
+from ireetune.model.kin import KIN_FOLDER, extend_with_kin
 from ireetune.model.select import MODEL_RULE
 from ireetune.report.result import TuneResult
 from ireetune.targets import parse_target
@@ -143,9 +144,9 @@ LEAST_SLOT_S = 10.0
 
 def _task_of(hot: HotSet, profile: DispatchProfile) -> DispatchTask:
     """Return a hot dispatch as the scheduler sees it: its family (the first word of its
-    problem, as `conv_1x32x56x56...`) and its problem's share of the model (every dispatch of
-    the problem counts: one spec configures them all)."""
-    share = problem_share(hot, profile.problem)
+    problem, as `conv_1x32x56x56...`) and its group's share of the model (every dispatch of
+    the problem and of its kin counts: its candidates configure them all)."""
+    share = problem_share(hot, profile)
     return DispatchTask(profile.name, profile.problem.split("_")[0], share)
 
 
@@ -188,13 +189,20 @@ def _tune_one_dispatch(
     if result.best is not None:
         run.winners[hot.name] = result.run_dir / result.best.spec_path
     kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
-    run.candidates[hot.name] = [result.run_dir / r.spec_path for r in kept]
-    for record in kept:
+    own = [(result.run_dir / r.spec_path, r.knobs) for r in kept]
+    ranked = run.hot.ranked if run.hot is not None else (hot,)
+    extended = extend_with_kin(run.target, hot, ranked, own, run.run_dir / KIN_FOLDER)
+    run.candidates[hot.name] = extended.specs
+    if extended.note is not None:
+        run.notes.append(f"{hot.name}: {extended.note}")
+    for kin in extended.kin_names:
+        run.dispatch_notes.setdefault(
+            kin, f"not tuned alone: {hot.name}'s candidates are tried on it (its kin)"
+        )
+    # The extended specs (then the dispatch's own best) carry their candidates' times alone.
+    for spec, record in zip(extended.specs, [*kept, *kept[:1]], strict=False):
         if record.median_ms and result.baseline_ms == result.baseline_ms:
-            run.session_ms[result.run_dir / record.spec_path] = (
-                result.baseline_ms,
-                record.median_ms,
-            )
+            run.session_ms[spec] = (result.baseline_ms, record.median_ms)
     if not kept:
         run.dispatch_notes[hot.name] = "no candidate could be measured"
     elif not any(r.confirmed for r in result.records) and needed > 1.0:

@@ -198,6 +198,8 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
         save_run(run)
     measured = state.profile
     dispatch_ms = measured.dispatch_ms if measured is not None else {}
+    # No kin here (model/kin.py): split mode tries each dispatch's own candidates only, so each
+    # problem stays a group of its own, as before kin were grouped.
     profiles = [
         DispatchProfile(
             d.name,

@@ -350,6 +350,8 @@ class ProfileDispatchFile(FileModel):
     invocations: Count
     dispatch_ms: Milliseconds | None
     selected: bool
+    # Absent in files written before kin (model/kin.py) were grouped.
+    kin: str | None = None
 
 
 class ProfileFile(FileModel):
@@ -474,8 +476,14 @@ def read_hot_set(run_dir: Path) -> HotSet:
     stored = read_model_file(path, ProfileFile, run_dir)
     ranked = tuple(
         DispatchProfile(
-            d.name, run_dir / d.benchmark, d.problem, d.tunable, d.dispatch_ms, d.invocations
-        )
+            d.name,
+            run_dir / d.benchmark,
+            d.problem,
+            d.tunable,
+            d.dispatch_ms,
+            d.invocations,
+            d.kin,
+        )  # fmt: skip
         for d in stored.dispatches
     )
     selected = tuple(p for p, d in zip(ranked, stored.dispatches, strict=True) if d.selected)

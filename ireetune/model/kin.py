@@ -1,0 +1,149 @@
+"""Kin dispatches: the same op on the same parallel sizes, differing only in what it reduces.
+
+A DenseNet's 1x1 convolutions all read 128 output channels on the same image, and differ only
+in how many input channels they sum (densenet121: 24 such dispatches at 14x14, 12 at 28x28, 5 at
+56x56, together 39% of the model on the 2-core machine, each 0.5-1.5%). Tuned one by one, no
+dispatch's gain could be seen in the model's timing; and the hot set, ranked dispatch by
+dispatch, often held none of a group at all. So dispatches are grouped by their kin key (family,
+kind, element types, indexing maps and the sizes of their parallel loops), a group is selected
+and scheduled by its whole share, its largest dispatch is tuned, and each of its candidates is
+tried in the model with the same knobs on every kin of the group, rendered for each kin's own
+sizes by its space (`extend_with_kin`). Only targets whose configurations render from knobs
+alone (the CPU) extend; the model-level trial, which compares the whole model's outputs, decides
+as for any candidate, and the dispatch's own candidates stay behind the extended ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler import ir
+
+from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
+from ireetune.core.files import write_text_atomically
+from ireetune.core.target import Target, space_for
+from ireetune.frontend.dispatches import parse_module, read_mlir_file
+from ireetune.model.hot import DispatchProfile
+from ireetune.problem.family import Problem, map_dim_positions
+from ireetune.problem.root_op import find_root_op, parse_problem
+from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
+
+# Where a model run writes the extended specs, in its run folder.
+KIN_FOLDER = "kin"
+
+
+def kin_key(problem: Problem) -> str | None:
+    """Name the group of problems a configuration of `problem` carries over to: its family, kind,
+    element types, indexing maps and parallel loop sizes, its reduced loops' sizes left out
+    (`?`). None for a problem whose result map does not say which loops it reduces (no maps,
+    or a result that is no plain loop), or that reduces nothing."""
+    maps = tuple(problem.indexing_maps)
+    positions = map_dim_positions(maps[-1]) if maps else [-1]
+    if -1 in positions:
+        return None
+    parallel = set(positions)
+    sizes = [str(size) if loop in parallel else "?" for loop, size in enumerate(problem.loop_sizes)]
+    if "?" not in sizes:
+        return None  # Nothing is reduced: kin would be the same problem.
+    # The signature without its sizes: the kind and the element types.
+    named = "_".join(p for p in problem.signature.split("_") if not re.fullmatch(r"[\dx]+", p))
+    return "|".join([problem.family, named, "x".join(sizes), *maps])
+
+
+def read_problem(benchmark_path: Path) -> Problem:
+    """Parse the root op's problem of a dumped dispatch benchmark."""
+    context = ir.Context()
+    module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
+    with context:
+        return parse_problem(find_root_op(module))
+
+
+@dataclass(frozen=True)
+class KinGroup:
+    """A tuned dispatch's kin: their distinct problems (not the dispatch's own), and the names
+    of every dispatch they hold."""
+
+    problems: tuple[Problem, ...]
+    names: tuple[str, ...]
+
+
+def find_kin(hot: DispatchProfile, ranked: Sequence[DispatchProfile]) -> KinGroup:
+    """Return the tunable dispatches of `hot`'s kin key whose problem is not `hot`'s."""
+    if hot.kin is None:
+        return KinGroup((), ())
+    kin = [p for p in ranked if p.tunable and p.kin == hot.kin and p.problem != hot.problem]
+    firsts = {p.problem: p for p in reversed(kin)}
+    problems = tuple(read_problem(firsts[name].benchmark_path) for name in sorted(firsts))
+    return KinGroup(problems, tuple(p.name for p in kin))
+
+
+def write_kin_spec(
+    target: Target, own: Problem, kin: Sequence[Problem], knobs: Knobs, path: Path
+) -> None:
+    """Write the spec that gives `own` and every problem of `kin` the configuration of `knobs`,
+    each rendered for its own sizes by its family's space."""
+    context = ir.Context()
+    entries = []
+    for problem in (own, *kin):
+        configuration = space_for(target, problem).configuration(problem, knobs, context)
+        entries.append(MatcherEntry.of_configuration(problem, configuration))
+    prologue = tuple(
+        dict.fromkeys(name for entry in entries for name in target.spec_prologue(entry.problem))
+    )
+    write_text_atomically(path, render_spec(build_spec(entries, context, prologue)))
+
+
+@dataclass(frozen=True)
+class Extended:
+    """The specs the model tries for a tuned dispatch, what to say about them (None: nothing
+    was extended, nothing to say) and the kin dispatches they were extended to."""
+
+    specs: list[Path]
+    note: str | None = None
+    kin_names: tuple[str, ...] = ()
+
+
+def extend_with_kin(
+    target: Target,
+    hot: DispatchProfile,
+    ranked: Sequence[DispatchProfile],
+    kept: Sequence[tuple[Path, Knobs | None]],
+    folder: Path,
+) -> Extended:
+    """Return the specs the model tries for a tuned dispatch: each kept candidate's knobs on the
+    dispatch and its kin (`folder/<name>_c<rank>_kin.mlir`), best first, then the dispatch's own
+    best candidate alone. The kept specs as they are when the target renders no configuration
+    without its dispatch, nothing is kin, a candidate has no knobs, or its knobs do not render
+    for a kin (said in the note)."""
+    specs = [spec for spec, _ in kept]
+    if (
+        not target.traits.renders_without_dispatch
+        or not kept
+        or hot.kin is None
+        or any(knobs is None for _, knobs in kept)
+    ):
+        return Extended(specs)
+    try:
+        group = find_kin(hot, ranked)
+        if not group.problems:
+            return Extended(specs)
+        own = read_problem(hot.benchmark_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        extended = []
+        for rank, (_, knobs) in enumerate(kept):
+            assert knobs is not None
+            path = folder / f"{hot.name.replace('$', '_')}_c{rank}_kin.mlir"
+            write_kin_spec(target, own, group.problems, knobs, path)
+            extended.append(path)
+    except (IreetuneError, ir.MLIRError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return Extended(specs, f"its candidates were not carried over to its kin: {first}")
+    note = (
+        f"each candidate also tried on its {len(group.names)} kin dispatch(es) (same op and "
+        f"parallel sizes, other reduced sizes: {len(group.problems)} problem(s))"
+    )
+    return Extended([*extended, specs[0]], note, group.names)

@@ -1,0 +1,125 @@
+"""Kin dispatches: grouped by what they reduce aside, selected once, configured together."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ireetune.core.candidate import make_knobs
+from ireetune.frontend.dispatches import dump_dispatches
+from ireetune.model.gate import problem_share
+from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.kin import extend_with_kin
+from ireetune.model.profile import describe_dispatches
+from ireetune.spec.apply import count_landed_matchers
+from ireetune.targets import parse_target
+from tests.conftest import IREE_COMPILE
+
+# Two 64x64 matmuls that sum 96 and 160 terms (kin), and a 64x128 one (not their kin).
+KIN_MODEL = """
+func.func @main(%a: tensor<64x96xf32>, %b: tensor<96x64xf32>, %c: tensor<64x160xf32>,
+                %d: tensor<160x64xf32>, %e: tensor<128x128xf32>, %f: tensor<64x128xf32>)
+    -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x128xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x64xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %r0 = linalg.matmul ins(%a, %b : tensor<64x96xf32>, tensor<96x64xf32>)
+      outs(%i0 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %r1 = linalg.matmul ins(%c, %d : tensor<64x160xf32>, tensor<160x64xf32>)
+      outs(%i0 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e2 = tensor.empty() : tensor<64x128xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %r2 = linalg.matmul ins(%f, %e : tensor<64x128xf32>, tensor<128x128xf32>)
+      outs(%i2 : tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %r0, %r1, %r2 : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x128xf32>
+}
+"""
+
+TARGET = "cpu:haswell"
+KNOBS = make_knobs({"dist_m": 32, "dist_n": 32, "vec_m": 4, "vec_n": 16, "vec_k": 1})
+
+
+@pytest.fixture(scope="module")
+def kin_profiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[DispatchProfile]]:
+    folder = tmp_path_factory.mktemp("kin")
+    (folder / "model.mlir").write_text(KIN_MODEL)
+    target = parse_target(TARGET)
+    dumped = dump_dispatches(folder / "model.mlir", target, folder / "dispatches", 300)
+    timings = {d.index: 1.0 for d in dumped}
+    return folder, describe_dispatches(dumped, {}, timings, target)
+
+
+def _by_k(profiles: list[DispatchProfile]) -> dict[str, DispatchProfile]:
+    """Name the matmul dispatches by their problem's sizes (`64x64x96`, ...)."""
+    found = {}
+    for profile in profiles:
+        sizes = re.search(r"_(\d+x\d+x\d+)_", profile.problem)
+        if sizes:
+            found[sizes.group(1)] = profile
+    return found
+
+
+def test_matmuls_that_differ_only_in_what_they_sum_are_kin(
+    kin_profiles: tuple[Path, list[DispatchProfile]],
+) -> None:
+    _, profiles = kin_profiles
+    matmuls = _by_k(profiles)
+    assert set(matmuls) == {"64x64x96", "64x64x160", "64x128x128"}, [p.problem for p in profiles]
+    assert matmuls["64x64x96"].kin is not None
+    assert matmuls["64x64x96"].kin == matmuls["64x64x160"].kin
+    assert matmuls["64x128x128"].kin != matmuls["64x64x96"].kin
+
+
+def test_a_kin_group_is_selected_once_and_counted_whole() -> None:
+    def profile(name: str, problem: str, ms: float, kin: str | None) -> DispatchProfile:
+        return DispatchProfile(name, Path(f"{name}.mlir"), problem, True, ms, 1, kin)
+
+    profiles = [
+        profile("big", "matmul_512", 30.0, None),
+        profile("k1", "conv_k1", 20.0, "conv|?"),
+        profile("k2", "conv_k2", 20.0, "conv|?"),
+        profile("k3", "conv_k3", 20.0, "conv|?"),
+        profile("small", "matmul_64", 10.0, None),
+    ]
+    hot = select_hot_dispatches(profiles, model_ms=100.0, coverage=1.0, max_dispatches=2)
+    # The three kin (60 ms together) come before the largest single dispatch (30 ms).
+    assert [p.name for p in hot.selected] == ["k1", "big"]
+    assert problem_share(hot, hot.selected[0]) == pytest.approx(0.6)
+    assert hot.covered_ms == pytest.approx(90.0)
+
+
+def test_a_candidate_carried_to_its_kin_lands_on_both_in_the_whole_model(
+    kin_profiles: tuple[Path, list[DispatchProfile]],
+) -> None:
+    folder, profiles = kin_profiles
+    matmuls = _by_k(profiles)
+    hot, kin = matmuls["64x64x96"], matmuls["64x64x160"]
+    own = folder / "own_spec.mlir"
+    extended = extend_with_kin(parse_target(TARGET), hot, profiles, [(own, KNOBS)], folder / "x")
+    assert extended.kin_names == (kin.name,)
+    assert len(extended.specs) == 2 and extended.specs[1] == own
+    spec = extended.specs[0]
+    dump = folder / "configurations"
+    subprocess.run(
+        [IREE_COMPILE, str(folder / "model.mlir"), *parse_target(TARGET).compile_flags(),
+         f"--iree-codegen-tuning-spec-path={spec}",
+         f"--iree-hal-dump-executable-configurations-to={dump}",
+         "--compile-to=executable-configurations", "-o", str(folder / "configured.mlir")],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert count_landed_matchers(spec, dump) == (2, 2)
+    configured = "".join(path.read_text() for path in dump.glob("*.mlir"))
+    assert configured.count("distribution = [32, 32, 0]") == 2, configured
+
+
+def test_no_kin_spec_where_a_configuration_needs_its_dispatch(
+    kin_profiles: tuple[Path, list[DispatchProfile]],
+) -> None:
+    folder, profiles = kin_profiles
+    hot = _by_k(profiles)["64x64x96"]
+    own = folder / "own_spec.mlir"
+    extended = extend_with_kin(parse_target("rocm:gfx942"), hot, profiles, [(own, KNOBS)], folder)
+    assert extended.specs == [own] and extended.note is None and not extended.kin_names
