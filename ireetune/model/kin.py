@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iree.compiler import ir
@@ -98,11 +98,23 @@ def write_kin_spec(
 
 
 @dataclass(frozen=True)
+class KeptCandidate:
+    """A tuned dispatch's candidate kept for the model: its spec, its knobs, and whether it was
+    faster than the default alone (only a gain is worth carrying to kin)."""
+
+    spec: Path
+    knobs: Knobs | None
+    faster_alone: bool
+
+
+@dataclass(frozen=True)
 class Extended:
-    """The specs the model tries for a tuned dispatch, what to say about them (None: nothing
-    was extended, nothing to say) and the kin dispatches they were extended to."""
+    """The specs the model tries for a tuned dispatch, the kept candidate each comes from (its
+    index), what to say about them (None: nothing was extended, nothing to say) and the kin
+    dispatches they were extended to."""
 
     specs: list[Path]
+    sources: list[int]
     note: str | None = None
     kin_names: tuple[str, ...] = ()
 
@@ -111,39 +123,39 @@ def extend_with_kin(
     target: Target,
     hot: DispatchProfile,
     ranked: Sequence[DispatchProfile],
-    kept: Sequence[tuple[Path, Knobs | None]],
+    kept: Sequence[KeptCandidate],
     folder: Path,
 ) -> Extended:
-    """Return the specs the model tries for a tuned dispatch: each kept candidate's knobs on the
-    dispatch and its kin (`folder/<name>_c<rank>_kin.mlir`), best first, then the dispatch's own
-    best candidate alone. The kept specs as they are when the target renders no configuration
-    without its dispatch, nothing is kin, a candidate has no knobs, or its knobs do not render
-    for a kin (said in the note)."""
-    specs = [spec for spec, _ in kept]
-    if (
-        not target.traits.renders_without_dispatch
-        or not kept
-        or hot.kin is None
-        or any(knobs is None for _, knobs in kept)
-    ):
-        return Extended(specs)
+    """Return the specs the model tries for a tuned dispatch: each kept candidate that was faster
+    than the default alone, with its knobs on the dispatch and on its kin
+    (`folder/<name>_c<rank>_kin.mlir`), then the kept specs as they are. Only the kept specs
+    when the target renders no configuration without its dispatch, nothing is kin, no candidate
+    was faster alone (a loss carried to every kin only slows the model more: densenet121's
+    0.455x candidate on twelve kin), or a candidate's knobs do not render for a kin (said in
+    the note)."""
+    own = Extended([c.spec for c in kept], list(range(len(kept))))
+    gains = [rank for rank, c in enumerate(kept) if c.faster_alone and c.knobs is not None]
+    if not target.traits.renders_without_dispatch or not gains or hot.kin is None:
+        return own
     try:
         group = find_kin(hot, ranked)
         if not group.problems:
-            return Extended(specs)
-        own = read_problem(hot.benchmark_path)
+            return own
+        problem = read_problem(hot.benchmark_path)
         folder.mkdir(parents=True, exist_ok=True)
         extended = []
-        for rank, (_, knobs) in enumerate(kept):
+        for rank in gains:
+            knobs = kept[rank].knobs
             assert knobs is not None
             path = folder / f"{hot.name.replace('$', '_')}_c{rank}_kin.mlir"
-            write_kin_spec(target, own, group.problems, knobs, path)
+            write_kin_spec(target, problem, group.problems, knobs, path)
             extended.append(path)
     except (IreetuneError, ir.MLIRError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return Extended(specs, f"its candidates were not carried over to its kin: {first}")
+        return replace(own, note=f"its candidates were not carried over to its kin: {first}")
     note = (
-        f"each candidate also tried on its {len(group.names)} kin dispatch(es) (same op and "
-        f"parallel sizes, other reduced sizes: {len(group.problems)} problem(s))"
+        f"its {len(gains)} candidate(s) faster alone also tried on its {len(group.names)} kin "
+        f"dispatch(es) (same op and parallel sizes, other reduced sizes: "
+        f"{len(group.problems)} problem(s))"
     )
-    return Extended([*extended, specs[0]], note, group.names)
+    return Extended([*extended, *own.specs], [*gains, *own.sources], note, group.names)

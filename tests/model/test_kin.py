@@ -12,7 +12,7 @@ from ireetune.core.candidate import make_knobs
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-from ireetune.model.kin import extend_with_kin
+from ireetune.model.kin import KeptCandidate, extend_with_kin
 from ireetune.model.profile import describe_dispatches
 from ireetune.spec.apply import count_landed_matchers
 from ireetune.targets import parse_target
@@ -98,9 +98,14 @@ def test_a_candidate_carried_to_its_kin_lands_on_both_in_the_whole_model(
     matmuls = _by_k(profiles)
     hot, kin = matmuls["64x64x96"], matmuls["64x64x160"]
     own = folder / "own_spec.mlir"
-    extended = extend_with_kin(parse_target(TARGET), hot, profiles, [(own, KNOBS)], folder / "x")
+    target = parse_target(TARGET)
+    slower = [KeptCandidate(own, KNOBS, faster_alone=False)]
+    # A loss is not carried: the kept spec alone, as without kin.
+    assert extend_with_kin(target, hot, profiles, slower, folder / "x").specs == [own]
+    faster = [KeptCandidate(own, KNOBS, faster_alone=True)]
+    extended = extend_with_kin(target, hot, profiles, faster, folder / "x")
     assert extended.kin_names == (kin.name,)
-    assert len(extended.specs) == 2 and extended.specs[1] == own
+    assert extended.specs[1:] == [own] and extended.sources == [0, 0]
     spec = extended.specs[0]
     dump = folder / "configurations"
     subprocess.run(
@@ -121,5 +126,6 @@ def test_no_kin_spec_where_a_configuration_needs_its_dispatch(
     folder, profiles = kin_profiles
     hot = _by_k(profiles)["64x64x96"]
     own = folder / "own_spec.mlir"
-    extended = extend_with_kin(parse_target("rocm:gfx942"), hot, profiles, [(own, KNOBS)], folder)
+    kept = [KeptCandidate(own, KNOBS, faster_alone=True)]
+    extended = extend_with_kin(parse_target("rocm:gfx942"), hot, profiles, kept, folder)
     assert extended.specs == [own] and extended.note is None and not extended.kin_names

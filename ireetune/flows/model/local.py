@@ -64,7 +64,7 @@ from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, HotSet
-from ireetune.model.kin import KIN_FOLDER, extend_with_kin
+from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin
 from ireetune.model.select import MODEL_RULE
 from ireetune.report.result import TuneResult
 from ireetune.targets import parse_target
@@ -189,7 +189,13 @@ def _tune_one_dispatch(
     if result.best is not None:
         run.winners[hot.name] = result.run_dir / result.best.spec_path
     kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
-    own = [(result.run_dir / r.spec_path, r.knobs) for r in kept]
+    own = [
+        KeptCandidate(
+            result.run_dir / r.spec_path, r.knobs,
+            r.median_ms is not None and 0 < r.median_ms < result.baseline_ms,
+        )
+        for r in kept
+    ]  # fmt: skip
     ranked = run.hot.ranked if run.hot is not None else (hot,)
     extended = extend_with_kin(run.target, hot, ranked, own, run.run_dir / KIN_FOLDER)
     run.candidates[hot.name] = extended.specs
@@ -199,8 +205,9 @@ def _tune_one_dispatch(
         run.dispatch_notes.setdefault(
             kin, f"not tuned alone: {hot.name}'s candidates are tried on it (its kin)"
         )
-    # The extended specs (then the dispatch's own best) carry their candidates' times alone.
-    for spec, record in zip(extended.specs, [*kept, *kept[:1]], strict=False):
+    # The extended specs carry their candidates' times alone.
+    for spec, source in zip(extended.specs, extended.sources, strict=True):
+        record = kept[source]
         if record.median_ms and result.baseline_ms == result.baseline_ms:
             run.session_ms[spec] = (result.baseline_ms, record.median_ms)
     if not kept:
