@@ -71,11 +71,18 @@ class KinGroup:
     names: tuple[str, ...]
 
 
-def find_kin(hot: DispatchProfile, ranked: Sequence[DispatchProfile]) -> KinGroup:
+def find_kin_profiles(
+    hot: DispatchProfile, ranked: Sequence[DispatchProfile]
+) -> list[DispatchProfile]:
     """Return the tunable dispatches of `hot`'s kin key whose problem is not `hot`'s."""
     if hot.kin is None:
-        return KinGroup((), ())
-    kin = [p for p in ranked if p.tunable and p.kin == hot.kin and p.problem != hot.problem]
+        return []
+    return [p for p in ranked if p.tunable and p.kin == hot.kin and p.problem != hot.problem]
+
+
+def find_kin(hot: DispatchProfile, ranked: Sequence[DispatchProfile]) -> KinGroup:
+    """Return `hot`'s kin: their distinct problems (parsed) and their dispatches' names."""
+    kin = find_kin_profiles(hot, ranked)
     firsts = {p.problem: p for p in reversed(kin)}
     problems = tuple(read_problem(firsts[name].benchmark_path) for name in sorted(firsts))
     return KinGroup(problems, tuple(p.name for p in kin))

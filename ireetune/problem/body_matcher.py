@@ -239,16 +239,21 @@ def _read_iterators(structured: ir.Operation, rank: int) -> tuple[str, ...] | No
     return tuple(named[dim] for dim in range(rank))
 
 
+def has_body_matcher_form(body: list[ir.Operation]) -> bool:
+    """Say whether a matcher's body opens as a body matcher does (`BODY_MATCHER_OPS`, matching
+    a `linalg.yield` first), whether or not its checks read back into a pattern."""
+    if tuple(op.name for op in body[: len(BODY_MATCHER_OPS)]) != BODY_MATCHER_OPS:
+        return False
+    names = ir.ArrayAttr(body[0].attributes["op_names"])
+    return [ir.StringAttr(a).value for a in names] == ["linalg.yield"]
+
+
 def read_body_matcher(body: list[ir.Operation]) -> MatchPattern | None:
     """Read a matcher's body of exactly the body matcher's form into the pattern its problem
     expects (no maps: it checks none); None for any other body."""
-    if tuple(op.name for op in body[: len(BODY_MATCHER_OPS)]) != BODY_MATCHER_OPS:
+    if not has_body_matcher_form(body):
         return None
-    names, _, _, dag, _, structured = body[: len(BODY_MATCHER_OPS)]
-    if [ir.StringAttr(a).value for a in ir.ArrayAttr(names.attributes["op_names"])] != [
-        "linalg.yield"
-    ]:
-        return None
+    _, _, _, dag, _, structured = body[: len(BODY_MATCHER_OPS)]
     work = [op.operation for op in dag.regions[0].blocks[0].operations]
     computed = tuple(op.name for op in work if op.name not in ("arith.constant", "transform.yield"))
     constants = tuple(_describe_constant(op) for op in work if op.name == "arith.constant")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.problem.body_matcher import BODY_MATCHER_OPS, has_body_matcher_form
 from ireetune.problem.family import MatchPattern, OpFamily, Problem
 from ireetune.problem.registry import (
     FAMILIES,
@@ -144,6 +145,13 @@ def _collect(
         # its pattern.
         found.pattern, taken = whole
         body = body[taken:]
+    elif has_body_matcher_form(body):
+        # A body matcher whose checks do not read back (loops checked only in part): what it
+        # matches is the generic around the `linalg.yield`, not the yield; say it is not read.
+        found.other_conditions.append(
+            "a body matcher whose checks are not read (its loop checks do not name every loop once)"
+        )
+        body = body[len(BODY_MATCHER_OPS) :]
     for op in body:
         if op.name == "transform.match.operation_name":
             found.op_names.extend(

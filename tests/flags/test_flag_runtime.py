@@ -349,9 +349,11 @@ class CompileClockExecutor(LocalExecutor):
     def __init__(self) -> None:
         self.now = 0.0
         self.batch_sizes: list[int] = []
+        self.timeouts: list[float] = []
 
     def compile(self, batch: CompileBatch) -> Iterator[CompileOutcome]:
         self.batch_sizes.append(len(batch.jobs))
+        self.timeouts.append(batch.timeout_s)
         self.now += 10.0
         return super().compile(batch)
 
@@ -373,6 +375,28 @@ def test_the_flag_search_compiles_no_more_sets_once_its_budget_is_spent(
     assert [t.flag_set.flags for t in result.trials[1:]] == [seeds[0], seeds[1]]
     assert executor.batch_sizes == [1, 1, 1]
     assert "time budget spent: 2 proposed set(s) were not compiled" in result.notes
+
+
+def test_a_flag_set_s_compile_ends_with_the_flag_phase(
+    matmul_model: Path, matmul_inputs: Path, tmp_path: Path
+) -> None:
+    # The phase ends at 31.25 s; the compiles start at 0, 10 and 20 s, so each may run until
+    # then at the latest, not its usual 120 s (inception_v2's 226 s compile of one set took the
+    # dispatch phase's time).
+    executor = CompileClockExecutor()
+    seeds = tuple((f"{DISTRIBUTION}={size}",) for size in (4, 8))
+    space = FlagSpace(options=(), combinations=seeds, tuned=())
+    search = _search(
+        matmul_model, matmul_inputs, space, jobs=1, time_budget_s=31.25, compile_timeout_s=120.0,
+        strategy=StrategySettings(rung_rounds=(1,)), clock=lambda: executor.now,
+    )  # fmt: skip
+    search_model_flags(executor, search, tmp_path)
+    assert executor.timeouts == [31.25, 21.25, 11.25]
+    # Without a budget, the usual timeout.
+    unbounded = CompileClockExecutor()
+    search = replace(search, time_budget_s=None, clock=lambda: unbounded.now)
+    search_model_flags(unbounded, search, tmp_path / "unbounded")
+    assert unbounded.timeouts == [120.0] * 3
 
 
 def test_the_runtime_options_keep_a_share_of_a_spent_flag_budget() -> None:

@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 
 from ireetune.core.candidate import make_knobs
+from ireetune.executor import LocalExecutor
+from ireetune.flows.model.local import dispatch_outcomes
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-from ireetune.model.kin import KeptCandidate, extend_with_kin
+from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin
 from ireetune.model.profile import describe_dispatches
 from ireetune.spec.apply import count_landed_matchers
 from ireetune.targets import parse_target
@@ -129,3 +133,54 @@ def test_no_kin_spec_where_a_configuration_needs_its_dispatch(
     kept = [KeptCandidate(own, KNOBS, faster_alone=True)]
     extended = extend_with_kin(parse_target("rocm:gfx942"), hot, profiles, kept, folder)
     assert extended.specs == [own] and extended.note is None and not extended.kin_names
+
+
+def test_the_report_says_which_kept_spec_configures_a_kin(tmp_path: Path) -> None:
+    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
+    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, LocalExecutor())
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, kin)
+        for name, problem, ms, kin in [
+            ("d0", "conv_k1", 3.0, "conv|?"),
+            ("d1", "conv_k2", 2.0, "conv|?"),
+            ("d2", "conv_k3", 1.0, "conv|?"),
+            ("d3", "matmul", 1.0, None),
+        ]
+    ]
+    run.hot = select_hot_dispatches(profiles, model_ms=7.0, coverage=1.0, max_dispatches=8)
+    carrying = tmp_path / KIN_FOLDER / "d0_c0_kin.mlir"
+    run.accepted = {"d0": carrying, "d3": tmp_path / "d3_spec.mlir"}
+    outcomes = {o.name: o for o in dispatch_outcomes(run)}
+    assert outcomes["d0"].kept_spec == str(carrying)
+    for kin in ("d1", "d2"):
+        assert outcomes[kin].kept_spec == str(carrying)
+        assert outcomes[kin].note == "configured by d0's kept spec (its kin)"
+    # A spec kept alone (not a kin spec) configures its own dispatch only.
+    run.accepted = {"d0": tmp_path / "d0_spec.mlir"}
+    outcomes = {o.name: o for o in dispatch_outcomes(run)}
+    assert outcomes["d1"].kept_spec is None
+
+
+def test_split_mode_tunes_a_group_through_the_kin_the_device_measured(tmp_path: Path) -> None:
+    # Before the device profiles the model, split mode compiles the folders of the dispatches its
+    # estimated costs rank first; the measured profile may pick another dispatch of the same kin
+    # group. The group is then tuned through the kin whose folder was measured.
+    from ireetune.flows.model.split import _measured_of_group
+    from ireetune.flows.model.state_restore import new_split_section
+
+    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
+    run = ModelTuningRun(Mode.SPLIT, options, parse_target("cpu"), tmp_path, LocalExecutor())
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, "conv|?")
+        for name, problem, ms in [("d0", "conv_k1", 3.0), ("d1", "conv_k2", 2.0)]
+    ]
+    run.hot = select_hot_dispatches(profiles, model_ms=5.0, coverage=1.0, max_dispatches=8)
+    run.state = new_split_section(options, ["local-task"])
+    run.state.folders["conv_k2"] = "tuning/k2"
+    run.state.folder_outcomes["tuning/k2"] = "measured"
+    (selected,) = run.hot.selected
+    assert selected.name == "d0"
+    assert _measured_of_group(run, selected).name == "d1"
+    run.state.folders["conv_k1"] = "tuning/k1"
+    run.state.folder_outcomes["tuning/k1"] = "measured"
+    assert _measured_of_group(run, selected).name == "d0"

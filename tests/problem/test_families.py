@@ -410,3 +410,9 @@ def test_a_body_matcher_reads_back_the_loops_it_names_as_parallel_or_reduced() -
     assert read(spec.replace(checks, twice)) is None
     partial = checks.split("\n")[1].strip()
     assert read(spec.replace(checks, partial)) is None
+    # Not read is not a miss: `spec show` cannot say whether it matches the sum.
+    (whole,) = list_matchers(parse_spec(spec, "spec.mlir", ir.Context()))
+    assert match_problem(whole, problem) is MatchVerdict.HIT
+    (part,) = list_matchers(parse_spec(spec.replace(checks, partial), "spec.mlir", ir.Context()))
+    assert match_problem(part, problem) is MatchVerdict.UNKNOWN
+    assert not part.op_names and "not read" in part.other_conditions[0]

@@ -64,7 +64,7 @@ from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, HotSet
-from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin
+from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin, find_kin_profiles
 from ireetune.model.select import MODEL_RULE
 from ireetune.report.result import TuneResult
 from ireetune.targets import parse_target
@@ -305,6 +305,27 @@ def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
             return run.session_ms[spec]
         return profile.dispatch_ms, None
 
+    # The kin a kept spec carries its configuration to (model/kin.py), by dispatch name.
+    carried = {
+        kin.name: (name, spec)
+        for name, spec in run.accepted.items()
+        if spec.parent == run.run_dir / KIN_FOLDER
+        for tuned in hot.ranked
+        if tuned.name == name
+        for kin in find_kin_profiles(tuned, hot.ranked)
+    }
+
+    def kept(profile: DispatchProfile) -> tuple[str | None, str]:
+        note = run.dispatch_notes.get(
+            profile.name, "" if profile in hot.selected else "not selected"
+        )
+        if profile.name in run.accepted:
+            return str(run.accepted[profile.name]), note
+        if profile.name in carried:
+            name, spec = carried[profile.name]
+            return str(spec), f"configured by {name}'s kept spec (its kin)"
+        return None, note
+
     return tuple(
         DispatchOutcome(
             name=p.name,
@@ -313,8 +334,8 @@ def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
             share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
             default_ms=columns(p)[0],
             tuned_ms=columns(p)[1],
-            kept_spec=str(run.accepted[p.name]) if p.name in run.accepted else None,
-            note=run.dispatch_notes.get(p.name, "" if p in hot.selected else "not selected"),
+            kept_spec=kept(p)[0],
+            note=kept(p)[1],
         )
         for p in hot.ranked
     )

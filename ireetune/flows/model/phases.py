@@ -189,7 +189,7 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
             SplitDispatchFile(
                 index=d.index, name=d.name, benchmark=relative_to_run(run_dir, d.path),
                 vmfb=relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
-                problem=p.problem, tunable=p.tunable, invocations=p.invocations,
+                problem=p.problem, tunable=p.tunable, invocations=p.invocations, kin=p.kin,
                 **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
             )
             for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
@@ -198,8 +198,6 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
         save_run(run)
     measured = state.profile
     dispatch_ms = measured.dispatch_ms if measured is not None else {}
-    # No kin here (model/kin.py): split mode tries each dispatch's own candidates only, so each
-    # problem stays a group of its own, as before kin were grouped.
     profiles = [
         DispatchProfile(
             d.name,
@@ -208,6 +206,7 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
             d.tunable,
             dispatch_ms.get(d.name),
             d.invocations,
+            d.kin,
         )  # fmt: skip
         for d in state.dispatches
     ]

@@ -66,6 +66,8 @@ from ireetune.flows.model.state import (
 )
 from ireetune.flows.model.state_restore import save_run
 from ireetune.model.candidates import order_candidates
+from ireetune.model.hot import DispatchProfile
+from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin, find_kin_profiles
 from ireetune.model.outputs import outputs_match
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.select import MODEL_RULE
@@ -225,16 +227,43 @@ def compile_variant_rows(
     return rows, built
 
 
-def _ranked_specs(folder: Path, limit: int) -> tuple[list[Path], str]:
-    """Finish a measured dispatch folder; return its candidate specs, verified winner first."""
+def _measured_of_group(run: ModelTuningRun, selected: DispatchProfile) -> DispatchProfile:
+    """Return the dispatch of `selected`'s group whose folder the device measured: itself, or,
+    when the ranking before the profile compiled another of its kin (costs are estimated there,
+    measured here), that kin."""
+    state = run.split_state
+
+    def measured(profile: DispatchProfile) -> bool:
+        folder = state.folders.get(profile.problem, "")
+        return bool(folder) and state.folder_outcomes.get(folder) == "measured"
+
+    if measured(selected):
+        return selected
+    kin = find_kin_profiles(selected, run.hot_set.ranked)
+    return next((profile for profile in kin if measured(profile)), selected)
+
+
+def _ranked_specs(
+    run: ModelTuningRun, hot: DispatchProfile, folder: Path, limit: int
+) -> tuple[list[Path], str]:
+    """Finish a measured dispatch folder; return its candidate specs, verified winner first
+    (those faster alone first carried to the dispatch's kin, as in process: model/kin.py)."""
     result = finish_run(folder)
-    ranked = order_candidates(result.records, result.best)
+    ranked = order_candidates(result.records, result.best)[:limit]
     note = (
         f"dispatch winner {result.best.candidate_id}: {result.decision.winner_estimate.describe()}"
         if result.best is not None and result.decision and result.decision.winner_estimate
         else "no candidate won at dispatch level; the fastest measured are tried in the model"
     )
-    return [folder / r.spec_path for r in ranked[:limit]], note
+    kept = [
+        KeptCandidate(
+            folder / r.spec_path, r.knobs,
+            r.median_ms is not None and 0 < r.median_ms < result.baseline_ms,
+        )
+        for r in ranked
+    ]  # fmt: skip
+    extended = extend_with_kin(run.target, hot, run.hot_set.ranked, kept, run.run_dir / KIN_FOLDER)
+    return extended.specs, note if extended.note is None else f"{note}; {extended.note}"
 
 
 def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
@@ -242,14 +271,17 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     options, run_dir, state = run.options, run.run_dir, run.split_state
     candidates: list[tuple[str, list[Path]]] = []
     notes = run.dispatch_notes
-    for hot in run.hot_set.selected:
+    for selected in run.hot_set.selected:
+        hot = _measured_of_group(run, selected)
+        if hot is not selected:
+            notes[selected.name] = f"tuned through its kin {hot.name}, whose folder was measured"
         folder = state.folders.get(hot.problem, "")
         outcome = state.folder_outcomes.get(folder, "not measured")
         if not folder or outcome != "measured":
             notes[hot.name] = notes.get(hot.name) or f"not tuned: {outcome}"
             continue
         try:
-            specs, note = _ranked_specs(run_dir / folder, options.candidates_per_dispatch)
+            specs, note = _ranked_specs(run, hot, run_dir / folder, options.candidates_per_dispatch)
         except IreetuneError as failure:
             notes[hot.name] = f"not tuned: {failure}"
             continue

@@ -201,6 +201,8 @@ class SplitDispatchFile(StateFile):
     invocations: NonNegativeInt
     flops: NonNegativeInt
     bytes: NonNegativeInt = 0
+    # Absent in files written before kin (model/kin.py) were grouped.
+    kin: str | None = None
 
 
 class SplitTimingFile(StateFile):
