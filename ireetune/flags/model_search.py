@@ -186,7 +186,7 @@ class ModelEvaluator:
     the 2-core machine inception_v2's set of im2col, data tiling and channels-last windows took
     226 s where the others took 20-36 s, and the phase ended 100 s past its share, leaving the
     dispatch phase no time to tune one dispatch (2026-12-03). Such a set is a failed compile
-    whose reason says so."""
+    whose reason says so. The default's compile is never cut."""
 
     def __init__(
         self,
@@ -197,7 +197,9 @@ class ModelEvaluator:
         compile_until: float | None = None,
     ) -> None:
         self.executor, self.search, self.work_dir = executor, search, work_dir
-        self.budget, self.compile_until = budget, compile_until
+        self.budget = budget
+        # The default's compile is never cut: without it there is no search.
+        self.compile_until: float | None = None
         self.trials: list[FlagTrial] = []
         self.sessions = 0
         self.not_compiled = 0
@@ -206,6 +208,7 @@ class ModelEvaluator:
             raise IreetuneError(
                 f"the model does not compile with default flags: {self.trials[0].reason}"
             )
+        self.compile_until = compile_until
 
     def binary_of(self, flag_set: FlagSet) -> int | None:
         """Return the trial whose binary the set compiles to (0: the default's), None if the
