@@ -48,8 +48,9 @@ class DispatchProfile:
 
     @property
     def group(self) -> str:
-        """Name what one tuned dispatch configures: its kin, or else its problem."""
-        return self.kin or self.problem
+        """Name what one tuned dispatch configures: its kin, or else its problem (a dispatch
+        that cannot be tuned is a group of its own)."""
+        return self.kin or (self.problem if self.tunable else self.name)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,12 @@ dispatch, often held none of a group at all. So dispatches are grouped by their 
 kind, element types, indexing maps and the sizes of their parallel loops), a group is selected
 and scheduled by its whole share, its largest dispatch is tuned, and each of its candidates is
 tried in the model with the same knobs on every kin of the group, rendered for each kin's own
-sizes by its space (`extend_with_kin`). Only targets whose configurations render from knobs
-alone (the CPU) extend; the model-level trial, which compares the whole model's outputs, decides
-as for any candidate, and the dispatch's own candidates stay behind the extended ones.
+sizes by its space (`extend_with_kin`), on each kin whose reduced loops its tiles divide.
+Only targets whose configurations render from knobs alone (the CPU, Vulkan) group kin at all:
+elsewhere one member would be tuned for the group and the others never. The model-level trial,
+which compares the whole model's outputs, decides as for any candidate; the dispatch's own first
+candidate stays first, so that the variant joining every dispatch's first candidate joins their
+own.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from ireetune.problem.family import Problem, map_dim_positions
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 
+# The families whose last indexing map is their result's (attention's last is its running sum's,
+# which leaves out the value width it writes).
+RESULT_LAST_FAMILIES = frozenset({"contraction", "convolution", "reduction", "elementwise"})
+
 # Where a model run writes the extended specs, in its run folder.
 KIN_FOLDER = "kin"
 
@@ -42,6 +49,8 @@ def kin_key(problem: Problem) -> str | None:
     (`?`). None for a problem whose result map does not say which loops it reduces (no maps,
     or a result that is no plain loop), or that reduces nothing."""
     maps = tuple(problem.indexing_maps)
+    if problem.family not in RESULT_LAST_FAMILIES:
+        return None
     positions = map_dim_positions(maps[-1]) if maps else [-1]
     if -1 in positions:
         return None
@@ -88,20 +97,39 @@ def find_kin(hot: DispatchProfile, ranked: Sequence[DispatchProfile]) -> KinGrou
     return KinGroup(problems, tuple(p.name for p in kin))
 
 
+def _tiles_fit(problem: Problem, compilation_info: str) -> bool:
+    """Say whether every tile list of a configuration (`name = [..]`, one per loop) tiles the
+    problem's reduced loops by sizes that divide them: the spaces offer only such reduction
+    tiles (the CPU contraction's `vec_k` divides K), and a kin's K may not be the tuned one's."""
+    rank = len(problem.loop_sizes)
+    positions = map_dim_positions(problem.indexing_maps[-1])
+    reduced = [loop for loop in range(rank) if loop not in positions]
+    for listed in re.findall(r"=\s*\[([\d,\s]*)\]", compilation_info):
+        tiles = [int(t) for t in listed.split(",") if t.strip()]
+        if len(tiles) != rank:
+            continue
+        if any(tiles[loop] and problem.loop_sizes[loop] % tiles[loop] for loop in reduced):
+            return False
+    return True
+
+
 def write_kin_spec(
     target: Target, own: Problem, kin: Sequence[Problem], knobs: Knobs, path: Path
-) -> None:
-    """Write the spec that gives `own` and every problem of `kin` the configuration of `knobs`,
-    each rendered for its own sizes by its family's space."""
+) -> int:
+    """Write the spec that gives `own` and each problem of `kin` the configuration of `knobs`,
+    rendered for its own sizes by its family's space; leave out a kin whose reduced loops the
+    tiles do not divide. Return how many kin it configures."""
     context = ir.Context()
     entries = []
     for problem in (own, *kin):
         configuration = space_for(target, problem).configuration(problem, knobs, context)
-        entries.append(MatcherEntry.of_configuration(problem, configuration))
+        if problem is own or _tiles_fit(problem, configuration.compilation_info):
+            entries.append(MatcherEntry.of_configuration(problem, configuration))
     prologue = tuple(
         dict.fromkeys(name for entry in entries for name in target.spec_prologue(entry.problem))
     )
     write_text_atomically(path, render_spec(build_spec(entries, context, prologue)))
+    return len(entries) - 1
 
 
 @dataclass(frozen=True)
@@ -133,36 +161,47 @@ def extend_with_kin(
     kept: Sequence[KeptCandidate],
     folder: Path,
 ) -> Extended:
-    """Return the specs the model tries for a tuned dispatch: each kept candidate that was faster
-    than the default alone, with its knobs on the dispatch and on its kin
-    (`folder/<name>_c<rank>_kin.mlir`), then the kept specs as they are. Only the kept specs
-    when the target renders no configuration without its dispatch, nothing is kin, no candidate
-    was faster alone (a loss carried to every kin only slows the model more: densenet121's
-    0.455x candidate on twelve kin), or a candidate's knobs do not render for a kin (said in
-    the note)."""
+    """Return the specs the model tries for a tuned dispatch: its own first candidate, then each
+    kept candidate that was faster than the default alone with its knobs on the dispatch and on
+    the kin whose reduced loops its tiles divide (`folder/<name>_c<rank>_kin.mlir`), then its
+    other kept specs. Only the kept specs when the target renders no configuration without its
+    dispatch, nothing is kin, no candidate was faster alone (a loss carried to every kin only
+    slows the model more: densenet121's 0.455x candidate on twelve kin), or no candidate's
+    knobs carry to a kin (said in the note)."""
     own = Extended([c.spec for c in kept], list(range(len(kept))))
     gains = [rank for rank, c in enumerate(kept) if c.faster_alone and c.knobs is not None]
     if not target.traits.renders_without_dispatch or not gains or hot.kin is None:
         return own
     try:
         group = find_kin(hot, ranked)
-        if not group.problems:
-            return own
         problem = read_problem(hot.benchmark_path)
-        folder.mkdir(parents=True, exist_ok=True)
-        extended = []
-        for rank in gains:
-            knobs = kept[rank].knobs
-            assert knobs is not None
-            path = folder / f"{hot.name.replace('$', '_')}_c{rank}_kin.mlir"
-            write_kin_spec(target, problem, group.problems, knobs, path)
+    except IreetuneError as error:
+        return replace(own, note=f"its candidates were not carried over to its kin: {error}")
+    if not group.problems:
+        return own
+    folder.mkdir(parents=True, exist_ok=True)
+    extended, sources, failures = [], [], []
+    for rank in gains:
+        knobs = kept[rank].knobs
+        assert knobs is not None
+        path = folder / f"{hot.name.replace('$', '_')}_c{rank}_kin.mlir"
+        try:
+            carried = write_kin_spec(target, problem, group.problems, knobs, path)
+        except (IreetuneError, ir.MLIRError) as error:
+            failures.append(str(error).splitlines()[0] if str(error) else type(error).__name__)
+            continue
+        if carried:
             extended.append(path)
-    except (IreetuneError, ir.MLIRError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return replace(own, note=f"its candidates were not carried over to its kin: {first}")
+            sources.append(rank)
+    if not extended:
+        why = f": {failures[0]}" if failures else " (their tiles do not divide the kin's sizes)"
+        return replace(own, note=f"its candidates were not carried over to its kin{why}")
     note = (
-        f"its {len(gains)} candidate(s) faster alone also tried on its {len(group.names)} kin "
+        f"its {len(extended)} candidate(s) faster alone also tried on its {len(group.names)} kin "
         f"dispatch(es) (same op and parallel sizes, other reduced sizes: "
         f"{len(group.problems)} problem(s))"
     )
-    return Extended([*extended, *own.specs], [*gains, *own.sources], note, group.names)
+    # The own winner stays first, so that every variant joining the dispatches' first
+    # candidates joins their own; the carried ones come next.
+    specs = [own.specs[0], *extended, *own.specs[1:]]
+    return Extended(specs, [0, *sources, *own.sources[1:]], note, group.names)

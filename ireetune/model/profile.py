@@ -167,7 +167,10 @@ def _describe(
     except IreetuneError as error:
         return f"not tunable: {error}", False, None
     signature, tunable = _tunable(problem, target, encoded_mmt4d)
-    return signature, tunable, kin_key(problem) if tunable else None
+    # Kin only where a configuration renders for each kin's sizes (model/kin.py): elsewhere one
+    # member would be tuned for the group and the others never.
+    carries = tunable and target.traits.renders_without_dispatch
+    return signature, tunable, kin_key(problem) if carries else None
 
 
 def _tunable(problem: Problem, target: Target, encoded_mmt4d: bool) -> tuple[str, bool]:

@@ -149,7 +149,8 @@ def _collect(
         # A body matcher whose checks do not read back (loops checked only in part): what it
         # matches is the generic around the `linalg.yield`, not the yield; say it is not read.
         found.other_conditions.append(
-            "a body matcher whose checks are not read (its loop checks do not name every loop once)"
+            "a body matcher whose checks are not read back (its loop checks do not name every "
+            "loop once, or no family claims what it checks)"
         )
         body = body[len(BODY_MATCHER_OPS) :]
     for op in body:

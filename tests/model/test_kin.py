@@ -109,8 +109,9 @@ def test_a_candidate_carried_to_its_kin_lands_on_both_in_the_whole_model(
     faster = [KeptCandidate(own, KNOBS, faster_alone=True)]
     extended = extend_with_kin(target, hot, profiles, faster, folder / "x")
     assert extended.kin_names == (kin.name,)
-    assert extended.specs[1:] == [own] and extended.sources == [0, 0]
-    spec = extended.specs[0]
+    # The own first candidate stays first (the joint variant joins the dispatches' own).
+    assert extended.specs[0] == own and extended.sources == [0, 0]
+    spec = extended.specs[1]
     dump = folder / "configurations"
     subprocess.run(
         [IREE_COMPILE, str(folder / "model.mlir"), *parse_target(TARGET).compile_flags(),
@@ -122,6 +123,34 @@ def test_a_candidate_carried_to_its_kin_lands_on_both_in_the_whole_model(
     assert count_landed_matchers(spec, dump) == (2, 2)
     configured = "".join(path.read_text() for path in dump.glob("*.mlir"))
     assert configured.count("distribution = [32, 32, 0]") == 2, configured
+
+
+def test_a_candidate_is_not_carried_to_a_kin_whose_reduction_its_tiles_do_not_divide(
+    kin_profiles: tuple[Path, list[DispatchProfile]],
+) -> None:
+    # A reduction tile of 96 divides the tuned matmul's K (96), not its kin's (160): the space
+    # would never offer it there.
+    folder, profiles = kin_profiles
+    hot = _by_k(profiles)["64x64x96"]
+    own = folder / "own_spec.mlir"
+    knobs = make_knobs({"dist_m": 32, "dist_n": 32, "vec_m": 4, "vec_n": 16, "vec_k": 96})
+    kept = [KeptCandidate(own, knobs, faster_alone=True)]
+    extended = extend_with_kin(parse_target(TARGET), hot, profiles, kept, folder / "y")
+    assert extended.specs == [own] and not extended.kin_names
+    assert extended.note is not None and "do not divide" in extended.note
+
+
+def test_no_kin_where_a_configuration_needs_its_dispatch(
+    kin_profiles: tuple[Path, list[DispatchProfile]],
+) -> None:
+    # On a GPU target the profile groups no kin: one member would be tuned for the group and the
+    # others never.
+    folder, _ = kin_profiles
+    target = parse_target("rocm:gfx942")
+    dumped = dump_dispatches(folder / "model.mlir", parse_target(TARGET), folder / "again", 300)
+    profiles = describe_dispatches(dumped, {}, {d.index: 1.0 for d in dumped}, target)
+    assert any(p.tunable for p in profiles), [p.problem for p in profiles]
+    assert [p.kin for p in profiles] == [None] * len(profiles)
 
 
 def test_no_kin_spec_where_a_configuration_needs_its_dispatch(

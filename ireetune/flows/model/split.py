@@ -88,14 +88,16 @@ def complete_dispatches(run: ModelTuningRun) -> Pause | None:
     state = run.split_state
     if _variants_measured(run):
         return None
-    missing = [p for p in run.hot_set.selected if p.problem not in state.folders]
+    # A group whose folder the ranking before the profile compiled for another kin is covered.
+    hot = [_measured_of_group(run, p) for p in run.hot_set.selected]
+    missing = [p for p in hot if p.problem not in state.folders]
     if missing:
         compile_folders(run, missing)
         record_time(state, "candidates", "compile", time.monotonic() - run.started)
     # Folders of hot problems that no device step has measured yet (compiled just now, or
     # before a kill) go out in one more round trip.
     unmeasured = sorted(
-        {state.folders[p.problem] for p in run.hot_set.selected if state.folders.get(p.problem)}
+        {state.folders[p.problem] for p in hot if state.folders.get(p.problem)}
         - set(state.folder_outcomes)
     )  # fmt: skip
     if unmeasured:
@@ -228,19 +230,21 @@ def compile_variant_rows(
 
 
 def _measured_of_group(run: ModelTuningRun, selected: DispatchProfile) -> DispatchProfile:
-    """Return the dispatch of `selected`'s group whose folder the device measured: itself, or,
-    when the ranking before the profile compiled another of its kin (costs are estimated there,
-    measured here), that kin."""
+    """Return the dispatch of `selected`'s group to tune it through: itself when its folder was
+    compiled, else a kin whose folder the device measured, else one whose folder was compiled
+    (the ranking before the profile estimates costs and may have compiled another member than
+    the measured profile selects), else itself."""
     state = run.split_state
 
     def measured(profile: DispatchProfile) -> bool:
         folder = state.folders.get(profile.problem, "")
         return bool(folder) and state.folder_outcomes.get(folder) == "measured"
 
-    if measured(selected):
+    if selected.problem in state.folders:
         return selected
     kin = find_kin_profiles(selected, run.hot_set.ranked)
-    return next((profile for profile in kin if measured(profile)), selected)
+    compiled = [profile for profile in kin if state.folders.get(profile.problem)]
+    return next((p for p in compiled if measured(p)), compiled[0] if compiled else selected)
 
 
 def _ranked_specs(
