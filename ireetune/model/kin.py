@@ -28,6 +28,7 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
+from ireetune.core.records import CandidateRecord
 from ireetune.core.target import Target, space_for
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.model.hot import DispatchProfile
@@ -140,6 +141,13 @@ class KeptCandidate:
     spec: Path
     knobs: Knobs | None
     faster_alone: bool
+
+    @classmethod
+    def of(cls, record: CandidateRecord, folder: Path, baseline_ms: float) -> KeptCandidate:
+        """Return a measured candidate of a dispatch run in `folder` whose default took
+        `baseline_ms`."""
+        faster = record.median_ms is not None and 0 < record.median_ms < baseline_ms
+        return cls(folder / record.spec_path, record.knobs, faster)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from iree.compiler import ir
-
-from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.kin import read_problem
 from ireetune.problem.family import map_dim_positions
 from ireetune.problem.registry import family_of
-from ireetune.problem.root_op import find_root_op, parse_problem
 
 # Where an op turns from memory-bound to compute-bound, in FLOPs per byte: a rough knee for the
 # GPUs and CPUs targeted (an H100 running sm_80 code: about 100; a CPU core: about 20).
@@ -47,11 +44,8 @@ def pre_rank_dispatches(
 
 def measure_problem_work(benchmark_path: Path) -> tuple[int, int]:
     """Return a dispatch problem's FLOPs and the bytes its operands occupy (2 per element)."""
-    context = ir.Context()
-    module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
-    with context:
-        problem = parse_problem(find_root_op(module))
-        output = [p for p in map_dim_positions(problem.indexing_maps[-1]) if p >= 0]
+    problem = read_problem(benchmark_path)
+    output = [p for p in map_dim_positions(problem.indexing_maps[-1]) if p >= 0]
     inputs = family_of(problem).reference_inputs(problem).shapes
     elements = sum(math.prod(shape) for shape in inputs)
     elements += math.prod(problem.loop_sizes[p] for p in output)

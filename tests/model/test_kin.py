@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ireetune.core.candidate import make_knobs
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.executor import LocalExecutor
 from ireetune.flows.model.local import dispatch_outcomes
 from ireetune.flows.model.options import ModelTuneOptions
@@ -16,7 +16,7 @@ from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin
+from ireetune.model.kin import KIN_FOLDER, Extended, KeptCandidate, extend_with_kin
 from ireetune.model.profile import describe_dispatches
 from ireetune.spec.apply import count_landed_matchers
 from ireetune.targets import parse_target
@@ -64,6 +64,24 @@ def _by_k(profiles: list[DispatchProfile]) -> dict[str, DispatchProfile]:
         if sizes:
             found[sizes.group(1)] = profile
     return found
+
+
+def _extend_first(
+    kin_profiles: tuple[Path, list[DispatchProfile]], knobs: Knobs, target: str, folder: str
+) -> tuple[Path, Extended]:
+    """Carry one faster-alone candidate of the K=96 matmul (its own spec `own_spec.mlir`) to
+    its kin on `target`; return the own spec and what was extended."""
+    root, profiles = kin_profiles
+    own = root / "own_spec.mlir"
+    kept = [KeptCandidate(own, knobs, faster_alone=True)]
+    return own, extend_with_kin(
+        parse_target(target), _by_k(profiles)["64x64x96"], profiles, kept, root / folder
+    )
+
+
+def _model_run(tmp_path: Path, mode: Mode) -> ModelTuningRun:
+    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
+    return ModelTuningRun(mode, options, parse_target("cpu"), tmp_path, LocalExecutor())
 
 
 def test_matmuls_that_differ_only_in_what_they_sum_are_kin(
@@ -130,12 +148,8 @@ def test_a_candidate_is_not_carried_to_a_kin_whose_reduction_its_tiles_do_not_di
 ) -> None:
     # A reduction tile of 96 divides the tuned matmul's K (96), not its kin's (160): the space
     # would never offer it there.
-    folder, profiles = kin_profiles
-    hot = _by_k(profiles)["64x64x96"]
-    own = folder / "own_spec.mlir"
     knobs = make_knobs({"dist_m": 32, "dist_n": 32, "vec_m": 4, "vec_n": 16, "vec_k": 96})
-    kept = [KeptCandidate(own, knobs, faster_alone=True)]
-    extended = extend_with_kin(parse_target(TARGET), hot, profiles, kept, folder / "y")
+    own, extended = _extend_first(kin_profiles, knobs, TARGET, "y")
     assert extended.specs == [own] and not extended.kin_names
     assert extended.note is not None and "do not divide" in extended.note
 
@@ -156,17 +170,12 @@ def test_no_kin_where_a_configuration_needs_its_dispatch(
 def test_no_kin_spec_where_a_configuration_needs_its_dispatch(
     kin_profiles: tuple[Path, list[DispatchProfile]],
 ) -> None:
-    folder, profiles = kin_profiles
-    hot = _by_k(profiles)["64x64x96"]
-    own = folder / "own_spec.mlir"
-    kept = [KeptCandidate(own, KNOBS, faster_alone=True)]
-    extended = extend_with_kin(parse_target("rocm:gfx942"), hot, profiles, kept, folder)
+    own, extended = _extend_first(kin_profiles, KNOBS, "rocm:gfx942", "z")
     assert extended.specs == [own] and extended.note is None and not extended.kin_names
 
 
 def test_the_report_says_which_kept_spec_configures_a_kin(tmp_path: Path) -> None:
-    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
-    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, LocalExecutor())
+    run = _model_run(tmp_path, Mode.IN_PROCESS)
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, kin)
         for name, problem, ms, kin in [
@@ -197,14 +206,13 @@ def test_split_mode_tunes_a_group_through_the_kin_the_device_measured(tmp_path: 
     from ireetune.flows.model.split import _measured_of_group
     from ireetune.flows.model.state_restore import new_split_section
 
-    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
-    run = ModelTuningRun(Mode.SPLIT, options, parse_target("cpu"), tmp_path, LocalExecutor())
+    run = _model_run(tmp_path, Mode.SPLIT)
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, "conv|?")
         for name, problem, ms in [("d0", "conv_k1", 3.0), ("d1", "conv_k2", 2.0)]
     ]
     run.hot = select_hot_dispatches(profiles, model_ms=5.0, coverage=1.0, max_dispatches=8)
-    run.state = new_split_section(options, ["local-task"])
+    run.state = new_split_section(run.options, ["local-task"])
     run.state.folders["conv_k2"] = "tuning/k2"
     run.state.folder_outcomes["tuning/k2"] = "measured"
     (selected,) = run.hot.selected

@@ -189,13 +189,7 @@ def _tune_one_dispatch(
     if result.best is not None:
         run.winners[hot.name] = result.run_dir / result.best.spec_path
     kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
-    own = [
-        KeptCandidate(
-            result.run_dir / r.spec_path, r.knobs,
-            r.median_ms is not None and 0 < r.median_ms < result.baseline_ms,
-        )
-        for r in kept
-    ]  # fmt: skip
+    own = [KeptCandidate.of(r, result.run_dir, result.baseline_ms) for r in kept]
     ranked = run.hot.ranked if run.hot is not None else (hot,)
     extended = extend_with_kin(run.target, hot, ranked, own, run.run_dir / KIN_FOLDER)
     run.candidates[hot.name] = extended.specs

@@ -259,13 +259,7 @@ def _ranked_specs(
         if result.best is not None and result.decision and result.decision.winner_estimate
         else "no candidate won at dispatch level; the fastest measured are tried in the model"
     )
-    kept = [
-        KeptCandidate(
-            folder / r.spec_path, r.knobs,
-            r.median_ms is not None and 0 < r.median_ms < result.baseline_ms,
-        )
-        for r in ranked
-    ]  # fmt: skip
+    kept = [KeptCandidate.of(r, folder, result.baseline_ms) for r in ranked]
     extended = extend_with_kin(run.target, hot, run.hot_set.ranked, kept, run.run_dir / KIN_FOLDER)
     return extended.specs, note if extended.note is None else f"{note}; {extended.note}"
 
