@@ -161,6 +161,14 @@ class Extended:
     note: str | None = None
     kin_names: tuple[str, ...] = ()
 
+    def note_kin(self, tuned: str, notes: dict[str, str]) -> None:
+        """Say, in `notes` (a dispatch's note in the report), of each kin the specs were extended
+        to that `tuned`'s candidates are tried on it; a note said already stays."""
+        for kin in self.kin_names:
+            notes.setdefault(
+                kin, f"not tuned alone: {tuned}'s candidates are tried on it (its kin)"
+            )
+
 
 def extend_with_kin(
     target: Target,

@@ -141,6 +141,15 @@ def test_a_candidate_carried_to_its_kin_lands_on_both_in_the_whole_model(
     assert count_landed_matchers(spec, dump) == (2, 2)
     configured = "".join(path.read_text() for path in dump.glob("*.mlir"))
     assert configured.count("distribution = [32, 32, 0]") == 2, configured
+    # The report's row of the kin says whose candidates it gets (in process and split alike);
+    # a note said already stays.
+    notes = {hot.name: "tuned"}
+    extended.note_kin(hot.name, notes)
+    assert notes == {hot.name: "tuned", kin.name: f"not tuned alone: {hot.name}'s candidates "
+                     "are tried on it (its kin)"}  # fmt: skip
+    notes = {kin.name: "tuned through its kin"}
+    extended.note_kin(hot.name, notes)
+    assert notes == {kin.name: "tuned through its kin"}
 
 
 def test_a_candidate_is_not_carried_to_a_kin_whose_reduction_its_tiles_do_not_divide(

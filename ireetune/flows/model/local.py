@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ireetune.core.arguments import MAX_THRESHOLD
@@ -65,6 +66,7 @@ from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import problem_share
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin, find_kin_profiles
+from ireetune.model.profile import write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.report.result import TuneResult
 from ireetune.targets import parse_target
@@ -92,7 +94,7 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         task = scheduler.next_task(pending)
         slot_s = scheduler.slot_s(task, pending, time.monotonic())
         expected = scheduler.expected_gain(task)
-        speedup = _tune_one_dispatch(run, profiles[task.name], slot_s, task.share)
+        speedup, carried = _tune_one_dispatch(run, profiles[task.name], slot_s, task.share)
         if speedup is not None:
             gain = scheduler.learn(task, speedup)
             plan = f"slot {slot_s:.0f} s, " if slot_s is not None else ""
@@ -103,8 +105,44 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         pending.remove(task)
         # Saved after each dispatch: a run stopped in this phase goes on with the next one.
         run.dispatches_done.append(task.name)
+        back = None if carried else _kin_given_back(run, profiles[task.name], scheduler, pending)
+        if back is not None:
+            profiles[back.name] = back
         save_run(run)
     return None
+
+
+def _kin_given_back(
+    run: ModelTuningRun,
+    tuned: DispatchProfile,
+    scheduler: DispatchScheduler,
+    pending: list[DispatchTask],
+) -> DispatchProfile | None:
+    """Select the largest kin of `tuned` whose problem no tuned dispatch holds, when `tuned`'s
+    candidates were carried to none of its kin (none was faster alone, or their tiles do not
+    divide the kin's sizes) and the time budget still leaves room to tune it and try it in the
+    model beside the `pending` dispatches, and add it to them with the share of the kin left
+    untuned; None otherwise. The hot set (and profile.json, which `ireetune continue` reads)
+    then selects it too."""
+    hot = run.hot_set
+    tuned_problems = {p.problem for p in hot.ranked if p.name in run.candidates}
+    left = [p for p in find_kin_profiles(tuned, hot.ranked) if p.problem not in tuned_problems]
+    if not left:
+        return None
+    count, ends_at = _dispatches_that_fit(run, len(pending) + 1, time.monotonic())
+    if count < len(pending) + 1:
+        return None
+    scheduler.ends_at = ends_at
+    back = max(left, key=lambda p: (p.total_ms, p.name))
+    share = sum(p.total_ms for p in left) / max(hot.model_ms, hot.explained_ms)
+    pending.append(DispatchTask(back.name, back.problem.split("_")[0], share))
+    run.hot = replace(hot, selected=(*hot.selected, back))
+    write_profile(run.run_dir, run.hot)
+    run.notes.append(
+        f"{back.name}: selected as well: {tuned.name}, its kin, carried its candidates to none "
+        "of its kin"
+    )
+    return back
 
 
 def _dispatches_that_fit(run: ModelTuningRun, count: int, now: float) -> tuple[int, float | None]:
@@ -152,21 +190,22 @@ def _task_of(hot: HotSet, profile: DispatchProfile) -> DispatchTask:
 
 def _tune_one_dispatch(
     run: ModelTuningRun, hot: DispatchProfile, slot_s: float | None, share: float = 1.0
-) -> float | None:
+) -> tuple[float | None, bool]:
     """Tune one hot dispatch within `slot_s` seconds (None: no limit; 0: none left); keep its
     best candidates, or say why it was not tuned. Return its best candidate's speedup alone (in
     its own session; 1.0 when none was measured), None when it was not tuned or its tuning
-    failed."""
+    failed; and whether its candidates were carried to its kin (model/kin.py; True when it was
+    not tuned: its kin have nothing to gain from another try)."""
     options = run.options
     if run.budget_spent():
         run.dispatch_notes[hot.name] = "not tuned: time budget spent"
-        return None
+        return None, True
     if slot_s is not None and slot_s <= 0:
         run.dispatch_notes[hot.name] = (
             "not tuned: the dispatch phase's share of the time budget was spent (the rest "
             "is kept for trying the tuned dispatches in the model)"
         )
-        return None
+        return None, True
     needed = min(needed_dispatch_speedup(share, MODEL_RULE.threshold), MAX_THRESHOLD)
     try:
         result = _resume_killed_tuning(run, hot) or tune_dispatch(
@@ -183,22 +222,22 @@ def _tune_one_dispatch(
         )  # fmt: skip
     except IreetuneError as failure:
         run.dispatch_notes[hot.name] = f"not tuned: {failure}"
-        return None
+        return None, True
     if result.reused:
         run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
     if result.best is not None:
         run.winners[hot.name] = result.run_dir / result.best.spec_path
     kept = order_candidates(result.records, result.best)[: options.candidates_per_dispatch]
     own = [KeptCandidate.of(r, result.run_dir, result.baseline_ms) for r in kept]
-    ranked = run.hot.ranked if run.hot is not None else (hot,)
+    # Not to the kin tuned on their own (model/kin.py), whose own specs configure them.
+    profiles = run.hot.ranked if run.hot is not None else (hot,)
+    tuned = {p.problem for p in profiles if p.name in run.candidates}
+    ranked = [p for p in profiles if p.problem not in tuned]
     extended = extend_with_kin(run.target, hot, ranked, own, run.run_dir / KIN_FOLDER)
     run.candidates[hot.name] = extended.specs
     if extended.note is not None:
         run.notes.append(f"{hot.name}: {extended.note}")
-    for kin in extended.kin_names:
-        run.dispatch_notes.setdefault(
-            kin, f"not tuned alone: {hot.name}'s candidates are tried on it (its kin)"
-        )
+    extended.note_kin(hot.name, run.dispatch_notes)
     # The extended specs carry their candidates' times alone.
     for spec, source in zip(extended.specs, extended.sources, strict=True):
         record = kept[source]
@@ -213,9 +252,10 @@ def _tune_one_dispatch(
             "still tried in the model"
         )
     timed = [r.median_ms for r in result.records if r.median_ms and not r.is_baseline]
+    carried = bool(extended.kin_names)
     if not timed or math.isnan(result.baseline_ms):
-        return 1.0
-    return float(result.baseline_ms / min(timed))
+        return 1.0, carried
+    return float(result.baseline_ms / min(timed)), carried
 
 
 def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResult | None:

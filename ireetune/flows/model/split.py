@@ -261,6 +261,7 @@ def _ranked_specs(
     )
     kept = [KeptCandidate.of(r, folder, result.baseline_ms) for r in ranked]
     extended = extend_with_kin(run.target, hot, run.hot_set.ranked, kept, run.run_dir / KIN_FOLDER)
+    extended.note_kin(hot.name, run.dispatch_notes)
     return extended.specs, note if extended.note is None else f"{note}; {extended.note}"
 
 

@@ -304,6 +304,73 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
     )
 
 
+def test_kin_a_tuned_dispatch_carried_nothing_to_are_selected_while_the_budget_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kin group is selected once, through its largest dispatch (model/kin.py). When that
+    dispatch's candidates reach none of its kin (none faster alone, here none measured), its
+    largest untuned kin is selected and tuned too, while the budget leaves room to try it in
+    the model; profile.json says so for `ireetune continue`. Without the room, none is."""
+    from types import SimpleNamespace
+
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    clock = [1000.0]
+    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
+    tuned: list[str] = []
+
+    def nothing_measured(options: TuneOptions, executor: object) -> SimpleNamespace:
+        tuned.append(options.input_path.stem)
+        clock[0] += options.time_budget_s or 0.0
+        return SimpleNamespace(
+            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
+        )
+
+    monkeypatch.setattr(local, "tune_dispatch", nothing_measured)
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, kin)
+        for name, problem, ms, kin in [
+            ("k1", "conv_k1", 3.0, "conv|?"),
+            ("k2", "conv_k2", 2.0, "conv|?"),
+            ("k3", "conv_k2", 1.5, "conv|?"),
+            ("k4", "conv_k4", 1.0, "conv|?"),
+            ("mm", "matmul", 2.5, None),
+        ]
+    ]
+
+    def run_with(budget_s: float) -> ModelTuningRun:
+        run = _run(tmp_path)
+        run.options = replace(run.options, time_budget_s=budget_s, rounds=3, jobs=2)
+        run.started, run.default_ms, run.costs = clock[0], 10.0, ModelCosts(5.0, 1.0)
+        run.hot = select_hot_dispatches(profiles, model_ms=10.0, coverage=1.0, max_dispatches=8)
+        return run
+
+    run = run_with(3000.0)
+    assert [p.name for p in run.hot_set.selected] == ["k1", "mm"]
+    assert local.tune_dispatches(run) is None
+    # k1 first (the group's 7.5 ms), then mm, k2 (k3's problem too: its dispatches are tuned
+    # together) and k4, each given back when the one before reached none of its kin.
+    assert tuned == ["k1", "mm", "k2", "k4"]
+    assert [p.name for p in run.hot_set.selected] == ["k1", "mm", "k2", "k4"]
+    selected = {
+        row["name"]: row["selected"]
+        for row in json.loads((tmp_path / "profile.json").read_text())["dispatches"]
+    }
+    assert selected == {"k1": True, "k2": True, "k3": False, "k4": True, "mm": True}
+    assert "k2: selected as well: k1, its kin, carried its candidates to none of its kin" in (
+        run.notes
+    )
+
+    # Room for the two selected only: no kin is given back.
+    tuned.clear()
+    run = run_with(local.selection_seconds(run_with(0.0), 2) + 3 * local.LEAST_SLOT_S)
+    assert local.tune_dispatches(run) is None
+    assert sorted(tuned) == ["k1", "mm"]
+    assert [p.name for p in run.hot_set.selected] == ["k1", "mm"]
+
+
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,7 +398,8 @@ def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     compiled = {path: path.stat().st_mtime_ns for path in folder.rglob("*.vmfb")}
     assert len(compiled) >= 3
 
-    assert local._tune_one_dispatch(run, hot, None)
+    speedup, _ = local._tune_one_dispatch(run, hot, None)
+    assert speedup
     assert list((tmp_path / "tuning").iterdir()) == [folder]
     assert {path: path.stat().st_mtime_ns for path in compiled} == compiled
     assert run.candidates["d0"] and all(
@@ -406,7 +474,8 @@ def test_a_dispatch_is_tuned_on_the_model_s_dumped_benchmark_batched_and_checked
     run.options = replace(run.options, num_candidates=3, use_database=False)
     (dumped,) = dump_dispatches(model, run.target, tmp_path / "dispatches", 120.0)
     hot = DispatchProfile(dumped.name, dumped.path, "matmul", True, 1.0, 1)
-    assert local._tune_one_dispatch(run, hot, None)
+    speedup, _ = local._tune_one_dispatch(run, hot, None)
+    assert speedup
     (folder,) = (tmp_path / "tuning").iterdir()
     info = json.loads((folder / "results.json").read_text())
     assert (info["timing_basis"], info["rule"].split("/")[-2]) == ("dispatch", "dispatch")
