@@ -38,6 +38,29 @@ def _run(tmp_path: Path, mode: Mode = Mode.IN_PROCESS) -> ModelTuningRun:
     return ModelTuningRun(mode, options, parse_target("cpu"), tmp_path, LocalExecutor())
 
 
+def _tuning_that_takes_its_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[float], list[str]]:
+    """Make the model flow's dispatch tuning a fake on a fake clock: each dispatch takes its
+    whole slot and measures nothing. Return the clock and the dispatches tuned, in order."""
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+
+    clock = [1000.0]
+    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
+    tuned: list[str] = []
+
+    def each_takes_its_slot(options: TuneOptions, executor: object) -> SimpleNamespace:
+        tuned.append(options.input_path.stem)
+        clock[0] += options.time_budget_s or 0.0
+        return SimpleNamespace(
+            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
+        )
+
+    monkeypatch.setattr(local, "tune_dispatch", each_takes_its_slot)
+    return clock, tuned
+
+
 def _recording_bodies(ran: list[str], pause_at: Phase | None = None) -> dict[Phase, PhaseBody]:
     def body_of(phase: Phase) -> PhaseBody:
         def body(run: ModelTuningRun) -> Pause | None:
@@ -237,25 +260,11 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
     """With too little time left to tune every hot dispatch and try each in the model (a 30 s
     compile of the model), the phase tunes the dispatches expected to gain most that fit, and
     says of the others why; with less, none, and says what a compile costs."""
-    from types import SimpleNamespace
-
-    from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.model import local
     from ireetune.flows.model.local_select import session_plan, sessions_seconds
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
-    clock = [1000.0]
-    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
-    tuned: list[str] = []
-
-    def each_takes_its_slot(options: TuneOptions, executor: object) -> SimpleNamespace:
-        tuned.append(options.input_path.stem)
-        clock[0] += options.time_budget_s or 0.0
-        return SimpleNamespace(
-            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
-        )
-
-    monkeypatch.setattr(local, "tune_dispatch", each_takes_its_slot)
+    clock, tuned = _tuning_that_takes_its_slot(tmp_path, monkeypatch)
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, ms, 1)
         for name, ms in (("d0", 2.0), ("d1", 6.0), ("d2", 2.0))
@@ -311,24 +320,10 @@ def test_kin_a_tuned_dispatch_carried_nothing_to_are_selected_while_the_budget_a
     dispatch's candidates reach none of its kin (none faster alone, here none measured), its
     largest untuned kin is selected and tuned too, while the budget leaves room to try it in
     the model; profile.json says so for `ireetune continue`. Without the room, none is."""
-    from types import SimpleNamespace
-
-    from ireetune.flows.dispatch.options import TuneOptions
     from ireetune.flows.model import local
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
-    clock = [1000.0]
-    monkeypatch.setattr(local.time, "monotonic", lambda: clock[0])
-    tuned: list[str] = []
-
-    def nothing_measured(options: TuneOptions, executor: object) -> SimpleNamespace:
-        tuned.append(options.input_path.stem)
-        clock[0] += options.time_budget_s or 0.0
-        return SimpleNamespace(
-            reused=False, best=None, records=(), run_dir=tmp_path, baseline_ms=1.0
-        )
-
-    monkeypatch.setattr(local, "tune_dispatch", nothing_measured)
+    clock, tuned = _tuning_that_takes_its_slot(tmp_path, monkeypatch)
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, kin)
         for name, problem, ms, kin in [
