@@ -128,15 +128,24 @@ class TaskScheduler:
 # share (a 1.11x dispatch), weighed as one observation against the ones measured.
 PRIOR_GAIN = 0.1
 
+# The same for a data-tiled matmul (`linalg.mmt4d`, `linalg.batch_mmt4d`): its space searches
+# only the distribution tile, how its work is split among the threads, not the code that does it
+# (the inner tile is the data layout's; targets/llvm_cpu/mmt4d_space.py). On the 2-core machine
+# the best candidates of six mmt4d dispatches ran 0.92-1.03x alone, where a window sum's ran
+# 3.12x (docs/benchmarks.md, 2026-12-04): a 1.02x dispatch.
+DISTRIBUTION_ONLY_PRIOR = 0.02
+
 
 @dataclass(frozen=True)
 class DispatchTask:
-    """A hot dispatch to tune: its name, its family (what gains are learned across) and its
-    problem's share of the model's time."""
+    """A hot dispatch to tune: its name, its family (what gains are learned across), its
+    problem's share of the model's time, and the share of its time tuning is expected to cut
+    before any of its family was tuned."""
 
     name: str
     family: str
     share: float
+    prior: float = PRIOR_GAIN
 
 
 def needed_dispatch_speedup(share: float, threshold: float) -> float:
@@ -153,7 +162,7 @@ class DispatchScheduler:
 
     A dispatch's expected gain is its share of the model's time times the share of its time
     tuning cuts, learned from the dispatches of its family tuned before it (the prior,
-    `PRIOR_GAIN`, counts as one of them: a family not tuned yet has the prior alone). The
+    its task's, counts as one of them: a family not tuned yet has the prior alone). The
     dispatch with the largest expected gain goes next, and gets a slot of the time left in
     proportion to its expected gain among the dispatches still to tune, at least `least_s`:
     every dispatch is tuned before the phase ends, and one that finishes early leaves its time
@@ -167,7 +176,7 @@ class DispatchScheduler:
     def expected_gain(self, task: DispatchTask) -> float:
         """Return the share of the model's time tuning `task` is expected to save."""
         seen = self.learned.get(task.family, [])
-        return task.share * (PRIOR_GAIN + sum(seen)) / (1 + len(seen))
+        return task.share * (task.prior + sum(seen)) / (1 + len(seen))
 
     def next_task(self, pending: Sequence[DispatchTask]) -> DispatchTask:
         """Return the pending dispatch to tune next: the largest expected gain (the first of

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from ireetune.core.budget import (
+    DISTRIBUTION_ONLY_PRIOR,
     PRIOR_GAIN,
     SHARES,
     DispatchScheduler,
@@ -38,6 +39,19 @@ def test_every_dispatch_is_tuned_before_the_phase_ends_each_by_its_expected_gain
     assert slots["d0"] == pytest.approx(100.0 * 0.4 / 0.72)
     assert slots["d1"] == pytest.approx(slots["d2"])
     assert slots["d5"] < slots["d3"] < slots["d1"] < slots["d0"]
+
+
+def test_a_task_s_own_prior_counts_until_its_family_is_measured() -> None:
+    # A data-tiled matmul's space searches only how its work is split: a smaller prior, so a
+    # window sum of a smaller share goes first; once its family is measured, that counts.
+    scheduler = DispatchScheduler(ends_at=None)
+    mmt4d = DispatchTask("mm", "mmt4d", 0.12, DISTRIBUTION_ONLY_PRIOR)
+    window = DispatchTask("lrn", "conv", 0.109)
+    assert scheduler.expected_gain(mmt4d) == pytest.approx(0.12 * DISTRIBUTION_ONLY_PRIOR)
+    assert scheduler.next_task([mmt4d, window]) is window
+    scheduler.learn(DispatchTask("mm0", "mmt4d", 0.1), 2.0)
+    assert scheduler.expected_gain(mmt4d) == pytest.approx(0.12 * (0.02 + 0.5) / 2)
+    assert scheduler.next_task([mmt4d, window]) is mmt4d
 
 
 def test_a_family_that_gained_nothing_gives_way_to_one_not_tried_yet() -> None:

@@ -32,7 +32,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ireetune.core.arguments import MAX_THRESHOLD
-from ireetune.core.budget import DispatchScheduler, DispatchTask, needed_dispatch_speedup
+from ireetune.core.budget import (
+    DISTRIBUTION_ONLY_PRIOR,
+    PRIOR_GAIN,
+    DispatchScheduler,
+    DispatchTask,
+    needed_dispatch_speedup,
+)
 from ireetune.core.errors import IreetuneError
 from ireetune.database.keys import describe_device
 from ireetune.database.model_results import ModelKey, ModelResult, hash_model, record_model_result
@@ -63,7 +69,7 @@ from ireetune.flows.model.run import (
 from ireetune.flows.model.state_restore import save_run
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
-from ireetune.model.gate import problem_share
+from ireetune.model.gate import best_possible_speedup, problem_share
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin, find_kin_profiles
 from ireetune.model.profile import write_profile
@@ -121,21 +127,23 @@ def _kin_given_back(
     """Select the largest kin of `tuned` whose problem no tuned dispatch holds, when `tuned`'s
     candidates were carried to none of its kin (none was faster alone, or their tiles do not
     divide the kin's sizes) and the time budget still leaves room to tune it and try it in the
-    model beside the `pending` dispatches, and add it to them with the share of the kin left
-    untuned; None otherwise. The hot set (and profile.json, which `ireetune continue` reads)
+    model beside the `pending` dispatches, and the share of the kin left untuned can clear the
+    model rule (as the profile's gate asks); add it to them with that share. None otherwise. The hot set (and profile.json, which `ireetune continue` reads)
     then selects it too."""
     hot = run.hot_set
     tuned_problems = {p.problem for p in hot.ranked if p.name in run.candidates}
     left = [p for p in find_kin_profiles(tuned, hot.ranked) if p.problem not in tuned_problems]
     if not left:
         return None
+    share = sum(p.total_ms for p in left) / max(hot.model_ms, hot.explained_ms)
+    if best_possible_speedup(share) <= MODEL_RULE.threshold:
+        return None  # As the profile's gate (model/gate.py): too small to clear the rule.
     count, ends_at = _dispatches_that_fit(run, len(pending) + 1, time.monotonic())
     if count < len(pending) + 1:
         return None
     scheduler.ends_at = ends_at
     back = max(left, key=lambda p: (p.total_ms, p.name))
-    share = sum(p.total_ms for p in left) / max(hot.model_ms, hot.explained_ms)
-    pending.append(DispatchTask(back.name, back.problem.split("_")[0], share))
+    pending.append(_task_of(hot, back, share))
     run.hot = replace(hot, selected=(*hot.selected, back))
     write_profile(run.run_dir, run.hot)
     run.notes.append(
@@ -180,12 +188,19 @@ def _left_out_note(run: ModelTuningRun, count: int, hot: int) -> str:
 LEAST_SLOT_S = 10.0
 
 
-def _task_of(hot: HotSet, profile: DispatchProfile) -> DispatchTask:
+def _task_of(hot: HotSet, profile: DispatchProfile, share: float | None = None) -> DispatchTask:
     """Return a hot dispatch as the scheduler sees it: its family (the first word of its
-    problem, as `conv_1x32x56x56...`) and its group's share of the model (every dispatch of
-    the problem and of its kin counts: its candidates configure them all)."""
-    share = problem_share(hot, profile)
-    return DispatchTask(profile.name, profile.problem.split("_")[0], share)
+    problem, as `conv_1x32x56x56...`), its group's share of the model (every dispatch of the
+    problem and of its kin counts: its candidates configure them all; `share` when given) and
+    what its tuning is expected to cut before any of its family was (a data-tiled matmul's
+    space searches only how its work is split: DISTRIBUTION_ONLY_PRIOR)."""
+    data_tiled = profile.problem.startswith(("mmt4d_", "batch_mmt4d_"))
+    return DispatchTask(
+        profile.name,
+        profile.problem.split("_")[0],
+        problem_share(hot, profile) if share is None else share,
+        DISTRIBUTION_ONLY_PRIOR if data_tiled else PRIOR_GAIN,
+    )
 
 
 def _tune_one_dispatch(

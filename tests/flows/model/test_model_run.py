@@ -365,6 +365,46 @@ def test_kin_a_tuned_dispatch_carried_nothing_to_are_selected_while_the_budget_a
     assert sorted(tuned) == ["k1", "mm"]
     assert [p.name for p in run.hot_set.selected] == ["k1", "mm"]
 
+    # Kin too small to clear the model rule (0.45% of a 1000 ms model) are not given back.
+    tuned.clear()
+    run = run_with(3000.0)
+    run.hot = select_hot_dispatches(profiles, model_ms=1000.0, coverage=1.0, max_dispatches=8)
+    assert local.tune_dispatches(run) is None
+    assert sorted(tuned) == ["k1", "mm"]
+
+
+def test_with_room_for_one_a_window_sum_goes_before_a_larger_data_tiled_matmul(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data-tiled matmul's space searches only how its work is split (its prior is
+    DISTRIBUTION_ONLY_PRIOR): with room for one dispatch, GoogLeNet's window sum over channels
+    (10.9% of the model) is tuned before its largest mmt4d (12.0%), as it was when that run's
+    one spec gave the model 1.160x."""
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    clock, tuned = _tuning_that_takes_its_slot(tmp_path, monkeypatch)
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1)
+        for name, problem, ms in [
+            ("mm", "mmt4d_12x16x190x16x576x1_f32_f32_f32", 12.0),
+            ("lrn", "conv_192x55x55x5_f32_f32_f32", 10.9),
+        ]
+    ]
+
+    def run_with(budget_s: float) -> ModelTuningRun:
+        run = _run(tmp_path)
+        run.options = replace(run.options, time_budget_s=budget_s, rounds=3, jobs=2)
+        run.started, run.default_ms, run.costs = clock[0], 100.0, ModelCosts(5.0, 1.0)
+        run.hot = select_hot_dispatches(profiles, model_ms=100.0, coverage=1.0, max_dispatches=8)
+        return run
+
+    assert [p.name for p in run_with(0.0).hot_set.selected] == ["mm", "lrn"]
+    run = run_with(local.selection_seconds(run_with(0.0), 1) + 3 * local.LEAST_SLOT_S)
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["lrn"]
+    assert run.dispatch_notes["mm"].startswith("not tuned: the time budget leaves room")
+
 
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
