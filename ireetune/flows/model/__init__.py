@@ -2,7 +2,7 @@
 
 `options.py` declares a run's options (`options_file.py` the same options as its files hold),
 `tuner.py` starts and continues runs; `flag_phase.py` is the flag phase of both modes and
-`report.py` writes both reports; `state.py` declares the run file of both modes
+`report.py` is the report writer of both modes; `state.py` declares the run file of both modes
 (`model_run.json`) and `state_restore.py` writes it and rebuilds the run from it; in process:
 `local.py`, `local_select.py`; split: `split.py`, `split_device.py`; `deployment.py` times the
 tuned model against ONNX Runtime at the end.

@@ -57,9 +57,8 @@ from ireetune.flows.model.flag_finalists import FlagChoice, judge_flag_finalists
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
 from ireetune.flows.model.local_select import select_variants, selection_seconds
 from ireetune.flows.model.phases import prepare, profile
-from ireetune.flows.model.report import write_report
+from ireetune.flows.model.report import dispatch_outcomes, write_report
 from ireetune.flows.model.run import (
-    DispatchOutcome,
     ModelTuneResult,
     ModelTuningRun,
     Pause,
@@ -341,53 +340,6 @@ def _final_check(run: ModelTuningRun) -> FinalCheck:
         run.executor, run.under_tuning, run.run_dir, run.accepted, run.default_vmfb,
         FinalTiming(run.options.rounds, ends_at, extend_until), run.notes,
     )  # fmt: skip
-
-
-def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
-    """Say what happened to each profiled dispatch (the tuned and selected ones in detail)."""
-    hot = run.hot_set
-
-    def columns(profile: DispatchProfile) -> tuple[float | None, float | None]:
-        # Default and tuned come from the same session: the dispatch's own tuning run.
-        spec = run.accepted.get(profile.name)
-        if spec is not None and spec in run.session_ms:
-            return run.session_ms[spec]
-        return profile.dispatch_ms, None
-
-    # The kin a kept spec carries its configuration to (model/kin.py), by dispatch name.
-    carried = {
-        kin.name: (name, spec)
-        for name, spec in run.accepted.items()
-        if spec.parent == run.run_dir / KIN_FOLDER
-        for tuned in hot.ranked
-        if tuned.name == name
-        for kin in find_kin_profiles(tuned, hot.ranked)
-    }
-
-    def kept(profile: DispatchProfile) -> tuple[str | None, str]:
-        note = run.dispatch_notes.get(
-            profile.name, "" if profile in hot.selected else "not selected"
-        )
-        if profile.name in run.accepted:
-            return str(run.accepted[profile.name]), note
-        if profile.name in carried:
-            name, spec = carried[profile.name]
-            return str(spec), f"configured by {name}'s kept spec (its kin)"
-        return None, note
-
-    return tuple(
-        DispatchOutcome(
-            name=p.name,
-            problem=p.problem,
-            invocations=p.invocations,
-            share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
-            default_ms=columns(p)[0],
-            tuned_ms=columns(p)[1],
-            kept_spec=kept(p)[0],
-            note=kept(p)[1],
-        )
-        for p in hot.ranked
-    )
 
 
 def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | None]:

@@ -1,5 +1,6 @@
-"""The report of a model run, in process (`write_report`) or split (`write_split_report`):
-report.txt for people, report.json for the viewers; the flag phase is described alike in both."""
+"""The report of a model run, in process or split (one writer, `write_report`): report.txt for
+people, report.json for the viewers. Both modes decide into a `ModelTuneResult` whose dispatch
+rows `dispatch_outcomes` builds; a split run adds its round trips and its variants."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ from collections.abc import Sequence
 
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_REPORT_FORMAT
-from ireetune.flags.file import FLAGS_FILE_NAME
 from ireetune.flags.model_search import apply_command
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.flows.model.flag_phase import RUNTIME_NOTE, SPLIT_FLAG_NOTE
-from ireetune.flows.model.options import ModelTuneOptions
-from ireetune.flows.model.run import ModelTuneResult, ModelTuningRun
-from ireetune.flows.model.state import SplitSection
-from ireetune.model.hot import HotSet
+from ireetune.flows.model.run import DispatchOutcome, ModelTuneResult, ModelTuningRun
+from ireetune.flows.model.state import Mode, SplitSection
+from ireetune.model.hot import DispatchProfile, HotSet
+from ireetune.model.kin import KIN_FOLDER, find_kin_profiles
 from ireetune.model.profile import explain_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.targets import parse_target
@@ -56,9 +56,12 @@ def flag_search_json(search: FlagSearchResult | None) -> dict[str, object] | Non
     }  # fmt: skip
 
 
-def _flag_report_lines(options: ModelTuneOptions, result: ModelTuneResult) -> list[str]:
+def _flag_report_lines(run: ModelTuningRun, result: ModelTuneResult) -> list[str]:
     """Say which global flags the tuned model uses, what they were worth, and how to apply them."""
+    options = run.options
     lines = ["", *describe_flag_phase(result.flag_search, result.flags)]
+    if run.mode is Mode.SPLIT:
+        lines += _flag_notes(run.split_state)
     if result.combined is not None:
         lines.append(
             f"combined (tuned flags and spec) over default flags without spec: "
@@ -90,21 +93,76 @@ def describe_coverage(hot: HotSet) -> str:
     return f"{len(hot.selected)} dispatch problem(s) selected, covering {share:.0%} of {basis}"
 
 
-def write_report(run: ModelTuningRun) -> None:
-    """Write the run's report.txt and report.json from its result and hot set."""
-    options, hot, result, run_dir = run.options, run.hot_set, run.result, run.run_dir
-    assert result is not None
-    wall_s = time.monotonic() - run.started
-    lines = [
-        f"model: {options.model_path}   target: {options.target}",
+def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
+    """Say what happened to each profiled dispatch (the tuned and selected ones in detail)."""
+    hot = run.hot_set
+
+    def columns(profile: DispatchProfile) -> tuple[float | None, float | None]:
+        # Default and tuned come from the same session: the dispatch's own tuning run.
+        spec = run.accepted.get(profile.name)
+        if spec is not None and spec in run.session_ms:
+            return run.session_ms[spec]
+        return profile.dispatch_ms, None
+
+    # The kin a kept spec carries its configuration to (model/kin.py), by dispatch name.
+    carried = {
+        kin.name: (name, spec)
+        for name, spec in run.accepted.items()
+        if spec.parent == run.run_dir / KIN_FOLDER
+        for tuned in hot.ranked
+        if tuned.name == name
+        for kin in find_kin_profiles(tuned, hot.ranked)
+    }
+
+    def kept(profile: DispatchProfile) -> tuple[str | None, str]:
+        note = run.dispatch_notes.get(
+            profile.name, "" if profile in hot.selected else "not selected"
+        )
+        if profile.name in run.accepted:
+            return str(run.accepted[profile.name]), note
+        if profile.name in carried:
+            name, spec = carried[profile.name]
+            return str(spec), f"configured by {name}'s kept spec (its kin)"
+        return None, note
+
+    return tuple(
+        DispatchOutcome(
+            name=p.name,
+            problem=p.problem,
+            invocations=p.invocations,
+            share=p.total_ms / max(hot.model_ms, hot.explained_ms) if hot.model_ms else 0.0,
+            default_ms=columns(p)[0],
+            tuned_ms=columns(p)[1],
+            kept_spec=kept(p)[0],
+            note=kept(p)[1],
+        )
+        for p in hot.ranked
+    )
+
+
+def _headline(run: ModelTuningRun, result: ModelTuneResult) -> str:
+    """Say what the specs were worth on the whole model, and how that was measured."""
+    estimate = result.estimate
+    if run.mode is Mode.SPLIT:
+        if estimate is None:
+            return "no variant made the model faster by the rule; no tuned spec written"
+        measured = run.variant_verdict.variants if run.variant_verdict else None
+        calls = measured["calls_per_round"] if measured else 1
+        how = f"variant '{run.split_state.winner}', {estimate.rounds} rounds of {calls} calls each"
+    else:
+        how = f"{2 * run.options.rounds} calls each"
+    return (
         ("specs, both under the tuned flags: " if result.flags else "")
         + f"default {result.default_ms:.3f} ms, tuned {result.tuned_ms:.3f} ms, speedup "
-        + (result.estimate.describe() if result.estimate else f"{result.speedup:.3f}x")
-        + f" (whole model, {2 * options.rounds} calls each, default and tuned interleaved in one "
-        "process, 95% paired interval)",
-        explain_profile(hot),
-        f"tuning wall time {wall_s:.0f} s; {describe_coverage(hot)}",
-        "",
+        + (estimate.describe() if estimate else f"{result.speedup:.3f}x")
+        + f" (whole model, {how}, default and tuned interleaved in one process, 95% paired "
+        "interval)"
+    )
+
+
+def _dispatch_rows(result: ModelTuneResult) -> list[str]:
+    """The table of the profiled dispatches: share, launches, times, and what each got."""
+    lines = [
         f"{'share':>6} {'runs':>4} {'default ms':>10} {'tuned ms':>9}  {'dispatch':<40} problem / note"
         "   (default and tuned ms of a tuned dispatch: its own tuning session)",
     ]
@@ -117,85 +175,19 @@ def write_report(run: ModelTuningRun) -> None:
             f"{outcome.name[:40]:<40} {outcome.problem}"
             + (f" | {outcome.note}" if outcome.note else "")
         )
-    lines.extend(f"note: {n}" for n in result.notes)
-    if result.tuned_spec_path is not None:
-        lines.append(f"tuned spec: {result.tuned_spec_path}")
-    lines.extend(_flag_report_lines(options, result))
-    text = "\n".join(lines) + "\n"
-    write_text_atomically(run_dir / "report.txt", text)
-    payload = {
-        "format": MODEL_REPORT_FORMAT,
-        "model": str(options.model_path),
-        "target": options.target,
-        # The model and its dispatches were profiled and timed on the first; candidates on all.
-        "devices": list(options.devices) or [parse_target(options.target).runtime_device],
-        "default_ms": result.default_ms,
-        "tuned_ms": result.tuned_ms,
-        "speedup": result.speedup,
-        "speedup_low": result.estimate.low if result.estimate else None,
-        "speedup_high": result.estimate.high if result.estimate else None,
-        "rule": MODEL_RULE.name,
-        "wall_s": wall_s,
-        "tuned_spec": str(result.tuned_spec_path) if result.tuned_spec_path else None,
-        "notes": list(result.notes),
-        "dispatches": [outcome.__dict__ for outcome in result.dispatches],
-        "flags": list(result.flags),
-        "tuned_flags": str(result.tuned_flags_path) if result.tuned_flags_path else None,
-        "flag_search": flag_search_json(result.flag_search),
-        "combined_speedup": result.combined.speedup if result.combined else None,
-        "combined_low": result.combined.low if result.combined else None,
-        "combined_high": result.combined.high if result.combined else None,
-    }  # fmt: skip
-    write_text_atomically(
-        run_dir / "report.json", json.dumps(payload, indent=2, default=str) + "\n"
-    )
+    return lines
 
 
-# --- The split run's report ---------------------------------------------------------------
-
-
-def write_split_report(run: ModelTuningRun) -> None:
-    """Write report.txt and report.json of a decided split run."""
-    run_dir, state, options, hot = run.run_dir, run.split_state, run.options, run.hot_set
-    assert run.variant_verdict is not None, "the decide phase reaches the verdict"
-    verdict = run.variant_verdict
-    flags = run.target.global_flags
-    flags_path = run_dir / FLAGS_FILE_NAME if flags else None
-    variants = verdict.variants
-    winner = state.winner
-    estimate = verdict.estimates.get(winner) if winner else None
+def _split_lines(state: SplitSection) -> list[str]:
+    """A split run's round trips, each phase's time per host, and its variants."""
     compile_s = sum(t.seconds for t in state.timings if t.host == "compile")
     device_s = sum(t.seconds for t in state.timings if t.host == "device")
     lines = [
-        f"model: {options.model_path}   target: {options.target}   devices: "
-        f"{', '.join(state.devices)}   (split flow)",
-        ("specs, both under the tuned flags: " if flags and estimate else "")
-        + (
-            f"default {estimate.baseline_ms:.3f} ms, tuned {estimate.candidate_ms:.3f} ms, speedup "
-            f"{estimate.describe()} (whole model, variant '{winner}', "
-            f"{estimate.rounds} rounds of {variants['calls_per_round'] if variants else 1} calls "
-            "each, default and tuned interleaved in one process, 95% paired interval)"
-            if estimate
-            else "no variant made the model faster by the rule; no tuned spec written"
-        ),
-        explain_profile(hot),
-        f"rule: {MODEL_RULE.name}",
         f"round trips: {state.round_trip}; compile host {compile_s:.0f} s, device {device_s:.0f} s",
+        *(f"  {t.phase:<12} {t.host:<8} {t.seconds:8.1f} s" for t in state.timings),
+        "",
+        "variants (each timed against the default; the confirmed ones decide):",
     ]
-    lines += [f"  {t.phase:<12} {t.host:<8} {t.seconds:8.1f} s" for t in state.timings]
-    lines += ["", f"{'share':>6} {'runs':>4} {'default ms':>10}  {'dispatch':<40} problem / note"]
-    basis = max(hot.model_ms, hot.explained_ms, 1e-9)
-    notes = run.dispatch_notes
-    for profile in hot.ranked:
-        share = profile.total_ms / basis
-        if share < 0.005 and profile not in hot.selected:
-            continue
-        note = notes.get(profile.name, "" if profile in hot.selected else "not selected")
-        lines.append(
-            f"{share:>6.1%} {profile.invocations:>4} {profile.dispatch_ms or 0:>10.4f}  "
-            f"{profile.name[:40]:<40} {profile.problem}" + (f" | {note}" if note else "")
-        )
-    lines += ["", "variants (each timed against the default; the confirmed ones decide):"]
     for row in state.variants:
         figure = (
             f"{row.speedup:.3f}x [{row.speedup_low:.3f}, {row.speedup_high:.3f}]"
@@ -206,49 +198,81 @@ def write_split_report(run: ModelTuningRun) -> None:
             f"  {row.label:<8} {row.status:<12} {figure:<26} {row.verdict} "
             f"{row.why or row.reason}".rstrip()
         )
-    lines += [f"note: {n}" for n in run.notes]
-    if winner:
-        lines.append(f"tuned spec: {run_dir / 'tuned_spec.mlir'}")
-    lines += ["", *describe_flag_phase(run.flag_search, flags), *_flag_notes(state)]
-    if flags_path is not None:
-        lines.append(f"tuned flags: {flags_path}")
-    assert run.model_file is not None, "the prepare phase imports the model"
-    model_mlir = run.model_file.mlir
-    if winner or flags_path is not None:
-        lines.append(
-            "apply: "
-            + apply_command(
-                run_dir / model_mlir,
-                parse_target(options.target),
-                flags_path,
-                run_dir / "tuned_spec.mlir" if winner else None,
-            )  # fmt: skip
-        )
-    write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
+    return lines
+
+
+def _split_json(state: SplitSection) -> dict[str, object]:
+    """What report.json holds of a split run besides what both modes write."""
     assert state.profile is not None, "the device profiled the model"
-    payload = {
-        "format": MODEL_REPORT_FORMAT,
-        "model": str(options.model_path), "target": options.target, "devices": state.devices,
+    return {
         "flow": "split", "round_trips": state.round_trip,
         "timings": [timing.model_dump(mode="json") for timing in state.timings],
-        "compile_s": compile_s, "device_s": device_s, "rule": MODEL_RULE.name,
-        "default_ms": estimate.baseline_ms if estimate else state.profile.model_ms,
-        "tuned_ms": estimate.candidate_ms if estimate else None,
-        "speedup": estimate.speedup if estimate else 1.0,
-        "speedup_low": estimate.low if estimate else None,
-        "speedup_high": estimate.high if estimate else None,
-        "winner": winner,
-        "tuned_spec": str(run_dir / "tuned_spec.mlir") if winner else None,
+        "compile_s": sum(t.seconds for t in state.timings if t.host == "compile"),
+        "device_s": sum(t.seconds for t in state.timings if t.host == "device"),
+        "winner": state.winner,
         "variants": [row.model_dump(mode="json", exclude_unset=True) for row in state.variants],
-        "dispatch_notes": notes,
-        "notes": run.notes,
-        "flags": list(flags),
-        "tuned_flags": str(flags_path) if flags_path else None,
-        "flag_search": flag_search_json(run.flag_search),
         "flag_notes": _flag_notes(state),
         "profile_model_ms": statistics.median(state.profile.model_times_ms),
     }  # fmt: skip
-    write_text_atomically(run_dir / "report.json", json.dumps(payload, indent=2) + "\n")
+
+
+def write_report(run: ModelTuningRun) -> None:
+    """Write the run's report.txt and report.json from its result and hot set."""
+    options, hot, result, run_dir = run.options, run.hot_set, run.result, run.run_dir
+    assert result is not None, "the decide phase makes the result"
+    split = run.mode is Mode.SPLIT
+    wall_s = time.monotonic() - run.started
+    devices = (
+        run.split_state.devices
+        if split
+        else list(options.devices) or [parse_target(options.target).runtime_device]
+    )
+    lines = [
+        f"model: {options.model_path}   target: {options.target}"
+        + (f"   devices: {', '.join(devices)}   (split flow)" if split else ""),
+        _headline(run, result),
+        explain_profile(hot),
+        f"rule: {MODEL_RULE.name}; {describe_coverage(hot)}"
+        if split
+        else f"tuning wall time {wall_s:.0f} s; {describe_coverage(hot)}",
+        *(_split_lines(run.split_state) if split else []),
+        "",
+        *_dispatch_rows(result),
+    ]
+    lines.extend(f"note: {n}" for n in result.notes)
+    if result.tuned_spec_path is not None:
+        lines.append(f"tuned spec: {result.tuned_spec_path}")
+    lines.extend(_flag_report_lines(run, result))
+    write_text_atomically(run_dir / "report.txt", "\n".join(lines) + "\n")
+    estimate, combined = result.estimate, result.combined
+    payload = {
+        "format": MODEL_REPORT_FORMAT,
+        "model": str(options.model_path),
+        "target": options.target,
+        # The model and its dispatches were profiled and timed on the first; candidates on all.
+        "devices": devices,
+        "default_ms": result.default_ms,
+        "tuned_ms": result.tuned_ms,
+        "speedup": result.speedup,
+        "speedup_low": estimate.low if estimate else None,
+        "speedup_high": estimate.high if estimate else None,
+        "rule": MODEL_RULE.name,
+        "wall_s": wall_s,
+        "tuned_spec": str(result.tuned_spec_path) if result.tuned_spec_path else None,
+        "notes": list(result.notes),
+        "dispatches": [outcome.__dict__ for outcome in result.dispatches],
+        "dispatch_notes": dict(run.dispatch_notes),
+        "flags": list(result.flags),
+        "tuned_flags": str(result.tuned_flags_path) if result.tuned_flags_path else None,
+        "flag_search": flag_search_json(result.flag_search),
+        "combined_speedup": combined.speedup if combined else None,
+        "combined_low": combined.low if combined else None,
+        "combined_high": combined.high if combined else None,
+        **(_split_json(run.split_state) if split else {}),
+    }  # fmt: skip
+    write_text_atomically(
+        run_dir / "report.json", json.dumps(payload, indent=2, default=str) + "\n"
+    )
 
 
 def _flag_notes(state: SplitSection) -> list[str]:

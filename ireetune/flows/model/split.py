@@ -46,13 +46,13 @@ from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import Decision
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.executor.base import Executor
-from ireetune.flags.file import write_flag_files
+from ireetune.flags.file import FLAGS_FILE_NAME, write_flag_files
 from ireetune.flows.handoff.finish import finish_run
 from ireetune.flows.handoff.model_folder import LabelledBinary, VariantTask, hash_file
 from ireetune.flows.model.flag_phase import flag_phase
 from ireetune.flows.model.phases import compile_folders, prepare, profile
-from ireetune.flows.model.report import write_split_report
-from ireetune.flows.model.run import ModelTuningRun, Pause, Phase, PhaseBody
+from ireetune.flows.model.report import dispatch_outcomes, write_report
+from ireetune.flows.model.run import ModelTuneResult, ModelTuningRun, Pause, Phase, PhaseBody
 from ireetune.flows.model.split_device import (
     default_model_of,
     load_outputs,
@@ -164,18 +164,36 @@ def decide(run: ModelTuningRun) -> Pause | None:
             run_dir / "variants" / f"{winner_label}_spec.mlir", run_dir / "tuned_spec.mlir"
         )
     # The tuned model's global flags (the user's, then the flag phase's winner), as in process.
-    write_flag_files(run_dir, run.target.global_flags, ())
+    flags = run.target.global_flags
+    write_flag_files(run_dir, flags, ())
     state.winner, state.rule = winner_label, MODEL_RULE.name
     record_time(state, "decide", "compile", time.monotonic() - run.started)
     save_run(run)
     run.variant_verdict = VariantVerdict(variants, decision, estimates)
+    # The winner's specs by the dispatch each tunes (none in a folder older than that record).
+    winner = next((row for row in state.variants if row.label == winner_label), None)
+    run.accepted = (
+        {name: run_dir / spec for name, spec in zip(winner.dispatches, winner.specs, strict=False)}
+        if winner is not None
+        else {}
+    )
+    estimate = estimates.get(winner_label) if winner_label else None
+    default_ms = (
+        estimate.baseline_ms if estimate else state.profile.model_ms if state.profile else 0.0
+    )
+    assert run.model_file is not None, "the prepare phase imports the model"
+    run.result = ModelTuneResult(
+        run_dir, default_ms, estimate.candidate_ms if estimate else default_ms,
+        run_dir / "tuned_spec.mlir" if winner_label else None, dispatch_outcomes(run),
+        tuple(run.notes), estimate, flags, run.flag_search,
+        run_dir / FLAGS_FILE_NAME if flags else None, None, run_dir / run.model_file.mlir,
+    )  # fmt: skip
     return None
 
 
 def report(run: ModelTuningRun) -> Pause | None:
-    """Write report.txt and report.json of the split run."""
-    assert run.variant_verdict is not None, "the decide phase reaches the verdict"
-    write_split_report(run)
+    """Write report.txt and report.json of the split run (one writer for both modes)."""
+    write_report(run)
     return None
 
 
@@ -294,6 +312,13 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     variant_rows, built = compile_variant_rows(
         run.executor, model, plans, run_dir, state, options.jobs or default_jobs()
     )
+    # Each variant's dispatches, in the order of its specs (a joint one: every dispatch's first).
+    names = [name for name, _ in candidates]
+    dispatches_of = {
+        p.label: [names[p.dispatch]] if p.dispatch is not None else names for p in plans
+    }
+    for row in variant_rows:
+        row.dispatches = dispatches_of[row.label]
     state.variants = variant_rows
     save_run(run)
     if not built:

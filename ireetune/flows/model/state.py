@@ -214,6 +214,8 @@ class SplitTimingFile(StateFile):
 class SplitVariantFile(StateFile):
     label: str
     specs: list[InsidePath]
+    # The hot dispatch each spec tunes, in the same order (absent in files written before it).
+    dispatches: list[str] = []
     spec: InsidePath
     status: str
     reason: str = ""

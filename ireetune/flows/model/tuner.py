@@ -36,8 +36,9 @@ from ireetune.executor.base import LocalExecutor
 from ireetune.flags.check import check_flags_with_compiler
 from ireetune.flows.handoff.folder_flags import check_folder_flags
 from ireetune.flows.handoff.model_folder import hash_file
-from ireetune.flows.model.local import LOCAL_PHASES, dispatch_outcomes
+from ireetune.flows.model.local import LOCAL_PHASES
 from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.report import dispatch_outcomes
 from ireetune.flows.model.run import (
     Mode,
     ModelTuneResult,

@@ -36,6 +36,7 @@ from ireetune.flows.model.tuner import continue_split_run
 from ireetune.model.hot import DispatchProfile
 from ireetune.model.static_rank import estimate_cost, pre_rank_dispatches
 from ireetune.model.variants import decide_variants, plan_variants
+from ireetune.report.run_view import read_model_run
 from tests.conftest import REPOSITORY
 from tests.flows.handoff.test_handoff import runtime_only_environment
 
@@ -238,6 +239,22 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
     assert all(v["verdict"] in ("winner", "beaten", "rejected") for v in confirmed)
     if report["winner"] is not None:
         assert report["speedup_low"] > 1.01
+    # One report writer for both modes: the dispatch rows the viewer reads, each variant's
+    # dispatches, and the winner's specs kept on the dispatches they tune.
+    profiled = json.loads((run_dir / "profile.json").read_text())["dispatches"]
+    assert [d["name"] for d in report["dispatches"]] == [d["name"] for d in profiled]
+    assert [d.name for d in read_model_run(run_dir).dispatches] == [d["name"] for d in profiled]
+    rows = {v["label"]: v["dispatches"] for v in report["variants"]}
+    singles = [rows[label] for label in ("d0c0", "d1c0") if label in rows]
+    assert all(len(names) == 1 for names in singles)
+    if "best" in rows:
+        assert rows["best"] == [names[0] for names in singles]
+    kept = {d["name"]: d["kept_spec"] for d in report["dispatches"] if d["kept_spec"]}
+    winner = next((v for v in report["variants"] if v["label"] == report["winner"]), None)
+    expected = (
+        {} if winner is None else dict(zip(winner["dispatches"], winner["specs"], strict=True))
+    )
+    assert kept == {name: str(run_dir / spec) for name, spec in expected.items()}
     # Once done, continuing again only shows the report.
     assert continue_split_run(run_dir).report == (run_dir / "report.txt").read_text()
 
