@@ -132,16 +132,17 @@ def build_request(
 
 
 def binary_inputs(request: CompileRequest) -> tuple[object, ...]:
-    """Return what decides the code of a request's binary: the tool, the source's path, the flags
-    and the spec's text; not where the compile writes (the output, a reproducer, the dumped
-    configurations). Dumping the configurations makes the binary embed the dumped files' paths
-    as its executables' source locations, in place of the model's: other bytes, the same
-    instructions (seen with IREE 3.13 on a matmul)."""
+    """Return what decides a request's binary: the tool, the source's path, the flags, the
+    spec's text and the dumps; not where the compile writes (the output, a reproducer). A dump
+    counts: dumping the configurations makes the binary embed the dumped files' paths as its
+    executables' source locations, and such a SqueezeNet ran 2-5% slower than the same flags
+    and spec compiled without it, in every one of five interleaved sessions (IREE 3.13,
+    2026-12-04, docs/benchmarks.md). A dumped build never stands in for a plain one."""
     spec = request.spec_path.read_bytes() if request.spec_path is not None else b""
-    dumps = tuple(dump for dump in request.dumps if dump[0] != DUMP_CONFIGURATIONS_FLAG)
     return (
         request.tool, request.source_path, request.target_flags, request.phase_flags,
-        request.spec_flag, hashlib.sha256(spec).hexdigest(), request.default_specs, dumps,
+        request.spec_flag, hashlib.sha256(spec).hexdigest(), request.default_specs,
+        request.dumps,
     )  # fmt: skip
 
 

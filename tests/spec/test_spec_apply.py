@@ -53,6 +53,26 @@ def test_cpu_spec_lands_and_vmfb_is_written(
     )
 
 
+def test_the_binary_written_is_the_plain_compile_not_the_dumped_one(tmp_path: Path) -> None:
+    # The landing check compiles with the configurations dumped, which moves the executables'
+    # source locations (a SqueezeNet so built ran 2-5% slower); the user gets iree-compile's.
+    from ireetune.compile.driver import DUMP_CONFIGURATIONS_FLAG, build_request, run_compile
+
+    status, output = _compile(tmp_path, MIXED_MODEL, VALID_SPEC, "cpu")
+    assert status == 0
+    target = resolve_compile_target("cpu").target
+    built = {}
+    for name, dumps in (("plain", ()), ("dumped", ((DUMP_CONFIGURATIONS_FLAG, tmp_path / "d"),))):
+        request = build_request(
+            target, tmp_path / "model.mlir", tmp_path / f"{name}.vmfb",
+            spec_path=tmp_path / "spec.mlir", dumps=dumps,
+        )  # fmt: skip
+        assert run_compile(request).ok
+        built[name] = request.output_path.read_bytes()
+    assert built["plain"] != built["dumped"]
+    assert output.read_bytes() == built["plain"]
+
+
 def test_config_that_does_not_land_fails_loudly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -289,13 +289,10 @@ def _compile_with_spec(
         )  # fmt: skip
     batch = CompileBatch(jobs, options.jobs or default_jobs(), model.compile_timeout_s)
     compiled: dict[int, tuple[Path | None, int | None, int | None]] = {}
-    requests = {job.candidate_id: job.request for job in jobs}
     for outcome in run.executor.compile(batch):
         if outcome.status is not CompileStatus.COMPILED:
             compiled[outcome.candidate_id] = (None, None, None)
             continue
-        # The final check compiles the kept flags with the kept specs: it takes this binary.
-        model.remember(requests[outcome.candidate_id])
         configurations = folder / f"t{outcome.candidate_id}_configurations"
         landed, matchers = count_landed_matchers(spec, configurations)
         compiled[outcome.candidate_id] = (

@@ -52,12 +52,11 @@ from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.resume import resume_dispatch
 from ireetune.flows.dispatch.run_options import OPTIONS_NAME, read_run_options
 from ireetune.flows.dispatch.tuner import tune_dispatch
-from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_finalists import FlagChoice, judge_flag_finalists
 from ireetune.flows.model.flag_phase import flag_phase, flag_search_request
 from ireetune.flows.model.local_select import select_variants, selection_seconds
 from ireetune.flows.model.phases import prepare, profile
-from ireetune.flows.model.report import dispatch_outcomes, write_report
+from ireetune.flows.model.report import dispatch_outcomes, report
 from ireetune.flows.model.run import (
     ModelTuneResult,
     ModelTuningRun,
@@ -389,15 +388,6 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
             ),
         )  # fmt: skip
     return combined, tuned_flags_path
-
-
-def report(run: ModelTuningRun) -> Pause | None:
-    """Write report.txt and report.json."""
-    assert run.result is not None and run.original_vmfb is not None
-    write_report(run)
-    runtime_flags = run.flag_search.runtime_flags if run.flag_search is not None else ()
-    report_deployment(run.under_tuning, run.options, run.original_vmfb, run.result, runtime_flags)
-    return None
 
 
 # The body of every phase of the model flow, in process.

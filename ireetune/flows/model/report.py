@@ -13,8 +13,9 @@ from ireetune.core.files import write_text_atomically
 from ireetune.core.records import MODEL_REPORT_FORMAT
 from ireetune.flags.model_search import apply_command
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
+from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_phase import RUNTIME_NOTE, SPLIT_FLAG_NOTE
-from ireetune.flows.model.run import DispatchOutcome, ModelTuneResult, ModelTuningRun
+from ireetune.flows.model.run import DispatchOutcome, ModelTuneResult, ModelTuningRun, Pause
 from ireetune.flows.model.state import Mode, SplitSection
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.kin import KIN_FOLDER, find_kin_profiles
@@ -214,6 +215,19 @@ def _split_json(state: SplitSection) -> dict[str, object]:
         "flag_notes": _flag_notes(state),
         "profile_model_ms": statistics.median(state.profile.model_times_ms),
     }  # fmt: skip
+
+
+def report(run: ModelTuningRun) -> Pause | None:
+    """The report phase of both modes: report.txt and report.json; in process, the tuned model
+    timed against ONNX Runtime too (a split run's device host has only the IREE runtime)."""
+    write_report(run)
+    if run.mode is Mode.IN_PROCESS:
+        assert run.result is not None and run.original_vmfb is not None
+        runtime_flags = run.flag_search.runtime_flags if run.flag_search is not None else ()
+        report_deployment(
+            run.under_tuning, run.options, run.original_vmfb, run.result, runtime_flags
+        )
+    return None
 
 
 def write_report(run: ModelTuningRun) -> None:

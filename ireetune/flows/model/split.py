@@ -51,7 +51,7 @@ from ireetune.flows.handoff.finish import finish_run
 from ireetune.flows.handoff.model_folder import LabelledBinary, VariantTask, hash_file
 from ireetune.flows.model.flag_phase import flag_phase
 from ireetune.flows.model.phases import compile_folders, prepare, profile
-from ireetune.flows.model.report import dispatch_outcomes, write_report
+from ireetune.flows.model.report import dispatch_outcomes, report
 from ireetune.flows.model.run import ModelTuneResult, ModelTuningRun, Pause, Phase, PhaseBody
 from ireetune.flows.model.split_device import (
     default_model_of,
@@ -188,12 +188,6 @@ def decide(run: ModelTuningRun) -> Pause | None:
         tuple(run.notes), estimate, flags, run.flag_search,
         run_dir / FLAGS_FILE_NAME if flags else None, None, run_dir / run.model_file.mlir,
     )  # fmt: skip
-    return None
-
-
-def report(run: ModelTuningRun) -> Pause | None:
-    """Write report.txt and report.json of the split run (one writer for both modes)."""
-    write_report(run)
     return None
 
 

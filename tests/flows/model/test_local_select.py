@@ -298,3 +298,17 @@ def test_the_decide_phase_copies_the_variant_the_selection_built(
     # One spec of the two is another binary's inputs: compiled.
     assert model.compile(specs[0], tmp_path / "a.vmfb") == ""
     assert compiled == [tmp_path / "a.vmfb"]
+
+    # A build with its configurations dumped (the flag finalists') is not the plain one the
+    # user compiles: it never stands in for it.
+    from ireetune.compile.driver import DUMP_CONFIGURATIONS_FLAG, build_request
+
+    dumped = build_request(
+        model.target, model.mlir_path, tmp_path / "dumped.vmfb", spec_path=specs[1],
+        dumps=((DUMP_CONFIGURATIONS_FLAG, tmp_path / "configurations"),),
+    )  # fmt: skip
+    assert real_compile(dumped).ok
+    model.remember(dumped)
+    assert model.compile(specs[1], tmp_path / "b.vmfb") == ""
+    assert compiled == [tmp_path / "a.vmfb", tmp_path / "b.vmfb"]
+    assert (tmp_path / "b.vmfb").read_bytes() != (tmp_path / "dumped.vmfb").read_bytes()

@@ -80,6 +80,12 @@ def test_the_flow_has_one_order_of_phases_and_both_modes_run_every_one() -> None
     assert list(SPLIT_PHASES) == list(PHASES)
 
 
+def test_both_modes_share_the_bodies_that_need_no_device() -> None:
+    # Only the phases whose measuring pauses for a device host differ by mode.
+    shared = [p.value for p in PHASES if LOCAL_PHASES[p] is SPLIT_PHASES[p]]
+    assert shared == ["prepare", "flags", "profile", "report"]
+
+
 def test_the_phases_run_in_order_and_the_run_is_saved_after_each(tmp_path: Path) -> None:
     run, ran = _run(tmp_path), []
     saved: list[tuple[str, list[str]]] = []
