@@ -43,6 +43,9 @@ DUMP_SPECS_FLAG = "--iree-codegen-dump-tuning-specs-to"
 DUMP_SOURCES_FLAG = "--iree-hal-dump-executable-sources-to"
 TUNER_ATTRIBUTES_FLAG = "--iree-codegen-add-tuner-attributes"
 REPRODUCER_FLAG = "--mlir-pass-pipeline-crash-reproducer"
+# Stop once every executable is configured: the configuration and source dumps are complete by
+# then, and the code generation (most of a compile) is skipped.
+CONFIGURED_PHASE = "--compile-to=executable-configurations"
 
 
 class CompilerTool(enum.Enum):

@@ -15,6 +15,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.compile.driver import (
+    CONFIGURED_PHASE,
     DUMP_BENCHMARKS_FLAG,
     TUNER_ATTRIBUTES_FLAG,
     CompileRequest,
@@ -114,7 +115,7 @@ def dump_dispatches(
             target,
             model_path,
             output_dir / CONFIGURED_PROGRAM,
-            phase_flags=(TUNER_ATTRIBUTES_FLAG, "--compile-to=executable-configurations"),
+            phase_flags=(TUNER_ATTRIBUTES_FLAG, CONFIGURED_PHASE),
             dumps=((DUMP_BENCHMARKS_FLAG, output_dir),),
             timeout_s=timeout_s,
         )

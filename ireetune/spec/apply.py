@@ -16,6 +16,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ireetune.compile.driver import (
+    CONFIGURED_PHASE,
     DUMP_CONFIGURATIONS_FLAG,
     DUMP_SOURCES_FLAG,
     DUMP_SPECS_FLAG,
@@ -108,7 +109,7 @@ def dump_used_spec(
                 target.target,
                 model_path,
                 Path(folder) / "configured.mlir",
-                phase_flags=("--compile-to=executable-configurations",),
+                phase_flags=(CONFIGURED_PHASE,),
                 spec_path=spec_path,
                 default_specs=with_default_specs,
                 dumps=((DUMP_SPECS_FLAG, dump_dir),),
@@ -187,11 +188,14 @@ def compile_with_spec(
         dumps = ((DUMP_CONFIGURATIONS_FLAG, config_dir), (DUMP_SOURCES_FLAG, sources_dir))
         # The binary written is compiled without the dumps, as `iree-compile` with the same
         # flags and spec builds it: a dumped build runs slower (compile/driver.binary_inputs).
-        # The two compiles run side by side.
+        # The check stops once the executables are configured (its dumps are then complete),
+        # beside the binary's compile.
         requests = [
-            build_request(target.target, model_path, path, spec_path=spec_path, dumps=dumps_of,
-                          timeout_s=timeout_s)
-            for path, dumps_of in ((Path(folder) / "checked.vmfb", dumps), (vmfb_path, ()))
+            build_request(target.target, model_path, Path(folder) / "checked.mlir",
+                          phase_flags=(CONFIGURED_PHASE,), spec_path=spec_path, dumps=dumps,
+                          timeout_s=timeout_s),
+            build_request(target.target, model_path, vmfb_path, spec_path=spec_path,
+                          timeout_s=timeout_s),
         ]  # fmt: skip
         with ThreadPoolExecutor(max_workers=2) as pool:
             results = list(pool.map(run_compile, requests))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ireetune.compile.driver import CompileRequest, CompileStatus, run_compile
+from ireetune.compile.driver import CONFIGURED_PHASE, CompileRequest, CompileStatus, run_compile
 from ireetune.spec.apply import CompileTarget
 from ireetune.spec.source import (
     ENTRYPOINT_ATTR,
@@ -164,7 +164,7 @@ def load_with_compiler(spec_path: Path, target: CompileTarget, timeout_s: float)
                 model_path,
                 Path(folder) / "configured.mlir",
                 target_flags=target.compile_flags,
-                phase_flags=("--compile-to=executable-configurations",),
+                phase_flags=(CONFIGURED_PHASE,),
                 spec_flag=target.spec_flag,
                 spec_path=spec_path,
                 timeout_s=timeout_s,

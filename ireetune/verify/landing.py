@@ -7,7 +7,12 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.compile.driver import DUMP_CONFIGURATIONS_FLAG, build_request, run_compile
+from ireetune.compile.driver import (
+    CONFIGURED_PHASE,
+    DUMP_CONFIGURATIONS_FLAG,
+    build_request,
+    run_compile,
+)
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import Target
 
@@ -22,7 +27,7 @@ def dump_configurations(
     result = run_compile(
         build_request(
             target, stripped_path, configured,
-            phase_flags=("--compile-from=executable-sources", "--compile-to=executable-configurations"),
+            phase_flags=("--compile-from=executable-sources", CONFIGURED_PHASE),
             spec_path=spec_path, dumps=((DUMP_CONFIGURATIONS_FLAG, dump_dir),), timeout_s=timeout_s,
         )
     )  # fmt: skip

@@ -73,6 +73,26 @@ def test_the_binary_written_is_the_plain_compile_not_the_dumped_one(tmp_path: Pa
     assert output.read_bytes() == built["plain"]
 
 
+def test_the_landing_check_stops_once_the_executables_are_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its dumps are complete by then; the code generation, most of a compile, is the binary's.
+    from ireetune.compile import driver
+
+    compiles: list[list[str]] = []
+    real_run_tool = driver.run_tool
+
+    def counting(arguments: list[str], **options: object) -> object:
+        compiles.append(arguments)
+        return real_run_tool(arguments, **options)
+
+    monkeypatch.setattr(driver, "run_tool", counting)
+    assert _compile(tmp_path, MIXED_MODEL, VALID_SPEC, "cpu")[0] == 0
+    dumped = [any(w.startswith(driver.DUMP_CONFIGURATIONS_FLAG) for w in a) for a in compiles]
+    configured = [driver.CONFIGURED_PHASE in a for a in compiles]
+    assert sorted(zip(dumped, configured, strict=True)) == [(False, False), (True, True)]
+
+
 def test_config_that_does_not_land_fails_loudly(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

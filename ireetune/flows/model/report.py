@@ -181,10 +181,9 @@ def _dispatch_rows(result: ModelTuneResult) -> list[str]:
 
 def _split_lines(state: SplitSection) -> list[str]:
     """A split run's round trips, each phase's time per host, and its variants."""
-    compile_s = sum(t.seconds for t in state.timings if t.host == "compile")
-    device_s = sum(t.seconds for t in state.timings if t.host == "device")
     lines = [
-        f"round trips: {state.round_trip}; compile host {compile_s:.0f} s, device {device_s:.0f} s",
+        f"round trips: {state.round_trip}; compile host {state.host_seconds('compile'):.0f} s, "
+        f"device {state.host_seconds('device'):.0f} s",
         *(f"  {t.phase:<12} {t.host:<8} {t.seconds:8.1f} s" for t in state.timings),
         "",
         "variants (each timed against the default; the confirmed ones decide):",
@@ -208,8 +207,7 @@ def _split_json(state: SplitSection) -> dict[str, object]:
     return {
         "flow": "split", "round_trips": state.round_trip,
         "timings": [timing.model_dump(mode="json") for timing in state.timings],
-        "compile_s": sum(t.seconds for t in state.timings if t.host == "compile"),
-        "device_s": sum(t.seconds for t in state.timings if t.host == "device"),
+        "compile_s": state.host_seconds("compile"), "device_s": state.host_seconds("device"),
         "winner": state.winner,
         "variants": [row.model_dump(mode="json", exclude_unset=True) for row in state.variants],
         "flag_notes": _flag_notes(state),

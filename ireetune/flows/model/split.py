@@ -173,8 +173,8 @@ def decide(run: ModelTuningRun) -> Pause | None:
     # The winner's specs by the dispatch each tunes (none in a folder older than that record).
     winner = next((row for row in state.variants if row.label == winner_label), None)
     run.accepted = (
-        {name: run_dir / spec for name, spec in zip(winner.dispatches, winner.specs, strict=False)}
-        if winner is not None
+        {name: run_dir / spec for name, spec in zip(winner.dispatches, winner.specs, strict=True)}
+        if winner is not None and winner.dispatches
         else {}
     )
     estimate = estimates.get(winner_label) if winner_label else None

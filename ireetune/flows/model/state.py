@@ -228,6 +228,14 @@ class SplitVariantFile(StateFile):
     why: str = ""
     first_speedup: float | None = None
 
+    @model_validator(mode="after")
+    def _check_dispatches(self) -> SplitVariantFile:
+        if self.dispatches and len(self.dispatches) != len(self.specs):
+            raise ValueError(
+                f"names {len(self.dispatches)} dispatches for its {len(self.specs)} specs, not one per spec"
+            )
+        return self
+
 
 class SplitFlagsFile(StateFile):
     """The flag phase of a split run, sub-step by sub-step: the sets compiled and sorted by
@@ -260,6 +268,10 @@ class SplitSection(StateFile):
     winner: str | None = None
     rule: str = ""
     flags: SplitFlagsFile
+
+    def host_seconds(self, host: str) -> float:
+        """Return the seconds the run's phases spent on `host` ("compile" or "device")."""
+        return sum(t.seconds for t in self.timings if t.host == host)
 
 
 # --- The file --------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import z3
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen, iree_gpu
 
-from ireetune.compile.driver import build_request, run_compile
+from ireetune.compile.driver import CONFIGURED_PHASE, build_request, run_compile
 from ireetune.core.errors import IreetuneError
 from ireetune.frontend.dispatches import strip_configurations
 from ireetune.targets.gpu.template import (
@@ -96,7 +96,7 @@ def emit_constraints(benchmark_path: Path, target: Target, folder: Path, strippe
             phase_flags=(
                 "--compile-from=executable-sources",
                 "--iree-codegen-emit-pipeline-constraints",
-                "--compile-to=executable-configurations",
+                CONFIGURED_PHASE,
             ),
             timeout_s=EMIT_TIMEOUT_S,
         )

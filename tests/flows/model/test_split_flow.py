@@ -30,7 +30,7 @@ from ireetune.flows.handoff.model_folder import (
     hash_device_manifest,
     results_name,
 )
-from ireetune.flows.model.state import MODEL_RUN_NAME
+from ireetune.flows.model.state import MODEL_RUN_NAME, SplitVariantFile
 from ireetune.flows.model.state import SplitStage as Phase
 from ireetune.flows.model.tuner import continue_split_run
 from ireetune.model.hot import DispatchProfile
@@ -423,6 +423,24 @@ def test_a_damaged_state_file_is_refused_in_one_line_naming_the_field(
         str(excinfo.value)
         == f'{run_dir / MODEL_RUN_NAME}: options.rounds must be an integer, got "5"'
     )
+
+
+def test_a_variant_naming_other_dispatches_than_specs_is_refused_in_one_line(
+    prepared: Path, tmp_path: Path
+) -> None:
+    # The decide phase keeps the winner's specs on the dispatches the row names, one each.
+    run_dir = _copy(prepared, tmp_path)
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())
+    row = {"label": "best", "specs": ["a.mlir", "b.mlir"], "spec": "v.mlir", "status": "compiled"}
+    state["split"]["variants"] = [{**row, "dispatches": ["d0"]}]
+    (run_dir / MODEL_RUN_NAME).write_text(json.dumps(state))
+    with pytest.raises(IreetuneError) as excinfo:
+        continue_split_run(run_dir)
+    assert str(excinfo.value) == (
+        f"{run_dir / MODEL_RUN_NAME}: split.variants[0] names 1 dispatches for its 2 specs, not one per spec"
+    )
+    # A row written before the dispatches were recorded names none, and is read.
+    assert SplitVariantFile.model_validate(row).dispatches == []
 
 
 def test_weights_kept_apart_are_read_from_their_archive(tmp_path: Path) -> None:
