@@ -29,7 +29,12 @@ from ireetune.compile.pool import CompileBatch, CompileJob
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import target_refusal
 from ireetune.executor import LocalExecutor
-from ireetune.frontend.dispatches import dump_dispatches, parse_module, read_mlir_file
+from ireetune.frontend.dispatches import (
+    CONFIGURED_PROGRAM,
+    dump_dispatches,
+    parse_module,
+    read_mlir_file,
+)
 from ireetune.model.hot import count_dispatch_invocations
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target
@@ -45,7 +50,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ireetune_share_") as scratch:
         folder = Path(scratch)
         dumped = dump_dispatches(args.model, target, folder / "dispatches", timeout_s=1800)
-        counts = count_dispatch_invocations(args.model, target, folder)
+        counts = count_dispatch_invocations(folder / "dispatches" / CONFIGURED_PROGRAM)
         jobs = [
             CompileJob(
                 candidate_id=d.index,

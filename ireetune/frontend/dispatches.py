@@ -226,8 +226,20 @@ def _dispatch_sort_key(path: Path) -> tuple[int, str]:
 
 
 def _dispatch_name(path: Path) -> str:
+    """Return the name of the executable a dumped benchmark launches, as the model's program
+    names it at its dispatch sites (`model/hot.count_dispatch_invocations`): from the file
+    (`module_<executable>_<variant>_benchmark.mlir` does not say where the executable's name
+    ends: a data-tiling encoding's is `_encoding_3`), else from the file's name."""
+    with path.open() as text:
+        for line in text:
+            found = _EXECUTABLE.match(line)
+            if found:
+                return found.group(1)
     match = re.match(r"(?:module_)?(.*_dispatch_\d+)", path.stem)
     return match.group(1) if match else path.stem.removesuffix("_benchmark")
+
+
+_EXECUTABLE = re.compile(r"\s*hal\.executable (?:private |public )?@([\w$.-]+)")
 
 
 def select_dispatch(dispatches: list[DumpedDispatch], choice: str | None) -> DumpedDispatch:

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
 
 
 def compile_dispatch_benchmarks(
-    executor: Executor, model: ModelUnderTuning, run_dir: Path, jobs: int
-) -> tuple[list[DumpedDispatch], dict[int, Path]]:
-    """Dump the model's dispatch benchmarks and compile each on `executor`; return them and the
-    binaries."""
-    dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
+    executor: Executor,
+    model: ModelUnderTuning,
+    dumped: Sequence[DumpedDispatch],
+    run_dir: Path,
+    jobs: int,
+) -> dict[int, Path]:
+    """Compile the model's dumped dispatch benchmarks on `executor`; return the binaries."""
     binaries = run_dir / "dispatch_binaries"
     binaries.mkdir(exist_ok=True)
     compile_jobs = [
@@ -56,12 +58,11 @@ def compile_dispatch_benchmarks(
         )
         for d in dumped
     ]
-    compiled = {
+    return {
         o.candidate_id: binaries / f"{o.candidate_id}.vmfb"
         for o in executor.compile(CompileBatch(compile_jobs, jobs or default_jobs(), 300))
         if o.status is CompileStatus.COMPILED
     }
-    return dumped, compiled
 
 
 # Why a data-tiled matmul of a model is not tuned under `--iree-opt-data-tiling` alone. Its
@@ -96,6 +97,9 @@ LATE_PACK_NOTE = (
     "alone: IREE 3.13 applies tuning specs while it is an encoding op (under "
     "--iree-global-opt-data-tiling a spec reaches it)"
 )
+# Why a dispatch that only the model's initializers launch is not profiled nor tuned.
+AT_LOAD_NOTE = "runs only once, when the model loads (launched by an initializer), not in a call"
+
 LATE_DATA_TILING_FLAGS = ("--iree-opt-data-tiling", "--iree-opt-data-tiling=true")
 
 
@@ -111,10 +115,13 @@ class ModelDispatches:
 def profile_dispatches(
     executor: Executor, model: ModelUnderTuning, run_dir: Path, jobs: int, timed: bool
 ) -> ModelDispatches:
-    """Dump and compile the model's dispatch benchmarks, count each one's launches and, when
+    """Dump the model's dispatch benchmarks, count each one's launches, compile the ones a run
+    of the model launches (not those only its initializers do, once, when it loads) and, when
     `timed`, time each on the model's device (else their times are left for a device host)."""
-    dumped, binaries = compile_dispatch_benchmarks(executor, model, run_dir, jobs)
+    dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
     counts = count_dispatch_invocations(run_dir / "dispatches" / CONFIGURED_PROGRAM)
+    in_a_run = [d for d in dumped if counts.get(d.name, 1)]
+    binaries = compile_dispatch_benchmarks(executor, model, in_a_run, run_dir, jobs)
     timings = time_dispatch_benchmarks(executor, binaries, model.device) if timed else {}
     encoded = has_encoded_mmt4d(read_mlir_file(model.mlir_path), model.target.global_flags)
     return ModelDispatches(
@@ -130,10 +137,16 @@ def describe_dispatches(
     encoded_mmt4d: bool = False,
 ) -> list[DispatchProfile]:
     """Profile each dumped dispatch: its problem, whether it is tunable, its time and launches
-    (`encoded_mmt4d`: the model's mmt4d ops come from data-tiling encodings)."""
+    (`encoded_mmt4d`: the model's mmt4d ops come from data-tiling encodings); one that only the
+    model's initializers launch (no launch in `counts`) is not tunable (AT_LOAD_NOTE)."""
     profiles = []
     for dispatch in dumped:
-        problem, tunable, kin = _describe(dispatch.path, target, encoded_mmt4d)
+        at_load = counts.get(dispatch.name, 1) == 0
+        problem, tunable, kin = (
+            (f"not tunable: {AT_LOAD_NOTE}", False, None)
+            if at_load
+            else _describe(dispatch.path, target, encoded_mmt4d)
+        )
         profiles.append(
             DispatchProfile(
                 name=dispatch.name,

@@ -69,6 +69,66 @@ def test_invocations_are_counted_from_the_compiled_program(tmp_path: Path) -> No
     assert counts == {"mlp_dispatch_0": 1, "mlp_dispatch_1": 1}
 
 
+def _weighted_model(folder: Path) -> Path:
+    """A matmul by a constant weight: under data tiling the weight is packed by an initializer,
+    once when the model loads, and the input in every call."""
+    weights = np.arange(32 * 128, dtype="<f4") / 100.0
+    blob = (np.array([4], dtype="<u4").tobytes() + weights.tobytes()).hex().upper()
+    model = folder / "weighted.mlir"
+    model.write_text(
+        """func.func @main(%a: tensor<64x128xf32>) -> tensor<64x32xf32> {
+  %w = arith.constant dense_resource<w> : tensor<128x32xf32>
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<64x32xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<64x32xf32>) -> tensor<64x32xf32>
+  %r = linalg.matmul ins(%a, %w : tensor<64x128xf32>, tensor<128x32xf32>)
+                     outs(%init : tensor<64x32xf32>) -> tensor<64x32xf32>
+  return %r : tensor<64x32xf32>
+}
+{-#
+  dialect_resources: { builtin: { w: "0x"""
+        + blob
+        + """" } }
+#-}
+"""
+    )
+    return model
+
+
+def test_a_dispatch_only_an_initializer_launches_counts_no_launch_and_is_not_profiled(
+    tmp_path: Path,
+) -> None:
+    from ireetune.executor import LocalExecutor
+    from ireetune.model.prepare import ModelUnderTuning
+    from ireetune.model.profile import AT_LOAD_NOTE, profile_dispatches
+
+    target = parse_target("cpu").with_global_flags(("--iree-opt-data-tiling",))
+    model = ModelUnderTuning(
+        _weighted_model(tmp_path), "main", tmp_path / "inputs.npz", target, False, "local-task"
+    )
+    dispatches = profile_dispatches(LocalExecutor(), model, tmp_path, jobs=2, timed=True)
+    # Named as the program names their executables (an encoding's name has no "_dispatch_").
+    names = {d.index: d.name for d in dispatches.dumped}
+    assert sorted(names.values()) == ["_encoding_0", "_encoding_1", "main_dispatch_0"]
+    assert count_dispatch_invocations(tmp_path / "dispatches" / CONFIGURED_PROGRAM) == {
+        "_encoding_0": 0,
+        "_encoding_1": 1,
+        "main_dispatch_0": 1,
+    }
+    # The weight's pack is neither compiled nor timed, and counts for none of a call's time.
+    assert sorted(names[index] for index in dispatches.binaries) == [
+        "_encoding_1",
+        "main_dispatch_0",
+    ]
+    profiles = {p.name: p for p in dispatches.profiles}
+    weight, data, matmul = (profiles[n] for n in ("_encoding_0", "_encoding_1", "main_dispatch_0"))
+    assert (weight.invocations, weight.dispatch_ms, weight.tunable) == (0, None, False)
+    assert weight.problem == f"not tunable: {AT_LOAD_NOTE}"
+    assert data.invocations == matmul.invocations == 1
+    assert data.dispatch_ms is not None and matmul.dispatch_ms is not None
+    assert matmul.tunable
+
+
 TWICE = """
 func.func @twice(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {
   %zero = arith.constant 0.0 : f32
