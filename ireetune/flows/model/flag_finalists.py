@@ -124,8 +124,8 @@ def find_runners_up(search: FlagSearchResult) -> list[FlagTrial]:
 
 def finalists_seconds(run: ModelTuningRun, runners_up: int, spec_kept: bool) -> float:
     """Estimate what judging `runners_up` runners-up takes: their compiles (and the winner's
-    with a kept spec) in parallel batches, each with its configuration dump, one session of them and the reference, and the
-    compile of a runner-up's own default should it win."""
+    with a kept spec) in parallel batches, each with its configuration dump, one session of
+    them and the reference, and the compile of a runner-up's own default should it win."""
     jobs = run.options.jobs or default_jobs()
     batches = math.ceil((runners_up + spec_kept) / jobs)
     plan = session_plan(run.options.rounds, runners_up, run.default_ms)
@@ -306,14 +306,18 @@ def _compile_with_spec(
     batch = CompileBatch(jobs, options.jobs or default_jobs(), model.compile_timeout_s)
     outcomes = {outcome.candidate_id: outcome for outcome in run.executor.compile(batch)}
     compiled: dict[int, tuple[Path | None, int | None, int | None]] = {}
+
+    def built(candidate_id: int) -> bool:
+        outcome = outcomes.get(candidate_id)
+        return outcome is not None and outcome.status is CompileStatus.COMPILED
+
     for trial_id, request in plain.items():
-        outcome = outcomes[trial_id]
-        if outcome.status is not CompileStatus.COMPILED:
+        if not built(trial_id):
             compiled[trial_id] = (None, None, None)
             continue
-        model.remember(request, outcome.binary_hash)
+        model.remember(request, outcomes[trial_id].binary_hash)
         landed, matchers = (None, None)
-        if outcomes[-trial_id - 1].status is CompileStatus.COMPILED:
+        if built(-trial_id - 1):
             configurations = folder / f"t{trial_id}_configurations"
             landed, matchers = count_landed_matchers(spec, configurations)
         compiled[trial_id] = (request.output_path, landed, matchers)
