@@ -27,8 +27,9 @@ seeded inputs. Each is called once and its outputs compared with ONNX Runtime's 
 `|iree - ort| <= atol + rtol * |ort|` with atol relative to the output's largest magnitude); if
 any output differs, no time is reported and the exit status is 2. Then every variant is warmed
 up, and in each of `--rounds` rounds every variant is called `--calls` times in turn (the order
-rotates from round to round, with a short pause between variants so that ONNX Runtime's spinning
-threads park before IREE runs), so a slow drift of the machine moves all of them alike.
+rotates from round to round, with a short pause between variants, and each variant's turn starts
+with an untimed call that takes the hit of ONNX Runtime's still-spinning threads), so a slow drift
+of the machine moves all of them alike.
 
 The figures: each variant's median call time and the ratios IREE / ONNX Runtime (above 1: IREE
 is slower), each with a 95% interval from a two-level bootstrap over rounds (resample whole
@@ -498,8 +499,9 @@ def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, An
     function, _ = read_entry_signature(read_mlir_file(mlir_path))
     comparison = compare_with_onnxruntime(
         OrtComparisonRequest(
-            options.model_path, variants, function, inputs_path, runtime_flags, options.rounds,
-            options.calls, options.warmup, options.rtol, options.atol_scale,
+            options.model_path, variants, function, inputs_path, runtime_flags,
+            rounds=options.rounds, calls=options.calls, warmup=options.warmup, rtol=options.rtol,
+            atol_scale=options.atol_scale,
         )
     )  # fmt: skip
     log(
@@ -549,6 +551,7 @@ def describe_times(comparison: OrtComparison, warmup: int) -> dict[str, Any]:
         "rounds": comparison.rounds,
         "calls_per_round": comparison.calls,
         "warmup_calls": warmup,
+        "untimed_calls_per_turn": comparison.settle,
         **{key: figures[key] for key in kept},
     }
     times = comparison.times_ms
@@ -564,7 +567,8 @@ def format_figures(record: dict[str, Any]) -> list[str]:
     """Render a measure record's figures as lines of text."""
     lines = [
         f"{record['rounds']} rounds x {record['calls_per_round']} calls per variant,"
-        f" {record['warmup_calls']} warm-up calls; medians with 95% intervals:"
+        f" {record['warmup_calls']} warm-up calls, {record.get('untimed_calls_per_turn', 0)}"
+        " untimed call(s) at the start of each turn; medians with 95% intervals:"
     ]
     for name, estimate in record["median_ms"].items():
         over = record["median_over_fastest"][name]

@@ -4,7 +4,8 @@ Run as `python -m ireetune.model.ort_worker` with a JSON request on stdin:
 {"onnx": "model.onnx", "inputs": "inputs.npz", "function": "main", "device": "local-task",
  "runtime_flags": ["--task_topology_max_group_count=2"], "threads": 2,
  "variants": [{"id": "iree_default", "vmfb": "default.vmfb"}, ...],
- "rounds": 15, "calls": 5, "warmup": 3, "pause_s": 0.02, "rtol": 0.001, "atol_scale": 0.001}
+ "rounds": 15, "calls": 5, "warmup": 3, "pause_s": 0.02, "settle": 1, "rtol": 0.001,
+ "atol_scale": 0.001}
 It speaks the worker protocol (core/worker_protocol.py) with one job. The runtime flags are parsed
 before the device is created (they are process-wide, so they apply to every IREE variant), and
 ONNX Runtime's CPU provider runs the .onnx file with `threads` intra-op threads (inter-op 1,
@@ -12,8 +13,11 @@ sequential). Every variant gets the inputs of the archive, in the graph's input 
 variant is called once and its outputs are compared with ONNX Runtime's; if any differs, the
 result is "refused" with the differences and nothing is timed. Otherwise every variant is warmed
 up, then in each round called `calls` times in turn, the order rotating from round to round with
-a short pause between variants (ONNX Runtime's idle threads spin for a while after a call; the
-pause lets them park before IREE runs).
+a short pause between variants, and `settle` untimed calls of the variant before its timed ones:
+ONNX Runtime's idle threads spin after its calls and take the cores from the IREE call that
+follows (GoogLeNet's tuned model took 45 ms beside ONNX Runtime timed cold, 30 ms with its
+spinning off, 29 ms with one untimed call first; docs/benchmarks.md), and each variant's timed
+calls are then the warm, repeated calls a deployed model makes.
 """
 
 from __future__ import annotations
@@ -78,9 +82,15 @@ def compare_outputs(
 
 
 def time_interleaved(
-    variants: dict[str, Callable[[], object]], rounds: int, calls: int, warmup: int, pause_s: float
+    variants: dict[str, Callable[[], object]],
+    rounds: int,
+    calls: int,
+    warmup: int,
+    pause_s: float,
+    settle: int = 0,
 ) -> dict[str, list[list[float]]]:
-    """Time every variant `calls` times per round, the order rotating from round to round."""
+    """Time every variant `calls` times per round, the order rotating from round to round; in
+    each turn `settle` untimed calls of the variant come first, after the pause."""
     for run in variants.values():
         for _ in range(warmup):
             run()
@@ -90,6 +100,8 @@ def time_interleaved(
         shift = round_index % len(names)
         for name in [*names[shift:], *names[:shift]]:
             time.sleep(pause_s)
+            for _ in range(settle):
+                variants[name]()
             round_ms = []
             for _ in range(calls):
                 start = time.perf_counter()
@@ -181,17 +193,20 @@ def _compare(request: dict[str, Any]) -> dict[str, Any]:
     if problems:
         return {"status": "refused", "problems": problems, "max_error": max_error}
     variants[ONNXRUNTIME] = lambda: session.run(None, feeds)
+    settle = int(request.get("settle", 0))
     times = time_interleaved(
         variants,
         int(request["rounds"]),
         int(request["calls"]),
         int(request["warmup"]),
         float(request["pause_s"]),
+        settle,
     )
     return {
         "status": "measured",
         "times_ms": times,
         "max_error": max_error,
+        "settle": settle,
         "onnxruntime_version": onnxruntime.__version__,
     }
 

@@ -12,11 +12,12 @@ from ireetune.core.input_archive import write_input_archive
 from ireetune.decision.medians import compare_side_by_side
 from ireetune.model.ort_compare import (
     IREE_DEFAULT,
+    SETTLE_CALLS,
     OrtComparisonRequest,
     OrtStatus,
     compare_with_onnxruntime,
 )
-from ireetune.model.ort_worker import ONNXRUNTIME, compare_outputs
+from ireetune.model.ort_worker import ONNXRUNTIME, compare_outputs, time_interleaved
 from tests.conftest import CPU_FLAGS, IREE_COMPILE
 
 onnx = pytest.importorskip("onnx")
@@ -157,3 +158,33 @@ def test_ratios_to_the_reference_come_from_the_same_rounds() -> None:
     assert summary.ratios["slow"].low <= 2.0 <= summary.ratios["slow"].high
     assert list(summary.ratios) == ["slow"]
     assert summary.median_over_fastest == {"slow": 4.0 / 3.9, "fast": 2.0 / 1.9}
+
+
+def test_each_turn_starts_with_untimed_calls_of_its_own_variant() -> None:
+    """ONNX Runtime's spinning threads slow the call that follows its turn: a turn's first calls
+    are untimed (`settle`), so every timed call follows a call of the same variant."""
+    log: list[str] = []
+    variants = {name: (lambda name=name: log.append(name)) for name in ("iree", "ort")}
+    times = time_interleaved(variants, rounds=3, calls=2, warmup=1, pause_s=0.0, settle=1)
+    assert {name: [len(calls) for calls in rounds] for name, rounds in times.items()} == {
+        "iree": [2, 2, 2],
+        "ort": [2, 2, 2],
+    }
+    turns = ["iree"] * 3 + ["ort"] * 3 + ["ort"] * 3 + ["iree"] * 3 + ["iree"] * 3 + ["ort"] * 3
+    assert log == ["iree", "ort", *turns]
+    log.clear()
+    time_interleaved(variants, rounds=2, calls=1, warmup=0, pause_s=0.0)
+    assert log == ["iree", "ort", "ort", "iree"]
+
+
+def test_the_comparison_times_each_turn_after_an_untimed_call(
+    tiny: tuple[Path, Path, Path],
+) -> None:
+    vmfb, inputs, _ = tiny
+    comparison = compare_with_onnxruntime(
+        _request(vmfb.with_suffix(".onnx"), vmfb, inputs, settle=SETTLE_CALLS)
+    )
+    assert (comparison.status, comparison.settle, SETTLE_CALLS) == (OrtStatus.MEASURED, 1, 1)
+    assert comparison.to_json()["untimed_calls_per_turn"] == 1
+    assert "2 interleaved rounds of 1 calls, each turn after 1 untimed;" in comparison.describe()
+    assert OrtComparisonRequest(vmfb, [], "tiny", inputs).settle == SETTLE_CALLS
