@@ -195,10 +195,19 @@ class DispatchScheduler:
         part = self.expected_gain(task) / total if total > 0 else 1.0 / len(pending)
         return min(left, max(self.least_s, part * left))
 
-    def learn(self, task: DispatchTask, dispatch_speedup: float | None) -> float:
+    def learn(
+        self, task: DispatchTask, dispatch_speedup: float | None, session_scale: float = 1.0
+    ) -> float:
         """Record what tuning `task` found (its best candidate's speedup over the default in its
-        own session; None: nothing measured, no gain); return the model's share it saves."""
+        own session; None: nothing measured, no gain); return the model's share it saves.
+
+        `session_scale` is the session's time of the default over the profile's, per launch:
+        below 1, the profile's time (and so the task's share) was high, and the model saves the
+        time the session's own default loses, not the cut of the profile's (a max pool whose
+        time moved between two speeds was profiled at 6 times its session's: 2.078x alone,
+        1.001x in the model). Above 1 it counts as 1: the share is no smaller for it."""
         speedup = dispatch_speedup if dispatch_speedup and dispatch_speedup > 0 else 1.0
-        cut = max(0.0, 1.0 - 1.0 / speedup)
+        scale = min(1.0, session_scale) if session_scale > 0 else 1.0
+        cut = max(0.0, 1.0 - 1.0 / speedup) * scale
         self.learned.setdefault(task.family, []).append(cut)
         return task.share * cut

@@ -73,6 +73,22 @@ def test_a_family_that_gained_nothing_gives_way_to_one_not_tried_yet() -> None:
     assert scheduler.slot_s(conv, [conv], now=5.0) is None
 
 
+def test_a_session_faster_than_the_profile_counts_only_what_its_default_loses() -> None:
+    # inception_v2's max pool: profiled at 0.871 ms a launch, 0.1445 ms in its own session,
+    # where a candidate ran 2.078x faster; the model saved what the session's default loses.
+    scheduler = DispatchScheduler(ends_at=None)
+    pool = DispatchTask("pool0", "pool", 0.08)
+    cut = 1.0 - 1.0 / 2.078
+    assert scheduler.learn(pool, 2.078, 0.1445 / 0.871) == pytest.approx(0.08 * cut * 0.1659, 1e-3)
+    # Its family learns the smaller cut, with the prior counted once beside it.
+    next_pool = DispatchTask("pool1", "pool", 0.08)
+    expected = 0.08 * (PRIOR_GAIN + cut * 0.1445 / 0.871) / 2
+    assert scheduler.expected_gain(next_pool) == pytest.approx(expected)
+    # A session slower than the profile, or none (NaN), leaves the share's cut.
+    assert scheduler.learn(DispatchTask("mm", "mmt4d", 0.1), 1.25, 1.6) == pytest.approx(0.02)
+    assert scheduler.learn(DispatchTask("mm1", "mmt4d", 0.1), 1.25, math.nan) == pytest.approx(0.02)
+
+
 def test_a_slot_is_never_under_the_least_nor_over_what_is_left() -> None:
     scheduler = DispatchScheduler(ends_at=10.0, least_s=2.0)
     big, tiny = DispatchTask("big", "conv", 0.9), DispatchTask("tiny", "conv", 0.001)

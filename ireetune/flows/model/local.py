@@ -98,13 +98,17 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         task = scheduler.next_task(pending)
         slot_s = scheduler.slot_s(task, pending, time.monotonic())
         expected = scheduler.expected_gain(task)
-        speedup, carried = _tune_one_dispatch(run, profiles[task.name], slot_s, task.share)
+        tuned = profiles[task.name]
+        speedup, carried, default_ms = _tune_one_dispatch(run, tuned, slot_s, task.share)
         if speedup is not None:
-            gain = scheduler.learn(task, speedup)
+            scale = default_ms / tuned.dispatch_ms if default_ms and tuned.dispatch_ms else 1.0
+            gain = scheduler.learn(task, speedup, scale)
             plan = f"slot {slot_s:.0f} s, " if slot_s is not None else ""
             run.notes.append(
                 f"{task.name}: {plan}expected to save {expected:.2%} of the "
-                f"model; its best candidate {speedup:.3f}x alone ({gain:.2%} of the model)"
+                f"model; its best candidate {speedup:.3f}x alone ({gain:.2%} of the model"
+                + _session_note(tuned, default_ms, scale)
+                + ")"
             )
         pending.remove(task)
         # Saved after each dispatch: a run stopped in this phase goes on with the next one.
@@ -201,24 +205,36 @@ def _task_of(hot: HotSet, profile: DispatchProfile, share: float | None = None) 
     )
 
 
+def _session_note(tuned: DispatchProfile, default_ms: float | None, scale: float) -> str:
+    """Say, when the tuning session timed the default faster than the profile did, what the
+    gain counts instead: the time the session's default loses."""
+    if scale >= 1.0 or default_ms is None or tuned.dispatch_ms is None:
+        return ""
+    return (
+        f", counted from its session's {default_ms:.4g} ms a launch for the default, not the "
+        f"profile's {tuned.dispatch_ms:.4g} ms"
+    )
+
+
 def _tune_one_dispatch(
     run: ModelTuningRun, hot: DispatchProfile, slot_s: float | None, share: float = 1.0
-) -> tuple[float | None, bool]:
+) -> tuple[float | None, bool, float | None]:
     """Tune one hot dispatch within `slot_s` seconds (None: no limit; 0: none left); keep its
     best candidates, or say why it was not tuned. Return its best candidate's speedup alone (in
     its own session; 1.0 when none was measured), None when it was not tuned or its tuning
-    failed; and whether its candidates were carried to its kin (model/kin.py; True when it was
-    not tuned: its kin have nothing to gain from another try)."""
+    failed; whether its candidates were carried to its kin (model/kin.py; True when it was
+    not tuned: its kin have nothing to gain from another try); and its session's time of the
+    default, ms a launch (None without one)."""
     options = run.options
     if run.budget_spent():
         run.dispatch_notes[hot.name] = "not tuned: time budget spent"
-        return None, True
+        return None, True, None
     if slot_s is not None and slot_s <= 0:
         run.dispatch_notes[hot.name] = (
             "not tuned: the dispatch phase's share of the time budget was spent (the rest "
             "is kept for trying the tuned dispatches in the model)"
         )
-        return None, True
+        return None, True, None
     needed = min(needed_dispatch_speedup(share, MODEL_RULE.threshold), MAX_THRESHOLD)
     try:
         result = _resume_killed_tuning(run, hot) or tune_dispatch(
@@ -235,7 +251,7 @@ def _tune_one_dispatch(
         )  # fmt: skip
     except IreetuneError as failure:
         run.dispatch_notes[hot.name] = f"not tuned: {failure}"
-        return None, True
+        return None, True, None
     if result.reused:
         run.dispatch_notes[hot.name] = "stored result reused from the tuning database"
     if result.best is not None:
@@ -267,8 +283,8 @@ def _tune_one_dispatch(
     timed = [r.median_ms for r in result.records if r.median_ms and not r.is_baseline]
     carried = bool(extended.kin_names)
     if not timed or math.isnan(result.baseline_ms):
-        return 1.0, carried
-    return float(result.baseline_ms / min(timed)), carried
+        return 1.0, carried, None
+    return float(result.baseline_ms / min(timed)), carried, float(result.baseline_ms)
 
 
 def _resume_killed_tuning(run: ModelTuningRun, hot: DispatchProfile) -> TuneResult | None:

@@ -439,7 +439,7 @@ def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     compiled = {path: path.stat().st_mtime_ns for path in folder.rglob("*.vmfb")}
     assert len(compiled) >= 3
 
-    speedup, _ = local._tune_one_dispatch(run, hot, None)
+    speedup, *_ = local._tune_one_dispatch(run, hot, None)
     assert speedup
     assert list((tmp_path / "tuning").iterdir()) == [folder]
     assert {path: path.stat().st_mtime_ns for path in compiled} == compiled
@@ -515,7 +515,7 @@ def test_a_dispatch_is_tuned_on_the_model_s_dumped_benchmark_batched_and_checked
     run.options = replace(run.options, num_candidates=3, use_database=False)
     (dumped,) = dump_dispatches(model, run.target, tmp_path / "dispatches", 120.0)
     hot = DispatchProfile(dumped.name, dumped.path, "matmul", True, 1.0, 1)
-    speedup, _ = local._tune_one_dispatch(run, hot, None)
+    speedup, *_ = local._tune_one_dispatch(run, hot, None)
     assert speedup
     (folder,) = (tmp_path / "tuning").iterdir()
     info = json.loads((folder / "results.json").read_text())
@@ -546,3 +546,45 @@ def test_with_a_time_budget_the_hot_set_covers_the_whole_model_unless_told_other
     assert hot_coverage(replace(options, time_budget_s=600.0)) == 1.0
     assert hot_coverage(replace(options, time_budget_s=600.0, coverage=0.5)) == 0.5
     assert hot_coverage(replace(options, coverage=0.5)) == 0.5
+
+
+def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dispatch profiled at 6 times its own session's time of the default (a max pool whose
+    time moved between two speeds) saves the model what the session's default loses: its family
+    learns that, and the note says from which time it was counted."""
+    from ireetune.core.candidate import make_knobs
+    from ireetune.core.records import CandidateRecord, CandidateStatus
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    def found_twice_as_fast(options: TuneOptions, executor: object) -> SimpleNamespace:
+        records = (
+            CandidateRecord(0, None, CandidateStatus.MEASURED, median_ms=0.15),
+            CandidateRecord(
+                1,
+                make_knobs({"vec_0": 8}),
+                CandidateStatus.MEASURED,
+                median_ms=0.075,
+                spec_path="1_spec.mlir",
+                speedup=2.0,
+            ),  # fmt: skip
+        )
+        return SimpleNamespace(
+            reused=False, best=None, records=records, run_dir=tmp_path, baseline_ms=0.15
+        )
+
+    monkeypatch.setattr(local, "tune_dispatch", found_twice_as_fast)
+    run = _run(tmp_path)
+    run.default_ms = 10.0
+    pool = DispatchProfile("pool", tmp_path / "pool.mlir", "pooling_7x7x3x3x224", True, 0.9, 2)
+    run.hot = select_hot_dispatches([pool], model_ms=10.0, coverage=1.0, max_dispatches=1)
+    assert local.tune_dispatches(run) is None
+    # Share 0.18 of the model (prior 10%); the profile's cut would save 9%, the session's a sixth.
+    assert run.notes == [
+        "pool: expected to save 1.80% of the model; its best candidate 2.000x alone (1.50% of "
+        "the model, counted from its session's 0.15 ms a launch for the default, not the "
+        "profile's 0.9 ms)"
+    ]
