@@ -74,7 +74,7 @@ def test_a_family_that_gained_nothing_gives_way_to_one_not_tried_yet() -> None:
 
 
 def test_a_session_faster_than_the_profile_counts_only_what_its_default_loses() -> None:
-    # inception_v2's max pool: profiled at 0.871 ms a launch, 0.1445 ms in its own session,
+    # inception_v2's im2col gather: profiled at 0.871 ms a launch, 0.1445 ms in its own session,
     # where a candidate ran 2.078x faster; the model saved what the session's default loses.
     scheduler = DispatchScheduler(ends_at=None)
     pool = DispatchTask("pool0", "pool", 0.08)

@@ -551,8 +551,8 @@ def test_with_a_time_budget_the_hot_set_covers_the_whole_model_unless_told_other
 def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A dispatch profiled at 6 times its own session's time of the default (a max pool whose
-    time moved between two speeds) saves the model what the session's default loses: its family
+    """A dispatch profiled at 6 times its own session's time of the default (an im2col gather
+    whose time moved between two speeds) saves the model what the session's default loses: its family
     learns that, and the note says from which time it was counted."""
     from ireetune.core.candidate import make_knobs
     from ireetune.core.records import CandidateRecord, CandidateStatus
@@ -579,12 +579,12 @@ def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
     monkeypatch.setattr(local, "tune_dispatch", found_twice_as_fast)
     run = _run(tmp_path)
     run.default_ms = 10.0
-    pool = DispatchProfile("pool", tmp_path / "pool.mlir", "pooling_7x7x3x3x224", True, 0.9, 2)
-    run.hot = select_hot_dispatches([pool], model_ms=10.0, coverage=1.0, max_dispatches=1)
+    gather = DispatchProfile("im2col", tmp_path / "g.mlir", "elementwise_7x7x3x3x224", True, 0.9, 2)
+    run.hot = select_hot_dispatches([gather], model_ms=10.0, coverage=1.0, max_dispatches=1)
     assert local.tune_dispatches(run) is None
     # Share 0.18 of the model (prior 10%); the profile's cut would save 9%, the session's a sixth.
     assert run.notes == [
-        "pool: expected to save 1.80% of the model; its best candidate 2.000x alone (1.50% of "
+        "im2col: expected to save 1.80% of the model; its best candidate 2.000x alone (1.50% of "
         "the model, counted from its session's 0.15 ms a launch for the default, not the "
         "profile's 0.9 ms)"
     ]
