@@ -85,6 +85,12 @@ class FamilySpace(abc.ABC):
     def generate(self, request: SpaceRequest) -> Iterator[Knobs]:
         """Yield valid configurations lazily, in a seeded, reproducible order of exploration."""
 
+    def near(self, request: SpaceRequest, centre: Knobs) -> list[Knobs]:
+        """Return valid configurations next to `centre` (one of the request's candidates), the
+        closest first, for a run to climb towards from its fastest candidate so far (none by
+        default: the space is searched as `generate` yields it)."""
+        return []
+
     @abc.abstractmethod
     def order(self, request: SpaceRequest, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
         """Order a pool of the request's candidates, most promising first, each with its

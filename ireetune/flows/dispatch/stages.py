@@ -49,7 +49,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
-from ireetune.flows.dispatch.budget import may_start_part
+from ireetune.flows.dispatch.budget import climb, may_start_part
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.state import DispatchRun, campaign_settings, first_notes
 from ireetune.model.real_inputs import time_on_real_inputs
@@ -338,6 +338,7 @@ def next_part_stage(run: DispatchRun) -> None:
     them."""
     budget = run.budget
     assert budget is not None, "only a run with a time budget has parts"
+    climb(run)
     part = budget.waiting[: budget.part_size]
     if may_start_part(run, len(part)):
         del budget.waiting[: len(part)]

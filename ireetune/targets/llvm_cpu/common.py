@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -320,6 +321,20 @@ class SizedFamily(Generic[RecordT, Sizes]):
     tile_lists: Callable[[RecordT, Knobs], dict[str, list[int]]]
 
 
+def _one_step(before: int | str | None, after: int | str) -> bool:
+    """Say whether a knob's value moved by at most a factor of two (from or to 0: by one; a
+    named choice, as a pipeline, never moves one step)."""
+    if not isinstance(before, int) or not isinstance(after, int):
+        return False
+    low, high = sorted((before, after))
+    return high <= 1 if low <= 0 else high <= 2 * low
+
+
+# How many configurations `SizedCpuSpace.near` draws around a centre before keeping its
+# neighbours (a family's neighbourhood proposes at most 24).
+NEAR_LIMIT = 32
+
+
 class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
     """A CPU space whose constraints read only the problem's sizes (which also say when the space
     cannot search a problem) and whose order centres on the compiler's own configuration: a
@@ -350,6 +365,28 @@ class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
         sizes = self.compute_sizes(request.problem)
         facts = self.facts(request)
         return self.family.enumerate_space(sizes, facts, request.seed, request.default_knobs, known)
+
+    def near(self, request: SpaceRequest, centre: Knobs) -> list[Knobs]:
+        """The configurations the space would search first were `centre` the default, valid
+        under the same constraints, that change one or two of its knobs by at most a factor
+        of two (its neighbours; what the seeded walk beyond them draws is left out)."""
+        sizes = self.compute_sizes(request.problem)
+        facts = self.facts(request)
+        drawn = self.family.enumerate_space(sizes, facts, request.seed, centre, ())
+        values = dict(centre)
+
+        def steps_away(knobs: Knobs) -> list[bool]:
+            return [
+                _one_step(values.get(name), value)
+                for name, value in knobs
+                if values.get(name) != value
+            ]
+
+        return [
+            knobs
+            for knobs in itertools.islice(drawn, NEAR_LIMIT)
+            if 0 < len(steps := steps_away(knobs)) <= 2 and all(steps)
+        ]
 
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         levels = read_cpu_levels(root_op, len(problem.loop_sizes), self.levels)
