@@ -8,7 +8,8 @@ run's closing stages (the leaders timed again beside the default, their outputs 
 decision) can still end within the budget, going by how long the parts so far took a candidate.
 When they can not, the run starts no new part and closes with what it measured; its notes (the
 summary, the result) and results.json's `time_budget` say that the budget ended it. A budget spent
-before the first measurement is one line.
+before the first measurement is one line. Before each later part the run climbs from its leader
+(`climb`): the untried neighbours of the fastest candidate so far that beats the default go first.
 
 The seconds a run spent are saved with it (results.json's `time_budget`), so `ireetune continue`
 of a killed run goes on with what is left of its budget; the time between the kill and the
