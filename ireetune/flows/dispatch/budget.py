@@ -140,8 +140,8 @@ def climb(run: DispatchRun) -> None:
     budget.waiting = (ordered + rest)[: len(budget.waiting)]
     run.notes.append(
         f"candidate {leader.candidate_id} led after {len(timed)} candidates "
-        f"({baseline / best_ms:.3f}x): {min(len(ordered), len(budget.waiting))} of its "
-        f"{len(fresh)} untried neighbours were tried next"
+        f"({baseline / best_ms:.3f}x): its untried neighbours go next "
+        f"({min(len(ordered), len(budget.waiting))} of {len(fresh)})"
     )
 
 

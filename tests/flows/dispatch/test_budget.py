@@ -97,7 +97,7 @@ def test_a_budget_with_room_tries_the_candidates_of_a_run_without_one(
     # were moved first (`budget.climb`, which says so).
     tried, without = [r.knobs for r in budgeted.records], [r.knobs for r in unlimited.records]
     assert tried[:3] == without[:3]
-    climbed = [note for note in budgeted.notes if "untried neighbours were tried next" in note]
+    climbed = [note for note in budgeted.notes if "untried neighbours go next" in note]
     assert tried == without or climbed
     assert len(budgeted.records) == 7
     saved = json.loads((budgeted.run_dir / "results.json").read_text())
@@ -165,8 +165,8 @@ def test_a_leader_s_untried_neighbours_are_moved_to_the_front_of_the_waiting_par
         assert all(max(a, b) <= 2 * min(a, b) or max(a, b) <= 1 for a, b in changed), knobs
         assert knobs not in (slow, fast, dispatch.default_knobs)
     assert run.notes == [
-        f"candidate 2 led after 2 candidates (2.000x): 6 of its {len(fresh)} untried neighbours "
-        "were tried next"
+        f"candidate 2 led after 2 candidates (2.000x): its untried neighbours go next (6 of "
+        f"{len(fresh)})"
     ]
     assert run.budget.climbed == [2]
     # The same leader again, or a leader slower than the default: nothing moves.
