@@ -334,13 +334,13 @@ def pick_round_stage(run: DispatchRun) -> None:
 
 def next_part_stage(run: DispatchRun) -> None:
     """With a time budget (flows/dispatch/budget.py): write the specs of the next part of the
-    candidates, if the task scheduler says it can end in time; restore what the database has of
-    them."""
+    candidates, if the task scheduler says it can end in time, its leader's neighbours first
+    (`climb`, which keeps as many waiting); restore what the database has of them."""
     budget = run.budget
     assert budget is not None, "only a run with a time budget has parts"
-    climb(run)
-    part = budget.waiting[: budget.part_size]
-    if may_start_part(run, len(part)):
+    if may_start_part(run, len(budget.waiting[: budget.part_size])):
+        climb(run)
+        part = budget.waiting[: budget.part_size]
         del budget.waiting[: len(part)]
         _append_specs(run.recorder, run.target, run.space, run.context, run.problem, part)
         run.restored |= restore_candidates(run.recorder, run.stored)
