@@ -131,7 +131,15 @@ def climb(run: DispatchRun) -> None:
     budget.climbed.append(leader.candidate_id)
     request = SpaceRequest(run.problem, run.dispatch.variant_target, leader.knobs, run.options.seed)
     tried = {r.knobs for r in records.values()} | {run.dispatch.default_knobs}
-    fresh = [knobs for knobs in run.space.near(request, leader.knobs) if knobs not in tried]
+    try:
+        near = run.space.near(request, leader.knobs)
+    except Exception as error:  # A space that cannot draw around a leader leaves the order.
+        run.notes.append(
+            f"candidate {leader.candidate_id} led, but its neighbours could not be drawn "
+            f"({type(error).__name__}: {' '.join(str(error).split())[:200]}): the order is kept"
+        )
+        return
+    fresh = [knobs for knobs in near if knobs not in tried]
     if not fresh:
         return
     moved = set(fresh)

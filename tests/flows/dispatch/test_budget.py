@@ -176,3 +176,44 @@ def test_a_leader_s_untried_neighbours_are_moved_to_the_front_of_the_waiting_par
     run.budget.climbed.clear()
     budget.climb(run)  # type: ignore[arg-type]
     assert run.budget.waiting == after and len(run.notes) == 1
+
+
+def test_a_space_that_cannot_draw_around_its_leader_leaves_the_order(
+    matmul_benchmark: Path, tmp_path: Path
+) -> None:
+    """A broken `near` never stops a run: the waiting candidates keep their order, and the
+    notes say why."""
+    from types import SimpleNamespace
+
+    from iree.compiler import ir
+
+    from ireetune.core.records import CandidateRecord, CandidateStatus
+    from ireetune.flows.dispatch.state import DispatchBudget
+    from ireetune.frontend.load import load_dispatch
+    from ireetune.targets import parse_target
+
+    dispatch = load_dispatch(
+        matmul_benchmark, None, parse_target(TEST_TARGET), tmp_path, ir.Context()
+    )
+
+    class Broken:
+        def near(self, request: object, centre: object) -> list[object]:
+            raise ValueError("no solver\nhere")
+
+    leader = (("tile", 4),)
+    waiting = [((("tile", 8),), 1.0), ((("tile", 16),), 0.5)]
+    run = SimpleNamespace(
+        budget=DispatchBudget(TaskScheduler(100.0, 0.0), part_size=1, waiting=list(waiting)),
+        recorder=SimpleNamespace(records={
+            0: CandidateRecord(0, dispatch.default_knobs, CandidateStatus.MEASURED, median_ms=1.0),
+            1: CandidateRecord(1, leader, CandidateStatus.MEASURED, median_ms=0.5),
+        }),
+        problem=dispatch.problem, dispatch=dispatch, space=Broken(),
+        options=SimpleNamespace(seed=0), notes=[],
+    )  # fmt: skip
+    budget.climb(run)  # type: ignore[arg-type]
+    assert run.budget.waiting == waiting
+    assert run.notes == [
+        "candidate 1 led, but its neighbours could not be drawn (ValueError: no solver here): "
+        "the order is kept"
+    ]
