@@ -205,7 +205,8 @@ class DispatchScheduler:
         below 1, the profile's time (and so the task's share) was high, and the model saves the
         time the session's own default loses, not the cut of the profile's (inception_v2's
         im2col gather packed for a data-tiled matmul, whose time moves between two speeds, was
-        profiled at 6 times its session's: 2.078x alone, 1.001x in the model). Above 1 it counts as 1: the share is no smaller for it."""
+        profiled at 6 times its session's: 2.078x alone, 1.001x in the model). Above 1 it
+        counts as 1: the share is no smaller for it."""
         speedup = dispatch_speedup if dispatch_speedup and dispatch_speedup > 0 else 1.0
         scale = min(1.0, session_scale) if session_scale > 0 else 1.0
         cut = max(0.0, 1.0 - 1.0 / speedup) * scale

@@ -185,8 +185,9 @@ def count_local_task_workers(runtime_flags: Sequence[str]) -> int:
 def compare_with_onnxruntime(request: OrtComparisonRequest) -> OrtComparison:
     """Check and time `request.variants` against ONNX Runtime on this host; see the module
     docstring. A failure to run either side is a FAILED comparison, never an exception."""
-    assert request.rounds >= 2 and request.calls >= 1 and request.warmup >= 0, request
-    assert request.settle >= 0, request
+    assert (
+        request.rounds >= 2 and request.calls >= 1 and min(request.warmup, request.settle) >= 0
+    ), request
     flags = tuple(request.runtime_flags)
     if onnxruntime_version() is None:
         return OrtComparison(OrtStatus.UNAVAILABLE, "onnxruntime is not installed", None, flags)

@@ -118,24 +118,22 @@ def climb(run: DispatchRun) -> None:
     records = run.recorder.records
     baseline = records[0].median_ms if 0 in records else None
     timed = [
-        r for r in records.values()
+        (r.median_ms, r.candidate_id, r.knobs) for r in records.values()
         if not r.is_baseline and r.median_ms and r.knobs is not None
     ]  # fmt: skip
     if not budget.waiting or not baseline or not timed:
         return
-    leader = min(timed, key=lambda r: (r.median_ms or math.inf, r.candidate_id))
-    best_ms = leader.median_ms
-    if not best_ms or best_ms >= baseline or leader.candidate_id in budget.climbed:
+    best_ms, leader, knobs = min(timed)
+    if best_ms >= baseline or leader in budget.climbed:
         return
-    assert leader.knobs is not None
-    budget.climbed.append(leader.candidate_id)
-    request = SpaceRequest(run.problem, run.dispatch.variant_target, leader.knobs, run.options.seed)
+    budget.climbed.append(leader)
+    request = SpaceRequest(run.problem, run.dispatch.variant_target, knobs, run.options.seed)
     tried = {r.knobs for r in records.values()} | {run.dispatch.default_knobs}
     try:
-        near = run.space.near(request, leader.knobs)
+        near = run.space.near(request, knobs)
     except Exception as error:  # A space that cannot draw around a leader leaves the order.
         run.notes.append(
-            f"candidate {leader.candidate_id} led, but its neighbours could not be drawn "
+            f"candidate {leader} led, but its neighbours could not be drawn "
             f"({type(error).__name__}: {' '.join(str(error).split())[:200]}): the order is kept"
         )
         return
@@ -147,7 +145,7 @@ def climb(run: DispatchRun) -> None:
     rest = [entry for entry in budget.waiting if entry[0] not in moved]
     budget.waiting = (ordered + rest)[: len(budget.waiting)]
     run.notes.append(
-        f"candidate {leader.candidate_id} led after {len(timed)} candidates "
+        f"candidate {leader} led after {len(timed)} candidates "
         f"({baseline / best_ms:.3f}x): its untried neighbours go next "
         f"({min(len(ordered), len(budget.waiting))} of {len(fresh)})"
     )

@@ -206,9 +206,10 @@ def _task_of(hot: HotSet, profile: DispatchProfile, share: float | None = None) 
 
 
 def _session_note(tuned: DispatchProfile, default_ms: float | None, scale: float) -> str:
-    """Say, when the tuning session timed the default faster than the profile did, what the
-    gain counts instead: the time the session's default loses."""
-    if scale >= 1.0 or default_ms is None or tuned.dispatch_ms is None:
+    """Say, when the tuning session timed the default faster than the profile did (`scale`
+    below 1, which needs both times), what the gain counts instead: the time the session's
+    default loses."""
+    if scale >= 1.0:
         return ""
     return (
         f", counted from its session's {default_ms:.4g} ms a launch for the default, not the "

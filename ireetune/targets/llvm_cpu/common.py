@@ -370,9 +370,7 @@ class SizedCpuSpace(CpuSpace, Generic[RecordT, Sizes]):
         """The configurations the space would search first were `centre` the default, valid
         under the same constraints, that change one or two of its knobs by at most a factor
         of two (its neighbours; what the seeded walk beyond them draws is left out)."""
-        sizes = self.compute_sizes(request.problem)
-        facts = self.facts(request)
-        drawn = self.family.enumerate_space(sizes, facts, request.seed, centre, ())
+        drawn = self.enumerate(dataclasses.replace(request, default_knobs=centre), ())
         values = dict(centre)
 
         def steps_away(knobs: Knobs) -> list[bool]:

@@ -552,8 +552,8 @@ def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A dispatch profiled at 6 times its own session's time of the default (an im2col gather
-    whose time moved between two speeds) saves the model what the session's default loses: its family
-    learns that, and the note says from which time it was counted."""
+    whose time moved between two speeds) saves the model what the session's default loses: its
+    family learns that, and the note says from which time it was counted."""
     from ireetune.core.candidate import make_knobs
     from ireetune.core.records import CandidateRecord, CandidateStatus
     from ireetune.flows.dispatch.options import TuneOptions
