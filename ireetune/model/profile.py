@@ -120,13 +120,19 @@ def profile_dispatches(
     `timed`, time each on the model's device (else their times are left for a device host)."""
     dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
     counts = count_dispatch_invocations(run_dir / "dispatches" / CONFIGURED_PROGRAM)
-    in_a_run = [d for d in dumped if counts.get(d.name, 1)]
+    in_a_run = [d for d in dumped if launches(counts, d)]
     binaries = compile_dispatch_benchmarks(executor, model, in_a_run, run_dir, jobs)
     timings = time_dispatch_benchmarks(executor, binaries, model.device) if timed else {}
     encoded = has_encoded_mmt4d(read_mlir_file(model.mlir_path), model.target.global_flags)
     return ModelDispatches(
         dumped, binaries, describe_dispatches(dumped, counts, timings, model.target, encoded)
     )
+
+
+def launches(counts: Mapping[str, int], dispatch: DumpedDispatch) -> int:
+    """Return how often a run of the model launches `dispatch`: 0 when only its initializers do;
+    1 when the program names no count for it (one launch, as a dispatch benchmark assumes)."""
+    return counts.get(dispatch.name, 1)
 
 
 def describe_dispatches(
@@ -141,10 +147,10 @@ def describe_dispatches(
     model's initializers launch (no launch in `counts`) is not tunable (AT_LOAD_NOTE)."""
     profiles = []
     for dispatch in dumped:
-        at_load = counts.get(dispatch.name, 1) == 0
+        invocations = launches(counts, dispatch)
         problem, tunable, kin = (
             (f"not tunable: {AT_LOAD_NOTE}", False, None)
-            if at_load
+            if invocations == 0
             else _describe(dispatch.path, target, encoded_mmt4d)
         )
         profiles.append(
@@ -154,7 +160,7 @@ def describe_dispatches(
                 problem=problem,
                 tunable=tunable,
                 dispatch_ms=timings.get(dispatch.index),
-                invocations=counts.get(dispatch.name, 1),
+                invocations=invocations,
                 kin=kin,
             )
         )

@@ -164,10 +164,15 @@ class OnlineSearch:
         # What remains of the pool, best first under the ranker as last updated.
         self.ranked = list(ordered_pool[rounds[0] :])
         self.next_index = 1
+        self.notes: list[str] = []
 
     @property
     def rounds_left(self) -> int:
         return len(self.rounds) - self.next_index
+
+    @property
+    def untried(self) -> int:
+        return sum(self.rounds[self.next_index :])
 
     def learn(self, measured: Sequence[tuple[Knobs, float | None]]) -> None:
         """Update the ranker on every measurement so far and re-rank what remains of the pool."""
@@ -176,11 +181,12 @@ class OnlineSearch:
             self.extractor, self.ranker, remaining, measured, self.seed
         )
 
-    def next_round(self) -> list[tuple[Knobs, float]]:
+    def next_round(self) -> list[tuple[Knobs, float | None]]:
         """Return the next round's candidates, best first, under the ranker as the last `learn`
         left it."""
         assert self.rounds_left > 0, "no round left"
         size = self.rounds[self.next_index]
         self.next_index += 1
-        chosen, self.ranked = self.ranked[:size], self.ranked[size:]
+        chosen: list[tuple[Knobs, float | None]] = list(self.ranked[:size])
+        self.ranked = self.ranked[size:]
         return chosen

@@ -3,7 +3,9 @@
 A strategy is a function, `propose(search, pool) -> Proposal`: it gets the pool the space drew
 and what it was drawn for (`SearchInput`), and returns the first candidates to compile, how they
 were chosen, and, for a strategy that learns from measurements, the `Rounds` that pick the rest
-of the budget as measurements arrive (`learn`, then `next_round`). Each strategy is one module of
+of the budget as measurements arrive (`learn`, then `next_round`). A run with a time budget
+that has no such rounds measures in parts, which are rounds too (search/climb.py: they climb
+from the fastest candidate so far). Each strategy is one module of
 search/strategies/, found there by name; `--order` takes those names.
 """
 
@@ -35,18 +37,27 @@ class SearchInput:
 
 
 class Rounds(Protocol):
-    """The later rounds of a strategy that learns from measurements."""
+    """The later rounds of a strategy that learns from measurements, or of a run with a time
+    budget (its parts, search/climb.py); `notes` says, a line each, what the last
+    `next_round` did beyond taking the best of what remains."""
+
+    notes: list[str]
 
     @property
     def rounds_left(self) -> int:
         """Say how many rounds are still to be picked."""
         ...
 
+    @property
+    def untried(self) -> int:
+        """Say how many candidates the rounds still to be picked hold."""
+        ...
+
     def learn(self, measured: Sequence[tuple[Knobs, float | None]]) -> None:
         """Learn from every measurement so far (a time in ms, or None for a failure)."""
 
-    def next_round(self) -> list[tuple[Knobs, float]]:
-        """Return the next round's candidates, best first, each with its score."""
+    def next_round(self) -> list[tuple[Knobs, float | None]]:
+        """Return the next round's candidates, best first, each with its score (None: none)."""
         ...
 
 

@@ -8,8 +8,9 @@ run's closing stages (the leaders timed again beside the default, their outputs 
 decision) can still end within the budget, going by how long the parts so far took a candidate.
 When they can not, the run starts no new part and closes with what it measured; its notes (the
 summary, the result) and results.json's `time_budget` say that the budget ended it. A budget spent
-before the first measurement is one line. Before each later part the run climbs from its leader
-(`climb`): the untried neighbours of the fastest candidate so far that beats the default go first.
+before the first measurement is one line. The later parts are the rounds of search/climb.py
+(`ClimbingParts`): before each, the untried neighbours of the fastest candidate so far that
+beats the default go first.
 
 The seconds a run spent are saved with it (results.json's `time_budget`), so `ireetune continue`
 of a killed run goes on with what is left of its budget; the time between the kill and the
@@ -23,10 +24,10 @@ import time
 from typing import Any
 
 from ireetune.core.budget import TaskScheduler
-from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import SpaceRequest
 from ireetune.flows.dispatch.state import DispatchBudget, DispatchRun
+from ireetune.search.climb import ClimbingParts
 
 # The clock the budget is kept on (a test may replace it).
 clock = time.monotonic
@@ -41,20 +42,23 @@ def read_clock() -> float:
 MAX_PARTS = 8
 
 
-def start_budget(run: DispatchRun, started: float) -> int:
+def start_budget(run: DispatchRun, started: float) -> None:
     """Give a run with `--time-budget` its budget, begun at `started`, and hold back all but
-    the first part of its candidates (an online search's rounds are its parts already); return
-    how many parts follow the first (0 without a budget)."""
+    the first part of its candidates: the later parts are its rounds (`run.search`, climbing:
+    search/climb.py; an online search's rounds are its parts already)."""
     budget_s = run.options.time_budget_s
     if budget_s is None:
-        return 0
-    run.budget = budget = DispatchBudget(TaskScheduler(budget_s, started))
+        return
+    run.budget = DispatchBudget(TaskScheduler(budget_s, started))
     if run.search is not None:
-        return 0
-    budget.part_size = max(run.workers, math.ceil(len(run.candidates) / MAX_PARTS))
-    budget.waiting = run.candidates[budget.part_size :]
-    run.candidates = run.candidates[: budget.part_size]
-    return math.ceil(len(budget.waiting) / budget.part_size)
+        return
+    size = max(run.workers, math.ceil(len(run.candidates) / MAX_PARTS))
+    first, waiting = run.candidates[:size], run.candidates[size:]
+    request = SpaceRequest(
+        run.problem, run.dispatch.variant_target, run.dispatch.default_knobs, run.options.seed
+    )
+    run.search = ClimbingParts(run.space, request, waiting, size, [k for k, _ in first])
+    run.candidates = first
 
 
 def check_time_to_measure(run: DispatchRun) -> None:
@@ -92,63 +96,13 @@ def may_start_part(run: DispatchRun, size: int) -> bool:
         budget.started += size
         return True
     budget.ended = True
-    later = (
-        f"{len(budget.waiting)} were not tried"
-        if run.search is None
-        else "the online search's later rounds were not started"
-    )
+    untried = size + (run.search.untried if run.search is not None else 0)
     run.notes.append(
         f"the time budget ({budget.scheduler.budget_s:g} s) ended the run: it started no part "
-        f"that could not end in time ({budget.started} candidates tried; {later})"
+        f"that could not end in time ({budget.started} candidates tried; {untried} were not "
+        "tried)"
     )
     return False
-
-
-def climb(run: DispatchRun) -> None:
-    """Before a part: when the fastest candidate measured so far beats the default and was not
-    climbed from yet, move its untried neighbours (`FamilySpace.near`, ordered around it) to
-    the front of the candidates waiting, so the next parts search next to it; as many of the
-    last waiting as they add are dropped: the run tries no more candidates.
-
-    A run with a budget measures only what its parts reach: a neighbourhood of the default
-    searched in the space's order left GoogLeNet's LRN window sum at two channels a vector
-    step (1.54x alone), its next step, four, never tried."""
-    budget = run.budget
-    assert budget is not None, "only a run with a time budget has parts"
-    records = run.recorder.records
-    baseline = records[0].median_ms if 0 in records else None
-    timed = [
-        (r.median_ms, r.candidate_id, r.knobs) for r in records.values()
-        if not r.is_baseline and r.median_ms and r.knobs is not None
-    ]  # fmt: skip
-    if not budget.waiting or not baseline or not timed:
-        return
-    best_ms, leader, knobs = min(timed)
-    if best_ms >= baseline or leader in budget.climbed:
-        return
-    budget.climbed.append(leader)
-    request = SpaceRequest(run.problem, run.dispatch.variant_target, knobs, run.options.seed)
-    tried = {r.knobs for r in records.values()} | {run.dispatch.default_knobs}
-    try:
-        near = run.space.near(request, knobs)
-    except Exception as error:  # A space that cannot draw around a leader leaves the order.
-        run.notes.append(
-            f"candidate {leader} led, but its neighbours could not be drawn "
-            f"({type(error).__name__}: {' '.join(str(error).split())[:200]}): the order is kept"
-        )
-        return
-    fresh = [knobs for knobs in near if knobs not in tried]
-    if not fresh:
-        return
-    moved = set(fresh)
-    ordered: list[tuple[Knobs, float | None]] = list(run.space.order(request, fresh))
-    rest = [entry for entry in budget.waiting if entry[0] not in moved]
-    budget.waiting = (ordered + rest)[: len(budget.waiting)]
-    run.notes.append(
-        f"candidate {leader} led after {len(timed)} candidates "
-        f"({baseline / best_ms:.3f}x): its untried neighbours go next "
-        f"({min(len(ordered), len(budget.waiting))} of {len(fresh)})"
-    )
 
 
 def record_budget(run: DispatchRun, stage: str) -> None:

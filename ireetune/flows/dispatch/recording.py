@@ -5,8 +5,9 @@ measure callbacks add to its database and update its cost model after every batc
 
 - `DatabaseRecording`, registered on the run's recorder, writes every record past generation
   to the tuning database the moment it is kept, so a killed run loses nothing already measured;
-- `learn_from_round`, a stage callback, updates the online search's learned model on every
-  measurement so far after each early round (flows/dispatch/stages.py `measure_round_stage`).
+- `learn_from_round`, a stage callback, hands every measurement so far to the run's rounds after
+  each early round (flows/dispatch/stages.py `measure_round_stage`): an online search's learned
+  model is updated, a time budget's parts find the leader they climb from (search/climb.py).
 
 A run with neither writes no database row and keeps its model as trained offline.
 """
@@ -71,7 +72,7 @@ class DatabaseRecording:
 
 
 def learn_from_round(run: DispatchRun, stage: str) -> None:
-    """After an early round, update the online search's model on every measurement so far."""
+    """After an early round, hand the run's rounds every measurement so far."""
     if run.search is not None and stage == "measure_round_stage":
         run.search.learn(round_measurements(run.recorder))
 

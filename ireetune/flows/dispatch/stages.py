@@ -4,7 +4,8 @@
     compile    every candidate (online: round by round)           compile/stage.py
     measure    the campaign, or the database's finished one       benchmark/campaign.py
     check      the contenders' outputs, real-input timings        verify/stage.py
-    (online)   a round measured, the next one picked             search/learned_order.py
+    (rounds)   a round measured, the next one picked: online      search/learned_order.py
+               search, or a time budget's next part                search/climb.py
 
 `decide_stage` (flows/dispatch/decide.py) ends the run; `dispatch_tuner.dispatch_stages` puts them
 in order for the sequencer (flows/sequence.py); `--stop-after compile` ends after compile with the export of the
@@ -49,7 +50,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
-from ireetune.flows.dispatch.budget import climb, may_start_part
+from ireetune.flows.dispatch.budget import may_start_part
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.state import DispatchRun, campaign_settings, first_notes
 from ireetune.model.real_inputs import time_on_real_inputs
@@ -297,11 +298,11 @@ def _time_at_dispatch_level_if_reference_ignores_configs(
 
 
 def measure_round_stage(run: DispatchRun) -> None:
-    """Online search, a round but the last: compile and time the candidates not done yet (first
-    pass only); the run then treats them as a resumed run treats the ones it found in the
-    database: measured, taking part in the confirmation round. The flow's `learn_from_round`
-    callback (flows/dispatch/recording.py) updates the model on them. Once the time budget
-    ended the run, nothing is left to do."""
+    """A round but the last (an online search's, or a time budget's part): compile and time the
+    candidates not done yet (first pass only); the run then treats them as a resumed run treats
+    the ones it found in the database: measured, taking part in the confirmation round. The
+    flow's `learn_from_round` callback (flows/dispatch/recording.py) hands them to the rounds.
+    Once the time budget ended the run, nothing is left to do."""
     if run.budget is not None and run.budget.ended:
         return
     recorder, done = run.recorder, set(run.restored)
@@ -323,36 +324,21 @@ def measure_round_stage(run: DispatchRun) -> None:
 
 
 def pick_round_stage(run: DispatchRun) -> None:
-    """Online search: write the specs of the next round, the best of what remains of the pool
-    under the model as last updated; restore what the database has of them."""
-    assert run.search is not None, "only an online search has rounds"
+    """Online search, or a run with a time budget: write the specs of the next round (the best
+    of what remains of the pool under the model as last updated; a budget's next part, its
+    leader's neighbours first: search/climb.py) if the task scheduler says it can end in time,
+    with what the strategy noted of it; restore what the database has of them."""
+    assert run.search is not None, "only an online search or a time budget has rounds"
     chosen = run.search.next_round()
     if may_start_part(run, len(chosen)):
-        _append_specs(run.recorder, run.target, run.space, run.context, run.problem, list(chosen))
+        run.notes.extend(run.search.notes)
+        _append_specs(run.recorder, run.target, run.space, run.context, run.problem, chosen)
         run.restored |= restore_candidates(run.recorder, run.stored)
 
 
-def next_part_stage(run: DispatchRun) -> None:
-    """With a time budget (flows/dispatch/budget.py): write the specs of the next part of the
-    candidates, if the task scheduler says it can end in time, its leader's neighbours first
-    (`climb`, which keeps as many waiting); restore what the database has of them."""
-    budget = run.budget
-    assert budget is not None, "only a run with a time budget has parts"
-    if may_start_part(run, len(budget.waiting[: budget.part_size])):
-        climb(run)
-        part = budget.waiting[: budget.part_size]
-        del budget.waiting[: len(part)]
-        _append_specs(run.recorder, run.target, run.space, run.context, run.problem, part)
-        run.restored |= restore_candidates(run.recorder, run.stored)
-
-
-def online_rounds(
-    search: Rounds | None, parts: int = 0
-) -> tuple[Callable[[DispatchRun], None], ...]:
-    """Return the stages of an online search's early rounds, or of the `parts` after the first
-    of a run with a time budget (none without either)."""
-    if parts:
-        return (measure_round_stage, next_part_stage) * parts
+def online_rounds(search: Rounds | None) -> tuple[Callable[[DispatchRun], None], ...]:
+    """Return the stages of the rounds after the first, of an online search or of a run with a
+    time budget (none without either)."""
     rounds = search.rounds_left if search is not None else 0
     return (measure_round_stage, pick_round_stage) * rounds
 

@@ -82,18 +82,13 @@ class SetByStage(Generic[ValueT]):
 @dataclass
 class DispatchBudget:
     """A run's `--time-budget` as the run spends it (flows/dispatch/budget.py): its scheduler,
-    the size of a part and the candidates waiting for one, when measuring began, how many
-    candidates the parts started, whether the budget ended the run, and the leaders it climbed
-    from."""
+    when measuring began, how many candidates the parts started, whether the budget ended the
+    run (the parts waiting are the run's rounds: search/climb.py)."""
 
     scheduler: TaskScheduler
-    part_size: int = 0
-    waiting: list[tuple[Knobs, float | None]] = field(default_factory=list)
     measuring_since: float = 0.0
     started: int = 0
     ended: bool = False
-    # The candidates whose neighbours were moved to the front of `waiting` (`climb`).
-    climbed: list[int] = field(default_factory=list)
 
 
 @dataclass

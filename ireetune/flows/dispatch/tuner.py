@@ -9,9 +9,10 @@ online search's model updated after every early round (flows/dispatch/recording.
     generate         the space drawn and ordered; the database   flows/dispatch/start.py
     (reuse)          a stored winner under the same rule         flows/dispatch/reuse.py
     specs            spec/builder.py
-    (online rounds)  measure a round, the model learns, pick     flows/dispatch/stages.py
-    (budget parts)   --time-budget: measure a part, start the    flows/dispatch/budget.py
-                     next only if it can end in time
+    (rounds)         measure a round, the strategy learns, pick  flows/dispatch/stages.py
+                     the next: an online search's, or a          search/climb.py
+                     --time-budget's next part (climbing), each  flows/dispatch/budget.py
+                     started only if it can end in time
     compile          compile/stage.py
     measure          benchmark/campaign.py, benchmark/outcomes.py
     check            outputs and real inputs, verify/stage.py
@@ -83,7 +84,7 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
             if stored_winner is not None:
                 run_dir = create_run_dir(options.output_dir, run.problem.signature)
                 return reuse_stored_winner(run, stored_winner, run_dir)
-            parts = start_budget(run, started)
+            start_budget(run, started)
             check_time_to_measure(run)
             run_dir = create_run_dir(options.output_dir, run.problem.signature)
             with marked_failed(run_dir), StageProgress(progress_enabled(options.show_progress)) as progress:  # fmt: skip
@@ -94,17 +95,16 @@ def tune_dispatch(options: TuneOptions, executor: Executor | None = None) -> Tun
                     rows = DatabaseRecording(run.database, run.result_key, run.recorder, session, run.rule.name)  # fmt: skip
                     run.recorder.on_update.append(rows)
                 callbacks = (record_budget, save_run, learn_from_round)
-                run_sequence(run, named(*dispatch_stages(run, parts)), callbacks)
+                run_sequence(run, named(*dispatch_stages(run)), callbacks)
             assert run.result is not None
             return attach_flag_search(run.result, flag_search)
 
 
-def dispatch_stages(run: DispatchRun, parts: int = 0) -> tuple[Stage, ...]:
-    """Return the stages a started run goes through, after generate (`parts`: those after the
-    first of a run with a time budget)."""
+def dispatch_stages(run: DispatchRun) -> tuple[Stage, ...]:
+    """Return the stages a started run goes through, after generate."""
     if run.options.stop_after is StopAfter.COMPILE:
         return (specs_stage, compile_stage, export_stage)
     return (
-        specs_stage, *online_rounds(run.search, parts), compile_stage, measure_stage,
+        specs_stage, *online_rounds(run.search), compile_stage, measure_stage,
         check_stage, decide_stage,
     )  # fmt: skip

@@ -94,7 +94,7 @@ def test_a_budget_with_room_tries_the_candidates_of_a_run_without_one(
     unlimited = _tune(matmul_benchmark, tmp_path / "unlimited", None)
 
     # As many, the first part the same; the later parts differ only where a leader's neighbours
-    # were moved first (`budget.climb`, which says so).
+    # were moved first (search/climb.py, which says so).
     tried, without = [r.knobs for r in budgeted.records], [r.knobs for r in unlimited.records]
     assert tried[:3] == without[:3]
     climbed = [note for note in budgeted.notes if "untried neighbours go next" in note]
@@ -115,105 +115,26 @@ def test_a_run_killed_in_its_parts_is_refused_in_one_line(tmp_path: Path) -> Non
     )
 
 
-def test_a_leader_s_untried_neighbours_are_moved_to_the_front_of_the_waiting_parts(
-    matmul_benchmark: Path, tmp_path: Path
+def test_a_budget_s_parts_learn_every_measurement_and_their_notes_reach_the_run(
+    matmul_benchmark: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After a part, the fastest candidate that beats the default has its untried neighbours
-    (one or two knobs, each at most a factor of two away) tried next, in place of the last
-    waiting: as many candidates wait as before; a leader is climbed from once."""
-    import itertools
-    from types import SimpleNamespace
+    """The parts after the first are the run's rounds: before each, they have learned what the
+    parts so far measured, and what they note of a part the run starts is in its notes."""
+    from ireetune.search.climb import ClimbingParts
 
-    from iree.compiler import ir
+    learned: list[int] = []
 
-    from ireetune.core.records import CandidateRecord, CandidateStatus
-    from ireetune.core.target import SpaceRequest
-    from ireetune.flows.dispatch.state import DispatchBudget
-    from ireetune.frontend.load import load_dispatch
-    from ireetune.targets import parse_target
+    def noting_climb(self: ClimbingParts) -> None:
+        learned.append(len(self.measured))
+        self.notes.append(f"climbed after {len(self.measured)}")
 
-    dispatch = load_dispatch(
-        matmul_benchmark, None, parse_target(TEST_TARGET), tmp_path, ir.Context()
-    )
-    request = SpaceRequest(dispatch.problem, dispatch.variant_target, dispatch.default_knobs, 0)
-    space = dispatch.space
-    ordered = space.order(request, list(itertools.islice(space.generate(request), 24)))
-    slow, fast = ordered[0][0], ordered[1][0]
-    records = {
-        0: CandidateRecord(0, dispatch.default_knobs, CandidateStatus.MEASURED, median_ms=1.0),
-        1: CandidateRecord(1, slow, CandidateStatus.MEASURED, median_ms=2.0),
-        2: CandidateRecord(2, fast, CandidateStatus.MEASURED, median_ms=0.5),
-    }
-    waiting = list(ordered[2:8])
-    run = SimpleNamespace(
-        budget=DispatchBudget(TaskScheduler(100.0, 0.0), part_size=2, waiting=list(waiting)),
-        recorder=SimpleNamespace(records=records), problem=dispatch.problem, dispatch=dispatch,
-        space=space, options=SimpleNamespace(seed=0), notes=[],
-    )  # fmt: skip
-    budget.climb(run)  # type: ignore[arg-type]
+    monkeypatch.setattr(ClimbingParts, "_climb", noting_climb)
+    monkeypatch.setattr(budget, "clock", SteppingClock(0.001))
+    result = _tune(matmul_benchmark, tmp_path / "runs", 10_000.0)
 
-    moved = [knobs for knobs, _ in run.budget.waiting if (knobs, _) not in waiting]
-    assert moved and len(run.budget.waiting) == len(waiting)
-    assert [knobs for knobs, _ in run.budget.waiting[: len(moved)]] == moved
-    tried = (slow, fast, dispatch.default_knobs)
-    fresh = [knobs for knobs in space.near(request, fast) if knobs not in tried]
-    assert len(moved) == 6 < len(fresh)
-    centre = dict(fast)
-    for knobs in moved:
-        changed = [(centre[name], value) for name, value in knobs if centre[name] != value]
-        assert 1 <= len(changed) <= 2, knobs
-        assert all(max(a, b) <= 2 * min(a, b) or max(a, b) <= 1 for a, b in changed), knobs
-        assert knobs not in (slow, fast, dispatch.default_knobs)
-    assert run.notes == [
-        f"candidate 2 led after 2 candidates (2.000x): its untried neighbours go next (6 of "
-        f"{len(fresh)})"
-    ]
-    assert run.budget.climbed == [2]
-    # The same leader again, or a leader slower than the default: nothing moves.
-    after = list(run.budget.waiting)
-    budget.climb(run)  # type: ignore[arg-type]
-    records[2] = CandidateRecord(2, fast, CandidateStatus.MEASURED, median_ms=1.5)
-    run.budget.climbed.clear()
-    budget.climb(run)  # type: ignore[arg-type]
-    assert run.budget.waiting == after and len(run.notes) == 1
-
-
-def test_a_space_that_cannot_draw_around_its_leader_leaves_the_order(
-    matmul_benchmark: Path, tmp_path: Path
-) -> None:
-    """A broken `near` never stops a run: the waiting candidates keep their order, and the
-    notes say why."""
-    from types import SimpleNamespace
-
-    from iree.compiler import ir
-
-    from ireetune.core.records import CandidateRecord, CandidateStatus
-    from ireetune.flows.dispatch.state import DispatchBudget
-    from ireetune.frontend.load import load_dispatch
-    from ireetune.targets import parse_target
-
-    dispatch = load_dispatch(
-        matmul_benchmark, None, parse_target(TEST_TARGET), tmp_path, ir.Context()
-    )
-
-    class Broken:
-        def near(self, request: object, centre: object) -> list[object]:
-            raise ValueError("no solver\nhere")
-
-    leader = (("tile", 4),)
-    waiting = [((("tile", 8),), 1.0), ((("tile", 16),), 0.5)]
-    run = SimpleNamespace(
-        budget=DispatchBudget(TaskScheduler(100.0, 0.0), part_size=1, waiting=list(waiting)),
-        recorder=SimpleNamespace(records={
-            0: CandidateRecord(0, dispatch.default_knobs, CandidateStatus.MEASURED, median_ms=1.0),
-            1: CandidateRecord(1, leader, CandidateStatus.MEASURED, median_ms=0.5),
-        }),
-        problem=dispatch.problem, dispatch=dispatch, space=Broken(),
-        options=SimpleNamespace(seed=0), notes=[],
-    )  # fmt: skip
-    budget.climb(run)  # type: ignore[arg-type]
-    assert run.budget.waiting == waiting
-    assert run.notes == [
-        "candidate 1 led, but its neighbours could not be drawn (ValueError: no solver here): "
-        "the order is kept"
+    # 6 candidates in parts of 2 (the workers): two later parts, after the first part's
+    # measurements and after both parts' (a binary equal to an earlier one teaches nothing).
+    assert len(learned) == 2 and 0 < learned[0] < learned[1] <= 4
+    assert [note for note in result.notes if note.startswith("climbed")] == [
+        f"climbed after {count}" for count in learned
     ]
