@@ -93,5 +93,12 @@ class ClimbingParts:
         rest = [entry for entry in self.waiting if entry[0] not in moved]
         self.waiting = (ordered + rest)[: len(self.waiting)]
         going = min(len(ordered), len(self.waiting))
-        which = f"its {going}" if going == len(fresh) else f"{going} of its {len(fresh)}"
-        self.notes.append(f"{led}: {which} untried neighbours go next")
+        if going == len(fresh) == 1:
+            which = "its one untried neighbour goes"
+        elif going == len(fresh):
+            which = f"its {going} untried neighbours go"
+        else:
+            which = (
+                f"{going} of its {len(fresh)} untried neighbours {'goes' if going == 1 else 'go'}"
+            )
+        self.notes.append(f"{led}: {which} next")

@@ -91,3 +91,26 @@ def test_a_space_that_cannot_draw_around_its_leader_leaves_the_order(
         "the fastest candidate after 1 (2.000x) led, but its neighbours could not be drawn "
         "(ValueError: no solver here): the order is kept"
     ]
+
+
+def test_a_leader_with_one_untried_neighbour_says_so_in_the_singular(
+    matmul_space: tuple[FamilySpace, SpaceRequest],
+) -> None:
+    _, request = matmul_space
+    leader: Knobs = (("tile", 4),)
+    neighbour: Knobs = (("tile", 8),)
+
+    class OneNeighbour:
+        def near(self, request: object, centre: object) -> list[Knobs]:
+            return [leader, neighbour]
+
+        def order(self, request: object, pool: list[Knobs]) -> list[tuple[Knobs, float]]:
+            return [(knobs, 1.0) for knobs in pool]
+
+    waiting: list[tuple[Knobs, float | None]] = [((("tile", 16),), 0.5), ((("tile", 32),), 0.4)]
+    parts = ClimbingParts(OneNeighbour(), request, waiting, 1, [leader])  # type: ignore[arg-type]
+    parts.learn([(leader, 0.8)])
+    assert parts.next_round() == [(neighbour, 1.0)] and parts.waiting == waiting[:1]
+    assert parts.notes == [
+        "the fastest candidate after 1 (1.250x) led: its one untried neighbour goes next"
+    ]

@@ -97,7 +97,7 @@ def test_a_budget_with_room_tries_the_candidates_of_a_run_without_one(
     # were moved first (search/climb.py, which says so).
     tried, without = [r.knobs for r in budgeted.records], [r.knobs for r in unlimited.records]
     assert tried[:3] == without[:3]
-    climbed = [note for note in budgeted.notes if "untried neighbours go next" in note]
+    climbed = [note for note in budgeted.notes if "untried neighbour" in note]
     assert tried == without or climbed
     assert len(budgeted.records) == 7
     saved = json.loads((budgeted.run_dir / "results.json").read_text())
