@@ -336,7 +336,7 @@ def pick_round_stage(run: DispatchRun) -> None:
         run.restored |= restore_candidates(run.recorder, run.stored)
 
 
-def online_rounds(search: Rounds | None) -> tuple[Callable[[DispatchRun], None], ...]:
+def round_stages(search: Rounds | None) -> tuple[Callable[[DispatchRun], None], ...]:
     """Return the stages of the rounds after the first, of an online search or of a run with a
     time budget (none without either)."""
     rounds = search.rounds_left if search is not None else 0

@@ -45,7 +45,7 @@ from ireetune.flows.dispatch.stages import (
     check_stage,
     compile_stage,
     measure_stage,
-    online_rounds,
+    round_stages,
     specs_stage,
 )
 from ireetune.flows.dispatch.start import (
@@ -105,6 +105,6 @@ def dispatch_stages(run: DispatchRun) -> tuple[Stage, ...]:
     if run.options.stop_after is StopAfter.COMPILE:
         return (specs_stage, compile_stage, export_stage)
     return (
-        specs_stage, *online_rounds(run.search), compile_stage, measure_stage,
+        specs_stage, *round_stages(run.search), compile_stage, measure_stage,
         check_stage, decide_stage,
     )  # fmt: skip
