@@ -54,7 +54,8 @@ class Rounds(Protocol):
         ...
 
     def learn(self, measured: Sequence[tuple[Knobs, float | None]]) -> None:
-        """Learn from every measurement so far (a time in ms, or None for a failure)."""
+        """Learn from every measurement so far: its time over its round's default (1.0 for a
+        config that did not apply), or None for a failure (flows/dispatch/recording.py)."""
 
     def next_round(self) -> list[tuple[Knobs, float | None]]:
         """Return the next round's candidates, best first, each with its score (None: none)."""

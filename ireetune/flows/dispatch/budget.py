@@ -81,8 +81,10 @@ def check_time_to_measure(run: DispatchRun) -> None:
 
 
 def may_start_part(run: DispatchRun, size: int) -> bool:
-    """Say whether the run may start measuring `size` more candidates (always without a
-    budget) and count them; once it may not, say in the run's notes that the budget ended it."""
+    """Say whether the run may start measuring the `size` candidates of its next round (always
+    without a budget) and count them; once it may not, say in the run's notes that the budget
+    ended it."""
+    assert run.search is not None, "only a run with rounds starts a part"
     budget = run.budget
     if budget is None:
         return True
@@ -96,7 +98,7 @@ def may_start_part(run: DispatchRun, size: int) -> bool:
         budget.started += size
         return True
     budget.ended = True
-    untried = size + (run.search.untried if run.search is not None else 0)
+    untried = size + run.search.untried
     run.notes.append(
         f"the time budget ({budget.scheduler.budget_s:g} s) ended the run: it started no part "
         f"that could not end in time ({budget.started} candidates tried; {untried} were not "
