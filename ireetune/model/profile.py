@@ -117,12 +117,19 @@ def profile_dispatches(
 ) -> ModelDispatches:
     """Dump the model's dispatch benchmarks, count each one's launches, compile the ones a run
     of the model launches (not those only its initializers do, once, when it loads) and, when
-    `timed`, time each on the model's device (else their times are left for a device host)."""
+    `timed`, time each on the model's device, the ones that take most of a run again
+    (model/dispatch_times.py; else their times are left for a device host)."""
     dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
     counts = count_dispatch_invocations(run_dir / "dispatches" / CONFIGURED_PROGRAM)
     in_a_run = [d for d in dumped if launches(counts, d)]
     binaries = compile_dispatch_benchmarks(executor, model, in_a_run, run_dir, jobs)
-    timings = time_dispatch_benchmarks(executor, binaries, model.device) if timed else {}
+    timings = (
+        time_dispatch_benchmarks(
+            executor, binaries, model.device, {d.index: launches(counts, d) for d in in_a_run}
+        )
+        if timed
+        else {}
+    )
     encoded = has_encoded_mmt4d(read_mlir_file(model.mlir_path), model.target.global_flags)
     return ModelDispatches(
         dumped, binaries, describe_dispatches(dumped, counts, timings, model.target, encoded)
