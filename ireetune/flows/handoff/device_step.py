@@ -151,8 +151,9 @@ def _profile(
     if not default.ok:
         raise IreetuneError(f"the default model does not run on {device}: {default.reason}")
     timings = time_dispatch_benchmarks(
-        executor, {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device
-    )
+        executor, {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device,
+        {index: task.launches.get(d.label, 1) for index, d in enumerate(task.dispatches)},
+    )  # fmt: skip
     dispatch_ms = {d.label: timings.get(index) for index, d in enumerate(task.dispatches)}
     return {
         "device": device,

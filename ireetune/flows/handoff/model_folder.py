@@ -14,7 +14,7 @@ is refused with one line. The manifest is read as untrusted data, like the dispa
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -77,10 +77,15 @@ Binaries = Annotated[tuple[LabelledBinary, ...], AfterValidator(_unique_labels)]
 
 @dataclass(frozen=True)
 class ProfileTask:
-    """Time the default model on its inputs and every dispatch benchmark once (the profile)."""
+    """Time the default model on its inputs and every dispatch benchmark (the profile; the
+    ones that take most of a run, by their `launches` a call of the model, again)."""
 
     dispatches: Binaries
     rounds: Annotated[Positive, bounded_as(positive_int)]
+    # By label; a dispatch not named (every one, in a manifest older than this field) counts 1.
+    launches: dict[str, Annotated[NonNegativeInt, bounded_as(non_negative_int)]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(frozen=True)

@@ -216,8 +216,11 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
     compile_folders(run, pre_rank_dispatches(profiles, costs, options.max_dispatches))
     record_time(state, "prepare", "compile", time.monotonic() - run.started)
     dispatch_binaries = [LabelledBinary(d.name, d.vmfb) for d in state.dispatches if d.vmfb]
+    launches = {d.name: d.invocations for d in state.dispatches if d.vmfb}
     return send_to_device(
-        run, ProfileTask(tuple(dispatch_binaries), options.rounds), sorted(state.folders.values())
+        run,
+        ProfileTask(tuple(dispatch_binaries), options.rounds, launches),
+        sorted(state.folders.values()),
     )
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,16 +24,20 @@ from ireetune.cli import main
 from ireetune.core.errors import IreetuneError
 from ireetune.decision.rules import CandidateFacts, DecisionRule, Verdict, preselect
 from ireetune.decision.stats import Basis, SpeedupEstimate
+from ireetune.executor.base import LocalExecutor
 from ireetune.flows.dispatch.run_options import read_run_options
+from ireetune.flows.handoff import device_step
 from ireetune.flows.handoff.manifest import MANIFEST_NAME
 from ireetune.flows.handoff.model_folder import (
     DEVICE_MANIFEST_NAME,
     hash_device_manifest,
+    read_device_manifest,
     results_name,
 )
 from ireetune.flows.model.state import MODEL_RUN_NAME, SplitVariantFile
 from ireetune.flows.model.state import SplitStage as Phase
 from ireetune.flows.model.tuner import continue_split_run
+from ireetune.model.dispatch_times import time_dispatch_benchmarks
 from ireetune.model.hot import DispatchProfile
 from ireetune.model.static_rank import estimate_cost, pre_rank_dispatches
 from ireetune.model.variants import decide_variants, plan_variants
@@ -269,6 +274,31 @@ def test_the_dispatch_folders_decide_on_the_model_s_dumped_benchmarks(prepared: 
         handoff = json.loads((prepared / folder / MANIFEST_NAME).read_text())
         assert handoff["real_input_decides"] is False
         assert read_run_options(prepared / folder).decide_on_dispatch_benchmark
+
+
+def test_the_device_times_again_the_dispatches_that_take_most_of_a_run_by_their_launches(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = _copy(prepared, tmp_path)
+    state = json.loads((run_dir / MODEL_RUN_NAME).read_text())["split"]
+    launches = {d["name"]: d["invocations"] for d in state["dispatches"] if d["vmfb"]}
+    manifest = read_device_manifest(run_dir)
+    assert manifest.profile is not None and launches
+    assert manifest.profile.launches == launches
+    given: list[object] = []
+
+    def recording(*args: Any) -> dict[int, float]:
+        given.append(args[3] if len(args) > 3 else None)
+        return time_dispatch_benchmarks(*args)
+
+    monkeypatch.setattr(device_step, "time_dispatch_benchmarks", recording)
+    (run_dir / "step").mkdir()
+    profiled = device_step._profile(
+        LocalExecutor(), run_dir, manifest, manifest.profile, "local-task", run_dir / "step"
+    )
+    labels = [d.label for d in manifest.profile.dispatches]
+    assert given == [{index: launches[label] for index, label in enumerate(labels)}]
+    assert set(profiled["dispatch_ms"]) == set(labels)
 
 
 def test_device_step_refuses_a_changed_binary(prepared: Path, tmp_path: Path) -> None:
