@@ -158,7 +158,7 @@ def describe_dispatches(
         problem, tunable, kin = (
             (f"not tunable: {AT_LOAD_NOTE}", False, None)
             if invocations == 0
-            else _describe(dispatch.path, target, encoded_mmt4d)
+            else describe_dispatch(dispatch.path, target, encoded_mmt4d)
         )
         profiles.append(
             DispatchProfile(
@@ -174,20 +174,13 @@ def describe_dispatches(
     return profiles
 
 
-def describe_problem(
-    benchmark_path: Path, target: Target, encoded_mmt4d: bool = False
-) -> tuple[str, bool]:
-    """Name a dispatch's problem and say whether the target has a space for it; with
-    `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model (ENCODED_MMT4D_NOTE); under
-    the target's --iree-opt-data-tiling, nor is a pack or an unpack (LATE_PACK_NOTE)."""
-    problem, tunable, _ = _describe(benchmark_path, target, encoded_mmt4d)
-    return problem, tunable
-
-
-def _describe(
+def describe_dispatch(
     benchmark_path: Path, target: Target, encoded_mmt4d: bool
 ) -> tuple[str, bool, str | None]:
-    """Return `describe_problem`'s answer and, for a tunable problem, its kin key."""
+    """Name a dispatch's problem, say whether the target has a space for it, and give a tunable
+    problem's kin key; with `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model
+    (ENCODED_MMT4D_NOTE); under the target's --iree-opt-data-tiling, nor is a pack or an unpack
+    (LATE_PACK_NOTE)."""
     try:
         problem = read_problem(benchmark_path)
     except IreetuneError as error:

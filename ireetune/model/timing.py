@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,14 @@ def repetitions_for(model_ms: float) -> int:
     if model_ms <= 0:
         return 1
     return max(1, min(MAX_REPETITIONS, math.ceil(MIN_ROUND_MS / model_ms)))
+
+
+def fastest_round_ms(times_ms: Sequence[float], repetitions: int) -> float:
+    """Return the median of the fastest round of `times_ms`, calls in rounds of `repetitions`
+    in the order they ran: on a shared machine other work only ever slows a round down."""
+    step = max(1, repetitions)
+    rounds = [times_ms[start : start + step] for start in range(0, len(times_ms), step)]
+    return min(statistics.median(calls) for calls in rounds)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ profile   the model's dispatches profiled on its device, and the hot set picked 
 from __future__ import annotations
 
 import shutil
-import statistics
 import time
 from collections.abc import Sequence
 
@@ -42,7 +41,7 @@ from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
-from ireetune.model.timing import ModelComparison
+from ireetune.model.timing import ModelComparison, fastest_round_ms
 
 # How the prepare phase times the default model: at least this many rounds of this many calls.
 PREPARE_MIN_ROUNDS = 3
@@ -120,7 +119,10 @@ def _time_here(run: ModelTuningRun, compile_started: float) -> None:
     timing_started = time.monotonic()
     # The default's time is the basis of every share the profile gives and of the gate that
     # skips dispatches too small to matter: a median of a few calls, not of `--rounds 1` (one
-    # call, which a loaded machine made 12 times a 0.07 ms model's time).
+    # call, which a loaded machine made 12 times a 0.07 ms model's time); and of its fastest
+    # round, as the profile keeps each dispatch's (model/dispatch_times.py): GoogLeNet's prepare
+    # phase once caught the machine's slow speed, 38.4 ms against 27.4 ms in the same run's final
+    # check, and every dispatch's share of the model read a third too small (2026-12-05).
     first = run.executor.run_models_side_by_side(
         ModelComparison(
             [("default", run.default_vmfb)], model.function, model.inputs_path, run.run_dir,
@@ -134,7 +136,9 @@ def _time_here(run: ModelTuningRun, compile_started: float) -> None:
         timing_started - compile_started, max(0.0, time.monotonic() - timing_started - calls_s)
     )
     model.default_outputs = first["default"].outputs
-    run.default_ms = run.original_ms = statistics.median(first["default"].times_ms)
+    run.default_ms = run.original_ms = fastest_round_ms(
+        first["default"].times_ms, PREPARE_REPETITIONS
+    )
 
 
 # The dispatches' profiles with their times, and the model's time; or the pause for the device.

@@ -13,7 +13,7 @@ from iree.compiler import ir
 from ireetune.core.records import TIMED_STATUSES
 from ireetune.core.target import space_for, target_refusal
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
-from ireetune.model.profile import ENCODED_MMT4D_NOTE, describe_problem, has_encoded_mmt4d
+from ireetune.model.profile import ENCODED_MMT4D_NOTE, has_encoded_mmt4d
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.targets import parse_target
@@ -25,6 +25,7 @@ from ireetune.targets.llvm_cpu.mmt4d_space import (
     score_mmt4d_candidate,
 )
 from tests.conftest import FAST_RUN_OPTIONS, IREE_COMPILE
+from tests.profile_support import describe_problem
 
 # An encoder-like batch matmul: 4 heads of 128x64 by 64x128, f32.
 ENCODER_MODEL = """

@@ -260,7 +260,7 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
 def test_every_not_tunable_reason_names_what_the_op_is(
     model_text: str, flags: tuple[str, ...], expected: list[str], tmp_path: Path
 ) -> None:
-    from ireetune.model.profile import describe_problem
+    from tests.profile_support import describe_problem
 
     benchmarks = dump_with_flags(model_text, tmp_path / "dump", flags)
     target = parse_target(f"cpu:{CPU}").with_global_flags(flags)

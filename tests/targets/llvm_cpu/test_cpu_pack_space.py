@@ -15,7 +15,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.target import space_for
-from ireetune.model.profile import LATE_PACK_NOTE, describe_problem
+from ireetune.model.profile import LATE_PACK_NOTE
 from ireetune.problem.pack import UNPACK_OP, PackProblem, UnpackProblem
 from ireetune.problem.registry import parse_problem
 from ireetune.spec.builder import build_configuration_spec
@@ -39,6 +39,7 @@ from tests.conftest import (
     parse_function_op,
 )
 from tests.landing_support import compile_model_with_candidate, find_family_requests
+from tests.profile_support import describe_problem
 from tests.targets.llvm_cpu.test_cpu_spec_reach import MATMUL_MODEL
 
 AVX512 = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)

@@ -74,7 +74,8 @@ def test_the_packs_are_reported_as_not_tunable(data_tiled_dumps: dict[str, Path]
     # These dumps come from --iree-opt-data-tiling, where no spec reaches a pack in a model
     # unless the encodings are materialised first: a user's own executable preprocessing keeps
     # the target from adding MATERIALIZE_FIRST, so the late path stays alone.
-    from ireetune.model.profile import LATE_PACK_NOTE, describe_problem
+    from ireetune.model.profile import LATE_PACK_NOTE
+    from tests.profile_support import describe_problem
 
     target = parse_target("cpu:znver4").with_global_flags(
         ("--iree-opt-data-tiling", "--iree-hal-preprocess-executables-with=builtin.module()")
@@ -133,7 +134,8 @@ def test_mmt4d_ordering_prefers_balanced_tiles() -> None:
 def test_in_a_model_a_data_tiled_mmt4d_is_not_tunable_and_says_why(
     data_tiled_dumps: dict[str, Path],
 ) -> None:
-    from ireetune.model.profile import ENCODED_MMT4D_NOTE, describe_problem
+    from ireetune.model.profile import ENCODED_MMT4D_NOTE
+    from tests.profile_support import describe_problem
 
     target = parse_target("cpu:znver4")
     problem, tunable = describe_problem(data_tiled_dumps["mmt4d"], target, encoded_mmt4d=True)
@@ -434,9 +436,9 @@ def test_the_mmt4d_spaces_config_for_a_dumped_dispatch_lands_in_the_whole_model(
     """What the model flow does for a data-tiled matmul the profile calls tunable: dump the
     model's dispatches with its flags, render a config of the mmt4d space for the mmt4d dispatch,
     and compile the whole model with that spec (`ireetune compile` proves it landed)."""
-    from ireetune.model.profile import describe_problem
     from ireetune.spec.apply import compile_with_spec, resolve_compile_target
     from ireetune.spec.builder import build_configuration_spec
+    from tests.profile_support import describe_problem
 
     model = tmp_path / "cnn.mlir"
     model.write_text(CNN_MODEL)
