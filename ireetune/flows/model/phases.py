@@ -12,8 +12,8 @@ prepare   the model imported (MLIR as is; ONNX through iree-import-onnx) into th
 profile   the model's dispatches profiled on its device, and the hot set picked from them
           (`--coverage`, `--max-dispatches`; dispatches too small for the model rule skipped;
           profile.json). In process the dispatch benchmarks are dumped, compiled, their launches
-          counted and each timed here, against the prepare phase's time of the model
-          (`_measure_here`). Split, they are dumped, compiled and counted here, each tunable
+          counted and each timed here, against the prepare phase's time of the model, or the
+          flag phase's winner timed again (`_measure_here`). Split, they are dumped, compiled and counted here, each tunable
           one's work measured, and the dispatch-level folders of the ones a static ranking puts
           first (FLOPs x launches) compiled; then [device] the model and every dispatch are
           profiled and every folder measured (`_measure_on_device`).
@@ -24,6 +24,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from ireetune.core.errors import IreetuneError
 from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
@@ -41,7 +42,7 @@ from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
-from ireetune.model.timing import ModelComparison, fastest_round_ms
+from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
 
 # How the prepare phase times the default model: at least this many rounds of this many calls.
 PREPARE_MIN_ROUNDS = 3
@@ -114,31 +115,35 @@ def _step_done(run: ModelTuningRun, done: list[str], step: str) -> None:
 def _time_here(run: ModelTuningRun, compile_started: float) -> None:
     """Time the default model here: its time, its outputs, and what a compile and a timing
     session cost besides the calls."""
-    model, options = run.under_tuning, run.options
     run.default_vmfb = run.original_vmfb = run.run_dir / "default.vmfb"
     timing_started = time.monotonic()
-    # The default's time is the basis of every share the profile gives and of the gate that
-    # skips dispatches too small to matter: a median of a few calls, not of `--rounds 1` (one
-    # call, which a loaded machine made 12 times a 0.07 ms model's time); and of its fastest
-    # round, as the profile keeps each dispatch's (model/dispatch_times.py): GoogLeNet's prepare
-    # phase once caught the machine's slow speed, 38.4 ms against 27.4 ms in the same run's final
-    # check, and every dispatch's share of the model read a third too small (2026-12-05).
-    first = run.executor.run_models_side_by_side(
-        ModelComparison(
-            [("default", run.default_vmfb)], model.function, model.inputs_path, run.run_dir,
-            model.device, max(options.rounds, PREPARE_MIN_ROUNDS), PREPARE_REPETITIONS,
-        )
-    )  # fmt: skip
-    if not first["default"].ok:
-        raise IreetuneError(f"the default model does not run: {first['default'].reason}")
-    calls_s = sum(first["default"].times_ms) / 1000.0
+    timed = _time_model(run, run.default_vmfb, ())
+    calls_s = sum(timed.times_ms) / 1000.0
     run.costs = ModelCosts(
         timing_started - compile_started, max(0.0, time.monotonic() - timing_started - calls_s)
     )
-    model.default_outputs = first["default"].outputs
-    run.default_ms = run.original_ms = fastest_round_ms(
-        first["default"].times_ms, PREPARE_REPETITIONS
-    )
+    run.under_tuning.default_outputs = timed.outputs
+    run.default_ms = run.original_ms = fastest_round_ms(timed.times_ms, PREPARE_REPETITIONS)
+
+
+def _time_model(run: ModelTuningRun, vmfb: Path, runtime_flags: Sequence[str]) -> ModelRun:
+    """Time one build of the model here in a few rounds of a few calls.
+
+    Its time is the basis of every share the profile gives and of the gate that skips
+    dispatches too small to matter: the median of its fastest round (`fastest_round_ms`), as
+    the profile keeps each dispatch's (model/dispatch_times.py), and never of `--rounds 1` (one
+    call, which a loaded machine made 12 times a 0.07 ms model's time)."""
+    model, options = run.under_tuning, run.options
+    timed = run.executor.run_models_side_by_side(
+        ModelComparison(
+            [("default", vmfb)], model.function, model.inputs_path, run.run_dir, model.device,
+            max(options.rounds, PREPARE_MIN_ROUNDS), PREPARE_REPETITIONS,
+            runtime_flags=runtime_flags,
+        )
+    )["default"]  # fmt: skip
+    if not timed.ok:
+        raise IreetuneError(f"the default model does not run: {timed.reason}")
+    return timed
 
 
 # The dispatches' profiles with their times, and the model's time; or the pause for the device.
@@ -173,10 +178,18 @@ def profile(run: ModelTuningRun) -> Pause | None:
 
 
 def _measure_here(run: ModelTuningRun) -> Measured:
-    """Dump, compile and time every dispatch here; the model's time is the prepare phase's."""
+    """Dump, compile and time every dispatch here; the model's time is the prepare phase's, or
+    the flag phase's winner timed again beside the dispatches: the flag phase's session timed it
+    among dozens of sets, one call a turn, and a stretch at the machine's slow speed stays in
+    its estimate (GoogLeNet's winner read 38.4 ms there, 27.4 ms in the same run's final
+    check, and every dispatch's share of the model a third too small; 2026-12-05)."""
     dispatches = profile_dispatches(
         run.executor, run.under_tuning, run.run_dir, run.options.jobs, timed=True
     )
+    if run.default_vmfb != run.original_vmfb and run.default_vmfb is not None:
+        runtime_flags = run.flag_search.runtime_flags if run.flag_search else ()
+        timed = _time_model(run, run.default_vmfb, runtime_flags)
+        run.default_ms = fastest_round_ms(timed.times_ms, PREPARE_REPETITIONS)
     return dispatches.profiles, run.default_ms
 
 
