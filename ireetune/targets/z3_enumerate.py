@@ -153,7 +153,8 @@ def default_neighbours(
     steps first, then pairs of steps on different knobs."""
     values = {name: int(value) for name, value in default}
     steps: list[tuple[str, int]] = []
-    for name in sorted(domains):
+    # A knob the default does not name (one a newer space added) is not stepped.
+    for name in sorted(domains.keys() & values.keys()):
         current = values[name]
         lower = [x for x in domains[name] if x < current]
         higher = [x for x in domains[name] if x > current]

@@ -114,7 +114,7 @@ def cpu_facts_from_record(facts: Mapping[str, FactValue]) -> CpuFacts:
 
 # Names the hand-written spaces (space.py, conv_space.py) in the key of stored solutions: change
 # it whenever their constraints change, so that no stored configuration of the old space is used.
-SPACE_VERSION = "llvm-cpu-space/v1"
+SPACE_VERSION = "llvm-cpu-space/v2"
 
 LEVELS = ("distribution", "vector_common_parallel", "vector_reduction")
 # A family space's problem sizes, as its constraints read them.

@@ -155,12 +155,14 @@ def contraction_features(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) 
     """Return the features of a contraction candidate, in FEATURE_NAMES order."""
     values = {name: int(value) for name, value in knobs}
     dist_m, dist_n = values["dist_m"], values["dist_n"]
+    dist_o = values.get("dist_o", sizes.outer_m)
     gemm = GemmView(
         sizes.m, sizes.n, sizes.k, sizes.outer_parallel, sizes.input_bytes, sizes.accumulator_bytes
     )
     tiling = GemmTiling(
         values["vec_m"], values["vec_n"], values["vec_k"], dist_m, dist_n,
-        count_tiles(sizes, dist_m, dist_n), distribution_bytes(sizes, dist_m, dist_n),
+        count_tiles(sizes, dist_m, dist_n, dist_o),
+        distribution_bytes(sizes, dist_m, dist_n, max(1, dist_o)),
     )  # fmt: skip
     features = _shared_features(facts, gemm, tiling)
     features.update(

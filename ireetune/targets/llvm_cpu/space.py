@@ -5,9 +5,12 @@ configuration tiles the innermost M, N and K loops at two levels:
 
 - `dist_m`, `dist_n`: the distribution (workgroup) tile, one tile per task of the thread pool;
 - `vec_m`, `vec_n`: the vector tile of the parallel loops, the register-resident micro-kernel;
-- `vec_k`: the vector tile of the reduction loop.
+- `vec_k`: the vector tile of the reduction loop;
+- `dist_o`, only for a contraction with more than one M loop (a channels-last 1x1 convolution's
+  two spatial loops): the distribution tile of the M loop before the innermost.
 
-Every other loop gets tile 1 (batch, outer M and N loops) or is left to the compiler. Data-tiled
+Batch loops get tile 1; the other outer M and N loops stay whole in a workgroup, as the
+compiler's default keeps them; the reduction loops but the innermost get vector tile 1. Data-tiled
 matmuls (`linalg.mmt4d`, `linalg.batch_mmt4d`) have a space of their own (`mmt4d_space.py`).
 
 The order (`score_candidate`) puts the likely-fast candidates first. Its score follows the
@@ -36,7 +39,7 @@ import z3
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import Problem, element_bytes
+from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
     SizedCpuSpace,
@@ -66,7 +69,9 @@ _MAX_NEIGHBOURS = 16
 
 @dataclass(frozen=True)
 class CpuProblemSizes:
-    """The sizes the CPU space tiles: innermost M, N, K and the product of batch and outer loops."""
+    """The sizes the CPU space tiles: innermost M, N, K and the product of batch and outer loops;
+    of those, the extent of the M loop `dist_o` tiles (0: none) and the product of the loops a
+    workgroup holds whole (the rest are batch loops, one workgroup per index)."""
 
     m: int
     n: int
@@ -74,34 +79,48 @@ class CpuProblemSizes:
     outer_parallel: int
     input_bytes: int
     accumulator_bytes: int
+    outer_m: int = 0
+    whole_outer: int = 1
 
 
 def compute_problem_sizes(problem: ContractionProblem) -> CpuProblemSizes:
     """Reduce a contraction to the sizes the CPU space reasons about."""
-    outer = 1
-    for size in (*problem.batch_sizes, *problem.m_sizes[:-1], *problem.n_sizes[:-1]):
-        outer *= size
+    outer_m = problem.m_sizes[-2] if len(problem.m_sizes) > 1 else 0
     return CpuProblemSizes(
         m=problem.m_sizes[-1],
         n=problem.n_sizes[-1],
         k=problem.k_sizes[-1],
-        outer_parallel=outer,
+        outer_parallel=math.prod(
+            (*problem.batch_sizes, *problem.m_sizes[:-1], *problem.n_sizes[:-1])
+        ),
         input_bytes=max(element_bytes(problem.lhs_type), element_bytes(problem.rhs_type)),
         accumulator_bytes=element_bytes(problem.output_type),
+        outer_m=outer_m,
+        whole_outer=math.prod((*problem.m_sizes[:-2], *problem.n_sizes[:-1])),
     )
 
 
-def distribution_bytes(sizes: CpuProblemSizes, dist_m: Tile, dist_n: Tile) -> Tile:
-    """Count what a distribution tile keeps in L2: its operand panels and its accumulators."""
+def distribution_bytes(
+    sizes: CpuProblemSizes, dist_m: Tile, dist_n: Tile, dist_o: Tile | int = 1
+) -> Tile:
+    """Count what a distribution tile keeps in L2: its operand panels and its accumulators
+    (`dist_o` rows of `dist_m` where the outer M loop is tiled)."""
     panel = min(sizes.k, K_PANEL)
-    return (dist_m + dist_n) * panel * sizes.input_bytes + (
-        dist_m * dist_n * sizes.accumulator_bytes
-    )
+    rows = dist_m * dist_o
+    return (rows + dist_n) * panel * sizes.input_bytes + (rows * dist_n * sizes.accumulator_bytes)
 
 
-def count_tiles(sizes: CpuProblemSizes, dist_m: int, dist_n: int) -> int:
-    """Count a contraction's distribution tiles, over its outer loops too."""
-    return math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * sizes.outer_parallel
+def count_tiles(sizes: CpuProblemSizes, dist_m: int, dist_n: int, dist_o: int = 0) -> int:
+    """Count a contraction's distribution tiles, over its outer loops too: one per batch index,
+    and per `dist_o` rows of the outer M loop (all of it without `dist_o`); the loops a
+    workgroup holds whole add none."""
+    outer_tiles = math.ceil(sizes.outer_m / dist_o) if sizes.outer_m and dist_o else 1
+    return math.ceil(sizes.m / dist_m) * math.ceil(sizes.n / dist_n) * _batch(sizes) * outer_tiles
+
+
+def _batch(sizes: CpuProblemSizes) -> int:
+    """Count the indices of a contraction's batch loops (a workgroup each)."""
+    return max(1, sizes.outer_parallel // (sizes.whole_outer * (sizes.outer_m or 1)))
 
 
 @functools.cache
@@ -122,6 +141,7 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
     vec_m, vec_n, vec_k = values["vec_m"], values["vec_n"], values["vec_k"]
     dist_m, dist_n = values["dist_m"], values["dist_n"]
+    dist_o = values.get("dist_o", sizes.outer_m)
 
     registers_n = -(-vec_n // lanes)
     intensity = (vec_m * registers_n) / (vec_m + registers_n) / best_intensity(facts)
@@ -129,11 +149,12 @@ def score_candidate(sizes: CpuProblemSizes, facts: CpuFacts, knobs: Knobs) -> fl
     tiny_k = 1.0 if vec_k < 4 else 0.0
 
     padded = math.ceil(sizes.m / dist_m) * dist_m * math.ceil(sizes.n / dist_n) * dist_n
-    padding_waste = padded / (sizes.m * sizes.n) - 1.0
-    tiles = count_tiles(sizes, dist_m, dist_n)
+    outer_padding = math.ceil(sizes.outer_m / dist_o) * dist_o / sizes.outer_m if dist_o else 1.0
+    padding_waste = padded * outer_padding / (sizes.m * sizes.n) - 1.0
+    tiles = count_tiles(sizes, dist_m, dist_n, dist_o)
     imbalance = thread_imbalance(tiles, facts.threads)
     too_few_tiles = 1.0 if tiles < facts.threads else 0.0
-    l2_use = distribution_bytes(sizes, dist_m, dist_n) / facts.l2_bytes
+    l2_use = distribution_bytes(sizes, dist_m, dist_n, max(1, dist_o)) / facts.l2_bytes
     small_tile = max(0.0, 0.125 - l2_use) / 0.125
 
     return (
@@ -168,13 +189,21 @@ def contraction_domains(sizes: CpuProblemSizes, facts: CpuFacts) -> dict[str, li
     vec_n_values = sorted({lanes * r for r in (1, 2, 3, 4) if lanes * r <= max(sizes.n, lanes)})
     if sizes.n < lanes:
         vec_n_values = [sizes.n]
-    return {
+    domains = {
         "vec_m": vec_m_values,
         "vec_n": vec_n_values,
         "vec_k": [v for v in _VEC_K_CHOICES if v <= sizes.k and sizes.k % v == 0],
         "dist_m": _tiles_of_loop(sizes.m, vec_m_values, 1024),
         "dist_n": _tiles_of_loop(sizes.n, vec_n_values, 2048),
     }
+    if sizes.outer_m:
+        domains["dist_o"] = [d for d in range(1, sizes.outer_m + 1) if sizes.outer_m % d == 0]
+    return domains
+
+
+def knob_names(sizes: CpuProblemSizes) -> tuple[str, ...]:
+    """Name the knobs of a contraction of these sizes."""
+    return (*KNOB_NAMES, "dist_o") if sizes.outer_m else KNOB_NAMES
 
 
 def build_constraints(
@@ -194,7 +223,7 @@ def build_constraints(
     `require_parallelism` holds, there are at least as many tiles as threads.
     """
     lanes = max(1, facts.native_vector_bytes // sizes.accumulator_bytes)
-    variables = {name: z3.Int(name, context) for name in KNOB_NAMES}
+    variables = {name: z3.Int(name, context) for name in knob_names(sizes)}
     dist_m, dist_n = variables["dist_m"], variables["dist_n"]
     vec_m, vec_n, vec_k = variables["vec_m"], variables["vec_n"], variables["vec_k"]
     domains = contraction_domains(sizes, facts)
@@ -212,11 +241,15 @@ def build_constraints(
     # The compiler rejects a vector.contract whose unrolled M x N x K vector reaches the stack
     # allocation limit ("large vector sizes" error), so the product must stay below it.
     constraints.append(vec_m * vec_n * vec_k * sizes.accumulator_bytes < facts.max_vector_bytes)
-    constraints.append(distribution_bytes(sizes, dist_m, dist_n) <= facts.l2_bytes)
+    dist_o = variables.get("dist_o")
+    constraints.append(
+        distribution_bytes(sizes, dist_m, dist_n, 1 if dist_o is None else dist_o) <= facts.l2_bytes
+    )
     if require_parallelism:
         tiles_m = (sizes.m + dist_m - 1) / dist_m
         tiles_n = (sizes.n + dist_n - 1) / dist_n
-        constraints.append(tiles_m * tiles_n * sizes.outer_parallel >= facts.threads)
+        outer = _batch(sizes) * (1 if dist_o is None else (sizes.outer_m + dist_o - 1) / dist_o)
+        constraints.append(tiles_m * tiles_n * outer >= facts.threads)
     return variables, constraints
 
 
@@ -245,10 +278,15 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
         vector_parallel[dim] = 1
     # The outer M and N loops of a contraction with several (a 1x1 NCHW convolution's two
     # spatial loops) stay whole in a workgroup, as the compiler's default keeps them: a
-    # workgroup of one row of them made every candidate 2-10x slower than the default.
+    # workgroup of one row of them made every candidate 2-10x slower than the default. The M
+    # loop before the innermost takes `dist_o` where the knobs have it: the default tiles a
+    # channels-last 1x1 convolution's rows (densenet121's 28x28x128x480: 4 of 28), and every
+    # candidate that kept them whole ran at half its speed on two threads (2026-12-05).
     for dim in (*problem.m_dims[:-1], *problem.n_dims[:-1]):
         distribution[dim] = problem.loop_sizes[dim]
         vector_parallel[dim] = 1
+    if "dist_o" in values and len(problem.m_dims) > 1:
+        distribution[problem.m_dims[-2]] = int(values["dist_o"])
     distribution[problem.m_dims[-1]] = int(values["dist_m"])
     distribution[problem.n_dims[-1]] = int(values["dist_n"])
     vector_parallel[problem.m_dims[-1]] = int(values["vec_m"])
@@ -262,17 +300,20 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
 def parse_default_contraction_knobs(
     problem: ContractionProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
-    """Read the compiler's tiles of the innermost M, N and K loops into knobs."""
+    """Read the compiler's tiles of the innermost M, N and K loops, and of the M loop before
+    the innermost where there is one (0, untiled, read as the whole loop), into knobs."""
     m, n, k = problem.m_dims[-1], problem.n_dims[-1], problem.k_dims[-1]
-    return make_knobs(
-        {
-            "dist_m": levels["distribution"][m],
-            "dist_n": levels["distribution"][n],
-            "vec_m": levels["vector_common_parallel"][m],
-            "vec_n": levels["vector_common_parallel"][n],
-            "vec_k": levels["vector_reduction"][k],
-        }
-    )
+    knobs = {
+        "dist_m": levels["distribution"][m],
+        "dist_n": levels["distribution"][n],
+        "vec_m": levels["vector_common_parallel"][m],
+        "vec_n": levels["vector_common_parallel"][n],
+        "vec_k": levels["vector_reduction"][k],
+    }
+    if len(problem.m_dims) > 1:
+        outer = problem.m_dims[-2]
+        knobs["dist_o"] = levels["distribution"][outer] or problem.loop_sizes[outer]
+    return make_knobs(knobs)
 
 
 class CpuContractionSpace(SizedCpuSpace[ContractionProblem, CpuProblemSizes]):
@@ -290,4 +331,4 @@ class CpuContractionSpace(SizedCpuSpace[ContractionProblem, CpuProblemSizes]):
     )
 
     def stored_knob_names(self, problem: Problem) -> frozenset[str] | None:
-        return frozenset(KNOB_NAMES)
+        return frozenset(knob_names(compute_problem_sizes(narrow(problem, ContractionProblem))))
