@@ -13,10 +13,11 @@ profile   the model's dispatches profiled on its device, and the hot set picked 
           (`--coverage`, `--max-dispatches`; dispatches too small for the model rule skipped;
           profile.json). In process the dispatch benchmarks are dumped, compiled, their launches
           counted and each timed here, against the prepare phase's time of the model, or the
-          flag phase's winner timed again (`_measure_here`). Split, they are dumped, compiled and counted here, each tunable
-          one's work measured, and the dispatch-level folders of the ones a static ranking puts
-          first (FLOPs x launches) compiled; then [device] the model and every dispatch are
-          profiled and every folder measured (`_measure_on_device`).
+          flag phase's winner timed again (`_measure_here`). Split, they are dumped, compiled
+          and counted here, each tunable one's work measured, and the dispatch-level folders of
+          the ones a static ranking puts first (FLOPs x launches) compiled; then [device] the
+          model and every dispatch are profiled and every folder measured
+          (`_measure_on_device`).
 """
 
 from __future__ import annotations

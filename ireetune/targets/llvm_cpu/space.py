@@ -279,9 +279,9 @@ def tile_lists(problem: ContractionProblem, knobs: Knobs) -> dict[str, list[int]
     # The outer M and N loops of a contraction with several (a 1x1 NCHW convolution's two
     # spatial loops) stay whole in a workgroup, as the compiler's default keeps them: a
     # workgroup of one row of them made every candidate 2-10x slower than the default. The M
-    # loop before the innermost takes `dist_o` where the knobs have it: the default tiles a
-    # channels-last 1x1 convolution's rows (densenet121's 28x28x128x480: 4 of 28), and every
-    # candidate that kept them whole ran at half its speed on two threads (2026-12-05).
+    # loop before the innermost takes `dist_o` where the knobs have it, so that the search starts
+    # at the default's tile: the default tiles a channels-last 1x1 convolution's rows
+    # (densenet121's 28x28x128x480: 4 of 28, 14 workgroups; 2026-12-05).
     for dim in (*problem.m_dims[:-1], *problem.n_dims[:-1]):
         distribution[dim] = problem.loop_sizes[dim]
         vector_parallel[dim] = 1

@@ -196,16 +196,23 @@ class CountingExecutor(LocalExecutor):
         return super().run_models_side_by_side(comparison)
 
 
+def _prepared_mlp_run(tmp_path: Path, executor: LocalExecutor) -> ModelTuningRun:
+    """The two-layer perceptron's in-process run with `--rounds 1`, its prepare phase done
+    (the default compiled and timed through `executor`)."""
+    model = tmp_path / "model.mlir"
+    model.write_text((REPOSITORY / "examples" / "mlp.mlir").read_text())
+    options = ModelTuneOptions(model_path=model, output_dir=tmp_path, rounds=1)
+    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
+    assert prepare(run) is None
+    return run
+
+
 def test_the_default_model_is_timed_on_several_calls_and_its_costs_kept(tmp_path: Path) -> None:
     # The default's time is the basis of the profile's shares and of the gate that skips small
     # dispatches: `--rounds 1` must not make it one call (a loaded machine made that call 12
     # times a 0.07 ms model's time, and the gate skipped its only dispatch).
-    model = tmp_path / "model.mlir"
-    model.write_text((REPOSITORY / "examples" / "mlp.mlir").read_text())
     executor = CountingExecutor()
-    options = ModelTuneOptions(model_path=model, output_dir=tmp_path, rounds=1)
-    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
-    assert prepare(run) is None
+    run = _prepared_mlp_run(tmp_path, executor)
     assert executor.calls == [9] and run.default_ms > 0
     # What the model costs, for planning within the budget: a compile, and a session's loads.
     assert run.costs.compile_s > 0 and run.costs.load_s > 0
@@ -236,12 +243,8 @@ class SlowStretchExecutor(LocalExecutor):
 def test_the_default_model_s_time_is_its_fastest_round(tmp_path: Path) -> None:
     # Every dispatch's share of the model is its time over this one: a round that caught the
     # machine's slow speed must not stretch it (GoogLeNet's read 38.4 ms, its final check 27.4).
-    model = tmp_path / "model.mlir"
-    model.write_text((REPOSITORY / "examples" / "mlp.mlir").read_text())
     executor = SlowStretchExecutor()
-    options = ModelTuneOptions(model_path=model, output_dir=tmp_path, rounds=1)
-    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
-    assert prepare(run) is None
+    run = _prepared_mlp_run(tmp_path, executor)
     times = executor.returned["default"].times_ms
     assert len(times) == 9
     assert run.default_ms == statistics.median(times[6:]) < statistics.median(times)
@@ -253,12 +256,8 @@ def test_the_profile_times_the_flag_winner_again_and_keeps_its_fastest_round(
     # The flag phase's estimate of its winner comes from a session of dozens of sets, one call
     # a turn; a stretch at the machine's slow speed stays in it (GoogLeNet's read 38.4 ms, its
     # final check 27.4 ms). The profile's shares are taken against the winner timed again.
-    model = tmp_path / "model.mlir"
-    model.write_text((REPOSITORY / "examples" / "mlp.mlir").read_text())
     executor = SlowStretchExecutor()
-    options = ModelTuneOptions(model_path=model, output_dir=tmp_path, rounds=1)
-    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, executor)
-    assert prepare(run) is None
+    run = _prepared_mlp_run(tmp_path, executor)
     # A flag winner (here the default's bytes under another name) with a stale, slow estimate.
     winner = tmp_path / "winner.vmfb"
     winner.write_bytes((tmp_path / "default.vmfb").read_bytes())
