@@ -129,10 +129,11 @@ class TaskScheduler:
 PRIOR_GAIN = 0.1
 
 # The same for a data-tiled matmul (`linalg.mmt4d`, `linalg.batch_mmt4d`): its space searches
-# only the distribution tile, how its work is split among the threads, not the code that does it
-# (the inner tile is the data layout's; targets/llvm_cpu/mmt4d_space.py). On the 2-core machine
-# the best candidates of six mmt4d dispatches ran 0.92-1.03x alone, where a window sum's ran
-# 3.12x (docs/benchmarks.md, 2026-12-04): a 1.02x dispatch.
+# only the distribution tile, how its work is split among the threads, and for an mmt4d whether
+# the microkernel or codegen does it, not the code itself (the inner tile is the data layout's;
+# targets/llvm_cpu/mmt4d_space.py). On the 2-core machine the best candidates of six mmt4d
+# dispatches ran 0.92-1.03x alone, where a window sum's ran 3.12x (docs/benchmarks.md,
+# 2026-12-04), and codegen ran as fast as the microkernel (2026-12-05): a 1.02x dispatch.
 DISTRIBUTION_ONLY_PRIOR = 0.02
 
 

@@ -100,6 +100,11 @@ class FamilySpace(abc.ABC):
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         """Render a configuration as the attributes the spec sets on the root op."""
 
+    def sets_more_than_compilation_info(self, knobs: Knobs) -> bool:
+        """Say whether these knobs' configuration sets more than the root op's compilation_info
+        in a family that otherwise does not (a CPU mmt4d compiled with codegen; default: no)."""
+        return False
+
     @abc.abstractmethod
     def parse_default_knobs(self, problem: Problem, root_op: ir.Operation) -> Knobs | None:
         """Read the compiler's own choice from a configured root op, if it can be expressed."""
@@ -216,10 +221,15 @@ def links_specs(target: Target) -> bool:
     return target.traits.spec_flag == TUNING_SPEC_FLAG
 
 
-def needs_more_than_compilation_info(target: Target, problem: Problem) -> bool:
-    """Say whether a configuration of this problem sets more than the root op's
-    compilation_info (so a spec cannot be rebuilt from a stored compilation_info alone)."""
-    return problem.family in target.traits.full_configuration_families
+def needs_more_than_compilation_info(
+    target: Target, problem: Problem, knobs: Knobs | None = None
+) -> bool:
+    """Say whether a configuration of this problem (of these knobs, when given) sets more than
+    the root op's compilation_info (so a spec cannot be rebuilt from a stored compilation_info
+    alone)."""
+    if problem.family in target.traits.full_configuration_families:
+        return True
+    return knobs is not None and space_for(target, problem).sets_more_than_compilation_info(knobs)
 
 
 def target_refusal(target: Target, problem: Problem) -> str | None:

@@ -99,7 +99,7 @@ def action_name(key: ActionKey) -> str:
     `apply_op_config_and_siblings_2` when the other ops of a 2-loop reduction's dispatch are
     configured too, `..._then_convert_strided_contraction_to_contraction` when a pass runs
     after."""
-    parts = [APPLY_OP_CONFIG, *key.attribute_names[1:]]
+    parts = [APPLY_OP_CONFIG, *(re.sub(r"\W", "_", name) for name in key.attribute_names[1:])]
     if key.sibling_kinds:
         parts.append(f"siblings_{key.rank}")
     name = "_and_".join(parts)

@@ -33,7 +33,7 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
     for result in results:
         problem = problem_from_key(result.key.problem)
         knobs = parse_config_key(result.config)
-        if not needs_more_than_compilation_info(target, problem):
+        if not needs_more_than_compilation_info(target, problem, knobs):
             entries.append(MatcherEntry(problem, result.compilation_info))
         elif target.traits.renders_without_dispatch and knobs is not None:
             configuration = space_for(target, problem).configuration(problem, knobs, context)

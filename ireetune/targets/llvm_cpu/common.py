@@ -33,7 +33,8 @@ _DEFAULT_L2_BYTES = 1024 * 1024
 
 @dataclass(frozen=True)
 class CpuFacts:
-    """Vector width, register file and caches of the CPU a dispatch is compiled for."""
+    """Vector width, register file and caches of the CPU a dispatch is compiled for, and the
+    microkernels its executable target enables."""
 
     cpu: str
     native_vector_bytes: int
@@ -42,6 +43,9 @@ class CpuFacts:
     l2_bytes: int
     threads: int
     max_vector_bytes: int = 32768
+    # The target's `ukernels` field as written ("" without one: the compiler's default, which
+    # in IREE 3.13 calls the mmt4d microkernel on x86-64).
+    ukernels: str = ""
 
 
 def thread_imbalance(tiles: int, threads: int) -> float:
@@ -84,6 +88,7 @@ def read_cpu_facts(variant_target: ir.Attribute | None, threads: int) -> CpuFact
     features_match = re.search(r'cpu_features = "([^"]*)"', text)
     features = set(features_match.group(1).split(",")) if features_match else set()
     stack_match = re.search(r"max_stack_allocation_size = (\d+)", text)
+    ukernels_match = re.search(r'ukernels = "([^"]*)"', text)
     is_aarch64 = "aarch64" in text or "arm64" in text
     vector_registers = 32 if ("+avx512f" in features or is_aarch64) else 16
     return CpuFacts(
@@ -94,7 +99,12 @@ def read_cpu_facts(variant_target: ir.Attribute | None, threads: int) -> CpuFact
         l2_bytes=_read_cache_bytes(2) or _DEFAULT_L2_BYTES,
         threads=max(1, threads),
         max_vector_bytes=int(stack_match.group(1)) if stack_match else 32768,
+        ukernels=ukernels_match.group(1) if ukernels_match else "",
     )
+
+
+# The CPU facts that are text (the others are counts of bytes, registers or threads).
+_TEXT_FACTS = ("cpu", "ukernels")
 
 
 def cpu_facts_from_record(facts: Mapping[str, FactValue]) -> CpuFacts:
@@ -105,7 +115,7 @@ def cpu_facts_from_record(facts: Mapping[str, FactValue]) -> CpuFacts:
         raise IreetuneError(f"not the facts of a CPU: {sorted(facts)}")
     values: dict[str, int | str] = {}
     for name, value in facts.items():
-        wanted = str if name == "cpu" else int
+        wanted = str if name in _TEXT_FACTS else int
         if not isinstance(value, wanted) or isinstance(value, bool):
             raise IreetuneError(f"CPU fact {name} must be {wanted.__name__}, got {value!r:.40}")
         values[name] = value

@@ -15,6 +15,16 @@ vector contract's without ukernels). What is left to search is the distribution 
 M1 and N1 tiles one workgroup (one task of the thread pool) computes, which sets the
 parallelism and the cache footprint; the default was [1, 2] for the 1024^3 matmul.
 
+Where the executable target calls the mmt4d microkernel (`--iree-llvmcpu-enable-ukernels=mmt4d`
+or `all`, and IREE 3.13's default on x86-64), the `ukernel` knob (1) keeps it or (0) compiles the
+op with codegen instead: the spec sets the op's own `hal.executable.target`, whose `ukernels =
+"none"` the microkernel lowering reads before the variant's (CODEGEN_TARGET). The other way is
+closed in IREE 3.13: on an op of an executable compiled without the microkernel, a target that
+names it lowers the op to a call that fails to link, since the variant's target decides whether
+the microkernel's bitcode is linked (`tests/targets/llvm_cpu/test_mmt4d_codegen.py` pins both).
+A batch_mmt4d has no such knob: codegen splits it into mmt4d ops before the microkernel lowering,
+and they do not keep the op's target (pinned there too).
+
 A data-tiled batch matmul (`linalg.batch_mmt4d`, most of an encoder's time) has a batch loop
 before these six, distributed and vectorized one at a time as the compiler's default does
 (`distribution = [1, 4, 16, 0, 0, 0, 0]` for 4x128x64 by 4x64x128 f32 on a generic x86-64 CPU);
@@ -28,15 +38,18 @@ import math
 from dataclasses import dataclass
 
 import z3
+from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.target import OpConfiguration
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import element_bytes
+from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
     SizedCpuSpace,
     SizedFamily,
     nearness_penalty,
+    render_cpu_compilation_info,
     thread_imbalance,
     tile_levels,
 )
@@ -47,7 +60,12 @@ from ireetune.targets.z3_enumerate import (
 )
 
 MMT4D_PIPELINE = "Mmt4dTilingExpert"
-KNOB_NAMES = ("dist_m1", "dist_n1")
+# Whether the op keeps the executable's microkernel (1) or is compiled with codegen (0).
+UKERNEL = "ukernel"
+KNOB_NAMES = ("dist_m1", "dist_n1", UKERNEL)
+TARGET_ATTRIBUTE = "hal.executable.target"
+# The attribute a codegen candidate sets on its op; only its `ukernels` field is read there.
+CODEGEN_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf", {ukernels = "none"}>'
 # Distribution tiles larger than this many outer tiles leave too little to share among threads.
 _MAX_OUTER_TILES = 64
 # A batch_mmt4d's neighbours of the default tried first: every single step and the nearest pairs.
@@ -94,9 +112,22 @@ def _tile_counts(extent: int) -> list[int]:
     return sorted(values)
 
 
-def mmt4d_domains(sizes: Mmt4dSizes) -> dict[str, list[int]]:
+def calls_microkernel(facts: CpuFacts) -> bool:
+    """Say whether an executable of these facts lowers an mmt4d to the microkernel: its target
+    names `mmt4d` or `all`, or leaves the choice to the compiler (an architecture whose default
+    is codegen only makes the codegen candidates equal to the default)."""
+    enabled = {name.strip() for name in facts.ukernels.split(",")}
+    return not facts.ukernels or facts.ukernels == "default" or bool({"mmt4d", "all"} & enabled)
+
+
+def mmt4d_domains(sizes: Mmt4dSizes, facts: CpuFacts) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
-    return {"dist_m1": _tile_counts(sizes.m1), "dist_n1": _tile_counts(sizes.n1)}
+    return {
+        "dist_m1": _tile_counts(sizes.m1),
+        "dist_n1": _tile_counts(sizes.n1),
+        # A batch_mmt4d is split into mmt4d ops that do not keep the op's own target.
+        UKERNEL: [0, 1] if calls_microkernel(facts) and not sizes.batch else [1],
+    }
 
 
 def build_mmt4d_constraints(
@@ -116,7 +147,7 @@ def build_mmt4d_constraints(
     variables = {name: z3.Int(name, context) for name in KNOB_NAMES}
     dist_m1, dist_n1 = variables["dist_m1"], variables["dist_n1"]
     reduction = sizes.k1 * sizes.k0
-    constraints = domain_constraints(variables, mmt4d_domains(sizes), default)
+    constraints = domain_constraints(variables, mmt4d_domains(sizes, facts), default)
     panel_bytes = (dist_m1 * sizes.m0 + dist_n1 * sizes.n0) * reduction * sizes.input_bytes
     accumulator_bytes = dist_m1 * sizes.m0 * dist_n1 * sizes.n0 * sizes.accumulator_bytes
     # A tile of one M1 and one N1 panel always fits, however long the reduction.
@@ -131,12 +162,17 @@ def build_mmt4d_constraints(
     return variables, constraints
 
 
-# Distinct valid distribution tiles, lazily and reproducibly for a seed: a batch_mmt4d's start at
-# the default's neighbours, an mmt4d's walk starts at once.
-MMT4D_SPACE = NearDefaultSpace(
-    build_mmt4d_constraints,
-    lambda sizes, facts: Neighbourhood(mmt4d_domains(sizes), _MAX_NEIGHBOURS if sizes.batch else 0),
-)
+def _mmt4d_neighbourhood(sizes: Mmt4dSizes, facts: CpuFacts) -> Neighbourhood:
+    """A batch_mmt4d's first candidates are the default's neighbours; an mmt4d's walk starts at
+    once, after the default's tiles compiled with codegen when the microkernel is the default's."""
+    domains = mmt4d_domains(sizes, facts)
+    if sizes.batch:
+        return Neighbourhood(domains, _MAX_NEIGHBOURS)
+    return Neighbourhood({UKERNEL: domains[UKERNEL]}, 1)
+
+
+# Distinct valid distribution tiles, lazily and reproducibly for a seed.
+MMT4D_SPACE = NearDefaultSpace(build_mmt4d_constraints, _mmt4d_neighbourhood)
 enumerate_mmt4d_space = MMT4D_SPACE.enumerate
 
 
@@ -189,7 +225,8 @@ def parse_default_mmt4d_knobs(
     batch_tiles = [levels["distribution"][dim] for dim in problem.batch_dims]
     if dist_m1 < 1 or dist_n1 < 1 or any(tile != 1 for tile in batch_tiles):
         return None
-    return make_knobs({"dist_m1": dist_m1, "dist_n1": dist_n1})
+    # The default compiles the op as its executable target says.
+    return make_knobs({"dist_m1": dist_m1, "dist_n1": dist_n1, UKERNEL: 1})
 
 
 class CpuMmt4dSpace(SizedCpuSpace[ContractionProblem, Mmt4dSizes]):
@@ -205,3 +242,14 @@ class CpuMmt4dSpace(SizedCpuSpace[ContractionProblem, Mmt4dSizes]):
         score_mmt4d_candidate,
         mmt4d_tile_lists,
     )
+
+    def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
+        """The tiles' compilation_info, and for a codegen candidate the op's own target."""
+        tiles = mmt4d_tile_lists(narrow(problem, ContractionProblem), knobs)
+        info = render_cpu_compilation_info(tiles, MMT4D_PIPELINE, context)
+        if int(dict(knobs).get(UKERNEL, 1)):
+            return OpConfiguration(info)
+        return OpConfiguration(info, op_attributes=((TARGET_ATTRIBUTE, CODEGEN_TARGET),))
+
+    def sets_more_than_compilation_info(self, knobs: Knobs) -> bool:
+        return not int(dict(knobs).get(UKERNEL, 1))

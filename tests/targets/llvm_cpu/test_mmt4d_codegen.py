@@ -1,0 +1,251 @@
+"""The mmt4d's microkernel or codegen, chosen per dispatch by a tuning spec (IREE 3.13)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from iree.compiler import ir
+
+from ireetune.core.target import space_for
+from ireetune.database.store import (
+    ResultKey,
+    StoredResult,
+    TuningDatabase,
+    compiler_version,
+    config_key,
+    problem_key,
+)
+from ireetune.problem.contraction import ContractionProblem
+from ireetune.problem.root_op import parse_problem
+from ireetune.spec.apply import CompileTarget, resolve_compile_target
+from ireetune.spec.builder import MatcherEntry, build_configuration_spec, build_spec, render_spec
+from ireetune.spec.export import render_linked_spec
+from ireetune.targets.llvm_cpu.common import CpuFacts, read_cpu_facts
+from ireetune.targets.llvm_cpu.mmt4d_space import (
+    CODEGEN_TARGET,
+    TARGET_ATTRIBUTE,
+    UKERNEL,
+    Mmt4dSizes,
+    enumerate_mmt4d_space,
+)
+from tests.conftest import IREE_COMPILE
+from tests.targets.llvm_cpu.test_batch_mmt4d import ENCODER_MODEL, LATE
+from tests.targets.llvm_cpu.test_batch_mmt4d import TARGET as BATCH_TARGET
+from tests.targets.llvm_cpu.test_mmt4d import CNN_MODEL, DATA_TILING_PATHS, _parse
+
+SIZES = Mmt4dSizes(m1=64, n1=64, k1=1024, m0=16, n0=16, k0=1, input_bytes=4, accumulator_bytes=4)
+FACTS = CpuFacts("znver4", 64, 32, 32768, 1 << 20, threads=2, max_vector_bytes=32768)
+BATCHED = dataclasses.replace(SIZES, m1=8, n1=8, k1=4, batch=(12,))
+DEFAULT = (("dist_m1", 1), ("dist_n1", 2), (UKERNEL, 1))
+# A call of the mmt4d microkernel in the executables' LLVM IR before its bitcode is linked.
+UKERNEL_CALL = re.compile(r"call \w+ @iree_uk_mmt4d\(")
+
+
+def _ukernel_values(facts: CpuFacts, default: tuple[tuple[str, int], ...] | None) -> list[int]:
+    drawn = itertools.islice(enumerate_mmt4d_space(SIZES, facts, 0, default), 200)
+    return [int(dict(knobs)[UKERNEL]) for knobs in drawn]
+
+
+def test_codegen_is_offered_only_where_the_target_calls_the_microkernel() -> None:
+    text = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", {ukernels = "none"}>'
+    with ir.Context():
+        assert read_cpu_facts(ir.Attribute.parse(text), 2).ukernels == "none"
+    assert read_cpu_facts(None, 2).ukernels == ""
+    # The compiler's default on x86-64 and an explicit list naming it call the microkernel.
+    for ukernels in ("", "default", "mmt4d", "pack,mmt4d", "all"):
+        assert set(_ukernel_values(dataclasses.replace(FACTS, ukernels=ukernels), None)) == {0, 1}
+    for ukernels in ("none", "pack"):
+        assert set(_ukernel_values(dataclasses.replace(FACTS, ukernels=ukernels), None)) == {1}
+    # A batch_mmt4d's op does not keep its own target (the last test here).
+    batched = itertools.islice(enumerate_mmt4d_space(BATCHED, FACTS, 0, None), 200)
+    assert {int(dict(knobs)[UKERNEL]) for knobs in batched} == {1}
+
+
+def test_an_mmt4d_s_first_candidate_is_the_default_s_tiles_compiled_with_codegen() -> None:
+    first = next(enumerate_mmt4d_space(SIZES, FACTS, 0, DEFAULT))
+    assert first == (("dist_m1", 1), ("dist_n1", 2), (UKERNEL, 0))
+    # Without the microkernel there is no such twin, and the walk starts at once.
+    without = dataclasses.replace(FACTS, ukernels="none")
+    assert dict(next(enumerate_mmt4d_space(SIZES, without, 0, DEFAULT)))[UKERNEL] == 1
+
+
+@pytest.fixture(scope="module")
+def late_path_dumps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[Path]]:
+    """Compile CNN_MODEL for a generic x86-64 CPU with data tiling and the mmt4d microkernel, as
+    the flag phase keeps them (the late path, materialised first by the CPU target); return the
+    model, the default's LLVM IR and the dispatch benchmarks holding an mmt4d."""
+    folder = tmp_path_factory.mktemp("codegen")
+    model = folder / "cnn.mlir"
+    model.write_text(CNN_MODEL)
+    target = _target()
+    subprocess.run(
+        [IREE_COMPILE, str(model), *target.compile_flags,
+         f"--iree-hal-dump-executable-benchmarks-to={folder}",
+         f"--iree-hal-dump-executable-intermediates-to={folder / 'default'}",
+         "--iree-codegen-add-tuner-attributes", "-o", str(folder / "default.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    dumps = [p for p in sorted(folder.glob("*_benchmark.mlir")) if "linalg.mmt4d" in p.read_text()]
+    return model, _llvm_ir(folder / "default"), dumps
+
+
+def _target() -> CompileTarget:
+    flags = ("--iree-llvmcpu-enable-ukernels=mmt4d", *DATA_TILING_PATHS["late"])
+    return resolve_compile_target("cpu:x86-64", flags)
+
+
+def _llvm_ir(folder: Path) -> Path:
+    (codegen,) = folder.glob("*.codegen.ll")
+    return codegen
+
+
+def _compile_with(model: Path, spec_text: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    folder.mkdir()
+    spec = folder / "spec.mlir"
+    spec.write_text(spec_text)
+    return subprocess.run(
+        [IREE_COMPILE, str(model), *_target().compile_flags,
+         f"--iree-codegen-tuning-spec-path={spec}",
+         f"--iree-hal-dump-executable-intermediates-to={folder}", "-o", str(folder / "m.vmfb")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_a_codegen_candidate_drops_the_microkernel_from_its_dispatch_alone_in_the_whole_model(
+    late_path_dumps: tuple[Path, Path, list[Path]], tmp_path: Path
+) -> None:
+    model, default_ir, dumps = late_path_dumps
+    assert len(dumps) == 2 and len(UKERNEL_CALL.findall(default_ir.read_text())) == 2
+    context = ir.Context()
+    with context:
+        _, root = _parse(dumps[-1], context)
+        problem = parse_problem(root)
+        assert isinstance(problem, ContractionProblem) and problem.is_mmt4d
+        space = space_for(_target().target, problem)
+        default = space.parse_default_knobs(problem, root)
+        assert default is not None and dict(default)[UKERNEL] == 1
+        specs = {
+            value: build_configuration_spec(
+                problem,
+                space.configuration(problem, (*default[:-1], (UKERNEL, value)), context),
+                (),
+                context,
+            )
+            for value in (0, 1)
+        }
+    assert CODEGEN_TARGET.split("{")[1] in specs[0] and TARGET_ATTRIBUTE not in specs[1]
+    calls = {}
+    for value, text in specs.items():
+        compiled = _compile_with(model, text, tmp_path / str(value))
+        assert compiled.returncode == 0, compiled.stderr[-2000:]
+        calls[value] = len(UKERNEL_CALL.findall(_llvm_ir(tmp_path / str(value)).read_text()))
+    # The default's own tiles with the microkernel change nothing; with codegen, the tuned
+    # dispatch stops calling it and the other mmt4d dispatch keeps its call.
+    assert calls == {1: 2, 0: 1}
+
+
+def test_an_op_can_not_call_the_microkernel_its_executable_does_not_link(
+    late_path_dumps: tuple[Path, Path, list[Path]], tmp_path: Path
+) -> None:
+    """Pinned for IREE 3.13: the variant's target decides whether the microkernel's bitcode is
+    linked, so an op whose own target names the microkernel in an executable compiled without
+    it lowers to a call that does not link. The day this compiles, the mmt4d space can offer
+    the microkernel where the flags leave it off."""
+    model, _, dumps = late_path_dumps
+    context = ir.Context()
+    with context:
+        _, root = _parse(dumps[-1], context)
+        problem = parse_problem(root)
+        space = space_for(_target().target, problem)
+        default = space.parse_default_knobs(problem, root)
+        assert default is not None
+        info = space.configuration(problem, default, context).compilation_info
+        calls_it = CODEGEN_TARGET.replace('"none"', '"mmt4d"')
+        spec = render_spec(
+            build_spec([MatcherEntry(problem, info, ((TARGET_ATTRIBUTE, calls_it),))], context)
+        )
+    folder = tmp_path / "off"
+    folder.mkdir()
+    (folder / "spec.mlir").write_text(spec)
+    flags = [f.replace("=mmt4d", "=none") for f in _target().compile_flags]
+    assert "--iree-llvmcpu-enable-ukernels=none" in flags
+    compiled = subprocess.run(
+        [IREE_COMPILE, str(model), *flags, f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}",
+         "-o", str(folder / "m.vmfb")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert compiled.returncode != 0
+    assert "undefined symbol: iree_uk_mmt4d" in compiled.stderr
+
+
+def test_an_exported_codegen_result_keeps_the_op_s_target(
+    late_path_dumps: tuple[Path, Path, list[Path]], tmp_path: Path
+) -> None:
+    context = ir.Context()
+    with context:
+        _, root = _parse(late_path_dumps[2][-1], context)
+        problem = parse_problem(root)
+        target = _target().target
+        info = space_for(target, problem).configuration(problem, DEFAULT, context).compilation_info
+    key = ResultKey(
+        compiler_version(), target.name, "local-task", problem_key(problem), problem.signature
+    )
+    specs = []
+    for value in (1, 0):
+        knobs = (*DEFAULT[:-1], (UKERNEL, value))
+        row = StoredResult(
+            key, config_key(knobs), info, "verified", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.2, 1.2,
+            "s", "2026-12-05T00:00:00+00:00", verdict="winner", rule="r",
+        )  # fmt: skip
+        with TuningDatabase(tmp_path / f"{value}.sqlite") as database:
+            database.write(row)
+            specs.append(render_linked_spec(database.best_results()))
+    assert TARGET_ATTRIBUTE not in specs[0]
+    assert f'"{TARGET_ATTRIBUTE}"' in specs[1] and 'ukernels = "none"' in specs[1]
+
+
+def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
+    tmp_path: Path,
+) -> None:
+    """Pinned for IREE 3.13: codegen splits a batch_mmt4d into mmt4d ops before the microkernel
+    lowering, and they do not keep the op's own target, so the spec that turns an mmt4d to
+    codegen changes nothing here. The day it does, the batch_mmt4d can get the knob too."""
+    model = tmp_path / "encoder.mlir"
+    model.write_text(ENCODER_MODEL)
+    target = resolve_compile_target(BATCH_TARGET, LATE)
+    dumps, default_ir = tmp_path / "dumps", tmp_path / "default"
+    subprocess.run(
+        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-hal-dump-executable-benchmarks-to={dumps}",
+         f"--iree-hal-dump-executable-intermediates-to={default_ir}",
+         "--iree-codegen-add-tuner-attributes", "-o", str(tmp_path / "default.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (dump,) = [p for p in dumps.glob("*_benchmark.mlir") if "linalg.batch_mmt4d" in p.read_text()]
+    context = ir.Context()
+    with context:
+        _, root = _parse(dump, context)
+        problem = parse_problem(root)
+        assert isinstance(problem, ContractionProblem) and problem.is_batch_mmt4d
+        default = space_for(target.target, problem).parse_default_knobs(problem, root)
+        assert default is not None
+        # Another tile than the default's shows that the spec reached the op.
+        values = dict(default)
+        knobs = tuple({**values, "dist_m1": 2 * values["dist_m1"]}.items())
+        info = space_for(target.target, problem).configuration(problem, knobs, context)
+        entry = MatcherEntry(problem, info.compilation_info, ((TARGET_ATTRIBUTE, CODEGEN_TARGET),))
+        spec = tmp_path / "spec.mlir"
+        spec.write_text(render_spec(build_spec([entry], context)))
+    tuned_ir = tmp_path / "tuned"
+    subprocess.run(
+        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-codegen-tuning-spec-path={spec}",
+         f"--iree-hal-dump-executable-intermediates-to={tuned_ir}", "-o", str(tmp_path / "t.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    calls = [len(UKERNEL_CALL.findall(_llvm_ir(d).read_text())) for d in (default_ir, tuned_ir)]
+    assert calls == [1, 1]
+    assert (tmp_path / "t.vmfb").read_bytes() != (tmp_path / "default.vmfb").read_bytes()
