@@ -34,6 +34,7 @@ with the default known), and ordered with their distance to it, as the contracti
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -43,13 +44,12 @@ from iree.compiler import ir
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.target import OpConfiguration
 from ireetune.problem.contraction import ContractionProblem
-from ireetune.problem.family import Problem, element_bytes, narrow
+from ireetune.problem.family import Problem, element_bytes
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
     SizedCpuSpace,
     SizedFamily,
     nearness_penalty,
-    render_cpu_compilation_info,
     thread_imbalance,
     tile_levels,
 )
@@ -117,7 +117,7 @@ def calls_microkernel(facts: CpuFacts) -> bool:
     names `mmt4d` or `all`, or leaves the choice to the compiler (an architecture whose default
     is codegen only makes the codegen candidates equal to the default)."""
     enabled = {name.strip() for name in facts.ukernels.split(",")}
-    return not facts.ukernels or facts.ukernels == "default" or bool({"mmt4d", "all"} & enabled)
+    return bool({"", "default", "mmt4d", "all"} & enabled)
 
 
 def mmt4d_domains(sizes: Mmt4dSizes, facts: CpuFacts) -> dict[str, list[int]]:
@@ -245,11 +245,10 @@ class CpuMmt4dSpace(SizedCpuSpace[ContractionProblem, Mmt4dSizes]):
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
         """The tiles' compilation_info, and for a codegen candidate the op's own target."""
-        tiles = mmt4d_tile_lists(narrow(problem, ContractionProblem), knobs)
-        info = render_cpu_compilation_info(tiles, MMT4D_PIPELINE, context)
-        if int(dict(knobs).get(UKERNEL, 1)):
-            return OpConfiguration(info)
-        return OpConfiguration(info, op_attributes=((TARGET_ATTRIBUTE, CODEGEN_TARGET),))
+        tiled = super().configuration(problem, knobs, context)
+        if not self.sets_more_than_compilation_info(knobs):
+            return tiled
+        return dataclasses.replace(tiled, op_attributes=((TARGET_ATTRIBUTE, CODEGEN_TARGET),))
 
     def sets_more_than_compilation_info(self, knobs: Knobs) -> bool:
         return not int(dict(knobs).get(UKERNEL, 1))
