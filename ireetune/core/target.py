@@ -43,6 +43,9 @@ class OpConfiguration:
     compilation_info: str
     op_attributes: tuple[tuple[str, str], ...] = ()
     sibling_configs: tuple[tuple[str, str], ...] = ()
+    # Attributes set on the op's function (a CPU batch_mmt4d compiled with codegen: its own
+    # `hal.executable.target`, which the ops it is split into find there).
+    function_attributes: tuple[tuple[str, str], ...] = ()
     # Registered passes run on the configured op's function once its attributes are set (the
     # CPU's strided contractions become contractions there, keeping their configuration).
     function_passes: tuple[str, ...] = ()
@@ -98,7 +101,15 @@ class FamilySpace(abc.ABC):
 
     @abc.abstractmethod
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        """Render a configuration as the attributes the spec sets on the root op."""
+        """Render a configuration as the attributes the spec sets on the root op; raise an
+        IreetuneError for one that needs the dispatch's executable target (`configuration_for`)."""
+
+    def configuration_for(
+        self, request: SpaceRequest, knobs: Knobs, context: ir.Context
+    ) -> OpConfiguration:
+        """Render a configuration for the request's dispatch, which may read its executable
+        target (a CPU batch_mmt4d compiled with codegen; default: as `configuration`)."""
+        return self.configuration(request.problem, knobs, context)
 
     def sets_more_than_compilation_info(self, knobs: Knobs) -> bool:
         """Say whether these knobs' configuration sets more than the root op's compilation_info

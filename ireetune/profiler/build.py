@@ -195,7 +195,11 @@ def _prepare(
         try:
             spec_text = build_configuration_spec(
                 problem,
-                space.configuration(problem, configuration.knobs, context),
+                space.configuration_for(
+                    SpaceRequest(problem, variant_target, default_knobs, options.seed),
+                    configuration.knobs,
+                    context,
+                ),
                 target.spec_prologue(problem),
                 context,
             )

@@ -44,6 +44,8 @@ class MatcherEntry:
     sibling_configs: tuple[tuple[str, str], ...] = ()
     # Registered passes the action runs on the op's function after setting its attributes.
     function_passes: tuple[str, ...] = ()
+    # Attributes the action sets on the op's function (as IR text).
+    function_attributes: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of_configuration(cls, problem: Problem, configuration: OpConfiguration) -> MatcherEntry:
@@ -54,6 +56,7 @@ class MatcherEntry:
             op_attributes=configuration.op_attributes,
             sibling_configs=configuration.sibling_configs,
             function_passes=configuration.function_passes,
+            function_attributes=configuration.function_attributes,
         )
 
     @property
@@ -63,14 +66,15 @@ class MatcherEntry:
 
     @property
     def action_key(self) -> ActionKey:
-        """Identify the action: the attributes set, the sibling kinds, the op's loop count and
-        the passes run after."""
+        """Identify the action: the attributes set on the op, the sibling kinds, the op's loop
+        count, the passes run after and the attributes set on its function."""
         kinds = tuple(kind for kind, _ in self.sibling_configs)
         return ActionKey(
             self.attribute_names,
             kinds,
             len(self.problem.loop_sizes) if kinds else 0,
             self.function_passes,
+            tuple(name for name, _ in self.function_attributes),
         )
 
 
@@ -82,6 +86,7 @@ class ActionKey:
     sibling_kinds: tuple[str, ...]
     rank: int
     function_passes: tuple[str, ...] = ()
+    function_attribute_names: tuple[str, ...] = ()
 
 
 def matcher_name(problem: Problem) -> str:
@@ -97,9 +102,11 @@ def action_name(key: ActionKey) -> str:
     """Name the action of an action key: `apply_op_config` for compilation_info alone,
     `apply_op_config_and_decomposition_config` when attention's decomposition comes along,
     `apply_op_config_and_siblings_2` when the other ops of a 2-loop reduction's dispatch are
-    configured too, `..._then_convert_strided_contraction_to_contraction` when a pass runs
+    configured too, `apply_op_config_and_function_hal_executable_target` when the op's function
+    gets an attribute, `..._then_convert_strided_contraction_to_contraction` when a pass runs
     after."""
-    parts = [APPLY_OP_CONFIG, *(re.sub(r"\W", "_", name) for name in key.attribute_names[1:])]
+    parts = [APPLY_OP_CONFIG, *(_symbol(name) for name in key.attribute_names[1:])]
+    parts += [f"function_{_symbol(name)}" for name in key.function_attribute_names]
     if key.sibling_kinds:
         parts.append(f"siblings_{key.rank}")
     name = "_and_".join(parts)
@@ -107,6 +114,11 @@ def action_name(key: ActionKey) -> str:
         short = pass_name.removeprefix("iree-global-opt-").removeprefix("iree-codegen-")
         name += "_then_" + re.sub(r"[^A-Za-z0-9_]", "_", short)
     return name
+
+
+def _symbol(attribute_name: str) -> str:
+    """Spell an attribute's name as part of a symbol (`hal.executable.target`: with `_`)."""
+    return re.sub(r"\W", "_", attribute_name)
 
 
 def sibling_matcher_name(kind: str, rank: int) -> str:
@@ -168,8 +180,9 @@ def _build_sibling_matcher(kind: str, rank: int) -> None:
 def _build_action(key: ActionKey) -> None:
     """Annotate the matched op with each attribute the matcher yields, in order; first, when
     the key names sibling kinds, every other op of those kinds in its function gets its
-    `lowering_config` (the root's compilation_info is set last, over its own). Then the key's
-    passes run on the op's function, which keeps the attributes of the ops they rewrite:
+    `lowering_config` (the root's compilation_info is set last, over its own). Then the op's
+    function gets the function attributes, and the key's passes run on it, which keeps the
+    attributes of the ops they rewrite:
 
         %f = transform.get_parent_op %op {op_name = "func.func"}
         %g = transform.apply_registered_pass "iree-global-opt-convert-strided-contraction-to-contraction" to %f
@@ -177,26 +190,32 @@ def _build_action(key: ActionKey) -> None:
     Run here rather than before matching, a pass changes only the dispatches a matcher chose.
     """
     attribute_names, kinds, rank = key.attribute_names, key.sibling_kinds, key.rank
+    function_names = key.function_attribute_names
     any_op = transform.AnyOpType.get()
     any_param = transform.AnyParamType.get()
-    params = [any_param] * (len(attribute_names) + len(kinds))
+    params = [any_param] * (len(attribute_names) + len(function_names) + len(kinds))
     sequence = transform.NamedSequenceOp(
         action_name(key), [any_op, *params], [], arg_attrs=[_readonly()] * (1 + len(params))
     )
     with ir.InsertionPoint(sequence.body):
         op_handle = sequence.bodyTarget
         handles = list(sequence.bodyExtraArgs)
+        op_params = handles[: len(attribute_names)]
+        function_params = handles[len(attribute_names) : len(attribute_names) + len(function_names)]
         if kinds:
             function = transform.GetParentOp(any_op, op_handle, op_name="func.func").result
-            for kind, handle in zip(kinds, handles[len(attribute_names) :], strict=True):
+            sibling_params = handles[len(attribute_names) + len(function_names) :]
+            for kind, handle in zip(kinds, sibling_params, strict=True):
                 siblings = transform.CollectMatchingOp(
                     [any_op], function, sibling_matcher_name(kind, rank)
                 ).results[0]
                 transform.AnnotateOp(siblings, "lowering_config", param=handle)
-        for name, handle in zip(attribute_names, handles[: len(attribute_names)], strict=True):
+        for name, handle in zip(attribute_names, op_params, strict=True):
             transform.AnnotateOp(op_handle, name, param=handle)
-        if key.function_passes:
+        if function_names or key.function_passes:
             function = transform.GetParentOp(any_op, op_handle, op_name="func.func").result
+            for name, handle in zip(function_names, function_params, strict=True):
+                transform.AnnotateOp(function, name, param=handle)
             for pass_name in key.function_passes:
                 function = transform.ApplyRegisteredPassOp(any_op, function, pass_name).result
         transform.YieldOp([])
@@ -210,6 +229,7 @@ def _build_matcher(name: str, entry: MatcherEntry) -> None:
     values = [
         entry.compilation_info,
         *(text for _, text in entry.op_attributes),
+        *(text for _, text in entry.function_attributes),
         *(text for _, text in entry.sibling_configs),
     ]
     sequence = transform.NamedSequenceOp(

@@ -36,7 +36,12 @@ def render_linked_spec(results: Sequence[StoredResult]) -> str:
         if not needs_more_than_compilation_info(target, problem, knobs):
             entries.append(MatcherEntry(problem, result.compilation_info))
         elif target.traits.renders_without_dispatch and knobs is not None:
-            configuration = space_for(target, problem).configuration(problem, knobs, context)
+            try:
+                configuration = space_for(target, problem).configuration(problem, knobs, context)
+            except IreetuneError:
+                # It sets what only its dispatch holds (a CPU batch_mmt4d's codegen).
+                partial.append(problem.signature)
+                continue
             entries.append(MatcherEntry.of_configuration(problem, configuration))
         else:
             partial.append(problem.signature)

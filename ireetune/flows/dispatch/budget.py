@@ -25,7 +25,6 @@ from typing import Any
 
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import SpaceRequest
 from ireetune.flows.dispatch.state import DispatchBudget, DispatchRun
 from ireetune.search.climb import ClimbingParts
 
@@ -54,10 +53,7 @@ def start_budget(run: DispatchRun, started: float) -> None:
         return
     size = max(run.workers, math.ceil(len(run.candidates) / MAX_PARTS))
     first, waiting = run.candidates[:size], run.candidates[size:]
-    request = SpaceRequest(
-        run.problem, run.dispatch.variant_target, run.dispatch.default_knobs, run.options.seed
-    )
-    run.search = ClimbingParts(run.space, request, waiting, size, [k for k, _ in first])
+    run.search = ClimbingParts(run.space, run.request, waiting, size, [k for k, _ in first])
     run.candidates = first
 
 

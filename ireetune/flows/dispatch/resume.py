@@ -101,7 +101,7 @@ def resume_run_folder(run: DispatchRun, records: dict[int, Any], info: dict[str,
     run.notes = first_notes(run)
     for cid, record in records.items():
         if record.knobs is not None:
-            configuration = run.space.configuration(run.problem, record.knobs, run.context)
+            configuration = run.configuration(record.knobs)
             run.recorder.compilation_infos[cid] = configuration.compilation_info
     if run.run_progress.last == "specs":
         run.restored = set(info.get("restored_from_database", ()))

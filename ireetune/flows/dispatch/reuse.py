@@ -24,7 +24,7 @@ def reuse_stored_winner(run: DispatchRun, stored: StoredResult, run_dir: Path) -
         run.options, run.target, run.context, run.problem, run.result_key,
     )  # fmt: skip
     configuration = (
-        run.space.configuration(problem, stored.knobs, context)
+        run.configuration(stored.knobs)
         if stored.knobs is not None
         else OpConfiguration(stored.compilation_info)
     )

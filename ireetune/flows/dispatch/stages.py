@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from iree.compiler import ir
-
 from ireetune.benchmark.campaign import (
     CampaignResult,
     CandidateMeasurement,
@@ -41,7 +39,7 @@ from ireetune.compile.stage import (
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import CandidateRecord, CandidateStatus
-from ireetune.core.target import FamilySpace, Target
+from ireetune.core.target import Target
 from ireetune.decision.facts import facts_from_campaign, with_outputs, with_real_input
 from ireetune.decision.rules import (
     CandidateFacts,
@@ -54,7 +52,6 @@ from ireetune.flows.dispatch.budget import may_start_part
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.state import DispatchRun, campaign_settings, first_notes
 from ireetune.model.real_inputs import time_on_real_inputs
-from ireetune.problem.root_op import Problem
 from ireetune.report.progress import StageProgress
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.reuse import (
@@ -88,10 +85,7 @@ def specs_stage(run: DispatchRun) -> None:
     run.reference = write_reference(
         run.dispatch.root_op, run.context, run.problem, run.run_dir / "verify", run.options.seed
     )
-    _write_specs(
-        run.recorder, run.target, run.space, run.context, run.problem, run.dispatch.default_knobs,
-        run.candidates,
-    )  # fmt: skip
+    _write_specs(run, run.candidates)
     run.restored = restore_candidates(run.recorder, run.stored)
     run.notes = first_notes(run)
 
@@ -159,38 +153,26 @@ def _real_inputs(run: DispatchRun) -> ReferenceSetup | None:
     return run.reference if run.real_input_search else None
 
 
-def _write_specs(
-    recorder: RunRecorder,
-    target: Target,
-    space: FamilySpace,
-    context: ir.Context,
-    problem: Problem,
-    default_knobs: Knobs | None,
-    candidates: list[tuple[Knobs, float | None]],
-) -> None:
+def _write_specs(run: DispatchRun, candidates: list[tuple[Knobs, float | None]]) -> None:
     """Write one spec per candidate; candidate 0, the default, gets a spec that matches nothing."""
-    run_dir = recorder.run_dir
-    (run_dir / "specs" / "0_spec.mlir").write_text(BASELINE_SPEC_TEXT)
+    recorder = run.recorder
+    (recorder.run_dir / "specs" / "0_spec.mlir").write_text(BASELINE_SPEC_TEXT)
     recorder.update(
-        CandidateRecord(0, default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir")
+        CandidateRecord(
+            0, run.dispatch.default_knobs, CandidateStatus.GENERATED, spec_path="specs/0_spec.mlir"
+        )
     )
-    _append_specs(recorder, target, space, context, problem, candidates)
+    _append_specs(run, candidates)
 
 
-def _append_specs(
-    recorder: RunRecorder,
-    target: Target,
-    space: FamilySpace,
-    context: ir.Context,
-    problem: Problem,
-    candidates: list[tuple[Knobs, float | None]],
-) -> list[int]:
+def _append_specs(run: DispatchRun, candidates: list[tuple[Knobs, float | None]]) -> list[int]:
     """Write one spec per new candidate, numbered after the last; return their ids."""
+    recorder, problem, context = run.recorder, run.problem, run.context
     run_dir = recorder.run_dir
     first_id = max(recorder.records) + 1
-    prologue = target.spec_prologue(problem)
+    prologue = run.target.spec_prologue(problem)
     for candidate_id, (knobs, score) in enumerate(candidates, start=first_id):
-        configuration = space.configuration(problem, knobs, context)
+        configuration = run.configuration(knobs)
         spec_name = f"specs/{candidate_id}_spec.mlir"
         (run_dir / spec_name).write_text(
             build_configuration_spec(problem, configuration, prologue, context)
@@ -332,7 +314,7 @@ def pick_round_stage(run: DispatchRun) -> None:
     chosen = run.search.next_round()
     if may_start_part(run, len(chosen)):
         run.notes.extend(run.search.notes)
-        _append_specs(run.recorder, run.target, run.space, run.context, run.problem, chosen)
+        _append_specs(run, chosen)
         run.restored |= restore_candidates(run.recorder, run.stored)
 
 

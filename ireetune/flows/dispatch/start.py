@@ -22,7 +22,7 @@ from iree.compiler import ir
 from ireetune.compile.pool import default_jobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
-from ireetune.core.target import SpaceRequest, Target
+from ireetune.core.target import Target
 from ireetune.core.version import __version__
 from ireetune.database.keys import describe_device, describe_target
 from ireetune.database.store import (
@@ -110,9 +110,7 @@ def generate_stage(run: DispatchRun) -> None:
     """
     options, target, dispatch = run.options, run.target, run.dispatch
     pool_size = max(4 * options.num_candidates, 64)
-    request = SpaceRequest(
-        dispatch.problem, dispatch.variant_target, dispatch.default_knobs, options.seed
-    )
+    request = run.request
     try:
         pool = list(itertools.islice(dispatch.space.generate(request), pool_size))
     except IreetuneError:

@@ -18,6 +18,7 @@ from ireetune.benchmark.campaign import CampaignSettings
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES
+from ireetune.core.target import SpaceRequest
 from ireetune.database.run_files import FileModel, dump_record, validate_record
 from ireetune.flows.sequence import PROGRESS_KEY, RunProgress
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ireetune.benchmark.campaign import CampaignResult
     from ireetune.core.candidate import Knobs
     from ireetune.core.records import CandidateRecord
-    from ireetune.core.target import FamilySpace, Target
+    from ireetune.core.target import FamilySpace, OpConfiguration, Target
     from ireetune.database.store import ResultKey, StoredResult, TuningDatabase
     from ireetune.decision.rules import CandidateFacts, DecisionRule
     from ireetune.executor import Executor
@@ -143,6 +144,18 @@ class DispatchRun:
     def space(self) -> FamilySpace:
         return self.dispatch.space
 
+    @property
+    def request(self) -> SpaceRequest:
+        """What the run asks of its space: its dispatch's problem, target and default."""
+        dispatch = self.dispatch
+        return SpaceRequest(
+            dispatch.problem, dispatch.variant_target, dispatch.default_knobs, self.options.seed
+        )
+
+    def configuration(self, knobs: Knobs) -> OpConfiguration:
+        """Render a candidate's configuration for the run's dispatch."""
+        return self.space.configuration_for(self.request, knobs, self.context)
+
     recorder = SetByStage["RunRecorder"]("the run folder is not started yet")
     reference = SetByStage["ReferenceSetup"]("the reference program is not written yet")
     progress = SetByStage["StageProgress"]("the run's progress display is not open")
@@ -183,7 +196,7 @@ class DispatchRun:
         run_dir, context = self.run_dir, self.context
         prove_config_landed(
             self.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-            self.space.configuration(self.problem, best.knobs, context).compilation_info,
+            self.configuration(best.knobs).compilation_info,
             run_dir / "verify" / "best_configuration", context,
         )  # fmt: skip
 

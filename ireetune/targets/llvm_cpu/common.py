@@ -46,6 +46,9 @@ class CpuFacts:
     # The target's `ukernels` field as written ("" without one: the compiler's default, which
     # in IREE 3.13 calls the mmt4d microkernel on x86-64).
     ukernels: str = ""
+    # The whole executable target as IR text ("" when not read from one), which a spec that
+    # changes one of its fields for one dispatch repeats (mmt4d_space.codegen_target_of).
+    executable_target: str = ""
 
 
 def thread_imbalance(tiles: int, threads: int) -> float:
@@ -100,11 +103,12 @@ def read_cpu_facts(variant_target: ir.Attribute | None, threads: int) -> CpuFact
         threads=max(1, threads),
         max_vector_bytes=int(stack_match.group(1)) if stack_match else 32768,
         ukernels=ukernels_match.group(1) if ukernels_match else "",
+        executable_target=text,
     )
 
 
 # The CPU facts that are text (the others are counts of bytes, registers or threads).
-_TEXT_FACTS = ("cpu", "ukernels")
+_TEXT_FACTS = ("cpu", "ukernels", "executable_target")
 
 
 def cpu_facts_from_record(facts: Mapping[str, FactValue]) -> CpuFacts:

@@ -22,8 +22,12 @@ op with codegen instead: the spec sets the op's own `hal.executable.target`, who
 closed in IREE 3.13: on an op of an executable compiled without the microkernel, a target that
 names it lowers the op to a call that fails to link, since the variant's target decides whether
 the microkernel's bitcode is linked (`tests/targets/llvm_cpu/test_mmt4d_codegen.py` pins both).
-A batch_mmt4d has no such knob: codegen splits it into mmt4d ops before the microkernel lowering,
-and they do not keep the op's target (pinned there too).
+A batch_mmt4d's own target changes nothing: codegen splits it into mmt4d ops before the
+microkernel lowering, and they do not keep it (pinned there too). They find their function's,
+though: a batch_mmt4d's codegen candidate sets on its function the executable's whole target
+with `ukernels = "none"` (`codegen_target_of`; a target of that field alone there would take
+the CPU's features and vector sizes from the other passes, which read the nearest target too),
+so it is rendered for its dispatch only (`configuration_for`).
 
 A data-tiled batch matmul (`linalg.batch_mmt4d`, most of an encoder's time) has a batch loop
 before these six, distributed and vectorized one at a time as the compiler's default does
@@ -36,13 +40,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 
 import z3
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs, make_knobs
-from ireetune.core.target import OpConfiguration
+from ireetune.core.errors import IreetuneError
+from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, element_bytes
 from ireetune.targets.llvm_cpu.common import (
@@ -66,6 +72,7 @@ KNOB_NAMES = ("dist_m1", "dist_n1", UKERNEL)
 TARGET_ATTRIBUTE = "hal.executable.target"
 # The attribute a codegen candidate sets on its op; only its `ukernels` field is read there.
 CODEGEN_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf", {ukernels = "none"}>'
+UKERNELS_FIELD = r'ukernels = "[^"]*"'
 # Distribution tiles larger than this many outer tiles leave too little to share among threads.
 _MAX_OUTER_TILES = 64
 # A batch_mmt4d's neighbours of the default tried first: every single step and the nearest pairs.
@@ -120,13 +127,27 @@ def calls_microkernel(facts: CpuFacts) -> bool:
     return bool({"", "default", "mmt4d", "all"} & enabled)
 
 
+def codegen_target_of(executable_target: str) -> str | None:
+    """Return an executable target's IR text with `ukernels = "none"`, the field replaced or
+    added (None: no target, or one without a configuration to add it to)."""
+    if re.search(UKERNELS_FIELD, executable_target):
+        return re.sub(UKERNELS_FIELD, 'ukernels = "none"', executable_target, count=1)
+    if not executable_target.endswith("}>"):
+        return None
+    fields = executable_target[: -len("}>")]
+    return f'{fields}{"" if fields.endswith("{") else ", "}ukernels = "none"}}>'
+
+
 def mmt4d_domains(sizes: Mmt4dSizes, facts: CpuFacts) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
+    # A batch_mmt4d's codegen needs the executable's target, to be repeated on its function.
+    codegen = calls_microkernel(facts) and (
+        not sizes.batch or codegen_target_of(facts.executable_target) is not None
+    )
     return {
         "dist_m1": _tile_counts(sizes.m1),
         "dist_n1": _tile_counts(sizes.n1),
-        # A batch_mmt4d is split into mmt4d ops that do not keep the op's own target.
-        UKERNEL: [0, 1] if calls_microkernel(facts) and not sizes.batch else [1],
+        UKERNEL: [0, 1] if codegen else [1],
     }
 
 
@@ -244,11 +265,34 @@ class CpuMmt4dSpace(SizedCpuSpace[ContractionProblem, Mmt4dSizes]):
     )
 
     def configuration(self, problem: Problem, knobs: Knobs, context: ir.Context) -> OpConfiguration:
-        """The tiles' compilation_info, and for a codegen candidate the op's own target."""
+        """The tiles' compilation_info, and for an mmt4d's codegen candidate the op's own target
+        (a batch_mmt4d's sets its dispatch's: `configuration_for`)."""
         tiled = super().configuration(problem, knobs, context)
         if not self.sets_more_than_compilation_info(knobs):
             return tiled
+        if self.compute_sizes(problem).batch:
+            raise IreetuneError(
+                f"a codegen configuration of {problem.signature} sets its dispatch's executable "
+                "target on its function: it is rendered with the dispatch"
+            )
         return dataclasses.replace(tiled, op_attributes=((TARGET_ATTRIBUTE, CODEGEN_TARGET),))
+
+    def configuration_for(
+        self, request: SpaceRequest, knobs: Knobs, context: ir.Context
+    ) -> OpConfiguration:
+        """As `configuration`, and for a batch_mmt4d's codegen candidate its function's target:
+        the request's executable target with `ukernels = "none"`."""
+        problem = request.problem
+        if not self.sets_more_than_compilation_info(knobs) or not self.compute_sizes(problem).batch:
+            return self.configuration(problem, knobs, context)
+        target = codegen_target_of(self.facts(request).executable_target)
+        if target is None:
+            raise IreetuneError(
+                f"a codegen configuration of {problem.signature} needs its dispatch's executable "
+                "target, and the request has none"
+            )
+        tiled = super().configuration(problem, knobs, context)
+        return dataclasses.replace(tiled, function_attributes=((TARGET_ATTRIBUTE, target),))
 
     def sets_more_than_compilation_info(self, knobs: Knobs) -> bool:
         return not int(dict(knobs).get(UKERNEL, 1))

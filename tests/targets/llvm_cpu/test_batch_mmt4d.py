@@ -9,9 +9,10 @@ import subprocess
 from pathlib import Path
 
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.records import TIMED_STATUSES
-from ireetune.core.target import space_for, target_refusal
+from ireetune.core.target import SpaceRequest, space_for, target_refusal
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.model.profile import ENCODED_MMT4D_NOTE, has_encoded_mmt4d
 from ireetune.problem.contraction import ContractionProblem
@@ -45,14 +46,23 @@ GENERIC = CpuFacts("x86-64", 16, 16, 32768, 1 << 20, threads=2, max_vector_bytes
 
 
 def _batch_mmt4d_configs(folder: Path) -> list[str]:
-    """Return the lowering configs of the batch_mmt4d ops in dumped executable configurations."""
+    """Return the lowering configs of the batch_mmt4d ops in dumped executable configurations,
+    each followed by ` codegen` where its function's own target turns the microkernel off."""
     return [
-        " ".join(match.group(0).split())
+        " ".join(match.group(0).split()) + (CODEGEN if FUNCTION_CODEGEN.search(text) else "")
         for path in sorted(folder.glob("*.mlir"))
-        for line in path.read_text().splitlines()
+        for text in [path.read_text()]
+        for line in text.splitlines()
         if "linalg.batch_mmt4d" in line
         for match in re.finditer(r"lowering_config<[^>]*>", line)
     ]
+
+
+CODEGEN = " codegen"
+# A function whose own executable target (a codegen candidate's) has no microkernel.
+FUNCTION_CODEGEN = re.compile(
+    r'func\.func @\w+\(.*attributes \{hal\.executable\.target = [^\n]*ukernels = "none"'
+)
 
 
 def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path: Path) -> None:
@@ -120,9 +130,13 @@ def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path
     winner = result.best or min(candidates, key=lambda r: r.median_ms or float("inf"))
     assert winner.knobs is not None and winner.knobs != default
     with context:
-        wanted = space_for(target, problem).configuration(problem, winner.knobs, context)
+        # A codegen winner repeats its dispatch's target: rendered for the dispatch.
+        (variant,) = iree_codegen.get_executable_variant_ops(module)
+        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
+        wanted = space_for(target, problem).configuration_for(request, winner.knobs, context)
     expected = re.search(r"lowering_config<[^>]*>", wanted.compilation_info)
     assert expected is not None
+    codegen = CODEGEN if wanted.function_attributes else ""
     spec = result.run_dir / winner.spec_path
 
     def configs(extra: list[str], name: str) -> list[str]:
@@ -136,5 +150,5 @@ def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path
         return _batch_mmt4d_configs(tmp_path / name)
 
     tuned = configs([f"--iree-codegen-tuning-spec-path={spec}"], "tuned")
-    assert tuned == [" ".join(expected.group(0).split())]
+    assert tuned == [" ".join(expected.group(0).split()) + codegen]
     assert tuned != configs([], "untuned")

@@ -8,10 +8,13 @@ import re
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
 
-from ireetune.core.target import space_for
+from ireetune.core.errors import IreetuneError
+from ireetune.core.target import SpaceRequest, space_for
 from ireetune.database.store import (
     ResultKey,
     StoredResult,
@@ -20,6 +23,7 @@ from ireetune.database.store import (
     config_key,
     problem_key,
 )
+from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import parse_problem
 from ireetune.spec.apply import CompileTarget, resolve_compile_target
@@ -31,6 +35,7 @@ from ireetune.targets.llvm_cpu.mmt4d_space import (
     TARGET_ATTRIBUTE,
     UKERNEL,
     Mmt4dSizes,
+    codegen_target_of,
     enumerate_mmt4d_space,
 )
 from tests.conftest import IREE_COMPILE
@@ -215,8 +220,8 @@ def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
 ) -> None:
     """Pinned for IREE 3.13, on both data-tiling paths: codegen splits a batch_mmt4d into mmt4d
     ops before the microkernel lowering, and they do not keep the op's own target, so the spec
-    that turns an mmt4d to codegen changes nothing here. The day it does, the batch_mmt4d can
-    get the knob too."""
+    that turns an mmt4d to codegen changes nothing here (the batch_mmt4d's knob sets its
+    function's target instead: the next test). The day it does, the knob can set the op's."""
     model = tmp_path / "encoder.mlir"
     model.write_text(ENCODER_MODEL)
     # The CPU target materialises the late path first by itself.
@@ -253,3 +258,78 @@ def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
     calls = [len(UKERNEL_CALL.findall(_llvm_ir(d).read_text())) for d in (default_ir, tuned_ir)]
     assert calls == [1, 1]
     assert (tmp_path / "t.vmfb").read_bytes() != (tmp_path / "default.vmfb").read_bytes()
+
+
+@pytest.mark.parametrize("path", ["late materialised first", "early"])
+def test_a_batch_mmt4d_s_codegen_candidate_sets_its_function_s_target_in_the_whole_model(
+    path: str, tmp_path: Path
+) -> None:
+    """The ops a batch_mmt4d is split into find the target of their function: the space's
+    codegen candidate sets there the executable's own target with `ukernels = "none"`, and the
+    whole model's batch matmul stops calling the microkernel, with the same outputs."""
+    model = tmp_path / "encoder.mlir"
+    model.write_text(ENCODER_MODEL)
+    flags = LATE if path != "early" else (*DATA_TILING_PATHS["early"], *LATE[1:])
+    target = resolve_compile_target(BATCH_TARGET, flags)
+    dumps, default_ir = tmp_path / "dumps", tmp_path / "default"
+    subprocess.run(
+        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-hal-dump-executable-benchmarks-to={dumps}",
+         f"--iree-hal-dump-executable-intermediates-to={default_ir}",
+         "--iree-codegen-add-tuner-attributes", "-o", str(tmp_path / "default.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (dump,) = [p for p in dumps.glob("*_benchmark.mlir") if "linalg.batch_mmt4d" in p.read_text()]
+    context = ir.Context()
+    with context:
+        module, root = _parse(dump, context)
+        (variant,) = iree_codegen.get_executable_variant_ops(module)
+        problem = parse_problem(root)
+        space = space_for(target.target, problem)
+        default = space.parse_default_knobs(problem, root)
+        assert default is not None and dict(default)[UKERNEL] == 1
+        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
+        assert (*default[:-1], (UKERNEL, 0)) in space.near(request, default)
+        codegen = (*default[:-1], (UKERNEL, 0))
+        # Without its dispatch the configuration can not be rendered (export, kin).
+        with pytest.raises(IreetuneError, match="rendered with the dispatch"):
+            space.configuration(problem, codegen, context)
+        configuration = space.configuration_for(request, codegen, context)
+        assert not configuration.op_attributes
+        ((name, function_target),) = configuration.function_attributes
+        assert name == TARGET_ATTRIBUTE and function_target == codegen_target_of(
+            str(variant.attributes["target"])
+        )
+        spec = tmp_path / "spec.mlir"
+        spec.write_text(build_configuration_spec(problem, configuration, (), context))
+    assert 'cpu = "x86-64"' in function_target and 'ukernels = "none"' in function_target
+    tuned_ir = tmp_path / "tuned"
+    subprocess.run(
+        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-codegen-tuning-spec-path={spec}",
+         f"--iree-hal-dump-executable-intermediates-to={tuned_ir}", "-o", str(tmp_path / "t.vmfb")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    calls = [len(UKERNEL_CALL.findall(_llvm_ir(d).read_text())) for d in (default_ir, tuned_ir)]
+    assert calls == [1, 0]
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((4, 128, 64)), rng.standard_normal((4, 64, 128))
+    np.savez(tmp_path / "inputs.npz", arg0=q.astype(np.float32), arg1=k.astype(np.float32))
+    binaries = [("default", tmp_path / "default.vmfb"), ("codegen", tmp_path / "t.vmfb")]
+    runs = run_models_side_by_side_here(
+        ModelComparison(binaries, "main", tmp_path / "inputs.npz", tmp_path, "local-task", 1)
+    )
+    assert all(run.ok for run in runs.values()), {k: r.reason for k, r in runs.items()}
+    for run in runs.values():
+        np.testing.assert_allclose(run.outputs[0], q @ k, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batch_mmt4d_s_codegen_target_keeps_the_executable_s_other_fields() -> None:
+    text = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", {cpu = "znver4", ukernels = "mmt4d"}>'
+    assert codegen_target_of(text) == text.replace('"mmt4d"', '"none"')
+    # Without the field (the compiler's default) it is added; without a target, no codegen.
+    assert codegen_target_of(text.replace(', ukernels = "mmt4d"', "")) == codegen_target_of(text)
+    assert codegen_target_of("") is None
+    with ir.Context():
+        facts = read_cpu_facts(ir.Attribute.parse(text), 2)
+    assert facts.executable_target == text
+    batched = itertools.islice(enumerate_mmt4d_space(BATCHED, facts, 0, None), 200)
+    assert {int(dict(knobs)[UKERNEL]) for knobs in batched} == {0, 1}
