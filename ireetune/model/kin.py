@@ -24,12 +24,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.files import write_text_atomically
 from ireetune.core.records import CandidateRecord
-from ireetune.core.target import Target, space_for
+from ireetune.core.target import SpaceRequest, Target, space_for
 from ireetune.frontend.dispatches import parse_module, read_mlir_file
 from ireetune.model.hot import DispatchProfile
 from ireetune.problem.family import Problem, map_dim_positions
@@ -38,7 +39,9 @@ from ireetune.spec.builder import MatcherEntry, build_spec, render_spec
 
 # The families whose last indexing map is their result's (attention's last is its running sum's,
 # which leaves out the value width it writes).
-RESULT_LAST_FAMILIES = frozenset({"contraction", "convolution", "reduction", "elementwise"})
+RESULT_LAST_FAMILIES = frozenset(
+    {"contraction", "batch_contraction", "convolution", "reduction", "elementwise"}
+)
 
 # Where a model run writes the extended specs, in its run folder.
 KIN_FOLDER = "kin"
@@ -66,10 +69,18 @@ def kin_key(problem: Problem) -> str | None:
 
 def read_problem(benchmark_path: Path) -> Problem:
     """Parse the root op's problem of a dumped dispatch benchmark."""
+    return read_dispatch(benchmark_path)[0]
+
+
+def read_dispatch(benchmark_path: Path) -> tuple[Problem, str]:
+    """Parse the root op's problem of a dumped dispatch benchmark, and its executable target as
+    IR text ("" without one)."""
     context = ir.Context()
     module = parse_module(read_mlir_file(benchmark_path), context, benchmark_path)
     with context:
-        return parse_problem(find_root_op(module))
+        variants = iree_codegen.get_executable_variant_ops(module)
+        target = str(variants[0].attributes["target"]) if len(variants) == 1 else ""
+        return parse_problem(find_root_op(module)), target
 
 
 @dataclass(frozen=True)
@@ -115,15 +126,24 @@ def _tiles_fit(problem: Problem, compilation_info: str) -> bool:
 
 
 def write_kin_spec(
-    target: Target, own: Problem, kin: Sequence[Problem], knobs: Knobs, path: Path
+    target: Target,
+    own: Problem,
+    kin: Sequence[Problem],
+    knobs: Knobs,
+    path: Path,
+    executable_target: str = "",
 ) -> int:
     """Write the spec that gives `own` and each problem of `kin` the configuration of `knobs`,
-    rendered for its own sizes by its family's space; leave out a kin whose reduced loops the
-    tiles do not divide. Return how many kin it configures."""
+    rendered for its own sizes by its family's space, in `own`'s executable target (IR text; the
+    model's dispatches share it: a CPU batch_mmt4d's codegen repeats it on its function); leave
+    out a kin whose reduced loops the tiles do not divide. Return how many kin it configures."""
     context = ir.Context()
+    with context:
+        variant_target = ir.Attribute.parse(executable_target) if executable_target else None
     entries = []
     for problem in (own, *kin):
-        configuration = space_for(target, problem).configuration(problem, knobs, context)
+        request = SpaceRequest(problem, variant_target, None, 0)
+        configuration = space_for(target, problem).configuration_for(request, knobs, context)
         if problem is own or _tiles_fit(problem, configuration.compilation_info):
             entries.append(MatcherEntry.of_configuration(problem, configuration))
     prologue = tuple(
@@ -190,7 +210,7 @@ def extend_with_kin(
         return own
     try:
         group = find_kin(hot, ranked)
-        problem = read_problem(hot.benchmark_path)
+        problem, executable_target = read_dispatch(hot.benchmark_path)
     except IreetuneError as error:
         return replace(own, note=f"its candidates were not carried over to its kin: {error}")
     if not group.problems:
@@ -202,7 +222,9 @@ def extend_with_kin(
         assert knobs is not None
         path = folder / f"{hot.name.replace('$', '_')}_c{rank}_kin.mlir"
         try:
-            carried = write_kin_spec(target, problem, group.problems, knobs, path)
+            carried = write_kin_spec(
+                target, problem, group.problems, knobs, path, executable_target
+            )
         except (IreetuneError, ir.MLIRError) as error:
             failures.append(str(error).splitlines()[0] if str(error) else type(error).__name__)
             continue

@@ -13,6 +13,7 @@ import pytest
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
+from ireetune.core.candidate import make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import SpaceRequest, space_for
 from ireetune.database.store import (
@@ -23,12 +24,16 @@ from ireetune.database.store import (
     config_key,
     problem_key,
 )
+from ireetune.frontend.dispatches import dump_dispatches
+from ireetune.model.kin import KeptCandidate, extend_with_kin
+from ireetune.model.profile import describe_dispatches
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import parse_problem
 from ireetune.spec.apply import CompileTarget, resolve_compile_target
 from ireetune.spec.builder import MatcherEntry, build_configuration_spec, build_spec, render_spec
 from ireetune.spec.export import render_linked_spec
+from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.common import CpuFacts, read_cpu_facts
 from ireetune.targets.llvm_cpu.mmt4d_space import (
     CODEGEN_TARGET,
@@ -333,3 +338,49 @@ def test_a_batch_mmt4d_s_codegen_target_keeps_the_executable_s_other_fields() ->
     assert facts.executable_target == text
     batched = itertools.islice(enumerate_mmt4d_space(BATCHED, facts, 0, None), 200)
     assert {int(dict(knobs)[UKERNEL]) for knobs in batched} == {0, 1}
+
+
+# Two batch matmuls that differ only in what they sum (kin: model/kin.py).
+KIN_ENCODER = """
+func.func @main(%q: tensor<4x128x64xf32>, %k: tensor<4x64x128xf32>, %v: tensor<4x128x96xf32>,
+                %w: tensor<4x96x128xf32>) -> (tensor<4x128x128xf32>, tensor<4x128x128xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<4x128x128xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x128x128xf32>) -> tensor<4x128x128xf32>
+  %r = linalg.batch_matmul ins(%q, %k : tensor<4x128x64xf32>, tensor<4x64x128xf32>)
+                           outs(%init : tensor<4x128x128xf32>) -> tensor<4x128x128xf32>
+  %s = linalg.batch_matmul ins(%v, %w : tensor<4x128x96xf32>, tensor<4x96x128xf32>)
+                           outs(%init : tensor<4x128x128xf32>) -> tensor<4x128x128xf32>
+  return %r, %s : tensor<4x128x128xf32>, tensor<4x128x128xf32>
+}
+"""
+
+
+def test_a_batch_mmt4d_s_codegen_candidate_is_carried_to_its_kin_with_its_target(
+    tmp_path: Path,
+) -> None:
+    """The kin spec repeats the tuned dispatch's target on each kin's function: both batch
+    matmuls of the whole model stop calling the microkernel."""
+    model = tmp_path / "encoder.mlir"
+    model.write_text(KIN_ENCODER)
+    target = parse_target(BATCH_TARGET).with_global_flags(LATE)
+    dumped = dump_dispatches(model, target, tmp_path / "dispatches", 300)
+    profiles = describe_dispatches(dumped, {}, {d.index: 1.0 for d in dumped}, target)
+    batched = [p for p in profiles if p.problem.startswith("batch_mmt4d_")]
+    assert len(batched) == 2 and batched[0].kin is not None and batched[0].kin == batched[1].kin
+    knobs = make_knobs({"dist_m1": 1, "dist_n1": 1, UKERNEL: 0})
+    kept = [KeptCandidate(tmp_path / "own_spec.mlir", knobs, faster_alone=True)]
+    extended = extend_with_kin(target, batched[0], profiles, kept, tmp_path / "kin")
+    assert extended.kin_names == (batched[1].name,), extended.note
+    calls = {}
+    for name, spec in (("default", None), ("with_kin", extended.specs[1])):
+        folder = tmp_path / name
+        folder.mkdir()
+        subprocess.run(
+            [IREE_COMPILE, str(model), *target.compile_flags(),
+             *([f"--iree-codegen-tuning-spec-path={spec}"] if spec else []),
+             f"--iree-hal-dump-executable-intermediates-to={folder}", "-o", str(folder / "m.vmfb")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        calls[name] = len(UKERNEL_CALL.findall(_llvm_ir(folder).read_text()))
+    assert calls == {"default": 2, "with_kin": 0}
