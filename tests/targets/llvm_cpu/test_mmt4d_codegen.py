@@ -219,17 +219,12 @@ def test_an_exported_codegen_result_keeps_the_op_s_target(
     assert f'"{TARGET_ATTRIBUTE}"' in specs[1] and 'ukernels = "none"' in specs[1]
 
 
-@pytest.mark.parametrize("path", ["late materialised first", "early"])
-def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
-    path: str, tmp_path: Path
-) -> None:
-    """Pinned for IREE 3.13, on both data-tiling paths: codegen splits a batch_mmt4d into mmt4d
-    ops before the microkernel lowering, and they do not keep the op's own target, so the spec
-    that turns an mmt4d to codegen changes nothing here (the batch_mmt4d's knob sets its
-    function's target instead: the next test). The day it does, the knob can set the op's."""
+def _compiled_encoder(path: str, tmp_path: Path) -> tuple[Path, CompileTarget, Path, Path]:
+    """Compile ENCODER_MODEL on a data-tiling path ("early", or the late one, which the CPU
+    target materialises first by itself); return the model, its target, the batch_mmt4d's
+    dispatch benchmark and the folder of the default's LLVM IR."""
     model = tmp_path / "encoder.mlir"
     model.write_text(ENCODER_MODEL)
-    # The CPU target materialises the late path first by itself.
     flags = LATE if path != "early" else (*DATA_TILING_PATHS["early"], *LATE[1:])
     target = resolve_compile_target(BATCH_TARGET, flags)
     dumps, default_ir = tmp_path / "dumps", tmp_path / "default"
@@ -240,6 +235,18 @@ def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
         check=True, capture_output=True,
     )  # fmt: skip
     (dump,) = [p for p in dumps.glob("*_benchmark.mlir") if "linalg.batch_mmt4d" in p.read_text()]
+    return model, target, dump, default_ir
+
+
+@pytest.mark.parametrize("path", ["late materialised first", "early"])
+def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
+    path: str, tmp_path: Path
+) -> None:
+    """Pinned for IREE 3.13, on both data-tiling paths: codegen splits a batch_mmt4d into mmt4d
+    ops before the microkernel lowering, and they do not keep the op's own target, so the spec
+    that turns an mmt4d to codegen changes nothing here (the batch_mmt4d's knob sets its
+    function's target instead: the next test). The day it does, the knob can set the op's."""
+    model, target, dump, default_ir = _compiled_encoder(path, tmp_path)
     context = ir.Context()
     with context:
         _, root = _parse(dump, context)
@@ -272,18 +279,7 @@ def test_a_batch_mmt4d_s_codegen_candidate_sets_its_function_s_target_in_the_who
     """The ops a batch_mmt4d is split into find the target of their function: the space's
     codegen candidate sets there the executable's own target with `ukernels = "none"`, and the
     whole model's batch matmul stops calling the microkernel, with the same outputs."""
-    model = tmp_path / "encoder.mlir"
-    model.write_text(ENCODER_MODEL)
-    flags = LATE if path != "early" else (*DATA_TILING_PATHS["early"], *LATE[1:])
-    target = resolve_compile_target(BATCH_TARGET, flags)
-    dumps, default_ir = tmp_path / "dumps", tmp_path / "default"
-    subprocess.run(
-        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-hal-dump-executable-benchmarks-to={dumps}",
-         f"--iree-hal-dump-executable-intermediates-to={default_ir}",
-         "--iree-codegen-add-tuner-attributes", "-o", str(tmp_path / "default.vmfb")],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    (dump,) = [p for p in dumps.glob("*_benchmark.mlir") if "linalg.batch_mmt4d" in p.read_text()]
+    model, target, dump, default_ir = _compiled_encoder(path, tmp_path)
     context = ir.Context()
     with context:
         module, root = _parse(dump, context)
@@ -384,3 +380,36 @@ def test_a_batch_mmt4d_s_codegen_candidate_is_carried_to_its_kin_with_its_target
         )  # fmt: skip
         calls[name] = len(UKERNEL_CALL.findall(_llvm_ir(folder).read_text()))
     assert calls == {"default": 2, "with_kin": 0}
+
+
+def test_an_exported_batch_codegen_result_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A database holds no dispatch: a batch_mmt4d's codegen result, which repeats its
+    dispatch's target, can not be rendered from it, and export says so (a microkernel one is
+    exported)."""
+    _, target, dump, _ = _compiled_encoder("early", tmp_path)
+    context = ir.Context()
+    with context:
+        _, root = _parse(dump, context)
+        problem = parse_problem(root)
+        space = space_for(target.target, problem)
+        default = space.parse_default_knobs(problem, root)
+        assert default is not None
+        info = space.configuration(problem, default, context).compilation_info
+    key = ResultKey(
+        compiler_version(), target.target.name, "local-task", problem_key(problem),
+        problem.signature,
+    )  # fmt: skip
+    for value in (1, 0):
+        knobs = (*default[:-1], (UKERNEL, value))
+        row = StoredResult(
+            key, config_key(knobs), info, "verified", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.2, 1.2,
+            "s", "2026-12-05T00:00:00+00:00", verdict="winner", rule="r",
+        )  # fmt: skip
+        with TuningDatabase(tmp_path / f"{value}.sqlite") as database:
+            database.write(row)
+            if value:
+                assert "compilation_info" in render_linked_spec(database.best_results())
+                continue
+            with pytest.raises(IreetuneError, match=re.escape(problem.signature)) as refused:
+                render_linked_spec(database.best_results())
+    assert "\n" not in str(refused.value) and "best_spec.mlir" in str(refused.value)
