@@ -168,7 +168,8 @@ def compile_with_spec(
     """Compile a model with a spec and check every predicted hit against the configuration dump.
 
     For each dispatch the static comparison says a matcher configures, the root op's
-    `lowering_config` in `--iree-hal-dump-executable-configurations-to` must equal the matcher's.
+    `lowering_config` in `--iree-hal-dump-executable-configurations-to` must equal the matcher's,
+    and so must each attribute the matcher's action sets on the op's function.
     A matcher's action may rewrite the op it configured (a CPU strided contraction becomes a
     strided slice and a contraction); such an op is compared, in the matchers' eyes, as the
     executable sources show it (`--iree-hal-dump-executable-sources-to`), before the spec ran.
@@ -236,11 +237,15 @@ def compile_with_spec(
                     notes.append(f"{name}: not checked, {undecided} cannot be evaluated statically")
                 if coverage.winner is None or coverage.winner.lowering_config is None:
                     continue
-                found = root_op.attributes.get("lowering_config")
+                expected = [coverage.winner.lowering_config]
+                found = [str(root_op.attributes["lowering_config"])]
+                function = _function_of(root_op)
+                for attribute, value in coverage.winner.function_attributes:
+                    expected.append(f"its function's {attribute} = {value}")
+                    held = function.attributes.get(attribute, None)
+                    found.append(f"its function's {attribute} = {held}")
                 checks.append(
-                    LandingCheck(
-                        name, coverage.winner.name, coverage.winner.lowering_config, str(found)
-                    )
+                    LandingCheck(name, coverage.winner.name, "; ".join(expected), "; ".join(found))
                 )
         report = CompileReport(output_path, tuple(checks), tuple(notes))
         if report.landed:
@@ -289,6 +294,15 @@ def count_landed_matchers(spec_path: Path, configurations: Path) -> tuple[int, i
                          if "lowering_config" in op.attributes)  # fmt: skip
     expected = [config for config in configs if config is not None]
     return sum(1 for config in expected if config in found), len(expected)
+
+
+def _function_of(op: ir.Operation) -> ir.Operation:
+    """Return the `func.func` an op of a dispatch lives in."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    assert parent is not None, f"{op.name} is not in a function"
+    return parent
 
 
 def _structured_ops(module: ir.Module) -> list[ir.Operation]:

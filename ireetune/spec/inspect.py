@@ -83,6 +83,8 @@ class MatcherInfo:
     other_params: tuple[str, ...]
     # Passes the entry point runs on the payload before matching (`Target.spec_prologue`).
     prologue: tuple[str, ...] = ()
+    # (name, value) the action sets on the matched op's function (a CPU batch_mmt4d's target).
+    function_attributes: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -179,6 +181,37 @@ def _collect(
             found.other_conditions.append(_describe_condition(op))
 
 
+def _function_attributes(
+    matcher: ir.Operation, action: ir.Operation | None
+) -> tuple[tuple[str, str], ...]:
+    """Return what an action annotates the matched op's function with (a `transform.annotate`
+    of a `transform.get_parent_op` result), each with the constant its matcher yields for it:
+    the action's argument i is the matcher's yielded value i. Anything else (a value that is
+    not a constant, an action found elsewhere) is not read."""
+    yields = [op for op in list_block_ops(matcher) if op.name == "transform.yield"]
+    if action is None or len(yields) != 1:
+        return ()
+    body = list_block_ops(action)
+    parents = [op.results[0] for op in body if op.name == "transform.get_parent_op"]
+    found = []
+    for op in body:
+        if op.name != "transform.annotate" or len(op.operands) < 2:
+            continue
+        param = op.operands[1].maybe_downcast()
+        if not any(op.operands[0] == parent for parent in parents):
+            continue
+        if not isinstance(param, ir.BlockArgument) or param.arg_number >= len(yields[0].operands):
+            continue
+        source = yields[0].operands[param.arg_number].owner
+        if (
+            isinstance(source, ir.Operation | ir.OpView)
+            and source.name == "transform.param.constant"
+        ):
+            name = ir.StringAttr(op.attributes["name"]).value
+            found.append((name, str(source.attributes["value"])))
+    return tuple(found)
+
+
 def _read_matcher(
     name: str, action: str, table: ir.SymbolTable, module: str, entry_point: str
 ) -> MatcherInfo:
@@ -202,6 +235,9 @@ def _read_matcher(
         lowering_config=lowering_config,
         translation_info=translation_info,
         other_params=tuple(found.other_params),
+        function_attributes=_function_attributes(
+            sequence, table[action].operation if action in table else None
+        ),
     )
 
 
@@ -355,6 +391,7 @@ def render_matchers(matchers: Sequence[MatcherInfo]) -> str:
             lines.append(f"   lowering_config: {matcher.lowering_config}")
             lines.append(f"   translation_info: {matcher.translation_info}")
         lines.extend(f"   param: {param}" for param in matcher.other_params)
+        lines.extend(f"   sets on its function: {n} = {v}" for n, v in matcher.function_attributes)
         if not matcher.lowering_config and not matcher.other_params:
             lines.append("   applies: no compilation_info found in the matcher")
     return "\n".join(lines) + "\n"

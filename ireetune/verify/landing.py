@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from iree.compiler import ir
@@ -52,11 +53,20 @@ def prove_config_landed(
     compilation_info: str,
     work_dir: Path,
     context: ir.Context,
+    function_attributes: Sequence[tuple[str, str]] = (),
 ) -> None:
-    """Raise unless the configuration dump shows the spec's lowering_config on the root op."""
+    """Raise unless the configuration dump shows the spec's lowering_config on the root op and
+    each attribute it sets on the op's function (a CPU batch_mmt4d's codegen target) there."""
     dumped = dump_configurations(target, stripped_path, spec_path, work_dir)
     lowering = expected_lowering_config(compilation_info, context)
     if lowering not in dumped:
         raise IreetuneError(
             f"the winning spec's configuration did not land: {lowering} is not in the configuration dump"
         )
+    with context:
+        for name, value in function_attributes:
+            if f"{name} = {ir.Attribute.parse(value)}" not in dumped:
+                raise IreetuneError(
+                    f"the winning spec's function attribute {name} did not land: its value is "
+                    "not in the configuration dump"
+                )

@@ -194,10 +194,11 @@ class DispatchRun:
 
         assert best.knobs is not None
         run_dir, context = self.run_dir, self.context
+        configuration = self.configuration(best.knobs)
         prove_config_landed(
             self.target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-            self.configuration(best.knobs).compilation_info,
-            run_dir / "verify" / "best_configuration", context,
+            configuration.compilation_info, run_dir / "verify" / "best_configuration", context,
+            configuration.function_attributes,
         )  # fmt: skip
 
 

@@ -47,6 +47,7 @@ from ireetune.model.real_inputs import estimates_from_rounds
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.report.recorder import RunRecorder
 from ireetune.report.result import TuneResult
+from ireetune.spec.inspect import list_matchers
 from ireetune.targets import parse_target
 from ireetune.verify.landing import prove_config_landed
 
@@ -146,10 +147,11 @@ class FinishRun:
         if not best.spec_path:
             raise IreetuneError(f"{run_dir / 'results.json'}: the winner names no spec_path")
         target = parse_target(self.manifest.target).with_global_flags(self.manifest.global_flags)
+        spec = run_dir / best.spec_path
         prove_config_landed(
-            target, run_dir / "inputs" / "stripped_benchmark.mlir", run_dir / best.spec_path,
-            _compilation_info_of(run_dir / best.spec_path, context),
-            run_dir / "verify" / "best_configuration", context,
+            target, run_dir / "inputs" / "stripped_benchmark.mlir", spec,
+            _compilation_info_of(spec, context), run_dir / "verify" / "best_configuration",
+            context, _function_attributes_of(spec, context),
         )  # fmt: skip
 
 
@@ -258,3 +260,10 @@ def _compilation_info_of(spec_path: Path, context: ir.Context) -> str:
         module.operation.walk(visit)
     assert len(found) == 1, f"expected one configuration in {spec_path}, found {len(found)}"
     return found[0]
+
+
+def _function_attributes_of(spec_path: Path, context: ir.Context) -> tuple[tuple[str, str], ...]:
+    """Read what a one-matcher spec sets on the matched op's function (spec/inspect.py)."""
+    with context:
+        (matcher,) = list_matchers(ir.Module.parse(spec_path.read_text()).operation)
+    return matcher.function_attributes

@@ -24,15 +24,17 @@ from ireetune.database.store import (
     config_key,
     problem_key,
 )
+from ireetune.flows.handoff.finish import _function_attributes_of
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.kin import KeptCandidate, extend_with_kin
 from ireetune.model.profile import describe_dispatches
 from ireetune.model.timing import ModelComparison, run_models_side_by_side_here
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.root_op import parse_problem
-from ireetune.spec.apply import CompileTarget, resolve_compile_target
+from ireetune.spec.apply import CompileTarget, compile_with_spec, resolve_compile_target
 from ireetune.spec.builder import MatcherEntry, build_configuration_spec, build_spec, render_spec
 from ireetune.spec.export import render_linked_spec
+from ireetune.spec.inspect import list_matchers, render_matchers
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.common import CpuFacts, read_cpu_facts
 from ireetune.targets.llvm_cpu.mmt4d_space import (
@@ -43,6 +45,7 @@ from ireetune.targets.llvm_cpu.mmt4d_space import (
     codegen_target_of,
     enumerate_mmt4d_space,
 )
+from ireetune.verify.landing import prove_config_landed
 from tests.conftest import IREE_COMPILE
 from tests.targets.llvm_cpu.test_batch_mmt4d import ENCODER_MODEL, LATE
 from tests.targets.llvm_cpu.test_batch_mmt4d import TARGET as BATCH_TARGET
@@ -413,3 +416,46 @@ def test_an_exported_batch_codegen_result_is_refused_in_one_line(tmp_path: Path)
             with pytest.raises(IreetuneError, match=re.escape(problem.signature)) as refused:
                 render_linked_spec(database.best_results())
     assert "\n" not in str(refused.value) and "best_spec.mlir" in str(refused.value)
+
+
+def test_a_batch_codegen_winner_s_function_target_is_proved_to_land(tmp_path: Path) -> None:
+    """The winner's landing proof looks for the attributes a spec sets on the op's function,
+    not only its lowering_config: a spec of the same tiles with the microkernel (no function
+    target) is refused for a codegen winner. The split flow reads them back from the spec, and
+    `ireetune compile` compares them in the whole model."""
+    model, target, dump, _ = _compiled_encoder("late", tmp_path)
+    context = ir.Context()
+    with context:
+        module, root = _parse(dump, context)
+        (variant,) = iree_codegen.get_executable_variant_ops(module)
+        problem = parse_problem(root)
+        space = space_for(target.target, problem)
+        default = space.parse_default_knobs(problem, root)
+        assert default is not None
+        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
+        specs = {}
+        for value in (0, 1):
+            knobs = (*default[:-1], (UKERNEL, value))
+            specs[value] = tmp_path / f"{value}.mlir"
+            configuration = space.configuration_for(request, knobs, context)
+            specs[value].write_text(build_configuration_spec(problem, configuration, (), context))
+    codegen = space.configuration_for(request, (*default[:-1], (UKERNEL, 0)), context)
+    assert _function_attributes_of(specs[0], context) == codegen.function_attributes
+    assert _function_attributes_of(specs[1], context) == ()
+    with context:
+        matchers = list_matchers(ir.Module.parse(specs[0].read_text()).operation)
+    assert "   sets on its function: hal.executable.target = #hal" in render_matchers(matchers)
+    prove_config_landed(
+        target.target, dump, specs[0], codegen.compilation_info, tmp_path / "0", context,
+        _function_attributes_of(specs[0], context),
+    )  # fmt: skip
+    with pytest.raises(IreetuneError, match="function attribute hal.executable.target did not"):
+        prove_config_landed(
+            target.target, dump, specs[1], codegen.compilation_info, tmp_path / "1", context,
+            codegen.function_attributes,
+        )  # fmt: skip
+    report = compile_with_spec(model, target, specs[0], tmp_path / "m.vmfb", 120)
+    (check,) = report.checks
+    assert (
+        report.landed and check.expected.count("its function's hal.executable.target = #hal") == 1
+    )
