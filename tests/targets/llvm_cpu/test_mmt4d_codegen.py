@@ -15,7 +15,7 @@ from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import make_knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.core.target import SpaceRequest, space_for
+from ireetune.core.target import FamilySpace, SpaceRequest, space_for
 from ireetune.database.store import (
     ResultKey,
     StoredResult,
@@ -241,6 +241,19 @@ def _compiled_encoder(path: str, tmp_path: Path) -> tuple[Path, CompileTarget, P
     return model, target, dump, default_ir
 
 
+def _batch_request(
+    dump: Path, target: CompileTarget, context: ir.Context
+) -> tuple[FamilySpace, SpaceRequest]:
+    """Return the batch_mmt4d dispatch's space and its request: the problem, the variant's
+    target and the default's knobs, as a run renders its candidates."""
+    module, root = _parse(dump, context)
+    (variant,) = iree_codegen.get_executable_variant_ops(module)
+    problem = parse_problem(root)
+    space = space_for(target.target, problem)
+    default = space.parse_default_knobs(problem, root)
+    return space, SpaceRequest(problem, variant.attributes["target"], default, 0)
+
+
 @pytest.mark.parametrize("path", ["late materialised first", "early"])
 def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
     path: str, tmp_path: Path
@@ -285,13 +298,9 @@ def test_a_batch_mmt4d_s_codegen_candidate_sets_its_function_s_target_in_the_who
     model, target, dump, default_ir = _compiled_encoder(path, tmp_path)
     context = ir.Context()
     with context:
-        module, root = _parse(dump, context)
-        (variant,) = iree_codegen.get_executable_variant_ops(module)
-        problem = parse_problem(root)
-        space = space_for(target.target, problem)
-        default = space.parse_default_knobs(problem, root)
+        space, request = _batch_request(dump, target, context)
+        problem, default = request.problem, request.default_knobs
         assert default is not None and dict(default)[UKERNEL] == 1
-        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
         assert (*default[:-1], (UKERNEL, 0)) in space.near(request, default)
         codegen = (*default[:-1], (UKERNEL, 0))
         # Without its dispatch the configuration can not be rendered (export, kin).
@@ -301,7 +310,7 @@ def test_a_batch_mmt4d_s_codegen_candidate_sets_its_function_s_target_in_the_who
         assert not configuration.op_attributes
         ((name, function_target),) = configuration.function_attributes
         assert name == TARGET_ATTRIBUTE and function_target == codegen_target_of(
-            str(variant.attributes["target"])
+            str(request.variant_target)
         )
         spec = tmp_path / "spec.mlir"
         spec.write_text(build_configuration_spec(problem, configuration, (), context))
@@ -426,13 +435,9 @@ def test_a_batch_codegen_winner_s_function_target_is_proved_to_land(tmp_path: Pa
     model, target, dump, _ = _compiled_encoder("late", tmp_path)
     context = ir.Context()
     with context:
-        module, root = _parse(dump, context)
-        (variant,) = iree_codegen.get_executable_variant_ops(module)
-        problem = parse_problem(root)
-        space = space_for(target.target, problem)
-        default = space.parse_default_knobs(problem, root)
+        space, request = _batch_request(dump, target, context)
+        problem, default = request.problem, request.default_knobs
         assert default is not None
-        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
         specs = {}
         for value in (0, 1):
             knobs = (*default[:-1], (UKERNEL, value))
