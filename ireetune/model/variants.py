@@ -1,8 +1,9 @@
-"""Model variants where the model is measured on another host: planned, then decided.
+"""Model variants: planned, then decided.
 
 Each hot dispatch's candidate specs (best first) become variants of the whole model: each
-candidate alone, and every dispatch's first candidate together. A device host times them all
-against the default; the confirmed ones are decided by the decision stage's MODEL_RULE.
+candidate alone, every dispatch's first candidate together, and every dispatch's candidate of
+each later rank together. They are timed against the default; the confirmed ones are decided by
+the decision stage's MODEL_RULE.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from ireetune.model.select import MODEL_RULE
 class VariantPlan:
     """One model variant: the candidate specs linked into it, in dispatch order. A variant of
     one candidate names its dispatch (`dispatch`, the hot dispatch's index) and the candidate's
-    rank in that dispatch's list; a variant that joins several names no dispatch."""
+    rank in that dispatch's list; a variant that joins several names no dispatch, and holds
+    the candidates of one rank of the dispatches in `joined` (none: unknown, a combination)."""
 
     label: str
     specs: tuple[Path, ...]
     dispatch: int | None = None
     rank: int = 0
+    joined: tuple[int, ...] = ()
 
 
 def dispatch_count(plans: Iterable[VariantPlan]) -> int:
@@ -48,17 +51,23 @@ class VariantVerdict:
 def plan_variants(candidates: Sequence[tuple[str, Sequence[Path]]]) -> list[VariantPlan]:
     """Plan the model variants from each hot dispatch's candidate specs (best first).
 
-    Each candidate alone (`d<i>c<k>`), and, with two or more dispatches, every dispatch's first
-    candidate together (`best`): the combination the per-dispatch verdicts point to.
+    Each candidate alone (`d<i>c<k>`); and, where two or more dispatches have a candidate of a
+    rank, those candidates together: every dispatch's first (`best`, the combination the
+    per-dispatch verdicts point to), then every dispatch's second (`rank1`), and so on. One
+    compile of a model per rank puts every candidate in the model, where one a candidate would
+    not fit a time budget (a 2-core machine compiles ResNet-50 in about 13 s).
     """
     plans = [
         VariantPlan(f"d{index}c{rank}", (spec,), index, rank)
         for index, (_, specs) in enumerate(candidates)
         for rank, spec in enumerate(specs)
     ]
-    firsts = tuple(specs[0] for _, specs in candidates if specs)
-    if len(firsts) > 1:
-        plans.append(VariantPlan("best", firsts))
+    for rank in range(max((len(specs) for _, specs in candidates), default=0)):
+        joined = tuple(i for i, (_, specs) in enumerate(candidates) if len(specs) > rank)
+        if len(joined) > 1:
+            label = f"rank{rank}" if rank else "best"
+            specs = tuple(candidates[i][1][rank] for i in joined)
+            plans.append(VariantPlan(label, specs, rank=rank, joined=joined))
     return plans
 
 

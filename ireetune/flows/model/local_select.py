@@ -1,10 +1,12 @@
 """The in-process variants phase: the tuned dispatches' specs tried in the whole model.
 
 Each hot dispatch's kept candidates (best first) become variants of the whole model, as in split
-mode (`model/variants.plan_variants`): each candidate alone, and every dispatch's first
-candidate (its verified winner, when it has one) together. They are linked and compiled in
-parallel, the joint variant and each dispatch's first candidate first, while the time budget
-lasts; a variant whose binary equals the default model's or an earlier variant's is not timed.
+mode (`model/variants.plan_variants`): each candidate alone, every dispatch's first candidate
+(its verified winner, when it has one) together, and the candidates of each later rank
+together. They are linked and compiled in parallel, the joint variant and each dispatch's first
+candidate first, then the later ranks' joint variants, then the rest alone, while the time
+budget lasts; a variant whose binary equals the default model's or an earlier variant's is not
+timed.
 Then all are timed beside the default model in one process and the pre-selected few again in a
 fresh one (`model/variant_sessions.py`, the device step's way), and MODEL_RULE decides on the
 confirmation's intervals (`decide_variants`). The winner's specs are the accepted set that the
@@ -56,6 +58,7 @@ _WITH_OTHERS = {
     "best": " (with the other dispatches' first candidates)",
     "combined": " (with the other dispatches' fastest candidates in the first session)",
 }
+_WITH_SAME_RANK = " (with the other dispatches' candidates of the same rank)"
 
 
 # Bisection steps of `fitting_plan`: the session length it finds is within SESSION_MIN_S / 2^20.
@@ -171,12 +174,14 @@ def room_for_confirmation(run: ModelTuningRun, plan: SessionPlan) -> Room:
 
 
 def _compile_order(plans: list[VariantPlan]) -> list[VariantPlan]:
-    """The joint variant first, then every dispatch's first candidate, then their second..."""
+    """The joint variant of the first candidates first, then every dispatch's first candidate
+    alone, then the joint variants of the later ranks (every candidate in a model soonest),
+    then the second candidates alone, the third..."""
 
-    def rank(plan: VariantPlan) -> tuple[int, int]:
+    def rank(plan: VariantPlan) -> tuple[int, int, int]:
         if plan.dispatch is None:
-            return (-1, 0)
-        return (plan.rank, plan.dispatch)
+            return (0, 0, -1) if plan.rank == 0 else (1, plan.rank, 0)
+        return (0, 0, plan.dispatch) if plan.rank == 0 else (2, plan.rank, plan.dispatch)
 
     return sorted(plans, key=rank)
 
@@ -242,7 +247,7 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
         for name, spec in run.accepted.items():
             run.dispatch_notes[name] = (
                 f"kept candidate spec {spec.parent.parent.name}/{spec.name}"
-                + _WITH_OTHERS.get(winner.label, "")
+                + _WITH_OTHERS.get(winner.label, _WITH_SAME_RANK if winner.joined else "")
             )
     _note_the_rest(run, pending, rows)
     write_text_atomically(folder / "trials.json", json.dumps(rows, indent=2) + "\n")
@@ -254,7 +259,7 @@ def _fastest_per_dispatch(
 ) -> VariantPlan | None:
     """Combine each dispatch's candidate that the first session found fastest (faster than the
     default, with its outputs) into one variant; None when fewer than two dispatches have one
-    or the combination is the joint variant's."""
+    or the combination is a planned joint variant's."""
     fastest: dict[int, tuple[float, Path]] = {}
     for plan in plans:
         run = first.get(plan.label)
@@ -266,8 +271,8 @@ def _fastest_per_dispatch(
         if estimate and estimate.speedup > max(1.0, fastest.get(plan.dispatch, (0.0,))[0]):
             fastest[plan.dispatch] = (estimate.speedup, plan.specs[0])
     specs = tuple(fastest[dispatch][1] for dispatch in sorted(fastest))
-    joint = next((plan.specs for plan in plans if plan.label == "best"), ())
-    return VariantPlan("combined", specs) if len(specs) > 1 and specs != joint else None
+    joints = {plan.specs for plan in plans if plan.dispatch is None}
+    return VariantPlan("combined", specs) if len(specs) > 1 and specs not in joints else None
 
 
 def _time_and_decide(
@@ -358,23 +363,33 @@ def _time_and_decide(
 def _note_the_rest(
     run: ModelTuningRun, pending: list[tuple[str, list[Path]]], rows: list[dict[str, Any]]
 ) -> None:
-    """Say, for each tuned dispatch without a kept spec, why; and once when the budget ran out."""
-    tried = {row["specs"][0] for row in rows if row["variant"] != "best"}
+    """Say, for each tuned dispatch without a kept spec, why; and once when the budget ran out.
+    A candidate counts as tried in the model alone or in a joint variant (`with others`)."""
+    tried = {row["specs"][0] for row in rows if len(row["specs"]) == 1}
+    with_others = {spec for row in rows if len(row["specs"]) > 1 for spec in row["specs"]}
     broken = {
         row["specs"][0]: row["reason"]
         for row in rows
-        if row["status"] not in ("compiled", "not-applied")
+        if row["status"] not in ("compiled", "not-applied") and len(row["specs"]) == 1
     }
     out_of_time = False
     for name, specs in pending:
         if name in run.accepted:
             continue
         count = sum(1 for spec in specs if str(spec) in tried)
-        if count < len(specs):
+        joined = sum(1 for spec in specs if str(spec) in tried | with_others)
+        if joined < len(specs):
             out_of_time = True
             run.dispatch_notes[name] = (
-                f"tuned; {count} of its {len(specs)} candidates tried in the model before the "
-                "time budget was spent"
+                f"tuned; {joined} of its {len(specs)} candidates tried in the model"
+                + (f" ({count} alone)" if count < joined else "")
+                + " before the time budget was spent"
+            )
+        elif count < len(specs):
+            run.dispatch_notes[name] = (
+                f"every candidate tried in the model, {count} of {len(specs)} alone and the rest "
+                "with the other dispatches' candidates of the same rank; none made the model "
+                "faster; default kept"
             )
         elif all(str(spec) in broken for spec in specs):
             run.dispatch_notes[name] = broken[str(specs[0])]

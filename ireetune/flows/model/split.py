@@ -19,7 +19,8 @@ keeps what is recorded as done and goes on where it stopped.
     dispatches  only when the measured hot set names a dispatch the static ranking missed: its
                 folder, measured in one more round trip
     variants    each hot dispatch's verified winner and runners-up (flows/handoff/finish.py, the
-                decision stage) become model variants: each alone, and the winners together;
+                decision stage) become model variants: each alone, the winners together and
+                each later rank's candidates together;
                 [device] every variant timed against the default, interleaved in one process;
                 the fastest by point estimate timed again in a fresh session
     decide      the decision stage's rule (MODEL_RULE) on the fresh session's intervals and the
@@ -306,10 +307,11 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     variant_rows, built = compile_variant_rows(
         run.executor, model, plans, run_dir, state, options.jobs or default_jobs()
     )
-    # Each variant's dispatches, in the order of its specs (a joint one: every dispatch's first).
+    # Each variant's dispatches, in the order of its specs (a joint one: those of its rank).
     names = [name for name, _ in candidates]
     dispatches_of = {
-        p.label: [names[p.dispatch]] if p.dispatch is not None else names for p in plans
+        p.label: [names[i] for i in ((p.dispatch,) if p.dispatch is not None else p.joined)]
+        for p in plans
     }
     for row in variant_rows:
         row.dispatches = dispatches_of[row.label]

@@ -65,7 +65,7 @@ def test_no_combination_of_fewer_than_two_dispatches_or_of_the_joint_variant_s_s
 
 def test_the_joint_variant_and_every_dispatch_s_first_candidate_compile_first() -> None:
     assert [plan.label for plan in _compile_order(PLANS)] == [
-        "best", "d0c0", "d1c0", "d2c0", "d0c1", "d1c1",
+        "best", "d0c0", "d1c0", "d2c0", "rank1", "d0c1", "d1c1",
     ]  # fmt: skip
 
 
@@ -74,8 +74,9 @@ def test_a_combination_is_possible_only_with_variants_of_two_dispatches() -> Non
     one_dispatch = plan_variants([("a", [Path("a0"), Path("a1")])])
     assert [plan.label for plan in one_dispatch] == ["d0c0", "d0c1"]
     assert dispatch_count(one_dispatch) == 1
-    # The joint variant alone names no dispatch of its own.
-    assert dispatch_count([PLANS[-1]]) == 0 and PLANS[-1].label == "best"
+    # The joint variants alone name no dispatch of their own.
+    joint = [plan for plan in PLANS if plan.dispatch is None]
+    assert dispatch_count(joint) == 0 and [plan.label for plan in joint] == ["best", "rank1"]
 
 
 class TimesByLabel(LocalExecutor):
@@ -94,8 +95,9 @@ class TimesByLabel(LocalExecutor):
 def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two dispatches whose fastest candidates in the first session are their second ones: the
-    combination is built, confirmed in the second session, wins, and its specs are accepted."""
+    """Two dispatches whose fastest candidates in the first session are the first's second one
+    and the second's first one (no planned joint variant): the combination is built, confirmed
+    in the second session, wins, and its specs are accepted."""
     from ireetune.flows.model import local_select
 
     executor = TimesByLabel(
@@ -104,8 +106,9 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
             "best": 9.9,
             "d0c0": 9.8,
             "d0c1": 9.0,
-            "d1c0": 10.2,
-            "d1c1": 9.2,
+            "d1c0": 9.2,
+            "d1c1": 10.2,
+            "rank1": 9.9,
             "combined": 8.0,
         }  # fmt: skip
     )
@@ -136,9 +139,9 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
     built, rows = planted_compile(run, plans, tmp_path)
     winner = local_select._time_and_decide(run, plans, built, rows, tmp_path)
     assert winner is not None and winner.label == "combined"
-    assert winner.specs == (pending[0][1][1], pending[1][1][1])
-    # One first session of all five, then the confirmation with the combination in it.
-    assert executor.sessions[0] == ["default", "best", "d0c0", "d1c0", "d0c1", "d1c1"]
+    assert winner.specs == (pending[0][1][1], pending[1][1][0])
+    # One first session of all six, then the confirmation with the combination in it.
+    assert executor.sessions[0] == ["default", "best", "d0c0", "d1c0", "rank1", "d0c1", "d1c1"]
     assert "combined" in executor.sessions[1]
     assert [row["variant"] for row in rows if row.get("accepted")] == ["combined"]
 
@@ -312,3 +315,34 @@ def test_the_decide_phase_copies_the_variant_the_selection_built(
     assert model.compile(specs[1], tmp_path / "b.vmfb") == ""
     assert compiled == [tmp_path / "a.vmfb", tmp_path / "b.vmfb"]
     assert (tmp_path / "b.vmfb").read_bytes() != (tmp_path / "dumped.vmfb").read_bytes()
+
+
+def test_each_later_rank_s_candidates_are_joined_where_two_dispatches_have_one() -> None:
+    a0, a1, a2, c0, c1 = (Path(name) for name in ("a0", "a1", "a2", "c0", "c1"))
+    plans = plan_variants([("a", [a0, a1, a2]), ("b", []), ("c", [c0, c1])])
+    joint = [(plan.label, plan.specs, plan.joined) for plan in plans if plan.dispatch is None]
+    # The third rank has one candidate: it is tried alone only.
+    assert joint == [("best", (a0, c0), (0, 2)), ("rank1", (a1, c1), (0, 2))]
+
+
+def test_a_candidate_in_a_joint_variant_counts_as_tried_in_the_model() -> None:
+    from types import SimpleNamespace
+
+    from ireetune.flows.model.local_select import _note_the_rest
+
+    pending = [("a", [Path("a0"), Path("a1")]), ("b", [Path("b0"), Path("b1")])]
+    rows = [
+        {"variant": label, "specs": specs, "status": "compiled", "reason": ""}
+        for label, specs in [("best", ["a0", "b0"]), ("d0c0", ["a0"]), ("d1c0", ["b0"])]
+    ]
+    joint = {"variant": "rank1", "specs": ["a1", "b1"], "status": "compiled", "reason": ""}
+    run = SimpleNamespace(accepted={}, dispatch_notes={}, notes=[])
+    _note_the_rest(run, pending, [*rows, joint])  # type: ignore[arg-type]
+    assert run.dispatch_notes["a"].startswith("every candidate tried in the model, 1 of 2 alone")
+    assert run.notes == []
+    run = SimpleNamespace(accepted={}, dispatch_notes={}, notes=[])
+    _note_the_rest(run, pending, rows)  # type: ignore[arg-type]
+    assert run.dispatch_notes["b"] == (
+        "tuned; 1 of its 2 candidates tried in the model before the time budget was spent"
+    )
+    assert run.notes == ["time budget spent during model-level selection"]
