@@ -31,6 +31,11 @@ class VariantPlan:
     rank: int = 0
     joined: tuple[int, ...] = ()
 
+    @property
+    def members(self) -> tuple[int, ...]:
+        """The hot dispatches whose candidates the variant holds, in the order of its specs."""
+        return (self.dispatch,) if self.dispatch is not None else self.joined
+
 
 def dispatch_count(plans: Iterable[VariantPlan]) -> int:
     """How many dispatches have a variant of their own among `plans`: a variant that joins

@@ -309,10 +309,7 @@ def _compile_variants(run: ModelTuningRun) -> VariantTask | None:
     )
     # Each variant's dispatches, in the order of its specs (a joint one: those of its rank).
     names = [name for name, _ in candidates]
-    dispatches_of = {
-        p.label: [names[i] for i in ((p.dispatch,) if p.dispatch is not None else p.joined)]
-        for p in plans
-    }
+    dispatches_of = {p.label: [names[i] for i in p.members] for p in plans}
     for row in variant_rows:
         row.dispatches = dispatches_of[row.label]
     state.variants = variant_rows

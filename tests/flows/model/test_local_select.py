@@ -323,6 +323,8 @@ def test_each_later_rank_s_candidates_are_joined_where_two_dispatches_have_one()
     joint = [(plan.label, plan.specs, plan.joined) for plan in plans if plan.dispatch is None]
     # The third rank has one candidate: it is tried alone only.
     assert joint == [("best", (a0, c0), (0, 2)), ("rank1", (a1, c1), (0, 2))]
+    # Each variant's dispatches, in the order of its specs (split mode's rows name them).
+    assert [plan.members for plan in plans] == [(0,), (0,), (0,), (2,), (2,), (0, 2), (0, 2)]
 
 
 def test_a_candidate_in_a_joint_variant_counts_as_tried_in_the_model() -> None:
