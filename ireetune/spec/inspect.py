@@ -223,6 +223,9 @@ def _read_matcher(
         info = iree_codegen.CompilationInfoAttr(found.compilation_infos[0])
         lowering_config = str(info.lowering_config)
         translation_info = str(info.translation_info)
+    on_function = _function_attributes(
+        sequence, table[action].operation if action in table else None
+    )
     return MatcherInfo(
         name=name,
         action=action,
@@ -234,10 +237,9 @@ def _read_matcher(
         other_conditions=tuple(found.other_conditions),
         lowering_config=lowering_config,
         translation_info=translation_info,
-        other_params=tuple(found.other_params),
-        function_attributes=_function_attributes(
-            sequence, table[action].operation if action in table else None
-        ),
+        # A constant the action sets on the function is listed as that, not as a param.
+        other_params=tuple(p for p in found.other_params if p not in {v for _, v in on_function}),
+        function_attributes=on_function,
     )
 
 

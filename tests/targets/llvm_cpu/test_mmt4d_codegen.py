@@ -449,7 +449,9 @@ def test_a_batch_codegen_winner_s_function_target_is_proved_to_land(tmp_path: Pa
     assert _function_attributes_of(specs[1], context) == ()
     with context:
         matchers = list_matchers(ir.Module.parse(specs[0].read_text()).operation)
-    assert "   sets on its function: hal.executable.target = #hal" in render_matchers(matchers)
+    shown = render_matchers(matchers)
+    assert "   sets on its function: hal.executable.target = #hal" in shown
+    assert "param: #hal.executable.target" not in shown
     prove_config_landed(
         target.target, dump, specs[0], codegen.compilation_info, tmp_path / "0", context,
         _function_attributes_of(specs[0], context),
