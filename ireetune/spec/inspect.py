@@ -238,7 +238,7 @@ def _read_matcher(
         lowering_config=lowering_config,
         translation_info=translation_info,
         # A constant the action sets on the function is listed as that, not as a param.
-        other_params=tuple(p for p in found.other_params if p not in {v for _, v in on_function}),
+        other_params=tuple(p for p in found.other_params if p not in dict(on_function).values()),
         function_attributes=on_function,
     )
 

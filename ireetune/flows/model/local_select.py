@@ -364,9 +364,9 @@ def _note_the_rest(
     run: ModelTuningRun, pending: list[tuple[str, list[Path]]], rows: list[dict[str, Any]]
 ) -> None:
     """Say, for each tuned dispatch without a kept spec, why; and once when the budget ran out.
-    A candidate counts as tried in the model alone or in a joint variant (`with others`)."""
+    A candidate counts as tried in the model alone or in a joint variant (`in_any`)."""
     tried = {row["specs"][0] for row in rows if len(row["specs"]) == 1}
-    with_others = {spec for row in rows if len(row["specs"]) > 1 for spec in row["specs"]}
+    in_any = tried | {spec for row in rows if len(row["specs"]) > 1 for spec in row["specs"]}
     broken = {
         row["specs"][0]: row["reason"]
         for row in rows
@@ -377,7 +377,7 @@ def _note_the_rest(
         if name in run.accepted:
             continue
         count = sum(1 for spec in specs if str(spec) in tried)
-        joined = sum(1 for spec in specs if str(spec) in tried | with_others)
+        joined = sum(1 for spec in specs if str(spec) in in_any)
         if joined < len(specs):
             out_of_time = True
             run.dispatch_notes[name] = (

@@ -13,7 +13,7 @@ import pytest
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from ireetune.core.candidate import make_knobs
+from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
 from ireetune.core.target import FamilySpace, SpaceRequest, space_for
 from ireetune.database.store import (
@@ -196,6 +196,14 @@ def test_an_op_can_not_call_the_microkernel_its_executable_does_not_link(
     assert "undefined symbol: iree_uk_mmt4d" in compiled.stderr
 
 
+def _winner_row(key: ResultKey, knobs: Knobs, info: str) -> StoredResult:
+    """A verified winner's database row for `knobs` (the figures do not matter to export)."""
+    return StoredResult(
+        key, config_key(knobs), info, "verified", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.2, 1.2,
+        "s", "2026-12-05T00:00:00+00:00", verdict="winner", rule="r",
+    )  # fmt: skip
+
+
 def test_an_exported_codegen_result_keeps_the_op_s_target(
     late_path_dumps: tuple[Path, Path, list[Path]], tmp_path: Path
 ) -> None:
@@ -210,13 +218,8 @@ def test_an_exported_codegen_result_keeps_the_op_s_target(
     )
     specs = []
     for value in (1, 0):
-        knobs = (*DEFAULT[:-1], (UKERNEL, value))
-        row = StoredResult(
-            key, config_key(knobs), info, "verified", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.2, 1.2,
-            "s", "2026-12-05T00:00:00+00:00", verdict="winner", rule="r",
-        )  # fmt: skip
         with TuningDatabase(tmp_path / f"{value}.sqlite") as database:
-            database.write(row)
+            database.write(_winner_row(key, (*DEFAULT[:-1], (UKERNEL, value)), info))
             specs.append(render_linked_spec(database.best_results()))
     assert TARGET_ATTRIBUTE not in specs[0]
     assert f'"{TARGET_ATTRIBUTE}"' in specs[1] and 'ukernels = "none"' in specs[1]
@@ -412,13 +415,8 @@ def test_an_exported_batch_codegen_result_is_refused_in_one_line(tmp_path: Path)
         problem.signature,
     )  # fmt: skip
     for value in (1, 0):
-        knobs = (*default[:-1], (UKERNEL, value))
-        row = StoredResult(
-            key, config_key(knobs), info, "verified", "", (1.0,), 1.0, 1.0, 1.0, 0.0, 1.2, 1.2,
-            "s", "2026-12-05T00:00:00+00:00", verdict="winner", rule="r",
-        )  # fmt: skip
         with TuningDatabase(tmp_path / f"{value}.sqlite") as database:
-            database.write(row)
+            database.write(_winner_row(key, (*default[:-1], (UKERNEL, value)), info))
             if value:
                 assert "compilation_info" in render_linked_spec(database.best_results())
                 continue
