@@ -263,7 +263,8 @@ def _compilation_info_of(spec_path: Path, context: ir.Context) -> str:
 
 
 def _function_attributes_of(spec_path: Path, context: ir.Context) -> tuple[tuple[str, str], ...]:
-    """Read what a one-matcher spec sets on the matched op's function (spec/inspect.py)."""
+    """Read what the winner's spec (one matcher, unless the folder was edited) sets on the
+    matched op's function (spec/inspect.py)."""
     with context:
-        (matcher,) = list_matchers(ir.Module.parse(spec_path.read_text()).operation)
-    return matcher.function_attributes
+        matchers = list_matchers(ir.Module.parse(spec_path.read_text()).operation)
+    return tuple(attribute for matcher in matchers for attribute in matcher.function_attributes)
