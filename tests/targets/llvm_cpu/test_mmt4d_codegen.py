@@ -15,6 +15,8 @@ from iree.compiler.dialects import iree_codegen
 
 from ireetune.core.candidate import Knobs, make_knobs
 from ireetune.core.errors import IreetuneError
+from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.core.run_dir import create_run_dir
 from ireetune.core.target import FamilySpace, SpaceRequest, space_for
 from ireetune.database.store import (
     ResultKey,
@@ -24,6 +26,9 @@ from ireetune.database.store import (
     config_key,
     problem_key,
 )
+from ireetune.executor.base import LocalExecutor
+from ireetune.flows.dispatch.options import TuneOptions
+from ireetune.flows.dispatch.start import open_run, start_run_folder
 from ireetune.flows.handoff.finish import _function_attributes_of
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.kin import KeptCandidate, extend_with_kin
@@ -464,3 +469,28 @@ def test_a_batch_codegen_winner_s_function_target_is_proved_to_land(tmp_path: Pa
     assert (
         report.landed and check.expected.count("its function's hal.executable.target = #hal") == 1
     )
+
+
+def test_a_dispatch_run_proves_its_codegen_winner_s_function_target(tmp_path: Path) -> None:
+    """A dispatch run proves its winner with what the winner's configuration sets on its
+    function, not only its lowering_config: a codegen winner whose spec file holds the same
+    tiles with the microkernel (no function target) is refused; its own spec lands."""
+    _, target, dump, _ = _compiled_encoder("late", tmp_path)
+    options = TuneOptions(
+        input_path=dump, target=BATCH_TARGET, output_dir=tmp_path / "runs", use_database=False,
+        show_progress=False, extra_flags=target.target.global_flags,
+    )  # fmt: skip
+    with open_run(options, target.target, LocalExecutor()) as run:
+        start_run_folder(run, create_run_dir(options.output_dir, run.problem.signature))
+        default = run.dispatch.default_knobs
+        assert default is not None and default[-1][0] == UKERNEL
+        codegen = (*default[:-1], (UKERNEL, 0))
+        for value in (0, 1):
+            knobs = (*default[:-1], (UKERNEL, value))
+            (run.run_dir / f"{value}.mlir").write_text(
+                build_configuration_spec(run.problem, run.configuration(knobs), (), run.context)
+            )
+        winner = CandidateRecord(1, codegen, CandidateStatus.COMPILED, spec_path="0.mlir")
+        run.prove_winner(winner)
+        with pytest.raises(IreetuneError, match="function attribute hal.executable.target did not"):
+            run.prove_winner(dataclasses.replace(winner, spec_path="1.mlir"))
