@@ -7,7 +7,8 @@ which needs vector tiles of 1 on the output height and both filter loops. The kn
 - `vec_f`, `vec_ow`: the vector tile over output channels and columns (the register block);
 - `vec_c`: the vector tile of the input-channel reduction.
 
-Batch loops get tile 1; depthwise convolutions with a channel multiplier are not covered.
+Batch loops get tile 1; grouped convolutions and depthwise ones with a channel multiplier are not
+covered.
 
 The second space, of the same pipeline, is for 2-D windows without a channel reduction: pooling
 (max, sum, average) and depthwise convolutions. They reach the convolution family (IREE's convolution interface takes them), but have no input
@@ -112,6 +113,9 @@ def describe_conv_refusal(problem: ConvolutionProblem) -> str | None:
         )
     if images != 2 or window != 2:
         return f"a {images}-D convolution (not 2-D) is not tuned on the CPU"
+    if problem.depth_dims and problem.input_channel_dims:
+        groups = math.prod(problem.loop_sizes[d] for d in problem.depth_dims)
+        return f"a grouped convolution ({groups} groups) is not tuned on the CPU"
     if problem.depth_dims:
         return "a depthwise convolution with a channel multiplier is not tuned on the CPU"
     if len(problem.output_channel_dims) != 1 or len(problem.input_channel_dims) != 1:

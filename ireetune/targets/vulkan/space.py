@@ -93,7 +93,8 @@ class ConvSizes:
 def compute_conv_sizes(problem: ConvolutionProblem) -> ConvSizes:
     """Reduce a convolution to its sizes, or raise an IreetuneError for a layout not searched."""
     if problem.depth_dims:
-        raise IreetuneError("depthwise convolutions have no SPIR-V space yet")
+        kind = "grouped" if problem.input_channel_dims else "depthwise"
+        raise IreetuneError(f"{kind} convolutions have no SPIR-V space yet")
     if len(problem.output_image_dims) != 2 or not problem.input_channel_dims:
         raise IreetuneError("only 2-D convolutions with input channels have a SPIR-V space")
     last_parallel = max((*problem.output_image_dims, *problem.output_channel_dims))

@@ -9,10 +9,13 @@ import sys
 from functools import partial
 from pathlib import Path
 
+import pytest
 from iree.compiler import ir
 
 from ireetune.core.candidate import Knobs
+from ireetune.core.errors import IreetuneError
 from ireetune.core.target import space_for, spec_flags
+from ireetune.problem.convolution import ConvolutionProblem
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.spec.apply import compile_with_spec, resolve_compile_target
 from ireetune.spec.builder import build_configuration_spec
@@ -23,10 +26,12 @@ from ireetune.targets.llvm_cpu.common import CpuFacts, order_pool, score_near_de
 from ireetune.targets.llvm_cpu.conv_space import (
     compute_conv_sizes,
     conv_tile_lists,
+    describe_conv_refusal,
     enumerate_conv_space,
     parse_default_conv_knobs,
     score_conv_candidate,
 )
+from ireetune.targets.vulkan.space import compute_conv_sizes as spirv_conv_sizes
 from ireetune.targets.z3_enumerate import distance_to
 from tests.conftest import FAST_RUN_ARGS, TEST_TARGET, dump_benchmarks, nchw_conv_problem
 
@@ -266,3 +271,64 @@ def test_ordering_puts_near_default_configurations_first() -> None:
     nearest = min(distance_to(k, STEM_DEFAULT) for k in pool)
     assert distance_to(with_default[0][0], STEM_DEFAULT) <= nearest + 1.0
     assert mean_distance(with_default) < mean_distance(without) - 1.0
+
+
+GROUPED_AND_MULTIPLIED = """
+func.func @grouped(%i: tensor<1x2x4x6x6xf32>, %f: tensor<2x8x4x3x3xf32>, %o: tensor<1x2x8x4x4xf32>)
+    -> tensor<1x2x8x4x4xf32> {
+  %r = linalg.generic {indexing_maps = [
+      affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, d3 + d6, d4 + d7)>,
+      affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)>,
+      affine_map<(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)>],
+    iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction",
+                      "reduction", "reduction"]}
+    ins(%i, %f : tensor<1x2x4x6x6xf32>, tensor<2x8x4x3x3xf32>) outs(%o : tensor<1x2x8x4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x2x8x4x4xf32>
+  return %r : tensor<1x2x8x4x4xf32>
+}
+func.func @multiplied(%i: tensor<1x6x6x4xf32>, %f: tensor<3x3x4x2xf32>, %o: tensor<1x4x4x4x2xf32>)
+    -> tensor<1x4x4x4x2xf32> {
+  %r = linalg.generic {indexing_maps = [
+      affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1 + d5, d2 + d6, d3)>,
+      affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d5, d6, d3, d4)>,
+      affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3, d4)>],
+    iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction",
+                      "reduction"]}
+    ins(%i, %f : tensor<1x6x6x4xf32>, tensor<3x3x4x2xf32>) outs(%o : tensor<1x4x4x4x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x4x4x2xf32>
+  return %r : tensor<1x4x4x4x2xf32>
+}
+"""
+
+
+def test_a_grouped_convolution_is_refused_as_one_not_as_a_depthwise_one() -> None:
+    """A grouped convolution (AlexNet's, groups of 48 input channels) has group loops and input
+    channels; a depthwise one with a channel multiplier has no input channel loop. Each is named
+    for what it is."""
+    context = ir.Context()
+    module = ir.Module.parse(GROUPED_AND_MULTIPLIED, context)
+    reasons, spirv = [], []
+    for function in module.body.operations:
+        (op, _) = function.regions[0].blocks[0].operations
+        problem = parse_problem(op)
+        assert isinstance(problem, ConvolutionProblem)
+        reasons.append(describe_conv_refusal(problem))
+        with pytest.raises(IreetuneError) as refused:
+            spirv_conv_sizes(problem)
+        spirv.append(str(refused.value))
+    assert reasons == [
+        "a grouped convolution (2 groups) is not tuned on the CPU",
+        "a depthwise convolution with a channel multiplier is not tuned on the CPU",
+    ]
+    assert spirv == [
+        "grouped convolutions have no SPIR-V space yet",
+        "depthwise convolutions have no SPIR-V space yet",
+    ]
