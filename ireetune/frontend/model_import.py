@@ -9,6 +9,7 @@ from typing import Any
 from ireetune.core.errors import IreetuneError
 from ireetune.core.input_files import check_input_file
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
+from ireetune.frontend.onnx_groups import split_grouped_convolutions
 
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
 ONNX_OPSET = 17
@@ -19,23 +20,38 @@ ONNX_OPSET = 17
 PARAMETER_SCOPE = "model"
 
 
-def import_model(model_path: Path, work_dir: Path, parameters_path: Path | None = None) -> Path:
+def import_model(
+    model_path: Path,
+    work_dir: Path,
+    parameters_path: Path | None = None,
+    split_groups: bool = False,
+    notes: list[str] | None = None,
+) -> Path:
     """Return an MLIR file for the model: the file itself, or an import of an ONNX model.
 
     With `parameters_path`, an ONNX model's weights go into that IREE parameter archive (.irpa)
     instead of the MLIR: every binary compiled from it is then small, and loads the weights
-    from the archive at run time (model/worker.py).
+    from the archive at run time (model/worker.py). With `split_groups`, an ONNX model's grouped
+    convolutions are split per group first (frontend/onnx_groups.py), which `notes` hears of.
     """
     check_input_file(model_path, "model file")
     suffix = model_path.suffix.lower()
     if suffix in (".mlir", ".mlirbc"):
+        if split_groups and notes is not None:
+            notes.append("--split-grouped-convs applies to ONNX models only: the MLIR is as given")
         return model_path
     if suffix == ".onnx":
-        return _import_onnx(model_path, work_dir, parameters_path)
+        return _import_onnx(model_path, work_dir, parameters_path, split_groups, notes)
     raise IreetuneError(f"unknown model format '{suffix}': give a .mlir or .onnx file")
 
 
-def _import_onnx(model_path: Path, work_dir: Path, parameters_path: Path | None) -> Path:
+def _import_onnx(
+    model_path: Path,
+    work_dir: Path,
+    parameters_path: Path | None,
+    split_groups: bool = False,
+    notes: list[str] | None = None,
+) -> Path:
     try:
         import onnx
         from onnx import version_converter
@@ -62,6 +78,23 @@ def _import_onnx(model_path: Path, work_dir: Path, parameters_path: Path | None)
             ) from error
         source = work_dir / f"{model_path.stem}_opset{ONNX_OPSET}.onnx"
         onnx.save(model, str(source))
+    if split_groups:
+        split = split_grouped_convolutions(model)
+        if split:
+            source = work_dir / f"{model_path.stem}_groups_split.onnx"
+            try:
+                onnx.save(model, str(source))
+            except (OSError, ValueError) as error:  # A model over protobuf's 2 GiB, say.
+                raise IreetuneError(
+                    f"cannot write {model_path.name} with its groups split: {error}"
+                ) from error
+        if notes is not None:
+            notes.append(
+                f"{split} grouped convolution(s) split per group at import (--split-grouped-convs):"
+                " the tuned flags and spec are for the run folder's import of the model"
+                if split
+                else "--split-grouped-convs: the model has no grouped convolution to split"
+            )
     output = work_dir / f"{model_path.stem}.mlir"
     externalize = (
         ["--externalize-params", f"--save-params-to={parameters_path}",

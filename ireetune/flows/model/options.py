@@ -131,6 +131,13 @@ class ModelTuneOptions:
         "onnxruntime is installed: the tuned model, the default and ONNX Runtime timed side by "
         "side, same inputs and threads, outputs checked)",
     )  # fmt: skip
+    # An ONNX model's grouped convolutions as one convolution per group (frontend/onnx_groups.py).
+    split_grouped_convs: bool = option(
+        False, flag="--split-grouped-convs", action="store_true",
+        help="for an ONNX model, split each grouped convolution (more than one input channel a "
+        "group) into one convolution per group before import, which IREE's CPU codegen runs far "
+        "faster; the tuned flags and spec are then for the run folder's import of the model",
+    )  # fmt: skip
     # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
     # which every binary reads at run time (small binaries to send to the device host).
     externalize_weights: bool = option(

@@ -61,8 +61,9 @@ def prepare(run: ModelTuningRun) -> Pause | None:
         weights = run_dir / "import" / "weights.irpa"
         externalize = split and options.externalize_weights and options.model_path.suffix == ".onnx"
         mlir_path = import_model(
-            options.model_path, run_dir / "import", weights if externalize else None
-        )
+            options.model_path, run_dir / "import", weights if externalize else None,
+            options.split_grouped_convs, run.notes,
+        )  # fmt: skip
         if not mlir_path.resolve().is_relative_to(run_dir.resolve()):
             # The run compiles its own copy (same name: binaries embed it), so a continued run
             # reads no model its folder names (a folder is data: flows/handoff/folder_trust.py),

@@ -1,0 +1,68 @@
+"""Split an ONNX model's grouped convolutions per group, before import (`--split-grouped-convs`).
+
+IREE 3.13 takes an ONNX `Conv` with `group > 1` as `linalg.conv_2d_ngchw_gfchw`, which neither
+im2col nor the channels-last rewrite reaches, and the CPU default for it runs at a few GFLOP/s:
+AlexNet's grouped 5x5 convolution took 60 ms of a 88 ms model on a 2-core AVX-512 machine. The
+same layers as one ordinary `Conv` per group, between a `Split` of the input channels and a
+`Concat` of the outputs, are convolutions every data-tiling path takes: the whole AlexNet ran
+about 4x faster, outputs equal (docs/benchmarks.md, 2026-12-05).
+
+Depthwise convolutions (one input channel per group) are left as they are: split, they would be
+as many convolutions as channels, and IREE has a window lowering of its own for them. So is a
+convolution whose weights (or bias) are not initializers: its groups could not be cut here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def split_grouped_convolutions(model: Any) -> int:
+    """Rewrite, in place, each grouped `Conv` of `model` (an `onnx.ModelProto`) whose weights
+    and bias are initializers and whose groups hold more than one input channel as a `Split`,
+    one `Conv` per group and a `Concat`; return how many were rewritten."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    nodes, count = [], 0
+    for node in graph.node:
+        group = next((a.i for a in node.attribute if a.name == "group"), 1)
+        constants = [name in initializers for name in node.input[1:]]
+        weights = numpy_helper.to_array(initializers[node.input[1]]) if all(constants) else None
+        if node.op_type != "Conv" or group <= 1 or weights is None or weights.shape[1] <= 1:
+            nodes.append(node)
+            continue
+        count += 1
+        prefix = f"{node.name or node.output[0]}_group"
+        bias = numpy_helper.to_array(initializers[node.input[2]]) if len(node.input) > 2 else None
+        sizes = numpy_helper.from_array(
+            np.full(group, weights.shape[1], np.int64), f"{prefix}_sizes"
+        )
+        graph.initializer.append(sizes)
+        parts = [f"{prefix}{g}_input" for g in range(group)]
+        nodes.append(helper.make_node("Split", [node.input[0], sizes.name], parts, axis=1))
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        del attributes["group"]
+        outputs = []
+        for g, (part, kernel) in enumerate(zip(parts, np.split(weights, group), strict=True)):
+            inputs = [part, f"{prefix}{g}_weights"]
+            graph.initializer.append(numpy_helper.from_array(kernel, inputs[1]))
+            if bias is not None:
+                inputs.append(f"{prefix}{g}_bias")
+                graph.initializer.append(
+                    numpy_helper.from_array(np.split(bias, group)[g], inputs[2])
+                )
+            outputs.append(f"{prefix}{g}_output")
+            nodes.append(helper.make_node("Conv", inputs, [outputs[-1]], **attributes))
+        nodes.append(helper.make_node("Concat", outputs, [node.output[0]], axis=1))
+    if count:
+        del graph.node[:]
+        graph.node.extend(nodes)
+        # The whole weights of the rewritten convolutions, when nothing else reads them.
+        read = {name for node in graph.node for name in node.input}
+        for tensor in [t for t in graph.initializer if t.name not in read]:
+            graph.initializer.remove(tensor)
+    return count

@@ -1,0 +1,73 @@
+"""An ONNX model's grouped convolutions split per group before import (`--split-grouped-convs`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import TensorProto, helper, numpy_helper
+
+from ireetune.frontend.model_import import import_model
+from ireetune.frontend.onnx_groups import split_grouped_convolutions
+
+
+def _grouped_model(path: Path) -> onnx.ModelProto:
+    """A grouped 3x3 convolution (2 groups of 4 input channels, bias), then a depthwise one (8
+    groups of one channel), with seeded weights."""
+    rng = np.random.default_rng(7)
+
+    def weights(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, pads=[1, 1, 1, 1], name="g"),
+        helper.make_node("Conv", ["y", "dw"], ["z"], group=8, kernel_shape=[3, 3], name="d"),
+    ]
+    graph = helper.make_graph(
+        nodes, "grouped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8, 4, 4])],
+        [weights("w", 8, 4, 3, 3), weights("b", 8), weights("dw", 8, 1, 3, 3)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return model
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+def test_a_grouped_convolution_becomes_one_per_group_with_the_same_outputs(
+    tmp_path: Path,
+) -> None:
+    model = _grouped_model(tmp_path / "grouped.onnx")
+    x = np.random.default_rng(3).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    before = _run(model, x)
+    assert split_grouped_convolutions(model) == 1
+    onnx.checker.check_model(model)
+    kinds = [(node.op_type, next((a.i for a in node.attribute if a.name == "group"), 1))
+             for node in model.graph.node]  # fmt: skip
+    # The depthwise convolution (one input channel a group) stays as it is.
+    assert kinds == [("Split", 1), ("Conv", 1), ("Conv", 1), ("Concat", 1), ("Conv", 8)]
+    # The whole weights of the split convolution are gone; its parts hold them.
+    assert {t.name for t in model.graph.initializer} >= {"dw"}
+    assert not {"w", "b"} & {t.name for t in model.graph.initializer}
+    np.testing.assert_allclose(_run(model, x), before, rtol=1e-5, atol=1e-5)
+
+
+def test_the_import_splits_the_groups_only_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "grouped.onnx"
+    _grouped_model(path)
+    notes: list[str] = []
+    plain = import_model(path, tmp_path / "plain").read_text()
+    split = import_model(path, tmp_path / "split", split_groups=True, notes=notes).read_text()
+    assert plain.count('"onnx.Conv"') == 2 and plain.count('"onnx.Split"') == 0
+    assert split.count('"onnx.Conv"') == 3 and split.count('"onnx.Split"') == 1
+    assert notes == [
+        "1 grouped convolution(s) split per group at import (--split-grouped-convs): the tuned "
+        "flags and spec are for the run folder's import of the model"
+    ]
