@@ -16,6 +16,10 @@ from ireetune.core.errors import IreetuneError
 from ireetune.problem.family import MatchOpSpec, MatchPattern, bind_loop_sizes, static_shape
 from ireetune.problem.matmul import MatmulFamily, MatmulProblem, build_matmul_problem
 
+# How a space's refusal of a grouped convolution (group loops and input channels) begins; the
+# model flow's notes look for it.
+GROUPED_CONVOLUTION = "a grouped convolution"
+
 CONVOLUTION_MATCH = MatchOpSpec(
     "transform.iree.match.convolution",
     ("lhs_type", "rhs_type", "output_type"),

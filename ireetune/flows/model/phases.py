@@ -44,6 +44,7 @@ from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
 from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
+from ireetune.problem.convolution import GROUPED_CONVOLUTION
 
 # How the prepare phase times the default model: at least this many rounds of this many calls.
 PREPARE_MIN_ROUNDS = 3
@@ -176,7 +177,28 @@ def profile(run: ModelTuningRun) -> Pause | None:
     run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
     run.dispatch_notes.update(skipped)
     write_profile(run.run_dir, run.hot)
+    grouped = grouped_convolutions_note(run.hot.ranked, options)
+    if grouped is not None:
+        run.notes.append(grouped)
     return None
+
+
+def grouped_convolutions_note(
+    profiles: Sequence[DispatchProfile], options: ModelTuneOptions
+) -> str | None:
+    """Point an ONNX model's run at `--split-grouped-convs` when its profile holds grouped
+    convolutions, which no space tunes (None: it has none, is no ONNX model, or split them)."""
+    if options.split_grouped_convs or options.model_path.suffix.lower() != ".onnx":
+        return None
+    grouped = [p for p in profiles if not p.tunable and GROUPED_CONVOLUTION in p.problem]
+    if not grouped:
+        return None
+    share = sum(p.total_ms for p in grouped) / max(sum(p.total_ms for p in profiles), 1e-9)
+    return (
+        f"{len(grouped)} dispatch(es), {share:.0%} of the dispatch time, are grouped convolutions, "
+        "which are not tuned: --split-grouped-convs splits an ONNX model's per group at import "
+        "(AlexNet ran about 4x faster so; docs/model_tuning.md)"
+    )
 
 
 def _measure_here(run: ModelTuningRun) -> Measured:

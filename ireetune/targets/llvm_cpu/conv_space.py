@@ -39,7 +39,7 @@ import z3
 
 from ireetune.core.candidate import Knobs
 from ireetune.core.errors import IreetuneError
-from ireetune.problem.convolution import ConvolutionProblem
+from ireetune.problem.convolution import GROUPED_CONVOLUTION, ConvolutionProblem
 from ireetune.problem.family import Problem, element_bytes
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
@@ -115,7 +115,7 @@ def describe_conv_refusal(problem: ConvolutionProblem) -> str | None:
         return f"a {images}-D convolution (not 2-D) is not tuned on the CPU"
     if problem.depth_dims and problem.input_channel_dims:
         groups = math.prod(problem.loop_sizes[d] for d in problem.depth_dims)
-        return f"a grouped convolution ({groups} groups) is not tuned on the CPU"
+        return f"{GROUPED_CONVOLUTION} ({groups} groups) is not tuned on the CPU"
     if problem.depth_dims:
         return "a depthwise convolution with a channel multiplier is not tuned on the CPU"
     if len(problem.output_channel_dims) != 1 or len(problem.input_channel_dims) != 1:

@@ -604,6 +604,27 @@ def test_with_a_time_budget_the_hot_set_covers_the_whole_model_unless_told_other
     assert hot_coverage(replace(options, coverage=0.5)) == 0.5
 
 
+def test_an_onnx_model_s_grouped_convolutions_point_at_the_option_that_splits_them(
+    tmp_path: Path,
+) -> None:
+    from ireetune.flows.model.phases import grouped_convolutions_note
+    from ireetune.model.hot import DispatchProfile
+
+    grouped = "not tunable: conv_1x2x128: a grouped convolution (2 groups) is not tuned on the CPU"
+    profiles = [
+        DispatchProfile("g", tmp_path / "g.mlir", grouped, False, 3.0, 1),
+        DispatchProfile("m", tmp_path / "m.mlir", "matmul_8x8x8", True, 1.0, 1),
+    ]
+    onnx = ModelTuneOptions(model_path=tmp_path / "m.onnx", output_dir=tmp_path)
+    note = grouped_convolutions_note(profiles, onnx)
+    assert note is not None and note.startswith("1 dispatch(es), 75% of the dispatch time")
+    assert "--split-grouped-convs" in note
+    assert grouped_convolutions_note(profiles, replace(onnx, split_grouped_convs=True)) is None
+    assert grouped_convolutions_note(profiles[1:], onnx) is None
+    mlir = replace(onnx, model_path=tmp_path / "m.mlir")
+    assert grouped_convolutions_note(profiles, mlir) is None
+
+
 def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
