@@ -30,9 +30,10 @@ def split_grouped_convolutions(model: Any) -> int:
     nodes, count = [], 0
     for node in graph.node:
         group = next((a.i for a in node.attribute if a.name == "group"), 1)
-        constants = [name in initializers for name in node.input[1:]]
-        weights = numpy_helper.to_array(initializers[node.input[1]]) if all(constants) else None
-        if node.op_type != "Conv" or group <= 1 or weights is None or weights.shape[1] <= 1:
+        grouped = node.op_type == "Conv" and group > 1 and len(node.input) > 1
+        constant = grouped and all(name in initializers for name in node.input[1:])
+        weights = numpy_helper.to_array(initializers[node.input[1]]) if constant else None
+        if weights is None or weights.shape[1] <= 1:
             nodes.append(node)
             continue
         count += 1

@@ -14,15 +14,16 @@ from ireetune.frontend.onnx_groups import split_grouped_convolutions
 
 
 def _grouped_model(path: Path) -> onnx.ModelProto:
-    """A grouped 3x3 convolution (2 groups of 4 input channels, bias), then a depthwise one (8
-    groups of one channel), with seeded weights."""
+    """A grouped 3x3 convolution (2 groups of 4 input channels, bias), a ReLU (one input), then a
+    depthwise convolution (8 groups of one channel), with seeded weights."""
     rng = np.random.default_rng(7)
 
     def weights(name: str, *shape: int) -> onnx.TensorProto:
         return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
 
     nodes = [
-        helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, pads=[1, 1, 1, 1], name="g"),
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], group=2, pads=[1, 1, 1, 1], name="g"),
+        helper.make_node("Relu", ["c"], ["y"]),
         helper.make_node("Conv", ["y", "dw"], ["z"], group=8, kernel_shape=[3, 3], name="d"),
     ]
     graph = helper.make_graph(
@@ -52,7 +53,9 @@ def test_a_grouped_convolution_becomes_one_per_group_with_the_same_outputs(
     kinds = [(node.op_type, next((a.i for a in node.attribute if a.name == "group"), 1))
              for node in model.graph.node]  # fmt: skip
     # The depthwise convolution (one input channel a group) stays as it is.
-    assert kinds == [("Split", 1), ("Conv", 1), ("Conv", 1), ("Concat", 1), ("Conv", 8)]
+    assert kinds == [
+        ("Split", 1), ("Conv", 1), ("Conv", 1), ("Concat", 1), ("Relu", 1), ("Conv", 8),
+    ]  # fmt: skip
     # The whole weights of the split convolution are gone; its parts hold them.
     assert {t.name for t in model.graph.initializer} >= {"dw"}
     assert not {"w", "b"} & {t.name for t in model.graph.initializer}
