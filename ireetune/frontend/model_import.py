@@ -79,7 +79,12 @@ def _import_onnx(
         source = work_dir / f"{model_path.stem}_opset{ONNX_OPSET}.onnx"
         onnx.save(model, str(source))
     if split_groups:
-        split = split_grouped_convolutions(model)
+        try:
+            split = split_grouped_convolutions(model)
+        except Exception as error:  # onnx's helpers raise several unrelated types on odd graphs.
+            raise IreetuneError(
+                f"cannot split the grouped convolutions of {model_path.name}: {error}"
+            ) from error
         if split:
             source = work_dir / f"{model_path.stem}_groups_split.onnx"
             try:
