@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ireetune.core.errors import IreetuneError
 from ireetune.frontend.model_import import import_model
 from ireetune.frontend.onnx_groups import split_grouped_convolutions
 
@@ -74,3 +76,14 @@ def test_the_import_splits_the_groups_only_when_asked(tmp_path: Path) -> None:
         "1 grouped convolution(s) split per group at import (--split-grouped-convs): the tuned "
         "flags and spec are for the run folder's import of the model"
     ]
+
+
+def test_a_graph_the_split_cannot_read_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Weights whose output channels the groups do not divide (an invalid model) stop the
+    import with one line, not a traceback."""
+    model = _grouped_model(tmp_path / "grouped.onnx")
+    weights = next(t for t in model.graph.initializer if t.name == "w")
+    weights.CopyFrom(numpy_helper.from_array(np.ones((7, 4, 3, 3), np.float32), "w"))
+    onnx.save(model, str(tmp_path / "odd.onnx"))
+    with pytest.raises(IreetuneError, match="cannot split the grouped convolutions of odd.onnx"):
+        import_model(tmp_path / "odd.onnx", tmp_path / "import", split_groups=True)
