@@ -76,6 +76,10 @@ def test_the_import_splits_the_groups_only_when_asked(tmp_path: Path) -> None:
         "1 grouped convolution(s) split per group at import (--split-grouped-convs): the tuned "
         "flags and spec are for the run folder's import of the model"
     ]
+    # An MLIR model is taken as it is, and the run says so.
+    mlir = tmp_path / "plain" / "grouped.mlir"
+    assert import_model(mlir, tmp_path / "again", split_groups=True, notes=notes) == mlir
+    assert notes[-1] == "--split-grouped-convs applies to ONNX models only: the MLIR is as given"
 
 
 def test_a_graph_the_split_cannot_read_is_refused_in_one_line(tmp_path: Path) -> None:

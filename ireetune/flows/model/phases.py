@@ -197,7 +197,7 @@ def grouped_convolutions_note(
     return (
         f"{len(grouped)} dispatch(es), {share:.0%} of the dispatch time, are grouped convolutions, "
         "which are not tuned: --split-grouped-convs splits an ONNX model's per group at import "
-        "(AlexNet ran about 4x faster so; docs/model_tuning.md)"
+        "(AlexNet ran about 4x faster so on a 2-core AVX-512 machine; docs/model_tuning.md)"
     )
 
 
