@@ -38,7 +38,7 @@ from ireetune.flows.model.state import ModelFile, SplitDispatchFile
 from ireetune.flows.model.state_restore import save_run
 from ireetune.frontend.model_import import import_model
 from ireetune.model.gate import skip_small_dispatches
-from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
@@ -177,26 +177,26 @@ def profile(run: ModelTuningRun) -> Pause | None:
     run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
     run.dispatch_notes.update(skipped)
     write_profile(run.run_dir, run.hot)
-    grouped = grouped_convolutions_note(run.hot.ranked, options)
+    grouped = grouped_convolutions_note(run.hot, options)
     if grouped is not None:
         run.notes.append(grouped)
     return None
 
 
-def grouped_convolutions_note(
-    profiles: Sequence[DispatchProfile], options: ModelTuneOptions
-) -> str | None:
+def grouped_convolutions_note(hot: HotSet, options: ModelTuneOptions) -> str | None:
     """Point an ONNX model's run at `--split-grouped-convs` when its profile holds grouped
-    convolutions, which no space tunes (None: it has none, is no ONNX model, or split them)."""
+    convolutions, which no space tunes (None: it has none, is no ONNX model, or split them);
+    their share is of the model's measured time, as the report's table counts it."""
     if options.split_grouped_convs or options.model_path.suffix.lower() != ".onnx":
         return None
-    grouped = [p for p in profiles if not p.tunable and GROUPED_CONVOLUTION in p.problem]
+    grouped = [p for p in hot.ranked if not p.tunable and GROUPED_CONVOLUTION in p.problem]
     if not grouped:
         return None
-    share = sum(p.total_ms for p in grouped) / max(sum(p.total_ms for p in profiles), 1e-9)
+    share = sum(p.total_ms for p in grouped) / max(hot.model_ms, hot.explained_ms, 1e-9)
     return (
-        f"{len(grouped)} dispatch(es), {share:.0%} of the dispatch time, are grouped convolutions, "
-        "which are not tuned: --split-grouped-convs splits an ONNX model's per group at import "
+        f"{len(grouped)} dispatch(es), {share:.0%} of the model's measured time, are grouped "
+        "convolutions, which are not tuned: "
+        "--split-grouped-convs splits an ONNX model's per group at import "
         "(AlexNet ran about 4x faster so on a 2-core AVX-512 machine; docs/model_tuning.md)"
     )
 

@@ -608,21 +608,23 @@ def test_an_onnx_model_s_grouped_convolutions_point_at_the_option_that_splits_th
     tmp_path: Path,
 ) -> None:
     from ireetune.flows.model.phases import grouped_convolutions_note
-    from ireetune.model.hot import DispatchProfile
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
     grouped = "not tunable: conv_1x2x128: a grouped convolution (2 groups) is not tuned on the CPU"
     profiles = [
         DispatchProfile("g", tmp_path / "g.mlir", grouped, False, 3.0, 1),
         DispatchProfile("m", tmp_path / "m.mlir", "matmul_8x8x8", True, 1.0, 1),
     ]
+    # The share is of the model's measured time (6 ms), as the report's table counts it.
+    hot = select_hot_dispatches(profiles, 6.0, 1.0, 8)
     onnx = ModelTuneOptions(model_path=tmp_path / "m.onnx", output_dir=tmp_path)
-    note = grouped_convolutions_note(profiles, onnx)
-    assert note is not None and note.startswith("1 dispatch(es), 75% of the dispatch time")
+    note = grouped_convolutions_note(hot, onnx)
+    assert note is not None and note.startswith("1 dispatch(es), 50% of the model's measured time")
     assert "--split-grouped-convs" in note
-    assert grouped_convolutions_note(profiles, replace(onnx, split_grouped_convs=True)) is None
-    assert grouped_convolutions_note(profiles[1:], onnx) is None
+    assert grouped_convolutions_note(hot, replace(onnx, split_grouped_convs=True)) is None
+    assert grouped_convolutions_note(select_hot_dispatches(profiles[1:], 6.0, 1.0, 8), onnx) is None
     mlir = replace(onnx, model_path=tmp_path / "m.mlir")
-    assert grouped_convolutions_note(profiles, mlir) is None
+    assert grouped_convolutions_note(hot, mlir) is None
 
 
 def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
