@@ -77,7 +77,7 @@ def _import_onnx(
                 f"cannot upgrade {model_path} from opset {opset} to {ONNX_OPSET}: {error}"
             ) from error
         source = work_dir / f"{model_path.stem}_opset{ONNX_OPSET}.onnx"
-        onnx.save(model, str(source))
+    split = 0
     if split_groups:
         try:
             split = split_grouped_convolutions(model)
@@ -87,12 +87,6 @@ def _import_onnx(
             ) from error
         if split:
             source = work_dir / f"{model_path.stem}_groups_split.onnx"
-            try:
-                onnx.save(model, str(source))
-            except (OSError, ValueError) as error:  # A model over protobuf's 2 GiB, say.
-                raise IreetuneError(
-                    f"cannot write {model_path.name} with its groups split: {error}"
-                ) from error
         if notes is not None:
             notes.append(
                 f"{split} grouped convolution(s) split per group at import (--split-grouped-convs):"
@@ -100,6 +94,12 @@ def _import_onnx(
                 if split
                 else "--split-grouped-convs: the model has no grouped convolution to split"
             )
+    if source != model_path:
+        # One copy of the model as changed (upgraded, split or both) is what the importer reads.
+        try:
+            onnx.save(model, str(source))
+        except (OSError, ValueError) as error:  # A model over protobuf's 2 GiB, say.
+            raise IreetuneError(f"cannot write {source.name}: {error}") from error
     output = work_dir / f"{model_path.stem}.mlir"
     externalize = (
         ["--externalize-params", f"--save-params-to={parameters_path}",

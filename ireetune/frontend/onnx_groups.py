@@ -39,6 +39,7 @@ def split_grouped_convolutions(model: Any) -> int:
         count += 1
         prefix = f"{node.name or node.output[0]}_group"
         bias = numpy_helper.to_array(initializers[node.input[2]]) if len(node.input) > 2 else None
+        biases = np.split(bias, group) if bias is not None else [None] * group
         sizes = numpy_helper.from_array(
             np.full(group, weights.shape[1], np.int64), f"{prefix}_sizes"
         )
@@ -48,14 +49,13 @@ def split_grouped_convolutions(model: Any) -> int:
         attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         del attributes["group"]
         outputs = []
-        for g, (part, kernel) in enumerate(zip(parts, np.split(weights, group), strict=True)):
+        kernels = np.split(weights, group)
+        for g, (part, kernel, part_bias) in enumerate(zip(parts, kernels, biases, strict=True)):
             inputs = [part, f"{prefix}{g}_weights"]
             graph.initializer.append(numpy_helper.from_array(kernel, inputs[1]))
-            if bias is not None:
+            if part_bias is not None:
                 inputs.append(f"{prefix}{g}_bias")
-                graph.initializer.append(
-                    numpy_helper.from_array(np.split(bias, group)[g], inputs[2])
-                )
+                graph.initializer.append(numpy_helper.from_array(part_bias, inputs[2]))
             outputs.append(f"{prefix}{g}_output")
             nodes.append(helper.make_node("Conv", inputs, [outputs[-1]], **attributes))
         nodes.append(helper.make_node("Concat", outputs, [node.output[0]], axis=1))

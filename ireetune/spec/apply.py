@@ -239,8 +239,9 @@ def compile_with_spec(
                     continue
                 expected = [coverage.winner.lowering_config]
                 found = [str(root_op.attributes["lowering_config"])]
-                for attribute, value in coverage.winner.function_attributes:
-                    function = _function_of(root_op)
+                attributes = coverage.winner.function_attributes
+                function = _function_of(root_op) if attributes else None
+                for attribute, value in attributes:
                     held = function.attributes.get(attribute, None) if function else None
                     expected.append(f"its function's {attribute} = {value}")
                     found.append(f"its function's {attribute} = {held}")
