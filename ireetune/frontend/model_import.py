@@ -9,7 +9,7 @@ from typing import Any
 from ireetune.core.errors import IreetuneError
 from ireetune.core.input_files import check_input_file
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
-from ireetune.frontend.onnx_groups import split_grouped_convolutions
+from ireetune.frontend.onnx_groups import count_grouped_convolutions, split_grouped_convolutions
 
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
 ONNX_OPSET = 17
@@ -43,6 +43,20 @@ def import_model(
     if suffix == ".onnx":
         return _import_onnx(model_path, work_dir, parameters_path, split_groups, notes)
     raise IreetuneError(f"unknown model format '{suffix}': give a .mlir or .onnx file")
+
+
+def count_splittable_groups(model_path: Path) -> int:
+    """Return how many grouped convolutions an ONNX model holds that `import_model` with
+    `split_groups` would split (0 for another format, or a file onnx cannot read: its import
+    says why)."""
+    if model_path.suffix.lower() != ".onnx":
+        return 0
+    try:
+        import onnx
+
+        return count_grouped_convolutions(onnx.load(str(model_path)))
+    except Exception:  # No onnx, or a damaged file: the import itself refuses it in one line.
+        return 0
 
 
 def _import_onnx(

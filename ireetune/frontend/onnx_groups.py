@@ -19,6 +19,25 @@ from typing import Any
 import numpy as np
 
 
+def count_grouped_convolutions(model: Any) -> int:
+    """Return how many `Conv` nodes of `model` `split_grouped_convolutions` would rewrite."""
+    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    return sum(_grouped_weights(node, initializers) is not None for node in model.graph.node)
+
+
+def _grouped_weights(node: Any, initializers: dict[str, Any]) -> tuple[int, Any] | None:
+    """Return a grouped `Conv`'s groups and weights when its weights and bias are initializers
+    and its groups hold more than one input channel; else None (the node stays as it is)."""
+    from onnx import numpy_helper
+
+    group = next((a.i for a in node.attribute if a.name == "group"), 1)
+    grouped = node.op_type == "Conv" and group > 1 and len(node.input) > 1
+    if not grouped or not all(name in initializers for name in node.input[1:]):
+        return None
+    weights = numpy_helper.to_array(initializers[node.input[1]])
+    return (group, weights) if weights.shape[1] > 1 else None
+
+
 def split_grouped_convolutions(model: Any) -> int:
     """Rewrite, in place, each grouped `Conv` of `model` (an `onnx.ModelProto`) whose weights
     and bias are initializers and whose groups hold more than one input channel as a `Split`,
@@ -29,13 +48,11 @@ def split_grouped_convolutions(model: Any) -> int:
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     nodes, count = [], 0
     for node in graph.node:
-        group = next((a.i for a in node.attribute if a.name == "group"), 1)
-        grouped = node.op_type == "Conv" and group > 1 and len(node.input) > 1
-        constant = grouped and all(name in initializers for name in node.input[1:])
-        weights = numpy_helper.to_array(initializers[node.input[1]]) if constant else None
-        if weights is None or weights.shape[1] <= 1:
+        grouped = _grouped_weights(node, initializers)
+        if grouped is None:
             nodes.append(node)
             continue
+        group, weights = grouped
         count += 1
         prefix = f"{node.name or node.output[0]}_group"
         bias = numpy_helper.to_array(initializers[node.input[2]]) if len(node.input) > 2 else None

@@ -1,4 +1,5 @@
-"""An ONNX model's grouped convolutions split per group before import (`--split-grouped-convs`)."""
+"""An ONNX model's grouped convolutions split per group before import (`--split-grouped-convs`),
+and an in-process model run's choice between that import and the model as given."""
 
 from __future__ import annotations
 
@@ -13,9 +14,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ireetune.core.errors import IreetuneError
-from ireetune.frontend.model_import import import_model
+from ireetune.executor import LocalExecutor
+from ireetune.flows.model import phases
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import Mode, ModelTuningRun
+from ireetune.frontend.model_import import count_splittable_groups, import_model
 from ireetune.frontend.onnx_groups import split_grouped_convolutions
-from tests.conftest import CPU_FLAGS, IREE_COMPILE
+from ireetune.model.timing import ModelRun
+from ireetune.targets import parse_target
+from tests.conftest import CPU_FLAGS, IREE_COMPILE, TEST_TARGET
 
 
 def _grouped_model(path: Path) -> onnx.ModelProto:
@@ -135,3 +142,81 @@ def test_iree_keeps_a_grouped_convolution_whole_on_every_cpu_path(
         )
     assert any(name.startswith("conv_2x4x") for name in names[False]), names
     assert names[True] and not any(name.startswith("conv_2x") for name in names[True]), names
+
+
+def _timed(times_ms: list[float], output: float = 1.0, reason: str = "") -> ModelRun:
+    outputs = (np.full((2, 3), output, np.float32),) if not reason else ()
+    return ModelRun("m", outputs, tuple(times_ms) if not reason else (), reason)
+
+
+def test_the_split_import_is_chosen_only_faster_with_the_same_outputs() -> None:
+    """Rounds of three calls side by side: the split import is kept only when the model rule's
+    threshold lies below its whole interval and its outputs are the model's."""
+    rng = np.random.default_rng(5)
+    whole = _timed(list(10.0 + rng.uniform(0, 0.2, 18)))
+    faster = _timed(list(4.0 + rng.uniform(0, 0.2, 18)))
+    keep, note = phases.judge_split_import(whole, faster, 3)
+    assert keep and note.startswith("3 grouped convolution(s) split per group at import: 2.")
+    assert "--no-split-grouped-convs" in note
+    # Within the noise, slower, different outputs, or not run: the model as given.
+    same = _timed(list(10.0 + rng.uniform(0, 0.2, 18)))
+    assert not phases.judge_split_import(whole, same, 3)[0]
+    slower = phases.judge_split_import(faster, whole, 3)
+    assert not slower[0] and "not faster than the model as given (0." in slower[1]
+    differs = phases.judge_split_import(whole, _timed(faster.times_ms, output=2.0), 3)
+    assert not differs[0] and "outputs differ" in differs[1]
+    failed = phases.judge_split_import(whole, _timed([], reason="crashed"), 3)
+    assert failed == (
+        False, "3 grouped convolution(s) split per group: the split import did not run "
+        "(crashed); tuned as given",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("given", "judged_faster"), [(None, True), (None, False), (False, True), (True, False)]
+)
+def test_an_in_process_run_times_the_split_import_unless_told_and_tunes_the_one_kept(
+    given: bool | None, judged_faster: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the option, the prepare phase imports and compiles the model split too, times
+    both, and the run tunes the one judged faster: its MLIR, default binary, time and outputs.
+    With `--split-grouped-convs` or its `--no-` twin, one import, as told."""
+    model = tmp_path / "grouped.onnx"
+    _grouped_model(model)
+    assert count_splittable_groups(model) == 1
+    judged: list[tuple[ModelRun, ModelRun, int]] = []
+
+    def judge(whole: ModelRun, split: ModelRun, count: int) -> tuple[bool, str]:
+        judged.append((whole, split, count))
+        return judged_faster, "judged"
+
+    monkeypatch.setattr(phases, "judge_split_import", judge)
+    options = ModelTuneOptions(
+        model_path=model, output_dir=tmp_path, target=TEST_TARGET, split_grouped_convs=given,
+        rounds=1,
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run = ModelTuningRun(
+        Mode.IN_PROCESS, options, parse_target(TEST_TARGET), run_dir, LocalExecutor()
+    )
+    phases.prepare(run)
+    assert run.model_file is not None
+    tuned = (run_dir / run.model_file.mlir).read_text()
+    split = given is True or (given is None and judged_faster)
+    assert tuned.count('"onnx.Split"') == int(split) and tuned.count('"onnx.Conv"') == 2 + split
+    assert run.under_tuning.mlir_path == run_dir / run.model_file.mlir
+    if given is not None:
+        assert not judged and not (run_dir / "import_split").exists()
+        return
+    ((whole, parts, count),) = judged
+    assert count == 1 and whole.ok and parts.ok and run.notes[-1] == "judged"
+    # Six rounds at least of three calls each, side by side.
+    assert len(whole.times_ms) == len(parts.times_ms) == 18
+    kept = parts if judged_faster else whole
+    assert run.under_tuning.default_outputs == kept.outputs
+    assert run.default_ms == min(
+        float(np.median(kept.times_ms[i : i + 3])) for i in range(0, 18, 3)
+    )
+    binary = (run_dir / "default.vmfb").read_bytes()
+    assert (binary == (run_dir / "import_split" / "default.vmfb").read_bytes()) is judged_faster

@@ -131,12 +131,15 @@ class ModelTuneOptions:
         "onnxruntime is installed: the tuned model, the default and ONNX Runtime timed side by "
         "side, same inputs and threads, outputs checked)",
     )  # fmt: skip
-    # An ONNX model's grouped convolutions as one convolution per group (frontend/onnx_groups.py).
-    split_grouped_convs: bool = option(
-        False, flag="--split-grouped-convs", action="store_true",
+    # An ONNX model's grouped convolutions as one convolution per group (frontend/onnx_groups.py):
+    # always, never, or (None) in process where the split import times faster at default flags.
+    split_grouped_convs: bool | None = option(
+        None, flag="--split-grouped-convs", action="boolean_optional",
         help="for an ONNX model, split each grouped convolution (more than one input channel a "
         "group) into one convolution per group before import, which IREE's CPU codegen runs far "
-        "faster; the tuned flags and spec are then for the run folder's import of the model",
+        "faster; the tuned flags and spec are then for the run folder's import of the model "
+        "(default: in process, both imports are timed at default flags and the faster one, "
+        "outputs equal, is tuned; split across hosts, the model as given)",
     )  # fmt: skip
     # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
     # which every binary reads at run time (small binaries to send to the device host).

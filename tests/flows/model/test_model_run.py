@@ -604,10 +604,14 @@ def test_with_a_time_budget_the_hot_set_covers_the_whole_model_unless_told_other
     assert hot_coverage(replace(options, coverage=0.5)) == 0.5
 
 
-def test_an_onnx_model_s_grouped_convolutions_point_at_the_option_that_splits_them(
+def test_a_split_run_s_grouped_convolutions_point_at_the_option_that_splits_them(
     tmp_path: Path,
 ) -> None:
+    """A split mode run cannot time the split import on the compile host: its note names the
+    option. An in-process run timed both imports in its prepare phase, and one given the
+    option (either way) chose."""
     from ireetune.flows.model.phases import grouped_convolutions_note
+    from ireetune.flows.model.run import Mode
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 
     grouped = "not tunable: conv_1x2x128: a grouped convolution (2 groups) is not tuned on the CPU"
@@ -618,13 +622,19 @@ def test_an_onnx_model_s_grouped_convolutions_point_at_the_option_that_splits_th
     # The share is of the model's measured time (6 ms), as the report's table counts it.
     hot = select_hot_dispatches(profiles, 6.0, 1.0, 8)
     onnx = ModelTuneOptions(model_path=tmp_path / "m.onnx", output_dir=tmp_path)
-    note = grouped_convolutions_note(hot, onnx)
+    note = grouped_convolutions_note(hot, onnx, Mode.SPLIT)
     assert note is not None and note.startswith("1 dispatch(es), 50% of the model's measured time")
     assert "--split-grouped-convs" in note
-    assert grouped_convolutions_note(hot, replace(onnx, split_grouped_convs=True)) is None
-    assert grouped_convolutions_note(select_hot_dispatches(profiles[1:], 6.0, 1.0, 8), onnx) is None
+    assert grouped_convolutions_note(hot, onnx, Mode.IN_PROCESS) is None
+    for chosen in (True, False):
+        assert (
+            grouped_convolutions_note(hot, replace(onnx, split_grouped_convs=chosen), Mode.SPLIT)
+            is None
+        )
+    alone = select_hot_dispatches(profiles[1:], 6.0, 1.0, 8)
+    assert grouped_convolutions_note(alone, onnx, Mode.SPLIT) is None
     mlir = replace(onnx, model_path=tmp_path / "m.mlir")
-    assert grouped_convolutions_note(hot, mlir) is None
+    assert grouped_convolutions_note(hot, mlir, Mode.SPLIT) is None
 
 
 def test_a_session_faster_than_the_profile_cuts_the_gain_the_scheduler_learns(
