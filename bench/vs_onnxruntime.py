@@ -11,6 +11,8 @@ Three subcommands:
     python bench/vs_onnxruntime.py measure runs/zoo/resnet50.onnx \
         --flags-file tuned_flags.txt --spec tuned_spec.mlir --runtime-flags runtime_flags.txt \
         --rounds 15 --calls 5 --json resnet50.json
+    # (a run that tuned its own import, its grouped convolutions split: add
+    # --tuned-mlir RUN/import_split/MODEL.mlir; the default stays the model as given)
 
     # the whole zoo as a markdown table (tuned flags per model: NAME=FILE, NAME is the stem)
     python bench/vs_onnxruntime.py all --zoo runs/zoo --flags-file resnet50=tuned_flags.txt \
@@ -458,6 +460,9 @@ class MeasureOptions:
     rtol: float
     atol_scale: float
     work_dir: Path
+    # The tuned variant's MLIR when it is not the model's import (a run that split the model's
+    # grouped convolutions tunes its own import: the report's `apply:` line names it).
+    tuned_mlir: Path | None = None
 
 
 def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, Any]:
@@ -492,9 +497,10 @@ def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, An
     variants = [
         (IREE_DEFAULT, compile_model(mlir_path, [], options.work_dir / f"{stem}_default.vmfb"))
     ]
-    if tuned_flags:
+    if tuned_flags or options.tuned_mlir is not None:
         tuned_vmfb = options.work_dir / f"{stem}_tuned.vmfb"
-        variants.append((IREE_TUNED, compile_model(mlir_path, tuned_flags, tuned_vmfb)))
+        tuned_source = options.tuned_mlir or mlir_path
+        variants.append((IREE_TUNED, compile_model(tuned_source, tuned_flags, tuned_vmfb)))
     inputs_path = options.work_dir / f"{stem}_inputs.npz"
     write_input_archive(inputs_path, list(make_inputs(options.model_path, options.seed).values()))
     function, _ = read_entry_signature(read_mlir_file(mlir_path))
@@ -516,6 +522,7 @@ def measure(options: MeasureOptions, log: Callable[[str], None]) -> dict[str, An
         "iree_workers": comparison.threads,
         "ort_intra_op_threads": comparison.threads,
         "tuned_compile_flags": tuned_flags,
+        "tuned_mlir": None if options.tuned_mlir is None else str(options.tuned_mlir),
         "runtime_flags": runtime_flags,
         "load_average_start": list(load_start),
         "rtol": options.rtol,
@@ -764,6 +771,11 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument("--flags-file", type=Path, help="tuned iree-compile flags (one per line)")
     one.add_argument("--spec", type=Path, help="tuning spec (--iree-codegen-tuning-spec-path)")
     one.add_argument("--runtime-flags", type=Path, help="IREE runtime flags file (process-wide)")
+    one.add_argument(
+        "--tuned-mlir", type=Path,
+        help="compile the tuned variant from this MLIR instead of the model's import (the run "
+        "folder's import_split/MODEL.mlir when its run split the grouped convolutions)",
+    )  # fmt: skip
     timing_options(one)
     one.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     one.add_argument("--rtol", type=float, default=1e-3)
@@ -790,6 +802,8 @@ def run_measure(arguments: argparse.Namespace) -> int:
     """Handle `measure`: print the figures and write the JSON record."""
     if not arguments.model.is_file():
         raise BenchError(f"model not found: {arguments.model}")
+    if arguments.tuned_mlir is not None and not arguments.tuned_mlir.is_file():
+        raise BenchError(f"tuned MLIR not found: {arguments.tuned_mlir}")
     if arguments.rounds < 2 or arguments.calls < 1 or arguments.warmup < 0:
         raise BenchError("give --rounds of at least 2, --calls of at least 1, --warmup >= 0")
     if arguments.rtol < 0 or arguments.atol_scale < 0:
@@ -807,6 +821,7 @@ def run_measure(arguments: argparse.Namespace) -> int:
             rtol=arguments.rtol,
             atol_scale=arguments.atol_scale,
             work_dir=arguments.work_dir or Path(scratch),
+            tuned_mlir=arguments.tuned_mlir,
         )
         try:
             record = measure(options, lambda line: print(line, flush=True))

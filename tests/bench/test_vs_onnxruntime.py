@@ -5,13 +5,17 @@ amounts)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from ireetune.decision.medians import compare_side_by_side
 from ireetune.decision.stats import Rounds
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
 from ireetune.model.ort_worker import ONNXRUNTIME
+from ireetune.frontend.model_import import import_model
 from tests.conftest import REPOSITORY
+from tests.frontend.test_onnx_groups import _grouped_model
 
 sys.path.insert(0, str(REPOSITORY / "bench"))
 
@@ -67,3 +71,24 @@ def test_a_machine_at_one_speed_or_too_few_fast_rounds_adds_nothing() -> None:
     record = bench.describe_times(_comparison(mostly_slow), warmup=3)
     assert "fast_machine" not in record
     assert not [line for line in bench.format_figures(record) if "slow speed" in line]
+
+
+def test_measure_compiles_the_tuned_variant_from_the_run_s_own_import(tmp_path: Path) -> None:
+    """A run that split a model's grouped convolutions tuned its own import: `--tuned-mlir`
+    times that one as the tuned variant (its outputs checked against ONNX Runtime's on the model
+    as given), and the default stays the model's import."""
+    model = tmp_path / "grouped.onnx"
+    _grouped_model(model)
+    split = import_model(model, tmp_path / "split", split_groups=True)
+    work_dir = tmp_path / "work"
+    argv = ["measure", str(model), "--tuned-mlir", str(split), "--rounds", "2", "--calls", "1",
+            "--warmup", "0", "--work-dir", str(work_dir), "--json", str(tmp_path / "r.json")]  # fmt: skip
+    assert bench.main(argv) == 0
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["outputs_match"] and record["tuned_mlir"] == str(split)
+    assert set(record["median_ms"]) == {IREE_DEFAULT, IREE_TUNED, ONNXRUNTIME}
+    default, tuned = (work_dir / f"grouped_{kind}.vmfb" for kind in ("default", "tuned"))
+    assert default.read_bytes() != tuned.read_bytes()
+    # A tuned MLIR that is not there: one line, no traceback.
+    missing = ["measure", str(model), "--tuned-mlir", str(tmp_path / "none.mlir")]
+    assert bench.main(missing) == 1

@@ -38,7 +38,7 @@ from ireetune.flows.model.options import DEFAULT_COVERAGE, ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun, Pause
 from ireetune.flows.model.split_device import record_time, relative_to_run, send_to_device
 from ireetune.flows.model.state import ModelFile, SplitDispatchFile
-from ireetune.flows.model.state_restore import save_run
+from ireetune.flows.model.state_restore import default_outputs_path, save_run
 from ireetune.frontend.model_import import count_splittable_groups, import_model
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
@@ -193,9 +193,15 @@ def _choose_import(run: ModelTuningRun, split: SplitImport) -> tuple[ModelRun, f
     calls_ms = sum(whole.times_ms) + sum(parts.times_ms)
     keep, note = judge_split_import(whole, parts, split.count)
     run.notes.append(note)
+    split_outputs = run.run_dir / "groups_split_outputs.npz"
     if not keep:
+        # The import not tuned leaves nothing behind (a copy of the model, twice, for AlexNet).
+        split_outputs.unlink(missing_ok=True)
+        shutil.rmtree(split.vmfb.parent, ignore_errors=True)
         return whole, calls_ms
+    # The default's binary and outputs, which a continued run reads, are the split import's.
     shutil.copyfile(split.vmfb, run.run_dir / "default.vmfb")
+    split_outputs.replace(default_outputs_path(run.run_dir))
     run.model = split.model
     run.model_file = ModelFile(
         mlir=relative_to_run(run.run_dir, split.model.mlir_path),
