@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ireetune.decision.medians import compare_side_by_side
 from ireetune.decision.stats import Rounds
+from ireetune.frontend.model_import import import_model
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
 from ireetune.model.ort_worker import ONNXRUNTIME
-from ireetune.frontend.model_import import import_model
 from tests.conftest import REPOSITORY
 from tests.frontend.test_onnx_groups import _grouped_model
 
