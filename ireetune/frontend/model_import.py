@@ -11,6 +11,12 @@ from ireetune.core.input_files import check_input_file
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
 from ireetune.frontend.onnx_groups import count_grouped_convolutions, split_grouped_convolutions
 
+# What a run whose import split the grouped convolutions says of its result (no word "spec":
+# the report takes a note that speaks of specs as the reason none was kept).
+TUNED_IMPORT = (
+    "what the run tunes, and the report's apply: line compiles, is the run folder's import"
+)
+
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
 ONNX_OPSET = 17
 
@@ -104,7 +110,7 @@ def _import_onnx(
         if notes is not None:
             notes.append(
                 f"{split} grouped convolution(s) split per group at import (--split-grouped-convs):"
-                " the tuned flags and spec are for the run folder's import of the model"
+                f" {TUNED_IMPORT}"
                 if split
                 else "--split-grouped-convs: the model has no grouped convolution to split"
             )

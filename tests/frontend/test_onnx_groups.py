@@ -4,6 +4,7 @@ and an in-process model run's choice between that import and the model as given.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ireetune.core.errors import IreetuneError
 from ireetune.executor import LocalExecutor
-from ireetune.flows.model import phases
+from ireetune.flows.model import flag_phase, import_choice, phases
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.frontend.model_import import count_splittable_groups, import_model
@@ -83,8 +84,8 @@ def test_the_import_splits_the_groups_only_when_asked(tmp_path: Path) -> None:
     assert plain.count('"onnx.Conv"') == 2 and plain.count('"onnx.Split"') == 0
     assert split.count('"onnx.Conv"') == 3 and split.count('"onnx.Split"') == 1
     assert notes == [
-        "1 grouped convolution(s) split per group at import (--split-grouped-convs): the tuned "
-        "flags and spec are for the run folder's import of the model"
+        "1 grouped convolution(s) split per group at import (--split-grouped-convs): what the "
+        "run tunes, and the report's apply: line compiles, is the run folder's import"
     ]
     # An MLIR model is taken as it is, and the run says so.
     mlir = tmp_path / "plain" / "grouped.mlir"
@@ -155,42 +156,59 @@ def test_the_split_import_is_chosen_only_faster_with_the_same_outputs() -> None:
     rng = np.random.default_rng(5)
     whole = _timed(list(10.0 + rng.uniform(0, 0.2, 18)))
     faster = _timed(list(4.0 + rng.uniform(0, 0.2, 18)))
-    keep, note = phases.judge_split_import(whole, faster, 3)
+    keep, note = import_choice.judge_split_import(whole, faster, 3, tuned_flags=True)
     assert keep and note.startswith("3 grouped convolution(s) split per group at import: 2.")
-    assert "--no-split-grouped-convs" in note
+    assert "under the tuned flags" in note and "--no-split-grouped-convs" in note
     # Within the noise, slower, different outputs, or not run: the model as given.
     same = _timed(list(10.0 + rng.uniform(0, 0.2, 18)))
-    assert not phases.judge_split_import(whole, same, 3)[0]
-    slower = phases.judge_split_import(faster, whole, 3)
+    assert not import_choice.judge_split_import(whole, same, 3, tuned_flags=True)[0]
+    slower = import_choice.judge_split_import(faster, whole, 3, tuned_flags=False)
     assert not slower[0] and "not faster than the model as given (0." in slower[1]
-    differs = phases.judge_split_import(whole, _timed(faster.times_ms, output=2.0), 3)
+    assert "at default flags" in slower[1]
+    differs = import_choice.judge_split_import(whole, _timed(faster.times_ms, 2.0), 3, False)
     assert not differs[0] and "outputs differ" in differs[1]
-    failed = phases.judge_split_import(whole, _timed([], reason="crashed"), 3)
+    failed = import_choice.judge_split_import(whole, _timed([], reason="crashed"), 3, False)
     assert failed == (
-        False, "3 grouped convolution(s) split per group: the split import did not run "
-        "(crashed); tuned as given",
+        False, "3 grouped convolution(s) split per group: the split import did not run at "
+        "default flags (crashed); tuned as given",
     )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("given", "judged_faster"), [(None, True), (None, False), (False, True), (True, False)]
-)
-def test_an_in_process_run_times_the_split_import_unless_told_and_tunes_the_one_kept(
-    given: bool | None, judged_faster: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ("given", "flag_winner", "judged_faster"),
+    [(None, False, True), (None, True, True), (None, True, False), (False, False, True),
+     (True, False, False)],
+)  # fmt: skip
+def test_an_in_process_run_times_the_split_import_under_the_flags_kept_unless_told(
+    given: bool | None,
+    flag_winner: bool,
+    judged_faster: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without the option, the prepare phase imports and compiles the model split too, times
-    both, and the run tunes the one judged faster: its MLIR, default binary, time and outputs.
-    With `--split-grouped-convs` or its `--no-` twin, one import, as told."""
+    """Without the option, the end of the flag phase imports the model split too, compiles it
+    under the flags kept, times both, and the later phases tune the one judged faster: its MLIR
+    and binary (the flag winner's file, or the default's). With `--split-grouped-convs` or its
+    `--no-` twin, one import, as told."""
     model = tmp_path / "grouped.onnx"
     _grouped_model(model)
     assert count_splittable_groups(model) == 1
-    judged: list[tuple[ModelRun, ModelRun, int]] = []
+    judged: list[tuple[ModelRun, ModelRun, int, bool]] = []
 
-    def judge(whole: ModelRun, split: ModelRun, count: int) -> tuple[bool, str]:
-        judged.append((whole, split, count))
+    def judge(whole: ModelRun, split: ModelRun, count: int, flags: bool) -> tuple[bool, str]:
+        judged.append((whole, split, count, flags))
         return judged_faster, "judged"
 
-    monkeypatch.setattr(phases, "judge_split_import", judge)
+    def winner(run: ModelTuningRun) -> None:
+        """A flag phase whose winner is the default's binary under another name."""
+        if flag_winner:
+            assert run.original_vmfb is not None
+            (run.run_dir / "flags").mkdir()
+            run.default_vmfb = run.run_dir / "flags" / "1.vmfb"
+            shutil.copyfile(run.original_vmfb, run.default_vmfb)
+
+    monkeypatch.setattr(import_choice, "judge_split_import", judge)
+    monkeypatch.setattr(flag_phase, "search_flags", winner)
     options = ModelTuneOptions(
         model_path=model, output_dir=tmp_path, target=TEST_TARGET, split_grouped_convs=given,
         rounds=1,
@@ -201,30 +219,31 @@ def test_an_in_process_run_times_the_split_import_unless_told_and_tunes_the_one_
         Mode.IN_PROCESS, options, parse_target(TEST_TARGET), run_dir, LocalExecutor()
     )
     phases.prepare(run)
-    assert run.model_file is not None
-    tuned = (run_dir / run.model_file.mlir).read_text()
+    as_given, default_ms = run.under_tuning, run.default_ms
+    flag_phase.flag_phase(run)
+    assert run.model is not None and run.default_vmfb is not None
+    tuned = run.model.mlir_path.read_text()
     split = given is True or (given is None and judged_faster)
     assert tuned.count('"onnx.Split"') == int(split) and tuned.count('"onnx.Conv"') == 2 + split
-    assert run.under_tuning.mlir_path == run_dir / run.model_file.mlir
     if given is not None:
         assert not judged and not (run_dir / "import_split").exists()
         return
-    ((whole, parts, count),) = judged
-    assert count == 1 and whole.ok and parts.ok and run.notes[-1] == "judged"
+    ((whole, parts, count, flags),) = judged
+    assert count == 1 and flags is flag_winner and whole.ok and parts.ok
+    assert run.notes[-1] == "judged"
     # Six rounds at least of three calls each, side by side.
     assert len(whole.times_ms) == len(parts.times_ms) == 18
-    kept = parts if judged_faster else whole
-    assert run.under_tuning.default_outputs == kept.outputs
-    assert run.default_ms == min(
-        float(np.median(kept.times_ms[i : i + 3])) for i in range(0, 18, 3)
+    fastest_split = min(float(np.median(parts.times_ms[i : i + 3])) for i in range(0, 18, 3))
+    assert run.default_ms == (fastest_split if judged_faster else default_ms)
+    # The default's outputs (what candidates are checked against) stay the model's.
+    assert run.under_tuning.default_outputs == as_given.default_outputs
+    assert run.original_vmfb == run_dir / "default.vmfb"
+    if not judged_faster:
+        assert run.model is as_given and not (run_dir / "import_split").exists()
+        return
+    binary = (run_dir / "import_split" / "model.vmfb").read_bytes()
+    assert run.default_vmfb.read_bytes() == binary
+    assert run.default_vmfb == run_dir / (
+        "flags/1.vmfb" if flag_winner else "import_split/model.vmfb"
     )
-    # The default's binary and saved outputs, which a continued run reads, are the kept
-    # import's; the other import leaves nothing behind.
-    saved = np.load(run_dir / "default_outputs.npz")
-    np.testing.assert_array_equal(saved[saved.files[0]], kept.outputs[0])
-    assert not (run_dir / "groups_split_outputs.npz").exists()
-    if judged_faster:
-        binary = (run_dir / "import_split" / "default.vmfb").read_bytes()
-        assert (run_dir / "default.vmfb").read_bytes() == binary
-    else:
-        assert not (run_dir / "import_split").exists()
+    assert run.original_vmfb.read_bytes() != binary

@@ -27,11 +27,13 @@ from ireetune.flows.model.deployment import (
     facts_of,
     write_deployment,
 )
+from ireetune.flows.model.import_choice import judge_split_import
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.tuner import ModelTuneResult
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
 from ireetune.model.ort_worker import ONNXRUNTIME
 from ireetune.model.prepare import ModelUnderTuning
+from ireetune.model.timing import ModelRun
 from ireetune.report.deployment import deployment_from_report, render_deployment_lines
 from ireetune.report.html_report import render_html_report
 from ireetune.report.run_view import read_model_run
@@ -85,6 +87,12 @@ def test_the_headline_is_the_flags_speedup_when_no_spec_is_kept(tmp_path: Path) 
     )
 
 
+def _timed(ms: float) -> ModelRun:
+    return ModelRun(
+        "m", (np.zeros(2, np.float32),), tuple(ms + 0.01 * (i % 3) for i in range(18)), ""
+    )
+
+
 def test_the_spec_part_says_why_not_with_the_note_about_specs(tmp_path: Path) -> None:
     """A flag phase's note that names a flag with "spec" in it (the channels-last windows
     transform spec) is not the reason no dispatch spec was kept."""
@@ -93,7 +101,10 @@ def test_the_spec_part_says_why_not_with_the_note_about_specs(tmp_path: Path) ->
         "channels_last_windows.mlir (2.637x)"
     )
     result = _flags_only_result(tmp_path)
-    result = replace(result, notes=(flag_note, *result.notes))
+    # Nor is the note of an import that split the model's grouped convolutions.
+    split_note = judge_split_import(_timed(10.0), _timed(4.0), 3, tuned_flags=True)[1]
+    assert split_note.startswith("3 grouped convolution(s) split per group at import")
+    result = replace(result, notes=(flag_note, split_note, *result.notes))
     lines = render_deployment_lines(build_deployment(facts_of(result, ()), None))
     assert lines[2] == (
         "  spec: none kept: no dispatch spec made the model faster; no tuned spec written"

@@ -62,6 +62,7 @@ from ireetune.flags.trials import (
     write_trials,
 )
 from ireetune.flows.handoff.model_folder import LabelledBinary, VariantTask
+from ireetune.flows.model.import_choice import choose_import
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun, Pause
 from ireetune.flows.model.split_device import (
     device_step_command,
@@ -88,7 +89,12 @@ RUNTIME_NOTE = (
 
 def flag_phase(run: ModelTuningRun) -> Pause | None:
     """Run the flag phase in the run's mode: the whole search here, or the split round trip."""
-    return search_flags_split(run) if run.mode is Mode.SPLIT else search_flags(run)
+    if run.mode is Mode.SPLIT:
+        return search_flags_split(run)
+    search_flags(run)
+    # The import tuned from here on, judged under the flags kept (flows/model/import_choice.py).
+    choose_import(run)
+    return None
 
 
 def search_flags(run: ModelTuningRun) -> Pause | None:

@@ -25,12 +25,9 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ireetune.core.errors import IreetuneError
-from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
-from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.flows.dispatch.options import References, StopAfter, TuneOptions
 from ireetune.flows.dispatch.tuner import tune_dispatch
 from ireetune.flows.handoff.model_folder import LabelledBinary, ProfileTask, hash_file
@@ -38,12 +35,11 @@ from ireetune.flows.model.options import DEFAULT_COVERAGE, ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelCosts, ModelTuningRun, Pause
 from ireetune.flows.model.split_device import record_time, relative_to_run, send_to_device
 from ireetune.flows.model.state import ModelFile, SplitDispatchFile
-from ireetune.flows.model.state_restore import default_outputs_path, save_run
-from ireetune.frontend.model_import import count_splittable_groups, import_model
+from ireetune.flows.model.state_restore import save_run
+from ireetune.frontend.model_import import import_model
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
-from ireetune.model.outputs import outputs_match
-from ireetune.model.prepare import ModelUnderTuning, prepare_model_source, write_model_inputs
+from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
 from ireetune.model.profile import profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
@@ -53,9 +49,6 @@ from ireetune.problem.convolution import GROUPED_CONVOLUTION
 # How the prepare phase times the default model: at least this many rounds of this many calls.
 PREPARE_MIN_ROUNDS = 3
 PREPARE_REPETITIONS = 3
-# At least this many rounds time the model as given beside its import with grouped
-# convolutions split, to choose between them.
-SPLIT_CHOICE_ROUNDS = 6
 
 
 def prepare(run: ModelTuningRun) -> Pause | None:
@@ -99,7 +92,7 @@ def prepare(run: ModelTuningRun) -> Pause | None:
         )
         _step_done(run, done, "default")
         if not split:
-            _time_here(run, time.monotonic() - compile_started, _split_import(run))
+            _time_here(run, compile_started)
     return None
 
 
@@ -122,121 +115,18 @@ def _step_done(run: ModelTuningRun, done: list[str], step: str) -> None:
         save_run(run)
 
 
-def _time_here(run: ModelTuningRun, compile_s: float, split: SplitImport | None) -> None:
-    """Time the default model here (beside the `split` import, which it may become): its time,
-    its outputs, and what a compile and a timing session cost besides the calls."""
+def _time_here(run: ModelTuningRun, compile_started: float) -> None:
+    """Time the default model here: its time, its outputs, and what a compile and a timing
+    session cost besides the calls."""
     run.default_vmfb = run.original_vmfb = run.run_dir / "default.vmfb"
     timing_started = time.monotonic()
-    if split is None:
-        timed = _time_model(run, run.default_vmfb, ())
-        calls_ms = sum(timed.times_ms)
-    else:
-        timed, calls_ms = _choose_import(run, split)
+    timed = _time_model(run, run.default_vmfb, ())
+    calls_s = sum(timed.times_ms) / 1000.0
     run.costs = ModelCosts(
-        compile_s, max(0.0, time.monotonic() - timing_started - calls_ms / 1000.0)
+        timing_started - compile_started, max(0.0, time.monotonic() - timing_started - calls_s)
     )
     run.under_tuning.default_outputs = timed.outputs
     run.default_ms = run.original_ms = fastest_round_ms(timed.times_ms, PREPARE_REPETITIONS)
-
-
-@dataclass(frozen=True)
-class SplitImport:
-    """An ONNX model's import with its grouped convolutions split per group, compiled."""
-
-    model: ModelUnderTuning
-    vmfb: Path
-    # How many grouped convolutions it split.
-    count: int
-
-
-def _split_import(run: ModelTuningRun) -> SplitImport | None:
-    """Without `--split-grouped-convs` or `--no-split-grouped-convs`: an ONNX model's import
-    with its grouped convolutions split per group, compiled to be timed beside the import as
-    given (None: the model has none to split, or a split mode run, which cannot time it here;
-    or the split import failed, which a note says)."""
-    options = run.options
-    if options.split_grouped_convs is not None:
-        return None
-    count = count_splittable_groups(options.model_path)
-    if not count:
-        return None
-    work_dir, model = run.run_dir / "import_split", run.under_tuning
-    try:
-        mlir_path = import_model(options.model_path, work_dir, split_groups=True)
-        source, _, _ = prepare_model_source(mlir_path, model.function, options.inputs, work_dir)
-        split = ModelUnderTuning(
-            source, model.function, model.inputs_path, run.target, options.with_default_specs,
-            model.device,
-        )  # fmt: skip
-        split.compile_default(work_dir / "default.vmfb")
-    except IreetuneError as error:
-        run.notes.append(f"{count} grouped convolution(s) not split: {error}")
-        return None
-    return SplitImport(split, work_dir / "default.vmfb", count)
-
-
-def _choose_import(run: ModelTuningRun, split: SplitImport) -> tuple[ModelRun, float]:
-    """Time the default model as given and its `split` import side by side; keep the split one
-    when its outputs equal the model's and the model rule's threshold lies below its interval.
-    Return the kept import's run and the milliseconds all calls took."""
-    model, options = run.under_tuning, run.options
-    timed = run.executor.run_models_side_by_side(
-        ModelComparison(
-            [("default", run.run_dir / "default.vmfb"), ("groups_split", split.vmfb)],
-            model.function, model.inputs_path, run.run_dir, model.device,
-            max(options.rounds, SPLIT_CHOICE_ROUNDS), PREPARE_REPETITIONS,
-        )
-    )  # fmt: skip
-    whole, parts = timed["default"], timed["groups_split"]
-    if not whole.ok:
-        raise IreetuneError(f"the default model does not run: {whole.reason}")
-    calls_ms = sum(whole.times_ms) + sum(parts.times_ms)
-    keep, note = judge_split_import(whole, parts, split.count)
-    run.notes.append(note)
-    split_outputs = run.run_dir / "groups_split_outputs.npz"
-    if not keep:
-        # The import not tuned leaves nothing behind (a copy of the model, twice, for AlexNet).
-        split_outputs.unlink(missing_ok=True)
-        shutil.rmtree(split.vmfb.parent, ignore_errors=True)
-        return whole, calls_ms
-    # The default's binary and outputs, which a continued run reads, are the split import's.
-    shutil.copyfile(split.vmfb, run.run_dir / "default.vmfb")
-    split_outputs.replace(default_outputs_path(run.run_dir))
-    run.model = split.model
-    run.model_file = ModelFile(
-        mlir=relative_to_run(run.run_dir, split.model.mlir_path),
-        mlir_sha256=hash_file(split.model.mlir_path), function=split.model.function,
-        compile_timeout_s=split.model.compile_timeout_s,
-    )  # fmt: skip
-    return parts, calls_ms
-
-
-def judge_split_import(whole: ModelRun, split: ModelRun, count: int) -> tuple[bool, str]:
-    """Say whether to tune the import with `count` grouped convolutions split (`split`) rather
-    than the model as given (`whole`, both timed side by side in rounds of
-    PREPARE_REPETITIONS calls), and the note that says why."""
-    what = f"{count} grouped convolution(s) split per group"
-    if not split.ok:
-        return False, f"{what}: the split import did not run ({split.reason}); tuned as given"
-    same, why = outputs_match(whole.outputs, split.outputs)
-    if not same:
-        return False, f"{what}: the split import's outputs differ ({why}); tuned as given"
-    estimate = estimate_speedup(
-        split_rounds(whole.times_ms, PREPARE_REPETITIONS),
-        split_rounds(split.times_ms, PREPARE_REPETITIONS),
-        Basis.MODEL,
-    )  # fmt: skip
-    if estimate is None or estimate.low <= MODEL_THRESHOLD:
-        figure = "not timed" if estimate is None else f"{estimate.describe()} at default flags"
-        return False, (
-            f"{what}: not faster than the model as given ({figure}); tuned as given "
-            "(--split-grouped-convs forces the split)"
-        )
-    return True, (
-        f"{what} at import: {estimate.describe()} faster than the model as given at default "
-        "flags, outputs equal (--no-split-grouped-convs keeps them whole); the tuned flags and "
-        "spec are for the run folder's import of the model"
-    )
 
 
 def _time_model(run: ModelTuningRun, vmfb: Path, runtime_flags: Sequence[str]) -> ModelRun:
@@ -296,7 +186,7 @@ def profile(run: ModelTuningRun) -> Pause | None:
 def grouped_convolutions_note(hot: HotSet, options: ModelTuneOptions, mode: Mode) -> str | None:
     """Point a split mode run of an ONNX model at `--split-grouped-convs` when its profile holds
     grouped convolutions, which no space tunes (None: it has none, is no ONNX model, the option
-    was given, or the run is in process, whose prepare phase timed the split import itself);
+    was given, or the run is in process, whose flag phase timed the split import itself);
     their share is of the model's measured time, as the report's table counts it."""
     onnx = options.model_path.suffix.lower() == ".onnx"
     if options.split_grouped_convs is not None or mode is not Mode.SPLIT or not onnx:

@@ -1,0 +1,117 @@
+"""Which import of an ONNX model with grouped convolutions an in-process run tunes: the model as
+given, or the model with each grouped convolution split per group (frontend/onnx_groups.py).
+
+Without `--split-grouped-convs` or `--no-split-grouped-convs`, the end of the flag phase imports
+the model split too, compiles it with the flag phase's winner, and times it side by side with the
+winner's binary of the model as given; the run tunes the split import from then on only when its
+outputs equal the model's and the model rule's threshold lies below its whole interval. Both are
+judged under the same flags because the flags change the answer: at default flags ShuffleNet's
+split import ran 1.71x faster, and under the tuned flags (data tiling turns its grouped 1x1
+convolutions into batch matmuls) the model as given ran about 1.46x faster than the split one
+tuned on its own (docs/benchmarks.md, 2026-12-06). A split mode run keeps the model as given
+unless told: the compile host cannot time the two.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from ireetune.core.errors import IreetuneError
+from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
+from ireetune.decision.thresholds import MODEL_THRESHOLD
+from ireetune.flows.model.run import Mode, ModelTuningRun
+from ireetune.frontend.model_import import TUNED_IMPORT, count_splittable_groups, import_model
+from ireetune.model.outputs import outputs_match
+from ireetune.model.prepare import ModelUnderTuning, prepare_model_source
+from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
+
+# The two imports are timed side by side in at least this many rounds of this many calls.
+CHOICE_ROUNDS = 6
+CHOICE_REPETITIONS = 3
+# Where the split import, its binary and its outputs go (removed when it is not kept).
+SPLIT_DIR = "import_split"
+
+
+def choose_import(run: ModelTuningRun) -> None:
+    """In process, without the option either way: tune the model's import with its grouped
+    convolutions split when it runs faster than the model as given under the flag phase's
+    winner (or the default flags), outputs equal; the run's notes say what was measured."""
+    options = run.options
+    if options.split_grouped_convs is not None or run.mode is Mode.SPLIT:
+        return
+    count = count_splittable_groups(options.model_path)
+    if not count or run.default_vmfb is None:
+        return
+    work_dir, model = run.run_dir / SPLIT_DIR, run.under_tuning
+    split_vmfb = work_dir / "model.vmfb"
+    try:
+        mlir_path = import_model(options.model_path, work_dir, split_groups=True)
+        source, _, _ = prepare_model_source(mlir_path, model.function, options.inputs, work_dir)
+    except IreetuneError as error:
+        run.notes.append(f"{count} grouped convolution(s) not split: {error}")
+        return
+    split = ModelUnderTuning(
+        source, model.function, model.inputs_path, run.target, options.with_default_specs,
+        model.device, model.default_outputs, model.compile_timeout_s,
+    )  # fmt: skip
+    failure = split.compile(None, split_vmfb)
+    if failure:
+        run.notes.append(f"{count} grouped convolution(s) not split: the split import {failure}")
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return
+    runtime_flags = run.flag_search.runtime_flags if run.flag_search is not None else ()
+    timed = run.executor.run_models_side_by_side(
+        ModelComparison(
+            [("as_given", run.default_vmfb), ("groups_split", split_vmfb)], model.function,
+            model.inputs_path, work_dir, model.device, max(options.rounds, CHOICE_ROUNDS),
+            CHOICE_REPETITIONS, runtime_flags=runtime_flags,
+        )
+    )  # fmt: skip
+    flags = run.default_vmfb != run.original_vmfb
+    keep, note = judge_split_import(timed["as_given"], timed["groups_split"], count, flags)
+    run.notes.append(note)
+    if not keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return
+    # The later phases compile and time the split import under the same flags. The flag
+    # phase's winner keeps its file (the binary the report and a continued run name), now the
+    # split import's; without a winner, the default is the split import's binary.
+    if flags:
+        shutil.copyfile(split_vmfb, run.default_vmfb)
+    else:
+        run.default_vmfb = split_vmfb
+    run.default_ms = fastest_round_ms(timed["groups_split"].times_ms, CHOICE_REPETITIONS)
+    run.model = split
+
+
+def judge_split_import(
+    whole: ModelRun, split: ModelRun, count: int, tuned_flags: bool
+) -> tuple[bool, str]:
+    """Say whether to tune the import with `count` grouped convolutions split (`split`) rather
+    than the model as given (`whole`), both timed side by side in rounds of CHOICE_REPETITIONS
+    calls under the flag phase's winner (`tuned_flags`) or the default flags, and the note that
+    says why."""
+    what = f"{count} grouped convolution(s) split per group"
+    at = "under the tuned flags" if tuned_flags else "at default flags"
+    if not whole.ok or not split.ok:
+        failed = "the model as given" if not whole.ok else "the split import"
+        reason = whole.reason or split.reason
+        return False, f"{what}: {failed} did not run {at} ({reason}); tuned as given"
+    same, why = outputs_match(whole.outputs, split.outputs)
+    if not same:
+        return False, f"{what}: the split import's outputs differ ({why}); tuned as given"
+    estimate = estimate_speedup(
+        split_rounds(whole.times_ms, CHOICE_REPETITIONS),
+        split_rounds(split.times_ms, CHOICE_REPETITIONS),
+        Basis.MODEL,
+    )  # fmt: skip
+    if estimate is None or estimate.low <= MODEL_THRESHOLD:
+        figure = "not timed" if estimate is None else f"{estimate.describe()} {at}"
+        return False, (
+            f"{what}: not faster than the model as given ({figure}); tuned as given "
+            "(--split-grouped-convs forces the split)"
+        )
+    return True, (
+        f"{what} at import: {estimate.describe()} faster than the model as given {at}, outputs "
+        f"equal (--no-split-grouped-convs keeps them whole); {TUNED_IMPORT}"
+    )
