@@ -132,14 +132,16 @@ class ModelTuneOptions:
         "side, same inputs and threads, outputs checked)",
     )  # fmt: skip
     # An ONNX model's grouped convolutions as one convolution per group (frontend/onnx_groups.py):
-    # always, never, or (None) in process where the split import times faster at default flags.
+    # always, never, or (None) in process where the split import times faster under the flags
+    # kept (flows/model/import_choice.py).
     split_grouped_convs: bool | None = option(
         None, flag="--split-grouped-convs", action="boolean_optional",
         help="for an ONNX model, split each grouped convolution (more than one input channel a "
         "group) into one convolution per group before import, which IREE's CPU codegen runs far "
         "faster; the tuned flags and spec are then for the run folder's import of the model "
-        "(default: in process, both imports are timed at default flags and the faster one, "
-        "outputs equal, is tuned; split across hosts, the model as given)",
+        "(default: in process, the split import is compiled with the flag phase's winner, "
+        "timed beside the model as given, and tuned from then on when faster, outputs equal; "
+        "split across hosts, the model as given)",
     )  # fmt: skip
     # Split flow only: an ONNX model's weights go into one parameter archive beside the model,
     # which every binary reads at run time (small binaries to send to the device host).
