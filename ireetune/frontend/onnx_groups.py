@@ -26,16 +26,15 @@ def count_grouped_convolutions(model: Any) -> int:
 
 
 def _grouped_weights(node: Any, initializers: dict[str, Any]) -> tuple[int, Any] | None:
-    """Return a grouped `Conv`'s groups and weights when its weights and bias are initializers
-    and its groups hold more than one input channel; else None (the node stays as it is)."""
-    from onnx import numpy_helper
-
+    """Return a grouped `Conv`'s groups and weights (a `TensorProto`) when its weights and bias
+    are initializers and its groups hold more than one input channel; else None (the node stays
+    as it is). Only the weights' shape is read: counting converts no tensor."""
     group = next((a.i for a in node.attribute if a.name == "group"), 1)
     grouped = node.op_type == "Conv" and group > 1 and len(node.input) > 1
     if not grouped or not all(name in initializers for name in node.input[1:]):
         return None
-    weights = numpy_helper.to_array(initializers[node.input[1]])
-    return (group, weights) if weights.shape[1] > 1 else None
+    weights = initializers[node.input[1]]
+    return (group, weights) if len(weights.dims) > 1 and weights.dims[1] > 1 else None
 
 
 def split_grouped_convolutions(model: Any) -> int:
@@ -52,7 +51,7 @@ def split_grouped_convolutions(model: Any) -> int:
         if grouped is None:
             nodes.append(node)
             continue
-        group, weights = grouped
+        group, weights = grouped[0], numpy_helper.to_array(grouped[1])
         count += 1
         prefix = f"{node.name or node.output[0]}_group"
         bias = numpy_helper.to_array(initializers[node.input[2]]) if len(node.input) > 2 else None

@@ -1,7 +1,8 @@
 """The headline of a model report: the tuned deployment's whole result, then its parts.
 
 A model run tunes three parts of a deployment: the global compiler flags, a tuning spec and the
-runtime options of the device. What a reader wants first is the result of all of them together:
+runtime options of the device (and, for an ONNX model with grouped convolutions, may import it
+with them split: an "import" part). What a reader wants first is the result of all of them together:
 how much faster the tuned model runs than the compiler's default, and, where it was measured,
 against ONNX Runtime. Then each part and what it was worth. A run whose flags made the model
 7.61x faster and whose dispatch phase kept no spec is a 7.61x run, not a "speedup 1.000x" one.
@@ -38,10 +39,11 @@ class Speedup:
 
 @dataclass(frozen=True)
 class DeploymentPart:
-    """One part of the deployment (flags, spec or runtime options) and what it was worth.
+    """One part of the deployment (import, flags, spec or runtime options) and what it was worth.
 
-    `speedup` is the part's own contribution where the run measured it (the flags over the
-    default flags; the spec over the model under the tuned flags).
+    `speedup` is the part's own contribution where the run measured it (the split import over
+    the model as given, the flags over the default flags; the spec over the model under the
+    tuned flags).
     """
 
     name: str

@@ -15,12 +15,16 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ireetune.core.errors import IreetuneError
+from ireetune.decision.stats import Basis, SpeedupEstimate
 from ireetune.executor import LocalExecutor
-from ireetune.flows.model import flag_phase, import_choice, phases
+from ireetune.flows.model import flag_phase, import_choice, local, phases
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelTuningRun
+from ireetune.flows.model.state import read_run_file
+from ireetune.flows.model.state_restore import restore_run, save_run
 from ireetune.frontend.model_import import count_splittable_groups, import_model
 from ireetune.frontend.onnx_groups import split_grouped_convolutions
+from ireetune.model.final_check import FinalCheck
 from ireetune.model.timing import ModelRun
 from ireetune.targets import parse_target
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, TEST_TARGET
@@ -156,20 +160,21 @@ def test_the_split_import_is_chosen_only_faster_with_the_same_outputs() -> None:
     rng = np.random.default_rng(5)
     whole = _timed(list(10.0 + rng.uniform(0, 0.2, 18)))
     faster = _timed(list(4.0 + rng.uniform(0, 0.2, 18)))
-    keep, note = import_choice.judge_split_import(whole, faster, 3, tuned_flags=True)
-    assert keep and note.startswith("3 grouped convolution(s) split per group at import: 2.")
+    kept, note = import_choice.judge_split_import(whole, faster, 3, tuned_flags=True)
+    assert kept is not None and 2.0 < kept.low <= kept.speedup <= kept.high
+    assert note.startswith(f"3 grouped convolution(s) split per group at import: {kept.describe()}")
     assert "under the tuned flags" in note and "--no-split-grouped-convs" in note
     # Within the noise, slower, different outputs, or not run: the model as given.
     same = _timed(list(10.0 + rng.uniform(0, 0.2, 18)))
-    assert not import_choice.judge_split_import(whole, same, 3, tuned_flags=True)[0]
+    assert import_choice.judge_split_import(whole, same, 3, tuned_flags=True)[0] is None
     slower = import_choice.judge_split_import(faster, whole, 3, tuned_flags=False)
-    assert not slower[0] and "not faster than the model as given (0." in slower[1]
+    assert slower[0] is None and "not faster than the model as given (0." in slower[1]
     assert "at default flags" in slower[1]
     differs = import_choice.judge_split_import(whole, _timed(faster.times_ms, 2.0), 3, False)
-    assert not differs[0] and "outputs differ" in differs[1]
+    assert differs[0] is None and "outputs differ" in differs[1]
     failed = import_choice.judge_split_import(whole, _timed([], reason="crashed"), 3, False)
     assert failed == (
-        False, "3 grouped convolution(s) split per group: the split import did not run at "
+        None, "3 grouped convolution(s) split per group: the split import did not run at "
         "default flags (crashed); tuned as given",
     )  # fmt: skip
 
@@ -195,9 +200,13 @@ def test_an_in_process_run_times_the_split_import_under_the_flags_kept_unless_to
     assert count_splittable_groups(model) == 1
     judged: list[tuple[ModelRun, ModelRun, int, bool]] = []
 
-    def judge(whole: ModelRun, split: ModelRun, count: int, flags: bool) -> tuple[bool, str]:
+    faster = SpeedupEstimate(2.0, 1.9, 2.1, 6, Basis.MODEL, 2.0, 1.0)
+
+    def judge(
+        whole: ModelRun, split: ModelRun, count: int, flags: bool
+    ) -> tuple[SpeedupEstimate | None, str]:
         judged.append((whole, split, count, flags))
-        return judged_faster, "judged"
+        return faster if judged_faster else None, "judged"
 
     def winner(run: ModelTuningRun) -> None:
         """A flag phase whose winner is the default's binary under another name."""
@@ -238,9 +247,21 @@ def test_an_in_process_run_times_the_split_import_under_the_flags_kept_unless_to
     # The default's outputs (what candidates are checked against) stay the model's.
     assert run.under_tuning.default_outputs == as_given.default_outputs
     assert run.original_vmfb == run_dir / "default.vmfb"
+    # The choice is saved with the flag phase and read back by a continued run.
+    save_run(run)
+    stored = read_run_file(run_dir)
+    restored = restore_run(run_dir, stored, LocalExecutor(), None)
+    assert restored.import_estimate == run.import_estimate == (faster if judged_faster else None)
+    assert restored.under_tuning.mlir_path == run.under_tuning.mlir_path
+    # The end of the run times the untouched default against the tuned model whenever the
+    # run's default is not it: here (the stub keeps no flag search) only after a switch.
+    run.final = FinalCheck(None, run.default_ms, run.default_ms, None)
+    combined, _ = local._finish_flags(run)
+    assert (combined is not None) is judged_faster
     if not judged_faster:
         assert run.model is as_given and not (run_dir / "import_split").exists()
         return
+    assert combined is not None and combined.baseline_ms > 0
     binary = (run_dir / "import_split" / "model.vmfb").read_bytes()
     assert run.default_vmfb.read_bytes() == binary
     assert run.default_vmfb == run_dir / (

@@ -27,7 +27,7 @@ from ireetune.flows.model.deployment import (
     facts_of,
     write_deployment,
 )
-from ireetune.flows.model.import_choice import judge_split_import
+from ireetune.flows.model.import_choice import SPLIT_DIR, judge_split_import, split_binary
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.tuner import ModelTuneResult
 from ireetune.model.ort_compare import IREE_DEFAULT, IREE_TUNED, OrtComparison, OrtStatus
@@ -287,6 +287,47 @@ def test_a_comparison_that_cannot_be_made_says_why_in_one_line(
     assert not (tmp_path / "ort").exists()
     lines = render_deployment_lines(build_deployment(facts, comparison))
     assert lines[-1] == f"  onnxruntime: {line}"
+
+
+def test_a_split_import_kept_alone_is_the_headline_and_a_part(tmp_path: Path) -> None:
+    """No flag set won and no spec was kept, but the run measured the import with its grouped
+    convolutions split faster and tuned it: the headline is the combined check's, the import is
+    its part, and ONNX Runtime times the split import's binary."""
+    split_mlir = tmp_path / SPLIT_DIR / "model.mlir"
+    result = replace(
+        _flags_only_result(tmp_path), flag_search=None, flags=(), combined=_estimate(4.5, 40.0),
+        import_estimate=_estimate(4.4, 40.0), mlir_path=split_mlir,
+    )  # fmt: skip
+    facts = facts_of(result, ())
+    assert facts.tuned_vmfb == split_binary(tmp_path) == tmp_path / SPLIT_DIR / "model.vmfb"
+    lines = render_deployment_lines(build_deployment(facts, None))
+    assert lines[:3] == [
+        "result: The tuned model (import) runs 4.500x [4.300, 4.700] faster than the compiler's "
+        "default: 40.000 ms -> 8.889 ms.",
+        f"  import: kept (4.400x [4.200, 4.600] on its own): grouped convolutions split per "
+        f"group: {split_mlir}",
+        "  flags: none kept",
+    ]
+    # Without the combined check (it failed): the parts' product; with a spec, the final
+    # check's binary.
+    with_spec = replace(
+        result, combined=None, tuned_spec_path=tmp_path / "tuned_spec.mlir",
+        estimate=_estimate(1.1, 9.0),
+    )  # fmt: skip
+    (tmp_path / "tuned.vmfb").write_bytes(b"")
+    facts = facts_of(with_spec, ())
+    assert facts.tuned_vmfb == tmp_path / "tuned.vmfb"
+    deployment = build_deployment(facts, None)
+    assert deployment.speedup.value == pytest.approx(4.4 * 1.1)
+    assert [part.name for part in deployment.parts if part.kept] == ["import", "spec"]
+    # The model as given: no import part.
+    assert [
+        p.name for p in build_deployment(facts_of(_flags_only_result(tmp_path), ()), None).parts
+    ] == [
+        "flags",
+        "spec",
+        "runtime options",
+    ]
 
 
 def test_the_comparison_reuses_the_tuned_binary_the_run_compiled(tmp_path: Path) -> None:

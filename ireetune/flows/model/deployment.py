@@ -1,10 +1,11 @@
 """The end of a model run: the whole deployment's result, and the comparison with ONNX Runtime.
 
-`report_deployment` is the model flow's last step. It sums up what the run kept (flags, spec,
-runtime options) as one `Deployment` against the compiler's default (report/deployment.py),
-times the tuned model, the default model and ONNX Runtime side by side when the model is an ONNX
-file and onnxruntime is installed (model/ort_compare.py), and writes both at the top of
-report.txt and into report.json (`deployment`, `onnxruntime`), where the HTML report reads them.
+`report_deployment` is the model flow's last step. It sums up what the run kept (the split
+import, flags, spec, runtime options) as one `Deployment` against the compiler's default
+(report/deployment.py), times the tuned model, the default model and ONNX Runtime side by side
+when the model is an ONNX file and onnxruntime is installed (model/ort_compare.py), and writes
+both at the top of report.txt and into report.json (`deployment`, `onnxruntime`), where the HTML
+report reads them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from ireetune.core.files import write_text_atomically
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.executor import ExecutorKind
+from ireetune.flows.model.import_choice import split_binary
 from ireetune.model.ort_compare import (
     IREE_DEFAULT,
     IREE_TUNED,
@@ -69,6 +71,10 @@ class DeploymentFacts:
     runtime_flags: tuple[str, ...] = ()
     # The tuned model's binary where the run already compiled it (flags and spec as kept).
     tuned_vmfb: Path | None = None
+    # The import with grouped convolutions split, when the run kept it: its speedup over the
+    # model as given under the same flags, and the MLIR tuned.
+    import_estimate: SpeedupEstimate | None = None
+    import_mlir: Path | None = None
 
 
 def _speedup(estimate: SpeedupEstimate | None) -> Speedup | None:
@@ -83,6 +89,7 @@ def _whole(facts: DeploymentFacts) -> tuple[Speedup, float]:
     kept = [
         estimate
         for estimate, is_kept in (
+            (facts.import_estimate, facts.import_estimate is not None),
             (facts.flags_estimate, bool(facts.flags)),
             (facts.spec_estimate, facts.spec_path is not None),
         )
@@ -92,8 +99,8 @@ def _whole(facts: DeploymentFacts) -> tuple[Speedup, float]:
         return Speedup(1.0), facts.default_ms
     if len(kept) == 1:
         return _speedup(kept[0]) or Speedup(1.0), facts.default_ms / kept[0].speedup
-    # Flags and spec were measured apart only (the combined check failed): their product,
-    # without an interval.
+    # The parts were measured apart only (the combined check failed): their product, without
+    # an interval.
     product = math.prod(estimate.speedup for estimate in kept)
     return Speedup(product), facts.default_ms / product
 
@@ -101,7 +108,17 @@ def _whole(facts: DeploymentFacts) -> tuple[Speedup, float]:
 def build_deployment(facts: DeploymentFacts, ort: OrtComparison | None) -> Deployment:
     """Sum up the deployment: the whole speedup, each part, ONNX Runtime's comparison."""
     speedup, tuned_ms = _whole(facts)
+    # The import is a part only where the run measured and kept the split one.
+    imported = (
+        (DeploymentPart(
+            "import", True, f"grouped convolutions split per group: {facts.import_mlir}",
+            _speedup(facts.import_estimate),
+        ),)
+        if facts.import_estimate is not None
+        else ()
+    )  # fmt: skip
     parts = (
+        *imported,
         DeploymentPart(
             "flags",
             bool(facts.flags),
@@ -174,8 +191,10 @@ def compare_run_with_onnxruntime(
     work_dir.mkdir(parents=True, exist_ok=True)
     variants = [(IREE_DEFAULT, default_vmfb)]
     tuned_vmfb = facts.tuned_vmfb
-    if (facts.flags or facts.spec_path is not None) and tuned_vmfb is None:
-        # The model's target carries the tuned flags; the spec is compiled in as the run kept it.
+    tuned = facts.flags or facts.spec_path is not None or facts.import_estimate is not None
+    if tuned and tuned_vmfb is None:
+        # The model (the import tuned) and its target (the tuned flags) are the run's; the spec
+        # is compiled in as the run kept it.
         tuned_vmfb = work_dir / "tuned.vmfb"
         error = model.compile(facts.spec_path, tuned_vmfb)
         if error:
@@ -207,12 +226,16 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         default_ms = flags_estimate.baseline_ms
     else:
         default_ms = result.default_ms
-    # The flow keeps the flags' winner, and flags with a spec as RUN/tuned.vmfb (_finish_flags);
-    # a spec alone is compiled again.
+    # The flow keeps the flags' winner (the split import's binary once switched to it), the
+    # split import's binary, and either with a spec as RUN/tuned.vmfb (_finish_flags); a spec
+    # alone is compiled again.
+    switched = result.import_estimate is not None
     tuned_vmfb = None
     if flags_kept and result.tuned_spec_path is None and search is not None:
         tuned_vmfb = search.winner_binary
-    elif flags_kept and (result.run_dir / "tuned.vmfb").is_file():
+    elif switched and result.tuned_spec_path is None:
+        tuned_vmfb = split_binary(result.run_dir)
+    elif (flags_kept or switched) and (result.run_dir / "tuned.vmfb").is_file():
         tuned_vmfb = result.run_dir / "tuned.vmfb"
     spec_note = next(
         (n for n in result.notes if _speaks_of_specs(n)), "no dispatch spec made the model faster"
@@ -227,6 +250,8 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         combined=result.combined,
         runtime_flags=tuple(runtime_flags),
         tuned_vmfb=tuned_vmfb,
+        import_estimate=result.import_estimate,
+        import_mlir=result.mlir_path if switched else None,
     )
 
 

@@ -15,9 +15,10 @@ unless told: the compile host cannot time the two.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from ireetune.core.errors import IreetuneError
-from ireetune.decision.stats import Basis, estimate_speedup, split_rounds
+from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.frontend.model_import import TUNED_IMPORT, count_splittable_groups, import_model
@@ -32,6 +33,11 @@ CHOICE_REPETITIONS = 3
 SPLIT_DIR = "import_split"
 
 
+def split_binary(run_dir: Path) -> Path:
+    """Return where a run keeps the split import's binary at the flags it was judged under."""
+    return run_dir / SPLIT_DIR / "model.vmfb"
+
+
 def choose_import(run: ModelTuningRun) -> None:
     """In process, without the option either way: tune the model's import with its grouped
     convolutions split when it runs faster than the model as given under the flag phase's
@@ -43,7 +49,7 @@ def choose_import(run: ModelTuningRun) -> None:
     if not count or run.default_vmfb is None:
         return
     work_dir, model = run.run_dir / SPLIT_DIR, run.under_tuning
-    split_vmfb = work_dir / "model.vmfb"
+    split_vmfb = split_binary(run.run_dir)
     try:
         mlir_path = import_model(options.model_path, work_dir, split_groups=True)
         source, _, _ = prepare_model_source(mlir_path, model.function, options.inputs, work_dir)
@@ -68,9 +74,9 @@ def choose_import(run: ModelTuningRun) -> None:
         )
     )  # fmt: skip
     flags = run.default_vmfb != run.original_vmfb
-    keep, note = judge_split_import(timed["as_given"], timed["groups_split"], count, flags)
+    kept, note = judge_split_import(timed["as_given"], timed["groups_split"], count, flags)
     run.notes.append(note)
-    if not keep:
+    if kept is None:
         shutil.rmtree(work_dir, ignore_errors=True)
         return
     # The later phases compile and time the split import under the same flags. The flag
@@ -81,25 +87,25 @@ def choose_import(run: ModelTuningRun) -> None:
     else:
         run.default_vmfb = split_vmfb
     run.default_ms = fastest_round_ms(timed["groups_split"].times_ms, CHOICE_REPETITIONS)
-    run.model = split
+    run.model, run.import_estimate = split, kept
 
 
 def judge_split_import(
     whole: ModelRun, split: ModelRun, count: int, tuned_flags: bool
-) -> tuple[bool, str]:
-    """Say whether to tune the import with `count` grouped convolutions split (`split`) rather
-    than the model as given (`whole`), both timed side by side in rounds of CHOICE_REPETITIONS
-    calls under the flag phase's winner (`tuned_flags`) or the default flags, and the note that
-    says why."""
+) -> tuple[SpeedupEstimate | None, str]:
+    """Judge the import with `count` grouped convolutions split (`split`) against the model as
+    given (`whole`), both timed side by side in rounds of CHOICE_REPETITIONS calls under the flag
+    phase's winner (`tuned_flags`) or the default flags: the split import's speedup when it is
+    to be tuned (None: the model as given), and the note that says why."""
     what = f"{count} grouped convolution(s) split per group"
     at = "under the tuned flags" if tuned_flags else "at default flags"
     if not whole.ok or not split.ok:
         failed = "the model as given" if not whole.ok else "the split import"
         reason = whole.reason or split.reason
-        return False, f"{what}: {failed} did not run {at} ({reason}); tuned as given"
+        return None, f"{what}: {failed} did not run {at} ({reason}); tuned as given"
     same, why = outputs_match(whole.outputs, split.outputs)
     if not same:
-        return False, f"{what}: the split import's outputs differ ({why}); tuned as given"
+        return None, f"{what}: the split import's outputs differ ({why}); tuned as given"
     estimate = estimate_speedup(
         split_rounds(whole.times_ms, CHOICE_REPETITIONS),
         split_rounds(split.times_ms, CHOICE_REPETITIONS),
@@ -107,11 +113,11 @@ def judge_split_import(
     )  # fmt: skip
     if estimate is None or estimate.low <= MODEL_THRESHOLD:
         figure = "not timed" if estimate is None else f"{estimate.describe()} {at}"
-        return False, (
+        return None, (
             f"{what}: not faster than the model as given ({figure}); tuned as given "
             "(--split-grouped-convs forces the split)"
         )
-    return True, (
+    return estimate, (
         f"{what} at import: {estimate.describe()} faster than the model as given {at}, outputs "
         f"equal (--no-split-grouped-convs keeps them whole); {TUNED_IMPORT}"
     )

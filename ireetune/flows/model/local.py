@@ -339,7 +339,7 @@ def decide(run: ModelTuningRun) -> Pause | None:
     run.result = ModelTuneResult(
         run.run_dir, final.default_ms, final.tuned_ms, final.tuned_spec, dispatch_outcomes(run),
         tuple(run.notes), final.estimate, run.target.global_flags, run.flag_search,
-        tuned_flags_path, combined, run.under_tuning.mlir_path,
+        tuned_flags_path, combined, run.under_tuning.mlir_path, run.import_estimate,
     )  # fmt: skip
     return None
 
@@ -359,7 +359,8 @@ def _final_check(run: ModelTuningRun) -> FinalCheck:
 
 
 def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | None]:
-    """Write tuned_flags.txt, time the untouched default against flags plus spec, record both."""
+    """Write tuned_flags.txt, time the untouched default against the tuned model (flags, split
+    import and spec as kept), record both."""
     model, options, run_dir, flag_search = (
         run.under_tuning,
         run.options,
@@ -377,7 +378,9 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
     runtime_flags = flag_search.runtime_flags if flag_search is not None else ()
     tuned_flags_path = write_flag_files(run_dir, flags, runtime_flags)
     combined = None
-    if flag_search is not None and flag_search.improved:
+    # Against the untouched default whenever the run's default is not it: a flag set kept, or
+    # the split import (import_choice.py) without one.
+    if (flag_search is not None and flag_search.improved) or run.import_estimate is not None:
         final_vmfb = run.default_vmfb
         if tuned_spec_path is not None:
             final_vmfb = run_dir / "tuned.vmfb"

@@ -65,7 +65,7 @@ def _flag_report_lines(run: ModelTuningRun, result: ModelTuneResult) -> list[str
         lines += _flag_notes(run.split_state)
     if result.combined is not None:
         lines.append(
-            f"combined (tuned flags and spec) over default flags without spec: "
+            f"combined (the tuned model as kept) over the default: "
             f"{result.combined.describe()} ({result.combined.baseline_ms:.3f} -> "
             f"{result.combined.candidate_ms:.3f} ms, interleaved in one process)"
         )

@@ -74,6 +74,9 @@ class ModelTuneResult:
     combined: SpeedupEstimate | None = None
     # The MLIR that was tuned (an ONNX model's import): what iree-compile takes.
     mlir_path: Path | None = None
+    # The import with grouped convolutions split, kept by measurement (flows/model/import_choice
+    # .py): its speedup over the model as given under the same flags; None: the model as given.
+    import_estimate: SpeedupEstimate | None = None
 
     @property
     def speedup(self) -> float:
@@ -122,6 +125,8 @@ class ModelTuningRun:
     costs: ModelCosts = field(default_factory=ModelCosts)
     flag_request: ModelFlagSearch | None = None
     flag_search: FlagSearchResult | None = None
+    # The split import's speedup over the model as given, when the run switched to it.
+    import_estimate: SpeedupEstimate | None = None
     hot: HotSet | None = None
     # Each hot dispatch's kept candidate specs (best first), its verified winner, and per spec
     # (default ms, candidate ms) from the same tuning session of that dispatch.

@@ -16,9 +16,10 @@ data: the format first, then every field, every path inside the folder. Declared
                           dispatches (flows/model/flag_finalists.py)
 
 Besides, an in-process run keeps at the top what each phase leaves the later ones (the default
-binaries and times, the flag search, each tuned dispatch's candidates, the specs accepted, the
-final check; the hot set is profile.json, read back), and a split run its round trips in the
-`split` section, updated in place as each sub-step finishes.
+binaries and times, the flag search, the split import's speedup when the run switched to it,
+each tuned dispatch's candidates, the specs accepted, the final check; the hot set is
+profile.json, read back), and a split run its round trips in the `split` section, updated in
+place as each sub-step finishes.
 
 A file of `ireetune-model-run/2` (an in-process run, before split runs shared the file: this
 layout without `split`) is read as this one, and so is a file of this version written before
@@ -300,6 +301,8 @@ class ModelRunFile(FileModel):
     default_vmfb: InsidePath = ""
     default_ms: Milliseconds = 0.0
     flag_search: FlagPhaseFile | None = None
+    # The split import's speedup when the flag phase's end switched to it (import_choice.py).
+    import_split: SpeedupEstimate | None = None
     dispatches_done: tuple[str, ...] = ()
     dispatches: dict[str, TunedDispatchFile] = {}
     accepted: dict[str, InsidePath] = {}

@@ -130,6 +130,9 @@ def _in_process_document(run: ModelTuningRun) -> dict[str, Any]:
         "default_vmfb": _inside(run, run.default_vmfb),
         "default_ms": run.default_ms,
         "flag_search": _flag_document(run),
+        "import_split": (
+            dump_record(SpeedupEstimate, run.import_estimate) if run.import_estimate else None
+        ),
         "dispatches_done": list(run.dispatches_done),
         "dispatches": _dispatch_documents(run),
         "accepted": {name: _inside(run, spec) for name, spec in run.accepted.items()},
@@ -244,6 +247,7 @@ def restore_run(
         if search.winner_binary is not None:
             run.target = target.with_global_flags((*options.extra_flags, *search.winner.flags))
             run.under_tuning.target = run.target
+    run.import_estimate = stored.import_split
     if Phase.PROFILE in stored.phases_done:
         run.hot = read_hot_set(run_dir)
     run.dispatches_done = list(stored.dispatches_done)
@@ -285,5 +289,5 @@ def restore_decision(
         run.run_dir, stored.default_ms, stored.tuned_ms, tuned_spec, outcomes, tuple(run.notes),
         stored.estimate, run.target.global_flags, run.flag_search,
         run.run_dir / stored.tuned_flags if stored.tuned_flags else None, stored.combined,
-        run.under_tuning.mlir_path,
+        run.under_tuning.mlir_path, run.import_estimate,
     )  # fmt: skip
