@@ -99,6 +99,21 @@ def open_run(options: TuneOptions, target: Target, executor: Executor) -> Iterat
                 database.close()
 
 
+@contextmanager
+def _dispatch_failure(what: str) -> Iterator[None]:
+    """Turn a fault of a space or a strategy into this dispatch's failure, with its reason: a
+    model run records it and goes on with the other dispatches; a dispatch run ends in one
+    line."""
+    try:
+        yield
+    except IreetuneError:
+        raise
+    except Exception as error:
+        raise IreetuneError(
+            f"{what}: {type(error).__name__}: {' '.join(str(error).split())}"
+        ) from error
+
+
 def generate_stage(run: DispatchRun) -> None:
     """Draw the pool and keep the N candidates the search strategy `--order` names proposes
     (search/strategies/); say how it chose them (`run.ordering`); read what the database holds
@@ -111,17 +126,9 @@ def generate_stage(run: DispatchRun) -> None:
     options, target, dispatch = run.options, run.target, run.dispatch
     pool_size = max(4 * options.num_candidates, 64)
     request = run.request
-    try:
+    what = f"the search space of {dispatch.problem.signature} on {target.name}"
+    with _dispatch_failure(f"{what} could not be built"):
         pool = list(itertools.islice(dispatch.space.generate(request), pool_size))
-    except IreetuneError:
-        raise
-    except Exception as error:
-        # A space that cannot be built is this dispatch's failure, with its reason: a model run
-        # records it and goes on with the other dispatches.
-        raise IreetuneError(
-            f"the search space of {dispatch.problem.signature} on {target.name} could not be "
-            f"built: {type(error).__name__}: {' '.join(str(error).split())}"
-        ) from error
     if not pool:
         raise IreetuneError(
             f"the search space of {dispatch.problem.signature} on {target.name} is empty"
@@ -130,7 +137,8 @@ def generate_stage(run: DispatchRun) -> None:
         target, dispatch.space, request, run.database, options.num_candidates,
         online=options.online and options.stop_after is None,
     )  # fmt: skip
-    proposal = find_strategy(options.order)(search, pool)
+    with _dispatch_failure(f"{what} could not be ordered ({options.order})"):
+        proposal = find_strategy(options.order)(search, pool)
     run.candidates, run.ordering, run.search = (
         proposal.candidates,
         proposal.ordering,

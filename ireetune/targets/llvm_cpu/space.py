@@ -37,13 +37,14 @@ from typing import TypeVar
 
 import z3
 
-from ireetune.core.candidate import Knobs, make_knobs
+from ireetune.core.candidate import Knobs
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, element_bytes, narrow
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
     SizedCpuSpace,
     SizedFamily,
+    positive_knobs,
     score_near_default,
     thread_imbalance,
     tile_levels,
@@ -301,19 +302,22 @@ def parse_default_contraction_knobs(
     problem: ContractionProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
     """Read the compiler's tiles of the innermost M, N and K loops, and of the M loop before
-    the innermost where there is one (0, untiled, read as the whole loop), into knobs."""
+    the innermost where there is one, into knobs: a distribution tile of 0 (the loop untiled,
+    as the default leaves a matrix-vector product's one row) is the whole loop; None when a
+    vector tile is 0 (no form of this space)."""
     m, n, k = problem.m_dims[-1], problem.n_dims[-1], problem.k_dims[-1]
+    distribution, sizes = levels["distribution"], problem.loop_sizes
     knobs = {
-        "dist_m": levels["distribution"][m],
-        "dist_n": levels["distribution"][n],
+        "dist_m": distribution[m] or sizes[m],
+        "dist_n": distribution[n] or sizes[n],
         "vec_m": levels["vector_common_parallel"][m],
         "vec_n": levels["vector_common_parallel"][n],
         "vec_k": levels["vector_reduction"][k],
     }
     if len(problem.m_dims) > 1:
         outer = problem.m_dims[-2]
-        knobs["dist_o"] = levels["distribution"][outer] or problem.loop_sizes[outer]
-    return make_knobs(knobs)
+        knobs["dist_o"] = distribution[outer] or sizes[outer]
+    return positive_knobs(knobs)
 
 
 class CpuContractionSpace(SizedCpuSpace[ContractionProblem, CpuProblemSizes]):

@@ -282,6 +282,50 @@ func.func @main(%lhs: tensor<512x1024xf32>, %rhs: tensor<768x1024xf32>) -> tenso
 """
 
 
+# A matrix-vector product, as a batch-1 classifier's fully connected layer imports (AlexNet's
+# 1x4096x9216): the default leaves its M loop of one row untiled (distribution 0).
+MATRIX_VECTOR = """
+func.func @main(%lhs: tensor<1x2304xf32>, %rhs: tensor<1024x2304xf32>) -> tensor<1x1024xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x1024xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x1024xf32>) -> tensor<1x1024xf32>
+  %r = linalg.matmul
+      indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>,
+                       affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%lhs, %rhs : tensor<1x2304xf32>, tensor<1024x2304xf32>) outs(%init : tensor<1x1024xf32>) -> tensor<1x1024xf32>
+  return %r : tensor<1x1024xf32>
+}
+"""
+
+
+def test_an_untiled_loop_of_the_default_is_read_as_one_tile_of_the_whole_loop(
+    tmp_path: Path,
+) -> None:
+    """The default's distribution 0 (the loop untiled) is the whole loop as one tile: the space
+    is generated and ordered around it. Read as a tile of 0 rows, ordering divided by zero and a
+    model run with a batch-1 fully connected layer ended in a traceback (AlexNet at default
+    flags, 2026-12-06)."""
+    (benchmark,) = dump_with_flags(MATRIX_VECTOR, tmp_path / "dump", ())
+    assert "distribution = [0, " in benchmark.read_text()
+    context = ir.Context()
+    ((module, problem),) = tunable_problems([benchmark], context)
+    target = parse_target(f"cpu:{CPU}")
+    with context:
+        root_op = find_root_op(module)
+        space = space_for(target, problem)
+        default = space.parse_default_knobs(problem, root_op)
+        variant = root_op
+        while variant.name != "hal.executable.variant":
+            variant = variant.parent
+        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
+        generated = space.generate(request)
+        pool = [next(generated) for _ in range(12)]
+    assert default is not None and dict(default)["dist_m"] == 1
+    ordered = [knobs for knobs, _ in space.order(request, pool)]
+    assert sorted(ordered) == sorted(pool) and default not in pool
+    assert all(dict(knobs)["dist_m"] == 1 for knobs in pool)
+
+
 def test_a_contraction_search_starts_at_the_defaults_neighbours(tmp_path: Path) -> None:
     # On this transposed-B matmul all 8 candidates of `tune-dispatch --num-candidates 8` were
     # 3.6-7x slower than the default: none was near it. Now the first ones, generated and then
