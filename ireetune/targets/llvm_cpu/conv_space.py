@@ -284,21 +284,23 @@ def conv_tile_lists(problem: ConvolutionProblem, knobs: Knobs) -> dict[str, list
 def parse_default_conv_knobs(
     problem: ConvolutionProblem, levels: dict[str, list[int]]
 ) -> Knobs | None:
-    """Read the compiler's default convolution config back into knobs (None if it has no form)."""
+    """Read the compiler's default convolution config back into knobs: a distribution tile of 0
+    (the loop untiled) is the whole loop; None when it has no form (a vector tile of 0)."""
     try:
         oh_dim, ow_dim = problem.output_image_dims
         f_dim, c_dim = problem.output_channel_dims[0], problem.input_channel_dims[0]
+        distribution, sizes = levels["distribution"], problem.loop_sizes
         values = {
-            "dist_f": levels["distribution"][f_dim],
-            "dist_oh": levels["distribution"][oh_dim],
-            "dist_ow": levels["distribution"][ow_dim],
+            "dist_f": distribution[f_dim] or sizes[f_dim],
+            "dist_oh": distribution[oh_dim] or sizes[oh_dim],
+            "dist_ow": distribution[ow_dim] or sizes[ow_dim],
             "vec_f": levels["vector_common_parallel"][f_dim],
             "vec_ow": levels["vector_common_parallel"][ow_dim],
             "vec_c": levels["vector_reduction"][c_dim],
         }
     except (ValueError, IndexError, KeyError):
         return None
-    return tuple(sorted(values.items()))
+    return positive_knobs(values)
 
 
 def window_levels(

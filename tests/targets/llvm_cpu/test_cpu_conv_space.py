@@ -71,6 +71,17 @@ def test_conv_tiles_follow_the_decomposition_rules_and_round_trip() -> None:
         "vector_reduction": [0, 0, 0, 0, 8, 1, 1],
     }
     assert parse_default_conv_knobs(CONV, tiles) == knobs
+    # An untiled loop (0) is one tile of the whole loop, and the ordering scores it; a vector
+    # tile of 0 has no form here. Read as a tile of 0, scoring divided by zero.
+    untiled = {**tiles, "distribution": [1, 32, 0, 0, 0, 0, 0]}
+    default = parse_default_conv_knobs(CONV, untiled)
+    assert default == tuple(sorted({**dict(knobs), "dist_oh": 56, "dist_ow": 56}.items()))
+    sizes = compute_conv_sizes(CONV)
+    pool = list(itertools.islice(enumerate_conv_space(sizes, AVX512, 1, default), 8))
+    assert default not in pool
+    assert len(order_conv_candidates(sizes, AVX512, pool, seed=1, default=default)) == 8
+    no_vector = {**tiles, "vector_reduction": [0, 0, 0, 0, 0, 1, 1]}
+    assert parse_default_conv_knobs(CONV, no_vector) is None
 
 
 def test_conv_ordering_prefers_small_blocks_and_is_reproducible() -> None:
