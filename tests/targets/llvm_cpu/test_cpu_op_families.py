@@ -6,6 +6,7 @@ binary differs from the default's) under the flags the flag phase picks, data ti
 from __future__ import annotations
 
 import hashlib
+import itertools
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -298,6 +299,24 @@ func.func @main(%lhs: tensor<1x2304xf32>, %rhs: tensor<1024x2304xf32>) -> tensor
 """
 
 
+def _space_around_default(
+    benchmark: Path, count: int
+) -> tuple[FamilySpace, SpaceRequest, list[Knobs]]:
+    """Return the dispatch's space on the test CPU, the request around its default, and the
+    first `count` candidates it generates."""
+    context = ir.Context()
+    ((module, problem),) = tunable_problems([benchmark], context)
+    with context:
+        root_op = find_root_op(module)
+        space = space_for(parse_target(f"cpu:{CPU}"), problem)
+        default = space.parse_default_knobs(problem, root_op)
+        variant = root_op
+        while variant.name != "hal.executable.variant":
+            variant = variant.parent
+        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
+        return space, request, list(itertools.islice(space.generate(request), count))
+
+
 def test_an_untiled_loop_of_the_default_is_read_as_one_tile_of_the_whole_loop(
     tmp_path: Path,
 ) -> None:
@@ -307,19 +326,8 @@ def test_an_untiled_loop_of_the_default_is_read_as_one_tile_of_the_whole_loop(
     flags, 2026-12-06)."""
     (benchmark,) = dump_with_flags(MATRIX_VECTOR, tmp_path / "dump", ())
     assert "distribution = [0, " in benchmark.read_text()
-    context = ir.Context()
-    ((module, problem),) = tunable_problems([benchmark], context)
-    target = parse_target(f"cpu:{CPU}")
-    with context:
-        root_op = find_root_op(module)
-        space = space_for(target, problem)
-        default = space.parse_default_knobs(problem, root_op)
-        variant = root_op
-        while variant.name != "hal.executable.variant":
-            variant = variant.parent
-        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
-        generated = space.generate(request)
-        pool = [next(generated) for _ in range(12)]
+    space, request, pool = _space_around_default(benchmark, 12)
+    default = request.default_knobs
     assert default is not None and dict(default)["dist_m"] == 1
     ordered = [knobs for knobs, _ in space.order(request, pool)]
     assert sorted(ordered) == sorted(pool) and default not in pool
@@ -333,19 +341,8 @@ def test_a_contraction_search_starts_at_the_defaults_neighbours(tmp_path: Path) 
     from ireetune.targets.llvm_cpu.space import compute_problem_sizes, contraction_domains
 
     (benchmark,) = dump_with_flags(TRANSPOSED_B_MATMUL, tmp_path / "dump", ())
-    context = ir.Context()
-    ((module, problem),) = tunable_problems([benchmark], context)
-    target = parse_target(f"cpu:{CPU}")
-    with context:
-        root_op = find_root_op(module)
-        space = space_for(target, problem)
-        default = space.parse_default_knobs(problem, root_op)
-        variant = root_op
-        while variant.name != "hal.executable.variant":
-            variant = variant.parent
-        request = SpaceRequest(problem, variant.attributes["target"], default, 0)
-        generated = space.generate(request)
-        pool = [next(generated) for _ in range(40)]
+    space, request, pool = _space_around_default(benchmark, 40)
+    problem, default = request.problem, request.default_knobs
     assert default == (("dist_m", 64), ("dist_n", 64), ("vec_k", 8), ("vec_m", 8), ("vec_n", 8))
     ordered = [knobs for knobs, _ in space.order(request, pool)]
     domains = contraction_domains(
