@@ -43,6 +43,11 @@ DUMP_SPECS_FLAG = "--iree-codegen-dump-tuning-specs-to"
 DUMP_SOURCES_FLAG = "--iree-hal-dump-executable-sources-to"
 TUNER_ATTRIBUTES_FLAG = "--iree-codegen-add-tuner-attributes"
 REPRODUCER_FLAG = "--mlir-pass-pipeline-crash-reproducer"
+# A failed compile keeps its crash reproducer up to this size. A dispatch's is a few KiB; a whole
+# model's holds its weights (VGG-19's is over 1 GiB), and the flag phase, the profile and the
+# selection compile whole models whose failures are expected: a failed flag set would leave a
+# copy of the model each. The log keeps the command that writes it again.
+MAX_REPRODUCER_BYTES = 16 * 2**20
 # Stop once every executable is configured: the configuration and source dumps are complete by
 # then, and the code generation (most of a compile) is skipped.
 CONFIGURED_PHASE = "--compile-to=executable-configurations"
@@ -181,6 +186,15 @@ def run_compile(request: CompileRequest) -> CompileResult:
     kept = reproducer if reproducer is not None and reproducer.exists() else None
     if result.timed_out or result.returncode != 0 or not request.output_path.exists():
         request.output_path.unlink(missing_ok=True)
+        stderr = result.stderr
+        if kept is not None and kept.stat().st_size > MAX_REPRODUCER_BYTES:
+            size_mib = kept.stat().st_size / 2**20
+            kept.unlink()
+            kept = None
+            stderr += (
+                f"\nireetune: the crash reproducer ({size_mib:.0f} MiB) was not kept (over "
+                f"{MAX_REPRODUCER_BYTES // 2**20} MiB); the command above writes it again\n"
+            )
         if result.timed_out:
             assert request.timeout_s is not None
             status, reason = CompileStatus.TIMED_OUT, f"timed out after {request.timeout_s:.0f} s"
@@ -189,7 +203,7 @@ def run_compile(request: CompileRequest) -> CompileResult:
             if result.returncode < 0:
                 reason = f"compiler crashed (signal {-result.returncode}): {reason}"
         return CompileResult(
-            status, reason, result.stderr, result.returncode, seconds, tuple(arguments), kept
+            status, reason, stderr, result.returncode, seconds, tuple(arguments), kept
         )
     if reproducer is not None:
         reproducer.unlink(missing_ok=True)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from ireetune.compile import driver
 from ireetune.compile.driver import (
     DUMP_BENCHMARKS_FLAG,
     CompileRequest,
+    CompileResult,
     CompilerTool,
     CompileStatus,
     build_arguments,
@@ -111,3 +115,38 @@ def test_targets_say_how_specs_apply_and_what_their_peak_is() -> None:
         "cuda:sm_80": ("--iree-codegen-transform-dialect-library", False, False, 312_000.0, "A100"),
         "rocm:gfx942": ("--iree-codegen-tuning-spec-path", True, True, 1_307_400.0, "MI300X"),
     }
+
+
+def _fail_in_a_pass(tmp_path: Path) -> CompileResult:
+    """Compile the matmul with a spec that does not parse: a pass fails, and MLIR writes its
+    crash reproducer (about 8 KiB)."""
+    source, spec = tmp_path / "matmul.mlir", tmp_path / "bad_spec.mlir"
+    source.write_text(MATMUL_MODEL)
+    spec.write_text("module {\n")
+    request = build_request(
+        parse_target("cpu"), source, tmp_path / "m.vmfb", spec_path=spec, timeout_s=60,
+        reproducer_path=tmp_path / "m_reproducer.mlir",
+    )  # fmt: skip
+    return run_compile(request)
+
+
+def test_a_failed_compile_keeps_its_crash_reproducer(tmp_path: Path) -> None:
+    result = _fail_in_a_pass(tmp_path)
+    assert (result.status, result.reproducer_path) == (
+        CompileStatus.FAILED,
+        tmp_path / "m_reproducer.mlir",
+    )
+    assert "linalg.matmul" in (tmp_path / "m_reproducer.mlir").read_text()
+
+
+def test_a_crash_reproducer_over_the_limit_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A whole model's reproducer holds its weights; here the limit is made smaller instead.
+    monkeypatch.setattr(driver, "MAX_REPRODUCER_BYTES", 1024)
+    result = _fail_in_a_pass(tmp_path)
+    assert (result.status, result.reproducer_path) == (CompileStatus.FAILED, None)
+    assert not (tmp_path / "m_reproducer.mlir").exists()
+    assert result.stderr.endswith(
+        "MiB) was not kept (over 0 MiB); the command above writes it again\n"
+    )
