@@ -18,7 +18,7 @@ last frames. Nothing is compiled or timed beyond the model's compile, so the swe
 anything. The exit status is 1 when a fault was found.
 
     python bench/space_sweep.py MODEL.mlir [--target cpu] [--flag-sets default,dt,im2col]
-        [--candidates 64] [--work-dir DIR]
+        [--candidates 64] [--work-dir DIR] [--refusals]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class SweepCounts:
     """What one flag set's sweep found: dispatches through every step, refused, faulty."""
 
     ok: int = 0
-    refused: int = 0
+    refused: list[str] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
 
 
@@ -117,8 +117,8 @@ def sweep_benchmark(
             for knobs, _ in ordered[:SPECS_BUILT]:
                 configuration = space.configuration(problem, knobs, context)
                 build_configuration_spec(problem, configuration, (), context)
-        except IreetuneError:
-            counts.refused += 1
+        except IreetuneError as error:
+            counts.refused.append(f"{benchmark.name} at {stage}: {error}")
             return
         except Exception as error:  # noqa: BLE001 - a fault of any kind is what the sweep finds.
             frames = "".join(traceback.format_tb(error.__traceback__)[-3:])
@@ -152,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--flag-sets", default="default,dt,im2col", help=", ".join(FLAG_SETS))
     parser.add_argument("--candidates", type=int, default=64)
     parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--refusals", action="store_true", help="print each refusal's reason")
     args = parser.parse_args(argv)
     names = args.flag_sets.split(",")
     unknown = [name for name in names if name not in FLAG_SETS]
@@ -170,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         for fault in result.faults:
             print(f"FAULT {args.model.stem} {name} {fault}")
+        for refusal in result.refused if args.refusals else ():
+            print(f"REFUSED {args.model.stem} {name} {refusal}")
         faults += len(result.faults)
         print(
             f"{args.model.stem} {args.target} {name}: {result.ok} through every step, "
-            f"{result.refused} refused, {len(result.faults)} fault(s)",
+            f"{len(result.refused)} refused, {len(result.faults)} fault(s)",
             flush=True,
         )
     return 1 if faults else 0

@@ -26,11 +26,11 @@ def swept_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return model
 
 
-def _sweep(model: Path, flags: str = "default,dt") -> int:
+def _sweep(model: Path, flags: str = "default,dt", *more: str) -> int:
     """Run the script on `model` for haswell (any host), in the model's folder's dumps."""
     return space_sweep.main(
         [str(model), "--target", "cpu:haswell", "--flag-sets", flags, "--candidates", "8",
-         "--work-dir", str(model.parent / "work")]
+         "--work-dir", str(model.parent / "work"), *more]
     )  # fmt: skip
 
 
@@ -75,10 +75,14 @@ def test_a_refusal_in_the_tuners_own_words_is_no_fault(
         raise IreetuneError("not tuned here")
 
     monkeypatch.setattr(space_sweep, "build_configuration_spec", refuse)
-    status = _sweep(swept_model, "default")
+    status = _sweep(swept_model, "default", "--refusals")
     assert status == 0
     assert capsys.readouterr().out.splitlines() == [
-        "two cpu:haswell default: 0 through every step, 2 refused, 0 fault(s)"
+        "REFUSED two default module_main_dispatch_0_embedded_elf_x86_64_benchmark.mlir at spec: "
+        "not tuned here",
+        "REFUSED two default module_matmul_dispatch_0_embedded_elf_x86_64_benchmark.mlir at spec: "
+        "not tuned here",
+        "two cpu:haswell default: 0 through every step, 2 refused, 0 fault(s)",
     ]
 
 
