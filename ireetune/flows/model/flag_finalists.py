@@ -321,6 +321,10 @@ def _compile_with_spec(
             configurations = folder / f"t{trial_id}_configurations"
             landed, matchers = count_landed_matchers(spec, configurations)
         compiled[trial_id] = (request.output_path, landed, matchers)
+    for trial in trials:
+        # The configured programs hold the model's weights (ZFNet-512's: 666 MiB each); only
+        # their dumps are read.
+        (folder / f"t{trial.trial_id}_configured.mlir").unlink(missing_ok=True)
     return compiled
 
 

@@ -239,6 +239,11 @@ def test_the_finalists_time_plain_compiles_and_count_matchers_in_a_configuration
     ]
     plain = next(a for a in finalists if WINNER.flags[0] in a and not dumped(a))
     assert str(tmp_path / FOLDER / "t1.vmfb") in plain
+    # Their configured programs, the model and its weights, are not kept beside the dumps.
+    assert sorted(p.name for p in (tmp_path / FOLDER).glob("t*_configured.mlir")) == []
+    assert sorted(p.name for p in (tmp_path / FOLDER).glob("t*_configurations")) == [
+        "t1_configurations", "t2_configurations", "t3_configurations"
+    ]  # fmt: skip
     # The final check compiled nothing: it timed a copy of the winner's plain binary.
     set0 = tmp_path / "final" / "set0.vmfb"
     assert set0.read_bytes() == (tmp_path / FOLDER / "t1.vmfb").read_bytes()
