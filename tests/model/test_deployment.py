@@ -117,6 +117,48 @@ def test_runtime_options_are_a_part_of_the_deployment(tmp_path: Path) -> None:
     assert render_deployment_lines(deployment)[3] == f"  runtime options: kept: {flags[0]}"
 
 
+RUNTIME = ("--task_topology_max_group_count=1",)
+
+
+def test_runtime_options_kept_alone_are_the_headline(tmp_path: Path) -> None:
+    """An LSTM whose flag phase kept no set but one runtime option, 1.31x faster on its own:
+    the headline is that option's speedup, not 1.000x."""
+    search = FlagSearchResult(
+        FlagSet(()), None, (), DecisionRule(1.01), tmp_path / "trials.json",
+        runtime_flags=RUNTIME, runtime_estimate=_estimate(1.314, 0.915),
+    )  # fmt: skip
+    result = replace(_flags_only_result(tmp_path), flag_search=search, combined=None)
+    lines = render_deployment_lines(build_deployment(facts_of(result, RUNTIME), None))
+    assert lines == [
+        "result: The tuned model (runtime options) runs 1.314x [1.114, 1.514] faster than the "
+        "compiler's default: 10.040 ms -> 7.641 ms.",
+        "  flags: none kept",
+        "  spec: none kept: no dispatch spec made the model faster; no tuned spec written",
+        f"  runtime options: kept (1.314x [1.114, 1.514] on its own): {RUNTIME[0]}",
+    ]
+
+
+def test_runtime_options_multiply_the_combined_check_timed_under_them(tmp_path: Path) -> None:
+    """The combined check times the default and the tuned model both under the runtime options:
+    their own gain, measured apart, multiplies it, and the default is the tuned time times that
+    (no interval: two sessions)."""
+    result = _flags_only_result(tmp_path)
+    assert result.flag_search is not None
+    search = replace(result.flag_search, runtime_flags=RUNTIME, runtime_estimate=_estimate(1.25, 8))
+    result = replace(result, flag_search=search, combined=_estimate(4.0, 40.0))
+    deployment = build_deployment(facts_of(result, RUNTIME), None)
+    assert render_deployment_lines(deployment)[0] == (
+        "result: The tuned model (flags + runtime options) runs 5.000x faster than the "
+        "compiler's default: 50.000 ms -> 10.000 ms."
+    )
+    # Without runtime options the combined check is the headline, with its interval.
+    plain = build_deployment(facts_of(result, ()), None)
+    assert render_deployment_lines(plain)[0] == (
+        "result: The tuned model (flags) runs 4.000x [3.800, 4.200] faster than the compiler's "
+        "default: 40.000 ms -> 10.000 ms."
+    )
+
+
 def test_a_refused_comparison_reports_the_error_and_no_speed(tmp_path: Path) -> None:
     refused = OrtComparison(
         OrtStatus.REFUSED, "outputs differ", 2, (), 0.25, ("iree_tuned output 0: ...",)

@@ -75,39 +75,52 @@ class DeploymentFacts:
     # model as given under the same flags, and the MLIR tuned.
     import_estimate: SpeedupEstimate | None = None
     import_mlir: Path | None = None
+    # The runtime options' speedup on the flag phase's winner, timed with and without them.
+    runtime_estimate: SpeedupEstimate | None = None
 
 
 def _speedup(estimate: SpeedupEstimate | None) -> Speedup | None:
     return None if estimate is None else Speedup(estimate.speedup, estimate.low, estimate.high)
 
 
-def _whole(facts: DeploymentFacts) -> tuple[Speedup, float]:
-    """Return the whole deployment's speedup over the default, and the tuned model's time."""
+def _whole(facts: DeploymentFacts) -> tuple[Speedup, float, float]:
+    """Return the whole deployment's speedup over the default, the default's time and the tuned
+    model's."""
+    runtime = facts.runtime_estimate if facts.runtime_flags else None
     if facts.combined is not None:
         combined = facts.combined
-        return Speedup(combined.speedup, combined.low, combined.high), combined.candidate_ms
+        if runtime is None:
+            whole = Speedup(combined.speedup, combined.low, combined.high)
+            return whole, facts.default_ms, combined.candidate_ms
+        # The combined check times both models under the runtime options (a process has one
+        # set), so their own gain is measured apart: the product, without an interval, and the
+        # default without them as that gain puts it.
+        product = combined.speedup * runtime.speedup
+        return Speedup(product), combined.candidate_ms * product, combined.candidate_ms
     kept = [
         estimate
         for estimate, is_kept in (
             (facts.import_estimate, facts.import_estimate is not None),
             (facts.flags_estimate, bool(facts.flags)),
             (facts.spec_estimate, facts.spec_path is not None),
+            (runtime, runtime is not None),
         )
         if is_kept and estimate is not None
     ]
     if not kept:
-        return Speedup(1.0), facts.default_ms
+        return Speedup(1.0), facts.default_ms, facts.default_ms
     if len(kept) == 1:
-        return _speedup(kept[0]) or Speedup(1.0), facts.default_ms / kept[0].speedup
-    # The parts were measured apart only (the combined check failed): their product, without
-    # an interval.
+        whole = _speedup(kept[0]) or Speedup(1.0)
+        return whole, facts.default_ms, facts.default_ms / kept[0].speedup
+    # The parts were measured apart only (the combined check failed, or runtime options were
+    # kept without a flag set): their product, without an interval.
     product = math.prod(estimate.speedup for estimate in kept)
-    return Speedup(product), facts.default_ms / product
+    return Speedup(product), facts.default_ms, facts.default_ms / product
 
 
 def build_deployment(facts: DeploymentFacts, ort: OrtComparison | None) -> Deployment:
     """Sum up the deployment: the whole speedup, each part, ONNX Runtime's comparison."""
-    speedup, tuned_ms = _whole(facts)
+    speedup, default_ms, tuned_ms = _whole(facts)
     # The import is a part only where the run measured and kept the split one.
     imported = (
         (DeploymentPart(
@@ -131,9 +144,14 @@ def build_deployment(facts: DeploymentFacts, ort: OrtComparison | None) -> Deplo
             str(facts.spec_path) if facts.spec_path is not None else facts.spec_note,
             _speedup(facts.spec_estimate) if facts.spec_path is not None else None,
         ),
-        DeploymentPart("runtime options", bool(facts.runtime_flags), " ".join(facts.runtime_flags)),
+        DeploymentPart(
+            "runtime options",
+            bool(facts.runtime_flags),
+            " ".join(facts.runtime_flags),
+            _speedup(facts.runtime_estimate) if facts.runtime_flags else None,
+        ),
     )
-    return Deployment(facts.default_ms, tuned_ms, speedup, parts, _ort_line(ort))
+    return Deployment(default_ms, tuned_ms, speedup, parts, _ort_line(ort))
 
 
 def _ratio(comparison: OrtComparison, name: str) -> Speedup | None:
@@ -252,6 +270,7 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         tuned_vmfb=tuned_vmfb,
         import_estimate=result.import_estimate,
         import_mlir=result.mlir_path if switched else None,
+        runtime_estimate=search.runtime_estimate if search is not None and runtime_flags else None,
     )
 
 
