@@ -109,10 +109,15 @@ class OrtComparison:
     def describe(self) -> str:
         """Say in one line what the comparison found."""
         if self.status is OrtStatus.REFUSED:
-            return (
-                f"refused: IREE's outputs differ from ONNX Runtime's (max abs error "
-                f"{_format_error(self.max_error)}); no speed reported"
+            # An error that is not finite says less than the first output's own problem (a
+            # shape, a count, values that are not finite).
+            finite = self.max_error is not None and math.isfinite(self.max_error)
+            why = (
+                f"max abs error {_format_error(self.max_error)}"
+                if finite or not self.problems
+                else self.problems[0]
             )
+            return f"refused: IREE's outputs differ from ONNX Runtime's ({why}); no speed reported"
         if self.status is not OrtStatus.MEASURED:
             return f"{self.status.value}: {self.reason}"
         ratios = ", ".join(

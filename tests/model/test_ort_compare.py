@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ireetune.decision.medians import compare_side_by_side
 from ireetune.model.ort_compare import (
     IREE_DEFAULT,
     SETTLE_CALLS,
+    OrtComparison,
     OrtComparisonRequest,
     OrtStatus,
     compare_with_onnxruntime,
@@ -144,6 +146,15 @@ def test_output_check_measures_the_largest_error_against_the_reference() -> None
     assert compare_outputs("v", [np.zeros(3, np.float32)], reference, 1e-3, 1e-3) == (
         ["v output 0: shape (3,), ONNX Runtime (2,)"],
         np.inf,
+    )
+
+
+def test_a_refusal_for_values_that_are_not_finite_names_the_output() -> None:
+    problems = ("iree_default output 1: values that are not finite",)
+    refused = OrtComparison(OrtStatus.REFUSED, max_error=math.inf, problems=problems)
+    assert refused.describe() == (
+        "refused: IREE's outputs differ from ONNX Runtime's (iree_default output 1: values that "
+        "are not finite); no speed reported"
     )
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 from iree.compiler import ir
 
 from ireetune.executor import LocalExecutor
 from ireetune.problem.root_op import find_root_op, parse_problem
 from ireetune.verify.compare import (
     CONFIG_NOT_APPLIED,
+    Comparison,
     compare_outputs,
     make_random_inputs,
     tolerance,
@@ -75,6 +78,19 @@ def test_nan_and_shape_mismatch_never_match() -> None:
     with_nan[0, 0] = np.nan
     assert not compare_outputs(expected, with_nan, "f32", 16).matches
     assert not compare_outputs(expected, np.ones((4, 5), np.float32), "f32", 16).matches
+
+
+def test_infinities_compare_without_a_warning(recwarn: pytest.WarningsRecorder) -> None:
+    """A model's default may give an infinity (IREE 3.13's ReduceLogSumExp overflowed where ONNX
+    Runtime gave 184.6): the same infinity is equal, a NaN or another sign differs, and numpy's
+    warnings never reach the user."""
+    expected = np.array([np.inf, 1.0, -np.inf], np.float32)
+    assert compare_outputs(expected, expected.copy(), "f32", 16) == Comparison(True, 0.0, 0, 3)
+    flipped = np.array([np.inf, 1.0, np.inf], np.float32)
+    assert compare_outputs(expected, flipped, "f32", 16) == Comparison(False, math.inf, 1, 3)
+    with_nan = np.array([np.nan, 1.0, -np.inf], np.float32)
+    assert compare_outputs(expected, with_nan, "f32", 16) == Comparison(False, math.inf, 1, 3)
+    assert [str(w.message) for w in recwarn] == []
 
 
 def test_tolerances_are_exact_for_integers_and_looser_for_half() -> None:
