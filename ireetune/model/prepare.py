@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -93,13 +94,49 @@ class ModelUnderTuning:
         return True
 
     def compile_default(self, output: Path) -> None:
-        """Compile the default model (no spec) into `output`, or refuse the model; later
-        compiles get ten times its compile time (at least a minute)."""
+        """Compile the default model (no spec) into `output`, or refuse the model, naming the
+        operation the compiler failed on (the run leaves no folder, so no log); later compiles
+        get ten times its compile time (at least a minute)."""
         started = time.monotonic()
-        error = self.compile(None, output)
-        if error:
-            raise IreetuneError(f"the model does not compile for {self.target.name}: {error}")
+        request = build_request(
+            self.target, self.mlir_path, output, default_specs=self.with_default_specs,
+            timeout_s=self.compile_timeout_s,
+        )  # fmt: skip
+        result = run_compile(request)
+        if not result.ok:
+            why = (
+                f"compile timed out after {self.compile_timeout_s:.0f} s"
+                if result.status is CompileStatus.TIMED_OUT
+                else result.error_line + describe_failing_op(result.stderr)
+            )
+            raise IreetuneError(f"the model does not compile for {self.target.name}: {why}")
+        self.remember(request)
         self.compile_timeout_s = max(60.0, 10.0 * (time.monotonic() - started))
+
+
+# The source line MLIR prints under a diagnostic: an ONNX operator as iree-import-onnx writes it,
+# or any operation's name.
+_ONNX_OPERATOR = re.compile(r'torch\.operator "(onnx\.\w+)"')
+_OPERATION = re.compile(r'=\s*"?([a-z_][\w]*\.[\w.]+)')
+_LOCATION = re.compile(r":(?P<line>\d+):\d+: error:")
+
+
+def describe_failing_op(stderr: str) -> str:
+    """Return where a model's compile failed, from its first error's location and the source
+    line MLIR prints under it (' (in its onnx.ConvTranspose, line 15 of the model's MLIR)'), or
+    '' when the diagnostic names neither."""
+    lines = stderr.splitlines()
+    first = next((i for i, line in enumerate(lines) if "error:" in line), None)
+    if first is None:
+        return ""
+    snippet = lines[first + 1] if first + 1 < len(lines) else ""
+    operator = _ONNX_OPERATOR.search(snippet) or _OPERATION.search(snippet)
+    location = _LOCATION.search(lines[first])
+    where = [
+        *([f"in its {operator.group(1)}"] if operator else []),
+        *([f"line {location.group('line')} of the model's MLIR"] if location else []),
+    ]
+    return f" ({', '.join(where)})" if where else ""
 
 
 def prepare_model_source(
