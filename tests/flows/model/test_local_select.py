@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,7 +181,6 @@ def test_the_sessions_are_shortened_to_what_is_left_of_the_budget() -> None:
 
 def _budgeted_run(tmp_path: Path, left_s: float) -> ModelTuningRun:
     import time
-    from dataclasses import replace
 
     from ireetune.flows.model.run import ModelCosts
 
@@ -236,8 +237,40 @@ def test_no_batch_is_compiled_without_room(tmp_path: Path) -> None:
 
     # Nothing is compiled: the run has no model to compile.
     assert _compile_plans(run, list(PLANS), tmp_path, no_room) == ({}, [])
-    # Asked once, for the first batch, at the prepare phase's compile time.
-    assert asked == [(min(len(PLANS), default_jobs()), 5.0)]
+    # Asked for the first batch, then for each smaller one, at the prepare phase's compile time.
+    assert asked == [(n, 5.0) for n in range(min(len(PLANS), default_jobs()), 0, -1)]
+
+
+def test_a_batch_without_room_is_cut_to_the_variants_that_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that compiles slowly may leave room for one more variant and not for a batch of
+    `jobs`: the one is compiled (the first planned, a dispatch's best candidate), and nothing
+    after it."""
+    from ireetune.compile.driver import CompileStatus
+    from ireetune.compile.pool import CompileOutcome
+    from ireetune.flows.model import local_select
+
+    run = _budgeted_run(tmp_path, 1.0)
+    run.options = replace(run.options, jobs=2)
+    run.model = ModelUnderTuning(
+        tmp_path / "m.mlir", "main", tmp_path / "inputs.npz", run.target, False, "local-task"
+    )
+    compiled: list[list[str]] = []
+
+    def compile_each(_: object, __: object, plans: list[Any], folder: Path, jobs: int) -> list[Any]:
+        compiled.append([plan.label for plan in plans])
+        return [
+            (plan, CompileOutcome(i, CompileStatus.COMPILED, "", plan.label, 1.0))
+            for i, plan in enumerate(plans)
+        ]
+
+    monkeypatch.setattr(local_select, "compile_variants", compile_each)
+    built, rows = local_select._compile_plans(
+        run, list(PLANS), tmp_path, lambda variants, _: variants <= 1
+    )
+    assert compiled == [[PLANS[0].label]]
+    assert (list(built), [row["variant"] for row in rows]) == ([PLANS[0].label], [PLANS[0].label])
 
 
 SPEC = """
