@@ -187,8 +187,9 @@ def run_compile(request: CompileRequest) -> CompileResult:
     if result.timed_out or result.returncode != 0 or not request.output_path.exists():
         request.output_path.unlink(missing_ok=True)
         stderr = result.stderr
-        if kept is not None and kept.stat().st_size > MAX_REPRODUCER_BYTES:
-            size_mib = kept.stat().st_size / 2**20
+        size = kept.stat().st_size if kept is not None else 0
+        if kept is not None and size > MAX_REPRODUCER_BYTES:
+            size_mib = size / 2**20
             kept.unlink()
             kept = None
             stderr += (

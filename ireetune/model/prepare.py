@@ -63,19 +63,25 @@ class ModelUnderTuning:
 
     def compile(self, spec_path: Path | None, output: Path) -> str:
         """Compile the model (with a spec when given); return '' or the error line."""
+        return self._compile(spec_path, output)[0]
+
+    def _compile(self, spec_path: Path | None, output: Path) -> tuple[str, str]:
+        """Compile the model as `compile` does; return '' or the error line, and the
+        compiler's diagnostics of a failure ('' otherwise)."""
         timeout_s = self.compile_timeout_s
         request = build_request(
             self.target, self.mlir_path, output, spec_path=spec_path,
             default_specs=self.with_default_specs, timeout_s=timeout_s,
         )  # fmt: skip
         if self._copy_built(request):
-            return ""
+            return "", ""
         result = run_compile(request)
         if result.status is CompileStatus.TIMED_OUT:
-            return f"compile timed out after {timeout_s:.0f} s"
+            return f"compile timed out after {timeout_s:.0f} s", ""
         if result.ok:
             self.remember(request)
-        return "" if result.ok else result.error_line
+            return "", ""
+        return result.error_line, result.stderr
 
     def remember(self, request: CompileRequest, digest: str = "") -> None:
         """Keep a compiled binary of this model (compiled by `request`; `digest`, its
@@ -98,19 +104,12 @@ class ModelUnderTuning:
         operation the compiler failed on (the run leaves no folder, so no log); later compiles
         get ten times its compile time (at least a minute)."""
         started = time.monotonic()
-        request = build_request(
-            self.target, self.mlir_path, output, default_specs=self.with_default_specs,
-            timeout_s=self.compile_timeout_s,
-        )  # fmt: skip
-        result = run_compile(request)
-        if not result.ok:
-            why = (
-                f"compile timed out after {self.compile_timeout_s:.0f} s"
-                if result.status is CompileStatus.TIMED_OUT
-                else result.error_line + describe_failing_op(result.stderr)
+        error, diagnostics = self._compile(None, output)
+        if error:
+            where = describe_failing_op(diagnostics)
+            raise IreetuneError(
+                f"the model does not compile for {self.target.name}: {error}{where}"
             )
-            raise IreetuneError(f"the model does not compile for {self.target.name}: {why}")
-        self.remember(request)
         self.compile_timeout_s = max(60.0, 10.0 * (time.monotonic() - started))
 
 

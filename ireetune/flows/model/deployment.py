@@ -75,7 +75,8 @@ class DeploymentFacts:
     # model as given under the same flags, and the MLIR tuned.
     import_estimate: SpeedupEstimate | None = None
     import_mlir: Path | None = None
-    # The runtime options' speedup on the flag phase's winner, timed with and without them.
+    # The kept runtime options' speedup on the flag phase's winner, timed with and without
+    # them (None: none kept).
     runtime_estimate: SpeedupEstimate | None = None
 
 
@@ -86,7 +87,7 @@ def _speedup(estimate: SpeedupEstimate | None) -> Speedup | None:
 def _whole(facts: DeploymentFacts) -> tuple[Speedup, float, float]:
     """Return the whole deployment's speedup over the default, the default's time and the tuned
     model's."""
-    runtime = facts.runtime_estimate if facts.runtime_flags else None
+    runtime = facts.runtime_estimate
     if facts.combined is not None:
         combined = facts.combined
         if runtime is None:
@@ -148,7 +149,7 @@ def build_deployment(facts: DeploymentFacts, ort: OrtComparison | None) -> Deplo
             "runtime options",
             bool(facts.runtime_flags),
             " ".join(facts.runtime_flags),
-            _speedup(facts.runtime_estimate) if facts.runtime_flags else None,
+            _speedup(facts.runtime_estimate),
         ),
     )
     return Deployment(default_ms, tuned_ms, speedup, parts, _ort_line(ort))
