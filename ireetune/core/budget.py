@@ -133,7 +133,9 @@ PRIOR_GAIN = 0.1
 # the microkernel or codegen does it, not the code itself (the inner tile is the data layout's;
 # targets/llvm_cpu/mmt4d_space.py). On the 2-core machine the best candidates of six mmt4d
 # dispatches ran 0.92-1.03x alone, where a window sum's ran 3.12x (docs/benchmarks.md,
-# 2026-12-04), and codegen ran as fast as the microkernel (2026-12-05): a 1.02x dispatch.
+# 2026-12-04), and codegen ran as fast as the microkernel (2026-12-05): a 1.02x dispatch. An
+# inner-tiled matmul's (`iree_codegen.inner_tiled`) searches its distribution tile alone too; three
+# of ZFNet-512's kept none of 8 candidates (2026-12-06).
 DISTRIBUTION_ONLY_PRIOR = 0.02
 
 

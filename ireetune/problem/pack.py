@@ -40,31 +40,23 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from iree.compiler import ir
-from iree.compiler.dialects import func, tensor, transform
+from iree.compiler.dialects import func, tensor
 
 from ireetune.core.errors import IreetuneError
 from ireetune.problem.elementwise import ElementwiseProblem
 from ireetune.problem.family import (
-    MatchOpSpec,
     MatchPattern,
     Problem,
     clone_as_main,
     drop_config_attributes,
     element_type_name,
-    narrow,
     static_shape,
 )
-from ireetune.problem.generic import (
-    OPERATION_NAME_MATCH,
-    TYPE_MATCH,
-    GenericOpFamily,
-    dag_source,
-    source_op,
-)
+from ireetune.problem.generic import GenericOpFamily, dag_source, source_op
+from ireetune.problem.typed_match import TypedOperandsFamily
 
 PACK_OP = "linalg.pack"
 UNPACK_OP = "linalg.unpack"
-UNPACK_MATCH = MatchOpSpec(TYPE_MATCH, (), ("loops",))
 LayoutChange = TypeVar("LayoutChange", bound="LayoutChangeProblem")
 
 
@@ -222,24 +214,13 @@ def parse_unpack(root_op: ir.Operation) -> UnpackProblem:
     return _layout_change(root_op, UnpackProblem, UNPACK_OP, outer_loops_only=False)
 
 
-def _operand_position(value: ir.Value) -> int | None:
-    """Return the one position a `transform.get_operand` takes (None for anything else)."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):  # An argument of the sequence.
-        return None
-    if owner.name != "transform.get_operand" or "is_inverted" in owner.attributes:
-        return None
-    positions = list(ir.DenseI64ArrayAttr(owner.attributes["raw_position_list"]))
-    return positions[0] if len(positions) == 1 else None
-
-
-class UnpackFamily(GenericOpFamily):
+class UnpackFamily(TypedOperandsFamily):
     """`linalg.unpack` ops, matched by their name and their two operands' types."""
 
     name = "unpack"
     record = UnpackProblem
     root_name = UNPACK_OP
-    match_op = UNPACK_MATCH
+    operand_count = 2
 
     def recognises(self, root_op: ir.Operation) -> bool:
         return root_op.name == UNPACK_OP and len(root_op.results) == 1
@@ -247,59 +228,9 @@ class UnpackFamily(GenericOpFamily):
     def parse(self, root_op: ir.Operation) -> Problem:
         return parse_unpack(root_op)
 
-    def expected_pattern(self, problem: Problem) -> MatchPattern:
-        unpack = narrow(problem, UnpackProblem)
-        return MatchPattern(
-            TYPE_MATCH, unpack.operand_tensor_types, (), (unpack.loop_sizes,), (UNPACK_OP,)
-        )
-
-    def build_matcher(self, problem: Problem, op_handle: ir.Value) -> None:
-        """Emit the op's name check and one type check per operand (source, destination)."""
-        transform.MatchOperationNameOp(op_handle, [UNPACK_OP])
-        value_type = ir.Type.parse("!transform.any_value")
-        for position, type_text in enumerate(narrow(problem, UnpackProblem).operand_tensor_types):
-            operand = transform.GetOperandOp(value_type, op_handle, [position]).result
-            ir.Operation.create(
-                TYPE_MATCH,
-                operands=[operand],
-                attributes={"target_type": ir.TypeAttr.get(ir.Type.parse(type_text))},
-            )
-
-    def claims(self, pattern: MatchPattern) -> bool:
-        return pattern.body == (UNPACK_OP,)
-
-    def read_pattern(self, match_op: ir.Operation, body: list[ir.Operation]) -> MatchPattern | None:
-        """Read a matcher that names `linalg.unpack` alone and checks both operands' static
-        types; None for any other use of a type check (a contraction's operand, say)."""
-        names = [
-            [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["op_names"])]
-            for op in body
-            if op.name == OPERATION_NAME_MATCH
-        ]
-        if names != [[UNPACK_OP]]:
-            return None
-        types: dict[int, ir.Type] = {}
-        for op in body:
-            if op.name == TYPE_MATCH:
-                position = _operand_position(op.operands[0])
-                if position is None or position in types:
-                    return None
-                types[position] = ir.TypeAttr(op.attributes["target_type"]).value
-        if sorted(types) != [0, 1]:
-            return None
-        try:
-            shaped = [ir.RankedTensorType(types[position]) for position in (0, 1)]
-        except ValueError:
-            return None
-        if not all(t.has_static_shape for t in shaped):
-            return None
-        return MatchPattern(
-            TYPE_MATCH,
-            tuple(str(types[position]) for position in (0, 1)),
-            (),
-            (tuple(shaped[1].shape),),
-            (UNPACK_OP,),
-        )
+    def loops_of(self, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+        """An unpack's loops are its destination's dimensions."""
+        return shapes[1]
 
     def describe(self, pattern: MatchPattern) -> str:
         source, dest = pattern.types

@@ -21,6 +21,7 @@ from ireetune.problem.contraction import CONTRACTION_FAMILY, ContractionProblem
 from ireetune.problem.convolution import CONVOLUTION_FAMILY, ConvolutionProblem
 from ireetune.problem.elementwise import ElementwiseFamily, ElementwiseProblem
 from ireetune.problem.family import MatchPattern, OpFamily, Problem
+from ireetune.problem.inner_tiled import InnerTiledFamily, InnerTiledProblem
 from ireetune.problem.op_kind import name_root_op
 from ireetune.problem.pack import PackFamily, PackProblem, UnpackFamily, UnpackProblem
 from ireetune.problem.reduction import ReductionFamily, ReductionProblem
@@ -38,6 +39,7 @@ FAMILIES: tuple[OpFamily, ...] = (
     # After the element-wise family, so that a pattern's claim is asked of it first.
     PackFamily(),
     UnpackFamily(),
+    InnerTiledFamily(),
 )
 _BY_NAME = {family.name: family for family in FAMILIES}
 # Records whose database key is exactly their fields (written before keys named a kind).
@@ -52,6 +54,7 @@ _RECORDS_BY_KIND: dict[str, type] = {
         PackProblem,
         UnpackProblem,
         BufferCopyProblem,
+        InnerTiledProblem,
     )
 }
 

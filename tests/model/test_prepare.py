@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,48 @@ def test_a_default_that_does_not_compile_is_refused_with_its_operation(tmp_path:
     assert message.endswith(" (in its linalg.matmul, line 6 of the model's MLIR)")
     assert "\n" not in message
     assert not (tmp_path / "default.vmfb").exists()
+
+
+# A transposed convolution (32 -> 16 channels, stride 2, as a decoder upsamples) whose ReLU feeds
+# a padded 3x3 one: IREE 3.13's CPU codegen fails on it at default flags, on every data-tiling
+# path, and compiles it with im2col (2026-12-06).
+CONV_TRANSPOSE_CHAIN = """
+module {
+  func.func @main(%x: !torch.vtensor<[1,32,32,32],f32>) -> !torch.vtensor<[1,3,64,64],f32> attributes {torch.onnx_meta.ir_version = 8 : si64, torch.onnx_meta.opset_version = 17 : si64, torch.onnx_meta.producer_name = "test", torch.onnx_meta.producer_version = ""} {
+    %w0 = torch.operator "onnx.Constant"() {torch.onnx.value = dense<0.125> : tensor<32x16x4x4xf32>} : () -> !torch.vtensor<[32,16,4,4],f32>
+    %b0 = torch.operator "onnx.Constant"() {torch.onnx.value = dense<0.5> : tensor<16xf32>} : () -> !torch.vtensor<[16],f32>
+    %w1 = torch.operator "onnx.Constant"() {torch.onnx.value = dense<0.25> : tensor<16x3x3x3xf32>} : () -> !torch.vtensor<[16,3,3,3],f32>
+    %r0 = torch.operator "onnx.Relu"(%x) : (!torch.vtensor<[1,32,32,32],f32>) -> !torch.vtensor<[1,32,32,32],f32>
+    %up = torch.operator "onnx.ConvTranspose"(%r0, %w0, %b0) {torch.onnx.kernel_shape = [4 : si64, 4 : si64], torch.onnx.pads = [1 : si64, 1 : si64, 1 : si64, 1 : si64], torch.onnx.strides = [2 : si64, 2 : si64]} : (!torch.vtensor<[1,32,32,32],f32>, !torch.vtensor<[32,16,4,4],f32>, !torch.vtensor<[16],f32>) -> !torch.vtensor<[1,16,64,64],f32>
+    %r1 = torch.operator "onnx.Relu"(%up) : (!torch.vtensor<[1,16,64,64],f32>) -> !torch.vtensor<[1,16,64,64],f32>
+    %out = torch.operator "onnx.ConvTranspose"(%r1, %w1) {torch.onnx.kernel_shape = [3 : si64, 3 : si64], torch.onnx.pads = [1 : si64, 1 : si64, 1 : si64, 1 : si64], torch.onnx.strides = [1 : si64, 1 : si64]} : (!torch.vtensor<[1,16,64,64],f32>, !torch.vtensor<[16,3,3,3],f32>) -> !torch.vtensor<[1,3,64,64],f32>
+    return %out : !torch.vtensor<[1,3,64,64],f32>
+  }
+}
+"""  # noqa: E501  (MLIR text is data)
+
+
+def test_a_default_that_does_not_compile_names_the_flag_that_compiles_it(tmp_path: Path) -> None:
+    """Pinned: IREE 3.13 fails on this chain at default flags and compiles it with im2col. If
+    this fails because the default compiles, IREE fixed it: drop RESCUE_FLAGS' reason."""
+    source = tmp_path / "decoder.mlir"
+    source.write_text(CONV_TRANSPOSE_CHAIN)
+    model = ModelUnderTuning(
+        source, "main", tmp_path / "inputs.npz", parse_target("cpu:x86-64"), False, "local-task"
+    )
+    with pytest.raises(IreetuneError) as excinfo:
+        model.compile_default(tmp_path / "default.vmfb")
+    message = str(excinfo.value)
+    assert "slice along dimension 3 runs out-of-bounds" in message
+    assert "(in its onnx.ConvTranspose, line 8 of the model's MLIR)" in message
+    assert message.endswith(
+        "; it compiles with --iree-global-opt-use-im2col-for-convs: tune it with "
+        "--flags=--iree-global-opt-use-im2col-for-convs"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decoder.mlir"]
+    # With the flag already given, nothing is suggested.
+    flagged = replace(
+        model, target=model.target.with_global_flags(["--iree-global-opt-use-im2col-for-convs"])
+    )
+    flagged.compile_default(tmp_path / "default.vmfb")
+    assert (tmp_path / "default.vmfb").is_file()

@@ -177,7 +177,7 @@ def test_every_target_tunes_or_explains_every_family() -> None:
     ] == [[], [], [], []]
     assert sorted(f.name for f in FAMILIES) == [
         "attention", "batch_contraction", "buffer_copy", "contraction", "convolution",
-        "elementwise", "pack", "reduction", "unpack",
+        "elementwise", "inner_tiled", "pack", "reduction", "unpack",
     ]  # fmt: skip
 
 

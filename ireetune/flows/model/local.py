@@ -194,9 +194,9 @@ def _task_of(hot: HotSet, profile: DispatchProfile, share: float | None = None) 
     """Return a hot dispatch as the scheduler sees it: its family (the first word of its
     problem, as `conv_1x32x56x56...`), its group's share of the model (every dispatch of the
     problem and of its kin counts: its candidates configure them all; `share` when given) and
-    what its tuning is expected to cut before any of its family was (a data-tiled matmul's
-    space searches only how its work is split: DISTRIBUTION_ONLY_PRIOR)."""
-    data_tiled = profile.problem.startswith(("mmt4d_", "batch_mmt4d_"))
+    what its tuning is expected to cut before any of its family was (the space of a data-tiled
+    matmul, mmt4d or inner-tiled, searches only how its work is split: DISTRIBUTION_ONLY_PRIOR)."""
+    data_tiled = profile.problem.startswith(("mmt4d_", "batch_mmt4d_", "inner_tiled_"))
     return DispatchTask(
         profile.name,
         profile.problem.split("_")[0],

@@ -51,6 +51,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.target import OpConfiguration, SpaceRequest
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem, element_bytes
+from ireetune.problem.inner_tiled import InnerTiledProblem
 from ireetune.targets.llvm_cpu.common import (
     CpuFacts,
     SizedCpuSpace,
@@ -93,6 +94,9 @@ class Mmt4dSizes:
     accumulator_bytes: int
     # A batch_mmt4d's batch loop sizes (none for an mmt4d).
     batch: tuple[int, ...] = ()
+    # Whether a configuration may compile the op with codegen instead of the microkernel (an
+    # inner-tiled matmul's lowering is codegen's already).
+    ukernel_choice: bool = True
 
 
 def is_data_tiled(problem: ContractionProblem) -> bool:
@@ -141,8 +145,10 @@ def codegen_target_of(executable_target: str) -> str | None:
 def mmt4d_domains(sizes: Mmt4dSizes, facts: CpuFacts) -> dict[str, list[int]]:
     """Return each knob's candidate values."""
     # A batch_mmt4d's codegen needs the executable's target, to be repeated on its function.
-    codegen = calls_microkernel(facts) and (
-        not sizes.batch or codegen_target_of(facts.executable_target) is not None
+    codegen = (
+        sizes.ukernel_choice
+        and calls_microkernel(facts)
+        and (not sizes.batch or codegen_target_of(facts.executable_target) is not None)
     )
     return {
         "dist_m1": _tile_counts(sizes.m1),
@@ -296,3 +302,48 @@ class CpuMmt4dSpace(SizedCpuSpace[ContractionProblem, Mmt4dSizes]):
 
     def sets_more_than_compilation_info(self, knobs: Knobs) -> bool:
         return not int(dict(knobs).get(UKERNEL, 1))
+
+
+def compute_inner_tiled_sizes(problem: InnerTiledProblem) -> Mmt4dSizes:
+    """Read an inner-tiled matmul's outer tile counts and inner tile: an mmt4d's sizes, with no
+    microkernel to choose."""
+    m1, n1, k1 = problem.loop_sizes
+    m0, n0, k0 = problem.inner_tile
+    inputs = max(element_bytes(t) for t in problem.input_types)
+    return Mmt4dSizes(
+        m1, n1, k1, m0, n0, k0, inputs, element_bytes(problem.output_type), ukernel_choice=False
+    )
+
+
+def inner_tiled_tile_lists(problem: InnerTiledProblem, knobs: Knobs) -> dict[str, list[int]]:
+    """The distribution tile over M1 and N1; the vector levels walk one outer tile at a time,
+    as IREE 3.13's default does (the op's inner tile is its intrinsic's unit)."""
+    values = dict(knobs)
+    return tile_levels([int(values["dist_m1"]), int(values["dist_n1"]), 0], [1, 1, 0], [0, 0, 1])
+
+
+def parse_default_inner_tiled_knobs(
+    problem: InnerTiledProblem, levels: dict[str, list[int]]
+) -> Knobs | None:
+    """Read the compiler's distribution tile, when its vector levels are one outer tile."""
+    dist_m1, dist_n1, dist_k1 = levels["distribution"]
+    if dist_m1 < 1 or dist_n1 < 1 or dist_k1 != 0:
+        return None
+    if levels.get("vector_common_parallel", [1, 1, 0]) != [1, 1, 0]:
+        return None
+    return make_knobs({"dist_m1": dist_m1, "dist_n1": dist_n1, UKERNEL: 1})
+
+
+class CpuInnerTiledSpace(SizedCpuSpace[InnerTiledProblem, Mmt4dSizes]):
+    """Mmt4dTilingExpert distribution tiles of an inner-tiled matmul's outer loops
+    (`iree_codegen.inner_tiled`), searched as an mmt4d's are."""
+
+    family = SizedFamily(
+        InnerTiledProblem,
+        MMT4D_PIPELINE,
+        compute_inner_tiled_sizes,
+        enumerate_mmt4d_space,
+        parse_default_inner_tiled_knobs,
+        score_mmt4d_candidate,
+        inner_tiled_tile_lists,
+    )

@@ -35,7 +35,11 @@ from ireetune.targets.llvm_cpu.flags import (
     with_channels_last_windows,
     with_materialize_first,
 )
-from ireetune.targets.llvm_cpu.mmt4d_space import CpuMmt4dSpace, is_data_tiled
+from ireetune.targets.llvm_cpu.mmt4d_space import (
+    CpuInnerTiledSpace,
+    CpuMmt4dSpace,
+    is_data_tiled,
+)
 from ireetune.targets.llvm_cpu.reduction_space import CpuReductionSpace
 from ireetune.targets.llvm_cpu.space import CpuContractionSpace
 from ireetune.targets.llvm_cpu.window_layout import write_window_specs
@@ -127,6 +131,7 @@ class LlvmCpuTarget(Target):
             "pack": lambda _: self._stored(CpuPackSpace(self.threads)),
             "unpack": lambda _: self._stored(CpuUnpackSpace(self.threads)),
             "buffer_copy": lambda _: self._stored(CpuBufferCopySpace(self.threads)),
+            "inner_tiled": lambda _: self._stored(CpuInnerTiledSpace(self.threads)),
         }
 
     def _contraction_space(self, problem: Problem) -> CpuSpace:

@@ -78,4 +78,8 @@ class VulkanTarget(Target):
             "pack": "data-tiling packs are tuned on the CPU only",
             "unpack": "data-tiling unpacks are tuned on the CPU only",
             "buffer_copy": "copies on buffers (a pad's copy into its padded buffer) are tuned on the CPU only",
+            "inner_tiled": (
+                "data-tiled matmuls on inner tiles (iree_codegen.inner_tiled) are tuned on the CPU "
+                "only"
+            ),
         }

@@ -435,11 +435,15 @@ def test_kin_a_tuned_dispatch_carried_nothing_to_are_selected_while_the_budget_a
     assert sorted(tuned) == ["k1", "mm"]
 
 
+@pytest.mark.parametrize(
+    "matmul",
+    ["mmt4d_12x16x190x16x576x1_f32_f32_f32", "inner_tiled_12x190x576_16x16x1_f32_f32_f32"],
+)
 def test_with_room_for_one_a_window_sum_goes_before_a_larger_data_tiled_matmul(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    matmul: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A data-tiled matmul's space searches only how its work is split (its prior is
-    DISTRIBUTION_ONLY_PRIOR): with room for one dispatch, GoogLeNet's window sum over channels
+    DISTRIBUTION_ONLY_PRIOR, an inner-tiled one's too): with room for one dispatch, GoogLeNet's window sum over channels
     (10.9% of the model) is tuned before its largest mmt4d (12.0%), as it was when that run's
     one spec gave the model 1.160x."""
     from ireetune.flows.model import local
@@ -449,7 +453,7 @@ def test_with_room_for_one_a_window_sum_goes_before_a_larger_data_tiled_matmul(
     profiles = [
         DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1)
         for name, problem, ms in [
-            ("mm", "mmt4d_12x16x190x16x576x1_f32_f32_f32", 12.0),
+            ("mm", matmul, 12.0),
             ("lrn", "conv_192x55x55x5_f32_f32_f32", 10.9),
         ]
     ]

@@ -252,7 +252,7 @@ func.func @main(%lhs: tensor<64x96xf32>, %rhs: tensor<96x128xf32>) -> tensor<64x
                 "not tunable: root op 'linalg.generic' (a 2-result reduction (an arg-max or a "
                 "fused pair, say) of 1 parallel loop and 1 reduction loop) is not supported yet "
                 "(tunable op families: batch_contraction, contraction, convolution, attention, "
-                "reduction, buffer_copy, elementwise, pack, unpack)",
+                "reduction, buffer_copy, elementwise, pack, unpack, inner_tiled)",
             ],
         ),
     ],
