@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 import z3
@@ -169,10 +170,52 @@ def build_elementwise_constraints(
     return v, constraints
 
 
-# Valid configurations, lazily: the default's neighbours first, then a seeded walk.
+# A task of fewer elements than this costs the thread pool more to hand out than to run.
+# ZFNet-512's im2col gather (3x7x7x109x109 f32, under --iree-global-opt-use-im2col-for-convs):
+# IREE 3.13 tiled it into 11881 tasks of 147 elements (7.5 ms); one whole 109-wide row per task
+# ran 8.3x faster, and 23 of the default's neighbours (steps of two) had not found it
+# (2026-12-06).
+_MIN_TASK_ELEMENTS = 1024
+# ...where there are more tasks than this many per thread (otherwise the default keeps its
+# centre).
+_MANY_TASKS_PER_THREAD = 64
+
+
+def elementwise_anchor(sizes: CpuElementwiseSizes, threads: int, default: Knobs) -> Knobs:
+    """Return the configuration the search centres on: the default itself, or, where the
+    default's tasks are tiny and very many (fewer than _MIN_TASK_ELEMENTS elements each, more
+    than _MANY_TASKS_PER_THREAD a thread), the default with its distribution tiles widened,
+    innermost loop first, to the smallest allowed tile (a multiple of the loop's vector tile)
+    that gives a task that many elements, or the loop's whole extent."""
+    values = {name: int(value) for name, value in default}
+    count = len(sizes.loops)
+    if any(f"dist_{i}" not in values or f"vec_{i}" not in values for i in range(count)):
+        return default
+    tiles = math.prod(math.ceil(n / values[f"dist_{i}"]) for i, n in enumerate(sizes.loops))
+    if tiles <= _MANY_TASKS_PER_THREAD * threads:
+        return default
+    domains = elementwise_domains(sizes)
+    for i in reversed(range(count)):
+        task = math.prod(values[f"dist_{j}"] for j in range(count))
+        if task >= _MIN_TASK_ELEMENTS:
+            break
+        name = f"dist_{i}"
+        others = task // values[name]
+        wider = [d for d in domains[name] if d >= values[name] and d % values[f"vec_{i}"] == 0]
+        enough = [d for d in wider if d * others >= _MIN_TASK_ELEMENTS]
+        values[name] = min(enough) if enough else max(wider, default=values[name])
+    return make_knobs(values)
+
+
+# Valid configurations, lazily: the anchor (the default, or wider tasks where the default's are
+# tiny) and its neighbours first, then a seeded walk.
 ELEMENTWISE_SPACE = NearDefaultSpace(
     build_elementwise_constraints,
-    lambda sizes, facts: Neighbourhood(elementwise_domains(sizes), _MAX_NEIGHBOURS),
+    lambda sizes, facts: Neighbourhood(
+        elementwise_domains(sizes),
+        _MAX_NEIGHBOURS,
+        centre=partial(elementwise_anchor, sizes, facts.threads),
+    ),
 )
 enumerate_elementwise_space = ELEMENTWISE_SPACE.enumerate
 
@@ -197,6 +240,15 @@ def score_elementwise_candidate(
     imbalance = thread_imbalance(tiles, facts.threads)
     score = 1.0 * whole_vectors + 0.5 * register_fit - 1.0 * imbalance
     return score - nearness_penalty(knobs, default)
+
+
+def score_near_anchor(
+    sizes: CpuElementwiseSizes, facts: CpuFacts, knobs: Knobs, default: Knobs | None
+) -> float:
+    """Score a configuration as `score_elementwise_candidate` does, its nearness counted to the
+    anchor (`elementwise_anchor`) instead of the default."""
+    anchor = elementwise_anchor(sizes, facts.threads, default) if default is not None else None
+    return score_elementwise_candidate(sizes, facts, knobs, anchor)
 
 
 def elementwise_tile_lists(problem: ElementwiseProblem, knobs: Knobs) -> dict[str, list[int]]:
@@ -349,7 +401,7 @@ def elementwise_family(
         compute_sizes,
         enumerate_elementwise_space,
         parse_default_elementwise_knobs,
-        score_elementwise_candidate,
+        score_near_anchor,
         elementwise_tile_lists,
     )
 

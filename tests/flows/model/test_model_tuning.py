@@ -394,6 +394,13 @@ def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -
     # All of them in one first session beside the default model.
     sessions = json.loads((run_dir / "selection" / "sessions.json").read_text())
     assert set(sessions["first"]) == {"default", *(t["variant"] for t in timed)}
+    # Reported, the run removes the variants' binaries (whole models) and keeps their specs.
+    assert not list((run_dir / "selection").glob("*.vmfb"))
+    assert {f"{t['variant']}_spec.mlir" for t in timed} <= {
+        p.name for p in (run_dir / "selection").iterdir()
+    }
+    assert "note: removed the selection's" in (run_dir / "report.txt").read_text()
+    assert any(n.startswith("removed the selection's") for n in report["notes"])
     if report["tuned_spec"]:
         compiled = subprocess.run(
             [

@@ -16,6 +16,7 @@ import pytest
 from iree.compiler import ir
 
 from ireetune.core.target import OpConfiguration
+from ireetune.core.tools import SPEC_SAFETY_FLAGS
 from ireetune.problem.registry import family_of, parse_problem
 from ireetune.problem.root_op import find_root_op
 from ireetune.spec.builder import build_configuration_spec
@@ -194,7 +195,7 @@ def _configured_by_dispatch(
     dump = folder / "configurations"
     subprocess.run(
         [IREE_COMPILE, str(folder / "model.mlir"), *parse_target(f"cpu:{CPU}").compile_flags(), *flags,
-         f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}",
+         f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}", *SPEC_SAFETY_FLAGS,
          f"--iree-hal-dump-executable-configurations-to={dump}",
          "--compile-to=executable-configurations", "-o", str(folder / "configured.mlir")],
         check=True, capture_output=True, timeout=300,

@@ -17,6 +17,7 @@ from iree.compiler import ir
 from ireetune.core.errors import IreetuneError
 from ireetune.core.records import TIMED_STATUSES
 from ireetune.core.target import SpaceRequest, space_for, target_refusal
+from ireetune.core.tools import SPEC_SAFETY_FLAGS
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.problem.inner_tiled import InnerTiledProblem, inner_tile_of
 from ireetune.problem.registry import family_of
@@ -61,7 +62,7 @@ def _dump(folder: Path, flags: tuple[str, ...]) -> tuple[Path, Path]:
 def _inner_tiled_configs(model: Path, flags: list[str], folder: Path) -> list[str]:
     """Compile the whole model with `flags`; return its inner-tiled ops' lowering configs."""
     subprocess.run(
-        [IREE_COMPILE, str(model), *flags, "--compile-to=executable-configurations",
+        [IREE_COMPILE, str(model), *flags, *SPEC_SAFETY_FLAGS, "--compile-to=executable-configurations",
          f"--iree-hal-dump-executable-configurations-to={folder}", "-o", f"{folder}.mlir"],
         check=True, capture_output=True,
     )  # fmt: skip
