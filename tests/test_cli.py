@@ -65,6 +65,7 @@ def test_tune_dispatch_end_to_end_on_a_model(matmul_model: Path, tmp_path: Path)
                 str(matmul_model),
                 *CPU_FLAGS,
                 f"--iree-codegen-tuning-spec-path={spec}",
+                "--mlir-disable-threading",
                 "-o",
                 str(tmp_path / "tuned.vmfb"),
             ],

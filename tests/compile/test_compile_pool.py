@@ -68,6 +68,7 @@ def test_spec_config_lands_in_the_configuration_dump(
             *parse_target("cpu").compile_flags(),
             "--compile-from=executable-sources",
             f"--iree-codegen-tuning-spec-path={spec}",
+            "--mlir-disable-threading",
             "--compile-to=executable-configurations",
             f"--iree-hal-dump-executable-configurations-to={dump}",
             "-o",

@@ -133,7 +133,7 @@ def test_a_candidate_carried_to_its_kin_lands_on_both_in_the_whole_model(
     dump = folder / "configurations"
     subprocess.run(
         [IREE_COMPILE, str(folder / "model.mlir"), *parse_target(TARGET).compile_flags(),
-         f"--iree-codegen-tuning-spec-path={spec}",
+         f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading",
          f"--iree-hal-dump-executable-configurations-to={dump}",
          "--compile-to=executable-configurations", "-o", str(folder / "configured.mlir")],
         check=True, capture_output=True, timeout=300,

@@ -408,6 +408,7 @@ def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -
                 str(EXAMPLES / "mlp.mlir"),
                 *CPU_FLAGS,
                 f"--iree-codegen-tuning-spec-path={report['tuned_spec']}",
+                "--mlir-disable-threading",
                 "-o",
                 str(tmp_path / "tuned.vmfb"),
             ],

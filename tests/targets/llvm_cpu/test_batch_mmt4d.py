@@ -149,6 +149,8 @@ def test_a_batch_mmt4d_is_tuned_and_its_winner_lands_in_the_whole_model(tmp_path
         )  # fmt: skip
         return _batch_mmt4d_configs(tmp_path / name)
 
-    tuned = configs([f"--iree-codegen-tuning-spec-path={spec}"], "tuned")
+    tuned = configs(
+        [f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"], "tuned"
+    )
     assert tuned == [" ".join(expected.group(0).split()) + codegen]
     assert tuned != configs([], "untuned")

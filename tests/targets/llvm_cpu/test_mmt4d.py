@@ -211,9 +211,19 @@ def test_a_spec_for_the_dumped_mmt4d_does_not_reach_the_whole_model(
     # back on: IREE 3.13 then fails to configure an mmt4d by itself) and takes the spec's.
     compiles = [
         ("model", "default", model, []),
-        ("model", "spec", model, [f"--iree-codegen-tuning-spec-path={spec}"]),
+        (
+            "model",
+            "spec",
+            model,
+            [f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"],
+        ),
         ("alone", "default", data_tiled_dumps["mmt4d"], []),
-        ("alone", "spec", alone, [f"--iree-codegen-tuning-spec-path={spec}"]),
+        (
+            "alone",
+            "spec",
+            alone,
+            [f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"],
+        ),
     ]
     for label, name, source, extra in compiles:
         dump = tmp_path / f"{label}_{name}"
@@ -305,7 +315,11 @@ def configure_cnn(
     @functools.cache
     def configure(path: str, with_spec: bool) -> dict[str, list[str]]:
         dump = folder / f"{path.replace(' ', '_')}_{'spec' if with_spec else 'default'}"
-        extra = [f"--iree-codegen-tuning-spec-path={spec}"] if with_spec else []
+        extra = (
+            [f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"]
+            if with_spec
+            else []
+        )
         subprocess.run(
             [IREE_COMPILE, str(model), *GENERIC_CPU_FLAGS, *DATA_TILING_PATHS[path], *extra,
              "--compile-to=executable-configurations",

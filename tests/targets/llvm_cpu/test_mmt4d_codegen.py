@@ -128,7 +128,7 @@ def _compile_with(model: Path, spec_text: str, folder: Path) -> subprocess.Compl
     spec.write_text(spec_text)
     return subprocess.run(
         [IREE_COMPILE, str(model), *_target().compile_flags,
-         f"--iree-codegen-tuning-spec-path={spec}",
+         f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading",
          f"--iree-hal-dump-executable-intermediates-to={folder}", "-o", str(folder / "m.vmfb")],
         capture_output=True, text=True,
     )  # fmt: skip
@@ -193,7 +193,7 @@ def test_an_op_can_not_call_the_microkernel_its_executable_does_not_link(
     flags = [f.replace("=mmt4d", "=none") for f in _target().compile_flags]
     assert "--iree-llvmcpu-enable-ukernels=none" in flags
     compiled = subprocess.run(
-        [IREE_COMPILE, str(model), *flags, f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}",
+        [IREE_COMPILE, str(model), *flags, f"--iree-codegen-tuning-spec-path={folder / 'spec.mlir'}", "--mlir-disable-threading",
          "-o", str(folder / "m.vmfb")],
         capture_output=True, text=True,
     )  # fmt: skip
@@ -287,7 +287,7 @@ def test_a_batch_mmt4d_s_own_target_does_not_reach_the_microkernel_lowering(
         spec.write_text(render_spec(build_spec([entry], context)))
     tuned_ir = tmp_path / "tuned"
     subprocess.run(
-        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-codegen-tuning-spec-path={spec}",
+        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading",
          f"--iree-hal-dump-executable-intermediates-to={tuned_ir}", "-o", str(tmp_path / "t.vmfb")],
         check=True, capture_output=True,
     )  # fmt: skip
@@ -325,7 +325,7 @@ def test_a_batch_mmt4d_s_codegen_candidate_sets_its_function_s_target_in_the_who
     assert 'cpu = "x86-64"' in function_target and 'ukernels = "none"' in function_target
     tuned_ir = tmp_path / "tuned"
     subprocess.run(
-        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-codegen-tuning-spec-path={spec}",
+        [IREE_COMPILE, str(model), *target.compile_flags, f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading",
          f"--iree-hal-dump-executable-intermediates-to={tuned_ir}", "-o", str(tmp_path / "t.vmfb")],
         check=True, capture_output=True,
     )  # fmt: skip
@@ -394,7 +394,7 @@ def test_a_batch_mmt4d_s_codegen_candidate_is_carried_to_its_kin_with_its_target
         folder.mkdir()
         subprocess.run(
             [IREE_COMPILE, str(model), *target.compile_flags(),
-             *([f"--iree-codegen-tuning-spec-path={spec}"] if spec else []),
+             *([f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"] if spec else []),
              f"--iree-hal-dump-executable-intermediates-to={folder}", "-o", str(folder / "m.vmfb")],
             check=True, capture_output=True,
         )  # fmt: skip
