@@ -359,6 +359,13 @@ def drop_config_attributes(op: ir.Operation) -> None:
             del op.attributes[name]
 
 
+def zero_of(element_type: ir.Type) -> ir.Attribute:
+    """Return the zero of an integer or float element type (an accumulator's start)."""
+    if isinstance(element_type, ir.IntegerType):
+        return ir.IntegerAttr.get(element_type, 0)
+    return ir.FloatAttr.get(element_type, 0.0)
+
+
 def clone_as_main(
     root_op: ir.Operation,
     context: ir.Context,
@@ -383,11 +390,7 @@ def clone_as_main(
             with ir.InsertionPoint(function.add_entry_block()):
                 element_type = shaped_output.element_type
                 if init_value is None:
-                    init_value = (
-                        ir.IntegerAttr.get(element_type, 0)
-                        if isinstance(element_type, ir.IntegerType)
-                        else ir.FloatAttr.get(element_type, 0.0)
-                    )
+                    init_value = zero_of(element_type)
                 fill_value = arith.ConstantOp(element_type, init_value)
                 empty = tensor.EmptyOp(list(shaped_output.shape), element_type)
                 init = linalg.fill(fill_value.result, outs=[empty.result])

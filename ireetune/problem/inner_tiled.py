@@ -41,6 +41,7 @@ from ireetune.problem.family import (
     element_type_name,
     narrow,
     static_shape,
+    zero_of,
 )
 from ireetune.problem.generic import GenericOpProblem, dag_source
 from ireetune.problem.typed_match import TypedOperandsFamily
@@ -184,12 +185,7 @@ class InnerTiledFamily(TypedOperandsFamily):
                     block = region_op.regions[0].blocks.append()
                     with ir.InsertionPoint(block):
                         element = shaped.element_type
-                        zero = (
-                            ir.IntegerAttr.get(element, 0)
-                            if isinstance(element, ir.IntegerType)
-                            else ir.FloatAttr.get(element, 0.0)
-                        )
-                        value = arith.ConstantOp(element, zero)
+                        value = arith.ConstantOp(element, zero_of(element))
                         empty = tensor.EmptyOp(list(shaped.shape), element)
                         init = linalg.fill(value.result, outs=[empty.result])
                         clone = root_op.clone()

@@ -209,3 +209,27 @@ def test_its_space_searches_distribution_tiles_without_a_microkernel_choice(
     assert {v["dist_m1"] for v in values} <= {1, 2, 11, 22}
     assert {v["dist_n1"] for v in values} <= {1, 43}
     assert {v["ukernel"] for v in values} == {1}
+
+
+def test_the_op_alone_does_not_compile_which_is_why_the_reference_has_its_own_region(
+    tmp_path: Path,
+) -> None:
+    """Pinned: IREE 3.13 does not compile the op as a plain `@main` (the family's default
+    reference). If this fails because it compiles, `InnerTiledFamily.build_reference` can be the
+    default one."""
+    from ireetune.problem.family import clone_as_main
+
+    target = parse_target(TARGET).with_global_flags(INNER_TILED)
+    _, dump = _dump(tmp_path, tuple(target.global_flags))
+    context = ir.Context()
+    with context:
+        module = ir.Module.parse(dump.read_text())
+        plain = clone_as_main(find_root_op(module), context, init_value=None)
+    source = tmp_path / "plain.mlir"
+    source.write_text(str(plain))
+    compiled = subprocess.run(
+        [IREE_COMPILE, str(source), *target.compile_flags(), "-o", str(tmp_path / "plain.vmfb")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert compiled.returncode != 0
+    assert "restricted to workgroup distributed contexts" in compiled.stderr
