@@ -339,9 +339,10 @@ def test_a_split_import_kept_alone_is_the_headline_and_a_part(tmp_path: Path) ->
     result = replace(
         _flags_only_result(tmp_path), flag_search=None, flags=(), combined=_estimate(4.5, 40.0),
         import_estimate=_estimate(4.4, 40.0), mlir_path=split_mlir,
+        tuned_vmfb=split_binary(tmp_path),
     )  # fmt: skip
     facts = facts_of(result, ())
-    assert facts.tuned_vmfb == split_binary(tmp_path) == tmp_path / SPLIT_DIR / "model.vmfb"
+    assert facts.tuned_vmfb == tmp_path / SPLIT_DIR / "model.vmfb"
     lines = render_deployment_lines(build_deployment(facts, None))
     assert lines[:3] == [
         "result: The tuned model (import) runs 4.500x [4.300, 4.700] faster than the compiler's "
@@ -356,9 +357,7 @@ def test_a_split_import_kept_alone_is_the_headline_and_a_part(tmp_path: Path) ->
         result, combined=None, tuned_spec_path=tmp_path / "tuned_spec.mlir",
         estimate=_estimate(1.1, 9.0),
     )  # fmt: skip
-    (tmp_path / "tuned.vmfb").write_bytes(b"")
     facts = facts_of(with_spec, ())
-    assert facts.tuned_vmfb == tmp_path / "tuned.vmfb"
     deployment = build_deployment(facts, None)
     assert deployment.speedup.value == pytest.approx(4.4 * 1.1)
     assert [part.name for part in deployment.parts if part.kept] == ["import", "spec"]
@@ -372,18 +371,23 @@ def test_a_split_import_kept_alone_is_the_headline_and_a_part(tmp_path: Path) ->
     ]
 
 
-def test_the_comparison_reuses_the_tuned_binary_the_run_compiled(tmp_path: Path) -> None:
-    result = _flags_only_result(tmp_path)
-    assert result.flag_search is not None
-    flags_binary = tmp_path / "flags" / "winner.vmfb"
-    with_winner = replace(
-        result, flag_search=replace(result.flag_search, winner_binary=flags_binary)
-    )
-    assert facts_of(with_winner, ()).tuned_vmfb == flags_binary
-    # Flags and a spec: the final check's RUN/tuned.vmfb; a spec alone: compiled again.
-    with_spec = replace(with_winner, tuned_spec_path=tmp_path / "tuned_spec.mlir")
-    assert facts_of(with_spec, ()).tuned_vmfb is None
-    (tmp_path / "tuned.vmfb").write_bytes(b"")
-    assert facts_of(with_spec, ()).tuned_vmfb == tmp_path / "tuned.vmfb"
-    spec_only = replace(with_spec, flag_search=None, flags=())
-    assert facts_of(spec_only, ()).tuned_vmfb is None
+def test_the_comparison_reuses_the_tuned_binary_the_run_built(tmp_path: Path) -> None:
+    """The run builds the tuned model whenever its default is not the untouched one (a flag
+    set or the split import kept): that default's binary, or with a spec RUN/tuned.vmfb. A spec
+    on the untouched default is compiled again for the comparison. The deployment reads the
+    binary the run recorded."""
+    from ireetune.executor import LocalExecutor
+    from ireetune.flows.model.options import ModelTuneOptions
+    from ireetune.flows.model.run import Mode, ModelTuningRun
+
+    options = ModelTuneOptions(model_path=tmp_path / "model.mlir", output_dir=tmp_path)
+    run = ModelTuningRun(Mode.IN_PROCESS, options, parse_target("cpu"), tmp_path, LocalExecutor())
+    spec = tmp_path / "tuned_spec.mlir"
+    run.default_vmfb = run.original_vmfb = tmp_path / "default.vmfb"
+    assert run.tuned_binary(None) is None
+    assert run.tuned_binary(spec) is None
+    run.default_vmfb = tmp_path / "flags" / "winner.vmfb"
+    assert run.tuned_binary(None) == tmp_path / "flags" / "winner.vmfb"
+    assert run.tuned_binary(spec) == tmp_path / "tuned.vmfb"
+    result = replace(_flags_only_result(tmp_path), tuned_vmfb=run.tuned_binary(None))
+    assert facts_of(result, ()).tuned_vmfb == tmp_path / "flags" / "winner.vmfb"

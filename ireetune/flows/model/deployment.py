@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from ireetune.core.files import write_text_atomically
 from ireetune.decision.stats import SpeedupEstimate
 from ireetune.executor import ExecutorKind
-from ireetune.flows.model.import_choice import split_binary
 from ireetune.model.ort_compare import (
     IREE_DEFAULT,
     IREE_TUNED,
@@ -245,17 +244,7 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         default_ms = flags_estimate.baseline_ms
     else:
         default_ms = result.default_ms
-    # The flow keeps the flags' winner (the split import's binary once switched to it), the
-    # split import's binary, and either with a spec as RUN/tuned.vmfb (_finish_flags); a spec
-    # alone is compiled again.
     switched = result.import_estimate is not None
-    tuned_vmfb = None
-    if flags_kept and result.tuned_spec_path is None and search is not None:
-        tuned_vmfb = search.winner_binary
-    elif switched and result.tuned_spec_path is None:
-        tuned_vmfb = split_binary(result.run_dir)
-    elif (flags_kept or switched) and (result.run_dir / "tuned.vmfb").is_file():
-        tuned_vmfb = result.run_dir / "tuned.vmfb"
     spec_note = next(
         (n for n in result.notes if _speaks_of_specs(n)), "no dispatch spec made the model faster"
     )
@@ -268,7 +257,7 @@ def facts_of(result: ModelTuneResult, runtime_flags: Sequence[str]) -> Deploymen
         spec_note=spec_note,
         combined=result.combined,
         runtime_flags=tuple(runtime_flags),
-        tuned_vmfb=tuned_vmfb,
+        tuned_vmfb=result.tuned_vmfb,
         import_estimate=result.import_estimate,
         import_mlir=result.mlir_path if switched else None,
         runtime_estimate=search.runtime_estimate if search is not None and runtime_flags else None,

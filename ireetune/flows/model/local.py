@@ -90,8 +90,8 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
     )
     profiles = {profile.name: profile for profile in hot.selected}
     count, scheduler.ends_at = _dispatches_that_fit(run, len(ranked), time.monotonic())
-    pending = ranked[:count]
-    for task in ranked[count:]:
+    pending, left_out = ranked[:count], ranked[count:]
+    for task in left_out:
         run.dispatch_notes[task.name] = _left_out_note(run, count, len(ranked))
         run.dispatches_done.append(task.name)
     while pending:
@@ -116,8 +116,58 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         back = None if carried else _kin_given_back(run, profiles[task.name], scheduler, pending)
         if back is not None:
             profiles[back.name] = back
+        if left_out and _admit_left_out(run, scheduler, pending, left_out):
+            for other in left_out:
+                run.dispatch_notes[other.name] = _left_out_note(
+                    run, len(ranked) - len(left_out), len(ranked)
+                )
         save_run(run)
     return None
+
+
+def _admit_left_out(
+    run: ModelTuningRun,
+    scheduler: DispatchScheduler,
+    pending: list[DispatchTask],
+    left_out: list[DispatchTask],
+) -> bool:
+    """Move the left-out dispatch expected to gain most to `pending` when what is left of the
+    dispatch phase's share has room for it (`_room_for`): the dispatches tuned so far left part
+    of their slots (a space found empty, a tuning that stopped early) or kept no candidate to
+    try in the model (whose time the selection kept for them). Return whether one was
+    admitted."""
+    if not _room_for(run, scheduler, len(pending) + 1, time.monotonic()):
+        return False
+    task = scheduler.next_task(left_out)
+    left_out.remove(task)
+    pending.append(task)
+    run.dispatches_done.remove(task.name)
+    del run.dispatch_notes[task.name]
+    run.notes.append(
+        f"{task.name}: selected as well: the dispatches tuned before it left room in the "
+        "dispatch phase (unspent slots, or no candidate to try in the model)"
+    )
+    return True
+
+
+def _room_for(run: ModelTuningRun, scheduler: DispatchScheduler, count: int, now: float) -> bool:
+    """Say whether `count` dispatches still to tune fit in what is left of the dispatch phase's
+    share: each gets at least `LEAST_SLOT_S`, and the selection keeps what trying them and the
+    ones tuned with candidates in the model needs. When they fit, the phase ends where that
+    leaves the selection its time. Always without a budget."""
+    if scheduler.ends_at is None:
+        return True
+    fitting, ends_at = _dispatches_that_fit(run, count, now)
+    if fitting < count:
+        return False
+    scheduler.ends_at = ends_at
+    return True
+
+
+def _tuned_with_candidates(run: ModelTuningRun) -> int:
+    """Return how many tuned dispatches the selection tries in the model: those that kept a
+    candidate (a dispatch whose space was empty, or that measured none, has no variant)."""
+    return sum(1 for specs in run.candidates.values() if specs)
 
 
 def _kin_given_back(
@@ -140,10 +190,8 @@ def _kin_given_back(
     share = sum(p.total_ms for p in left) / max(hot.model_ms, hot.explained_ms)
     if best_possible_speedup(share) <= MODEL_RULE.threshold:
         return None  # As the profile's gate (model/gate.py): too small to clear the rule.
-    count, ends_at = _dispatches_that_fit(run, len(pending) + 1, time.monotonic())
-    if count < len(pending) + 1:
+    if not _room_for(run, scheduler, len(pending) + 1, time.monotonic()):
         return None
-    scheduler.ends_at = ends_at
     back = max(left, key=lambda p: (p.total_ms, p.name))
     pending.append(_task_of(hot, back, share))
     run.hot = replace(hot, selected=(*hot.selected, back))
@@ -159,7 +207,7 @@ def _dispatches_that_fit(run: ModelTuningRun, count: int, now: float) -> tuple[i
     """Return how many of `count` dispatches to tune, and when the phase ends: the most whose
     least slots fit in the phase that leaves the selection what trying them (and the ones tuned
     before a continue) in the model needs (no budget: all of them, no end)."""
-    tuned_before = len(run.candidates)
+    tuned_before = _tuned_with_candidates(run)
     while count > 0:
         ends_at = run.scheduler.dispatch_phase_deadline(
             now, selection_seconds(run, tuned_before + count)
@@ -335,11 +383,11 @@ def decide(run: ModelTuningRun) -> Pause | None:
             "candidate spec kept in selection, then dropped at the final check"
         )
         del run.accepted[name]
-    combined, tuned_flags_path = _finish_flags(run)
+    combined, tuned_flags_path, tuned_vmfb = _finish_flags(run)
     run.result = ModelTuneResult(
         run.run_dir, final.default_ms, final.tuned_ms, final.tuned_spec, dispatch_outcomes(run),
         tuple(run.notes), final.estimate, run.target.global_flags, run.flag_search,
-        tuned_flags_path, combined, run.under_tuning.mlir_path, run.import_estimate,
+        tuned_flags_path, combined, run.under_tuning.mlir_path, run.import_estimate, tuned_vmfb,
     )  # fmt: skip
     return None
 
@@ -358,9 +406,12 @@ def _final_check(run: ModelTuningRun) -> FinalCheck:
     )  # fmt: skip
 
 
-def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | None]:
+def _finish_flags(
+    run: ModelTuningRun,
+) -> tuple[SpeedupEstimate | None, Path | None, Path | None]:
     """Write tuned_flags.txt, time the untouched default against the tuned model (flags, split
-    import and spec as kept), record both."""
+    import and spec as kept) when the run built it, record both; return the combined check,
+    the flags file and the tuned model's binary (None: the run built none)."""
     model, options, run_dir, flag_search = (
         run.under_tuning,
         run.options,
@@ -378,12 +429,11 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
     runtime_flags = flag_search.runtime_flags if flag_search is not None else ()
     tuned_flags_path = write_flag_files(run_dir, flags, runtime_flags)
     combined = None
-    # Against the untouched default whenever the run's default is not it: a flag set kept, or
-    # the split import (import_choice.py) without one.
-    if (flag_search is not None and flag_search.improved) or run.import_estimate is not None:
-        final_vmfb = run.default_vmfb
+    # Against the untouched default whenever the run's default is not it (a flag set or the
+    # split import kept): the run built the tuned model.
+    final_vmfb = run.tuned_binary(tuned_spec_path)
+    if final_vmfb is not None:
         if tuned_spec_path is not None:
-            final_vmfb = run_dir / "tuned.vmfb"
             error = model.compile(tuned_spec_path, final_vmfb)
             assert not error, f"the tuned model compiled in the final check: {error}"
         combined, why = measure_combined(
@@ -407,7 +457,7 @@ def _finish_flags(run: ModelTuningRun) -> tuple[SpeedupEstimate | None, Path | N
                 combined.high if combined else None, str(run_dir),
             ),
         )  # fmt: skip
-    return combined, tuned_flags_path
+    return combined, tuned_flags_path, final_vmfb
 
 
 # The body of every phase of the model flow, in process.

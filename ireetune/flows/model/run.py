@@ -77,6 +77,9 @@ class ModelTuneResult:
     # The import with grouped convolutions split, kept by measurement (flows/model/import_choice
     # .py): its speedup over the model as given under the same flags; None: the model as given.
     import_estimate: SpeedupEstimate | None = None
+    # The tuned model's binary when the run built it (`ModelTuningRun.tuned_binary`); None: the
+    # untouched default with a spec, or nothing tuned.
+    tuned_vmfb: Path | None = None
 
     @property
     def speedup(self) -> float:
@@ -176,6 +179,15 @@ class ModelTuningRun:
     def seconds_left(self) -> float | None:
         """Return the seconds left of the run's `--time-budget` (None: no budget)."""
         return self.scheduler.seconds_left(time.monotonic())
+
+    def tuned_binary(self, tuned_spec: Path | None) -> Path | None:
+        """Return the tuned model's binary when the run builds it, which is when its default is
+        not the untouched one (a flag set or the split import kept, in process): that default,
+        or RUN/tuned.vmfb, its compile with `tuned_spec`. None otherwise: a spec alone is
+        compiled on the untouched default by whoever needs the binary."""
+        if self.default_vmfb is None or self.default_vmfb == self.original_vmfb:
+            return None
+        return self.default_vmfb if tuned_spec is None else self.run_dir / "tuned.vmfb"
 
 
 PhaseBody = Callable[[ModelTuningRun], Pause | None]

@@ -289,5 +289,5 @@ def restore_decision(
         run.run_dir, stored.default_ms, stored.tuned_ms, tuned_spec, outcomes, tuple(run.notes),
         stored.estimate, run.target.global_flags, run.flag_search,
         run.run_dir / stored.tuned_flags if stored.tuned_flags else None, stored.combined,
-        run.under_tuning.mlir_path, run.import_estimate,
+        run.under_tuning.mlir_path, run.import_estimate, run.tuned_binary(tuned_spec),
     )  # fmt: skip

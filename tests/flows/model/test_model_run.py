@@ -11,6 +11,7 @@ from typing import NoReturn
 
 import pytest
 
+from ireetune.core.errors import IreetuneError
 from ireetune.database.run_files import read_model_file
 from ireetune.executor import LocalExecutor
 from ireetune.flows.model.local import LOCAL_PHASES, prepare
@@ -373,6 +374,80 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
         f"not tuned: what is left of the time budget ({one / 2:.0f} s) can not tune a dispatch "
         "and still try it in the model (a compile of the model takes 30 s)"
     )
+
+
+def test_a_left_out_dispatch_is_tuned_when_one_before_it_leaves_its_time_unspent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget fits two of three dispatches. The first one's space is empty (ZFNet-512's
+    matrix-vector product): it takes none of its slot and has no candidate for the selection to
+    try, so the third is tuned in the time it left, and its note no longer says it was left
+    out. The phase does not end later than it was planned to. Dispatches that take their whole
+    slots leave room only when they keep no candidate to try in the model."""
+    from ireetune.flows.dispatch.options import TuneOptions
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    clock, tuned = _tuning_that_takes_its_slot(tmp_path, monkeypatch)
+    takes_its_slot = local.tune_dispatch
+    slot_ends: list[float] = []
+
+    def empty_for_d1(options: TuneOptions, executor: object) -> SimpleNamespace:
+        if options.input_path.stem == "d1":
+            raise IreetuneError("the search space of conv_d1 on cpu is empty")
+        slot_ends.append(clock[0] + (options.time_budget_s or 0.0))
+        return takes_its_slot(options, executor)
+
+    monkeypatch.setattr(local, "tune_dispatch", empty_for_d1)
+    profiles = [
+        DispatchProfile(name, tmp_path / f"{name}.mlir", f"conv_{name}", True, ms, 1)
+        for name, ms in (("d0", 2.0), ("d1", 6.0), ("d2", 1.0))
+    ]
+
+    def run_with(budget_s: float) -> ModelTuningRun:
+        run = _run(tmp_path)
+        run.options = replace(run.options, time_budget_s=budget_s, rounds=3, jobs=2)
+        run.started, run.default_ms, run.costs = clock[0], 10.0, ModelCosts(30.0, 1.0)
+        run.hot = select_hot_dispatches(profiles, model_ms=10.0, coverage=1.0, max_dispatches=3)
+        return run
+
+    run = run_with(local.selection_seconds(run_with(0.0), 2) + 2 * local.LEAST_SLOT_S + 1.0)
+    planned_end = run.scheduler.dispatch_phase_deadline(clock[0], local.selection_seconds(run, 2))
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["d0", "d2"]
+    assert run.dispatch_notes["d1"] == "not tuned: the search space of conv_d1 on cpu is empty"
+    assert not run.dispatch_notes["d2"].startswith("not tuned")
+    assert (
+        "d2: selected as well: the dispatches tuned before it left room in the dispatch "
+        "phase (unspent slots, or no candidate to try in the model)" in run.notes
+    )
+    assert sorted(run.dispatches_done) == ["d0", "d1", "d2"]
+    assert planned_end is not None and max(slot_ends) <= planned_end + 1e-9
+
+    # Each takes its whole slot and keeps no candidate: the time the selection kept for trying
+    # them in the model is free once both are done, and the third is tuned in it.
+    tuned.clear()
+    monkeypatch.setattr(local, "tune_dispatch", takes_its_slot)
+    run = run_with(local.selection_seconds(run_with(0.0), 2) + 2 * local.LEAST_SLOT_S + 1.0)
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["d1", "d0", "d2"]
+
+    # Each takes its whole slot and keeps a candidate: the third stays left out.
+    tuned.clear()
+
+    def keeps_one(
+        run: ModelTuningRun, hot: DispatchProfile, slot_s: float | None, share: float = 1.0
+    ) -> tuple[float, bool, None]:
+        tuned.append(hot.name)
+        clock[0] += slot_s or 0.0
+        run.candidates[hot.name] = [tmp_path / f"{hot.name}_spec.mlir"]
+        return 1.0, True, None
+
+    monkeypatch.setattr(local, "_tune_one_dispatch", keeps_one)
+    run = run_with(local.selection_seconds(run_with(0.0), 2) + 2 * local.LEAST_SLOT_S + 1.0)
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["d1", "d0"]
+    assert run.dispatch_notes["d2"].startswith("not tuned: the time budget leaves room to tune")
 
 
 def test_kin_a_tuned_dispatch_carried_nothing_to_are_selected_while_the_budget_allows(
