@@ -45,8 +45,10 @@ def read_pairs(run_dir: Path) -> list[Pair]:
                 alone[kept["spec"]] = kept["default_ms"] / kept["candidate_ms"]
     pairs = []
     for trial in trials:
-        # Single-candidate variants only: `dXcY` (the joint `best` and `combined` hold several).
-        if trial["variant"] in ("best", "combined") or trial.get("speedup") is None:
+        # Single-candidate variants only: `dXcY` (the joint `best`, `rankN` and `combined` hold
+        # several; `best` of one tuned dispatch holds one, its first candidate's, tried again).
+        joint = trial["variant"] in ("best", "combined") or len(trial["specs"]) != 1
+        if joint or trial.get("speedup") is None:
             continue
         (spec,) = trial["specs"]
         inside = spec_inside_run(spec, run_dir)

@@ -15,7 +15,7 @@ import dispatch_model_agreement as agreement  # noqa: E402
 
 def _run(run_dir: Path, alone: dict[str, float], in_model: dict[str, float]) -> Path:
     """Write a finished model run's two files: each spec's dispatch session (default 1 ms) and
-    its single-candidate variant, plus a joint variant that must not count."""
+    its single-candidate variant, plus joint variants that must not count."""
     run_dir.mkdir()
     candidates = [
         {"spec": f"tuning/t/{name}.mlir", "default_ms": 1.0, "candidate_ms": 1.0 / speedup}
@@ -28,6 +28,10 @@ def _run(run_dir: Path, alone: dict[str, float], in_model: dict[str, float]) -> 
         for i, (name, s) in enumerate(in_model.items())
     ]
     trials.append({"variant": "best", "specs": [str(run_dir / "tuning/t/a.mlir")], "speedup": 9.0})
+    # Every dispatch's second candidate together (a rank's joint variant).
+    joint = [str(run_dir / f"tuning/t/{name}.mlir") for name in list(in_model)[:2]]
+    if len(joint) == 2:
+        trials.append({"variant": "rank1", "specs": joint, "speedup": 8.0})
     (run_dir / "selection").mkdir()
     (run_dir / "selection" / "trials.json").write_text(json.dumps(trials))
     return run_dir
