@@ -254,10 +254,13 @@ def test_an_in_process_run_times_the_split_import_under_the_flags_kept_unless_to
     assert restored.import_estimate == run.import_estimate == (faster if judged_faster else None)
     assert restored.under_tuning.mlir_path == run.under_tuning.mlir_path
     # The end of the run times the untouched default against the tuned model whenever the
-    # run's default is not it: here (the stub keeps no flag search) only after a switch.
+    # run's default is not it (a flag winner, a switch), and records that binary as the tuned
+    # model's.
     run.final = FinalCheck(None, run.default_ms, run.default_ms, None)
-    combined, _ = local._finish_flags(run)
-    assert (combined is not None) is judged_faster
+    combined, _, tuned_vmfb = local._finish_flags(run)
+    built = judged_faster or flag_winner
+    assert (combined is not None) is built
+    assert tuned_vmfb == (run.default_vmfb if built else None)
     if not judged_faster:
         assert run.model is as_given and not (run_dir / "import_split").exists()
         return
