@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ireetune.benchmark.runner import BenchmarkOutcome, BenchmarkSession
     from ireetune.compile.pool import CompileBatch, CompileOutcome
+    from ireetune.model.in_model_times import InModelTimes
     from ireetune.model.timing import ModelComparison, ModelRun
     from ireetune.verify.runner import ReferenceBatch, ReferenceRun
 
@@ -54,6 +55,14 @@ class Executor(abc.ABC):
     def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
         """Time several compiled models interleaved on one device (model/timing.py)."""
 
+    def profile_model(self, comparison: ModelComparison, calls: int) -> InModelTimes:
+        """Time each dispatch inside `calls` calls of the comparison's one model on its device
+        (model/in_model_times.py); default: not here, the reason says so, and the profile
+        times the dispatch benchmarks alone instead."""
+        from ireetune.model.in_model_times import InModelTimes
+
+        return InModelTimes({}, {}, 0, f"the {self.name} executor does not profile whole models")
+
     def close(self) -> None:
         """Give back what the executor holds (actors, a cluster connection); default: nothing."""
         return None
@@ -85,3 +94,8 @@ class LocalExecutor(Executor):
         from ireetune.model.timing import run_models_side_by_side_here
 
         return run_models_side_by_side_here(comparison)
+
+    def profile_model(self, comparison: ModelComparison, calls: int) -> InModelTimes:
+        from ireetune.model.in_model_times import profile_model_here
+
+        return profile_model_here(comparison, calls)

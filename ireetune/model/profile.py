@@ -4,6 +4,7 @@ write what the profile explains (`profile.json`)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,10 @@ from ireetune.frontend.dispatches import (
 )
 from ireetune.model.dispatch_times import time_dispatch_benchmarks
 from ireetune.model.hot import DispatchProfile, HotSet, count_dispatch_invocations
+from ireetune.model.in_model_times import PROFILING_MODE, InModelTimes, profiled_calls
 from ireetune.model.kin import kin_key, read_problem
 from ireetune.model.prepare import ModelUnderTuning
+from ireetune.model.timing import ModelComparison
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem
 from ireetune.targets.llvm_cpu.flags import specs_reach_data_tiled_matmuls
@@ -105,26 +108,55 @@ LATE_DATA_TILING_FLAGS = ("--iree-opt-data-tiling", "--iree-opt-data-tiling=true
 
 @dataclass(frozen=True)
 class ModelDispatches:
-    """A model's dispatch benchmarks: as dumped, their binaries (by index) and their profiles."""
+    """A model's dispatch benchmarks: as dumped, their binaries (by index), their profiles, and
+    how their times were taken (a line for the report; empty when they were not)."""
 
     dumped: list[DumpedDispatch]
     binaries: dict[int, Path]
     profiles: list[DispatchProfile]
+    timed_how: str = ""
+
+
+# The share of the dispatches a run launches that the whole model's profile must name for its
+# times to be kept; below it the dump and the profiled binary were not the same build.
+MIN_NAMED_SHARE = 0.9
 
 
 def profile_dispatches(
-    executor: Executor, model: ModelUnderTuning, run_dir: Path, jobs: int, timed: bool
+    executor: Executor,
+    model: ModelUnderTuning,
+    run_dir: Path,
+    jobs: int,
+    timed: bool,
+    in_model: InModelProfile | None = None,
 ) -> ModelDispatches:
-    """Dump the model's dispatch benchmarks, count each one's launches, compile the ones a run
-    of the model launches (not those only its initializers do, once, when it loads) and, when
-    `timed`, time each on the model's device, the ones that take most of a run again
-    (model/dispatch_times.py; else their times are left for a device host)."""
+    """Dump the model's dispatch benchmarks, count each one's launches and time the ones a run
+    of the model launches (not those only its initializers do, once, when it loads).
+
+    With `in_model` (the model's binary, built with the dump's flags) each is timed inside runs
+    of the whole model (model/in_model_times.py): no benchmark is compiled. Else, or where that
+    profile cannot be taken, the benchmarks are compiled and, when `timed`, each is timed alone
+    on the model's device, the ones that take most of a run again (model/dispatch_times.py;
+    untimed, their times are left for a device host)."""
     dumped = dump_dispatches(model.mlir_path, model.target, run_dir / "dispatches", timeout_s=1200)
     configured = run_dir / "dispatches" / CONFIGURED_PROGRAM
     counts = count_dispatch_invocations(configured)
     # It holds the model's weights (ZFNet-512's: 666 MiB), and nothing reads it again.
     configured.unlink()
     in_a_run = [d for d in dumped if launches(counts, d)]
+    encoded = has_encoded_mmt4d(read_mlir_file(model.mlir_path), model.target.global_flags)
+    fallback = ""
+    if timed and in_model is not None:
+        times = executor.profile_model(in_model.comparison, profiled_calls(in_model.model_ms))
+        matched = times_in_model(in_a_run, counts, times) if times.ok else times.reason
+        if not isinstance(matched, str):
+            how = (
+                f"profile: each dispatch timed inside {times.calls} calls of the whole model "
+                f"(IREE's HAL profiler, {PROFILING_MODE} events)"
+            )
+            profiles = describe_dispatches(dumped, counts, matched, model.target, encoded)
+            return ModelDispatches(dumped, {}, profiles, how)
+        fallback = f" ({matched})"
     binaries = compile_dispatch_benchmarks(executor, model, in_a_run, run_dir, jobs)
     timings = (
         time_dispatch_benchmarks(
@@ -133,10 +165,45 @@ def profile_dispatches(
         if timed
         else {}
     )
-    encoded = has_encoded_mmt4d(read_mlir_file(model.mlir_path), model.target.global_flags)
-    return ModelDispatches(
-        dumped, binaries, describe_dispatches(dumped, counts, timings, model.target, encoded)
-    )
+    how = f"profile: each dispatch benchmark timed alone{fallback}" if timed else ""
+    profiles = describe_dispatches(dumped, counts, timings, model.target, encoded)
+    return ModelDispatches(dumped, binaries, profiles, how)
+
+
+@dataclass(frozen=True)
+class InModelProfile:
+    """How to run the whole model for the profile (one model in the comparison), and about how
+    long a call takes (ms), which sets how many calls are profiled."""
+
+    comparison: ModelComparison
+    model_ms: float
+
+
+def times_in_model(
+    in_a_run: Sequence[DumpedDispatch], counts: Mapping[str, int], times: InModelTimes
+) -> dict[int, float] | str:
+    """Give each dispatch a run launches its ms per launch from the whole model's profile,
+    matched by the exports its benchmark defines; or say why the profile does not fit."""
+    timings = {}
+    for dispatch in in_a_run:
+        exports = [name for name in benchmark_exports(dispatch.path) if name in times.per_call_ms]
+        if exports:
+            per_call = sum(times.per_call_ms[name] for name in exports)
+            timings[dispatch.index] = per_call / launches(counts, dispatch)
+    if len(timings) < MIN_NAMED_SHARE * len(in_a_run):
+        return (
+            f"the whole model's profile names {len(timings)} of the {len(in_a_run)} dispatches "
+            "a run launches"
+        )
+    return timings
+
+
+_EXPORT = re.compile(r"hal\.executable\.export public @([\w$.-]+)")
+
+
+def benchmark_exports(benchmark_path: Path) -> list[str]:
+    """List the export names a dumped dispatch benchmark defines (its dispatch's functions)."""
+    return _EXPORT.findall(benchmark_path.read_text())
 
 
 def launches(counts: Mapping[str, int], dispatch: DumpedDispatch) -> int:
@@ -220,9 +287,10 @@ def explain_profile(hot: HotSet) -> str:
             f"(unexplained {hot.unexplained_ms:.3f} ms: launch overhead, copies, timing differences)"
         )
     return (
-        f"profile: dispatch benchmarks add up to {hot.explained_ms:.3f} ms, more than the "
-        f"{hot.model_ms:.3f} ms the model takes (dispatch benchmarks time each dispatch alone, on "
-        "synthetic data, on every device): shares are of the dispatch total"
+        f"profile: dispatch times add up to {hot.explained_ms:.3f} ms, more than the "
+        f"{hot.model_ms:.3f} ms the model takes (timed alone, on synthetic data, a dispatch "
+        "benchmark runs warmer than in the model; inside the model, dispatches may overlap): "
+        "shares are of the dispatch total"
     )
 
 

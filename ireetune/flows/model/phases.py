@@ -40,7 +40,7 @@ from ireetune.frontend.model_import import import_model
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
-from ireetune.model.profile import profile_dispatches, write_profile
+from ireetune.model.profile import InModelProfile, profile_dispatches, write_profile
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
 from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
@@ -209,11 +209,21 @@ def _measure_here(run: ModelTuningRun) -> Measured:
     among dozens of sets, one call a turn, and a stretch at the machine's slow speed stays in
     its estimate (GoogLeNet's winner read 38.4 ms there, 27.4 ms in the same run's final
     check, and every dispatch's share of the model a third too small; 2026-12-05)."""
+    model = run.under_tuning
+    runtime_flags = run.flag_search.runtime_flags if run.flag_search else ()
+    in_model = None
+    if run.default_vmfb is not None:
+        comparison = ModelComparison(
+            [("default", run.default_vmfb)], model.function, model.inputs_path, run.run_dir,
+            model.device, 1, runtime_flags=runtime_flags,
+        )  # fmt: skip
+        in_model = InModelProfile(comparison, run.default_ms)
     dispatches = profile_dispatches(
-        run.executor, run.under_tuning, run.run_dir, run.options.jobs, timed=True
+        run.executor, model, run.run_dir, run.options.jobs, timed=True, in_model=in_model
     )
+    if dispatches.timed_how:
+        run.notes.append(dispatches.timed_how)
     if run.default_vmfb != run.original_vmfb and run.default_vmfb is not None:
-        runtime_flags = run.flag_search.runtime_flags if run.flag_search else ()
         timed = _time_model(run, run.default_vmfb, runtime_flags)
         run.default_ms = fastest_round_ms(timed.times_ms, PREPARE_REPETITIONS)
     return dispatches.profiles, run.default_ms
