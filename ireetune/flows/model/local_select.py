@@ -32,10 +32,20 @@ from ireetune.compile.driver import CompileStatus
 from ireetune.compile.pool import default_jobs, hash_binary
 from ireetune.core.files import write_text_atomically
 from ireetune.flows.model.run import ModelTuningRun, Pause
+from ireetune.model.in_model_times import InModelTimes
 from ireetune.model.outputs import outputs_match
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
 from ireetune.model.variant_build import compile_variants
+from ireetune.model.variant_profiles import (
+    IN_MODEL_LABEL,
+    group_exports,
+    group_ratios,
+    pick_in_model,
+    picked_variant,
+    profiles_seconds,
+    variant_calls,
+)
 from ireetune.model.variant_sessions import (
     SessionPlan,
     estimate_against_default,
@@ -57,6 +67,7 @@ SESSION_MIN_S = 20.0
 _WITH_OTHERS = {
     "best": " (with the other dispatches' first candidates)",
     "combined": " (with the other dispatches' fastest candidates in the first session)",
+    IN_MODEL_LABEL: " (with the other dispatches' candidates fastest inside the model)",
 }
 _WITH_SAME_RANK = " (with the other dispatches' candidates of the same rank)"
 
@@ -93,9 +104,11 @@ def selection_seconds(run: ModelTuningRun, dispatches: int) -> float:
     variants = dispatches + 1 if dispatches > 1 else dispatches
     batches = math.ceil(variants / (run.options.jobs or default_jobs())) + (dispatches > 1)
     plan = session_plan(run.options.rounds, variants, run.default_ms)
+    profiles_s = profiles_seconds(variants, run.default_ms, run.costs.load_s)
     return (
         batches * run.costs.compile_s
         + sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
+        + (dispatches > 1) * profiles_s
         + run.scheduler.tail_seconds(run.costs.load_s)
     )
 
@@ -144,8 +157,9 @@ Room = Callable[[int, float], bool]
 
 def room_for_sessions(run: ModelTuningRun, combinable: bool = True) -> Room:
     """Room for a batch when, after it, the sessions of its variants and the ones before at
-    their planned length, a combined variant's compile (when `combinable`: two dispatches or
-    more were tuned) and the decide and report phases fit in what is left of the time budget."""
+    their planned length, their profiles and a combined variant's compile (when `combinable`:
+    two dispatches or more were tuned) and the decide and report phases fit in what is left of
+    the time budget."""
 
     def room(variants: int, batch_s: float) -> bool:
         left = run.seconds_left()
@@ -154,7 +168,8 @@ def room_for_sessions(run: ModelTuningRun, combinable: bool = True) -> Room:
         plan = session_plan(run.options.rounds, variants, run.default_ms)
         sessions = sessions_seconds(plan, variants, run.default_ms, run.costs.load_s)
         tail_s = run.scheduler.tail_seconds(run.costs.load_s)
-        return (1 + combinable) * batch_s + sessions + tail_s <= left
+        profiles_s = combinable * profiles_seconds(variants, run.default_ms, run.costs.load_s)
+        return (1 + combinable) * batch_s + sessions + profiles_s + tail_s <= left
 
     return room
 
@@ -283,6 +298,83 @@ def _fastest_per_dispatch(
     return VariantPlan("combined", specs) if len(specs) > 1 and specs not in joints else None
 
 
+def _pick_in_model(
+    run: ModelTuningRun,
+    plans: Sequence[VariantPlan],
+    built: dict[str, Path],
+    first: dict[str, ModelRun],
+    rows: list[dict[str, Any]],
+    folder: Path,
+    timing: SessionPlan,
+) -> tuple[bool, VariantPlan | None]:
+    """Profile the default and the built variants inside the model (model/variant_profiles.py)
+    and return whether it could, and the variant of each dispatch's candidate fastest there
+    (None: no candidate passed, or a planned variant holds those specs). It cannot when two
+    dispatches' candidates were not built, time is short, or the profiler fails. Each variant's
+    row gets its dispatches' ratios; selection/in_model.json keeps the profiles' figures."""
+    if dispatch_count(plan for plan in plans if plan.label in built) < 2:
+        return False, None
+    left = run.seconds_left()
+    needed = (
+        profiles_seconds(len(built), run.default_ms, run.costs.load_s)
+        + run.costs.compile_s
+        + confirmation_seconds(timing, run.default_ms, run.costs.load_s)
+        + run.scheduler.tail_seconds(run.costs.load_s)
+    )
+    if left is not None and needed > left:
+        return False, None
+    names = [hot.name for hot in run.hot_set.selected if run.candidates.get(hot.name)]
+    try:
+        groups = group_exports(run.hot_set, names)
+    except (OSError, KeyError):
+        return False, None
+    model, calls = run.under_tuning, variant_calls(run.default_ms)
+    runtime_flags = run.flag_search.runtime_flags if run.flag_search else ()
+    assert run.current_vmfb is not None
+
+    def profile(label: str, vmfb: Path) -> InModelTimes:
+        comparison = ModelComparison(
+            [(label, vmfb)], model.function, model.inputs_path, folder / "profiles",
+            model.device, 1, runtime_flags=runtime_flags,
+        )  # fmt: skip
+        return run.executor.profile_model(comparison, calls)
+
+    before = profile("default", run.current_vmfb)
+    if not before.ok:
+        return False, None
+    profiles = {label: profile(label, built[label]) for label in built}
+    after = profile("default", run.current_vmfb)
+    if not after.ok:
+        return False, None
+    trusted = {
+        label
+        for label, measured in first.items()
+        if label != "default"
+        and measured.ok
+        and outputs_match(first["default"].outputs, measured.outputs)[0]
+    }
+    picks = pick_in_model(plans, (before, after), profiles, groups, trusted.__contains__)
+    by_label = {plan.label: plan for plan in plans}
+    document: dict[str, Any] = {"calls": calls, "variants": {}, "picks": []}
+    for row in rows:
+        label = row["variant"]
+        if label in profiles and profiles[label].ok:
+            ratios = group_ratios((before, after), profiles[label], groups)
+            members = by_label[label].members
+            row["in_model_ratios"] = {
+                names[index]: round(ratios[index], 4) for index in members if index in ratios
+            }
+            document["variants"][label] = row["in_model_ratios"]
+        elif label in profiles:
+            document["variants"][label] = profiles[label].reason
+    document["picks"] = [
+        {"dispatch": names[pick.dispatch], "spec": str(pick.spec), "ratio": round(pick.ratio, 4)}
+        for pick in picks
+    ]
+    write_text_atomically(folder / "in_model.json", json.dumps(document, indent=2) + "\n")
+    return True, picked_variant(picks, [by_label[label] for label in built])
+
+
 def _time_and_decide(
     run: ModelTuningRun,
     plans: Sequence[VariantPlan],
@@ -309,7 +401,9 @@ def _time_and_decide(
     by_label = {plan.label: plan for plan in plans}
 
     def build_more(first: dict[str, ModelRun], calls: int) -> list[str]:
-        plan = _fastest_per_dispatch(first, calls, plans)
+        profiled, plan = _pick_in_model(run, plans, built, first, rows, folder, timing)
+        if not profiled:
+            plan = _fastest_per_dispatch(first, calls, plans)
         if plan is None:
             return []
         by_label[plan.label] = plan
@@ -322,10 +416,13 @@ def _time_and_decide(
     left = run.seconds_left()
     # A combined variant needs built candidates of two dispatches.
     combinable = dispatch_count(by_label[label] for label in labels) > 1
+    profiles_s = profiles_seconds(len(labels), run.default_ms, run.costs.load_s)
     available = (
         None
         if left is None
-        else left - run.scheduler.tail_seconds(run.costs.load_s) - combinable * run.costs.compile_s
+        else left
+        - run.scheduler.tail_seconds(run.costs.load_s)
+        - combinable * (run.costs.compile_s + profiles_s)
     )
     timing = fitting_plan(
         run.options.rounds, len(labels), run.default_ms, run.costs.load_s, available

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from ireetune.executor import LocalExecutor
 from ireetune.flows.model.local_select import _compile_order, _fastest_per_dispatch
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelTuningRun
+from ireetune.model.hot import DispatchProfile, HotSet
+from ireetune.model.in_model_times import InModelTimes
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.timing import ModelComparison, ModelRun
 from ireetune.model.variants import dispatch_count, plan_variants
@@ -82,24 +85,68 @@ def test_a_combination_is_possible_only_with_variants_of_two_dispatches() -> Non
 
 
 class TimesByLabel(LocalExecutor):
-    """Times every model by its label's planted time; compiles nothing (the test plants the
-    binaries)."""
+    """Times every model by its label's planted time, and profiles it by its planted profile
+    (none planted: the profiler fails); compiles nothing (the test plants the binaries)."""
 
-    def __init__(self, times_ms: dict[str, float]) -> None:
+    def __init__(
+        self, times_ms: dict[str, float], profiles: dict[str, InModelTimes] | None = None
+    ) -> None:
         self.times_ms = times_ms
+        self.profiles = profiles or {}
         self.sessions: list[list[str]] = []
+        self.profiled: list[str] = []
 
     def run_models_side_by_side(self, comparison: ModelComparison) -> dict[str, ModelRun]:
         self.sessions.append([label for label, _ in comparison.models])
         return {label: _run(label, self.times_ms[label]) for label, _ in comparison.models}
+
+    def profile_model(self, comparison: ModelComparison, calls: int) -> InModelTimes:
+        label = comparison.models[0][0]
+        self.profiled.append(label)
+        return self.profiles.get(label, InModelTimes({}, {}, 0, "no profile planted"))
+
+
+def _two_dispatch_run(tmp_path: Path, executor: LocalExecutor) -> ModelTuningRun:
+    """A run of a model with two tuned dispatches, "a" and "b" (exports `ea` and `eb`; `erest`
+    is untouched), each with two candidate specs, its default binary planted."""
+    run = ModelTuningRun(
+        Mode.IN_PROCESS, ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path),
+        parse_target("cpu"), tmp_path, executor,
+    )  # fmt: skip
+    run.model = ModelUnderTuning(
+        tmp_path / "m.mlir", "main", tmp_path / "inputs.npz", run.target, False, "local-task",
+        OUTPUTS,
+    )  # fmt: skip
+    run.default_vmfb = run.current_vmfb = tmp_path / "default.vmfb"
+    run.default_ms = 10.0
+    profiles = []
+    for name in ("a", "b", "rest"):
+        path = tmp_path / f"{name}_benchmark.mlir"
+        path.write_text(f"hal.executable.export public @e{name} ordinal(0)\n")
+        profiles.append(DispatchProfile(name, path, f"problem {name}", name != "rest", 3.0, 1))
+    run.hot = HotSet(tuple(profiles), tuple(profiles[:2]), 10.0, 9.0, 6.0)
+    run.candidates = {
+        name: [tmp_path / f"t/{name}/{name}0", tmp_path / f"t/{name}/{name}1"] for name in "ab"
+    }
+    return run
+
+
+def _planted_compile(
+    run: ModelTuningRun, chosen: list, folder: Path, room: object = None
+) -> tuple[dict[str, Path], list[dict[str, object]]]:
+    return (
+        {plan.label: folder / f"{plan.label}.vmfb" for plan in chosen},
+        [{"variant": plan.label, "status": "compiled", "specs": [str(s) for s in plan.specs]}
+         for plan in chosen],
+    )  # fmt: skip
 
 
 def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two dispatches whose fastest candidates in the first session are the first's second one
-    and the second's first one (no planned joint variant): the combination is built, confirmed
-    in the second session, wins, and its specs are accepted."""
+    and the second's first one (no planned joint variant), and no profile of the variants: the
+    combination is built, confirmed in the second session, wins, and its specs are accepted."""
     from ireetune.flows.model import local_select
 
     executor = TimesByLabel(
@@ -114,38 +161,87 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
             "combined": 8.0,
         }  # fmt: skip
     )
-    run = ModelTuningRun(
-        Mode.IN_PROCESS, ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path),
-        parse_target("cpu"), tmp_path, executor,
-    )  # fmt: skip
-    run.model = ModelUnderTuning(
-        tmp_path / "m.mlir", "main", tmp_path / "inputs.npz", run.target, False, "local-task",
-        OUTPUTS,
-    )  # fmt: skip
-    run.default_vmfb = run.current_vmfb = tmp_path / "default.vmfb"
-    run.default_ms = 10.0
-    pending = [("a", [tmp_path / "t/a/a0", tmp_path / "t/a/a1"]),
-               ("b", [tmp_path / "t/b/b0", tmp_path / "t/b/b1"])]  # fmt: skip
+    run = _two_dispatch_run(tmp_path, executor)
+    pending = [(name, run.candidates[name]) for name in "ab"]
     plans = local_select._compile_order(plan_variants(pending))
-
-    def planted_compile(
-        run: ModelTuningRun, chosen: list, folder: Path, room: object = None
-    ) -> tuple[dict[str, Path], list[dict[str, object]]]:
-        return (
-            {plan.label: folder / f"{plan.label}.vmfb" for plan in chosen},
-            [{"variant": plan.label, "status": "compiled", "specs": [str(s) for s in plan.specs]}
-             for plan in chosen],
-        )  # fmt: skip
-
-    monkeypatch.setattr(local_select, "_compile_plans", planted_compile)
-    built, rows = planted_compile(run, plans, tmp_path)
+    monkeypatch.setattr(local_select, "_compile_plans", _planted_compile)
+    built, rows = _planted_compile(run, plans, tmp_path)
     winner = local_select._time_and_decide(run, plans, built, rows, tmp_path)
+    # No profile could be taken: the combination comes from the first session's model times.
+    assert executor.profiled == ["default"]
     assert winner is not None and winner.label == "combined"
     assert winner.specs == (pending[0][1][1], pending[1][1][0])
     # One first session of all six, then the confirmation with the combination in it.
     assert executor.sessions[0] == ["default", "best", "d0c0", "d1c0", "rank1", "d0c1", "d1c1"]
     assert "combined" in executor.sessions[1]
     assert [row["variant"] for row in rows if row.get("accepted")] == ["combined"]
+
+
+def _profile(a: float, b: float, rest: float = 4.0) -> InModelTimes:
+    return InModelTimes({"ea": a, "eb": b, "erest": rest}, {"ea": 1, "eb": 1, "erest": 1}, 60)
+
+
+def test_each_dispatch_s_candidate_fastest_inside_the_model_is_combined_and_can_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first session's model times would combine a1 with b0; the profiles of the variants
+    say a0 and b1 are the fastest inside the model (read in the joint variants too, on the
+    untouched dispatch's clock). Their combination is built, confirmed, and wins; each row
+    keeps its dispatches' ratios and selection/in_model.json the picks."""
+    from ireetune.flows.model import local_select
+
+    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
+             "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+    profiles = {
+        "default": _profile(3.0, 3.0),
+        # a0 is 0.8x in the joint variant (which ran on a clock 1.25x slower) and alone.
+        "best": _profile(3.0, 3.75, rest=5.0),
+        "d0c0": _profile(2.4, 3.0),
+        "d0c1": _profile(3.3, 3.0),
+        "d1c0": _profile(3.0, 3.3),
+        # b1 is 0.9x alone and in rank1.
+        "d1c1": _profile(3.0, 2.7),
+        "rank1": _profile(3.3, 2.7),
+    }
+    executor = TimesByLabel(times, profiles)
+    run = _two_dispatch_run(tmp_path, executor)
+    pending = [(name, run.candidates[name]) for name in "ab"]
+    plans = local_select._compile_order(plan_variants(pending))
+    monkeypatch.setattr(local_select, "_compile_plans", _planted_compile)
+    built, rows = _planted_compile(run, plans, tmp_path)
+    planned = list(built)
+    winner = local_select._time_and_decide(run, plans, built, rows, tmp_path)
+    # The default is profiled before and after the variants.
+    assert executor.profiled == ["default", *planned, "default"]
+    assert winner is not None and winner.label == "in_model"
+    assert winner.specs == (pending[0][1][0], pending[1][1][1])
+    assert "in_model" in executor.sessions[1] and "combined" not in executor.sessions[1]
+    ratios = {row["variant"]: row.get("in_model_ratios") for row in rows}
+    assert ratios["best"] == pytest.approx({"a": 0.8, "b": 1.0})
+    assert ratios["d1c1"] == pytest.approx({"b": 0.9})
+    document = json.loads((tmp_path / "in_model.json").read_text())
+    assert [pick["dispatch"] for pick in document["picks"]] == ["a", "b"]
+
+
+def test_no_profile_pick_no_combination(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profiles show no candidate faster inside the model: nothing is combined, even where
+    the first session's model times would have combined two."""
+    from ireetune.flows.model import local_select
+
+    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
+             "rank1": 9.9}  # fmt: skip
+    labels = ["default", "best", "d0c0", "d1c0", "rank1", "d0c1", "d1c1"]
+    executor = TimesByLabel(times, {label: _profile(3.0, 3.0) for label in labels})
+    run = _two_dispatch_run(tmp_path, executor)
+    pending = [(name, run.candidates[name]) for name in "ab"]
+    plans = local_select._compile_order(plan_variants(pending))
+    monkeypatch.setattr(local_select, "_compile_plans", _planted_compile)
+    built, rows = _planted_compile(run, plans, tmp_path)
+    local_select._time_and_decide(run, plans, built, rows, tmp_path)
+    assert len(executor.profiled) == len(built) + 2
+    assert not any(
+        label in session for session in executor.sessions for label in ("combined", "in_model")
+    )
 
 
 def test_each_session_lasts_long_enough_within_ten_times_its_least_rounds() -> None:
@@ -197,8 +293,9 @@ def _budgeted_run(tmp_path: Path, left_s: float) -> ModelTuningRun:
 def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budget(
     tmp_path: Path,
 ) -> None:
-    """Room for a batch: the batch and a combined variant's compile, both sessions of the
-    variants built by then at their planned length, and the decide and report phases."""
+    """Room for a batch: the batch and a combined variant's compile, the variants' profiles
+    (when a combination is possible), both sessions of the variants built by then at their
+    planned length, and the decide and report phases."""
     from ireetune.core.budget import SHARES, TaskScheduler
     from ireetune.flows.model.local_select import (
         room_for_confirmation,
@@ -206,20 +303,27 @@ def test_a_batch_is_compiled_only_if_its_sessions_and_the_run_s_end_fit_the_budg
         session_plan,
         sessions_seconds,
     )
+    from ireetune.model.variant_profiles import profiles_seconds
 
     plan = session_plan(5, 6, 10.0)
     tail_s = TaskScheduler(1000.0, 0.0).tail_seconds(load_s=1.0)
-    need = 2 * 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_s
+    single_need = 7.0 + sessions_seconds(plan, 6, 10.0, 1.0) + tail_s
+    # Six variants and the default twice, each loaded (1 s), 60 calls of 10 ms, and the tools.
+    profiles_s = profiles_seconds(6, 10.0, 1.0)
+    assert profiles_s == pytest.approx(8 * 2.2)
+    need = single_need + 7.0 + profiles_s
     # The decide and report phases compile nothing new: their binaries are copies.
     assert tail_s == 4 * 1.0 + SHARES.tail_slack_s
     assert room_for_sessions(_budgeted_run(tmp_path, need + 5.0))(6, 7.0)
     assert not room_for_sessions(_budgeted_run(tmp_path, need - 5.0))(6, 7.0)
-    # One tuned dispatch has no combined variant to compile after the first session.
-    single = room_for_sessions(_budgeted_run(tmp_path, need - 5.0), combinable=False)
+    # One tuned dispatch has no combined variant to compile, nor variants to profile.
+    single = room_for_sessions(_budgeted_run(tmp_path, single_need + 2.0), combinable=False)
     assert single(6, 7.0)
-    assert not room_for_sessions(_budgeted_run(tmp_path, need - 9.0), combinable=False)(6, 7.0)
+    assert not room_for_sessions(_budgeted_run(tmp_path, single_need - 2.0), combinable=False)(
+        6, 7.0
+    )
     # After the first session only the confirmation is left to fit.
-    confirm_need = need - 7.0 - (6 + 1) * (1.0 + plan.rounds * plan.calls_per_round * 0.01)
+    confirm_need = single_need - (6 + 1) * (1.0 + plan.rounds * plan.calls_per_round * 0.01)
     assert room_for_confirmation(_budgeted_run(tmp_path, confirm_need + 5.0), plan)(1, 7.0)
     assert not room_for_confirmation(_budgeted_run(tmp_path, confirm_need - 5.0), plan)(1, 7.0)
 
