@@ -26,6 +26,7 @@ import numpy as np
 from ireetune.core.input_archive import read_input_archive
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
 from ireetune.model.timing import ModelComparison
+from ireetune.model.worker import PARAMETER_SCOPE
 
 PROFILING_MODE = "host-execution"
 # Profile calls enough to cover this long a stretch, between the bounds below: a dispatch keeps
@@ -33,8 +34,6 @@ PROFILING_MODE = "host-execution"
 PROFILE_STRETCH_MS = 1500.0
 MIN_PROFILED_CALLS = 9
 MAX_PROFILED_CALLS = 200
-# The scope the ONNX import names the model's parameters in (model/worker.py's PARAMETER_SCOPE).
-PARAMETER_SCOPE = "model"
 
 
 @dataclass(frozen=True)

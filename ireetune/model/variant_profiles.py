@@ -105,7 +105,9 @@ def group_ratios(
     clock = 1.0
     if default_all > 0 and default_rest >= MIN_CLOCK_SHARE * default_all and variant_rest > 0:
         clock = variant_rest / default_rest
-    ratios = {}
+    ratios: dict[int, float] = {}
+    if not variant.ok:
+        return ratios
     for index, exports in enumerate(groups):
         default_ms = statistics.fmean(_total(d, exports) for d in defaults)
         if default_ms > 0 and exports & variant.per_call_ms.keys():

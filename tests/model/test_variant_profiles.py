@@ -72,7 +72,7 @@ def test_each_dispatch_s_fastest_candidate_inside_the_model_is_picked_past_the_m
         InModelPick(0, Path("a1"), pytest.approx(0.9)),
         InModelPick(1, Path("b0"), pytest.approx(0.8)),
     ]
-    assert 0.985 > PICK_MARGIN
+    assert PICK_MARGIN < 0.985
     variant = picked_variant(picks, PLANS)
     assert variant is not None and variant.label == IN_MODEL_LABEL
     assert variant.specs == (Path("a1"), Path("b0")) and variant.joined == (0, 1)
@@ -122,3 +122,54 @@ def test_the_profiles_cost_counts_the_default_twice_and_a_short_stretch() -> Non
     # A 10 ms model: 60 calls make the 600 ms stretch, 0.6 s of calls per profile.
     assert variant_calls(10.0) == 60
     assert profiles_seconds(4, 10.0, 1.0) == pytest.approx(6 * (1.0 + 0.6 + 0.6))
+
+
+SPEC = """
+module attributes {iree_codegen.tuning_spec_with_default_entrypoint, transform.with_named_sequence} {
+  transform.named_sequence @apply(%op: !transform.any_op {transform.readonly}, %config: !transform.any_param {transform.readonly}) {
+    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
+    transform.yield
+  }
+  transform.named_sequence @match(%op: !transform.any_op {transform.readonly}) -> (!transform.any_op, !transform.any_param) {
+    transform.match.operation_name %op ["linalg.matmul"] : !transform.any_op
+    %config = transform.param.constant #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution = [32, 64, 0], vector_common_parallel = [8, 16, 0], vector_reduction = [0, 0, 16]>, translation_info = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>> -> !transform.any_param
+    transform.yield %op, %config : !transform.any_op, !transform.any_param
+  }
+  transform.named_sequence @__kernel_config(%root: !transform.any_op {transform.consumed}) -> !transform.any_op attributes {iree_codegen.tuning_spec_entrypoint} {
+    %updated = transform.foreach_match in %root @match -> @apply : (!transform.any_op) -> !transform.any_op
+    transform.yield %updated : !transform.any_op
+  }
+}
+"""
+
+
+def test_a_spec_variant_keeps_the_default_s_export_names_in_its_profile(tmp_path: Path) -> None:
+    """The picks read a candidate's time under the default's export names: a variant compiled
+    with a spec that configures both matmuls of the example MLP is another binary whose profile
+    names the same exports (IREE names a dispatch before any spec applies)."""
+    from ireetune.compile.driver import build_request, run_compile
+    from ireetune.model.in_model_times import profile_model_here
+    from ireetune.model.prepare import write_model_inputs
+    from ireetune.model.timing import ModelComparison
+    from ireetune.targets import parse_target
+    from tests.conftest import REPOSITORY
+
+    target, source = parse_target("cpu"), REPOSITORY / "examples" / "mlp.mlir"
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(SPEC)
+    binaries = {}
+    for label, spec_path in (("default", None), ("variant", spec)):
+        output = tmp_path / f"{label}.vmfb"
+        result = run_compile(build_request(target, source, output, spec_path=spec_path))
+        assert result.ok, result.error_line
+        binaries[label] = output
+    assert binaries["default"].read_bytes() != binaries["variant"].read_bytes()
+    inputs = tmp_path / "inputs.npz"
+    write_model_inputs(source, [], 0, inputs, work_dir=tmp_path / "source")
+    names = []
+    for label, vmfb in binaries.items():
+        comparison = ModelComparison([(label, vmfb)], "mlp", inputs, tmp_path, "local-task", 1)
+        times = profile_model_here(comparison, calls=3)
+        assert times.ok, times.reason
+        names.append(sorted(times.per_call_ms))
+    assert names[0] == names[1] and len(names[0]) == 2

@@ -346,6 +346,9 @@ def _pick_in_model(
     after = profile("default", run.current_vmfb)
     if not after.ok:
         return False, None
+    if not any(group_ratios((before, after), times, groups) for times in profiles.values()):
+        # The variants' profiles name no tuned dispatch's export: not a profile to judge by.
+        return False, None
     trusted = {
         label
         for label, measured in first.items()
