@@ -7,6 +7,11 @@ beside the default model). Prints, per run and pooled, the pairs, their Spearman
 correlation and the share of candidates "faster alone, not in the model" (above 1x alone, at or
 under 1x in the model), then one JSON line for docs/benchmarks.md.
 
+Where the selection profiled its variants (`in_model_ratios` in trials.json: the candidate's
+dispatch time inside the variant over the default's, model/variant_profiles.py), the same
+figures are printed for that in-model dispatch speedup (1 / ratio) against the model's
+(`profiled`): how well a dispatch's time measured inside the model predicts the model.
+
     python bench/dispatch_model_agreement.py runs/zoo/*/model_*
 """
 
@@ -31,6 +36,8 @@ class Pair:
     spec: str
     alone: float
     in_model: float
+    # The candidate's dispatch speedup inside its variant's profile (None: not profiled).
+    profiled: float | None = None
 
 
 def read_pairs(run_dir: Path) -> list[Pair]:
@@ -52,8 +59,10 @@ def read_pairs(run_dir: Path) -> list[Pair]:
             continue
         (spec,) = trial["specs"]
         inside = spec_inside_run(spec, run_dir)
+        ratios = list((trial.get("in_model_ratios") or {}).values())
+        profiled = 1.0 / ratios[0] if len(ratios) == 1 and ratios[0] > 0 else None
         if inside in alone:
-            pairs.append(Pair(run_dir.name, inside, alone[inside], trial["speedup"]))
+            pairs.append(Pair(run_dir.name, inside, alone[inside], trial["speedup"], profiled))
     return pairs
 
 
@@ -71,19 +80,38 @@ def spec_inside_run(spec: str, run_dir: Path) -> str:
     return str(path.resolve().relative_to(run_dir.resolve()))
 
 
-def summarise(pairs: list[Pair]) -> dict[str, float | int | None]:
-    """Return the pairs' count, rank correlation and share faster alone, not in the model."""
-    faster_alone = [p for p in pairs if p.alone > 1.0]
+def agreement(
+    predicted: list[float], in_model: list[float], faster: str = "faster_alone"
+) -> dict[str, float | int | None]:
+    """Return the pairs' count, rank correlation, how many are faster by the prediction, and
+    how many of those are not faster in the model (keys named after `faster`)."""
+    faster_ones = [m for p, m in zip(predicted, in_model, strict=True) if p > 1.0]
     correlation = None
-    if len(pairs) > 2:
-        rho = spearmanr([p.alone for p in pairs], [p.in_model for p in pairs]).statistic
+    if len(predicted) > 2:
+        rho = spearmanr(predicted, in_model).statistic
         correlation = None if rho != rho else round(float(rho), 3)
     return {
-        "pairs": len(pairs),
+        "pairs": len(predicted),
         "spearman": correlation,
-        "faster_alone": len(faster_alone),
-        "faster_alone_not_in_model": sum(1 for p in faster_alone if p.in_model <= 1.0),
+        faster: len(faster_ones),
+        f"{faster}_not_in_model": sum(1 for m in faster_ones if m <= 1.0),
     }
+
+
+def summarise(pairs: list[Pair]) -> dict[str, object]:
+    """Return the agreement of the speedups alone with the model's and, where variants were
+    profiled, of the in-model dispatch speedups with the model's (`profiled`)."""
+    summary: dict[str, object] = dict(
+        agreement([p.alone for p in pairs], [p.in_model for p in pairs])
+    )
+    profiled = [p for p in pairs if p.profiled is not None]
+    if profiled:
+        summary["profiled"] = agreement(
+            [p.profiled for p in profiled if p.profiled is not None],
+            [p.in_model for p in profiled],
+            "faster_profiled",
+        )
+    return summary
 
 
 def main() -> int:

@@ -18,11 +18,14 @@ import math
 import statistics
 import tempfile
 from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
+from ireetune.core.errors import IreetuneError
 from ireetune.core.input_archive import read_input_archive
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
 from ireetune.model.timing import ModelComparison
@@ -34,6 +37,9 @@ PROFILING_MODE = "host-execution"
 PROFILE_STRETCH_MS = 1500.0
 MIN_PROFILED_CALLS = 9
 MAX_PROFILED_CALLS = 200
+# The share of the dispatches a run launches that the whole model's profile must name for its
+# times to be kept; below it the dispatches and the profiled binary were not the same build.
+MIN_NAMED_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,29 @@ class InModelTimes:
         return not self.reason
 
 
+Key = TypeVar("Key", bound=Hashable)
+
+
+def times_by_exports(
+    exports: Mapping[Key, Sequence[str]], launches: Mapping[Key, int], times: InModelTimes
+) -> dict[Key, float] | str:
+    """Give each dispatch a run launches (`exports`: its export names, by key) its ms per
+    launch from the whole model's profile: its exports' time per call over its `launches` per
+    call (1 when not given); or say why the profile does not fit the dispatches."""
+    timings = {}
+    for key, names in exports.items():
+        named = [name for name in names if name in times.per_call_ms]
+        if named:
+            per_call = sum(times.per_call_ms[name] for name in named)
+            timings[key] = per_call / max(1, launches.get(key, 1))
+    if len(timings) < MIN_NAMED_SHARE * len(exports):
+        return (
+            f"the whole model's profile names {len(timings)} of the {len(exports)} dispatches "
+            "a run launches"
+        )
+    return timings
+
+
 def profiled_calls(model_ms: float) -> int:
     """Return how many calls of a `model_ms` model make a PROFILE_STRETCH_MS stretch."""
     if model_ms <= 0:
@@ -64,6 +93,10 @@ def profile_model_here(comparison: ModelComparison, calls: int) -> InModelTimes:
     a device without host-execution events, a tool that fails or inputs the command line cannot
     carry give the reason instead."""
     assert len(comparison.models) == 1, "profile one model at a time"
+    try:
+        tools = find_tool("iree-benchmark-module"), find_tool("iree-profile")
+    except IreetuneError as missing:
+        return InModelTimes({}, {}, 0, str(missing))
     _, vmfb = comparison.models[0]
     comparison.work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=comparison.work_dir, prefix="profile_") as folder:
@@ -73,7 +106,7 @@ def profile_model_here(comparison: ModelComparison, calls: int) -> InModelTimes:
             return InModelTimes({}, {}, 0, inputs)
         bundle, export = work / "model.ireeprof", work / "model.jsonl"
         arguments = [
-            find_tool("iree-benchmark-module"),
+            tools[0],
             f"--device={comparison.device}",
             f"--module={path_argument(vmfb)}",
             f"--function={comparison.function}",
@@ -90,7 +123,7 @@ def profile_model_here(comparison: ModelComparison, calls: int) -> InModelTimes:
             return InModelTimes({}, {}, 0, f"profiling the model failed: {why}")
         decoded = run_tool(
             [
-                find_tool("iree-profile"),
+                tools[1],
                 "export",
                 "--format=ireeperf-jsonl",
                 f"--output={path_argument(export)}",

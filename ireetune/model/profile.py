@@ -24,7 +24,12 @@ from ireetune.frontend.dispatches import (
 )
 from ireetune.model.dispatch_times import time_dispatch_benchmarks
 from ireetune.model.hot import DispatchProfile, HotSet, count_dispatch_invocations
-from ireetune.model.in_model_times import PROFILING_MODE, InModelTimes, profiled_calls
+from ireetune.model.in_model_times import (
+    PROFILING_MODE,
+    InModelTimes,
+    profiled_calls,
+    times_by_exports,
+)
 from ireetune.model.kin import kin_key, read_problem
 from ireetune.model.prepare import ModelUnderTuning
 from ireetune.model.timing import ModelComparison
@@ -117,11 +122,6 @@ class ModelDispatches:
     timed_how: str = ""
 
 
-# The share of the dispatches a run launches that the whole model's profile must name for its
-# times to be kept; below it the dump and the profiled binary were not the same build.
-MIN_NAMED_SHARE = 0.9
-
-
 def profile_dispatches(
     executor: Executor,
     model: ModelUnderTuning,
@@ -184,18 +184,11 @@ def times_in_model(
 ) -> dict[int, float] | str:
     """Give each dispatch a run launches its ms per launch from the whole model's profile,
     matched by the exports its benchmark defines; or say why the profile does not fit."""
-    timings = {}
-    for dispatch in in_a_run:
-        exports = [name for name in benchmark_exports(dispatch.path) if name in times.per_call_ms]
-        if exports:
-            per_call = sum(times.per_call_ms[name] for name in exports)
-            timings[dispatch.index] = per_call / launches(counts, dispatch)
-    if len(timings) < MIN_NAMED_SHARE * len(in_a_run):
-        return (
-            f"the whole model's profile names {len(timings)} of the {len(in_a_run)} dispatches "
-            "a run launches"
-        )
-    return timings
+    return times_by_exports(
+        {dispatch.index: benchmark_exports(dispatch.path) for dispatch in in_a_run},
+        {dispatch.index: launches(counts, dispatch) for dispatch in in_a_run},
+        times,
+    )
 
 
 _EXPORT = re.compile(r"hal\.executable\.export public @([\w$.-]+)")

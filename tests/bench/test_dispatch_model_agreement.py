@@ -75,3 +75,34 @@ def test_a_run_with_a_relative_output_dir_is_read_from_anywhere(tmp_path: Path) 
     assert [(p.spec, p.in_model) for p in agreement.read_pairs(run_dir)] == [
         ("tuning/t/a.mlir", 1.03)
     ]
+
+
+def test_profiled_variants_give_the_in_model_dispatch_speedups_agreement(tmp_path: Path) -> None:
+    """A single-candidate variant whose profile read its dispatch's time inside the model
+    (`in_model_ratios`) pairs 1 / ratio with the model's speedup; joint variants' ratios and
+    unprofiled variants do not count."""
+    run_dir = _run(
+        tmp_path / "run",
+        {"a": 1.2, "b": 1.1, "c": 0.9, "d": 1.05},
+        {"a": 1.03, "b": 0.99, "c": 0.98, "d": 1.0},
+    )
+    trials_path = run_dir / "selection" / "trials.json"
+    trials = json.loads(trials_path.read_text())
+    ratios = {"d0c0": 0.8, "d0c1": 1.05, "d0c2": 1.1}  # d0c3 (d) was not profiled
+    for trial in trials:
+        if trial["variant"] in ratios:
+            trial["in_model_ratios"] = {"d0": ratios[trial["variant"]]}
+        elif trial["variant"] == "rank1":
+            trial["in_model_ratios"] = {"d0": 0.5, "d1": 0.5}
+    trials_path.write_text(json.dumps(trials))
+    pairs = agreement.read_pairs(run_dir)
+    assert [p.profiled for p in pairs] == [1.25, 1 / 1.05, 1 / 1.1, None]
+    # Profiled a > b > c, in the model a > b > c: rho 1; only a is faster by its profile.
+    assert agreement.summarise(pairs)["profiled"] == {
+        "pairs": 3,
+        "spearman": 1.0,
+        "faster_profiled": 1,
+        "faster_profiled_not_in_model": 0,
+    }
+    # Without profiles the summary has no such part.
+    assert "profiled" not in agreement.summarise([p for p in pairs if p.profiled is None])

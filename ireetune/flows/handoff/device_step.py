@@ -21,6 +21,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from ireetune.flows.handoff.model_folder import (
     results_name,
 )
 from ireetune.model.dispatch_times import time_dispatch_benchmarks
+from ireetune.model.in_model_times import PROFILING_MODE, profiled_calls, times_by_exports
 from ireetune.model.timing import ModelComparison
 from ireetune.model.variant_sessions import SessionPlan, sessions_document, time_variant_sessions
 
@@ -139,28 +141,47 @@ def _profile(
     device: str,
     step_dir: Path,
 ) -> dict[str, Any]:
-    """Time the default model and every dispatch benchmark; keep the default's outputs."""
-    runs = executor.run_models_side_by_side(
-        ModelComparison(
-            [("default", run_dir / manifest.default_model)], manifest.function,
-            run_dir / manifest.inputs, step_dir, device, task.rounds,
-            parameters=[run_dir / p for p in manifest.parameters],
-        )
+    """Time the default model and keep its outputs; time each dispatch inside runs of the
+    whole model where the task names the dispatches' exports and the device's profiler names
+    them (model/in_model_times.py), else each dispatch benchmark alone; say which."""
+    comparison = ModelComparison(
+        [("default", run_dir / manifest.default_model)], manifest.function,
+        run_dir / manifest.inputs, step_dir, device, task.rounds,
+        parameters=[run_dir / p for p in manifest.parameters],
     )  # fmt: skip
+    runs = executor.run_models_side_by_side(comparison)
     default = runs["default"]
     if not default.ok:
         raise IreetuneError(f"the default model does not run on {device}: {default.reason}")
-    timings = time_dispatch_benchmarks(
-        executor, {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device,
-        {index: task.launches.get(d.label, 1) for index, d in enumerate(task.dispatches)},
-    )  # fmt: skip
-    dispatch_ms = {d.label: timings.get(index) for index, d in enumerate(task.dispatches)}
+    model_ms = statistics.median(default.times_ms)
+    dispatch_ms: dict[str, float | None] | None = None
+    how = "profile: each dispatch benchmark timed alone"
+    if task.exports:
+        calls = profiled_calls(model_ms)
+        times = executor.profile_model(replace(comparison, rounds=1), calls)
+        launched = {d.label: task.exports.get(d.label, ()) for d in task.dispatches}
+        matched = times_by_exports(launched, task.launches, times) if times.ok else times.reason
+        if isinstance(matched, str):
+            how += f" ({matched})"
+        else:
+            dispatch_ms = {d.label: matched.get(d.label) for d in task.dispatches}
+            how = (
+                f"profile: each dispatch timed inside {times.calls} calls of the whole model "
+                f"(IREE's HAL profiler, {PROFILING_MODE} events)"
+            )
+    if dispatch_ms is None:
+        timings = time_dispatch_benchmarks(
+            executor, {index: run_dir / d.vmfb for index, d in enumerate(task.dispatches)}, device,
+            {index: task.launches.get(d.label, 1) for index, d in enumerate(task.dispatches)},
+        )  # fmt: skip
+        dispatch_ms = {d.label: timings.get(index) for index, d in enumerate(task.dispatches)}
     return {
         "device": device,
         "model_times_ms": list(default.times_ms),
-        "model_ms": statistics.median(default.times_ms),
+        "model_ms": model_ms,
         "default_outputs": str((step_dir / "default_outputs.npz").relative_to(run_dir)),
         "dispatch_ms": dispatch_ms,
+        "timed_how": how,
     }
 
 

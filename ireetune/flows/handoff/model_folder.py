@@ -77,8 +77,9 @@ Binaries = Annotated[tuple[LabelledBinary, ...], AfterValidator(_unique_labels)]
 
 @dataclass(frozen=True)
 class ProfileTask:
-    """Time the default model on its inputs and every dispatch benchmark (the profile; the
-    ones that take most of a run, by their `launches` a call of the model, again)."""
+    """Time the default model on its inputs and each dispatch: inside runs of the whole model,
+    matched by its `exports`, or else its benchmark alone (the profile; the ones that take most
+    of a run, by their `launches` a call of the model, again)."""
 
     dispatches: Binaries
     rounds: Annotated[Positive, bounded_as(positive_int)]
@@ -86,6 +87,10 @@ class ProfileTask:
     launches: dict[str, Annotated[NonNegativeInt, bounded_as(non_negative_int)]] = field(
         default_factory=dict
     )
+    # By label: the export names of each dispatch, to time it inside runs of the whole model
+    # (model/in_model_times.py); none (every one, in a manifest older than this field): each
+    # dispatch benchmark is timed alone.
+    exports: dict[str, tuple[NonEmpty, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,8 @@ class ProfileResultsFile(FileModel):
     model_ms: Milliseconds
     default_outputs: InsidePath = ""
     dispatch_ms: dict[str, Milliseconds | None]
+    # How the dispatches were timed, for the report's notes (absent in older results).
+    timed_how: str = ""
 
 
 class ModelRunFile(FileModel):

@@ -188,17 +188,37 @@ def room_for_confirmation(run: ModelTuningRun, plan: SessionPlan) -> Room:
     return room
 
 
-def _compile_order(plans: list[VariantPlan]) -> list[VariantPlan]:
+def _compile_order(plans: list[VariantPlan], joints_first: bool = False) -> list[VariantPlan]:
     """The joint variant of the first candidates first, then every dispatch's first candidate
     alone, then the joint variants of the later ranks (every candidate in a model soonest),
-    then the second candidates alone, the third..."""
+    then the second candidates alone, the third...
+
+    `joints_first` (the variants will be profiled: a joint variant's profile reads each of its
+    dispatches' candidates as a variant of one would): every rank's joint variant, then the
+    candidates alone, the first ones first."""
 
     def rank(plan: VariantPlan) -> tuple[int, int, int]:
+        if joints_first:
+            return (
+                plan.dispatch is not None,
+                plan.rank,
+                -1 if plan.dispatch is None else plan.dispatch,
+            )
         if plan.dispatch is None:
             return (0, 0, -1) if plan.rank == 0 else (1, plan.rank, 0)
         return (0, 0, plan.dispatch) if plan.rank == 0 else (2, plan.rank, plan.dispatch)
 
     return sorted(plans, key=rank)
+
+
+def _profile(run: ModelTuningRun, folder: Path, label: str, vmfb: Path) -> InModelTimes:
+    """Profile one binary of the model inside runs of it (a variant's short stretch)."""
+    model = run.under_tuning
+    comparison = ModelComparison(
+        [(label, vmfb)], model.function, model.inputs_path, folder / "profiles", model.device, 1,
+        runtime_flags=run.flag_search.runtime_flags if run.flag_search else (),
+    )  # fmt: skip
+    return run.executor.profile_model(comparison, variant_calls(run.default_ms))
 
 
 def _compile_plans(
@@ -259,10 +279,17 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
         for hot in run.hot_set.selected
         if run.candidates.get(hot.name)
     ]
-    plans = _compile_order(plan_variants(pending))
-    room = room_for_sessions(run, combinable=dispatch_count(plans) > 1)
+    planned = plan_variants(pending)
+    combinable = dispatch_count(planned) > 1
+    # Where the default can be profiled, the variants will be: joint variants read every
+    # dispatch's candidates of a rank at once, so they are compiled first.
+    before = None
+    if combinable and run.current_vmfb is not None:
+        before = _profile(run, folder, "default", run.current_vmfb)
+    plans = _compile_order(planned, joints_first=before is not None and before.ok)
+    room = room_for_sessions(run, combinable=combinable)
     built, rows = _compile_plans(run, plans, folder, room) if plans else ({}, [])
-    winner = _time_and_decide(run, plans, built, rows, folder) if built else None
+    winner = _time_and_decide(run, plans, built, rows, folder, before) if built else None
     if winner is not None:
         run.current_vmfb = built[winner.label]
         dispatch_of = {spec: name for name, specs in pending for spec in specs}
@@ -270,7 +297,11 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
         for name, spec in run.accepted.items():
             run.dispatch_notes[name] = (
                 f"kept candidate spec {spec.parent.parent.name}/{spec.name}"
-                + _WITH_OTHERS.get(winner.label, _WITH_SAME_RANK if winner.joined else "")
+                + (
+                    _WITH_OTHERS.get(winner.label, _WITH_SAME_RANK if winner.joined else "")
+                    if len(winner.specs) > 1
+                    else ""
+                )
             )
     _note_the_rest(run, pending, rows)
     write_text_atomically(folder / "trials.json", json.dumps(rows, indent=2) + "\n")
@@ -306,6 +337,7 @@ def _pick_in_model(
     rows: list[dict[str, Any]],
     folder: Path,
     timing: SessionPlan,
+    before: InModelTimes | None,
 ) -> tuple[bool, VariantPlan | None]:
     """Profile the default and the built variants inside the model (model/variant_profiles.py)
     and return whether it could, and the variant of each dispatch's candidate fastest there
@@ -328,22 +360,13 @@ def _pick_in_model(
         groups = group_exports(run.hot_set, names)
     except (OSError, KeyError):
         return False, None
-    model, calls = run.under_tuning, variant_calls(run.default_ms)
-    runtime_flags = run.flag_search.runtime_flags if run.flag_search else ()
     assert run.current_vmfb is not None
-
-    def profile(label: str, vmfb: Path) -> InModelTimes:
-        comparison = ModelComparison(
-            [(label, vmfb)], model.function, model.inputs_path, folder / "profiles",
-            model.device, 1, runtime_flags=runtime_flags,
-        )  # fmt: skip
-        return run.executor.profile_model(comparison, calls)
-
-    before = profile("default", run.current_vmfb)
+    if before is None:
+        before = _profile(run, folder, "default", run.current_vmfb)
     if not before.ok:
         return False, None
-    profiles = {label: profile(label, built[label]) for label in built}
-    after = profile("default", run.current_vmfb)
+    profiles = {label: _profile(run, folder, label, built[label]) for label in built}
+    after = _profile(run, folder, "default", run.current_vmfb)
     if not after.ok:
         return False, None
     if not any(group_ratios((before, after), times, groups) for times in profiles.values()):
@@ -358,7 +381,7 @@ def _pick_in_model(
     }
     picks = pick_in_model(plans, (before, after), profiles, groups, trusted.__contains__)
     by_label = {plan.label: plan for plan in plans}
-    document: dict[str, Any] = {"calls": calls, "variants": {}, "picks": []}
+    document: dict[str, Any] = {"calls": after.calls, "variants": {}, "picks": []}
     for row in rows:
         label = row["variant"]
         if label in profiles and profiles[label].ok:
@@ -384,10 +407,12 @@ def _time_and_decide(
     built: dict[str, Path],
     rows: list[dict[str, Any]],
     folder: Path,
+    before: InModelTimes | None = None,
 ) -> VariantPlan | None:
-    """Time the built variants in two sessions, with each dispatch's fastest candidate of the
-    first session combined into one more variant for the second; fill in their rows; return
-    the winning variant."""
+    """Time the built variants in two sessions, with each dispatch's fastest candidate inside
+    the model (the variants profiled after the default's profile `before`, taken now when not
+    given), or else of the first session, combined into one more variant for the second; fill
+    in their rows; return the winning variant."""
     model, labels = run.under_tuning, list(built)
     assert run.current_vmfb is not None
     current = run.current_vmfb
@@ -404,7 +429,7 @@ def _time_and_decide(
     by_label = {plan.label: plan for plan in plans}
 
     def build_more(first: dict[str, ModelRun], calls: int) -> list[str]:
-        profiled, plan = _pick_in_model(run, plans, built, first, rows, folder, timing)
+        profiled, plan = _pick_in_model(run, plans, built, first, rows, folder, timing, before)
         if not profiled:
             plan = _fastest_per_dispatch(first, calls, plans)
         if plan is None:

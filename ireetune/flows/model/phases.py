@@ -40,7 +40,12 @@ from ireetune.frontend.model_import import import_model
 from ireetune.model.gate import skip_small_dispatches
 from ireetune.model.hot import DispatchProfile, HotSet, select_hot_dispatches
 from ireetune.model.prepare import ModelUnderTuning, write_model_inputs
-from ireetune.model.profile import InModelProfile, profile_dispatches, write_profile
+from ireetune.model.profile import (
+    InModelProfile,
+    benchmark_exports,
+    profile_dispatches,
+    write_profile,
+)
 from ireetune.model.select import MODEL_RULE
 from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
 from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
@@ -264,15 +269,20 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
         for d in state.dispatches
     ]
     if measured is not None:
+        if measured.timed_how and measured.timed_how not in run.notes:
+            run.notes.append(measured.timed_how)
         return profiles, measured.model_ms
     costs = {d.name: estimate_cost(d.flops, d.bytes) for d in state.dispatches}
     compile_folders(run, pre_rank_dispatches(profiles, costs, options.max_dispatches))
     record_time(state, "prepare", "compile", time.monotonic() - run.started)
     dispatch_binaries = [LabelledBinary(d.name, d.vmfb) for d in state.dispatches if d.vmfb]
     launches = {d.name: d.invocations for d in state.dispatches if d.vmfb}
+    exports = {
+        d.name: tuple(benchmark_exports(run_dir / d.benchmark)) for d in state.dispatches if d.vmfb
+    }
     return send_to_device(
         run,
-        ProfileTask(tuple(dispatch_binaries), options.rounds, launches),
+        ProfileTask(tuple(dispatch_binaries), options.rounds, launches, exports),
         sorted(state.folders.values()),
     )
 

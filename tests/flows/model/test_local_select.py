@@ -74,6 +74,14 @@ def test_the_joint_variant_and_every_dispatch_s_first_candidate_compile_first() 
     ]  # fmt: skip
 
 
+def test_with_profiles_every_rank_s_joint_variant_compiles_before_any_candidate_alone() -> None:
+    # A joint variant's profile reads each of its dispatches' candidates: one compile per rank
+    # puts every candidate in the model.
+    assert [plan.label for plan in _compile_order(PLANS, joints_first=True)] == [
+        "best", "rank1", "d0c0", "d1c0", "d2c0", "d0c1", "d1c1",
+    ]  # fmt: skip
+
+
 def test_a_combination_is_possible_only_with_variants_of_two_dispatches() -> None:
     assert dispatch_count(PLANS) == 3
     one_dispatch = plan_variants([("a", [Path("a0"), Path("a1")])])
@@ -109,6 +117,7 @@ class TimesByLabel(LocalExecutor):
 def _two_dispatch_run(tmp_path: Path, executor: LocalExecutor) -> ModelTuningRun:
     """A run of a model with two tuned dispatches, "a" and "b" (exports `ea` and `eb`; `erest`
     is untouched), each with two candidate specs, its default binary planted."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     run = ModelTuningRun(
         Mode.IN_PROCESS, ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path),
         parse_target("cpu"), tmp_path, executor,
@@ -221,6 +230,37 @@ def test_each_dispatch_s_candidate_fastest_inside_the_model_is_combined_and_can_
     assert ratios["d1c1"] == pytest.approx({"b": 0.9})
     document = json.loads((tmp_path / "in_model.json").read_text())
     assert [pick["dispatch"] for pick in document["picks"]] == ["a", "b"]
+
+
+def test_the_selection_compiles_joint_variants_first_where_the_default_profiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The selection profiles the default before it compiles: where that works, every rank's
+    joint variant compiles before the candidates alone and the profile is the picks' first;
+    where it does not, the order is the whole-model one (each first candidate alone early)."""
+    from ireetune.flows.model import local_select
+
+    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
+             "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+    labels = ["default", "best", "d0c0", "d1c0", "rank1", "d0c1", "d1c1"]
+    orders: list[list[str]] = []
+
+    def recording(
+        run: ModelTuningRun, chosen: list, folder: Path, room: object = None
+    ) -> tuple[dict[str, Path], list[dict[str, object]]]:
+        orders.append([plan.label for plan in chosen])
+        return _planted_compile(run, chosen, folder)
+
+    monkeypatch.setattr(local_select, "_compile_plans", recording)
+    executor = TimesByLabel(times, {label: _profile(3.0, 3.0) for label in labels})
+    local_select.select_variants(_two_dispatch_run(tmp_path / "profiled", executor))
+    assert orders[0] == ["best", "rank1", "d0c0", "d1c0", "d0c1", "d1c1"]
+    # The default once before the compiles, each variant, and the default again.
+    assert executor.profiled == ["default", *orders[0], "default"]
+    unprofiled = TimesByLabel(times)
+    local_select.select_variants(_two_dispatch_run(tmp_path / "unprofiled", unprofiled))
+    assert orders[1] == ["best", "d0c0", "d1c0", "rank1", "d0c1", "d1c1"]
+    assert unprofiled.profiled == ["default"]
 
 
 def test_no_profile_pick_no_combination(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,7 @@ def test_split_run_end_to_end_with_kills_between_and_inside_phases(
     process.wait()
     profile_before = json.loads(results_path.read_text())["profile"]
     assert profile_before["device"] == "local-task"
+    assert profile_before["timed_how"].startswith("profile: each dispatch timed inside ")
     with pytest.raises(IreetuneError) as excinfo:
         continue_split_run(run_dir)
     assert "was stopped before it finished" in str(excinfo.value)
@@ -293,12 +295,55 @@ def test_the_device_times_again_the_dispatches_that_take_most_of_a_run_by_their_
 
     monkeypatch.setattr(device_step, "time_dispatch_benchmarks", recording)
     (run_dir / "step").mkdir()
+    # A manifest without the dispatches' exports (older than them): each benchmark alone.
+    task = replace(manifest.profile, exports={})
     profiled = device_step._profile(
-        LocalExecutor(), run_dir, manifest, manifest.profile, "local-task", run_dir / "step"
+        LocalExecutor(), run_dir, manifest, task, "local-task", run_dir / "step"
     )
     labels = [d.label for d in manifest.profile.dispatches]
     assert given == [{index: launches[label] for index, label in enumerate(labels)}]
     assert set(profiled["dispatch_ms"]) == set(labels)
+    assert profiled["timed_how"] == "profile: each dispatch benchmark timed alone"
+
+
+def test_the_device_times_each_dispatch_inside_runs_of_the_whole_model(
+    prepared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the dispatches' exports in the manifest, the device step profiles the default model
+    (IREE's HAL profiler) and times no benchmark; exports the profile does not name fall back
+    to the benchmarks, with the reason."""
+    run_dir = _copy(prepared, tmp_path)
+    manifest = read_device_manifest(run_dir)
+    assert manifest.profile is not None
+    labels = [d.label for d in manifest.profile.dispatches]
+    assert set(manifest.profile.exports) == set(labels)
+    assert all(
+        name.startswith("mlp_dispatch_")
+        for names in manifest.profile.exports.values()
+        for name in names
+    )
+    timed_alone: list[object] = []
+    monkeypatch.setattr(
+        device_step, "time_dispatch_benchmarks", lambda *args: timed_alone.append(args) or {}
+    )
+    (run_dir / "step").mkdir()
+    profiled = device_step._profile(
+        LocalExecutor(), run_dir, manifest, manifest.profile, "local-task", run_dir / "step"
+    )
+    assert timed_alone == []
+    assert profiled["timed_how"].startswith("profile: each dispatch timed inside ")
+    assert set(profiled["dispatch_ms"]) == set(labels)
+    assert all(ms is not None and ms > 0 for ms in profiled["dispatch_ms"].values())
+    # Exports of another build: the profile names none of them.
+    foreign = replace(manifest.profile, exports={label: ("other$dispatch",) for label in labels})
+    fallback = device_step._profile(
+        LocalExecutor(), run_dir, manifest, foreign, "local-task", run_dir / "step"
+    )
+    assert len(timed_alone) == 1
+    assert fallback["timed_how"] == (
+        "profile: each dispatch benchmark timed alone (the whole model's profile names 0 of the "
+        f"{len(labels)} dispatches a run launches)"
+    )
 
 
 def test_device_step_refuses_a_changed_binary(prepared: Path, tmp_path: Path) -> None:
