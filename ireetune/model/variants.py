@@ -37,6 +37,12 @@ class VariantPlan:
         return (self.dispatch,) if self.dispatch is not None else self.joined
 
 
+def held_count(plans: Iterable[VariantPlan]) -> int:
+    """How many dispatches the variants `plans` hold candidates of, alone or joined: a
+    profile of the variants reads that many dispatches' candidates inside the model."""
+    return len({member for plan in plans for member in plan.members})
+
+
 def dispatch_count(plans: Iterable[VariantPlan]) -> int:
     """How many dispatches have a variant of their own among `plans`: a variant that joins
     dispatches can come only from two or more."""

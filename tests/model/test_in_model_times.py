@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ireetune.compile.driver import build_request, run_compile
 from ireetune.core.target import Target
 from ireetune.executor import LocalExecutor
@@ -183,3 +185,23 @@ def test_a_dispatch_takes_its_exports_time_per_call_over_its_launches(tmp_path: 
     assert times_in_model(dumped, {}, other) == (
         "the whole model's profile names 0 of the 1 dispatches a run launches"
     )
+
+
+def test_local_task_refuses_the_dispatch_events_family(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pins why the profile asks for `host-execution`: IREE 3.13's local devices refuse the
+    `dispatch-events` family (device-side timestamps). The day they give it, this fails, and the
+    profile can ask for it."""
+    from ireetune.model import in_model_times
+
+    target = parse_target("cpu")
+    source = EXAMPLES / "mlp.mlir"
+    vmfb = _compiled(target, source, tmp_path / "mlp.vmfb")
+    comparison = ModelComparison(
+        [("default", vmfb)], "mlp", _inputs(source, tmp_path), tmp_path, "local-task", 1
+    )
+    monkeypatch.setattr(in_model_times, "PROFILING_MODE", "dispatch-events")
+    refused = profile_model_here(comparison, calls=2)
+    assert not refused.ok
+    assert "unsupported local profiling data families" in refused.reason

@@ -52,7 +52,13 @@ from ireetune.model.variant_sessions import (
     sessions_document,
     time_variant_sessions,
 )
-from ireetune.model.variants import VariantPlan, decide_variants, dispatch_count, plan_variants
+from ireetune.model.variants import (
+    VariantPlan,
+    decide_variants,
+    dispatch_count,
+    held_count,
+    plan_variants,
+)
 
 # The variants the first session pre-selects for the confirmation, at most (as in split mode).
 CONFIRM_TOP = 3
@@ -344,7 +350,7 @@ def _pick_in_model(
     (None: no candidate passed, or a planned variant holds those specs). It cannot when two
     dispatches' candidates were not built, time is short, or the profiler fails. Each variant's
     row gets its dispatches' ratios; selection/in_model.json keeps the profiles' figures."""
-    if dispatch_count(plan for plan in plans if plan.label in built) < 2:
+    if held_count(plan for plan in plans if plan.label in built) < 2:
         return False, None
     left = run.seconds_left()
     needed = (
@@ -442,8 +448,9 @@ def _time_and_decide(
         return list(more)
 
     left = run.seconds_left()
-    # A combined variant needs built candidates of two dispatches.
-    combinable = dispatch_count(by_label[label] for label in labels) > 1
+    # A combined variant needs built candidates of two dispatches (alone, or joined where the
+    # variants' profiles read each one's).
+    combinable = held_count(by_label[label] for label in labels) > 1
     profiles_s = profiles_seconds(len(labels), run.default_ms, run.costs.load_s)
     available = (
         None

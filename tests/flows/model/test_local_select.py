@@ -263,6 +263,32 @@ def test_the_selection_compiles_joint_variants_first_where_the_default_profiles(
     assert unprofiled.profiled == ["default"]
 
 
+def test_joint_variants_alone_are_enough_for_the_picks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the joint variants were built (the budget had room for one compile per rank): their
+    profiles read each dispatch's candidates, and the picks make the combination."""
+    from ireetune.flows.model import local_select
+
+    times = {"default": 10.0, "best": 9.9, "rank1": 9.9, "in_model": 8.0}
+    profiles = {
+        "default": _profile(3.0, 3.0),
+        # a0 and b1 are the fastest inside the model.
+        "best": _profile(2.4, 3.3),
+        "rank1": _profile(3.3, 2.7),
+    }
+    executor = TimesByLabel(times, profiles)
+    run = _two_dispatch_run(tmp_path, executor)
+    pending = [(name, run.candidates[name]) for name in "ab"]
+    plans = local_select._compile_order(plan_variants(pending), joints_first=True)
+    joints = [plan for plan in plans if plan.dispatch is None]
+    monkeypatch.setattr(local_select, "_compile_plans", _planted_compile)
+    built, rows = _planted_compile(run, joints, tmp_path)
+    winner = local_select._time_and_decide(run, plans, built, rows, tmp_path)
+    assert winner is not None and winner.label == "in_model"
+    assert winner.specs == (pending[0][1][0], pending[1][1][1])
+
+
 def test_no_profile_pick_no_combination(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The profiles show no candidate faster inside the model: nothing is combined, even where
     the first session's model times would have combined two."""
