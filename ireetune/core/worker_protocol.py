@@ -38,6 +38,10 @@ from ireetune.core.child_process import start_child, stop_child
 
 Job = TypeVar("Job")
 
+# The scope the ONNX import names a model's parameters in (`--params-scope`), and the runtime
+# opens its parameter archives in: the model worker, the profile's command line.
+PARAMETER_SCOPE = "model"
+
 
 def emit_event(record: dict[str, Any]) -> None:
     """Print one event line of the protocol on stdout (a worker's side)."""

@@ -9,6 +9,7 @@ from typing import Any
 from ireetune.core.errors import IreetuneError
 from ireetune.core.input_files import check_input_file
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
+from ireetune.core.worker_protocol import PARAMETER_SCOPE
 from ireetune.frontend.onnx_groups import count_grouped_convolutions, split_grouped_convolutions
 
 # What a run whose import split the grouped convolutions says of its result (no word "spec":
@@ -19,11 +20,6 @@ TUNED_IMPORT = (
 
 # ONNX models older than this opset are upgraded before import; iree-import-onnx handles 17.
 ONNX_OPSET = 17
-
-
-# The scope an externalized ONNX model's weights are named in (`#stream.parameter.named<"model"::
-# "name">`); the runtime's parameter provider is created under the same scope.
-PARAMETER_SCOPE = "model"
 
 
 def import_model(

@@ -28,8 +28,8 @@ import numpy as np
 from ireetune.core.errors import IreetuneError
 from ireetune.core.input_archive import read_input_archive
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
+from ireetune.core.worker_protocol import PARAMETER_SCOPE
 from ireetune.model.timing import ModelComparison
-from ireetune.model.worker import PARAMETER_SCOPE
 
 PROFILING_MODE = "host-execution"
 # Profile calls enough to cover this long a stretch, between the bounds below: a dispatch keeps

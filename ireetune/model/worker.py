@@ -44,12 +44,16 @@ from typing import Any
 import numpy as np
 
 from ireetune.core.input_archive import read_input_archive
-from ireetune.core.worker_protocol import copy_to_host, emit_event, hal_driver, open_device
+from ireetune.core.worker_protocol import (
+    PARAMETER_SCOPE,
+    copy_to_host,
+    emit_event,
+    hal_driver,
+    open_device,
+)
 from ireetune.model.ort_worker import time_interleaved
 from ireetune.model.outputs import outputs_match
 
-# The scope of frontend/model_import.py's PARAMETER_SCOPE (not imported: this module runs alone).
-PARAMETER_SCOPE = "model"
 # The key of the process's own device (models without a set of their own).
 _PROCESS_DEVICE = None
 
