@@ -335,6 +335,19 @@ def _fastest_per_dispatch(
     return VariantPlan("combined", specs) if len(specs) > 1 and specs not in joints else None
 
 
+def _room_for_profiles(run: ModelTuningRun, variants: int, timing: SessionPlan) -> bool:
+    """Whether profiling `variants` variants (and the default twice), compiling the picks'
+    variant, its confirmation of `timing` and the decide and report phases fit in what is left."""
+    left = run.seconds_left()
+    needed = (
+        profiles_seconds(variants, run.default_ms, run.costs.load_s)
+        + run.costs.compile_s
+        + confirmation_seconds(timing, run.default_ms, run.costs.load_s)
+        + run.scheduler.tail_seconds(run.costs.load_s)
+    )
+    return left is None or needed <= left
+
+
 def _pick_in_model(
     run: ModelTuningRun,
     plans: Sequence[VariantPlan],
@@ -342,24 +355,14 @@ def _pick_in_model(
     first: dict[str, ModelRun],
     rows: list[dict[str, Any]],
     folder: Path,
-    timing: SessionPlan,
     before: InModelTimes | None,
 ) -> tuple[bool, VariantPlan | None]:
     """Profile the default and the built variants inside the model (model/variant_profiles.py)
     and return whether it could, and the variant of each dispatch's candidate fastest there
     (None: no candidate passed, or a planned variant holds those specs). It cannot when two
-    dispatches' candidates were not built, time is short, or the profiler fails. Each variant's
-    row gets its dispatches' ratios; selection/in_model.json keeps the profiles' figures."""
+    dispatches' candidates were not built or the profiler fails. Each variant's row gets its
+    dispatches' ratios; selection/in_model.json keeps the profiles' figures."""
     if held_count(plan for plan in plans if plan.label in built) < 2:
-        return False, None
-    left = run.seconds_left()
-    needed = (
-        profiles_seconds(len(built), run.default_ms, run.costs.load_s)
-        + run.costs.compile_s
-        + confirmation_seconds(timing, run.default_ms, run.costs.load_s)
-        + run.scheduler.tail_seconds(run.costs.load_s)
-    )
-    if left is not None and needed > left:
         return False, None
     names = [hot.name for hot in run.hot_set.selected if run.candidates.get(hot.name)]
     try:
@@ -435,7 +438,11 @@ def _time_and_decide(
     by_label = {plan.label: plan for plan in plans}
 
     def build_more(first: dict[str, ModelRun], calls: int) -> list[str]:
-        profiled, plan = _pick_in_model(run, plans, built, first, rows, folder, timing, before)
+        profiled, plan = (
+            _pick_in_model(run, plans, built, first, rows, folder, before)
+            if _room_for_profiles(run, len(built), timing)
+            else (False, None)
+        )
         if not profiled:
             plan = _fastest_per_dispatch(first, calls, plans)
         if plan is None:

@@ -551,3 +551,26 @@ def test_a_candidate_in_a_joint_variant_counts_as_tried_in_the_model() -> None:
         "tuned; 1 of its 2 candidates tried in the model before the time budget was spent"
     )
     assert run.notes == ["time budget spent during model-level selection"]
+
+
+def test_the_variants_are_profiled_only_with_room_for_the_picks_after(tmp_path: Path) -> None:
+    """Profiling the variants leaves room for what the picks need after it: their variant's
+    compile, its confirmation, and the decide and report phases; else the first session's
+    combination is built instead, without profiles."""
+    from ireetune.core.budget import TaskScheduler
+    from ireetune.flows.model.local_select import (
+        _room_for_profiles,
+        confirmation_seconds,
+        session_plan,
+    )
+    from ireetune.model.variant_profiles import profiles_seconds
+
+    plan = session_plan(5, 6, 10.0)
+    need = (
+        profiles_seconds(6, 10.0, 1.0)
+        + 5.0
+        + confirmation_seconds(plan, 10.0, 1.0)
+        + TaskScheduler(1000.0, 0.0).tail_seconds(load_s=1.0)
+    )
+    assert _room_for_profiles(_budgeted_run(tmp_path, need + 2.0), 6, plan)
+    assert not _room_for_profiles(_budgeted_run(tmp_path, need - 2.0), 6, plan)
