@@ -287,13 +287,14 @@ def select_variants(run: ModelTuningRun) -> Pause | None:
     ]
     planned = plan_variants(pending)
     combinable = dispatch_count(planned) > 1
+    room = room_for_sessions(run, combinable=combinable)
     # Where the default can be profiled, the variants will be: joint variants read every
-    # dispatch's candidates of a rank at once, so they are compiled first.
+    # dispatch's candidates of a rank at once, so they are compiled first. Not when the budget
+    # leaves no room for one variant.
     before = None
-    if combinable and run.current_vmfb is not None:
+    if combinable and run.current_vmfb is not None and room(1, run.costs.compile_s):
         before = _profile(run, folder, "default", run.current_vmfb)
     plans = _compile_order(planned, joints_first=before is not None and before.ok)
-    room = room_for_sessions(run, combinable=combinable)
     built, rows = _compile_plans(run, plans, folder, room) if plans else ({}, [])
     winner = _time_and_decide(run, plans, built, rows, folder, before) if built else None
     if winner is not None:

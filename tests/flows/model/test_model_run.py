@@ -326,6 +326,7 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
     from ireetune.flows.model import local
     from ireetune.flows.model.local_select import session_plan, sessions_seconds
     from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+    from ireetune.model.variant_profiles import profiles_seconds
 
     clock, tuned = _tuning_that_takes_its_slot(tmp_path, monkeypatch)
     profiles = [
@@ -342,8 +343,9 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
 
     one = local.selection_seconds(run_with(0.0), 1)
     assert local.selection_seconds(run_with(0.0), 2) - one >= local.LEAST_SLOT_S
-    # One dispatch: one compile of the model (no joint or combined variant; the decide phase
-    # copies its binary); two: three variants in two batches of two, and a combined variant.
+    # One dispatch: one compile of the model (no joint or combined variant, nothing to profile;
+    # the decide phase copies its binary); two: three variants in two batches of two, their
+    # profiles (and the default's, twice), and a combined variant.
     plan_s = local.selection_seconds(run_with(0.0), 1) - sessions_seconds(
         session_plan(3, 1, 10.0), 1, 10.0, 1.0
     )
@@ -351,7 +353,9 @@ def test_a_budget_too_short_for_every_dispatch_tunes_those_it_can_try_in_the_mod
     plan_s = local.selection_seconds(run_with(0.0), 2) - sessions_seconds(
         session_plan(3, 3, 10.0), 3, 10.0, 1.0
     )
-    assert plan_s == pytest.approx(3 * 30.0 + run_with(0.0).scheduler.tail_seconds(1.0))
+    assert plan_s == pytest.approx(
+        3 * 30.0 + profiles_seconds(3, 10.0, 1.0) + run_with(0.0).scheduler.tail_seconds(1.0)
+    )
     run = run_with(one + 3 * local.LEAST_SLOT_S)
     assert local.tune_dispatches(run) is None
     assert tuned == ["d1"]
