@@ -80,11 +80,11 @@ def times_by_exports(
     return timings
 
 
-def profiled_calls(model_ms: float) -> int:
-    """Return how many calls of a `model_ms` model make a PROFILE_STRETCH_MS stretch."""
+def profiled_calls(model_ms: float, stretch_ms: float = PROFILE_STRETCH_MS) -> int:
+    """Return how many calls of a `model_ms` model make a `stretch_ms` stretch."""
     if model_ms <= 0:
         return MIN_PROFILED_CALLS
-    wanted = math.ceil(PROFILE_STRETCH_MS / model_ms)
+    wanted = math.ceil(stretch_ms / model_ms)
     return max(MIN_PROFILED_CALLS, min(MAX_PROFILED_CALLS, wanted))
 
 

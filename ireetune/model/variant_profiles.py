@@ -57,7 +57,7 @@ class InModelPick:
 def variant_calls(model_ms: float) -> int:
     """How many calls a variant's profile makes: a VARIANT_STRETCH_MS stretch, within the
     profile's bounds."""
-    return profiled_calls(model_ms * 1500.0 / VARIANT_STRETCH_MS)
+    return profiled_calls(model_ms, VARIANT_STRETCH_MS)
 
 
 def profiles_seconds(variants: int, model_ms: float, load_s: float) -> float:
