@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,10 @@ class DispatchProfile:
     # The kin key of its problem (model/kin.py): dispatches that differ only in the sizes they
     # reduce share it, and one tuned dispatch's candidates are tried on all of them.
     kin: str | None = None
+    # Its problem's floating-point operations and the bytes its operands occupy
+    # (model/static_rank.problem_work): 0 where unknown (not tunable, or an older profile.json).
+    flops: int = 0
+    bytes: int = 0
 
     @property
     def total_ms(self) -> float:
@@ -85,10 +89,16 @@ class HotSet:
 
 
 def select_hot_dispatches(
-    profiles: Sequence[DispatchProfile], model_ms: float, coverage: float, max_dispatches: int
+    profiles: Sequence[DispatchProfile],
+    model_ms: float,
+    coverage: float,
+    max_dispatches: int,
+    weight: Callable[[DispatchProfile], float] | None = None,
 ) -> HotSet:
     """Rank dispatches by share of model time; pick tunable ones until `coverage` is reached,
-    the groups that take most of it (all their dispatches together) first.
+    the groups that take most of it (all their dispatches together) first; with `weight`, the
+    groups whose time times their largest dispatch's weight (the share of its time tuning is
+    expected to cut: model/headroom.py) is largest first.
 
     Coverage counts every dispatch's time, tunable or not, so an untunable hot dispatch is
     visible in the report rather than silently skipped. Problems that occur in several dispatches
@@ -105,7 +115,15 @@ def select_hot_dispatches(
     group_ms: dict[str, float] = {}
     for profile in ranked:
         group_ms[profile.group] = group_ms.get(profile.group, 0.0) + profile.total_ms
-    for profile in sorted(ranked, key=lambda p: (-group_ms[p.group], -p.total_ms, p.name)):
+    group_weight: dict[str, float] = {}
+    for profile in ranked:
+        # `ranked` runs from the largest dispatch down: a group's first is its largest.
+        group_weight.setdefault(profile.group, weight(profile) if weight else 1.0)
+
+    def order(p: DispatchProfile) -> tuple[float, float, str]:
+        return (-group_ms[p.group] * group_weight[p.group], -p.total_ms, p.name)
+
+    for profile in sorted(ranked, key=order):
         if covered >= coverage * basis or len(selected) >= max_dispatches:
             break
         covered += profile.total_ms

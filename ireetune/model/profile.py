@@ -32,6 +32,7 @@ from ireetune.model.in_model_times import (
 )
 from ireetune.model.kin import kin_key, read_problem
 from ireetune.model.prepare import ModelUnderTuning
+from ireetune.model.static_rank import problem_work
 from ireetune.model.timing import ModelComparison
 from ireetune.problem.contraction import ContractionProblem
 from ireetune.problem.family import Problem
@@ -218,10 +219,10 @@ def describe_dispatches(
     profiles = []
     for dispatch in dumped:
         invocations = launches(counts, dispatch)
-        problem, tunable, kin = (
-            (f"not tunable: {AT_LOAD_NOTE}", False, None)
+        problem, tunable, kin, work = (
+            (f"not tunable: {AT_LOAD_NOTE}", False, None, (0, 0))
             if invocations == 0
-            else describe_dispatch(dispatch.path, target, encoded_mmt4d)
+            else _describe(dispatch.path, target, encoded_mmt4d)
         )
         profiles.append(
             DispatchProfile(
@@ -232,6 +233,8 @@ def describe_dispatches(
                 dispatch_ms=timings.get(dispatch.index),
                 invocations=invocations,
                 kin=kin,
+                flops=work[0],
+                bytes=work[1],
             )
         )
     return profiles
@@ -244,15 +247,24 @@ def describe_dispatch(
     problem's kin key; with `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model
     (ENCODED_MMT4D_NOTE); under the target's --iree-opt-data-tiling, nor is a pack or an unpack
     (LATE_PACK_NOTE)."""
+    return _describe(benchmark_path, target, encoded_mmt4d)[:3]
+
+
+def _describe(
+    benchmark_path: Path, target: Target, encoded_mmt4d: bool
+) -> tuple[str, bool, str | None, tuple[int, int]]:
+    """`describe_dispatch`, and a tunable problem's FLOPs and operand bytes (`problem_work`;
+    (0, 0) for one that is not tunable)."""
     try:
         problem = read_problem(benchmark_path)
     except IreetuneError as error:
-        return f"not tunable: {error}", False, None
+        return f"not tunable: {error}", False, None, (0, 0)
     signature, tunable = _tunable(problem, target, encoded_mmt4d)
     # Kin only where a configuration renders for each kin's sizes (model/kin.py): elsewhere one
     # member would be tuned for the group and the others never.
     carries = tunable and target.traits.renders_without_dispatch
-    return signature, tunable, kin_key(problem) if carries else None
+    work = problem_work(problem) if tunable else (0, 0)
+    return signature, tunable, kin_key(problem) if carries else None, work
 
 
 def _tunable(problem: Problem, target: Target, encoded_mmt4d: bool) -> tuple[str, bool]:
@@ -302,6 +314,8 @@ def write_profile(run_dir: Path, hot: HotSet) -> None:
             "total_ms": p.total_ms,
             "selected": p in hot.selected,
             "kin": p.kin,
+            "flops": p.flops,
+            "bytes": p.bytes,
         }
         for p in hot.ranked
     ]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.kin import read_problem
-from ireetune.problem.family import map_dim_positions
+from ireetune.problem.family import Problem, map_dim_positions
+from ireetune.problem.pack import LayoutChangeProblem
 from ireetune.problem.registry import family_of
 
 # Where an op turns from memory-bound to compute-bound, in FLOPs per byte: a rough knee for the
@@ -44,9 +45,18 @@ def pre_rank_dispatches(
 
 def measure_problem_work(benchmark_path: Path) -> tuple[int, int]:
     """Return a dispatch problem's FLOPs and the bytes its operands occupy (2 per element)."""
-    problem = read_problem(benchmark_path)
-    output = [p for p in map_dim_positions(problem.indexing_maps[-1]) if p >= 0]
+    return problem_work(read_problem(benchmark_path))
+
+
+def problem_work(problem: Problem) -> tuple[int, int]:
+    """Return a parsed problem's FLOPs and the bytes its operands occupy (2 per element: a
+    measure of the data moved, the same for every element type)."""
     inputs = family_of(problem).reference_inputs(problem).shapes
     elements = sum(math.prod(shape) for shape in inputs)
-    elements += math.prod(problem.loop_sizes[p] for p in output)
+    if isinstance(problem, LayoutChangeProblem):
+        # A pack or an unpack has no indexing maps: its destination is its output.
+        elements += math.prod(problem.output_shape)
+    else:
+        output = [p for p in map_dim_positions(problem.indexing_maps[-1]) if p >= 0]
+        elements += math.prod(problem.loop_sizes[p] for p in output)
     return problem.flops, 2 * elements

@@ -33,8 +33,6 @@ from pathlib import Path
 
 from ireetune.core.arguments import MAX_THRESHOLD
 from ireetune.core.budget import (
-    DISTRIBUTION_ONLY_PRIOR,
-    PRIOR_GAIN,
     DispatchScheduler,
     DispatchTask,
     needed_dispatch_speedup,
@@ -68,6 +66,7 @@ from ireetune.flows.model.state_restore import save_run
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import best_possible_speedup, problem_share
+from ireetune.model.headroom import efficiencies, prior_cut
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin, find_kin_profiles
 from ireetune.model.profile import write_profile
@@ -89,6 +88,7 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
         reverse=True,
     )
     profiles = {profile.name: profile for profile in hot.selected}
+    found = efficiencies(hot.ranked)
     count, scheduler.ends_at = _dispatches_that_fit(run, len(ranked), time.monotonic())
     pending, left_out = ranked[:count], ranked[count:]
     for task in left_out:
@@ -105,8 +105,9 @@ def tune_dispatches(run: ModelTuningRun) -> Pause | None:
             gain = scheduler.learn(task, speedup, scale)
             plan = f"slot {slot_s:.0f} s, " if slot_s is not None else ""
             run.notes.append(
-                f"{task.name}: {plan}expected to save {expected:.2%} of the "
-                f"model; its best candidate {speedup:.3f}x alone ({gain:.2%} of the model"
+                f"{task.name}: {plan}expected to save {expected:.2%} of the model"
+                + _headroom_note(found.get(task.name))
+                + f"; its best candidate {speedup:.3f}x alone ({gain:.2%} of the model"
                 + _session_note(tuned, default_ms, scale)
                 + ")"
             )
@@ -242,15 +243,21 @@ def _task_of(hot: HotSet, profile: DispatchProfile, share: float | None = None) 
     """Return a hot dispatch as the scheduler sees it: its family (the first word of its
     problem, as `conv_1x32x56x56...`), its group's share of the model (every dispatch of the
     problem and of its kin counts: its candidates configure them all; `share` when given) and
-    what its tuning is expected to cut before any of its family was (the space of a data-tiled
-    matmul, mmt4d or inner-tiled, searches only how its work is split: DISTRIBUTION_ONLY_PRIOR)."""
-    data_tiled = profile.problem.startswith(("mmt4d_", "batch_mmt4d_", "inner_tiled_"))
+    what its tuning is expected to cut before any of its family was: from how far it runs from
+    the model's fastest dispatches (model/headroom.py)."""
     return DispatchTask(
         profile.name,
         profile.problem.split("_")[0],
         problem_share(hot, profile) if share is None else share,
-        DISTRIBUTION_ONLY_PRIOR if data_tiled else PRIOR_GAIN,
+        prior_cut(profile, efficiencies(hot.ranked)),
     )
+
+
+def _headroom_note(efficiency: float | None) -> str:
+    """Say how far a dispatch ran from the model's fastest (model/headroom.py), where known."""
+    if efficiency is None:
+        return ""
+    return f" (it ran at {efficiency:.0%} of the throughput the model's fastest dispatches reach)"
 
 
 def _session_note(tuned: DispatchProfile, default_ms: float | None, scale: float) -> str:

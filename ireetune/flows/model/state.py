@@ -371,6 +371,10 @@ class ProfileDispatchFile(FileModel):
     selected: bool
     # Absent in files written before kin (model/kin.py) were grouped.
     kin: str | None = None
+    # Absent (0: not known) in files written before the hot set weighed dispatches by their
+    # headroom (model/headroom.py).
+    flops: NonNegativeInt = 0
+    bytes: NonNegativeInt = 0
 
 
 class ProfileFile(FileModel):
@@ -502,6 +506,8 @@ def read_hot_set(run_dir: Path) -> HotSet:
             d.dispatch_ms,
             d.invocations,
             d.kin,
+            d.flops,
+            d.bytes,
         )  # fmt: skip
         for d in stored.dispatches
     )

@@ -551,6 +551,53 @@ def test_with_room_for_one_a_window_sum_goes_before_a_larger_data_tiled_matmul(
     assert run.dispatch_notes["mm"].startswith("not tuned: the time budget leaves room")
 
 
+def test_with_room_for_one_a_dispatch_far_from_the_models_fastest_goes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two convolutions, neither data-tiled: the larger (12% of the model) runs at the FLOPs a
+    ms the model's fastest dispatch reaches, the smaller (6%) at a tenth of it. With room for
+    one, the smaller is tuned (model/headroom.py), and its note says how far it ran from the
+    fastest. Without their work known, the larger would be: both have the same prior."""
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    clock, tuned = _tuning_that_takes_its_slot(tmp_path, monkeypatch)
+
+    def profiles(flops: int) -> list[DispatchProfile]:
+        return [
+            DispatchProfile(name, tmp_path / f"{name}.mlir", problem, True, ms, 1, None, work, 0)
+            for name, problem, ms, work in [
+                ("dense", "conv_1x56x56x32x3x3x128_f32_f32_f32", 12.0, 12 * flops),
+                ("window", "conv_1x14x14x576x3x3_f32_f32_f32", 6.0, 6 * flops // 10),
+                ("rest", "matmul_64x64x64_f32_f32_f32", 82.0, 82 * flops),
+            ]
+        ]
+
+    def run_with(budget_s: float, flops: int) -> ModelTuningRun:
+        run = _run(tmp_path)
+        run.options = replace(run.options, time_budget_s=budget_s, rounds=3, jobs=2)
+        run.started, run.default_ms, run.costs = clock[0], 100.0, ModelCosts(5.0, 1.0)
+        run.hot = select_hot_dispatches(
+            profiles(flops)[:2], model_ms=100.0, coverage=1.0, max_dispatches=8
+        )
+        run.hot = replace(run.hot, ranked=(*run.hot.ranked, profiles(flops)[2]))
+        return run
+
+    budget = local.selection_seconds(run_with(0.0, 0), 1) + 3 * local.LEAST_SLOT_S
+    run = run_with(budget, 1_000_000)
+    assert local.tune_dispatches(run) is None
+    assert tuned == ["window"]
+    assert run.dispatch_notes["dense"].startswith("not tuned: the time budget leaves room")
+    assert any(
+        "(it ran at 10% of the throughput the model's fastest dispatches reach)" in note
+        for note in run.notes
+    )
+
+    tuned.clear()
+    assert local.tune_dispatches(run_with(budget, 0)) is None
+    assert tuned == ["dense"]
+
+
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
