@@ -12,6 +12,7 @@ import pytest
 from ireetune.core.budget import DISTRIBUTION_ONLY_PRIOR, PRIOR_GAIN
 from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.phases import hot_weight
+from ireetune.flows.model.run import Mode
 from ireetune.flows.model.state import read_hot_set
 from ireetune.frontend.dispatches import dump_dispatches
 from ireetune.model.headroom import (
@@ -95,10 +96,12 @@ def test_weighed_by_headroom_the_hot_set_takes_the_slow_small_dispatches_first()
     assert [p.name for p in by_headroom.selected] == ["window", "slow_copy"]
 
 
-def test_only_a_run_with_a_time_budget_weighs_its_hot_set(tmp_path: Path) -> None:
+def test_only_an_in_process_run_with_a_time_budget_weighs_its_hot_set(tmp_path: Path) -> None:
     options = ModelTuneOptions(model_path=tmp_path / "m.mlir", output_dir=tmp_path)
-    assert hot_weight(options, [CONV, WINDOW]) is None
-    weight = hot_weight(replace(options, time_budget_s=600.0), [CONV, COPY, WINDOW])
+    assert hot_weight(options, [CONV, WINDOW], Mode.IN_PROCESS) is None
+    budget = replace(options, time_budget_s=600.0)
+    assert hot_weight(budget, [CONV, COPY, WINDOW], Mode.SPLIT) is None
+    weight = hot_weight(budget, [CONV, COPY, WINDOW], Mode.IN_PROCESS)
     assert weight is not None
     assert weight(WINDOW) > weight(CONV)
 

@@ -171,16 +171,18 @@ def hot_coverage(options: ModelTuneOptions) -> float:
 
 
 def hot_weight(
-    options: ModelTuneOptions, profiles: Sequence[DispatchProfile]
+    options: ModelTuneOptions, profiles: Sequence[DispatchProfile], mode: Mode
 ) -> Callable[[DispatchProfile], float] | None:
-    """Return what the hot set weighs each dispatch's time by: with a time budget, the share of
-    its time tuning it is expected to cut, from how far it runs from the model's fastest
-    dispatches (model/headroom.py), so that the `--max-dispatches` tuned are those the
-    scheduler expects to gain most; without one (the hot set then covers `--coverage` of the
-    time, and every dispatch of it is tuned), none. inception_v2's window sums and pooling
-    windows took 35% of its time, 2-4% each, ran at a tenth of its convolutions' throughput,
-    and were left out of a hot set of its largest dispatches (2026-12-06)."""
-    if options.time_budget_s is None:
+    """Return what the hot set weighs each dispatch's time by: in process with a time budget,
+    the share of its time tuning it is expected to cut, from how far it runs from the model's
+    fastest dispatches (model/headroom.py), so that the `--max-dispatches` tuned are those the
+    scheduler expects to gain most. inception_v2's window sums and pooling windows took 35% of
+    its time, 2-4% each, ran at a tenth of its convolutions' throughput, and were left out of a
+    hot set of its largest dispatches (2026-12-06). None without a budget (the hot set then
+    covers `--coverage` of the time, and every dispatch of it is tuned), and in split mode: its
+    compile host compiles the candidates of the dispatches likely to be hot before the device
+    times any (model/static_rank.py), and a hot set weighed after would need another trip."""
+    if options.time_budget_s is None or mode is not Mode.IN_PROCESS:
         return None
     found = efficiencies(profiles)
     return lambda profile: prior_cut(profile, found)
@@ -198,7 +200,7 @@ def profile(run: ModelTuningRun) -> Pause | None:
         model_ms,
         hot_coverage(options),
         options.max_dispatches,
-        hot_weight(options, profiles),
+        hot_weight(options, profiles, run.mode),
     )
     run.hot, skipped = skip_small_dispatches(run.hot, MODEL_RULE.threshold)
     run.dispatch_notes.update(skipped)
