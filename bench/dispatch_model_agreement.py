@@ -12,6 +12,12 @@ dispatch time inside the variant over the default's, model/variant_profiles.py),
 figures are printed for that in-model dispatch speedup (1 / ratio) against the model's
 (`profiled`): how well a dispatch's time measured inside the model predicts the model.
 
+And, per tuned dispatch, how far it ran from the model's fastest dispatches
+(model/headroom.py: its efficiency against the ceilings they set) against its best candidate's
+speedup alone (`headroom`): how well the hot set's weight predicts what tuning finds. A
+profile.json written before it kept each dispatch's work has it measured from the dispatch's
+benchmark in the run folder.
+
     python bench/dispatch_model_agreement.py runs/zoo/*/model_*
 """
 
@@ -21,6 +27,7 @@ import argparse
 import datetime
 import json
 import platform
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +71,58 @@ def read_pairs(run_dir: Path) -> list[Pair]:
         if inside in alone:
             pairs.append(Pair(run_dir.name, inside, alone[inside], trial["speedup"], profiled))
     return pairs
+
+
+def read_headroom(run_dir: Path) -> list[tuple[float, float]]:
+    """Return each tuned dispatch's efficiency in its profile and its best kept candidate's
+    speedup alone (model_run.json), for the dispatches whose efficiency is known."""
+    from dataclasses import replace
+
+    from ireetune.core.errors import IreetuneError
+    from ireetune.flows.model.state import read_hot_set
+    from ireetune.model.headroom import efficiencies
+    from ireetune.model.static_rank import measure_problem_work
+
+    profiles = []
+    for profile in read_hot_set(run_dir).ranked:
+        if profile.tunable and not (profile.flops or profile.bytes):
+            try:
+                flops, moved = measure_problem_work(profile.benchmark_path)
+            except (IreetuneError, OSError):
+                continue
+            profile = replace(profile, flops=flops, bytes=moved)
+        profiles.append(profile)
+    found = efficiencies(profiles)
+    state = json.loads((run_dir / "model_run.json").read_text())
+    pairs = []
+    for name, dispatch in state.get("dispatches", {}).items():
+        speedups = [
+            kept["default_ms"] / kept["candidate_ms"]
+            for kept in dispatch.get("candidates", [])
+            if kept.get("default_ms") and kept.get("candidate_ms")
+        ]
+        if speedups and name in found:
+            pairs.append((found[name], max(speedups)))
+    return pairs
+
+
+def headroom_agreement(pairs: list[tuple[float, float]]) -> dict[str, object]:
+    """Return the pairs' count, the rank correlation of efficiency and best speedup alone
+    (negative where the slow dispatches gain most), and the median best speedup of the dispatches
+    under 0.3 and over 0.7."""
+    low = sorted(s for e, s in pairs if e < 0.3)
+    high = sorted(s for e, s in pairs if e > 0.7)
+    rho = (
+        spearmanr([e for e, _ in pairs], [s for _, s in pairs]).statistic
+        if len(pairs) > 2
+        else None
+    )
+    return {
+        "pairs": len(pairs),
+        "spearman": None if rho is None or rho != rho else round(float(rho), 3),
+        "median_below_0.3": round(statistics.median(low), 3) if low else None,
+        "median_above_0.7": round(statistics.median(high), 3) if high else None,
+    }
 
 
 def spec_inside_run(spec: str, run_dir: Path) -> str:
@@ -119,6 +178,7 @@ def main() -> int:
     parser.add_argument("runs", type=Path, nargs="+", help="finished `ireetune tune` folders")
     arguments = parser.parse_args()
     everything: list[Pair] = []
+    headroom: list[tuple[float, float]] = []
     for run_dir in arguments.runs:
         if not (run_dir / "model_run.json").is_file():
             print(
@@ -127,8 +187,11 @@ def main() -> int:
             return 2
         pairs = read_pairs(run_dir)
         everything += pairs
+        headroom += read_headroom(run_dir) if (run_dir / "profile.json").is_file() else []
         print(f"{run_dir.name}: {summarise(pairs)}")
     pooled = summarise(everything)
+    if headroom:
+        pooled["headroom"] = headroom_agreement(headroom)
     print(f"pooled: {pooled}")
     print(
         json.dumps(

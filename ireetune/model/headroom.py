@@ -7,11 +7,12 @@ reached in the profile. A dispatch's efficiency is the larger of its two figures
 ceilings (1.0: it sets one). Nothing depends on the host's peak, which is unknown on a CPU
 (profiler/peaks.py), so the same rule reads a 2-core Xeon and any other machine.
 
-On the 2-core Xeon (AVX-512; 70 tuned dispatches of seven CNNs and the BERT-style encoder,
-docs/benchmarks.md, 2026-12-07) the efficiency ranked the best candidate's speedup alone with a
-Spearman correlation of -0.71: the dispatches under 0.2 (window sums, pooling windows, im2col
-gathers, depthwise convolutions) ran 1.06-3.4x faster tuned, those over 0.85 (data-tiled and
-dense matmuls, dense convolutions) 0.87-1.14x. `expected_cut` follows those figures.
+On the 2-core Xeon (AVX-512; 70 tuned dispatches of six CNNs and the BERT-style encoder, ten
+runs; docs/benchmarks.md, 2026-12-07) the efficiency ranked the best kept candidate's speedup
+alone with a Spearman correlation of -0.66 (bench/dispatch_model_agreement.py): the dispatches
+under 0.3 (window sums, pooling windows, im2col gathers, depthwise convolutions) ran a median
+1.70x faster tuned, those over 0.7 (data-tiled and dense matmuls, dense convolutions) 1.00x.
+`expected_cut` follows those figures.
 """
 
 from __future__ import annotations

@@ -106,3 +106,44 @@ def test_profiled_variants_give_the_in_model_dispatch_speedups_agreement(tmp_pat
     }
     # Without profiles the summary has no such part.
     assert "profiled" not in agreement.summarise([p for p in pairs if p.profiled is None])
+
+
+def test_each_tuned_dispatchs_headroom_pairs_with_its_best_speedup_alone(tmp_path: Path) -> None:
+    """profile.json gives each dispatch's work and time: the convolution sets the FLOP ceiling,
+    the copy the byte ceiling, the window runs at a tenth of both. model_run.json gives each
+    tuned dispatch's best kept candidate; an untuned dispatch, and one of unknown work, give
+    no pair."""
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+    from ireetune.model.profile import write_profile
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    profiles = [
+        DispatchProfile(name, run_dir / f"{name}.mlir", f"conv_{name}", True, ms, 1, None, f, b)
+        for name, ms, f, b in [
+            ("conv", 4.0, 4_000_000_000, 1_000_000),
+            ("copy", 1.0, 0, 100_000_000),
+            ("window", 1.0, 100_000_000, 10_000_000),
+            ("half", 1.0, 200_000_000, 50_000_000),
+        ]
+    ]
+    write_profile(run_dir, select_hot_dispatches(profiles, 7.0, 1.0, 8))
+
+    def kept(*speedups: float) -> dict[str, object]:
+        return {
+            "candidates": [
+                {"spec": f"s{i}.mlir", "default_ms": 1.0, "candidate_ms": 1.0 / s}
+                for i, s in enumerate(speedups)
+            ]
+        }
+
+    state = {"dispatches": {"conv": kept(0.9, 1.02), "window": kept(2.0, 1.5), "half": kept(1.1)}}
+    (run_dir / "model_run.json").write_text(json.dumps(state))
+    pairs = sorted(agreement.read_headroom(run_dir))
+    assert pairs == [(0.1, 2.0), (0.5, 1.1), (1.0, 1.02)]
+    assert agreement.headroom_agreement(pairs) == {
+        "pairs": 3,
+        "spearman": -1.0,
+        "median_below_0.3": 2.0,
+        "median_above_0.7": 1.02,
+    }
