@@ -36,6 +36,10 @@ CEILING_SHARE = 0.005
 LEAST_CUT = 0.04
 HEADROOM_CUT = 0.4
 
+# Where a dispatch counts as near the model's fastest: the dispatch phase's scheduler learns the
+# gains of a family's dispatches near it apart from those far from it (flows/model/local.py).
+NEAR_FASTEST = 0.5
+
 
 def efficiencies(profiles: Sequence[DispatchProfile]) -> dict[str, float]:
     """Return each timed tunable dispatch's efficiency (0 to 1) against the ceilings its model's

@@ -353,6 +353,8 @@ def _untuned_reason(dispatch: ModelDispatchView, run: ModelRunView) -> str:
         return dispatch.problem
     if dispatch.note.startswith(SMALL_SHARE_NOTE):
         return f"{SMALL_SHARE_NOTE}: tuning it could not clear the model rule"
+    if dispatch.note.startswith("not selected:"):
+        return dispatch.note
     if not dispatch.selected or dispatch.note == "not selected":
         return "not selected: below the coverage or past --max-dispatches"
     if dispatch.kept_spec is not None:

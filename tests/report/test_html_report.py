@@ -7,7 +7,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -539,6 +539,22 @@ def test_reasons_that_differ_only_in_the_problem_share_one_row() -> None:
             "2 dispatchesmain_dispatch_20, main_dispatch_21",
         ],
     ]  # fmt: skip
+
+
+def test_a_dispatch_the_hot_set_weighed_out_says_so_in_one_row() -> None:
+    """Dispatches a hot set weighed by headroom left out carry the model flow's note
+    (flows/model/report.NOT_SELECTED and its reason), one row for all of them."""
+    weighed = (
+        "not selected: others were expected to gain more (the hot set weighs each dispatch's "
+        "time by how far it ran from the model's fastest dispatches)"
+    )
+    dispatches = tuple(
+        replace(_untuned_dispatch(f"main_dispatch_{i}", f"conv_{i}x8", 0.04, False), note=weighed)
+        for i in range(2)
+    )
+    run = replace(_untuned_model_run(Path("run")), dispatches=dispatches)
+    rows = _TableCells(render_html_report(run)).rows
+    assert rows[1:] == [[weighed, "8.0%", "2 dispatchesmain_dispatch_0, main_dispatch_1"]]
 
 
 def test_the_shares_legend_is_readable_at_the_size_the_page_shows_it(tmp_path: Path) -> None:

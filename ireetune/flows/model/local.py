@@ -66,7 +66,7 @@ from ireetune.flows.model.state_restore import save_run
 from ireetune.model.candidates import order_candidates
 from ireetune.model.final_check import FinalCheck, FinalTiming, check_final_set
 from ireetune.model.gate import best_possible_speedup, problem_share
-from ireetune.model.headroom import efficiencies, prior_cut
+from ireetune.model.headroom import NEAR_FASTEST, efficiencies, prior_cut
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.kin import KIN_FOLDER, KeptCandidate, extend_with_kin, find_kin_profiles
 from ireetune.model.profile import write_profile
@@ -244,12 +244,17 @@ def _task_of(hot: HotSet, profile: DispatchProfile, share: float | None = None) 
     problem, as `conv_1x32x56x56...`), its group's share of the model (every dispatch of the
     problem and of its kin counts: its candidates configure them all; `share` when given) and
     what its tuning is expected to cut before any of its family was: from how far it runs from
-    the model's fastest dispatches (model/headroom.py)."""
+    the model's fastest dispatches (model/headroom.py). Where that is known, the family is also
+    split at half the fastest's throughput: a dense convolution at the ceiling teaches nothing
+    about a depthwise one at a tenth of it."""
+    found = efficiencies(hot.ranked)
+    efficiency = found.get(profile.name)
+    headroom = "" if efficiency is None else "/near" if efficiency >= NEAR_FASTEST else "/far"
     return DispatchTask(
         profile.name,
-        profile.problem.split("_")[0],
+        profile.problem.split("_")[0] + headroom,
         problem_share(hot, profile) if share is None else share,
-        prior_cut(profile, efficiencies(hot.ranked)),
+        prior_cut(profile, found),
     )
 
 

@@ -16,8 +16,10 @@ from ireetune.flags.model_search import apply_command
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_phase import RUNTIME_NOTE, SPLIT_FLAG_NOTE
+from ireetune.flows.model.phases import hot_weight
 from ireetune.flows.model.run import DispatchOutcome, ModelTuneResult, ModelTuningRun, Pause
 from ireetune.flows.model.state import Mode, SplitSection
+from ireetune.model.headroom import efficiencies
 from ireetune.model.hot import DispatchProfile, HotSet
 from ireetune.model.kin import KIN_FOLDER, find_kin_profiles
 from ireetune.model.profile import explain_profile
@@ -95,6 +97,22 @@ def describe_coverage(hot: HotSet) -> str:
     return f"{len(hot.selected)} dispatch problem(s) selected, covering {share:.0%} of {basis}"
 
 
+# The note of a dispatch the hot set did not select (report/html_report.py reads it too).
+NOT_SELECTED = "not selected"
+
+
+def _not_selected(efficiency: float | None) -> str:
+    """Say why a dispatch was not selected: where the hot set was weighed by headroom
+    (model/headroom.py) and its efficiency is known, that others were expected to gain more.
+    The same words for each such dispatch: the report's table groups them in one row."""
+    if efficiency is None:
+        return NOT_SELECTED
+    return (
+        f"{NOT_SELECTED}: others were expected to gain more (the hot set weighs each dispatch's "
+        "time by how far it ran from the model's fastest dispatches)"
+    )
+
+
 def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
     """Say what happened to each profiled dispatch (the tuned and selected ones in detail)."""
     hot = run.hot_set
@@ -116,9 +134,12 @@ def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
         for kin in find_kin_profiles(tuned, hot.ranked)
     }
 
+    weighed = hot_weight(run.options, hot.ranked, run.mode) is not None
+    found = efficiencies(hot.ranked) if weighed else {}
+
     def kept(profile: DispatchProfile) -> tuple[str | None, str]:
         note = run.dispatch_notes.get(
-            profile.name, "" if profile in hot.selected else "not selected"
+            profile.name, "" if profile in hot.selected else _not_selected(found.get(profile.name))
         )
         if profile.name in run.accepted:
             return str(run.accepted[profile.name]), note
@@ -169,7 +190,11 @@ def _dispatch_rows(result: ModelTuneResult) -> list[str]:
         "   (default and tuned ms of a tuned dispatch: its own tuning session)",
     ]
     for outcome in result.dispatches:
-        if outcome.share < 0.005 and not outcome.kept_spec and outcome.note == "not selected":
+        if (
+            outcome.share < 0.005
+            and not outcome.kept_spec
+            and outcome.note.startswith(NOT_SELECTED)
+        ):
             continue
         lines.append(
             f"{outcome.share:>6.1%} {outcome.invocations:>4} {outcome.default_ms or 0:>10.4f} "

@@ -593,9 +593,43 @@ def test_with_room_for_one_a_dispatch_far_from_the_models_fastest_goes_first(
         for note in run.notes
     )
 
+    # The report says why a dispatch the hot set left out was left out.
+    notes = {outcome.name: outcome.note for outcome in local.dispatch_outcomes(run)}
+    assert notes["rest"] == (
+        "not selected: others were expected to gain more (the hot set weighs each dispatch's "
+        "time by how far it ran from the model's fastest dispatches)"
+    )
+
     tuned.clear()
-    assert local.tune_dispatches(run_with(budget, 0)) is None
+    unknown = run_with(budget, 0)
+    assert local.tune_dispatches(unknown) is None
     assert tuned == ["dense"]
+    assert {o.name: o.note for o in local.dispatch_outcomes(unknown)}["rest"] == "not selected"
+
+
+def test_a_family_learns_apart_near_and_far_from_the_models_fastest(tmp_path: Path) -> None:
+    """A dense convolution at the model's fastest FLOPs a ms and a depthwise one at a tenth are
+    two families to the scheduler: what tuning the first found teaches nothing about the
+    second. Without their work known, both are `conv`."""
+    from ireetune.flows.model import local
+    from ireetune.model.hot import DispatchProfile, select_hot_dispatches
+
+    def profiles(flops: int) -> list[DispatchProfile]:
+        return [
+            DispatchProfile(
+                name, tmp_path / f"{name}.mlir", f"conv_{name}", True, 1.0, 1, None, f, 0
+            )
+            for name, f in [("dense", 10 * flops), ("depthwise", flops)]
+        ]
+
+    known = select_hot_dispatches(profiles(1000), 2.0, 1.0, 8)
+    dense, depthwise = (
+        local._task_of(known, p) for p in sorted(known.ranked, key=lambda p: p.name)
+    )
+    assert (dense.family, depthwise.family) == ("conv/near", "conv/far")
+    assert depthwise.prior > dense.prior
+    unknown = select_hot_dispatches(profiles(0), 2.0, 1.0, 8)
+    assert {local._task_of(unknown, p).family for p in unknown.ranked} == {"conv"}
 
 
 def test_a_dispatch_killed_mid_tuning_is_resumed_in_its_own_folder(
