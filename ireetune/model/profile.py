@@ -263,8 +263,19 @@ def _describe(
     # Kin only where a configuration renders for each kin's sizes (model/kin.py): elsewhere one
     # member would be tuned for the group and the others never.
     carries = tunable and target.traits.renders_without_dispatch
-    work = problem_work(problem) if tunable else (0, 0)
-    return signature, tunable, kin_key(problem) if carries else None, work
+    return signature, tunable, kin_key(problem) if carries else None, _work(problem, tunable)
+
+
+def _work(problem: Problem, tunable: bool) -> tuple[int, int]:
+    """Return a tunable problem's FLOPs and operand bytes; (0, 0), unknown, for one that is not
+    tunable or whose work its record does not give (its headroom is then not weighed: the
+    profile goes on)."""
+    if not tunable:
+        return 0, 0
+    try:
+        return problem_work(problem)
+    except (IndexError, KeyError, ValueError):
+        return 0, 0
 
 
 def _tunable(problem: Problem, target: Target, encoded_mmt4d: bool) -> tuple[str, bool]:

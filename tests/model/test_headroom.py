@@ -150,3 +150,22 @@ def test_a_profile_keeps_each_dispatchs_work_and_profile_json_keeps_it(tmp_path:
         del row["flops"], row["bytes"]
     (tmp_path / "profile.json").write_text(json.dumps(document))
     assert {(p.flops, p.bytes) for p in read_hot_set(tmp_path).ranked} == {(0, 0)}
+
+
+def test_a_problem_whose_work_is_not_known_is_profiled_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record that gives no work (an op family added later) leaves its dispatch's work
+    unknown, (0, 0); the profile goes on."""
+    from ireetune.model import profile
+
+    def no_work(problem: object) -> tuple[int, int]:
+        raise IndexError("tuple index out of range")
+
+    (tmp_path / "model.mlir").write_text(TWO_KINDS)
+    target = parse_target("cpu:haswell")
+    dumped = dump_dispatches(tmp_path / "model.mlir", target, tmp_path / "dispatches", 300)
+    monkeypatch.setattr(profile, "problem_work", no_work)
+    profiles = describe_dispatches(dumped, {}, {d.index: 1.0 for d in dumped}, target)
+    assert [p.tunable for p in profiles] == [True, True]
+    assert {(p.flops, p.bytes) for p in profiles} == {(0, 0)}
