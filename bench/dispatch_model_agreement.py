@@ -81,13 +81,14 @@ def read_headroom(run_dir: Path) -> list[tuple[float, float]]:
     from ireetune.core.errors import IreetuneError
     from ireetune.flows.model.state import read_hot_set
     from ireetune.model.headroom import efficiencies
-    from ireetune.model.static_rank import measure_problem_work
+    from ireetune.model.kin import read_problem
+    from ireetune.model.static_rank import problem_work
 
     profiles = []
     for profile in read_hot_set(run_dir).ranked:
         if profile.tunable and not (profile.flops or profile.bytes):
             try:
-                flops, moved = measure_problem_work(profile.benchmark_path)
+                flops, moved = problem_work(read_problem(profile.benchmark_path))
             except (IreetuneError, OSError):
                 continue
             profile = replace(profile, flops=flops, bytes=moved)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
-from ireetune.model.kin import read_problem
 from ireetune.problem.family import Problem, map_dim_positions
 from ireetune.problem.pack import LayoutChangeProblem
 from ireetune.problem.registry import family_of
@@ -41,11 +39,6 @@ def pre_rank_dispatches(
         for p in profiles
     ]
     return list(select_hot_dispatches(estimated, 0.0, 1.0, max_dispatches).selected)
-
-
-def measure_problem_work(benchmark_path: Path) -> tuple[int, int]:
-    """Return a dispatch problem's FLOPs and the bytes its operands occupy (2 per element)."""
-    return problem_work(read_problem(benchmark_path))
 
 
 def problem_work(problem: Problem) -> tuple[int, int]:

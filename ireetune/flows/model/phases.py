@@ -48,7 +48,7 @@ from ireetune.model.profile import (
     write_profile,
 )
 from ireetune.model.select import MODEL_RULE
-from ireetune.model.static_rank import estimate_cost, measure_problem_work, pre_rank_dispatches
+from ireetune.model.static_rank import estimate_cost, pre_rank_dispatches
 from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
 from ireetune.problem.convolution import GROUPED_CONVOLUTION
 
@@ -170,6 +170,12 @@ def hot_coverage(options: ModelTuneOptions) -> float:
     return DEFAULT_COVERAGE if options.time_budget_s is None else 1.0
 
 
+def weighs_hot_set(options: ModelTuneOptions, mode: Mode) -> bool:
+    """Say whether the hot set is weighed by headroom (`hot_weight`): in process, with a time
+    budget."""
+    return options.time_budget_s is not None and mode is Mode.IN_PROCESS
+
+
 def hot_weight(
     options: ModelTuneOptions, profiles: Sequence[DispatchProfile], mode: Mode
 ) -> Callable[[DispatchProfile], float] | None:
@@ -182,7 +188,7 @@ def hot_weight(
     covers `--coverage` of the time, and every dispatch of it is tuned), and in split mode: its
     compile host compiles the candidates of the dispatches likely to be hot before the device
     times any (model/static_rank.py), and a hot set weighed after would need another trip."""
-    if options.time_budget_s is None or mode is not Mode.IN_PROCESS:
+    if not weighs_hot_set(options, mode):
         return None
     found = efficiencies(profiles)
     return lambda profile: prior_cut(profile, found)
@@ -271,7 +277,7 @@ def _measure_on_device(run: ModelTuningRun) -> Measured:
                 index=d.index, name=d.name, benchmark=relative_to_run(run_dir, d.path),
                 vmfb=relative_to_run(run_dir, dispatches.binaries[d.index]) if d.index in dispatches.binaries else "",
                 problem=p.problem, tunable=p.tunable, invocations=p.invocations, kin=p.kin,
-                **dict(zip(("flops", "bytes"), measure_problem_work(d.path) if p.tunable else (0, 0), strict=True)),
+                flops=p.flops, bytes=p.bytes,
             )
             for d, p in zip(dispatches.dumped, dispatches.profiles, strict=True)
         ]  # fmt: skip

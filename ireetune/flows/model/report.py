@@ -16,7 +16,7 @@ from ireetune.flags.model_search import apply_command
 from ireetune.flags.trials import FlagSearchResult, describe_trial, trial_row
 from ireetune.flows.model.deployment import report_deployment
 from ireetune.flows.model.flag_phase import RUNTIME_NOTE, SPLIT_FLAG_NOTE
-from ireetune.flows.model.phases import hot_weight
+from ireetune.flows.model.phases import weighs_hot_set
 from ireetune.flows.model.run import DispatchOutcome, ModelTuneResult, ModelTuningRun, Pause
 from ireetune.flows.model.state import Mode, SplitSection
 from ireetune.model.headroom import efficiencies
@@ -134,8 +134,7 @@ def dispatch_outcomes(run: ModelTuningRun) -> tuple[DispatchOutcome, ...]:
         for kin in find_kin_profiles(tuned, hot.ranked)
     }
 
-    weighed = hot_weight(run.options, hot.ranked, run.mode) is not None
-    found = efficiencies(hot.ranked) if weighed else {}
+    found = efficiencies(hot.ranked) if weighs_hot_set(run.options, run.mode) else {}
 
     def kept(profile: DispatchProfile) -> tuple[str | None, str]:
         note = run.dispatch_notes.get(
