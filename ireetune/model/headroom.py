@@ -5,13 +5,14 @@ A roofline with its ceilings measured on the machine, not published: the most fl
 operations a second, and the most operand bytes a second, that any tunable dispatch of the model
 reached in the profile. A dispatch's efficiency is the larger of its two figures over those
 ceilings (1.0: it sets one). Nothing depends on the host's peak, which is unknown on a CPU
-(profiler/peaks.py), so the same rule reads a 2-core Xeon and any other machine.
+(profiler/peaks.py), so the same rule reads any machine.
 
-On the 2-core Xeon (AVX-512; 70 tuned dispatches of six CNNs and the BERT-style encoder, ten
-runs; docs/benchmarks.md, 2026-12-07) the efficiency ranked the best kept candidate's speedup
-alone with a Spearman correlation of -0.66 (bench/dispatch_model_agreement.py): the dispatches
-under 0.3 (window sums, pooling windows, im2col gathers, depthwise convolutions) ran a median
-1.70x faster tuned, those over 0.7 (data-tiled and dense matmuls, dense convolutions) 1.00x.
+On the 2-core AMD EPYC (Zen 4, AVX-512; 70 tuned dispatches of six CNNs and the BERT-style
+encoder, ten runs; docs/benchmarks.md, 2026-12-07) the efficiency ranked the best kept
+candidate's speedup alone with a Spearman correlation of -0.66
+(bench/dispatch_model_agreement.py): the dispatches under 0.3 (window sums, pooling windows,
+im2col gathers, depthwise convolutions) ran a median 1.70x faster tuned, those over 0.7
+(data-tiled and dense matmuls, dense convolutions) 1.00x.
 `expected_cut` follows those figures.
 """
 
@@ -31,7 +32,7 @@ DISTRIBUTION_ONLY = ("mmt4d_", "batch_mmt4d_", "inner_tiled_")
 CEILING_SHARE = 0.005
 
 # The share of a dispatch's time tuning is expected to cut at efficiency e:
-# LEAST_CUT + HEADROOM_CUT * (1 - e)^2. On the 2-core Xeon the mean cut was 0.40 below an
+# LEAST_CUT + HEADROOM_CUT * (1 - e)^2. On that machine the mean cut was 0.40 below an
 # efficiency of 0.2, 0.11 between 0.3 and 0.7, and about 0.05 above 0.7.
 LEAST_CUT = 0.04
 HEADROOM_CUT = 0.4
