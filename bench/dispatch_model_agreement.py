@@ -18,6 +18,12 @@ speedup alone (`headroom`): how well the hot set's weight predicts what tuning f
 profile.json written before it kept each dispatch's work has it measured from the dispatch's
 benchmark in the run folder.
 
+And what the selection could have reached with the candidates it had (`ceiling`): each tuned
+dispatch's share of the profiled model time times the cut of its fastest candidate inside the
+model (the lowest `in_model_ratios` of any variant), summed. It bounds what any choice among
+those candidates gives the model; a run far under the 1.15x goal there is limited by its
+candidates, not by the selection.
+
     python bench/dispatch_model_agreement.py runs/zoo/*/model_*
 """
 
@@ -126,6 +132,31 @@ def headroom_agreement(pairs: list[tuple[float, float]]) -> dict[str, object]:
     }
 
 
+def read_ceiling(run_dir: Path) -> dict[str, object] | None:
+    """Return the share of the profiled model time the fastest in-model candidate of each
+    profiled dispatch would cut, all together, and how many dispatches have one faster; None
+    where the selection profiled no variant."""
+    trials_path = run_dir / "selection" / "trials.json"
+    profile_path = run_dir / "profile.json"
+    if not trials_path.is_file() or not profile_path.is_file():
+        return None
+    fastest: dict[str, float] = {}
+    for trial in json.loads(trials_path.read_text()):
+        for name, ratio in (trial.get("in_model_ratios") or {}).items():
+            fastest[name] = min(fastest.get(name, ratio), ratio)
+    if not fastest:
+        return None
+    profile = json.loads(profile_path.read_text())
+    model_ms = profile["model_ms"]
+    time_of = {d["name"]: d["total_ms"] for d in profile["dispatches"]}
+    cut = sum(time_of.get(name, 0.0) * (1.0 - r) for name, r in fastest.items() if r < 1.0)
+    return {
+        "profiled": len(fastest),
+        "faster": sum(1 for r in fastest.values() if r < 1.0),
+        "cut": round(cut / model_ms, 4) if model_ms else None,
+    }
+
+
 def spec_inside_run(spec: str, run_dir: Path) -> str:
     """Return a variant's spec path relative to its run folder. A run given a relative
     `--output-dir` records its paths relative to where it ran, which is not known here: such a
@@ -189,7 +220,11 @@ def main() -> int:
         pairs = read_pairs(run_dir)
         everything += pairs
         headroom += read_headroom(run_dir) if (run_dir / "profile.json").is_file() else []
-        print(f"{run_dir.name}: {summarise(pairs)}")
+        ceiling = read_ceiling(run_dir)
+        print(
+            f"{run_dir.name}: {summarise(pairs)}"
+            + (f"; ceiling {ceiling}" if ceiling is not None else "")
+        )
     pooled = summarise(everything)
     if headroom:
         pooled["headroom"] = headroom_agreement(headroom)

@@ -147,3 +147,30 @@ def test_each_tuned_dispatchs_headroom_pairs_with_its_best_speedup_alone(tmp_pat
         "median_below_0.3": 2.0,
         "median_above_0.7": 1.02,
     }
+
+
+def test_the_ceiling_sums_each_dispatchs_fastest_cut_inside_the_model(tmp_path: Path) -> None:
+    """Each profiled dispatch counts once, by its lowest in-model ratio over every variant
+    (joint or alone); one never faster cuts nothing; its share is of the profiled model time."""
+    run_dir = tmp_path / "run"
+    (run_dir / "selection").mkdir(parents=True)
+    profile = {
+        "model_ms": 10.0,
+        "dispatches": [
+            {"name": "a", "total_ms": 4.0},
+            {"name": "b", "total_ms": 2.0},
+            {"name": "c", "total_ms": 1.0},
+        ],
+    }
+    (run_dir / "profile.json").write_text(json.dumps(profile))
+    trials = [
+        {"variant": "best", "in_model_ratios": {"a": 0.9, "b": 1.2}},
+        {"variant": "d0c1", "in_model_ratios": {"a": 0.75}},
+        {"variant": "d2c0", "in_model_ratios": {"c": 1.05}},
+        {"variant": "d1c0"},
+    ]
+    (run_dir / "selection" / "trials.json").write_text(json.dumps(trials))
+    # a: 4 ms * 0.25; b and c slower everywhere.
+    assert agreement.read_ceiling(run_dir) == {"profiled": 3, "faster": 1, "cut": 0.1}
+    (run_dir / "selection" / "trials.json").write_text(json.dumps([{"variant": "d0c0"}]))
+    assert agreement.read_ceiling(run_dir) is None
