@@ -24,7 +24,13 @@ model (the lowest `in_model_ratios` of any variant), summed. It bounds what any 
 those candidates gives the model; a run far under the 1.15x goal there is limited by its
 candidates, not by the selection.
 
-    python bench/dispatch_model_agreement.py runs/zoo/*/model_*
+With the machine's measured peaks (`--peak-gflops`, `--peak-gbs`: a loop of independent FMAs and
+a copy on every core, outside IREE), the `roofline` bound: the share of the profiled model time
+that would go if every dispatch whose work is known ran at the larger of its compute and
+bandwidth bounds, and the model's speedup that gives. No configuration reaches it; a goal above
+it is out of reach for dispatch tuning on that machine.
+
+    python bench/dispatch_model_agreement.py runs/zoo/*/model_* [--peak-gflops G --peak-gbs B]
 """
 
 from __future__ import annotations
@@ -157,6 +163,26 @@ def read_ceiling(run_dir: Path) -> dict[str, object] | None:
     }
 
 
+def read_roofline(run_dir: Path, peak_gflops: float, peak_gbs: float) -> dict[str, object]:
+    """Return the share of the profiled model time over each known dispatch's roofline time
+    (its FLOPs at `peak_gflops`, or its operand bytes at `peak_gbs`, whichever is longer), and
+    the model's speedup were that time gone."""
+    profile = json.loads((run_dir / "profile.json").read_text())
+    model_ms = profile["model_ms"]
+    over = 0.0
+    for dispatch in profile["dispatches"]:
+        flops, moved = dispatch.get("flops", 0), dispatch.get("bytes", 0)
+        if not dispatch.get("dispatch_ms") or not (flops or moved):
+            continue
+        bound_ms = max(flops / (peak_gflops * 1e6), moved / (peak_gbs * 1e6))
+        over += max(0.0, dispatch["total_ms"] - bound_ms * dispatch["invocations"])
+    share = over / model_ms if model_ms else 0.0
+    return {
+        "over": round(share, 4),
+        "at_most": round(1.0 / (1.0 - share), 3) if share < 1 else None,
+    }
+
+
 def spec_inside_run(spec: str, run_dir: Path) -> str:
     """Return a variant's spec path relative to its run folder. A run given a relative
     `--output-dir` records its paths relative to where it ran, which is not known here: such a
@@ -208,7 +234,13 @@ def summarise(pairs: list[Pair]) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+", help="finished `ireetune tune` folders")
+    parser.add_argument("--peak-gflops", type=float, help="the machine's measured FP32 peak")
+    parser.add_argument("--peak-gbs", type=float, help="its measured copy bandwidth, GB/s")
     arguments = parser.parse_args()
+    peaks = (arguments.peak_gflops, arguments.peak_gbs)
+    if (peaks[0] is None) != (peaks[1] is None) or any(p is not None and p <= 0 for p in peaks):
+        print("error: give both --peak-gflops and --peak-gbs, each above 0", file=sys.stderr)
+        return 2
     everything: list[Pair] = []
     headroom: list[tuple[float, float]] = []
     for run_dir in arguments.runs:
@@ -221,9 +253,15 @@ def main() -> int:
         everything += pairs
         headroom += read_headroom(run_dir) if (run_dir / "profile.json").is_file() else []
         ceiling = read_ceiling(run_dir)
+        roofline = (
+            read_roofline(run_dir, *peaks)
+            if peaks[0] and peaks[1] and (run_dir / "profile.json").is_file()
+            else None
+        )
         print(
             f"{run_dir.name}: {summarise(pairs)}"
             + (f"; ceiling {ceiling}" if ceiling is not None else "")
+            + (f"; roofline {roofline}" if roofline is not None else "")
         )
     pooled = summarise(everything)
     if headroom:

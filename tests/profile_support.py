@@ -12,5 +12,5 @@ def describe_problem(
     benchmark_path: Path, target: Target, encoded_mmt4d: bool = False
 ) -> tuple[str, bool]:
     """Return `describe_dispatch`'s problem name and whether the problem is tunable."""
-    problem, tunable, _ = describe_dispatch(benchmark_path, target, encoded_mmt4d)
+    problem, tunable, _, _ = describe_dispatch(benchmark_path, target, encoded_mmt4d)
     return problem, tunable

@@ -222,7 +222,7 @@ def describe_dispatches(
         problem, tunable, kin, work = (
             (f"not tunable: {AT_LOAD_NOTE}", False, None, (0, 0))
             if invocations == 0
-            else _describe(dispatch.path, target, encoded_mmt4d)
+            else describe_dispatch(dispatch.path, target, encoded_mmt4d)
         )
         profiles.append(
             DispatchProfile(
@@ -242,19 +242,12 @@ def describe_dispatches(
 
 def describe_dispatch(
     benchmark_path: Path, target: Target, encoded_mmt4d: bool
-) -> tuple[str, bool, str | None]:
+) -> tuple[str, bool, str | None, tuple[int, int]]:
     """Name a dispatch's problem, say whether the target has a space for it, and give a tunable
-    problem's kin key; with `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model
+    problem's kin key and its FLOPs and operand bytes (`problem_work`; (0, 0) for one that is
+    not tunable); with `encoded_mmt4d`, a data-tiled mmt4d is not tunable in the model
     (ENCODED_MMT4D_NOTE); under the target's --iree-opt-data-tiling, nor is a pack or an unpack
     (LATE_PACK_NOTE)."""
-    return _describe(benchmark_path, target, encoded_mmt4d)[:3]
-
-
-def _describe(
-    benchmark_path: Path, target: Target, encoded_mmt4d: bool
-) -> tuple[str, bool, str | None, tuple[int, int]]:
-    """`describe_dispatch`, and a tunable problem's FLOPs and operand bytes (`problem_work`;
-    (0, 0) for one that is not tunable)."""
     try:
         problem = read_problem(benchmark_path)
     except IreetuneError as error:

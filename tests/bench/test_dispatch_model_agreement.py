@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPOSITORY
 
 sys.path.insert(0, str(REPOSITORY / "bench"))
@@ -174,3 +176,38 @@ def test_the_ceiling_sums_each_dispatchs_fastest_cut_inside_the_model(tmp_path: 
     assert agreement.read_ceiling(run_dir) == {"profiled": 3, "faster": 1, "cut": 0.1}
     (run_dir / "selection" / "trials.json").write_text(json.dumps([{"variant": "d0c0"}]))
     assert agreement.read_ceiling(run_dir) is None
+
+
+def test_the_roofline_counts_each_known_dispatchs_time_over_its_bound(tmp_path: Path) -> None:
+    """At 100 GFLOP/s and 10 GB/s: the matmul's 2e8 FLOPs take at least 2 ms a launch (3 ms
+    over in two launches of 2.5 ms), the copy's 2e7 bytes 2 ms (none over: it runs at its
+    bound); a dispatch of unknown work, and an untimed one, count nothing."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    rows = [
+        ("matmul", 5.0, 2.5, 2, 200_000_000, 1_000_000),
+        ("copy", 1.5, 1.5, 1, 0, 20_000_000),
+        ("unknown", 1.0, 1.0, 1, 0, 0),
+        ("untimed", 1.0, None, 1, 1_000_000_000, 0),
+    ]
+    profile = {
+        "model_ms": 10.0,
+        "dispatches": [
+            {"name": n, "total_ms": t, "dispatch_ms": d, "invocations": i, "flops": f, "bytes": b}
+            for n, t, d, i, f, b in rows
+        ],
+    }
+    (run_dir / "profile.json").write_text(json.dumps(profile))
+    assert agreement.read_roofline(run_dir, 100.0, 10.0) == {"over": 0.1, "at_most": 1.111}
+
+
+def test_the_roofline_needs_both_peaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "model_run.json").write_text("{}")
+    for given in (["--peak-gflops", "228"], ["--peak-gflops", "228", "--peak-gbs", "0"]):
+        monkeypatch.setattr(sys, "argv", ["agreement", str(run_dir), *given])
+        assert agreement.main() == 2
+        assert capsys.readouterr().err.startswith("error: give both --peak-gflops and --peak-gbs")
