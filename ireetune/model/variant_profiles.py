@@ -10,9 +10,10 @@ candidate of its rank at once.
 
 Each variant is profiled once between two profiles of the default. A group's time (the tuned
 dispatch's exports, with its problem's repeats and kin, which its specs configure too) is read
-against the default's; the time of the dispatches no candidate touches is the clock: when the
-machine runs a variant's profile slower, its untouched dispatches run slower by as much, and
-the ratio divides that out. Each dispatch's candidate with the least ratio, when it passes
+against the default's; the time of the dispatches the variant leaves at their defaults is the
+clock (a candidate alone leaves every other tuned dispatch too): when the machine runs a
+variant's profile slower, those dispatches run slower by as much, and the ratio divides that
+out. Each dispatch's candidate with the least ratio, when it passes
 `PICK_MARGIN` and its variant gave the default's outputs, goes into one combined variant; the
 whole-model sessions then judge that variant as any other.
 """
@@ -20,7 +21,7 @@ whole-model sessions then judge that variant as any other.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,26 +94,45 @@ def _total(times: InModelTimes, exports: frozenset[str] | None, untouched: bool 
 
 
 def group_ratios(
-    defaults: Sequence[InModelTimes], variant: InModelTimes, groups: Sequence[frozenset[str]]
+    defaults: Sequence[InModelTimes],
+    variant: InModelTimes,
+    groups: Sequence[frozenset[str]],
+    members: Collection[int] | None = None,
 ) -> dict[int, float]:
     """Each group's time in `variant` over its mean time in the default's profiles, divided by
-    the same ratio of the dispatches no group holds (the clock); a group the profiles do not
-    name has no ratio."""
-    touched = frozenset().union(*groups) if groups else frozenset()
+    the same ratio of the dispatches the variant leaves at their defaults (the clock): those of
+    no group, and those of the groups not among its `members` (None: it touches every group);
+    a group the profiles do not name has no ratio."""
+    ratios, _ = clocked_ratios(defaults, variant, groups, members)
+    return ratios
+
+
+def clocked_ratios(
+    defaults: Sequence[InModelTimes],
+    variant: InModelTimes,
+    groups: Sequence[frozenset[str]],
+    members: Collection[int] | None = None,
+) -> tuple[dict[int, float], bool]:
+    """`group_ratios`, and whether a clock corrected them: the dispatches the variant leaves
+    at their defaults took at least MIN_CLOCK_SHARE of the default's time. Without one, the
+    ratios carry the machine's speed between the profiles (on the 2-core EPYC it moved a whole
+    model by 10-25% between runs a minute apart: AlexNet, 2026-12-07)."""
+    touching = [g for i, g in enumerate(groups) if members is None or i in members]
+    touched = frozenset().union(*touching) if touching else frozenset()
     default_rest = statistics.fmean(_total(d, touched, untouched=True) for d in defaults)
     default_all = statistics.fmean(_total(d, None) for d in defaults)
     variant_rest = _total(variant, touched, untouched=True)
-    clock = 1.0
+    clock, clocked = 1.0, False
     if default_all > 0 and default_rest >= MIN_CLOCK_SHARE * default_all and variant_rest > 0:
-        clock = variant_rest / default_rest
+        clock, clocked = variant_rest / default_rest, True
     ratios: dict[int, float] = {}
     if not variant.ok:
-        return ratios
+        return ratios, clocked
     for index, exports in enumerate(groups):
         default_ms = statistics.fmean(_total(d, exports) for d in defaults)
         if default_ms > 0 and exports & variant.per_call_ms.keys():
             ratios[index] = _total(variant, exports) / default_ms / clock
-    return ratios
+    return ratios, clocked
 
 
 def pick_in_model(
@@ -124,21 +144,26 @@ def pick_in_model(
 ) -> list[InModelPick]:
     """Pick each dispatch's candidate whose group ran fastest inside the profiled variants
     (`profiles`, by label) that gave the default's outputs (`trusted(label)`), when its mean
-    ratio passes PICK_MARGIN; in dispatch order."""
-    seen: dict[tuple[int, Path], list[float]] = {}
+    ratio passes PICK_MARGIN; in dispatch order. Each variant's clock is what it leaves at the
+    defaults (a candidate alone: every other group too); a candidate's ratios read against a
+    clock outrank those read without one (a joint variant touching most of the model)."""
+    # Per candidate, its ratios read against a clock, and those read without one.
+    seen: dict[tuple[int, Path], tuple[list[float], list[float]]] = {}
     for plan in plans:
         times = profiles.get(plan.label)
         if times is None or not times.ok or not trusted(plan.label):
             continue
-        ratios = group_ratios(defaults, times, groups)
+        ratios, clocked = clocked_ratios(defaults, times, groups, plan.members)
         if len(plan.members) != len(plan.specs):
             continue
         for dispatch, spec in zip(plan.members, plan.specs, strict=True):
             if dispatch in ratios:
-                seen.setdefault((dispatch, spec), []).append(ratios[dispatch])
+                seen.setdefault((dispatch, spec), ([], []))[0 if clocked else 1].append(
+                    ratios[dispatch]
+                )
     best: dict[int, InModelPick] = {}
-    for (dispatch, spec), found in seen.items():
-        pick = InModelPick(dispatch, spec, statistics.fmean(found))
+    for (dispatch, spec), (against_clock, without_clock) in seen.items():
+        pick = InModelPick(dispatch, spec, statistics.fmean(against_clock or without_clock))
         if pick.ratio <= PICK_MARGIN and (
             dispatch not in best or pick.ratio < best[dispatch].ratio
         ):

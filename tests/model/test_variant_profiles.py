@@ -173,3 +173,27 @@ def test_a_spec_variant_keeps_the_default_s_export_names_in_its_profile(tmp_path
         assert times.ok, times.reason
         names.append(sorted(times.per_call_ms))
     assert names[0] == names[1] and len(names[0]) == 2
+
+
+def test_a_candidate_alone_is_read_against_every_group_it_leaves_at_the_default() -> None:
+    """The tuned groups take nearly all the time (the rest is no clock). A variant of group a's
+    candidate alone leaves b at the default: b serves as its clock. A variant touching both
+    has none, and its ratio counts only where no clocked one exists."""
+    default = _times(a=4.0, b1=2.0, b2=2.0, rest=0.1)
+    # Profiled in a phase 1.25x faster: b took 3.2 ms for its 4; a 2.4 ms, 0.6 of the default
+    # but 0.75 once the 0.8 clock is divided out.
+    alone = _times(a=2.4, b1=1.6, b2=1.6, rest=0.08)
+    assert group_ratios([default], alone, GROUPS, members=[0])[0] == pytest.approx(0.75)
+    # Touching both groups (or all, unsaid), nothing is left to correct by.
+    assert group_ratios([default], alone, GROUPS, members=[0, 1])[0] == pytest.approx(0.6)
+    assert group_ratios([default], alone, GROUPS)[0] == pytest.approx(0.6)
+    # The joint variant `best` (a0 and b0) ran in the fast phase too: a0 reads 0.5 there,
+    # unclocked; alone, clocked, 0.75. The clocked reading decides.
+    profiles = {
+        "best": _times(a=2.0, b1=1.6, b2=1.6, rest=0.08),
+        "d0c0": alone,
+    }
+    picks = pick_in_model(PLANS, [default], profiles, GROUPS, lambda label: True)
+    assert picks[0] == InModelPick(0, Path("a0"), pytest.approx(0.75))
+    # b0 has only the joint variant's unclocked reading (0.8): it still counts.
+    assert picks[1] == InModelPick(1, Path("b0"), pytest.approx(0.8))

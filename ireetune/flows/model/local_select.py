@@ -395,8 +395,8 @@ def _pick_in_model(
     for row in rows:
         label = row["variant"]
         if label in profiles and profiles[label].ok:
-            ratios = group_ratios((before, after), profiles[label], groups)
             members = by_label[label].members
+            ratios = group_ratios((before, after), profiles[label], groups, members)
             row["in_model_ratios"] = {
                 names[index]: round(ratios[index], 4) for index in members if index in ratios
             }
