@@ -115,8 +115,8 @@ def clocked_ratios(
 ) -> tuple[dict[int, float], bool]:
     """`group_ratios`, and whether a clock corrected them: the dispatches the variant leaves
     at their defaults took at least MIN_CLOCK_SHARE of the default's time. Without one, the
-    ratios carry the machine's speed between the profiles (on the 2-core EPYC it moved a whole
-    model by 10-25% between runs a minute apart: AlexNet, 2026-12-07)."""
+    ratios carry the machine's speed between the profiles (on the 2-core EPYC one AlexNet binary
+    ran 35.1 to 44.4 ms a call in runs minutes apart, 2026-12-07)."""
     touching = [g for i, g in enumerate(groups) if members is None or i in members]
     touched = frozenset().union(*touching) if touching else frozenset()
     default_rest = statistics.fmean(_total(d, touched, untouched=True) for d in defaults)
