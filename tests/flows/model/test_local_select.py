@@ -574,3 +574,31 @@ def test_the_variants_are_profiled_only_with_room_for_the_picks_after(tmp_path: 
     )
     assert _room_for_profiles(_budgeted_run(tmp_path, need + 2.0), 6, plan)
     assert not _room_for_profiles(_budgeted_run(tmp_path, need - 2.0), 6, plan)
+
+
+def test_a_candidate_alone_is_read_against_the_other_tuned_dispatch_in_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The untouched rest is too small to serve as a clock. d0c0 (a0 alone) was profiled on a
+    machine 1.25x slower: b, which it leaves at the default, took 3.75 ms for its 3, so a0's
+    unchanged 3.0 ms reads 0.8 in its row. The joint variant touches both: nothing corrects it."""
+    from ireetune.flows.model import local_select
+
+    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
+             "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+    profiles = {
+        label: _profile(3.0, 3.0, rest=0.1)
+        for label in ("default", "d0c1", "d1c0", "d1c1", "rank1")
+    }
+    profiles["d0c0"] = _profile(3.0, 3.75, rest=0.125)
+    profiles["best"] = _profile(3.0, 3.75, rest=0.125)
+    executor = TimesByLabel(times, profiles)
+    run = _two_dispatch_run(tmp_path, executor)
+    pending = [(name, run.candidates[name]) for name in "ab"]
+    plans = local_select._compile_order(plan_variants(pending))
+    monkeypatch.setattr(local_select, "_compile_plans", _planted_compile)
+    built, rows = _planted_compile(run, plans, tmp_path)
+    local_select._time_and_decide(run, plans, built, rows, tmp_path)
+    ratios = {row["variant"]: row.get("in_model_ratios") for row in rows}
+    assert ratios["d0c0"] == pytest.approx({"a": 0.8})
+    assert ratios["best"] == pytest.approx({"a": 1.0, "b": 1.25})
