@@ -21,6 +21,7 @@ from ireetune.core.errors import IreetuneError
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
 from ireetune.decision.thresholds import MODEL_THRESHOLD
 from ireetune.flows.model.run import Mode, ModelTuningRun
+from ireetune.flows.model.state import SPLIT_DIR
 from ireetune.frontend.model_import import TUNED_IMPORT, count_splittable_groups, import_model
 from ireetune.model.outputs import outputs_match
 from ireetune.model.prepare import ModelUnderTuning, prepare_model_source
@@ -29,8 +30,6 @@ from ireetune.model.timing import ModelComparison, ModelRun, fastest_round_ms
 # The two imports are timed side by side in at least this many rounds of this many calls.
 CHOICE_ROUNDS = 6
 CHOICE_REPETITIONS = 3
-# Where the split import, its binary and its outputs go (removed when it is not kept).
-SPLIT_DIR = "import_split"
 
 
 def split_binary(run_dir: Path) -> Path:

@@ -275,6 +275,11 @@ class SplitSection(StateFile):
         return sum(t.seconds for t in self.timings if t.host == host)
 
 
+# Where an in-process run puts its import with the grouped convolutions split, its binary and
+# outputs (flows/model/import_choice.py; removed when it is not kept).
+SPLIT_DIR = "import_split"
+
+
 # --- The file --------------------------------------------------------------------------------
 
 
@@ -335,6 +340,11 @@ class ModelRunFile(FileModel):
             raise ValueError("only a split run waits for the device host")
         if Phase.PREPARE in self.phases_done and self.model is None:
             raise ValueError("a run past its prepare phase must hold its model")
+        if self.import_split is not None and not (
+            self.model is not None and Path(self.model.mlir).parts[:1] == (SPLIT_DIR,)
+        ):
+            # The report and the ONNX Runtime comparison would look for a split import's files.
+            raise ValueError(f"import_split is set, but the model's MLIR is not in {SPLIT_DIR}/")
         if self.mode is Mode.IN_PROCESS:
             if Phase.PREPARE in self.phases_done and not (self.original_vmfb and self.default_vmfb):
                 raise ValueError("a run past its prepare phase must hold its binaries")

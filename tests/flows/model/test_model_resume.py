@@ -269,3 +269,18 @@ def test_resume_points_a_model_run_to_continue(
         f"{after_flags} is a model run (`ireetune tune`): continue it with "
         f"`ireetune continue {after_flags}`"
     )
+
+
+def test_a_split_import_the_model_does_not_hold_is_refused(
+    after_flags: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run that never switched to the split import, whose file says it did: the report and the
+    # ONNX Runtime comparison would look for the split import's files.
+    estimate = {"speedup": 1.5, "low": 1.4, "high": 1.6, "rounds": 6, "basis": "model",
+                "baseline_ms": 10.0, "candidate_ms": 6.7}  # fmt: skip
+    run_dir = _edited_copy(after_flags, tmp_path, lambda s: s.update(import_split=estimate))
+    error = _refusal(run_dir, capsys)
+    assert error.endswith(
+        f"{run_dir / MODEL_RUN_NAME}: import_split is set, but the model's MLIR is not in "
+        "import_split/"
+    )
