@@ -186,6 +186,12 @@ def test_the_combination_of_each_dispatch_s_fastest_candidate_can_win(
     assert [row["variant"] for row in rows if row.get("accepted")] == ["combined"]
 
 
+# Each variant's whole-model time (ms) in the tests that profile the variants: the first
+# session's times would combine a1 with b0.
+MODEL_TIMES = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
+               "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+
+
 def _profile(a: float, b: float, rest: float = 4.0) -> InModelTimes:
     return InModelTimes({"ea": a, "eb": b, "erest": rest}, {"ea": 1, "eb": 1, "erest": 1}, 60)
 
@@ -199,8 +205,7 @@ def test_each_dispatch_s_candidate_fastest_inside_the_model_is_combined_and_can_
     keeps its dispatches' ratios and selection/in_model.json the picks."""
     from ireetune.flows.model import local_select
 
-    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
-             "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+    times = dict(MODEL_TIMES)
     profiles = {
         "default": _profile(3.0, 3.0),
         # a0 is 0.8x in the joint variant (which ran on a clock 1.25x slower) and alone.
@@ -240,8 +245,7 @@ def test_the_selection_compiles_joint_variants_first_where_the_default_profiles(
     where it does not, the order is the whole-model one (each first candidate alone early)."""
     from ireetune.flows.model import local_select
 
-    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
-             "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+    times = dict(MODEL_TIMES)
     labels = ["default", "best", "d0c0", "d1c0", "rank1", "d0c1", "d1c1"]
     orders: list[list[str]] = []
 
@@ -584,8 +588,7 @@ def test_a_candidate_alone_is_read_against_the_other_tuned_dispatch_in_its_row(
     unchanged 3.0 ms reads 0.8 in its row. The joint variant touches both: nothing corrects it."""
     from ireetune.flows.model import local_select
 
-    times = {"default": 10.0, "best": 9.9, "d0c0": 9.8, "d0c1": 9.0, "d1c0": 9.2, "d1c1": 10.2,
-             "rank1": 9.9, "combined": 9.5, "in_model": 8.0}  # fmt: skip
+    times = dict(MODEL_TIMES)
     profiles = {
         label: _profile(3.0, 3.0, rest=0.1)
         for label in ("default", "d0c1", "d1c0", "d1c1", "rank1")
