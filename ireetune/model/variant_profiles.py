@@ -153,9 +153,9 @@ def pick_in_model(
         times = profiles.get(plan.label)
         if times is None or not times.ok or not trusted(plan.label):
             continue
-        ratios, clocked = clocked_ratios(defaults, times, groups, plan.members)
         if len(plan.members) != len(plan.specs):
             continue
+        ratios, clocked = clocked_ratios(defaults, times, groups, plan.members)
         for dispatch, spec in zip(plan.members, plan.specs, strict=True):
             if dispatch in ratios:
                 seen.setdefault((dispatch, spec), ([], []))[0 if clocked else 1].append(
