@@ -11,6 +11,7 @@ from ireetune.core.input_files import check_input_file
 from ireetune.core.tools import find_tool, first_error_line, path_argument, run_tool
 from ireetune.core.worker_protocol import PARAMETER_SCOPE
 from ireetune.frontend.onnx_groups import count_grouped_convolutions, split_grouped_convolutions
+from ireetune.frontend.onnx_space_to_depth import count_space_to_depth, space_to_depth_convolutions
 
 # What a run whose import split the grouped convolutions says of its result (no word "spec":
 # the report takes a note that speaks of specs as the reason none was kept).
@@ -28,13 +29,17 @@ def import_model(
     parameters_path: Path | None = None,
     split_groups: bool = False,
     notes: list[str] | None = None,
+    space_to_depth: bool = True,
 ) -> Path:
     """Return an MLIR file for the model: the file itself, or an import of an ONNX model.
 
     With `parameters_path`, an ONNX model's weights go into that IREE parameter archive (.irpa)
     instead of the MLIR: every binary compiled from it is then small, and loads the weights
-    from the archive at run time (model/worker.py). With `split_groups`, an ONNX model's grouped
-    convolutions are split per group first (frontend/onnx_groups.py), which `notes` hears of.
+    from the archive at run time (model/worker.py). With `split_groups` (the rewritten import),
+    an ONNX model's grouped convolutions are split per group first (frontend/onnx_groups.py)
+    and, with `space_to_depth`, its strided convolutions of few input channels become a
+    space-to-depth and a stride-1 convolution (frontend/onnx_space_to_depth.py); `notes` hears
+    of both.
     """
     check_input_file(model_path, "model file")
     suffix = model_path.suffix.lower()
@@ -43,7 +48,8 @@ def import_model(
             notes.append("--split-grouped-convs applies to ONNX models only: the MLIR is as given")
         return model_path
     if suffix == ".onnx":
-        return _import_onnx(model_path, work_dir, parameters_path, split_groups, notes)
+        rewrites = (split_groups, split_groups and space_to_depth)
+        return _import_onnx(model_path, work_dir, parameters_path, rewrites, notes)
     raise IreetuneError(f"unknown model format '{suffix}': give a .mlir or .onnx file")
 
 
@@ -51,22 +57,38 @@ def count_splittable_groups(model_path: Path) -> int:
     """Return how many grouped convolutions an ONNX model holds that `import_model` with
     `split_groups` would split (0 for another format, or a file onnx cannot read: its import
     says why)."""
+    return count_rewrites(model_path)[0]
+
+
+def count_rewrites(model_path: Path) -> tuple[int, int]:
+    """Return how many grouped convolutions and how many strided convolutions of few input
+    channels the rewritten import of an ONNX model would rewrite (none for another format, or
+    a file onnx cannot read: its import says why)."""
     if model_path.suffix.lower() != ".onnx":
-        return 0
+        return 0, 0
     try:
         import onnx
 
         # The weights' shapes are in the graph: external weights need not be read.
-        return count_grouped_convolutions(onnx.load(str(model_path), load_external_data=False))
+        model = onnx.load(str(model_path), load_external_data=False)
+        return count_grouped_convolutions(model), count_space_to_depth(model)
     except Exception:  # No onnx, or a damaged file: the import itself refuses it in one line.
-        return 0
+        return 0, 0
+
+
+def describe_rewrites(grouped: int, strided: int) -> str:
+    """Say what the rewritten import changes, as the run's notes put it."""
+    parts = [f"{grouped} grouped convolution(s) split per group"] if grouped else []
+    if strided:
+        parts.append(f"{strided} strided convolution(s) of few input channels as space-to-depth")
+    return " and ".join(parts) or "no convolution rewritten"
 
 
 def _import_onnx(
     model_path: Path,
     work_dir: Path,
     parameters_path: Path | None,
-    split_groups: bool = False,
+    rewrites: tuple[bool, bool] = (False, False),
     notes: list[str] | None = None,
 ) -> Path:
     try:
@@ -94,7 +116,7 @@ def _import_onnx(
                 f"cannot upgrade {model_path} from opset {opset} to {ONNX_OPSET}: {error}"
             ) from error
         source = work_dir / f"{model_path.stem}_opset{ONNX_OPSET}.onnx"
-    split = 0
+    split_groups, space_to_depth = rewrites
     if split_groups:
         try:
             split = split_grouped_convolutions(model)
@@ -102,13 +124,19 @@ def _import_onnx(
             raise IreetuneError(
                 f"cannot split the grouped convolutions of {model_path.name}: {error}"
             ) from error
-        if split:
+        try:
+            strided = space_to_depth_convolutions(model) if space_to_depth else 0
+        except Exception as error:  # Shape inference too raises several types on odd graphs.
+            raise IreetuneError(
+                f"cannot rewrite the strided convolutions of {model_path.name}: {error}"
+            ) from error
+        if split or strided:
             source = work_dir / f"{model_path.stem}_groups_split.onnx"
         if notes is not None:
             notes.append(
-                f"{split} grouped convolution(s) split per group at import (--split-grouped-convs):"
-                f" {TUNED_IMPORT}"
-                if split
+                f"{describe_rewrites(split, strided)} at import (--split-grouped-convs): "
+                f"{TUNED_IMPORT}"
+                if split or strided
                 else "--split-grouped-convs: the model has no grouped convolution to split"
             )
     if source != model_path:

@@ -203,7 +203,7 @@ def test_an_in_process_run_times_the_split_import_under_the_flags_kept_unless_to
     faster = SpeedupEstimate(2.0, 1.9, 2.1, 6, Basis.MODEL, 2.0, 1.0)
 
     def judge(
-        whole: ModelRun, split: ModelRun, count: int, flags: bool
+        whole: ModelRun, split: ModelRun, count: int, flags: bool, strided: int = 0
     ) -> tuple[SpeedupEstimate | None, str]:
         judged.append((whole, split, count, flags))
         return faster if judged_faster else None, "judged"

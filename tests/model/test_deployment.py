@@ -348,7 +348,8 @@ def test_a_split_import_kept_alone_is_the_headline_and_a_part(tmp_path: Path) ->
         "result: The tuned model (import) runs 4.500x [4.300, 4.700] faster than the compiler's "
         "default: 40.000 ms -> 8.889 ms.",
         f"  import: kept (4.400x [4.200, 4.600] on its own): grouped convolutions split per "
-        f"group: {split_mlir}",
+        f"group, strided ones of few input channels as space-to-depth (those the model has): "
+        f"{split_mlir}",
         "  flags: none kept",
     ]
     # Without the combined check (it failed): the parts' product; with a spec, the final

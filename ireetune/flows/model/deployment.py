@@ -124,7 +124,8 @@ def build_deployment(facts: DeploymentFacts, ort: OrtComparison | None) -> Deplo
     # The import is a part only where the run measured and kept the split one.
     imported = (
         (DeploymentPart(
-            "import", True, f"grouped convolutions split per group: {facts.import_mlir}",
+            "import", True, f"grouped convolutions split per group, strided ones of few input "
+            f"channels as space-to-depth (those the model has): {facts.import_mlir}",
             _speedup(facts.import_estimate),
         ),)
         if facts.import_estimate is not None
