@@ -76,10 +76,15 @@ def split_grouped_convolutions(model: Any) -> int:
             nodes.append(helper.make_node("Conv", inputs, [outputs[-1]], **attributes))
         nodes.append(helper.make_node("Concat", outputs, [node.output[0]], axis=1))
     if count:
-        del graph.node[:]
-        graph.node.extend(nodes)
-        # The whole weights of the rewritten convolutions, when nothing else reads them.
-        read = {name for node in graph.node for name in node.input}
-        for tensor in [t for t in graph.initializer if t.name not in read]:
-            graph.initializer.remove(tensor)
+        replace_nodes(graph, nodes)
     return count
+
+
+def replace_nodes(graph: Any, nodes: list[Any]) -> None:
+    """Make `nodes` the graph's nodes and drop the initializers no node reads any more (the
+    whole weights of rewritten convolutions)."""
+    del graph.node[:]
+    graph.node.extend(nodes)
+    read = {name for node in graph.node for name in node.input}
+    for tensor in [t for t in graph.initializer if t.name not in read]:
+        graph.initializer.remove(tensor)

@@ -3,6 +3,7 @@ rewritten before import (part of the rewritten import, `--split-grouped-convs`).
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,15 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ireetune.flows.model import import_choice
+from ireetune.core.errors import IreetuneError
+from ireetune.executor import LocalExecutor
+from ireetune.flows.model import import_choice, phases
+from ireetune.flows.model.options import ModelTuneOptions
+from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.frontend.model_import import count_rewrites, import_model
 from ireetune.frontend.onnx_space_to_depth import space_to_depth_convolutions
+from ireetune.targets import parse_target
+from tests.conftest import CPU_FLAGS, IREE_COMPILE, TEST_TARGET
 
 
 def _strided_model(height: int, kernel: int, stride: int, pads: list[int], channels: int = 3):
@@ -95,5 +102,82 @@ def test_the_rewritten_import_counts_and_runs_both_rewrites(tmp_path: Path) -> N
     assert notes[0].startswith("1 strided convolution(s) of few input channels as space-to-depth")
     kept = import_model(path, tmp_path / "kept", split_groups=True, space_to_depth=False)
     assert '"onnx.SpaceToDepth"' not in kept.read_text()
-    # Under the im2col flag the choice skips the rewrite (the convolution is a matrix product).
-    assert import_choice.IM2COL_FLAG == "--iree-global-opt-use-im2col-for-convs"
+
+
+@pytest.mark.parametrize("im2col", [False, True])
+def test_the_import_choice_times_the_rewrite_except_under_the_im2col_flag(
+    im2col: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model whose only rewrite is a strided convolution: the in-process choice imports it
+    rewritten, unless the flags kept turn every convolution into a matrix product already."""
+    path = tmp_path / "strided.onnx"
+    onnx.save(_strided_model(32, 7, 2, [3, 3, 3, 3]), str(path))
+    imports: list[bool] = []
+
+    def recording(*args: object, space_to_depth: bool = True, **kwargs: object) -> Path:
+        imports.append(space_to_depth)
+        raise IreetuneError("stopped here")
+
+    target = parse_target(TEST_TARGET)
+    if im2col:
+        target = target.with_global_flags((import_choice.IM2COL_FLAG,))
+    options = ModelTuneOptions(model_path=path, output_dir=tmp_path, target=TEST_TARGET, rounds=1)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run = ModelTuningRun(Mode.IN_PROCESS, options, target, run_dir, LocalExecutor())
+    phases.prepare(run)
+    monkeypatch.setattr(import_choice, "import_model", recording)
+    import_choice.choose_import(run)
+    if im2col:
+        assert imports == [] and not any("space-to-depth" in note for note in run.notes)
+    else:
+        assert imports == [True]
+        assert run.notes[-1] == (
+            "1 strided convolution(s) of few input channels as space-to-depth: not rewritten: "
+            "stopped here"
+        )
+
+
+def test_iree_cannot_compile_one_convolution_s_upstream_im2col(tmp_path: Path) -> None:
+    """Pinned for IREE 3.13: im2col for one chosen convolution through a preprocessing spec
+    (upstream `convert_conv2d_to_img2col`) matches it, and the CPU codegen then refuses the
+    im2col's semi-affine indexing. The day this compiles, a per-convolution im2col may replace
+    the space-to-depth rewrite (docs/benchmarks.md, 2026-12-07)."""
+    source = tmp_path / "conv.mlir"
+    source.write_text(
+        "func.func @conv(%x: tensor<1x3x35x35xf32>, %w: tensor<8x3x11x11xf32>)"
+        " -> tensor<1x8x7x7xf32> {\n"
+        "  %zero = arith.constant 0.0 : f32\n"
+        "  %empty = tensor.empty() : tensor<1x8x7x7xf32>\n"
+        "  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x8x7x7xf32>)"
+        " -> tensor<1x8x7x7xf32>\n"
+        "  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>,"
+        " strides = dense<4> : tensor<2xi64>}"
+        " ins(%x, %w : tensor<1x3x35x35xf32>, tensor<8x3x11x11xf32>)"
+        " outs(%init : tensor<1x8x7x7xf32>) -> tensor<1x8x7x7xf32>\n"
+        "  return %y : tensor<1x8x7x7xf32>\n}\n"
+    )
+    spec = tmp_path / "im2col.mlir"
+    spec.write_text(
+        "module attributes {transform.with_named_sequence} {\n"
+        "  transform.named_sequence @__transform_main(%m: !transform.any_op {transform.consumed})"
+        " {\n"
+        '    %conv = transform.structured.match ops{["linalg.conv_2d_nchw_fchw"]} in %m'
+        " : (!transform.any_op) -> !transform.any_op\n"
+        "    %a, %b = transform.structured.convert_conv2d_to_img2col %conv"
+        " : (!transform.any_op) -> (!transform.any_op, !transform.any_op)\n"
+        "    transform.yield\n  }\n}\n"
+    )
+    compiled = subprocess.run(
+        [IREE_COMPILE, str(source), *CPU_FLAGS, "-o", str(tmp_path / "conv.vmfb"),
+         f"--iree-preprocessing-transform-spec-filename={spec}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert compiled.returncode != 0
+    assert "semi-affine indexing map" in compiled.stderr
+    # Without the spec, the same convolution compiles.
+    plain = subprocess.run(
+        [IREE_COMPILE, str(source), *CPU_FLAGS, "-o", str(tmp_path / "plain.vmfb")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr

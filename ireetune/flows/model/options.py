@@ -139,7 +139,8 @@ class ModelTuneOptions:
         help="for an ONNX model, split each grouped convolution (more than one input channel a "
         "group) into one convolution per group before import, which IREE's CPU codegen runs far "
         "faster, and turn each strided convolution of at most 4 input channels into a "
-        "space-to-depth and a stride-1 convolution; the tuned flags and spec are then for the run folder's import of the model "
+        "space-to-depth and a stride-1 convolution; the tuned flags and spec are then for the "
+        "run folder's import of the model "
         "(default: in process, the split import is compiled with the flag phase's winner, "
         "timed beside the model as given, and tuned from then on when faster, outputs equal; "
         "split across hosts, the model as given)",
