@@ -53,13 +53,6 @@ def import_model(
     raise IreetuneError(f"unknown model format '{suffix}': give a .mlir or .onnx file")
 
 
-def count_splittable_groups(model_path: Path) -> int:
-    """Return how many grouped convolutions an ONNX model holds that `import_model` with
-    `split_groups` would split (0 for another format, or a file onnx cannot read: its import
-    says why)."""
-    return count_rewrites(model_path)[0]
-
-
 def count_rewrites(model_path: Path) -> tuple[int, int]:
     """Return how many grouped convolutions and how many strided convolutions of few input
     channels the rewritten import of an ONNX model would rewrite (none for another format, or

@@ -81,10 +81,28 @@ def split_grouped_convolutions(model: Any) -> int:
 
 
 def replace_nodes(graph: Any, nodes: list[Any]) -> None:
-    """Make `nodes` the graph's nodes and drop the initializers no node reads any more (the
-    whole weights of rewritten convolutions)."""
+    """Make `nodes` the graph's nodes and drop the initializers nothing reads any more (the
+    whole weights of rewritten convolutions), with the graph inputs that name them: an exporter
+    that lists its weights as inputs too (PyTorch's older ones) would otherwise leave each
+    dropped weight an input the caller must give (a strided convolution of onnx's
+    `test_Conv2d_strided`, 2026-12-07). What a subgraph (an `If` or `Loop` body) or a graph
+    output reads stays."""
     del graph.node[:]
     graph.node.extend(nodes)
-    read = {name for node in graph.node for name in node.input}
-    for tensor in [t for t in graph.initializer if t.name not in read]:
+    read = _names_read(graph) | {output.name for output in graph.output}
+    dropped = {t.name for t in graph.initializer if t.name not in read}
+    for tensor in [t for t in graph.initializer if t.name in dropped]:
         graph.initializer.remove(tensor)
+    for value in [v for v in graph.input if v.name in dropped]:
+        graph.input.remove(value)
+
+
+def _names_read(graph: Any) -> set[str]:
+    """Return the names the graph's nodes read, their subgraphs' nodes included."""
+    read: set[str] = set()
+    for node in graph.node:
+        read.update(node.input)
+        for attribute in node.attribute:
+            for body in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                read |= _names_read(body)
+    return read

@@ -22,12 +22,17 @@ from ireetune.flows.model.options import ModelTuneOptions
 from ireetune.flows.model.run import Mode, ModelTuningRun
 from ireetune.flows.model.state import read_run_file
 from ireetune.flows.model.state_restore import restore_run, save_run
-from ireetune.frontend.model_import import count_splittable_groups, import_model
+from ireetune.frontend.model_import import count_rewrites, import_model
 from ireetune.frontend.onnx_groups import split_grouped_convolutions
 from ireetune.model.final_check import FinalCheck
 from ireetune.model.timing import ModelRun
 from ireetune.targets import parse_target
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, TEST_TARGET
+
+
+def count_splittable_groups(model_path: Path) -> int:
+    """Return how many grouped convolutions the rewritten import of an ONNX model splits."""
+    return count_rewrites(model_path)[0]
 
 
 def _grouped_model(path: Path) -> onnx.ModelProto:

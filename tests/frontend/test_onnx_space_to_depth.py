@@ -77,6 +77,42 @@ def test_a_strided_convolution_becomes_a_space_to_depth_with_the_same_outputs(
     np.testing.assert_allclose(_run(model, x), expected, rtol=1e-4, atol=1e-4)
 
 
+def test_weights_listed_as_inputs_too_are_no_inputs_after_the_rewrite() -> None:
+    # PyTorch's older exporters list every weight as a graph input as well (onnx's
+    # `test_Conv2d_strided`): the dropped weights must not stay inputs the caller has to give.
+    model = _strided_model(17, 3, 2, [1, 1, 1, 1])
+    graph = model.graph
+    graph.input.extend(
+        helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims))
+        for t in graph.initializer
+    )
+    x = np.random.default_rng(3).standard_normal((1, 3, 17, 17)).astype(np.float32)
+    expected = _run(model, x)
+    assert space_to_depth_convolutions(model) == 1
+    assert [value.name for value in graph.input] == ["x", "b", "w2"]
+    np.testing.assert_allclose(_run(model, x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_weight_a_subgraph_reads_stays() -> None:
+    # An `If` branch reads the outer graph's initializer `k`: no top-level node does.
+    model = _strided_model(17, 3, 2, [1, 1, 1, 1])
+    graph = model.graph
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    branch = helper.make_graph([helper.make_node("Add", ["y", "k"], ["z"])], "then", [], [y])
+    other = helper.make_graph([helper.make_node("Identity", ["y"], ["z2"])], "else", [], [y])
+    branch.output[0].name, other.output[0].name = "z", "z2"
+    graph.initializer.extend([numpy_helper.from_array(np.float32(1.5), "k"),
+                              numpy_helper.from_array(np.array(True), "flag")])
+    graph.node.append(helper.make_node("If", ["flag"], ["out"], then_branch=branch,
+                                       else_branch=other))
+    graph.output[0].name = "out"
+    x = np.random.default_rng(3).standard_normal((1, 3, 17, 17)).astype(np.float32)
+    expected = _run(model, x)
+    assert space_to_depth_convolutions(model) == 1
+    assert "k" in {t.name for t in graph.initializer}
+    np.testing.assert_allclose(_run(model, x), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_only_strided_convolutions_of_few_channels_are_rewritten() -> None:
     """Stride 1, more than four input channels, or a window narrower than the stride: as is."""
     for model in (

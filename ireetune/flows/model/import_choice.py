@@ -135,7 +135,7 @@ def judge_split_import(
         figure = "not timed" if estimate is None else f"{estimate.describe()} {at}"
         return None, (
             f"{what}: not faster than the model as given ({figure}); tuned as given "
-            "(--split-grouped-convs forces the split)"
+            "(--split-grouped-convs forces the rewritten import)"
         )
     return estimate, (
         f"{what} at import: {estimate.describe()} faster than the model as given {at}, outputs "
