@@ -101,10 +101,15 @@ def test_a_weight_a_subgraph_reads_stays() -> None:
     branch = helper.make_graph([helper.make_node("Add", ["y", "k"], ["z"])], "then", [], [y])
     other = helper.make_graph([helper.make_node("Identity", ["y"], ["z2"])], "else", [], [y])
     branch.output[0].name, other.output[0].name = "z", "z2"
-    graph.initializer.extend([numpy_helper.from_array(np.float32(1.5), "k"),
-                              numpy_helper.from_array(np.array(True), "flag")])
-    graph.node.append(helper.make_node("If", ["flag"], ["out"], then_branch=branch,
-                                       else_branch=other))
+    graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.float32(1.5), "k"),
+            numpy_helper.from_array(np.array(True), "flag"),
+        ]
+    )
+    graph.node.append(
+        helper.make_node("If", ["flag"], ["out"], then_branch=branch, else_branch=other)
+    )
     graph.output[0].name = "out"
     x = np.random.default_rng(3).standard_normal((1, 3, 17, 17)).astype(np.float32)
     expected = _run(model, x)
