@@ -568,6 +568,7 @@ def describe_times(comparison: OrtComparison, warmup: int) -> dict[str, Any]:
             {IREE_DEFAULT: times[IREE_DEFAULT], IREE_TUNED: times[IREE_TUNED]}, IREE_TUNED
         )
         result["tuned_speedup_over_default"] = asdict(pair.ratios[IREE_DEFAULT])
+    result["slow_rounds"] = {name: count_slow_rounds(rounds) for name, rounds in times.items()}
     fast = fast_machine_rounds(times[ONNXRUNTIME])
     if fast is not None and len(fast) >= MIN_FAST_ROUNDS:
         kept = {name: tuple(rounds[i] for i in fast) for name, rounds in times.items()}
@@ -581,11 +582,14 @@ def describe_times(comparison: OrtComparison, warmup: int) -> dict[str, Any]:
 
 # A round counts as one where the machine ran at its slow speed when ONNX Runtime's median call
 # in it is above this many times its fastest round's: on the 2-core development machine the
-# whole machine switches between two speeds for seconds at a time (docs/benchmarks.md, issue
-# 39), and every variant slows, by different amounts (ONNX Runtime about 1.18x, the tuned
-# GoogLeNet 1.58x). The ratios over the other rounds say how the variants compare when it does
-# not; they are reported beside the figures over every round, never instead of them. Selecting
-# by ONNX Runtime's own time keeps out its slower rounds only, so it does not favour IREE.
+# variants slow for seconds at a time, by different amounts (ONNX Runtime about 1.18x, the tuned
+# GoogLeNet 1.58x; docs/benchmarks.md, issue 39). The ratios over the other rounds say how the
+# variants compare when ONNX Runtime does not; they are reported beside the figures over every
+# round, never instead of them. Selecting by ONNX Runtime's own time keeps out its slower
+# rounds only, so it does not favour IREE. IREE's calls have slow phases of their own, which
+# ONNX Runtime's do not show (its calling thread spins on a worker's CPU; ZFNet-512's tuned
+# model ran slow in 8 of 15 rounds of one measurement, in rounds where ONNX Runtime ran fast,
+# 2026-12-07): each variant's own count of slow rounds is printed too (`slow_rounds`).
 SLOW_ROUND = 1.10
 # Fewer rounds than this at the fast speed give no figure of their own.
 MIN_FAST_ROUNDS = 10
@@ -598,6 +602,14 @@ def fast_machine_rounds(reference: Sequence[Sequence[float]]) -> list[int] | Non
     fastest = min(medians)
     fast = [i for i, median in enumerate(medians) if median <= SLOW_ROUND * fastest]
     return fast if len(fast) < len(medians) else None
+
+
+def count_slow_rounds(rounds: Sequence[Sequence[float]]) -> int:
+    """Return in how many rounds a variant's median call is above SLOW_ROUND times its own
+    fastest round's."""
+    medians = [statistics.median(calls) for calls in rounds if calls]
+    fastest = min(medians, default=0.0)
+    return sum(median > SLOW_ROUND * fastest for median in medians)
 
 
 def format_figures(record: dict[str, Any]) -> list[str]:
@@ -617,6 +629,13 @@ def format_figures(record: dict[str, Any]) -> list[str]:
     if "tuned_speedup_over_default" in record:
         speedup = Estimate(**record["tuned_speedup_over_default"]).describe("x")
         lines.append(f"  iree_tuned speedup over iree_default: {speedup}")
+    slow = record.get("slow_rounds")
+    if slow:
+        counts = ", ".join(f"{name} {count}" for name, count in slow.items())
+        lines.append(
+            f"  rounds in which each variant's median was above {SLOW_ROUND:.2f}x its own fastest "
+            f"round's: {counts}"
+        )
     fast = record.get("fast_machine")
     if fast:
         lines.append(
