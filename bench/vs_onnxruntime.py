@@ -595,21 +595,25 @@ SLOW_ROUND = 1.10
 MIN_FAST_ROUNDS = 10
 
 
+def slow_rounds_of(rounds: Sequence[Sequence[float]]) -> list[bool]:
+    """Say of each round whether its median call is above SLOW_ROUND times the fastest round's
+    (a round without calls is not slow)."""
+    medians = [statistics.median(calls) if calls else None for calls in rounds]
+    fastest = min((median for median in medians if median is not None), default=0.0)
+    return [median is not None and median > SLOW_ROUND * fastest for median in medians]
+
+
 def fast_machine_rounds(reference: Sequence[Sequence[float]]) -> list[int] | None:
     """Return the rounds in which `reference` ran at its fast speed, or None when it did in
     every round."""
-    medians = [statistics.median(calls) for calls in reference]
-    fastest = min(medians)
-    fast = [i for i, median in enumerate(medians) if median <= SLOW_ROUND * fastest]
-    return fast if len(fast) < len(medians) else None
+    slow = slow_rounds_of(reference)
+    return [i for i, is_slow in enumerate(slow) if not is_slow] if any(slow) else None
 
 
 def count_slow_rounds(rounds: Sequence[Sequence[float]]) -> int:
     """Return in how many rounds a variant's median call is above SLOW_ROUND times its own
     fastest round's."""
-    medians = [statistics.median(calls) for calls in rounds if calls]
-    fastest = min(medians, default=0.0)
-    return sum(median > SLOW_ROUND * fastest for median in medians)
+    return sum(slow_rounds_of(rounds))
 
 
 def format_figures(record: dict[str, Any]) -> list[str]:
