@@ -9,7 +9,8 @@ by default. A comparison may ask for the mean of the faster half of the calls in
 whole-model calls on a busy machine have a long tail (a call that loses a core to another process
 runs 1.5-2x longer), and the median then moves with how often that happens, not with the code
 (docs/benchmarks.md, 2026-12-02). Such an estimate also carries the medians' interval, so a rule
-can refuse a candidate whose typical call the measurement says is slower (`typical_high`).
+can refuse a candidate whose typical call the measurement says is slower (`typical_high`), or
+rank by what the medians vouch for as well (`typical_low`).
 The generator is seeded, so the same timings always give the same interval.
 """
 
@@ -56,10 +57,11 @@ class SpeedupEstimate:
     basis: Basis
     baseline_ms: float
     candidate_ms: float
-    # What the speedup compares; for another statistic than the median, the upper bound of the
-    # medians' ratio's interval (the typical call's speedup at its best).
+    # What the speedup compares; for another statistic than the median, the bounds of the
+    # medians' ratio's interval (the typical call's speedup at its best and at its worst).
     statistic: Statistic = Statistic.MEDIAN
     typical_high: float | None = None
+    typical_low: float | None = None
 
     def describe(self) -> str:
         """Render as `1.170x [1.121, 1.214]` (with `, faster-half mean` for that statistic)."""
@@ -150,7 +152,7 @@ def estimate_speedup(
 
     Rounds are paired by position; a round where either side has no timing is left out. The
     speedup compares the timings' `statistic`; for another than the median, the estimate also
-    carries the upper bound of the medians' ratio (`typical_high`).
+    carries the bounds of the medians' ratio's interval (`typical_low`, `typical_high`).
     """
     pairs = [
         (np.asarray(b, dtype=float), np.asarray(c, dtype=float))
@@ -169,11 +171,11 @@ def estimate_speedup(
         pairs, BOOTSTRAP_RESAMPLES, np.random.default_rng(BOOTSTRAP_SEED), kinds
     )
     low, high = confidence_interval(speedup, ratios[:, 0])
-    typical_high = None
+    typical_low = typical_high = None
     if statistic is not Statistic.MEDIAN:
         median = Statistic.MEDIAN
         typical = float(_statistic(baseline_all, median) / _statistic(candidate_all, median))
-        typical_high = confidence_interval(typical, ratios[:, 1])[1]
+        typical_low, typical_high = confidence_interval(typical, ratios[:, 1])
     return SpeedupEstimate(
         speedup=speedup,
         low=low,
@@ -184,4 +186,5 @@ def estimate_speedup(
         candidate_ms=candidate_ms,
         statistic=statistic,
         typical_high=typical_high,
+        typical_low=typical_low,
     )

@@ -30,10 +30,17 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace, propose_flag_sets
 from ireetune.core.target import Target, spec_flags
 from ireetune.core.tools import path_argument
-from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
+from ireetune.decision.stats import (
+    Basis,
+    SpeedupEstimate,
+    Statistic,
+    estimate_speedup,
+    split_rounds,
+)
 from ireetune.flags.runtime import runtime_row, search_runtime_flags
 from ireetune.flags.strategy import Budget, search_flag_space
 from ireetune.flags.trials import (
+    FLAG_STATISTIC,
     TRIALS_FILE_NAME,
     FlagSearchResult,
     FlagTrial,
@@ -305,14 +312,19 @@ def _time(
 
 
 def _speedup(
-    default: Sequence[float], candidate: Sequence[float], repetitions: int
+    default: Sequence[float],
+    candidate: Sequence[float],
+    repetitions: int,
+    statistic: Statistic = FLAG_STATISTIC,
 ) -> SpeedupEstimate | None:
-    """Return the paired speedup over rounds of `repetitions` calls of each model."""
+    """Return the paired speedup over rounds of `repetitions` calls of each model, by the flag
+    rule's statistic (`model_flag_rule`) unless told otherwise."""
     if not default or not candidate:
         return None
     return estimate_speedup(
-        split_rounds(default, repetitions), split_rounds(candidate, repetitions), Basis.MODEL
-    )
+        split_rounds(default, repetitions), split_rounds(candidate, repetitions), Basis.MODEL,
+        statistic,
+    )  # fmt: skip
 
 
 def with_timing(
@@ -363,7 +375,9 @@ def measure_combined(
     matches, why = outputs_match(runs["default"].outputs, runs["tuned"].outputs)
     if not matches:
         return None, f"outputs differ from the default's ({why})"
-    return _speedup(runs["default"].times_ms, runs["tuned"].times_ms, search.repetitions), ""
+    # The medians: the figure a user reads of the whole tuned model is its typical call's.
+    default, tuned = runs["default"].times_ms, runs["tuned"].times_ms
+    return _speedup(default, tuned, search.repetitions, Statistic.MEDIAN), ""
 
 
 def apply_command(

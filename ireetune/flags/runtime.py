@@ -158,7 +158,9 @@ def _judge(
     flags: RuntimeSet, run: ModelRun, default: ModelRun, search: ModelFlagSearch, confirm: bool
 ) -> RuntimeTrial:
     """Return a set's trial from one session: its paired estimate and the rule's verdict (a
-    first session never keeps: only a confirmed interval does)."""
+    first session never keeps: only a confirmed interval does). The estimate compares medians,
+    not the flag rule's faster halves: a runtime option changes how calls wait, which is what
+    the slow calls are."""
     if not run.ok:
         dropped = run.reason.startswith(("skipped:", "outputs differ"))
         verdict = run.reason if dropped else f"failed to run: {run.reason}"

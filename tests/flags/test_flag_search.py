@@ -130,7 +130,10 @@ def test_the_winning_flags_reach_every_compile_of_the_dispatch_phase(
     assert result.flag_search is not None and result.flag_search.winner == FlagSet(WINNER)
     # The phase ranks the sets that pass by their interval's lower bound.
     trials_file = json.loads(result.flag_search.trials_path.read_text())
-    assert trials_file["rule"] == "paired-bootstrap/0.95/above-0/real-input/by-low/v1"
+    assert (
+        trials_file["rule"]
+        == "paired-bootstrap/0.95/above-0/real-input/by-low/faster-half-mean/median-guard/v1"
+    )
     # The winner keeps the matmul a matmul (under data tiling it would be an mmt4d, which the
     # model flow does not tune: test_data_tiled_matmuls_are_not_tuned_in_a_model).
     problems = [d.problem for d in result.dispatches]

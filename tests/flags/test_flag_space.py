@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ireetune.core.errors import IreetuneError
@@ -16,15 +18,18 @@ from ireetune.core.flag_space import (
     propose_flag_sets,
 )
 from ireetune.decision.rules import DecisionRule
-from ireetune.decision.stats import Basis, estimate_speedup
+from ireetune.decision.stats import Basis, Statistic, estimate_speedup, split_rounds
 from ireetune.flags.check import check_flag_form, parse_flag_text
+from ireetune.flags.model_search import with_timing
 from ireetune.flags.trials import (
     FlagTrial,
     TrialStatus,
     choose_flag_contenders,
     classify_by_hash,
     judge_flag_sets,
+    model_flag_rule,
 )
+from ireetune.model.timing import ModelRun
 from ireetune.targets import parse_target
 
 
@@ -246,3 +251,60 @@ def test_the_split_flow_manifest_keeps_the_global_flags(tmp_path: Path) -> None:
     )  # fmt: skip
     write_manifest(tmp_path, manifest)
     assert read_manifest(tmp_path) == manifest
+
+
+LM_SESSION = json.loads((Path(__file__).parent / "data" / "tiny_lm_flag_session.json").read_text())
+
+
+def test_a_set_timed_through_slow_calls_is_judged_by_its_faster_half() -> None:
+    """A held-out language model's data tiling, timed beside its default in one session where
+    both ran some calls at the machine's slow speed: the medians' interval reaches far below 1,
+    and the flag rule's faster halves keep the set (with the default's median as a guard)."""
+    default, tiled = LM_SESSION["default_ms"], LM_SESSION["data_tiling_ms"]
+    calls = LM_SESSION["calls_per_round"]
+    assert max(tiled) > 2 * min(tiled)  # two speeds
+    base = FlagTrial(1, FlagSet((DT,)), TrialStatus.TIMED, binary_hash="t")
+    default_run = ModelRun("0", (), tuple(default), "")
+    trial = with_timing(base, ModelRun("1", (), tuple(tiled), ""), default_run, True, calls)
+    rule = model_flag_rule(1.01)
+    assert rule.statistic is Statistic.FASTER_HALF
+    assert trial.confirmed is not None and trial.confirmed.statistic is Statistic.FASTER_HALF
+    assert trial.confirmed.low > 1.05 and trial.confirmed.typical_low is not None
+    by_median = estimate_speedup(
+        split_rounds(default, calls), split_rounds(tiled, calls), Basis.MODEL
+    )
+    assert by_median is not None and by_median.low < 0.9 < 1.2 < by_median.speedup
+    judged, winner = judge_flag_sets(
+        [FlagTrial(0, FlagSet(), TrialStatus.DEFAULT), trial], [1], rule
+    )
+    assert (winner, judged[1].verdict) == (1, "winner")
+    assert "faster-half-mean/median-guard" in rule.name
+
+
+def test_a_set_fast_only_in_its_fast_calls_ranks_by_its_medians_lower_bound() -> None:
+    """Two sets clear the flag rule by their faster halves. The one whose calls run at two
+    speeds (MobileNet-v2's one-worker set) has the higher faster-half bound, but its medians'
+    lower bound is below the steady set's: the steady set wins, as under the medians."""
+    rng = np.random.default_rng(3)
+    default = list(10.0 * (1 + rng.normal(0, 0.01, 40)))
+    steady = list(7.0 * (1 + rng.normal(0, 0.01, 40)))
+    bimodal = list(
+        np.where(rng.permutation(np.arange(40) < 18), 5.0, 8.0) * (1 + rng.normal(0, 0.01, 40))
+    )
+    rule = model_flag_rule(1.01)
+    base = FlagTrial(0, FlagSet(), TrialStatus.DEFAULT)
+    default_run = ModelRun("0", (), tuple(default), "")
+    trials = [base] + [
+        with_timing(
+            FlagTrial(i, FlagSet((f"--set-{i}",)), TrialStatus.TIMED, binary_hash=str(i)),
+            ModelRun(str(i), (), tuple(times), ""), default_run, True, 4,
+        )
+        for i, times in ((1, bimodal), (2, steady))
+    ]  # fmt: skip
+    bimodal_estimate, steady_estimate = trials[1].confirmed, trials[2].confirmed
+    assert bimodal_estimate is not None and steady_estimate is not None
+    assert bimodal_estimate.low > steady_estimate.low  # its fast calls are faster
+    assert bimodal_estimate.typical_low is not None and steady_estimate.typical_low is not None
+    assert bimodal_estimate.typical_low < steady_estimate.low
+    judged, winner = judge_flag_sets(trials, [1, 2], rule)
+    assert winner == 2 and judged[1].verdict == "beaten"

@@ -95,7 +95,10 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
     assert (state["flags"]["decided"], state["flags"]["winner"]) == (True, 2)
     trials = _json(run_dir / "flags" / "trials.json")
     assert (trials["flow"], trials["winner"]) == ("split", list(SMALL_TILES))
-    assert trials["rule"] == "paired-bootstrap/0.95/above-0/real-input/by-low/v1"
+    assert (
+        trials["rule"]
+        == "paired-bootstrap/0.95/above-0/real-input/by-low/faster-half-mean/median-guard/v1"
+    )
     assert [(row["status"], row["verdict"]) for row in trials["trials"]] == [
         ("default", ""), ("no-effect", ""), ("timed", "winner"),
     ]  # fmt: skip
@@ -130,8 +133,8 @@ def test_the_flag_phase_is_one_round_trip_and_its_winner_reaches_every_later_com
     assert (run_dir / "tuned_flags.txt").read_text() == "".join(f"{f}\n" for f in SMALL_TILES)
     report_text = (run_dir / "report.txt").read_text()
     assert (
-        "flag phase (paired-bootstrap/0.95/above-0/real-input/by-low/v1): kept "
-        "--iree-llvmcpu-distribution-size=16: " in report_text
+        "flag phase (paired-bootstrap/0.95/above-0/real-input/by-low/faster-half-mean/"
+        "median-guard/v1): kept --iree-llvmcpu-distribution-size=16: " in report_text
     )
     assert "note: runtime options: not searched in the split flow" in report_text
     assert f"@{run_dir / 'tuned_flags.txt'}" in report_text
