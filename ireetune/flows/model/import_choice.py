@@ -98,13 +98,10 @@ def choose_import(run: ModelTuningRun) -> None:
     if kept is None:
         shutil.rmtree(work_dir, ignore_errors=True)
         return
-    # The later phases compile and time the split import under the same flags. The flag
-    # phase's winner keeps its file (the binary the report and a continued run name), now the
-    # split import's; without a winner, the default is the split import's binary.
-    if flags:
-        shutil.copyfile(split_vmfb, run.default_vmfb)
-    else:
-        run.default_vmfb = split_vmfb
+    # The later phases compile and time the split import under the same flags: its binary is
+    # the run's default from now on (model_run.json names it for a continued run). The flag
+    # winner's binary stays as the flag phase built it, the one flags/trials.json hashes.
+    run.default_vmfb = split_vmfb
     run.default_ms = fastest_round_ms(timed["groups_split"].times_ms, CHOICE_REPETITIONS)
     run.model, run.import_estimate = split, kept
 
