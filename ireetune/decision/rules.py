@@ -110,10 +110,13 @@ def deciding_estimate(facts: CandidateFacts, rule: DecisionRule) -> SpeedupEstim
 def clears_threshold(estimate: SpeedupEstimate | None, rule: DecisionRule) -> bool:
     """Say whether a speedup's whole interval lies above the rule's threshold and, for another
     statistic than the median, whether the medians' interval reaches 1 (a candidate that is
-    faster only in its fast calls, its typical call shown slower, does not pass)."""
+    faster only in its fast calls, its typical call shown slower, does not pass), or the
+    threshold where that is lower: a threshold under 1 (`--flag-threshold 0.95`) accepts a set
+    that much slower, in its typical call too."""
     if estimate is None or estimate.low <= rule.threshold:
         return False
-    return estimate.typical_high is None or estimate.typical_high >= 1.0
+    guard = min(1.0, rule.threshold)
+    return estimate.typical_high is None or estimate.typical_high >= guard
 
 
 # Where real inputs decide but the search ran on dispatch benchmarks, this many leaders at least

@@ -308,3 +308,19 @@ def test_a_set_fast_only_in_its_fast_calls_ranks_by_its_medians_lower_bound() ->
     assert bimodal_estimate.typical_low < steady_estimate.low
     judged, winner = judge_flag_sets(trials, [1, 2], rule)
     assert winner == 2 and judged[1].verdict == "beaten"
+
+
+def test_a_threshold_under_one_lowers_the_median_guard_with_it() -> None:
+    """`--flag-threshold 0` keeps whatever set ran (what the flow tests use to force a winner):
+    a set whose typical call is 10% slower passes it, and not the default threshold."""
+    default = [10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0, 10.1]
+    slower = [11.0, 11.1, 10.9, 11.0, 11.2, 10.8, 11.0, 11.1]
+    trial = with_timing(
+        FlagTrial(1, FlagSet(("--set-1",)), TrialStatus.TIMED, binary_hash="1"),
+        ModelRun("1", (), tuple(slower), ""), ModelRun("0", (), tuple(default), ""), True, 2,
+    )  # fmt: skip
+    assert trial.confirmed is not None and trial.confirmed.typical_high is not None
+    assert trial.confirmed.typical_high < 1.0
+    base = FlagTrial(0, FlagSet(), TrialStatus.DEFAULT)
+    assert judge_flag_sets([base, trial], [1], model_flag_rule(0.0))[1] == 1
+    assert judge_flag_sets([base, trial], [1], model_flag_rule(1.01))[1] is None
