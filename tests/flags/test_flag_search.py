@@ -20,7 +20,7 @@ from ireetune.core.records import TIMED_STATUSES
 from ireetune.executor import LocalExecutor
 from ireetune.flags.dispatch_search import DispatchFlagSearch, search_dispatch_flags
 from ireetune.flags.file import write_flags_file
-from ireetune.flags.model_search import search_model_flags
+from ireetune.flags.model_search import SESSION_TIMES, _speedup, search_model_flags
 from ireetune.flags.trials import ModelFlagSearch, TrialStatus
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
@@ -102,8 +102,17 @@ def test_a_set_without_effect_is_not_timed_and_a_harmful_one_is_rejected(
     assert (result.winner, result.estimate, result.winner_binary) == (DEFAULT_FLAGS, None, None)
     # Only the default and the harmful set were ever run.
     assert sorted(p.name for p in (tmp_path / "session_1").iterdir()) == [
-        "0_outputs.npz", f"{harmful.trial_id}_outputs.npz"
+        "0_outputs.npz", f"{harmful.trial_id}_outputs.npz", SESSION_TIMES
     ]  # fmt: skip
+    # The session's raw times stay, the default's too: the set's interval is computed again
+    # from the file alone.
+    session = json.loads((tmp_path / "session_1" / SESSION_TIMES).read_text())
+    times = session["times_ms"]
+    assert sorted(times) == ["0", str(harmful.trial_id)] and times["0"]
+    assert tuple(times[str(harmful.trial_id)]) == harmful.times_ms
+    assert _speedup(times["0"], times[str(harmful.trial_id)], session["calls_per_round"]) == (
+        harmful.first
+    )
     recorded = json.loads(result.trials_path.read_text())
     assert [row["status"] for row in recorded["trials"]] == [
         "default", "no-effect", "timed", "compile-failed"
