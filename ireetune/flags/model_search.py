@@ -19,7 +19,6 @@ Everything stops starting new work once `time_budget_s` is spent. Everything is 
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
-from ireetune.core.files import write_text_atomically
 from ireetune.core.flag_space import DEFAULT_FLAGS, FlagSet, FlagSpace, propose_flag_sets
 from ireetune.core.target import Target, spec_flags
 from ireetune.core.tools import path_argument
@@ -56,7 +54,12 @@ from ireetune.flags.trials import (
     write_trials,
 )
 from ireetune.model.outputs import outputs_match
-from ireetune.model.timing import ModelComparison, ModelRun, repetitions_for
+from ireetune.model.timing import (
+    ModelComparison,
+    ModelRun,
+    repetitions_for,
+    write_session_times,
+)
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -292,9 +295,6 @@ class ModelEvaluator:
         self.trials = classify_by_hash([*self.trials, *compiled]) if first_id else compiled
 
 
-# The file in each session's folder that keeps its raw per-call times by trial id.
-SESSION_TIMES = "times.json"
-
 # The least a flag set's compile is given when the flag phase's end cuts its timeout.
 MIN_COMPILE_S = 1.0
 
@@ -310,20 +310,13 @@ def _time(
     without the default's no interval there could be computed again."""
     session_dir = work_dir / session
     session_dir.mkdir(exist_ok=True)
-    rounds = rounds or search.rounds
-    runs = executor.run_models_side_by_side(
-        ModelComparison(
-            [(str(i), work_dir / f"{i}.vmfb") for i in trial_ids], search.function,
-            search.inputs_path, session_dir, search.device, rounds, max(1, search.repetitions),
-        )
+    comparison = ModelComparison(
+        [(str(i), work_dir / f"{i}.vmfb") for i in trial_ids], search.function,
+        search.inputs_path, session_dir, search.device, rounds or search.rounds,
+        max(1, search.repetitions),
     )  # fmt: skip
-    record = {
-        "rounds": rounds,
-        "calls_per_round": max(1, search.repetitions),
-        "times_ms": {model_id: list(run.times_ms) for model_id, run in runs.items()},
-        "reasons": {model_id: run.reason for model_id, run in runs.items() if run.reason},
-    }
-    write_text_atomically(session_dir / SESSION_TIMES, json.dumps(record, indent=2) + "\n")
+    runs = executor.run_models_side_by_side(comparison)
+    write_session_times(comparison, runs)
     return {int(model_id): run for model_id, run in runs.items()}
 
 

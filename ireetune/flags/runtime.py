@@ -30,7 +30,12 @@ from ireetune.core.errors import IreetuneError
 from ireetune.core.flag_space import RuntimeOption
 from ireetune.decision.rules import DecisionRule, rank_value
 from ireetune.decision.stats import Basis, SpeedupEstimate, estimate_speedup, split_rounds
-from ireetune.model.timing import ModelComparison, ModelRun, RuntimeVariants
+from ireetune.model.timing import (
+    ModelComparison,
+    ModelRun,
+    RuntimeVariants,
+    write_session_times,
+)
 
 if TYPE_CHECKING:
     from ireetune.executor.base import Executor
@@ -185,7 +190,8 @@ def _time_side_by_side(
     rounds: int,
 ) -> dict[RuntimeSet, ModelRun]:
     """Time the binary under the defaults and each set, each on a device of its own, side by
-    side in one process; return each one's run by its set (the defaults': ())."""
+    side in one process, keeping the raw times in the session's folder; return each one's run
+    by its set (the defaults': ())."""
     session_dir.mkdir(parents=True, exist_ok=True)
     ids = {_DEFAULTS: (), **{f"set_{index}": flags for index, flags in enumerate(sets, 1)}}
     only_workers = tuple(
@@ -197,13 +203,12 @@ def _time_side_by_side(
         ids, spell_runtime_defaults(search.space.runtime), _DEFAULTS, only_workers,
         choose_pause_s(sets),
     )  # fmt: skip
-    runs = executor.run_models_side_by_side(
-        ModelComparison(
-            [(model_id, binary) for model_id in ids], search.function, search.inputs_path,
-            session_dir, search.device, rounds, max(1, search.repetitions),
-            runtime_variants=variants,
-        )
+    comparison = ModelComparison(
+        [(model_id, binary) for model_id in ids], search.function, search.inputs_path,
+        session_dir, search.device, rounds, max(1, search.repetitions), runtime_variants=variants,
     )  # fmt: skip
+    runs = executor.run_models_side_by_side(comparison)
+    write_session_times(comparison, runs)
     if not runs[_DEFAULTS].ok:
         raise IreetuneError(
             f"the model does not run for the runtime search: {runs[_DEFAULTS].reason}"

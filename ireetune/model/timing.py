@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -13,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ireetune.core.errors import IreetuneError
+from ireetune.core.files import write_text_atomically
 from ireetune.core.worker_protocol import FailureKind, supervise_worker
 
 # A round should time each model for at least this long.
@@ -93,6 +95,24 @@ class ModelComparison:
     parameters: Sequence[Path] = ()
     runtime_flags: Sequence[str] = ()
     runtime_variants: RuntimeVariants | None = None
+
+
+# The file in a session's folder that keeps its raw per-call times (`write_session_times`).
+SESSION_TIMES = "times.json"
+
+
+def write_session_times(comparison: ModelComparison, runs: Mapping[str, ModelRun]) -> None:
+    """Keep one session's raw per-call times by model id, with its rounds, calls per round and
+    why any model did not run, in `SESSION_TIMES` of its folder: a verdict's interval can then
+    be computed again from the run folder alone."""
+    record = {
+        "rounds": comparison.rounds,
+        "calls_per_round": comparison.repetitions,
+        "times_ms": {model_id: list(run.times_ms) for model_id, run in runs.items()},
+        "reasons": {model_id: run.reason for model_id, run in runs.items() if run.reason},
+    }
+    path = comparison.work_dir / SESSION_TIMES
+    write_text_atomically(path, json.dumps(record, indent=2) + "\n")
 
 
 def run_models_side_by_side_here(comparison: ModelComparison) -> dict[str, ModelRun]:

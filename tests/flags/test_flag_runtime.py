@@ -47,7 +47,12 @@ from ireetune.flags.trials import (
     TrialStatus,
     compile_flag_sets,
 )
-from ireetune.model.timing import ModelComparison, ModelRun, run_models_side_by_side_here
+from ireetune.model.timing import (
+    SESSION_TIMES,
+    ModelComparison,
+    ModelRun,
+    run_models_side_by_side_here,
+)
 from ireetune.targets.llvm_cpu.flags import CPU_FLAG_SPACE, CPU_TUNED_OPTIONS
 from tests.conftest import CPU_FLAGS
 
@@ -155,6 +160,10 @@ def test_the_searched_phase_steps_through_options_and_searches_runtime_flags(
         sessions == ["session_1", "session_2"][: 1 + any(r["confirmed"] for r in runtime.values())]
     )
     assert result.runtime_flags == tuple(recorded["runtime"]["winner"])
+    # The first session's raw times stay in its folder, the defaults' among them.
+    first = json.loads((tmp_path / "runtime" / "session_1" / SESSION_TIMES).read_text())
+    assert sorted(first["times_ms"]) == ["defaults", "set_1", "set_2"]
+    assert len(first["times_ms"]["defaults"]) == first["rounds"] * first["calls_per_round"]
 
 
 def test_a_spent_budget_stops_the_search_after_the_default(

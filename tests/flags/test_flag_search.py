@@ -20,10 +20,11 @@ from ireetune.core.records import TIMED_STATUSES
 from ireetune.executor import LocalExecutor
 from ireetune.flags.dispatch_search import DispatchFlagSearch, search_dispatch_flags
 from ireetune.flags.file import write_flags_file
-from ireetune.flags.model_search import SESSION_TIMES, _speedup, search_model_flags
+from ireetune.flags.model_search import _speedup, search_model_flags
 from ireetune.flags.trials import ModelFlagSearch, TrialStatus
 from ireetune.flows.dispatch.tuner import TuneOptions, tune_dispatch
 from ireetune.flows.model.tuner import ModelTuneOptions, tune_model
+from ireetune.model.timing import SESSION_TIMES
 from ireetune.targets import parse_target
 from tests.conftest import (
     CPU_FLAGS,
