@@ -26,7 +26,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from ireetune.compile.driver import CompileStatus
 from ireetune.compile.pool import default_jobs, hash_binary
@@ -59,6 +59,30 @@ from ireetune.model.variants import (
     held_count,
     plan_variants,
 )
+
+
+class VariantRow(TypedDict):
+    """One variant's row of `selection/trials.json`: its specs and how its compile went, then,
+    once profiled, its dispatches' ratios inside the model, and once timed, its session's
+    figures and the rule's verdict."""
+
+    variant: str
+    specs: list[str]
+    linked_spec: str
+    status: str
+    reason: str
+    binary_hash: str
+    in_model_ratios: NotRequired[dict[str, float]]
+    current_ms: NotRequired[float]
+    trial_ms: NotRequired[float | None]
+    speedup: NotRequired[float | None]
+    speedup_low: NotRequired[float | None]
+    speedup_high: NotRequired[float | None]
+    session: NotRequired[str]
+    outputs_match: NotRequired[bool]
+    rule: NotRequired[str]
+    accepted: NotRequired[bool]
+
 
 # The variants the first session pre-selects for the confirmation, at most (as in split mode).
 CONFIRM_TOP = 3
@@ -229,12 +253,12 @@ def _profile(run: ModelTuningRun, folder: Path, label: str, vmfb: Path) -> InMod
 
 def _compile_plans(
     run: ModelTuningRun, plans: list[VariantPlan], folder: Path, room: Room
-) -> tuple[dict[str, Path], list[dict[str, Any]]]:
+) -> tuple[dict[str, Path], list[VariantRow]]:
     """Link and compile the variants, a batch of parallel compiles at a time while the time
     budget has room for it (`room`); return the distinct binaries by label and a row for each
     variant tried."""
     built: dict[str, Path] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[VariantRow] = []
     jobs_at_once = run.options.jobs or default_jobs()
     seen: set[str] | None = None
     batch_s = run.costs.compile_s
@@ -256,17 +280,21 @@ def _compile_plans(
         outcomes = compile_variants(run.executor, run.under_tuning, batch, folder, jobs_at_once)
         batch_s = max(batch_s, time.monotonic() - batch_started)
         for plan, outcome in outcomes:
-            row: dict[str, Any] = {
+            row: VariantRow = {
                 "variant": plan.label,
                 "specs": [str(spec) for spec in plan.specs],
                 "linked_spec": str(folder / f"{plan.label}_spec.mlir"),
                 "status": outcome.status.value,
                 "reason": outcome.reason,
+                # The binary is deleted once the run is reported (`remove_variant_binaries`).
+                "binary_hash": outcome.binary_hash,
             }
             if outcome.status is not CompileStatus.COMPILED:
                 row["reason"] = f"a candidate broke the model's compile: {outcome.reason}"
             elif outcome.binary_hash in seen:
-                row.update(status="not-applied", reason="the binary equals an earlier model's")
+                row.update(
+                    {"status": "not-applied", "reason": "the binary equals an earlier model's"}
+                )
             else:
                 seen.add(outcome.binary_hash)
                 built[plan.label] = folder / f"{plan.label}.vmfb"
@@ -354,7 +382,7 @@ def _pick_in_model(
     plans: Sequence[VariantPlan],
     built: dict[str, Path],
     first: dict[str, ModelRun],
-    rows: list[dict[str, Any]],
+    rows: list[VariantRow],
     folder: Path,
     before: InModelTimes | None,
 ) -> tuple[bool, VariantPlan | None]:
@@ -415,7 +443,7 @@ def _time_and_decide(
     run: ModelTuningRun,
     plans: Sequence[VariantPlan],
     built: dict[str, Path],
-    rows: list[dict[str, Any]],
+    rows: list[VariantRow],
     folder: Path,
     before: InModelTimes | None = None,
 ) -> VariantPlan | None:
@@ -494,22 +522,24 @@ def _time_and_decide(
         estimate = estimates.get(label) or estimate_against_default(session, label, calls)
         measured = runs[label]
         row.update(
-            current_ms=statistics.median(session["default"].times_ms),
-            trial_ms=statistics.median(measured.times_ms) if measured.ok else None,
-            speedup=estimate.speedup if estimate else None,
-            speedup_low=estimate.low if estimate else None,
-            speedup_high=estimate.high if estimate else None,
-            session="confirm" if label in sessions.contenders else "first",
-            outputs_match=outputs_of[label][0],
-            rule=MODEL_RULE.name,
-            accepted=label == winner,
-            reason=judgement.reason if judgement else measured.reason or "not pre-selected",
+            {
+                "current_ms": statistics.median(session["default"].times_ms),
+                "trial_ms": statistics.median(measured.times_ms) if measured.ok else None,
+                "speedup": estimate.speedup if estimate else None,
+                "speedup_low": estimate.low if estimate else None,
+                "speedup_high": estimate.high if estimate else None,
+                "session": "confirm" if label in sessions.contenders else "first",
+                "outputs_match": outputs_of[label][0],
+                "rule": MODEL_RULE.name,
+                "accepted": label == winner,
+                "reason": judgement.reason if judgement else measured.reason or "not pre-selected",
+            }
         )
     return by_label[winner] if winner is not None else None
 
 
 def _note_the_rest(
-    run: ModelTuningRun, pending: list[tuple[str, list[Path]]], rows: list[dict[str, Any]]
+    run: ModelTuningRun, pending: list[tuple[str, list[Path]]], rows: list[VariantRow]
 ) -> None:
     """Say, for each tuned dispatch without a kept spec, why; and once when the budget ran out.
     A candidate counts as tried in the model alone or in a joint variant (`in_any`)."""

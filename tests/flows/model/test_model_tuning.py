@@ -390,6 +390,8 @@ def test_tune_mlp_end_to_end_writes_a_report_and_a_usable_spec(tmp_path: Path) -
     assert {t["specs"][0] for t in trials[1:]} == set(trials[0]["specs"])
     timed = [t for t in trials if t["status"] == "compiled"]
     assert all(t["trial_ms"] > 0 and t["outputs_match"] for t in timed), timed
+    # Each binary's hash stays, as the variant binaries' removal says.
+    assert all(len(t["binary_hash"]) == 64 for t in timed), timed
     assert sum(1 for t in timed if t["accepted"]) <= 1, timed
     # All of them in one first session beside the default model.
     sessions = json.loads((run_dir / "selection" / "sessions.json").read_text())
