@@ -213,7 +213,7 @@ def test_under_late_data_tiling_a_models_mmt4d_is_tuned_and_its_spec_lands(
     result = tune_model(
         ModelTuneOptions(
             model_path=matmul_model, output_dir=tmp_path, num_candidates=2,
-            candidates_per_dispatch=1, rounds=2, max_dispatches=1, flag_sets=(DATA_TILING,),
+            candidates_per_dispatch=1, rounds=2, max_dispatches=3, flag_sets=(DATA_TILING,),
             flag_threshold=0.0, target=TEST_TARGET,
         )
     )  # fmt: skip
