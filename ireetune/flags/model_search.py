@@ -369,16 +369,17 @@ def measure_combined(
     `executor`, both under the tuned runtime flags (one process has one set).
 
     Returns the paired speedup, or None and why (the final model failed, or its outputs differ).
+    The session's raw times stay in its folder (`SESSION_TIMES`).
     """
     session_dir = work_dir / "combined"
     session_dir.mkdir(parents=True, exist_ok=True)
-    runs = executor.run_models_side_by_side(
-        ModelComparison(
-            [("default", original), ("tuned", final)], search.function, search.inputs_path,
-            session_dir, search.device, 2 * search.rounds, search.repetitions,
-            runtime_flags=tuple(runtime_flags),
-        )
+    comparison = ModelComparison(
+        [("default", original), ("tuned", final)], search.function, search.inputs_path,
+        session_dir, search.device, 2 * search.rounds, search.repetitions,
+        runtime_flags=tuple(runtime_flags),
     )  # fmt: skip
+    runs = executor.run_models_side_by_side(comparison)
+    write_session_times(comparison, runs)
     if not runs["default"].ok or not runs["tuned"].ok:
         return None, runs["tuned"].reason or runs["default"].reason
     matches, why = outputs_match(runs["default"].outputs, runs["tuned"].outputs)

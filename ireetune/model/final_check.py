@@ -22,7 +22,7 @@ from ireetune.model.select import (
     model_speedup,
     time_pair_until_decided,
 )
-from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.model.timing import ModelComparison, ModelRun, write_session_times
 from ireetune.spec.link import link_spec_files
 
 if TYPE_CHECKING:
@@ -87,14 +87,15 @@ def check_final_set(
         return binaries[key]
 
     def compare(first: Path, second: Path) -> dict[str, ModelRun]:
-        return time_pair_until_decided(
-            executor,
-            ModelComparison(
-                [("default", first), ("tuned", second)], model.function, model.inputs_path,
-                final_dir, model.device, 2 * timing.rounds,
-            ),
-            timing.extend_until,
+        # Each comparison's times replace the last's in the folder: the figures reported are
+        # the last comparison's.
+        comparison = ModelComparison(
+            [("default", first), ("tuned", second)], model.function, model.inputs_path,
+            final_dir, model.device, 2 * timing.rounds,
         )  # fmt: skip
+        runs = time_pair_until_decided(executor, comparison, timing.extend_until)
+        write_session_times(comparison, runs)
+        return runs
 
     names = list(accepted)
     started = time.monotonic()
@@ -142,12 +143,12 @@ def check_final_set(
             names = [n for n in names if n not in dropped]
     final = binary_of(names) if names else None
     if final is None:
-        runs = executor.run_models_side_by_side(
-            ModelComparison(
-                [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
-                model.device, 2 * timing.rounds,
-            )
+        alone = ModelComparison(
+            [("default", default_vmfb)], model.function, model.inputs_path, final_dir,
+            model.device, 2 * timing.rounds,
         )  # fmt: skip
+        runs = executor.run_models_side_by_side(alone)
+        write_session_times(alone, runs)
         default_ms = statistics.median(runs["default"].times_ms)
         notes.append("no dispatch spec made the model faster; no tuned spec written")
         return FinalCheck(None, default_ms, default_ms, None, tuple(dropped))

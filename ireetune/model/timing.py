@@ -104,9 +104,12 @@ SESSION_TIMES = "times.json"
 def write_session_times(comparison: ModelComparison, runs: Mapping[str, ModelRun]) -> None:
     """Keep one session's raw per-call times by model id, with its rounds, calls per round and
     why any model did not run, in `SESSION_TIMES` of its folder: a verdict's interval can then
-    be computed again from the run folder alone."""
+    be computed again from the run folder alone. The rounds are those the times hold: a
+    comparison timed in more batches (`time_pair_until_decided`) has more than it asked for."""
+    repetitions = max(1, comparison.repetitions)
+    timed = max((len(run.times_ms) for run in runs.values()), default=0)
     record = {
-        "rounds": comparison.rounds,
+        "rounds": timed // repetitions if timed else comparison.rounds,
         "calls_per_round": comparison.repetitions,
         "times_ms": {model_id: list(run.times_ms) for model_id, run in runs.items()},
         "reasons": {model_id: run.reason for model_id, run in runs.items() if run.reason},

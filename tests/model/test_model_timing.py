@@ -3,6 +3,7 @@ process (the model timing worker, `model/timing.py`)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -12,7 +13,14 @@ import pytest
 from ireetune.compile.driver import build_request, run_compile
 from ireetune.flags.runtime import spell_runtime_defaults
 from ireetune.model.ort_compare import count_local_task_workers
-from ireetune.model.timing import ModelComparison, RuntimeVariants, run_models_side_by_side_here
+from ireetune.model.timing import (
+    SESSION_TIMES,
+    ModelComparison,
+    ModelRun,
+    RuntimeVariants,
+    run_models_side_by_side_here,
+    write_session_times,
+)
 from ireetune.targets import parse_target
 from ireetune.targets.llvm_cpu.flags import LOCAL_TASK_RUNTIME_OPTIONS
 from tests.conftest import MATMUL_MODEL
@@ -114,3 +122,22 @@ def test_a_variant_whose_outputs_differ_and_one_that_changes_nothing_are_not_tim
         # One worker is timed where the defaults run more (CI's two cores and up).
         "one": (True, "", 1, 6) if workers > 1 else skipped,
     }  # fmt: skip
+
+
+def test_a_session_timed_in_more_batches_keeps_the_rounds_its_times_hold(tmp_path: Path) -> None:
+    """A comparison timed again while undecided (`time_pair_until_decided`) holds more rounds
+    than it asked for: the session's file counts the rounds its times hold, so the times split
+    back into the rounds they were timed in; a model that did not run keeps its reason."""
+    comparison = ModelComparison(
+        [("default", tmp_path / "a.vmfb"), ("tuned", tmp_path / "b.vmfb")], "main",
+        tmp_path / "inputs.npz", tmp_path, "local-task", rounds=2, repetitions=3,
+    )  # fmt: skip
+    runs = {
+        "default": ModelRun("default", (), tuple(float(t) for t in range(12)), ""),
+        "tuned": ModelRun("tuned", (), (), "it crashed"),
+    }
+    write_session_times(comparison, runs)
+    record = json.loads((tmp_path / SESSION_TIMES).read_text())
+    assert (record["rounds"], record["calls_per_round"]) == (4, 3)
+    assert record["times_ms"] == {"default": list(range(12)), "tuned": []}
+    assert record["reasons"] == {"tuned": "it crashed"}

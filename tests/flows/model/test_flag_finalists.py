@@ -4,6 +4,7 @@ verdict does not depend on this machine's load)."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -12,8 +13,9 @@ from typing import Any
 import pytest
 
 from ireetune.core.flag_space import FlagSet
-from ireetune.decision.stats import Basis, SpeedupEstimate
+from ireetune.decision.stats import Basis, SpeedupEstimate, Statistic
 from ireetune.executor import LocalExecutor
+from ireetune.flags.model_search import _speedup
 from ireetune.flags.trials import FlagSearchResult, FlagTrial, TrialStatus
 from ireetune.flows.model import local
 from ireetune.flows.model.flag_finalists import FOLDER, find_runners_up, judge_flag_finalists
@@ -26,8 +28,8 @@ from ireetune.flows.sequence import RunProgress
 from ireetune.model.final_check import FinalCheck
 from ireetune.model.hot import DispatchProfile, select_hot_dispatches
 from ireetune.model.profile import write_profile
-from ireetune.model.select import MODEL_RULE
-from ireetune.model.timing import ModelComparison, ModelRun
+from ireetune.model.select import MODEL_RULE, model_speedup
+from ireetune.model.timing import SESSION_TIMES, ModelComparison, ModelRun
 from ireetune.targets import parse_target
 from tests.conftest import MATMUL_MODEL
 from tests.spec_support import VALID_SPEC
@@ -247,6 +249,27 @@ def test_the_finalists_time_plain_compiles_and_count_matchers_in_a_configuration
     # The final check compiled nothing: it timed a copy of the winner's plain binary.
     set0 = tmp_path / "final" / "set0.vmfb"
     assert set0.read_bytes() == (tmp_path / FOLDER / "t1.vmfb").read_bytes()
+
+
+def test_the_final_and_combined_checks_keep_their_raw_times(tmp_path: Path) -> None:
+    """The final check's last comparison (the figures the result reports) and the flags'
+    combined check keep their sessions' raw times in their folders: both intervals are computed
+    again from the run folder alone."""
+    run = _tuned_run(tmp_path, ScaledTimes({"t2": 5.0, "t3": 5.0, "tuned": 0.5}))
+    run.options = replace(run.options, search_flags=False)
+    assert decide(run) is None and run.result is not None
+    assert run.result.estimate is not None and run.result.combined is not None
+    final = json.loads((tmp_path / "final" / SESSION_TIMES).read_text())
+    times = final["times_ms"]
+    assert len(times["default"]) == final["rounds"] * final["calls_per_round"]
+    assert model_speedup(times["default"], times["tuned"]) == run.result.estimate
+    combined = json.loads((tmp_path / "final" / "combined" / SESSION_TIMES).read_text())
+    times = combined["times_ms"]
+    assert len(times["tuned"]) == combined["rounds"] * combined["calls_per_round"]
+    assert (
+        _speedup(times["default"], times["tuned"], combined["calls_per_round"], Statistic.MEDIAN)
+        == run.result.combined
+    )
 
 
 def test_the_winner_stays_when_no_runner_up_beats_it_with_the_spec(tmp_path: Path) -> None:
