@@ -110,7 +110,7 @@ def write_session_times(comparison: ModelComparison, runs: Mapping[str, ModelRun
     timed = max((len(run.times_ms) for run in runs.values()), default=0)
     record = {
         "rounds": timed // repetitions if timed else comparison.rounds,
-        "calls_per_round": comparison.repetitions,
+        "calls_per_round": repetitions,
         "times_ms": {model_id: list(run.times_ms) for model_id, run in runs.items()},
         "reasons": {model_id: run.reason for model_id, run in runs.items() if run.reason},
     }
