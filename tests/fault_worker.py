@@ -6,7 +6,9 @@ IREETUNE_FAULT_DEVICE names one whose run fails on the device and leaves the dev
 CUDA illegal address does: every later run in the same process fails too.
 IREETUNE_FAULT_DELAY adds that many seconds before each job (to widen windows in kill tests).
 IREETUNE_FAULT_SLOW names a candidate that loads fine but whose every run never returns (a
-kernel that hangs). IREETUNE_FAULT_LOG names a file that gets a line "PID load PATH" for every
+kernel that hangs). IREETUNE_FAULT_PHASE="FIRST LAST FACTOR" plays a machine's slow phase:
+the times of this process's jobs FIRST to LAST (counted from 0, in the order timed) are multiplied
+by FACTOR. IREETUNE_FAULT_LOG names a file that gets a line "PID load PATH" for every
 binary this process loads (a prewarm process included) and "PID job ID" for every job it times.
 """
 
@@ -23,6 +25,7 @@ from ireetune.benchmark import worker
 _real_time_job = worker.time_job
 _real_load_function = worker.load_function
 _device_broken = False
+_jobs_timed = 0
 
 
 def _log(line: str) -> None:
@@ -51,7 +54,7 @@ def _time_job_with_faults(
     request: dict[str, Any],
     cache: dict[str, tuple[Any, str]] | None = None,
 ) -> dict[str, Any]:
-    global _device_broken
+    global _device_broken, _jobs_timed
     time.sleep(float(os.environ.get("IREETUNE_FAULT_DELAY", "0")))
     candidate_id = job["candidate_id"]
     _log(f"job {candidate_id}")
@@ -64,7 +67,12 @@ def _time_job_with_faults(
     if candidate_id == int(os.environ.get("IREETUNE_FAULT_DEVICE", "-1")):
         _device_broken = True
         raise RuntimeError("injected device fault: an illegal memory access was encountered")
-    return _real_time_job(runtime, device, job, request, cache)
+    result = _real_time_job(runtime, device, job, request, cache)
+    _jobs_timed += 1
+    first, last, factor = (os.environ.get("IREETUNE_FAULT_PHASE") or "0 -1 1").split()
+    if int(first) <= _jobs_timed - 1 <= int(last):
+        result["times_ms"] = [t * float(factor) for t in result["times_ms"]]
+    return result
 
 
 if __name__ == "__main__":

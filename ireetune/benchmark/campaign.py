@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 # Baseline movement between before and after the candidates that is worth a note.
 DRIFT_NOTE = 0.03
+# On the host's CPU, the baseline is timed again before every this many first-pass candidates.
+HOST_BRACKET_EVERY = 4
 BASELINE_TIMEOUT_S = 300.0
 
 
@@ -68,23 +70,35 @@ class CampaignSettings:
     min_timeout_s: float = 10.0
     # None: chosen per device by `for_device` (the host's CPU, or an accelerator).
     screen_fraction: float | None = None
+    # The baseline is timed again before every `bracket_every`-th candidate of the first pass,
+    # and each candidate is divided by the baseline timings on either side of it; 0: only
+    # before and after all of them.
+    bracket_every: int | None = None
     prewarm: int | None = None
     hang_slack_s: float | None = None
     jit_at_first_run: bool | None = None
 
     def for_device(self, device: str) -> CampaignSettings:
-        """Fill what was left to the device: on the host's CPU, screen with the full batch and
-        prewarm nothing (there is no JIT, and loading would take the measured cores); on an
+        """Fill what was left to the device: on the host's CPU, screen with the full batch,
+        prewarm nothing (there is no JIT, and loading would take the measured cores) and time
+        the baseline again every 4 candidates (the host's speed moves in phases of seconds: the
+        2-core EPYC's baseline moved up to 46% between before and after a first pass); on an
         accelerator, screen with a quarter batch (batched dispatch timing there is stable to
-        0.1%) and JIT the next candidates in up to four prewarm processes (a PTX JIT took about
-        0.4 s a candidate on the H100: four keep ahead of 10 candidates a second). A run's
-        deadline allows 1 s beyond the baseline's times on an accelerator, 3 s on the host's
-        CPU, whose cores the measurement shares with everything else on the machine."""
+        0.1%), time the baseline only before and after, and JIT the next candidates in up to
+        four prewarm processes (a PTX JIT took about 0.4 s a candidate on the H100: four keep
+        ahead of 10 candidates a second). A run's deadline allows 1 s beyond the baseline's
+        times on an accelerator, 3 s on the host's CPU, whose cores the measurement shares with
+        everything else on the machine."""
         on_host = measures_on_host(device)
         prewarm = 0 if on_host else max(1, min(4, (os.cpu_count() or 2) // 2))
         return replace(
             self,
             screen_fraction=self.screen_fraction or (1.0 if on_host else 0.25),
+            bracket_every=(
+                self.bracket_every
+                if self.bracket_every is not None
+                else (HOST_BRACKET_EVERY if on_host else 0)
+            ),
             prewarm=self.prewarm if self.prewarm is not None else prewarm,
             hang_slack_s=self.hang_slack_s or (3.0 if on_host else 1.0),
             jit_at_first_run=(
@@ -136,6 +150,10 @@ class CandidateMeasurement:
     # How `times_ms` was taken, and with how many dispatches per timed call.
     timing: TimingKind | None = None
     batch: int = 0
+    # The first pass's baseline timings this candidate was divided by: the ones on either side
+    # of it (empty: those before and after all candidates, `DeviceBaseline.before_ms` and
+    # `after_ms`).
+    reference_ms: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +169,9 @@ class DeviceBaseline:
     error: str = ""
     confirmed_rounds_ms: tuple[tuple[float, ...], ...] = ()
     timing: TimingKind | None = None
+    # The baseline's timings between the first pass's candidates (`bracket_every`), in order;
+    # a failed one is empty.
+    brackets_ms: tuple[tuple[float, ...], ...] = ()
 
     @property
     def reference_ms(self) -> float:
@@ -207,15 +228,32 @@ def _measurement(
     )  # fmt: skip
 
 
-def _pump(share: JobFeed, session: JobFeed, after: BenchmarkJob, after_index: list[int]) -> None:
-    """Move a device's share into its session as it arrives, then the baseline once more."""
-    index = 0
+@dataclass
+class _BaselinePlaces:
+    """Where the pump put the baseline in a session (the consumer reads them as it goes): the
+    session indexes of the timings between candidates, and of the one after the last."""
+
+    between: set[int] = field(default_factory=set)
+    after: list[int] = field(default_factory=list)
+
+
+def _pump(
+    share: JobFeed, session: JobFeed, baseline: BenchmarkJob, every: int, places: _BaselinePlaces
+) -> None:
+    """Move a device's share into its session as it arrives: the baseline again before every
+    `every`-th candidate after the first ones (never when 0), and once more after the last."""
+    # The session's first job is the baseline: a job's session index counts it.
+    index, since = 1, 0
     for job in _drain_stream(share):
+        if every and since == every:
+            # Recorded before it is added: its outcome can not arrive before it is queued.
+            places.between.add(index)
+            session.add(baseline)
+            index, since = index + 1, 0
         session.add(job)
-        index += 1
-    # The session's first job is the baseline, so the repeated baseline is job index + 1.
-    after_index.append(index + 1)
-    session.add(after)
+        index, since = index + 1, since + 1
+    places.after.append(index)
+    session.add(baseline)
 
 
 @dataclass
@@ -298,21 +336,34 @@ def _run_session(
                 )
         return
     batch = before.batch
-    baseline_ms = compute_stats(before.times_ms).median_ms
-    after_index: list[int] = []
+    places = _BaselinePlaces()
+    assert settings.bracket_every is not None, "settings.for_device(...) fills it"
     pump = threading.Thread(
-        target=_pump, args=(share, session, baseline_job, after_index), daemon=True
-    )
+        target=_pump, args=(share, session, baseline_job, settings.bracket_every, places),
+        daemon=True,
+    )  # fmt: skip
     pump.start()
+    # Every measured baseline timing of the first pass, by its session index.
+    timed: list[tuple[int, tuple[float, ...]]] = [(0, before.times_ms)]
+    brackets: list[tuple[float, ...]] = []
+    index_of: dict[int, int] = {}
     local: dict[int, CandidateMeasurement] = {}
     jobs: list[BenchmarkJob] = []
     after: BenchmarkOutcome | None = None
     for index, outcome in enumerate(outcomes, start=1):
-        if after_index and index == after_index[0]:
+        if places.after and index == places.after[0]:
             after = outcome
             break
+        measured_now = outcome.status is BenchmarkStatus.MEASURED
+        if index in places.between:
+            brackets.append(outcome.times_ms if measured_now else ())
+            if measured_now:
+                timed.append((index, outcome.times_ms))
+            continue
         jobs.append(session[index])
-        measurement = _measurement(outcome, baseline_ms, confirmed=False)
+        index_of[outcome.candidate_id] = index
+        # As it arrives, against the latest baseline: its neighbour after is still to come.
+        measurement = _measurement(outcome, compute_stats(timed[-1][1]).median_ms, False)
         local[outcome.candidate_id] = measurement
         measured.put(measurement)
     pump.join()
@@ -321,14 +372,15 @@ def _run_session(
     drift: float | None = None
     if after.status is BenchmarkStatus.MEASURED:
         after_ms = after.times_ms
-        drift = abs(compute_stats(after_ms).median_ms - baseline_ms) / baseline_ms
+        timed.append((places.after[0], after_ms))
+        first_ms = compute_stats(before.times_ms).median_ms
+        drift = abs(compute_stats(after_ms).median_ms - first_ms) / first_ms
         if drift > DRIFT_NOTE:
             with lock:
                 notes.append(
                     f"baseline on {device} moved {drift:.1%} between before and after the candidates"
                 )
-    reference_ms = float(statistics.median(before.times_ms + after_ms))
-    local = {cid: _rescale(m, reference_ms) for cid, m in local.items()}
+    local = {cid: _rescale(m, _neighbours(timed, index_of[cid])) for cid, m in local.items()}
 
     def run_rounds(round_jobs: Sequence[BenchmarkJob]) -> list[BenchmarkOutcome]:
         # The confirmation times full batches, whatever the first pass screened with, and
@@ -351,14 +403,29 @@ def _run_session(
             drift,
             confirmed_rounds_ms=confirmed_rounds,
             timing=before.timing,
+            brackets_ms=tuple(brackets),
         )
 
 
-def _rescale(measurement: CandidateMeasurement, baseline_ms: float) -> CandidateMeasurement:
+def _neighbours(timed: Sequence[tuple[int, tuple[float, ...]]], index: int) -> tuple[float, ...]:
+    """The baseline timings nearest a session index: the last before it and the first after it
+    (`timed` is in session order and starts before every candidate)."""
+    earlier = [times for at, times in timed if at < index]
+    later = [times for at, times in timed if at > index]
+    return earlier[-1] + (later[0] if later else ())
+
+
+def _rescale(
+    measurement: CandidateMeasurement, reference_ms: tuple[float, ...]
+) -> CandidateMeasurement:
     if not measurement.times_ms:
         return measurement
     median = compute_stats(measurement.times_ms).median_ms
-    return replace(measurement, speedup=baseline_ms / median)
+    return replace(
+        measurement,
+        speedup=float(statistics.median(reference_ms)) / median,
+        reference_ms=reference_ms,
+    )
 
 
 def _confirm(

@@ -410,6 +410,7 @@ class DeviceBaselineFile(FileModel):
     error: str = ""
     confirmed_rounds_ms: tuple[Times, ...] = ()
     timing: TimingKind | None = None
+    brackets_ms: tuple[Times, ...] = ()
 
     @model_validator(mode="after")
     def _check_measured(self) -> DeviceBaselineFile:
@@ -430,6 +431,7 @@ class MeasurementFile(FileModel):
     rounds_ms: tuple[Times, ...] = ()
     timing: TimingKind | None = None
     batch: Count = 0
+    reference_ms: Times = ()
 
     @model_validator(mode="after")
     def _check_measured(self) -> MeasurementFile:

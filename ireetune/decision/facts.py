@@ -16,7 +16,7 @@ def facts_from_campaign(result: CampaignResult, basis: Basis) -> dict[int, Candi
 
     A confirmed candidate's speedup pairs its confirmation rounds with the baseline's rounds on
     the same device; an unconfirmed one has the first pass only (its one "round" against the
-    baseline before and after), which can pre-select but never decide.
+    baseline timings on either side of it), which can pre-select but never decide.
     """
     facts: dict[int, CandidateFacts] = {}
     for measurement in result.candidates.values():
@@ -29,9 +29,8 @@ def facts_from_campaign(result: CampaignResult, basis: Basis) -> dict[int, Candi
         if measurement.confirmed and measurement.rounds_ms and baseline.confirmed_rounds_ms:
             estimate = estimate_speedup(baseline.confirmed_rounds_ms, measurement.rounds_ms, basis)
         else:
-            estimate = estimate_speedup(
-                (baseline.before_ms + baseline.after_ms,), (measurement.times_ms,), basis
-            )
+            reference = measurement.reference_ms or baseline.before_ms + baseline.after_ms
+            estimate = estimate_speedup((reference,), (measurement.times_ms,), basis)
         facts[measurement.candidate_id] = CandidateFacts(
             measurement.candidate_id,
             dispatch=estimate,

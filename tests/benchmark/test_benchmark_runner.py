@@ -281,6 +281,57 @@ def test_a_campaign_none_of_whose_candidates_reach_confirm_above_stops_after_its
     assert sum(1 for _, kind, _ in _log_lines(tmp_path / "log.txt") if kind == "job") == 4
 
 
+@pytest.mark.parametrize("bracket_every", [2, 0])
+def test_a_slow_phase_of_the_machine_is_divided_out_by_the_baseline_timed_between_candidates(
+    benchmark_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bracket_every: int
+) -> None:
+    # Six copies of the default's binary: every candidate's true speedup is 1. The machine slows
+    # 3x for the session's jobs 3 to 6. With the baseline timed before every second candidate
+    # those are the baseline, candidates 3 and 4 and the baseline again, so each of the two is
+    # divided by slow baselines on both sides; timed only before and after all candidates, the
+    # slow phase makes candidates 3 to 6 read about 0.33x.
+    monkeypatch.setenv(WORKER_COMMAND_VARIABLE, json.dumps([sys.executable, FAULT_WORKER]))
+    monkeypatch.setenv("IREETUNE_FAULT_LOG", str(tmp_path / "log.txt"))
+    monkeypatch.setenv("IREETUNE_FAULT_PHASE", "3 6 3.0")
+    monkeypatch.setenv("PYTHONPATH", str(REPOSITORY))
+    paths = _copies(benchmark_binary, tmp_path, 7)
+    settings = CampaignSettings(
+        repetitions=5, min_repetition_s=0.01, hopeless_factor=1000.0, confirm_rounds=0,
+        bracket_every=bracket_every,
+    )  # fmt: skip
+    result = run_campaign(
+        LocalExecutor(), BenchmarkJob(0, paths[0]),
+        [BenchmarkJob(i, paths[i]) for i in range(1, 7)], ["local-task"], settings,
+    )  # fmt: skip
+    speedups = {cid: m.speedup for cid, m in result.candidates.items()}
+    baseline = result.baselines["local-task"]
+    jobs = [int(what) for _, kind, what in _log_lines(tmp_path / "log.txt") if kind == "job"]
+    if bracket_every == 0:
+        assert jobs == [0, 1, 2, 3, 4, 5, 6, 0] and baseline.brackets_ms == ()
+        assert all(speedups[cid] < 0.5 for cid in (3, 4, 5, 6)), speedups  # type: ignore[operator]
+        return
+    assert jobs == [0, 1, 2, 0, 3, 4, 0, 5, 6, 0]
+    assert len(baseline.brackets_ms) == 2
+    # Each candidate is divided by the baseline timings on either side of it.
+    first, second = baseline.brackets_ms
+    references = {cid: m.reference_ms for cid, m in result.candidates.items()}
+    assert references == {
+        1: baseline.before_ms + first, 2: baseline.before_ms + first,
+        3: first + second, 4: first + second,
+        5: second + baseline.after_ms, 6: second + baseline.after_ms,
+    }  # fmt: skip
+    assert all(0.7 < speedups[cid] < 1.4 for cid in (3, 4)), speedups  # type: ignore[operator]
+
+
+def test_the_host_brackets_every_fourth_candidate_and_an_accelerator_times_before_and_after() -> (
+    None
+):
+    settings = CampaignSettings()
+    assert settings.for_device("local-task").bracket_every == 4
+    assert settings.for_device("cuda://0").bracket_every == 0
+    assert CampaignSettings(bracket_every=0).for_device("local-task").bracket_every == 0
+
+
 def test_prewarm_loads_the_coming_binaries_in_a_process_of_its_own(
     benchmark_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

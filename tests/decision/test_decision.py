@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ireetune.benchmark.campaign import (
     CampaignResult,
@@ -85,6 +86,19 @@ def test_dispatch_rule_needs_a_confirmed_interval_above_the_threshold() -> None:
     facts = facts_from_campaign(campaign, Basis.DISPATCH)
     # 3 looks fastest but was never confirmed; 2 is inside the threshold.
     assert choose_contenders(list(facts.values()), rule, 3) == [1]
+
+
+def test_an_unconfirmed_candidate_is_estimated_against_the_baseline_timings_beside_it() -> None:
+    # Timed in a phase where the machine ran 2x slower, as the baseline timed beside it did: it
+    # is as fast as the default, though before-and-after reads it 2x slower.
+    campaign = _campaign({1: 2.0}, confirmed=set())
+    slow_phase = tuple(2.0 * t for r in BASE for t in r)
+    beside = replace(campaign.candidates[1], reference_ms=slow_phase)
+    facts = facts_from_campaign(replace(campaign, candidates={1: beside}), Basis.DISPATCH)
+    estimate = facts[1].dispatch
+    assert estimate is not None and estimate.speedup == pytest.approx(1.0)
+    alone = facts_from_campaign(campaign, Basis.DISPATCH)[1].dispatch
+    assert alone is not None and alone.speedup == pytest.approx(0.5)
 
 
 def test_a_wrong_output_is_rejected_and_the_next_fastest_wins() -> None:
