@@ -570,6 +570,21 @@ def _drain_stream(feed: JobFeed) -> Iterator[BenchmarkJob]:
         index += 1
 
 
+def campaign_timings(result: CampaignResult) -> int:
+    """Return how many timings of a binary the campaign's busiest device ran (its devices run
+    at once): its candidates' first pass, failed ones included, and every baseline timing, the
+    confirmation's rounds included."""
+    per_device = {
+        device: 2 + len(b.brackets_ms) + len(b.confirmed_rounds_ms)
+        for device, b in result.baselines.items()
+    }
+    for measurement in result.candidates.values():
+        per_device[measurement.device] = (
+            per_device.get(measurement.device, 0) + 1 + len(measurement.rounds_ms)
+        )
+    return max(per_device.values(), default=0)
+
+
 def campaign_to_json(result: CampaignResult) -> dict[str, object]:
     """Return a JSON-ready form of a campaign's result.
 

@@ -72,6 +72,15 @@ def apply_campaign(
     ))  # fmt: skip
     info["baseline_noise"] = stats.noise
     info["baseline_drift"] = {b.device: b.drift for b in measured_devices if b.drift is not None}
+    # The first pass's baseline medians in the order timed (before, between candidates, after):
+    # how the machine's speed moved under the candidates it divides.
+    info["baseline_first_pass_ms"] = {
+        b.device: [
+            compute_stats(times).median_ms if times else None
+            for times in (b.before_ms, *b.brackets_ms, b.after_ms)
+        ]
+        for b in measured_devices
+    }
     info["confirmed"] = {
         device: sorted(
             m.candidate_id for m in result.candidates.values() if m.confirmed and m.device == device

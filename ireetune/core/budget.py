@@ -115,13 +115,13 @@ class TaskScheduler:
         left = self.seconds_left(now)
         return None if left is None else now + left - self.tail_seconds(load_s)
 
-    def starts_part(self, now: float, candidate_s: float, size: int, closing: int) -> bool:
-        """Say whether a dispatch run may start measuring `size` more candidates at `now`: they
-        and its closing stages (about `closing` candidates' time: the leaders timed again beside
-        the default, their outputs checked), at `candidate_s` seconds a candidate as its parts so
-        far went, end within the budget (always, without one)."""
+    def starts_part(self, now: float, part_s: float, closing_s: float) -> bool:
+        """Say whether a dispatch run may start a part of its candidates at `now`: the part
+        (`part_s`, as its parts so far went) and its closing stages (`closing_s`: the leaders
+        timed again beside the default, their outputs checked) end within the budget (always,
+        without one)."""
         left = self.seconds_left(now)
-        return left is None or left >= candidate_s * (size + closing)
+        return left is None or left >= part_s + closing_s
 
 
 # What a dispatch is expected to gain before any of its kind was tuned: its time cut by this

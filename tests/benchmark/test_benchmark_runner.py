@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ireetune.benchmark.campaign import CampaignSettings, job_deadlines, run_campaign
+from ireetune.benchmark.outcomes import apply_campaign
 from ireetune.benchmark.runner import (
     WORKER_COMMAND_VARIABLE,
     BenchmarkJob,
@@ -23,6 +24,7 @@ from ireetune.benchmark.runner import (
 )
 from ireetune.benchmark.stats import compute_stats
 from ireetune.benchmark.timing import TimingKind
+from ireetune.core.records import CandidateRecord, CandidateStatus
 from ireetune.executor import LocalExecutor
 from tests.conftest import CPU_FLAGS, IREE_COMPILE, REPOSITORY, TESTS
 
@@ -321,6 +323,16 @@ def test_a_slow_phase_of_the_machine_is_divided_out_by_the_baseline_timed_betwee
         5: second + baseline.after_ms, 6: second + baseline.after_ms,
     }  # fmt: skip
     assert all(0.7 < speedups[cid] < 1.4 for cid in (3, 4)), speedups  # type: ignore[operator]
+    # The run's results say how the baseline moved under the first pass, in the order timed.
+    records = {cid: CandidateRecord(cid, None, CandidateStatus.COMPILED) for cid in range(7)}
+    info: dict[str, Any] = {}
+    apply_campaign(records, result, info)
+    assert info["baseline_first_pass_ms"] == {
+        "local-task": [
+            compute_stats(t).median_ms
+            for t in (baseline.before_ms, first, second, baseline.after_ms)
+        ]
+    }
 
 
 def test_the_host_brackets_every_fourth_candidate_and_an_accelerator_times_before_and_after() -> (

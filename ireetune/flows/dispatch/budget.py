@@ -5,7 +5,9 @@ With a budget a run measures its candidates in parts, as an online search measur
 each part's specs are written, compiled and timed (first pass, `measure_round_stage`). Before each
 later part (or round) the task scheduler (core/budget.py `starts_part`) says whether it and the
 run's closing stages (the leaders timed again beside the default, their outputs checked, the
-decision) can still end within the budget, going by how long the parts so far took a candidate.
+decision) can still end within the budget: the part going by how long the parts so far took a
+candidate, the closing stages by the timings they hold (`closing_timings`) at what one timing
+took in the last part's first pass.
 When they can not, the run starts no new part and closes with what it measured; its notes (the
 summary, the result) and results.json's `time_budget` say that the budget ended it. A budget spent
 before the first measurement is one line. The later parts are the rounds of search/climb.py
@@ -89,8 +91,12 @@ def may_start_part(run: DispatchRun, size: int) -> bool:
     now = clock()
     candidate_s = (now - budget.measuring_since) / max(1, budget.started)
     options = run.options
-    closing = options.confirm_top + options.verify_top + 2
-    if budget.scheduler.starts_part(now, candidate_s, size, closing):
+    if budget.timing_s is None:
+        # No part was timed here (a continued run): a candidate's whole time for each.
+        closing_s = candidate_s * (options.confirm_top + options.verify_top + 2)
+    else:
+        closing_s = budget.timing_s * closing_timings(run, size)
+    if budget.scheduler.starts_part(now, candidate_s * size, closing_s):
         budget.started += size
         return True
     budget.ended = True
@@ -101,6 +107,34 @@ def may_start_part(run: DispatchRun, size: int) -> bool:
         "tried)"
     )
     return False
+
+
+def closing_timings(run: DispatchRun, size: int) -> int:
+    """Return how many timings of a binary the run's closing stages hold if it starts a part of
+    `size` more candidates: the default before and after, the confirmation's rounds of the
+    default and the leaders (the candidates measured so far that reach `confirm_above`, and the
+    part's, at most `confirm_top`; none without a leader), and each contender's output check (a
+    run on real inputs; its rounds too where real inputs decide)."""
+    options = run.options
+    reaching = sum(
+        1
+        for cid, record in run.recorder.records.items()
+        if cid and record.speedup is not None and not record.stopped_early
+        and record.speedup >= options.confirm_above
+    )  # fmt: skip
+    leaders = min(options.confirm_top, reaching + size)
+    if not leaders or options.confirm_rounds < 1:
+        return 2
+    contenders = min(options.verify_top, leaders)
+    checks = contenders * (1 + options.confirm_rounds if run.rule.real_input_decides else 1)
+    return 2 + options.confirm_rounds * (1 + leaders) + checks
+
+
+def note_part_timing(run: DispatchRun, seconds: float, timings: int) -> None:
+    """Keep what one timing of a binary took in a part's first pass (`seconds` over `timings`,
+    the default's included), for the closing stages' estimate."""
+    if run.budget is not None and timings > 0:
+        run.budget.timing_s = seconds / timings
 
 
 def record_budget(run: DispatchRun, stage: str) -> None:

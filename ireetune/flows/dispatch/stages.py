@@ -22,6 +22,7 @@ from ireetune.benchmark.campaign import (
     CampaignResult,
     CandidateMeasurement,
     EarlierResult,
+    campaign_timings,
     measures_on_host,
     run_campaign,
 )
@@ -48,7 +49,7 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
-from ireetune.flows.dispatch.budget import may_start_part
+from ireetune.flows.dispatch.budget import may_start_part, note_part_timing
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.state import DispatchRun, campaign_settings, first_notes
 from ireetune.model.real_inputs import time_on_real_inputs
@@ -300,7 +301,8 @@ def measure_round_stage(run: DispatchRun) -> None:
     classify_binaries(recorder, done)
     _time_at_dispatch_level_if_reference_ignores_configs(run, done)
     if any(r.status is CandidateStatus.COMPILED for cid, r in recorder.records.items() if cid and cid not in done):  # fmt: skip
-        _benchmark(run.executor, early, run.devices, recorder, done, _real_inputs(run), run.progress)  # fmt: skip
+        part = _benchmark(run.executor, early, run.devices, recorder, done, _real_inputs(run), run.progress)  # fmt: skip
+        note_part_timing(run, part.seconds, campaign_timings(part))
     run.restored = done | set(recorder.records)
     run.restored.discard(0)
 

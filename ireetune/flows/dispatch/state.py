@@ -84,12 +84,14 @@ class SetByStage(Generic[ValueT]):
 class DispatchBudget:
     """A run's `--time-budget` as the run spends it (flows/dispatch/budget.py): its scheduler,
     when measuring began, how many candidates the parts started, whether the budget ended the
-    run (the parts waiting are the run's rounds: search/climb.py)."""
+    run (the parts waiting are the run's rounds: search/climb.py), and the seconds one timing
+    of a binary took in the last part's first pass (None before one was timed)."""
 
     scheduler: TaskScheduler
     measuring_since: float = 0.0
     started: int = 0
     ended: bool = False
+    timing_s: float | None = None
 
 
 @dataclass

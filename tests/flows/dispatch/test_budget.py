@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 import ireetune
 from ireetune.core.budget import TaskScheduler
 from ireetune.core.errors import IreetuneError
+from ireetune.core.records import CandidateRecord, CandidateStatus
+from ireetune.decision.rules import DecisionRule
 from ireetune.flows.dispatch import budget
+from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.resume import _remaining_stages, resume_dispatch
+from ireetune.flows.dispatch.state import DispatchBudget
 from ireetune.report.html_report import write_html_report
 from ireetune.report.result import TuneResult
 from tests.conftest import FAST_RUN_OPTIONS, TEST_TARGET
@@ -45,9 +51,49 @@ def _tune(benchmark: Path, output_dir: Path, budget_s: float | None) -> TuneResu
 
 def test_a_part_starts_only_when_it_and_the_closing_stages_end_in_time() -> None:
     scheduler = TaskScheduler(100.0, started=0.0)
-    # 40 s left at 60 s; 2 candidates and 9 of closing at 4 s each need 44 s; at 3 s, 33 s.
-    assert [scheduler.starts_part(60.0, s, 2, 9) for s in (4.0, 3.0)] == [False, True]
-    assert TaskScheduler(None, started=0.0).starts_part(1e9, 1e9, 2, 9)
+    # 40 s left at 60 s: a part of 8 s and closing stages of 36 s need 44 s; of 33 s, 41 s.
+    assert [scheduler.starts_part(60.0, 8.0, s) for s in (36.0, 32.0)] == [False, True]
+    assert TaskScheduler(None, started=0.0).starts_part(1e9, 1e9, 1e9)
+
+
+def _budgeted_run(speedups: list[float], confirm_above: float, timing_s: float | None) -> Any:
+    """A run 7 s into a 21.6 s budget whose first part measured two candidates in 5.5 s (as
+    one of ResNet-50's dispatches under a model's budget did, 2026-12-08)."""
+    records = {0: CandidateRecord(0, None, CandidateStatus.MEASURED, speedup=1.0)}
+    for cid, speedup in enumerate(speedups, start=1):
+        records[cid] = CandidateRecord(cid, None, CandidateStatus.MEASURED, speedup=speedup)
+    options = TuneOptions(input_path=Path("x.mlir"), confirm_above=confirm_above)
+    return SimpleNamespace(
+        budget=DispatchBudget(
+            TaskScheduler(21.6, started=0.0), measuring_since=1.5, started=2, timing_s=timing_s
+        ),
+        options=options, rule=DecisionRule(), recorder=SimpleNamespace(records=records),
+        search=SimpleNamespace(untried=11), notes=[],
+    )  # fmt: skip
+
+
+def test_the_closing_stages_are_counted_in_the_timings_they_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(budget, "clock", lambda: 7.0)
+    # No candidate reached the 1.1x its share needs: the closing stages hold the default twice,
+    # then five rounds of it and at most the part's two (were they to reach it) and two checks.
+    run = _budgeted_run([1.01, 0.97], confirm_above=1.1, timing_s=0.3)
+    assert budget.closing_timings(run, 2) == 2 + 5 * 3 + 2
+    # 14.6 s left: the part's 5.5 s and the closing's 19 timings at 0.3 s (5.7 s) fit. Counted
+    # as 9 candidates' whole time (24.75 s), they did not, and the run stopped at a third of
+    # its budget.
+    assert budget.may_start_part(run, 2) and run.budget.started == 4
+    assert not budget.may_start_part(_budgeted_run([1.01, 0.97], 1.1, None), 2)
+    # Both reach the default's 0x: four leaders (`confirm_top`) and three checks (`verify_top`).
+    assert budget.closing_timings(_budgeted_run([1.01, 0.97], 0.0, 0.3), 2) == 2 + 5 * 5 + 3
+    # At 1 s a timing the closing stages (30 s) do not fit: the run ends, and says so.
+    slow = _budgeted_run([1.01, 0.97], confirm_above=1.1, timing_s=1.0)
+    assert not budget.may_start_part(slow, 2) and slow.budget.ended
+    assert slow.notes == [
+        "the time budget (21.6 s) ended the run: it started no part that could not end in time "
+        "(2 candidates tried; 13 were not tried)"
+    ]
 
 
 def test_the_budget_ends_the_run_and_a_continued_run_keeps_what_is_left(
