@@ -2,8 +2,10 @@
 
 Per device, in one thread each (the devices' queues run concurrently): time the baseline (which
 also fixes the batch size of that device and every later deadline), the device's share of the
-candidates (dealt round robin, possibly while they are still compiling), the baseline again, and
-then a confirmation round that re-times the device's leaders interleaved with the baseline. One
+candidates (dealt round robin, possibly while they are still compiling; on the host's CPU the
+baseline again before every fourth, each candidate divided by the baseline timings on either
+side of it), the baseline again, and then a confirmation round that re-times the device's
+leaders interleaved with the baseline. One
 worker session per device does all of it: the device stays open and the leaders stay loaded.
 Every speedup is relative to the baseline measured on the same device (seeds/002: chips of one
 SKU differ), so results from several devices rank together.
