@@ -7,7 +7,10 @@ later part (or round) the task scheduler (core/budget.py `starts_part`) says whe
 run's closing stages (the leaders timed again beside the default, their outputs checked, the
 decision) can still end within the budget: the part going by how long the parts so far took a
 candidate, the closing stages by the timings they hold (`closing_timings`) at what one timing
-took in the last part's first pass.
+took in the last part's first pass, with the confirmation at its fewest rounds
+(`LEAST_CONFIRM_ROUNDS`): the confirmation then times as many of its rounds as what is left of
+the budget holds (`confirm_rounds_that_fit`), and the run's notes say when that was fewer than
+asked.
 When they can not, the run starts no new part and closes with what it measured; its notes (the
 summary, the result) and results.json's `time_budget` say that the budget ended it. A budget spent
 before the first measurement is one line. The later parts are the rounds of search/climb.py
@@ -41,6 +44,8 @@ def read_clock() -> float:
 
 # A budget's run measures in at most this many parts: each part times the default once more.
 MAX_PARTS = 8
+# The fewest rounds a budget cuts the leaders' confirmation to (never more than asked).
+LEAST_CONFIRM_ROUNDS = 2
 
 
 def start_budget(run: DispatchRun, started: float) -> None:
@@ -95,7 +100,8 @@ def may_start_part(run: DispatchRun, size: int) -> bool:
         # No part was timed here (a continued run): a candidate's whole time for each.
         closing_s = candidate_s * (options.confirm_top + options.verify_top + 2)
     else:
-        closing_s = budget.timing_s * closing_timings(run, size)
+        rounds = min(options.confirm_rounds, LEAST_CONFIRM_ROUNDS)
+        closing_s = budget.timing_s * closing_timings(run, size, rounds)
     if budget.scheduler.starts_part(now, candidate_s * size, closing_s):
         budget.started += size
         return True
@@ -109,12 +115,9 @@ def may_start_part(run: DispatchRun, size: int) -> bool:
     return False
 
 
-def closing_timings(run: DispatchRun, size: int) -> int:
-    """Return how many timings of a binary the run's closing stages hold if it starts a part of
-    `size` more candidates: the default before and after, the confirmation's rounds of the
-    default and the leaders (the candidates measured so far that reach `confirm_above`, and the
-    part's, at most `confirm_top`; none without a leader), and each contender's output check (a
-    run on real inputs; its rounds too where real inputs decide)."""
+def _leaders(run: DispatchRun, more: int) -> int:
+    """Return how many leaders the confirmation would time were `more` candidates to reach
+    `confirm_above` besides those measured so far that do (at most `confirm_top`)."""
     options = run.options
     reaching = sum(
         1
@@ -122,12 +125,47 @@ def closing_timings(run: DispatchRun, size: int) -> int:
         if cid and record.speedup is not None and not record.stopped_early
         and record.speedup >= options.confirm_above
     )  # fmt: skip
-    leaders = min(options.confirm_top, reaching + size)
-    if not leaders or options.confirm_rounds < 1:
+    return min(options.confirm_top, reaching + more)
+
+
+def closing_timings(run: DispatchRun, size: int, rounds: int) -> int:
+    """Return how many timings of a binary the run's closing stages hold if it starts a part of
+    `size` more candidates and confirms in `rounds` rounds: the default before and after, the
+    confirmation's rounds of the default and the leaders (the candidates measured so far that
+    reach `confirm_above`, and the part's; none without a leader), and each contender's output
+    check (a run on real inputs; its rounds too where real inputs decide)."""
+    leaders = _leaders(run, size)
+    if not leaders or rounds < 1:
         return 2
-    contenders = min(options.verify_top, leaders)
-    checks = contenders * (1 + options.confirm_rounds if run.rule.real_input_decides else 1)
-    return 2 + options.confirm_rounds * (1 + leaders) + checks
+    return 2 + rounds * (1 + leaders) + _check_timings(run, leaders, rounds)
+
+
+def _check_timings(run: DispatchRun, leaders: int, rounds: int) -> int:
+    contenders = min(run.options.verify_top, leaders)
+    return contenders * (1 + rounds if run.rule.real_input_decides else 1)
+
+
+def confirm_rounds_that_fit(run: DispatchRun) -> int:
+    """Return the rounds the leaders' confirmation times: as asked, or, with a budget, as many
+    as what is left of it holds beside the closing's other timings, at least
+    `LEAST_CONFIRM_ROUNDS` (the parts started were counted with those); say so in the notes
+    when fewer than asked."""
+    asked = run.options.confirm_rounds
+    budget = run.budget
+    if budget is None or budget.timing_s is None or asked <= LEAST_CONFIRM_ROUNDS:
+        return asked
+    leaders = _leaders(run, 0)
+    left = budget.scheduler.seconds_left(clock())
+    if not leaders or left is None:
+        return asked
+    other = 2 + _check_timings(run, leaders, asked)
+    fit = math.floor((left / budget.timing_s - other) / (1 + leaders))
+    rounds = max(LEAST_CONFIRM_ROUNDS, min(asked, fit))
+    if rounds < asked:
+        run.notes.append(
+            f"the leaders were confirmed in {rounds} rounds, not {asked}: what the time budget left"
+        )
+    return rounds
 
 
 def note_part_timing(run: DispatchRun, seconds: float, timings: int) -> None:

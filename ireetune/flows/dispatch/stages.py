@@ -49,7 +49,11 @@ from ireetune.decision.rules import (
 )
 from ireetune.decision.stats import Basis
 from ireetune.executor import Executor
-from ireetune.flows.dispatch.budget import may_start_part, note_part_timing
+from ireetune.flows.dispatch.budget import (
+    confirm_rounds_that_fit,
+    may_start_part,
+    note_part_timing,
+)
 from ireetune.flows.dispatch.options import TuneOptions
 from ireetune.flows.dispatch.state import DispatchRun, campaign_settings, first_notes
 from ireetune.model.real_inputs import time_on_real_inputs
@@ -128,7 +132,8 @@ def measure_stage(run: DispatchRun) -> None:
         else None
     )
     if stored_facts is None:
-        campaign = run.overlapped or _benchmark(run.executor, options, run.devices, recorder, run.restored, _real_inputs(run), run.progress)  # fmt: skip
+        confirming = replace(options, confirm_rounds=confirm_rounds_that_fit(run))
+        campaign = run.overlapped or _benchmark(run.executor, confirming, run.devices, recorder, run.restored, _real_inputs(run), run.progress)  # fmt: skip
         run.notes.extend(campaign.notes)
         run.facts = facts_from_campaign(campaign, basis)
     else:

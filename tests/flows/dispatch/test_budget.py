@@ -76,24 +76,45 @@ def test_the_closing_stages_are_counted_in_the_timings_they_hold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(budget, "clock", lambda: 7.0)
-    # No candidate reached the 1.1x its share needs: the closing stages hold the default twice,
-    # then five rounds of it and at most the part's two (were they to reach it) and two checks.
+    # No candidate reached the 1.1x its share needs: in five rounds, the closing stages hold the
+    # default twice, then five rounds of it and at most the part's two (were they to reach it),
+    # and two checks.
     run = _budgeted_run([1.01, 0.97], confirm_above=1.1, timing_s=0.3)
-    assert budget.closing_timings(run, 2) == 2 + 5 * 3 + 2
-    # 14.6 s left: the part's 5.5 s and the closing's 19 timings at 0.3 s (5.7 s) fit. Counted
-    # as 9 candidates' whole time (24.75 s), they did not, and the run stopped at a third of
-    # its budget.
+    assert budget.closing_timings(run, 2, 5) == 2 + 5 * 3 + 2
+    # Both reach the default's 0x: four leaders (`confirm_top`) and three checks (`verify_top`).
+    assert budget.closing_timings(_budgeted_run([1.01, 0.97], 0.0, 0.3), 2, 5) == 2 + 5 * 5 + 3
+    # 14.6 s left: the part's 5.5 s and the closing at its fewest rounds (two: 10 timings at
+    # 0.3 s, 3 s) fit. Counted as 9 candidates' whole time (24.75 s), they did not, and the run
+    # stopped at a third of its budget.
     assert budget.may_start_part(run, 2) and run.budget.started == 4
     assert not budget.may_start_part(_budgeted_run([1.01, 0.97], 1.1, None), 2)
-    # Both reach the default's 0x: four leaders (`confirm_top`) and three checks (`verify_top`).
-    assert budget.closing_timings(_budgeted_run([1.01, 0.97], 0.0, 0.3), 2) == 2 + 5 * 5 + 3
-    # At 1 s a timing the closing stages (30 s) do not fit: the run ends, and says so.
+    # At 1 s a timing the closing stages (10 s) do not fit: the run ends, and says so.
     slow = _budgeted_run([1.01, 0.97], confirm_above=1.1, timing_s=1.0)
     assert not budget.may_start_part(slow, 2) and slow.budget.ended
     assert slow.notes == [
         "the time budget (21.6 s) ended the run: it started no part that could not end in time "
         "(2 candidates tried; 13 were not tried)"
     ]
+
+
+def test_the_confirmation_times_the_rounds_what_is_left_of_the_budget_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(budget, "clock", lambda: 7.0)
+    # Two leaders: a round times the default and both; the default twice and two checks besides.
+    # 14.6 s left at 0.3 s a timing holds 14 rounds: the five asked.
+    roomy = _budgeted_run([1.2, 1.1], confirm_above=1.05, timing_s=0.3)
+    assert budget.confirm_rounds_that_fit(roomy) == 5 and roomy.notes == []
+    # At 1 s a timing, three; at 3 s, none, but never fewer than two.
+    tight = _budgeted_run([1.2, 1.1], confirm_above=1.05, timing_s=1.0)
+    assert budget.confirm_rounds_that_fit(tight) == 3
+    assert tight.notes == [
+        "the leaders were confirmed in 3 rounds, not 5: what the time budget left"
+    ]
+    assert budget.confirm_rounds_that_fit(_budgeted_run([1.2, 1.1], 1.05, 3.0)) == 2
+    # No leader, or no part timed: as asked.
+    assert budget.confirm_rounds_that_fit(_budgeted_run([1.0, 0.9], 1.05, 3.0)) == 5
+    assert budget.confirm_rounds_that_fit(_budgeted_run([1.2, 1.1], 1.05, None)) == 5
 
 
 def test_the_budget_ends_the_run_and_a_continued_run_keeps_what_is_left(
