@@ -152,9 +152,8 @@ class CandidateMeasurement:
     # How `times_ms` was taken, and with how many dispatches per timed call.
     timing: TimingKind | None = None
     batch: int = 0
-    # The first pass's baseline timings this candidate was divided by: the ones on either side
-    # of it (empty: those before and after all candidates, `DeviceBaseline.before_ms` and
-    # `after_ms`).
+    # The first pass's baseline timings this candidate was divided by, on either side of it
+    # (empty: `DeviceBaseline.before_ms` and `after_ms`, before and after all candidates).
     reference_ms: tuple[float, ...] = ()
 
 
@@ -570,21 +569,6 @@ def _drain_stream(feed: JobFeed) -> Iterator[BenchmarkJob]:
             return
         yield job
         index += 1
-
-
-def campaign_timings(result: CampaignResult) -> int:
-    """Return how many timings of a binary the campaign's busiest device ran (its devices run
-    at once): its candidates' first pass, failed ones included, and every baseline timing, the
-    confirmation's rounds included."""
-    per_device = {
-        device: 2 + len(b.brackets_ms) + len(b.confirmed_rounds_ms)
-        for device, b in result.baselines.items()
-    }
-    for measurement in result.candidates.values():
-        per_device[measurement.device] = (
-            per_device.get(measurement.device, 0) + 1 + len(measurement.rounds_ms)
-        )
-    return max(per_device.values(), default=0)
 
 
 def campaign_to_json(result: CampaignResult) -> dict[str, object]:

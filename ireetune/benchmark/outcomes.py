@@ -92,3 +92,18 @@ def apply_campaign(
     info["benchmark_seconds"] = result.seconds
     info["benchmark_candidates_per_second"] = result.measured_per_second
     return changed, stats.median_ms
+
+
+def campaign_timings(result: CampaignResult) -> int:
+    """Return how many timings of a binary the campaign's busiest device ran (its devices run
+    at once): its candidates' first pass, failed ones included, and every baseline timing, the
+    confirmation's rounds included."""
+    per_device = {
+        device: 2 + len(b.brackets_ms) + len(b.confirmed_rounds_ms)
+        for device, b in result.baselines.items()
+    }
+    for measurement in result.candidates.values():
+        per_device[measurement.device] = (
+            per_device.get(measurement.device, 0) + 1 + len(measurement.rounds_ms)
+        )
+    return max(per_device.values(), default=0)

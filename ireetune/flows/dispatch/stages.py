@@ -22,11 +22,10 @@ from ireetune.benchmark.campaign import (
     CampaignResult,
     CandidateMeasurement,
     EarlierResult,
-    campaign_timings,
     measures_on_host,
     run_campaign,
 )
-from ireetune.benchmark.outcomes import apply_campaign, record_measurement
+from ireetune.benchmark.outcomes import apply_campaign, campaign_timings, record_measurement
 from ireetune.benchmark.runner import BenchmarkJob
 from ireetune.compile.driver import CompileRequest, build_request
 from ireetune.compile.overlap import MeasurePlan, compile_and_measure
