@@ -72,9 +72,8 @@ class CampaignSettings:
     min_timeout_s: float = 10.0
     # None: chosen per device by `for_device` (the host's CPU, or an accelerator).
     screen_fraction: float | None = None
-    # The baseline is timed again before every `bracket_every`-th candidate of the first pass,
-    # and each candidate is divided by the baseline timings on either side of it; 0: only
-    # before and after all of them.
+    # The baseline timed again before every `bracket_every`-th first-pass candidate (each one
+    # divided by the timings on either side of it); 0: only before and after all of them.
     bracket_every: int | None = None
     prewarm: int | None = None
     hang_slack_s: float | None = None
